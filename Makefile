@@ -1,0 +1,47 @@
+# The two Quick-start commands (see README.md):
+#   make run    set up, build (release) and run `tessera simulate` on its embedded default
+#   make test   set up, build (dev), build the test control plane, and run every test
+# Others: make build, make test-unit (no control plane), make bench, make asan, make fuzz.
+
+JOBS ?= $(shell nproc)
+CTEST_ARGS ?=
+
+.PHONY: setup build run dev test test-unit controlplane bench asan fuzz clean
+
+setup:
+	./scripts/setup.sh
+
+build: setup
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS)
+
+run: build
+	./build/release/tessera simulate
+
+dev: setup
+	cmake --preset dev >/dev/null
+	cmake --build --preset dev -j $(JOBS)
+
+controlplane: setup
+	./test/controlplane/build.sh
+
+test: dev controlplane
+	ctest --preset dev -j $(JOBS) $(CTEST_ARGS)
+
+test-unit: dev
+	ctest --preset unit -j $(JOBS) $(CTEST_ARGS)
+
+bench: build
+	./bench/run_all.sh
+
+asan: setup
+	cmake --preset asan-ubsan >/dev/null
+	cmake --build --preset asan-ubsan -j $(JOBS)
+	ctest --preset asan-ubsan -j $(JOBS)
+
+fuzz: setup
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+
+clean:
+	rm -rf build
