@@ -8,7 +8,7 @@ set(TESSERA_SANITIZE "" CACHE STRING "Comma-separated sanitizers (address,undefi
 option(TESSERA_ASSERTS "Keep debug assertions in optimised builds" OFF)
 
 set(TESSERA_WARNINGS -Wall -Wextra -Wpedantic -Wshadow=local -Wnon-virtual-dtor
-    -Wno-missing-field-initializers)
+    -Wno-missing-field-initializers -Wno-maybe-uninitialized)
 
 function(_tessera_common target)
   target_compile_options(${target} PRIVATE ${TESSERA_WARNINGS})

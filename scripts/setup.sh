@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev     # JSON at the edges (records, --json, API objects)
   libyaml-cpp-dev        # cluster and workload files, with line numbers for errors
   libcli11-dev           # subcommands and --help
-  libfmt-dev             # formatting
+  libfmt-dev libspdlog-dev  # formatting, logging (outside core)
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev       # Google Benchmark
   libcurl4-openssl-dev   # HTTPS to the Kubernetes API server

@@ -1,0 +1,83 @@
+// What is free, per node and per GPU, and the one place where grants are applied and reverted.
+//
+// Invariants (checked on every Apply and Revert, always on):
+//  - no GPU has more memory or compute granted than it has (free amounts never go negative);
+//  - an exclusive GPU has exactly one grant, and a GPU with any grant is never granted exclusively;
+//  - node CPU and memory are never over-committed;
+//  - a GPU with no grant has all its memory and compute free.
+// Every change bumps the node's version so that policies can cache per-node results.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/model/cluster.h"
+#include "core/model/placement.h"
+
+namespace tessera::core {
+
+struct GpuState {
+  int64_t free_memory_mib = 0;
+  int32_t free_compute_milli = 0;
+  int32_t grants = 0;      // pods holding a grant on this GPU
+  bool exclusive = false;  // held whole by one pod
+};
+
+class ClusterState {
+ public:
+  explicit ClusterState(const Cluster& cluster);
+
+  const Cluster& cluster() const { return *cluster_; }
+  int node_count() const { return cluster_->node_count(); }
+
+  int64_t free_cpu_milli(NodeId n) const { return nodes_[n.value()].free_cpu_milli; }
+  int64_t free_memory_mib(NodeId n) const { return nodes_[n.value()].free_memory_mib; }
+  std::span<const GpuState> gpus(NodeId n) const {
+    const NodeState& s = nodes_[n.value()];
+    return {gpus_.data() + s.gpu_begin, static_cast<size_t>(s.gpu_count)};
+  }
+  const GpuState& gpu(NodeId n, int g) const { return gpus_[nodes_[n.value()].gpu_begin + g]; }
+  // GPUs with no grant at all.
+  uint64_t whole_free_mask(NodeId n) const { return nodes_[n.value()].whole_free_mask; }
+  int whole_free_count(NodeId n) const { return __builtin_popcountll(whole_free_mask(n)); }
+  // Bumped on every change to the node.
+  uint64_t version(NodeId n) const { return nodes_[n.value()].version; }
+
+  // Whether `p` can be applied, and if not, why (for people).
+  bool CanApply(const Placement& p, std::string* why = nullptr) const;
+  // Applies a placement. A placement that breaks an invariant is a bug in the caller: CHECK.
+  void Apply(const Placement& p);
+  // Returns what `p` took. `p` must have been applied.
+  void Revert(const Placement& p);
+
+  // Cluster-wide figures.
+  int gpus_in_use() const { return gpus_in_use_; }
+  int64_t allocated_compute_milli() const { return allocated_compute_milli_; }
+  int64_t allocated_gpu_memory_mib() const { return allocated_gpu_memory_mib_; }
+  int64_t allocated_cpu_milli() const { return allocated_cpu_milli_; }
+
+  // Recomputes everything from scratch and CHECKs it against the incremental state (tests).
+  void CheckInvariants() const;
+
+ private:
+  struct NodeState {
+    int64_t free_cpu_milli = 0;
+    int64_t free_memory_mib = 0;
+    uint64_t whole_free_mask = 0;
+    uint64_t version = 0;
+    int32_t gpu_begin = 0;
+    int32_t gpu_count = 0;
+  };
+
+  const Cluster* cluster_;
+  std::vector<NodeState> nodes_;
+  std::vector<GpuState> gpus_;
+  int gpus_in_use_ = 0;
+  int64_t allocated_compute_milli_ = 0;
+  int64_t allocated_gpu_memory_mib_ = 0;
+  int64_t allocated_cpu_milli_ = 0;
+};
+
+}  // namespace tessera::core

@@ -1,0 +1,78 @@
+// The allocation engine: one cluster's state under one policy. Places pods, releases them, places
+// gangs all-or-nothing, and answers what-if questions with the same algorithm.
+//
+// Invariants: every placement in the ledger has been applied to the state exactly once; a failed
+// gang leaves the state (and the policy's indexes) exactly as before. Not thread-safe: one thread
+// owns an Engine (see STYLE.md "Concurrency").
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "core/cluster_state.h"
+#include "core/model/cluster.h"
+#include "core/model/request.h"
+#include "core/policy/policy.h"
+#include "core/topology/domains.h"
+
+namespace tessera::core {
+
+enum class Mode {
+  kCommit,    // place and record
+  kTestOnly,  // decide, record nothing (a filter; a what-if)
+};
+
+class Engine {
+ public:
+  // `cluster` must outlive the engine.
+  Engine(const Cluster& cluster, std::unique_ptr<Policy> policy,
+         std::vector<TopologyLevel> levels = DefaultTopologyLevels());
+
+  // Places one pod (not a gang member: use PlaceGang). The pod is keyed by request.name, which
+  // must not already be placed.
+  PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit);
+
+  // Places all members of one gang or none. Results are in member order; on failure every result
+  // carries the same outcome and reason, and the state is exactly as before.
+  std::vector<PlacementResult> PlaceGang(std::span<const PodRequest> members,
+                                         Mode mode = Mode::kCommit);
+
+  // Frees what `pod` holds. NotFound if it holds nothing.
+  absl::Status Release(std::string_view pod);
+
+  // Records a placement decided earlier (a restarted scheduler reading pod assignments). Fails,
+  // changing nothing, if it does not fit what is free or the pod is already placed.
+  absl::Status Restore(std::string_view pod, const Placement& placement);
+
+  const Placement* Find(std::string_view pod) const;
+  const ClusterState& state() const { return state_; }
+  const Cluster& cluster() const { return *cluster_; }
+  const TopologyDomains& domains() const { return domains_; }
+  Policy& policy() { return *policy_; }
+  size_t placed_count() const { return ledger_.size(); }
+
+ private:
+  void Commit(const Placement& p);
+  void Undo(const Placement& p);
+  // Places every member inside `candidates` (nullptr = anywhere) and commits them all, or
+  // returns false having undone what it placed; `failure` gets the reason.
+  bool PlaceAll(std::span<const PodRequest> members, const std::vector<Candidate>* candidates,
+                std::vector<Placement>* placed, std::string* failure);
+  // Free compute (milli-GPU) left inside a domain: what a best-fit choice minimises.
+  int64_t FreeComputeIn(const Domain& domain) const;
+  std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
+                                                      Mode mode);
+
+  const Cluster* cluster_;
+  std::unique_ptr<Policy> policy_;
+  ClusterState state_;
+  TopologyDomains domains_;
+  absl::flat_hash_map<std::string, Placement> ledger_;
+};
+
+}  // namespace tessera::core

@@ -1,0 +1,211 @@
+#include "core/engine.h"
+
+#include "core/testing/cluster_builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::core {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ClusterBuilder;
+using testing::Pod;
+using testing::RealityCheckCluster;
+
+std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
+
+TEST(Engine, PlacesAndReleases) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  PlacementResult r = e.Place(Pod("p", GpuAsk::Share(4096, 0)));
+  ASSERT_TRUE(r.placed()) << r.reason;
+  EXPECT_EQ(e.state().gpus_in_use(), 1);
+  ASSERT_NE(e.Find("p"), nullptr);
+  EXPECT_TRUE(e.Release("p").ok());
+  EXPECT_EQ(e.state().gpus_in_use(), 0);
+  EXPECT_EQ(e.Release("p").code(), absl::StatusCode::kNotFound);
+  e.state().CheckInvariants();
+}
+
+TEST(Engine, NeverFitsSaysWhyInWordsAPersonCanActOn) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  PlacementResult big = e.Place(Pod("big", GpuAsk::Share(96 * 1024, 0)));
+  EXPECT_EQ(big.outcome, Outcome::kNeverFits);
+  EXPECT_EQ(big.reason, "needs 96Gi on one GPU; the largest GPU has 80Gi");
+
+  PlacementResult many = e.Place(Pod("many", GpuAsk::Whole(9)));
+  EXPECT_EQ(many.outcome, Outcome::kNeverFits);
+  EXPECT_EQ(many.reason, "needs 9 GPUs on one node; the most any node has is 8");
+
+  PodRequest model = Pod("model", GpuAsk::Whole(1));
+  model.gpu_models = {"H100-80GB"};
+  PlacementResult m = e.Place(model);
+  EXPECT_EQ(m.outcome, Outcome::kNeverFits);
+  EXPECT_THAT(m.reason, HasSubstr("no GPU of model H100-80GB in this cluster (it has: A100-80GB)"));
+
+  PlacementResult cpu = e.Place(Pod("cpu", GpuAsk::None(), 500'000));
+  EXPECT_EQ(cpu.outcome, Outcome::kNeverFits);
+  EXPECT_EQ(cpu.reason, "needs 500 CPU on one node; the largest node has 128");
+
+  // Fits the biggest node's CPU or its GPUs, but no node has both.
+  PlacementResult both = e.Place(Pod("both", GpuAsk::Whole(8), 130'000));
+  EXPECT_EQ(both.outcome, Outcome::kNeverFits);
+  EXPECT_EQ(e.placed_count(), 0u);
+}
+
+TEST(Engine, NoFitNowCountsNodesByReason) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  ASSERT_TRUE(e.Place(Pod("w", GpuAsk::Whole(7))).placed());
+  PlacementResult r = e.Place(Pod("x", GpuAsk::Whole(2), 100'000));
+  EXPECT_EQ(r.outcome, Outcome::kNoFitNow);
+  EXPECT_EQ(r.reason,
+            "0/2 nodes can take it now: 1 too little CPU free (needs 100), 1 too few free GPUs "
+            "(needs 2, at most 1 free on one node)");
+}
+
+TEST(Engine, TestOnlyModeChangesNothing) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("binpack"));
+  PlacementResult r = e.Place(Pod("p", GpuAsk::Whole(2)), Mode::kTestOnly);
+  EXPECT_TRUE(r.placed());
+  EXPECT_EQ(e.state().gpus_in_use(), 0);
+  EXPECT_EQ(e.Find("p"), nullptr);
+}
+
+std::vector<PodRequest> Gang(const std::string& name, int n, GpuAsk ask, std::string level,
+                             bool required) {
+  std::vector<PodRequest> members;
+  for (int i = 0; i < n; ++i) {
+    PodRequest p = Pod(name + "-" + std::to_string(i), ask);
+    p.gang = GangAsk{name, n, level, required};
+    members.push_back(p);
+  }
+  return members;
+}
+
+TEST(Engine, GangLandsInsideOneNvlinkDomain) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  auto results = e.PlaceGang(Gang("train", 8, GpuAsk::Whole(1), "nvlink-domain", true));
+  for (const PlacementResult& r : results) {
+    ASSERT_TRUE(r.placed()) << r.reason;
+    EXPECT_EQ(c.node(r.placement.node).name, "nvswitch-0");
+  }
+  e.state().CheckInvariants();
+}
+
+TEST(Engine, FailedGangRollsBackExactly) {
+  Cluster c = RealityCheckCluster();
+  for (const char* policy : {"tessera", "binpack", "spread"}) {
+    Engine e(c, Make(policy));
+    ASSERT_TRUE(e.Place(Pod("a", GpuAsk::Whole(1))).placed());
+    ASSERT_TRUE(e.Place(Pod("b", GpuAsk::Share(10'000, 300))).placed());
+    // Snapshot what is free.
+    std::vector<GpuState> before;
+    for (int n = 0; n < c.node_count(); ++n) {
+      for (const GpuState& g : e.state().gpus(NodeId(n))) before.push_back(g);
+    }
+    int64_t cpu_before = e.state().allocated_cpu_milli();
+    // 9 GPUs are free in total, but the gang needs 10 whole GPUs: the last member fails.
+    auto results = e.PlaceGang(Gang("g", 10, GpuAsk::Whole(1), "", false));
+    for (const PlacementResult& r : results) {
+      EXPECT_EQ(r.outcome, Outcome::kNoFitNow) << policy;
+      EXPECT_THAT(r.reason, HasSubstr("gang g: member g-"));
+    }
+    std::vector<GpuState> after;
+    for (int n = 0; n < c.node_count(); ++n) {
+      for (const GpuState& g : e.state().gpus(NodeId(n))) after.push_back(g);
+    }
+    ASSERT_EQ(before.size(), after.size());
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_EQ(before[i].free_memory_mib, after[i].free_memory_mib);
+      EXPECT_EQ(before[i].free_compute_milli, after[i].free_compute_milli);
+      EXPECT_EQ(before[i].grants, after[i].grants);
+    }
+    EXPECT_EQ(cpu_before, e.state().allocated_cpu_milli());
+    EXPECT_EQ(e.placed_count(), 2u);
+    e.state().CheckInvariants();
+    // And the policy's indexes were restored too: later requests go exactly where they go on
+    // an engine that never saw the gang.
+    Engine fresh(c, Make(policy));
+    ASSERT_TRUE(fresh.Place(Pod("a", GpuAsk::Whole(1))).placed());
+    ASSERT_TRUE(fresh.Place(Pod("b", GpuAsk::Share(10'000, 300))).placed());
+    for (const PodRequest& probe : {Pod("c", GpuAsk::Whole(2)), Pod("d", GpuAsk::Share(1000, 0)),
+                                    Pod("e", GpuAsk::Whole(4)), Pod("f", GpuAsk::None())}) {
+      PlacementResult x = e.Place(probe);
+      PlacementResult y = fresh.Place(probe);
+      ASSERT_EQ(x.outcome, y.outcome) << policy << " " << probe.name;
+      EXPECT_EQ(x.placement.node, y.placement.node) << policy << " " << probe.name;
+      EXPECT_EQ(x.placement.gpus, y.placement.gpus) << policy << " " << probe.name;
+    }
+  }
+}
+
+TEST(Engine, GangRequiredDomainTooSmallNeverFits) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  auto results = e.PlaceGang(Gang("big", 9, GpuAsk::Whole(1), "nvlink-domain", true));
+  EXPECT_EQ(results[0].outcome, Outcome::kNeverFits);
+  EXPECT_EQ(results[0].reason, "gang big needs 9 GPUs inside one nvlink-domain; the largest has 8");
+}
+
+TEST(Engine, GangRequiredDomainBusyDoesNotFitNow) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  ASSERT_TRUE(e.Place(Pod("w", GpuAsk::Whole(1))).placed());  // best fit: lands on pcie-0
+  ASSERT_TRUE(e.Place(Pod("w2", GpuAsk::Whole(2))).placed());  // only nvswitch-0 has 2 free
+  auto results = e.PlaceGang(Gang("t", 8, GpuAsk::Whole(1), "nvlink-domain", true));
+  EXPECT_EQ(results[0].outcome, Outcome::kNoFitNow);
+  EXPECT_THAT(results[0].reason, HasSubstr("no nvlink-domain has room for all 8 members now"));
+  // Preferred falls back to anywhere: 7 GPUs are free in all.
+  auto pref = e.PlaceGang(Gang("p", 7, GpuAsk::Whole(1), "nvlink-domain", false));
+  EXPECT_TRUE(pref[0].placed()) << pref[0].reason;
+}
+
+TEST(Engine, GangUnknownLevelIsAnError) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  auto results = e.PlaceGang(Gang("g", 2, GpuAsk::Whole(1), "galaxy", true));
+  EXPECT_EQ(results[0].outcome, Outcome::kNeverFits);
+  EXPECT_THAT(results[0].reason, HasSubstr("unknown topology level \"galaxy\""));
+}
+
+TEST(Engine, GangPicksTheBestFittingRack) {
+  Cluster c = ClusterBuilder()
+                  .Node("r1-a").Gpus(8, "A100-80GB").NvSwitch().Label("tessera.dev/rack", "r1")
+                  .Node("r1-b").Gpus(8, "A100-80GB").NvSwitch().Label("tessera.dev/rack", "r1")
+                  .Node("r2-a").Gpus(8, "A100-80GB").NvSwitch().Label("tessera.dev/rack", "r2")
+                  .Build();
+  Engine e(c, Make("tessera"));
+  // 12 GPUs in one rack: only r1 has 16; r2 has 8.
+  auto results = e.PlaceGang(Gang("g", 12, GpuAsk::Whole(1), "rack", true));
+  for (const PlacementResult& r : results) {
+    ASSERT_TRUE(r.placed()) << r.reason;
+    EXPECT_EQ(c.node(r.placement.node).labels.at("tessera.dev/rack"), "r1");
+  }
+  // 4 more in one rack: r1 has 4 left, r2 has 8: best fit takes r1, leaving r2 whole.
+  auto more = e.PlaceGang(Gang("h", 4, GpuAsk::Whole(1), "rack", true));
+  for (const PlacementResult& r : more) {
+    ASSERT_TRUE(r.placed()) << r.reason;
+    EXPECT_EQ(c.node(r.placement.node).labels.at("tessera.dev/rack"), "r1");
+  }
+}
+
+TEST(Engine, RestoreRebuildsTheLedger) {
+  Cluster c = RealityCheckCluster();
+  Engine first(c, Make("tessera"));
+  PlacementResult r = first.Place(Pod("p", GpuAsk::Share(4096, 100)));
+  ASSERT_TRUE(r.placed());
+  Engine second(c, Make("tessera"));
+  ASSERT_TRUE(second.Restore("p", r.placement).ok());
+  EXPECT_EQ(second.Restore("p", r.placement).code(), absl::StatusCode::kAlreadyExists);
+  Placement over = r.placement;
+  over.gpus[0].memory_mib = 80000;
+  EXPECT_EQ(second.Restore("q", over).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.state().allocated_gpu_memory_mib(), 4096);
+}
+
+}  // namespace
+}  // namespace tessera::core

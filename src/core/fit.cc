@@ -1,0 +1,241 @@
+#include "core/fit.h"
+
+#include <algorithm>
+#include <array>
+
+#include "common/strings.h"
+#include "core/model/quantity.h"
+#include "core/topology/gpu_select.h"
+
+namespace tessera::core {
+
+int64_t ShareMemoryFor(const ClusterState& state, const GpuAsk& ask, NodeId node, int g) {
+  return ShareMemoryOn(ask, state.cluster().node(node).gpus[g].memory_mib);
+}
+
+NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node, uint64_t allowed) {
+  const PodRequest& r = *query.request;
+  NodeFit fit;
+  if (r.cpu_milli > state.free_cpu_milli(node)) {
+    fit.reject = Reject::kCpu;
+    return fit;
+  }
+  if (r.memory_mib > state.free_memory_mib(node)) {
+    fit.reject = Reject::kMemory;
+    return fit;
+  }
+  const GpuAsk& ask = r.gpu;
+  if (ask.kind == GpuAsk::Kind::kNone) return fit;
+  uint64_t usable = allowed & state.cluster().ModelMask(node, query.models);
+  if (usable == 0) {
+    fit.reject = Reject::kNoGpuOfModel;
+    return fit;
+  }
+  if (ask.kind == GpuAsk::Kind::kWhole) {
+    fit.gpus = usable & state.whole_free_mask(node);
+    if (__builtin_popcountll(fit.gpus) < ask.count) fit.reject = Reject::kTooFewGpus;
+    return fit;
+  }
+  // A share of one GPU.
+  const int32_t compute = ShareComputeOn(ask);
+  std::span<const GpuState> gpus = state.gpus(node);
+  const NodeSpec& spec = state.cluster().node(node);
+  for (uint64_t a = usable; a; a &= a - 1) {
+    int g = __builtin_ctzll(a);
+    const GpuState& s = gpus[g];
+    if (s.exclusive || s.free_compute_milli < compute) continue;
+    if (s.free_memory_mib < ShareMemoryOn(ask, spec.gpus[g].memory_mib)) continue;
+    fit.gpus |= 1ULL << g;
+  }
+  if (fit.gpus == 0) fit.reject = Reject::kNoGpuRoom;
+  return fit;
+}
+
+Placement MakePlacement(const ClusterState& state, const PodRequest& request, NodeId node,
+                        uint64_t mask) {
+  Placement p;
+  p.node = node;
+  p.cpu_milli = request.cpu_milli;
+  p.memory_mib = request.memory_mib;
+  const NodeSpec& spec = state.cluster().node(node);
+  const GpuAsk& ask = request.gpu;
+  for (uint64_t a = mask; a; a &= a - 1) {
+    int g = __builtin_ctzll(a);
+    if (ask.kind == GpuAsk::Kind::kWhole) {
+      p.gpus.push_back(GpuGrant{g, spec.gpus[g].memory_mib, 1000, true});
+    } else {
+      p.gpus.push_back(
+          GpuGrant{g, ShareMemoryOn(ask, spec.gpus[g].memory_mib), ShareComputeOn(ask), false});
+    }
+  }
+  return p;
+}
+
+std::string DescribeAsk(const PodRequest& r) {
+  std::string what;
+  switch (r.gpu.kind) {
+    case GpuAsk::Kind::kNone:
+      what = "no GPU";
+      break;
+    case GpuAsk::Kind::kWhole:
+      what = r.gpu.count == 1 ? "1 whole GPU" : StrCat(r.gpu.count, " whole GPUs");
+      break;
+    case GpuAsk::Kind::kShare:
+      what = StrCat("a share of one GPU (", FormatMiB(r.gpu.memory_mib), " memory",
+                          r.gpu.compute_milli ? StrCat(", ", r.gpu.compute_milli / 10,
+                                                             "% compute")
+                                              : std::string(),
+                          ")");
+      break;
+    case GpuAsk::Kind::kFraction:
+      what = StrCat(r.gpu.fraction_milli, "/1000 of one GPU");
+      break;
+  }
+  if (!r.gpu_models.empty()) StrAppend(&what, " of model ", StrJoin(r.gpu_models, "|"));
+  return what;
+}
+
+namespace {
+
+std::string Cores(int64_t milli) {
+  if (milli % 1000 == 0) return StrCat(milli / 1000);
+  return StrCat(milli, "m");
+}
+
+const char* TopologyName(GpuTopology t) {
+  switch (t) {
+    case GpuTopology::kAny: return "any";
+    case GpuTopology::kNvLink: return "nvlink";
+    case GpuTopology::kPcieSwitch: return "pcie-switch";
+    case GpuTopology::kNuma: return "numa";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::optional<std::string> NeverFitsReason(const ClusterState& state, const Query& query) {
+  const Cluster& cluster = state.cluster();
+  const PodRequest& r = *query.request;
+  const GpuAsk& ask = r.gpu;
+  int64_t max_cpu = 0, max_mem = 0, max_gpu_mem = 0;
+  int max_count = 0, max_count_topology = 0;
+  bool any_model = false;
+  for (int i = 0; i < cluster.node_count(); ++i) {
+    NodeId id(i);
+    const NodeSpec& n = cluster.node(id);
+    max_cpu = std::max(max_cpu, n.cpu_milli);
+    max_mem = std::max(max_mem, n.memory_mib);
+    uint64_t models = ask.kind == GpuAsk::Kind::kNone ? 0 : cluster.ModelMask(id, query.models);
+    if (models) any_model = true;
+    int count = __builtin_popcountll(models);
+    max_count = std::max(max_count, count);
+    int64_t node_gpu_mem = 0;
+    for (uint64_t a = models; a; a &= a - 1) {
+      node_gpu_mem = std::max(node_gpu_mem, n.gpus[__builtin_ctzll(a)].memory_mib);
+    }
+    max_gpu_mem = std::max(max_gpu_mem, node_gpu_mem);
+    bool topo_ok = true;
+    if (ask.kind == GpuAsk::Kind::kWhole && ask.count > 1 && ask.topology_required &&
+        count >= ask.count) {
+      topo_ok = SelectGpuSet(n, models, ask.count, ask.topology, true).has_value();
+      if (topo_ok) max_count_topology = std::max(max_count_topology, ask.count);
+    }
+    if (r.cpu_milli > n.cpu_milli || r.memory_mib > n.memory_mib) continue;
+    switch (ask.kind) {
+      case GpuAsk::Kind::kNone: return std::nullopt;
+      case GpuAsk::Kind::kWhole:
+        if (count >= ask.count && topo_ok) return std::nullopt;
+        break;
+      case GpuAsk::Kind::kShare:
+        if (models && node_gpu_mem >= ask.memory_mib) return std::nullopt;
+        break;
+      case GpuAsk::Kind::kFraction:
+        if (models) return std::nullopt;
+        break;
+    }
+  }
+  // Nothing fits: name the most specific reason.
+  if (cluster.node_count() == 0) return "the cluster has no nodes";
+  if (r.cpu_milli > max_cpu) {
+    return StrCat("needs ", Cores(r.cpu_milli), " CPU on one node; the largest node has ",
+                        Cores(max_cpu));
+  }
+  if (r.memory_mib > max_mem) {
+    return StrCat("needs ", FormatMiB(r.memory_mib),
+                        " memory on one node; the largest node has ", FormatMiB(max_mem));
+  }
+  if (ask.kind != GpuAsk::Kind::kNone && !any_model) {
+    return StrCat("no GPU of model ", StrJoin(r.gpu_models, "|"),
+                        " in this cluster (it has: ", StrJoin(cluster.models(), ", "), ")");
+  }
+  if (ask.kind == GpuAsk::Kind::kWhole && ask.count > max_count) {
+    return StrCat("needs ", ask.count, " GPUs on one node; the most any node has is ",
+                        max_count);
+  }
+  if (ask.kind == GpuAsk::Kind::kWhole && ask.topology_required && max_count_topology == 0) {
+    return StrCat("needs ", ask.count, " GPUs joined by ", TopologyName(ask.topology),
+                        " on one node; no node has such a set");
+  }
+  if (ask.kind == GpuAsk::Kind::kShare && ask.memory_mib > max_gpu_mem) {
+    return StrCat("needs ", FormatMiB(ask.memory_mib),
+                        " on one GPU; the largest GPU has ", FormatMiB(max_gpu_mem));
+  }
+  return StrCat("no node has all it needs at once (", Cores(r.cpu_milli), " CPU, ",
+                      FormatMiB(r.memory_mib), " memory, ", DescribeAsk(r), ")");
+}
+
+std::string ExplainNoFit(const ClusterState& state, const Query& query,
+                         const std::vector<NodeId>& policy_declined) {
+  std::array<int, 7> counts{};
+  int total = 0;
+  int most_free = 0;
+  int64_t most_gpu_mem_free = 0;
+  auto visit = [&](NodeId id, uint64_t allowed) {
+    ++total;
+    NodeFit fit = CheckNode(state, query, id, allowed);
+    if (fit.ok()) return;
+    ++counts[static_cast<int>(fit.reject)];
+    uint64_t usable = allowed & state.cluster().ModelMask(id, query.models);
+    if (fit.reject == Reject::kTooFewGpus) {
+      most_free = std::max(most_free, __builtin_popcountll(usable & state.whole_free_mask(id)));
+    }
+    if (fit.reject != Reject::kNoGpuRoom) return;
+    for (uint64_t a = usable; a; a &= a - 1) {
+      const GpuState& g = state.gpu(id, __builtin_ctzll(a));
+      if (!g.exclusive) most_gpu_mem_free = std::max(most_gpu_mem_free, g.free_memory_mib);
+    }
+  };
+  if (query.candidates) {
+    for (const Candidate& c : *query.candidates) visit(c.node, c.gpu_mask);
+  } else {
+    for (int i = 0; i < state.node_count(); ++i) visit(NodeId(i), ~0ULL);
+  }
+  counts[static_cast<int>(Reject::kTopology)] += static_cast<int>(policy_declined.size());
+  const PodRequest& r = *query.request;
+  std::vector<std::string> parts;
+  auto add = [&](Reject why, const std::string& text) {
+    int c = counts[static_cast<int>(why)];
+    if (c > 0) parts.push_back(StrCat(c, " ", text));
+  };
+  add(Reject::kCpu, StrCat("too little CPU free (needs ", Cores(r.cpu_milli), ")"));
+  add(Reject::kMemory, StrCat("too little memory free (needs ", FormatMiB(r.memory_mib),
+                                    ")"));
+  add(Reject::kNoGpuOfModel, r.gpu_models.empty()
+                                 ? std::string("no GPUs")
+                                 : StrCat("no GPU of model ",
+                                                StrJoin(r.gpu_models, "|")));
+  add(Reject::kTooFewGpus, StrCat("too few free GPUs (needs ", r.gpu.count,
+                                        ", at most ", most_free, " free on one node)"));
+  add(Reject::kNoGpuRoom,
+      StrCat("no GPU with room for ", DescribeAsk(r),
+                   r.gpu.kind == GpuAsk::Kind::kShare
+                       ? StrCat(" (most free on one GPU: ", FormatMiB(most_gpu_mem_free),
+                                      ")")
+                       : std::string()));
+  add(Reject::kTopology, StrCat("no free GPU set meeting the ",
+                                      TopologyName(r.gpu.topology), " topology"));
+  return StrCat("0/", total, " nodes can take it now: ", StrJoin(parts, ", "));
+}
+
+}  // namespace tessera::core

@@ -1,0 +1,75 @@
+// Whether a pod can go on a node right now, and which of its GPUs could take it. Shared by every
+// policy, so that they differ only in preference, never in what they consider possible.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cluster_state.h"
+#include "core/model/request.h"
+
+namespace tessera::core {
+
+// Restricts a placement to some nodes, and on each to some GPUs (a gang inside one domain).
+struct Candidate {
+  NodeId node;
+  uint64_t gpu_mask = ~0ULL;
+};
+
+// One placement question, prepared once: the request with its model constraint resolved.
+struct Query {
+  Query(const ClusterState& state, const PodRequest& request,
+        const std::vector<Candidate>* candidates = nullptr)
+      : request(&request),
+        models(state.cluster().ResolveModels(request.gpu_models)),
+        candidates(candidates) {}
+
+  const PodRequest* request;
+  ModelSet models;
+  const std::vector<Candidate>* candidates;  // nullptr = every node, every GPU
+};
+
+// Why a node cannot take a pod, most fundamental first.
+enum class Reject : uint8_t {
+  kNone,
+  kCpu,             // not enough CPU free
+  kMemory,          // not enough host memory free
+  kNoGpuOfModel,    // no GPU of an allowed model (or none left in the allowed set)
+  kTooFewGpus,      // fewer fully free GPUs than asked
+  kNoGpuRoom,       // no GPU with enough free memory/compute for the share
+  kTopology,        // GPUs are free but no set meets the required interconnect
+};
+
+struct NodeFit {
+  Reject reject = Reject::kNone;
+  // GPUs that could take (part of) the pod: for whole asks, the fully free ones; for shares,
+  // those with room. Limited to `allowed` and to allowed models.
+  uint64_t gpus = 0;
+  bool ok() const { return reject == Reject::kNone; }
+};
+
+NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node,
+                  uint64_t allowed = ~0ULL);
+
+// Memory and compute a share/fraction ask reserves on GPU `g` of `node`.
+int64_t ShareMemoryFor(const ClusterState& state, const GpuAsk& ask, NodeId node, int g);
+
+// The grants for a pod given the chosen GPUs (whole: every GPU in `mask`, exclusive; share: the
+// single GPU in `mask`), with the pod's CPU and memory.
+Placement MakePlacement(const ClusterState& state, const PodRequest& request, NodeId node,
+                        uint64_t mask);
+
+// If no node of the cluster could take the pod even when empty, the reason; else nullopt.
+std::optional<std::string> NeverFitsReason(const ClusterState& state, const Query& query);
+
+// Counts, over the query's candidates, why each node rejects the pod now. `policy_declined`
+// reports nodes that passed CheckNode but where the policy found no acceptable GPU set.
+std::string ExplainNoFit(const ClusterState& state, const Query& query,
+                         const std::vector<NodeId>& policy_declined);
+
+// "8 GPUs", "a 4Gi share of one GPU", ... for messages.
+std::string DescribeAsk(const PodRequest& request);
+
+}  // namespace tessera::core

@@ -1,0 +1,56 @@
+// The cluster: its nodes, looked up by id or name, and facts about its largest resources that let
+// the engine tell "does not fit now" from "can never fit here".
+#pragma once
+
+#include <bitset>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "core/model/ids.h"
+#include "core/model/node.h"
+
+namespace tessera::core {
+
+// GPU models are interned to small ids so that model constraints are a bitset test.
+inline constexpr int kMaxGpuModels = 256;
+using ModelSet = std::bitset<kMaxGpuModels>;
+
+class Cluster {
+ public:
+  // Validates the nodes (unique names, link matrix sizes, GPU counts, positive capacities).
+  [[nodiscard]] static absl::StatusOr<Cluster> Create(std::vector<NodeSpec> nodes);
+
+  int node_count() const { return static_cast<int>(nodes_.size()); }
+  const NodeSpec& node(NodeId id) const { return nodes_[id.value()]; }
+  const std::vector<NodeSpec>& nodes() const { return nodes_; }
+  // Invalid id when absent.
+  NodeId FindNode(std::string_view name) const;
+
+  int total_gpus() const { return total_gpus_; }
+  int max_gpus_per_node() const { return max_gpus_per_node_; }
+
+  // Model names in the cluster, indexed by model id.
+  const std::vector<std::string>& models() const { return models_; }
+  // The model ids allowed by a list of names (empty list = every model). Names not present in
+  // the cluster match nothing.
+  ModelSet ResolveModels(const std::vector<std::string>& names) const;
+  // Model id of each GPU of a node.
+  const std::vector<uint8_t>& gpu_models(NodeId id) const { return gpu_models_[id.value()]; }
+  // GPUs of `id` whose model is in `allowed`.
+  uint64_t ModelMask(NodeId id, const ModelSet& allowed) const;
+
+ private:
+  std::vector<NodeSpec> nodes_;
+  std::vector<std::string> models_;
+  std::vector<std::vector<uint8_t>> gpu_models_;
+  // Per node: model id when every GPU has the same model, else -1.
+  std::vector<int16_t> uniform_model_;
+  absl::flat_hash_map<std::string, NodeId> by_name_;
+  int total_gpus_ = 0;
+  int max_gpus_per_node_ = 0;
+};
+
+}  // namespace tessera::core

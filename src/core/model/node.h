@@ -1,0 +1,52 @@
+// What a node is: its CPU and memory, labels, GPUs and the link matrix between them. Immutable
+// once the cluster is built; what is free lives in ClusterState.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model/topology.h"
+
+namespace tessera::core {
+
+// At most this many GPUs per node: free-GPU sets are 64-bit masks.
+inline constexpr int kMaxGpusPerNode = 64;
+
+struct GpuSpec {
+  int32_t index = 0;        // position on the node, 0..n-1, as nvidia-smi numbers it
+  std::string uuid;         // "GPU-..." when known
+  std::string model;        // e.g. "A100-80GB", "H100-80GB", "T4"
+  int64_t memory_mib = 0;   // usable device memory
+  int32_t sm_count = 0;     // streaming multiprocessors (0 when unknown)
+  int32_t numa_node = -1;   // -1 when unknown
+  std::string pci_bus_id;   // "00000000:07:00.0" when known
+  std::string cpu_affinity; // "0-55,112-167" as nvidia-smi topo -m prints it, when known
+  bool mig_enabled = false;
+};
+
+// A network interface as `nvidia-smi topo -m` lists it (NIC0.. or mlx5_0 columns).
+struct NicSpec {
+  std::string name;              // "NIC0"
+  std::string device;            // "mlx5_0" from the NIC legend, when known
+  std::vector<Link> gpu_links;   // relation to each GPU, by GPU index
+};
+
+struct NodeSpec {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  std::map<std::string, std::string> labels;
+  std::vector<GpuSpec> gpus;
+  LinkMatrix links;  // size == gpus.size()
+  std::vector<NicSpec> nics;
+
+  int gpu_count() const { return static_cast<int>(gpus.size()); }
+  // Mask with one bit per GPU of the node.
+  uint64_t all_gpus_mask() const {
+    return gpus.size() >= 64 ? ~0ULL : ((1ULL << gpus.size()) - 1);
+  }
+};
+
+}  // namespace tessera::core

@@ -1,0 +1,47 @@
+// Where a pod went: the node, and on each GPU what was granted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/inlined_vector.h"
+#include "core/model/ids.h"
+
+namespace tessera::core {
+
+struct GpuGrant {
+  int32_t gpu = 0;            // GPU index on the node
+  int64_t memory_mib = 0;     // reserved device memory
+  int32_t compute_milli = 0;  // reserved compute (0 = best-effort time sharing)
+  bool exclusive = false;     // a whole GPU: nobody else may share it
+  bool operator==(const GpuGrant&) const = default;
+};
+
+struct Placement {
+  NodeId node;
+  absl::InlinedVector<GpuGrant, 1> gpus;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+
+  uint64_t gpu_mask() const {
+    uint64_t m = 0;
+    for (const GpuGrant& g : gpus) m |= 1ULL << g.gpu;
+    return m;
+  }
+};
+
+// The three answers the engine gives (Ray's feasible / infeasible-now / never).
+enum class Outcome : uint8_t {
+  kPlaced,
+  kNoFitNow,   // fits the cluster's capacity but not what is free now: retry when things change
+  kNeverFits,  // no node of this cluster could ever take it, even empty
+};
+
+struct PlacementResult {
+  Outcome outcome = Outcome::kNoFitNow;
+  std::string reason;  // for people: why it did not fit (empty when placed)
+  Placement placement;
+  bool placed() const { return outcome == Outcome::kPlaced; }
+};
+
+}  // namespace tessera::core

@@ -1,0 +1,36 @@
+// Built-in GPU server profiles: realistic GPU models, memory, SM counts, link matrices and NUMA
+// layouts of common servers (facts in ../shared/reference/performance-and-topology.md).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model/node.h"
+
+namespace tessera::core {
+
+struct Profile {
+  std::string name;
+  std::string description;
+  int64_t cpu_milli = 0;   // default node CPU
+  int64_t memory_mib = 0;  // default node memory
+  std::vector<GpuSpec> gpus;
+  LinkMatrix links;
+  // Nodes of one cluster-file entry with this profile share an NVLink domain (NVL72 trays): the
+  // loader labels them tessera.dev/nvlink-domain=<entry name> unless a label is given.
+  bool shared_nvlink_domain = false;
+};
+
+std::vector<std::string> ProfileNames();
+[[nodiscard]] absl::StatusOr<Profile> FindProfile(std::string_view name);
+
+// Memory (MiB) nvidia-smi reports for a GPU model name, when tessera knows it (0 otherwise).
+int64_t KnownGpuMemoryMiB(std::string_view model);
+// SM count for a GPU model name, when known (0 otherwise).
+int32_t KnownSmCount(std::string_view model);
+// NVLink lanes between two GPUs of an NVSwitch server of this model (A100: 12, H100: 18, ...).
+int KnownNvSwitchLanes(std::string_view model);
+
+}  // namespace tessera::core

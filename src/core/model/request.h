@@ -1,0 +1,104 @@
+// What a pod asks for. Quantities are integers in tessera's units (see DESIGN.md "Units").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::core {
+
+// Interconnect level a multi-GPU pod asks its GPUs to share, best first.
+enum class GpuTopology : uint8_t {
+  kAny,         // no preference
+  kNvLink,      // every pair joined by NVLink
+  kPcieSwitch,  // every pair behind one PCIe switch (PIX) or NVLink
+  kNuma,        // every GPU on one NUMA node
+};
+
+struct GpuAsk {
+  enum class Kind : uint8_t {
+    kNone,      // CPU-only pod
+    kWhole,     // `count` whole GPUs, exclusive
+    kShare,     // a share of one GPU: memory_mib and/or compute_milli (0 = best effort)
+    kFraction,  // trace style: fraction_milli/1000 of one GPU's compute and memory
+  };
+  Kind kind = Kind::kNone;
+  int32_t count = 0;           // kWhole
+  int64_t memory_mib = 0;      // kShare
+  int32_t compute_milli = 0;   // kShare; 0 = best-effort time sharing
+  int32_t fraction_milli = 0;  // kFraction, 1..999
+  GpuTopology topology = GpuTopology::kAny;  // kWhole with count > 1
+  bool topology_required = false;            // refuse sets below `topology`
+
+  static GpuAsk None() { return {}; }
+  static GpuAsk Whole(int32_t n) {
+    GpuAsk a;
+    a.kind = Kind::kWhole;
+    a.count = n;
+    return a;
+  }
+  static GpuAsk Share(int64_t memory_mib, int32_t compute_milli) {
+    GpuAsk a;
+    a.kind = Kind::kShare;
+    a.memory_mib = memory_mib;
+    a.compute_milli = compute_milli;
+    return a;
+  }
+  static GpuAsk Fraction(int32_t milli) {
+    GpuAsk a;
+    a.kind = Kind::kFraction;
+    a.fraction_milli = milli;
+    return a;
+  }
+
+  // GPUs this ask touches (0, 1 or count).
+  int32_t gpu_count() const {
+    return kind == Kind::kNone ? 0 : kind == Kind::kWhole ? count : 1;
+  }
+  // Compute in milli-GPU it reserves in total (whole GPUs count 1000 each).
+  int64_t compute_milli_total() const {
+    switch (kind) {
+      case Kind::kNone: return 0;
+      case Kind::kWhole: return 1000LL * count;
+      case Kind::kShare: return compute_milli;
+      case Kind::kFraction: return fraction_milli;
+    }
+    return 0;
+  }
+};
+
+// Membership in a gang: all `size` members are placed together or none is.
+struct GangAsk {
+  std::string name;
+  int32_t size = 0;
+  std::string level;      // topology level ("nvlink-domain", "rack", ...); empty = anywhere
+  bool required = false;  // required: inside one domain of `level` or not at all
+};
+
+struct PodRequest {
+  std::string name;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  GpuAsk gpu;
+  std::vector<std::string> gpu_models;  // allowed GPU models; empty = any
+  int32_t priority = 0;
+  std::optional<GangAsk> gang;
+};
+
+// Memory a share or fraction reserves on a GPU with `gpu_memory_mib` of memory. Fractions round
+// down, so that fractions summing to at most one whole GPU always fit its memory too.
+inline int64_t ShareMemoryOn(const GpuAsk& ask, int64_t gpu_memory_mib) {
+  if (ask.kind == GpuAsk::Kind::kShare) return ask.memory_mib;
+  if (ask.kind == GpuAsk::Kind::kFraction) {
+    return gpu_memory_mib * ask.fraction_milli / 1000;
+  }
+  return gpu_memory_mib;
+}
+inline int32_t ShareComputeOn(const GpuAsk& ask) {
+  if (ask.kind == GpuAsk::Kind::kShare) return ask.compute_milli;
+  if (ask.kind == GpuAsk::Kind::kFraction) return ask.fraction_milli;
+  return 1000;
+}
+
+}  // namespace tessera::core

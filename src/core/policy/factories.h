@@ -1,0 +1,15 @@
+// Constructors of the built-in policies, for the registry in policy.cc only.
+#pragma once
+
+#include <memory>
+
+#include "core/policy/policy.h"
+
+namespace tessera::core {
+
+std::unique_ptr<Policy> NewTesseraPolicy(const PolicyOptions& options);
+std::unique_ptr<Policy> NewWholeGpuPolicy(const PolicyOptions& options);
+std::unique_ptr<Policy> NewBinpackPolicy(const PolicyOptions& options);
+std::unique_ptr<Policy> NewSpreadPolicy(const PolicyOptions& options);
+
+}  // namespace tessera::core

@@ -1,0 +1,69 @@
+#include "core/policy/policy.h"
+
+#include "common/strings.h"
+#include "core/policy/factories.h"
+
+namespace tessera::core {
+
+std::optional<NodeChoice> Policy::Choose(const ClusterState& state, const Query& query,
+                                         std::vector<NodeId>* declined) {
+  return ScanCandidates(state, query, declined);
+}
+
+std::optional<NodeChoice> Policy::ScanCandidates(const ClusterState& state, const Query& query,
+                                                 std::vector<NodeId>* declined) {
+  std::optional<NodeChoice> best;
+  auto visit = [&](NodeId id, uint64_t allowed) {
+    NodeFit fit = CheckNode(state, query, id, allowed);
+    if (!fit.ok()) return;
+    std::optional<NodeChoice> c = ScoreNode(state, query, id, fit);
+    if (!c) {
+      if (declined) declined->push_back(id);
+      return;
+    }
+    if (!best || c->score > best->score) best = std::move(c);
+  };
+  if (query.candidates) {
+    for (const Candidate& c : *query.candidates) visit(c.node, c.gpu_mask);
+  } else {
+    for (int i = 0; i < state.node_count(); ++i) visit(NodeId(i), ~0ULL);
+  }
+  return best;
+}
+
+namespace {
+
+struct Entry {
+  std::string_view name;
+  std::unique_ptr<Policy> (*make)(const PolicyOptions&);
+};
+
+const std::vector<Entry>& Registry() {
+  static const std::vector<Entry> kEntries = {
+      {"tessera", &NewTesseraPolicy},
+      {"whole-gpu", &NewWholeGpuPolicy},
+      {"binpack", &NewBinpackPolicy},
+      {"spread", &NewSpreadPolicy},
+  };
+  return kEntries;
+}
+
+}  // namespace
+
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (const Entry& e : Registry()) names.emplace_back(e.name);
+  return names;
+}
+
+absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(std::string_view name,
+                                                     const PolicyOptions& options) {
+  for (const Entry& e : Registry()) {
+    if (e.name == name) return e.make(options);
+  }
+  return absl::InvalidArgumentError(StrCat("unknown policy \"", name,
+                                                 "\"; known policies: ",
+                                                 StrJoin(PolicyNames(), ", ")));
+}
+
+}  // namespace tessera::core

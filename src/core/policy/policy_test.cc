@@ -1,0 +1,196 @@
+#include "core/policy/policy.h"
+
+#include <set>
+
+#include "common/random.h"
+#include "core/engine.h"
+#include "core/testing/cluster_builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::core {
+namespace {
+
+using testing::ClusterBuilder;
+using testing::Pod;
+using testing::RealityCheckCluster;
+
+std::unique_ptr<Policy> Make(std::string_view name) {
+  absl::StatusOr<std::unique_ptr<Policy>> p = CreatePolicy(name, {});
+  TESSERA_CHECK(p.ok());
+  return *std::move(p);
+}
+
+TEST(PolicyRegistry, KnowsEveryBuiltInAndRejectsOthers) {
+  for (const std::string& name : PolicyNames()) {
+    absl::StatusOr<std::unique_ptr<Policy>> p = CreatePolicy(name, {});
+    ASSERT_TRUE(p.ok()) << name;
+    EXPECT_EQ((*p)->name(), name);
+  }
+  EXPECT_EQ(PolicyNames().front(), kDefaultPolicy);
+  absl::StatusOr<std::unique_ptr<Policy>> bad = CreatePolicy("nope", {});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("known policies: tessera"));
+}
+
+TEST(WholeGpuPolicy, ShareTakesAWholeGpu) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("whole-gpu"));
+  int placed = 0;
+  for (int i = 0; i < 20; ++i) {
+    placed += e.Place(Pod("p" + std::to_string(i), GpuAsk::Share(4096, 0))).placed();
+  }
+  EXPECT_EQ(placed, 10);
+  EXPECT_EQ(e.state().gpus_in_use(), 10);
+  EXPECT_EQ(e.state().allocated_gpu_memory_mib(), 10 * 81920);
+}
+
+TEST(WholeGpuPolicy, TopologyBlindLowestIndicesAndNoGangs) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("whole-gpu"));
+  std::vector<PodRequest> gang;
+  for (int i = 0; i < 8; ++i) {
+    PodRequest p = Pod("t" + std::to_string(i), GpuAsk::Whole(1));
+    p.gang = GangAsk{"t", 8, "nvlink-domain", true};
+    gang.push_back(p);
+  }
+  auto results = e.PlaceGang(gang);
+  std::set<int> nodes;
+  for (const PlacementResult& r : results) {
+    ASSERT_TRUE(r.placed());
+    nodes.insert(r.placement.node.value());
+  }
+  EXPECT_EQ(nodes.size(), 2u) << "spreads like the default scheduler, blind to the gang";
+}
+
+TEST(BinpackPolicy, FullestGpuFirst) {
+  Cluster c = ClusterBuilder().Node("a").Gpus(3, "A100-80GB").Build();
+  Engine e(c, Make("binpack"));
+  ASSERT_TRUE(e.Place(Pod("x", GpuAsk::Share(60 * 1024, 0))).placed());
+  PlacementResult r = e.Place(Pod("y", GpuAsk::Share(16 * 1024, 0)));
+  ASSERT_TRUE(r.placed());
+  EXPECT_EQ(r.placement.gpus[0].gpu, e.Find("x")->gpus[0].gpu);
+}
+
+TEST(SpreadPolicy, EmptiestGpuAndNodeFirst) {
+  Cluster c = ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
+  Engine e(c, Make("spread"));
+  PlacementResult x = e.Place(Pod("x", GpuAsk::Whole(1)));
+  PlacementResult y = e.Place(Pod("y", GpuAsk::Whole(1)));
+  ASSERT_TRUE(x.placed() && y.placed());
+  EXPECT_NE(x.placement.node, y.placement.node);
+  PlacementResult s1 = e.Place(Pod("s1", GpuAsk::Share(1024, 0)));
+  PlacementResult s2 = e.Place(Pod("s2", GpuAsk::Share(1024, 0)));
+  ASSERT_TRUE(s1.placed() && s2.placed());
+  EXPECT_FALSE(s1.placement.node == s2.placement.node &&
+               s1.placement.gpus[0].gpu == s2.placement.gpus[0].gpu);
+}
+
+TEST(TesseraPolicy, RealityCheckSharesLandOnThePcieServer) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  for (int i = 0; i < 20; ++i) {
+    PlacementResult r = e.Place(Pod("p" + std::to_string(i), GpuAsk::Share(4096, 0)));
+    ASSERT_TRUE(r.placed()) << r.reason;
+    EXPECT_EQ(c.node(r.placement.node).name, "pcie-0");
+  }
+  EXPECT_EQ(e.state().gpus_in_use(), 1);
+  EXPECT_EQ(e.state().whole_free_count(c.FindNode("nvswitch-0")), 8);
+}
+
+TEST(TesseraPolicy, WholeGpusBestFitKeepsBigNodesWhole) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  PlacementResult r = e.Place(Pod("one", GpuAsk::Whole(1)));
+  ASSERT_TRUE(r.placed());
+  EXPECT_EQ(c.node(r.placement.node).name, "pcie-0");
+  PlacementResult eight = e.Place(Pod("eight", GpuAsk::Whole(8)));
+  EXPECT_TRUE(eight.placed());
+}
+
+TEST(TesseraPolicy, CpuOnlyPodsAvoidNodesWithFreeGpus) {
+  Cluster c = ClusterBuilder()
+                  .Node("gpu").Cpu(64).Gpus(8, "A100-80GB")
+                  .Node("cpu").Cpu(64).Gpus(0, "none")
+                  .Build();
+  Engine e(c, Make("tessera"));
+  PlacementResult r = e.Place(Pod("c", GpuAsk::None(), 4000));
+  ASSERT_TRUE(r.placed());
+  EXPECT_EQ(c.node(r.placement.node).name, "cpu");
+}
+
+TEST(TopologyAwarePolicies, MultiGpuPodGetsAPcieSwitchPair) {
+  // pcie-8gpu: pairs (0,1) (2,3) (4,5) (6,7). With 1, 2 and 3 free, a 2-GPU pod takes 2+3.
+  Cluster c = ClusterBuilder().Node("n").Profile("pcie-8gpu").Build();
+  for (const char* policy : {"tessera", "binpack", "spread"}) {
+    Engine e(c, Make(policy));
+    for (int g : {0, 4, 5, 6, 7}) {
+      Placement p;
+      p.node = NodeId(0);
+      p.gpus.push_back(GpuGrant{g, c.node(NodeId(0)).gpus[g].memory_mib, 1000, true});
+      ASSERT_TRUE(e.Restore("busy" + std::to_string(g), p).ok());
+    }
+    PlacementResult r = e.Place(Pod("pair", GpuAsk::Whole(2)));
+    ASSERT_TRUE(r.placed());
+    EXPECT_EQ(r.placement.gpu_mask(), 0b1100u) << policy;
+  }
+}
+
+// Random workloads of every kind on a mixed cluster: an indexed Choose must pick exactly what
+// the plain scan picks, and the state must stay consistent through releases.
+class IndexEquivalence : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(IndexEquivalence, IndexedChooseEqualsScan) {
+  ClusterBuilder b;
+  for (int i = 0; i < 12; ++i) {
+    b.Node("n" + std::to_string(i)).Cpu(16 + 8 * (i % 3)).MemoryGi(128);
+    if (i % 4 == 0) {
+      b.Gpus(8, "A100-80GB").NvSwitch();
+    } else if (i % 4 == 1) {
+      b.Gpus(4, "T4", 15360);
+    } else if (i % 4 == 2) {
+      b.Gpus(2, "A100-80GB");
+    }  // else CPU only
+  }
+  Cluster c = b.Build();
+  Engine indexed(c, Make(GetParam()));
+  Engine scanned(c, Make(GetParam()));
+  scanned.policy().set_use_index(false);
+  Random rng(7);
+  std::vector<std::string> live;
+  for (int step = 0; step < 3000; ++step) {
+    if (!live.empty() && rng.Uniform(10) < 4) {
+      size_t k = rng.Uniform(live.size());
+      ASSERT_TRUE(indexed.Release(live[k]).ok());
+      ASSERT_TRUE(scanned.Release(live[k]).ok());
+      live.erase(live.begin() + k);
+      continue;
+    }
+    GpuAsk ask;
+    switch (rng.Uniform(5)) {
+      case 0: ask = GpuAsk::None(); break;
+      case 1: ask = GpuAsk::Whole(1 + rng.Uniform(4)); break;
+      case 2: ask = GpuAsk::Share(1024 * (1 + rng.Uniform(20)), 0); break;
+      case 3: ask = GpuAsk::Share(1024 * (1 + rng.Uniform(8)), 50 * (1 + rng.Uniform(10))); break;
+      default: ask = GpuAsk::Fraction(100 * (1 + rng.Uniform(9))); break;
+    }
+    PodRequest p = Pod("p" + std::to_string(step), ask, 500 * (1 + rng.Uniform(8)), 1024);
+    if (rng.Uniform(10) == 0) p.gpu_models = {"T4"};
+    PlacementResult a = indexed.Place(p);
+    PlacementResult s = scanned.Place(p);
+    ASSERT_EQ(a.outcome, s.outcome) << "step " << step << ": " << a.reason << " / " << s.reason;
+    if (a.placed()) {
+      ASSERT_EQ(a.placement.node, s.placement.node) << "step " << step;
+      ASSERT_EQ(a.placement.gpus, s.placement.gpus) << "step " << step;
+      live.push_back(p.name);
+    }
+  }
+  indexed.state().CheckInvariants();
+  scanned.state().CheckInvariants();
+}
+
+INSTANTIATE_TEST_SUITE_P(AllIndexedPolicies, IndexEquivalence,
+                         ::testing::Values("binpack", "spread", "tessera"));
+
+}  // namespace
+}  // namespace tessera::core

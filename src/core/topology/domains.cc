@@ -1,0 +1,105 @@
+#include "core/topology/domains.h"
+
+#include <map>
+
+#include "common/strings.h"
+
+namespace tessera::core {
+
+std::vector<TopologyLevel> DefaultTopologyLevels() {
+  return {
+      {std::string(kNvlinkDomainLevel), std::string(kNvlinkDomainLabel)},
+      {"rack", "tessera.dev/rack"},
+      {"block", "tessera.dev/block"},
+      {"zone", "topology.kubernetes.io/zone"},
+  };
+}
+
+namespace {
+
+// Connected components of the NVLink graph; islands of one GPU get -1.
+std::vector<int> NvlinkIslands(const NodeSpec& n) {
+  const int g = n.gpu_count();
+  std::vector<int> comp(g, -1);
+  int next = 0;
+  for (int s = 0; s < g; ++s) {
+    if (comp[s] >= 0) continue;
+    std::vector<int> stack = {s};
+    comp[s] = next;
+    int size = 0;
+    while (!stack.empty()) {
+      int a = stack.back();
+      stack.pop_back();
+      ++size;
+      for (int b = 0; b < g; ++b) {
+        if (comp[b] < 0 && n.links.at(a, b).kind == LinkKind::kNvLink) {
+          comp[b] = next;
+          stack.push_back(b);
+        }
+      }
+    }
+    if (size == 1) {
+      comp[s] = -1;
+    } else {
+      ++next;
+    }
+  }
+  return comp;
+}
+
+}  // namespace
+
+TopologyDomains::TopologyDomains(const Cluster& cluster, std::vector<TopologyLevel> levels)
+    : cluster_(&cluster), levels_(std::move(levels)) {
+  islands_.reserve(cluster.node_count());
+  for (const NodeSpec& n : cluster.nodes()) islands_.push_back(NvlinkIslands(n));
+  domains_.resize(levels_.size());
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    const TopologyLevel& level = levels_[l];
+    std::map<std::string, Domain> by_value;
+    std::vector<Domain> islands;
+    for (int i = 0; i < cluster.node_count(); ++i) {
+      const NodeSpec& n = cluster.node(NodeId(i));
+      auto label = n.labels.find(level.label);
+      if (label != n.labels.end()) {
+        Domain& d = by_value[label->second];
+        d.name = label->second;
+        d.candidates.push_back({NodeId(i), n.all_gpus_mask()});
+        d.gpu_count += n.gpu_count();
+        continue;
+      }
+      if (level.name != kNvlinkDomainLevel) continue;
+      std::map<int, uint64_t> masks;
+      for (int g = 0; g < n.gpu_count(); ++g) {
+        if (islands_[i][g] >= 0) masks[islands_[i][g]] |= 1ULL << g;
+      }
+      for (const auto& [island, mask] : masks) {
+        Domain d;
+        d.name = StrCat(n.name, "/nvlink", island);
+        d.candidates.push_back({NodeId(i), mask});
+        d.gpu_count = __builtin_popcountll(mask);
+        islands.push_back(std::move(d));
+      }
+    }
+    for (auto& [value, d] : by_value) domains_[l].push_back(std::move(d));
+    for (Domain& d : islands) domains_[l].push_back(std::move(d));
+  }
+}
+
+int TopologyDomains::LevelIndex(std::string_view name) const {
+  for (size_t i = 0; i < levels_.size(); ++i) {
+    if (levels_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::optional<std::string> TopologyDomains::NvlinkDomainOf(NodeId node, int gpu) const {
+  const NodeSpec& n = cluster_->node(node);
+  auto label = n.labels.find(std::string(kNvlinkDomainLabel));
+  if (label != n.labels.end()) return label->second;
+  int island = islands_[node.value()][gpu];
+  if (island < 0) return std::nullopt;
+  return StrCat(n.name, "/nvlink", island);
+}
+
+}  // namespace tessera::core

@@ -1,0 +1,58 @@
+// Cluster topology for gangs: levels (NVLink domain, rack, block, zone, ...) read from node
+// labels, and the domains of each level a gang may be kept inside.
+//
+// An NVLink domain is a set of GPUs joined by NVLink: all nodes labelled with the same
+// `tessera.dev/nvlink-domain` value (an NVL72 rack), or, on an unlabelled node, each group of
+// GPUs connected by NVLink links (an NVSwitch server is one group). PCIe-only GPUs belong to none.
+// Other levels are plain node labels; nodes without the label belong to no domain of that level.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/fit.h"
+#include "core/model/cluster.h"
+
+namespace tessera::core {
+
+inline constexpr std::string_view kNvlinkDomainLevel = "nvlink-domain";
+inline constexpr std::string_view kNvlinkDomainLabel = "tessera.dev/nvlink-domain";
+
+struct TopologyLevel {
+  std::string name;   // "rack"
+  std::string label;  // "tessera.dev/rack"
+};
+
+// Narrowest first. Defaults: nvlink-domain, rack, block, zone.
+std::vector<TopologyLevel> DefaultTopologyLevels();
+
+struct Domain {
+  std::string name;                   // label value, or "<node>/nvlink<k>" for an unlabelled island
+  std::vector<Candidate> candidates;  // its nodes, and on each the GPUs inside the domain
+  int gpu_count = 0;
+};
+
+class TopologyDomains {
+ public:
+  TopologyDomains(const Cluster& cluster, std::vector<TopologyLevel> levels);
+
+  const std::vector<TopologyLevel>& levels() const { return levels_; }
+  // Index of a level by name, or -1.
+  int LevelIndex(std::string_view name) const;
+  const std::vector<Domain>& domains(int level) const { return domains_[level]; }
+
+  // The NVLink domain of one GPU, or nullopt for a GPU joined to no other by NVLink.
+  std::optional<std::string> NvlinkDomainOf(NodeId node, int gpu) const;
+
+ private:
+  const Cluster* cluster_;
+  std::vector<TopologyLevel> levels_;
+  std::vector<std::vector<Domain>> domains_;
+  // Per node, per GPU: NVLink island id (-1 when alone).
+  std::vector<std::vector<int>> islands_;
+};
+
+}  // namespace tessera::core

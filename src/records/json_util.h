@@ -1,0 +1,43 @@
+// Reading JSON records field by field with errors that name the field path
+// ("gpu-inventory.gpus[2].memory_mib: expected an integer"). nlohmann's exceptions stop here.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "common/status.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::records {
+
+[[nodiscard]] absl::StatusOr<nlohmann::json> ParseJson(std::string_view text,
+                                                       std::string_view what);
+
+class JsonReader {
+ public:
+  JsonReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  absl::Status ExpectObject() const;
+  // Unknown keys are errors: a typo must not silently become a default.
+  absl::Status OnlyKeys(std::initializer_list<std::string_view> keys) const;
+  bool Has(std::string_view key) const;
+  const nlohmann::json& At(std::string_view key) const;
+  std::string Path(std::string_view key) const;
+  absl::Status Error(std::string_view key, std::string_view what) const;
+
+  absl::StatusOr<int64_t> Int(std::string_view key) const;
+  absl::StatusOr<int64_t> OptionalInt(std::string_view key, int64_t fallback) const;
+  absl::StatusOr<std::string> String(std::string_view key) const;
+  absl::StatusOr<std::string> OptionalString(std::string_view key) const;
+  absl::StatusOr<bool> OptionalBool(std::string_view key, bool fallback) const;
+  absl::StatusOr<const nlohmann::json*> Array(std::string_view key) const;
+
+ private:
+  const nlohmann::json& j_;
+  std::string path_;
+};
+
+}  // namespace tessera::records
