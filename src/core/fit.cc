@@ -102,15 +102,7 @@ std::string Cores(int64_t milli) {
   return StrCat(milli, "m");
 }
 
-const char* TopologyName(GpuTopology t) {
-  switch (t) {
-    case GpuTopology::kAny: return "any";
-    case GpuTopology::kNvLink: return "nvlink";
-    case GpuTopology::kPcieSwitch: return "pcie-switch";
-    case GpuTopology::kNuma: return "numa";
-  }
-  return "?";
-}
+std::string_view TopologyName(GpuTopology t) { return GpuTopologyName(t); }
 
 }  // namespace
 
@@ -138,7 +130,7 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
     bool topo_ok = true;
     if (ask.kind == GpuAsk::Kind::kWhole && ask.count > 1 && ask.topology_required &&
         count >= ask.count) {
-      topo_ok = SelectGpuSet(n, models, ask.count, ask.topology, true).has_value();
+      topo_ok = cluster.gpu_selector(id).Select(models, ask.count, ask.topology, true).has_value();
       if (topo_ok) max_count_topology = std::max(max_count_topology, ask.count);
     }
     if (r.cpu_milli > n.cpu_milli || r.memory_mib > n.memory_mib) continue;

@@ -64,6 +64,24 @@ absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
     c.max_gpus_per_node_ = std::max(c.max_gpus_per_node_, n.gpu_count());
   }
   c.nodes_ = std::move(nodes);
+  // One selector per distinct topology: links, NUMA nodes and NVLink generation decide it.
+  absl::flat_hash_map<std::string, int32_t> by_topology;
+  for (const NodeSpec& n : c.nodes_) {
+    std::string key = StrCat(n.gpu_count(), ":",
+                             n.gpus.empty() ? 0 : static_cast<int>(NvLinkGenerationForModel(n.gpus[0].model)),
+                             ":");
+    for (const GpuSpec& g : n.gpus) StrAppend(&key, g.numa_node, ",");
+    for (int i = 0; i < n.gpu_count(); ++i) {
+      for (int j = i + 1; j < n.gpu_count(); ++j) {
+        Link l = n.links.at(i, j);
+        key.push_back(static_cast<char>(l.kind));
+        key.push_back(static_cast<char>(l.nvlink_lanes));
+      }
+    }
+    auto [it, inserted] = by_topology.emplace(key, static_cast<int32_t>(c.selectors_.size()));
+    if (inserted) c.selectors_.push_back(std::make_shared<const GpuSetSelector>(n));
+    c.selector_of_.push_back(it->second);
+  }
   return c;
 }
 

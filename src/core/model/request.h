@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::core {
@@ -14,7 +15,27 @@ enum class GpuTopology : uint8_t {
   kNvLink,      // every pair joined by NVLink
   kPcieSwitch,  // every pair behind one PCIe switch (PIX) or NVLink
   kNuma,        // every GPU on one NUMA node
+  kNode,        // every GPU on one node: what any single multi-GPU pod gets anyway
 };
+
+// "nvlink", "pcie-switch", "numa", "node", "any": the tessera.dev/topology annotation values.
+inline std::string_view GpuTopologyName(GpuTopology t) {
+  switch (t) {
+    case GpuTopology::kAny: return "any";
+    case GpuTopology::kNvLink: return "nvlink";
+    case GpuTopology::kPcieSwitch: return "pcie-switch";
+    case GpuTopology::kNuma: return "numa";
+    case GpuTopology::kNode: return "node";
+  }
+  return "?";
+}
+inline std::optional<GpuTopology> ParseGpuTopology(std::string_view name) {
+  for (GpuTopology t : {GpuTopology::kAny, GpuTopology::kNvLink, GpuTopology::kPcieSwitch,
+                        GpuTopology::kNuma, GpuTopology::kNode}) {
+    if (GpuTopologyName(t) == name) return t;
+  }
+  return std::nullopt;
+}
 
 struct GpuAsk {
   enum class Kind : uint8_t {

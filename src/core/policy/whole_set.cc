@@ -10,8 +10,8 @@ std::optional<WholeSet> PickWholeSet(const ClusterState& state, const Query& que
                                      uint64_t free_gpus) {
   const GpuAsk& ask = query.request->gpu;
   const NodeSpec& spec = state.cluster().node(node);
-  std::optional<uint64_t> mask =
-      SelectGpuSet(spec, free_gpus, ask.count, ask.topology, ask.topology_required);
+  std::optional<uint64_t> mask = state.cluster().gpu_selector(node).Select(
+      free_gpus, ask.count, ask.topology, ask.topology_required);
   if (!mask) return std::nullopt;
   return WholeSet{*mask, std::min(BottleneckGBps(spec, *mask), kBottleneckCap)};
 }
