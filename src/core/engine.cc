@@ -61,7 +61,8 @@ absl::Status Engine::Release(std::string_view pod) {
   if (it == ledger_.end()) {
     return absl::NotFoundError(StrCat("pod ", pod, " holds no allocation"));
   }
-  Undo(it->second);
+  state_.Release(it->second);  // a MIG instance stays configured, idle
+  policy_->OnNodeChanged(state_, it->second.node);
   ledger_.erase(it);
   return absl::OkStatus();
 }
@@ -70,13 +71,40 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
   if (ledger_.contains(ToAbsl(pod))) {
     return absl::AlreadyExistsError(StrCat("pod ", pod, " is already placed"));
   }
+  // A MIG instance recorded in an assignment exists on the node now: take the idle instance if
+  // this state has it, else treat the slices as reconfigured for it (idle instances in the way
+  // were destroyed when the pod was placed).
+  Placement p = placement;
+  if (p.gpus.size() == 1 && p.gpus[0].is_mig() && p.node.valid() &&
+      p.node.value() < cluster_->node_count()) {
+    const GpuGrant& g = p.gpus[0];
+    const MigModel* model = g.gpu >= 0 && g.gpu < cluster_->node(p.node).gpu_count()
+                                ? cluster_->mig_model(p.node, g.gpu)
+                                : nullptr;
+    if (model && g.mig.profile < static_cast<int>(model->profiles.size())) {
+      const MigGpuState& m = state_.mig(p.node, g.gpu);
+      const MigProfile& want = model->profiles[g.mig.profile];
+      p.mig_plan = MigPlan{};
+      const MigGpuState::Instance* same = m.Find(g.mig);
+      if (!same || same->assigned) {
+        p.mig_plan.create = true;
+        for (const MigGpuState::Instance& i : m.instances) {
+          const MigProfile& have = model->profiles[i.placement.profile];
+          if (!i.assigned && ((have.slots(i.placement.start) & want.slots(g.mig.start)) ||
+                              (want.media_extensions && have.media_extensions))) {
+            p.mig_plan.destroy.push_back(i.placement);
+          }
+        }
+      }
+    }
+  }
   std::string why;
-  if (!state_.CanApply(placement, &why)) {
+  if (!state_.CanApply(p, &why)) {
     return absl::FailedPreconditionError(
         StrCat("cannot restore pod ", pod, ": ", why));
   }
-  Commit(placement);
-  ledger_.emplace(std::string(pod), placement);
+  Commit(p);
+  ledger_.emplace(std::string(pod), p);
   return absl::OkStatus();
 }
 

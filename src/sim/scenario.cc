@@ -50,6 +50,7 @@ int64_t RequestedMemory(const core::Cluster& cluster, const core::PodRequest& as
   switch (asked.gpu.kind) {
     case core::GpuAsk::Kind::kNone: return 0;
     case core::GpuAsk::Kind::kShare: return asked.gpu.memory_mib;
+    case core::GpuAsk::Kind::kMig: return p.gpus.empty() ? 0 : p.gpus[0].memory_mib;
     case core::GpuAsk::Kind::kFraction:
     case core::GpuAsk::Kind::kWhole: {
       int64_t sum = 0;

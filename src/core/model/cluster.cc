@@ -38,6 +38,31 @@ absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
             StrCat("node ", n.name, ": GPU ", g, " has no memory"));
       }
     }
+    uint64_t mig = 0;
+    std::vector<const MigModel*> mig_models(n.gpu_count(), nullptr);
+    for (int g = 0; g < n.gpu_count(); ++g) {
+      const GpuSpec& gpu = n.gpus[g];
+      const std::string where = StrCat("node ", n.name, " GPU ", g);
+      if (!gpu.mig_enabled) {
+        if (!gpu.mig_layout.empty()) {
+          return absl::InvalidArgumentError(
+              StrCat(where, ": has MIG instances but MIG is not enabled"));
+        }
+        continue;
+      }
+      const MigModel* model = FindMigModel(gpu.model);
+      if (!model) {
+        return absl::InvalidArgumentError(
+            StrCat(where, ": MIG is enabled but tessera has no MIG profiles for ", gpu.model,
+                   " (it has: ", StrJoin(MigModelNames(), ", "), ")"));
+      }
+      absl::Status layout = ValidateMigInstances(*model, gpu.mig_layout, where);
+      if (!layout.ok()) return layout;
+      mig |= 1ULL << g;
+      mig_models[g] = model;
+    }
+    c.mig_masks_.push_back(mig);
+    c.mig_models_.push_back(std::move(mig_models));
     if (!c.by_name_.emplace(n.name, NodeId(static_cast<int32_t>(i))).second) {
       return absl::InvalidArgumentError(StrCat("duplicate node name \"", n.name, "\""));
     }

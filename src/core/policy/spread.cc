@@ -9,6 +9,7 @@
 #include <climits>
 
 #include "core/policy/factories.h"
+#include "core/policy/mig_node.h"
 #include "core/policy/whole_set.h"
 
 namespace tessera::core {
@@ -42,6 +43,8 @@ class SpreadPolicy final : public Policy {
         c.placement = MakePlacement(state, r, node, set->mask);
         return c;
       }
+      case GpuAsk::Kind::kMig:
+        return ScoreMigNode(state, query, node, fit, MigPreference::kEmptiest);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         int best = -1;
@@ -102,6 +105,8 @@ class SpreadPolicy final : public Policy {
         }
         return std::nullopt;
       }
+      case GpuAsk::Kind::kMig:
+        return ScanCandidates(state, query, declined);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         const int32_t compute = ShareComputeOn(r.gpu);

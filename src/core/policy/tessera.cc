@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "core/policy/factories.h"
+#include "core/policy/mig_node.h"
 #include "core/policy/whole_set.h"
 #include "core/topology/gpu_select.h"
 
@@ -73,6 +74,8 @@ class TesseraPolicy final : public Policy {
         c.placement = MakePlacement(state, r, node, set->mask);
         return c;
       }
+      case GpuAsk::Kind::kMig:
+        return ScoreMigNode(state, query, node, fit, MigPreference::kLeastLoss);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         // Tier 1: the fullest already-shared GPU with room.
@@ -114,6 +117,8 @@ class TesseraPolicy final : public Policy {
       case GpuAsk::Kind::kWhole:
         return ChooseWholeBestFit(*this, state, query, index_, ceilings_, declined);
       case GpuAsk::Kind::kNone:
+        return ScanCandidates(state, query, declined);
+      case GpuAsk::Kind::kMig:
         return ScanCandidates(state, query, declined);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
