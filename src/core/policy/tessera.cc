@@ -124,16 +124,15 @@ class TesseraPolicy final : public Policy {
       case GpuAsk::Kind::kFraction: {
         const int32_t compute = ShareComputeOn(r.gpu);
         const int64_t min_memory = r.gpu.kind == GpuAsk::Kind::kShare ? r.gpu.memory_mib : 0;
-        const auto& shared = index_.shared_gpus();
-        for (auto it = shared.lower_bound({min_memory, INT32_MIN, INT32_MIN, INT32_MIN});
-             it != shared.end(); ++it) {
-          if (it->free_compute_milli < compute) continue;
-          NodeId node(it->node);
-          NodeFit fit = CheckNode(state, query, node);
-          if (!fit.ok() || !(fit.gpus & (1ULL << it->gpu))) continue;
+        std::optional<FreeCapacityIndex::GpuKey> key = index_.FirstFit(
+            true, min_memory, compute, [&](const FreeCapacityIndex::GpuKey& k) {
+              NodeFit fit = CheckNode(state, query, NodeId(k.node));
+              return fit.ok() && (fit.gpus & (1ULL << k.gpu));
+            });
+        if (key) {
           NodeChoice c;
-          c.score = kSharedTier - GpuFreeKey(it->free_memory_mib, it->free_compute_milli);
-          c.placement = MakePlacement(state, r, node, 1ULL << it->gpu);
+          c.score = kSharedTier - GpuFreeKey(key->free_memory_mib, key->free_compute_milli);
+          c.placement = MakePlacement(state, r, NodeId(key->node), 1ULL << key->gpu);
           return c;
         }
         for (auto it = fresh_order_.lower_bound({2, INT32_MIN}); it != fresh_order_.end(); ++it) {
