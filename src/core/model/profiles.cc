@@ -166,6 +166,12 @@ absl::StatusOr<Profile> FindProfile(std::string_view name) {
                                     "\"; built-in profiles: ", StrJoin(ProfileNames(), ", ")));
 }
 
+std::vector<std::string> KnownGpuModels() {
+  std::vector<std::string> out;
+  for (const ModelFacts& f : kModels) out.emplace_back(f.model);
+  return out;
+}
+
 int64_t KnownGpuMemoryMiB(std::string_view model) {
   const ModelFacts* f = Facts(model);
   return f ? f->memory_mib : 0;

@@ -29,6 +29,8 @@ struct Profile {
 std::vector<std::string> ProfileNames();
 [[nodiscard]] absl::StatusOr<Profile> FindProfile(std::string_view name);
 
+// GPU model names tessera knows the memory and SM count of.
+std::vector<std::string> KnownGpuModels();
 // Memory (MiB) nvidia-smi reports for a GPU model name, when tessera knows it (0 otherwise).
 int64_t KnownGpuMemoryMiB(std::string_view model);
 // SM count for a GPU model name, when known (0 otherwise).
