@@ -70,7 +70,8 @@ class TesseraPolicy final : public Policy {
       case GpuAsk::Kind::kWhole: {
         std::optional<WholeSet> set = PickWholeSet(state, query, node, fit.gpus);
         if (!set) return std::nullopt;
-        c.score = BestFitWholeScore(state.whole_free_count(node) - r.gpu.count, set->bottleneck);
+        c.score = BestFitWholeScore(state.whole_free_count(node) - r.gpu.count, set->bottleneck) +
+                  PreferenceBonus(*set);
         c.placement = MakePlacement(state, r, node, set->mask);
         return c;
       }

@@ -10,10 +10,16 @@ std::optional<WholeSet> PickWholeSet(const ClusterState& state, const Query& que
                                      uint64_t free_gpus) {
   const GpuAsk& ask = query.request->gpu;
   const NodeSpec& spec = state.cluster().node(node);
-  std::optional<uint64_t> mask = state.cluster().gpu_selector(node).Select(
-      free_gpus, ask.count, ask.topology, ask.topology_required);
+  const GpuSetSelector& selector = state.cluster().gpu_selector(node);
+  bool met = false;
+  std::optional<uint64_t> mask;
+  if (HasTopologyPreference(ask)) {
+    mask = selector.Select(free_gpus, ask.count, ask.topology, true);
+    met = mask.has_value();
+  }
+  if (!mask) mask = selector.Select(free_gpus, ask.count, ask.topology, ask.topology_required);
   if (!mask) return std::nullopt;
-  return WholeSet{*mask, std::min(BottleneckGBps(spec, *mask), kBottleneckCap)};
+  return WholeSet{*mask, std::min(BottleneckGBps(spec, *mask), kBottleneckCap), met};
 }
 
 std::vector<int32_t> BottleneckCeilings(const Cluster& cluster) {
@@ -39,6 +45,15 @@ std::optional<NodeChoice> ChooseWholeBestFit(Policy& policy, const ClusterState&
                                              const Query& query, const FreeCapacityIndex& index,
                                              const std::vector<int32_t>& ceilings,
                                              std::vector<NodeId>* declined) {
+  if (HasTopologyPreference(query.request->gpu)) {
+    // The bonus tier first: only nodes where the preferred level is met.
+    PodRequest strict = *query.request;
+    strict.gpu.topology_required = true;
+    Query q(state, strict, query.candidates);
+    std::vector<NodeId> ignored;
+    std::optional<NodeChoice> c = ChooseWholeBestFit(policy, state, q, index, ceilings, &ignored);
+    if (c) return c;
+  }
   const int count = query.request->gpu.count;
   if (count <= 0 || count >= static_cast<int>(ceilings.size())) return std::nullopt;
   const double ceiling_score_part = ceilings[count];

@@ -8,6 +8,9 @@
 //     (do not split an NVLink island or a PCIe-switch pair without need);
 //  4. the set spans as few NUMA nodes as possible (an unknown NUMA node counts as one more);
 //  5. the lowest GPU indices: of equal sets, the one whose sorted index list is smallest.
+// Select with `required` false ignores the level; the policies' "preferred" (PickWholeSet in
+// policy/whole_set.h) is: the best set meeting the level when the node has one, else the best of
+// all, and nodes where the level is met come first.
 // Example: pcie-8gpu (pairs 0-1, 2-3, 4-5, 6-7 behind switches), GPUs 1, 2, 3 free, count 2:
 // {2,3} (PIX, 64 GB/s) beats {1,2} and {1,3} (NODE, 32 GB/s). Count 1 with GPUs 0, 2, 3 free:
 // GPU 0, leaving the PIX pair 2-3 whole (remaining 64 + 64 beats 32 + 32).
