@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -33,8 +34,10 @@ std::optional<WholeSet> PickWholeSet(const ClusterState& state, const Query& que
                                      uint64_t free_gpus);
 
 // Added to a node's score when a preferred level is met, above every best-fit and bandwidth
-// term: a pod preferring NVLink goes to a node where it gets NVLink before any other.
-inline constexpr double kPreferenceTier = 1e9;
+// term (and above a policy's own tiers, at most kPolicyTierLimit): a pod preferring NVLink goes
+// to a node where it gets NVLink before any other.
+inline constexpr double kPreferenceTier = 4e9;
+inline constexpr double kPolicyTierLimit = 2e9;
 inline double PreferenceBonus(const WholeSet& set) {
   return set.preference_met ? kPreferenceTier : 0;
 }
@@ -53,10 +56,18 @@ std::vector<int32_t> BottleneckCeilings(const Cluster& cluster);
 // feasible node takes the best-connected (lowest id on ties), stopping early once the ceiling is
 // reached. A preferred level is a first pass with the level required (the bonus tier), then a
 // plain pass.
+// A policy's own tiers over nodes (best first): the nodes `in` a tier get `bonus` added to their
+// score by the policy's ScoreNode (0 <= bonus < kPolicyTierLimit). Empty: one tier, every node.
+struct NodeTier {
+  std::function<bool(NodeId)> in;
+  double bonus = 0;
+};
+
 std::optional<NodeChoice> ChooseWholeBestFit(Policy& policy, const ClusterState& state,
                                              const Query& query, const FreeCapacityIndex& index,
                                              const std::vector<int32_t>& ceilings,
-                                             std::vector<NodeId>* declined);
+                                             std::vector<NodeId>* declined,
+                                             const std::vector<NodeTier>& tiers = {});
 
 // The share key policies order GPUs by: free memory, then free compute (compute < 2048).
 inline double GpuFreeKey(int64_t free_memory_mib, int32_t free_compute_milli) {

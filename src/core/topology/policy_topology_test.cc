@@ -38,6 +38,35 @@ TEST(TopologyPolicy, PreferredNvlinkPicksAnNvlinkNodeOverTheBestFit) {
   }
 }
 
+TEST(TopologyPolicy, TesseraKeepsRackScaleNvlinkDomainsForWhatNeedsThem) {
+  Cluster c = ClusterBuilder()
+                  .Node("tray-0").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "nvl72")
+                  .Node("tray-1").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "nvl72")
+                  .Node("hgx").Profile("hgx-h100")
+                  .Node("pcie").Profile("pcie-8gpu")
+                  .Build();
+  Engine t(c, Make("tessera"));
+  Engine b(c, Make("binpack"));
+  // Best fit alone puts a 1-GPU pod on a 4-GPU tray; tessera keeps the NVL72 domain whole.
+  PlacementResult one_t = t.Place(Pod("one", GpuAsk::Whole(1)));
+  PlacementResult one_b = b.Place(Pod("one", GpuAsk::Whole(1)));
+  EXPECT_EQ(c.node(one_t.placement.node).name, "hgx");
+  EXPECT_EQ(c.node(one_b.placement.node).name, "tray-0");
+  // A 4-GPU pod preferring NVLink: the HGX (NVLink met) before the trays.
+  PlacementResult four = t.Place(Pod("four", WholeWith(4, GpuTopology::kNvLink, false)));
+  EXPECT_EQ(c.node(four.placement.node).name, "hgx");
+  // So an 8-GPU gang still finds the whole domain.
+  std::vector<PodRequest> gang;
+  for (int i = 0; i < 2; ++i) {
+    PodRequest p = Pod("g" + std::to_string(i), GpuAsk::Whole(4));
+    p.gang = GangAsk{"g", 2, "nvlink-domain", true};
+    gang.push_back(p);
+  }
+  auto r = t.PlaceGang(gang);
+  EXPECT_TRUE(r[0].placed()) << r[0].reason;
+  EXPECT_TRUE(r[1].placed());
+}
+
 TEST(TopologyPolicy, RequiredRefusesAndPreferredFallsBack) {
   Cluster c = ClusterBuilder().Node("pcie").Profile("pcie-8gpu").Build();
   Engine f(c, Make("tessera"));
@@ -91,7 +120,8 @@ TEST_P(TopologyIndexEquivalence, IndexedChooseEqualsScan) {
                   .Node("pcie-1").Profile("pcie-8gpu")
                   .Node("l40s").Profile("l40s-4gpu")
                   .Node("mig").Profile("dgx-a100").Mig({{"1g.10gb", 0}, {"3g.40gb", 4}})
-                  .Node("tray").Profile("gb200-nvl72-tray")
+                  .Node("tray-0").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "a")
+                  .Node("tray-1").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "a")
                   .Build();
   Engine indexed(c, Make(GetParam()));
   Engine scanned(c, Make(GetParam()));
