@@ -59,11 +59,17 @@ class Search {
   }
 
  private:
-  // Best link of r to another GPU of `pool`, 0 when none.
+  // Best link of r to another GPU of `pool`, 0 when none: the first bandwidth level, highest
+  // first, at which r reaches a GPU of the pool.
   int32_t BestLink(int r, uint64_t pool) const {
-    int32_t best = 0;
-    for (uint64_t b = pool & ~(1ULL << r); b; b &= b - 1) best = std::max(best, s_.bandwidth(r, Ctz(b)));
-    return best;
+    pool &= ~(1ULL << r);
+    if (!pool) return 0;
+    const int levels = s_.level_count();
+    const uint64_t* reach = s_.reach(r);
+    for (int l = 0; l < levels; ++l) {
+      if (reach[l] & pool) return s_.level(l);
+    }
+    return 0;
   }
 
   int64_t Remaining(uint64_t remaining) const {
@@ -232,6 +238,15 @@ GpuSetSelector::GpuSetSelector(const NodeSpec& node)
   }
   std::sort(distinct_.begin(), distinct_.end(), std::greater<int32_t>());
   distinct_.erase(std::unique(distinct_.begin(), distinct_.end()), distinct_.end());
+  const size_t levels = distinct_.size();
+  reach_.assign(static_cast<size_t>(n_) * levels, 0);
+  for (int i = 0; i < n_; ++i) {
+    for (size_t l = 0; l < levels; ++l) {
+      for (int j = 0; j < n_; ++j) {
+        if (j != i && bw_[i * n_ + j] >= distinct_[l]) reach_[i * levels + l] |= 1ULL << j;
+      }
+    }
+  }
 }
 
 uint64_t GpuSetSelector::meets(GpuTopology level, int i) const {

@@ -64,6 +64,11 @@ class GpuSetSelector {
   uint64_t numa_bit(int i) const { return numa_bit_[i]; }
   // GPUs whose NUMA bit is `bit`.
   uint64_t numa_members(uint64_t bit) const { return numa_members_[__builtin_ctzll(bit)]; }
+  // Distinct pair bandwidths, highest first, and for GPU i, per level l, the GPUs it reaches at
+  // level(l) or better.
+  int level_count() const { return static_cast<int>(distinct_.size()); }
+  int32_t level(int l) const { return distinct_[l]; }
+  const uint64_t* reach(int i) const { return reach_.data() + static_cast<size_t>(i) * distinct_.size(); }
   // Lower-indexed twins of GPU i: same NUMA node, same link to every other GPU.
   uint64_t lower_twins(int i) const { return lower_twins_[i]; }
 
@@ -75,6 +80,7 @@ class GpuSetSelector {
   std::vector<uint64_t> meets_[3];          // kNvLink, kPcieSwitch, kNuma
   std::vector<uint64_t> numa_bit_;
   std::vector<uint64_t> lower_twins_;
+  std::vector<uint64_t> reach_;  // n x levels
   uint64_t numa_members_[64] = {};
 };
 
