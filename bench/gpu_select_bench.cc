@@ -50,8 +50,9 @@ NodeSpec Node16(int kind) {
       n.gpus[i].numa_node = static_cast<int>(rng.Uniform(4));
       for (int j = i + 1; j < 16; ++j) {
         bool nv = (i / 8 == j / 8) ? rng.Uniform(4) != 0 : rng.Uniform(8) == 0;
-        n.links.Set(i, j, nv ? Link{LinkKind::kNvLink, static_cast<uint8_t>(1 + rng.Uniform(18))}
-                             : Link{kPcie[rng.Uniform(5)], 0});
+        n.links.Set(i, j,
+                    nv ? Link{LinkKind::kNvLink, static_cast<uint8_t>(1 + rng.Uniform(18))}
+                       : Link{kPcie[rng.Uniform(5)], 0});
       }
     }
   }
@@ -59,13 +60,16 @@ NodeSpec Node16(int kind) {
 }
 
 const NodeSpec& NodeByIndex(int i) {
-  static const std::vector<NodeSpec> kNodes = {ProfileNode("dgx-a100"), ProfileNode("hgx-h100"),
-                                               ProfileNode("pcie-8gpu"), Node16(0), Node16(1),
+  static const std::vector<NodeSpec> kNodes = {ProfileNode("dgx-a100"),
+                                               ProfileNode("hgx-h100"),
+                                               ProfileNode("pcie-8gpu"),
+                                               Node16(0),
+                                               Node16(1),
                                                Node16(2)};
   return kNodes[i];
 }
-const char* const kNames[] = {"dgx-a100", "hgx-h100", "pcie-8gpu",
-                              "nvswitch-16", "pcie-16", "random-16"};
+const char* const kNames[] = {"dgx-a100",    "hgx-h100", "pcie-8gpu",
+                              "nvswitch-16", "pcie-16",  "random-16"};
 
 void BM_Select(benchmark::State& state) {
   const NodeSpec& node = NodeByIndex(static_cast<int>(state.range(0)));
@@ -90,8 +94,7 @@ void BM_SelectMixed(benchmark::State& state) {
   }
   size_t i = 0;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(
-        selector.Select(patterns[i++ & 63], count, GpuTopology::kAny, false));
+    benchmark::DoNotOptimize(selector.Select(patterns[i++ & 63], count, GpuTopology::kAny, false));
   }
   state.SetLabel(kNames[state.range(0)]);
 }

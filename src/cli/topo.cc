@@ -84,7 +84,8 @@ int Fail(std::string_view command, const absl::Status& status) {
 
 void AddTopoCommand(CLI::App& app, int* exit_code) {
   CLI::App* topo = app.add_subcommand(
-      "topo", "Node topology: read `nvidia-smi topo -m` output, list the built-in server profiles.");
+      "topo",
+      "Node topology: read `nvidia-smi topo -m` output, list the built-in server profiles.");
   topo->require_subcommand(1);
 
   auto parse = std::make_shared<ParseOptions>();

@@ -40,7 +40,8 @@ nodes:
   ASSERT_TRUE(some.gpus[3].mig_enabled);
   const core::MigModel& m = *core::FindMigModel("A100-80GB");
   std::vector<std::string> names;
-  for (core::MigPlacement p : some.gpus[3].mig_layout) names.push_back(core::MigPlacementName(m, p));
+  for (core::MigPlacement p : some.gpus[3].mig_layout)
+    names.push_back(core::MigPlacementName(m, p));
   // 3g at 4 as written; 2g at the lowest start it may take (0); 1g.10gb after it (2).
   EXPECT_THAT(names, ::testing::ElementsAre("3g.40gb@4", "2g.20gb@0", "1g.10gb@2"));
   EXPECT_EQ(some.nics.size(), 10u);  // profiles bring their NICs
@@ -50,12 +51,16 @@ nodes:
 
   EXPECT_THAT(ClusterError("nodes:\n  - {name: a, profile: l40s-4gpu, mig: true}\n"),
               HasSubstr("c.yaml:2:40: mig: tessera has no MIG profiles for L40S-48GB"));
-  EXPECT_THAT(ClusterError("nodes:\n  - name: a\n    profile: dgx-a100\n    mig: {layout: [1g.5gb]}\n"),
-              HasSubstr("c.yaml:4:20: mig.layout: \"1g.5gb\" is not a A100-80GB MIG profile"));
-  EXPECT_THAT(ClusterError("nodes:\n  - name: a\n    profile: dgx-a100\n    mig: {layout: [4g.40gb@2]}\n"),
-              HasSubstr("mig.layout: 4g.40gb cannot start at slice 2 on A100-80GB (allowed starts: 0)"));
-  EXPECT_THAT(ClusterError("nodes:\n  - name: a\n    profile: dgx-a100\n    mig: {layout: [7g.80gb, 1g.10gb]}\n"),
-              HasSubstr("mig.layout: no free start left for 1g.10gb"));
+  EXPECT_THAT(
+      ClusterError("nodes:\n  - name: a\n    profile: dgx-a100\n    mig: {layout: [1g.5gb]}\n"),
+      HasSubstr("c.yaml:4:20: mig.layout: \"1g.5gb\" is not a A100-80GB MIG profile"));
+  EXPECT_THAT(
+      ClusterError("nodes:\n  - name: a\n    profile: dgx-a100\n    mig: {layout: [4g.40gb@2]}\n"),
+      HasSubstr("mig.layout: 4g.40gb cannot start at slice 2 on A100-80GB (allowed starts: 0)"));
+  EXPECT_THAT(
+      ClusterError(
+          "nodes:\n  - name: a\n    profile: dgx-a100\n    mig: {layout: [7g.80gb, 1g.10gb]}\n"),
+      HasSubstr("mig.layout: no free start left for 1g.10gb"));
   EXPECT_THAT(ClusterError("nodes:\n  - name: a\n    profile: dgx-a100\n    mig: {gpus: [8]}\n"),
               HasSubstr("mig.gpus: 8 is out of range (0..7)"));
   EXPECT_THAT(ClusterError("nodes:\n  - name: a\n    profile: dgx-a100\n    mig: maybe\n"),
@@ -77,11 +82,13 @@ jobs:
   EXPECT_TRUE(w->jobs[1].pod.gpu.topology_required);
   EXPECT_EQ(w->jobs[2].pod.gpu.topology, core::GpuTopology::kPcieSwitch);
   EXPECT_FALSE(w->jobs[2].pod.gpu.topology_required);
-  absl::StatusOr<Workload> bad = ParseWorkloadYaml("jobs:\n  - {name: x, gpu: {mig: 2g.11gb}}\n", "w.yaml");
+  absl::StatusOr<Workload> bad =
+      ParseWorkloadYaml("jobs:\n  - {name: x, gpu: {mig: 2g.11gb}}\n", "w.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()),
               HasSubstr("w.yaml:2:26: gpu.mig: \"2g.11gb\" is not a MIG profile tessera knows"));
-  absl::StatusOr<Workload> both = ParseWorkloadYaml("jobs:\n  - {name: x, gpu: {mig: 1g.10gb, count: 1}}\n", "w.yaml");
+  absl::StatusOr<Workload> both =
+      ParseWorkloadYaml("jobs:\n  - {name: x, gpu: {mig: 1g.10gb, count: 1}}\n", "w.yaml");
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(std::string(both.status().message()), HasSubstr("give exactly one of"));
 }

@@ -22,7 +22,8 @@ struct Output {
 
 Output Tessera(const std::string& args, bool with_stderr = true) {
   Output r;
-  std::string cmd = std::string(TESSERA_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  std::string cmd =
+      std::string(TESSERA_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;
@@ -53,8 +54,8 @@ TEST(TopoCli, ParsePrintsTheInventory) {
 }
 
 TEST(TopoCli, ParseEverySampleAndStdin) {
-  for (const char* f : {"hgx_h100.txt", "pcie_2socket_mlx5.txt", "pcie_4090_2socket.txt",
-                        "l40s_4gpu.txt"}) {
+  for (const char* f :
+       {"hgx_h100.txt", "pcie_2socket_mlx5.txt", "pcie_4090_2socket.txt", "l40s_4gpu.txt"}) {
     Output r = Tessera(std::string("topo parse --compact --model L40S-48GB ") + Sample(f), false);
     ASSERT_EQ(r.status, 0) << f << r.out;
     EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << f;  // one line
@@ -77,7 +78,8 @@ TEST(TopoCli, ErrorsNameLineAndColumnAndExitTwo) {
   Output unknown = Tessera("topo parse " + Sample("hgx_h100.txt") + " --model X9000");
   EXPECT_EQ(unknown.status, 2);
   EXPECT_THAT(unknown.out, HasSubstr("--memory is required for X9000"));
-  EXPECT_EQ(Tessera("topo parse " + Sample("hgx_h100.txt") + " --model X9000 --memory 96Gi").status, 0);
+  EXPECT_EQ(Tessera("topo parse " + Sample("hgx_h100.txt") + " --model X9000 --memory 96Gi").status,
+            0);
   Output mig = Tessera("topo parse " + Sample("l40s_4gpu.txt") + " --model L40S-48GB --mig");
   EXPECT_EQ(mig.status, 2);
   EXPECT_THAT(mig.out, HasSubstr("no MIG profiles for L40S-48GB"));

@@ -103,8 +103,7 @@ std::string MigPlacementName(const MigModel& model, MigPlacement p) {
   return StrCat(model.profiles[p.profile].name, "@", static_cast<int>(p.start));
 }
 
-absl::Status ValidateMigInstances(const MigModel& model,
-                                  const std::vector<MigPlacement>& instances,
+absl::Status ValidateMigInstances(const MigModel& model, const std::vector<MigPlacement>& instances,
                                   std::string_view where) {
   uint8_t used = 0;
   int media = 0;
@@ -119,15 +118,14 @@ absl::Status ValidateMigInstances(const MigModel& model,
       for (int s = 0; s < kMigSlots; ++s) {
         if (prof.may_start_at(s)) allowed.push_back(s);
       }
-      return absl::InvalidArgumentError(
-          StrCat(where, ": ", prof.name, " cannot start at slice ", static_cast<int>(p.start),
-                 " on ", model.model, " (allowed starts: ", StrJoin(allowed, ", "), ")"));
+      return absl::InvalidArgumentError(StrCat(where, ": ", prof.name, " cannot start at slice ",
+                                               static_cast<int>(p.start), " on ", model.model,
+                                               " (allowed starts: ", StrJoin(allowed, ", "), ")"));
     }
     if (used & prof.slots(p.start)) {
-      return absl::InvalidArgumentError(
-          StrCat(where, ": ", MigPlacementName(model, p),
-                 " overlaps another instance (memory slices ", static_cast<int>(p.start), "..",
-                 p.start + prof.size - 1, ")"));
+      return absl::InvalidArgumentError(StrCat(
+          where, ": ", MigPlacementName(model, p), " overlaps another instance (memory slices ",
+          static_cast<int>(p.start), "..", p.start + prof.size - 1, ")"));
     }
     used |= prof.slots(p.start);
     if (prof.media_extensions && ++media > 1) {
@@ -135,8 +133,8 @@ absl::Status ValidateMigInstances(const MigModel& model,
           StrCat(where, ": more than one +me instance (a GPU has one set of media engines)"));
     }
     if (++per_profile[p.profile] > prof.max_per_gpu) {
-      return absl::InvalidArgumentError(StrCat(where, ": more than ", prof.max_per_gpu, " ",
-                                               prof.name, " instances"));
+      return absl::InvalidArgumentError(
+          StrCat(where, ": more than ", prof.max_per_gpu, " ", prof.name, " instances"));
     }
   }
   return absl::OkStatus();

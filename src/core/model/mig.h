@@ -34,14 +34,14 @@ namespace tessera::core {
 inline constexpr int kMigSlots = 8;
 
 struct MigProfile {
-  std::string_view name;     // "1g.10gb"
-  int32_t id;                // GPU instance profile id (nvidia-smi mig -lgip)
-  int8_t compute_slices;     // the "1g" of 1g.10gb: sevenths of the GPU's SMs
-  int8_t size;               // memory slices occupied
-  uint8_t starts;            // bit s: may start at slice s
-  int8_t max_per_gpu;        // instances of this profile one GPU can hold
-  bool media_extensions;     // +me: the GPU's one set of media engines; at most one per GPU
-  int64_t memory_mib;        // what the instance offers
+  std::string_view name;  // "1g.10gb"
+  int32_t id;             // GPU instance profile id (nvidia-smi mig -lgip)
+  int8_t compute_slices;  // the "1g" of 1g.10gb: sevenths of the GPU's SMs
+  int8_t size;            // memory slices occupied
+  uint8_t starts;         // bit s: may start at slice s
+  int8_t max_per_gpu;     // instances of this profile one GPU can hold
+  bool media_extensions;  // +me: the GPU's one set of media engines; at most one per GPU
+  int64_t memory_mib;     // what the instance offers
   int32_t sm_count;
 
   // Memory slices the instance occupies when it starts at `start`.

@@ -9,8 +9,8 @@
 namespace tessera::core {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::ClusterBuilder;
+using ::testing::HasSubstr;
 using testing::Pod;
 
 std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
@@ -47,11 +47,23 @@ LinkMatrix TwoIslands() {
 
 TEST(Domains, FromLabelsAndNvlinkIslands) {
   Cluster c = ClusterBuilder()
-                  .Node("tray-0").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "nvl72-a").Label("tessera.dev/rack", "r1")
-                  .Node("tray-1").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "nvl72-a").Label("tessera.dev/rack", "r1")
-                  .Node("dgx").Profile("dgx-a100").Label("tessera.dev/rack", "r2")
-                  .Node("split").Gpus(8, "V100-32GB").Links(TwoIslands())
-                  .Node("pcie").Profile("pcie-8gpu").Label("tessera.dev/rack", "r2")
+                  .Node("tray-0")
+                  .Profile("gb200-nvl72-tray")
+                  .Label("tessera.dev/nvlink-domain", "nvl72-a")
+                  .Label("tessera.dev/rack", "r1")
+                  .Node("tray-1")
+                  .Profile("gb200-nvl72-tray")
+                  .Label("tessera.dev/nvlink-domain", "nvl72-a")
+                  .Label("tessera.dev/rack", "r1")
+                  .Node("dgx")
+                  .Profile("dgx-a100")
+                  .Label("tessera.dev/rack", "r2")
+                  .Node("split")
+                  .Gpus(8, "V100-32GB")
+                  .Links(TwoIslands())
+                  .Node("pcie")
+                  .Profile("pcie-8gpu")
+                  .Label("tessera.dev/rack", "r2")
                   .Build();
   TopologyDomains d(c, DefaultTopologyLevels());
   ASSERT_EQ(d.LevelIndex("nvlink-domain"), 0);
@@ -77,10 +89,8 @@ TEST(Domains, FromLabelsAndNvlinkIslands) {
 }
 
 TEST(Gangs, MultiGpuPodsLandInsideOneNvlinkDomain) {
-  Cluster c = ClusterBuilder()
-                  .Node("pcie").Profile("pcie-8gpu")
-                  .Node("dgx").Profile("dgx-a100")
-                  .Build();
+  Cluster c =
+      ClusterBuilder().Node("pcie").Profile("pcie-8gpu").Node("dgx").Profile("dgx-a100").Build();
   Engine e(c, Make("tessera"));
   // Best fit alone would not care; the gang's level does: both 4-GPU members on the DGX.
   auto r = e.PlaceGang(Gang("train", {4, 4}, "nvlink-domain", true));
@@ -96,10 +106,14 @@ TEST(Gangs, MultiGpuPodsLandInsideOneNvlinkDomain) {
 TEST(Gangs, SpanNodesOfOneLabelledNvl72Domain) {
   ClusterBuilder b;
   for (int i = 0; i < 3; ++i) {
-    b.Node("a-" + std::to_string(i)).Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "a");
+    b.Node("a-" + std::to_string(i))
+        .Profile("gb200-nvl72-tray")
+        .Label("tessera.dev/nvlink-domain", "a");
   }
   for (int i = 0; i < 2; ++i) {
-    b.Node("b-" + std::to_string(i)).Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "b");
+    b.Node("b-" + std::to_string(i))
+        .Profile("gb200-nvl72-tray")
+        .Label("tessera.dev/nvlink-domain", "b");
   }
   Cluster c = b.Build();
   Engine e(c, Make("tessera"));
@@ -117,10 +131,8 @@ TEST(Gangs, SpanNodesOfOneLabelledNvl72Domain) {
 }
 
 TEST(Gangs, BestFitDomainLeavesRoomForTheNextBigGang) {
-  Cluster c = ClusterBuilder()
-                  .Node("dgx-0").Profile("dgx-a100")
-                  .Node("dgx-1").Profile("dgx-a100")
-                  .Build();
+  Cluster c =
+      ClusterBuilder().Node("dgx-0").Profile("dgx-a100").Node("dgx-1").Profile("dgx-a100").Build();
   Engine e(c, Make("tessera"));
   ASSERT_TRUE(e.Place(Pod("solo", GpuAsk::Whole(4))).placed());
   const std::string busy = c.node(e.Find("solo")->node).name;
@@ -134,9 +146,15 @@ TEST(Gangs, BestFitDomainLeavesRoomForTheNextBigGang) {
 
 TEST(Gangs, PreferredTriesTheNarrowestLevelFirst) {
   Cluster c = ClusterBuilder()
-                  .Node("r1-pcie").Profile("pcie-8gpu").Label("tessera.dev/rack", "r1")
-                  .Node("r1-dgx").Profile("dgx-a100").Label("tessera.dev/rack", "r1")
-                  .Node("r2-pcie").Profile("pcie-8gpu").Label("tessera.dev/rack", "r2")
+                  .Node("r1-pcie")
+                  .Profile("pcie-8gpu")
+                  .Label("tessera.dev/rack", "r1")
+                  .Node("r1-dgx")
+                  .Profile("dgx-a100")
+                  .Label("tessera.dev/rack", "r1")
+                  .Node("r2-pcie")
+                  .Profile("pcie-8gpu")
+                  .Label("tessera.dev/rack", "r2")
                   .Build();
   Engine e(c, Make("tessera"));
   // Asked: rack, preferred. An NVLink domain (narrower) has room: the gang goes there.
@@ -165,8 +183,12 @@ TEST(Gangs, PreferredTriesTheNarrowestLevelFirst) {
 
 TEST(Gangs, ConfiguredLevelsReplaceTheDefaults) {
   Cluster c = ClusterBuilder()
-                  .Node("a").Profile("pcie-8gpu").Label("example.com/pod", "p1")
-                  .Node("b").Profile("pcie-8gpu").Label("example.com/pod", "p2")
+                  .Node("a")
+                  .Profile("pcie-8gpu")
+                  .Label("example.com/pod", "p1")
+                  .Node("b")
+                  .Profile("pcie-8gpu")
+                  .Label("example.com/pod", "p2")
                   .Build();
   Engine e(c, Make("tessera"), {{"pod", "example.com/pod"}});
   auto r = e.PlaceGang(Gang("g", {4, 4}, "pod", true));
@@ -177,7 +199,8 @@ TEST(Gangs, ConfiguredLevelsReplaceTheDefaults) {
 }
 
 TEST(Gangs, AllOrNothingWithMultiGpuMembers) {
-  Cluster c = ClusterBuilder().Node("dgx").Profile("dgx-a100").Node("pcie").Profile("l40s-4gpu").Build();
+  Cluster c =
+      ClusterBuilder().Node("dgx").Profile("dgx-a100").Node("pcie").Profile("l40s-4gpu").Build();
   for (const char* policy : {"tessera", "binpack", "spread"}) {
     Engine e(c, Make(policy));
     ASSERT_TRUE(e.Place(Pod("a", GpuAsk::Whole(2))).placed());
@@ -205,13 +228,15 @@ TEST(Gangs, LargestMembersFirst) {
   // Spread puts each member on the node with the most free GPUs. In member order 2, 2, 4 on
   // nodes with 6 and 2 free, the 2s would both take the 6-GPU node and strand the 4; placed
   // largest first, the 4 goes there first and the gang fits.
-  Cluster c = ClusterBuilder().Node("a").Gpus(6, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
+  Cluster c =
+      ClusterBuilder().Node("a").Gpus(6, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
   Engine e(c, Make("spread"));
   auto r = e.PlaceGang(Gang("g", {2, 2, 4}, "", false));
   ASSERT_TRUE(r[0].placed()) << r[0].reason;
   EXPECT_EQ(Nodes(c, r)[2], "a");
   EXPECT_EQ(r[2].placement.gpus.size(), 4u);
-  EXPECT_EQ(e.state().whole_free_count(c.FindNode("a")) + e.state().whole_free_count(c.FindNode("b")), 0);
+  EXPECT_EQ(
+      e.state().whole_free_count(c.FindNode("a")) + e.state().whole_free_count(c.FindNode("b")), 0);
 }
 
 TEST(Gangs, TestOnlyLeavesNothingBehind) {

@@ -10,9 +10,12 @@ bool PairMeets(const NodeSpec& node, int i, int j, GpuTopology level) {
   Link l = node.links.at(i, j);
   switch (level) {
     case GpuTopology::kAny:
-    case GpuTopology::kNode: return true;
-    case GpuTopology::kNvLink: return l.kind == LinkKind::kNvLink;
-    case GpuTopology::kPcieSwitch: return l.kind == LinkKind::kNvLink || l.kind == LinkKind::kPix;
+    case GpuTopology::kNode:
+      return true;
+    case GpuTopology::kNvLink:
+      return l.kind == LinkKind::kNvLink;
+    case GpuTopology::kPcieSwitch:
+      return l.kind == LinkKind::kNvLink || l.kind == LinkKind::kPix;
     case GpuTopology::kNuma: {
       int a = node.gpus[i].numa_node, b = node.gpus[j].numa_node;
       if (a >= 0 && b >= 0) return a == b;
@@ -24,11 +27,15 @@ bool PairMeets(const NodeSpec& node, int i, int j, GpuTopology level) {
 
 int LevelSlot(GpuTopology level) {
   switch (level) {
-    case GpuTopology::kNvLink: return 0;
-    case GpuTopology::kPcieSwitch: return 1;
-    case GpuTopology::kNuma: return 2;
+    case GpuTopology::kNvLink:
+      return 0;
+    case GpuTopology::kPcieSwitch:
+      return 1;
+    case GpuTopology::kNuma:
+      return 2;
     case GpuTopology::kAny:
-    case GpuTopology::kNode: return -1;
+    case GpuTopology::kNode:
+      return -1;
   }
   return -1;
 }

@@ -68,16 +68,18 @@ class GpuSetSelector {
   // level(l) or better.
   int level_count() const { return static_cast<int>(distinct_.size()); }
   int32_t level(int l) const { return distinct_[l]; }
-  const uint64_t* reach(int i) const { return reach_.data() + static_cast<size_t>(i) * distinct_.size(); }
+  const uint64_t* reach(int i) const {
+    return reach_.data() + static_cast<size_t>(i) * distinct_.size();
+  }
   // Lower-indexed twins of GPU i: same NUMA node, same link to every other GPU.
   uint64_t lower_twins(int i) const { return lower_twins_[i]; }
 
  private:
   int n_ = 0;
   uint64_t all_ = 0;
-  std::vector<int32_t> bw_;                 // n x n, diagonal 0
-  std::vector<int32_t> distinct_;           // distinct pair bandwidths, highest first
-  std::vector<uint64_t> meets_[3];          // kNvLink, kPcieSwitch, kNuma
+  std::vector<int32_t> bw_;         // n x n, diagonal 0
+  std::vector<int32_t> distinct_;   // distinct pair bandwidths, highest first
+  std::vector<uint64_t> meets_[3];  // kNvLink, kPcieSwitch, kNuma
   std::vector<uint64_t> numa_bit_;
   std::vector<uint64_t> lower_twins_;
   std::vector<uint64_t> reach_;  // n x levels

@@ -32,8 +32,12 @@ struct Reference {
         bool ok = true;
         switch (level) {
           case GpuTopology::kAny:
-          case GpuTopology::kNode: ok = true; break;
-          case GpuTopology::kNvLink: ok = l.kind == LinkKind::kNvLink; break;
+          case GpuTopology::kNode:
+            ok = true;
+            break;
+          case GpuTopology::kNvLink:
+            ok = l.kind == LinkKind::kNvLink;
+            break;
           case GpuTopology::kPcieSwitch:
             ok = l.kind == LinkKind::kNvLink || l.kind == LinkKind::kPix;
             break;
@@ -128,8 +132,8 @@ constexpr GpuTopology kLevels[] = {GpuTopology::kAny, GpuTopology::kNvLink,
                                    GpuTopology::kNode};
 
 std::string Describe(uint64_t free, int count, GpuTopology level, bool required) {
-  return "free=0x" + std::to_string(free) + " count=" + std::to_string(count) + " level=" +
-         std::string(GpuTopologyName(level)) + (required ? " required" : " preferred");
+  return "free=0x" + std::to_string(free) + " count=" + std::to_string(count) +
+         " level=" + std::string(GpuTopologyName(level)) + (required ? " required" : " preferred");
 }
 
 TEST(GpuSelect, OptimalOnEveryFreePatternOfEveryBuiltInProfile) {
@@ -179,8 +183,8 @@ NodeSpec RandomNode(Random& rng, int n) {
   }
   node.links = LinkMatrix(n);
   const int island = 1 + static_cast<int>(rng.Uniform(n));
-  static const LinkKind kPcie[] = {LinkKind::kPix, LinkKind::kPxb, LinkKind::kPhb,
-                                   LinkKind::kNode, LinkKind::kSys};
+  static const LinkKind kPcie[] = {LinkKind::kPix, LinkKind::kPxb, LinkKind::kPhb, LinkKind::kNode,
+                                   LinkKind::kSys};
   for (int i = 0; i < n; ++i) {
     for (int j = i + 1; j < n; ++j) {
       bool nv = (i / island == j / island) ? rng.Uniform(4) != 0 : rng.Uniform(8) == 0;
@@ -208,7 +212,8 @@ TEST(GpuSelect, OptimalOnRandom16GpuTopologies) {
         bool required = rng.Uniform(2) == 1;
         std::optional<uint64_t> want = ref.Best(free, count, level, required);
         std::optional<uint64_t> got = selector.Select(free, count, level, required);
-        ASSERT_EQ(got, want) << "topology " << topo << " " << Describe(free, count, level, required);
+        ASSERT_EQ(got, want) << "topology " << topo << " "
+                             << Describe(free, count, level, required);
         ++compared;
       }
     }

@@ -16,10 +16,14 @@ double Score(const MigChoice& c, MigPreference preference) {
   const double cost = double(2 - c.cost) * 1e15;
   const double loss = LossKey(c.loss);  // < 8^8 = 1.7e7
   switch (preference) {
-    case MigPreference::kLeastLoss: return cost - loss * 16 - c.unassigned_after;
-    case MigPreference::kFullest: return cost - c.unassigned_after * 1e8 - loss;
-    case MigPreference::kEmptiest: return cost + c.unassigned_after * 1e8 - loss;
-    case MigPreference::kFirstFit: return cost - c.placement.start;
+    case MigPreference::kLeastLoss:
+      return cost - loss * 16 - c.unassigned_after;
+    case MigPreference::kFullest:
+      return cost - c.unassigned_after * 1e8 - loss;
+    case MigPreference::kEmptiest:
+      return cost + c.unassigned_after * 1e8 - loss;
+    case MigPreference::kFirstFit:
+      return cost - c.placement.start;
   }
   return cost;
 }
@@ -89,8 +93,8 @@ std::optional<MigChoice> ChooseMig(const ClusterState& state, NodeId node, uint6
     const MigModel* model = cluster.mig_model(node, g);
     const int p = model->Find(profile);
     if (p < 0) continue;
-    std::optional<MigChoice> c = BestOnGpu(*model, state.mig(node, g), p, g,
-                                           state.gpu(node, g).free_memory_mib, preference);
+    std::optional<MigChoice> c =
+        BestOnGpu(*model, state.mig(node, g), p, g, state.gpu(node, g).free_memory_mib, preference);
     if (!c) continue;
     if (preference == MigPreference::kFirstFit) return c;
     if (!best || c->score > best->score) best = std::move(c);

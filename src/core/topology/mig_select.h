@@ -42,10 +42,10 @@ struct MigChoice {
   int gpu = -1;
   MigPlacement placement;  // profile index in the GPU's MigModel, start slice
   MigPlan plan;
-  int cost = 0;                                // 0 reuse, 1 create, 2 re-partition
-  std::array<int8_t, 8> loss{};                // capacity lost per profile, largest first
-  int unassigned_after = 0;                    // unassigned slices left on the GPU
-  double score = 0;                            // higher is better; comparable across nodes
+  int cost = 0;                  // 0 reuse, 1 create, 2 re-partition
+  std::array<int8_t, 8> loss{};  // capacity lost per profile, largest first
+  int unassigned_after = 0;      // unassigned slices left on the GPU
+  double score = 0;              // higher is better; comparable across nodes
 };
 
 // The MIG capacity vector of a GPU's free-or-idle slices (`available`), largest profile first.

@@ -13,8 +13,8 @@
 namespace tessera::core {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::ClusterBuilder;
+using ::testing::HasSubstr;
 using testing::Pod;
 
 std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
@@ -27,8 +27,8 @@ struct Published {
   int size;
 };
 const std::map<std::string, std::map<std::string, Published>>& PublishedTables() {
-  static const std::set<int> k1g = {0, 1, 2, 3, 4, 5, 6}, kEven = {0, 2, 4, 6},
-                             k2g = {0, 2, 4}, k3g = {0, 4}, kZero = {0};
+  static const std::set<int> k1g = {0, 1, 2, 3, 4, 5, 6}, kEven = {0, 2, 4, 6}, k2g = {0, 2, 4},
+                             k3g = {0, 4}, kZero = {0};
   static const std::map<std::string, std::map<std::string, Published>> kTables = {
       {"A100-40GB",
        {{"1g.5gb", {k1g, 4864, 1}},
@@ -70,7 +70,8 @@ TEST(Mig, TablesMatchWhatNvidiaPublishes) {
       EXPECT_EQ(got.memory_mib, want.memory_mib) << model_name << " " << name;
       EXPECT_EQ(got.size, want.size) << model_name << " " << name;
       for (int s = 0; s < kMigSlots; ++s) {
-        EXPECT_EQ(got.may_start_at(s), want.starts.contains(s)) << model_name << " " << name << "@" << s;
+        EXPECT_EQ(got.may_start_at(s), want.starts.contains(s))
+            << model_name << " " << name << "@" << s;
       }
     }
   }
@@ -95,12 +96,13 @@ TEST(Mig, EveryProfileOnEveryStartItMayAndMayNotTake) {
       for (int s = 0; s < kMigSlots; ++s) {
         MigPlan create;
         create.create = true;
-        Placement pl = MakeMigPlacement(state, Pod("p", GpuAsk::Mig(name)), NodeId(0), 0,
-                                        MigPlacement{static_cast<int8_t>(p), static_cast<int8_t>(s)},
-                                        create);
+        Placement pl =
+            MakeMigPlacement(state, Pod("p", GpuAsk::Mig(name)), NodeId(0), 0,
+                             MigPlacement{static_cast<int8_t>(p), static_cast<int8_t>(s)}, create);
         std::string why;
         const bool ok = state.CanApply(pl, &why);
-        EXPECT_EQ(ok, want.starts.contains(s)) << model_name << " " << name << "@" << s << ": " << why;
+        EXPECT_EQ(ok, want.starts.contains(s))
+            << model_name << " " << name << "@" << s << ": " << why;
         if (ok) {
           ++accepted;
           state.Apply(pl);
@@ -132,18 +134,20 @@ TEST(Mig, InstancesNeverShareASlice) {
   };
   EXPECT_TRUE(ValidateMigInstances(m, {at("4g.40gb", 0), at("3g.40gb", 4)}, "g").ok());
   EXPECT_TRUE(ValidateMigInstances(m, {at("3g.40gb", 0), at("3g.40gb", 4)}, "g").ok());
-  EXPECT_TRUE(ValidateMigInstances(m, {at("2g.20gb", 0), at("2g.20gb", 2), at("2g.20gb", 4),
-                                       at("1g.10gb", 6)}, "g").ok());
-  EXPECT_THAT(std::string(ValidateMigInstances(m, {at("3g.40gb", 0), at("4g.40gb", 0)}, "g")
-                              .message()),
-              HasSubstr("4g.40gb@0 overlaps another instance"));
+  EXPECT_TRUE(ValidateMigInstances(
+                  m, {at("2g.20gb", 0), at("2g.20gb", 2), at("2g.20gb", 4), at("1g.10gb", 6)}, "g")
+                  .ok());
+  EXPECT_THAT(
+      std::string(ValidateMigInstances(m, {at("3g.40gb", 0), at("4g.40gb", 0)}, "g").message()),
+      HasSubstr("4g.40gb@0 overlaps another instance"));
   // 3g at 4 takes slices 4..7, so 1g.20gb at 6 (slices 6..7) cannot join it.
   EXPECT_FALSE(ValidateMigInstances(m, {at("3g.40gb", 4), at("1g.20gb", 6)}, "g").ok());
   // 3g at 0 takes slices 0..3 (4 memory slices, 3 compute): a 1g at 3 cannot join it.
   EXPECT_FALSE(ValidateMigInstances(m, {at("3g.40gb", 0), at("1g.10gb", 3)}, "g").ok());
-  EXPECT_THAT(std::string(ValidateMigInstances(m, {at("1g.10gb+me", 0), at("1g.10gb+me", 1)}, "g")
-                              .message()),
-              HasSubstr("more than one +me instance"));
+  EXPECT_THAT(
+      std::string(
+          ValidateMigInstances(m, {at("1g.10gb+me", 0), at("1g.10gb+me", 1)}, "g").message()),
+      HasSubstr("more than one +me instance"));
   // Seven 1g.10gb fill every start; an eighth has none left.
   std::vector<MigPlacement> seven;
   for (int s = 0; s < 7; ++s) seven.push_back(at("1g.10gb", s));
@@ -268,8 +272,12 @@ TEST(Mig, CreatingInFreeSlicesBeatsRepartitioningAnotherGpu) {
   std::vector<std::pair<std::string, int>> layout;
   for (int s = 0; s < 7; ++s) layout.emplace_back("1g.10gb", s);
   Cluster c = ClusterBuilder()
-                  .Node("configured").Gpus(1, "A100-80GB").Mig(layout)
-                  .Node("empty").Gpus(1, "A100-80GB").Mig()
+                  .Node("configured")
+                  .Gpus(1, "A100-80GB")
+                  .Mig(layout)
+                  .Node("empty")
+                  .Gpus(1, "A100-80GB")
+                  .Mig()
                   .Build();
   Engine e(c, Make("tessera"));
   PlacementResult r = e.Place(Pod("p", GpuAsk::Mig("2g.20gb")));
@@ -290,7 +298,8 @@ TEST(Mig, WhatIfAndGangRollbackRestoreTheConfigurationExactly) {
   EXPECT_EQ(e.state().mig(NodeId(0), 0).instances.size(), 7u);
   EXPECT_EQ(e.state().mig(NodeId(0), 0).configured, 0b0111'1111);
   // A gang whose second member cannot fit: the first member's re-partition is undone.
-  std::vector<PodRequest> gang = {Pod("g0", GpuAsk::Mig("7g.80gb")), Pod("g1", GpuAsk::Mig("1g.10gb"))};
+  std::vector<PodRequest> gang = {Pod("g0", GpuAsk::Mig("7g.80gb")),
+                                  Pod("g1", GpuAsk::Mig("1g.10gb"))};
   for (PodRequest& p : gang) p.gang = GangAsk{"g", 2, "", false};
   auto results = e.PlaceGang(gang);
   EXPECT_EQ(results[0].outcome, Outcome::kNoFitNow);
@@ -301,8 +310,11 @@ TEST(Mig, WhatIfAndGangRollbackRestoreTheConfigurationExactly) {
 
 TEST(Mig, MigGpusTakeMigOnlyAndSayWhy) {
   Cluster c = ClusterBuilder()
-                  .Node("mig").Gpus(1, "A100-80GB").Mig()
-                  .Node("plain").Gpus(1, "L40S-48GB")
+                  .Node("mig")
+                  .Gpus(1, "A100-80GB")
+                  .Mig()
+                  .Node("plain")
+                  .Gpus(1, "L40S-48GB")
                   .Build();
   Engine e(c, Make("tessera"));
   // A whole GPU goes to the plain node; a share too; a MIG slice to the MIG node.
@@ -369,12 +381,18 @@ TEST(Mig, RestoreRebuildsInstancesFromAssignments) {
 // Random MIG asks and releases under every policy: invariants hold after every step.
 TEST(Mig, RandomChurnKeepsInvariants) {
   Cluster c = ClusterBuilder()
-                  .Node("a").Gpus(4, "A100-80GB").Mig({{"3g.40gb", 4}})
-                  .Node("h").Gpus(2, "H100-80GB").Mig()
-                  .Node("s").Gpus(2, "A100-40GB").Mig({{"1g.5gb", 0}, {"1g.5gb", 1}})
+                  .Node("a")
+                  .Gpus(4, "A100-80GB")
+                  .Mig({{"3g.40gb", 4}})
+                  .Node("h")
+                  .Gpus(2, "H100-80GB")
+                  .Mig()
+                  .Node("s")
+                  .Gpus(2, "A100-40GB")
+                  .Mig({{"1g.5gb", 0}, {"1g.5gb", 1}})
                   .Build();
-  const std::vector<std::string> asks = {"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb",
-                                         "7g.80gb", "1g.10gb+me", "1g.5gb", "2g.10gb", "3g.20gb"};
+  const std::vector<std::string> asks = {"1g.10gb", "1g.20gb",    "2g.20gb", "3g.40gb", "4g.40gb",
+                                         "7g.80gb", "1g.10gb+me", "1g.5gb",  "2g.10gb", "3g.20gb"};
   for (const std::string& policy : PolicyNames()) {
     Engine e(c, Make(policy));
     Random rng(42);

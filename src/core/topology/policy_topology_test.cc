@@ -10,8 +10,8 @@
 namespace tessera::core {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::ClusterBuilder;
+using ::testing::HasSubstr;
 using testing::Pod;
 
 std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
@@ -24,7 +24,8 @@ GpuAsk WholeWith(int n, GpuTopology level, bool required) {
 }
 
 TEST(TopologyPolicy, PreferredNvlinkPicksAnNvlinkNodeOverTheBestFit) {
-  Cluster c = ClusterBuilder().Node("pcie").Profile("pcie-8gpu").Node("dgx").Profile("dgx-a100").Build();
+  Cluster c =
+      ClusterBuilder().Node("pcie").Profile("pcie-8gpu").Node("dgx").Profile("dgx-a100").Build();
   for (const char* policy : {"tessera", "binpack", "spread"}) {
     Engine e(c, Make(policy));
     ASSERT_TRUE(e.Place(Pod("fill", GpuAsk::Whole(6), 1000)).placed());
@@ -34,16 +35,23 @@ TEST(TopologyPolicy, PreferredNvlinkPicksAnNvlinkNodeOverTheBestFit) {
     PlacementResult nv = e.Place(Pod("nv", WholeWith(2, GpuTopology::kNvLink, false)));
     ASSERT_TRUE(nv.placed()) << policy;
     EXPECT_EQ(c.node(nv.placement.node).name, "dgx") << policy;
-    EXPECT_TRUE(MeetsTopology(c.node(nv.placement.node), nv.placement.gpu_mask(), GpuTopology::kNvLink));
+    EXPECT_TRUE(
+        MeetsTopology(c.node(nv.placement.node), nv.placement.gpu_mask(), GpuTopology::kNvLink));
   }
 }
 
 TEST(TopologyPolicy, TesseraKeepsRackScaleNvlinkDomainsForWhatNeedsThem) {
   Cluster c = ClusterBuilder()
-                  .Node("tray-0").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "nvl72")
-                  .Node("tray-1").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "nvl72")
-                  .Node("hgx").Profile("hgx-h100")
-                  .Node("pcie").Profile("pcie-8gpu")
+                  .Node("tray-0")
+                  .Profile("gb200-nvl72-tray")
+                  .Label("tessera.dev/nvlink-domain", "nvl72")
+                  .Node("tray-1")
+                  .Profile("gb200-nvl72-tray")
+                  .Label("tessera.dev/nvlink-domain", "nvl72")
+                  .Node("hgx")
+                  .Profile("hgx-h100")
+                  .Node("pcie")
+                  .Profile("pcie-8gpu")
                   .Build();
   Engine t(c, Make("tessera"));
   Engine b(c, Make("binpack"));
@@ -105,7 +113,8 @@ TEST(TopologyPolicy, PreferredNumaKeepsAPodOnOneSocketWhenItCan) {
   Engine g(c, Make("tessera"));
   ASSERT_TRUE(g.Restore("taken", taken).ok());
   // (Never, even on an empty node: a NUMA node has four GPUs.)
-  EXPECT_EQ(g.Place(Pod("five", WholeWith(5, GpuTopology::kNuma, true))).outcome, Outcome::kNeverFits);
+  EXPECT_EQ(g.Place(Pod("five", WholeWith(5, GpuTopology::kNuma, true))).outcome,
+            Outcome::kNeverFits);
 }
 
 // The indexed Choose of every indexed policy equals the plain scan with topology levels
@@ -114,14 +123,25 @@ class TopologyIndexEquivalence : public ::testing::TestWithParam<const char*> {}
 
 TEST_P(TopologyIndexEquivalence, IndexedChooseEqualsScan) {
   Cluster c = ClusterBuilder()
-                  .Node("dgx").Profile("dgx-a100")
-                  .Node("hgx").Profile("hgx-h100")
-                  .Node("pcie-0").Profile("pcie-8gpu")
-                  .Node("pcie-1").Profile("pcie-8gpu")
-                  .Node("l40s").Profile("l40s-4gpu")
-                  .Node("mig").Profile("dgx-a100").Mig({{"1g.10gb", 0}, {"3g.40gb", 4}})
-                  .Node("tray-0").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "a")
-                  .Node("tray-1").Profile("gb200-nvl72-tray").Label("tessera.dev/nvlink-domain", "a")
+                  .Node("dgx")
+                  .Profile("dgx-a100")
+                  .Node("hgx")
+                  .Profile("hgx-h100")
+                  .Node("pcie-0")
+                  .Profile("pcie-8gpu")
+                  .Node("pcie-1")
+                  .Profile("pcie-8gpu")
+                  .Node("l40s")
+                  .Profile("l40s-4gpu")
+                  .Node("mig")
+                  .Profile("dgx-a100")
+                  .Mig({{"1g.10gb", 0}, {"3g.40gb", 4}})
+                  .Node("tray-0")
+                  .Profile("gb200-nvl72-tray")
+                  .Label("tessera.dev/nvlink-domain", "a")
+                  .Node("tray-1")
+                  .Profile("gb200-nvl72-tray")
+                  .Label("tessera.dev/nvlink-domain", "a")
                   .Build();
   Engine indexed(c, Make(GetParam()));
   Engine scanned(c, Make(GetParam()));
@@ -149,8 +169,12 @@ TEST_P(TopologyIndexEquivalence, IndexedChooseEqualsScan) {
         preferred += !ask.topology_required && ask.topology != GpuTopology::kAny && n > 1;
         break;
       }
-      case 2: ask = GpuAsk::Mig(profiles[rng.Uniform(6)]); break;
-      default: ask = GpuAsk::Share(1024 * (1 + rng.Uniform(40)), 0); break;
+      case 2:
+        ask = GpuAsk::Mig(profiles[rng.Uniform(6)]);
+        break;
+      default:
+        ask = GpuAsk::Share(1024 * (1 + rng.Uniform(40)), 0);
+        break;
     }
     PodRequest p = Pod("p" + std::to_string(step), ask, 500 * (1 + rng.Uniform(8)), 1024);
     PlacementResult a = indexed.Place(p);

@@ -31,7 +31,8 @@ std::vector<Token> Tokenize(std::string_view line) {
       ++i;
       if (i < n && line[i] == '[') {
         ++i;
-        while (i < n && !((line[i] >= 'A' && line[i] <= 'Z') || (line[i] >= 'a' && line[i] <= 'z'))) {
+        while (i < n &&
+               !((line[i] >= 'A' && line[i] <= 'Z') || (line[i] >= 'a' && line[i] <= 'z'))) {
           ++i;
         }
         if (i < n) ++i;
@@ -61,9 +62,12 @@ enum class Affinity { kCpu, kNuma, kGpuNumaId };
 
 std::string_view AffinityName(Affinity a) {
   switch (a) {
-    case Affinity::kCpu: return "CPU Affinity";
-    case Affinity::kNuma: return "NUMA Affinity";
-    case Affinity::kGpuNumaId: return "GPU NUMA ID";
+    case Affinity::kCpu:
+      return "CPU Affinity";
+    case Affinity::kNuma:
+      return "NUMA Affinity";
+    case Affinity::kGpuNumaId:
+      return "GPU NUMA ID";
   }
   return "?";
 }
@@ -136,8 +140,9 @@ absl::StatusOr<ParsedTopology> ParseNvidiaSmiTopo(std::string_view text) {
     if (!header.empty() && !is_comment(header)) break;
   }
   if (h == lines.size()) {
-    return Error(1, 1, "no header row (expected a line starting with GPU0, as nvidia-smi topo -m "
-                       "prints)");
+    return Error(1, 1,
+                 "no header row (expected a line starting with GPU0, as nvidia-smi topo -m "
+                 "prints)");
   }
   const int header_line = static_cast<int>(h) + 1;
   header = MergeHeader(std::move(header));
@@ -238,9 +243,9 @@ absl::StatusOr<ParsedTopology> ParseNvidiaSmiTopo(std::string_view text) {
                           "), found \"", cells[0].text, "\""));
     }
     if (is_gpu && gpu >= gpu_cols) {
-      return Error(line_no, cells[0].column,
-                   StrCat("GPU", gpu, " has no column in the header (GPU0..GPU", gpu_cols - 1,
-                          ")"));
+      return Error(
+          line_no, cells[0].column,
+          StrCat("GPU", gpu, " has no column in the header (GPU0..GPU", gpu_cols - 1, ")"));
     }
     Row& row = is_gpu ? gpu_rows[gpu] : dev_rows[dev];
     if (row.line != 0) {
@@ -252,7 +257,8 @@ absl::StatusOr<ParsedTopology> ParseNvidiaSmiTopo(std::string_view text) {
       const Token& last = cells.back();
       return Error(line_no, last.column + static_cast<int>(last.text.size()),
                    StrCat("row ", cells[0].text, " ends after ", cells.size() - 1,
-                          " cells; expected ", link_cols, " link cells (one per GPU and device "
+                          " cells; expected ", link_cols,
+                          " link cells (one per GPU and device "
                           "column)",
                           is_gpu && !affinity_cols.empty()
                               ? StrCat(" and ", affinity_cols.size(), " affinity values")
@@ -269,12 +275,13 @@ absl::StatusOr<ParsedTopology> ParseNvidiaSmiTopo(std::string_view text) {
       return Error(line_no, last.column + static_cast<int>(last.text.size()),
                    StrCat("row ", cells[0].text, " has ", cells.size() - 1 - link_cols,
                           " affinity values, expected ", affinity_cols.size(), " (",
-                          StrJoin([&] {
-                            std::vector<std::string_view> names;
-                            for (Affinity a : affinity_cols) names.push_back(AffinityName(a));
-                            return names;
-                          }(),
-                                  ", "),
+                          StrJoin(
+                              [&] {
+                                std::vector<std::string_view> names;
+                                for (Affinity a : affinity_cols) names.push_back(AffinityName(a));
+                                return names;
+                              }(),
+                              ", "),
                           ")"));
     }
     row.line = line_no;
@@ -286,11 +293,11 @@ absl::StatusOr<ParsedTopology> ParseNvidiaSmiTopo(std::string_view text) {
       const bool diagonal = c == self;
       if (diagonal != (link->kind == LinkKind::kSelf)) {
         return Error(line_no, cell.column,
-                     diagonal ? StrCat("expected X where row ", cells[0].text,
-                                       " meets its own column, found \"", cell.text, "\"")
-                              : StrCat("X off the diagonal (row ", cells[0].text, ", column ",
-                                       c < gpu_cols ? StrCat("GPU", c) : dev_cols[c - gpu_cols],
-                                       ")"));
+                     diagonal
+                         ? StrCat("expected X where row ", cells[0].text,
+                                  " meets its own column, found \"", cell.text, "\"")
+                         : StrCat("X off the diagonal (row ", cells[0].text, ", column ",
+                                  c < gpu_cols ? StrCat("GPU", c) : dev_cols[c - gpu_cols], ")"));
       }
       row.links.push_back(*link);
       row.columns.push_back(cell.column);
@@ -328,16 +335,14 @@ absl::StatusOr<ParsedTopology> ParseNvidiaSmiTopo(std::string_view text) {
     }
   }
   // nvidia-smi prints a symmetric matrix; a mismatch means a corrupted or hand-edited paste.
-  auto mismatch = [&](const Row& row, int col, std::string_view row_name,
-                      std::string_view col_name, Link here, Link there) {
-    return Error(row.line, row.columns[col],
-                 StrCat(row_name, " to ", col_name, " is ", LinkName(here), " but ", col_name,
-                        " to ", row_name, " is ", LinkName(there),
-                        " (the matrix must be symmetric)"));
+  auto mismatch = [&](const Row& row, int col, std::string_view row_name, std::string_view col_name,
+                      Link here, Link there) {
+    return Error(
+        row.line, row.columns[col],
+        StrCat(row_name, " to ", col_name, " is ", LinkName(here), " but ", col_name, " to ",
+               row_name, " is ", LinkName(there), " (the matrix must be symmetric)"));
   };
-  auto col_name = [&](int c) {
-    return c < gpu_cols ? StrCat("GPU", c) : dev_cols[c - gpu_cols];
-  };
+  auto col_name = [&](int c) { return c < gpu_cols ? StrCat("GPU", c) : dev_cols[c - gpu_cols]; };
   for (int a = 0; a < gpu_cols; ++a) {
     for (int b = a + 1; b < gpu_cols; ++b) {
       if (!(gpu_rows[a].links[b] == gpu_rows[b].links[a])) {
@@ -351,9 +356,10 @@ absl::StatusOr<ParsedTopology> ParseNvidiaSmiTopo(std::string_view text) {
     const Row& row = dev_rows[d];
     if (row.line == 0) continue;  // device rows are optional
     for (int c = 0; c < link_cols; ++c) {
-      Link there = c < gpu_cols ? gpu_rows[c].links[gpu_cols + d]
-                                : (dev_rows[c - gpu_cols].line ? dev_rows[c - gpu_cols].links[gpu_cols + d]
-                                                               : row.links[c]);
+      Link there = c < gpu_cols
+                       ? gpu_rows[c].links[gpu_cols + d]
+                       : (dev_rows[c - gpu_cols].line ? dev_rows[c - gpu_cols].links[gpu_cols + d]
+                                                      : row.links[c]);
       if (!(row.links[c] == there)) {
         return mismatch(row, c, dev_cols[d], col_name(c), row.links[c], there);
       }
@@ -364,7 +370,7 @@ absl::StatusOr<ParsedTopology> ParseNvidiaSmiTopo(std::string_view text) {
     nic.name = dev_cols[d];
     auto legend = nic_legend.find(nic.name);
     int idx = 0;
-    nic.device = legend != nic_legend.end() ? legend->second
+    nic.device = legend != nic_legend.end()          ? legend->second
                  : ParseIndex(nic.name, "NIC", &idx) ? std::string()
                                                      : nic.name;
     for (int g = 0; g < gpu_cols; ++g) nic.gpu_links.push_back(gpu_rows[g].links[gpu_cols + d]);

@@ -29,7 +29,8 @@ ParsedTopology ParseOk(const std::string& text) {
 std::string Links(const LinkMatrix& m) {
   std::string out;
   for (int i = 0; i < m.size(); ++i) {
-    for (int j = 0; j < m.size(); ++j) out += LinkName(m.at(i, j)) + (j + 1 < m.size() ? " " : "\n");
+    for (int j = 0; j < m.size(); ++j)
+      out += LinkName(m.at(i, j)) + (j + 1 < m.size() ? " " : "\n");
   }
   return out;
 }
