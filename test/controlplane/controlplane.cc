@@ -207,8 +207,9 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
   run.timeout = std::chrono::seconds(300);
   CommandResult r = RunCommand(argv, run);
   if (!r.ok()) {
-    return absl::UnavailableError(absl::StrCat("control plane did not start (", absl::StrJoin(argv, " "),
-                                               ", exit ", r.exit_code, "):\n", r.out, r.err));
+    return absl::UnavailableError(absl::StrCat("control plane did not start (",
+                                               absl::StrJoin(argv, " "), ", exit ", r.exit_code,
+                                               "):\n", r.out, r.err));
   }
 
   std::unique_ptr<ControlPlane> cp(new ControlPlane());
