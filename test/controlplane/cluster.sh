@@ -107,7 +107,7 @@ strays() {
   local dir=$1 b p c
   b=$(cat "$dir/bin_dir" 2>/dev/null) || return 0
   for p in /proc/[0-9]*; do
-    for c in etcd kube-apiserver kube-scheduler kube-controller-manager kubectl; do
+    for c in etcd kube-apiserver kube-scheduler kube-controller-manager; do
       if [[ $p/exe -ef $b/$c ]]; then
         alive "${p#/proc/}" && ours "$dir" "${p#/proc/}" && echo "${p#/proc/} ($c)"
         break

@@ -261,8 +261,7 @@ ControlPlane::~ControlPlane() {
 absl::Status ControlPlane::Stop() {
   if (!running_) return absl::OkStatus();
   CommandResult r = RunCommand({ClusterScript(), "stop", dir_});
-  running_ = false;
-  if (!r.ok()) {
+  if (!r.ok()) {  // still running_: the destructor tries again
     return absl::InternalError(absl::StrCat("cluster.sh stop ", dir_, " failed (exit ",
                                             r.exit_code, "):\n", r.out, r.err));
   }
@@ -271,6 +270,7 @@ absl::Status ControlPlane::Stop() {
     return absl::InternalError(absl::StrCat("processes of the control plane in ", dir_,
                                             " still run after stop: ", absl::StrJoin(left, " ")));
   }
+  running_ = false;
   const testing::TestInfo* test = testing::UnitTest::GetInstance()->current_test_info();
   bool failed = testing::UnitTest::GetInstance()->Failed() ||
                 (test != nullptr && test->result()->Failed());
