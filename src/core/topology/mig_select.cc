@@ -15,15 +15,15 @@ double LossKey(const std::array<int8_t, 8>& loss) {
 double Score(const MigChoice& c, MigPreference preference) {
   const double cost = double(2 - c.cost) * 1e15;
   const double loss = LossKey(c.loss);  // < 8^8 = 1.7e7
+  // Fewer idle instances destroyed is the next tie-break after the loss (0..7).
+  const double destroyed = static_cast<double>(c.plan.destroy.size());
   switch (preference) {
-    case MigPreference::kLeastLoss:
-      return cost - loss * 16 - c.unassigned_after;
+    case MigPreference::kLeastLoss: return cost - loss * 100 - destroyed * 10 - c.unassigned_after;
     case MigPreference::kFullest:
-      return cost - c.unassigned_after * 1e8 - loss;
+      return cost - c.unassigned_after * 1e10 - loss * 10 - destroyed;
     case MigPreference::kEmptiest:
-      return cost + c.unassigned_after * 1e8 - loss;
-    case MigPreference::kFirstFit:
-      return cost - c.placement.start;
+      return cost + c.unassigned_after * 1e10 - loss * 10 - destroyed;
+    case MigPreference::kFirstFit: return cost - c.placement.start;
   }
   return cost;
 }

@@ -19,9 +19,10 @@
 // and a 1g.20gb more are lost), and a 4g.40gb still fits at 0 afterwards; first fit (0, 1, 2)
 // would have made the 4g impossible.
 // GPU preference (across GPUs of a node and across nodes) depends on the policy:
-//   kLeastLoss (tessera): least loss, then the fullest GPU (fewest unassigned slices after);
-//   kFullest (binpack):   the fullest GPU, then least loss;
-//   kEmptiest (spread):   the emptiest GPU, then least loss;
+//   kLeastLoss (tessera): least loss, then the fewest idle instances destroyed, then the fullest
+//                         GPU (fewest unassigned slices after);
+//   kFullest (binpack):   the fullest GPU, then least loss, then the fewest destroyed;
+//   kEmptiest (spread):   the emptiest GPU, then least loss, then the fewest destroyed;
 //   kFirstFit (whole-gpu, topology-blind): the lowest GPU and the lowest start that fit.
 // Ties: the lower GPU index, then the lower start.
 #pragma once
