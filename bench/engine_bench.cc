@@ -3,8 +3,7 @@
 // iteration releases the oldest live pod and places a new one in its place (steady state), so the
 // figure is placements per second on a busy cluster, not on an empty one.
 //
-//   build/release/bench/engine_bench --benchmark_repetitions=5 \
-//       --benchmark_report_aggregates_only=true
+//   bench/run_engine.sh   (build/release/bench/engine_bench with 5 repetitions, medians)
 #include <memory>
 #include <string>
 #include <vector>

@@ -63,7 +63,9 @@ TEST(PolicyStatistics, TesseraKeepsNvswitchServersWholeAndFitsMoreBigJobs) {
       free_nodes[policy] += o.whole_nvswitch_nodes_free;
       big[policy] += o.big_jobs_placed;
       gpus[policy] += o.gpus_in_use;
-      if (std::string(policy) != "whole-gpu") EXPECT_EQ(o.placed, 120) << policy << " " << seed;
+      if (std::string(policy) != "whole-gpu") {
+        EXPECT_EQ(o.placed, 120) << policy << " " << seed;
+      }
     }
   }
   // Every share fits on the PCIe servers' GPUs, so tessera leaves every NVSwitch server whole and
