@@ -144,11 +144,6 @@ absl::StatusOr<FgdRunResult> RunFgdProtocol(const core::Cluster& cluster, const 
       ++r.failed_pods;
       r.failed_gpu_milli += p.total_gpu_milli();
       if (placed.outcome == core::Outcome::kNeverFits) ++r.never_fits;
-      if (getenv("FGD_DEBUG") && r.failed_pods < 30) {
-        fprintf(stderr, "fail at %.1f%%: %s cpu %ld gpu %d x %d: %s\n",
-                100.0 * r.arrived_milli / r.capacity_milli, request.name.c_str(),
-                (long)p.cpu_milli, p.num_gpu, p.gpu_milli, placed.reason.c_str());
-      }
     }
     arrived.push_back(r.arrived_milli);
     used.push_back(engine.state().allocated_compute_milli());
