@@ -9,8 +9,8 @@
 #include "common/random.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "core/engine.h"
 #include "core/policy/fragmentation.h"
+#include "sim/placer.h"
 
 namespace tessera::sim {
 
@@ -79,32 +79,29 @@ namespace {
 std::vector<std::pair<int, double>> Discretise(const std::vector<int64_t>& arrived,
                                                const std::vector<int64_t>& used,
                                                int64_t capacity_milli, int max_percent) {
-  const size_t steps = arrived.size();
-  std::vector<double> arrive_ratio(steps), alloc_ratio(steps);
   const double gpus = static_cast<double>(capacity_milli) / 1000.0;
-  for (size_t i = 0; i < steps; ++i) {
-    arrive_ratio[i] = RoundLikePython(static_cast<double>(arrived[i]) / gpus / 10.0, 0);
-    alloc_ratio[i] = RoundLikePython(static_cast<double>(used[i]) / gpus / 10.0, 2);
+  // Sum and count of the rounded allocation ratios per rounded arrived percent.
+  const int buckets = max_percent + 2;
+  std::vector<double> sum(buckets + 1, 0.0);
+  std::vector<int64_t> count(buckets + 1, 0);
+  for (size_t i = 0; i < arrived.size(); ++i) {
+    const double x = RoundLikePython(static_cast<double>(arrived[i]) / gpus / 10.0, 0);
+    if (x < 0 || x > buckets) continue;
+    const int b = static_cast<int>(x);
+    sum[b] += RoundLikePython(static_cast<double>(used[i]) / gpus / 10.0, 2);
+    ++count[b];
   }
   std::vector<std::pair<int, double>> curve;
   for (int x = 0; x <= max_percent; ++x) {
-    double sum = 0;
-    int count = 0;
-    for (size_t i = 0; i < steps; ++i) {
-      if (arrive_ratio[i] == x) {
-        sum += alloc_ratio[i];
-        ++count;
+    double s = sum[x];
+    int64_t c = count[x];
+    if (c == 0) {
+      for (int b = std::max(0, x - 1); b <= x + 1; ++b) {
+        s += sum[b];
+        c += count[b];
       }
     }
-    if (count == 0) {
-      for (size_t i = 0; i < steps; ++i) {
-        if (arrive_ratio[i] >= x - 1 && arrive_ratio[i] <= x + 1) {
-          sum += alloc_ratio[i];
-          ++count;
-        }
-      }
-    }
-    if (count > 0) curve.emplace_back(x, RoundLikePython(sum / count, 2));
+    if (c > 0) curve.emplace_back(x, RoundLikePython(s / static_cast<double>(c), 2));
   }
   return curve;
 }
@@ -129,33 +126,36 @@ absl::StatusOr<FgdRunResult> RunFgdProtocol(const core::Cluster& cluster, const 
   }
   const FgdSequence seq =
       BuildFgdSequence(trace, r.capacity_milli, options.target_ratio, options.seed);
-  core::Engine engine(cluster, std::move(policy));
+  Placer placer(cluster, std::move(policy));
+  std::vector<core::PodRequest> requests;
+  requests.reserve(trace.pods.size());
+  for (const TracePod& p : trace.pods) requests.push_back(ToPodRequest(p, p.name));
+  core::Placement placement;
   std::vector<int64_t> arrived{0}, used{0};
   arrived.reserve(seq.pods.size() + 1);
   used.reserve(seq.pods.size() + 1);
   for (size_t i = 0; i < seq.pods.size(); ++i) {
     const TracePod& p = trace.pods[seq.pods[i]];
-    std::string name =
-        seq.clone_number[i] < 0 ? p.name : StrCat(p.name, "-tuned-", seq.clone_number[i]);
-    core::PodRequest request = ToPodRequest(p, std::move(name));
+    // Pod names do not matter to the placement; the trace's request is reused as is.
+    const core::PodRequest& request = requests[seq.pods[i]];
     r.arrived_milli += p.total_gpu_milli();
-    core::PlacementResult placed = engine.Place(request);
-    if (!placed.placed()) {
+    core::Outcome outcome = placer.Place(request, &placement);
+    if (outcome != core::Outcome::kPlaced) {
       ++r.failed_pods;
       r.failed_gpu_milli += p.total_gpu_milli();
-      if (placed.outcome == core::Outcome::kNeverFits) ++r.never_fits;
+      if (outcome == core::Outcome::kNeverFits) ++r.never_fits;
     }
     arrived.push_back(r.arrived_milli);
-    used.push_back(engine.state().allocated_compute_milli());
+    used.push_back(placer.state().allocated_compute_milli());
   }
   r.pods = static_cast<int64_t>(seq.pods.size());
-  r.allocated_milli = engine.state().allocated_compute_milli();
+  r.allocated_milli = placer.state().allocated_compute_milli();
   const int max_percent = static_cast<int>(std::ceil(options.target_ratio * 100.0));
   r.curve = Discretise(arrived, used, r.capacity_milli, max_percent);
   r.final_allocation = r.curve.empty() ? 0.0 : r.curve.back().second;
   if (!options.typical_tasks.empty()) {
     core::FragmentationMeasure measure(cluster, options.typical_tasks);
-    core::FragmentationMeasure::Amounts a = measure.ClusterAmounts(engine.state());
+    core::FragmentationMeasure::Amounts a = measure.ClusterAmounts(placer.state());
     const double idle = core::FragmentationMeasure::Idle(a);
     const double fragment = core::FragmentationMeasure::Fragment(a);
     r.fragment_gpus = fragment / 1000.0;

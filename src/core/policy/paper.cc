@@ -99,69 +99,104 @@ std::optional<NodeChoice> PaperPolicy::ScoreNode(const ClusterState& state, cons
 
 std::optional<NodeChoice> PaperPolicy::Choose(const ClusterState& state, const Query& query,
                                               std::vector<NodeId>* declined) {
-  int64_t best = INT64_MIN;
+  ShapeNodeCache::Row* row = nullptr;
+  if (use_index_ && !query.candidates) row = cache_.Get(RequestShape::Of(query));
   int32_t best_node = -1;
   uint64_t best_gpus = 0;
-  ties_.clear();
-  std::vector<uint64_t> tie_gpus;
-  auto consider = [&](NodeId node, const Cached& c) {
-    if (c.status == 0) return;
-    if (c.status == 1) {
-      if (declined) declined->push_back(node);
-      return;
+  int64_t best_score = 0;
+  if (row && !random_ties_) {
+    // The hot path: one pass over the shape's cached keys, recomputing the nodes that changed.
+    const int n = state.node_count();
+    uint64_t* stamp = row->stamp.data();
+    int64_t* key = row->key.data();
+    int64_t best_key = ShapeNodeCache::kNone;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t now = state.version(NodeId(i)) + 1;
+      if (stamp[i] != now) {
+        Cached c = Compute(state, query, NodeId(i), ~0ULL);
+        row->status[i] = c.status;
+        row->gpus[i] = c.eval.gpus;
+        key[i] = c.status == 2 ? KeyOf(c.eval.score, NodeId(i)) : ShapeNodeCache::kNone;
+        stamp[i] = now;
+      }
+      if (key[i] > best_key) {
+        best_key = key[i];
+        best_node = i;
+      }
+    }
+    if (declined) {
+      for (int i = 0; i < n; ++i) {
+        if (row->status[i] == 1) declined->push_back(NodeId(i));
+      }
+    }
+    if (best_node < 0) return std::nullopt;
+    best_gpus = row->gpus[best_node];
+    best_score = best_key >> 32;
+  } else {
+    int64_t best_key = ShapeNodeCache::kNone;
+    ties_.clear();
+    std::vector<uint64_t> tie_gpus;
+    auto consider = [&](NodeId node, const Cached& c) {
+      if (c.status == 0) return;
+      if (c.status == 1) {
+        if (declined) declined->push_back(node);
+        return;
+      }
+      if (random_ties_) {
+        if (ties_.empty() || c.eval.score > best_score) {
+          best_score = c.eval.score;
+          ties_.clear();
+          tie_gpus.clear();
+        }
+        if (c.eval.score == best_score) {
+          ties_.push_back(node.value());
+          tie_gpus.push_back(c.eval.gpus);
+        }
+        return;
+      }
+      const int64_t k = KeyOf(c.eval.score, node);
+      if (k > best_key) {
+        best_key = k;
+        best_node = node.value();
+        best_gpus = c.eval.gpus;
+        best_score = c.eval.score;
+      }
+    };
+    if (row) {  // random ties with the cache
+      for (int i = 0; i < state.node_count(); ++i) {
+        const uint64_t now = state.version(NodeId(i)) + 1;
+        if (row->stamp[i] != now) {
+          Cached c = Compute(state, query, NodeId(i), ~0ULL);
+          row->status[i] = c.status;
+          row->gpus[i] = c.eval.gpus;
+          row->key[i] = c.eval.score;
+          row->stamp[i] = now;
+        }
+        Cached c;
+        c.status = row->status[i];
+        c.eval = Eval{row->key[i], row->gpus[i]};
+        consider(NodeId(i), c);
+      }
+    } else if (query.candidates) {
+      for (const Candidate& cand : *query.candidates) {
+        consider(cand.node, Compute(state, query, cand.node, cand.gpu_mask));
+      }
+    } else {
+      // Without the cache: evaluate every node afresh (the reference the cache must equal).
+      for (int i = 0; i < state.node_count(); ++i) {
+        consider(NodeId(i), Compute(state, query, NodeId(i), ~0ULL));
+      }
     }
     if (random_ties_) {
-      if (c.eval.score > best) {
-        best = c.eval.score;
-        ties_.clear();
-        tie_gpus.clear();
-      }
-      if (c.eval.score == best) {
-        ties_.push_back(node.value());
-        tie_gpus.push_back(c.eval.gpus);
-      }
-      return;
+      if (ties_.empty()) return std::nullopt;
+      size_t pick = ties_.size() > 1 ? rng_.Uniform(ties_.size()) : 0;
+      best_node = ties_[pick];
+      best_gpus = tie_gpus[pick];
     }
-    if (c.eval.score > best ||
-        (c.eval.score == best && rank_[node.value()] < rank_[best_node])) {
-      best = c.eval.score;
-      best_node = node.value();
-      best_gpus = c.eval.gpus;
-    }
-  };
-  using Slot = ShapeNodeCache<Cached>::Slot;
-  Slot* row = nullptr;
-  if (use_index_ && !query.candidates) row = cache_.Row(RequestShape::Of(query));
-  if (row) {
-    for (int i = 0; i < state.node_count(); ++i) {
-      NodeId node(i);
-      Slot& slot = row[i];
-      const uint64_t stamp = state.version(node) + 1;
-      if (slot.stamp != stamp) {
-        slot.value = Compute(state, query, node, ~0ULL);
-        slot.stamp = stamp;
-      }
-      consider(node, slot.value);
-    }
-  } else if (query.candidates) {
-    for (const Candidate& cand : *query.candidates) {
-      consider(cand.node, Compute(state, query, cand.node, cand.gpu_mask));
-    }
-  } else {
-    // Without the cache: evaluate every node afresh (the reference the cache must equal).
-    for (int i = 0; i < state.node_count(); ++i) {
-      consider(NodeId(i), Compute(state, query, NodeId(i), ~0ULL));
-    }
+    if (best_node < 0) return std::nullopt;
   }
-  if (random_ties_) {
-    if (ties_.empty()) return std::nullopt;
-    size_t pick = ties_.size() > 1 ? rng_.Uniform(ties_.size()) : 0;
-    best_node = ties_[pick];
-    best_gpus = tie_gpus[pick];
-  }
-  if (best_node < 0) return std::nullopt;
   NodeChoice choice;
-  choice.score = static_cast<double>(best);
+  choice.score = static_cast<double>(best_score);
   best_gpus = FinalGpus(state, query, NodeId(best_node), best_gpus);
   choice.placement = MakePlacement(state, *query.request, NodeId(best_node), best_gpus);
   return choice;

@@ -19,8 +19,11 @@
 #pragma once
 
 #include <bitset>
+#include <climits>
+#include <deque>
 #include <cstdint>
 #include <optional>
+#include <algorithm>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -53,35 +56,43 @@ struct RequestShape {
 };
 
 // Per (request shape, node) memo of a node-local evaluation, valid while the node's version is
-// unchanged. Bounded: shapes beyond the budget are simply not cached.
-template <typename Value>
+// unchanged. Bounded: shapes beyond the budget are simply not cached. Laid out as arrays per shape
+// so that the scan over nodes stays tight.
 class ShapeNodeCache {
  public:
+  struct Row {
+    std::vector<uint64_t> stamp;  // node version + 1; 0 = empty
+    std::vector<int64_t> key;     // order key (higher is better); kNone when not scored
+    std::vector<uint64_t> gpus;   // the GPUs the evaluation picked
+    std::vector<uint8_t> status;  // 0 infeasible, 1 declined by the policy, 2 scored
+  };
+  static constexpr int64_t kNone = INT64_MIN;
+
   void Reset(int node_count, size_t max_entries = size_t{1} << 22) {
     node_count_ = node_count;
     max_shapes_ = node_count > 0 ? std::max<size_t>(1, max_entries / node_count) : 0;
     ids_.clear();
-    slots_.clear();
+    rows_.clear();
   }
-  // The slot array for `shape`, or nullptr when the cache is full.
-  struct Slot {
-    uint64_t stamp = 0;  // node version + 1; 0 = empty
-    Value value{};
-  };
-  Slot* Row(const RequestShape& shape) {
+  // The row for `shape`, or nullptr when the cache is full.
+  Row* Get(const RequestShape& shape) {
     auto it = ids_.find(shape);
-    if (it != ids_.end()) return slots_[it->second].data();
-    if (slots_.size() >= max_shapes_) return nullptr;
-    ids_.emplace(shape, slots_.size());
-    slots_.emplace_back(node_count_);
-    return slots_.back().data();
+    if (it != ids_.end()) return &rows_[it->second];
+    if (rows_.size() >= max_shapes_) return nullptr;
+    ids_.emplace(shape, rows_.size());
+    Row& row = rows_.emplace_back();
+    row.stamp.assign(node_count_, 0);
+    row.key.assign(node_count_, kNone);
+    row.gpus.assign(node_count_, 0);
+    row.status.assign(node_count_, 0);
+    return &row;
   }
 
  private:
   int node_count_ = 0;
   size_t max_shapes_ = 0;
   absl::flat_hash_map<RequestShape, size_t> ids_;
-  std::vector<std::vector<Slot>> slots_;
+  std::deque<Row> rows_;
 };
 
 class PaperPolicy : public Policy {
@@ -132,11 +143,16 @@ class PaperPolicy : public Policy {
     Eval eval;
   };
   Cached Compute(const ClusterState& state, const Query& query, NodeId node, uint64_t allowed);
+  // Score and node order folded into one key: higher score first, then lower rank.
+  int64_t KeyOf(int64_t score, NodeId node) const {
+    const int64_t s = std::clamp<int64_t>(score, INT32_MIN + 1, INT32_MAX);
+    return s * (int64_t{1} << 32) + (int64_t{UINT32_MAX} - rank_[node.value()]);
+  }
 
   Random rng_;
   bool random_ties_;
   std::vector<int32_t> rank_;  // tie-break order: lower rank wins
-  ShapeNodeCache<Cached> cache_;
+  ShapeNodeCache cache_;
   std::vector<int32_t> ties_;
 };
 
