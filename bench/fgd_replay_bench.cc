@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/engine.h"
+#include "core/policy/shape_index.h"
 #include "sim/fgd_replay.h"
 
 using namespace tessera;

@@ -125,7 +125,7 @@ class FgdPolicy final : public PaperPolicy {
     measure_ =
         FragmentationMeasure(state.cluster(), TypicalTasksOf(seen_, 0.95, reference_memory_));
     // The measure changed: every cached score is stale.
-    ResetCaches(state);
+    ResetCaches();
     base_.assign(state.node_count(), Base{});
   }
 

@@ -22,7 +22,7 @@ class GpuClusteringPolicy final : public PaperPolicy {
   using PaperPolicy::PaperPolicy;
   std::string_view name() const override { return "gpu-clustering"; }
 
-  void OnNodeChanged(const ClusterState& state, NodeId node) override {
+  void NodeChangedPolicy(const ClusterState& state, NodeId node) override {
     Shadow& s = shadow_[node.value()];
     std::span<const GpuState> gpus = state.gpus(node);
     int became_exclusive = 0, freed_exclusive = 0, shares_added = 0, shares_removed = 0;
@@ -54,7 +54,7 @@ class GpuClusteringPolicy final : public PaperPolicy {
       std::span<const GpuState> gpus = state.gpus(NodeId(i));
       s.exclusive.assign(gpus.size(), false);
       s.grants.assign(gpus.size(), 0);
-      OnNodeChanged(state, NodeId(i));
+      NodeChangedPolicy(state, NodeId(i));
     }
   }
 

@@ -1,41 +1,28 @@
 #include "core/policy/paper.h"
 
 #include <climits>
-#include <cstdio>
-#include <cstdlib>
 
 #include "core/policy/fragmentation.h"
 #include "core/topology/gpu_select.h"
 
 namespace tessera::core {
 
-RequestShape RequestShape::Of(const Query& query) {
-  const PodRequest& r = *query.request;
-  RequestShape s;
-  s.cpu_milli = r.cpu_milli;
-  s.memory_mib = r.memory_mib;
-  s.kind = r.gpu.kind;
-  s.count = r.gpu.count;
-  s.share_memory_mib = r.gpu.memory_mib;
-  s.share_compute_milli = r.gpu.compute_milli;
-  s.fraction_milli = r.gpu.fraction_milli;
-  s.topology = r.gpu.topology;
-  s.topology_required = r.gpu.topology_required;
-  s.models = query.models;
-  return s;
-}
-
 void PaperPolicy::Attach(const ClusterState& state) {
-  cache_.Reset(state.node_count());
   const int n = state.node_count();
   std::vector<int32_t> order(n);
   for (int i = 0; i < n; ++i) order[i] = i;
   for (int i = n - 1; i > 0; --i) {
     std::swap(order[i], order[rng_.Uniform(static_cast<uint64_t>(i) + 1)]);
   }
-  rank_.assign(n, 0);
-  for (int i = 0; i < n; ++i) rank_[order[i]] = i;
+  std::vector<int32_t> rank(n, 0);
+  for (int i = 0; i < n; ++i) rank[order[i]] = i;
+  index_.Attach(state, std::move(rank), /*uniform=*/random_choice_);
   AttachPolicy(state);
+}
+
+void PaperPolicy::OnNodeChanged(const ClusterState& state, NodeId node) {
+  NodeChangedPolicy(state, node);
+  index_.NodeChanged(node);
 }
 
 std::optional<uint64_t> PaperPolicy::BestGpus(const ClusterState& state, const Query& query,
@@ -72,19 +59,20 @@ std::optional<uint64_t> PaperPolicy::BestGpus(const ClusterState& state, const Q
   return std::nullopt;
 }
 
-PaperPolicy::Cached PaperPolicy::Compute(const ClusterState& state, const Query& query,
-                                         NodeId node, uint64_t allowed) {
-  Cached c;
+NodeEval PaperPolicy::Compute(const ClusterState& state, const Query& query, NodeId node,
+                              uint64_t allowed) {
+  NodeEval e;
   NodeFit fit = CheckNode(state, query, node, allowed);
-  if (!fit.ok()) return c;
-  std::optional<Eval> e = Evaluate(state, query, node, fit);
-  if (!e) {
-    c.status = 1;
-    return c;
+  if (!fit.ok()) return e;
+  std::optional<Eval> v = Evaluate(state, query, node, fit);
+  if (!v) {
+    e.status = NodeEval::kDeclined;
+    return e;
   }
-  c.status = 2;
-  c.eval = *e;
-  return c;
+  e.status = NodeEval::kScored;
+  e.score = v->score;
+  e.gpus = v->gpus;
+  return e;
 }
 
 std::optional<NodeChoice> PaperPolicy::ScoreNode(const ClusterState& state, const Query& query,
@@ -97,109 +85,55 @@ std::optional<NodeChoice> PaperPolicy::ScoreNode(const ClusterState& state, cons
   return c;
 }
 
+NodeChoice PaperPolicy::Finish(const ClusterState& state, const Query& query, NodeId node,
+                               const NodeEval& e) {
+  NodeChoice choice;
+  choice.score = static_cast<double>(e.score);
+  choice.placement =
+      MakePlacement(state, *query.request, node, FinalGpus(state, query, node, e.gpus));
+  return choice;
+}
+
 std::optional<NodeChoice> PaperPolicy::Choose(const ClusterState& state, const Query& query,
                                               std::vector<NodeId>* declined) {
-  ShapeNodeCache::Row* row = nullptr;
-  if (use_index_ && !query.candidates) row = cache_.Get(RequestShape::Of(query));
-  int32_t best_node = -1;
-  uint64_t best_gpus = 0;
-  int64_t best_score = 0;
-  if (row && !random_ties_) {
-    // The hot path: one pass over the shape's cached keys, recomputing the nodes that changed.
-    const int n = state.node_count();
-    uint64_t* stamp = row->stamp.data();
-    int64_t* key = row->key.data();
-    int64_t best_key = ShapeNodeCache::kNone;
-    for (int i = 0; i < n; ++i) {
-      const uint64_t now = state.version(NodeId(i)) + 1;
-      if (stamp[i] != now) {
-        Cached c = Compute(state, query, NodeId(i), ~0ULL);
-        row->status[i] = c.status;
-        row->gpus[i] = c.eval.gpus;
-        key[i] = c.status == 2 ? KeyOf(c.eval.score, NodeId(i)) : ShapeNodeCache::kNone;
-        stamp[i] = now;
-      }
-      if (key[i] > best_key) {
-        best_key = key[i];
-        best_node = i;
-      }
-    }
-    if (declined) {
-      for (int i = 0; i < n; ++i) {
-        if (row->status[i] == 1) declined->push_back(NodeId(i));
-      }
-    }
-    if (best_node < 0) return std::nullopt;
-    best_gpus = row->gpus[best_node];
-    best_score = best_key >> 32;
-  } else {
-    int64_t best_key = ShapeNodeCache::kNone;
-    ties_.clear();
-    std::vector<uint64_t> tie_gpus;
-    auto consider = [&](NodeId node, const Cached& c) {
-      if (c.status == 0) return;
-      if (c.status == 1) {
-        if (declined) declined->push_back(node);
-        return;
-      }
-      if (random_ties_) {
-        if (ties_.empty() || c.eval.score > best_score) {
-          best_score = c.eval.score;
-          ties_.clear();
-          tie_gpus.clear();
-        }
-        if (c.eval.score == best_score) {
-          ties_.push_back(node.value());
-          tie_gpus.push_back(c.eval.gpus);
-        }
-        return;
-      }
-      const int64_t k = KeyOf(c.eval.score, node);
-      if (k > best_key) {
-        best_key = k;
-        best_node = node.value();
-        best_gpus = c.eval.gpus;
-        best_score = c.eval.score;
-      }
-    };
-    if (row) {  // random ties with the cache
-      for (int i = 0; i < state.node_count(); ++i) {
-        const uint64_t now = state.version(NodeId(i)) + 1;
-        if (row->stamp[i] != now) {
-          Cached c = Compute(state, query, NodeId(i), ~0ULL);
-          row->status[i] = c.status;
-          row->gpus[i] = c.eval.gpus;
-          row->key[i] = c.eval.score;
-          row->stamp[i] = now;
-        }
-        Cached c;
-        c.status = row->status[i];
-        c.eval = Eval{row->key[i], row->gpus[i]};
-        consider(NodeId(i), c);
-      }
-    } else if (query.candidates) {
-      for (const Candidate& cand : *query.candidates) {
-        consider(cand.node, Compute(state, query, cand.node, cand.gpu_mask));
-      }
-    } else {
-      // Without the cache: evaluate every node afresh (the reference the cache must equal).
-      for (int i = 0; i < state.node_count(); ++i) {
-        consider(NodeId(i), Compute(state, query, NodeId(i), ~0ULL));
-      }
-    }
-    if (random_ties_) {
-      if (ties_.empty()) return std::nullopt;
-      size_t pick = ties_.size() > 1 ? rng_.Uniform(ties_.size()) : 0;
-      best_node = ties_[pick];
-      best_gpus = tie_gpus[pick];
-    }
-    if (best_node < 0) return std::nullopt;
+  auto compute = [&](NodeId node) { return Compute(state, query, node, ~0ULL); };
+  auto draw = [&](int32_t count) { return rng_.Uniform(static_cast<uint64_t>(count)); };
+  if (use_index_ && !query.candidates) {
+    const RequestShape shape = RequestShape::Of(query);
+    NodeId node;
+    std::optional<NodeEval> e =
+        random_choice_ ? index_.UniformScored(state, shape, compute, draw, &node)
+                       : index_.Best(state, shape, compute, &node, declined);
+    if (!e) return std::nullopt;
+    return Finish(state, query, node, *e);
   }
-  NodeChoice choice;
-  choice.score = static_cast<double>(best_score);
-  best_gpus = FinalGpus(state, query, NodeId(best_node), best_gpus);
-  choice.placement = MakePlacement(state, *query.request, NodeId(best_node), best_gpus);
-  return choice;
+  // Without the index (or restricted to candidates): evaluate every node afresh, in node order.
+  std::vector<std::pair<NodeId, NodeEval>> scored;
+  int64_t best_key = ShapeIndex::kNone;
+  int best = -1;
+  auto visit = [&](NodeId node, uint64_t allowed) {
+    NodeEval e = Compute(state, query, node, allowed);
+    if (e.status == NodeEval::kDeclined && declined) declined->push_back(node);
+    if (e.status != NodeEval::kScored) return;
+    scored.emplace_back(node, e);
+    const int64_t key = index_.Key(e.score, node);
+    if (key > best_key) {
+      best_key = key;
+      best = static_cast<int>(scored.size()) - 1;
+    }
+  };
+  if (query.candidates) {
+    for (const Candidate& c : *query.candidates) visit(c.node, c.gpu_mask);
+  } else {
+    for (int i = 0; i < state.node_count(); ++i) visit(NodeId(i), ~0ULL);
+  }
+  if (scored.empty()) return std::nullopt;
+  if (random_choice_) {
+    std::sort(scored.begin(), scored.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    best = scored.size() > 1 ? static_cast<int>(draw(static_cast<int32_t>(scored.size()))) : 0;
+  }
+  return Finish(state, query, scored[best].first, scored[best].second);
 }
 
 }  // namespace tessera::core

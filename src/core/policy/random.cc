@@ -38,7 +38,7 @@ class RandomPolicy final : public PaperPolicy {
 }  // namespace
 
 std::unique_ptr<Policy> NewRandomPolicy(const PolicyOptions& options) {
-  return std::make_unique<RandomPolicy>(options.seed, /*random_ties=*/true);
+  return std::make_unique<RandomPolicy>(options.seed, /*random_choice=*/true);
 }
 
 }  // namespace tessera::core
