@@ -1,7 +1,6 @@
 #include "core/policy/typical.h"
 
 #include <algorithm>
-#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "common/strings.h"
@@ -25,51 +24,81 @@ int32_t MilliPerGpu(const GpuAsk& ask, int64_t reference_gpu_memory_mib) {
   return 0;
 }
 
-std::vector<TypicalTask> TypicalTasksOf(std::span<const PodRequest> requests, double coverage,
-                                        int64_t reference_gpu_memory_mib) {
-  using Key = std::tuple<int64_t, int32_t, int32_t, std::string>;  // cpu, milli, count, models
-  absl::flat_hash_map<Key, int64_t> counts;
-  std::vector<Key> order;
-  for (const PodRequest& r : requests) {
-    Key k{NonZeroCpuMilli(r.cpu_milli), MilliPerGpu(r.gpu, reference_gpu_memory_mib),
-          r.gpu.gpu_count(), StrJoin(r.gpu_models, "|")};
-    if (std::get<2>(k) == 0) std::get<3>(k).clear();
-    auto [it, fresh] = counts.emplace(k, 0);
-    if (fresh) order.push_back(k);
-    ++it->second;
+TaskKey TaskKey::Of(const PodRequest& r, int64_t reference_gpu_memory_mib) {
+  TaskKey k;
+  k.cpu_milli = NonZeroCpuMilli(r.cpu_milli);
+  k.gpu_milli = MilliPerGpu(r.gpu, reference_gpu_memory_mib);
+  k.gpu_count = r.gpu.gpu_count();
+  if (k.gpu_count > 0) k.models = StrJoin(r.gpu_models, "|");
+  return k;
+}
+
+std::vector<TypicalTask> TypicalTasksFromCounts(
+    const std::vector<std::pair<TaskKey, int64_t>>& counts, double coverage) {
+  std::vector<const std::pair<TaskKey, int64_t>*> order;
+  int64_t all = 0;
+  for (const auto& c : counts) {
+    if (c.second <= 0) continue;
+    order.push_back(&c);
+    all += c.second;
   }
-  std::sort(order.begin(), order.end(), [&](const Key& a, const Key& b) {
-    int64_t ca = counts.at(a), cb = counts.at(b);
-    if (ca != cb) return ca > cb;
-    return a > b;
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+    if (a->second != b->second) return a->second > b->second;
+    return a->first > b->first;
   });
-  const double total = static_cast<double>(requests.size());
+  const double total = static_cast<double>(all);
   const double expected = coverage * total;
   double cumulative = 0;
   size_t kept = 0;
   while (kept < order.size() && cumulative < expected) {
-    cumulative += static_cast<double>(counts.at(order[kept]));
+    cumulative += static_cast<double>(order[kept]->second);
     ++kept;
   }
   std::vector<TypicalTask> tasks;
   for (size_t i = 0; i < kept; ++i) {
-    const Key& k = order[i];
+    const TaskKey& k = order[i]->first;
     TypicalTask t;
-    t.cpu_milli = std::get<0>(k);
-    t.gpu_milli = std::get<1>(k);
-    t.gpu_count = std::get<2>(k);
-    const std::string& models = std::get<3>(k);
-    for (size_t start = 0; start < models.size();) {
-      size_t bar = models.find('|', start);
-      if (bar == std::string::npos) bar = models.size();
-      if (bar > start) t.gpu_models.push_back(models.substr(start, bar - start));
+    t.cpu_milli = k.cpu_milli;
+    t.gpu_milli = k.gpu_milli;
+    t.gpu_count = k.gpu_count;
+    for (size_t start = 0; start < k.models.size();) {
+      size_t bar = k.models.find('|', start);
+      if (bar == std::string::npos) bar = k.models.size();
+      if (bar > start) t.gpu_models.push_back(k.models.substr(start, bar - start));
       start = bar + 1;
     }
     // FGD normalises each count by the total, then renormalises by the kept share.
-    t.weight = (static_cast<double>(counts.at(k)) / total) / (cumulative / total);
+    t.weight = (static_cast<double>(order[i]->second) / total) / (cumulative / total);
     tasks.push_back(std::move(t));
   }
   return tasks;
+}
+
+std::vector<TypicalTask> TypicalTasksOf(std::span<const PodRequest> requests, double coverage,
+                                        int64_t reference_gpu_memory_mib) {
+  absl::flat_hash_map<TaskKey, int64_t> counts;
+  std::vector<std::pair<TaskKey, int64_t>> list;
+  for (const PodRequest& r : requests) ++counts[TaskKey::Of(r, reference_gpu_memory_mib)];
+  list.assign(counts.begin(), counts.end());
+  return TypicalTasksFromCounts(list, coverage);
+}
+
+bool TaskMix::Observe(const PodRequest& request, int64_t reference_gpu_memory_mib) {
+  TaskKey key = TaskKey::Of(request, reference_gpu_memory_mib);
+  ++counts_[key];
+  if (recent_.size() < window_) {
+    recent_.push_back(std::move(key));
+  } else {
+    TaskKey& slot = recent_[seen_ % window_];
+    if (--counts_[slot] == 0) counts_.erase(slot);
+    slot = std::move(key);
+  }
+  ++seen_;
+  if (seen_ < next_) return false;
+  next_ = seen_ < 64 ? 64 : std::min(seen_ * 2, seen_ + window_ / 2);
+  std::vector<std::pair<TaskKey, int64_t>> list(counts_.begin(), counts_.end());
+  tasks_ = TypicalTasksFromCounts(list, coverage_);
+  return true;
 }
 
 }  // namespace tessera::core
