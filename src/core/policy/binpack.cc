@@ -85,16 +85,16 @@ class BinpackPolicy final : public Policy {
       case GpuAsk::Kind::kFraction: {
         const int32_t compute = ShareComputeOn(r.gpu);
         const int64_t min_memory = r.gpu.kind == GpuAsk::Kind::kShare ? r.gpu.memory_mib : 0;
-        auto it = index_.gpus().lower_bound({min_memory, INT32_MIN, INT32_MIN, INT32_MIN});
-        for (; it != index_.gpus().end(); ++it) {
-          if (it->free_compute_milli < compute) continue;
-          NodeId node(it->node);
-          NodeFit fit = CheckNode(state, query, node);
-          if (!fit.ok() || !(fit.gpus & (1ULL << it->gpu))) continue;
-          // The first feasible entry in key order is the scan's choice.
+        // The first feasible entry in key order is the scan's choice.
+        std::optional<FreeCapacityIndex::GpuKey> key = index_.FirstFit(
+            false, min_memory, compute, [&](const FreeCapacityIndex::GpuKey& k) {
+              NodeFit fit = CheckNode(state, query, NodeId(k.node));
+              return fit.ok() && (fit.gpus & (1ULL << k.gpu));
+            });
+        if (key) {
           NodeChoice c;
-          c.score = -GpuFreeKey(it->free_memory_mib, it->free_compute_milli);
-          c.placement = MakePlacement(state, r, node, 1ULL << it->gpu);
+          c.score = -GpuFreeKey(key->free_memory_mib, key->free_compute_milli);
+          c.placement = MakePlacement(state, r, NodeId(key->node), 1ULL << key->gpu);
           return c;
         }
         return std::nullopt;

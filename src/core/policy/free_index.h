@@ -3,12 +3,17 @@
 //
 //  - nodes bucketed by how many fully free GPUs they have;
 //  - every GPU not held exclusively, ordered by (free memory, free compute, node, GPU), and the
-//    subset of those already shared (at least one grant);
+//    subset of those already shared (at least one grant); each split into buckets by free compute
+//    (0-99, 100-199, ..., 1000 milli) so that a query for memory AND compute looks at the first
+//    entries of a few buckets instead of walking past GPUs that have memory but no compute;
 //  - nodes ordered by free CPU.
 // Maintained incrementally: Update(node) re-reads one node from the state.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -38,20 +43,34 @@ class FreeCapacityIndex {
   // Nodes with exactly `k` fully free GPUs, by node id.
   const std::set<int32_t>& whole_bucket(int k) const { return whole_buckets_[k]; }
   int max_bucket() const { return static_cast<int>(whole_buckets_.size()) - 1; }
-  const std::set<GpuKey>& gpus() const { return gpus_; }
-  const std::set<GpuKey>& shared_gpus() const { return shared_gpus_; }
+  // The smallest key (free memory, free compute, node, GPU) with free memory >= min_memory and
+  // free compute >= min_compute for which `feasible` holds: exactly the first feasible entry of
+  // the whole ordered set. `shared_only` limits it to GPUs with at least one grant.
+  std::optional<GpuKey> FirstFit(bool shared_only, int64_t min_memory, int32_t min_compute,
+                                 const std::function<bool(const GpuKey&)>& feasible) const;
+  // The largest (free memory, free compute) with a feasible entry, and among entries with that
+  // value the lowest (node, GPU): what a spread scan picks.
+  std::optional<GpuKey> LastFit(int32_t min_compute,
+                                const std::function<bool(const GpuKey&)>& feasible) const;
   const std::set<CpuKey>& cpus() const { return cpus_; }
 
  private:
+  // What the indexes hold for one node, so that an update touches only what changed.
   struct Shadow {
-    int whole_free = 0;
+    int whole_free = -1;
     int64_t free_cpu = 0;
-    std::vector<GpuKey> gpus;    // the entries this node has in gpus_
-    std::vector<GpuKey> shared;  // ... and in shared_gpus_
+    struct Gpu {
+      GpuKey key;
+      bool indexed = false;  // in gpus_ (not exclusive)
+      bool shared = false;   // in shared_gpus_
+    };
+    std::vector<Gpu> gpus;
   };
   std::vector<std::set<int32_t>> whole_buckets_;
-  std::set<GpuKey> gpus_;
-  std::set<GpuKey> shared_gpus_;
+  static constexpr int kComputeBuckets = 11;
+  static int Bucket(int32_t free_compute) { return free_compute >= 1000 ? 10 : free_compute / 100; }
+  std::array<std::set<GpuKey>, kComputeBuckets> gpus_;
+  std::array<std::set<GpuKey>, kComputeBuckets> shared_gpus_;
   std::set<CpuKey> cpus_;
   std::vector<Shadow> shadow_;
 };

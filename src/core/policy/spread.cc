@@ -105,23 +105,15 @@ class SpreadPolicy final : public Policy {
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         const int32_t compute = ShareComputeOn(r.gpu);
-        auto feasible = [&](const FreeCapacityIndex::GpuKey& k, NodeFit* fit) {
-          if (k.free_compute_milli < compute) return false;
-          *fit = CheckNode(state, query, NodeId(k.node));
-          return fit->ok() && (fit->gpus & (1ULL << k.gpu));
-        };
-        for (auto it = index_.gpus().rbegin(); it != index_.gpus().rend(); ++it) {
-          NodeFit fit;
-          if (!feasible(*it, &fit)) continue;
-          // The same key may hold lower (node, GPU) entries: the scan prefers the lowest.
-          auto lo = index_.gpus().lower_bound(
-              {it->free_memory_mib, it->free_compute_milli, INT32_MIN, INT32_MIN});
-          for (;; ++lo) {
-            if (feasible(*lo, &fit)) break;
-          }
+        std::optional<FreeCapacityIndex::GpuKey> key =
+            index_.LastFit(compute, [&](const FreeCapacityIndex::GpuKey& k) {
+              NodeFit fit = CheckNode(state, query, NodeId(k.node));
+              return fit.ok() && (fit.gpus & (1ULL << k.gpu));
+            });
+        if (key) {
           NodeChoice c;
-          c.score = GpuFreeKey(lo->free_memory_mib, lo->free_compute_milli);
-          c.placement = MakePlacement(state, r, NodeId(lo->node), 1ULL << lo->gpu);
+          c.score = GpuFreeKey(key->free_memory_mib, key->free_compute_milli);
+          c.placement = MakePlacement(state, r, NodeId(key->node), 1ULL << key->gpu);
           return c;
         }
         return std::nullopt;

@@ -1,0 +1,14 @@
+// The one `tessera` binary.
+#include "cli/command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app(
+      "tessera: workload-aware GPU allocation for Kubernetes (fractional GPUs, topology-aware\n"
+      "placement, gangs). Run a subcommand with --help for its flags.",
+      "tessera");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tessera 0.1.0");
+  int exit_code = tessera::cli::kExitOk;
+  tessera::cli::AddSimulateCommand(app, &exit_code);
+  return tessera::cli::Run(app, argc, argv, &exit_code);
+}

@@ -1,0 +1,121 @@
+// Engine throughput: place-and-release on clusters of 8-GPU servers (hgx-h100), per policy, for
+// share and whole-GPU requests. The cluster is first filled to about 60% of its GPUs, then each
+// iteration releases the oldest live pod and places a new one in its place (steady state), so the
+// figure is placements per second on a busy cluster, not on an empty one.
+//
+//   build/release/bench/engine_bench --benchmark_repetitions=5 \
+//       --benchmark_report_aggregates_only=true
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "common/random.h"
+#include "common/strings.h"
+#include "core/engine.h"
+#include "core/model/profiles.h"
+
+namespace tessera::core {
+namespace {
+
+const Cluster& ClusterOf(int nodes) {
+  static std::map<int, std::unique_ptr<Cluster>> cache;
+  auto& c = cache[nodes];
+  if (!c) {
+    Profile p = *FindProfile("hgx-h100");
+    std::vector<NodeSpec> specs;
+    for (int i = 0; i < nodes; ++i) {
+      NodeSpec n;
+      n.name = StrCat("node-", i);
+      n.cpu_milli = p.cpu_milli;
+      n.memory_mib = p.memory_mib;
+      n.gpus = p.gpus;
+      n.links = p.links;
+      specs.push_back(std::move(n));
+    }
+    c = std::make_unique<Cluster>(*Cluster::Create(std::move(specs)));
+  }
+  return *c;
+}
+
+enum Kind { kShare = 0, kWhole = 1 };
+
+GpuAsk RandomAsk(Kind kind, Random& rng) {
+  if (kind == kShare) {
+    int64_t mem = 1024 * (1 + static_cast<int64_t>(rng.Uniform(20)));
+    int32_t compute = rng.Uniform(2) ? 0 : static_cast<int32_t>(100 * (1 + rng.Uniform(5)));
+    return GpuAsk::Share(mem, compute);
+  }
+  static constexpr int kCounts[] = {1, 1, 1, 1, 2, 2, 4, 8};
+  return GpuAsk::Whole(kCounts[rng.Uniform(8)]);
+}
+
+void BM_PlaceRelease(benchmark::State& state, std::string policy_name) {
+  const int nodes = static_cast<int>(state.range(0));
+  const Kind kind = static_cast<Kind>(state.range(1));
+  const Cluster& cluster = ClusterOf(nodes);
+  Engine engine(cluster, *CreatePolicy(policy_name, {}));
+  Random rng(42);
+  // Fill to ~60% of GPU capacity (in GPUs for whole asks, in memory for shares).
+  std::vector<PodRequest> live;
+  const int64_t gpus = cluster.total_gpus();
+  int64_t filled = 0;  // whole GPUs or MiB
+  const int64_t target = kind == kWhole ? gpus * 6 / 10 : gpus * 81559 * 6 / 10;
+  int next = 0;
+  while (filled < target) {
+    PodRequest p;
+    p.name = StrCat("p", next++);
+    p.cpu_milli = 1000;
+    p.memory_mib = 4096;
+    p.gpu = RandomAsk(kind, rng);
+    if (!engine.Place(p).placed()) break;
+    filled += kind == kWhole ? p.gpu.count : p.gpu.memory_mib;
+    live.push_back(std::move(p));
+  }
+  // A pool of requests, so the timed loop does no allocation for names or random numbers.
+  std::vector<GpuAsk> asks;
+  for (int i = 0; i < 4096; ++i) asks.push_back(RandomAsk(kind, rng));
+  size_t oldest = 0;
+  int64_t placed = 0, failed = 0;
+  size_t a = 0;
+  for (auto _ : state) {
+    PodRequest& slot = live[oldest];
+    (void)engine.Release(slot.name);
+    slot.gpu = asks[a++ & 4095];
+    PlacementResult r = engine.Place(slot);
+    if (r.placed()) {
+      ++placed;
+    } else {
+      ++failed;
+    }
+    oldest = (oldest + 1) % live.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["live_pods"] = static_cast<double>(live.size());
+  state.counters["failed_share"] =
+      placed + failed ? static_cast<double>(failed) / static_cast<double>(placed + failed) : 0;
+}
+
+void Register() {
+  for (const char* policy : {"tessera", "binpack", "spread", "whole-gpu"}) {
+    auto* b = benchmark::RegisterBenchmark(StrCat("PlaceRelease/", policy).c_str(),
+                                           BM_PlaceRelease, std::string(policy));
+    b->ArgNames({"nodes", "kind"});
+    for (int nodes : {1000, 10000}) {
+      for (int kind : {kShare, kWhole}) b->Args({nodes, kind});
+    }
+    b->Unit(benchmark::kMicrosecond);
+    if (std::string(policy) == "whole-gpu") b->MinTime(0.2);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::core
+
+int main(int argc, char** argv) {
+  tessera::core::Register();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

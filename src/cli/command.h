@@ -1,0 +1,19 @@
+// Subcommands of the one `tessera` binary. Each Add*Command registers its flags on the app and a
+// callback that runs it and stores the process exit status:
+//   0 success, 1 a failure at run time, 2 bad input (a flag, a file, a value).
+#pragma once
+
+#include "CLI/CLI.hpp"
+
+namespace tessera::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
+void AddSimulateCommand(CLI::App& app, int* exit_code);
+
+// Runs the app on argv; handles --help and parse errors (exit status 2).
+int Run(CLI::App& app, int argc, char** argv, int* exit_code);
+
+}  // namespace tessera::cli

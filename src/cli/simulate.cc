@@ -1,0 +1,176 @@
+// `tessera simulate`: runs workloads on clusters under several policies, side by side.
+#include <iostream>
+
+#include "absl/strings/str_split.h"
+#include "cli/command.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "core/model/cluster.h"
+#include "core/policy/policy.h"
+#include "sim/cluster_file.h"
+#include "sim/reality_check.h"
+#include "sim/report.h"
+#include "sim/scenario.h"
+#include "sim/workload_file.h"
+
+namespace tessera::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string cluster_file;
+  std::string workload_file;
+  std::string policies = "whole-gpu,tessera";
+  bool json = false;
+  bool show_default = false;
+  uint64_t seed = 1;
+};
+
+absl::StatusOr<std::vector<std::string>> ParsePolicies(const std::string& list) {
+  std::vector<std::string> names;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    std::string name(part.data(), part.size());
+    absl::StatusOr<std::unique_ptr<core::Policy>> p = core::CreatePolicy(name, {});
+    if (!p.ok()) return p.status();
+    names.push_back(name);
+  }
+  if (names.empty()) return absl::InvalidArgumentError("--policy: give at least one policy");
+  return names;
+}
+
+absl::StatusOr<std::vector<sim::ScenarioResult>> RunPolicies(
+    const core::Cluster& cluster, const std::vector<core::TopologyLevel>& levels,
+    const sim::Workload& workload, const std::vector<std::string>& policies, uint64_t seed) {
+  std::vector<sim::ScenarioResult> results;
+  for (const std::string& name : policies) {
+    core::PolicyOptions options;
+    options.seed = seed;
+    TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy,
+                             core::CreatePolicy(name, options));
+    results.push_back(sim::RunScenario(cluster, levels, workload, std::move(policy)));
+  }
+  return results;
+}
+
+// The embedded default: the reality check's three parts.
+absl::Status RunDefault(const SimulateOptions& o, const std::vector<std::string>& policies) {
+  TESSERA_ASSIGN_OR_RETURN(sim::ClusterFile file,
+                           sim::ParseClusterYaml(sim::RealityCheckClusterYaml(),
+                                                 "<embedded reality-check cluster>"));
+  TESSERA_ASSIGN_OR_RETURN(core::Cluster cluster, core::Cluster::Create(file.nodes));
+  nlohmann::json json_results = nlohmann::json::array();
+  if (!o.json) {
+    std::cout << "tessera simulate: the reality check (embedded default; --show-default prints "
+                 "it, --cluster/--workload run your own)\n"
+              << "cluster: " << sim::DescribeCluster(cluster) << "\n";
+  }
+  int part_no = 0;
+  for (const sim::ScenarioPart& part : sim::RealityCheckParts()) {
+    ++part_no;
+    TESSERA_ASSIGN_OR_RETURN(
+        sim::Workload workload,
+        sim::ParseWorkloadYaml(part.workload_yaml, StrCat("<embedded part ", part_no, ">")));
+    TESSERA_ASSIGN_OR_RETURN(std::vector<sim::ScenarioResult> results,
+                             RunPolicies(cluster, file.levels, workload, policies, o.seed));
+    if (o.json) {
+      for (const sim::ScenarioResult& r : results) {
+        nlohmann::json j = sim::ResultToJson(cluster, r);
+        j["part"] = part_no;
+        j["title"] = std::string(part.title);
+        json_results.push_back(std::move(j));
+      }
+    } else {
+      std::cout << "\n" << part.title << "\n" << sim::FormatComparison(results);
+    }
+  }
+  if (o.json) {
+    nlohmann::json doc = {{"scenario", "reality-check"}, {"results", std::move(json_results)}};
+    std::cout << doc.dump(2) << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunFiles(const SimulateOptions& o, const std::vector<std::string>& policies) {
+  TESSERA_ASSIGN_OR_RETURN(sim::ClusterFile file, sim::LoadClusterFile(o.cluster_file));
+  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(file.nodes);
+  if (!cluster.ok()) {
+    return absl::InvalidArgumentError(StrCat(o.cluster_file, ": ", cluster.status().message()));
+  }
+  TESSERA_ASSIGN_OR_RETURN(sim::Workload workload, sim::LoadWorkloadFile(o.workload_file));
+  TESSERA_RETURN_IF_ERROR(sim::ValidateWorkload(*cluster, file.levels, workload, o.workload_file));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<sim::ScenarioResult> results,
+                           RunPolicies(*cluster, file.levels, workload, policies, o.seed));
+  if (o.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const sim::ScenarioResult& r : results) list.push_back(sim::ResultToJson(*cluster, r));
+    std::cout << nlohmann::json{{"results", std::move(list)}}.dump(2) << "\n";
+  } else {
+    size_t pods = 0;
+    for (const sim::Job& j : workload.jobs) pods += j.replicas;
+    std::cout << "cluster: " << sim::DescribeCluster(*cluster) << "\n"
+              << "workload: " << workload.jobs.size() << " jobs, " << pods << " pods\n\n"
+              << sim::FormatComparison(results);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddSimulateCommand(CLI::App& app, int* exit_code) {
+  auto opts = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Place a workload on a cluster under several policies and compare them side by side.\n"
+      "With no arguments: the reality check (10 GPUs of 80Gi on two nodes; 20 inference pods of\n"
+      "4Gi; an 8-GPU training gang that needs one NVLink domain; both together).");
+  cmd->add_option("--cluster", opts->cluster_file,
+                  "Cluster file (YAML: nodes with cpu, memory, labels, gpus or profile, optional "
+                  "nvidia-smi topology). Needs --workload.")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--workload", opts->workload_file,
+                  "Workload file (YAML: jobs with replicas, cpu, memory, gpu ask, model, gang, "
+                  "priority), run in file order. Needs --cluster.")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--policy", opts->policies,
+                  StrCat("Comma-separated policies to compare (known: ",
+                         StrJoin(core::PolicyNames(), ", "), ")"))
+      ->capture_default_str();
+  cmd->add_flag("--json", opts->json,
+                "Print one JSON document instead of tables (format in the README)");
+  cmd->add_flag("--show-default", opts->show_default,
+                "Print the embedded default's cluster and workload files, then exit");
+  cmd->add_option("--seed", opts->seed, "Seed for randomised policies")->capture_default_str();
+  cmd->callback([opts, exit_code]() {
+    const SimulateOptions& o = *opts;
+    if (o.show_default) {
+      std::cout << "# cluster file\n" << sim::RealityCheckClusterYaml();
+      int n = 0;
+      for (const sim::ScenarioPart& p : sim::RealityCheckParts()) {
+        std::cout << "\n# workload file, " << p.title << " (part " << ++n << ")\n"
+                  << p.workload_yaml;
+      }
+      *exit_code = kExitOk;
+      return;
+    }
+    absl::Status status;
+    absl::StatusOr<std::vector<std::string>> policies = ParsePolicies(o.policies);
+    if (!policies.ok()) {
+      status = policies.status();
+    } else if (o.cluster_file.empty() != o.workload_file.empty()) {
+      status = absl::InvalidArgumentError(
+          "--cluster and --workload go together (give both, or neither for the embedded "
+          "default)");
+    } else if (o.cluster_file.empty()) {
+      status = RunDefault(o, *policies);
+    } else {
+      status = RunFiles(o, *policies);
+    }
+    if (!status.ok()) {
+      std::cerr << "tessera simulate: " << status.message() << "\n";
+      *exit_code = status.code() == absl::StatusCode::kInternal ? kExitFailure : kExitBadInput;
+      return;
+    }
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,193 @@
+#include "sim/cluster_file.h"
+
+#include "common/strings.h"
+#include "core/model/profiles.h"
+#include "core/topology/topo_text.h"
+#include "sim/yaml_util.h"
+
+namespace tessera::sim {
+namespace {
+
+constexpr int64_t kMaxNodesPerEntry = 100'000;
+
+absl::StatusOr<std::vector<core::GpuSpec>> ReadGpus(const YamlContext& ctx, const YAML::Node& g,
+                                                    core::LinkMatrix* links) {
+  TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(g, "gpus"));
+  TESSERA_RETURN_IF_ERROR(
+      ctx.OnlyKeys(g, "gpus", {"model", "count", "memory", "interconnect", "sm"}));
+  if (!g["model"]) return ctx.Error(g, "gpus: missing \"model\" (e.g. A100-80GB)");
+  if (!g["count"]) return ctx.Error(g, "gpus: missing \"count\"");
+  TESSERA_ASSIGN_OR_RETURN(std::string model, ctx.String(g["model"], "gpus.model"));
+  if (model.empty()) return ctx.Error(g["model"], "gpus.model: must not be empty");
+  TESSERA_ASSIGN_OR_RETURN(int64_t count,
+                           ctx.Int(g["count"], "gpus.count", 0, core::kMaxGpusPerNode));
+  int64_t memory = core::KnownGpuMemoryMiB(model);
+  if (g["memory"]) {
+    TESSERA_ASSIGN_OR_RETURN(memory, ctx.MemoryMiB(g["memory"], "gpus.memory", true));
+    if (memory <= 0) return ctx.Error(g["memory"], "gpus.memory: must be positive");
+  } else if (memory == 0 && count > 0) {
+    return ctx.Error(g, StrCat("gpus: missing \"memory\" (tessera does not know how much memory a ",
+                               model, " has; write e.g. memory: 80Gi)"));
+  }
+  int64_t sm = core::KnownSmCount(model);
+  if (g["sm"]) {
+    TESSERA_ASSIGN_OR_RETURN(sm, ctx.Int(g["sm"], "gpus.sm", 1, 10'000));
+  }
+  std::string interconnect = "pcie";
+  if (g["interconnect"]) {
+    TESSERA_ASSIGN_OR_RETURN(interconnect, ctx.String(g["interconnect"], "gpus.interconnect"));
+    if (interconnect != "pcie" && interconnect != "nvswitch") {
+      return ctx.Error(g["interconnect"], StrCat("gpus.interconnect: \"", interconnect,
+                                                 "\" is not one of: nvswitch, pcie"));
+    }
+  }
+  std::vector<core::GpuSpec> gpus;
+  const int n = static_cast<int>(count);
+  for (int i = 0; i < n; ++i) {
+    core::GpuSpec spec;
+    spec.index = i;
+    spec.model = model;
+    spec.memory_mib = memory;
+    spec.sm_count = static_cast<int32_t>(sm);
+    spec.numa_node = n >= 4 ? (i < n / 2 ? 0 : 1) : 0;
+    gpus.push_back(std::move(spec));
+  }
+  *links = interconnect == "nvswitch"
+               ? core::LinkMatrix::AllNvLink(n, core::KnownNvSwitchLanes(model))
+               : core::LinkMatrix::Pcie(n, 2, n >= 4 ? (n + 3) / 4 : 1);
+  return gpus;
+}
+
+absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry,
+                      std::vector<core::NodeSpec>* out) {
+  TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(entry, "node"));
+  TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(
+      entry, "a node", {"name", "count", "cpu", "memory", "labels", "gpus", "profile", "topology"}));
+  if (!entry["name"]) return ctx.Error(entry, "node: missing \"name\"");
+  core::NodeSpec node;
+  TESSERA_ASSIGN_OR_RETURN(node.name, ctx.String(entry["name"], "name"));
+  if (node.name.empty()) return ctx.Error(entry["name"], "name: must not be empty");
+  bool shared_domain = false;
+  if (entry["profile"] && entry["gpus"]) {
+    return ctx.Error(entry["gpus"], "give either \"profile\" or \"gpus\", not both");
+  }
+  if (entry["profile"]) {
+    TESSERA_ASSIGN_OR_RETURN(std::string name, ctx.String(entry["profile"], "profile"));
+    absl::StatusOr<core::Profile> p = core::FindProfile(name);
+    if (!p.ok()) return ctx.Error(entry["profile"], FromAbsl(p.status().message()));
+    node.gpus = p->gpus;
+    node.links = p->links;
+    node.cpu_milli = p->cpu_milli;
+    node.memory_mib = p->memory_mib;
+    shared_domain = p->shared_nvlink_domain;
+  } else if (entry["gpus"]) {
+    TESSERA_ASSIGN_OR_RETURN(node.gpus, ReadGpus(ctx, entry["gpus"], &node.links));
+  }
+  if (entry["cpu"]) {
+    TESSERA_ASSIGN_OR_RETURN(node.cpu_milli, ctx.CpuMilli(entry["cpu"], "cpu", true));
+  } else if (!entry["profile"]) {
+    return ctx.Error(entry, StrCat("node ", node.name, ": missing \"cpu\" (e.g. cpu: 64)"));
+  }
+  if (entry["memory"]) {
+    TESSERA_ASSIGN_OR_RETURN(node.memory_mib, ctx.MemoryMiB(entry["memory"], "memory", true));
+  } else if (!entry["profile"]) {
+    return ctx.Error(entry, StrCat("node ", node.name, ": missing \"memory\" (e.g. memory: 512Gi)"));
+  }
+  if (entry["labels"]) {
+    const YAML::Node& labels = entry["labels"];
+    TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(labels, "labels"));
+    for (auto it = labels.begin(); it != labels.end(); ++it) {
+      TESSERA_ASSIGN_OR_RETURN(std::string k, ctx.String(it->first, "label key"));
+      TESSERA_ASSIGN_OR_RETURN(std::string v, ctx.String(it->second, StrCat("label ", k)));
+      node.labels[k] = v;
+    }
+  }
+  if (entry["topology"]) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, ctx.String(entry["topology"], "topology"));
+    absl::StatusOr<core::ParsedTopology> topo = core::ParseNvidiaSmiTopo(text);
+    if (!topo.ok()) {
+      return ctx.Error(entry["topology"], StrCat("topology: ", topo.status().message(),
+                                                 " (lines counted from the first line of the "
+                                                 "topology block)"));
+    }
+    if (node.gpus.empty()) {
+      return ctx.Error(entry["topology"],
+                       "topology: give \"gpus\" or \"profile\" too (the matrix has no GPU models "
+                       "or memory)");
+    }
+    if (topo->gpus.size() != node.gpus.size()) {
+      return ctx.Error(entry["topology"], StrCat("topology: the matrix has ", topo->gpus.size(),
+                                                 " GPUs but the node has ", node.gpus.size()));
+    }
+    node.links = topo->links;
+    node.nics = topo->nics;
+    for (size_t g = 0; g < node.gpus.size(); ++g) {
+      if (topo->gpus[g].numa_node >= 0) node.gpus[g].numa_node = topo->gpus[g].numa_node;
+      node.gpus[g].cpu_affinity = topo->gpus[g].cpu_affinity;
+    }
+  }
+  int64_t count = 1;
+  bool replicated = false;
+  if (entry["count"]) {
+    TESSERA_ASSIGN_OR_RETURN(count, ctx.Int(entry["count"], "count", 1, kMaxNodesPerEntry));
+    replicated = true;
+  }
+  if (shared_domain && !node.labels.contains(std::string(core::kNvlinkDomainLabel))) {
+    node.labels[std::string(core::kNvlinkDomainLabel)] = node.name;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    core::NodeSpec copy = node;
+    if (replicated) copy.name = StrCat(node.name, "-", i);
+    out->push_back(std::move(copy));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ClusterFile> ParseClusterYaml(std::string_view text, std::string_view source) {
+  TESSERA_ASSIGN_OR_RETURN(YAML::Node doc, ParseYaml(text, source));
+  YamlContext ctx{std::string(source)};
+  if (doc.IsNull()) return ctx.Error(doc, "the cluster file is empty (expected nodes: [...])");
+  TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(doc, "the cluster file"));
+  TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(doc, "the cluster file", {"nodes", "levels"}));
+  if (!doc["nodes"]) return ctx.Error(doc, "missing \"nodes\" (the list of nodes)");
+  TESSERA_RETURN_IF_ERROR(ctx.ExpectSequence(doc["nodes"], "nodes"));
+  ClusterFile file;
+  for (const YAML::Node& entry : doc["nodes"]) {
+    TESSERA_RETURN_IF_ERROR(ReadNode(ctx, entry, &file.nodes));
+  }
+  if (file.nodes.empty()) return ctx.Error(doc["nodes"], "nodes: the list is empty");
+  if (doc["levels"]) {
+    TESSERA_RETURN_IF_ERROR(ctx.ExpectSequence(doc["levels"], "levels"));
+    for (const YAML::Node& l : doc["levels"]) {
+      TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(l, "level"));
+      TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(l, "a level", {"name", "label"}));
+      if (!l["name"] || !l["label"]) return ctx.Error(l, "a level needs \"name\" and \"label\"");
+      core::TopologyLevel level;
+      TESSERA_ASSIGN_OR_RETURN(level.name, ctx.String(l["name"], "level name"));
+      TESSERA_ASSIGN_OR_RETURN(level.label, ctx.String(l["label"], "level label"));
+      file.levels.push_back(std::move(level));
+    }
+  } else {
+    file.levels = core::DefaultTopologyLevels();
+  }
+  // Duplicate names are reported with the entry that introduced them.
+  std::vector<std::string> names;
+  for (const core::NodeSpec& n : file.nodes) names.push_back(n.name);
+  std::sort(names.begin(), names.end());
+  for (size_t i = 1; i < names.size(); ++i) {
+    if (names[i] == names[i - 1]) {
+      return ctx.Error(doc["nodes"], StrCat("two nodes are named \"", names[i],
+                                            "\" (names must be unique; count: N makes NAME-0..)"));
+    }
+  }
+  return file;
+}
+
+absl::StatusOr<ClusterFile> LoadClusterFile(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  return ParseClusterYaml(text, path);
+}
+
+}  // namespace tessera::sim

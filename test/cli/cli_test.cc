@@ -1,0 +1,98 @@
+// The `tessera` binary as a user runs it: help, the default run, exit status 2 on bad input.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Output {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Output Tessera(const std::string& args) {
+  Output r;
+  std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int s = pclose(p);
+  r.status = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  return r;
+}
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Cli, HelpExplainsEveryFlag) {
+  Output top = Tessera("--help");
+  EXPECT_EQ(top.status, 0);
+  EXPECT_THAT(top.out, HasSubstr("simulate"));
+  Output sim = Tessera("simulate --help");
+  EXPECT_EQ(sim.status, 0);
+  for (const char* flag : {"--cluster", "--workload", "--policy", "--json", "--show-default"}) {
+    EXPECT_THAT(sim.out, HasSubstr(flag));
+  }
+}
+
+TEST(Cli, DefaultRunIsTheRealityCheck) {
+  Output r = Tessera("simulate");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("Part 1"));
+  EXPECT_THAT(r.out, HasSubstr("Part 3"));
+  EXPECT_THAT(r.out, HasSubstr("whole-gpu"));
+}
+
+TEST(Cli, JsonIsOneDocument) {
+  Output r = Tessera("simulate --json --policy tessera 2>/dev/null");
+  ASSERT_EQ(r.status, 0) << r.out;
+  nlohmann::json doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["results"].size(), 3u);
+  EXPECT_EQ(doc["results"][2]["placed"], 28);
+}
+
+TEST(Cli, ShowDefaultPrintsFilesThatRunAsIs) {
+  Output shown = Tessera("simulate --show-default");
+  ASSERT_EQ(shown.status, 0);
+  std::string text = shown.out;
+  size_t w = text.find("# workload file");
+  std::string cluster = TempFile("c.yaml", text.substr(0, w));
+  size_t part3 = text.rfind("# workload file");
+  std::string workload = TempFile("w.yaml", text.substr(part3));
+  Output r = Tessera("simulate --json --cluster " + cluster + " --workload " + workload);
+  ASSERT_EQ(r.status, 0) << r.out;
+  nlohmann::json doc = nlohmann::json::parse(r.out);
+  EXPECT_EQ(doc["results"][1]["policy"], "tessera");
+  EXPECT_EQ(doc["results"][1]["placed"], 28);
+}
+
+TEST(Cli, BadInputExitsTwoWithTheFileAndLine) {
+  std::string cluster = TempFile("bad-c.yaml", "nodes:\n  - name: a\n    cpu: four\n    memory: 1Gi\n");
+  std::string workload = TempFile("ok-w.yaml", "jobs:\n  - name: x\n");
+  Output r = Tessera("simulate --cluster " + cluster + " --workload " + workload);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.out, HasSubstr("bad-c.yaml:3:10: cpu: invalid quantity \"four\""));
+
+  EXPECT_EQ(Tessera("simulate --policy nope").status, 2);
+  EXPECT_THAT(Tessera("simulate --policy nope").out, HasSubstr("unknown policy \"nope\""));
+  EXPECT_EQ(Tessera("simulate --cluster " + cluster).status, 2);
+  EXPECT_EQ(Tessera("simulate --cluster /no/such/file --workload " + workload).status, 2);
+  EXPECT_EQ(Tessera("simulate --frobnicate").status, 2);
+  EXPECT_EQ(Tessera("").status, 2);
+}
+
+}  // namespace
