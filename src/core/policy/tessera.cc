@@ -16,9 +16,10 @@
 // waste, so pods fill low-ranked nodes first (first fit) unless another node wastes clearly less,
 // and the big NVLink servers stay whole longest.
 //
-// Then, on equal scores: whole GPUs prefer the node left with the fewest free GPUs (best fit) and
-// the best-connected set on it (gpu_select.h); a share prefers the fullest GPU that fits; a
-// CPU-only pod prefers nodes with the fewest free GPUs (it strands none).
+// Small nudges, each worth a few hundredths of a GPU, settle near-ties: whole GPUs prefer the node
+// left with the fewest free GPUs (best fit) and take the best-connected set on it (gpu_select.h);
+// a share prefers the GPU it leaves fullest (best fit: a short burst of small shares packs as
+// tightly as binpack); a CPU-only pod prefers nodes with the fewest free GPUs (it strands none).
 //
 // Example (the reality check): an 8-GPU NVSwitch server and a 2-GPU PCIe server, twenty 4Gi
 // shares. No placement strands anything, so the order decides: the PCIe server ranks first, and
@@ -45,6 +46,7 @@ namespace {
 constexpr double kRankSpan = 1000;   // the whole node order is worth one GPU of waste
 constexpr double kBestFit = 30;      // whole GPUs: per free GPU left on the node (of 8)
 constexpr double kCpuOnlySpread = 30;  // CPU-only pods: per free GPU on the node (of 8)
+constexpr double kShareBestFit = 20;   // shares: per GPU of room left on the chosen GPU
 // Scores are kept as integers in micro-GPU.
 constexpr double kScale = 1000;
 
@@ -243,7 +245,8 @@ class TesseraPolicy final : public Policy {
           tried[tried_count++] = left[g];
           const int32_t was = left[g];
           left[g] = LeftAfterShare(state, node, g, r.gpu);
-          const double s = before - waste_.Waste(node, cpu_after, left, n);
+          const double s = before - waste_.Waste(node, cpu_after, left, n) -
+                           kShareBestFit * static_cast<double>(left[g]) / 1000.0;
           left[g] = was;
           // Higher score first; then the fuller GPU (best fit); then the lower index.
           if (best_gpu < 0 || s > best + 1e-9 || (s > best - 1e-9 && was < best_left)) {

@@ -95,7 +95,7 @@ bool TaskMix::Observe(const PodRequest& request, int64_t reference_gpu_memory_mi
   }
   ++seen_;
   if (seen_ < next_) return false;
-  next_ = seen_ < 64 ? 64 : std::min(seen_ * 2, seen_ + window_ / 2);
+  next_ = std::min(seen_ * 2, seen_ + window_ / 2);
   std::vector<std::pair<TaskKey, int64_t>> list(counts_.begin(), counts_.end());
   tasks_ = TypicalTasksFromCounts(list, coverage_);
   return true;

@@ -58,7 +58,7 @@ std::vector<TypicalTask> TypicalTasksFromCounts(
     const std::vector<std::pair<TaskKey, int64_t>>& counts, double coverage);
 
 // The live mix of a stream of requests: the typical set of a window of recent requests,
-// re-derived as the stream grows (at 1, 64, 128, 256, ... requests, then every `window` / 2).
+// re-derived as the stream grows (at 1, 2, 4, 8, ... requests, then every `window` / 2).
 // Example: after 64 requests of which 48 ask one GPU and 16 half a GPU, the mix is
 // {1 GPU: 0.75, 0.5 GPU: 0.25}.
 class TaskMix {
