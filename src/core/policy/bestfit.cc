@@ -4,7 +4,7 @@
 // the node: the simulator's default selection (tightest GPU for a share, lowest free indices for
 // whole GPUs). (The plugin's min-max normalisation keeps the order and adds no ties, so it is
 // left out.)
-// Example: a 2-CPU 0.5-GPU pod; node A free (10 CPU, 0.8 GPU) -> s = 0.0313 + 0.0188 -> 94;
+// Example: a 2-CPU 0.5-GPU pod; node A free (10 CPU, 0.8 GPU) -> s = 0.0313 + 0.0188 -> 95;
 // node B free (64 CPU, 8 GPUs) -> s = 0.242 + 0.469 -> 28. A wins.
 #include "core/policy/factories.h"
 #include "core/policy/fragmentation.h"
