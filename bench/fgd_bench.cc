@@ -6,6 +6,9 @@
 //   fgd_bench table [--seeds 42-51] [--threads 2] [--workloads default,cpu050,...]
 //       Every workload of the paper's table x the six paper policies and tessera: our means beside
 //       the paper's, per-seed spread on default, tessera's margin over FGD. Markdown on stdout.
+//   fgd_bench holes [--workload default] [--policy tessera] [--seed 42]
+//       Where the unallocated GPUs are at the end of one run: pods placed and failed by size, and
+//       the free capacity by piece size. Markdown on stdout.
 // Progress goes to stderr.
 #include <algorithm>
 #include <chrono>
@@ -19,7 +22,9 @@
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
 #include "sim/fgd_replay.h"
+#include "core/policy/fragmentation.h"
 #include "sim/paper_reference.h"
+#include "sim/placer.h"
 #include "sim/trace_runs.h"
 
 namespace tessera::bench {
@@ -194,14 +199,65 @@ int Table(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+int Holes(const std::map<std::string, std::string>& flags) {
+  const std::string workload = flags.count("workload") ? flags.at("workload") : "default";
+  const std::string policy = flags.count("policy") ? flags.at("policy") : "tessera";
+  const uint64_t seed = flags.count("seed") ? std::stoull(flags.at("seed")) : 42;
+  const core::Cluster cluster = LoadCluster();
+  const sim::PodTrace trace =
+      OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
+  core::PolicyOptions po;
+  po.seed = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;  // as RunFgdProtocol
+  po.typical_tasks = sim::TraceTypicalTasks(trace, cluster);
+  sim::Placer placer(cluster, OrDie(core::CreatePolicy(policy, po)));
+  const int64_t capacity = int64_t{cluster.total_gpus()} * 1000;
+  const sim::FgdSequence seq = sim::BuildFgdSequence(trace, capacity, 1.3, seed);
+  std::map<int, std::pair<int, int>> by_size;  // milli-GPU per pod -> placed, failed
+  core::Placement pl;
+  for (int32_t i : seq.pods) {
+    const sim::TracePod& p = trace.pods[i];
+    const bool ok = placer.Place(sim::ToPodRequest(p, p.name), &pl) == core::Outcome::kPlaced;
+    auto& c = by_size[static_cast<int>(p.total_gpu_milli())];
+    (ok ? c.first : c.second)++;
+  }
+  const core::ClusterState& st = placer.state();
+  std::cout << "## " << policy << " on " << workload << ", seed " << seed << ": allocation "
+            << fmt::format("{:.2f}%", 100.0 * st.allocated_compute_milli() / capacity) << "\n\n"
+            << "| GPU ask (milli-GPU) | placed | failed |\n|---:|---:|---:|\n";
+  for (const auto& [size, c] : by_size) {
+    std::cout << "| " << size << " | " << c.first << " | " << c.second << " |\n";
+  }
+  std::map<int, double> pieces;  // free milli per GPU, by 50-milli bucket
+  double whole = 0, total = 0;
+  for (int n = 0; n < cluster.node_count(); ++n) {
+    for (int g = 0; g < cluster.node(core::NodeId(n)).gpu_count(); ++g) {
+      const int32_t left = core::GpuMilliLeft(st, core::NodeId(n), g);
+      total += left / 1000.0;
+      if (left >= 1000) {
+        whole += 1;
+      } else if (left > 0) {
+        pieces[left / 50 * 50] += left / 1000.0;
+      }
+    }
+  }
+  std::cout << "\n| free piece on a GPU (milli-GPU) | GPUs' worth |\n|---|---:|\n";
+  for (const auto& [b, v] : pieces) {
+    std::cout << fmt::format("| {}-{} | {:.1f} |\n", b, b + 49, v);
+  }
+  std::cout << fmt::format("| whole free GPUs | {:.1f} |\n| total unallocated | {:.1f} |\n",
+                           whole, total);
+  return 0;
+}
+
 }  // namespace
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  if (argc < 2) tessera::bench::Die("usage: fgd_bench speed|table [--flag value ...]");
+  if (argc < 2) tessera::bench::Die("usage: fgd_bench speed|table|holes [--flag value ...]");
   const std::string mode = argv[1];
   auto flags = tessera::bench::Flags(argc, argv, 2);
   if (mode == "speed") return tessera::bench::Speed(flags);
   if (mode == "table") return tessera::bench::Table(flags);
-  tessera::bench::Die("usage: fgd_bench speed|table [--flag value ...]");
+  if (mode == "holes") return tessera::bench::Holes(flags);
+  tessera::bench::Die("usage: fgd_bench speed|table|holes [--flag value ...]");
 }
