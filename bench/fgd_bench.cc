@@ -21,8 +21,8 @@
 
 #include "absl/strings/str_split.h"
 #include "common/strings.h"
-#include "sim/fgd_replay.h"
 #include "core/policy/fragmentation.h"
+#include "sim/fgd_replay.h"
 #include "sim/paper_reference.h"
 #include "sim/placer.h"
 #include "sim/trace_runs.h"
@@ -83,10 +83,12 @@ int Speed(const std::map<std::string, std::string>& flags) {
       OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
   const int repeat = flags.count("repeat") ? std::stoi(flags.at("repeat")) : 3;
   const core::Cluster cluster = LoadCluster();
-  const sim::PodTrace trace = OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
+  const sim::PodTrace trace =
+      OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
   const std::vector<core::TypicalTask> typical = sim::TraceTypicalTasks(trace, cluster);
-  std::cout << "| policy | runs | median s/run | min s/run | max s/run | median us/pod | pods/run | "
-               "allocation @130% (mean) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::cout
+      << "| policy | runs | median s/run | min s/run | max s/run | median us/pod | pods/run | "
+         "allocation @130% (mean) |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const std::string& policy : kPolicies) {
     std::vector<double> seconds, us_per_pod;
     double alloc = 0;
@@ -132,15 +134,18 @@ int Table(const std::map<std::string, std::string>& flags) {
   const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kShared + "/reference/fgd-results.md"));
   std::vector<std::string> workloads;
   if (flags.count("workloads")) {
-    for (absl::string_view w : absl::StrSplit(flags.at("workloads"), ',')) workloads.emplace_back(w);
+    for (absl::string_view w : absl::StrSplit(flags.at("workloads"), ','))
+      workloads.emplace_back(w);
   } else {
     for (const auto& [w, row] : paper) workloads.push_back(w);
-    std::stable_partition(workloads.begin(), workloads.end(), [](const std::string& w) { return w == "default"; });
+    std::stable_partition(workloads.begin(), workloads.end(),
+                          [](const std::string& w) { return w == "default"; });
   }
   const core::Cluster cluster = LoadCluster();
   std::map<std::string, std::vector<sim::PolicyRuns>> all;
   for (const std::string& w : workloads) {
-    const sim::PodTrace trace = OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + w + ".csv"));
+    const sim::PodTrace trace =
+        OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + w + ".csv"));
     all[w] = OrDie(sim::RunFgdSeeds(cluster, trace, kPolicies, seeds, 1.3, threads, nullptr));
     std::cerr << "fgd_bench: " << w << " done\n";
   }
@@ -149,13 +154,15 @@ int Table(const std::map<std::string, std::string>& flags) {
     if (row == paper.end() || !row->second.count(p)) return std::string("-");
     return fmt::format("{:.2f}", row->second.at(p));
   };
-  std::cout << "## GPU allocation ratio (%) at 130% arrived demand: ours (paper)\n\n"
-               "Means over seeds " << seeds.front() << ".." << seeds.back()
-            << ". The last columns: tessera's margin over our FGD and over the paper's FGD, and "
-               "the GPUs tessera leaves unallocated (of 6212).\n\n"
-               "| workload | Random | DotProd | GpuClustering | GpuPacking | BestFit | FGD | tessera "
-               "| tessera - FGD | tessera - paper FGD | tessera unallocated |\n"
-               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::cout
+      << "## GPU allocation ratio (%) at 130% arrived demand: ours (paper)\n\n"
+         "Means over seeds "
+      << seeds.front() << ".." << seeds.back()
+      << ". The last columns: tessera's margin over our FGD and over the paper's FGD, and "
+         "the GPUs tessera leaves unallocated (of 6212).\n\n"
+         "| workload | Random | DotProd | GpuClustering | GpuPacking | BestFit | FGD | tessera "
+         "| tessera - FGD | tessera - paper FGD | tessera unallocated |\n"
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   int wins = 0;
   for (const std::string& w : workloads) {
     std::map<std::string, double> ours;
@@ -168,7 +175,8 @@ int Table(const std::map<std::string, std::string>& flags) {
         row += fmt::format(" {:.2f} ({}) |", ours[p], paper_of(w, p));
       }
     }
-    const double paper_fgd = paper.count(w) && paper.at(w).count("fgd") ? paper.at(w).at("fgd") : NAN;
+    const double paper_fgd =
+        paper.count(w) && paper.at(w).count("fgd") ? paper.at(w).at("fgd") : NAN;
     row += fmt::format(" {:+.2f} | {:+.2f} | {:.0f} |", ours["tessera"] - ours["fgd"],
                        ours["tessera"] - paper_fgd, 6212 * (1 - ours["tessera"] / 100));
     if (ours["tessera"] >= ours["fgd"] && ours["tessera"] >= paper_fgd) ++wins;
@@ -178,19 +186,19 @@ int Table(const std::map<std::string, std::string>& flags) {
             << workloads.size() << " workloads.\n";
   if (all.count("default")) {
     std::cout << "\n## Fidelity on default: per-seed spread\n\n"
-                 "| policy | ours mean | paper | ours - paper | ours per-seed std | paper per-seed std |\n"
+                 "| policy | ours mean | paper | ours - paper | ours per-seed std | paper per-seed "
+                 "std |\n"
                  "|---|---:|---:|---:|---:|---:|\n";
     const std::map<std::string, std::string> paper_std = {
-        {"random", "0.32"}, {"dotprod", "0.20"}, {"gpu-clustering", "0.62"},
+        {"random", "0.32"},      {"dotprod", "0.20"}, {"gpu-clustering", "0.62"},
         {"gpu-packing", "0.54"}, {"bestfit", "0.13"}, {"fgd", "0.08"}};
     for (const sim::PolicyRuns& p : all["default"]) {
       const std::string pub = paper_of("default", p.policy);
-      std::cout << fmt::format("| {} | {:.2f} | {} | {} | {:.2f} | {} |\n", p.policy,
-                               p.mean.final_allocation, pub,
-                               pub == "-" ? std::string("-")
-                                          : fmt::format("{:+.2f}", p.mean.final_allocation - std::stod(pub)),
-                               StdDev(p.runs),
-                               paper_std.count(p.policy) ? paper_std.at(p.policy) : "-");
+      std::cout << fmt::format(
+          "| {} | {:.2f} | {} | {} | {:.2f} | {} |\n", p.policy, p.mean.final_allocation, pub,
+          pub == "-" ? std::string("-")
+                     : fmt::format("{:+.2f}", p.mean.final_allocation - std::stod(pub)),
+          StdDev(p.runs), paper_std.count(p.policy) ? paper_std.at(p.policy) : "-");
     }
     std::cout << "\n(The paper's per-seed standard deviations are those quoted in "
                  "../shared/reference/fgd-results.md.)\n";
@@ -244,8 +252,8 @@ int Holes(const std::map<std::string, std::string>& flags) {
   for (const auto& [b, v] : pieces) {
     std::cout << fmt::format("| {}-{} | {:.1f} |\n", b, b + 49, v);
   }
-  std::cout << fmt::format("| whole free GPUs | {:.1f} |\n| total unallocated | {:.1f} |\n",
-                           whole, total);
+  std::cout << fmt::format("| whole free GPUs | {:.1f} |\n| total unallocated | {:.1f} |\n", whole,
+                           total);
   return 0;
 }
 

@@ -30,9 +30,10 @@ void AddTraceFlags(CLI::App* cmd, TraceOptions* o) {
                   "with a waiting queue (reports pending times and allocation over time).")
       ->check(CLI::IsMember({"fgd", "timeline"}))
       ->capture_default_str();
-  cmd->add_option("--seeds", o->seeds,
-                  "Trace mode: seeds, as a range (42-51), a list (42,43) or both; results are means "
-                  "over them")
+  cmd->add_option(
+         "--seeds", o->seeds,
+         "Trace mode: seeds, as a range (42-51), a list (42,43) or both; results are means "
+         "over them")
       ->capture_default_str();
   cmd->add_option("--report", o->report_dir,
                   "Trace mode: also write CSV curves, per-seed results and charts (PNG, drawn by "
@@ -52,7 +53,9 @@ void AddTraceFlags(CLI::App* cmd, TraceOptions* o) {
       ->capture_default_str();
 }
 
-bool TraceRequested(const TraceOptions& o) { return !o.trace_file.empty() || !o.nodes_file.empty(); }
+bool TraceRequested(const TraceOptions& o) {
+  return !o.trace_file.empty() || !o.nodes_file.empty();
+}
 
 std::string DefaultTracePolicies() {
   return "random,dotprod,gpu-clustering,gpu-packing,bestfit,fgd,tessera";
@@ -88,21 +91,23 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
     if (p.done == p.total && last_report == 0) return;  // finished before the first report
     last_report = p.elapsed_seconds;
     const double eta = p.elapsed_seconds / p.done * (p.total - p.done);
-    std::cerr << fmt::format("tessera simulate: {}/{} runs done ({} seed {}), {:.0f} s, about "
-                             "{:.0f} s left\n",
-                             p.done, p.total, p.policy, p.seed, p.elapsed_seconds, eta);
+    std::cerr << fmt::format(
+        "tessera simulate: {}/{} runs done ({} seed {}), {:.0f} s, about "
+        "{:.0f} s left\n",
+        p.done, p.total, p.policy, p.seed, p.elapsed_seconds, eta);
   };
   (void)start;
 
   if (o.protocol == "timeline") {
     if (!trace.has_times) {
       return absl::InvalidArgumentError(
-          StrCat(o.trace_file, ": the timeline protocol needs creation_time and deletion_time "
-                               "columns (this file has only the first five; use --protocol fgd)"));
+          StrCat(o.trace_file,
+                 ": the timeline protocol needs creation_time and deletion_time "
+                 "columns (this file has only the first five; use --protocol fgd)"));
     }
-    TESSERA_ASSIGN_OR_RETURN(std::vector<sim::TimelinePolicyRuns> results,
-                             sim::RunTimelineSeeds(*cluster, trace, policies, seeds, o.speedup,
-                                                   o.threads, progress));
+    TESSERA_ASSIGN_OR_RETURN(
+        std::vector<sim::TimelinePolicyRuns> results,
+        sim::RunTimelineSeeds(*cluster, trace, policies, seeds, o.speedup, o.threads, progress));
     if (json) {
       std::cout << sim::TimelineJson(info, results).dump(2) << "\n";
     } else {
@@ -115,9 +120,9 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
     }
     return absl::OkStatus();
   }
-  TESSERA_ASSIGN_OR_RETURN(std::vector<sim::PolicyRuns> results,
-                           sim::RunFgdSeeds(*cluster, trace, policies, seeds, o.tune_ratio,
-                                            o.threads, progress));
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<sim::PolicyRuns> results,
+      sim::RunFgdSeeds(*cluster, trace, policies, seeds, o.tune_ratio, o.threads, progress));
   if (json) {
     std::cout << sim::FgdJson(info, results).dump(2) << "\n";
   } else {

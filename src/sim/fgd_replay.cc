@@ -1,9 +1,9 @@
 #include "sim/fgd_replay.h"
 
 #include <algorithm>
+#include <cfenv>
 #include <chrono>
 #include <cmath>
-#include <cfenv>
 #include <numeric>
 
 #include "common/random.h"
@@ -122,7 +122,8 @@ absl::StatusOr<FgdRunResult> RunFgdProtocol(const core::Cluster& cluster, const 
   r.seed = options.seed;
   r.capacity_milli = int64_t{cluster.total_gpus()} * 1000;
   if (r.capacity_milli == 0) {
-    return absl::InvalidArgumentError("the cluster has no GPUs: the FGD protocol needs GPU capacity");
+    return absl::InvalidArgumentError(
+        "the cluster has no GPUs: the FGD protocol needs GPU capacity");
   }
   const FgdSequence seq =
       BuildFgdSequence(trace, r.capacity_milli, options.target_ratio, options.seed);

@@ -50,9 +50,9 @@ struct FgdRunResult {
   std::string policy;
   uint64_t seed = 0;
   std::vector<std::pair<int, double>> curve;  // (arrived %, allocation %), discretised
-  double final_allocation = 0;  // allocation % at the last point (130% arrived)
-  double fragmentation_rate = 0;  // FGD's fragment / idle GPU, %, at the end
-  double fragment_gpus = 0;       // FGD's fragment, in GPUs, at the end
+  double final_allocation = 0;                // allocation % at the last point (130% arrived)
+  double fragmentation_rate = 0;              // FGD's fragment / idle GPU, %, at the end
+  double fragment_gpus = 0;                   // FGD's fragment, in GPUs, at the end
   int64_t pods = 0;
   int64_t failed_pods = 0;
   int64_t never_fits = 0;  // failed because no node could ever take them

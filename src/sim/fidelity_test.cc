@@ -16,7 +16,8 @@ TEST(Fidelity, PaperBaselinesOnDefaultWithinHalfAPoint) {
   ASSERT_TRUE(paper.ok()) << paper.status();
   ASSERT_TRUE(paper->count("default"));
   const std::string dir = shared + "/traces/alibaba-gpu-v2023/";
-  absl::StatusOr<std::vector<core::NodeSpec>> nodes = ReadAlibabaNodes(dir + "openb_node_list_gpu_node.csv");
+  absl::StatusOr<std::vector<core::NodeSpec>> nodes =
+      ReadAlibabaNodes(dir + "openb_node_list_gpu_node.csv");
   ASSERT_TRUE(nodes.ok()) << nodes.status();
   absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(*nodes);
   ASSERT_TRUE(cluster.ok());

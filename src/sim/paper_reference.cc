@@ -27,8 +27,8 @@ std::vector<std::string> Cells(const std::string& line) {
 
 std::string PolicyName(const std::string& column) {
   static const std::map<std::string, std::string> kNames = {
-      {"Random", "random"},         {"DotProd", "dotprod"},   {"GpuClustering", "gpu-clustering"},
-      {"GpuPacking", "gpu-packing"}, {"BestFit", "bestfit"},  {"FGD", "fgd"}};
+      {"Random", "random"},          {"DotProd", "dotprod"}, {"GpuClustering", "gpu-clustering"},
+      {"GpuPacking", "gpu-packing"}, {"BestFit", "bestfit"}, {"FGD", "fgd"}};
   auto it = kNames.find(column);
   return it == kNames.end() ? column : it->second;
 }

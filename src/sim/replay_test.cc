@@ -35,7 +35,8 @@ constexpr char kHeader[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
 
 TEST(FgdSequence, ShufflesAndTunesUpToTheTarget) {
   std::string csv = kHeader;
-  for (int i = 0; i < 50; ++i) csv += "p" + std::to_string(100 + i) + ",1000,100,1," + (i % 2 ? "500\n" : "1000\n");
+  for (int i = 0; i < 50; ++i)
+    csv += "p" + std::to_string(100 + i) + ",1000,100,1," + (i % 2 ? "500\n" : "1000\n");
   PodTrace t = Pods(csv);  // demand 37.5 GPUs
   FgdSequence a = BuildFgdSequence(t, 40000, 1.3, 42);
   FgdSequence b = BuildFgdSequence(t, 40000, 1.3, 42);
@@ -164,9 +165,11 @@ TEST(Timeline, NeedsTimes) {
   core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\nn,8000,65536,1,T4\n");
   TimelineOptions o;
   o.policy = "tessera";
-  absl::StatusOr<TimelineResult> r = RunTimeline(c, Pods(std::string(kHeader) + "p,1,1,1,1000\n"), o);
+  absl::StatusOr<TimelineResult> r =
+      RunTimeline(c, Pods(std::string(kHeader) + "p,1,1,1,1000\n"), o);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("needs creation_time and deletion_time"));
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("needs creation_time and deletion_time"));
 }
 
 TEST(TraceRuns, ParseSeeds) {
@@ -230,9 +233,9 @@ TEST(TraceReport, WritesCsvAndCharts) {
   const std::string dir = ::testing::TempDir() + "/trace_report";
   absl::Status f = WriteFgdReport(dir + "/fgd", info, *fgd);
   absl::Status l = WriteTimelineReport(dir + "/timeline", info, *timeline);
-  for (const char* file : {"fgd/allocation_curve.csv", "fgd/summary.csv", "fgd/runs.csv",
-                           "fgd/allocation.gp", "timeline/allocation_over_time.csv",
-                           "timeline/summary.csv", "timeline/pending_time.gp"}) {
+  for (const char* file :
+       {"fgd/allocation_curve.csv", "fgd/summary.csv", "fgd/runs.csv", "fgd/allocation.gp",
+        "timeline/allocation_over_time.csv", "timeline/summary.csv", "timeline/pending_time.gp"}) {
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
   }
   std::ifstream curve(dir + "/fgd/allocation_curve.csv");

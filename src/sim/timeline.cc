@@ -39,8 +39,9 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   auto wall = std::chrono::steady_clock::now();
   if (!trace.has_times) {
     return absl::InvalidArgumentError(
-        StrCat(trace.source, ": the timeline protocol needs creation_time and deletion_time "
-                             "columns (this file has only the first five; use --protocol fgd)"));
+        StrCat(trace.source,
+               ": the timeline protocol needs creation_time and deletion_time "
+               "columns (this file has only the first five; use --protocol fgd)"));
   }
   core::PolicyOptions policy_options;
   policy_options.seed = options.seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
@@ -82,7 +83,8 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     for (const TracePod& p : trace.pods) {
       const double at = static_cast<double>(*p.creation_time - first) / speedup;
       const double run = static_cast<double>(run_time(p).value_or(INT64_MAX / 4));
-      demand += static_cast<double>(p.total_gpu_milli()) * std::max(0.0, std::min(at + run, window) - at);
+      demand +=
+          static_cast<double>(p.total_gpu_milli()) * std::max(0.0, std::min(at + run, window) - at);
     }
     return 100.0 * demand / (window * static_cast<double>(r.capacity_milli));
   };
@@ -92,8 +94,8 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   }
   r.offered_load = offered(r.speedup);
   auto arrival = [&](const TracePod& p) {
-    return first + static_cast<int64_t>(std::llround(
-                       static_cast<double>(*p.creation_time - first) / r.speedup));
+    return first + static_cast<int64_t>(
+                       std::llround(static_cast<double>(*p.creation_time - first) / r.speedup));
   };
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   int64_t last = first;
@@ -104,8 +106,9 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     last = std::max(last, at + run_time(p).value_or(0));
   }
   r.pods = static_cast<int64_t>(n);
-  const int64_t window_end = std::max(first + 1, first + static_cast<int64_t>(std::llround(
-                                          static_cast<double>(last_arrival - first) / r.speedup)));
+  const int64_t window_end = std::max(
+      first + 1, first + static_cast<int64_t>(
+                             std::llround(static_cast<double>(last_arrival - first) / r.speedup)));
   r.span_hours = static_cast<double>(window_end - first) / 3600.0;
 
   Placer placer(cluster, std::move(policy));
@@ -135,7 +138,8 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   };
   auto record = [&]() {
     allocated = placer.state().allocated_compute_milli();
-    const double pct = 100.0 * static_cast<double>(allocated) / static_cast<double>(r.capacity_milli);
+    const double pct =
+        100.0 * static_cast<double>(allocated) / static_cast<double>(r.capacity_milli);
     r.peak_allocation = std::max(r.peak_allocation, pct);
     samples.emplace_back(static_cast<double>(now - first) / 3600.0, pct);
   };

@@ -40,8 +40,8 @@ struct TimelineOptions {
   std::string policy;
   uint64_t seed = 42;
   std::vector<core::TypicalTask> typical_tasks;  // for policies that use one (fgd)
-  int curve_points = 200;  // samples of the allocation curve
-  double speedup = 1;  // arrival gaps divided by this (> 1 compresses)
+  int curve_points = 200;                        // samples of the allocation curve
+  double speedup = 1;                            // arrival gaps divided by this (> 1 compresses)
 };
 
 struct TimelineResult {
@@ -59,10 +59,10 @@ struct TimelineResult {
   std::vector<std::pair<double, double>> curve;  // (hours since the first arrival, allocation %)
                                                  // over the arrival window
   int64_t capacity_milli = 0;
-  double span_hours = 0;      // the arrival window, after compression
-  double speedup = 1;         // the compression used
-  double offered_load = 0;    // percent, after compression
-  double seconds = 0;  // wall time
+  double span_hours = 0;    // the arrival window, after compression
+  double speedup = 1;       // the compression used
+  double offered_load = 0;  // percent, after compression
+  double seconds = 0;       // wall time
 };
 
 [[nodiscard]] absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster,

@@ -27,8 +27,11 @@ double MeanFailed(const PolicyRuns& p) {
 double Round(double x, int digits) { return RoundLikePython(x, digits); }
 
 nlohmann::json Meta(const TraceRunInfo& info, const char* protocol) {
-  return {{"protocol", protocol},   {"nodes", info.nodes_file}, {"trace", info.trace_file},
-          {"seeds", info.seeds},    {"capacity_gpus", info.capacity_gpus}};
+  return {{"protocol", protocol},
+          {"nodes", info.nodes_file},
+          {"trace", info.trace_file},
+          {"seeds", info.seeds},
+          {"capacity_gpus", info.capacity_gpus}};
 }
 
 absl::Status WriteFile(const std::filesystem::path& path, const std::string& text) {
@@ -115,18 +118,19 @@ nlohmann::json TimelineJson(const TraceRunInfo& info,
 }
 
 std::string FgdTable(const TraceRunInfo& info, const std::vector<PolicyRuns>& results) {
-  std::string out = StrCat("FGD protocol: ", info.trace_file, " on ", info.nodes_file, " (",
-                           info.capacity_gpus, " GPUs), ", info.seeds.size(),
-                           " seed(s); means over the seeds\n\n");
+  std::string out =
+      StrCat("FGD protocol: ", info.trace_file, " on ", info.nodes_file, " (", info.capacity_gpus,
+             " GPUs), ", info.seeds.size(), " seed(s); means over the seeds\n\n");
   StrAppend(&out, fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>11} {:>10}\n", "policy",
                               "alloc@130%", "unalloc", "frag rate", "failed", "s/run", "us/pod"));
   for (const PolicyRuns& p : results) {
     const FgdRunResult& m = p.mean;
     const double unallocated = info.capacity_gpus * (1.0 - m.final_allocation / 100.0);
     const double us_per_pod = m.pods > 0 ? 1e6 * m.seconds / static_cast<double>(m.pods) : 0;
-    StrAppend(&out, fmt::format("{:<16} {:>9.2f}% {:>10.0f} {:>9.2f}% {:>10.1f} {:>11.3f} {:>10.1f}\n",
-                                p.policy, m.final_allocation, unallocated, m.fragmentation_rate,
-                                MeanFailed(p), m.seconds, us_per_pod));
+    StrAppend(&out,
+              fmt::format("{:<16} {:>9.2f}% {:>10.0f} {:>9.2f}% {:>10.1f} {:>11.3f} {:>10.1f}\n",
+                          p.policy, m.final_allocation, unallocated, m.fragmentation_rate,
+                          MeanFailed(p), m.seconds, us_per_pod));
   }
   StrAppend(&out, "\nGPU allocation ratio (%) by arrived GPU demand (%):\n");
   const int points[] = {80, 90, 95, 100, 110, 120, 130};
@@ -153,14 +157,15 @@ std::string TimelineTable(const TraceRunInfo& info,
   if (!results.empty()) {
     const TimelineResult& m = results[0].mean;
     out = StrCat("Timeline: ", info.trace_file, " on ", info.nodes_file, " (", info.capacity_gpus,
-                 " GPUs), ", m.pods, " pods, arrivals over ",
-                 fmt::format("{:.1f}", m.span_hours), " h (speedup ", info.speedup,
-                 ", offered load ", fmt::format("{:.1f}", m.offered_load), "%), ",
-                 info.seeds.size(), " seed(s); means over the seeds\n\n");
+                 " GPUs), ", m.pods, " pods, arrivals over ", fmt::format("{:.1f}", m.span_hours),
+                 " h (speedup ", info.speedup, ", offered load ",
+                 fmt::format("{:.1f}", m.offered_load), "%), ", info.seeds.size(),
+                 " seed(s); means over the seeds\n\n");
   }
-  StrAppend(&out, fmt::format("{:<16} {:>8} {:>7} {:>7} {:>7} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9}\n",
-                              "policy", "started", "waited", "waiting", "never", "p50 s",
-                              "p90 s", "p99 s", "max s", "mean all", "peak all"));
+  StrAppend(&out,
+            fmt::format("{:<16} {:>8} {:>7} {:>7} {:>7} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9}\n",
+                        "policy", "started", "waited", "waiting", "never", "p50 s", "p90 s",
+                        "p99 s", "max s", "mean all", "peak all"));
   for (const TimelinePolicyRuns& p : results) {
     const TimelineResult& m = p.mean;
     StrAppend(&out,
@@ -186,14 +191,15 @@ absl::Status RunGnuplot(const std::string& dir, const std::string& script) {
   const int err = posix_spawnp(&pid, "gnuplot", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (err != 0) {
-    return absl::FailedPreconditionError(
-        StrCat("cannot run gnuplot (", std::strerror(err),
-               "); the data files are in ", dir, "; install gnuplot (Debian: gnuplot-nox) to "
-               "draw the charts"));
+    return absl::FailedPreconditionError(StrCat("cannot run gnuplot (", std::strerror(err),
+                                                "); the data files are in ", dir,
+                                                "; install gnuplot (Debian: gnuplot-nox) to "
+                                                "draw the charts"));
   }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) return absl::InternalError(StrCat("waiting for gnuplot: ", std::strerror(errno)));
+    if (errno != EINTR)
+      return absl::InternalError(StrCat("waiting for gnuplot: ", std::strerror(errno)));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return absl::InternalError(StrCat("gnuplot failed on ", path, " (exit status ",
@@ -242,9 +248,10 @@ absl::Status WriteFgdReport(const std::string& dir, const TraceRunInfo& info,
               fmt::format("{:.2f}", m.pods ? 1e6 * m.seconds / static_cast<double>(m.pods) : 0),
               "\n");
     for (const FgdRunResult& r : p.runs) {
-      StrAppend(&runs, CsvField(p.policy), ",", r.seed, ",", fmt::format("{:.4f}", r.final_allocation),
-                ",", fmt::format("{:.4f}", r.fragmentation_rate), ",", r.failed_pods, ",",
-                r.never_fits, ",", r.pods, ",", fmt::format("{:.4f}", r.seconds), "\n");
+      StrAppend(&runs, CsvField(p.policy), ",", r.seed, ",",
+                fmt::format("{:.4f}", r.final_allocation), ",",
+                fmt::format("{:.4f}", r.fragmentation_rate), ",", r.failed_pods, ",", r.never_fits,
+                ",", r.pods, ",", fmt::format("{:.4f}", r.seconds), "\n");
     }
   }
   TESSERA_RETURN_IF_ERROR(WriteFile(d / "summary.csv", summary));
@@ -254,14 +261,14 @@ absl::Status WriteFgdReport(const std::string& dir, const TraceRunInfo& info,
     std::string s = kTerminal;
     StrAppend(&s, "set output '", (d / (name + ".png")).string(), "'\n",
               "set datafile separator ','\n",
-              "set title 'GPU allocation vs arrived GPU demand (FGD protocol, ", Title(BaseName(info.trace_file)),
-              ", ", info.seeds.size(), " seeds)'\n",
+              "set title 'GPU allocation vs arrived GPU demand (FGD protocol, ",
+              Title(BaseName(info.trace_file)), ", ", info.seeds.size(), " seeds)'\n",
               "set xlabel 'arrived GPU demand (% of capacity)'\n",
-              "set ylabel 'GPUs allocated (% of capacity)'\n", "set grid\n",
-              "set key left top\n", ranges, extra, "plot ");
+              "set ylabel 'GPUs allocated (% of capacity)'\n", "set grid\n", "set key left top\n",
+              ranges, extra, "plot ");
     for (size_t i = 0; i < results.size(); ++i) {
-      StrAppend(&s, i ? ", " : "", "'", (d / "allocation_curve.csv").string(),
-                "' using 1:", i + 2, " with lines lw 2 title '", Title(results[i].policy), "'");
+      StrAppend(&s, i ? ", " : "", "'", (d / "allocation_curve.csv").string(), "' using 1:", i + 2,
+                " with lines lw 2 title '", Title(results[i].policy), "'");
     }
     s += "\n";
     return WriteFile(d / (name + ".gp"), s);
@@ -287,7 +294,8 @@ absl::Status WriteTimelineReport(const std::string& dir, const TraceRunInfo& inf
     for (size_t i = 0; i < results[0].mean.curve.size(); ++i) {
       StrAppend(&curve, fmt::format("{:.4f}", results[0].mean.curve[i].first));
       for (const TimelinePolicyRuns& p : results) {
-        StrAppend(&curve, ",", fmt::format("{:.4f}", i < p.mean.curve.size() ? p.mean.curve[i].second : 0));
+        StrAppend(&curve, ",",
+                  fmt::format("{:.4f}", i < p.mean.curve.size() ? p.mean.curve[i].second : 0));
       }
       curve += "\n";
     }
@@ -296,15 +304,17 @@ absl::Status WriteTimelineReport(const std::string& dir, const TraceRunInfo& inf
   std::string summary =
       "policy,started,waited,still_waiting,never_fit,pending_p50_s,pending_p90_s,pending_p99_s,"
       "pending_max_s,pending_mean_s,mean_allocation_pct,peak_allocation_pct,seconds\n";
-  std::string runs = "policy,seed,started,waited,still_waiting,never_fit,pending_p50_s,"
-                     "pending_p90_s,pending_p99_s,mean_allocation_pct,seconds\n";
+  std::string runs =
+      "policy,seed,started,waited,still_waiting,never_fit,pending_p50_s,"
+      "pending_p90_s,pending_p99_s,mean_allocation_pct,seconds\n";
   for (const TimelinePolicyRuns& p : results) {
     const TimelineResult& m = p.mean;
     StrAppend(&summary, CsvField(p.policy), ",", m.started, ",", m.waited, ",", m.still_waiting,
-              ",", m.never_fits, ",", fmt::format("{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}", m.pending_p50,
-                                                  m.pending_p90, m.pending_p99, m.pending_max,
-                                                  m.pending_mean),
-              ",", fmt::format("{:.4f},{:.4f},{:.4f}", m.mean_allocation, m.peak_allocation, m.seconds),
+              ",", m.never_fits, ",",
+              fmt::format("{:.3f},{:.3f},{:.3f},{:.3f},{:.3f}", m.pending_p50, m.pending_p90,
+                          m.pending_p99, m.pending_max, m.pending_mean),
+              ",",
+              fmt::format("{:.4f},{:.4f},{:.4f}", m.mean_allocation, m.peak_allocation, m.seconds),
               "\n");
     for (const TimelineResult& r : p.runs) {
       StrAppend(&runs, CsvField(p.policy), ",", r.seed, ",", r.started, ",", r.waited, ",",
@@ -319,26 +329,27 @@ absl::Status WriteTimelineReport(const std::string& dir, const TraceRunInfo& inf
 
   std::string s = kTerminal;
   StrAppend(&s, "set output '", (d / "allocation_over_time.png").string(), "'\n",
-            "set datafile separator ','\n",
-            "set title 'GPU allocation over time (timeline, ", Title(BaseName(info.trace_file)), ", speedup ",
-            info.speedup, ")'\n", "set xlabel 'hours since the first arrival'\n",
+            "set datafile separator ','\n", "set title 'GPU allocation over time (timeline, ",
+            Title(BaseName(info.trace_file)), ", speedup ", info.speedup, ")'\n",
+            "set xlabel 'hours since the first arrival'\n",
             "set ylabel 'GPUs allocated (% of capacity)'\n", "set grid\nset key left top\n",
             "set yrange [0:100]\nplot ");
   for (size_t i = 0; i < results.size(); ++i) {
-    StrAppend(&s, i ? ", " : "", "'", (d / "allocation_over_time.csv").string(), "' using 1:",
-              i + 2, " with lines lw 2 title '", Title(results[i].policy), "'");
+    StrAppend(&s, i ? ", " : "", "'", (d / "allocation_over_time.csv").string(),
+              "' using 1:", i + 2, " with lines lw 2 title '", Title(results[i].policy), "'");
   }
   s += "\n";
   TESSERA_RETURN_IF_ERROR(WriteFile(d / "allocation_over_time.gp", s));
   std::string bars = kTerminal;
   StrAppend(&bars, "set output '", (d / "pending_time.png").string(), "'\n",
             "set datafile separator ','\n",
-            "set title 'Pending time of the pods that started (timeline, ", Title(BaseName(info.trace_file)),
-            ")'\n", "set ylabel 'seconds'\nset grid ytics\n",
+            "set title 'Pending time of the pods that started (timeline, ",
+            Title(BaseName(info.trace_file)), ")'\n", "set ylabel 'seconds'\nset grid ytics\n",
             "set style data histograms\nset style histogram clustered gap 1\n",
             "set style fill solid 0.8 border -1\nset key left top\nset xtics rotate by -20\n",
             "plot '", (d / "summary.csv").string(),
-            "' every ::1 using 6:xtic(1) title 'p50', '' every ::1 using 7 title 'p90', '' every ::1 using 8 title 'p99'\n");
+            "' every ::1 using 6:xtic(1) title 'p50', '' every ::1 using 7 title 'p90', '' every "
+            "::1 using 8 title 'p99'\n");
   TESSERA_RETURN_IF_ERROR(WriteFile(d / "pending_time.gp", bars));
   TESSERA_RETURN_IF_ERROR(RunGnuplot(dir, "allocation_over_time.gp"));
   return RunGnuplot(dir, "pending_time.gp");

@@ -36,8 +36,7 @@ nlohmann::json TimelineJson(const TraceRunInfo& info,
                             const std::vector<TimelinePolicyRuns>& results);
 
 std::string FgdTable(const TraceRunInfo& info, const std::vector<PolicyRuns>& results);
-std::string TimelineTable(const TraceRunInfo& info,
-                          const std::vector<TimelinePolicyRuns>& results);
+std::string TimelineTable(const TraceRunInfo& info, const std::vector<TimelinePolicyRuns>& results);
 
 // Writes into `dir` (created if missing): for the FGD protocol allocation_curve.csv (arrived %,
 // one column per policy), summary.csv, runs.csv (every seed), allocation.png (the curves, 0-130%)

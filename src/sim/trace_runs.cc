@@ -66,9 +66,9 @@ absl::Status Parallel(int n, int threads, Job&& job) {
 
 template <typename Result, typename RunOne>
 absl::StatusOr<std::vector<std::vector<Result>>> RunAll(const std::vector<std::string>& policies,
-                                                         const std::vector<uint64_t>& seeds,
-                                                         int threads, const ProgressFn& progress,
-                                                         RunOne&& run_one) {
+                                                        const std::vector<uint64_t>& seeds,
+                                                        int threads, const ProgressFn& progress,
+                                                        RunOne&& run_one) {
   const int n = static_cast<int>(policies.size() * seeds.size());
   std::vector<std::optional<Result>> results(n);
   std::mutex mu;
@@ -83,9 +83,9 @@ absl::StatusOr<std::vector<std::vector<Result>>> RunAll(const std::vector<std::s
     std::lock_guard<std::mutex> lock(mu);
     ++done;
     if (progress) {
-      progress(RunProgress{done, n, policy, seed,
-                           std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                               .count()});
+      progress(RunProgress{
+          done, n, policy, seed,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()});
     }
     return absl::OkStatus();
   }));
@@ -103,17 +103,16 @@ absl::StatusOr<std::vector<PolicyRuns>> RunFgdSeeds(const core::Cluster& cluster
                                                     double target_ratio, int threads,
                                                     const ProgressFn& progress) {
   const std::vector<core::TypicalTask> typical = TraceTypicalTasks(trace, cluster);
-  TESSERA_ASSIGN_OR_RETURN(
-      auto by_policy,
-      RunAll<FgdRunResult>(policies, seeds, threads, progress,
-                           [&](const std::string& policy, uint64_t seed) {
-                             FgdRunOptions o;
-                             o.policy = policy;
-                             o.seed = seed;
-                             o.target_ratio = target_ratio;
-                             o.typical_tasks = typical;
-                             return RunFgdProtocol(cluster, trace, o);
-                           }));
+  TESSERA_ASSIGN_OR_RETURN(auto by_policy,
+                           RunAll<FgdRunResult>(policies, seeds, threads, progress,
+                                                [&](const std::string& policy, uint64_t seed) {
+                                                  FgdRunOptions o;
+                                                  o.policy = policy;
+                                                  o.seed = seed;
+                                                  o.target_ratio = target_ratio;
+                                                  o.typical_tasks = typical;
+                                                  return RunFgdProtocol(cluster, trace, o);
+                                                }));
   std::vector<PolicyRuns> out;
   for (size_t p = 0; p < policies.size(); ++p) {
     PolicyRuns pr;
@@ -129,17 +128,16 @@ absl::StatusOr<std::vector<TimelinePolicyRuns>> RunTimelineSeeds(
     const core::Cluster& cluster, const PodTrace& trace, const std::vector<std::string>& policies,
     const std::vector<uint64_t>& seeds, double speedup, int threads, const ProgressFn& progress) {
   const std::vector<core::TypicalTask> typical = TraceTypicalTasks(trace, cluster);
-  TESSERA_ASSIGN_OR_RETURN(
-      auto by_policy,
-      RunAll<TimelineResult>(policies, seeds, threads, progress,
-                             [&](const std::string& policy, uint64_t seed) {
-                               TimelineOptions o;
-                               o.policy = policy;
-                               o.seed = seed;
-                               o.speedup = speedup;
-                               o.typical_tasks = typical;
-                               return RunTimeline(cluster, trace, o);
-                             }));
+  TESSERA_ASSIGN_OR_RETURN(auto by_policy,
+                           RunAll<TimelineResult>(policies, seeds, threads, progress,
+                                                  [&](const std::string& policy, uint64_t seed) {
+                                                    TimelineOptions o;
+                                                    o.policy = policy;
+                                                    o.seed = seed;
+                                                    o.speedup = speedup;
+                                                    o.typical_tasks = typical;
+                                                    return RunTimeline(cluster, trace, o);
+                                                  }));
   std::vector<TimelinePolicyRuns> out;
   for (size_t p = 0; p < policies.size(); ++p) {
     TimelinePolicyRuns pr;

@@ -91,12 +91,12 @@ TEST(TraceCli, FgdProtocolJsonAndCountedFailures) {
 
 TEST(TraceCli, TablesForPeopleAndTheTimeline) {
   const std::string nodes = TempFile("nodes.csv", kNodes);
-  const std::string pods = TempFile(
-      "timed.csv",
-      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
-      "deletion_time,scheduled_time\n"
-      "a,4000,8192,8,1000,,LS,Running,0,100,0\n"
-      "b,4000,8192,8,1000,,LS,Running,10,200,10\n");
+  const std::string pods =
+      TempFile("timed.csv",
+               "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+               "deletion_time,scheduled_time\n"
+               "a,4000,8192,8,1000,,LS,Running,0,100,0\n"
+               "b,4000,8192,8,1000,,LS,Running,10,200,10\n");
   Output fgd = Tessera("simulate --nodes " + nodes + " --trace " + pods + " --seeds 7");
   ASSERT_EQ(fgd.status, 0) << fgd.all;
   EXPECT_THAT(fgd.out, HasSubstr("alloc@130%"));
@@ -135,16 +135,16 @@ TEST(TraceCli, BadInputSaysFileAndLineWithStatus2) {
     EXPECT_THAT(r.all, HasSubstr(c.expect)) << c.file;
   }
   const std::string pods = TempFile("ok.csv", PodsCsv());
-  Output bad_nodes = Tessera("simulate --nodes " + TempFile("n.csv", "sn,cpu_milli\nx,1\n") +
-                             " --trace " + pods);
+  Output bad_nodes =
+      Tessera("simulate --nodes " + TempFile("n.csv", "sn,cpu_milli\nx,1\n") + " --trace " + pods);
   EXPECT_EQ(bad_nodes.status, 2);
   EXPECT_THAT(bad_nodes.all, HasSubstr("n.csv:1: missing column memory_mib"));
   EXPECT_EQ(Tessera("simulate --trace " + pods).status, 2);
   Output seeds = Tessera("simulate --nodes " + nodes + " --trace " + pods + " --seeds 9-3");
   EXPECT_EQ(seeds.status, 2);
   EXPECT_THAT(seeds.all, HasSubstr("backwards"));
-  Output timeline = Tessera("simulate --nodes " + nodes + " --trace " + pods +
-                            " --protocol timeline");
+  Output timeline =
+      Tessera("simulate --nodes " + nodes + " --trace " + pods + " --protocol timeline");
   EXPECT_EQ(timeline.status, 2);
   EXPECT_THAT(timeline.all, HasSubstr("needs creation_time and deletion_time"));
   Output policy = Tessera("simulate --nodes " + nodes + " --trace " + pods + " --policy nope");

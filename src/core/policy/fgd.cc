@@ -44,7 +44,8 @@ class FgdPolicy final : public PaperPolicy {
     next_learn_ = 64;
     reference_memory_ = 0;
     for (const NodeSpec& node : state.cluster().nodes()) {
-      for (const GpuSpec& g : node.gpus) reference_memory_ = std::max(reference_memory_, g.memory_mib);
+      for (const GpuSpec& g : node.gpus)
+        reference_memory_ = std::max(reference_memory_, g.memory_mib);
     }
     measure_ = FragmentationMeasure(state.cluster(), fixed_);
     base_.assign(state.node_count(), Base{});
@@ -107,8 +108,8 @@ class FgdPolicy final : public PaperPolicy {
     const uint64_t stamp = state.version(node) + 1;
     if (b.stamp != stamp) {
       const int n = state.cluster().node(node).gpu_count();
-      b.fragment =
-          measure_.NodeFragment(node, state.free_cpu_milli(node), std::span<const int32_t>(left, n));
+      b.fragment = measure_.NodeFragment(node, state.free_cpu_milli(node),
+                                         std::span<const int32_t>(left, n));
       b.stamp = stamp;
     }
     return b.fragment;

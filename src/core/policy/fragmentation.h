@@ -2,10 +2,12 @@
 // NodeGpuShareFragAmount): how much of a node's free GPU capacity the typical tasks could not use.
 //
 // For each typical task m (weight p_m) the node's free milli-GPU T falls in one bucket:
-//   - m is CPU-only: all of T is fragment (buckets XL/XR: FGD counts it whether or not the CPU fits);
+//   - m is CPU-only: all of T is fragment (buckets XL/XR: FGD counts it whether or not the CPU
+//   fits);
 //   - m may not run on the node's GPU model: all of T (NA);
 //   - m's GPUs fit (enough GPUs with >= m's milli-GPU free) and its CPU fits (Q3): the free
-//     milli-GPU of the GPUs too small for m is fragment (counted under Q2), the rest is usable (Q3);
+//     milli-GPU of the GPUs too small for m is fragment (counted under Q2), the rest is usable
+//     (Q3);
 //   - m's GPUs fit but its CPU does not (Q4), or its GPUs do not fit (Q1/Q2): all of T.
 // F_n(M) = sum_m p_m F_n(m) is everything but Q3. The floating-point sums are done in the
 // simulator's order so that equal states give bit-identical figures.
@@ -31,8 +33,16 @@ int32_t GpuMilliLeft(const ClusterState& state, NodeId node, int g);
 
 class FragmentationMeasure {
  public:
-  enum Bucket { kQ1LackBoth, kQ2LackGpu, kQ3Satisfied, kQ4LackCpu, kXlSatisfied, kXrLackCpu,
-                kNoAccess, kBuckets };
+  enum Bucket {
+    kQ1LackBoth,
+    kQ2LackGpu,
+    kQ3Satisfied,
+    kQ4LackCpu,
+    kXlSatisfied,
+    kXrLackCpu,
+    kNoAccess,
+    kBuckets
+  };
   using Amounts = std::array<double, kBuckets>;
 
   FragmentationMeasure() = default;

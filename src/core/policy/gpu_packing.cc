@@ -2,7 +2,8 @@
 // tiers, best first, ties at random:
 //   1. the pod fits on GPUs already in use: 100 - (free milli-GPU of the GPUs it would use,
 //      in percent of a GPU, summed) / 10, at least 50;
-//   2. the node is in use but the pod needs fully free GPUs: 50 - (free GPUs it takes), at least 33;
+//   2. the node is in use but the pod needs fully free GPUs: 50 - (free GPUs it takes), at least
+//   33;
 //   3. the node is untouched: max(33 - its GPU count, its GPU count) (smaller nodes first).
 // CPU-only pods score 0 everywhere (uniformly random feasible node). GPUs on the node: the
 // simulator's default selection.

@@ -29,7 +29,8 @@ std::optional<uint64_t> PaperPolicy::BestGpus(const ClusterState& state, const Q
                                               NodeId node, const NodeFit& fit) {
   const GpuAsk& ask = query.request->gpu;
   switch (ask.kind) {
-    case GpuAsk::Kind::kNone: return 0;
+    case GpuAsk::Kind::kNone:
+      return 0;
     case GpuAsk::Kind::kWhole: {
       if (ask.topology_required && ask.count > 1) {
         return SelectGpuSet(state.cluster().node(node), fit.gpus, ask.count, ask.topology, true);
@@ -101,9 +102,9 @@ std::optional<NodeChoice> PaperPolicy::Choose(const ClusterState& state, const Q
   if (use_index_ && !query.candidates) {
     const RequestShape shape = RequestShape::Of(query);
     NodeId node;
-    std::optional<NodeEval> e =
-        random_choice_ ? index_.UniformScored(state, shape, compute, draw, &node)
-                       : index_.Best(state, shape, compute, &node, declined);
+    std::optional<NodeEval> e = random_choice_
+                                    ? index_.UniformScored(state, shape, compute, draw, &node)
+                                    : index_.Best(state, shape, compute, &node, declined);
     if (!e) return std::nullopt;
     return Finish(state, query, node, *e);
   }

@@ -80,8 +80,7 @@ class PaperPolicy : public Policy {
 
  private:
   NodeEval Compute(const ClusterState& state, const Query& query, NodeId node, uint64_t allowed);
-  NodeChoice Finish(const ClusterState& state, const Query& query, NodeId node,
-                    const NodeEval& e);
+  NodeChoice Finish(const ClusterState& state, const Query& query, NodeId node, const NodeEval& e);
 
   Random rng_;
   bool random_choice_;

@@ -53,7 +53,14 @@ void Fill(Engine& e, const std::string& node, int gpu, int32_t milli, int64_t cp
 }
 
 TEST(DotProd, HeaderExample) {
-  Cluster c = ClusterBuilder().Node("a").Cpu(8).Gpus(1, "A100-80GB").Node("b").Cpu(96).Gpus(8, "A100-80GB").Build();
+  Cluster c = ClusterBuilder()
+                  .Node("a")
+                  .Cpu(8)
+                  .Gpus(1, "A100-80GB")
+                  .Node("b")
+                  .Cpu(96)
+                  .Gpus(8, "A100-80GB")
+                  .Build();
   Engine e(c, Make("dotprod"));
   PodRequest p = Pod("p", GpuAsk::Whole(1), 4000);
   EXPECT_EQ(ScoreOn(e, p, "a"), 99);
@@ -62,7 +69,14 @@ TEST(DotProd, HeaderExample) {
 }
 
 TEST(BestFit, HeaderExample) {
-  Cluster c = ClusterBuilder().Node("a").Cpu(12).Gpus(1, "A100-80GB").Node("b").Cpu(64).Gpus(8, "A100-80GB").Build();
+  Cluster c = ClusterBuilder()
+                  .Node("a")
+                  .Cpu(12)
+                  .Gpus(1, "A100-80GB")
+                  .Node("b")
+                  .Cpu(64)
+                  .Gpus(8, "A100-80GB")
+                  .Build();
   Engine e(c, Make("bestfit"));
   Fill(e, "a", 0, 200, 2000, "filler");
   PodRequest p = Pod("p", GpuAsk::Fraction(500), 2000);
@@ -73,9 +87,12 @@ TEST(BestFit, HeaderExample) {
 
 TEST(GpuPacking, HeaderExampleAndTiers) {
   Cluster c = ClusterBuilder()
-                  .Node("a").Gpus(2, "A100-80GB")
-                  .Node("b").Gpus(2, "A100-80GB")
-                  .Node("c").Gpus(8, "A100-80GB")
+                  .Node("a")
+                  .Gpus(2, "A100-80GB")
+                  .Node("b")
+                  .Gpus(2, "A100-80GB")
+                  .Node("c")
+                  .Gpus(8, "A100-80GB")
                   .Build();
   Engine e(c, Make("gpu-packing"));
   Fill(e, "a", 0, 600, 1000, "filler");
@@ -92,23 +109,30 @@ TEST(GpuPacking, HeaderExampleAndTiers) {
 
 TEST(GpuClustering, HeaderExample) {
   Cluster c = ClusterBuilder()
-                  .Node("a").Gpus(2, "A100-80GB")
-                  .Node("b").Gpus(8, "A100-80GB")
-                  .Node("w").Gpus(2, "A100-80GB")
+                  .Node("a")
+                  .Gpus(2, "A100-80GB")
+                  .Node("b")
+                  .Gpus(8, "A100-80GB")
+                  .Node("w")
+                  .Gpus(2, "A100-80GB")
                   .Build();
   Engine e(c, Make("gpu-clustering"));
-  ASSERT_TRUE(e.Restore("s0", [&] {
-    Placement p;
-    p.node = c.FindNode("a");
-    p.gpus.push_back(GpuGrant{0, 40960, 500, false});
-    return p;
-  }()).ok());
-  ASSERT_TRUE(e.Restore("w0", [&] {
-    Placement p;
-    p.node = c.FindNode("w");
-    p.gpus.push_back(GpuGrant{0, 81920, 1000, true});
-    return p;
-  }()).ok());
+  ASSERT_TRUE(e.Restore("s0",
+                        [&] {
+                          Placement p;
+                          p.node = c.FindNode("a");
+                          p.gpus.push_back(GpuGrant{0, 40960, 500, false});
+                          return p;
+                        }())
+                  .ok());
+  ASSERT_TRUE(e.Restore("w0",
+                        [&] {
+                          Placement p;
+                          p.node = c.FindNode("w");
+                          p.gpus.push_back(GpuGrant{0, 81920, 1000, true});
+                          return p;
+                        }())
+                  .ok());
   PodRequest share = Pod("s", GpuAsk::Fraction(300));
   EXPECT_EQ(ScoreOn(e, share, "a"), 95);  // shares only: 75 + 25 x 6500 / 8000
   EXPECT_EQ(ScoreOn(e, share, "b"), 25);  // untouched
@@ -122,7 +146,8 @@ TEST(GpuClustering, HeaderExample) {
 }
 
 TEST(Fgd, HeaderExample) {
-  Cluster c = ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
+  Cluster c =
+      ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
   PolicyOptions o;
   o.typical_tasks = {TypicalTask{1000, 1000, 1, {}, 1.0}};
   Engine e(c, Make("fgd", o));
@@ -137,13 +162,17 @@ TEST(Fgd, HeaderExample) {
 
 TEST(Fgd, LearnsTheMixWhenNoneIsGiven) {
   Cluster c = ClusterBuilder()
-                  .Node("a").Gpus(8, "A100-80GB")
-                  .Node("b").Gpus(8, "A100-80GB")
-                  .Node("c").Gpus(8, "A100-80GB")
+                  .Node("a")
+                  .Gpus(8, "A100-80GB")
+                  .Node("b")
+                  .Gpus(8, "A100-80GB")
+                  .Node("c")
+                  .Gpus(8, "A100-80GB")
                   .Build();
   Engine e(c, Make("fgd"));
   for (int i = 0; i < 40; ++i) {
-    ASSERT_TRUE(e.Place(Pod("p" + std::to_string(i), GpuAsk::Fraction(i % 2 ? 300 : 700))).placed());
+    ASSERT_TRUE(
+        e.Place(Pod("p" + std::to_string(i), GpuAsk::Fraction(i % 2 ? 300 : 700))).placed());
   }
   // 20 x 0.7 + 20 x 0.3 pair up exactly: 20 GPUs, no more.
   EXPECT_EQ(e.state().gpus_in_use(), 20);
@@ -171,10 +200,15 @@ TEST(PaperPolicies, TiesFollowASeededNodeOrder) {
 
 TEST(RandomPolicy, UniformOverFeasibleNodesAndReproducible) {
   Cluster c = ClusterBuilder()
-                  .Node("a").Gpus(2, "A100-80GB")
-                  .Node("b").Gpus(2, "A100-80GB")
-                  .Node("c").Gpus(2, "A100-80GB")
-                  .Node("small").Cpu(1).Gpus(2, "A100-80GB")
+                  .Node("a")
+                  .Gpus(2, "A100-80GB")
+                  .Node("b")
+                  .Gpus(2, "A100-80GB")
+                  .Node("c")
+                  .Gpus(2, "A100-80GB")
+                  .Node("small")
+                  .Cpu(1)
+                  .Gpus(2, "A100-80GB")
                   .Build();
   PolicyOptions o;
   o.seed = 5;
@@ -195,7 +229,8 @@ TEST(RandomPolicy, UniformOverFeasibleNodesAndReproducible) {
 }
 
 TEST(PaperPolicies, PlaceGangMembersOneByOne) {
-  for (const std::string& name : {"random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd"}) {
+  for (const std::string& name :
+       {"random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd"}) {
     EXPECT_FALSE(Make(name)->places_gangs_together()) << name;
   }
 }
@@ -224,7 +259,8 @@ TEST(TypicalTasks, HeaderExample) {
   for (const TypicalTask& x : all) sum += x.weight;
   EXPECT_NEAR(sum, 1.0, 1e-12);
   // A pod asking no CPU counts 100m, as kube-scheduler's non-zero request does.
-  EXPECT_EQ(TypicalTasksOf(std::vector<PodRequest>{Pod("z", GpuAsk::None(), 0)}, 1, 0)[0].cpu_milli, 100);
+  EXPECT_EQ(TypicalTasksOf(std::vector<PodRequest>{Pod("z", GpuAsk::None(), 0)}, 1, 0)[0].cpu_milli,
+            100);
 }
 
 TEST(TaskMix, FollowsTheStream) {
@@ -331,8 +367,8 @@ TEST(ShapeIndex, EqualsTheFullScan) {
     if (want >= 0) ASSERT_EQ(got.value(), want) << step;
     // Uniform choice: a scored node, the k-th in node order.
     NodeId pick;
-    std::optional<NodeEval> u =
-        index.UniformScored(state, key, eval, [](int32_t n) { return n - 1; }, &pick);
+    std::optional<NodeEval> u = index.UniformScored(
+        state, key, eval, [](int32_t n) { return n - 1; }, &pick);
     ASSERT_EQ(u.has_value(), scored > 0);
     if (u) {
       int last = -1;

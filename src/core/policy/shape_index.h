@@ -45,9 +45,9 @@ struct RequestShape {
   bool operator==(const RequestShape& o) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const RequestShape& s) {
-    return H::combine(std::move(h), s.cpu_milli, s.memory_mib, s.kind, s.count,
-                      s.share_memory_mib, s.share_compute_milli, s.fraction_milli, s.topology,
-                      s.topology_required, std::hash<ModelSet>()(s.models));
+    return H::combine(std::move(h), s.cpu_milli, s.memory_mib, s.kind, s.count, s.share_memory_mib,
+                      s.share_compute_milli, s.fraction_milli, s.topology, s.topology_required,
+                      std::hash<ModelSet>()(s.models));
   }
 };
 
@@ -106,7 +106,7 @@ class ShapeIndex {
     std::vector<int64_t> key;          // per node: Key(score), or kNone when not scored
     std::vector<int64_t> block_max;    // per block of kBlock nodes: the largest key
     std::vector<int32_t> block_count;  // per block: scored nodes (when uniform_)
-    uint64_t log_pos = 0;       // global change-log position this row has seen
+    uint64_t log_pos = 0;              // global change-log position this row has seen
     uint64_t last_use = 0;
     RequestShape shape;
   };
@@ -191,8 +191,7 @@ std::optional<NodeEval> ShapeIndex::UniformScored(const ClusterState& state,
 
 template <typename Eval>
 std::optional<NodeEval> ShapeIndex::Best(const ClusterState& state, const RequestShape& shape,
-                                         Eval&& eval, NodeId* best,
-                                         std::vector<NodeId>* declined) {
+                                         Eval&& eval, NodeId* best, std::vector<NodeId>* declined) {
   Row& row = Update(state, shape, eval);
   size_t top_block = 0;
   for (size_t b = 1; b < row.block_max.size(); ++b) {

@@ -32,19 +32,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/policy/factories.h"
 #include "core/policy/fragmentation.h"
 #include "core/policy/shape_index.h"
 #include "core/policy/waste.h"
-#include "absl/container/flat_hash_map.h"
 #include "core/topology/gpu_select.h"
 
 namespace tessera::core {
 namespace {
 
 // Weights in milli-GPU of expected waste.
-constexpr double kRankSpan = 1000;   // the whole node order is worth one GPU of waste
-constexpr double kBestFit = 30;      // whole GPUs: per free GPU left on the node (of 8)
+constexpr double kRankSpan = 1000;     // the whole node order is worth one GPU of waste
+constexpr double kBestFit = 30;        // whole GPUs: per free GPU left on the node (of 8)
 constexpr double kCpuOnlySpread = 30;  // CPU-only pods: per free GPU on the node (of 8)
 constexpr double kShareBestFit = 20;   // shares: per GPU of room left on the chosen GPU
 // Scores are kept as integers in micro-GPU.
@@ -86,11 +86,13 @@ class TesseraPolicy final : public Policy {
           if (spec.links.at(a, b).kind == LinkKind::kNvLink) nvlink = true;
         }
       }
-      for (const GpuSpec& g : spec.gpus) reference_memory_ = std::max(reference_memory_, g.memory_mib);
+      for (const GpuSpec& g : spec.gpus)
+        reference_memory_ = std::max(reference_memory_, g.memory_mib);
       keys.push_back({nvlink, spec.gpu_count(), HashName(spec.name, seed_), i});
     }
     std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-      return std::tie(a.nvlink, a.gpus, a.hash, a.node) < std::tie(b.nvlink, b.gpus, b.hash, b.node);
+      return std::tie(a.nvlink, a.gpus, a.hash, a.node) <
+             std::tie(b.nvlink, b.gpus, b.hash, b.node);
     });
     std::vector<int32_t> rank(n);
     for (int r = 0; r < n; ++r) rank[keys[r].node] = r;
@@ -140,8 +142,9 @@ class TesseraPolicy final : public Policy {
     NodeId node;
     std::optional<NodeEval> best;
     if (use_index_ && !query.candidates) {
-      best = index_.Best(state, RequestShape::Of(query),
-                         [&](NodeId n) { return compute(n, ~0ULL); }, &node, declined);
+      best = index_.Best(
+          state, RequestShape::Of(query), [&](NodeId n) { return compute(n, ~0ULL); }, &node,
+          declined);
     } else {
       int64_t best_key = ShapeIndex::kNone;
       auto visit = [&](NodeId n, uint64_t allowed) {

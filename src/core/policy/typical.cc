@@ -9,14 +9,17 @@ namespace tessera::core {
 
 int32_t MilliPerGpu(const GpuAsk& ask, int64_t reference_gpu_memory_mib) {
   switch (ask.kind) {
-    case GpuAsk::Kind::kNone: return 0;
-    case GpuAsk::Kind::kWhole: return 1000;
-    case GpuAsk::Kind::kFraction: return ask.fraction_milli;
+    case GpuAsk::Kind::kNone:
+      return 0;
+    case GpuAsk::Kind::kWhole:
+      return 1000;
+    case GpuAsk::Kind::kFraction:
+      return ask.fraction_milli;
     case GpuAsk::Kind::kShare: {
-      int64_t by_memory = reference_gpu_memory_mib > 0
-                              ? (ask.memory_mib * 1000 + reference_gpu_memory_mib - 1) /
-                                    reference_gpu_memory_mib
-                              : 0;
+      int64_t by_memory =
+          reference_gpu_memory_mib > 0
+              ? (ask.memory_mib * 1000 + reference_gpu_memory_mib - 1) / reference_gpu_memory_mib
+              : 0;
       return static_cast<int32_t>(
           std::clamp<int64_t>(std::max<int64_t>(ask.compute_milli, by_memory), 1, 1000));
     }

@@ -17,7 +17,7 @@ struct TypicalTask {
   int32_t gpu_milli = 0;  // per GPU, 1..1000; 0 for a CPU-only task
   int32_t gpu_count = 0;  // GPUs; 0 for a CPU-only task
   std::vector<std::string> gpu_models;  // allowed models; empty = any
-  double weight = 0;  // popularity; the weights of a set sum to 1
+  double weight = 0;                    // popularity; the weights of a set sum to 1
   bool operator==(const TypicalTask&) const = default;
 };
 

@@ -8,8 +8,7 @@
 
 namespace tessera::core {
 
-WasteModel::WasteModel(const Cluster& cluster, const std::vector<TypicalTask>& mix,
-                       Params params)
+WasteModel::WasteModel(const Cluster& cluster, const std::vector<TypicalTask>& mix, Params params)
     : params_(params), max_gpus_(cluster.max_gpus_per_node()) {
   double cpu_sum = 0, gpu_sum = 0;
   for (const TypicalTask& t : mix) {

@@ -34,7 +34,7 @@ namespace tessera::core {
 class WasteModel {
  public:
   struct Params {
-    double horizon = 3;    // K
+    double horizon = 3;       // K
     double cpu_weight = 0.3;  // c
   };
 
@@ -59,7 +59,7 @@ class WasteModel {
   std::vector<int64_t> cpu_sizes_;  // distinct CPU sizes of the mix's GPU tasks, ascending
   int cpu_levels_ = 1;              // cpu_sizes_.size() + 1
   int max_gpus_ = 0;
-  double cpu_per_gpu_ = 0;          // milli-CPU per GPU of the mix; 0 = no GPU tasks
+  double cpu_per_gpu_ = 0;  // milli-CPU per GPU of the mix; 0 = no GPU tasks
   std::vector<int32_t> node_class_;
   std::vector<double> share_;  // [class][cpu level][milli 0..1000]
   std::vector<double> whole_;  // [class][cpu level][free GPUs 0..max]

@@ -34,7 +34,10 @@ int64_t TraceGpuMemoryMiB(std::string_view model) {
     int64_t mib;
   };
   static constexpr Entry kTable[] = {
-      {"P100", 16280}, {"V100M16", 16160}, {"V100M32", 32510}, {"A10", 22731},
+      {"P100", 16280},
+      {"V100M16", 16160},
+      {"V100M32", 32510},
+      {"A10", 22731},
   };
   for (const Entry& e : kTable) {
     if (e.model == model) return e.mib;
@@ -154,9 +157,9 @@ absl::StatusOr<PodTrace> ParseAlibabaPods(std::string_view text, const std::stri
       TESSERA_ASSIGN_OR_RETURN(p.scheduled_time, t.OptionalInt(row, c_sched, 0, kMaxTime));
     }
     if (p.creation_time && p.deletion_time && *p.deletion_time < *p.creation_time) {
-      return t.CellError(row, c_delete,
-                         StrCat(*p.deletion_time, " is before the creation time ",
-                                *p.creation_time));
+      return t.CellError(
+          row, c_delete,
+          StrCat(*p.deletion_time, " is before the creation time ", *p.creation_time));
     }
     trace.pods.push_back(std::move(p));
   }

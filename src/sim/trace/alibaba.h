@@ -33,15 +33,15 @@ struct TracePod {
   std::string name;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
-  int32_t num_gpu = 0;     // 0 for CPU-only pods
-  int32_t gpu_milli = 0;   // per GPU, 1..1000; 0 for CPU-only pods
+  int32_t num_gpu = 0;                  // 0 for CPU-only pods
+  int32_t gpu_milli = 0;                // per GPU, 1..1000; 0 for CPU-only pods
   std::vector<std::string> gpu_models;  // allowed models, in file order; empty = any
   std::string qos;
   std::string phase;
   std::optional<int64_t> creation_time;   // seconds
   std::optional<int64_t> deletion_time;   // seconds
   std::optional<int64_t> scheduled_time;  // seconds
-  int line = 0;  // where it came from, for messages
+  int line = 0;                           // where it came from, for messages
 
   // Total milli-GPU asked (num_gpu x gpu_milli).
   int64_t total_gpu_milli() const { return int64_t{num_gpu} * gpu_milli; }
@@ -65,7 +65,7 @@ int64_t TraceGpuMemoryMiB(std::string_view model);
     std::string_view text, const std::string& source);
 [[nodiscard]] absl::StatusOr<std::vector<core::NodeSpec>> ReadAlibabaNodes(const std::string& path);
 [[nodiscard]] absl::StatusOr<PodTrace> ParseAlibabaPods(std::string_view text,
-                                                       const std::string& source);
+                                                        const std::string& source);
 [[nodiscard]] absl::StatusOr<PodTrace> ReadAlibabaPods(const std::string& path);
 
 // The engine's request for a trace pod (named `name`, which replays may make unique).

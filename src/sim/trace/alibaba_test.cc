@@ -24,7 +24,8 @@ TEST(Csv, QuotesCarriageReturnsAndBlankLines) {
 }
 
 TEST(Csv, ErrorsNameFileAndLine) {
-  EXPECT_THAT(Message(CsvTable::Parse("", "e.csv").status()), HasSubstr("e.csv: the file is empty"));
+  EXPECT_THAT(Message(CsvTable::Parse("", "e.csv").status()),
+              HasSubstr("e.csv: the file is empty"));
   EXPECT_THAT(Message(CsvTable::Parse("\n\n", "e.csv").status()), HasSubstr("empty"));
   EXPECT_THAT(Message(CsvTable::Parse("a,b\n1\n", "e.csv").status()),
               HasSubstr("e.csv:2: 1 cells, but the header has 2 columns"));
@@ -56,16 +57,15 @@ TEST(AlibabaNodes, BadInputSaysWhereAndWhat) {
   EXPECT_THAT(Message(ParseAlibabaNodes("sn,cpu_milli,gpu,model\nn,1,1,T4\n", "n.csv").status()),
               HasSubstr("n.csv:1: missing column memory_mib"));
   EXPECT_THAT(
-      Message(ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn,1x,1,1,T4\n", "n.csv")
-                  .status()),
+      Message(
+          ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn,1x,1,1,T4\n", "n.csv").status()),
       HasSubstr("n.csv:2: column cpu_milli: \"1x\" is not an integer"));
   EXPECT_THAT(
-      Message(ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,2,\n", "n.csv")
-                  .status()),
+      Message(ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,2,\n", "n.csv").status()),
       HasSubstr("n.csv:2: column model: the node has 2 GPUs but no model"));
   EXPECT_THAT(
-      Message(ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,99,T4\n", "n.csv")
-                  .status()),
+      Message(
+          ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\nn,1,1,99,T4\n", "n.csv").status()),
       HasSubstr("column gpu: 99 is out of range [0, 64]"));
   EXPECT_THAT(Message(ParseAlibabaNodes("sn,cpu_milli,memory_mib,gpu,model\n", "n.csv").status()),
               HasSubstr("n.csv: no nodes"));
@@ -120,25 +120,23 @@ TEST(AlibabaPods, ReadsFiveColumns) {
 }
 
 TEST(AlibabaPods, BadInputSaysWhereAndWhat) {
-  EXPECT_THAT(Message(ParseAlibabaPods("", "p.csv").status()), HasSubstr("p.csv: the file is empty"));
-  EXPECT_THAT(Message(ParseAlibabaPods("name,cpu_milli,memory_mib,gpu_milli\np,1,1,1\n", "p.csv")
+  EXPECT_THAT(Message(ParseAlibabaPods("", "p.csv").status()),
+              HasSubstr("p.csv: the file is empty"));
+  EXPECT_THAT(
+      Message(ParseAlibabaPods("name,cpu_milli,memory_mib,gpu_milli\np,1,1,1\n", "p.csv").status()),
+      HasSubstr("p.csv:1: missing column num_gpu"));
+  EXPECT_THAT(Message(ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,one,1\n",
+                                       "p.csv")
                           .status()),
-              HasSubstr("p.csv:1: missing column num_gpu"));
+              HasSubstr("p.csv:2: column num_gpu: \"one\" is not an integer"));
   EXPECT_THAT(
-      Message(ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,one,1\n",
-                               "p.csv")
-                  .status()),
-      HasSubstr("p.csv:2: column num_gpu: \"one\" is not an integer"));
-  EXPECT_THAT(
-      Message(ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,-1,1,1,1\n",
-                               "p.csv")
+      Message(ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,-1,1,1,1\n", "p.csv")
                   .status()),
       HasSubstr("column cpu_milli: -1 is out of range"));
-  EXPECT_THAT(
-      Message(ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,2,500\n",
-                               "p.csv")
-                  .status()),
-      HasSubstr("p.csv:2: column gpu_milli: 500 on 2 GPUs: a share"));
+  EXPECT_THAT(Message(ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,1,1,2,500\n",
+                                       "p.csv")
+                          .status()),
+              HasSubstr("p.csv:2: column gpu_milli: 500 on 2 GPUs: a share"));
   EXPECT_THAT(Message(ParseAlibabaPods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,creation_time,"
                                        "deletion_time\np,1,1,1,1,10,5\n",
                                        "p.csv")

@@ -49,8 +49,8 @@ absl::StatusOr<CsvTable> CsvTable::Parse(std::string_view text, std::string sour
               StrCat(table.source_, ":", quote_line, ": a quoted cell is never closed"));
         }
         if (i < n && text[i] != ',' && text[i] != '\n' && text[i] != '\r') {
-          return absl::InvalidArgumentError(StrCat(table.source_, ":", line,
-                                                   ": unexpected text after a quoted cell"));
+          return absl::InvalidArgumentError(
+              StrCat(table.source_, ":", line, ": unexpected text after a quoted cell"));
         }
       }
       while (i < n && text[i] != ',' && text[i] != '\n') {
@@ -59,8 +59,9 @@ absl::StatusOr<CsvTable> CsvTable::Parse(std::string_view text, std::string sour
           continue;
         }
         if (text[i] == '"') {
-          return absl::InvalidArgumentError(StrCat(
-              table.source_, ":", line, ": a quote inside an unquoted cell (quote the whole cell)"));
+          return absl::InvalidArgumentError(
+              StrCat(table.source_, ":", line,
+                     ": a quote inside an unquoted cell (quote the whole cell)"));
         }
         cell.push_back(text[i]);
         any = true;
@@ -95,14 +96,13 @@ absl::StatusOr<CsvTable> CsvTable::Parse(std::string_view text, std::string sour
   }
   for (size_t c = 0; c < table.header_.size(); ++c) {
     if (table.header_[c].empty()) {
-      return absl::InvalidArgumentError(StrCat(table.source_, ":", rows.front().line,
-                                               ": header column ", c + 1, " has no name"));
+      return absl::InvalidArgumentError(
+          StrCat(table.source_, ":", rows.front().line, ": header column ", c + 1, " has no name"));
     }
     for (size_t d = 0; d < c; ++d) {
       if (table.header_[d] == table.header_[c]) {
-        return absl::InvalidArgumentError(StrCat(table.source_, ":", rows.front().line,
-                                                 ": column ", table.header_[c],
-                                                 " appears twice in the header"));
+        return absl::InvalidArgumentError(StrCat(table.source_, ":", rows.front().line, ": column ",
+                                                 table.header_[c], " appears twice in the header"));
       }
     }
   }
@@ -110,9 +110,8 @@ absl::StatusOr<CsvTable> CsvTable::Parse(std::string_view text, std::string sour
   for (const CsvRow& r : rows) {
     if (r.cells.size() != table.header_.size()) {
       return absl::InvalidArgumentError(StrCat(table.source_, ":", r.line, ": ", r.cells.size(),
-                                               " cells, but the header has ",
-                                               table.header_.size(), " columns (",
-                                               StrJoin(table.header_, ","), ")"));
+                                               " cells, but the header has ", table.header_.size(),
+                                               " columns (", StrJoin(table.header_, ","), ")"));
     }
   }
   table.rows_ = std::move(rows);

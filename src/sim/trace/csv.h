@@ -42,8 +42,7 @@ class CsvTable {
                                             int64_t max) const;
   // An empty cell reads as nullopt.
   [[nodiscard]] absl::StatusOr<std::optional<int64_t>> OptionalInt(const CsvRow& row, int column,
-                                                                   int64_t min,
-                                                                   int64_t max) const;
+                                                                   int64_t min, int64_t max) const;
   const std::string& Cell(const CsvRow& row, int column) const { return row.cells[column]; }
 
  private:
