@@ -6,7 +6,7 @@ namespace tessera::core {
 
 int32_t GpuMilliLeft(const ClusterState& state, NodeId node, int g) {
   const GpuState& s = state.gpu(node, g);
-  if (s.exclusive) return 0;
+  if (s.exclusive || state.cluster().node(node).gpus[g].mig_enabled) return 0;
   const int64_t capacity = state.cluster().node(node).gpus[g].memory_mib;
   int64_t by_memory = capacity > 0 ? s.free_memory_mib * 1000 / capacity : 0;
   int32_t left = static_cast<int32_t>(std::min<int64_t>(s.free_compute_milli, by_memory));

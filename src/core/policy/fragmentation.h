@@ -26,7 +26,8 @@
 
 namespace tessera::core {
 
-// Milli-GPU free on GPU `g` as FGD counts it: 0 when held exclusively; otherwise the smaller of
+// Milli-GPU free on GPU `g` as FGD counts it: 0 when held exclusively or in MIG mode (it takes MIG
+// slices only, which no task of the set asks for); otherwise the smaller of
 // the free compute and the free memory as a part of the GPU's memory; a GPU with any grant counts
 // at most 999 (it cannot take a whole-GPU task).
 int32_t GpuMilliLeft(const ClusterState& state, NodeId node, int g);

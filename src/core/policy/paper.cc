@@ -3,6 +3,7 @@
 #include <climits>
 
 #include "core/policy/fragmentation.h"
+#include "core/policy/mig_node.h"
 #include "core/topology/gpu_select.h"
 
 namespace tessera::core {
@@ -31,6 +32,8 @@ std::optional<uint64_t> PaperPolicy::BestGpus(const ClusterState& state, const Q
   switch (ask.kind) {
     case GpuAsk::Kind::kNone:
       return 0;
+    case GpuAsk::Kind::kMig:  // ScoreNode handles MIG asks
+      return std::nullopt;
     case GpuAsk::Kind::kWhole: {
       if (ask.topology_required && ask.count > 1) {
         return SelectGpuSet(state.cluster().node(node), fit.gpus, ask.count, ask.topology, true);
@@ -78,6 +81,9 @@ NodeEval PaperPolicy::Compute(const ClusterState& state, const Query& query, Nod
 
 std::optional<NodeChoice> PaperPolicy::ScoreNode(const ClusterState& state, const Query& query,
                                                  NodeId node, const NodeFit& fit) {
+  if (query.request->gpu.kind == GpuAsk::Kind::kMig) {
+    return ScoreMigNode(state, query, node, fit, MigPreference::kFirstFit);
+  }
   std::optional<Eval> e = Evaluate(state, query, node, fit);
   if (!e) return std::nullopt;
   NodeChoice c;
@@ -97,6 +103,9 @@ NodeChoice PaperPolicy::Finish(const ClusterState& state, const Query& query, No
 
 std::optional<NodeChoice> PaperPolicy::Choose(const ClusterState& state, const Query& query,
                                               std::vector<NodeId>* declined) {
+  if (query.request->gpu.kind == GpuAsk::Kind::kMig) {
+    return ScanCandidates(state, query, declined);
+  }
   auto compute = [&](NodeId node) { return Compute(state, query, node, ~0ULL); };
   auto draw = [&](int32_t count) { return rng_.Uniform(static_cast<uint64_t>(count)); };
   if (use_index_ && !query.candidates) {

@@ -15,7 +15,8 @@
 //    ShapeIndex (shape_index.h): a placement re-evaluates one node per shape, not the cluster.
 //    set_use_index(false) evaluates every node afresh (tests compare the two).
 //
-// These policies model a scheduler without gangs: members are placed one by one.
+// These policies model a scheduler without gangs: members are placed one by one. The simulator
+// has no MIG: a MIG ask takes the first MIG instance that fits, on the first node (first fit).
 #pragma once
 
 #include <cstdint>

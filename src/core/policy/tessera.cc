@@ -16,8 +16,15 @@
 // waste, so pods fill low-ranked nodes first (first fit) unless another node wastes clearly less,
 // and the big NVLink servers stay whole longest.
 //
-// Small nudges, each worth a few hundredths of a GPU, settle near-ties: whole GPUs prefer the node
-// left with the fewest free GPUs (best fit) and take the best-connected set on it (gpu_select.h);
+// Topology comes first for whole GPUs: a node where the set meets an interconnect level the pod
+// prefers (whole_set.h) beats any other, and nodes of rack-scale NVLink domains (one
+// tessera.dev/nvlink-domain label on several nodes, such as GB200 NVL72 trays) are taken only when
+// nothing else fits, so they stay whole for the gangs that need them. MIG asks go to the MIG
+// instance whose use costs the fewest other profiles (mig_node.h), by a plain scan.
+//
+// Whole GPUs that take a node's last free GPUs win over the order (exact fit: worth two GPUs of
+// waste). Small nudges, each worth a few hundredths of a GPU, settle near-ties: whole GPUs prefer
+// the node left with the fewest free GPUs (best fit) and take the best-connected set on it;
 // a share prefers the GPU it leaves fullest (best fit: a short burst of small shares packs as
 // tightly as binpack); a CPU-only pod prefers nodes with the fewest free GPUs (it strands none).
 //
@@ -31,9 +38,13 @@
 // Gangs restricted to a domain (candidates) are scored by a plain scan of the candidates.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/policy/factories.h"
+#include "core/policy/mig_node.h"
+#include "core/policy/whole_set.h"
+#include "core/topology/domains.h"
 #include "core/policy/fragmentation.h"
 #include "core/policy/shape_index.h"
 #include "core/policy/waste.h"
@@ -44,9 +55,13 @@ namespace {
 
 // Weights in milli-GPU of expected waste.
 constexpr double kRankSpan = 1000;     // the whole node order is worth one GPU of waste
-constexpr double kBestFit = 30;        // whole GPUs: per free GPU left on the node (of 8)
+constexpr double kBestFit = 30;       // whole GPUs: per free GPU left on the node (of 8)
+constexpr double kExactFit = 2000;    // whole GPUs: the pod takes the node's last free GPUs
 constexpr double kCpuOnlySpread = 30;  // CPU-only pods: per free GPU on the node (of 8)
 constexpr double kShareBestFit = 20;   // shares: per GPU of room left on the chosen GPU
+// Tiers for whole GPUs, far above any waste (a node has at most 64 GPUs: 64,000).
+constexpr double kPreferenceTier = 1e6;  // the set meets the pod's preferred interconnect
+constexpr double kKeepDomainTier = 1e5;  // the node is outside every rack-scale NVLink domain
 // Scores are kept as integers in micro-GPU.
 constexpr double kScale = 1000;
 
@@ -90,7 +105,23 @@ class TesseraPolicy final : public Policy {
         reference_memory_ = std::max(reference_memory_, g.memory_mib);
       keys.push_back({nvlink, spec.gpu_count(), HashName(spec.name, seed_), i});
     }
-    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    // Nodes of a rack-scale NVLink domain: one tessera.dev/nvlink-domain label value on two or
+    // more nodes. They come last in the order too.
+    std::map<std::string, int> domain_nodes;
+    const std::string label(kNvlinkDomainLabel);
+    for (const NodeSpec& spec : cluster.nodes()) {
+      if (auto it = spec.labels.find(label); it != spec.labels.end()) ++domain_nodes[it->second];
+    }
+    rack_domain_.assign(n, 0);
+    for (int i = 0; i < n; ++i) {
+      const NodeSpec& spec = cluster.node(NodeId(i));
+      if (auto it = spec.labels.find(label); it != spec.labels.end() && domain_nodes[it->second] > 1) {
+        rack_domain_[i] = 1;
+        keys[i].nvlink = true;  // with the NVLink nodes, after them by the hash below
+      }
+    }
+    std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
+      if (rack_domain_[a.node] != rack_domain_[b.node]) return rack_domain_[a.node] < rack_domain_[b.node];
       return std::tie(a.nvlink, a.gpus, a.hash, a.node) <
              std::tie(b.nvlink, b.gpus, b.hash, b.node);
     });
@@ -112,6 +143,9 @@ class TesseraPolicy final : public Policy {
 
   std::optional<NodeChoice> ScoreNode(const ClusterState& state, const Query& query, NodeId node,
                                       const NodeFit& fit) override {
+    if (query.request->gpu.kind == GpuAsk::Kind::kMig) {
+      return ScoreMigNode(state, query, node, fit, MigPreference::kLeastLoss);
+    }
     std::optional<Eval> e = Evaluate(state, query, node, fit);
     if (!e) return std::nullopt;
     NodeChoice c;
@@ -122,6 +156,10 @@ class TesseraPolicy final : public Policy {
 
   std::optional<NodeChoice> Choose(const ClusterState& state, const Query& query,
                                    std::vector<NodeId>* declined) override {
+    // MIG slices: the plain scan of ScoreNode (MIG GPUs take nothing else; no index needed).
+    if (query.request->gpu.kind == GpuAsk::Kind::kMig) {
+      return ScanCandidates(state, query, declined);
+    }
     if (mix_.Observe(*query.request, reference_memory_)) {
       waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
       index_.Invalidate();
@@ -221,17 +259,21 @@ class TesseraPolicy final : public Policy {
         return Eval{to_score(before - after + order + spread), 0};
       }
       case GpuAsk::Kind::kWhole: {
-        std::optional<uint64_t> set = WholeSetOn(state, node, fit.gpus, r.gpu);
+        std::optional<WholeSet> set = WholeSetOn(state, query, node, fit.gpus);
         if (!set) return std::nullopt;
         int whole_after = 0;
         for (int g = 0; g < n; ++g) {
-          if (*set & (1ULL << g)) left[g] = 0;
+          if (set->mask & (1ULL << g)) left[g] = 0;
           whole_after += left[g] >= 1000;
         }
         const double after = waste_.Waste(node, cpu_after, left, n);
-        const double fit_term = -kBestFit * whole_after / 8.0;
-        return Eval{to_score(before - after + order + fit_term), *set};
+        const double fit_term = -kBestFit * whole_after / 8.0 + (whole_after == 0 ? kExactFit : 0);
+        const double tiers = (set->preference_met ? kPreferenceTier : 0) +
+                             (rack_domain_[node.value()] ? 0 : kKeepDomainTier);
+        return Eval{to_score(before - after + order + fit_term + tiers), set->mask};
       }
+      case GpuAsk::Kind::kMig:
+        return std::nullopt;  // handled by ScoreNode / Choose
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         // Every GPU with room, each distinct free amount once (equal amounts score equally).
@@ -265,27 +307,26 @@ class TesseraPolicy final : public Policy {
     return std::nullopt;
   }
 
-  // The best-connected set of `ask.count` among `free` (gpu_select.h), remembered per node and
-  // free mask: it depends on nothing else.
-  std::optional<uint64_t> WholeSetOn(const ClusterState& state, NodeId node, uint64_t free,
-                                     const GpuAsk& ask) {
+  // The GPU set for a whole ask among `free` (whole_set.h: the best-connected set, honouring a
+  // required or preferred interconnect), remembered per node and free mask: it depends on nothing
+  // else.
+  std::optional<WholeSet> WholeSetOn(const ClusterState& state, const Query& query, NodeId node,
+                                     uint64_t free) {
+    const GpuAsk& ask = query.request->gpu;
     const uint32_t meta = static_cast<uint32_t>(ask.count) << 8 |
                           static_cast<uint32_t>(ask.topology) << 1 |
                           static_cast<uint32_t>(ask.topology_required);
     auto& memo = set_memo_[node.value()];
-    auto [it, fresh] = memo.try_emplace(std::make_pair(free, meta), 0);
-    if (fresh) {
-      std::optional<uint64_t> set = SelectGpuSet(state.cluster().node(node), free, ask.count,
-                                                 ask.topology, ask.topology_required);
-      it->second = set.value_or(0);
-    }
-    if (it->second == 0) return std::nullopt;
+    auto [it, fresh] = memo.try_emplace(std::make_pair(free, meta));
+    if (fresh) it->second = PickWholeSet(state, query, node, free);
     return it->second;
   }
 
   uint64_t seed_;
   int64_t reference_memory_ = 0;
-  std::vector<absl::flat_hash_map<std::pair<uint64_t, uint32_t>, uint64_t>> set_memo_;
+  std::vector<absl::flat_hash_map<std::pair<uint64_t, uint32_t>, std::optional<WholeSet>>>
+      set_memo_;
+  std::vector<uint8_t> rack_domain_;
   std::vector<double> rank_fraction_;
   ShapeIndex index_;
   TaskMix mix_;

@@ -10,6 +10,7 @@ namespace tessera::core {
 int32_t MilliPerGpu(const GpuAsk& ask, int64_t reference_gpu_memory_mib) {
   switch (ask.kind) {
     case GpuAsk::Kind::kNone:
+    case GpuAsk::Kind::kMig:  // a MIG slice: not a share of a plain GPU
       return 0;
     case GpuAsk::Kind::kWhole:
       return 1000;
@@ -81,12 +82,16 @@ std::vector<TypicalTask> TypicalTasksOf(std::span<const PodRequest> requests, do
                                         int64_t reference_gpu_memory_mib) {
   absl::flat_hash_map<TaskKey, int64_t> counts;
   std::vector<std::pair<TaskKey, int64_t>> list;
-  for (const PodRequest& r : requests) ++counts[TaskKey::Of(r, reference_gpu_memory_mib)];
+  for (const PodRequest& r : requests) {
+    if (r.gpu.kind == GpuAsk::Kind::kMig) continue;  // MIG slices use MIG GPUs only
+    ++counts[TaskKey::Of(r, reference_gpu_memory_mib)];
+  }
   list.assign(counts.begin(), counts.end());
   return TypicalTasksFromCounts(list, coverage);
 }
 
 bool TaskMix::Observe(const PodRequest& request, int64_t reference_gpu_memory_mib) {
+  if (request.gpu.kind == GpuAsk::Kind::kMig) return false;  // MIG slices use MIG GPUs only
   TaskKey key = TaskKey::Of(request, reference_gpu_memory_mib);
   ++counts_[key];
   if (recent_.size() < window_) {

@@ -33,7 +33,7 @@ int32_t MilliPerGpu(const GpuAsk& ask, int64_t reference_gpu_memory_mib);
 // podPopularityThreshold=95, podIncreaseStep=1): requests are grouped by (CPU, milli-GPU per GPU,
 // GPU count, model list as written), the groups sorted by count (most first; equal counts by the
 // larger shape first), and the most popular kept until they cover `coverage` of all requests;
-// weights are renormalised over the kept groups.
+// weights are renormalised over the kept groups. MIG requests are left out.
 // Example: 6 x {4 CPU, 1 GPU}, 3 x {2 CPU, 0.5 GPU}, 1 x {1 CPU}, coverage 0.9: the first two
 // groups (90%), weights 2/3 and 1/3.
 std::vector<TypicalTask> TypicalTasksOf(std::span<const PodRequest> requests, double coverage,
