@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
+#include "cli/simulate_trace.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/cluster.h"
@@ -117,6 +118,7 @@ absl::Status RunFiles(const SimulateOptions& o, const std::vector<std::string>& 
 
 void AddSimulateCommand(CLI::App& app, int* exit_code) {
   auto opts = std::make_shared<SimulateOptions>();
+  auto trace = std::make_shared<TraceOptions>();
   CLI::App* cmd = app.add_subcommand(
       "simulate",
       "Place a workload on a cluster under several policies and compare them side by side.\n"
@@ -140,7 +142,9 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--show-default", opts->show_default,
                 "Print the embedded default's cluster and workload files, then exit");
   cmd->add_option("--seed", opts->seed, "Seed for randomised policies")->capture_default_str();
-  cmd->callback([opts, exit_code]() {
+  AddTraceFlags(cmd, trace.get());
+  CLI::Option* policy_flag = cmd->get_option("--policy");
+  cmd->callback([opts, trace, policy_flag, exit_code]() {
     const SimulateOptions& o = *opts;
     if (o.show_default) {
       std::cout << "# cluster file\n" << sim::RealityCheckClusterYaml();
@@ -153,9 +157,18 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       return;
     }
     absl::Status status;
-    absl::StatusOr<std::vector<std::string>> policies = ParsePolicies(o.policies);
+    const bool trace_mode = TraceRequested(*trace);
+    absl::StatusOr<std::vector<std::string>> policies = ParsePolicies(
+        trace_mode && policy_flag->count() == 0 ? DefaultTracePolicies() : o.policies);
     if (!policies.ok()) {
       status = policies.status();
+    } else if (trace_mode) {
+      if (!o.cluster_file.empty() || !o.workload_file.empty()) {
+        status = absl::InvalidArgumentError(
+            "--nodes/--trace (trace mode) and --cluster/--workload (scenario mode) do not mix");
+      } else {
+        status = RunTrace(*trace, *policies, o.json);
+      }
     } else if (o.cluster_file.empty() != o.workload_file.empty()) {
       status = absl::InvalidArgumentError(
           "--cluster and --workload go together (give both, or neither for the embedded "

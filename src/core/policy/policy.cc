@@ -44,6 +44,12 @@ const std::vector<Entry>& Registry() {
       {"whole-gpu", &NewWholeGpuPolicy},
       {"binpack", &NewBinpackPolicy},
       {"spread", &NewSpreadPolicy},
+      {"random", &NewRandomPolicy},
+      {"dotprod", &NewDotProdPolicy},
+      {"gpu-clustering", &NewGpuClusteringPolicy},
+      {"gpu-packing", &NewGpuPackingPolicy},
+      {"bestfit", &NewBestFitPolicy},
+      {"fgd", &NewFgdPolicy},
   };
   return kEntries;
 }

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "core/cluster_state.h"
 #include "core/fit.h"
+#include "core/policy/typical.h"
 
 namespace tessera::core {
 
@@ -69,7 +70,11 @@ class Policy {
 
 // Options every policy may read; a policy ignores what it does not use.
 struct PolicyOptions {
+  // Seeds whatever a policy draws at random (the paper baselines break score ties at random).
   uint64_t seed = 1;
+  // The workload's typical tasks (typical.h), for policies that measure fragmentation (fgd,
+  // tessera). Empty: they learn the mix from the requests they see.
+  std::vector<TypicalTask> typical_tasks;
 };
 
 // Names known to CreatePolicy, the default first.

@@ -190,7 +190,8 @@ TEST_P(IndexEquivalence, IndexedChooseEqualsScan) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllIndexedPolicies, IndexEquivalence,
-                         ::testing::Values("binpack", "spread", "tessera"));
+                         ::testing::Values("binpack", "spread", "tessera", "random", "dotprod",
+                                           "gpu-clustering", "gpu-packing", "bestfit", "fgd"));
 
 }  // namespace
 }  // namespace tessera::core

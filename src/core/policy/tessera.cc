@@ -1,213 +1,343 @@
-// tessera: the default policy. Pack shares tightly, keep whole, well-connected GPUs free.
+// tessera: the default policy. Place each pod where it leaves the least GPU capacity that the live
+// mix of arriving work is unlikely ever to use, filling nodes in a fixed order that keeps big and
+// NVLink-connected servers free for the jobs that need them.
 //
-//  - A share goes first to a GPU that is already shared (best fit: the least free memory, then
-//    compute, that still fits). Only when no shared GPU has room does it open a fresh GPU, and
-//    then on the node that loses least: the fewest fully free GPUs (do not break up an empty
-//    server), a PCIe-only node before an NVLink one (NVLink GPUs are worth more to multi-GPU
-//    jobs), and on that node the GPU whose loss leaves the rest best connected.
-//  - Whole GPUs: a node where a preferred interconnect level is met first; then nodes outside
-//    rack-scale NVLink domains (nodes sharing a tessera.dev/nvlink-domain label, such as GB200
-//    NVL72 trays), which are kept for the gangs that need them; then best fit (the node left
-//    with the fewest fully free GPUs), then the best-connected set (gpu_select.h).
-//  - CPU only: nodes without GPUs first, then nodes whose GPUs are all taken, then the fewest
-//    free GPUs; best fit on CPU within that, so CPU-only work does not strand free GPUs.
+// Objective. The policy learns the mix of requests it is asked to place (TaskMix: the most popular
+// shapes covering 95% of recent requests) and measures each node's expected stranded capacity
+// against it (WasteModel, waste.h: free pieces weighted by the chance that no fitting task comes
+// along, plus free GPUs the node's free CPU cannot feed). A placement is scored by how much it
+// increases that waste on its node; for a share, every GPU with room is tried (the node and the
+// GPU are chosen together).
+//
+// Order. Ties in waste are common (a whole GPU taken from any large node strands nothing), and how
+// they are broken decides how well the cluster packs. Nodes are ranked once: PCIe-only nodes before
+// NVLink ones; within each, fewer GPUs first (CPU-only nodes first of all); then by a hash of the
+// name salted with PolicyOptions::seed. The rank enters the score as a penalty of up to one GPU of
+// waste, so pods fill low-ranked nodes first (first fit) unless another node wastes clearly less,
+// and the big NVLink servers stay whole longest.
+//
+// Topology comes first for whole GPUs: a node where the set meets an interconnect level the pod
+// prefers (whole_set.h) beats any other, and nodes of rack-scale NVLink domains (one
+// tessera.dev/nvlink-domain label on several nodes, such as GB200 NVL72 trays) are taken only when
+// nothing else fits, so they stay whole for the gangs that need them. MIG asks go to the MIG
+// instance whose use costs the fewest other profiles (mig_node.h), by a plain scan.
+//
+// Whole GPUs that take a node's last free GPUs win over the order (exact fit: worth two GPUs of
+// waste). Small nudges, each worth a few hundredths of a GPU, settle near-ties: whole GPUs prefer
+// the node left with the fewest free GPUs (best fit) and take the best-connected set on it;
+// a share prefers the GPU it leaves fullest (best fit: a short burst of small shares packs as
+// tightly as binpack); a CPU-only pod prefers nodes with the fewest free GPUs (it strands none).
+//
 // Example (the reality check): an 8-GPU NVSwitch server and a 2-GPU PCIe server, twenty 4Gi
-// shares: the first opens a GPU on the PCIe server (2 free GPUs < 8, no NVLink); the other 19
-// join it, filling its 80Gi exactly; the NVSwitch server stays whole for the training gang.
-#include <climits>
+// shares. No placement strands anything, so the order decides: the PCIe server ranks first, and
+// on it the first GPU already shared is the fullest that fits: all twenty share one GPU, and the
+// NVSwitch server stays whole for an 8-GPU job.
+//
+// Speed: a node's score depends only on its own state, so evaluations are kept per request shape
+// in a ShapeIndex (re-evaluating only nodes that changed); a node's waste is a few table lookups.
+// Gangs restricted to a domain (candidates) are scored by a plain scan of the candidates.
+#include <algorithm>
+#include <cmath>
 #include <map>
-#include <set>
-#include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "core/policy/factories.h"
 #include "core/policy/mig_node.h"
 #include "core/policy/whole_set.h"
 #include "core/topology/domains.h"
+#include "core/policy/fragmentation.h"
+#include "core/policy/shape_index.h"
+#include "core/policy/waste.h"
 #include "core/topology/gpu_select.h"
 
 namespace tessera::core {
 namespace {
 
+// Weights in milli-GPU of expected waste.
+constexpr double kRankSpan = 1000;     // the whole node order is worth one GPU of waste
+constexpr double kBestFit = 30;       // whole GPUs: per free GPU left on the node (of 8)
+constexpr double kExactFit = 2000;    // whole GPUs: the pod takes the node's last free GPUs
+constexpr double kCpuOnlySpread = 30;  // CPU-only pods: per free GPU on the node (of 8)
+constexpr double kShareBestFit = 20;   // shares: per GPU of room left on the chosen GPU
+// Tiers for whole GPUs, far above any waste (a node has at most 64 GPUs: 64,000).
+constexpr double kPreferenceTier = 1e6;  // the set meets the pod's preferred interconnect
+constexpr double kKeepDomainTier = 1e5;  // the node is outside every rack-scale NVLink domain
+// Scores are kept as integers in micro-GPU.
+constexpr double kScale = 1000;
+
+uint64_t HashName(std::string_view name, uint64_t seed) {
+  uint64_t h = 1469598103934665603ULL ^ (seed * 0x9E3779B97F4A7C15ULL);
+  for (unsigned char c : name) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h;
+}
+
 class TesseraPolicy final : public Policy {
  public:
+  explicit TesseraPolicy(const PolicyOptions& options) : seed_(options.seed) {}
   std::string_view name() const override { return "tessera"; }
 
   void Attach(const ClusterState& state) override {
-    index_.Build(state);
-    ceilings_ = BottleneckCeilings(state.cluster());
     const Cluster& cluster = state.cluster();
-    nvlink_.assign(cluster.node_count(), 0);
-    fresh_order_.clear();
-    indexed_free_.assign(cluster.node_count(), -1);
-    for (int i = 0; i < cluster.node_count(); ++i) {
-      const NodeSpec& n = cluster.node(NodeId(i));
-      for (int a = 0; a < n.gpu_count() && !nvlink_[i]; ++a) {
-        for (int b = a + 1; b < n.gpu_count(); ++b) {
-          if (n.links.at(a, b).kind == LinkKind::kNvLink) {
-            nvlink_[i] = 1;
-            break;
-          }
+    const int n = cluster.node_count();
+    struct Key {
+      bool nvlink;
+      int gpus;
+      uint64_t hash;
+      int node;
+    };
+    std::vector<Key> keys;
+    reference_memory_ = 0;
+    for (int i = 0; i < n; ++i) {
+      const NodeSpec& spec = cluster.node(NodeId(i));
+      bool nvlink = false;
+      for (int a = 0; a < spec.gpu_count() && !nvlink; ++a) {
+        for (int b = a + 1; b < spec.gpu_count(); ++b) {
+          if (spec.links.at(a, b).kind == LinkKind::kNvLink) nvlink = true;
         }
       }
-      UpdateFresh(state, NodeId(i));
+      for (const GpuSpec& g : spec.gpus)
+        reference_memory_ = std::max(reference_memory_, g.memory_mib);
+      keys.push_back({nvlink, spec.gpu_count(), HashName(spec.name, seed_), i});
     }
     // Nodes of a rack-scale NVLink domain: one tessera.dev/nvlink-domain label value on two or
-    // more nodes (GB200 NVL72 trays). Pods that do not ask for it go elsewhere first.
+    // more nodes. They come last in the order too.
     std::map<std::string, int> domain_nodes;
     const std::string label(kNvlinkDomainLabel);
-    for (const NodeSpec& n : cluster.nodes()) {
-      if (auto it = n.labels.find(label); it != n.labels.end()) ++domain_nodes[it->second];
+    for (const NodeSpec& spec : cluster.nodes()) {
+      if (auto it = spec.labels.find(label); it != spec.labels.end()) ++domain_nodes[it->second];
     }
-    rack_domain_.assign(cluster.node_count(), 0);
-    bool any_rack_domain = false;
-    for (int i = 0; i < cluster.node_count(); ++i) {
-      const NodeSpec& n = cluster.node(NodeId(i));
-      if (auto it = n.labels.find(label); it != n.labels.end() && domain_nodes[it->second] > 1) {
+    rack_domain_.assign(n, 0);
+    for (int i = 0; i < n; ++i) {
+      const NodeSpec& spec = cluster.node(NodeId(i));
+      if (auto it = spec.labels.find(label); it != spec.labels.end() && domain_nodes[it->second] > 1) {
         rack_domain_[i] = 1;
-        any_rack_domain = true;
+        keys[i].nvlink = true;  // with the NVLink nodes, after them by the hash below
       }
     }
-    whole_tiers_.clear();
-    if (any_rack_domain) {
-      whole_tiers_.push_back({[this](NodeId n) { return !rack_domain_[n.value()]; }, kKeepDomainTier});
-      whole_tiers_.push_back({[this](NodeId n) { return rack_domain_[n.value()] != 0; }, 0});
-    }
+    std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
+      if (rack_domain_[a.node] != rack_domain_[b.node]) return rack_domain_[a.node] < rack_domain_[b.node];
+      return std::tie(a.nvlink, a.gpus, a.hash, a.node) <
+             std::tie(b.nvlink, b.gpus, b.hash, b.node);
+    });
+    std::vector<int32_t> rank(n);
+    for (int r = 0; r < n; ++r) rank[keys[r].node] = r;
+    rank_fraction_.assign(n, 0.0);
+    for (int i = 0; i < n; ++i) rank_fraction_[i] = n > 1 ? double(rank[i]) / (n - 1) : 0.0;
+    index_.Attach(state, std::move(rank));
+    mix_ = TaskMix();
+    waste_ = WasteModel();
+    base_.assign(n, Base{});
+    set_memo_.assign(n, {});
   }
 
   void OnNodeChanged(const ClusterState& state, NodeId node) override {
-    index_.Update(state, node);
-    UpdateFresh(state, node);
+    (void)state;
+    index_.NodeChanged(node);
   }
 
   std::optional<NodeChoice> ScoreNode(const ClusterState& state, const Query& query, NodeId node,
                                       const NodeFit& fit) override {
-    const PodRequest& r = *query.request;
-    NodeChoice c;
-    switch (r.gpu.kind) {
-      case GpuAsk::Kind::kNone: {
-        const NodeSpec& spec = state.cluster().node(node);
-        int free = state.whole_free_count(node);
-        int tier = spec.gpu_count() == 0 ? 2 : free == 0 ? 1 : 0;
-        c.score = tier * 1e13 - free * 1e10 - double(state.free_cpu_milli(node));
-        c.placement = MakePlacement(state, r, node, 0);
-        return c;
-      }
-      case GpuAsk::Kind::kWhole: {
-        std::optional<WholeSet> set = PickWholeSet(state, query, node, fit.gpus);
-        if (!set) return std::nullopt;
-        c.score = BestFitWholeScore(state.whole_free_count(node) - r.gpu.count, set->bottleneck) +
-                  PreferenceBonus(*set) + DomainTierBonus(node);
-        c.placement = MakePlacement(state, r, node, set->mask);
-        return c;
-      }
-      case GpuAsk::Kind::kMig:
-        return ScoreMigNode(state, query, node, fit, MigPreference::kLeastLoss);
-      case GpuAsk::Kind::kShare:
-      case GpuAsk::Kind::kFraction: {
-        // Tier 1: the fullest already-shared GPU with room.
-        int best = -1;
-        double best_key = 0;
-        for (uint64_t a = fit.gpus & ~state.whole_free_mask(node); a; a &= a - 1) {
-          int g = __builtin_ctzll(a);
-          const GpuState& s = state.gpu(node, g);
-          double key = GpuFreeKey(s.free_memory_mib, s.free_compute_milli);
-          if (best < 0 || key < best_key) {
-            best = g;
-            best_key = key;
-          }
-        }
-        if (best >= 0) {
-          c.score = kSharedTier - best_key;
-          c.placement = MakePlacement(state, r, node, 1ULL << best);
-          return c;
-        }
-        // Tier 0: a fresh GPU, the one whose loss hurts the node's free set least.
-        const NodeSpec& spec = state.cluster().node(node);
-        std::optional<uint64_t> one =
-            SelectGpuSet(spec, fit.gpus & state.whole_free_mask(node), 1, GpuTopology::kAny,
-                         false);
-        if (!one) return std::nullopt;
-        c.score = -FreshRank(state, node);
-        c.placement = MakePlacement(state, r, node, *one);
-        return c;
-      }
+    if (query.request->gpu.kind == GpuAsk::Kind::kMig) {
+      return ScoreMigNode(state, query, node, fit, MigPreference::kLeastLoss);
     }
-    return std::nullopt;
+    std::optional<Eval> e = Evaluate(state, query, node, fit);
+    if (!e) return std::nullopt;
+    NodeChoice c;
+    c.score = static_cast<double>(e->score) / kScale;
+    c.placement = MakePlacement(state, *query.request, node, e->gpus);
+    return c;
   }
 
   std::optional<NodeChoice> Choose(const ClusterState& state, const Query& query,
                                    std::vector<NodeId>* declined) override {
-    if (!use_index_ || query.candidates) return ScanCandidates(state, query, declined);
+    // MIG slices: the plain scan of ScoreNode (MIG GPUs take nothing else; no index needed).
+    if (query.request->gpu.kind == GpuAsk::Kind::kMig) {
+      return ScanCandidates(state, query, declined);
+    }
+    if (mix_.Observe(*query.request, reference_memory_)) {
+      waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
+      index_.Invalidate();
+      base_.assign(state.node_count(), Base{});
+    }
+    auto compute = [&](NodeId node, uint64_t allowed) {
+      NodeEval out;
+      NodeFit fit = CheckNode(state, query, node, allowed);
+      if (!fit.ok()) return out;
+      std::optional<Eval> e = Evaluate(state, query, node, fit);
+      out.status = e ? NodeEval::kScored : NodeEval::kDeclined;
+      if (e) {
+        out.score = e->score;
+        out.gpus = e->gpus;
+      }
+      return out;
+    };
+    NodeId node;
+    std::optional<NodeEval> best;
+    if (use_index_ && !query.candidates) {
+      best = index_.Best(
+          state, RequestShape::Of(query), [&](NodeId n) { return compute(n, ~0ULL); }, &node,
+          declined);
+    } else {
+      int64_t best_key = ShapeIndex::kNone;
+      auto visit = [&](NodeId n, uint64_t allowed) {
+        NodeEval e = compute(n, allowed);
+        if (e.status == NodeEval::kDeclined && declined) declined->push_back(n);
+        if (e.status != NodeEval::kScored) return;
+        const int64_t key = index_.Key(e.score, n);
+        if (key > best_key) {
+          best_key = key;
+          best = e;
+          node = n;
+        }
+      };
+      if (query.candidates) {
+        for (const Candidate& c : *query.candidates) visit(c.node, c.gpu_mask);
+      } else {
+        for (int i = 0; i < state.node_count(); ++i) visit(NodeId(i), ~0ULL);
+      }
+    }
+    if (!best) return std::nullopt;
+    NodeChoice choice;
+    choice.score = static_cast<double>(best->score) / kScale;
+    choice.placement = MakePlacement(state, *query.request, node, best->gpus);
+    return choice;
+  }
+
+ private:
+  struct Eval {
+    int64_t score = 0;
+    uint64_t gpus = 0;
+  };
+  struct Base {
+    uint64_t stamp = 0;
+    double waste = 0;
+  };
+
+  double BaseWaste(const ClusterState& state, NodeId node, const int32_t* left, int gpus) {
+    Base& b = base_[node.value()];
+    const uint64_t stamp = state.version(node) + 1;
+    if (b.stamp != stamp) {
+      b.waste = waste_.Waste(node, state.free_cpu_milli(node), left, gpus);
+      b.stamp = stamp;
+    }
+    return b.waste;
+  }
+
+  // Milli-GPU left on GPU g after a share of `ask` is granted there (GpuMilliLeft's figure).
+  static int32_t LeftAfterShare(const ClusterState& state, NodeId node, int g, const GpuAsk& ask) {
+    const GpuState& s = state.gpu(node, g);
+    const int64_t capacity = state.cluster().node(node).gpus[g].memory_mib;
+    const int64_t memory = s.free_memory_mib - ShareMemoryOn(ask, capacity);
+    const int64_t compute = s.free_compute_milli - ShareComputeOn(ask);
+    const int64_t by_memory = capacity > 0 ? memory * 1000 / capacity : 0;
+    return static_cast<int32_t>(std::clamp<int64_t>(std::min(compute, by_memory), 0, 999));
+  }
+
+  std::optional<Eval> Evaluate(const ClusterState& state, const Query& query, NodeId node,
+                               const NodeFit& fit) {
     const PodRequest& r = *query.request;
+    const int n = state.cluster().node(node).gpu_count();
+    int32_t left[kMaxGpusPerNode];
+    for (int g = 0; g < n; ++g) left[g] = GpuMilliLeft(state, node, g);
+    const double before = BaseWaste(state, node, left, n);
+    const int64_t cpu_after = state.free_cpu_milli(node) - r.cpu_milli;
+    const double order = -kRankSpan * rank_fraction_[node.value()];
+    auto to_score = [](double s) { return static_cast<int64_t>(std::llround(s * kScale)); };
+
     switch (r.gpu.kind) {
-      case GpuAsk::Kind::kWhole:
-        return ChooseWholeBestFit(*this, state, query, index_, ceilings_, declined, whole_tiers_);
-      case GpuAsk::Kind::kNone:
-        return ScanCandidates(state, query, declined);
+      case GpuAsk::Kind::kNone: {
+        const double after = waste_.Waste(node, cpu_after, left, n);
+        int64_t free = 0;
+        for (int g = 0; g < n; ++g) free += left[g];
+        const double spread = -kCpuOnlySpread * static_cast<double>(free) / 8000.0;
+        return Eval{to_score(before - after + order + spread), 0};
+      }
+      case GpuAsk::Kind::kWhole: {
+        std::optional<WholeSet> set = WholeSetOn(state, query, node, fit.gpus);
+        if (!set) return std::nullopt;
+        int whole_after = 0;
+        for (int g = 0; g < n; ++g) {
+          if (set->mask & (1ULL << g)) left[g] = 0;
+          whole_after += left[g] >= 1000;
+        }
+        const double after = waste_.Waste(node, cpu_after, left, n);
+        const double fit_term = -kBestFit * whole_after / 8.0 + (whole_after == 0 ? kExactFit : 0);
+        const double tiers = (set->preference_met ? kPreferenceTier : 0) +
+                             (rack_domain_[node.value()] ? 0 : kKeepDomainTier);
+        return Eval{to_score(before - after + order + fit_term + tiers), set->mask};
+      }
       case GpuAsk::Kind::kMig:
-        return ScanCandidates(state, query, declined);
+        return std::nullopt;  // handled by ScoreNode / Choose
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
-        const int32_t compute = ShareComputeOn(r.gpu);
-        const int64_t min_memory = r.gpu.kind == GpuAsk::Kind::kShare ? r.gpu.memory_mib : 0;
-        std::optional<FreeCapacityIndex::GpuKey> key = index_.FirstFit(
-            true, min_memory, compute, [&](const FreeCapacityIndex::GpuKey& k) {
-              NodeFit fit = CheckNode(state, query, NodeId(k.node));
-              return fit.ok() && (fit.gpus & (1ULL << k.gpu));
-            });
-        if (key) {
-          NodeChoice c;
-          c.score = kSharedTier - GpuFreeKey(key->free_memory_mib, key->free_compute_milli);
-          c.placement = MakePlacement(state, r, NodeId(key->node), 1ULL << key->gpu);
-          return c;
+        // Every GPU with room, each distinct free amount once (equal amounts score equally).
+        int best_gpu = -1;
+        double best = 0;
+        int32_t best_left = 0;
+        int32_t tried[kMaxGpusPerNode];
+        int tried_count = 0;
+        for (uint64_t a = fit.gpus; a; a &= a - 1) {
+          const int g = __builtin_ctzll(a);
+          bool seen = false;
+          for (int t = 0; t < tried_count; ++t) seen |= tried[t] == left[g];
+          if (seen) continue;
+          tried[tried_count++] = left[g];
+          const int32_t was = left[g];
+          left[g] = LeftAfterShare(state, node, g, r.gpu);
+          const double s = before - waste_.Waste(node, cpu_after, left, n) -
+                           kShareBestFit * static_cast<double>(left[g]) / 1000.0;
+          left[g] = was;
+          // Higher score first; then the fuller GPU (best fit); then the lower index.
+          if (best_gpu < 0 || s > best + 1e-9 || (s > best - 1e-9 && was < best_left)) {
+            best_gpu = g;
+            best = s;
+            best_left = was;
+          }
         }
-        for (auto it = fresh_order_.lower_bound({2, INT32_MIN}); it != fresh_order_.end(); ++it) {
-          NodeId node(it->second);
-          NodeFit fit = CheckNode(state, query, node);
-          if (!fit.ok() || !(fit.gpus & state.whole_free_mask(node))) continue;
-          std::optional<NodeChoice> c = ScoreNode(state, query, node, fit);
-          if (c) return c;
-        }
-        return std::nullopt;
+        if (best_gpu < 0) return std::nullopt;
+        return Eval{to_score(best + order), 1ULL << best_gpu};
       }
     }
     return std::nullopt;
   }
 
- private:
-  static constexpr double kSharedTier = 1e12;
-  // Whole GPUs: nodes outside rack-scale NVLink domains first (below the preference tier).
-  static constexpr double kKeepDomainTier = 1e9;
-  double DomainTierBonus(NodeId node) const {
-    return whole_tiers_.empty() || rack_domain_[node.value()] ? 0 : kKeepDomainTier;
+  // The GPU set for a whole ask among `free` (whole_set.h: the best-connected set, honouring a
+  // required or preferred interconnect), remembered per node and free mask: it depends on nothing
+  // else.
+  std::optional<WholeSet> WholeSetOn(const ClusterState& state, const Query& query, NodeId node,
+                                     uint64_t free) {
+    const GpuAsk& ask = query.request->gpu;
+    const uint32_t meta = static_cast<uint32_t>(ask.count) << 8 |
+                          static_cast<uint32_t>(ask.topology) << 1 |
+                          static_cast<uint32_t>(ask.topology_required);
+    auto& memo = set_memo_[node.value()];
+    auto [it, fresh] = memo.try_emplace(std::make_pair(free, meta));
+    if (fresh) it->second = PickWholeSet(state, query, node, free);
+    return it->second;
   }
 
-  // Lower is better: fewer fully free GPUs, then PCIe-only before NVLink.
-  int FreshRank(const ClusterState& state, NodeId node) const {
-    return state.whole_free_count(node) * 2 + nvlink_[node.value()];
-  }
-
-  void UpdateFresh(const ClusterState& state, NodeId node) {
-    int& indexed = indexed_free_[node.value()];
-    if (indexed >= 0) fresh_order_.erase({indexed, node.value()});
-    indexed = FreshRank(state, node);
-    fresh_order_.insert({indexed, node.value()});
-  }
-
-  FreeCapacityIndex index_;
-  std::vector<int32_t> ceilings_;
-  std::vector<uint8_t> nvlink_;
+  uint64_t seed_;
+  int64_t reference_memory_ = 0;
+  std::vector<absl::flat_hash_map<std::pair<uint64_t, uint32_t>, std::optional<WholeSet>>>
+      set_memo_;
   std::vector<uint8_t> rack_domain_;
-  std::vector<NodeTier> whole_tiers_;
-  std::vector<int> indexed_free_;
-  // (FreshRank, node): nodes in the order tier 0 opens fresh GPUs.
-  std::set<std::pair<int, int32_t>> fresh_order_;
+  std::vector<double> rank_fraction_;
+  ShapeIndex index_;
+  TaskMix mix_;
+  WasteModel waste_;
+  std::vector<Base> base_;
 };
 
 }  // namespace
 
-std::unique_ptr<Policy> NewTesseraPolicy(const PolicyOptions&) {
-  return std::make_unique<TesseraPolicy>();
+std::unique_ptr<Policy> NewTesseraPolicy(const PolicyOptions& options) {
+  return std::make_unique<TesseraPolicy>(options);
 }
 
 }  // namespace tessera::core

@@ -173,9 +173,12 @@ TEST(Gangs, PreferredTriesTheNarrowestLevelFirst) {
   // 10 GPUs are free (2 in r1, 8 in r2) but no rack has 10: preferred falls back to anywhere.
   auto t = e.PlaceGang(Gang("g3", {4, 4, 2}, "rack", false));
   EXPECT_THAT(Nodes(c, t), ::testing::ElementsAre("r2-pcie", "r2-pcie", "r1-pcie"));
-  // Required would have refused.
+  // Required would have refused (r1-pcie taken: no rack has 16 free GPUs).
   Engine f(c, Make("tessera"));
-  ASSERT_TRUE(f.Place(Pod("x", GpuAsk::Whole(8))).placed());
+  Placement x;
+  x.node = c.FindNode("r1-pcie");
+  for (int g = 0; g < 8; ++g) x.gpus.push_back(GpuGrant{g, 81920, 1000, true});
+  ASSERT_TRUE(f.Restore("x", x).ok());
   auto u = f.PlaceGang(Gang("g4", {8, 8}, "rack", true));
   EXPECT_EQ(u[0].outcome, Outcome::kNoFitNow);
   e.state().CheckInvariants();

@@ -55,10 +55,11 @@ TEST(TopologyPolicy, TesseraKeepsRackScaleNvlinkDomainsForWhatNeedsThem) {
                   .Build();
   Engine t(c, Make("tessera"));
   Engine b(c, Make("binpack"));
-  // Best fit alone puts a 1-GPU pod on a 4-GPU tray; tessera keeps the NVL72 domain whole.
+  // Best fit alone puts a 1-GPU pod on a 4-GPU tray; tessera keeps the NVL72 domain whole (its
+  // node order takes the PCIe server first).
   PlacementResult one_t = t.Place(Pod("one", GpuAsk::Whole(1)));
   PlacementResult one_b = b.Place(Pod("one", GpuAsk::Whole(1)));
-  EXPECT_EQ(c.node(one_t.placement.node).name, "hgx");
+  EXPECT_EQ(c.node(one_t.placement.node).name, "pcie");
   EXPECT_EQ(c.node(one_b.placement.node).name, "tray-0");
   // A 4-GPU pod preferring NVLink: the HGX (NVLink met) before the trays.
   PlacementResult four = t.Place(Pod("four", WholeWith(4, GpuTopology::kNvLink, false)));

@@ -1,0 +1,139 @@
+#include "cli/simulate_trace.h"
+
+#include <chrono>
+#include <iostream>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "core/model/cluster.h"
+#include "sim/trace/alibaba.h"
+#include "sim/trace_report.h"
+#include "sim/trace_runs.h"
+
+namespace tessera::cli {
+
+void AddTraceFlags(CLI::App* cmd, TraceOptions* o) {
+  cmd->add_option("--nodes", o->nodes_file,
+                  "Trace mode: node list CSV of the Alibaba GPU trace (sn,cpu_milli,memory_mib,"
+                  "gpu,model), e.g. openb_node_list_gpu_node.csv. Needs --trace.")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--trace", o->trace_file,
+                  "Trace mode: pod list CSV of the Alibaba GPU trace (name,cpu_milli,memory_mib,"
+                  "num_gpu,gpu_milli[,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+                  "scheduled_time]). Needs --nodes.")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--protocol", o->protocol,
+                  "Trace mode: 'fgd' replays the FGD paper's protocol (pods sampled with "
+                  "replacement up to --tune-ratio x GPU capacity, shuffled by the seed, placed one "
+                  "at a time, no departures, failures final; reports GPU allocation against "
+                  "arrived demand). 'timeline' replays the trace's creation and deletion times "
+                  "with a waiting queue (reports pending times and allocation over time).")
+      ->check(CLI::IsMember({"fgd", "timeline"}))
+      ->capture_default_str();
+  cmd->add_option(
+         "--seeds", o->seeds,
+         "Trace mode: seeds, as a range (42-51), a list (42,43) or both; results are means "
+         "over them")
+      ->capture_default_str();
+  cmd->add_option("--report", o->report_dir,
+                  "Trace mode: also write CSV curves, per-seed results and charts (PNG, drawn by "
+                  "gnuplot) into this directory");
+  cmd->add_option("--threads", o->threads, "Trace mode: runs (policy x seed) in parallel")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--tune-ratio", o->tune_ratio,
+                  "Trace mode, fgd protocol: total GPU demand as a multiple of GPU capacity")
+      ->check(CLI::Range(0.01, 100.0))
+      ->capture_default_str();
+  cmd->add_option("--speedup", o->speedup,
+                  "Trace mode, timeline protocol: divide the gaps between arrivals by this (run "
+                  "times kept). The public trace is a sample of five months: at 1 it keeps about "
+                  "0.2% of the GPUs busy; 10000 and more fill the cluster")
+      ->check(CLI::Range(1e-6, 1e12))
+      ->capture_default_str();
+}
+
+bool TraceRequested(const TraceOptions& o) {
+  return !o.trace_file.empty() || !o.nodes_file.empty();
+}
+
+std::string DefaultTracePolicies() {
+  return "random,dotprod,gpu-clustering,gpu-packing,bestfit,fgd,tessera";
+}
+
+absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& policies, bool json) {
+  if (o.nodes_file.empty() || o.trace_file.empty()) {
+    return absl::InvalidArgumentError("--nodes and --trace go together (give both)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(std::vector<uint64_t> seeds, sim::ParseSeeds(o.seeds));
+  TESSERA_ASSIGN_OR_RETURN(std::vector<core::NodeSpec> nodes, sim::ReadAlibabaNodes(o.nodes_file));
+  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(std::move(nodes));
+  if (!cluster.ok()) {
+    return absl::InvalidArgumentError(StrCat(o.nodes_file, ": ", cluster.status().message()));
+  }
+  TESSERA_ASSIGN_OR_RETURN(sim::PodTrace trace, sim::ReadAlibabaPods(o.trace_file));
+  if (cluster->total_gpus() == 0) {
+    return absl::InvalidArgumentError(
+        StrCat(o.nodes_file, ": no GPUs in the cluster; GPU allocation ratios need some"));
+  }
+  sim::TraceRunInfo info;
+  info.nodes_file = o.nodes_file;
+  info.trace_file = o.trace_file;
+  info.seeds = seeds;
+  info.capacity_gpus = cluster->total_gpus();
+  info.speedup = o.speedup;
+
+  // Progress on stderr, at most every two seconds, once a run has lasted two seconds.
+  const auto start = std::chrono::steady_clock::now();
+  double last_report = 0;
+  auto progress = [&](const sim::RunProgress& p) {
+    if (p.elapsed_seconds < 2 || (p.elapsed_seconds - last_report < 2 && p.done < p.total)) return;
+    if (p.done == p.total && last_report == 0) return;  // finished before the first report
+    last_report = p.elapsed_seconds;
+    const double eta = p.elapsed_seconds / p.done * (p.total - p.done);
+    std::cerr << fmt::format(
+        "tessera simulate: {}/{} runs done ({} seed {}), {:.0f} s, about "
+        "{:.0f} s left\n",
+        p.done, p.total, p.policy, p.seed, p.elapsed_seconds, eta);
+  };
+  (void)start;
+
+  if (o.protocol == "timeline") {
+    if (!trace.has_times) {
+      return absl::InvalidArgumentError(
+          StrCat(o.trace_file,
+                 ": the timeline protocol needs creation_time and deletion_time "
+                 "columns (this file has only the first five; use --protocol fgd)"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(
+        std::vector<sim::TimelinePolicyRuns> results,
+        sim::RunTimelineSeeds(*cluster, trace, policies, seeds, o.speedup, o.threads, progress));
+    if (json) {
+      std::cout << sim::TimelineJson(info, results).dump(2) << "\n";
+    } else {
+      std::cout << sim::TimelineTable(info, results);
+    }
+    if (!o.report_dir.empty()) {
+      absl::Status s = sim::WriteTimelineReport(o.report_dir, info, results);
+      if (!s.ok()) return absl::InternalError(StrCat("--report: ", s.message()));
+      if (!json) std::cout << "\nreport: " << o.report_dir << "\n";
+    }
+    return absl::OkStatus();
+  }
+  TESSERA_ASSIGN_OR_RETURN(
+      std::vector<sim::PolicyRuns> results,
+      sim::RunFgdSeeds(*cluster, trace, policies, seeds, o.tune_ratio, o.threads, progress));
+  if (json) {
+    std::cout << sim::FgdJson(info, results).dump(2) << "\n";
+  } else {
+    std::cout << sim::FgdTable(info, results);
+  }
+  if (!o.report_dir.empty()) {
+    absl::Status s = sim::WriteFgdReport(o.report_dir, info, results);
+    if (!s.ok()) return absl::InternalError(StrCat("--report: ", s.message()));
+    if (!json) std::cout << "\nreport: " << o.report_dir << "\n";
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tessera::cli

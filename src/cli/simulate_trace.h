@@ -1,0 +1,36 @@
+// `tessera simulate --nodes NODES.csv --trace PODS.csv ...`: trace replay (the Alibaba GPU trace)
+// under the FGD paper's protocol or by the trace's own clock. The flags are registered on the
+// simulate subcommand; simulate.cc hands over when --trace is given.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+
+namespace tessera::cli {
+
+struct TraceOptions {
+  std::string nodes_file;
+  std::string trace_file;
+  std::string protocol = "fgd";
+  std::string seeds = "42-51";
+  std::string report_dir;
+  int threads = 1;
+  double tune_ratio = 1.3;
+  double speedup = 1;
+};
+
+// Registers --nodes, --trace, --protocol, --seeds, --report, --threads, --tune-ratio, --speedup.
+void AddTraceFlags(CLI::App* simulate, TraceOptions* options);
+// Whether the trace mode was asked for (--trace or --nodes given).
+bool TraceRequested(const TraceOptions& options);
+// The policies when --policy is not given in trace mode: the paper's six and tessera.
+std::string DefaultTracePolicies();
+// Runs it, printing a table (or JSON) on stdout and progress on stderr. Bad input is
+// InvalidArgument (exit status 2); a failure to draw charts is reported after the results.
+[[nodiscard]] absl::Status RunTrace(const TraceOptions& options,
+                                    const std::vector<std::string>& policies, bool json);
+
+}  // namespace tessera::cli

@@ -1,0 +1,255 @@
+// The FGD protocol and timeline replays on small synthetic traces, and their reports.
+#include <filesystem>
+#include <fstream>
+
+#include "common/status.h"
+#include "core/model/cluster.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/fgd_replay.h"
+#include "sim/timeline.h"
+#include "sim/trace/alibaba.h"
+#include "sim/trace_report.h"
+#include "sim/trace_runs.h"
+
+namespace tessera::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+core::Cluster Nodes(const std::string& csv) {
+  absl::StatusOr<std::vector<core::NodeSpec>> n = ParseAlibabaNodes(csv, "nodes.csv");
+  TESSERA_CHECK(n.ok());
+  absl::StatusOr<core::Cluster> c = core::Cluster::Create(*n);
+  TESSERA_CHECK(c.ok());
+  return *std::move(c);
+}
+
+PodTrace Pods(const std::string& csv) {
+  absl::StatusOr<PodTrace> t = ParseAlibabaPods(csv, "pods.csv");
+  TESSERA_CHECK_MSG(t.ok(), std::string(t.status().message()).c_str());
+  return *std::move(t);
+}
+
+constexpr char kHeader[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
+
+TEST(FgdSequence, ShufflesAndTunesUpToTheTarget) {
+  std::string csv = kHeader;
+  for (int i = 0; i < 50; ++i)
+    csv += "p" + std::to_string(100 + i) + ",1000,100,1," + (i % 2 ? "500\n" : "1000\n");
+  PodTrace t = Pods(csv);  // demand 37.5 GPUs
+  FgdSequence a = BuildFgdSequence(t, 40000, 1.3, 42);
+  FgdSequence b = BuildFgdSequence(t, 40000, 1.3, 42);
+  FgdSequence c = BuildFgdSequence(t, 40000, 1.3, 43);
+  EXPECT_EQ(a.pods, b.pods);
+  EXPECT_NE(a.pods, c.pods);
+  // Every original pod once, first; then tuned clones; the demand reaches the target without
+  // passing it by more than the last pod's per-GPU ask.
+  std::vector<int> seen(50, 0);
+  for (size_t i = 0; i < a.pods.size(); ++i) {
+    if (a.clone_number[i] < 0) {
+      ++seen[a.pods[i]];
+      EXPECT_LT(i, 50u);
+    }
+  }
+  for (int s : seen) EXPECT_EQ(s, 1);
+  EXPECT_LE(a.demand_milli, 52000);
+  EXPECT_GT(a.demand_milli, 52000 - 1000);
+  int64_t sum = 0;
+  for (int32_t p : a.pods) sum += t.pods[p].total_gpu_milli();
+  EXPECT_EQ(sum, a.demand_milli);
+  // Above the target: random pods are dropped until it holds.
+  FgdSequence down = BuildFgdSequence(t, 10000, 1.0, 42);
+  EXPECT_LE(down.demand_milli, 10000);
+  EXPECT_LT(down.pods.size(), 50u);
+}
+
+TEST(FgdProtocol, CurveAndFailuresOnASmallCluster) {
+  core::Cluster c = Nodes(
+      "sn,cpu_milli,memory_mib,gpu,model\na,8000,65536,2,T4\nb,8000,65536,2,T4\n"
+      "c,8000,65536,2,T4\nd,8000,65536,2,T4\n");
+  std::string csv = kHeader;
+  for (int i = 0; i < 6; ++i) csv += "w" + std::to_string(i) + ",1000,1024,1,1000\n";
+  csv += "huge,1000,1024,3,1000\n";  // more GPUs than any node: a counted failure, never a crash
+  PodTrace t = Pods(csv);
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    FgdRunOptions o;
+    o.policy = "fgd";
+    o.seed = seed;
+    o.typical_tasks = TraceTypicalTasks(t, c);
+    absl::StatusOr<FgdRunResult> r = RunFgdProtocol(c, t, o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_LE(r->allocated_milli, 8000);
+    EXPECT_GE(r->never_fits, 1);
+    // Every placed pod is one whole GPU; everything else failed.
+    EXPECT_EQ(r->failed_pods, r->pods - r->allocated_milli / 1000);
+    EXPECT_GE(r->arrived_milli, 10400 - 1000);
+    ASSERT_FALSE(r->curve.empty());
+    EXPECT_EQ(r->curve.front().first, 0);
+    EXPECT_DOUBLE_EQ(r->final_allocation, r->curve.back().second);
+    for (size_t i = 1; i < r->curve.size(); ++i) {
+      EXPECT_GE(r->curve[i].second, r->curve[i - 1].second - 1e-9);
+    }
+  }
+}
+
+TEST(FgdProtocol, UnknownPolicyIsAnError) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\na,8000,65536,2,T4\n");
+  FgdRunOptions o;
+  o.policy = "nope";
+  EXPECT_FALSE(RunFgdProtocol(c, Pods(std::string(kHeader) + "p,1,1,1,1000\n"), o).ok());
+}
+
+TEST(RoundLikePython, HalfToEven) {
+  EXPECT_EQ(RoundLikePython(0.5, 0), 0);
+  EXPECT_EQ(RoundLikePython(1.5, 0), 2);
+  EXPECT_EQ(RoundLikePython(129.5, 0), 130);
+  EXPECT_NEAR(RoundLikePython(95.384, 2), 95.38, 1e-12);
+}
+
+constexpr char kTimedHeader[] =
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+    "deletion_time,scheduled_time\n";
+
+TEST(Timeline, HeaderExample) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\nn,8000,65536,1,T4\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "a,1000,1024,1,1000,,LS,Running,0,10,0\n"
+                    "b,1000,1024,1,1000,,LS,Running,2,20,2\n"
+                    "big,1000,1024,2,1000,,LS,Running,3,5,\n");
+  TimelineOptions o;
+  o.policy = "tessera";
+  absl::StatusOr<TimelineResult> r = RunTimeline(c, t, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->started, 2);
+  EXPECT_EQ(r->waited, 1);
+  EXPECT_EQ(r->never_fits, 1);
+  EXPECT_EQ(r->still_waiting, 0);
+  EXPECT_DOUBLE_EQ(r->pending_max, 8);
+  EXPECT_DOUBLE_EQ(r->peak_allocation, 100);
+  // Busy the whole arrival window [0, 3].
+  EXPECT_NEAR(r->mean_allocation, 100, 1e-9);
+}
+
+TEST(Timeline, PodsThatNeverStartAreCounted) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\nn,8000,65536,1,T4\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "forever,1000,1024,1,1000,,LS,Running,0,,0\n"
+                    "late,1000,1024,1,500,,LS,Running,5,9,5\n");
+  TimelineOptions o;
+  o.policy = "bestfit";
+  absl::StatusOr<TimelineResult> r = RunTimeline(c, t, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->started, 1);
+  EXPECT_EQ(r->still_waiting, 1);
+}
+
+TEST(Timeline, SpeedupCompressesArrivals) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\nn,8000,65536,1,T4\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "a,1000,1024,1,1000,,LS,Running,0,100,0\n"
+                    "b,1000,1024,1,1000,,LS,Running,1000,1100,1000\n");
+  TimelineOptions o;
+  o.policy = "fgd";
+  absl::StatusOr<TimelineResult> slow = RunTimeline(c, t, o);
+  o.speedup = 100;  // b arrives at 10, while a runs until 100
+  absl::StatusOr<TimelineResult> fast = RunTimeline(c, t, o);
+  ASSERT_TRUE(slow.ok() && fast.ok());
+  EXPECT_EQ(slow->waited, 0);
+  EXPECT_EQ(fast->waited, 1);
+  EXPECT_DOUBLE_EQ(fast->pending_max, 90);
+  EXPECT_GT(fast->offered_load, slow->offered_load);
+}
+
+TEST(Timeline, NeedsTimes) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\nn,8000,65536,1,T4\n");
+  TimelineOptions o;
+  o.policy = "tessera";
+  absl::StatusOr<TimelineResult> r =
+      RunTimeline(c, Pods(std::string(kHeader) + "p,1,1,1,1000\n"), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("needs creation_time and deletion_time"));
+}
+
+TEST(TraceRuns, ParseSeeds) {
+  EXPECT_EQ(*ParseSeeds("42-44"), (std::vector<uint64_t>{42, 43, 44}));
+  EXPECT_EQ(*ParseSeeds("1-2,7"), (std::vector<uint64_t>{1, 2, 7}));
+  EXPECT_EQ(*ParseSeeds("5"), (std::vector<uint64_t>{5}));
+  for (const char* bad : {"", "x", "3-1", "1,,2", "1-", "-3"}) {
+    EXPECT_FALSE(ParseSeeds(bad).ok()) << bad;
+  }
+}
+
+TEST(TraceRuns, ThreadsGiveTheSameAnswers) {
+  core::Cluster c = Nodes(
+      "sn,cpu_milli,memory_mib,gpu,model\na,32000,65536,4,T4\nb,32000,65536,4,T4\n"
+      "c,64000,65536,8,G2\n");
+  std::string csv = kHeader;
+  for (int i = 0; i < 40; ++i) {
+    csv += "p" + std::to_string(i) + ",2000,1024,1," + std::to_string(200 + 100 * (i % 9)) + "\n";
+  }
+  PodTrace t = Pods(csv);
+  const std::vector<std::string> policies = {"random", "fgd", "tessera"};
+  int calls = 0;
+  auto one = RunFgdSeeds(c, t, policies, {1, 2, 3}, 1.3, 1, [&](const RunProgress&) { ++calls; });
+  auto four = RunFgdSeeds(c, t, policies, {1, 2, 3}, 1.3, 4, nullptr);
+  ASSERT_TRUE(one.ok() && four.ok());
+  EXPECT_EQ(calls, 9);
+  for (size_t p = 0; p < policies.size(); ++p) {
+    ASSERT_EQ((*one)[p].runs.size(), 3u);
+    for (size_t s = 0; s < 3; ++s) {
+      EXPECT_EQ((*one)[p].runs[s].curve, (*four)[p].runs[s].curve);
+      EXPECT_EQ((*one)[p].runs[s].seed, s + 1);
+    }
+    EXPECT_DOUBLE_EQ((*one)[p].mean.final_allocation, (*four)[p].mean.final_allocation);
+  }
+  // The JSON document the CLI prints, in the shape.
+  TraceRunInfo info;
+  info.seeds = {1, 2, 3};
+  nlohmann::json j = FgdJson(info, *one);
+  ASSERT_EQ(j["results"].size(), 3u);
+  for (const auto& r : j["results"]) {
+    for (const char* key : {"policy", "final_allocation_ratio", "curve", "fragmentation_rate",
+                            "failed_pods", "seconds"}) {
+      EXPECT_TRUE(r.contains(key)) << key;
+    }
+    EXPECT_EQ(r["curve"].back()[0], 130);
+  }
+}
+
+TEST(TraceReport, WritesCsvAndCharts) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\na,32000,65536,4,T4\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "a,1000,1024,1,1000,,LS,Running,0,10,0\n"
+                    "b,1000,1024,1,500,,LS,Running,2,20,2\n");
+  TraceRunInfo info;
+  info.trace_file = "pods.csv";
+  info.seeds = {1};
+  info.capacity_gpus = 4;
+  auto fgd = RunFgdSeeds(c, t, {"bestfit", "tessera"}, {1}, 1.3, 1, nullptr);
+  auto timeline = RunTimelineSeeds(c, t, {"bestfit", "tessera"}, {1}, 1, 1, nullptr);
+  ASSERT_TRUE(fgd.ok() && timeline.ok());
+  const std::string dir = ::testing::TempDir() + "/trace_report";
+  absl::Status f = WriteFgdReport(dir + "/fgd", info, *fgd);
+  absl::Status l = WriteTimelineReport(dir + "/timeline", info, *timeline);
+  for (const char* file :
+       {"fgd/allocation_curve.csv", "fgd/summary.csv", "fgd/runs.csv", "fgd/allocation.gp",
+        "timeline/allocation_over_time.csv", "timeline/summary.csv", "timeline/pending_time.gp"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
+  }
+  std::ifstream curve(dir + "/fgd/allocation_curve.csv");
+  std::string header;
+  std::getline(curve, header);
+  EXPECT_EQ(header, "arrived_pct,bestfit,tessera");
+  if (f.ok()) {  // gnuplot present (scripts/setup.sh installs it)
+    EXPECT_TRUE(std::filesystem::exists(dir + "/fgd/allocation.png"));
+    EXPECT_TRUE(l.ok()) << l;
+    EXPECT_TRUE(std::filesystem::exists(dir + "/timeline/pending_time.png"));
+  } else {
+    EXPECT_THAT(std::string(f.message()), HasSubstr("gnuplot"));
+  }
+}
+
+}  // namespace
+}  // namespace tessera::sim
