@@ -66,3 +66,7 @@ function(tessera_cc_benchmark)
   target_compile_definitions(${ARG_NAME} PRIVATE TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}")
   _tessera_common(${ARG_NAME})
 endfunction()
+
+# tessera_e2e_test(NAME .. SRCS .. DEPS .. [WITH_SCHEDULER] [WITH_CONTROLLER_MANAGER]): a test
+# against a real Kubernetes control plane; see test/controlplane/e2e.cmake and its README.md.
+include(${CMAKE_CURRENT_LIST_DIR}/../test/controlplane/e2e.cmake OPTIONAL)
