@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "core/policy/policy.h"
 #include "k8s/client/config.h"

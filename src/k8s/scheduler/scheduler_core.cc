@@ -280,7 +280,6 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
     LeaveGang(key, s);
     if (s.stage != Stage::kBadInput || !prev || prev->input_error != pod->input_error) {
       if (metrics_ != nullptr) metrics_->failed_invalid_pod++;
-      spdlog::info("pod {} cannot be scheduled until it is fixed: {}", key, pod->input_error);
       Report(s, "Unschedulable", StrCat("invalid pod: ", pod->input_error));
     }
     s.stage = Stage::kBadInput;
@@ -412,6 +411,7 @@ void SchedulerCore::Report(PodState& s, std::string_view reason, const std::stri
   }
   s.reported = message;
   s.reported_at = now;
+  spdlog::info("pod {}: {}: {}", s.info->key, reason, message);
   // Already on the pod from an earlier life of the scheduler: do not write it again.
   if (message == s.info->unschedulable_message) return;
   actions_->ReportFailure(*s.info, reason, message, /*repeat=*/false);
