@@ -6,6 +6,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <thread>
 #include <unordered_map>
 
@@ -425,7 +426,8 @@ struct AsyncClient::Impl {
   bool stop = false;                                // guarded by mu
 
   // Owned by the client's thread.
-  std::vector<std::unique_ptr<Transfer>> waiting;
+  std::deque<std::unique_ptr<Transfer>> ready;  // in submission order
+  std::multimap<std::chrono::steady_clock::time_point, std::unique_ptr<Transfer>> delayed;
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> running;
   std::vector<CURL*> idle;
   std::thread thread;
@@ -479,7 +481,8 @@ struct AsyncClient::Impl {
     if (IsTransient(t->response) && t->attempts < options.max_attempts) {
       t->ready_at = std::chrono::steady_clock::now() +
                     RetryDelay(options.backoff, t->attempts, t->response.retry_after_s, random);
-      waiting.push_back(std::move(t));
+      auto at = t->ready_at;
+      delayed.emplace(at, std::move(t));
       return;
     }
     Complete(std::move(t));
@@ -490,49 +493,39 @@ struct AsyncClient::Impl {
       {
         std::lock_guard<std::mutex> lock(mu);
         if (stop) break;
-        auto now = std::chrono::steady_clock::now();
         while (!submitted.empty()) {
-          submitted.front()->ready_at = now;
-          waiting.push_back(std::move(submitted.front()));
+          ready.push_back(std::move(submitted.front()));
           submitted.pop_front();
         }
       }
       auto now = std::chrono::steady_clock::now();
-      auto next_ready = std::chrono::steady_clock::time_point::max();
-      // Start in submission order what is ready, up to the in-flight limit.
-      std::vector<std::unique_ptr<Transfer>> keep;
-      for (auto& t : waiting) {
-        if (t->ready_at <= now && static_cast<int>(running.size()) < options.max_in_flight) {
-          Start(std::move(t));
-        } else {
-          next_ready = std::min(next_ready, t->ready_at);
-          keep.push_back(std::move(t));
-        }
+      while (!delayed.empty() && delayed.begin()->first <= now) {
+        ready.push_back(std::move(delayed.begin()->second));
+        delayed.erase(delayed.begin());
       }
-      waiting = std::move(keep);
+      while (!ready.empty() && static_cast<int>(running.size()) < options.max_in_flight) {
+        Start(std::move(ready.front()));
+        ready.pop_front();
+      }
       int still = 0;
       curl_multi_perform(multi, &still);
       int left = 0;
+      bool finished = false;
       while (CURLMsg* msg = curl_multi_info_read(multi, &left)) {
-        if (msg->msg == CURLMSG_DONE) Finished(msg->easy_handle, msg->data.result);
-      }
-      int timeout_ms = 1000;
-      if (!running.empty()) timeout_ms = 100;
-      if (next_ready != std::chrono::steady_clock::time_point::max()) {
-        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-            next_ready - std::chrono::steady_clock::now());
-        timeout_ms = std::clamp<int>(static_cast<int>(wait.count()), 0, timeout_ms);
-      }
-      // Something finished or was retried meanwhile: go round again without waiting.
-      bool more_ready = false;
-      for (auto& t : waiting) {
-        if (t->ready_at <= std::chrono::steady_clock::now() &&
-            static_cast<int>(running.size()) < options.max_in_flight) {
-          more_ready = true;
-          break;
+        if (msg->msg == CURLMSG_DONE) {
+          Finished(msg->easy_handle, msg->data.result);
+          finished = true;
         }
       }
-      if (!more_ready) curl_multi_poll(multi, nullptr, 0, timeout_ms, nullptr);
+      // Room freed and work waiting: go round again without waiting.
+      if (finished && !ready.empty()) continue;
+      int timeout_ms = running.empty() ? 1000 : 100;
+      if (!delayed.empty()) {
+        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+            delayed.begin()->first - std::chrono::steady_clock::now());
+        timeout_ms = std::clamp<int>(static_cast<int>(wait.count()), 0, timeout_ms);
+      }
+      curl_multi_poll(multi, nullptr, 0, timeout_ms, nullptr);
     }
     // Stopping: everything not finished is cancelled.
     std::vector<std::unique_ptr<Transfer>> cancelled;
@@ -543,8 +536,10 @@ struct AsyncClient::Impl {
       cancelled.push_back(std::move(t));
     }
     running.clear();
-    for (auto& t : waiting) cancelled.push_back(std::move(t));
-    waiting.clear();
+    for (auto& t : ready) cancelled.push_back(std::move(t));
+    ready.clear();
+    for (auto& [at, t] : delayed) cancelled.push_back(std::move(t));
+    delayed.clear();
     {
       std::lock_guard<std::mutex> lock(mu);
       for (auto& t : submitted) cancelled.push_back(std::move(t));

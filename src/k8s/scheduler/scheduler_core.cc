@@ -90,8 +90,11 @@ void SchedulerCore::Rebuild() {
   specs.reserve(nodes_.size());
   int bad = 0;
   for (const auto& [name, info] : nodes_) {
-    specs.push_back(info->spec);
     if (!info->inventory_error.empty()) ++bad;
+    // A cordoned node takes no new pods. Leaving it out of the engine's cluster is enough: what
+    // its bound pods hold matters only on it, and it is restored when the node is uncordoned.
+    if (info->unschedulable) continue;
+    specs.push_back(info->spec);
   }
   absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(std::move(specs));
   if (!cluster.ok()) {

@@ -360,6 +360,23 @@ TEST_F(CoreTest, BadNodeInventoryMakesOnlyThatNodeUnusableForGpus) {
   EXPECT_EQ(metrics_.nodes_bad_inventory.load(), 0);
 }
 
+TEST_F(CoreTest, CordonedNodesTakeNoNewPods) {
+  json cordoned = NodeObject("n1").Gpus(2).Json();
+  cordoned["spec"]["unschedulable"] = true;
+  Node(cordoned);
+  Pod(PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json());
+  Sync();
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kUnschedulable);
+  cordoned["spec"].erase("unschedulable");
+  Node(cordoned);
+  Advance(1000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].node, "n1");
+}
+
 TEST_F(CoreTest, HigherPriorityGoesFirst) {
   Node(NodeObject("n1").Gpus(1).Json());
   Pod(PodObject("ns", "low").Limit("tessera.dev/gpu", "1").Priority(0).Json());
