@@ -16,6 +16,7 @@ packages=(
   libcpp-httplib-dev     # /metrics and /healthz of the scheduler (HTTP server)
   gnuplot-nox            # charts in simulation reports
   openssl                # certificates for the test control plane
+  procps util-linux      # pgrep (e2e checks), setsid and flock (test/controlplane scripts)
   jq curl                # scripts
   clang libclang-rt-14-dev  # libFuzzer targets (fuzz preset)
   golang-go              # only if no Go is on the machine; builds the test control plane

@@ -4,8 +4,8 @@
 #
 #   ${TESSERA_CACHE_DIR:-$HOME/.cache/tessera}/controlplane/<key>/bin
 #
-# <key> hashes go.mod, go.sum, this script (less its comments) and the Go version, so a second run with nothing
-# changed finds the binaries and returns at once. The Go module and build caches live beside it
+# <key> hashes go.mod, go.sum, this script (less its comments) and the Go version, so a
+# second run with nothing changed finds the binaries and returns at once. The Go module and build caches live beside it
 # (controlplane/gomod, controlplane/gocache), so the cache folder is self-contained. The folder
 # controlplane/current is a symlink to the newest build; the three newest builds are kept. The
 # last line printed is the bin folder.

@@ -57,7 +57,9 @@ find_bin_dir() {
 check_bin_dir() {
   local b=$1 c
   for c in etcd kube-apiserver kube-scheduler kube-controller-manager kubectl; do
-    [[ -x $b/$c ]] || die "no $c in $b: build the control plane first with test/controlplane/build.sh (the first build takes about 16 minutes on 2 cores; later ones a second)"
+    [[ -x $b/$c ]] || die "no $c in $b: build the control plane first with" \
+      "test/controlplane/build.sh (the first build takes about 16 minutes on 2 cores;" \
+      "later ones a second)"
   done
 }
 
@@ -105,7 +107,7 @@ strays() {
   local dir=$1 b p c
   b=$(cat "$dir/bin_dir" 2>/dev/null) || return 0
   for p in /proc/[0-9]*; do
-    for c in etcd kube-apiserver kube-scheduler kube-controller-manager kubectl; do
+    for c in etcd kube-apiserver kube-scheduler kube-controller-manager; do
       if [[ $p/exe -ef $b/$c ]]; then
         alive "${p#/proc/}" && ours "$dir" "${p#/proc/}" && echo "${p#/proc/} ($c)"
         break
@@ -401,7 +403,8 @@ EOF
     fi
     ((api_ok && ns_ok && sched_ok && kcm_ok)) && break
     if (($(date +%s) >= deadline)); then
-      log "not healthy after ${timeout}s (api ready=$api_ok, default namespace=$ns_ok, scheduler=$sched_ok, controller-manager=$kcm_ok)"
+      log "not healthy after ${timeout}s (api ready=$api_ok, default namespace=$ns_ok," \
+        "scheduler=$sched_ok, controller-manager=$kcm_ok)"
       while read -r name pid; do dump_log "$name"; done <"$dir/pids"
       return 1
     fi
@@ -522,7 +525,10 @@ case $cmd in
     [[ -d $2 ]] || die "no such folder $2"
     stop_cluster "$(cd "$2" && pwd)"
     ;;
-  status) [[ -n ${2:-} && -d $2 ]] || die "usage: cluster.sh status DIR"; status_cluster "$(cd "$2" && pwd)" ;;
+  status)
+    [[ -n ${2:-} && -d $2 ]] || die "usage: cluster.sh status DIR"
+    status_cluster "$(cd "$2" && pwd)"
+    ;;
   env) [[ -n ${2:-} && -d $2 ]] || die "usage: cluster.sh env DIR"; env_cluster "$2" ;;
   bin-dir) b=$(find_bin_dir); check_bin_dir "$b"; echo "$b" ;;
   _watchdog) watchdog "$2" "$3" "$4" ;;

@@ -207,8 +207,9 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
   run.timeout = std::chrono::seconds(300);
   CommandResult r = RunCommand(argv, run);
   if (!r.ok()) {
-    return absl::UnavailableError(absl::StrCat("control plane did not start (", absl::StrJoin(argv, " "),
-                                               ", exit ", r.exit_code, "):\n", r.out, r.err));
+    return absl::UnavailableError(absl::StrCat("control plane did not start (",
+                                               absl::StrJoin(argv, " "), ", exit ", r.exit_code,
+                                               "):\n", r.out, r.err));
   }
 
   std::unique_ptr<ControlPlane> cp(new ControlPlane());
@@ -260,8 +261,7 @@ ControlPlane::~ControlPlane() {
 absl::Status ControlPlane::Stop() {
   if (!running_) return absl::OkStatus();
   CommandResult r = RunCommand({ClusterScript(), "stop", dir_});
-  running_ = false;
-  if (!r.ok()) {
+  if (!r.ok()) {  // still running_: the destructor tries again
     return absl::InternalError(absl::StrCat("cluster.sh stop ", dir_, " failed (exit ",
                                             r.exit_code, "):\n", r.out, r.err));
   }
@@ -270,6 +270,7 @@ absl::Status ControlPlane::Stop() {
     return absl::InternalError(absl::StrCat("processes of the control plane in ", dir_,
                                             " still run after stop: ", absl::StrJoin(left, " ")));
   }
+  running_ = false;
   const testing::TestInfo* test = testing::UnitTest::GetInstance()->current_test_info();
   bool failed = testing::UnitTest::GetInstance()->Failed() ||
                 (test != nullptr && test->result()->Failed());

@@ -95,7 +95,8 @@ class ControlPlane {
   const std::vector<std::pair<std::string, pid_t>>& recorded_pids() const { return pids_; }
 
   // Runs kubectl against this control plane (--kubeconfig is added).
-  CommandResult Kubectl(const std::vector<std::string>& args, std::string_view stdin_data = {}) const;
+  CommandResult Kubectl(const std::vector<std::string>& args,
+                        std::string_view stdin_data = {}) const;
   // Same, for commands that must succeed: stdout, or an error with the command and its stderr.
   absl::StatusOr<std::string> KubectlOk(const std::vector<std::string>& args,
                                         std::string_view stdin_data = {}) const;
