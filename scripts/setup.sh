@@ -18,7 +18,7 @@ packages=(
   openssl                # certificates for the test control plane
   procps util-linux      # pgrep (e2e checks), setsid and flock (test/controlplane scripts)
   jq curl                # scripts
-  clang libclang-rt-14-dev  # libFuzzer targets (fuzz preset)
+  clang libclang-rt-14-dev clang-format  # libFuzzer targets (fuzz preset), formatting
   golang-go              # only if no Go is on the machine; builds the test control plane
 )
 

@@ -12,6 +12,8 @@ absl::StatusOr<json> ParseJson(std::string_view text, std::string_view what) {
   } catch (const json::parse_error& e) {
     return absl::InvalidArgumentError(
         StrCat(what, ": not valid JSON at byte ", e.byte, ": ", e.what()));
+  } catch (const json::exception& e) {  // e.g. a number too large for any type
+    return absl::InvalidArgumentError(StrCat(what, ": not valid JSON: ", e.what()));
   }
 }
 

@@ -1,0 +1,95 @@
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "records/assignment.h"
+#include "records/inventory.h"
+
+namespace tessera::records {
+namespace {
+
+using ::testing::HasSubstr;
+
+Inventory TwoGpus() {
+  Inventory inv;
+  for (int i = 0; i < 2; ++i) {
+    core::GpuSpec g;
+    g.index = i;
+    g.uuid = "GPU-" + std::to_string(i);
+    g.model = "A100-80GB";
+    g.memory_mib = 81920;
+    g.sm_count = 108;
+    g.numa_node = i;
+    g.pci_bus_id = "00000000:0" + std::to_string(i) + ":00.0";
+    inv.gpus.push_back(g);
+  }
+  inv.links = core::LinkMatrix::AllNvLink(2, 12);
+  core::NicSpec nic;
+  nic.name = "NIC0";
+  nic.device = "mlx5_0";
+  nic.gpu_links = {core::Link{core::LinkKind::kPxb, 0}, core::Link{core::LinkKind::kSys, 0}};
+  inv.nics.push_back(nic);
+  return inv;
+}
+
+TEST(Inventory, RoundTrips) {
+  Inventory inv = TwoGpus();
+  std::string json = InventoryToJson(inv);
+  absl::StatusOr<Inventory> back = InventoryFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(InventoryToJson(*back), json);
+  EXPECT_EQ(back->links.at(0, 1), (core::Link{core::LinkKind::kNvLink, 12}));
+  EXPECT_EQ(back->gpus[1].uuid, "GPU-1");
+  EXPECT_EQ(back->nics[0].gpu_links[1].kind, core::LinkKind::kSys);
+}
+
+std::string InventoryError(const std::string& json) {
+  absl::StatusOr<Inventory> r = InventoryFromJson(json);
+  EXPECT_FALSE(r.ok()) << json;
+  return r.ok() ? "" : std::string(r.status().message());
+}
+
+TEST(Inventory, BadRecordsNameTheField) {
+  EXPECT_THAT(InventoryError("{"), HasSubstr("gpu-inventory: not valid JSON at byte"));
+  EXPECT_THAT(InventoryError("[]"), HasSubstr("gpu-inventory: expected an object"));
+  EXPECT_THAT(InventoryError(R"({"version":2,"gpus":[],"links":[]})"),
+              HasSubstr("version 2 is not supported"));
+  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":"80Gi"}],"links":[["X"]]})"),
+              HasSubstr("gpu-inventory.gpus[0].memory_mib: expected an integer, found \"80Gi\""));
+  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":1,"model":"A","memory_mib":1}],"links":[["X"]]})"),
+              HasSubstr("gpu-inventory.gpus[0].index: is 1, expected 0"));
+  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1,"colour":"red"}],"links":[["X"]]})"),
+              HasSubstr("unknown field \"colour\""));
+  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1}],"links":[]})"),
+              HasSubstr("gpu-inventory.links: has 0 rows for 1 GPUs"));
+  EXPECT_THAT(
+      InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1},{"index":1,"model":"A","memory_mib":1}],"links":[["X","NV4"],["NV2","X"]]})"),
+      HasSubstr("must be symmetric"));
+  EXPECT_THAT(
+      InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1},{"index":1,"model":"A","memory_mib":1}],"links":[["X","FAST"],["FAST","X"]]})"),
+      HasSubstr("gpu-inventory.links[0][1]: unknown link \"FAST\""));
+  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":0}],"links":[["X"]]})"),
+              HasSubstr("memory_mib: must be positive"));
+  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1}],"links":[["X"]], "extra": 1e999})"),
+              HasSubstr("not valid JSON"));
+}
+
+TEST(Assignment, RoundTripsAndValidates) {
+  Assignment a;
+  a.node = "n1";
+  a.gpus.push_back(AssignedGpu{core::GpuGrant{3, 4096, 250, false}, "GPU-3"});
+  std::string json = AssignmentToJson(a);
+  absl::StatusOr<Assignment> back = AssignmentFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->node, "n1");
+  EXPECT_EQ(back->gpus[0].grant, (core::GpuGrant{3, 4096, 250, false}));
+  EXPECT_EQ(back->gpus[0].uuid, "GPU-3");
+
+  EXPECT_FALSE(AssignmentFromJson(R"({"version":1,"node":"","gpus":[]})").ok());
+  absl::StatusOr<Assignment> bad = AssignmentFromJson(
+      R"({"version":1,"node":"n","gpus":[{"index":0,"memory_mib":1,"compute_milli":1001}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("assignment.gpus[0].compute_milli: must be 0..1000"));
+}
+
+}  // namespace
+}  // namespace tessera::records
