@@ -34,13 +34,17 @@ class Engine {
          std::vector<TopologyLevel> levels = DefaultTopologyLevels());
 
   // Places one pod (not a gang member: use PlaceGang). The pod is keyed by request.name, which
-  // must not already be placed.
-  PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit);
+  // must not already be placed. `allowed` (optional) restricts it to some nodes and GPUs (node
+  // selectors, taints); nullptr = anywhere.
+  PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit,
+                        const std::vector<Candidate>* allowed = nullptr);
 
   // Places all members of one gang or none. Results are in member order; on failure every result
-  // carries the same outcome and reason, and the state is exactly as before.
+  // carries the same outcome and reason, and the state is exactly as before. `allowed` restricts
+  // every member (and every topology domain) to those nodes and GPUs.
   std::vector<PlacementResult> PlaceGang(std::span<const PodRequest> members,
-                                         Mode mode = Mode::kCommit);
+                                         Mode mode = Mode::kCommit,
+                                         const std::vector<Candidate>* allowed = nullptr);
 
   // Frees what `pod` holds. NotFound if it holds nothing.
   absl::Status Release(std::string_view pod);
@@ -64,9 +68,10 @@ class Engine {
   bool PlaceAll(std::span<const PodRequest> members, const std::vector<Candidate>* candidates,
                 std::vector<Placement>* placed, std::string* failure);
   // Free compute (milli-GPU) left inside a domain: what a best-fit choice minimises.
-  int64_t FreeComputeIn(const Domain& domain) const;
+  int64_t FreeComputeIn(const std::vector<Candidate>& candidates) const;
   std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
-                                                      Mode mode);
+                                                      Mode mode,
+                                                      const std::vector<Candidate>* allowed);
 
   const Cluster* cluster_;
   std::unique_ptr<Policy> policy_;

@@ -561,6 +561,52 @@ TEST_F(SchedulerTest, BadNodeInventoryMakesThatNodeUnusableForGpusUntilFixed) {
                         seconds(5)));
 }
 
+TEST_F(SchedulerTest, RespectsCordonTaintsAndNodeSelectors) {
+  const std::string tainted = NodeName("tainted"), plain = NodeName("plain"),
+                    cordoned = NodeName("cordoned");
+  NodeObject t(tainted);
+  t.Gpus(2).Label("pool", "train");
+  AddNode(t);
+  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", tainted), k8s::PatchType::kMerge,
+                          {{"spec", {{"taints", json::array({{{"key", "dedicated"},
+                                                              {"value", "train"},
+                                                              {"effect", "NoSchedule"}}})}}}})
+                  .ok());
+  AddNode(NodeObject(plain).Gpus(2).Label("pool", "serve"));
+  AddNode(NodeObject(cordoned).Gpus(8));
+  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", cordoned), k8s::PatchType::kMerge,
+                          {{"spec", {{"unschedulable", true}}}})
+                  .ok());
+  ScopedProcess* s = StartScheduler("restrict");
+  json tolerant = Pod("tolerant").Limit("tessera.dev/gpu", "1").Scheduler(scheduler_name_).Json();
+  tolerant["spec"]["tolerations"] = json::array({{{"key", "dedicated"}, {"operator", "Equal"},
+                                                  {"value", "train"}, {"effect", "NoSchedule"}}});
+  tolerant["spec"]["nodeSelector"] = {{"pool", "train"}};
+  ASSERT_TRUE(api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), tolerant).ok());
+  json intolerant = Pod("intolerant").Limit("tessera.dev/gpu", "1").Scheduler(scheduler_name_).Json();
+  intolerant["spec"]["nodeSelector"] = {{"pool", "train"}};
+  ASSERT_TRUE(api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), intolerant).ok());
+  AddPod(Pod("anywhere").Limit("tessera.dev/gpu", "2"));  // only the plain node is left for it
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("tolerant")) && IsBound(GetPod("anywhere")); },
+                        seconds(30)))
+      << s->Log();
+  EXPECT_EQ(GetPod("tolerant")["spec"]["nodeName"], tainted);
+  EXPECT_EQ(GetPod("anywhere")["spec"]["nodeName"], plain);
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("intolerant"))) ==
+                                     "Unschedulable"; },
+                        seconds(30)));
+  EXPECT_THAT(std::get<2>(Scheduled(GetPod("intolerant"))), HasSubstr("taints"));
+  // Uncordoned: a big pod can use the 8-GPU node.
+  AddPod(Pod("big").Limit("tessera.dev/gpu", "8"));
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("big"))) == "Unschedulable"; },
+                        seconds(30)));
+  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", cordoned), k8s::PatchType::kMerge,
+                          {{"spec", {{"unschedulable", false}}}})
+                  .ok());
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("big")); }, seconds(30))) << s->Log();
+  EXPECT_EQ(GetPod("big")["spec"]["nodeName"], cordoned);
+}
+
 // deploy/ against the real API server: every object is accepted by a server-side dry run, and the
 // ServiceAccount with those RBAC rules (applied for real) can do everything the scheduler does.
 TEST_F(SchedulerTest, DeployManifestsAreValidAndTheirRbacIsEnough) {

@@ -1,6 +1,7 @@
 #include "k8s/scheduler/objects.h"
 
 #include <algorithm>
+#include <set>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -292,6 +293,62 @@ std::string Digest(const core::PodRequest& r) {
   return s;
 }
 
+absl::Status DecodeConstraints(const json& spec, PodInfo* p) {
+  const json& selector = Field(spec, "nodeSelector");
+  if (selector.is_object()) {
+    for (const auto& [k, v] : selector.items()) {
+      if (v.is_string()) p->node_selector[k] = v.get<std::string>();
+    }
+  }
+  const json& tolerations = Field(spec, "tolerations");
+  if (tolerations.is_array()) {
+    for (const json& t : tolerations) {
+      Toleration tol;
+      tol.key = StringField(t, "key");
+      tol.op = StringField(t, "operator");
+      if (tol.op.empty()) tol.op = "Equal";
+      tol.value = StringField(t, "value");
+      tol.effect = StringField(t, "effect");
+      p->tolerations.push_back(std::move(tol));
+    }
+  }
+  const json& required = Field(Field(Field(Field(spec, "affinity"), "nodeAffinity"),
+                                     "requiredDuringSchedulingIgnoredDuringExecution"),
+                               "nodeSelectorTerms");
+  if (!required.is_array()) return absl::OkStatus();
+  p->has_affinity = true;
+  for (size_t i = 0; i < required.size(); ++i) {
+    NodeSelectorTerm term;
+    for (const char* kind : {"matchExpressions", "matchFields"}) {
+      const json& list = Field(required[i], kind);
+      if (!list.is_array()) continue;
+      for (size_t j = 0; j < list.size(); ++j) {
+        NodeSelectorRequirement r;
+        r.field = std::string_view(kind) == "matchFields";
+        r.key = StringField(list[j], "key");
+        r.op = StringField(list[j], "operator");
+        const json& values = Field(list[j], "values");
+        if (values.is_array()) {
+          for (const json& v : values) {
+            if (v.is_string()) r.values.push_back(v.get<std::string>());
+          }
+        }
+        static const std::set<std::string> kOps = {"In", "NotIn", "Exists", "DoesNotExist",
+                                                   "Gt", "Lt"};
+        if (!kOps.contains(r.op) || (r.field && r.key != "metadata.name")) {
+          return absl::InvalidArgumentError(StrCat(
+              "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+              "nodeSelectorTerms[", i, "].", kind, "[", j, "]: operator \"", r.op, "\" on \"",
+              r.key, "\" is not supported"));
+        }
+        term.push_back(std::move(r));
+      }
+    }
+    p->affinity_terms.push_back(std::move(term));
+  }
+  return absl::OkStatus();
+}
+
 void DecodePodInto(const json& pod, PodInfo* p) {
   const json& meta = Field(pod, "metadata");
   const json& spec = Field(pod, "spec");
@@ -333,11 +390,16 @@ void DecodePodInto(const json& pod, PodInfo* p) {
       }
     }
   }
+  absl::Status constraints = DecodeConstraints(spec, p);
   absl::StatusOr<core::PodRequest> request = BuildRequest(pod, p->key);
+  if (!constraints.ok()) request = constraints;
   if (request.ok()) {
     p->request = std::move(*request);
     p->request.priority = p->priority;
-    p->request_digest = StrCat(Digest(p->request), "/q:", p->queue);
+    p->request_digest = StrCat(Digest(p->request), "/q:", p->queue, "/t:");
+    for (const Toleration& t : p->tolerations) {
+      StrAppend(&p->request_digest, t.key, t.op, t.value, t.effect, ";");
+    }
   } else {
     p->input_error = std::string(FromAbsl(request.status().message()));
     p->request_digest = StrCat("error:", p->input_error);
@@ -366,6 +428,15 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
   n->name = StringField(meta, "name");
   n->spec.name = n->name;
   n->unschedulable = Field(Field(node, "spec"), "unschedulable") == true;
+  const json& taints = Field(Field(node, "spec"), "taints");
+  if (taints.is_array()) {
+    for (const json& t : taints) {
+      Taint taint{StringField(t, "key"), StringField(t, "value"), StringField(t, "effect")};
+      if (taint.effect == "NoSchedule" || taint.effect == "NoExecute") {
+        n->taints.push_back(std::move(taint));
+      }
+    }
+  }
   const json& labels = Field(meta, "labels");
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
@@ -426,7 +497,10 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
   }
   std::string labels_text;
   for (const auto& [k, v] : n->spec.labels) StrAppend(&labels_text, k, "=", v, ";");
+  std::string taints_text;
+  for (const Taint& t : n->taints) StrAppend(&taints_text, t.key, "=", t.value, ":", t.effect, ";");
   n->fingerprint = StrCat(n->spec.cpu_milli, "|", n->spec.memory_mib, "|", n->unschedulable,
+                          "|", taints_text,
                           "|", labels_text, "|", n->inventory_error.empty(), "|", inventory_text);
 }
 
@@ -442,6 +516,87 @@ std::shared_ptr<const NodeInfo> DecodeNode(const json& node) {
     n->spec.links = core::LinkMatrix();
   }
   return n;
+}
+
+namespace {
+
+bool Tolerates(const Toleration& tol, const Taint& taint) {
+  if (!tol.effect.empty() && tol.effect != taint.effect) return false;
+  if (tol.key.empty()) return tol.op == "Exists";  // an empty key with Exists tolerates all
+  if (tol.key != taint.key) return false;
+  return tol.op == "Exists" || tol.value == taint.value;
+}
+
+bool Matches(const NodeSelectorRequirement& r, const NodeInfo& node) {
+  std::optional<std::string> value;
+  if (r.field) {
+    value = node.name;
+  } else if (auto it = node.spec.labels.find(r.key); it != node.spec.labels.end()) {
+    value = it->second;
+  }
+  auto in = [&] {
+    return value && std::find(r.values.begin(), r.values.end(), *value) != r.values.end();
+  };
+  if (r.op == "In") return in();
+  if (r.op == "NotIn") return !in();
+  if (r.op == "Exists") return value.has_value();
+  if (r.op == "DoesNotExist") return !value.has_value();
+  if ((r.op == "Gt" || r.op == "Lt") && value && r.values.size() == 1) {
+    try {
+      int64_t have = std::stoll(*value), want = std::stoll(r.values[0]);
+      return r.op == "Gt" ? have > want : have < want;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why) {
+  for (const Taint& taint : node.taints) {
+    bool tolerated = false;
+    for (const Toleration& tol : pod.tolerations) {
+      if (Tolerates(tol, taint)) {
+        tolerated = true;
+        break;
+      }
+    }
+    if (!tolerated) {
+      if (why) *why = "taint";
+      return false;
+    }
+  }
+  for (const auto& [k, v] : pod.node_selector) {
+    auto it = node.spec.labels.find(k);
+    if (it == node.spec.labels.end() || it->second != v) {
+      if (why) *why = "selector";
+      return false;
+    }
+  }
+  if (pod.has_affinity) {
+    bool any = false;
+    for (const NodeSelectorTerm& term : pod.affinity_terms) {
+      if (term.empty()) continue;  // an empty term matches no node
+      bool all = true;
+      for (const NodeSelectorRequirement& r : term) {
+        if (!Matches(r, node)) {
+          all = false;
+          break;
+        }
+      }
+      if (all) {
+        any = true;
+        break;
+      }
+    }
+    if (!any) {
+      if (why) *why = "selector";
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace tessera::k8s

@@ -17,10 +17,12 @@
 // containers count as running alongside), plus spec.overhead. GPU asks add up the same way.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/model/node.h"
 #include "core/model/request.h"
@@ -40,6 +42,22 @@ inline constexpr std::string_view kGangTopologyAnnotation = "tessera.dev/gang-to
 inline constexpr std::string_view kGangTopologyModeAnnotation = "tessera.dev/gang-topology-mode";
 inline constexpr std::string_view kQueueAnnotation = "tessera.dev/queue";
 inline constexpr int kMaxGangSize = 10'000;
+
+// Where a pod may go, as kube-scheduler's NodeUnschedulable, TaintToleration (NoSchedule and
+// NoExecute) and NodeAffinity (spec.nodeSelector, required node affinity) filters decide.
+struct Taint {
+  std::string key, value, effect;
+};
+struct Toleration {
+  std::string key, op = "Equal", value, effect;
+};
+struct NodeSelectorRequirement {
+  std::string key;
+  std::string op;  // In, NotIn, Exists, DoesNotExist, Gt, Lt
+  std::vector<std::string> values;
+  bool field = false;  // matchFields (metadata.name) rather than labels
+};
+using NodeSelectorTerm = std::vector<NodeSelectorRequirement>;  // all must match
 
 struct PodInfo {
   std::string ns, name, uid, key;  // key: "ns/name"
@@ -67,6 +85,12 @@ struct PodInfo {
   // The message of a PodScheduled=False condition already on the pod (so it is not rewritten).
   std::string unschedulable_message;
 
+  std::map<std::string, std::string> node_selector;
+  std::vector<NodeSelectorTerm> affinity_terms;  // required node affinity: any term matches
+  bool has_affinity = false;
+  std::vector<Toleration> tolerations;
+  bool has_node_constraints() const { return !node_selector.empty() || has_affinity; }
+
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
   bool bound() const { return !node_name.empty(); }
 };
@@ -82,10 +106,15 @@ struct NodeInfo {
   std::string inventory_error;  // non-empty: the annotation is there but unusable
   std::string capacity_error;   // allocatable CPU or memory could not be read (counted as 0)
   bool unschedulable = false;   // spec.unschedulable (cordoned)
+  std::vector<Taint> taints;    // NoSchedule and NoExecute (PreferNoSchedule is only a preference)
   // Everything the engine sees of this node; a change rebuilds the engine's cluster.
   std::string fingerprint;
 };
 
 std::shared_ptr<const NodeInfo> DecodeNode(const nlohmann::json& node);
+
+// Whether `pod` may go on `node` by its taints, node selector and required node affinity; when
+// not, `why` (optional) says which: "taint", "selector".
+bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why = nullptr);
 
 }  // namespace tessera::k8s

@@ -209,5 +209,58 @@ TEST(DecodeNode, BadInventoryLeavesTheNodeWithoutGpus) {
   EXPECT_EQ(n3->spec.cpu_milli, 0);
 }
 
+TEST(NodeAllows, TaintsTolerationsSelectorsAndAffinity) {
+  json node = NodeObject("gpu-1").Gpus(1).Label("pool", "a100").Label("gen", "3").Json();
+  node["spec"]["taints"] = json::array(
+      {{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}},
+       {{"key", "soft"}, {"effect", "PreferNoSchedule"}}});
+  auto n = DecodeNode(node);
+  ASSERT_EQ(n->taints.size(), 1u);  // PreferNoSchedule is only a preference
+  auto allows = [&](const json& pod) {
+    std::string why;
+    bool ok = NodeAllows(*n, *DecodePod(pod), &why);
+    return ok ? std::string("yes") : why;
+  };
+  json pod = PodObject("ns", "p").Json();
+  EXPECT_EQ(allows(pod), "taint");
+  pod["spec"]["tolerations"] = json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}}});
+  EXPECT_EQ(allows(pod), "yes");
+  pod["spec"]["tolerations"] = json::array(
+      {{{"key", "nvidia.com/gpu"}, {"value", "absent"}, {"effect", "NoSchedule"}}});
+  EXPECT_EQ(allows(pod), "taint");
+  pod["spec"]["tolerations"] = json::array({{{"operator", "Exists"}}});  // tolerates everything
+  EXPECT_EQ(allows(pod), "yes");
+  pod["spec"]["nodeSelector"] = {{"pool", "h100"}};
+  EXPECT_EQ(allows(pod), "selector");
+  pod["spec"]["nodeSelector"] = {{"pool", "a100"}};
+  EXPECT_EQ(allows(pod), "yes");
+  auto affinity = [&](const json& terms) {
+    json p = pod;
+    p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+     ["nodeSelectorTerms"] = terms;
+    return allows(p);
+  };
+  auto expr = [](const std::string& key, const std::string& op, json values) {
+    return json{{"matchExpressions", json::array({{{"key", key}, {"operator", op},
+                                                    {"values", values}}})}};
+  };
+  EXPECT_EQ(affinity(json::array({expr("gen", "Gt", {"2"})})), "yes");
+  EXPECT_EQ(affinity(json::array({expr("gen", "Lt", {"2"})})), "selector");
+  EXPECT_EQ(affinity(json::array({expr("pool", "NotIn", {"a100"}),
+                                  expr("pool", "In", {"x", "a100"})})),
+            "yes");  // terms are ORed
+  EXPECT_EQ(affinity(json::array({expr("zone", "Exists", json::array())})), "selector");
+  EXPECT_EQ(affinity(json::array({expr("zone", "DoesNotExist", json::array())})), "yes");
+  EXPECT_EQ(affinity(json::array(
+                {{{"matchFields", json::array({{{"key", "metadata.name"}, {"operator", "In"},
+                                                {"values", {"gpu-1"}}}})}}})),
+            "yes");
+  EXPECT_EQ(affinity(json::array({json::object()})), "selector");  // an empty term: no node
+  json bad = pod;
+  bad["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+     ["nodeSelectorTerms"] = json::array({expr("gen", "Near", {"3"})});
+  EXPECT_THAT(DecodePod(bad)->input_error, HasSubstr("operator \"Near\""));
+}
+
 }  // namespace
 }  // namespace tessera::k8s

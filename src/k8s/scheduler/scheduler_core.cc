@@ -89,11 +89,13 @@ void SchedulerCore::Rebuild() {
   std::vector<core::NodeSpec> specs;
   specs.reserve(nodes_.size());
   int bad = 0;
+  tainted_nodes_ = 0;
   for (const auto& [name, info] : nodes_) {
     if (!info->inventory_error.empty()) ++bad;
     // A cordoned node takes no new pods. Leaving it out of the engine's cluster is enough: what
     // its bound pods hold matters only on it, and it is restored when the node is uncordoned.
     if (info->unschedulable) continue;
+    if (!info->taints.empty()) ++tainted_nodes_;
     specs.push_back(info->spec);
   }
   absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(std::move(specs));
@@ -449,8 +451,37 @@ void SchedulerCore::StartBind(const std::string& key, PodState& s,
   (void)key;
 }
 
+bool SchedulerCore::AllowedNodes(const PodInfo& pod, std::vector<core::Candidate>* allowed,
+                                 std::string* none) const {
+  if (!pod.has_node_constraints() && tainted_nodes_ == 0) return false;
+  int taint = 0, selector = 0;
+  for (int i = 0; i < cluster_->node_count(); ++i) {
+    const std::string& name = cluster_->node(core::NodeId(i)).name;
+    std::string why;
+    if (NodeAllows(*nodes_.at(name), pod, &why)) {
+      allowed->push_back(core::Candidate{core::NodeId(i)});
+    } else {
+      ++(why == "taint" ? taint : selector);
+    }
+  }
+  if (allowed->empty()) {
+    *none = StrCat("no node may take this pod: ", cluster_->node_count(), " nodes; ", taint,
+                   " with taints it does not tolerate, ", selector,
+                   " not matching its nodeSelector or node affinity");
+  }
+  return true;
+}
+
 void SchedulerCore::PlaceOne(const std::string& key, PodState& s) {
-  core::PlacementResult r = engine_->Place(s.info->request);
+  std::vector<core::Candidate> allowed;
+  std::string none;
+  const bool restricted = AllowedNodes(*s.info, &allowed, &none);
+  if (restricted && allowed.empty()) {
+    MarkUnschedulable(key, s, none);
+    return;
+  }
+  core::PlacementResult r =
+      engine_->Place(s.info->request, core::Mode::kCommit, restricted ? &allowed : nullptr);
   if (r.placed()) {
     StartBind(key, s, r.placement);
     return;
@@ -529,7 +560,35 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
     r.gang->size = static_cast<int32_t>(pending.size());  // the members not yet placed
     requests.push_back(std::move(r));
   }
-  std::vector<core::PlacementResult> results = engine_->PlaceGang(requests);
+  // Every member's node restrictions at once: the nodes all of them may use.
+  std::vector<core::Candidate> allowed;
+  bool restricted = false;
+  std::string none;
+  for (const std::string& m : pending) {
+    std::vector<core::Candidate> mine;
+    if (!AllowedNodes(*pods_.at(m).info, &mine, &none)) continue;
+    if (!restricted) {
+      allowed = std::move(mine);
+      restricted = true;
+      continue;
+    }
+    std::vector<core::Candidate> both;
+    for (const core::Candidate& a : allowed) {
+      for (const core::Candidate& b : mine) {
+        if (a.node == b.node) both.push_back(a);
+      }
+    }
+    allowed = std::move(both);
+  }
+  if (restricted && allowed.empty()) {
+    if (none.empty()) none = "no node may take every member (taints, nodeSelector, affinity)";
+    for (const std::string& m : pending) {
+      MarkUnschedulable(m, pods_.at(m), StrCat("gang ", gang_key, ": ", none));
+    }
+    return static_cast<int>(pending.size());
+  }
+  std::vector<core::PlacementResult> results =
+      engine_->PlaceGang(requests, core::Mode::kCommit, restricted ? &allowed : nullptr);
   if (!results.empty() && results[0].placed()) {
     spdlog::info("gang {}: placed {} members", gang_key, pending.size());
     for (size_t i = 0; i < pending.size(); ++i) {

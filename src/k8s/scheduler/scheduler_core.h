@@ -169,6 +169,10 @@ class SchedulerCore {
   void Confirm(PodState& s);
   void StartBind(const std::string& key, PodState& s, const core::Placement& placement);
   void PlaceOne(const std::string& key, PodState& s);
+  // The nodes `pod` may use (taints, node selector, affinity): false when it may use every node;
+  // else true with the nodes in *allowed, and when there are none, the reason in *none.
+  bool AllowedNodes(const PodInfo& pod, std::vector<core::Candidate>* allowed,
+                    std::string* none) const;
   int TryGang(const std::string& gang_key);
   void Report(PodState& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, PodState& s, const std::string& reason);
@@ -185,6 +189,7 @@ class SchedulerCore {
 
   std::map<std::string, std::shared_ptr<const NodeInfo>> nodes_;  // by name, sorted
   bool cluster_dirty_ = true;
+  int tainted_nodes_ = 0;  // nodes in the engine's cluster with NoSchedule/NoExecute taints
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<core::Engine> engine_;
 

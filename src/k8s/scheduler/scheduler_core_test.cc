@@ -377,6 +377,35 @@ TEST_F(CoreTest, CordonedNodesTakeNoNewPods) {
   EXPECT_EQ(actions_.binds[0].node, "n1");
 }
 
+TEST_F(CoreTest, TaintsAndNodeSelectorsRestrictPodsAndGangs) {
+  json tainted = NodeObject("tainted").Gpus(8).NvSwitch().Label("pool", "train").Json();
+  tainted["spec"]["taints"] = json::array({{{"key", "dedicated"}, {"value", "train"},
+                                            {"effect", "NoSchedule"}}});
+  Node(tainted);
+  Node(NodeObject("open").Gpus(8).NvSwitch().Label("pool", "serve").Json());
+  Sync();
+  json plain = PodObject("ns", "plain").Limit("tessera.dev/gpu", "1").Json();
+  plain["spec"]["nodeSelector"] = {{"pool", "train"}};
+  Pod(plain);  // selects the tainted node but does not tolerate it
+  json tolerant = PodObject("ns", "tolerant").Limit("tessera.dev/gpu", "1").Json();
+  tolerant["spec"]["tolerations"] = json::array({{{"key", "dedicated"}, {"operator", "Exists"}}});
+  tolerant["spec"]["nodeSelector"] = {{"pool", "train"}};
+  Pod(tolerant);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/tolerant");
+  EXPECT_EQ(actions_.binds[0].node, "tainted");
+  EXPECT_THAT(actions_.reports[0].message, HasSubstr("1 with taints it does not tolerate"));
+  // A gang whose members do not tolerate the taint stays off that node, though it has room.
+  for (int i = 0; i < 4; ++i) {
+    Pod(PodObject("ns", StrCat("g", i)).Limit("tessera.dev/gpu", "2").Gang("g", 4, "nvlink-domain")
+            .Json());
+  }
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 5u);
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(actions_.binds[i].node, "open");
+}
+
 TEST_F(CoreTest, HigherPriorityGoesFirst) {
   Node(NodeObject("n1").Gpus(1).Json());
   Pod(PodObject("ns", "low").Limit("tessera.dev/gpu", "1").Priority(0).Json());
