@@ -232,8 +232,8 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
 int main(int argc, char** argv) {
   CLI::App app("Scheduler benchmark helper: nodes, pods, and a stopwatch for bindings.");
   app.require_subcommand(1);
-  std::string kubeconfig, ns = "bench", scheduler = "tessera", gpu, gpu_memory, prefix,
-                          ready_file, start_file;
+  std::string kubeconfig, ns = "bench", scheduler = "tessera", gpu, gpu_memory,
+                          node_prefix = "bench-node", pod_prefix = "pod", ready_file, start_file;
   int count = 0, gpus = 8, concurrency = 64, timeout_s = 600;
   auto common = [&](CLI::App* c) {
     c->add_option("--kubeconfig", kubeconfig)->required();
@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
   CLI::App* nodes = app.add_subcommand("nodes", "Create nodes with GPU capacity and inventory");
   common(nodes);
   nodes->add_option("--gpus", gpus);
-  nodes->add_option("--prefix", prefix)->default_val("bench-node");
+  nodes->add_option("--prefix", node_prefix);
   nodes->add_option("--concurrency", concurrency);
   CLI::App* pods = app.add_subcommand("pods", "Create pods");
   common(pods);
@@ -250,7 +250,7 @@ int main(int argc, char** argv) {
   pods->add_option("--scheduler", scheduler);
   pods->add_option("--gpu", gpu);
   pods->add_option("--gpu-memory", gpu_memory);
-  pods->add_option("--prefix", prefix)->default_val("pod");
+  pods->add_option("--prefix", pod_prefix);
   pods->add_option("--concurrency", concurrency);
   CLI::App* watch = app.add_subcommand("watch", "Time the bindings of a namespace's pods");
   common(watch);
@@ -260,9 +260,9 @@ int main(int argc, char** argv) {
   watch->add_option("--timeout", timeout_s);
   CLI11_PARSE(app, argc, argv);
   auto client = tessera::k8s::Connect(kubeconfig);
-  if (*nodes) return tessera::k8s::CreateNodes(*client, count, gpus, prefix, concurrency);
+  if (*nodes) return tessera::k8s::CreateNodes(*client, count, gpus, node_prefix, concurrency);
   if (*pods) {
-    return tessera::k8s::CreatePods(*client, ns, count, scheduler, gpu, gpu_memory, prefix,
+    return tessera::k8s::CreatePods(*client, ns, count, scheduler, gpu, gpu_memory, pod_prefix,
                                     concurrency);
   }
   return tessera::k8s::Watch(*client, ns, count, ready_file, start_file, timeout_s);

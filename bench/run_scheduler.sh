@@ -17,12 +17,14 @@
 #
 # Usage: bench/run_scheduler.sh [--rounds N] [--nodes N] [--pods N] [--share-pods N]
 #                               [--phases stock,tessera,share] [--build-dir DIR]
+#                               [--tessera-config FILE]   (a scheduler configuration to use)
 # Prints one JSON line per run and a Markdown table of medians.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rounds=3 nodes=1000 pods=8000 share_pods=10000 phases=stock,tessera,share
 build=$root/build/release
+tessera_config=""
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
@@ -31,6 +33,7 @@ while (($#)); do
     --share-pods) share_pods=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
+    --tessera-config) tessera_config=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +50,15 @@ out=$(mktemp -d /tmp/tessera-bench-XXXXXX)
 echo "results and logs: $out" >&2
 
 dir="" sched_pid="" watch_pid=""
+# CPU seconds (user + system) a process has used so far.
+cpu_s() {
+  local st f
+  read -r st 2>/dev/null <"/proc/$1/stat" || { echo 0; return; }
+  st=${st##*) }
+  read -r -a f <<<"$st"
+  awk -v u="${f[11]}" -v s="${f[12]}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (u + s) / hz }'
+}
+pid_of() { awk -v n="$2" '$1 == n { print $2 }' "$1/pids"; }
 cleanup() {
   [[ -n $sched_pid ]] && kill -KILL "$sched_pid" 2>/dev/null && wait "$sched_pid" 2>/dev/null
   [[ -n $watch_pid ]] && kill -KILL "$watch_pid" 2>/dev/null && wait "$watch_pid" 2>/dev/null
@@ -75,6 +87,9 @@ run_phase() {
     --ready-file "$dir/watch.ready" --start-file "$dir/start" >"$dir/watch.json" 2>"$dir/watch.log" &
   watch_pid=$!
   while [[ ! -f $dir/watch.ready ]]; do sleep 0.05; done
+  local api_pid etcd_pid api0 etcd0
+  api_pid=$(pid_of "$dir" kube-apiserver) etcd_pid=$(pid_of "$dir" etcd)
+  api0=$(cpu_s "$api_pid") etcd0=$(cpu_s "$etcd_pid")
   date +%s%N >"$dir/start"
   if [[ $phase == stock ]]; then
     { cat "$dir/scheduler-config.yaml"; printf 'profiles:\n- schedulerName: stock-bench\n'; } \
@@ -82,13 +97,19 @@ run_phase() {
     "$bin/kube-scheduler" --config="$dir/stock-config.yaml" --secure-port=0 \
       >"$dir/scheduler.log" 2>&1 &
   else
-    "$tessera" scheduler --kubeconfig "$k" --leader-elect false --metrics-port 0 \
-      >"$dir/scheduler.log" 2>&1 &
+    local config_args=()
+    [[ -n $tessera_config ]] && config_args=(--config "$tessera_config")
+    "$tessera" scheduler --kubeconfig "$k" "${config_args[@]}" --leader-elect false \
+      --metrics-port 0 >"$dir/scheduler.log" 2>&1 &
   fi
   sched_pid=$!
   local rc=0
   wait "$watch_pid" || rc=$?
   watch_pid=""
+  local sched_cpu api_cpu etcd_cpu
+  sched_cpu=$(cpu_s "$sched_pid")
+  api_cpu=$(awk -v a="$(cpu_s "$api_pid")" -v b="$api0" 'BEGIN { printf "%.1f", a - b }')
+  etcd_cpu=$(awk -v a="$(cpu_s "$etcd_pid")" -v b="$etcd0" 'BEGIN { printf "%.1f", a - b }')
   kill -TERM "$sched_pid" 2>/dev/null || true
   wait "$sched_pid" 2>/dev/null || true
   sched_pid=""
@@ -96,7 +117,11 @@ run_phase() {
   dir=""
   local result
   result=$(jq -c --arg phase "$phase" --argjson round "$round" --argjson created "$created" \
-             '{phase: $phase, round: $round, create_pods_per_second: $created.pods_per_second} + .' \
+             --argjson sched_cpu "$sched_cpu" --argjson api_cpu "$api_cpu" \
+             --argjson etcd_cpu "$etcd_cpu" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+             '{phase: $phase, round: $round, create_pods_per_second: $created.pods_per_second,
+               scheduler_cpu_s: $sched_cpu, apiserver_cpu_s: $api_cpu, etcd_cpu_s: $etcd_cpu,
+               loadavg: $load} + .' \
              "$out/$phase-$round/watch.json")
   echo "$result" | tee -a "$out/results.jsonl"
   ((rc == 0)) || echo "phase $phase round $round: not every pod was bound" >&2
@@ -109,12 +134,13 @@ done
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 echo
-echo "| phase | pods | bound | pods/s (start to last) | first bind s | last bind s | GPUs used | over-committed | create pods/s |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| phase | pods | bound | pods/s (start to last) | first bind s | last bind s | GPUs used | over-committed | scheduler CPU s | apiserver CPU s | etcd CPU s | create pods/s |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for p in "${phase_list[@]}"; do
   sel=$(jq -c "select(.phase == \"$p\")" "$out/results.jsonl")
   m() { echo "$sel" | jq -r "$1 // empty" | median; }
-  printf '| %s | %s | %s | %.0f | %.1f | %.1f | %s | %s | %.0f |\n' "$p" "$(m .pods)" "$(m .bound)" \
-    "$(m .pods_per_second)" "$(m .first_bind_s)" "$(m .last_bind_s)" "$(m .gpus_used)" \
-    "$(m .gpus_overcommitted)" "$(m .create_pods_per_second)"
+  printf '| %s | %s | %s | %.0f | %.1f | %.1f | %s | %s | %s | %s | %s | %.0f |\n' "$p" \
+    "$(m .pods)" "$(m .bound)" "$(m .pods_per_second)" "$(m .first_bind_s)" "$(m .last_bind_s)" \
+    "$(m .gpus_used)" "$(m .gpus_overcommitted)" "$(m .scheduler_cpu_s)" "$(m .apiserver_cpu_s)" \
+    "$(m .etcd_cpu_s)" "$(m .create_pods_per_second)"
 done

@@ -60,12 +60,15 @@ absl::Status ListWatch::List(std::string* resource_version) {
     if (stop_) return absl::CancelledError("stopped");
     absl::Status status = StatusFromResponse(request, response);
     if (!status.ok()) return status;
-    nlohmann::json page;
-    try {
-      page = nlohmann::json::parse(response.body);
-    } catch (const nlohmann::json::exception& e) {
-      return absl::DataLossError(StrCat("list ", options_.resource, ": not JSON: ", e.what()));
+    absl::StatusOr<nlohmann::json> parsed =
+        ParseApiJson(response.body, options_.drop_managed_fields);
+    if (!parsed.ok()) {
+      return absl::DataLossError(StrCat("list ", options_.resource, ": the answer is ",
+                                        FromAbsl(parsed.status().message())));
     }
+    nlohmann::json page = std::move(*parsed);
+    response.body.clear();
+    response.body.shrink_to_fit();
     auto it = page.find("items");
     if (it != page.end() && it->is_array()) {
       for (nlohmann::json& item : *it) items.push_back(std::move(item));
@@ -92,7 +95,7 @@ ListWatch::WatchEnd ListWatch::Watch(std::string* resource_version) {
                             QueryEscape(*resource_version), "&timeoutSeconds=", timeout_s,
                             Selectors());
   HttpRequest request{"GET", path, "", "", std::chrono::milliseconds((timeout_s + 60) * 1000LL)};
-  WatchDecoder decoder;
+  WatchDecoder decoder(options_.drop_managed_fields);
   bool too_old = false;
   absl::Status decode_error;
   auto start = std::chrono::steady_clock::now();

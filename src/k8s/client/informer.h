@@ -38,6 +38,7 @@ struct ListWatchOptions {
   std::string label_selector;  // optional
   std::string field_selector;  // optional
   int page_size = 500;
+  bool drop_managed_fields = true;  // see ParseApiJson
   Backoff::Params backoff;     // client-go's reflector defaults
   int min_watch_seconds = 300;
   int max_watch_seconds = 600;

@@ -1,5 +1,7 @@
 #include "k8s/client/watch.h"
 
+#include <vector>
+
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -16,14 +18,30 @@ std::string_view WatchEventTypeName(WatchEventType type) {
   return "?";
 }
 
-absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line) {
-  nlohmann::json j;
+absl::StatusOr<nlohmann::json> ParseApiJson(std::string_view text, bool drop_managed_fields) {
   try {
-    j = nlohmann::json::parse(line.begin(), line.end());
+    if (!drop_managed_fields) return nlohmann::json::parse(text.begin(), text.end());
+    // The last key seen at each depth, so that only metadata.managedFields is skipped (not a
+    // label or annotation that happens to be called so).
+    std::vector<std::string> keys;
+    nlohmann::json::parser_callback_t skip = [&keys](int depth, nlohmann::json::parse_event_t event,
+                                                     nlohmann::json& parsed) {
+      if (event != nlohmann::json::parse_event_t::key || !parsed.is_string()) return true;
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (keys.size() <= static_cast<size_t>(depth)) keys.resize(depth + 1);
+      keys[depth] = key;
+      return !(key == "managedFields" && depth >= 1 && keys[depth - 1] == "metadata");
+    };
+    return nlohmann::json::parse(text.begin(), text.end(), skip);
   } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(StrCat("watch: a line is not JSON (", e.what(), "): ",
-                                      line.substr(0, 120)));
+    return absl::DataLossError(StrCat("not JSON (", e.what(), "): ", text.substr(0, 120)));
   }
+}
+
+absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line, bool drop_managed_fields) {
+  absl::StatusOr<nlohmann::json> parsed = ParseApiJson(line, drop_managed_fields);
+  if (!parsed.ok()) return absl::DataLossError(StrCat("watch: a line is ", parsed.status().message()));
+  nlohmann::json j = std::move(*parsed);
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
     return absl::DataLossError(StrCat("watch: a line has no \"type\": ", line.substr(0, 120)));
   }
@@ -80,7 +98,7 @@ absl::Status WatchDecoder::Feed(std::string_view bytes,
     }
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-    TESSERA_ASSIGN_OR_RETURN(WatchEvent e, DecodeWatchLine(line));
+    TESSERA_ASSIGN_OR_RETURN(WatchEvent e, DecodeWatchLine(line, drop_managed_fields_));
     on_event(std::move(e));
   }
   buffer_.append(bytes.substr(start));

@@ -24,8 +24,15 @@ struct WatchEvent {
   nlohmann::json object;
 };
 
+// Parses API JSON. With drop_managed_fields, every "managedFields" member is skipped while parsing
+// (never built): it is most of a small object's size and nothing here reads it. client-go's
+// informers in kube-scheduler strip it too.
+[[nodiscard]] absl::StatusOr<nlohmann::json> ParseApiJson(std::string_view text,
+                                                          bool drop_managed_fields);
+
 // One line of a watch stream (without the newline).
-[[nodiscard]] absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line);
+[[nodiscard]] absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line,
+                                                         bool drop_managed_fields = false);
 
 // True if `event` says the watch's resourceVersion is too old (ERROR with a Status of code 410).
 bool IsTooOld(const WatchEvent& event);
@@ -35,6 +42,8 @@ bool IsTooOldStatus(const nlohmann::json& status);
 // Splits the bytes of a watch stream, as they arrive in arbitrary pieces, into events.
 class WatchDecoder {
  public:
+  explicit WatchDecoder(bool drop_managed_fields = false)
+      : drop_managed_fields_(drop_managed_fields) {}
   // Calls on_event for every complete line in `bytes` (and what was buffered before). Blank lines
   // are skipped. A line that is not a watch event is an error; the caller restarts the watch.
   absl::Status Feed(std::string_view bytes, const std::function<void(WatchEvent&&)>& on_event);
@@ -43,6 +52,7 @@ class WatchDecoder {
 
  private:
   std::string buffer_;
+  bool drop_managed_fields_;
 };
 
 // metadata.resourceVersion ("" when absent).

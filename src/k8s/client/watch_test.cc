@@ -61,6 +61,28 @@ TEST(WatchDecoder, RejectsLinesThatAreNotEvents) {
   EXPECT_FALSE(WatchDecoder().Feed("{\"type\":\"ADDED\"}\n", noop).ok());
 }
 
+TEST(ParseApiJson, CanSkipManagedFieldsWhileParsing) {
+  std::string pod =
+      R"({"metadata":{"name":"p","managedFields":[{"manager":"kubectl","fieldsV1":)"
+      R"({"f:spec":{}}}],"labels":{"managedFields":"a label, kept"}},"spec":{}})";
+  absl::StatusOr<nlohmann::json> full = ParseApiJson(pod, false);
+  ASSERT_TRUE(full.ok());
+  EXPECT_TRUE((*full)["metadata"].contains("managedFields"));
+  absl::StatusOr<nlohmann::json> lean = ParseApiJson(pod, true);
+  ASSERT_TRUE(lean.ok());
+  EXPECT_FALSE((*lean)["metadata"].contains("managedFields"));
+  EXPECT_EQ((*lean)["metadata"]["name"], "p");
+  EXPECT_EQ((*lean)["metadata"]["labels"]["managedFields"], "a label, kept");
+  EXPECT_FALSE(ParseApiJson("{oops", true).ok());
+  WatchDecoder d(/*drop_managed_fields=*/true);
+  std::vector<WatchEvent> events;
+  ASSERT_TRUE(d.Feed(R"({"type":"ADDED","object":)" + std::string(pod) + "}\n",
+                     [&](WatchEvent&& e) { events.push_back(std::move(e)); })
+                  .ok());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_FALSE(events[0].object["metadata"].contains("managedFields"));
+}
+
 TEST(TooOld, InStreamErrorWithCode410OrReasonExpiredOrGone) {
   auto line = [](const std::string& obj) {
     return DecodeWatchLine("{\"type\":\"ERROR\",\"object\":" + obj + "}").value();

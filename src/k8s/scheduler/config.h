@@ -17,8 +17,9 @@
 //     renewDeadline: 10s
 //     retryPeriod: 2s
 //   metrics: {bindAddress: 127.0.0.1, port: 10269}   # /metrics and /healthz; port 0 = any free
-//   bindConcurrency: 32             # binds and status writes in flight at once
-//   http2: true
+//   bindConcurrency: 64             # binds and status writes in flight at once
+//   http2: false                    # writes over HTTP/1.1 keep-alive connections (faster with
+//                                   # kube-apiserver than multiplexing them on HTTP/2)
 //   retry: {minInterval: 1s, period: 30s}   # unschedulable pods: after changes / periodically
 //   maxPodsPerCycle: 512
 //
@@ -41,8 +42,8 @@ struct SchedulerConfig {
   LeaderElectionConfig lease;  // identity is filled in at start
   std::string metrics_address = "127.0.0.1";
   int metrics_port = 10269;
-  int bind_concurrency = 32;
-  bool http2 = true;
+  int bind_concurrency = 64;
+  bool http2 = false;
 };
 
 [[nodiscard]] absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,

@@ -15,6 +15,8 @@ TEST(SchedulerConfig, DefaultsAndAFullFile) {
   EXPECT_EQ(empty->core.policy, "tessera");
   EXPECT_TRUE(empty->leader_elect);
   EXPECT_EQ(empty->metrics_address, "127.0.0.1");
+  EXPECT_EQ(empty->bind_concurrency, 64);
+  EXPECT_FALSE(empty->http2);
 
   absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(R"(
 apiVersion: tessera.dev/v1alpha1
@@ -35,7 +37,7 @@ leaderElection:
   retryPeriod: 500ms
 metrics: {bindAddress: 0.0.0.0, port: 0}
 bindConcurrency: 8
-http2: false
+http2: true
 retry: {minInterval: 200ms, period: 1m}
 maxPodsPerCycle: 64
 )",
@@ -53,7 +55,7 @@ maxPodsPerCycle: 64
   EXPECT_EQ(c->lease.retry_period.count(), 500);
   EXPECT_EQ(c->metrics_port, 0);
   EXPECT_EQ(c->bind_concurrency, 8);
-  EXPECT_FALSE(c->http2);
+  EXPECT_TRUE(c->http2);
   EXPECT_EQ(c->core.retry_min_interval.count(), 200);
   EXPECT_EQ(c->core.retry_period.count(), 60000);
   EXPECT_EQ(c->core.max_pods_per_cycle, 64);

@@ -80,7 +80,7 @@ void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) 
     spdlog::warn("node {}: {} (counted as 0)", name, node->capacity_error);
   }
   if (!old) {
-    spdlog::info("node {} added: {} GPUs, {}m CPU, {}Mi memory", name, node->spec.gpu_count(),
+    spdlog::debug("node {} added: {} GPUs, {}m CPU, {}Mi memory", name, node->spec.gpu_count(),
                  node->spec.cpu_milli, node->spec.memory_mib);
   }
 }
