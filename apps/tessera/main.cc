@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tessera 0.1.0");
   int exit_code = tessera::cli::kExitOk;
   tessera::cli::AddSimulateCommand(app, &exit_code);
+  tessera::cli::AddTopoCommand(app, &exit_code);
   tessera::cli::AddSchedulerCommand(app, &exit_code);
   return tessera::cli::Run(app, argc, argv, &exit_code);
 }

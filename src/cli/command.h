@@ -12,6 +12,7 @@ inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
 
 void AddSimulateCommand(CLI::App& app, int* exit_code);
+void AddTopoCommand(CLI::App& app, int* exit_code);
 void AddSchedulerCommand(CLI::App& app, int* exit_code);
 
 // Runs the app on argv; handles --help and parse errors (exit status 2).

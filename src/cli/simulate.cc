@@ -124,10 +124,11 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       "4Gi; an 8-GPU training gang that needs one NVLink domain; both together).");
   cmd->add_option("--cluster", opts->cluster_file,
                   "Cluster file (YAML: nodes with cpu, memory, labels, gpus or profile, optional "
-                  "nvidia-smi topology). Needs --workload.")
+                  "nvidia-smi topology, MIG mode and layout). Needs --workload.")
       ->check(CLI::ExistingFile);
   cmd->add_option("--workload", opts->workload_file,
-                  "Workload file (YAML: jobs with replicas, cpu, memory, gpu ask, model, gang, "
+                  "Workload file (YAML: jobs with replicas, cpu, memory, gpu ask (count with topology "
+                  "and mode, memory/compute, fraction, mig), model, gang, "
                   "priority), run in file order. Needs --cluster.")
       ->check(CLI::ExistingFile);
   cmd->add_option("--policy", opts->policies,

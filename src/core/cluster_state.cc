@@ -1,5 +1,7 @@
 #include "core/cluster_state.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 #include "common/status.h"
 
@@ -15,13 +17,80 @@ ClusterState::ClusterState(const Cluster& cluster) : cluster_(&cluster) {
     s.free_memory_mib = spec.memory_mib;
     s.gpu_begin = begin;
     s.gpu_count = spec.gpu_count();
-    s.whole_free_mask = spec.all_gpus_mask();
+    s.whole_free_mask = spec.all_gpus_mask() & ~cluster.mig_mask(NodeId(i));
     begin += spec.gpu_count();
     for (const GpuSpec& g : spec.gpus) {
       gpus_.push_back(GpuState{g.memory_mib, 1000, 0, false});
+      MigGpuState m;
+      if (g.mig_enabled) {
+        const MigModel& model = *FindMigModel(g.model);
+        for (MigPlacement p : g.mig_layout) {
+          m.instances.push_back({p, false});
+          m.configured |= model.profiles[p.profile].slots(p.start);
+        }
+      }
+      mig_.push_back(std::move(m));
     }
   }
 }
+
+namespace {
+
+// Whether a MIG grant with its plan fits the GPU's configured instances.
+bool CanApplyMig(const MigModel& model, const MigGpuState& m, const GpuGrant& g,
+                 const MigPlan& plan, std::string* why) {
+  const MigPlacement want = g.mig;
+  if (want.profile >= static_cast<int>(model.profiles.size())) {
+    *why = "unknown MIG profile";
+    return false;
+  }
+  const MigProfile& prof = model.profiles[want.profile];
+  if (!prof.may_start_at(want.start)) {
+    *why = StrCat(prof.name, " cannot start at slice ", static_cast<int>(want.start));
+    return false;
+  }
+  if (g.exclusive || g.memory_mib != prof.memory_mib || g.compute_milli != prof.compute_milli()) {
+    *why = StrCat("a ", prof.name, " grant is ", prof.memory_mib, "Mi and ",
+                  prof.compute_milli(), " milli-GPU, not exclusive");
+    return false;
+  }
+  uint8_t configured = m.configured;
+  int media = 0;
+  for (const MigGpuState::Instance& i : m.instances) {
+    media += model.profiles[i.placement.profile].media_extensions;
+  }
+  for (MigPlacement d : plan.destroy) {
+    const MigGpuState::Instance* i = m.Find(d);
+    if (!i || i->assigned) {
+      *why = StrCat("the plan destroys ", MigPlacementName(model, d),
+                    ", which is not an idle instance");
+      return false;
+    }
+    configured &= ~model.profiles[d.profile].slots(d.start);
+    media -= model.profiles[d.profile].media_extensions;
+  }
+  const uint8_t slots = prof.slots(want.start);
+  if (!plan.create) {
+    const MigGpuState::Instance* i = m.Find(want);
+    if (!i || i->assigned || !plan.destroy.empty()) {
+      *why = StrCat("no idle ", MigPlacementName(model, want), " instance to take");
+      return false;
+    }
+    return true;
+  }
+  if (configured & slots) {
+    *why = StrCat("memory slices ", static_cast<int>(want.start), "..",
+                  want.start + prof.size - 1, " are taken by other instances");
+    return false;
+  }
+  if (prof.media_extensions && media > 0) {
+    *why = "the GPU's media engines are in another +me instance";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 bool ClusterState::CanApply(const Placement& p, std::string* why) const {
   auto fail = [&](std::string msg) {
@@ -47,6 +116,18 @@ bool ClusterState::CanApply(const Placement& p, std::string* why) const {
     seen |= 1ULL << g.gpu;
     const GpuState& s = gpus_[n.gpu_begin + g.gpu];
     if (g.memory_mib < 0 || g.compute_milli < 0) return fail("negative grant");
+    const MigModel* model = cluster_->mig_model(p.node, g.gpu);
+    if (!model != !g.is_mig()) {
+      return fail(model ? StrCat("GPU ", g.gpu, " is in MIG mode: it takes MIG grants only")
+                        : StrCat("GPU ", g.gpu, " is not in MIG mode"));
+    }
+    if (model) {
+      if (std::string mig_why; !CanApplyMig(*model, mig_[n.gpu_begin + g.gpu], g, p.mig_plan,
+                                            &mig_why)) {
+        return fail(StrCat("GPU ", g.gpu, ": ", mig_why));
+      }
+      if (p.gpus.size() != 1) return fail("a MIG grant is the pod's only GPU grant");
+    }
     if (s.exclusive) return fail(StrCat("GPU ", g.gpu, " is held exclusively"));
     if (g.exclusive && s.grants > 0) return fail(StrCat("GPU ", g.gpu, " is shared"));
     if (g.memory_mib > s.free_memory_mib) {
@@ -80,11 +161,34 @@ void ClusterState::Apply(const Placement& p) {
     s.free_compute_milli -= g.compute_milli;
     allocated_compute_milli_ += g.compute_milli;
     allocated_gpu_memory_mib_ += g.memory_mib;
+    if (g.is_mig()) {
+      const MigModel& model = *cluster_->mig_model(p.node, g.gpu);
+      MigGpuState& m = mig_[n.gpu_begin + g.gpu];
+      for (MigPlacement d : p.mig_plan.destroy) {
+        auto it = std::find_if(m.instances.begin(), m.instances.end(),
+                               [&](const MigGpuState::Instance& i) { return i.placement == d; });
+        m.instances.erase(it);
+        m.configured &= ~model.profiles[d.profile].slots(d.start);
+      }
+      const uint8_t slots = model.profiles[g.mig.profile].slots(g.mig.start);
+      if (p.mig_plan.create) {
+        m.instances.push_back({g.mig, true});
+        m.configured |= slots;
+      } else {
+        for (MigGpuState::Instance& i : m.instances) {
+          if (i.placement == g.mig) i.assigned = true;
+        }
+      }
+      m.assigned |= slots;
+    }
   }
   ++n.version;
 }
 
-void ClusterState::Revert(const Placement& p) {
+void ClusterState::Revert(const Placement& p) { Return(p, false); }
+void ClusterState::Release(const Placement& p) { Return(p, true); }
+
+void ClusterState::Return(const Placement& p, bool keep_mig_instance) {
   TESSERA_CHECK(p.node.valid() && p.node.value() < node_count());
   NodeState& n = nodes_[p.node.value()];
   const NodeSpec& spec = cluster_->node(p.node);
@@ -105,11 +209,36 @@ void ClusterState::Revert(const Placement& p) {
     TESSERA_CHECK(s.free_compute_milli <= 1000);
     allocated_compute_milli_ -= g.compute_milli;
     allocated_gpu_memory_mib_ -= g.memory_mib;
+    if (g.is_mig()) {
+      const MigModel* model = cluster_->mig_model(p.node, g.gpu);
+      TESSERA_CHECK(model != nullptr);
+      MigGpuState& m = mig_[n.gpu_begin + g.gpu];
+      auto it = std::find_if(m.instances.begin(), m.instances.end(),
+                             [&](const MigGpuState::Instance& i) { return i.placement == g.mig; });
+      TESSERA_CHECK_MSG(it != m.instances.end() && it->assigned,
+                        "return of a MIG instance that is not assigned");
+      const uint8_t slots = model->profiles[g.mig.profile].slots(g.mig.start);
+      m.assigned &= ~slots;
+      if (keep_mig_instance || !p.mig_plan.create) {
+        it->assigned = false;
+      } else {
+        m.instances.erase(it);
+        m.configured &= ~slots;
+      }
+      if (!keep_mig_instance) {
+        for (MigPlacement d : p.mig_plan.destroy) {
+          const uint8_t back = model->profiles[d.profile].slots(d.start);
+          TESSERA_CHECK((m.configured & back) == 0);
+          m.instances.push_back({d, false});
+          m.configured |= back;
+        }
+      }
+    }
     if (s.grants == 0) {
       TESSERA_CHECK(s.free_memory_mib == spec.gpus[g.gpu].memory_mib);
       TESSERA_CHECK(s.free_compute_milli == 1000);
       --gpus_in_use_;
-      n.whole_free_mask |= 1ULL << g.gpu;
+      if (!g.is_mig()) n.whole_free_mask |= 1ULL << g.gpu;
     }
   }
   ++n.version;
@@ -129,10 +258,33 @@ void ClusterState::CheckInvariants() const {
       TESSERA_CHECK(s.free_compute_milli >= 0 && s.free_compute_milli <= 1000);
       TESSERA_CHECK(s.grants >= 0);
       TESSERA_CHECK(!s.exclusive || s.grants == 1);
+      const MigGpuState& m = mig_[n.gpu_begin + g];
+      const MigModel* model = cluster_->mig_model(NodeId(i), g);
+      if (model) {
+        TESSERA_CHECK(!s.exclusive);
+        std::vector<MigPlacement> placements;
+        uint8_t configured = 0, assigned = 0;
+        int assigned_count = 0;
+        for (const MigGpuState::Instance& inst : m.instances) {
+          placements.push_back(inst.placement);
+          const uint8_t slots = model->profiles[inst.placement.profile].slots(inst.placement.start);
+          configured |= slots;
+          if (inst.assigned) {
+            assigned |= slots;
+            ++assigned_count;
+          }
+        }
+        absl::Status valid = ValidateMigInstances(*model, placements, "MIG state");
+        TESSERA_CHECK_MSG(valid.ok(), std::string(valid.message()).c_str());
+        TESSERA_CHECK(configured == m.configured && assigned == m.assigned);
+        TESSERA_CHECK(assigned_count == s.grants);
+      } else {
+        TESSERA_CHECK(m.instances.empty() && m.configured == 0 && m.assigned == 0);
+      }
       if (s.grants == 0) {
         TESSERA_CHECK(s.free_memory_mib == spec.gpus[g].memory_mib);
         TESSERA_CHECK(s.free_compute_milli == 1000);
-        free_mask |= 1ULL << g;
+        if (!model) free_mask |= 1ULL << g;
       } else {
         ++in_use;
       }

@@ -4,8 +4,18 @@
 //  - no GPU has more memory or compute granted than it has (free amounts never go negative);
 //  - an exclusive GPU has exactly one grant, and a GPU with any grant is never granted exclusively;
 //  - node CPU and memory are never over-committed;
-//  - a GPU with no grant has all its memory and compute free.
+//  - a GPU with no grant has all its memory and compute free;
+//  - MIG (model/mig.h): only MIG-enabled GPUs hold MIG instances and MIG grants, and they hold
+//    nothing else; their configured instances use allowed start slices only and never share a
+//    slice; every MIG grant is exactly one assigned instance; MIG GPUs are never "whole free".
 // Every change bumps the node's version so that policies can cache per-node results.
+//
+// MIG model: a MIG-enabled GPU has configured GPU instances (from the node's initial layout or
+// created for pods), each assigned to one pod or idle. A pod's MIG grant takes an idle instance
+// of its profile, or creates one in unconfigured slices, or (a re-partitioning plan) destroys
+// idle instances in the way and creates its own (Placement::mig_plan). Release leaves the
+// instance configured and idle, as a node's MIG manager does; Revert (rollback of a gang or a
+// what-if) restores the configuration exactly as it was.
 #pragma once
 
 #include <cstdint>
@@ -13,10 +23,30 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "core/model/cluster.h"
 #include "core/model/placement.h"
 
 namespace tessera::core {
+
+// The configured GPU instances of one MIG-enabled GPU.
+struct MigGpuState {
+  struct Instance {
+    MigPlacement placement;
+    bool assigned = false;
+  };
+  absl::InlinedVector<Instance, 7> instances;
+  uint8_t configured = 0;  // memory slices of all instances
+  uint8_t assigned = 0;    // memory slices of assigned instances
+
+  // The instance at exactly this profile and start, or nullptr.
+  const Instance* Find(MigPlacement p) const {
+    for (const Instance& i : instances) {
+      if (i.placement == p) return &i;
+    }
+    return nullptr;
+  }
+};
 
 struct GpuState {
   int64_t free_memory_mib = 0;
@@ -45,12 +75,18 @@ class ClusterState {
   // Bumped on every change to the node.
   uint64_t version(NodeId n) const { return nodes_[n.value()].version; }
 
+  // The configured MIG instances of GPU `g` of `n` (empty for a GPU not in MIG mode).
+  const MigGpuState& mig(NodeId n, int g) const { return mig_[nodes_[n.value()].gpu_begin + g]; }
+
   // Whether `p` can be applied, and if not, why (for people).
   bool CanApply(const Placement& p, std::string* why = nullptr) const;
   // Applies a placement. A placement that breaks an invariant is a bug in the caller: CHECK.
   void Apply(const Placement& p);
-  // Returns what `p` took. `p` must have been applied.
+  // Returns what `p` took, exactly: MIG instances it created are removed and those it destroyed
+  // come back (gang rollback, what-if). `p` must have been applied.
   void Revert(const Placement& p);
+  // A pod ended: returns what `p` took, but its MIG instance stays configured, idle.
+  void Release(const Placement& p);
 
   // Cluster-wide figures.
   int gpus_in_use() const { return gpus_in_use_; }
@@ -71,9 +107,12 @@ class ClusterState {
     int32_t gpu_count = 0;
   };
 
+  void Return(const Placement& p, bool keep_mig_instance);
+
   const Cluster* cluster_;
   std::vector<NodeState> nodes_;
   std::vector<GpuState> gpus_;
+  std::vector<MigGpuState> mig_;  // parallel to gpus_
   int gpus_in_use_ = 0;
   int64_t allocated_compute_milli_ = 0;
   int64_t allocated_gpu_memory_mib_ = 0;

@@ -62,7 +62,8 @@ absl::Status Engine::Release(std::string_view pod) {
   if (it == ledger_.end()) {
     return absl::NotFoundError(StrCat("pod ", pod, " holds no allocation"));
   }
-  Undo(it->second);
+  state_.Release(it->second);  // a MIG instance stays configured, idle
+  policy_->OnNodeChanged(state_, it->second.node);
   ledger_.erase(it);
   return absl::OkStatus();
 }
@@ -71,13 +72,40 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
   if (ledger_.contains(ToAbsl(pod))) {
     return absl::AlreadyExistsError(StrCat("pod ", pod, " is already placed"));
   }
+  // A MIG instance recorded in an assignment exists on the node now: take the idle instance if
+  // this state has it, else treat the slices as reconfigured for it (idle instances in the way
+  // were destroyed when the pod was placed).
+  Placement p = placement;
+  if (p.gpus.size() == 1 && p.gpus[0].is_mig() && p.node.valid() &&
+      p.node.value() < cluster_->node_count()) {
+    const GpuGrant& g = p.gpus[0];
+    const MigModel* model = g.gpu >= 0 && g.gpu < cluster_->node(p.node).gpu_count()
+                                ? cluster_->mig_model(p.node, g.gpu)
+                                : nullptr;
+    if (model && g.mig.profile < static_cast<int>(model->profiles.size())) {
+      const MigGpuState& m = state_.mig(p.node, g.gpu);
+      const MigProfile& want = model->profiles[g.mig.profile];
+      p.mig_plan = MigPlan{};
+      const MigGpuState::Instance* same = m.Find(g.mig);
+      if (!same || same->assigned) {
+        p.mig_plan.create = true;
+        for (const MigGpuState::Instance& i : m.instances) {
+          const MigProfile& have = model->profiles[i.placement.profile];
+          if (!i.assigned && ((have.slots(i.placement.start) & want.slots(g.mig.start)) ||
+                              (want.media_extensions && have.media_extensions))) {
+            p.mig_plan.destroy.push_back(i.placement);
+          }
+        }
+      }
+    }
+  }
   std::string why;
-  if (!state_.CanApply(placement, &why)) {
+  if (!state_.CanApply(p, &why)) {
     return absl::FailedPreconditionError(
         StrCat("cannot restore pod ", pod, ": ", why));
   }
-  Commit(placement);
-  ledger_.emplace(std::string(pod), placement);
+  Commit(p);
+  ledger_.emplace(std::string(pod), p);
   return absl::OkStatus();
 }
 
@@ -86,11 +114,13 @@ const Placement* Engine::Find(std::string_view pod) const {
   return it == ledger_.end() ? nullptr : &it->second;
 }
 
-bool Engine::PlaceAll(std::span<const PodRequest> members,
+bool Engine::PlaceAll(std::span<const PodRequest> members, const std::vector<size_t>& order,
                       const std::vector<Candidate>* candidates, std::vector<Placement>* placed,
                       std::string* failure) {
-  placed->clear();
-  for (const PodRequest& m : members) {
+  placed->assign(members.size(), Placement{});
+  std::vector<size_t> done;
+  for (size_t i : order) {
+    const PodRequest& m = members[i];
     const PodRequest& effective = policy_->Effective(m);
     Query query(state_, effective, candidates);
     std::vector<NodeId> declined;
@@ -99,19 +129,28 @@ bool Engine::PlaceAll(std::span<const PodRequest> members,
       if (failure) {
         *failure = StrCat("member ", m.name, ": ", ExplainNoFit(state_, query, declined));
       }
-      for (auto it = placed->rbegin(); it != placed->rend(); ++it) Undo(*it);
+      for (auto it = done.rbegin(); it != done.rend(); ++it) Undo((*placed)[*it]);
       placed->clear();
       return false;
     }
     Commit(choice->placement);
-    placed->push_back(std::move(choice->placement));
+    (*placed)[i] = std::move(choice->placement);
+    done.push_back(i);
   }
   return true;
 }
 
-int64_t Engine::FreeComputeIn(const std::vector<Candidate>& candidates) const {
+int Engine::FreeWholeGpusIn(const std::vector<Candidate>& domain) const {
+  int free = 0;
+  for (const Candidate& c : domain) {
+    free += __builtin_popcountll(state_.whole_free_mask(c.node) & c.gpu_mask);
+  }
+  return free;
+}
+
+int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
   int64_t free = 0;
-  for (const Candidate& c : candidates) {
+  for (const Candidate& c : domain) {
     std::span<const GpuState> gpus = state_.gpus(c.node);
     for (uint64_t a = c.gpu_mask & cluster_->node(c.node).all_gpus_mask(); a; a &= a - 1) {
       const GpuState& g = gpus[__builtin_ctzll(a)];
@@ -190,6 +229,13 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   }
 
   if (any_share && demand_gpus == 0) demand_gpus = 1;
+  // Largest asks first (first fit decreasing): a 4-GPU member placed after two 2-GPU members may
+  // find its node split; placed first, the small ones fill around it.
+  std::vector<size_t> order(members.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return members[a].gpu.gpu_count() > members[b].gpu.gpu_count();
+  });
 
   std::vector<Placement> placed;
   auto finish = [&]() {
@@ -200,24 +246,27 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     if (mode == Mode::kCommit) {
       for (size_t i = 0; i < members.size(); ++i) ledger_.emplace(members[i].name, placed[i]);
     } else {
-      for (auto it = placed.rbegin(); it != placed.rend(); ++it) Undo(*it);
+      for (auto it = order.rbegin(); it != order.rend(); ++it) Undo(placed[*it]);
     }
     return results;
+  };
+  auto undo_all = [&]() {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) Undo(placed[*it]);
   };
 
   // A topology domain as this gang may use it: all of it, or what `allowed` leaves of it.
   std::vector<Candidate> restricted;
-  auto usable = [&](const Domain& d, int* gpus) -> const std::vector<Candidate>* {
+  auto usable = [&](const Domain& d, int* gpus) -> const std::vector<Candidate>& {
     if (allowed == nullptr) {
       *gpus = d.gpu_count;
-      return &d.candidates;
+      return d.candidates;
     }
     restricted = Restrict(*cluster_, d, *allowed, gpus);
-    return &restricted;
+    return restricted;
   };
   std::string failure;
   if (gang.level.empty()) {
-    if (PlaceAll(members, allowed, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, &placed, &failure)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   const int level = domains_.LevelIndex(gang.level);
@@ -228,23 +277,33 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
                     StrCat("gang ", gang.name, " asks for unknown topology level \"",
                                  gang.level, "\" (configured: ", StrJoin(names, ", "), ")"));
   }
+  // Required: the asked level only. Preferred: every level, narrowest first, then anywhere.
   std::vector<int> levels;
   if (gang.required) {
     levels.push_back(level);
   } else {
     for (int l = 0; l < static_cast<int>(domains_.levels().size()); ++l) levels.push_back(l);
   }
+  const int whole_demand = [&] {
+    int n = 0;
+    for (const PodRequest& m : members) {
+      const PodRequest& e = policy_->Effective(m);
+      if (e.gpu.kind == GpuAsk::Kind::kWhole) n += e.gpu.count;
+    }
+    return n;
+  }();
   for (int l : levels) {
     const std::vector<Domain>& domains = domains_.domains(l);
     int best = -1;
     int64_t best_left = INT64_MAX;
-    for (size_t d = 0; d < domains.size(); ++d) {
+    for (size_t d = 0; d < domains.size() && best_left > 0; ++d) {
       int gpus = 0;
-      const std::vector<Candidate>* candidates = usable(domains[d], &gpus);
+      const std::vector<Candidate>& candidates = usable(domains[d], &gpus);
       if (gpus < demand_gpus) continue;
-      if (!PlaceAll(members, candidates, &placed, nullptr)) continue;
-      int64_t left = FreeComputeIn(*candidates);
-      for (auto it = placed.rbegin(); it != placed.rend(); ++it) Undo(*it);
+      if (FreeWholeGpusIn(candidates) < whole_demand) continue;
+      if (!PlaceAll(members, order, &candidates, &placed, nullptr)) continue;
+      int64_t left = FreeComputeIn(candidates);
+      undo_all();
       if (left < best_left) {
         best = static_cast<int>(d);
         best_left = left;
@@ -252,12 +311,12 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     }
     if (best >= 0) {
       int gpus = 0;
-      TESSERA_CHECK(PlaceAll(members, usable(domains[best], &gpus), &placed, nullptr));
+      TESSERA_CHECK(PlaceAll(members, order, &usable(domains[best], &gpus), &placed, nullptr));
       return finish();
     }
   }
   if (!gang.required) {
-    if (PlaceAll(members, allowed, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, &placed, &failure)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   // Required and nothing fits: never (no domain is big enough) or not now.
@@ -265,13 +324,9 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   int64_t most_free = 0;
   for (const Domain& d : domains_.domains(level)) {
     int gpus = 0;
-    const std::vector<Candidate>* candidates = usable(d, &gpus);
+    const std::vector<Candidate>& candidates = usable(d, &gpus);
     largest = std::max(largest, gpus);
-    int64_t free = 0;
-    for (const Candidate& c : *candidates) {
-      free += __builtin_popcountll(state_.whole_free_mask(c.node) & c.gpu_mask);
-    }
-    most_free = std::max(most_free, free);
+    most_free = std::max<int64_t>(most_free, FreeWholeGpusIn(candidates));
   }
   if (largest < demand_gpus) {
     return fail_all(Outcome::kNeverFits,

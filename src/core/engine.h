@@ -40,8 +40,18 @@ class Engine {
                         const std::vector<Candidate>* allowed = nullptr);
 
   // Places all members of one gang or none. Results are in member order; on failure every result
-  // carries the same outcome and reason, and the state is exactly as before. `allowed` restricts
-  // every member (and every topology domain) to those nodes and GPUs.
+  // carries the same outcome and reason, and the state is exactly as before.
+  //
+  // Topology (the members' GangAsk: level and required): the gang lands inside one domain of its
+  // level (topology/domains.h). Required: that level only, or not at all. Preferred: the
+  // narrowest configured level that has a domain with room first (nvlink-domain before rack
+  // before block ...), then anywhere. Among the domains of a level that can take the whole gang,
+  // the one left with the least free compute afterwards (best fit: the next big gang still finds
+  // an empty domain); ties to the first domain. Members are placed largest ask first, each by
+  // the policy within the domain. Example: racks r1 (12 GPUs free) and r2 (8 free), a required
+  // rack gang of 8 whole GPUs: both fit, r2 is left with 0 and r1 with 4, so r2.
+  //
+  // `allowed` (optional) restricts every member, and every domain, to those nodes and GPUs.
   std::vector<PlacementResult> PlaceGang(std::span<const PodRequest> members,
                                          Mode mode = Mode::kCommit,
                                          const std::vector<Candidate>* allowed = nullptr);
@@ -63,12 +73,16 @@ class Engine {
  private:
   void Commit(const Placement& p);
   void Undo(const Placement& p);
-  // Places every member inside `candidates` (nullptr = anywhere) and commits them all, or
-  // returns false having undone what it placed; `failure` gets the reason.
-  bool PlaceAll(std::span<const PodRequest> members, const std::vector<Candidate>* candidates,
-                std::vector<Placement>* placed, std::string* failure);
-  // Free compute (milli-GPU) left inside a domain: what a best-fit choice minimises.
-  int64_t FreeComputeIn(const std::vector<Candidate>& candidates) const;
+  // Places every member inside `candidates` (nullptr = anywhere), largest asks first (the order
+  // in `order`), and commits them all, or returns false having undone what it placed. `placed`
+  // is in member order; `failure` gets the reason.
+  bool PlaceAll(std::span<const PodRequest> members, const std::vector<size_t>& order,
+                const std::vector<Candidate>* candidates, std::vector<Placement>* placed,
+                std::string* failure);
+  // Free compute (milli-GPU) left inside a domain's candidates: what a best-fit choice minimises.
+  int64_t FreeComputeIn(const std::vector<Candidate>& domain) const;
+  // Fully free GPUs inside a domain: a domain with fewer than a gang's whole GPUs is skipped.
+  int FreeWholeGpusIn(const std::vector<Candidate>& domain) const;
   std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
                                                       Mode mode,
                                                       const std::vector<Candidate>* allowed);

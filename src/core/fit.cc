@@ -6,6 +6,8 @@
 #include "common/strings.h"
 #include "core/model/quantity.h"
 #include "core/topology/gpu_select.h"
+#include "core/topology/mig_select.h"
+#include "common/status.h"
 
 namespace tessera::core {
 
@@ -31,6 +33,22 @@ NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node, ui
     fit.reject = Reject::kNoGpuOfModel;
     return fit;
   }
+  const uint64_t mig = state.cluster().mig_mask(node);
+  if (ask.kind == GpuAsk::Kind::kMig) {
+    bool offered = false;
+    for (uint64_t a = usable & mig; a; a &= a - 1) {
+      int g = __builtin_ctzll(a);
+      offered = offered || state.cluster().mig_model(node, g)->Find(ask.mig_profile) >= 0;
+      if (MigFits(state, node, g, ask.mig_profile)) fit.gpus |= 1ULL << g;
+    }
+    if (fit.gpus == 0) fit.reject = offered ? Reject::kNoMigRoom : Reject::kNoMigGpu;
+    return fit;
+  }
+  usable &= ~mig;
+  if (usable == 0) {
+    fit.reject = Reject::kMigMode;
+    return fit;
+  }
   if (ask.kind == GpuAsk::Kind::kWhole) {
     fit.gpus = usable & state.whole_free_mask(node);
     if (__builtin_popcountll(fit.gpus) < ask.count) fit.reject = Reject::kTooFewGpus;
@@ -51,8 +69,24 @@ NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node, ui
   return fit;
 }
 
+Placement MakeMigPlacement(const ClusterState& state, const PodRequest& request, NodeId node,
+                           int gpu, MigPlacement placement, const MigPlan& plan) {
+  const MigModel* model = state.cluster().mig_model(node, gpu);
+  TESSERA_CHECK(model != nullptr && placement.profile >= 0);
+  const MigProfile& prof = model->profiles[placement.profile];
+  Placement p;
+  p.node = node;
+  p.cpu_milli = request.cpu_milli;
+  p.memory_mib = request.memory_mib;
+  GpuGrant g{gpu, prof.memory_mib, prof.compute_milli(), false, placement};
+  p.gpus.push_back(g);
+  p.mig_plan = plan;
+  return p;
+}
+
 Placement MakePlacement(const ClusterState& state, const PodRequest& request, NodeId node,
                         uint64_t mask) {
+  TESSERA_CHECK_MSG(request.gpu.kind != GpuAsk::Kind::kMig, "MIG asks use MakeMigPlacement");
   Placement p;
   p.node = node;
   p.cpu_milli = request.cpu_milli;
@@ -90,6 +124,9 @@ std::string DescribeAsk(const PodRequest& r) {
     case GpuAsk::Kind::kFraction:
       what = StrCat(r.gpu.fraction_milli, "/1000 of one GPU");
       break;
+    case GpuAsk::Kind::kMig:
+      what = StrCat("a MIG ", r.gpu.mig_profile, " instance");
+      break;
   }
   if (!r.gpu_models.empty()) StrAppend(&what, " of model ", StrJoin(r.gpu_models, "|"));
   return what;
@@ -102,15 +139,7 @@ std::string Cores(int64_t milli) {
   return StrCat(milli, "m");
 }
 
-const char* TopologyName(GpuTopology t) {
-  switch (t) {
-    case GpuTopology::kAny: return "any";
-    case GpuTopology::kNvLink: return "nvlink";
-    case GpuTopology::kPcieSwitch: return "pcie-switch";
-    case GpuTopology::kNuma: return "numa";
-  }
-  return "?";
-}
+std::string_view TopologyName(GpuTopology t) { return GpuTopologyName(t); }
 
 }  // namespace
 
@@ -120,7 +149,8 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
   const GpuAsk& ask = r.gpu;
   int64_t max_cpu = 0, max_mem = 0, max_gpu_mem = 0;
   int max_count = 0, max_count_topology = 0;
-  bool any_model = false;
+  bool any_model = false, any_mig = false, any_offering = false, any_plain = false;
+  std::vector<std::string> mig_offers;  // "A100-80GB: 7g.80gb, ..." per MIG model in the cluster
   for (int i = 0; i < cluster.node_count(); ++i) {
     NodeId id(i);
     const NodeSpec& n = cluster.node(id);
@@ -128,6 +158,26 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
     max_mem = std::max(max_mem, n.memory_mib);
     uint64_t models = ask.kind == GpuAsk::Kind::kNone ? 0 : cluster.ModelMask(id, query.models);
     if (models) any_model = true;
+    const uint64_t mig = cluster.mig_mask(id);
+    if (ask.kind == GpuAsk::Kind::kMig) {
+      uint64_t offering = 0;
+      for (uint64_t a = models & mig; a; a &= a - 1) {
+        const int g = __builtin_ctzll(a);
+        const MigModel* m = cluster.mig_model(id, g);
+        const int p = m->Find(ask.mig_profile);
+        if (p >= 0 && m->profiles[p].memory_mib <= n.gpus[g].memory_mib) offering |= 1ULL << g;
+        std::string offer = StrCat(m->model, ": ", StrJoin(m->ProfileNames(), ", "));
+        if (std::find(mig_offers.begin(), mig_offers.end(), offer) == mig_offers.end()) {
+          mig_offers.push_back(std::move(offer));
+        }
+      }
+      any_mig = any_mig || (models & mig) != 0;
+      any_offering = any_offering || offering != 0;
+      models = offering;
+    } else if (ask.kind != GpuAsk::Kind::kNone) {
+      models &= ~mig;
+      any_plain = any_plain || models != 0;
+    }
     int count = __builtin_popcountll(models);
     max_count = std::max(max_count, count);
     int64_t node_gpu_mem = 0;
@@ -138,7 +188,7 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
     bool topo_ok = true;
     if (ask.kind == GpuAsk::Kind::kWhole && ask.count > 1 && ask.topology_required &&
         count >= ask.count) {
-      topo_ok = SelectGpuSet(n, models, ask.count, ask.topology, true).has_value();
+      topo_ok = cluster.gpu_selector(id).Select(models, ask.count, ask.topology, true).has_value();
       if (topo_ok) max_count_topology = std::max(max_count_topology, ask.count);
     }
     if (r.cpu_milli > n.cpu_milli || r.memory_mib > n.memory_mib) continue;
@@ -151,6 +201,7 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
         if (models && node_gpu_mem >= ask.memory_mib) return std::nullopt;
         break;
       case GpuAsk::Kind::kFraction:
+      case GpuAsk::Kind::kMig:
         if (models) return std::nullopt;
         break;
     }
@@ -168,6 +219,20 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
   if (ask.kind != GpuAsk::Kind::kNone && !any_model) {
     return StrCat("no GPU of model ", StrJoin(r.gpu_models, "|"),
                         " in this cluster (it has: ", StrJoin(cluster.models(), ", "), ")");
+  }
+  if (ask.kind == GpuAsk::Kind::kMig && !any_mig) {
+    return StrCat("needs a MIG ", ask.mig_profile, " instance; no GPU",
+                  r.gpu_models.empty() ? "" : StrCat(" of model ", StrJoin(r.gpu_models, "|")),
+                  " in this cluster is in MIG mode");
+  }
+  if (ask.kind == GpuAsk::Kind::kMig && !any_offering) {
+    return StrCat("no MIG-enabled GPU offers profile ", ask.mig_profile, " (",
+                  StrJoin(mig_offers, "; "), ")");
+  }
+  if (ask.kind != GpuAsk::Kind::kNone && ask.kind != GpuAsk::Kind::kMig && !any_plain) {
+    return StrCat("every GPU", r.gpu_models.empty() ? "" : StrCat(" of model ", StrJoin(r.gpu_models, "|")),
+                  " in this cluster is in MIG mode: ask for a MIG profile (tessera.dev/mig) "
+                  "instead of ", DescribeAsk(r));
   }
   if (ask.kind == GpuAsk::Kind::kWhole && ask.count > max_count) {
     return StrCat("needs ", ask.count, " GPUs on one node; the most any node has is ",
@@ -187,7 +252,7 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
 
 std::string ExplainNoFit(const ClusterState& state, const Query& query,
                          const std::vector<NodeId>& policy_declined) {
-  std::array<int, 7> counts{};
+  std::array<int, static_cast<int>(Reject::kCount)> counts{};
   int total = 0;
   int most_free = 0;
   int64_t most_gpu_mem_free = 0;
@@ -233,6 +298,10 @@ std::string ExplainNoFit(const ClusterState& state, const Query& query,
                        ? StrCat(" (most free on one GPU: ", FormatMiB(most_gpu_mem_free),
                                       ")")
                        : std::string()));
+  add(Reject::kMigMode, "only GPUs in MIG mode (they take MIG instances only)");
+  add(Reject::kNoMigGpu, StrCat("no MIG-enabled GPU offering ", r.gpu.mig_profile));
+  add(Reject::kNoMigRoom, StrCat("no MIG GPU with the memory slices free for ",
+                                 r.gpu.mig_profile, " (assigned instances in the way)"));
   add(Reject::kTopology, StrCat("no free GPU set meeting the ",
                                       TopologyName(r.gpu.topology), " topology"));
   return StrCat("0/", total, " nodes can take it now: ", StrJoin(parts, ", "));

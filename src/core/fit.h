@@ -40,6 +40,10 @@ enum class Reject : uint8_t {
   kTooFewGpus,      // fewer fully free GPUs than asked
   kNoGpuRoom,       // no GPU with enough free memory/compute for the share
   kTopology,        // GPUs are free but no set meets the required interconnect
+  kMigMode,         // the allowed GPUs are all in MIG mode (they take MIG instances only)
+  kNoMigGpu,        // a MIG ask, but no MIG-enabled GPU offering the profile
+  kNoMigRoom,       // MIG GPUs offer the profile, but none has the slices free
+  kCount,           // number of reasons
 };
 
 struct NodeFit {
@@ -57,9 +61,13 @@ NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node,
 int64_t ShareMemoryFor(const ClusterState& state, const GpuAsk& ask, NodeId node, int g);
 
 // The grants for a pod given the chosen GPUs (whole: every GPU in `mask`, exclusive; share: the
-// single GPU in `mask`), with the pod's CPU and memory.
+// single GPU in `mask`), with the pod's CPU and memory. Not for MIG asks: MakeMigPlacement.
 Placement MakePlacement(const ClusterState& state, const PodRequest& request, NodeId node,
                         uint64_t mask);
+// The grant of a MIG instance `placement` on GPU `gpu` (its profile's memory and compute), with
+// how the GPU's configured instances change.
+Placement MakeMigPlacement(const ClusterState& state, const PodRequest& request, NodeId node,
+                           int gpu, MigPlacement placement, const MigPlan& plan);
 
 // If no node of the cluster could take the pod even when empty, the reason; else nullopt.
 std::optional<std::string> NeverFitsReason(const ClusterState& state, const Query& query);

@@ -7,6 +7,25 @@ namespace tessera::records {
 
 using nlohmann::json;
 
+namespace {
+
+absl::StatusOr<MigInstanceRecord> ReadMigInstance(const json& j, const std::string& path) {
+  JsonReader m(j, path);
+  TESSERA_RETURN_IF_ERROR(m.ExpectObject());
+  TESSERA_RETURN_IF_ERROR(m.OnlyKeys({"profile", "start"}));
+  MigInstanceRecord out;
+  TESSERA_ASSIGN_OR_RETURN(out.profile, m.String("profile"));
+  if (!core::IsKnownMigProfile(out.profile)) {
+    return m.Error("profile", StrCat("\"", out.profile, "\" is not a MIG profile tessera knows"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(int64_t start, m.Int("start"));
+  if (start < 0 || start >= core::kMigSlots) return m.Error("start", "must be 0..7");
+  out.start = static_cast<int32_t>(start);
+  return out;
+}
+
+}  // namespace
+
 std::string AssignmentToJson(const Assignment& a) {
   json doc;
   doc["version"] = kAssignmentVersion;
@@ -18,9 +37,17 @@ std::string AssignmentToJson(const Assignment& a) {
               {"compute_milli", g.grant.compute_milli},
               {"exclusive", g.grant.exclusive}};
     if (!g.uuid.empty()) j["uuid"] = g.uuid;
+    if (!g.mig_profile.empty()) j["mig"] = {{"profile", g.mig_profile}, {"start", g.mig_start}};
     gpus.push_back(std::move(j));
   }
   doc["gpus"] = std::move(gpus);
+  if (a.mig_create || !a.mig_destroy.empty()) {
+    json destroy = json::array();
+    for (const MigInstanceRecord& d : a.mig_destroy) {
+      destroy.push_back({{"profile", d.profile}, {"start", d.start}});
+    }
+    doc["mig_plan"] = {{"create", a.mig_create}, {"destroy", std::move(destroy)}};
+  }
   return doc.dump();
 }
 
@@ -28,7 +55,7 @@ absl::StatusOr<Assignment> AssignmentFromJson(std::string_view text) {
   TESSERA_ASSIGN_OR_RETURN(json doc, ParseJson(text, "assignment"));
   JsonReader r(doc, "assignment");
   TESSERA_RETURN_IF_ERROR(r.ExpectObject());
-  TESSERA_RETURN_IF_ERROR(r.OnlyKeys({"version", "node", "gpus"}));
+  TESSERA_RETURN_IF_ERROR(r.OnlyKeys({"version", "node", "gpus", "mig_plan"}));
   TESSERA_ASSIGN_OR_RETURN(int64_t version, r.Int("version"));
   if (version != kAssignmentVersion) {
     return absl::InvalidArgumentError(StrCat("assignment: version ", version,
@@ -43,7 +70,7 @@ absl::StatusOr<Assignment> AssignmentFromJson(std::string_view text) {
     JsonReader g((*gpus)[i], StrCat("assignment.gpus[", i, "]"));
     TESSERA_RETURN_IF_ERROR(g.ExpectObject());
     TESSERA_RETURN_IF_ERROR(
-        g.OnlyKeys({"index", "uuid", "memory_mib", "compute_milli", "exclusive"}));
+        g.OnlyKeys({"index", "uuid", "memory_mib", "compute_milli", "exclusive", "mig"}));
     AssignedGpu out;
     TESSERA_ASSIGN_OR_RETURN(int64_t index, g.Int("index"));
     if (index < 0 || index >= 64) return g.Error("index", "must be 0..63");
@@ -55,9 +82,102 @@ absl::StatusOr<Assignment> AssignmentFromJson(std::string_view text) {
     if (compute < 0 || compute > 1000) return g.Error("compute_milli", "must be 0..1000");
     out.grant.compute_milli = static_cast<int32_t>(compute);
     TESSERA_ASSIGN_OR_RETURN(out.grant.exclusive, g.OptionalBool("exclusive", false));
+    if (g.Has("mig")) {
+      TESSERA_ASSIGN_OR_RETURN(MigInstanceRecord m, ReadMigInstance(g.At("mig"), g.Path("mig")));
+      out.mig_profile = m.profile;
+      out.mig_start = m.start;
+    }
+    a.gpus.push_back(std::move(out));
+  }
+  if (r.Has("mig_plan")) {
+    JsonReader plan(r.At("mig_plan"), r.Path("mig_plan"));
+    TESSERA_RETURN_IF_ERROR(plan.ExpectObject());
+    TESSERA_RETURN_IF_ERROR(plan.OnlyKeys({"create", "destroy"}));
+    TESSERA_ASSIGN_OR_RETURN(a.mig_create, plan.OptionalBool("create", false));
+    if (plan.Has("destroy")) {
+      TESSERA_ASSIGN_OR_RETURN(const json* destroy, plan.Array("destroy"));
+      for (size_t i = 0; i < destroy->size(); ++i) {
+        TESSERA_ASSIGN_OR_RETURN(
+            MigInstanceRecord d,
+            ReadMigInstance((*destroy)[i], StrCat("assignment.mig_plan.destroy[", i, "]")));
+        a.mig_destroy.push_back(std::move(d));
+      }
+    }
+    if (a.gpus.size() != 1 || a.gpus[0].mig_profile.empty()) {
+      return r.Error("mig_plan", "only with exactly one GPU that has a MIG instance");
+    }
+  }
+  return a;
+}
+
+Assignment MakeAssignment(const core::Cluster& cluster, const core::Placement& p) {
+  Assignment a;
+  const core::NodeSpec& node = cluster.node(p.node);
+  a.node = node.name;
+  for (const core::GpuGrant& g : p.gpus) {
+    AssignedGpu out;
+    out.grant = g;
+    out.grant.mig = core::MigPlacement{};
+    out.uuid = node.gpus[g.gpu].uuid;
+    if (g.is_mig()) {
+      const core::MigModel& model = *cluster.mig_model(p.node, g.gpu);
+      out.mig_profile = std::string(model.profiles[g.mig.profile].name);
+      out.mig_start = g.mig.start;
+      a.mig_create = p.mig_plan.create;
+      for (core::MigPlacement d : p.mig_plan.destroy) {
+        a.mig_destroy.push_back({std::string(model.profiles[d.profile].name), d.start});
+      }
+    }
     a.gpus.push_back(std::move(out));
   }
   return a;
+}
+
+absl::StatusOr<core::Placement> AssignmentToPlacement(const core::Cluster& cluster,
+                                                      const Assignment& a) {
+  core::Placement p;
+  p.node = cluster.FindNode(a.node);
+  if (!p.node.valid()) {
+    return absl::NotFoundError(StrCat("assignment: node \"", a.node, "\" is not in the cluster"));
+  }
+  const core::NodeSpec& node = cluster.node(p.node);
+  auto mig_of = [&](int gpu, const std::string& profile, int32_t start,
+                    std::string_view what) -> absl::StatusOr<core::MigPlacement> {
+    const core::MigModel* model = cluster.mig_model(p.node, gpu);
+    if (!model) {
+      return absl::InvalidArgumentError(
+          StrCat("assignment: ", what, ": GPU ", gpu, " of ", a.node, " is not in MIG mode"));
+    }
+    const int index = model->Find(profile);
+    if (index < 0 || start < 0 || start >= core::kMigSlots) {
+      return absl::InvalidArgumentError(StrCat("assignment: ", what, ": ", profile, "@", start,
+                                               " is not a ", model->model, " MIG instance"));
+    }
+    return core::MigPlacement{static_cast<int8_t>(index), static_cast<int8_t>(start)};
+  };
+  for (size_t i = 0; i < a.gpus.size(); ++i) {
+    const AssignedGpu& g = a.gpus[i];
+    if (g.grant.gpu >= node.gpu_count()) {
+      return absl::InvalidArgumentError(StrCat("assignment: gpus[", i, "]: node ", a.node,
+                                               " has ", node.gpu_count(), " GPUs"));
+    }
+    core::GpuGrant grant = g.grant;
+    grant.mig = core::MigPlacement{};
+    if (!g.mig_profile.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(grant.mig, mig_of(grant.gpu, g.mig_profile, g.mig_start,
+                                                 StrCat("gpus[", i, "].mig")));
+      p.mig_plan.create = a.mig_create;
+      for (size_t k = 0; k < a.mig_destroy.size(); ++k) {
+        TESSERA_ASSIGN_OR_RETURN(
+            core::MigPlacement d,
+            mig_of(grant.gpu, a.mig_destroy[k].profile, a.mig_destroy[k].start,
+                   StrCat("mig_plan.destroy[", k, "]")));
+        p.mig_plan.destroy.push_back(d);
+      }
+    }
+    p.gpus.push_back(grant);
+  }
+  return p;
 }
 
 }  // namespace tessera::records

@@ -4,6 +4,13 @@
 //   {"version": 1, "node": "gpu-node-3",
 //    "gpus": [{"index": 2, "uuid": "GPU-...", "memory_mib": 4096, "compute_milli": 250,
 //              "exclusive": false}]}
+//
+// A MIG instance names its profile and start slice, and a change of the GPU's configured
+// instances comes with it (the agent carries it out before starting the pod):
+//   {"version": 1, "node": "a100-7",
+//    "gpus": [{"index": 3, "memory_mib": 40192, "compute_milli": 428, "exclusive": false,
+//              "mig": {"profile": "3g.40gb", "start": 4}}],
+//    "mig_plan": {"create": true, "destroy": [{"profile": "1g.10gb", "start": 4}, ...]}}
 #pragma once
 
 #include <string>
@@ -11,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/model/cluster.h"
 #include "core/model/placement.h"
 
 namespace tessera::records {
@@ -19,16 +27,34 @@ inline constexpr std::string_view kAssignmentAnnotation = "tessera.dev/assignmen
 inline constexpr int kAssignmentVersion = 1;
 
 struct AssignedGpu {
-  core::GpuGrant grant;
+  core::GpuGrant grant;     // grant.mig is not used here: the record names the profile
   std::string uuid;
+  std::string mig_profile;  // a MIG instance's profile ("3g.40gb"), else empty
+  int32_t mig_start = -1;   // its start slice
+};
+
+struct MigInstanceRecord {
+  std::string profile;
+  int32_t start = 0;
+  bool operator==(const MigInstanceRecord&) const = default;
 };
 
 struct Assignment {
   std::string node;
   std::vector<AssignedGpu> gpus;
+  // For a MIG grant: create the instance (it is not configured yet), after destroying these idle
+  // instances (a re-partitioning plan).
+  bool mig_create = false;
+  std::vector<MigInstanceRecord> mig_destroy;
 };
 
 std::string AssignmentToJson(const Assignment& assignment);
 [[nodiscard]] absl::StatusOr<Assignment> AssignmentFromJson(std::string_view json);
+
+// The record of an engine placement: node and GPU UUIDs from the cluster, MIG profiles by name.
+Assignment MakeAssignment(const core::Cluster& cluster, const core::Placement& placement);
+// Back to a placement (for Engine::Restore). Errors name what does not match the cluster.
+[[nodiscard]] absl::StatusOr<core::Placement> AssignmentToPlacement(const core::Cluster& cluster,
+                                                                    const Assignment& assignment);
 
 }  // namespace tessera::records

@@ -22,7 +22,18 @@ std::string InventoryToJson(const Inventory& inv, bool pretty) {
     j["numa_node"] = g.numa_node;
     if (!g.pci_bus_id.empty()) j["pci_bus_id"] = g.pci_bus_id;
     if (!g.cpu_affinity.empty()) j["cpu_affinity"] = g.cpu_affinity;
-    j["mig"] = {{"enabled", g.mig_enabled}};
+    json mig = {{"capable", core::FindMigModel(g.model) != nullptr}, {"enabled", g.mig_enabled}};
+    if (!g.mig_layout.empty()) {
+      const core::MigModel* model = core::FindMigModel(g.model);
+      json instances = json::array();
+      for (core::MigPlacement p : g.mig_layout) {
+        instances.push_back(
+            {{"profile", model ? std::string(model->profiles[p.profile].name) : std::string("?")},
+             {"start", p.start}});
+      }
+      mig["instances"] = std::move(instances);
+    }
+    j["mig"] = std::move(mig);
     gpus.push_back(std::move(j));
   }
   doc["gpus"] = std::move(gpus);
@@ -90,8 +101,38 @@ absl::StatusOr<Inventory> InventoryFromJson(std::string_view text) {
     if (g.Has("mig")) {
       JsonReader mig(g.At("mig"), g.Path("mig"));
       TESSERA_RETURN_IF_ERROR(mig.ExpectObject());
-      TESSERA_RETURN_IF_ERROR(mig.OnlyKeys({"enabled", "capable"}));
+      TESSERA_RETURN_IF_ERROR(mig.OnlyKeys({"enabled", "capable", "instances"}));
       TESSERA_ASSIGN_OR_RETURN(spec.mig_enabled, mig.OptionalBool("enabled", false));
+      TESSERA_ASSIGN_OR_RETURN(bool capable, mig.OptionalBool("capable", false));
+      (void)capable;  // informational: tessera knows which models have MIG tables
+      const core::MigModel* model = core::FindMigModel(spec.model);
+      if (spec.mig_enabled && !model) {
+        return mig.Error("enabled", StrCat("tessera has no MIG profiles for ", spec.model,
+                                           " (it has: ", StrJoin(core::MigModelNames(), ", "),
+                                           ")"));
+      }
+      if (mig.Has("instances")) {
+        if (!spec.mig_enabled) return mig.Error("instances", "only when enabled is true");
+        TESSERA_ASSIGN_OR_RETURN(const json* instances, mig.Array("instances"));
+        for (size_t k = 0; k < instances->size(); ++k) {
+          JsonReader inst((*instances)[k], StrCat(mig.Path("instances"), "[", k, "]"));
+          TESSERA_RETURN_IF_ERROR(inst.ExpectObject());
+          TESSERA_RETURN_IF_ERROR(inst.OnlyKeys({"profile", "start"}));
+          TESSERA_ASSIGN_OR_RETURN(std::string profile, inst.String("profile"));
+          const int found = model->Find(profile);
+          if (found < 0) {
+            return inst.Error("profile", StrCat("\"", profile, "\" is not a ", model->model,
+                                                " MIG profile (", StrJoin(model->ProfileNames(), ", "),
+                                                ")"));
+          }
+          TESSERA_ASSIGN_OR_RETURN(int64_t start, inst.Int("start"));
+          if (start < 0 || start >= core::kMigSlots) return inst.Error("start", "must be 0..7");
+          spec.mig_layout.push_back(
+              core::MigPlacement{static_cast<int8_t>(found), static_cast<int8_t>(start)});
+        }
+        TESSERA_RETURN_IF_ERROR(
+            core::ValidateMigInstances(*model, spec.mig_layout, mig.Path("instances")));
+      }
     }
     inv.gpus.push_back(std::move(spec));
   }

@@ -6,7 +6,9 @@
 //   {"version": 1,
 //    "gpus": [{"index": 0, "uuid": "GPU-...", "model": "A100-80GB", "memory_mib": 81920,
 //              "sm_count": 108, "numa_node": 0, "pci_bus_id": "00000000:07:00.0",
-//              "cpu_affinity": "0-63", "mig": {"capable": true, "enabled": false}}, ...],
+//              "cpu_affinity": "0-63",
+//              "mig": {"capable": true, "enabled": true,             // capable: a MIG table
+//                      "instances": [{"profile": "3g.40gb", "start": 4}]}}, ...],  // configured
 //    "links": [["X", "NV12", ...], ...],            // nvidia-smi names, row per GPU
 //    "nics": [{"name": "NIC0", "device": "mlx5_0", "links": ["PXB", ...]}]}   // optional
 #pragma once

@@ -91,5 +91,69 @@ TEST(Assignment, RoundTripsAndValidates) {
               HasSubstr("assignment.gpus[0].compute_milli: must be 0..1000"));
 }
 
+TEST(Inventory, MigInstancesRoundTripAndAreValidated) {
+  Inventory inv = TwoGpus();
+  inv.gpus[1].mig_enabled = true;
+  const core::MigModel& m = *core::FindMigModel("A100-80GB");
+  inv.gpus[1].mig_layout = {core::MigPlacement{static_cast<int8_t>(m.Find("3g.40gb")), 4},
+                            core::MigPlacement{static_cast<int8_t>(m.Find("1g.10gb")), 0}};
+  std::string json = InventoryToJson(inv);
+  EXPECT_THAT(json, HasSubstr(R"("mig":{"capable":true,"enabled":true,"instances":[{"profile":"3g.40gb","start":4},{"profile":"1g.10gb","start":0}]})"));
+  absl::StatusOr<Inventory> back = InventoryFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->gpus[1].mig_layout, inv.gpus[1].mig_layout);
+  EXPECT_EQ(InventoryToJson(*back), json);
+  const std::string head = R"({"version":1,"links":[["X"]],"gpus":[{"index":0,"model":")";
+  EXPECT_THAT(InventoryError(head + R"(L40S-48GB","memory_mib":46068,"mig":{"enabled":true}}]})"),
+              HasSubstr("gpu-inventory.gpus[0].mig.enabled: tessera has no MIG profiles for L40S-48GB"));
+  EXPECT_THAT(InventoryError(head + R"(H100-80GB","memory_mib":81559,"mig":{"enabled":true,"instances":[{"profile":"4g.40gb","start":4}]}}]})"),
+              HasSubstr("gpu-inventory.gpus[0].mig.instances: 4g.40gb cannot start at slice 4"));
+  EXPECT_THAT(InventoryError(head + R"(H100-80GB","memory_mib":81559,"mig":{"enabled":true,"instances":[{"profile":"1g.5gb","start":0}]}}]})"),
+              HasSubstr("gpu-inventory.gpus[0].mig.instances[0].profile: \"1g.5gb\" is not a H100-80GB MIG profile"));
+  EXPECT_THAT(InventoryError(head + R"(H100-80GB","memory_mib":81559,"mig":{"enabled":false,"instances":[]}}]})"),
+              HasSubstr("mig.instances: only when enabled is true"));
+}
+
+TEST(Assignment, MigInstanceAndPlanRoundTripThroughTheCluster) {
+  core::NodeSpec n;
+  n.name = "a100-7";
+  n.cpu_milli = 64000;
+  n.memory_mib = 1 << 20;
+  for (int i = 0; i < 2; ++i) {
+    core::GpuSpec g;
+    g.index = i;
+    g.uuid = "GPU-" + std::to_string(i);
+    g.model = "A100-80GB";
+    g.memory_mib = 81920;
+    g.mig_enabled = i == 1;
+    n.gpus.push_back(g);
+  }
+  core::Cluster cluster = *core::Cluster::Create({n});
+  const core::MigModel& m = *cluster.mig_model(core::NodeId(0), 1);
+  core::Placement p;
+  p.node = core::NodeId(0);
+  p.gpus.push_back(core::GpuGrant{1, 40192, 428, false,
+                                  core::MigPlacement{static_cast<int8_t>(m.Find("3g.40gb")), 4}});
+  p.mig_plan.create = true;
+  p.mig_plan.destroy = {core::MigPlacement{static_cast<int8_t>(m.Find("1g.10gb")), 4}};
+  Assignment a = MakeAssignment(cluster, p);
+  std::string json = AssignmentToJson(a);
+  EXPECT_THAT(json, HasSubstr(R"("mig":{"profile":"3g.40gb","start":4})"));
+  EXPECT_THAT(json, HasSubstr(R"("mig_plan":{"create":true,"destroy":[{"profile":"1g.10gb","start":4}]})"));
+  absl::StatusOr<Assignment> back = AssignmentFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  absl::StatusOr<core::Placement> again = AssignmentToPlacement(cluster, *back);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->gpus[0], p.gpus[0]);
+  EXPECT_EQ(again->mig_plan, p.mig_plan);
+  // Naming a GPU that is not in MIG mode, or a profile it does not have, is an error.
+  Assignment wrong = a;
+  wrong.gpus[0].grant.gpu = 0;
+  EXPECT_THAT(std::string(AssignmentToPlacement(cluster, wrong).status().message()),
+              HasSubstr("GPU 0 of a100-7 is not in MIG mode"));
+  EXPECT_THAT(std::string(AssignmentFromJson(R"({"version":1,"node":"n","gpus":[{"index":0,"memory_mib":1,"compute_milli":1,"mig":{"profile":"9g.1tb","start":0}}]})").status().message()),
+              HasSubstr("assignment.gpus[0].mig.profile: \"9g.1tb\" is not a MIG profile tessera knows"));
+}
+
 }  // namespace
 }  // namespace tessera::records

@@ -1,6 +1,7 @@
 #include "sim/cluster_file.h"
 
 #include "common/strings.h"
+#include "core/model/mig.h"
 #include "core/model/profiles.h"
 #include "core/topology/topo_text.h"
 #include "sim/yaml_util.h"
@@ -58,11 +59,97 @@ absl::StatusOr<std::vector<core::GpuSpec>> ReadGpus(const YamlContext& ctx, cons
   return gpus;
 }
 
+// `mig: true` or `mig: {gpus: all | [indices], layout: [PROFILE[@START], ...]}`.
+absl::Status ReadMig(const YamlContext& ctx, const YAML::Node& m, core::NodeSpec* node) {
+  uint64_t gpus = node->all_gpus_mask();
+  std::vector<std::string> layout;
+  std::vector<YAML::Node> layout_nodes;
+  if (m.IsScalar()) {
+    if (m.Scalar() == "false") return absl::OkStatus();
+    if (m.Scalar() != "true") {
+      return ctx.Error(m, "mig: expected true, false, or {gpus: ..., layout: [...]}");
+    }
+  } else {
+    TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(m, "mig"));
+    TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(m, "mig", {"gpus", "layout"}));
+    if (m["gpus"]) {
+      const YAML::Node& g = m["gpus"];
+      if (g.IsScalar() && g.Scalar() == "all") {
+        // every GPU
+      } else {
+        TESSERA_RETURN_IF_ERROR(ctx.ExpectSequence(g, "mig.gpus (all, or a list of indices)"));
+        gpus = 0;
+        for (const YAML::Node& i : g) {
+          TESSERA_ASSIGN_OR_RETURN(int64_t idx,
+                                   ctx.Int(i, "mig.gpus", 0, std::max(0, node->gpu_count() - 1)));
+          gpus |= 1ULL << idx;
+        }
+      }
+    }
+    if (m["layout"]) {
+      TESSERA_RETURN_IF_ERROR(ctx.ExpectSequence(m["layout"], "mig.layout"));
+      for (const YAML::Node& l : m["layout"]) {
+        TESSERA_ASSIGN_OR_RETURN(std::string entry, ctx.String(l, "mig.layout"));
+        layout.push_back(entry);
+        layout_nodes.push_back(l);
+      }
+    }
+  }
+  if (node->gpus.empty()) return ctx.Error(m, "mig: the node has no GPUs");
+  for (uint64_t a = gpus; a; a &= a - 1) {
+    core::GpuSpec& g = node->gpus[__builtin_ctzll(a)];
+    const core::MigModel* model = core::FindMigModel(g.model);
+    if (!model) {
+      return ctx.Error(m, StrCat("mig: tessera has no MIG profiles for ", g.model, " (it has: ",
+                                 StrJoin(core::MigModelNames(), ", "), ")"));
+    }
+    g.mig_enabled = true;
+    g.mig_layout.clear();
+    uint8_t used = 0;
+    for (size_t i = 0; i < layout.size(); ++i) {
+      const std::string& entry = layout[i];
+      const size_t at = entry.find('@');
+      const std::string name = entry.substr(0, at);
+      const int profile = model->Find(name);
+      if (profile < 0) {
+        return ctx.Error(layout_nodes[i],
+                         StrCat("mig.layout: \"", name, "\" is not a ", model->model,
+                                " MIG profile (", StrJoin(model->ProfileNames(), ", "), ")"));
+      }
+      const core::MigProfile& prof = model->profiles[profile];
+      int start = -1;
+      if (at != std::string::npos) {
+        const std::string digits = entry.substr(at + 1);
+        if (digits.size() != 1 || digits[0] < '0' || digits[0] > '7') {
+          return ctx.Error(layout_nodes[i], StrCat("mig.layout: \"", entry,
+                                                   "\": the start after @ is a slice 0..7"));
+        }
+        start = digits[0] - '0';
+      } else {
+        for (int s = 0; s < core::kMigSlots && start < 0; ++s) {
+          if (prof.may_start_at(s) && !(prof.slots(s) & used)) start = s;
+        }
+        if (start < 0) {
+          return ctx.Error(layout_nodes[i], StrCat("mig.layout: no free start left for ", name,
+                                                   " after the instances before it"));
+        }
+      }
+      used |= prof.may_start_at(start) ? prof.slots(start) : 0;
+      g.mig_layout.push_back(
+          core::MigPlacement{static_cast<int8_t>(profile), static_cast<int8_t>(start)});
+    }
+    absl::Status valid = core::ValidateMigInstances(*model, g.mig_layout, "mig.layout");
+    if (!valid.ok()) return ctx.Error(m, FromAbsl(valid.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry,
                       std::vector<core::NodeSpec>* out) {
   TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(entry, "node"));
   TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(
-      entry, "a node", {"name", "count", "cpu", "memory", "labels", "gpus", "profile", "topology"}));
+      entry, "a node",
+      {"name", "count", "cpu", "memory", "labels", "gpus", "profile", "topology", "mig"}));
   if (!entry["name"]) return ctx.Error(entry, "node: missing \"name\"");
   core::NodeSpec node;
   TESSERA_ASSIGN_OR_RETURN(node.name, ctx.String(entry["name"], "name"));
@@ -77,6 +164,7 @@ absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry,
     if (!p.ok()) return ctx.Error(entry["profile"], FromAbsl(p.status().message()));
     node.gpus = p->gpus;
     node.links = p->links;
+    node.nics = p->nics;
     node.cpu_milli = p->cpu_milli;
     node.memory_mib = p->memory_mib;
     shared_domain = p->shared_nvlink_domain;
@@ -126,6 +214,7 @@ absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry,
       node.gpus[g].cpu_affinity = topo->gpus[g].cpu_affinity;
     }
   }
+  if (entry["mig"]) TESSERA_RETURN_IF_ERROR(ReadMig(ctx, entry["mig"], &node));
   int64_t count = 1;
   bool replicated = false;
   if (entry["count"]) {

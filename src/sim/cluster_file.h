@@ -12,7 +12,11 @@
 //       memory: 1Ti
 //       labels: {tessera.dev/rack: r1}
 //       topology: |               # optional `nvidia-smi topo -m` text; overrides the links
-//         ...
+//         ...                     # (and NUMA nodes, CPU affinity, NICs)
+//       mig: true                 # optional: every GPU in MIG mode, nothing configured yet, or
+//       mig: {gpus: [0, 1], layout: [3g.40gb@4, 2g.20gb, 1g.10gb]}
+//                                 # GPUs (default all) and their configured, idle instances:
+//                                 # PROFILE@START, or PROFILE at the lowest free start it may take
 #pragma once
 
 #include <string>

@@ -68,7 +68,7 @@ TEST(ClusterFile, BadInputNamesFileLineAndWhatWasExpected) {
   EXPECT_THAT(ClusterError("nodes: [\n"), HasSubstr("malformed YAML"));
   EXPECT_EQ(ClusterError("nodes:\n  - name: a\n    cpu: 4\n    memory: 1Gi\n    gpu: {}\n"),
             "c.yaml:5:5: unknown key \"gpu\" in a node (expected one of: name, count, cpu, "
-            "memory, labels, gpus, profile, topology)");
+            "memory, labels, gpus, profile, topology, mig)");
   EXPECT_EQ(ClusterError("nodes:\n  - name: a\n    cpu: -4\n    memory: 1Gi\n"),
             "c.yaml:3:10: cpu: invalid quantity \"-4\": must not be negative (expected a number "
             "with an optional suffix such as 500m, 4Gi, 2G, 1.5)");

@@ -104,7 +104,28 @@ std::string FormatComparison(const std::vector<ScenarioResult>& results) {
                     Percent(r.multi_gpu_nvlink_pods, r.multi_gpu_pods), ")");
     });
   }
-  if (!results.empty()) {
+  const bool any_gangs = !results.empty() && !results[0].gangs.empty();
+  if (any_gangs) {
+    row("gangs inside one domain of their level", [](const ScenarioResult& r) {
+      return StrCat(r.gangs_one_domain, " of ", r.gangs.size(), " (",
+                    Percent(r.gangs_one_domain, static_cast<int64_t>(r.gangs.size())), ")");
+    });
+    row("gangs inside one NVLink domain", [](const ScenarioResult& r) {
+      int n = 0;
+      for (const GangOutcome& g : r.gangs) n += g.placed && g.one_nvlink_domain;
+      return StrCat(n, " of ", r.gangs.size(), " (",
+                    Percent(n, static_cast<int64_t>(r.gangs.size())), ")");
+    });
+  }
+  const bool any_mig = std::any_of(results.begin(), results.end(),
+                                   [](const ScenarioResult& r) { return r.mig_pods > 0; });
+  if (any_mig) {
+    row("MIG instances placed", [](const ScenarioResult& r) {
+      return StrCat(r.mig_pods, " (", r.mig_plans.size(), " after re-partitioning)");
+    });
+  }
+  // One row per gang while that stays readable.
+  if (any_gangs && results[0].gangs.size() <= 6) {
     for (size_t g = 0; g < results[0].gangs.size(); ++g) {
       row(StrCat("gang ", results[0].gangs[g].gang, " in one NVLink domain"),
           [g](const ScenarioResult& r) -> std::string {
@@ -139,6 +160,16 @@ std::string FormatComparison(const std::vector<ScenarioResult>& results) {
     out += StrCat("  pending under ", r.policy, ":\n");
     for (const std::string& l : lines) out += StrCat("    ", l, "\n");
   }
+  for (const ScenarioResult& r : results) {
+    if (r.mig_plans.empty()) continue;
+    out += StrCat("  MIG re-partitioning plans under ", r.policy,
+                  " (idle instances destroyed to make room):\n");
+    const size_t shown = std::min<size_t>(r.mig_plans.size(), 10);
+    for (size_t i = 0; i < shown; ++i) out += StrCat("    ", r.mig_plans[i], "\n");
+    if (shown < r.mig_plans.size()) {
+      out += StrCat("    ... and ", r.mig_plans.size() - shown, " more (--json lists all)\n");
+    }
+  }
   return out;
 }
 
@@ -155,8 +186,14 @@ nlohmann::json ResultToJson(const core::Cluster& cluster, const ScenarioResult& 
     }
     json gpus = json::array();
     for (const core::GpuGrant& g : p.result.placement.gpus) {
-      gpus.push_back({{"index", g.gpu}, {"memory_mib", g.memory_mib},
-                      {"compute_milli", g.compute_milli}, {"exclusive", g.exclusive}});
+      json j = {{"index", g.gpu}, {"memory_mib", g.memory_mib},
+                {"compute_milli", g.compute_milli}, {"exclusive", g.exclusive}};
+      if (g.is_mig()) {
+        const core::MigModel& m = *cluster.mig_model(p.result.placement.node, g.gpu);
+        j["mig"] = {{"profile", std::string(m.profiles[g.mig.profile].name)},
+                    {"start", g.mig.start}};
+      }
+      gpus.push_back(std::move(j));
     }
     placements.push_back({{"pod", p.request.name},
                           {"node", cluster.node(p.result.placement.node).name},
@@ -165,7 +202,8 @@ nlohmann::json ResultToJson(const core::Cluster& cluster, const ScenarioResult& 
   json gangs = json::array();
   for (const GangOutcome& g : r.gangs) {
     gangs.push_back({{"gang", g.gang}, {"job", g.job}, {"members", g.members},
-                     {"placed", g.placed}, {"one_nvlink_domain", g.one_nvlink_domain}});
+                     {"placed", g.placed}, {"one_nvlink_domain", g.one_nvlink_domain},
+                     {"level", g.level}, {"one_domain", g.one_domain}});
   }
   return {{"policy", r.policy},
           {"placed", r.placed},
@@ -175,6 +213,10 @@ nlohmann::json ResultToJson(const core::Cluster& cluster, const ScenarioResult& 
           {"gpu_memory_requested_mib", r.gpu_memory_requested_mib},
           {"multi_gpu_pods", r.multi_gpu_pods},
           {"multi_gpu_nvlink_pods", r.multi_gpu_nvlink_pods},
+          {"gangs_placed", r.gangs_placed},
+          {"gangs_one_domain", r.gangs_one_domain},
+          {"mig_pods", r.mig_pods},
+          {"mig_plans", r.mig_plans},
           {"gangs", std::move(gangs)},
           {"placements", std::move(placements)},
           {"unplaced", std::move(unplaced)}};

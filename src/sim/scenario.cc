@@ -6,6 +6,7 @@
 #include "common/strings.h"
 #include "core/model/quantity.h"
 #include "core/topology/gpu_select.h"
+#include "core/topology/mig_select.h"
 
 namespace tessera::sim {
 
@@ -50,6 +51,7 @@ int64_t RequestedMemory(const core::Cluster& cluster, const core::PodRequest& as
   switch (asked.gpu.kind) {
     case core::GpuAsk::Kind::kNone: return 0;
     case core::GpuAsk::Kind::kShare: return asked.gpu.memory_mib;
+    case core::GpuAsk::Kind::kMig: return p.gpus.empty() ? 0 : p.gpus[0].memory_mib;
     case core::GpuAsk::Kind::kFraction:
     case core::GpuAsk::Kind::kWhole: {
       int64_t sum = 0;
@@ -93,6 +95,31 @@ GangOutcome Summarise(const core::Engine& engine, const std::string& job,
     }
   }
   g.one_nvlink_domain = g.placed && any_gpu && one;
+  // The same question at the gang's own level.
+  const core::GangAsk& ask = *members.front().request.gang;
+  g.level = ask.level.empty() ? std::string(core::kNvlinkDomainLevel) : ask.level;
+  const int level = engine.domains().LevelIndex(g.level);
+  std::optional<std::string> same;
+  bool inside = g.placed && level >= 0;
+  for (const PodOutcome& m : members) {
+    if (!inside) break;
+    const core::Placement& p = m.result.placement;
+    std::vector<int> gpus;
+    for (const core::GpuGrant& grant : p.gpus) gpus.push_back(grant.gpu);
+    if (gpus.empty()) gpus.push_back(-1);  // a CPU-only member: its node's label decides
+    for (int gpu : gpus) {
+      std::optional<std::string> d =
+          gpu >= 0 || g.level != core::kNvlinkDomainLevel
+              ? engine.domains().DomainOf(level, p.node, std::max(gpu, 0))
+              : std::nullopt;
+      if (!d || (same && *same != *d)) {
+        inside = false;
+        break;
+      }
+      same = d;
+    }
+  }
+  g.one_domain = inside;
   std::vector<std::string> parts;
   for (const auto& [node, n] : per_node) parts.push_back(StrCat(node, " x", n));
   g.where = StrJoin(parts, ", ");
@@ -113,6 +140,10 @@ ScenarioResult RunScenario(const core::Cluster& cluster,
     if (!job.gang) {
       for (core::PodRequest& p : pods) {
         core::PlacementResult r = engine.Place(p);
+        if (r.placed()) {
+          std::string plan = core::DescribeMigPlan(engine.state(), r.placement);
+          if (!plan.empty()) out.mig_plans.push_back(StrCat(p.name, ": ", plan));
+        }
         out.pods.push_back(PodOutcome{job.name, std::move(p), std::move(r)});
       }
       continue;
@@ -121,6 +152,11 @@ ScenarioResult RunScenario(const core::Cluster& cluster,
     for (size_t begin = 0; begin < pods.size(); begin += size) {
       std::span<const core::PodRequest> members(pods.data() + begin, size);
       std::vector<core::PlacementResult> results = engine.PlaceGang(members);
+      for (size_t i = 0; i < size; ++i) {
+        if (!results[i].placed()) continue;
+        std::string plan = core::DescribeMigPlan(engine.state(), results[i].placement);
+        if (!plan.empty()) out.mig_plans.push_back(StrCat(members[i].name, ": ", plan));
+      }
       std::vector<PodOutcome> outcomes;
       for (size_t i = 0; i < size; ++i) {
         outcomes.push_back(PodOutcome{job.name, members[i], std::move(results[i])});
@@ -147,12 +183,17 @@ ScenarioResult RunScenario(const core::Cluster& cluster,
     ++out.placed;
     const core::Placement& p = o.result.placement;
     out.gpu_memory_requested_mib += RequestedMemory(cluster, o.request, p);
+    if (!p.gpus.empty() && p.gpus[0].is_mig()) ++out.mig_pods;
     if (p.gpus.size() >= 2) {
       ++out.multi_gpu_pods;
       if (core::MeetsTopology(cluster.node(p.node), p.gpu_mask(), core::GpuTopology::kNvLink)) {
         ++out.multi_gpu_nvlink_pods;
       }
     }
+  }
+  for (const GangOutcome& g : out.gangs) {
+    out.gangs_placed += g.placed;
+    out.gangs_one_domain += g.placed && g.one_domain;
   }
   return out;
 }

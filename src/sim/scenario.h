@@ -26,6 +26,9 @@ struct GangOutcome {
   bool placed = false;
   // Every GPU of the gang in one NVLink domain (see core/topology/domains.h).
   bool one_nvlink_domain = false;
+  // Every GPU of the gang in one domain of its topology level (nvlink-domain when it names none).
+  std::string level;
+  bool one_domain = false;
   std::string where;  // "nvswitch-server x8" or "nvswitch-server x7, pcie-server x1"
 };
 
@@ -42,6 +45,10 @@ struct ScenarioResult {
   int64_t gpu_memory_total_mib = 0;
   int multi_gpu_pods = 0;          // placed pods with 2 or more GPUs
   int multi_gpu_nvlink_pods = 0;   // ... whose GPUs are all pairwise NVLink-connected
+  int gangs_placed = 0;
+  int gangs_one_domain = 0;        // placed gangs inside one domain of their level
+  int mig_pods = 0;                // placed pods holding a MIG instance
+  std::vector<std::string> mig_plans;  // re-partitioning plans, "pod: node n GPU g: destroy ..."
   double seconds = 0;              // wall time of the placement loop
 };
 

@@ -1,6 +1,7 @@
 #include "sim/workload_file.h"
 
 #include "common/strings.h"
+#include "core/model/mig.h"
 #include "sim/yaml_util.h"
 
 namespace tessera::sim {
@@ -11,15 +12,24 @@ constexpr int64_t kMaxReplicas = 1'000'000;
 absl::Status ReadGpu(const YamlContext& ctx, const YAML::Node& g, core::GpuAsk* ask) {
   TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(g, "gpu"));
   TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(
-      g, "gpu", {"count", "memory", "compute", "fraction", "topology", "mode"}));
+      g, "gpu", {"count", "memory", "compute", "fraction", "topology", "mode", "mig"}));
   const bool whole = static_cast<bool>(g["count"]);
   const bool share = g["memory"] || g["compute"];
   const bool fraction = static_cast<bool>(g["fraction"]);
-  if (whole + share + fraction != 1) {
+  const bool mig = static_cast<bool>(g["mig"]);
+  if (whole + share + fraction + mig != 1) {
     return ctx.Error(g, "gpu: give exactly one of count (whole GPUs), memory/compute (a share), "
-                        "or fraction");
+                        "fraction, or mig (a MIG profile)");
   }
-  if (whole) {
+  if (mig) {
+    TESSERA_ASSIGN_OR_RETURN(std::string profile, ctx.String(g["mig"], "gpu.mig"));
+    if (!core::IsKnownMigProfile(profile)) {
+      return ctx.Error(g["mig"], StrCat("gpu.mig: \"", profile, "\" is not a MIG profile tessera "
+                                        "knows (A100-40GB: 1g.5gb .. 7g.40gb; A100-80GB and "
+                                        "H100-80GB: 1g.10gb .. 7g.80gb)"));
+    }
+    *ask = core::GpuAsk::Mig(profile);
+  } else if (whole) {
     TESSERA_ASSIGN_OR_RETURN(int64_t n, ctx.Int(g["count"], "gpu.count", 1, 64));
     *ask = core::GpuAsk::Whole(static_cast<int32_t>(n));
   } else if (share) {
@@ -64,14 +74,8 @@ absl::Status ReadGpu(const YamlContext& ctx, const YAML::Node& g, core::GpuAsk* 
   if (g["topology"]) {
     if (!whole) return ctx.Error(g["topology"], "gpu.topology: only for whole-GPU asks (count)");
     TESSERA_ASSIGN_OR_RETURN(std::string t, ctx.String(g["topology"], "gpu.topology"));
-    if (t == "nvlink") {
-      ask->topology = core::GpuTopology::kNvLink;
-    } else if (t == "pcie-switch") {
-      ask->topology = core::GpuTopology::kPcieSwitch;
-    } else if (t == "numa") {
-      ask->topology = core::GpuTopology::kNuma;
-    } else if (t == "node" || t == "any") {
-      ask->topology = core::GpuTopology::kAny;
+    if (std::optional<core::GpuTopology> parsed = core::ParseGpuTopology(t)) {
+      ask->topology = *parsed;
     } else {
       return ctx.Error(g["topology"], StrCat("gpu.topology: \"", t,
                                              "\" is not one of: nvlink, pcie-switch, numa, node"));

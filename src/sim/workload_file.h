@@ -9,6 +9,8 @@
 //       gpu: {memory: 4Gi, compute: 25}     # a share: GPU memory and/or percent of compute
 //       # gpu: {count: 2, topology: nvlink|pcie-switch|numa, mode: required|preferred}
 //       # gpu: {fraction: 0.5}               # trace style: half of one GPU's compute and memory
+//       # gpu: {mig: 1g.10gb}                # one MIG instance of this profile (tessera.dev/mig)
+//       # topology "node" (all on one node) is what any multi-GPU pod gets anyway
 //       model: A100-80GB           # optional GPU model constraint (a name or a list)
 //       gang: {size: 8, topology: nvlink-domain, mode: required}   # optional
 //       priority: 100              # optional

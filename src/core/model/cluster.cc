@@ -38,6 +38,31 @@ absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
             StrCat("node ", n.name, ": GPU ", g, " has no memory"));
       }
     }
+    uint64_t mig = 0;
+    std::vector<const MigModel*> mig_models(n.gpu_count(), nullptr);
+    for (int g = 0; g < n.gpu_count(); ++g) {
+      const GpuSpec& gpu = n.gpus[g];
+      const std::string where = StrCat("node ", n.name, " GPU ", g);
+      if (!gpu.mig_enabled) {
+        if (!gpu.mig_layout.empty()) {
+          return absl::InvalidArgumentError(
+              StrCat(where, ": has MIG instances but MIG is not enabled"));
+        }
+        continue;
+      }
+      const MigModel* model = FindMigModel(gpu.model);
+      if (!model) {
+        return absl::InvalidArgumentError(
+            StrCat(where, ": MIG is enabled but tessera has no MIG profiles for ", gpu.model,
+                   " (it has: ", StrJoin(MigModelNames(), ", "), ")"));
+      }
+      absl::Status layout = ValidateMigInstances(*model, gpu.mig_layout, where);
+      if (!layout.ok()) return layout;
+      mig |= 1ULL << g;
+      mig_models[g] = model;
+    }
+    c.mig_masks_.push_back(mig);
+    c.mig_models_.push_back(std::move(mig_models));
     if (!c.by_name_.emplace(n.name, NodeId(static_cast<int32_t>(i))).second) {
       return absl::InvalidArgumentError(StrCat("duplicate node name \"", n.name, "\""));
     }
@@ -64,6 +89,24 @@ absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
     c.max_gpus_per_node_ = std::max(c.max_gpus_per_node_, n.gpu_count());
   }
   c.nodes_ = std::move(nodes);
+  // One selector per distinct topology: links, NUMA nodes and NVLink generation decide it.
+  absl::flat_hash_map<std::string, int32_t> by_topology;
+  for (const NodeSpec& n : c.nodes_) {
+    std::string key = StrCat(n.gpu_count(), ":",
+                             n.gpus.empty() ? 0 : static_cast<int>(NvLinkGenerationForModel(n.gpus[0].model)),
+                             ":");
+    for (const GpuSpec& g : n.gpus) StrAppend(&key, g.numa_node, ",");
+    for (int i = 0; i < n.gpu_count(); ++i) {
+      for (int j = i + 1; j < n.gpu_count(); ++j) {
+        Link l = n.links.at(i, j);
+        key.push_back(static_cast<char>(l.kind));
+        key.push_back(static_cast<char>(l.nvlink_lanes));
+      }
+    }
+    auto [it, inserted] = by_topology.emplace(key, static_cast<int32_t>(c.selectors_.size()));
+    if (inserted) c.selectors_.push_back(std::make_shared<const GpuSetSelector>(n));
+    c.selector_of_.push_back(it->second);
+  }
   return c;
 }
 

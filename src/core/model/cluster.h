@@ -3,6 +3,7 @@
 #pragma once
 
 #include <bitset>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/model/ids.h"
 #include "core/model/node.h"
+#include "core/topology/gpu_select.h"
 
 namespace tessera::core {
 
@@ -42,6 +44,17 @@ class Cluster {
   // GPUs of `id` whose model is in `allowed`.
   uint64_t ModelMask(NodeId id, const ModelSet& allowed) const;
 
+  // MIG-enabled GPUs of a node (they offer MIG slices only).
+  uint64_t mig_mask(NodeId id) const { return mig_masks_[id.value()]; }
+  // The MIG table of GPU `g` of `id` when it is MIG-enabled, else nullptr.
+  const MigModel* mig_model(NodeId id, int g) const { return mig_models_[id.value()][g]; }
+
+  // The node's topology prepared for multi-GPU selection. Nodes with the same links, NUMA layout
+  // and NVLink generation share one (a cluster of 1,000 DGX nodes prepares one).
+  const GpuSetSelector& gpu_selector(NodeId id) const {
+    return *selectors_[selector_of_[id.value()]];
+  }
+
  private:
   std::vector<NodeSpec> nodes_;
   std::vector<std::string> models_;
@@ -49,6 +62,10 @@ class Cluster {
   // Per node: model id when every GPU has the same model, else -1.
   std::vector<int16_t> uniform_model_;
   absl::flat_hash_map<std::string, NodeId> by_name_;
+  std::vector<std::shared_ptr<const GpuSetSelector>> selectors_;  // shared: Cluster stays copyable
+  std::vector<int32_t> selector_of_;
+  std::vector<uint64_t> mig_masks_;
+  std::vector<std::vector<const MigModel*>> mig_models_;
   int total_gpus_ = 0;
   int max_gpus_per_node_ = 0;
 };

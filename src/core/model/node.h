@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/mig.h"
 #include "core/model/topology.h"
 
 namespace tessera::core {
@@ -23,7 +24,11 @@ struct GpuSpec {
   int32_t numa_node = -1;   // -1 when unknown
   std::string pci_bus_id;   // "00000000:07:00.0" when known
   std::string cpu_affinity; // "0-55,112-167" as nvidia-smi topo -m prints it, when known
+  // MIG mode: the GPU offers MIG slices only (no whole-GPU use, no shares); see model/mig.h.
   bool mig_enabled = false;
+  // GPU instances already configured on it (by the agent or mig-parted), all idle at start.
+  // Empty: nothing configured; instances are created as pods need them.
+  std::vector<MigPlacement> mig_layout;
 };
 
 // A network interface as `nvidia-smi topo -m` lists it (NIC0.. or mlx5_0 columns).

@@ -6,6 +6,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "core/model/ids.h"
+#include "core/model/mig.h"
 
 namespace tessera::core {
 
@@ -14,7 +15,20 @@ struct GpuGrant {
   int64_t memory_mib = 0;     // reserved device memory
   int32_t compute_milli = 0;  // reserved compute (0 = best-effort time sharing)
   bool exclusive = false;     // a whole GPU: nobody else may share it
+  MigPlacement mig;           // a MIG instance: profile (index in the GPU's MigModel) and start
   bool operator==(const GpuGrant&) const = default;
+  bool is_mig() const { return mig.profile >= 0; }
+};
+
+// How a MIG grant changes its GPU's configured instances. Reuse: an idle instance of the profile
+// at that start exists (create false, destroy empty). Create: the slices are unconfigured.
+// Re-partition: idle instances in the way are destroyed first (`destroy`), then the new one is
+// created: the plan `tessera simulate` prints and the node agent carries out.
+struct MigPlan {
+  bool create = false;
+  absl::InlinedVector<MigPlacement, 2> destroy;
+  bool operator==(const MigPlan&) const = default;
+  bool repartition() const { return !destroy.empty(); }
 };
 
 struct Placement {
@@ -22,6 +36,7 @@ struct Placement {
   absl::InlinedVector<GpuGrant, 1> gpus;
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
+  MigPlan mig_plan;  // for a MIG grant
 
   uint64_t gpu_mask() const {
     uint64_t m = 0;

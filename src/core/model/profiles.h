@@ -1,5 +1,7 @@
-// Built-in GPU server profiles: realistic GPU models, memory, SM counts, link matrices and NUMA
-// layouts of common servers (facts in ../shared/reference/performance-and-topology.md).
+// Built-in GPU server profiles: realistic GPU models, memory, SM counts, link matrices, NUMA
+// layouts, CPU affinities and NICs of common servers. Sources: the public `nvidia-smi topo -m`
+// samples under core/topology/testdata/ (dgx-a100, hgx-h100 and l40s-4gpu reproduce them link for
+// link; a test checks it) and ../shared/reference/performance-and-topology.md.
 #pragma once
 
 #include <string>
@@ -18,6 +20,7 @@ struct Profile {
   int64_t memory_mib = 0;  // default node memory
   std::vector<GpuSpec> gpus;
   LinkMatrix links;
+  std::vector<NicSpec> nics;  // the NICs `nvidia-smi topo -m` lists, with their GPU relations
   // Nodes of one cluster-file entry with this profile share an NVLink domain (NVL72 trays): the
   // loader labels them tessera.dev/nvlink-domain=<entry name> unless a label is given.
   bool shared_nvlink_domain = false;
@@ -26,6 +29,8 @@ struct Profile {
 std::vector<std::string> ProfileNames();
 [[nodiscard]] absl::StatusOr<Profile> FindProfile(std::string_view name);
 
+// GPU model names tessera knows the memory and SM count of.
+std::vector<std::string> KnownGpuModels();
 // Memory (MiB) nvidia-smi reports for a GPU model name, when tessera knows it (0 otherwise).
 int64_t KnownGpuMemoryMiB(std::string_view model);
 // SM count for a GPU model name, when known (0 otherwise).

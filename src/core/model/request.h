@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::core {
@@ -14,7 +15,27 @@ enum class GpuTopology : uint8_t {
   kNvLink,      // every pair joined by NVLink
   kPcieSwitch,  // every pair behind one PCIe switch (PIX) or NVLink
   kNuma,        // every GPU on one NUMA node
+  kNode,        // every GPU on one node: what any single multi-GPU pod gets anyway
 };
+
+// "nvlink", "pcie-switch", "numa", "node", "any": the tessera.dev/topology annotation values.
+inline std::string_view GpuTopologyName(GpuTopology t) {
+  switch (t) {
+    case GpuTopology::kAny: return "any";
+    case GpuTopology::kNvLink: return "nvlink";
+    case GpuTopology::kPcieSwitch: return "pcie-switch";
+    case GpuTopology::kNuma: return "numa";
+    case GpuTopology::kNode: return "node";
+  }
+  return "?";
+}
+inline std::optional<GpuTopology> ParseGpuTopology(std::string_view name) {
+  for (GpuTopology t : {GpuTopology::kAny, GpuTopology::kNvLink, GpuTopology::kPcieSwitch,
+                        GpuTopology::kNuma, GpuTopology::kNode}) {
+    if (GpuTopologyName(t) == name) return t;
+  }
+  return std::nullopt;
+}
 
 struct GpuAsk {
   enum class Kind : uint8_t {
@@ -22,6 +43,7 @@ struct GpuAsk {
     kWhole,     // `count` whole GPUs, exclusive
     kShare,     // a share of one GPU: memory_mib and/or compute_milli (0 = best effort)
     kFraction,  // trace style: fraction_milli/1000 of one GPU's compute and memory
+    kMig,       // one MIG instance of profile `mig_profile` ("1g.10gb") on a MIG-enabled GPU
   };
   Kind kind = Kind::kNone;
   int32_t count = 0;           // kWhole
@@ -30,6 +52,7 @@ struct GpuAsk {
   int32_t fraction_milli = 0;  // kFraction, 1..999
   GpuTopology topology = GpuTopology::kAny;  // kWhole with count > 1
   bool topology_required = false;            // refuse sets below `topology`
+  std::string mig_profile;                   // kMig: a profile name of model/mig.h
 
   static GpuAsk None() { return {}; }
   static GpuAsk Whole(int32_t n) {
@@ -51,6 +74,12 @@ struct GpuAsk {
     a.fraction_milli = milli;
     return a;
   }
+  static GpuAsk Mig(std::string profile) {
+    GpuAsk a;
+    a.kind = Kind::kMig;
+    a.mig_profile = std::move(profile);
+    return a;
+  }
 
   // GPUs this ask touches (0, 1 or count).
   int32_t gpu_count() const {
@@ -63,6 +92,7 @@ struct GpuAsk {
       case Kind::kWhole: return 1000LL * count;
       case Kind::kShare: return compute_milli;
       case Kind::kFraction: return fraction_milli;
+      case Kind::kMig: return 0;  // depends on the GPU model's profile table
     }
     return 0;
   }

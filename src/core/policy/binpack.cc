@@ -11,6 +11,7 @@
 #include <climits>
 
 #include "core/policy/factories.h"
+#include "core/policy/mig_node.h"
 #include "core/policy/whole_set.h"
 
 namespace tessera::core {
@@ -40,10 +41,13 @@ class BinpackPolicy final : public Policy {
       case GpuAsk::Kind::kWhole: {
         std::optional<WholeSet> set = PickWholeSet(state, query, node, fit.gpus);
         if (!set) return std::nullopt;
-        c.score = BestFitWholeScore(state.whole_free_count(node) - r.gpu.count, set->bottleneck);
+        c.score = BestFitWholeScore(state.whole_free_count(node) - r.gpu.count, set->bottleneck) +
+                  PreferenceBonus(*set);
         c.placement = MakePlacement(state, r, node, set->mask);
         return c;
       }
+      case GpuAsk::Kind::kMig:
+        return ScoreMigNode(state, query, node, fit, MigPreference::kFullest);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         int best = -1;
@@ -81,6 +85,8 @@ class BinpackPolicy final : public Policy {
         }
         return std::nullopt;
       }
+      case GpuAsk::Kind::kMig:
+        return ScanCandidates(state, query, declined);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         const int32_t compute = ShareComputeOn(r.gpu);

@@ -9,6 +9,7 @@
 #include <climits>
 
 #include "core/policy/factories.h"
+#include "core/policy/mig_node.h"
 #include "core/policy/whole_set.h"
 
 namespace tessera::core {
@@ -38,10 +39,13 @@ class SpreadPolicy final : public Policy {
       case GpuAsk::Kind::kWhole: {
         std::optional<WholeSet> set = PickWholeSet(state, query, node, fit.gpus);
         if (!set) return std::nullopt;
-        c.score = double(state.whole_free_count(node)) * 1e7 + set->bottleneck;
+        c.score = double(state.whole_free_count(node)) * 1e7 + set->bottleneck +
+                  PreferenceBonus(*set);
         c.placement = MakePlacement(state, r, node, set->mask);
         return c;
       }
+      case GpuAsk::Kind::kMig:
+        return ScoreMigNode(state, query, node, fit, MigPreference::kEmptiest);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         int best = -1;
@@ -69,25 +73,35 @@ class SpreadPolicy final : public Policy {
     const PodRequest& r = *query.request;
     switch (r.gpu.kind) {
       case GpuAsk::Kind::kWhole: {
-        // Most free first; within a bucket, the best-connected set, lowest id on ties.
+        // Most free first; within a bucket, the best-connected set, lowest id on ties. A
+        // preferred level: first only nodes that meet it (the scan's bonus tier).
         if (r.gpu.count <= 0 || r.gpu.count > index_.max_bucket()) return std::nullopt;
-        for (int k = index_.max_bucket(); k >= r.gpu.count; --k) {
-          std::optional<NodeChoice> best;
-          for (int32_t id : index_.whole_bucket(k)) {
-            NodeId node(id);
-            NodeFit fit = CheckNode(state, query, node);
-            if (!fit.ok()) continue;
-            std::optional<NodeChoice> c = ScoreNode(state, query, node, fit);
-            if (!c) {
-              if (declined) declined->push_back(node);
-              continue;
+        auto walk = [&](const Query& q, std::vector<NodeId>* out) -> std::optional<NodeChoice> {
+          for (int k = index_.max_bucket(); k >= r.gpu.count; --k) {
+            std::optional<NodeChoice> best;
+            for (int32_t id : index_.whole_bucket(k)) {
+              NodeId node(id);
+              NodeFit fit = CheckNode(state, q, node);
+              if (!fit.ok()) continue;
+              std::optional<NodeChoice> c = ScoreNode(state, q, node, fit);
+              if (!c) {
+                if (out) out->push_back(node);
+                continue;
+              }
+              if (!best || c->score > best->score) best = std::move(c);
+              if (best->score >= double(k) * 1e7 + ceilings_[r.gpu.count]) break;
             }
-            if (!best || c->score > best->score) best = std::move(c);
-            if (best->score >= double(k) * 1e7 + ceilings_[r.gpu.count]) break;
+            if (best) return best;
           }
-          if (best) return best;
+          return std::nullopt;
+        };
+        if (HasTopologyPreference(r.gpu)) {
+          PodRequest strict = r;
+          strict.gpu.topology_required = true;
+          std::vector<NodeId> ignored;
+          if (std::optional<NodeChoice> c = walk(Query(state, strict, nullptr), &ignored)) return c;
         }
-        return std::nullopt;
+        return walk(query, declined);
       }
       case GpuAsk::Kind::kNone: {
         // The largest free CPU that fits; among equals, the lowest node id.
@@ -102,6 +116,8 @@ class SpreadPolicy final : public Policy {
         }
         return std::nullopt;
       }
+      case GpuAsk::Kind::kMig:
+        return ScanCandidates(state, query, declined);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         const int32_t compute = ShareComputeOn(r.gpu);

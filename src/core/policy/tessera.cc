@@ -5,19 +5,24 @@
 //    then on the node that loses least: the fewest fully free GPUs (do not break up an empty
 //    server), a PCIe-only node before an NVLink one (NVLink GPUs are worth more to multi-GPU
 //    jobs), and on that node the GPU whose loss leaves the rest best connected.
-//  - Whole GPUs: best fit (the node left with the fewest fully free GPUs), then the
-//    best-connected set (gpu_select.h).
+//  - Whole GPUs: a node where a preferred interconnect level is met first; then nodes outside
+//    rack-scale NVLink domains (nodes sharing a tessera.dev/nvlink-domain label, such as GB200
+//    NVL72 trays), which are kept for the gangs that need them; then best fit (the node left
+//    with the fewest fully free GPUs), then the best-connected set (gpu_select.h).
 //  - CPU only: nodes without GPUs first, then nodes whose GPUs are all taken, then the fewest
 //    free GPUs; best fit on CPU within that, so CPU-only work does not strand free GPUs.
 // Example (the reality check): an 8-GPU NVSwitch server and a 2-GPU PCIe server, twenty 4Gi
 // shares: the first opens a GPU on the PCIe server (2 free GPUs < 8, no NVLink); the other 19
 // join it, filling its 80Gi exactly; the NVSwitch server stays whole for the training gang.
 #include <climits>
+#include <map>
 #include <set>
 #include <tuple>
 
 #include "core/policy/factories.h"
+#include "core/policy/mig_node.h"
 #include "core/policy/whole_set.h"
+#include "core/topology/domains.h"
 #include "core/topology/gpu_select.h"
 
 namespace tessera::core {
@@ -46,6 +51,27 @@ class TesseraPolicy final : public Policy {
       }
       UpdateFresh(state, NodeId(i));
     }
+    // Nodes of a rack-scale NVLink domain: one tessera.dev/nvlink-domain label value on two or
+    // more nodes (GB200 NVL72 trays). Pods that do not ask for it go elsewhere first.
+    std::map<std::string, int> domain_nodes;
+    const std::string label(kNvlinkDomainLabel);
+    for (const NodeSpec& n : cluster.nodes()) {
+      if (auto it = n.labels.find(label); it != n.labels.end()) ++domain_nodes[it->second];
+    }
+    rack_domain_.assign(cluster.node_count(), 0);
+    bool any_rack_domain = false;
+    for (int i = 0; i < cluster.node_count(); ++i) {
+      const NodeSpec& n = cluster.node(NodeId(i));
+      if (auto it = n.labels.find(label); it != n.labels.end() && domain_nodes[it->second] > 1) {
+        rack_domain_[i] = 1;
+        any_rack_domain = true;
+      }
+    }
+    whole_tiers_.clear();
+    if (any_rack_domain) {
+      whole_tiers_.push_back({[this](NodeId n) { return !rack_domain_[n.value()]; }, kKeepDomainTier});
+      whole_tiers_.push_back({[this](NodeId n) { return rack_domain_[n.value()] != 0; }, 0});
+    }
   }
 
   void OnNodeChanged(const ClusterState& state, NodeId node) override {
@@ -69,10 +95,13 @@ class TesseraPolicy final : public Policy {
       case GpuAsk::Kind::kWhole: {
         std::optional<WholeSet> set = PickWholeSet(state, query, node, fit.gpus);
         if (!set) return std::nullopt;
-        c.score = BestFitWholeScore(state.whole_free_count(node) - r.gpu.count, set->bottleneck);
+        c.score = BestFitWholeScore(state.whole_free_count(node) - r.gpu.count, set->bottleneck) +
+                  PreferenceBonus(*set) + DomainTierBonus(node);
         c.placement = MakePlacement(state, r, node, set->mask);
         return c;
       }
+      case GpuAsk::Kind::kMig:
+        return ScoreMigNode(state, query, node, fit, MigPreference::kLeastLoss);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
         // Tier 1: the fullest already-shared GPU with room.
@@ -112,8 +141,10 @@ class TesseraPolicy final : public Policy {
     const PodRequest& r = *query.request;
     switch (r.gpu.kind) {
       case GpuAsk::Kind::kWhole:
-        return ChooseWholeBestFit(*this, state, query, index_, ceilings_, declined);
+        return ChooseWholeBestFit(*this, state, query, index_, ceilings_, declined, whole_tiers_);
       case GpuAsk::Kind::kNone:
+        return ScanCandidates(state, query, declined);
+      case GpuAsk::Kind::kMig:
         return ScanCandidates(state, query, declined);
       case GpuAsk::Kind::kShare:
       case GpuAsk::Kind::kFraction: {
@@ -145,6 +176,11 @@ class TesseraPolicy final : public Policy {
 
  private:
   static constexpr double kSharedTier = 1e12;
+  // Whole GPUs: nodes outside rack-scale NVLink domains first (below the preference tier).
+  static constexpr double kKeepDomainTier = 1e9;
+  double DomainTierBonus(NodeId node) const {
+    return whole_tiers_.empty() || rack_domain_[node.value()] ? 0 : kKeepDomainTier;
+  }
 
   // Lower is better: fewer fully free GPUs, then PCIe-only before NVLink.
   int FreshRank(const ClusterState& state, NodeId node) const {
@@ -161,6 +197,8 @@ class TesseraPolicy final : public Policy {
   FreeCapacityIndex index_;
   std::vector<int32_t> ceilings_;
   std::vector<uint8_t> nvlink_;
+  std::vector<uint8_t> rack_domain_;
+  std::vector<NodeTier> whole_tiers_;
   std::vector<int> indexed_free_;
   // (FreshRank, node): nodes in the order tier 0 opens fresh GPUs.
   std::set<std::pair<int, int32_t>> fresh_order_;

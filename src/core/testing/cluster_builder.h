@@ -55,6 +55,22 @@ class ClusterBuilder {
     nodes_.back().links = LinkMatrix::AllNvLink(nodes_.back().gpu_count(), lanes);
     return *this;
   }
+  // Puts every GPU of the node in MIG mode, each with the given configured instances
+  // ({profile name, start}; all idle).
+  ClusterBuilder& Mig(const std::vector<std::pair<std::string, int>>& layout = {}) {
+    for (GpuSpec& g : nodes_.back().gpus) {
+      g.mig_enabled = true;
+      g.mig_layout.clear();
+      const MigModel* model = FindMigModel(g.model);
+      TESSERA_CHECK_MSG(model != nullptr, "no MIG table for this model");
+      for (const auto& [profile, start] : layout) {
+        int p = model->Find(profile);
+        TESSERA_CHECK_MSG(p >= 0, "unknown MIG profile");
+        g.mig_layout.push_back(MigPlacement{static_cast<int8_t>(p), static_cast<int8_t>(start)});
+      }
+    }
+    return *this;
+  }
   ClusterBuilder& Links(LinkMatrix m) {
     nodes_.back().links = std::move(m);
     return *this;

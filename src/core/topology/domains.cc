@@ -102,4 +102,13 @@ std::optional<std::string> TopologyDomains::NvlinkDomainOf(NodeId node, int gpu)
   return StrCat(n.name, "/nvlink", island);
 }
 
+std::optional<std::string> TopologyDomains::DomainOf(int level, NodeId node, int gpu) const {
+  const TopologyLevel& l = levels_[level];
+  if (l.name == kNvlinkDomainLevel) return NvlinkDomainOf(node, gpu);
+  const NodeSpec& n = cluster_->node(node);
+  auto label = n.labels.find(l.label);
+  if (label == n.labels.end()) return std::nullopt;
+  return label->second;
+}
+
 }  // namespace tessera::core

@@ -46,6 +46,9 @@ class TopologyDomains {
 
   // The NVLink domain of one GPU, or nullopt for a GPU joined to no other by NVLink.
   std::optional<std::string> NvlinkDomainOf(NodeId node, int gpu) const;
+  // The domain of `level` a GPU is in (NvlinkDomainOf for nvlink-domain, else the node's label
+  // value), or nullopt when it is in none.
+  std::optional<std::string> DomainOf(int level, NodeId node, int gpu) const;
 
  private:
   const Cluster* cluster_;
