@@ -89,8 +89,13 @@ int CreateNodes(ApiClient& client, int count, int gpus, const std::string& prefi
   Runner runner(client, concurrency);
   for (int i = 0; i < count; ++i) {
     std::string name = StrCat(prefix, "-", i);
-    json node = testing::NodeObject(name).Gpus(gpus).NvSwitch().Cpu("64").Memory("512Gi")
-                    .Label("tessera.dev/bench", "true").Json();
+    json node = testing::NodeObject(name)
+                    .Gpus(gpus)
+                    .NvSwitch()
+                    .Cpu("64")
+                    .Memory("512Gi")
+                    .Label("tessera.dev/bench", "true")
+                    .Json();
     json status = node["status"];
     node.erase("status");
     runner.Submit(HttpRequest{"POST", "/api/v1/nodes", node.dump(), "application/json"},
@@ -185,7 +190,8 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
   }
   std::lock_guard<std::mutex> lock(mu);
   std::vector<double> times;
-  for (const auto& [k, t] : bound_at) times.push_back(std::chrono::duration<double>(t - start).count());
+  for (const auto& [k, t] : bound_at)
+    times.push_back(std::chrono::duration<double>(t - start).count());
   std::sort(times.begin(), times.end());
   json out = {{"pods", count}, {"bound", times.size()}};
   if (!times.empty()) {

@@ -1,4 +1,6 @@
 // `tessera scheduler`: runs the tessera scheduler against a Kubernetes API server.
+#include "k8s/scheduler/scheduler.h"
+
 #include <csignal>
 #include <iostream>
 
@@ -9,7 +11,6 @@
 #include "k8s/client/config.h"
 #include "k8s/client/http.h"
 #include "k8s/scheduler/config.h"
-#include "k8s/scheduler/scheduler.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::cli {
@@ -42,9 +43,9 @@ absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const SchedulerFlags& f) {
   if (std::string path = k8s::DefaultKubeconfigPath(); !path.empty()) {
     return k8s::LoadKubeconfig(path, f.context);
   }
-  return absl::InvalidArgumentError(StrCat(
-      "no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
-      FromAbsl(in_cluster.status().message()), ")"));
+  return absl::InvalidArgumentError(
+      StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
+             FromAbsl(in_cluster.status().message()), ")"));
 }
 
 absl::StatusOr<k8s::SchedulerConfig> ConfigFor(const SchedulerFlags& f) {
@@ -144,16 +145,16 @@ void AddSchedulerCommand(CLI::App& app, int* exit_code) {
       *exit_code = kExitFailure;
       return;
     }
-    spdlog::info("API server {} ({}), {}", client_config->server,
-                 version->value("gitVersion", "?"), client_config->source);
+    spdlog::info("API server {} ({}), {}", client_config->server, version->value("gitVersion", "?"),
+                 client_config->source);
     std::signal(SIGTERM, OnSignal);
     std::signal(SIGINT, OnSignal);
     k8s::Scheduler scheduler(**client, *config);
     absl::Status status = scheduler.Run(g_stop);
     if (!status.ok()) {
       std::cerr << "tessera scheduler: " << status.message() << "\n";
-      *exit_code = status.code() == absl::StatusCode::kInvalidArgument ? kExitBadInput
-                                                                        : kExitFailure;
+      *exit_code =
+          status.code() == absl::StatusCode::kInvalidArgument ? kExitBadInput : kExitFailure;
       return;
     }
     *exit_code = kExitOk;

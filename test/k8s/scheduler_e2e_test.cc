@@ -28,12 +28,12 @@
 namespace tessera::e2e {
 namespace {
 
-using ::testing::HasSubstr;
 using k8s::testing::NodeObject;
 using k8s::testing::PodObject;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 
 ControlPlane& Cp() { return ControlPlane::Shared(); }
 
@@ -82,9 +82,9 @@ class SchedulerTest : public ::testing::Test {
     scheduler_name_ = StrCat("tessera-", id_);
     dir_ = StrCat(::testing::TempDir(), "/tessera-e2e-", getpid(), "-", id_);
     std::filesystem::create_directories(dir_);
-    absl::StatusOr<json> created = api_->Create(
-        "/api/v1/namespaces", {{"apiVersion", "v1"}, {"kind", "Namespace"},
-                               {"metadata", {{"name", ns_}}}});
+    absl::StatusOr<json> created =
+        api_->Create("/api/v1/namespaces",
+                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns_}}}});
     ASSERT_TRUE(created.ok() || created.status().code() == absl::StatusCode::kAlreadyExists)
         << created.status();
     WriteConfig("");
@@ -104,27 +104,32 @@ class SchedulerTest : public ::testing::Test {
   void WriteConfig(const std::string& extra) {
     std::ofstream(dir_ + "/config.yaml") << StrCat(R"(apiVersion: tessera.dev/v1alpha1
 kind: SchedulerConfiguration
-schedulerName: )", scheduler_name_, R"(
-nodeSelector: "tessera-e2e/test=)", id_, R"("
+schedulerName: )",
+                                                   scheduler_name_, R"(
+nodeSelector: "tessera-e2e/test=)",
+                                                   id_, R"("
 leaderElection:
-  resourceNamespace: )", ns_, R"(
+  resourceNamespace: )",
+                                                   ns_, R"(
   resourceName: tessera-scheduler
   leaseDuration: 3s
   renewDeadline: 2s
   retryPeriod: 500ms
 metrics: {bindAddress: 127.0.0.1, port: 0}
 retry: {minInterval: 200ms, period: 5s}
-)", extra);
+)",
+                                                   extra);
   }
 
   ScopedProcess* StartScheduler(const std::string& identity,
                                 std::vector<std::string> extra_args = {},
                                 const std::string& kubeconfig = "",
                                 const std::string& config = "") {
-    std::vector<std::string> argv = {TESSERA_BINARY, "scheduler", "--kubeconfig",
-                                     kubeconfig.empty() ? Cp().kubeconfig() : kubeconfig,
-                                     "--config", config.empty() ? dir_ + "/config.yaml" : config,
-                                     "--identity", identity};
+    std::vector<std::string> argv = {
+        TESSERA_BINARY, "scheduler",
+        "--kubeconfig", kubeconfig.empty() ? Cp().kubeconfig() : kubeconfig,
+        "--config",     config.empty() ? dir_ + "/config.yaml" : config,
+        "--identity",   identity};
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     absl::StatusOr<std::unique_ptr<ScopedProcess>> p =
         ScopedProcess::Start(argv, StrCat(dir_, "/", identity, ".log"));
@@ -268,8 +273,8 @@ retry: {minInterval: 200ms, period: 5s}
 
   json EventsFor(const std::string& pod) {
     absl::StatusOr<json> list = api_->Get(
-        StrCat("/api/v1/namespaces/", ns_, "/events?fieldSelector=",
-               k8s::QueryEscape(StrCat("involvedObject.name=", pod))));
+        StrCat("/api/v1/namespaces/", ns_,
+               "/events?fieldSelector=", k8s::QueryEscape(StrCat("involvedObject.name=", pod))));
     EXPECT_TRUE(list.ok()) << list.status();
     return list.ok() ? (*list)["items"] : json::array();
   }
@@ -334,8 +339,8 @@ TEST_F(SchedulerTest, RealityCheck) {
   int port = MetricsPort(*s);
   EXPECT_EQ(Metric(port, "tessera_scheduler_pods_scheduled_total"), 28);
   auto allocated = [&] {  // published about once a second
-    return Metric(port, StrCat("tessera_scheduler_gpu_memory_allocated_mib{node=\"", nvswitch,
-                               "\"}")) +
+    return Metric(port,
+                  StrCat("tessera_scheduler_gpu_memory_allocated_mib{node=\"", nvswitch, "\"}")) +
            Metric(port, StrCat("tessera_scheduler_gpu_memory_allocated_mib{node=\"", pcie, "\"}"));
   };
   EXPECT_TRUE(WaitUntil([&] { return allocated() == 8 * 81920 + 20 * 4096; }, seconds(5)))
@@ -370,8 +375,8 @@ TEST_F(SchedulerTest, RestartAfterSigkillNeverDoubleAllocates) {
   ScopedProcess* second = StartScheduler("second");
   creator.join();
   EXPECT_LT(bound_at_kill, whole + shares) << "the kill came after everything was bound";
-  ASSERT_TRUE(WaitBound(whole + shares, seconds(90)))
-      << BoundCount() << " bound\n" << second->Log();
+  ASSERT_TRUE(WaitBound(whole + shares, seconds(90))) << BoundCount() << " bound\n"
+                                                      << second->Log();
   auto assignments = Assignments();
   EXPECT_EQ(assignments.size(), static_cast<size_t>(whole + shares));
   auto use = CheckNoOvercommit(assignments);
@@ -380,8 +385,7 @@ TEST_F(SchedulerTest, RestartAfterSigkillNeverDoubleAllocates) {
   EXPECT_EQ(exclusive, whole);
   // The second process restored what the first bound (its metric counts only its own binds).
   int port = MetricsPort(*second);
-  EXPECT_EQ(Metric(port, "tessera_scheduler_pods_scheduled_total"),
-            whole + shares - bound_at_kill);
+  EXPECT_EQ(Metric(port, "tessera_scheduler_pods_scheduled_total"), whole + shares - bound_at_kill);
   EXPECT_EQ(Metric(port, "tessera_scheduler_restore_failures_total"), 0);
 }
 
@@ -415,9 +419,8 @@ TEST_F(SchedulerTest, UnschedulableConditionAndEventAsKubectlDescribeShows) {
   AddNode(NodeObject(NodeName("small")).Gpus(2));
   ScopedProcess* s = StartScheduler("unsched");
   AddPod(Pod("too-big").Limit("tessera.dev/gpu", "4"));
-  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("too-big"))) ==
-                                     "Unschedulable"; },
-                        seconds(30)))
+  ASSERT_TRUE(WaitUntil(
+      [&] { return std::get<1>(Scheduled(GetPod("too-big"))) == "Unschedulable"; }, seconds(30)))
       << s->Log();
   auto [status, reason, message] = Scheduled(GetPod("too-big"));
   EXPECT_EQ(status, "False");
@@ -446,16 +449,14 @@ TEST_F(SchedulerTest, DeletedAndFinishedPodsReleaseTheirGpus) {
   AddPod(Pod("first").Limit("tessera.dev/gpu", "1"));
   ASSERT_TRUE(WaitBound(1, seconds(30))) << s->Log();
   AddPod(Pod("second").Limit("tessera.dev/gpu", "1"));
-  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("second"))) ==
-                                     "Unschedulable"; },
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("second"))) == "Unschedulable"; },
                         seconds(30)));
-  ASSERT_TRUE(api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/first?gracePeriodSeconds=0"))
-                  .ok());
+  ASSERT_TRUE(
+      api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/first?gracePeriodSeconds=0")).ok());
   ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("second")); }, seconds(30))) << s->Log();
   // A pod that finishes (phase Succeeded) frees its GPU too.
   AddPod(Pod("third").Limit("tessera.dev/gpu", "1"));
-  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("third"))) ==
-                                     "Unschedulable"; },
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("third"))) == "Unschedulable"; },
                         seconds(30)));
   ASSERT_TRUE(api_->Patch(StrCat("/api/v1/namespaces/", ns_, "/pods/second/status"),
                           k8s::PatchType::kMerge, {{"status", {{"phase", "Succeeded"}}}})
@@ -500,13 +501,14 @@ TEST_F(SchedulerTest, BadPodInputGetsAnEventNamingTheFieldAndOthersGoOn) {
   // compute share over 100% or whole GPUs mixed with a share.
   AddPod(Pod("bad-quantity").Limit("tessera.dev/gpu-compute", "150"));
   AddPod(Pod("bad-mix").Limit("tessera.dev/gpu", "1").Limit("tessera.dev/gpu-memory", "1Gi"));
-  AddPod(Pod("bad-topology").Limit("tessera.dev/gpu", "2")
+  AddPod(Pod("bad-topology")
+             .Limit("tessera.dev/gpu", "2")
              .Annotation("tessera.dev/topology", "telepathy"));
   AddPod(Pod("good").Limit("tessera.dev/gpu-memory", "4Gi"));
   ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("good")); }, seconds(30))) << s->Log();
-  ASSERT_TRUE(WaitUntil([&] { return !EventsFor("bad-quantity").empty() &&
-                                     !EventsFor("bad-topology").empty(); },
-                        seconds(30)));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return !EventsFor("bad-quantity").empty() && !EventsFor("bad-topology").empty(); },
+      seconds(30)));
   EXPECT_THAT(std::string(EventsFor("bad-quantity")[0]["message"]),
               HasSubstr("spec.containers[0].resources.limits[tessera.dev/gpu-compute]: \"150\""));
   ASSERT_TRUE(WaitUntil([&] { return !EventsFor("bad-mix").empty(); }, seconds(10)));
@@ -516,12 +518,11 @@ TEST_F(SchedulerTest, BadPodInputGetsAnEventNamingTheFieldAndOthersGoOn) {
               HasSubstr("metadata.annotations[tessera.dev/topology]"));
   EXPECT_FALSE(IsBound(GetPod("bad-quantity")));
   // Fixing the annotation makes the pod schedulable.
-  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/namespaces/", ns_, "/pods/bad-topology"),
-                          k8s::PatchType::kMerge,
-                          {{"metadata", {{"annotations", {{"tessera.dev/topology", "pcie-switch"}}}}}})
-                  .ok());
-  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("bad-topology")); }, seconds(30)))
-      << s->Log();
+  ASSERT_TRUE(
+      api_->Patch(StrCat("/api/v1/namespaces/", ns_, "/pods/bad-topology"), k8s::PatchType::kMerge,
+                  {{"metadata", {{"annotations", {{"tessera.dev/topology", "pcie-switch"}}}}}})
+          .ok());
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("bad-topology")); }, seconds(30))) << s->Log();
   EXPECT_TRUE(s->Running());
   int port = MetricsPort(*s);
   EXPECT_GE(Metric(port, "tessera_scheduler_pods_failed_total{reason=\"invalid_pod\"}"), 3);
@@ -536,7 +537,8 @@ TEST_F(SchedulerTest, BadNodeInventoryMakesThatNodeUnusableForGpusUntilFixed) {
   ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("cpu")); }, seconds(30))) << s->Log();
   ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("gpu"))) == "Unschedulable"; },
                         seconds(30)));
-  EXPECT_TRUE(s->WaitForLog(StrCat("node ", broken, ": annotation tessera.dev/gpu-inventory is "
+  EXPECT_TRUE(s->WaitForLog(StrCat("node ", broken,
+                                   ": annotation tessera.dev/gpu-inventory is "
                                    "unusable"),
                             seconds(5)))
       << s->Log();
@@ -545,17 +547,18 @@ TEST_F(SchedulerTest, BadNodeInventoryMakesThatNodeUnusableForGpusUntilFixed) {
                         seconds(5)));
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return Metric(port, StrCat("tessera_scheduler_node_inventory_valid{node=\"", broken,
-                                   "\"}")) == 0;
+        return Metric(port,
+                      StrCat("tessera_scheduler_node_inventory_valid{node=\"", broken, "\"}")) == 0;
       },
       seconds(5)));
   // The agent (here: the test) fixes the annotation: the GPU pod is placed.
-  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", broken), k8s::PatchType::kMerge,
-                          {{"metadata",
-                            {{"annotations",
-                              {{"tessera.dev/gpu-inventory",
-                                NodeObject(broken).Gpus(4).InventoryJson()}}}}}})
-                  .ok());
+  ASSERT_TRUE(
+      api_->Patch(
+              StrCat("/api/v1/nodes/", broken), k8s::PatchType::kMerge,
+              {{"metadata",
+                {{"annotations",
+                  {{"tessera.dev/gpu-inventory", NodeObject(broken).Gpus(4).InventoryJson()}}}}}})
+          .ok());
   ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("gpu")); }, seconds(30))) << s->Log();
   ASSERT_TRUE(WaitUntil([&] { return Metric(port, "tessera_scheduler_nodes_bad_inventory") == 0; },
                         seconds(5)));
@@ -568,9 +571,10 @@ TEST_F(SchedulerTest, RespectsCordonTaintsAndNodeSelectors) {
   t.Gpus(2).Label("pool", "train");
   AddNode(t);
   ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", tainted), k8s::PatchType::kMerge,
-                          {{"spec", {{"taints", json::array({{{"key", "dedicated"},
-                                                              {"value", "train"},
-                                                              {"effect", "NoSchedule"}}})}}}})
+                          {{"spec",
+                            {{"taints", json::array({{{"key", "dedicated"},
+                                                      {"value", "train"},
+                                                      {"effect", "NoSchedule"}}})}}}})
                   .ok());
   AddNode(NodeObject(plain).Gpus(2).Label("pool", "serve"));
   AddNode(NodeObject(cordoned).Gpus(8));
@@ -579,11 +583,14 @@ TEST_F(SchedulerTest, RespectsCordonTaintsAndNodeSelectors) {
                   .ok());
   ScopedProcess* s = StartScheduler("restrict");
   json tolerant = Pod("tolerant").Limit("tessera.dev/gpu", "1").Scheduler(scheduler_name_).Json();
-  tolerant["spec"]["tolerations"] = json::array({{{"key", "dedicated"}, {"operator", "Equal"},
-                                                  {"value", "train"}, {"effect", "NoSchedule"}}});
+  tolerant["spec"]["tolerations"] = json::array({{{"key", "dedicated"},
+                                                  {"operator", "Equal"},
+                                                  {"value", "train"},
+                                                  {"effect", "NoSchedule"}}});
   tolerant["spec"]["nodeSelector"] = {{"pool", "train"}};
   ASSERT_TRUE(api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), tolerant).ok());
-  json intolerant = Pod("intolerant").Limit("tessera.dev/gpu", "1").Scheduler(scheduler_name_).Json();
+  json intolerant =
+      Pod("intolerant").Limit("tessera.dev/gpu", "1").Scheduler(scheduler_name_).Json();
   intolerant["spec"]["nodeSelector"] = {{"pool", "train"}};
   ASSERT_TRUE(api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), intolerant).ok());
   AddPod(Pod("anywhere").Limit("tessera.dev/gpu", "2"));  // only the plain node is left for it
@@ -592,9 +599,9 @@ TEST_F(SchedulerTest, RespectsCordonTaintsAndNodeSelectors) {
       << s->Log();
   EXPECT_EQ(GetPod("tolerant")["spec"]["nodeName"], tainted);
   EXPECT_EQ(GetPod("anywhere")["spec"]["nodeName"], plain);
-  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("intolerant"))) ==
-                                     "Unschedulable"; },
-                        seconds(30)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return std::get<1>(Scheduled(GetPod("intolerant"))) == "Unschedulable"; },
+                seconds(30)));
   EXPECT_THAT(std::get<2>(Scheduled(GetPod("intolerant"))), HasSubstr("taints"));
   // Uncordoned: a big pod can use the 8-GPU node.
   AddPod(Pod("big").Limit("tessera.dev/gpu", "8"));
@@ -624,48 +631,52 @@ TEST_F(SchedulerTest, DeployManifestsAreValidAndTheirRbacIsEnough) {
   // Nothing was created by the dry run.
   EXPECT_FALSE(Cp().Kubectl({"get", "-n", "tessera-system", "deployment/tessera-scheduler"}).ok());
   // The configuration in the ConfigMap is one the scheduler accepts.
-  std::string cm = *Cp().KubectlOk({"apply", "--dry-run=client", "-o", "json", "-f",
-                                    deploy + "/configmap.yaml"});
+  std::string cm = *Cp().KubectlOk(
+      {"apply", "--dry-run=client", "-o", "json", "-f", deploy + "/configmap.yaml"});
   std::ofstream(dir_ + "/deployed.yaml") << std::string(json::parse(cm)["data"]["config.yaml"]);
 
   // RBAC for real, then the scheduler with the ServiceAccount's token.
-  ASSERT_TRUE(Cp().KubectlOk({"apply", "-f", deploy + "/serviceaccount.yaml", "-f",
-                              deploy + "/rbac.yaml"})
-                  .ok());
-  absl::StatusOr<json> token = api_->Create(
-      "/api/v1/namespaces/tessera-system/serviceaccounts/tessera-scheduler/token",
-      {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"},
-       {"spec", {{"expirationSeconds", 3600}}}});
+  ASSERT_TRUE(
+      Cp().KubectlOk({"apply", "-f", deploy + "/serviceaccount.yaml", "-f", deploy + "/rbac.yaml"})
+          .ok());
+  absl::StatusOr<json> token =
+      api_->Create("/api/v1/namespaces/tessera-system/serviceaccounts/tessera-scheduler/token",
+                   {{"apiVersion", "authentication.k8s.io/v1"},
+                    {"kind", "TokenRequest"},
+                    {"spec", {{"expirationSeconds", 3600}}}});
   ASSERT_TRUE(token.ok()) << token.status();
   std::ofstream(dir_ + "/token") << std::string((*token)["status"]["token"]);
-  std::ofstream(dir_ + "/sa.kubeconfig") << StrCat(R"(apiVersion: v1
+  std::ofstream(dir_ + "/sa.kubeconfig")
+      << StrCat(R"(apiVersion: v1
 kind: Config
 clusters:
 - name: c
-  cluster: {server: ")", Cp().server(), R"(", certificate-authority: ")", Cp().ca_file(), R"("}
+  cluster: {server: ")",
+                Cp().server(), R"(", certificate-authority: ")", Cp().ca_file(), R"("}
 users:
 - name: sa
-  user: {tokenFile: ")", dir_, R"(/token"}
+  user: {tokenFile: ")",
+                dir_, R"(/token"}
 contexts:
 - name: sa
   context: {cluster: c, user: sa}
 current-context: sa
 )");
   AddNode(NodeObject(NodeName("n")).Gpus(1));
-  ScopedProcess* s = StartScheduler(
-      "rbac",
-      {"--scheduler-name", scheduler_name_, "--node-selector", StrCat("tessera-e2e/test=", id_),
-       "--metrics-bind-address", "127.0.0.1", "--metrics-port", "0", "--lease-name",
-       StrCat("tessera-", id_)},
-      dir_ + "/sa.kubeconfig", dir_ + "/deployed.yaml");
+  ScopedProcess* s =
+      StartScheduler("rbac",
+                     {"--scheduler-name", scheduler_name_, "--node-selector",
+                      StrCat("tessera-e2e/test=", id_), "--metrics-bind-address", "127.0.0.1",
+                      "--metrics-port", "0", "--lease-name", StrCat("tessera-", id_)},
+                     dir_ + "/sa.kubeconfig", dir_ + "/deployed.yaml");
   AddPod(Pod("fits").Limit("tessera.dev/gpu", "1"));
   AddPod(Pod("does-not").Limit("tessera.dev/gpu", "2"));
   ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("fits")); }, seconds(40))) << s->Log();
   ASSERT_TRUE(WaitUntil([&] { return !EventsFor("does-not").empty(); }, seconds(20))) << s->Log();
   EXPECT_EQ(std::get<1>(Scheduled(GetPod("does-not"))), "Unschedulable");
   EXPECT_THAT(s->Log(), ::testing::Not(HasSubstr("forbidden")));
-  absl::StatusOr<json> lease = api_->Get(StrCat(
-      "/apis/coordination.k8s.io/v1/namespaces/tessera-system/leases/tessera-", id_));
+  absl::StatusOr<json> lease = api_->Get(
+      StrCat("/apis/coordination.k8s.io/v1/namespaces/tessera-system/leases/tessera-", id_));
   ASSERT_TRUE(lease.ok()) << lease.status();
   EXPECT_EQ((*lease)["spec"]["holderIdentity"], "rbac");
 }

@@ -13,9 +13,9 @@ Backoff::Duration Backoff::Next(TimePoint now) {
                                            static_cast<double>(base_.count())));
   }
   delay = std::min(delay, params_.max);
-  base_ = std::min(params_.max,
-                   Duration(static_cast<int64_t>(static_cast<double>(base_.count()) *
-                                                 params_.factor)));
+  base_ =
+      std::min(params_.max,
+               Duration(static_cast<int64_t>(static_cast<double>(base_.count()) * params_.factor)));
   return delay;
 }
 

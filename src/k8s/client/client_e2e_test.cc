@@ -17,8 +17,8 @@
 namespace tessera::k8s {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 e2e::ControlPlane& Cp() { return e2e::ControlPlane::Shared(); }
 
@@ -31,10 +31,9 @@ std::unique_ptr<ApiClient> Admin() {
 }
 
 void MakeNamespace(ApiClient& c, const std::string& ns) {
-  absl::StatusOr<json> r = c.Create("/api/v1/namespaces",
-                                    {{"apiVersion", "v1"},
-                                     {"kind", "Namespace"},
-                                     {"metadata", {{"name", ns}}}});
+  absl::StatusOr<json> r =
+      c.Create("/api/v1/namespaces",
+               {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
   ASSERT_TRUE(r.ok() || r.status().code() == absl::StatusCode::kAlreadyExists) << r.status();
 }
 
@@ -96,9 +95,9 @@ TEST(Client, CreateGetPatchUpdateAndConflicts) {
       c->Patch(base + "/one", PatchType::kStrategic, {{"data", {{"s", "strategic"}}}});
   ASSERT_TRUE(strategic.ok()) << strategic.status();
   EXPECT_EQ((*strategic)["data"]["s"], "strategic");
-  absl::StatusOr<json> jsonpatch = c->Patch(
-      base + "/one", PatchType::kJson,
-      json::array({{{"op", "replace"}, {"path", "/data/k"}, {"value", "2"}}}));
+  absl::StatusOr<json> jsonpatch =
+      c->Patch(base + "/one", PatchType::kJson,
+               json::array({{{"op", "replace"}, {"path", "/data/k"}, {"value", "2"}}}));
   ASSERT_TRUE(jsonpatch.ok()) << jsonpatch.status();
   EXPECT_EQ((*jsonpatch)["data"]["k"], "2");
 
@@ -279,8 +278,8 @@ TEST(Informer, TooOldResourceVersionFromTheServerLeadsToARelist) {
   auto conn = c->NewConnection();
   std::string raw;
   HttpResponse r = conn->Stream(
-      HttpRequest{"GET", StrCat(base, "?watch=1&resourceVersion=", old_rv, "&timeoutSeconds=5"),
-                  "", "", std::chrono::milliseconds(10'000)},
+      HttpRequest{"GET", StrCat(base, "?watch=1&resourceVersion=", old_rv, "&timeoutSeconds=5"), "",
+                  "", std::chrono::milliseconds(10'000)},
       [&](std::string_view b) {
         raw.append(b);
         return raw.find('\n') == std::string::npos;
@@ -351,11 +350,11 @@ TEST(Client, BearerTokenFromAServiceAccountThroughInClusterConfig) {
                          {"kind", "ServiceAccount"},
                          {"metadata", {{"name", "robot"}, {"namespace", ns}}}})
                   .ok());
-  absl::StatusOr<json> token = c->Create(
-      StrCat("/api/v1/namespaces/", ns, "/serviceaccounts/robot/token"),
-      {{"apiVersion", "authentication.k8s.io/v1"},
-       {"kind", "TokenRequest"},
-       {"spec", {{"expirationSeconds", 3600}}}});
+  absl::StatusOr<json> token =
+      c->Create(StrCat("/api/v1/namespaces/", ns, "/serviceaccounts/robot/token"),
+                {{"apiVersion", "authentication.k8s.io/v1"},
+                 {"kind", "TokenRequest"},
+                 {"spec", {{"expirationSeconds", 3600}}}});
   ASSERT_TRUE(token.ok()) << token.status();
 
   std::string dir = StrCat(::testing::TempDir(), "/sa-", getpid());
@@ -387,8 +386,7 @@ TEST(Client, BearerTokenFromAServiceAccountThroughInClusterConfig) {
   std::ofstream(dir + "/token") << "garbage";
   config = InClusterConfig(src);
   auto stranger = ApiClient::Create(*config);
-  EXPECT_EQ((*stranger)->Get("/api/v1/pods").status().code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ((*stranger)->Get("/api/v1/pods").status().code(), absl::StatusCode::kUnauthenticated);
   std::filesystem::remove_all(dir);
 }
 

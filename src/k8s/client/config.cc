@@ -84,9 +84,8 @@ absl::StatusOr<std::string> Base64Field(const Reader& r, const std::string& valu
 }
 
 // Reads `<name>-data` (base64) or `<name>` (a file) from `map`.
-absl::StatusOr<std::string> PemField(const Reader& r, const YAML::Node& map,
-                                     std::string_view name, std::string_view where,
-                                     const std::string& dir) {
+absl::StatusOr<std::string> PemField(const Reader& r, const YAML::Node& map, std::string_view name,
+                                     std::string_view where, const std::string& dir) {
   TESSERA_ASSIGN_OR_RETURN(std::string data, r.String(map, StrCat(name, "-data"), where));
   if (!data.empty()) return Base64Field(r, data, StrCat(where, ".", name, "-data"));
   TESSERA_ASSIGN_OR_RETURN(std::string file, r.String(map, name, where));
@@ -115,8 +114,8 @@ absl::StatusOr<ClientConfig> ParseKubeconfig(std::string_view text, const std::s
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(StrCat("kubeconfig ", source, ":", e.mark.line + 1, ":",
-                                             e.mark.column + 1, ": ", e.msg));
+    return absl::InvalidArgumentError(
+        StrCat("kubeconfig ", source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
   }
   if (!root.IsMap()) return r.Error("top level", "expected a map");
   std::string ctx(context_name);
@@ -135,8 +134,7 @@ absl::StatusOr<ClientConfig> ParseKubeconfig(std::string_view text, const std::s
   c.source = StrCat("kubeconfig ", source, " (context ", ctx, ")");
   if (!ns.empty()) c.default_namespace = ns;
 
-  TESSERA_ASSIGN_OR_RETURN(YAML::Node cluster,
-                           r.Named(root, "clusters", "cluster", cluster_name));
+  TESSERA_ASSIGN_OR_RETURN(YAML::Node cluster, r.Named(root, "clusters", "cluster", cluster_name));
   where = StrCat("cluster \"", cluster_name, "\"");
   TESSERA_ASSIGN_OR_RETURN(c.server, r.String(cluster, "server", where));
   if (c.server.empty()) return r.Error(where, "has no server");
@@ -153,8 +151,9 @@ absl::StatusOr<ClientConfig> ParseKubeconfig(std::string_view text, const std::s
     TESSERA_ASSIGN_OR_RETURN(YAML::Node user, r.Named(root, "users", "user", user_name));
     where = StrCat("user \"", user_name, "\"");
     if (user["exec"] || user["auth-provider"]) {
-      return r.Error(where, "exec and auth-provider credential plugins are not supported; use a "
-                            "client certificate or a token");
+      return r.Error(where,
+                     "exec and auth-provider credential plugins are not supported; use a "
+                     "client certificate or a token");
     }
     TESSERA_ASSIGN_OR_RETURN(c.client_cert_pem,
                              PemField(r, user, "client-certificate", where, dir));
@@ -173,8 +172,7 @@ absl::StatusOr<ClientConfig> ParseKubeconfig(std::string_view text, const std::s
   return c;
 }
 
-absl::StatusOr<ClientConfig> LoadKubeconfig(const std::string& path,
-                                            std::string_view context) {
+absl::StatusOr<ClientConfig> LoadKubeconfig(const std::string& path, std::string_view context) {
   TESSERA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
   std::string dir;
   if (size_t slash = path.rfind('/'); slash != std::string::npos) dir = path.substr(0, slash);

@@ -22,17 +22,17 @@
 namespace tessera::k8s {
 
 struct ClientConfig {
-  std::string server;            // "https://127.0.0.1:6443", no trailing slash
-  std::string ca_pem;            // CA bundle (PEM); empty = the system's trust store
-  std::string client_cert_pem;   // client certificate (PEM), with client_key_pem
+  std::string server;           // "https://127.0.0.1:6443", no trailing slash
+  std::string ca_pem;           // CA bundle (PEM); empty = the system's trust store
+  std::string client_cert_pem;  // client certificate (PEM), with client_key_pem
   std::string client_key_pem;
-  std::string bearer_token;      // a fixed token
-  std::string token_file;        // a token re-read every token_refresh (wins over bearer_token)
+  std::string bearer_token;  // a fixed token
+  std::string token_file;    // a token re-read every token_refresh (wins over bearer_token)
   std::chrono::seconds token_refresh{60};
   bool insecure_skip_tls_verify = false;
-  std::string tls_server_name;   // overrides the name checked in the server's certificate
+  std::string tls_server_name;  // overrides the name checked in the server's certificate
   std::string default_namespace = "default";
-  std::string source;            // where this came from, for messages ("kubeconfig /x", "in-cluster")
+  std::string source;  // where this came from, for messages ("kubeconfig /x", "in-cluster")
 };
 
 // Reads a kubeconfig file and resolves `context` (empty = current-context).

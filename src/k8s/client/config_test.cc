@@ -46,12 +46,15 @@ clusters:
 - name: test
   cluster:
     server: https://127.0.0.1:6443/
-    certificate-authority-data: )", B64("CA PEM"), R"(
+    certificate-authority-data: )",
+                            B64("CA PEM"), R"(
 users:
 - name: admin
   user:
-    client-certificate-data: )", B64("CERT PEM"), R"(
-    client-key-data: )", B64("KEY PEM"), R"(
+    client-certificate-data: )",
+                            B64("CERT PEM"), R"(
+    client-key-data: )",
+                            B64("KEY PEM"), R"(
 contexts:
 - name: ctx
   context: {cluster: test, user: admin, namespace: team-a}
@@ -158,8 +161,7 @@ TEST(InCluster, ReadsEnvironmentTokenCaAndNamespace) {
               HasSubstr("KUBERNETES_SERVICE_PORT"));
   env["KUBERNETES_SERVICE_PORT"] = "443";
   std::filesystem::remove(dir.path() + "/token");
-  EXPECT_THAT(std::string(FromAbsl(InClusterConfig(src).status().message())),
-              HasSubstr("/token"));
+  EXPECT_THAT(std::string(FromAbsl(InClusterConfig(src).status().message())), HasSubstr("/token"));
 }
 
 TEST(TokenSource, ReReadsTheFileAfterTheRefreshPeriodAndKeepsTheLastGoodToken) {

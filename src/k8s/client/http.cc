@@ -65,17 +65,19 @@ std::chrono::milliseconds RetryDelay(const Backoff::Params& p, int attempt, int 
   double base = static_cast<double>(p.initial.count()) * std::pow(p.factor, attempt - 1);
   base = std::min(base, static_cast<double>(p.max.count()));
   base += random.UniformDouble() * p.jitter * base;
-  return std::chrono::milliseconds(
-      std::min<int64_t>(static_cast<int64_t>(base), p.max.count()));
+  return std::chrono::milliseconds(std::min<int64_t>(static_cast<int64_t>(base), p.max.count()));
 }
 
 }  // namespace
 
 std::string_view ContentTypeOf(PatchType type) {
   switch (type) {
-    case PatchType::kMerge: return "application/merge-patch+json";
-    case PatchType::kStrategic: return "application/strategic-merge-patch+json";
-    case PatchType::kJson: return "application/json-patch+json";
+    case PatchType::kMerge:
+      return "application/merge-patch+json";
+    case PatchType::kStrategic:
+      return "application/strategic-merge-patch+json";
+    case PatchType::kJson:
+      return "application/json-patch+json";
   }
   return "application/merge-patch+json";
 }
@@ -106,17 +108,31 @@ absl::Status StatusFromResponse(const HttpRequest& request, const HttpResponse& 
                             reason.empty() ? "" : StrCat(" ", reason), ": ", message);
   absl::StatusCode code;
   switch (response.status) {
-    case 400: code = absl::StatusCode::kInvalidArgument; break;
-    case 401: code = absl::StatusCode::kUnauthenticated; break;
-    case 403: code = absl::StatusCode::kPermissionDenied; break;
-    case 404: code = absl::StatusCode::kNotFound; break;
-    case 409:
-      code = reason == "AlreadyExists" ? absl::StatusCode::kAlreadyExists
-                                       : absl::StatusCode::kAborted;
+    case 400:
+      code = absl::StatusCode::kInvalidArgument;
       break;
-    case 410: code = absl::StatusCode::kOutOfRange; break;
-    case 422: code = absl::StatusCode::kInvalidArgument; break;
-    case 429: code = absl::StatusCode::kResourceExhausted; break;
+    case 401:
+      code = absl::StatusCode::kUnauthenticated;
+      break;
+    case 403:
+      code = absl::StatusCode::kPermissionDenied;
+      break;
+    case 404:
+      code = absl::StatusCode::kNotFound;
+      break;
+    case 409:
+      code =
+          reason == "AlreadyExists" ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kAborted;
+      break;
+    case 410:
+      code = absl::StatusCode::kOutOfRange;
+      break;
+    case 422:
+      code = absl::StatusCode::kInvalidArgument;
+      break;
+    case 429:
+      code = absl::StatusCode::kResourceExhausted;
+      break;
     default:
       code = response.status >= 500 ? absl::StatusCode::kUnavailable : absl::StatusCode::kUnknown;
   }
@@ -222,15 +238,14 @@ void Transport::Prepare(void* handle, const HttpRequest& r, curl_slist** headers
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
   } else if (!config_.ca_pem.empty()) {
-    curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(),
-                 CURL_BLOB_COPY};
+    curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
     curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &ca);
   }
   if (!config_.client_cert_pem.empty()) {
     curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
                    config_.client_cert_pem.size(), CURL_BLOB_COPY};
-    curl_blob key{const_cast<char*>(config_.client_key_pem.data()),
-                  config_.client_key_pem.size(), CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
+                  CURL_BLOB_COPY};
     curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
     curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
     curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
@@ -349,8 +364,8 @@ absl::StatusOr<nlohmann::json> ApiClient::JsonCall(HttpRequest request) {
   try {
     return nlohmann::json::parse(response.body);
   } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(StrCat(request.method, " ", request.path,
-                                      ": the answer is not JSON: ", e.what()));
+    return absl::DataLossError(
+        StrCat(request.method, " ", request.path, ": the answer is not JSON: ", e.what()));
   }
 }
 

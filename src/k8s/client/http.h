@@ -32,16 +32,16 @@ std::string_view ContentTypeOf(PatchType type);
 
 struct HttpRequest {
   std::string method = "GET";
-  std::string path;          // path and query, already escaped: "/api/v1/pods?limit=500"
+  std::string path;  // path and query, already escaped: "/api/v1/pods?limit=500"
   std::string body;
-  std::string content_type;  // of the body
+  std::string content_type;                   // of the body
   std::chrono::milliseconds timeout{30'000};  // the whole exchange; 0 = no limit (watches)
 };
 
 struct HttpResponse {
-  long status = 0;        // HTTP status; 0 when no answer came (see error)
+  long status = 0;  // HTTP status; 0 when no answer came (see error)
   std::string body;
-  std::string error;      // transport failure (connection refused, TLS, timeout, aborted)
+  std::string error;       // transport failure (connection refused, TLS, timeout, aborted)
   int retry_after_s = -1;  // the Retry-After header, when present
   bool ok() const { return status >= 200 && status < 300; }
 };
@@ -54,7 +54,7 @@ bool IsTransient(const HttpResponse& response);
 // Aborted for conflicts, 410 OutOfRange, 401/403, 422 InvalidArgument, 429/5xx Unavailable), and
 // which carries the HTTP status and Kubernetes reason (HttpStatusOf / ReasonOf).
 absl::Status StatusFromResponse(const HttpRequest& request, const HttpResponse& response);
-int HttpStatusOf(const absl::Status& status);    // 0 when not from an HTTP answer
+int HttpStatusOf(const absl::Status& status);      // 0 when not from an HTTP answer
 std::string ReasonOf(const absl::Status& status);  // "Conflict", "AlreadyExists", "Expired", ...
 
 // Escapes a query parameter value ("spec.nodeName=" -> "spec.nodeName%3D").
@@ -164,7 +164,7 @@ struct AsyncClientOptions {
   int max_attempts = 5;  // transient failures are retried inside the client
   Backoff::Params backoff{std::chrono::milliseconds(200), 2.0, std::chrono::milliseconds(5'000),
                           0.5, std::chrono::milliseconds(60'000)};
-  bool http2 = true;     // multiplex on few connections when the server speaks HTTP/2
+  bool http2 = true;  // multiplex on few connections when the server speaks HTTP/2
 };
 
 // Keeps up to max_in_flight requests in flight on its own thread (curl multi). Submit is

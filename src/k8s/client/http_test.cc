@@ -27,10 +27,8 @@ TEST(StatusFromResponse, MapsHttpStatusAndKeepsTheServersReasonAndMessage) {
 
   HttpResponse exists{409, R"({"kind":"Status","reason":"AlreadyExists","code":409})"};
   EXPECT_EQ(StatusFromResponse(req, exists).code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(StatusFromResponse(req, HttpResponse{404, "{}"}).code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(StatusFromResponse(req, HttpResponse{410, "{}"}).code(),
-            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(StatusFromResponse(req, HttpResponse{404, "{}"}).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(StatusFromResponse(req, HttpResponse{410, "{}"}).code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ(StatusFromResponse(req, HttpResponse{403, "{}"}).code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(StatusFromResponse(req, HttpResponse{503, "not json"}).code(),
@@ -59,8 +57,8 @@ TEST(QueryEscape, EscapesSelectors) {
 }
 
 TEST(BindingBody, CarriesTheAnnotationsTheApiServerCopiesOntoThePod) {
-  nlohmann::json b = BindingBody("ns", "p", "uid-1", "node-a",
-                                 {{"tessera.dev/assignment", "{\"version\":1}"}});
+  nlohmann::json b =
+      BindingBody("ns", "p", "uid-1", "node-a", {{"tessera.dev/assignment", "{\"version\":1}"}});
   EXPECT_EQ(b["kind"], "Binding");
   EXPECT_EQ(b["metadata"]["name"], "p");
   EXPECT_EQ(b["metadata"]["uid"], "uid-1");

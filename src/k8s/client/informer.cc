@@ -88,12 +88,13 @@ absl::Status ListWatch::List(std::string* resource_version) {
 ListWatch::WatchEnd ListWatch::Watch(std::string* resource_version) {
   int timeout_s = options_.min_watch_seconds;
   if (options_.max_watch_seconds > options_.min_watch_seconds) {
-    timeout_s += static_cast<int>(
-        random_.Uniform(options_.max_watch_seconds - options_.min_watch_seconds));
+    timeout_s +=
+        static_cast<int>(random_.Uniform(options_.max_watch_seconds - options_.min_watch_seconds));
   }
-  std::string path = StrCat(options_.path, "?watch=1&allowWatchBookmarks=true&resourceVersion=",
-                            QueryEscape(*resource_version), "&timeoutSeconds=", timeout_s,
-                            Selectors());
+  std::string path =
+      StrCat(options_.path,
+             "?watch=1&allowWatchBookmarks=true&resourceVersion=", QueryEscape(*resource_version),
+             "&timeoutSeconds=", timeout_s, Selectors());
   HttpRequest request{"GET", path, "", "", std::chrono::milliseconds((timeout_s + 60) * 1000LL)};
   WatchDecoder decoder(options_.drop_managed_fields);
   bool too_old = false;
@@ -158,8 +159,8 @@ void ListWatch::Run() {
       if (!s.ok()) {
         ++failures_;
         auto d = backoff_.Next(std::chrono::steady_clock::now());
-        spdlog::warn("list {}: {} (retrying in {} ms)", options_.resource,
-                     FromAbsl(s.message()), d.count());
+        spdlog::warn("list {}: {} (retrying in {} ms)", options_.resource, FromAbsl(s.message()),
+                     d.count());
         if (!Sleep(d)) return;
         continue;
       }
@@ -176,8 +177,8 @@ void ListWatch::Run() {
         break;
       case WatchEnd::kTooOld:
         ++too_old_;
-        spdlog::info("watch {}: resourceVersion {} is too old; listing again",
-                     options_.resource, rv);
+        spdlog::info("watch {}: resourceVersion {} is too old; listing again", options_.resource,
+                     rv);
         need_list = true;
         break;
       case WatchEnd::kFailed: {

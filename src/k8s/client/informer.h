@@ -39,7 +39,7 @@ struct ListWatchOptions {
   std::string field_selector;  // optional
   int page_size = 500;
   bool drop_managed_fields = true;  // see ParseApiJson
-  Backoff::Params backoff;     // client-go's reflector defaults
+  Backoff::Params backoff;          // client-go's reflector defaults
   int min_watch_seconds = 300;
   int max_watch_seconds = 600;
   uint64_t seed = 1;

@@ -9,11 +9,16 @@ namespace tessera::k8s {
 
 std::string_view WatchEventTypeName(WatchEventType type) {
   switch (type) {
-    case WatchEventType::kAdded: return "ADDED";
-    case WatchEventType::kModified: return "MODIFIED";
-    case WatchEventType::kDeleted: return "DELETED";
-    case WatchEventType::kBookmark: return "BOOKMARK";
-    case WatchEventType::kError: return "ERROR";
+    case WatchEventType::kAdded:
+      return "ADDED";
+    case WatchEventType::kModified:
+      return "MODIFIED";
+    case WatchEventType::kDeleted:
+      return "DELETED";
+    case WatchEventType::kBookmark:
+      return "BOOKMARK";
+    case WatchEventType::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -40,7 +45,8 @@ absl::StatusOr<nlohmann::json> ParseApiJson(std::string_view text, bool drop_man
 
 absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line, bool drop_managed_fields) {
   absl::StatusOr<nlohmann::json> parsed = ParseApiJson(line, drop_managed_fields);
-  if (!parsed.ok()) return absl::DataLossError(StrCat("watch: a line is ", parsed.status().message()));
+  if (!parsed.ok())
+    return absl::DataLossError(StrCat("watch: a line is ", parsed.status().message()));
   nlohmann::json j = std::move(*parsed);
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
     return absl::DataLossError(StrCat("watch: a line has no \"type\": ", line.substr(0, 120)));
@@ -73,8 +79,7 @@ bool IsTooOldStatus(const nlohmann::json& s) {
   auto code = s.find("code");
   if (code != s.end() && code->is_number_integer() && code->get<int>() == 410) return true;
   auto reason = s.find("reason");
-  return reason != s.end() && reason->is_string() &&
-         (*reason == "Expired" || *reason == "Gone");
+  return reason != s.end() && reason->is_string() && (*reason == "Expired" || *reason == "Gone");
 }
 
 bool IsTooOld(const WatchEvent& event) {

@@ -62,9 +62,8 @@ TEST(WatchDecoder, RejectsLinesThatAreNotEvents) {
 }
 
 TEST(ParseApiJson, CanSkipManagedFieldsWhileParsing) {
-  std::string pod =
-      R"({"metadata":{"name":"p","managedFields":[{"manager":"kubectl","fieldsV1":)"
-      R"({"f:spec":{}}}],"labels":{"managedFields":"a label, kept"}},"spec":{}})";
+  std::string pod = R"({"metadata":{"name":"p","managedFields":[{"manager":"kubectl","fieldsV1":)"
+                    R"({"f:spec":{}}}],"labels":{"managedFields":"a label, kept"}},"spec":{}})";
   absl::StatusOr<nlohmann::json> full = ParseApiJson(pod, false);
   ASSERT_TRUE(full.ok());
   EXPECT_TRUE((*full)["metadata"].contains("managedFields"));
@@ -76,9 +75,10 @@ TEST(ParseApiJson, CanSkipManagedFieldsWhileParsing) {
   EXPECT_FALSE(ParseApiJson("{oops", true).ok());
   WatchDecoder d(/*drop_managed_fields=*/true);
   std::vector<WatchEvent> events;
-  ASSERT_TRUE(d.Feed(R"({"type":"ADDED","object":)" + std::string(pod) + "}\n",
-                     [&](WatchEvent&& e) { events.push_back(std::move(e)); })
-                  .ok());
+  ASSERT_TRUE(
+      d.Feed(R"({"type":"ADDED","object":)" + std::string(pod) + "}\n", [&](WatchEvent&& e) {
+         events.push_back(std::move(e));
+       }).ok());
   ASSERT_EQ(events.size(), 1u);
   EXPECT_FALSE(events[0].object["metadata"].contains("managedFields"));
 }

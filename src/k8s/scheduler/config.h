@@ -7,7 +7,8 @@
 //   policy: tessera                 # any name `tessera simulate --help` lists
 //   seed: 1                         # for policies that randomise
 //   nodeSelector: "gpu=true"        # label selector: the nodes to place on (default: all)
-//   topologyLevels:                 # gang topology levels, narrowest first (default: nvlink-domain,
+//   topologyLevels:                 # gang topology levels, narrowest first (default:
+//   nvlink-domain,
 //     - {name: rack, label: tessera.dev/rack}   # rack, block, zone from tessera.dev/<level>)
 //   leaderElection:
 //     leaderElect: true

@@ -72,7 +72,8 @@ TEST(SchedulerConfig, ErrorsNameTheLineAndKey) {
   EXPECT_THAT(err("policy: fastest\n"), HasSubstr("cfg.yaml:1:9: policy:"));
   EXPECT_THAT(err("leaderElection: {leaseDuration: 5s, renewDeadline: 6s}\n"),
               HasSubstr("leaseDuration must be longer than renewDeadline"));
-  EXPECT_THAT(err("retry: {period: soon}\n"), HasSubstr("retry.period: \"soon\" is not a duration"));
+  EXPECT_THAT(err("retry: {period: soon}\n"),
+              HasSubstr("retry.period: \"soon\" is not a duration"));
   EXPECT_THAT(err("bindConcurrency: 0\n"), HasSubstr("bindConcurrency: 0 is not in 1..1024"));
   EXPECT_THAT(err("kind: Pod\n"), HasSubstr("is not SchedulerConfiguration"));
   EXPECT_THAT(err("topologyLevels: [{label: x}]\n"), HasSubstr("needs a name"));

@@ -26,8 +26,7 @@ void Histogram::Render(const std::string& name, std::string* out) const {
   int64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    StrAppend(out, name, "_bucket{le=\"", fmt::format("{}", bounds_[i]), "\"} ", cumulative,
-              "\n");
+    StrAppend(out, name, "_bucket{le=\"", fmt::format("{}", bounds_[i]), "\"} ", cumulative, "\n");
   }
   cumulative += counts_.back();
   StrAppend(out, name, "_bucket{le=\"+Inf\"} ", cumulative, "\n");
@@ -67,13 +66,12 @@ void SchedulerMetrics::SetExtra(std::function<std::string()> extra) {
 
 namespace {
 
-void Header(std::string* out, std::string_view name, std::string_view type,
-            std::string_view help) {
+void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
   StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
 }
 
-void Scalar(std::string* out, std::string_view name, std::string_view type,
-            std::string_view help, int64_t value) {
+void Scalar(std::string* out, std::string_view name, std::string_view type, std::string_view help,
+            int64_t value) {
   Header(out, name, type, help);
   StrAppend(out, name, " ", value, "\n");
 }
@@ -96,8 +94,7 @@ std::string SchedulerMetrics::Render() const {
          "Time from when the scheduler first saw a pod to its binding.");
   scheduling_duration.Render("tessera_scheduler_scheduling_duration_seconds", &out);
   Header(&out, "tessera_scheduler_pending_pods", "gauge", "Pods waiting, by state.");
-  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"active\"} ", pending_active.load(),
-            "\n");
+  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"active\"} ", pending_active.load(), "\n");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"unschedulable\"} ",
             pending_unschedulable.load(), "\n");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"gang_waiting\"} ",
@@ -128,8 +125,8 @@ std::string SchedulerMetrics::Render() const {
       {"tessera_scheduler_gpu_compute_allocated_milli",
        "GPU compute granted on the node (1000 = one whole GPU).",
        &NodeGauges::gpu_compute_allocated_milli},
-      {"tessera_scheduler_gpu_compute_capacity_milli",
-       "GPU compute of the node (1000 per GPU).", &NodeGauges::gpu_compute_capacity_milli},
+      {"tessera_scheduler_gpu_compute_capacity_milli", "GPU compute of the node (1000 per GPU).",
+       &NodeGauges::gpu_compute_capacity_milli},
   };
   for (const Family& f : families) {
     Header(&out, f.name, "gauge", f.help);

@@ -5,7 +5,8 @@
 //
 //   tessera_scheduler_pods_scheduled_total                    pods bound by this scheduler
 //   tessera_scheduler_pods_failed_total{reason}               attempts that did not bind:
-//                                                             unschedulable, bind_error, invalid_pod
+//                                                             unschedulable, bind_error,
+//                                                             invalid_pod
 //   tessera_scheduler_scheduling_duration_seconds             histogram: first seen -> bound
 //   tessera_scheduler_gpu_memory_allocated_mib{node}          GPU memory granted on the node
 //   tessera_scheduler_gpu_memory_capacity_mib{node}

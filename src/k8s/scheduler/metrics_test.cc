@@ -31,8 +31,7 @@ TEST(SchedulerMetrics, PrometheusTextWithPerNodeGauges) {
   m.failed_unschedulable = 2;
   m.nodes_bad_inventory = 1;
   m.scheduling_duration.Observe(0.002);
-  m.SetNodes({{"gpu-1", 4096, 8 * 81920, 250, 8000, true},
-              {"we\"ird", 0, 0, 0, 0, false}});
+  m.SetNodes({{"gpu-1", 4096, 8 * 81920, 250, 8000, true}, {"we\"ird", 0, 0, 0, 0, false}});
   m.SetExtra([] { return std::string("extra_metric 7\n"); });
   std::string text = m.Render();
   EXPECT_THAT(text, HasSubstr("# TYPE tessera_scheduler_pods_scheduled_total counter\n"
@@ -41,7 +40,8 @@ TEST(SchedulerMetrics, PrometheusTextWithPerNodeGauges) {
   EXPECT_THAT(text, HasSubstr("# TYPE tessera_scheduler_scheduling_duration_seconds histogram\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_scheduling_duration_seconds_count 1\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_gpu_memory_allocated_mib{node=\"gpu-1\"} 4096\n"));
-  EXPECT_THAT(text, HasSubstr("tessera_scheduler_gpu_compute_allocated_milli{node=\"gpu-1\"} 250\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tessera_scheduler_gpu_compute_allocated_milli{node=\"gpu-1\"} 250\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_node_inventory_valid{node=\"we\\\"ird\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_nodes_bad_inventory 1\n"));
   EXPECT_THAT(text, HasSubstr("extra_metric 7\n"));

@@ -124,9 +124,8 @@ absl::StatusOr<Demand> PodDemand(const json& spec) {
   const json& containers = Field(spec, "containers");
   if (containers.is_array()) {
     for (size_t i = 0; i < containers.size(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(
-          Demand d, ReadResources(Field(containers[i], "resources"),
-                                  StrCat("spec.containers[", i, "]")));
+      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(Field(containers[i], "resources"),
+                                                       StrCat("spec.containers[", i, "]")));
       total.Add(d);
     }
   }
@@ -185,9 +184,9 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   r.memory_mib = d.memory_mib;
   const bool share = d.gpu_memory_mib > 0 || d.gpu_compute_pct > 0;
   if (d.gpus > 0 && share) {
-    return absl::InvalidArgumentError(
-        StrCat("resources: ", kGpuResource, " (whole GPUs) cannot be combined with ",
-               kGpuMemoryResource, " or ", kGpuComputeResource, " (a share of one GPU) in one pod"));
+    return absl::InvalidArgumentError(StrCat(
+        "resources: ", kGpuResource, " (whole GPUs) cannot be combined with ", kGpuMemoryResource,
+        " or ", kGpuComputeResource, " (a share of one GPU) in one pod"));
   }
   if (d.gpu_compute_pct > 100) {
     return absl::InvalidArgumentError(StrCat("resources: ", kGpuComputeResource, " adds up to ",
@@ -196,8 +195,8 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
                                              "100% of one GPU"));
   }
   if (d.gpus > core::kMaxGpusPerNode) {
-    return absl::InvalidArgumentError(StrCat("resources: ", kGpuResource, " adds up to ", d.gpus,
-                                             ", more than a node can have"));
+    return absl::InvalidArgumentError(
+        StrCat("resources: ", kGpuResource, " adds up to ", d.gpus, ", more than a node can have"));
   }
   if (d.gpus > 0) {
     r.gpu = core::GpuAsk::Whole(static_cast<int32_t>(d.gpus));
@@ -227,8 +226,7 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   }
   if (mode) {
     if (!topology) {
-      return AnnotationError(kTopologyModeAnnotation, *mode,
-                             StrCat("needs ", kTopologyAnnotation));
+      return AnnotationError(kTopologyModeAnnotation, *mode, StrCat("needs ", kTopologyAnnotation));
     }
     if (*mode != "required" && *mode != "preferred") {
       return AnnotationError(kTopologyModeAnnotation, *mode, "is not required or preferred");
@@ -284,12 +282,13 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
 }
 
 std::string Digest(const core::PodRequest& r) {
-  std::string s = StrCat(r.cpu_milli, "/", r.memory_mib, "/", static_cast<int>(r.gpu.kind), "/",
-                         r.gpu.count, "/", r.gpu.memory_mib, "/", r.gpu.compute_milli, "/",
-                         static_cast<int>(r.gpu.topology), r.gpu.topology_required, "/",
-                         r.priority);
-  if (r.gang) StrAppend(&s, "/g:", r.gang->name, ":", r.gang->size, ":", r.gang->level, ":",
-                        r.gang->required);
+  std::string s =
+      StrCat(r.cpu_milli, "/", r.memory_mib, "/", static_cast<int>(r.gpu.kind), "/", r.gpu.count,
+             "/", r.gpu.memory_mib, "/", r.gpu.compute_milli, "/", static_cast<int>(r.gpu.topology),
+             r.gpu.topology_required, "/", r.priority);
+  if (r.gang)
+    StrAppend(&s, "/g:", r.gang->name, ":", r.gang->size, ":", r.gang->level, ":",
+              r.gang->required);
   return s;
 }
 
@@ -333,13 +332,14 @@ absl::Status DecodeConstraints(const json& spec, PodInfo* p) {
             if (v.is_string()) r.values.push_back(v.get<std::string>());
           }
         }
-        static const std::set<std::string> kOps = {"In", "NotIn", "Exists", "DoesNotExist",
-                                                   "Gt", "Lt"};
+        static const std::set<std::string> kOps = {"In",           "NotIn", "Exists",
+                                                   "DoesNotExist", "Gt",    "Lt"};
         if (!kOps.contains(r.op) || (r.field && r.key != "metadata.name")) {
-          return absl::InvalidArgumentError(StrCat(
-              "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
-              "nodeSelectorTerms[", i, "].", kind, "[", j, "]: operator \"", r.op, "\" on \"",
-              r.key, "\" is not supported"));
+          return absl::InvalidArgumentError(
+              StrCat("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+                     "nodeSelectorTerms[",
+                     i, "].", kind, "[", j, "]: operator \"", r.op, "\" on \"", r.key,
+                     "\" is not supported"));
         }
         term.push_back(std::move(r));
       }
@@ -369,8 +369,8 @@ void DecodePodInto(const json& pod, PodInfo* p) {
     p->priority = prio.get<int32_t>();
   }
   const json& annotations = Field(meta, "annotations");
-  if (const json& q = Field(annotations, kQueueAnnotation); q.is_string() &&
-                                                             !q.get<std::string>().empty()) {
+  if (const json& q = Field(annotations, kQueueAnnotation);
+      q.is_string() && !q.get<std::string>().empty()) {
     p->queue = q.get<std::string>();
   }
   if (const json& a = Field(annotations, records::kAssignmentAnnotation); a.is_string()) {
@@ -451,8 +451,8 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
     if (v.ok()) {
       n->spec.cpu_milli = *v;
     } else {
-      errors.push_back(StrCat("status.allocatable.cpu: \"", *cpu, "\" ",
-                              FromAbsl(v.status().message())));
+      errors.push_back(
+          StrCat("status.allocatable.cpu: \"", *cpu, "\" ", FromAbsl(v.status().message())));
     }
   }
   if (auto mem = QuantityText(Field(*allocatable, "memory"))) {
@@ -460,8 +460,8 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
     if (v.ok()) {
       n->spec.memory_mib = *v;
     } else {
-      errors.push_back(StrCat("status.allocatable.memory: \"", *mem, "\" ",
-                              FromAbsl(v.status().message())));
+      errors.push_back(
+          StrCat("status.allocatable.memory: \"", *mem, "\" ", FromAbsl(v.status().message())));
     }
   }
   n->capacity_error = StrJoin(errors, "; ");
@@ -499,9 +499,9 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
   for (const auto& [k, v] : n->spec.labels) StrAppend(&labels_text, k, "=", v, ";");
   std::string taints_text;
   for (const Taint& t : n->taints) StrAppend(&taints_text, t.key, "=", t.value, ":", t.effect, ";");
-  n->fingerprint = StrCat(n->spec.cpu_milli, "|", n->spec.memory_mib, "|", n->unschedulable,
-                          "|", taints_text,
-                          "|", labels_text, "|", n->inventory_error.empty(), "|", inventory_text);
+  n->fingerprint =
+      StrCat(n->spec.cpu_milli, "|", n->spec.memory_mib, "|", n->unschedulable, "|", taints_text,
+             "|", labels_text, "|", n->inventory_error.empty(), "|", inventory_text);
 }
 
 }  // namespace

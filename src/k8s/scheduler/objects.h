@@ -63,13 +63,13 @@ struct PodInfo {
   std::string ns, name, uid, key;  // key: "ns/name"
   std::string resource_version;
   std::string scheduler_name;
-  std::string node_name;           // empty until bound
+  std::string node_name;  // empty until bound
   std::string phase;
-  bool deleting = false;           // metadata.deletionTimestamp is set
-  bool gated = false;              // spec.schedulingGates is not empty
+  bool deleting = false;  // metadata.deletionTimestamp is set
+  bool gated = false;     // spec.schedulingGates is not empty
   int32_t priority = 0;
   std::string queue = "default";
-  std::string created;             // metadata.creationTimestamp
+  std::string created;  // metadata.creationTimestamp
 
   // What the pod asks for; meaningful when input_error is empty. request.name == key.
   core::PodRequest request;

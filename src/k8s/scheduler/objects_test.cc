@@ -7,8 +7,8 @@
 namespace tessera::k8s {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 using testing::NodeObject;
 using testing::PodObject;
 
@@ -52,15 +52,18 @@ TEST(DecodePod, ShareWholeAndTopologyAsks) {
 }
 
 TEST(DecodePod, GangAnnotations) {
-  auto p = DecodePod(PodObject("ns", "w-0").Limit("tessera.dev/gpu", "1")
-                         .Gang("train", 8, "nvlink-domain").Json());
+  auto p = DecodePod(PodObject("ns", "w-0")
+                         .Limit("tessera.dev/gpu", "1")
+                         .Gang("train", 8, "nvlink-domain")
+                         .Json());
   ASSERT_TRUE(p->input_error.empty()) << p->input_error;
   ASSERT_TRUE(p->request.gang.has_value());
   EXPECT_EQ(p->request.gang->name, "train");
   EXPECT_EQ(p->request.gang->size, 8);
   EXPECT_EQ(p->request.gang->level, "nvlink-domain");
   EXPECT_TRUE(p->request.gang->required);
-  auto preferred = DecodePod(PodObject("ns", "w-1").Limit("tessera.dev/gpu", "1")
+  auto preferred = DecodePod(PodObject("ns", "w-1")
+                                 .Limit("tessera.dev/gpu", "1")
                                  .Gang("train", 8, "rack")
                                  .Annotation("tessera.dev/gang-topology-mode", "preferred")
                                  .Json());
@@ -75,7 +78,8 @@ TEST(DecodePod, CpuAndMemoryAsKubeSchedulerComputesThem) {
       {{{"name", "a"}, {"resources", {{"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}},
        {{"name", "b"}, {"resources", {{"requests", {{"cpu", "500m"}, {"memory", "512Mi"}}}}}}});
   pod["spec"]["initContainers"] = json::array(
-      {{{"name", "sidecar"}, {"restartPolicy", "Always"},
+      {{{"name", "sidecar"},
+        {"restartPolicy", "Always"},
         {"resources", {{"requests", {{"cpu", "200m"}, {"memory", "100Mi"}}}}}},
        {{"name", "migrate"}, {"resources", {{"requests", {{"cpu", "3"}, {"memory", "64Mi"}}}}}}});
   pod["spec"]["overhead"] = {{"cpu", "100m"}, {"memory", "10Mi"}};
@@ -96,8 +100,9 @@ TEST(DecodePod, CpuAndMemoryAsKubeSchedulerComputesThem) {
 TEST(DecodePod, GpuAsksAddUpOverContainers) {
   json pod = PodObject("ns", "p").Json();
   pod["spec"]["containers"] = json::array(
-      {{{"name", "a"}, {"resources", {{"limits", {{"tessera.dev/gpu-memory", "2Gi"},
-                                                  {"tessera.dev/gpu-compute", "10"}}}}}},
+      {{{"name", "a"},
+        {"resources",
+         {{"limits", {{"tessera.dev/gpu-memory", "2Gi"}, {"tessera.dev/gpu-compute", "10"}}}}}},
        {{"name", "b"}, {"resources", {{"limits", {{"tessera.dev/gpu-memory", "1Gi"}}}}}}});
   auto p = DecodePod(pod);
   ASSERT_TRUE(p->input_error.empty()) << p->input_error;
@@ -117,24 +122,34 @@ TEST(DecodePod, BadInputNamesTheField) {
               HasSubstr("tessera.dev/gpu-compute]: \"150\" must be a percentage"));
   EXPECT_THAT(error(PodObject("ns", "p").Limit("tessera.dev/gpu", "1.5").Json()),
               HasSubstr("limits[tessera.dev/gpu]: \"1.5\""));
-  EXPECT_THAT(error(PodObject("ns", "p").Request("cpu", "-1").Json()),
-              HasSubstr("requests[cpu]"));
-  EXPECT_THAT(error(PodObject("ns", "p").Limit("tessera.dev/gpu", "1")
-                        .Limit("tessera.dev/gpu-memory", "1Gi").Json()),
+  EXPECT_THAT(error(PodObject("ns", "p").Request("cpu", "-1").Json()), HasSubstr("requests[cpu]"));
+  EXPECT_THAT(error(PodObject("ns", "p")
+                        .Limit("tessera.dev/gpu", "1")
+                        .Limit("tessera.dev/gpu-memory", "1Gi")
+                        .Json()),
               HasSubstr("cannot be combined"));
-  EXPECT_THAT(error(PodObject("ns", "p").Limit("tessera.dev/gpu", "2")
-                        .Annotation("tessera.dev/topology", "warp-drive").Json()),
-              HasSubstr("metadata.annotations[tessera.dev/topology]: \"warp-drive\" is not one of"));
-  EXPECT_THAT(error(PodObject("ns", "p").Limit("tessera.dev/gpu-memory", "1Gi")
-                        .Annotation("tessera.dev/topology", "nvlink").Json()),
+  EXPECT_THAT(
+      error(PodObject("ns", "p")
+                .Limit("tessera.dev/gpu", "2")
+                .Annotation("tessera.dev/topology", "warp-drive")
+                .Json()),
+      HasSubstr("metadata.annotations[tessera.dev/topology]: \"warp-drive\" is not one of"));
+  EXPECT_THAT(error(PodObject("ns", "p")
+                        .Limit("tessera.dev/gpu-memory", "1Gi")
+                        .Annotation("tessera.dev/topology", "nvlink")
+                        .Json()),
               HasSubstr("only for pods asking whole GPUs"));
-  EXPECT_THAT(error(PodObject("ns", "p").Limit("tessera.dev/gpu", "2")
-                        .Annotation("tessera.dev/topology-mode", "required").Json()),
+  EXPECT_THAT(error(PodObject("ns", "p")
+                        .Limit("tessera.dev/gpu", "2")
+                        .Annotation("tessera.dev/topology-mode", "required")
+                        .Json()),
               HasSubstr("needs tessera.dev/topology"));
   EXPECT_THAT(error(PodObject("ns", "p").Annotation("tessera.dev/gang", "g").Json()),
               HasSubstr("tessera.dev/gang-size]: missing"));
-  EXPECT_THAT(error(PodObject("ns", "p").Annotation("tessera.dev/gang", "g")
-                        .Annotation("tessera.dev/gang-size", "zero").Json()),
+  EXPECT_THAT(error(PodObject("ns", "p")
+                        .Annotation("tessera.dev/gang", "g")
+                        .Annotation("tessera.dev/gang-size", "zero")
+                        .Json()),
               HasSubstr("tessera.dev/gang-size]: \"zero\""));
   EXPECT_THAT(error(PodObject("ns", "p").Annotation("tessera.dev/gang-size", "3").Json()),
               HasSubstr("needs tessera.dev/gang"));
@@ -153,8 +168,8 @@ TEST(DecodePod, AssignmentStateAndConditions) {
   pod["metadata"]["annotations"]["tessera.dev/assignment"] =
       R"({"version":1,"node":"n1","gpus":[{"index":3,"memory_mib":81920,"compute_milli":1000,"exclusive":true}]})";
   pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
-  pod["status"]["conditions"] = json::array(
-      {{{"type", "PodScheduled"}, {"status", "False"}, {"message", "no room"}}});
+  pod["status"]["conditions"] =
+      json::array({{{"type", "PodScheduled"}, {"status", "False"}, {"message", "no room"}}});
   auto p = DecodePod(pod);
   EXPECT_TRUE(p->bound());
   EXPECT_TRUE(p->deleting);
@@ -171,8 +186,13 @@ TEST(DecodePod, AssignmentStateAndConditions) {
 }
 
 TEST(DecodeNode, InventoryLabelsAndAllocatable) {
-  auto n = DecodeNode(NodeObject("gpu-1").Gpus(8).NvSwitch().Cpu("96").Memory("1Ti")
-                          .Label("tessera.dev/rack", "r1").Json());
+  auto n = DecodeNode(NodeObject("gpu-1")
+                          .Gpus(8)
+                          .NvSwitch()
+                          .Cpu("96")
+                          .Memory("1Ti")
+                          .Label("tessera.dev/rack", "r1")
+                          .Json());
   EXPECT_EQ(n->name, "gpu-1");
   EXPECT_TRUE(n->has_inventory);
   EXPECT_TRUE(n->inventory_error.empty()) << n->inventory_error;
@@ -211,9 +231,9 @@ TEST(DecodeNode, BadInventoryLeavesTheNodeWithoutGpus) {
 
 TEST(NodeAllows, TaintsTolerationsSelectorsAndAffinity) {
   json node = NodeObject("gpu-1").Gpus(1).Label("pool", "a100").Label("gen", "3").Json();
-  node["spec"]["taints"] = json::array(
-      {{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}},
-       {{"key", "soft"}, {"effect", "PreferNoSchedule"}}});
+  node["spec"]["taints"] =
+      json::array({{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}},
+                   {{"key", "soft"}, {"effect", "PreferNoSchedule"}}});
   auto n = DecodeNode(node);
   ASSERT_EQ(n->taints.size(), 1u);  // PreferNoSchedule is only a preference
   auto allows = [&](const json& pod) {
@@ -225,8 +245,8 @@ TEST(NodeAllows, TaintsTolerationsSelectorsAndAffinity) {
   EXPECT_EQ(allows(pod), "taint");
   pod["spec"]["tolerations"] = json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}}});
   EXPECT_EQ(allows(pod), "yes");
-  pod["spec"]["tolerations"] = json::array(
-      {{{"key", "nvidia.com/gpu"}, {"value", "absent"}, {"effect", "NoSchedule"}}});
+  pod["spec"]["tolerations"] =
+      json::array({{{"key", "nvidia.com/gpu"}, {"value", "absent"}, {"effect", "NoSchedule"}}});
   EXPECT_EQ(allows(pod), "taint");
   pod["spec"]["tolerations"] = json::array({{{"operator", "Exists"}}});  // tolerates everything
   EXPECT_EQ(allows(pod), "yes");
@@ -241,19 +261,19 @@ TEST(NodeAllows, TaintsTolerationsSelectorsAndAffinity) {
     return allows(p);
   };
   auto expr = [](const std::string& key, const std::string& op, json values) {
-    return json{{"matchExpressions", json::array({{{"key", key}, {"operator", op},
-                                                    {"values", values}}})}};
+    return json{
+        {"matchExpressions", json::array({{{"key", key}, {"operator", op}, {"values", values}}})}};
   };
   EXPECT_EQ(affinity(json::array({expr("gen", "Gt", {"2"})})), "yes");
   EXPECT_EQ(affinity(json::array({expr("gen", "Lt", {"2"})})), "selector");
-  EXPECT_EQ(affinity(json::array({expr("pool", "NotIn", {"a100"}),
-                                  expr("pool", "In", {"x", "a100"})})),
-            "yes");  // terms are ORed
+  EXPECT_EQ(
+      affinity(json::array({expr("pool", "NotIn", {"a100"}), expr("pool", "In", {"x", "a100"})})),
+      "yes");  // terms are ORed
   EXPECT_EQ(affinity(json::array({expr("zone", "Exists", json::array())})), "selector");
   EXPECT_EQ(affinity(json::array({expr("zone", "DoesNotExist", json::array())})), "yes");
-  EXPECT_EQ(affinity(json::array(
-                {{{"matchFields", json::array({{{"key", "metadata.name"}, {"operator", "In"},
-                                                {"values", {"gpu-1"}}}})}}})),
+  EXPECT_EQ(affinity(json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                                 {"operator", "In"},
+                                                                 {"values", {"gpu-1"}}}})}}})),
             "yes");
   EXPECT_EQ(affinity(json::array({json::object()})), "selector");  // an empty term: no node
   json bad = pod;

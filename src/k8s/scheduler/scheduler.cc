@@ -60,17 +60,20 @@ class EventQueue {
 
 Change ChangeOf(int informer_kind) {
   switch (informer_kind) {
-    case 0: return Change::kAdded;
-    case 1: return Change::kUpdated;
-    default: return Change::kDeleted;
+    case 0:
+      return Change::kAdded;
+    case 1:
+      return Change::kUpdated;
+    default:
+      return Change::kDeleted;
   }
 }
 
 // SchedulerActions on the API server, asynchronously.
 class ApiWriter final : public SchedulerActions {
  public:
-  ApiWriter(std::shared_ptr<Transport> transport, AsyncClientOptions options,
-            std::string component, std::string instance, EventQueue* events)
+  ApiWriter(std::shared_ptr<Transport> transport, AsyncClientOptions options, std::string component,
+            std::string instance, EventQueue* events)
       : async_(std::move(transport), options),
         component_(std::move(component)),
         instance_(std::move(instance)),
@@ -106,47 +109,46 @@ class ApiWriter final : public SchedulerActions {
                                                    {"message", message},
                                                    {"lastProbeTime", nullptr},
                                                    {"lastTransitionTime", now_text}}})}}}};
-      Submit(HttpRequest{"PATCH",
-                         StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
-                         patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
-             pod.key);
+      Submit(
+          HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
+                      patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
+          pod.key);
     }
     // One Event per distinct message; a repeat bumps its count (the event recorder's way).
     auto it = reported_.find(pod.key);
     if (repeat && it != reported_.end() && it->second.message == message) {
       ++it->second.count;
       nlohmann::json patch = {{"count", it->second.count}, {"lastTimestamp", now_text}};
-      Submit(HttpRequest{"PATCH",
-                         StrCat("/api/v1/namespaces/", pod.ns, "/events/", it->second.name),
-                         patch.dump(), std::string(ContentTypeOf(PatchType::kMerge))},
-             pod.key);
+      Submit(
+          HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/events/", it->second.name),
+                      patch.dump(), std::string(ContentTypeOf(PatchType::kMerge))},
+          pod.key);
       return;
     }
     if (reported_.size() > 200'000) reported_.clear();
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch());
     std::string name = fmt::format("{}.{:x}", pod.name, ns.count());
     reported_[pod.key] = Reported{name, message, 1};
-    nlohmann::json event = {
-        {"apiVersion", "v1"},
-        {"kind", "Event"},
-        {"metadata", {{"name", name}, {"namespace", pod.ns}}},
-        {"involvedObject",
-         {{"apiVersion", "v1"},
-          {"kind", "Pod"},
-          {"namespace", pod.ns},
-          {"name", pod.name},
-          {"uid", pod.uid},
-          {"resourceVersion", pod.resource_version}}},
-        {"reason", "FailedScheduling"},
-        {"message", message},
-        {"type", "Warning"},
-        {"source", {{"component", component_}}},
-        {"firstTimestamp", now_text},
-        {"lastTimestamp", now_text},
-        {"count", 1},
-        {"action", "Scheduling"},
-        {"reportingComponent", component_},
-        {"reportingInstance", instance_}};
+    nlohmann::json event = {{"apiVersion", "v1"},
+                            {"kind", "Event"},
+                            {"metadata", {{"name", name}, {"namespace", pod.ns}}},
+                            {"involvedObject",
+                             {{"apiVersion", "v1"},
+                              {"kind", "Pod"},
+                              {"namespace", pod.ns},
+                              {"name", pod.name},
+                              {"uid", pod.uid},
+                              {"resourceVersion", pod.resource_version}}},
+                            {"reason", "FailedScheduling"},
+                            {"message", message},
+                            {"type", "Warning"},
+                            {"source", {{"component", component_}}},
+                            {"firstTimestamp", now_text},
+                            {"lastTimestamp", now_text},
+                            {"count", 1},
+                            {"action", "Scheduling"},
+                            {"reportingComponent", component_},
+                            {"reportingInstance", instance_}};
     Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"), event.dump(),
                        "application/json"},
            pod.key);
@@ -163,8 +165,7 @@ class ApiWriter final : public SchedulerActions {
   void Submit(HttpRequest req, const std::string& key) {
     async_.Submit(req, [req, key](const HttpResponse& r) {
       if (r.ok() || r.status == 404) return;  // a pod deleted meanwhile needs no report
-      spdlog::warn("reporting on pod {}: {}", key,
-                   FromAbsl(StatusFromResponse(req, r).message()));
+      spdlog::warn("reporting on pod {}: {}", key, FromAbsl(StatusFromResponse(req, r).message()));
     });
   }
 
@@ -239,8 +240,7 @@ std::string InformerLines(const std::vector<const ListWatch*>& informers) {
   for (const Counter& c : counters) {
     StrAppend(&out, "# HELP ", c.name, " ", c.help, "\n# TYPE ", c.name, " counter\n");
     for (const ListWatch* lw : informers) {
-      StrAppend(&out, c.name, "{resource=\"", lw->options().resource, "\"} ", (lw->*c.get)(),
-                "\n");
+      StrAppend(&out, c.name, "{resource=\"", lw->options().resource, "\"} ", (lw->*c.get)(), "\n");
     }
   }
   return out;
@@ -323,12 +323,11 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   if (config_.leader_elect) {
     elector = std::make_unique<LeaderElector>(
         client_, config_.lease,
-        LeaderElector::Callbacks{
-            [&events] { events.Push(LoopEvent{LoopEvent::kLeading}); },
-            [&events] { events.Push(LoopEvent{LoopEvent::kLostLease}); },
-            [](const std::string& holder) {
-              spdlog::info("leader election: the leader is now {}", holder);
-            }});
+        LeaderElector::Callbacks{[&events] { events.Push(LoopEvent{LoopEvent::kLeading}); },
+                                 [&events] { events.Push(LoopEvent{LoopEvent::kLostLease}); },
+                                 [](const std::string& holder) {
+                                   spdlog::info("leader election: the leader is now {}", holder);
+                                 }});
     elector->Start();
   } else {
     spdlog::info("leader election is off: this replica schedules");
@@ -350,17 +349,29 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     bool lost = false;
     for (LoopEvent& e : batch) {
       switch (e.kind) {
-        case LoopEvent::kNode: core->OnNode(e.change, std::move(e.node)); break;
-        case LoopEvent::kPod: core->OnPod(e.change, std::move(e.pod)); break;
-        case LoopEvent::kNodesSynced: core->SetSynced(true, false); break;
-        case LoopEvent::kPodsSynced: core->SetSynced(false, true); break;
-        case LoopEvent::kBindResult: core->OnBindResult(e.key, e.attempt, e.status); break;
+        case LoopEvent::kNode:
+          core->OnNode(e.change, std::move(e.node));
+          break;
+        case LoopEvent::kPod:
+          core->OnPod(e.change, std::move(e.pod));
+          break;
+        case LoopEvent::kNodesSynced:
+          core->SetSynced(true, false);
+          break;
+        case LoopEvent::kPodsSynced:
+          core->SetSynced(false, true);
+          break;
+        case LoopEvent::kBindResult:
+          core->OnBindResult(e.key, e.attempt, e.status);
+          break;
         case LoopEvent::kLeading:
           leading = true;
           metrics_.is_leader = 1;
           spdlog::info("this replica leads: scheduling");
           break;
-        case LoopEvent::kLostLease: lost = true; break;
+        case LoopEvent::kLostLease:
+          lost = true;
+          break;
       }
     }
     if (lost) {

@@ -14,23 +14,34 @@ using Stage = SchedulerCore::Stage;
 
 std::string_view StageName(Stage stage) {
   switch (stage) {
-    case Stage::kNew: return "new";
-    case Stage::kIgnored: return "ignored";
-    case Stage::kBadInput: return "bad-input";
-    case Stage::kQueued: return "queued";
-    case Stage::kUnschedulable: return "unschedulable";
-    case Stage::kGangWaiting: return "gang-waiting";
-    case Stage::kBackoff: return "backoff";
-    case Stage::kBinding: return "binding";
-    case Stage::kBindConflict: return "bind-conflict";
-    case Stage::kBound: return "bound";
+    case Stage::kNew:
+      return "new";
+    case Stage::kIgnored:
+      return "ignored";
+    case Stage::kBadInput:
+      return "bad-input";
+    case Stage::kQueued:
+      return "queued";
+    case Stage::kUnschedulable:
+      return "unschedulable";
+    case Stage::kGangWaiting:
+      return "gang-waiting";
+    case Stage::kBackoff:
+      return "backoff";
+    case Stage::kBinding:
+      return "binding";
+    case Stage::kBindConflict:
+      return "bind-conflict";
+    case Stage::kBound:
+      return "bound";
   }
   return "?";
 }
 
-absl::StatusOr<std::unique_ptr<SchedulerCore>> SchedulerCore::Create(
-    SchedulerCoreOptions options, SchedulerActions* actions, SchedulerMetrics* metrics,
-    Clock clock) {
+absl::StatusOr<std::unique_ptr<SchedulerCore>> SchedulerCore::Create(SchedulerCoreOptions options,
+                                                                     SchedulerActions* actions,
+                                                                     SchedulerMetrics* metrics,
+                                                                     Clock clock) {
   core::PolicyOptions po;
   po.seed = options.seed;
   TESSERA_RETURN_IF_ERROR(core::CreatePolicy(options.policy, po).status());
@@ -67,11 +78,11 @@ void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) 
   if (old && old->fingerprint == node->fingerprint) return;
   cluster_dirty_ = true;
   RequestRetry();
-  if (!node->inventory_error.empty() &&
-      (!old || old->inventory_error != node->inventory_error)) {
-    spdlog::warn("node {}: annotation {} is unusable, so its GPUs are not used until it is "
-                 "fixed: {}",
-                 name, records::kInventoryAnnotation, node->inventory_error);
+  if (!node->inventory_error.empty() && (!old || old->inventory_error != node->inventory_error)) {
+    spdlog::warn(
+        "node {}: annotation {} is unusable, so its GPUs are not used until it is "
+        "fixed: {}",
+        name, records::kInventoryAnnotation, node->inventory_error);
   } else if (node->inventory_error.empty() && old && !old->inventory_error.empty()) {
     spdlog::info("node {}: annotation {} is valid again ({} GPUs)", name,
                  records::kInventoryAnnotation, node->spec.gpu_count());
@@ -81,7 +92,7 @@ void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) 
   }
   if (!old) {
     spdlog::debug("node {} added: {} GPUs, {}m CPU, {}Mi memory", name, node->spec.gpu_count(),
-                 node->spec.cpu_milli, node->spec.memory_mib);
+                  node->spec.cpu_milli, node->spec.memory_mib);
   }
 }
 
@@ -177,9 +188,10 @@ std::optional<SchedulerCore::Held> SchedulerCore::HeldFromPod(const PodInfo& pod
   }
   if (pod.assignment) {
     if (pod.assignment->node != pod.node_name) {
-      spdlog::warn("pod {}: {} names node {} but the pod is bound to {}; its GPUs are not "
-                   "accounted",
-                   pod.key, records::kAssignmentAnnotation, pod.assignment->node, pod.node_name);
+      spdlog::warn(
+          "pod {}: {} names node {} but the pod is bound to {}; its GPUs are not "
+          "accounted",
+          pod.key, records::kAssignmentAnnotation, pod.assignment->node, pod.node_name);
     } else {
       for (const records::AssignedGpu& g : pod.assignment->gpus) h.gpus.push_back(g.grant);
     }
@@ -188,9 +200,10 @@ std::optional<SchedulerCore::Held> SchedulerCore::HeldFromPod(const PodInfo& pod
                  records::kAssignmentAnnotation, pod.assignment_error);
   } else if (pod.input_error.empty() && pod.request.gpu.kind != core::GpuAsk::Kind::kNone &&
              pod.scheduler_name == options_.scheduler_name) {
-    spdlog::warn("pod {} asks for GPUs and is bound to {} without {}; its GPUs are not "
-                 "accounted",
-                 pod.key, pod.node_name, records::kAssignmentAnnotation);
+    spdlog::warn(
+        "pod {} asks for GPUs and is bound to {} without {}; its GPUs are not "
+        "accounted",
+        pod.key, pod.node_name, records::kAssignmentAnnotation);
   }
   return h;
 }
@@ -396,7 +409,8 @@ void SchedulerCore::OnBindResult(const std::string& key, uint64_t attempt,
       std::chrono::milliseconds(60'000));
   s.retry_at = clock_() + delay;
   delayed_.insert(key);
-  Report(s, "SchedulerError", StrCat("binding to node ", node, " failed: ", FromAbsl(status.message())));
+  Report(s, "SchedulerError",
+         StrCat("binding to node ", node, " failed: ", FromAbsl(status.message())));
 }
 
 void SchedulerCore::SetSynced(bool nodes, bool pods) {
@@ -524,8 +538,8 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
     ms.stage = Stage::kBadInput;
     if (metrics_ != nullptr) metrics_->failed_invalid_pod++;
     Report(ms, "Unschedulable",
-           StrCat("invalid pod: metadata.annotations[", kGangSizeAnnotation, "]: ",
-                  ms.info->request.gang->size, " differs from ", g.size,
+           StrCat("invalid pod: metadata.annotations[", kGangSizeAnnotation,
+                  "]: ", ms.info->request.gang->size, " differs from ", g.size,
                   ", the size other members of gang ", gang_key, " give"));
   }
   if (gangs_.find(gang_key) == gangs_.end() || pending.empty()) return 0;
@@ -535,8 +549,7 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   const int need = g.size - placed;
   if (static_cast<int>(pending.size()) < need) {
     for (const std::string& m : pending) pods_.at(m).stage = Stage::kGangWaiting;
-    spdlog::debug("gang {}: {} of {} members present", gang_key, pending.size() + placed,
-                  g.size);
+    spdlog::debug("gang {}: {} of {} members present", gang_key, pending.size() + placed, g.size);
     return 0;
   }
   // Oldest first; members beyond the gang's size wait (and are reported as such).
@@ -550,8 +563,7 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   for (const std::string& m : extra) {
     PodState& ms = pods_.at(m);
     ms.stage = Stage::kGangWaiting;
-    Report(ms, "Unschedulable",
-           StrCat("gang ", gang_key, " already has its ", g.size, " members"));
+    Report(ms, "Unschedulable", StrCat("gang ", gang_key, " already has its ", g.size, " members"));
   }
   if (pending.empty()) return 0;
   std::vector<core::PodRequest> requests;

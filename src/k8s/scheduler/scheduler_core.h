@@ -80,14 +80,14 @@ class SchedulerCore {
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
   enum class Stage {
     kNew,
-    kIgnored,         // not ours, or not schedulable now (deleting, scheduling gates)
-    kBadInput,        // input_error: reported, waits for an update
+    kIgnored,   // not ours, or not schedulable now (deleting, scheduling gates)
+    kBadInput,  // input_error: reported, waits for an update
     kQueued,
-    kUnschedulable,   // waits for a change or retry_period
-    kGangWaiting,     // waits for the rest of its gang
-    kBackoff,         // a bind failed; retried at retry_at
-    kBinding,         // placed, bind in flight
-    kBindConflict,    // bind got 409; placement kept until the watch explains
+    kUnschedulable,  // waits for a change or retry_period
+    kGangWaiting,    // waits for the rest of its gang
+    kBackoff,        // a bind failed; retried at retry_at
+    kBinding,        // placed, bind in flight
+    kBindConflict,   // bind got 409; placement kept until the watch explains
     kBound,
   };
 
@@ -136,7 +136,7 @@ class SchedulerCore {
     std::optional<Held> held;  // what this pod holds (or should hold) in the engine
     bool accounted = false;    // held is applied to the engine
     uint64_t attempt = 0;
-    bool counted = false;      // counted as scheduled
+    bool counted = false;  // counted as scheduled
     std::chrono::steady_clock::time_point first_seen;
     std::chrono::steady_clock::time_point retry_at;
     int bind_failures = 0;
@@ -151,8 +151,8 @@ class SchedulerCore {
     bool waiting_reported = false;
   };
 
-  SchedulerCore(SchedulerCoreOptions options, SchedulerActions* actions,
-                SchedulerMetrics* metrics, Clock clock);
+  SchedulerCore(SchedulerCoreOptions options, SchedulerActions* actions, SchedulerMetrics* metrics,
+                Clock clock);
 
   void Rebuild();
   void Forget(const std::string& key);
@@ -198,8 +198,8 @@ class SchedulerCore {
   SchedulingQueue queue_;
   std::set<std::string> unschedulable_;
   std::set<std::string> delayed_;  // kBackoff and kBindConflict, checked at retry_at
-  uint64_t change_epoch_ = 0;   // bumped by every change that could free room
-  uint64_t checked_epoch_ = 0;  // changes up to here have been seen by every unschedulable pod
+  uint64_t change_epoch_ = 0;      // bumped by every change that could free room
+  uint64_t checked_epoch_ = 0;     // changes up to here have been seen by every unschedulable pod
   std::chrono::steady_clock::time_point last_flush_;
   bool nodes_synced_ = false;
   bool pods_synced_ = false;

@@ -12,8 +12,8 @@
 namespace tessera::k8s {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 using testing::NodeObject;
 using testing::PodObject;
 using Stage = SchedulerCore::Stage;
@@ -163,7 +163,8 @@ TEST_F(CoreTest, UnschedulableIsReportedOnceAndRetriedOnlyAfterAChange) {
 TEST_F(CoreTest, RestartRestoresBoundPodsBeforeDecidingSoNoGpuIsGrantedTwice) {
   Node(NodeObject("n1").Gpus(2).Json());
   // Bound earlier (by a previous life of this scheduler), GPU 1 exclusively.
-  json held = PodObject("ns", "old").Limit("tessera.dev/gpu", "1").Node("n1").Phase("Running").Json();
+  json held =
+      PodObject("ns", "old").Limit("tessera.dev/gpu", "1").Node("n1").Phase("Running").Json();
   held["metadata"]["annotations"]["tessera.dev/assignment"] =
       R"({"version":1,"node":"n1","gpus":[{"index":1,"memory_mib":81920,"compute_milli":1000,"exclusive":true}]})";
   Pod(held);
@@ -210,8 +211,10 @@ TEST_F(CoreTest, GangThatCannotFitBindsNothingAndIsReported) {
   Node(NodeObject("b").Gpus(4).NvSwitch().Json());
   Sync();
   for (int i = 0; i < 6; ++i) {
-    Pod(PodObject("ns", StrCat("g-", i)).Limit("tessera.dev/gpu", "1")
-            .Gang("six", 6, "nvlink-domain").Json());
+    Pod(PodObject("ns", StrCat("g-", i))
+            .Limit("tessera.dev/gpu", "1")
+            .Gang("six", 6, "nvlink-domain")
+            .Json());
   }
   core_->ScheduleSome();
   EXPECT_TRUE(actions_.binds.empty());
@@ -282,7 +285,7 @@ TEST_F(CoreTest, ConflictKeepsTheGpusUntilTheWatchExplains) {
   Pod(PodObject("ns", "q").Limit("tessera.dev/gpu", "1").Json());
   Advance(1500);
   core_->ScheduleSome();
-  EXPECT_EQ(actions_.binds.size(), 1u);  // the GPU is still held for p
+  EXPECT_EQ(actions_.binds.size(), 1u);                // the GPU is still held for p
   Pod(Bound(p, actions_.binds[0]), Change::kUpdated);  // our earlier attempt had landed
   EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBound);
   EXPECT_EQ(core_->engine().placed_count(), 1u);
@@ -349,7 +352,8 @@ TEST_F(CoreTest, BadNodeInventoryMakesOnlyThatNodeUnusableForGpus) {
   EXPECT_EQ(where["ns/gpu-a"], "fine");
   EXPECT_EQ(where.count("ns/gpu-b"), 0u);
   EXPECT_EQ(where.count("ns/cpu"), 1u);  // CPU pods still use the node
-  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_node_inventory_valid{node=\"broken\"} 0"));
+  EXPECT_THAT(metrics_.Render(),
+              HasSubstr("tessera_scheduler_node_inventory_valid{node=\"broken\"} 0"));
   // Fixed: its GPUs are used.
   Node(NodeObject("broken").Gpus(8).Json());
   Advance(1000);
@@ -379,8 +383,8 @@ TEST_F(CoreTest, CordonedNodesTakeNoNewPods) {
 
 TEST_F(CoreTest, TaintsAndNodeSelectorsRestrictPodsAndGangs) {
   json tainted = NodeObject("tainted").Gpus(8).NvSwitch().Label("pool", "train").Json();
-  tainted["spec"]["taints"] = json::array({{{"key", "dedicated"}, {"value", "train"},
-                                            {"effect", "NoSchedule"}}});
+  tainted["spec"]["taints"] =
+      json::array({{{"key", "dedicated"}, {"value", "train"}, {"effect", "NoSchedule"}}});
   Node(tainted);
   Node(NodeObject("open").Gpus(8).NvSwitch().Label("pool", "serve").Json());
   Sync();
@@ -398,7 +402,9 @@ TEST_F(CoreTest, TaintsAndNodeSelectorsRestrictPodsAndGangs) {
   EXPECT_THAT(actions_.reports[0].message, HasSubstr("1 with taints it does not tolerate"));
   // A gang whose members do not tolerate the taint stays off that node, though it has room.
   for (int i = 0; i < 4; ++i) {
-    Pod(PodObject("ns", StrCat("g", i)).Limit("tessera.dev/gpu", "2").Gang("g", 4, "nvlink-domain")
+    Pod(PodObject("ns", StrCat("g", i))
+            .Limit("tessera.dev/gpu", "2")
+            .Gang("g", 4, "nvlink-domain")
             .Json());
   }
   core_->ScheduleSome();
@@ -418,8 +424,12 @@ TEST_F(CoreTest, HigherPriorityGoesFirst) {
 
 TEST_F(CoreTest, PodsBoundByOthersCountTheirCpuAndMemory) {
   Node(NodeObject("n1").Gpus(1).Cpu("4").Json());
-  Pod(PodObject("ns", "theirs").Scheduler("default-scheduler").Request("cpu", "3").Node("n1")
-          .Phase("Running").Json());
+  Pod(PodObject("ns", "theirs")
+          .Scheduler("default-scheduler")
+          .Request("cpu", "3")
+          .Node("n1")
+          .Phase("Running")
+          .Json());
   Pod(PodObject("ns", "mine").Request("cpu", "2").Json());
   Sync();
   core_->ScheduleSome();

@@ -145,8 +145,8 @@ class PodObject {
     if (!uid_.empty()) meta["uid"] = uid_;
     if (!created_.empty()) meta["creationTimestamp"] = created_;
     if (!annotations_.empty()) meta["annotations"] = annotations_;
-    nlohmann::json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta},
-                          {"spec", spec}};
+    nlohmann::json pod = {
+        {"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
     if (!phase_.empty()) pod["status"] = {{"phase", phase_}};
     return pod;
   }
