@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev       # Google Benchmark
   libcurl4-openssl-dev   # HTTPS to the Kubernetes API server
+  libcpp-httplib-dev     # /metrics and /healthz of the scheduler (HTTP server)
   gnuplot-nox            # charts in simulation reports
   openssl                # certificates for the test control plane
   procps util-linux      # pgrep (e2e checks), setsid and flock (test/controlplane scripts)

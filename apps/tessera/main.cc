@@ -11,5 +11,6 @@ int main(int argc, char** argv) {
   int exit_code = tessera::cli::kExitOk;
   tessera::cli::AddSimulateCommand(app, &exit_code);
   tessera::cli::AddTopoCommand(app, &exit_code);
+  tessera::cli::AddSchedulerCommand(app, &exit_code);
   return tessera::cli::Run(app, argc, argv, &exit_code);
 }

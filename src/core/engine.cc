@@ -28,14 +28,15 @@ void Engine::Undo(const Placement& p) {
   policy_->OnNodeChanged(state_, p.node);
 }
 
-PlacementResult Engine::Place(const PodRequest& request, Mode mode) {
+PlacementResult Engine::Place(const PodRequest& request, Mode mode,
+                              const std::vector<Candidate>* allowed) {
   PlacementResult result;
   if (ledger_.contains(request.name)) {
     result.reason = StrCat("pod ", request.name, " is already placed");
     return result;
   }
   const PodRequest& effective = policy_->Effective(request);
-  Query query(state_, effective);
+  Query query(state_, effective, allowed);
   std::vector<NodeId> declined;
   std::optional<NodeChoice> choice = policy_->Choose(state_, query, &declined);
   if (!choice) {
@@ -139,17 +140,17 @@ bool Engine::PlaceAll(std::span<const PodRequest> members, const std::vector<siz
   return true;
 }
 
-int Engine::FreeWholeGpusIn(const Domain& domain) const {
+int Engine::FreeWholeGpusIn(const std::vector<Candidate>& domain) const {
   int free = 0;
-  for (const Candidate& c : domain.candidates) {
+  for (const Candidate& c : domain) {
     free += __builtin_popcountll(state_.whole_free_mask(c.node) & c.gpu_mask);
   }
   return free;
 }
 
-int64_t Engine::FreeComputeIn(const Domain& domain) const {
+int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
   int64_t free = 0;
-  for (const Candidate& c : domain.candidates) {
+  for (const Candidate& c : domain) {
     std::span<const GpuState> gpus = state_.gpus(c.node);
     for (uint64_t a = c.gpu_mask & cluster_->node(c.node).all_gpus_mask(); a; a &= a - 1) {
       const GpuState& g = gpus[__builtin_ctzll(a)];
@@ -159,10 +160,10 @@ int64_t Engine::FreeComputeIn(const Domain& domain) const {
   return free;
 }
 
-std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodRequest> members,
-                                                            Mode mode) {
+std::vector<PlacementResult> Engine::PlaceGangIndependently(
+    std::span<const PodRequest> members, Mode mode, const std::vector<Candidate>* allowed) {
   std::vector<PlacementResult> results;
-  for (const PodRequest& m : members) results.push_back(Place(m, Mode::kCommit));
+  for (const PodRequest& m : members) results.push_back(Place(m, Mode::kCommit, allowed));
   if (mode == Mode::kTestOnly) {
     for (size_t i = 0; i < members.size(); ++i) {
       if (results[i].placed()) TESSERA_CHECK(Release(members[i].name).ok());
@@ -171,7 +172,25 @@ std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodR
   return results;
 }
 
-std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> members, Mode mode) {
+// `domain` restricted to `allowed` (nodes and GPUs in both); its GPU count in *gpus.
+static std::vector<Candidate> Restrict(const Cluster& cluster, const Domain& domain,
+                                       const std::vector<Candidate>& allowed, int* gpus) {
+  std::vector<Candidate> out;
+  *gpus = 0;
+  for (const Candidate& d : domain.candidates) {
+    for (const Candidate& a : allowed) {
+      if (a.node != d.node) continue;
+      uint64_t mask = d.gpu_mask & a.gpu_mask & cluster.node(d.node).all_gpus_mask();
+      out.push_back(Candidate{d.node, mask});
+      *gpus += __builtin_popcountll(mask);
+      break;
+    }
+  }
+  return out;
+}
+
+std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> members, Mode mode,
+                                               const std::vector<Candidate>* allowed) {
   std::vector<PlacementResult> results(members.size());
   if (members.empty()) return results;
   auto fail_all = [&](Outcome outcome, const std::string& reason) {
@@ -188,7 +207,7 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
       return fail_all(Outcome::kNoFitNow, StrCat("pod ", m.name, " is already placed"));
     }
   }
-  if (!policy_->places_gangs_together()) return PlaceGangIndependently(members, mode);
+  if (!policy_->places_gangs_together()) return PlaceGangIndependently(members, mode, allowed);
   if (gang.size > 0 && static_cast<size_t>(gang.size) != members.size()) {
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, " has ", members.size(),
                                                      " of its ", gang.size, " members"));
@@ -235,9 +254,19 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     for (auto it = order.rbegin(); it != order.rend(); ++it) Undo(placed[*it]);
   };
 
+  // A topology domain as this gang may use it: all of it, or what `allowed` leaves of it.
+  std::vector<Candidate> restricted;
+  auto usable = [&](const Domain& d, int* gpus) -> const std::vector<Candidate>& {
+    if (allowed == nullptr) {
+      *gpus = d.gpu_count;
+      return d.candidates;
+    }
+    restricted = Restrict(*cluster_, d, *allowed, gpus);
+    return restricted;
+  };
   std::string failure;
   if (gang.level.empty()) {
-    if (PlaceAll(members, order, nullptr, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, &placed, &failure)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   const int level = domains_.LevelIndex(gang.level);
@@ -268,10 +297,12 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     int best = -1;
     int64_t best_left = INT64_MAX;
     for (size_t d = 0; d < domains.size() && best_left > 0; ++d) {
-      if (domains[d].gpu_count < demand_gpus) continue;
-      if (FreeWholeGpusIn(domains[d]) < whole_demand) continue;
-      if (!PlaceAll(members, order, &domains[d].candidates, &placed, nullptr)) continue;
-      int64_t left = FreeComputeIn(domains[d]);
+      int gpus = 0;
+      const std::vector<Candidate>& candidates = usable(domains[d], &gpus);
+      if (gpus < demand_gpus) continue;
+      if (FreeWholeGpusIn(candidates) < whole_demand) continue;
+      if (!PlaceAll(members, order, &candidates, &placed, nullptr)) continue;
+      int64_t left = FreeComputeIn(candidates);
       undo_all();
       if (left < best_left) {
         best = static_cast<int>(d);
@@ -279,20 +310,23 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
       }
     }
     if (best >= 0) {
-      TESSERA_CHECK(PlaceAll(members, order, &domains[best].candidates, &placed, nullptr));
+      int gpus = 0;
+      TESSERA_CHECK(PlaceAll(members, order, &usable(domains[best], &gpus), &placed, nullptr));
       return finish();
     }
   }
   if (!gang.required) {
-    if (PlaceAll(members, order, nullptr, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, &placed, &failure)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   // Required and nothing fits: never (no domain is big enough) or not now.
   int largest = 0;
   int64_t most_free = 0;
   for (const Domain& d : domains_.domains(level)) {
-    largest = std::max(largest, d.gpu_count);
-    most_free = std::max<int64_t>(most_free, FreeWholeGpusIn(d));
+    int gpus = 0;
+    const std::vector<Candidate>& candidates = usable(d, &gpus);
+    largest = std::max(largest, gpus);
+    most_free = std::max<int64_t>(most_free, FreeWholeGpusIn(candidates));
   }
   if (largest < demand_gpus) {
     return fail_all(Outcome::kNeverFits,

@@ -34,8 +34,10 @@ class Engine {
          std::vector<TopologyLevel> levels = DefaultTopologyLevels());
 
   // Places one pod (not a gang member: use PlaceGang). The pod is keyed by request.name, which
-  // must not already be placed.
-  PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit);
+  // must not already be placed. `allowed` (optional) restricts it to some nodes and GPUs (node
+  // selectors, taints); nullptr = anywhere.
+  PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit,
+                        const std::vector<Candidate>* allowed = nullptr);
 
   // Places all members of one gang or none. Results are in member order; on failure every result
   // carries the same outcome and reason, and the state is exactly as before.
@@ -48,8 +50,11 @@ class Engine {
   // an empty domain); ties to the first domain. Members are placed largest ask first, each by
   // the policy within the domain. Example: racks r1 (12 GPUs free) and r2 (8 free), a required
   // rack gang of 8 whole GPUs: both fit, r2 is left with 0 and r1 with 4, so r2.
+  //
+  // `allowed` (optional) restricts every member, and every domain, to those nodes and GPUs.
   std::vector<PlacementResult> PlaceGang(std::span<const PodRequest> members,
-                                         Mode mode = Mode::kCommit);
+                                         Mode mode = Mode::kCommit,
+                                         const std::vector<Candidate>* allowed = nullptr);
 
   // Frees what `pod` holds. NotFound if it holds nothing.
   absl::Status Release(std::string_view pod);
@@ -74,12 +79,13 @@ class Engine {
   bool PlaceAll(std::span<const PodRequest> members, const std::vector<size_t>& order,
                 const std::vector<Candidate>* candidates, std::vector<Placement>* placed,
                 std::string* failure);
-  // Free compute (milli-GPU) left inside a domain: what a best-fit choice minimises.
-  int64_t FreeComputeIn(const Domain& domain) const;
+  // Free compute (milli-GPU) left inside a domain's candidates: what a best-fit choice minimises.
+  int64_t FreeComputeIn(const std::vector<Candidate>& domain) const;
   // Fully free GPUs inside a domain: a domain with fewer than a gang's whole GPUs is skipped.
-  int FreeWholeGpusIn(const Domain& domain) const;
+  int FreeWholeGpusIn(const std::vector<Candidate>& domain) const;
   std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
-                                                      Mode mode);
+                                                      Mode mode,
+                                                      const std::vector<Candidate>* allowed);
 
   const Cluster* cluster_;
   std::unique_ptr<Policy> policy_;

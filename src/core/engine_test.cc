@@ -193,6 +193,43 @@ TEST(Engine, GangPicksTheBestFittingRack) {
   }
 }
 
+// What a scheduler's node selectors and taints leave: a pod, and a gang with each of its topology
+// domains, only use the allowed nodes.
+TEST(Engine, AllowedNodesRestrictPodsAndGangs) {
+  Cluster c = ClusterBuilder()
+                  .Node("a").Gpus(8, "A100-80GB").NvSwitch()
+                  .Node("b").Gpus(8, "A100-80GB").NvSwitch()
+                  .Build();
+  Engine e(c, Make("tessera"));
+  std::vector<Candidate> only_b = {Candidate{c.FindNode("b")}};
+  PlacementResult r = e.Place(Pod("p", GpuAsk::Whole(1)), Mode::kCommit, &only_b);
+  ASSERT_TRUE(r.placed()) << r.reason;
+  EXPECT_EQ(r.placement.node, c.FindNode("b"));
+
+  std::vector<PodRequest> gang;
+  for (int i = 0; i < 4; ++i) {
+    PodRequest m = Pod("g" + std::to_string(i), GpuAsk::Whole(1));
+    m.gang = GangAsk{"g", 4, "nvlink-domain", true};
+    gang.push_back(m);
+  }
+  std::vector<PlacementResult> g = e.PlaceGang(gang, Mode::kCommit, &only_b);
+  ASSERT_TRUE(g[0].placed()) << g[0].reason;
+  for (const PlacementResult& m : g) EXPECT_EQ(m.placement.node, c.FindNode("b"));
+  // b has 3 GPUs left: a gang of 4 allowed only there does not fit, though a has 8 free.
+  for (PodRequest& m : gang) m.name += "-again";
+  std::vector<PlacementResult> none = e.PlaceGang(gang, Mode::kCommit, &only_b);
+  EXPECT_FALSE(none[0].placed());
+  EXPECT_EQ(e.placed_count(), 5u);
+  // Some GPUs of a node only.
+  std::vector<Candidate> gpus_0_1 = {Candidate{c.FindNode("a"), 0b11}};
+  PodRequest two = Pod("two", GpuAsk::Whole(2));
+  PlacementResult t = e.Place(two, Mode::kCommit, &gpus_0_1);
+  ASSERT_TRUE(t.placed()) << t.reason;
+  EXPECT_EQ(t.placement.gpu_mask(), 0b11u);
+  EXPECT_FALSE(e.Place(Pod("three", GpuAsk::Whole(1)), Mode::kCommit, &gpus_0_1).placed());
+  e.state().CheckInvariants();
+}
+
 TEST(Engine, RestoreRebuildsTheLedger) {
   Cluster c = RealityCheckCluster();
   Engine first(c, Make("tessera"));

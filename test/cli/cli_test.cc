@@ -96,3 +96,36 @@ TEST(Cli, BadInputExitsTwoWithTheFileAndLine) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliScheduler, HelpAndBadInputExitTwoBeforeTouchingAnyServer) {
+  Output help = Tessera("scheduler --help");
+  EXPECT_EQ(help.status, 0);
+  for (const char* flag : {"--kubeconfig", "--config", "--policy", "--scheduler-name",
+                           "--node-selector", "--leader-elect", "--metrics-port"}) {
+    EXPECT_THAT(help.out, HasSubstr(flag));
+  }
+  Output missing = Tessera("scheduler --kubeconfig /no/such/kubeconfig");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_THAT(missing.out, HasSubstr("/no/such/kubeconfig"));
+  std::string kubeconfig = TempFile("kc.yaml", R"(clusters:
+- {name: c, cluster: {server: "https://127.0.0.1:1"}}
+contexts:
+- {name: x, context: {cluster: c}}
+current-context: x
+)");
+  Output policy = Tessera("scheduler --kubeconfig " + kubeconfig + " --policy fastest");
+  EXPECT_EQ(policy.status, 2);
+  EXPECT_THAT(policy.out, HasSubstr("fastest"));
+  std::string config = TempFile("sched.yaml", "schedulerName: x\nretry: {period: soon}\n");
+  Output bad = Tessera("scheduler --kubeconfig " + kubeconfig + " --config " + config);
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.out, HasSubstr("sched.yaml:2"));
+  // A valid configuration and an API server that is not there: a failure at run time.
+  Output down = Tessera("scheduler --kubeconfig " + kubeconfig);
+  EXPECT_EQ(down.status, 1);
+  EXPECT_THAT(down.out, HasSubstr("cannot reach the API server at https://127.0.0.1:1"));
+}
+
+}  // namespace

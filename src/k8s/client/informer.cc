@@ -1,0 +1,194 @@
+#include "k8s/client/informer.h"
+
+#include "common/strings.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::k8s {
+
+ListWatch::ListWatch(ApiClient& client, ListWatchOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      connection_(client.NewConnection()),
+      backoff_(options_.backoff, options_.seed),
+      random_(options_.seed) {}
+
+ListWatch::~ListWatch() {
+  // A subclass must have called Stop() already (its handlers are gone by now).
+  Stop();
+}
+
+void ListWatch::Start() {
+  stop_ = false;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ListWatch::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool ListWatch::Sleep(std::chrono::milliseconds d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [&] { return stop_.load(); });
+}
+
+std::string ListWatch::Selectors() const {
+  std::string q;
+  if (!options_.label_selector.empty()) {
+    StrAppend(&q, "&labelSelector=", QueryEscape(options_.label_selector));
+  }
+  if (!options_.field_selector.empty()) {
+    StrAppend(&q, "&fieldSelector=", QueryEscape(options_.field_selector));
+  }
+  return q;
+}
+
+absl::Status ListWatch::List(std::string* resource_version) {
+  std::vector<nlohmann::json> items;
+  std::string cont;
+  std::string rv;
+  do {
+    // No resourceVersion: a consistent read from etcd, as client-go relists after "too old".
+    std::string path = StrCat(options_.path, "?limit=", options_.page_size, Selectors());
+    if (!cont.empty()) StrAppend(&path, "&continue=", QueryEscape(cont));
+    HttpRequest request{"GET", path, "", "", std::chrono::milliseconds(120'000)};
+    HttpResponse response = connection_->Do(request);
+    if (stop_) return absl::CancelledError("stopped");
+    absl::Status status = StatusFromResponse(request, response);
+    if (!status.ok()) return status;
+    absl::StatusOr<nlohmann::json> parsed =
+        ParseApiJson(response.body, options_.drop_managed_fields);
+    if (!parsed.ok()) {
+      return absl::DataLossError(StrCat("list ", options_.resource, ": the answer is ",
+                                        FromAbsl(parsed.status().message())));
+    }
+    nlohmann::json page = std::move(*parsed);
+    response.body.clear();
+    response.body.shrink_to_fit();
+    auto it = page.find("items");
+    if (it != page.end() && it->is_array()) {
+      for (nlohmann::json& item : *it) items.push_back(std::move(item));
+    }
+    const nlohmann::json& meta = page.value("metadata", nlohmann::json::object());
+    rv = meta.value("resourceVersion", "");
+    cont = meta.value("continue", "");
+  } while (!cont.empty());
+  size_t n = items.size();
+  OnList(std::move(items));
+  *resource_version = rv;
+  ++lists_;
+  spdlog::debug("{}: listed {} at resourceVersion {}", options_.resource, n, rv);
+  return absl::OkStatus();
+}
+
+ListWatch::WatchEnd ListWatch::Watch(std::string* resource_version) {
+  int timeout_s = options_.min_watch_seconds;
+  if (options_.max_watch_seconds > options_.min_watch_seconds) {
+    timeout_s +=
+        static_cast<int>(random_.Uniform(options_.max_watch_seconds - options_.min_watch_seconds));
+  }
+  std::string path =
+      StrCat(options_.path,
+             "?watch=1&allowWatchBookmarks=true&resourceVersion=", QueryEscape(*resource_version),
+             "&timeoutSeconds=", timeout_s, Selectors());
+  HttpRequest request{"GET", path, "", "", std::chrono::milliseconds((timeout_s + 60) * 1000LL)};
+  WatchDecoder decoder(options_.drop_managed_fields);
+  bool too_old = false;
+  absl::Status decode_error;
+  auto start = std::chrono::steady_clock::now();
+  ++watches_;
+  auto on_data = [&](std::string_view bytes) {
+    absl::Status s = decoder.Feed(bytes, [&](WatchEvent&& e) {
+      if (too_old) return;
+      switch (e.type) {
+        case WatchEventType::kBookmark:
+          if (std::string rv = ResourceVersionOf(e.object); !rv.empty()) *resource_version = rv;
+          return;
+        case WatchEventType::kError:
+          if (IsTooOld(e)) {
+            too_old = true;
+          } else {
+            decode_error = absl::UnavailableError(
+                StrCat("watch ", options_.resource, ": ERROR event: ", e.object.dump()));
+          }
+          return;
+        default: {
+          std::string rv = ResourceVersionOf(e.object);
+          ++events_;
+          OnEvent(e.type, std::move(e.object));
+          if (!rv.empty()) *resource_version = rv;
+        }
+      }
+    });
+    if (!s.ok()) decode_error = s;
+    return !too_old && decode_error.ok() && !stop_;
+  };
+  HttpResponse response = connection_->Stream(request, on_data, [&] { return stop_.load(); });
+  if (stop_) return WatchEnd::kStopped;
+  if (too_old) return WatchEnd::kTooOld;
+  if (response.status == 410) return WatchEnd::kTooOld;
+  if (!decode_error.ok()) {
+    spdlog::warn("{}", FromAbsl(decode_error.message()));
+    return WatchEnd::kFailed;
+  }
+  if (response.status == 200 && response.error.empty()) {
+    // A clean end: the server's timeout. A watch closed very early counts as a failure so that a
+    // server that keeps closing at once is not hammered.
+    if (std::chrono::steady_clock::now() - start < std::chrono::seconds(1)) {
+      return WatchEnd::kFailed;
+    }
+    return WatchEnd::kClosed;
+  }
+  absl::Status status = StatusFromResponse(request, response);
+  if (response.status == 0) status = absl::UnavailableError(response.error);
+  spdlog::warn("watch {}: {}", options_.resource, FromAbsl(status.message()));
+  return WatchEnd::kFailed;
+}
+
+void ListWatch::Run() {
+  bool need_list = true;
+  std::string rv;
+  while (!stop_) {
+    if (need_list) {
+      absl::Status s = List(&rv);
+      if (stop_) return;
+      if (!s.ok()) {
+        ++failures_;
+        auto d = backoff_.Next(std::chrono::steady_clock::now());
+        spdlog::warn("list {}: {} (retrying in {} ms)", options_.resource, FromAbsl(s.message()),
+                     d.count());
+        if (!Sleep(d)) return;
+        continue;
+      }
+      need_list = false;
+      if (lists_ == 1 && !options_.first_watch_resource_version.empty()) {
+        rv = options_.first_watch_resource_version;
+      }
+    }
+    switch (Watch(&rv)) {
+      case WatchEnd::kStopped:
+        return;
+      case WatchEnd::kClosed:
+        backoff_.Reset();
+        break;
+      case WatchEnd::kTooOld:
+        ++too_old_;
+        spdlog::info("watch {}: resourceVersion {} is too old; listing again", options_.resource,
+                     rv);
+        need_list = true;
+        break;
+      case WatchEnd::kFailed: {
+        ++failures_;
+        auto d = backoff_.Next(std::chrono::steady_clock::now());
+        if (!Sleep(d)) return;
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,191 @@
+// List + watch of one resource, kept in a local cache (client-go's reflector and informer).
+//
+// ListWatch runs one thread: it lists (paginated, a consistent read), then watches from the
+// list's resourceVersion with bookmarks on, and keeps the last resourceVersion it saw (events and
+// bookmarks). A watch that ends cleanly (the server's timeoutSeconds, picked at random in
+// [300, 600) s as client-go does) is resumed from that version at once; a broken one after a
+// backoff (800 ms doubling to 30 s, jittered); a "too old" answer (HTTP 410, or an ERROR event
+// with code 410) starts a new list. The thread only decodes and hands events on: it never
+// touches the consumer's state (STYLE.md "Concurrency").
+//
+// Informer<T> decodes each object into an immutable T on that thread, keeps key -> T, and tells
+// its handler what changed: Added / Updated / Deleted per object, then Synced after every
+// complete list. After a relist the differences to the previous cache are reported (objects gone
+// meanwhile as Deleted), so a consumer that applies events in order always mirrors the server.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "k8s/client/backoff.h"
+#include "k8s/client/http.h"
+#include "k8s/client/watch.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::k8s {
+
+struct ListWatchOptions {
+  std::string resource;        // for logs: "pods"
+  std::string path;            // collection path: "/api/v1/pods"
+  std::string label_selector;  // optional
+  std::string field_selector;  // optional
+  int page_size = 500;
+  bool drop_managed_fields = true;  // see ParseApiJson
+  Backoff::Params backoff;          // client-go's reflector defaults
+  int min_watch_seconds = 300;
+  int max_watch_seconds = 600;
+  uint64_t seed = 1;
+  // Test hook: after the first list, watch from this resourceVersion instead of the list's, to
+  // get a genuine "too old" answer from the server and exercise the relist.
+  std::string first_watch_resource_version;
+};
+
+class ListWatch {
+ public:
+  ListWatch(ApiClient& client, ListWatchOptions options);
+  virtual ~ListWatch();
+  ListWatch(const ListWatch&) = delete;
+  ListWatch& operator=(const ListWatch&) = delete;
+
+  void Start();
+  // Stops the thread (within about a second) and joins it. Idempotent. Subclasses call it in their
+  // destructor, before their own members go.
+  void Stop();
+
+  bool synced() const { return lists_.load() > 0; }
+  const ListWatchOptions& options() const { return options_; }
+  // Counters for metrics and tests.
+  int64_t lists() const { return lists_.load(); }
+  int64_t too_old() const { return too_old_.load(); }
+  int64_t watches() const { return watches_.load(); }
+  int64_t failures() const { return failures_.load(); }
+  int64_t events() const { return events_.load(); }
+
+ protected:
+  // A complete list (the first, or after "too old"): replaces everything known.
+  virtual void OnList(std::vector<nlohmann::json>&& items) = 0;
+  // ADDED, MODIFIED or DELETED.
+  virtual void OnEvent(WatchEventType type, nlohmann::json&& object) = 0;
+
+ private:
+  enum class WatchEnd { kClosed, kTooOld, kFailed, kStopped };
+  void Run();
+  absl::Status List(std::string* resource_version);
+  WatchEnd Watch(std::string* resource_version);
+  // Sleeps unless stopped first; false when stopped.
+  bool Sleep(std::chrono::milliseconds d);
+  std::string Selectors() const;
+
+  ApiClient& client_;
+  ListWatchOptions options_;
+  std::unique_ptr<Connection> connection_;
+  Backoff backoff_;
+  Random random_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<int64_t> lists_{0}, too_old_{0}, watches_{0}, failures_{0}, events_{0};
+};
+
+template <typename T>
+class Informer final : public ListWatch {
+ public:
+  struct Event {
+    enum Kind { kAdded, kUpdated, kDeleted, kSynced };
+    Kind kind = kAdded;
+    std::string key;
+    std::shared_ptr<const T> old_object;  // Updated, Deleted
+    std::shared_ptr<const T> object;      // Added, Updated; for Deleted the last state
+  };
+  using Decode = std::function<std::shared_ptr<const T>(const nlohmann::json&)>;
+  using Handler = std::function<void(Event&&)>;
+
+  Informer(ApiClient& client, ListWatchOptions options, Decode decode, Handler handler)
+      : ListWatch(client, std::move(options)),
+        decode_(std::move(decode)),
+        handler_(std::move(handler)) {}
+  ~Informer() override { Stop(); }
+
+  std::shared_ptr<const T> Get(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(store_mu_);
+    auto it = store_.find(key);
+    return it == store_.end() ? nullptr : it->second;
+  }
+  std::vector<std::shared_ptr<const T>> List() const {
+    std::lock_guard<std::mutex> lock(store_mu_);
+    std::vector<std::shared_ptr<const T>> out;
+    out.reserve(store_.size());
+    for (const auto& [k, v] : store_) out.push_back(v);
+    return out;
+  }
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(store_mu_);
+    return store_.size();
+  }
+
+ protected:
+  void OnList(std::vector<nlohmann::json>&& items) override {
+    absl::flat_hash_map<std::string, std::shared_ptr<const T>> fresh;
+    fresh.reserve(items.size());
+    for (const nlohmann::json& item : items) fresh[KeyOf(item)] = decode_(item);
+    std::vector<Event> out;
+    {
+      std::lock_guard<std::mutex> lock(store_mu_);
+      for (auto& [key, old] : store_) {
+        if (!fresh.contains(key)) out.push_back(Event{Event::kDeleted, key, old, old});
+      }
+      for (auto& [key, obj] : fresh) {
+        auto it = store_.find(key);
+        if (it == store_.end()) {
+          out.push_back(Event{Event::kAdded, key, nullptr, obj});
+        } else {
+          out.push_back(Event{Event::kUpdated, key, it->second, obj});
+        }
+      }
+      store_ = std::move(fresh);
+    }
+    for (Event& e : out) handler_(std::move(e));
+    handler_(Event{Event::kSynced, "", nullptr, nullptr});
+  }
+
+  void OnEvent(WatchEventType type, nlohmann::json&& object) override {
+    std::string key = KeyOf(object);
+    std::shared_ptr<const T> obj = decode_(object);
+    Event e;
+    e.key = key;
+    {
+      std::lock_guard<std::mutex> lock(store_mu_);
+      auto it = store_.find(key);
+      std::shared_ptr<const T> old = it == store_.end() ? nullptr : it->second;
+      if (type == WatchEventType::kDeleted) {
+        if (it != store_.end()) store_.erase(it);
+        e.kind = Event::kDeleted;
+        e.old_object = old;
+        e.object = obj;
+      } else {
+        e.kind = old ? Event::kUpdated : Event::kAdded;
+        e.old_object = old;
+        e.object = obj;
+        store_[key] = obj;
+      }
+    }
+    handler_(std::move(e));
+  }
+
+ private:
+  Decode decode_;
+  Handler handler_;
+  mutable std::mutex store_mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const T>> store_;
+};
+
+}  // namespace tessera::k8s

@@ -1,0 +1,40 @@
+// What can be checked without a server; the election itself runs against the real API server in
+// client_e2e_test.cc (LeaderElection.*) and test/k8s/scheduler_e2e_test.cc (two replicas).
+#include "k8s/client/leader_election.h"
+
+#include "gtest/gtest.h"
+
+namespace tessera::k8s {
+namespace {
+
+TEST(LeaderElection, ValidatesDurationsAsClientGoDoes) {
+  LeaderElectionConfig l;
+  l.identity = "x";
+  EXPECT_TRUE(ValidateLeaderElection(l).ok());  // 15 s / 10 s / 2 s
+  l.renew_deadline = l.lease_duration;
+  EXPECT_FALSE(ValidateLeaderElection(l).ok());
+  l.renew_deadline = std::chrono::milliseconds(2'400);
+  l.retry_period = std::chrono::milliseconds(2'000);
+  EXPECT_FALSE(ValidateLeaderElection(l).ok());  // not more than 1.2 x retry
+  l.renew_deadline = std::chrono::milliseconds(2'401);
+  EXPECT_TRUE(ValidateLeaderElection(l).ok());
+  l.lease_duration = std::chrono::milliseconds(3'500);
+  EXPECT_FALSE(ValidateLeaderElection(l).ok());  // the Lease holds whole seconds
+  l.lease_duration = std::chrono::milliseconds(3'000);
+  l.identity.clear();
+  EXPECT_FALSE(ValidateLeaderElection(l).ok());
+}
+
+TEST(LeaderElection, MicroTimeFormat) {
+  EXPECT_EQ(FormatMicroTime(std::chrono::system_clock::time_point(
+                std::chrono::microseconds(1'700'000'000'123'456LL))),
+            "2023-11-14T22:13:20.123456Z");
+  EXPECT_EQ(FormatTime(std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000))),
+            "2023-11-14T22:13:20Z");
+  std::string id = DefaultIdentity();
+  EXPECT_NE(id.find('_'), std::string::npos);
+  EXPECT_NE(DefaultIdentity(), id);
+}
+
+}  // namespace
+}  // namespace tessera::k8s

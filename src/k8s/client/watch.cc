@@ -1,0 +1,129 @@
+#include "k8s/client/watch.h"
+
+#include <vector>
+
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace tessera::k8s {
+
+std::string_view WatchEventTypeName(WatchEventType type) {
+  switch (type) {
+    case WatchEventType::kAdded:
+      return "ADDED";
+    case WatchEventType::kModified:
+      return "MODIFIED";
+    case WatchEventType::kDeleted:
+      return "DELETED";
+    case WatchEventType::kBookmark:
+      return "BOOKMARK";
+    case WatchEventType::kError:
+      return "ERROR";
+  }
+  return "?";
+}
+
+absl::StatusOr<nlohmann::json> ParseApiJson(std::string_view text, bool drop_managed_fields) {
+  try {
+    if (!drop_managed_fields) return nlohmann::json::parse(text.begin(), text.end());
+    // The last key seen at each depth, so that only metadata.managedFields is skipped (not a
+    // label or annotation that happens to be called so).
+    std::vector<std::string> keys;
+    nlohmann::json::parser_callback_t skip = [&keys](int depth, nlohmann::json::parse_event_t event,
+                                                     nlohmann::json& parsed) {
+      if (event != nlohmann::json::parse_event_t::key || !parsed.is_string()) return true;
+      const std::string& key = parsed.get_ref<const std::string&>();
+      if (keys.size() <= static_cast<size_t>(depth)) keys.resize(depth + 1);
+      keys[depth] = key;
+      return !(key == "managedFields" && depth >= 1 && keys[depth - 1] == "metadata");
+    };
+    return nlohmann::json::parse(text.begin(), text.end(), skip);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::DataLossError(StrCat("not JSON (", e.what(), "): ", text.substr(0, 120)));
+  }
+}
+
+absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line, bool drop_managed_fields) {
+  absl::StatusOr<nlohmann::json> parsed = ParseApiJson(line, drop_managed_fields);
+  if (!parsed.ok())
+    return absl::DataLossError(StrCat("watch: a line is ", parsed.status().message()));
+  nlohmann::json j = std::move(*parsed);
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
+    return absl::DataLossError(StrCat("watch: a line has no \"type\": ", line.substr(0, 120)));
+  }
+  const std::string& type = j["type"].get_ref<const std::string&>();
+  WatchEvent e;
+  if (type == "ADDED") {
+    e.type = WatchEventType::kAdded;
+  } else if (type == "MODIFIED") {
+    e.type = WatchEventType::kModified;
+  } else if (type == "DELETED") {
+    e.type = WatchEventType::kDeleted;
+  } else if (type == "BOOKMARK") {
+    e.type = WatchEventType::kBookmark;
+  } else if (type == "ERROR") {
+    e.type = WatchEventType::kError;
+  } else {
+    return absl::DataLossError(StrCat("watch: unknown event type \"", type, "\""));
+  }
+  auto it = j.find("object");
+  if (it == j.end() || !it->is_object()) {
+    return absl::DataLossError(StrCat("watch: a ", type, " event has no object"));
+  }
+  e.object = std::move(*it);
+  return e;
+}
+
+bool IsTooOldStatus(const nlohmann::json& s) {
+  if (!s.is_object()) return false;
+  auto code = s.find("code");
+  if (code != s.end() && code->is_number_integer() && code->get<int>() == 410) return true;
+  auto reason = s.find("reason");
+  return reason != s.end() && reason->is_string() && (*reason == "Expired" || *reason == "Gone");
+}
+
+bool IsTooOld(const WatchEvent& event) {
+  return event.type == WatchEventType::kError && IsTooOldStatus(event.object);
+}
+
+absl::Status WatchDecoder::Feed(std::string_view bytes,
+                                const std::function<void(WatchEvent&&)>& on_event) {
+  size_t start = 0;
+  while (true) {
+    size_t nl = bytes.find('\n', start);
+    if (nl == std::string_view::npos) break;
+    std::string_view piece = bytes.substr(start, nl - start);
+    start = nl + 1;
+    std::string line_storage;
+    std::string_view line = piece;
+    if (!buffer_.empty()) {
+      buffer_.append(piece);
+      line_storage.swap(buffer_);
+      line = line_storage;
+    }
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    TESSERA_ASSIGN_OR_RETURN(WatchEvent e, DecodeWatchLine(line, drop_managed_fields_));
+    on_event(std::move(e));
+  }
+  buffer_.append(bytes.substr(start));
+  return absl::OkStatus();
+}
+
+std::string ResourceVersionOf(const nlohmann::json& object) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  auto rv = m->find("resourceVersion");
+  if (rv == m->end() || !rv->is_string()) return "";
+  return rv->get<std::string>();
+}
+
+std::string KeyOf(const nlohmann::json& object) {
+  auto m = object.find("metadata");
+  if (m == object.end() || !m->is_object()) return "";
+  std::string name = m->value("name", "");
+  std::string ns = m->value("namespace", "");
+  return ns.empty() ? name : StrCat(ns, "/", name);
+}
+
+}  // namespace tessera::k8s

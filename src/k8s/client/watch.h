@@ -1,0 +1,63 @@
+// The watch wire format: a chunked HTTP 200 stream of one JSON object per line,
+// {"type": "ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK"|"ERROR", "object": {...}}.
+//
+// "Too old" (the resourceVersion a watch starts from was compacted away) arrives either as HTTP
+// 410 on the watch request itself or, far more often, as HTTP 200 followed by an ERROR event
+// whose object is a Status with code 410 (reason "Expired", or "Gone" before Kubernetes 1.18).
+// Both mean: list again and watch from the new list's resourceVersion.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::k8s {
+
+enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark, kError };
+std::string_view WatchEventTypeName(WatchEventType type);
+
+struct WatchEvent {
+  WatchEventType type = WatchEventType::kAdded;
+  nlohmann::json object;
+};
+
+// Parses API JSON. With drop_managed_fields, every "managedFields" member is skipped while parsing
+// (never built): it is most of a small object's size and nothing here reads it. client-go's
+// informers in kube-scheduler strip it too.
+[[nodiscard]] absl::StatusOr<nlohmann::json> ParseApiJson(std::string_view text,
+                                                          bool drop_managed_fields);
+
+// One line of a watch stream (without the newline).
+[[nodiscard]] absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line,
+                                                         bool drop_managed_fields = false);
+
+// True if `event` says the watch's resourceVersion is too old (ERROR with a Status of code 410).
+bool IsTooOld(const WatchEvent& event);
+// True for a Status object (the body of an HTTP 410, or an ERROR event's object) saying so.
+bool IsTooOldStatus(const nlohmann::json& status);
+
+// Splits the bytes of a watch stream, as they arrive in arbitrary pieces, into events.
+class WatchDecoder {
+ public:
+  explicit WatchDecoder(bool drop_managed_fields = false)
+      : drop_managed_fields_(drop_managed_fields) {}
+  // Calls on_event for every complete line in `bytes` (and what was buffered before). Blank lines
+  // are skipped. A line that is not a watch event is an error; the caller restarts the watch.
+  absl::Status Feed(std::string_view bytes, const std::function<void(WatchEvent&&)>& on_event);
+  // Bytes of an incomplete last line still waiting for its newline.
+  size_t buffered() const { return buffer_.size(); }
+
+ private:
+  std::string buffer_;
+  bool drop_managed_fields_;
+};
+
+// metadata.resourceVersion ("" when absent).
+std::string ResourceVersionOf(const nlohmann::json& object);
+// "namespace/name" for namespaced objects, "name" for cluster-scoped ones.
+std::string KeyOf(const nlohmann::json& object);
+
+}  // namespace tessera::k8s

@@ -1,0 +1,103 @@
+#include "k8s/client/watch.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::k8s {
+namespace {
+
+std::vector<WatchEvent> FeedInPieces(const std::string& stream, size_t piece) {
+  WatchDecoder d;
+  std::vector<WatchEvent> out;
+  for (size_t i = 0; i < stream.size(); i += piece) {
+    absl::Status s = d.Feed(std::string_view(stream).substr(i, piece),
+                            [&](WatchEvent&& e) { out.push_back(std::move(e)); });
+    EXPECT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(d.buffered(), 0u);
+  return out;
+}
+
+TEST(WatchDecoder, SplitsLinesArrivingInAnyPieces) {
+  std::string stream =
+      "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\","
+      "\"resourceVersion\":\"10\"}}}\n"
+      "\r\n"
+      "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\","
+      "\"resourceVersion\":\"11\"}}}\r\n"
+      "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":"
+      "\"12\"}}}\n"
+      "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":"
+      "\"13\"}}}\n";
+  for (size_t piece : {1, 2, 7, 64, 100000}) {
+    std::vector<WatchEvent> events = FeedInPieces(stream, piece);
+    ASSERT_EQ(events.size(), 4u) << piece;
+    EXPECT_EQ(events[0].type, WatchEventType::kAdded);
+    EXPECT_EQ(KeyOf(events[0].object), "ns/a");
+    EXPECT_EQ(ResourceVersionOf(events[1].object), "11");
+    EXPECT_EQ(events[2].type, WatchEventType::kBookmark);
+    EXPECT_EQ(ResourceVersionOf(events[2].object), "12");
+    EXPECT_EQ(events[3].type, WatchEventType::kDeleted);
+    EXPECT_EQ(KeyOf(events[3].object), "n1");
+  }
+}
+
+TEST(WatchDecoder, KeepsAnIncompleteLineUntilItsNewline) {
+  WatchDecoder d;
+  int n = 0;
+  ASSERT_TRUE(d.Feed("{\"type\":\"ADDED\",\"obj", [&](WatchEvent&&) { ++n; }).ok());
+  EXPECT_EQ(n, 0);
+  EXPECT_GT(d.buffered(), 0u);
+  ASSERT_TRUE(d.Feed("ect\":{}}\n{\"ty", [&](WatchEvent&&) { ++n; }).ok());
+  EXPECT_EQ(n, 1);
+}
+
+TEST(WatchDecoder, RejectsLinesThatAreNotEvents) {
+  WatchDecoder d;
+  auto noop = [](WatchEvent&&) {};
+  EXPECT_FALSE(d.Feed("not json\n", noop).ok());
+  EXPECT_FALSE(WatchDecoder().Feed("{\"object\":{}}\n", noop).ok());
+  EXPECT_FALSE(WatchDecoder().Feed("{\"type\":\"SURPRISE\",\"object\":{}}\n", noop).ok());
+  EXPECT_FALSE(WatchDecoder().Feed("{\"type\":\"ADDED\"}\n", noop).ok());
+}
+
+TEST(ParseApiJson, CanSkipManagedFieldsWhileParsing) {
+  std::string pod = R"({"metadata":{"name":"p","managedFields":[{"manager":"kubectl","fieldsV1":)"
+                    R"({"f:spec":{}}}],"labels":{"managedFields":"a label, kept"}},"spec":{}})";
+  absl::StatusOr<nlohmann::json> full = ParseApiJson(pod, false);
+  ASSERT_TRUE(full.ok());
+  EXPECT_TRUE((*full)["metadata"].contains("managedFields"));
+  absl::StatusOr<nlohmann::json> lean = ParseApiJson(pod, true);
+  ASSERT_TRUE(lean.ok());
+  EXPECT_FALSE((*lean)["metadata"].contains("managedFields"));
+  EXPECT_EQ((*lean)["metadata"]["name"], "p");
+  EXPECT_EQ((*lean)["metadata"]["labels"]["managedFields"], "a label, kept");
+  EXPECT_FALSE(ParseApiJson("{oops", true).ok());
+  WatchDecoder d(/*drop_managed_fields=*/true);
+  std::vector<WatchEvent> events;
+  ASSERT_TRUE(
+      d.Feed(R"({"type":"ADDED","object":)" + std::string(pod) + "}\n", [&](WatchEvent&& e) {
+         events.push_back(std::move(e));
+       }).ok());
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_FALSE(events[0].object["metadata"].contains("managedFields"));
+}
+
+TEST(TooOld, InStreamErrorWithCode410OrReasonExpiredOrGone) {
+  auto line = [](const std::string& obj) {
+    return DecodeWatchLine("{\"type\":\"ERROR\",\"object\":" + obj + "}").value();
+  };
+  EXPECT_TRUE(IsTooOld(line(R"j({"kind":"Status","apiVersion":"v1","status":"Failure",
+      "message":"too old resource version: 1 (4217)","reason":"Expired","code":410})j")));
+  EXPECT_TRUE(IsTooOld(line(R"({"kind":"Status","reason":"Gone","message":"x"})")));
+  EXPECT_TRUE(IsTooOld(line(R"({"kind":"Status","code":410})")));
+  EXPECT_FALSE(IsTooOld(line(R"({"kind":"Status","code":500,"reason":"InternalError"})")));
+  // An ADDED object that happens to carry code 410 is not an error.
+  WatchEvent added = DecodeWatchLine(R"({"type":"ADDED","object":{"code":410}})").value();
+  EXPECT_FALSE(IsTooOld(added));
+  // The body of an HTTP 410 answer.
+  EXPECT_TRUE(IsTooOldStatus(nlohmann::json::parse(R"({"kind":"Status","code":410})")));
+}
+
+}  // namespace
+}  // namespace tessera::k8s

@@ -1,0 +1,225 @@
+#include "k8s/scheduler/config.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "core/policy/policy.h"
+#include "k8s/client/config.h"
+#include "yaml-cpp/yaml.h"
+
+namespace tessera::k8s {
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  absl::Status Error(const YAML::Node& at, std::string_view what) const {
+    const YAML::Mark m = at.Mark();
+    if (m.line < 0) return absl::InvalidArgumentError(StrCat(source_, ": ", what));
+    return absl::InvalidArgumentError(
+        StrCat(source_, ":", m.line + 1, ":", m.column + 1, ": ", what));
+  }
+
+  absl::Status OnlyKeys(const YAML::Node& map, std::string_view where,
+                        std::initializer_list<std::string_view> keys) const {
+    if (!map.IsMap()) return Error(map, StrCat(where, ": expected a map"));
+    for (const auto& kv : map) {
+      std::string k = kv.first.as<std::string>();
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+        return Error(kv.first, StrCat("unknown key \"", k, "\" in ", where, " (expected one of: ",
+                                      StrJoin(std::vector<std::string_view>(keys), ", "), ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> String(const YAML::Node& n, std::string_view what) const {
+    if (!n.IsScalar()) return Error(n, StrCat(what, ": expected a string"));
+    return n.as<std::string>();
+  }
+
+  absl::StatusOr<bool> Bool(const YAML::Node& n, std::string_view what) const {
+    bool v = false;
+    if (!n.IsScalar() || !YAML::convert<bool>::decode(n, v)) {
+      return Error(n, StrCat(what, ": expected true or false"));
+    }
+    return v;
+  }
+
+  absl::StatusOr<int64_t> Int(const YAML::Node& n, std::string_view what, int64_t min,
+                              int64_t max) const {
+    int64_t v = 0;
+    if (!n.IsScalar() || !YAML::convert<int64_t>::decode(n, v)) {
+      return Error(n, StrCat(what, ": expected a whole number"));
+    }
+    if (v < min || v > max) return Error(n, StrCat(what, ": ", v, " is not in ", min, "..", max));
+    return v;
+  }
+
+  absl::StatusOr<std::chrono::milliseconds> Duration(const YAML::Node& n,
+                                                     std::string_view what) const {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, String(n, what));
+    absl::StatusOr<std::chrono::milliseconds> d = ParseDuration(text);
+    if (!d.ok()) return Error(n, StrCat(what, ": ", FromAbsl(d.status().message())));
+    return *d;
+  }
+
+ private:
+  std::string source_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 12) {
+    return absl::InvalidArgumentError(
+        StrCat("\"", text, "\" is not a duration (a whole number with ms, s or m: 15s)"));
+  }
+  int64_t n = std::stoll(std::string(text.substr(0, i)));
+  std::string_view unit = text.substr(i);
+  if (unit == "ms") return std::chrono::milliseconds(n);
+  if (unit == "s") return std::chrono::milliseconds(n * 1000);
+  if (unit == "m") return std::chrono::milliseconds(n * 60'000);
+  return absl::InvalidArgumentError(
+      StrCat("\"", text, "\" is not a duration (a whole number with ms, s or m: 15s)"));
+}
+
+absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
+                                                     std::string_view source) {
+  Reader r{std::string(source)};
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
+  }
+  SchedulerConfig c;
+  if (root.IsNull()) return c;
+  TESSERA_RETURN_IF_ERROR(r.OnlyKeys(
+      root, "the configuration",
+      {"apiVersion", "kind", "schedulerName", "policy", "seed", "nodeSelector", "topologyLevels",
+       "leaderElection", "metrics", "bindConcurrency", "http2", "retry", "maxPodsPerCycle"}));
+  if (YAML::Node n = root["apiVersion"]) {
+    TESSERA_ASSIGN_OR_RETURN(std::string v, r.String(n, "apiVersion"));
+    if (v != "tessera.dev/v1alpha1") {
+      return r.Error(n, StrCat("apiVersion: \"", v, "\" is not tessera.dev/v1alpha1"));
+    }
+  }
+  if (YAML::Node n = root["kind"]) {
+    TESSERA_ASSIGN_OR_RETURN(std::string v, r.String(n, "kind"));
+    if (v != "SchedulerConfiguration") {
+      return r.Error(n, StrCat("kind: \"", v, "\" is not SchedulerConfiguration"));
+    }
+  }
+  if (YAML::Node n = root["schedulerName"]) {
+    TESSERA_ASSIGN_OR_RETURN(c.core.scheduler_name, r.String(n, "schedulerName"));
+    if (c.core.scheduler_name.empty()) return r.Error(n, "schedulerName: must not be empty");
+  }
+  if (YAML::Node n = root["policy"]) {
+    TESSERA_ASSIGN_OR_RETURN(c.core.policy, r.String(n, "policy"));
+    absl::StatusOr<std::unique_ptr<core::Policy>> p = core::CreatePolicy(c.core.policy, {});
+    if (!p.ok()) return r.Error(n, StrCat("policy: ", FromAbsl(p.status().message())));
+  }
+  if (YAML::Node n = root["seed"]) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t seed, r.Int(n, "seed", 0, INT64_MAX));
+    c.core.seed = static_cast<uint64_t>(seed);
+  }
+  if (YAML::Node n = root["nodeSelector"]) {
+    TESSERA_ASSIGN_OR_RETURN(c.node_selector, r.String(n, "nodeSelector"));
+  }
+  if (YAML::Node n = root["topologyLevels"]) {
+    if (!n.IsSequence()) return r.Error(n, "topologyLevels: expected a list");
+    c.core.levels.clear();
+    for (size_t i = 0; i < n.size(); ++i) {
+      std::string where = StrCat("topologyLevels[", i, "]");
+      TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n[i], where, {"name", "label"}));
+      core::TopologyLevel level;
+      if (!n[i]["name"]) return r.Error(n[i], StrCat(where, ": needs a name"));
+      TESSERA_ASSIGN_OR_RETURN(level.name, r.String(n[i]["name"], StrCat(where, ".name")));
+      level.label = StrCat("tessera.dev/", level.name);
+      if (n[i]["label"]) {
+        TESSERA_ASSIGN_OR_RETURN(level.label, r.String(n[i]["label"], StrCat(where, ".label")));
+      }
+      c.core.levels.push_back(std::move(level));
+    }
+  }
+  if (YAML::Node le = root["leaderElection"]) {
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(le, "leaderElection",
+                                       {"leaderElect", "resourceNamespace", "resourceName",
+                                        "leaseDuration", "renewDeadline", "retryPeriod"}));
+    if (le["leaderElect"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.leader_elect, r.Bool(le["leaderElect"], "leaderElect"));
+    }
+    if (le["resourceNamespace"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.lease.lease_namespace,
+                               r.String(le["resourceNamespace"], "resourceNamespace"));
+    }
+    if (le["resourceName"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.lease.lease_name, r.String(le["resourceName"], "resourceName"));
+    }
+    if (le["leaseDuration"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.lease.lease_duration,
+                               r.Duration(le["leaseDuration"], "leaseDuration"));
+    }
+    if (le["renewDeadline"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.lease.renew_deadline,
+                               r.Duration(le["renewDeadline"], "renewDeadline"));
+    }
+    if (le["retryPeriod"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.lease.retry_period, r.Duration(le["retryPeriod"], "retryPeriod"));
+    }
+    LeaderElectionConfig check = c.lease;
+    check.identity = "check";
+    if (absl::Status s = ValidateLeaderElection(check); !s.ok()) {
+      return r.Error(le, FromAbsl(s.message()));
+    }
+  }
+  if (YAML::Node m = root["metrics"]) {
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(m, "metrics", {"bindAddress", "port"}));
+    if (m["bindAddress"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.metrics_address, r.String(m["bindAddress"], "bindAddress"));
+    }
+    if (m["port"]) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t port, r.Int(m["port"], "metrics.port", 0, 65535));
+      c.metrics_port = static_cast<int>(port);
+    }
+  }
+  if (YAML::Node n = root["bindConcurrency"]) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t v, r.Int(n, "bindConcurrency", 1, 1024));
+    c.bind_concurrency = static_cast<int>(v);
+  }
+  if (YAML::Node n = root["http2"]) {
+    TESSERA_ASSIGN_OR_RETURN(c.http2, r.Bool(n, "http2"));
+  }
+  if (YAML::Node n = root["retry"]) {
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "retry", {"minInterval", "period"}));
+    if (n["minInterval"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.core.retry_min_interval,
+                               r.Duration(n["minInterval"], "retry.minInterval"));
+    }
+    if (n["period"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.core.retry_period, r.Duration(n["period"], "retry.period"));
+    }
+    if (c.core.retry_period < c.core.retry_min_interval) {
+      return r.Error(n, "retry: period must not be shorter than minInterval");
+    }
+  }
+  if (YAML::Node n = root["maxPodsPerCycle"]) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t v, r.Int(n, "maxPodsPerCycle", 1, 1'000'000));
+    c.core.max_pods_per_cycle = static_cast<int>(v);
+  }
+  return c;
+}
+
+absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path) {
+  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  return ParseSchedulerConfig(text, path);
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,56 @@
+// The scheduler's configuration file (YAML; every key optional, unknown keys are errors), as
+// deploy/ ships it in a ConfigMap:
+//
+//   apiVersion: tessera.dev/v1alpha1
+//   kind: SchedulerConfiguration
+//   schedulerName: tessera          # pods with this spec.schedulerName are ours
+//   policy: tessera                 # any name `tessera simulate --help` lists
+//   seed: 1                         # for policies that randomise
+//   nodeSelector: "gpu=true"        # label selector: the nodes to place on (default: all)
+//   topologyLevels:                 # gang topology levels, narrowest first (default:
+//   nvlink-domain,
+//     - {name: rack, label: tessera.dev/rack}   # rack, block, zone from tessera.dev/<level>)
+//   leaderElection:
+//     leaderElect: true
+//     resourceNamespace: kube-system
+//     resourceName: tessera-scheduler
+//     leaseDuration: 15s
+//     renewDeadline: 10s
+//     retryPeriod: 2s
+//   metrics: {bindAddress: 127.0.0.1, port: 10269}   # /metrics and /healthz; port 0 = any free
+//   bindConcurrency: 64             # binds and status writes in flight at once
+//   http2: false                    # writes over HTTP/1.1 keep-alive connections (faster with
+//                                   # kube-apiserver than multiplexing them on HTTP/2)
+//   retry: {minInterval: 1s, period: 30s}   # unschedulable pods: after changes / periodically
+//   maxPodsPerCycle: 512
+//
+// Durations are integers with a unit: ms, s, m (500ms, 15s, 2m).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "k8s/client/leader_election.h"
+#include "k8s/scheduler/scheduler_core.h"
+
+namespace tessera::k8s {
+
+struct SchedulerConfig {
+  SchedulerCoreOptions core;
+  std::string node_selector;
+  bool leader_elect = true;
+  LeaderElectionConfig lease;  // identity is filled in at start
+  std::string metrics_address = "127.0.0.1";
+  int metrics_port = 10269;
+  int bind_concurrency = 64;
+  bool http2 = false;
+};
+
+[[nodiscard]] absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
+                                                                   std::string_view source);
+[[nodiscard]] absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path);
+// "500ms", "15s", "2m".
+[[nodiscard]] absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
+}  // namespace tessera::k8s

@@ -1,0 +1,93 @@
+#include "k8s/scheduler/config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::k8s {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(SchedulerConfig, DefaultsAndAFullFile) {
+  absl::StatusOr<SchedulerConfig> empty = ParseSchedulerConfig("", "x");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->core.scheduler_name, "tessera");
+  EXPECT_EQ(empty->core.policy, "tessera");
+  EXPECT_TRUE(empty->leader_elect);
+  EXPECT_EQ(empty->metrics_address, "127.0.0.1");
+  EXPECT_EQ(empty->bind_concurrency, 64);
+  EXPECT_FALSE(empty->http2);
+
+  absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(R"(
+apiVersion: tessera.dev/v1alpha1
+kind: SchedulerConfiguration
+schedulerName: gpu-scheduler
+policy: binpack
+seed: 7
+nodeSelector: "tessera.dev/gpu-node=true"
+topologyLevels:
+  - {name: nvlink-domain, label: tessera.dev/nvlink-domain}
+  - {name: rack}
+leaderElection:
+  leaderElect: true
+  resourceNamespace: tessera-system
+  resourceName: lease-x
+  leaseDuration: 4s
+  renewDeadline: 3s
+  retryPeriod: 500ms
+metrics: {bindAddress: 0.0.0.0, port: 0}
+bindConcurrency: 8
+http2: true
+retry: {minInterval: 200ms, period: 1m}
+maxPodsPerCycle: 64
+)",
+                                                           "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->core.scheduler_name, "gpu-scheduler");
+  EXPECT_EQ(c->core.policy, "binpack");
+  EXPECT_EQ(c->core.seed, 7u);
+  EXPECT_EQ(c->node_selector, "tessera.dev/gpu-node=true");
+  ASSERT_EQ(c->core.levels.size(), 2u);
+  EXPECT_EQ(c->core.levels[1].label, "tessera.dev/rack");
+  EXPECT_EQ(c->lease.lease_namespace, "tessera-system");
+  EXPECT_EQ(c->lease.lease_name, "lease-x");
+  EXPECT_EQ(c->lease.lease_duration.count(), 4000);
+  EXPECT_EQ(c->lease.retry_period.count(), 500);
+  EXPECT_EQ(c->metrics_port, 0);
+  EXPECT_EQ(c->bind_concurrency, 8);
+  EXPECT_TRUE(c->http2);
+  EXPECT_EQ(c->core.retry_min_interval.count(), 200);
+  EXPECT_EQ(c->core.retry_period.count(), 60000);
+  EXPECT_EQ(c->core.max_pods_per_cycle, 64);
+}
+
+TEST(SchedulerConfig, ErrorsNameTheLineAndKey) {
+  auto err = [](const std::string& text) {
+    absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(text, "cfg.yaml");
+    EXPECT_FALSE(c.ok());
+    return std::string(c.status().message());
+  };
+  EXPECT_THAT(err("schedulerName: x\npolcy: tessera\n"),
+              HasSubstr("cfg.yaml:2:1: unknown key \"polcy\""));
+  EXPECT_THAT(err("policy: fastest\n"), HasSubstr("cfg.yaml:1:9: policy:"));
+  EXPECT_THAT(err("leaderElection: {leaseDuration: 5s, renewDeadline: 6s}\n"),
+              HasSubstr("leaseDuration must be longer than renewDeadline"));
+  EXPECT_THAT(err("retry: {period: soon}\n"),
+              HasSubstr("retry.period: \"soon\" is not a duration"));
+  EXPECT_THAT(err("bindConcurrency: 0\n"), HasSubstr("bindConcurrency: 0 is not in 1..1024"));
+  EXPECT_THAT(err("kind: Pod\n"), HasSubstr("is not SchedulerConfiguration"));
+  EXPECT_THAT(err("topologyLevels: [{label: x}]\n"), HasSubstr("needs a name"));
+  EXPECT_THAT(err("a: [\n"), HasSubstr("cfg.yaml:"));
+}
+
+TEST(ParseDuration, Units) {
+  EXPECT_EQ(ParseDuration("250ms")->count(), 250);
+  EXPECT_EQ(ParseDuration("15s")->count(), 15000);
+  EXPECT_EQ(ParseDuration("2m")->count(), 120000);
+  EXPECT_FALSE(ParseDuration("1.5s").ok());
+  EXPECT_FALSE(ParseDuration("s").ok());
+  EXPECT_FALSE(ParseDuration("10h").ok());
+}
+
+}  // namespace
+}  // namespace tessera::k8s

@@ -1,0 +1,147 @@
+#include "k8s/scheduler/metrics.h"
+
+#include "common/strings.h"
+
+namespace tessera::k8s {
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+int64_t Histogram::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
+void Histogram::Render(const std::string& name, std::string* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    StrAppend(out, name, "_bucket{le=\"", fmt::format("{}", bounds_[i]), "\"} ", cumulative, "\n");
+  }
+  cumulative += counts_.back();
+  StrAppend(out, name, "_bucket{le=\"+Inf\"} ", cumulative, "\n");
+  StrAppend(out, name, "_sum ", fmt::format("{}", sum_), "\n");
+  StrAppend(out, name, "_count ", count_, "\n");
+}
+
+std::string EscapeLabel(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+SchedulerMetrics::SchedulerMetrics()
+    : scheduling_duration({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+                           30, 60, 120, 300}) {}
+
+void SchedulerMetrics::SetNodes(std::vector<NodeGauges> nodes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  nodes_ = std::move(nodes);
+}
+
+void SchedulerMetrics::SetExtra(std::function<std::string()> extra) {
+  std::lock_guard<std::mutex> lock(mu_);
+  extra_ = std::move(extra);
+}
+
+namespace {
+
+void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
+  StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+}
+
+void Scalar(std::string* out, std::string_view name, std::string_view type, std::string_view help,
+            int64_t value) {
+  Header(out, name, type, help);
+  StrAppend(out, name, " ", value, "\n");
+}
+
+}  // namespace
+
+std::string SchedulerMetrics::Render() const {
+  std::string out;
+  Scalar(&out, "tessera_scheduler_pods_scheduled_total", "counter",
+         "Pods this scheduler bound to a node.", pods_scheduled.load());
+  Header(&out, "tessera_scheduler_pods_failed_total", "counter",
+         "Scheduling attempts that did not bind the pod, by reason.");
+  StrAppend(&out, "tessera_scheduler_pods_failed_total{reason=\"unschedulable\"} ",
+            failed_unschedulable.load(), "\n");
+  StrAppend(&out, "tessera_scheduler_pods_failed_total{reason=\"bind_error\"} ",
+            failed_bind_error.load(), "\n");
+  StrAppend(&out, "tessera_scheduler_pods_failed_total{reason=\"invalid_pod\"} ",
+            failed_invalid_pod.load(), "\n");
+  Header(&out, "tessera_scheduler_scheduling_duration_seconds", "histogram",
+         "Time from when the scheduler first saw a pod to its binding.");
+  scheduling_duration.Render("tessera_scheduler_scheduling_duration_seconds", &out);
+  Header(&out, "tessera_scheduler_pending_pods", "gauge", "Pods waiting, by state.");
+  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"active\"} ", pending_active.load(), "\n");
+  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"unschedulable\"} ",
+            pending_unschedulable.load(), "\n");
+  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"gang_waiting\"} ",
+            pending_gang_waiting.load(), "\n");
+  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"binding\"} ", binding_in_flight.load(),
+            "\n");
+  Scalar(&out, "tessera_scheduler_is_leader", "gauge",
+         "1 while this replica holds the leader lease.", is_leader.load());
+  Scalar(&out, "tessera_scheduler_restore_failures_total", "counter",
+         "Bound pods whose assignment could not be restored into the ledger.",
+         restore_failures.load());
+  Scalar(&out, "tessera_scheduler_cluster_rebuilds_total", "counter",
+         "Times the engine's cluster was rebuilt after node changes.", cluster_rebuilds.load());
+  Scalar(&out, "tessera_scheduler_nodes_bad_inventory", "gauge",
+         "Nodes whose tessera.dev/gpu-inventory is unusable (their GPUs are not used).",
+         nodes_bad_inventory.load());
+  std::lock_guard<std::mutex> lock(mu_);
+  struct Family {
+    const char* name;
+    const char* help;
+    int64_t NodeGauges::*field;
+  };
+  const Family families[] = {
+      {"tessera_scheduler_gpu_memory_allocated_mib", "GPU memory granted on the node (MiB).",
+       &NodeGauges::gpu_memory_allocated_mib},
+      {"tessera_scheduler_gpu_memory_capacity_mib", "GPU memory of the node (MiB).",
+       &NodeGauges::gpu_memory_capacity_mib},
+      {"tessera_scheduler_gpu_compute_allocated_milli",
+       "GPU compute granted on the node (1000 = one whole GPU).",
+       &NodeGauges::gpu_compute_allocated_milli},
+      {"tessera_scheduler_gpu_compute_capacity_milli", "GPU compute of the node (1000 per GPU).",
+       &NodeGauges::gpu_compute_capacity_milli},
+  };
+  for (const Family& f : families) {
+    Header(&out, f.name, "gauge", f.help);
+    for (const NodeGauges& n : nodes_) {
+      StrAppend(&out, f.name, "{node=\"", EscapeLabel(n.node), "\"} ", n.*(f.field), "\n");
+    }
+  }
+  Header(&out, "tessera_scheduler_node_inventory_valid", "gauge",
+         "0 when the node's tessera.dev/gpu-inventory annotation is unusable.");
+  for (const NodeGauges& n : nodes_) {
+    StrAppend(&out, "tessera_scheduler_node_inventory_valid{node=\"", EscapeLabel(n.node), "\"} ",
+              n.inventory_valid ? 1 : 0, "\n");
+  }
+  if (extra_) out += extra_();
+  return out;
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,90 @@
+// The scheduler's metrics in the Prometheus text exposition format (version 0.0.4), served on
+// /metrics. Counters and gauges are atomics the scheduler thread bumps; per-node GPU allocation is
+// a snapshot the scheduler thread publishes (the engine itself is never read from another
+// thread). Render() may run on the HTTP server's thread at any time.
+//
+//   tessera_scheduler_pods_scheduled_total                    pods bound by this scheduler
+//   tessera_scheduler_pods_failed_total{reason}               attempts that did not bind:
+//                                                             unschedulable, bind_error,
+//                                                             invalid_pod
+//   tessera_scheduler_scheduling_duration_seconds             histogram: first seen -> bound
+//   tessera_scheduler_gpu_memory_allocated_mib{node}          GPU memory granted on the node
+//   tessera_scheduler_gpu_memory_capacity_mib{node}
+//   tessera_scheduler_gpu_compute_allocated_milli{node}       compute granted (1000 = one GPU)
+//   tessera_scheduler_gpu_compute_capacity_milli{node}
+//   tessera_scheduler_node_inventory_valid{node}              0 when the inventory is unusable
+//   tessera_scheduler_nodes_bad_inventory                     nodes whose inventory is unusable
+//   tessera_scheduler_pending_pods{state}                     active, unschedulable, gang_waiting,
+//                                                             binding
+//   tessera_scheduler_is_leader, _restore_failures_total, _cluster_rebuilds_total, and what the
+//   informers report (lists, relists after "too old", watch failures).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace tessera::k8s {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double value);
+  // Appends name_bucket{le=...} (cumulative), name_sum and name_count.
+  void Render(const std::string& name, std::string* out) const;
+  int64_t count() const;
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<int64_t> counts_;  // per bucket, not cumulative; last = +Inf
+  double sum_ = 0;
+  int64_t count_ = 0;
+};
+
+struct NodeGauges {
+  std::string node;
+  int64_t gpu_memory_allocated_mib = 0;
+  int64_t gpu_memory_capacity_mib = 0;
+  int64_t gpu_compute_allocated_milli = 0;
+  int64_t gpu_compute_capacity_milli = 0;
+  bool inventory_valid = true;
+};
+
+// Escapes a label value ("\\", "\"", newline).
+std::string EscapeLabel(const std::string& value);
+
+class SchedulerMetrics {
+ public:
+  SchedulerMetrics();
+
+  std::atomic<int64_t> pods_scheduled{0};
+  std::atomic<int64_t> failed_unschedulable{0};
+  std::atomic<int64_t> failed_bind_error{0};
+  std::atomic<int64_t> failed_invalid_pod{0};
+  std::atomic<int64_t> restore_failures{0};
+  std::atomic<int64_t> cluster_rebuilds{0};
+  std::atomic<int64_t> pending_active{0};
+  std::atomic<int64_t> pending_unschedulable{0};
+  std::atomic<int64_t> pending_gang_waiting{0};
+  std::atomic<int64_t> binding_in_flight{0};
+  std::atomic<int64_t> is_leader{0};
+  std::atomic<int64_t> nodes_bad_inventory{0};
+  Histogram scheduling_duration;
+
+  void SetNodes(std::vector<NodeGauges> nodes);
+  // Further lines to append (informer counters), produced by the caller.
+  void SetExtra(std::function<std::string()> extra);
+
+  std::string Render() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<NodeGauges> nodes_;
+  std::function<std::string()> extra_;
+};
+
+}  // namespace tessera::k8s

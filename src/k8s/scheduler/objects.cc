@@ -1,0 +1,602 @@
+#include "k8s/scheduler/objects.h"
+
+#include <algorithm>
+#include <set>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "core/model/cluster.h"
+#include "core/model/quantity.h"
+#include "records/inventory.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+
+const json& Field(const json& j, std::string_view key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+std::string StringField(const json& j, std::string_view key) {
+  const json& v = Field(j, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+// A quantity field as text ("4Gi"); numbers are accepted as JSON sometimes sends them.
+std::optional<std::string> QuantityText(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  return std::nullopt;
+}
+
+// What one container (or the pod's overhead) asks, in tessera units.
+struct Demand {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  int64_t gpus = 0;
+  int64_t gpu_memory_mib = 0;
+  int64_t gpu_compute_pct = 0;
+
+  void Add(const Demand& o) {
+    cpu_milli += o.cpu_milli;
+    memory_mib += o.memory_mib;
+    gpus += o.gpus;
+    gpu_memory_mib += o.gpu_memory_mib;
+    gpu_compute_pct += o.gpu_compute_pct;
+  }
+  void Max(const Demand& o) {
+    cpu_milli = std::max(cpu_milli, o.cpu_milli);
+    memory_mib = std::max(memory_mib, o.memory_mib);
+    gpus = std::max(gpus, o.gpus);
+    gpu_memory_mib = std::max(gpu_memory_mib, o.gpu_memory_mib);
+    gpu_compute_pct = std::max(gpu_compute_pct, o.gpu_compute_pct);
+  }
+};
+
+// Reads cpu/memory from `requests` and the tessera resources from `limits` (else `requests`).
+absl::StatusOr<Demand> ReadResources(const json& resources, const std::string& path) {
+  Demand d;
+  const json& requests = Field(resources, "requests");
+  const json& limits = Field(resources, "limits");
+  auto read = [&](const json& list, std::string_view name) -> std::optional<std::string> {
+    const json& v = Field(list, name);
+    if (v.is_null()) return std::nullopt;
+    return QuantityText(v).value_or("<not a quantity>");
+  };
+  auto bad = [&](std::string_view list, std::string_view name, const std::string& text,
+                 const absl::Status& why) {
+    return absl::InvalidArgumentError(StrCat(path, ".resources.", list, "[", name, "]: \"", text,
+                                             "\" ", FromAbsl(why.message())));
+  };
+  if (auto cpu = read(requests, "cpu")) {
+    absl::StatusOr<int64_t> v = core::ParseCpuMilli(*cpu, core::Rounding::kUp);
+    if (!v.ok()) return bad("requests", "cpu", *cpu, v.status());
+    d.cpu_milli = *v;
+  }
+  if (auto mem = read(requests, "memory")) {
+    absl::StatusOr<int64_t> v = core::ParseMemoryMiB(*mem, core::Rounding::kUp);
+    if (!v.ok()) return bad("requests", "memory", *mem, v.status());
+    d.memory_mib = *v;
+  }
+  auto tessera = [&](std::string_view name) -> std::pair<std::optional<std::string>, std::string> {
+    if (auto v = read(limits, name)) return {v, "limits"};
+    if (auto v = read(requests, name)) return {v, "requests"};
+    return {std::nullopt, ""};
+  };
+  if (auto [text, list] = tessera(kGpuResource); text) {
+    absl::StatusOr<int64_t> v = core::ParseCount(*text);
+    if (!v.ok()) return bad(list, kGpuResource, *text, v.status());
+    if (*v > core::kMaxGpusPerNode) {
+      return bad(list, kGpuResource, *text,
+                 absl::InvalidArgumentError(
+                     StrCat("is more GPUs than a node can have (", core::kMaxGpusPerNode, ")")));
+    }
+    d.gpus = *v;
+  }
+  if (auto [text, list] = tessera(kGpuMemoryResource); text) {
+    absl::StatusOr<int64_t> v = core::ParseMemoryMiB(*text, core::Rounding::kUp);
+    if (!v.ok()) return bad(list, kGpuMemoryResource, *text, v.status());
+    if (*v <= 0) {
+      return bad(list, kGpuMemoryResource, *text, absl::InvalidArgumentError("must be positive"));
+    }
+    d.gpu_memory_mib = *v;
+  }
+  if (auto [text, list] = tessera(kGpuComputeResource); text) {
+    absl::StatusOr<int64_t> v = core::ParseCount(*text);
+    if (!v.ok()) return bad(list, kGpuComputeResource, *text, v.status());
+    if (*v < 1 || *v > 100) {
+      return bad(list, kGpuComputeResource, *text,
+                 absl::InvalidArgumentError("must be a percentage of one GPU, 1..100"));
+    }
+    d.gpu_compute_pct = *v;
+  }
+  return d;
+}
+
+// component-helpers' PodRequests: containers add up, init containers run one at a time
+// (alongside the restartable ones started before them), overhead on top.
+absl::StatusOr<Demand> PodDemand(const json& spec) {
+  Demand total;
+  const json& containers = Field(spec, "containers");
+  if (containers.is_array()) {
+    for (size_t i = 0; i < containers.size(); ++i) {
+      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(Field(containers[i], "resources"),
+                                                       StrCat("spec.containers[", i, "]")));
+      total.Add(d);
+    }
+  }
+  Demand restartable;
+  Demand init_max;
+  const json& inits = Field(spec, "initContainers");
+  if (inits.is_array()) {
+    for (size_t i = 0; i < inits.size(); ++i) {
+      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(Field(inits[i], "resources"),
+                                                       StrCat("spec.initContainers[", i, "]")));
+      if (StringField(inits[i], "restartPolicy") == "Always") {
+        total.Add(d);
+        restartable.Add(d);
+        init_max.Max(restartable);
+      } else {
+        d.Add(restartable);
+        init_max.Max(d);
+      }
+    }
+  }
+  total.Max(init_max);
+  // Pod-level resources (spec.resources) replace the aggregate for CPU and memory when set.
+  const json& pod_level = Field(spec, "resources");
+  if (!pod_level.is_null()) {
+    TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(pod_level, "spec"));
+    if (!Field(Field(pod_level, "requests"), "cpu").is_null()) total.cpu_milli = d.cpu_milli;
+    if (!Field(Field(pod_level, "requests"), "memory").is_null()) total.memory_mib = d.memory_mib;
+  }
+  const json& overhead = Field(spec, "overhead");
+  if (overhead.is_object()) {
+    TESSERA_ASSIGN_OR_RETURN(Demand d,
+                             ReadResources(json{{"requests", overhead}}, "spec.overhead"));
+    d.gpus = d.gpu_memory_mib = d.gpu_compute_pct = 0;
+    total.Add(d);
+  }
+  return total;
+}
+
+absl::Status AnnotationError(std::string_view key, std::string_view value, std::string_view what) {
+  return absl::InvalidArgumentError(
+      StrCat("metadata.annotations[", key, "]: \"", value, "\" ", what));
+}
+
+absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string& key) {
+  const json& spec = Field(pod, "spec");
+  const json& annotations = Field(Field(pod, "metadata"), "annotations");
+  auto annotation = [&](std::string_view k) -> std::optional<std::string> {
+    const json& v = Field(annotations, k);
+    if (v.is_string()) return v.get<std::string>();
+    return std::nullopt;
+  };
+  TESSERA_ASSIGN_OR_RETURN(Demand d, PodDemand(spec));
+  core::PodRequest r;
+  r.name = key;
+  r.cpu_milli = d.cpu_milli;
+  r.memory_mib = d.memory_mib;
+  const bool share = d.gpu_memory_mib > 0 || d.gpu_compute_pct > 0;
+  if (d.gpus > 0 && share) {
+    return absl::InvalidArgumentError(StrCat(
+        "resources: ", kGpuResource, " (whole GPUs) cannot be combined with ", kGpuMemoryResource,
+        " or ", kGpuComputeResource, " (a share of one GPU) in one pod"));
+  }
+  if (d.gpu_compute_pct > 100) {
+    return absl::InvalidArgumentError(StrCat("resources: ", kGpuComputeResource, " adds up to ",
+                                             d.gpu_compute_pct,
+                                             "% over the pod's containers; a share is at most "
+                                             "100% of one GPU"));
+  }
+  if (d.gpus > core::kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(
+        StrCat("resources: ", kGpuResource, " adds up to ", d.gpus, ", more than a node can have"));
+  }
+  if (d.gpus > 0) {
+    r.gpu = core::GpuAsk::Whole(static_cast<int32_t>(d.gpus));
+  } else if (share) {
+    r.gpu = core::GpuAsk::Share(d.gpu_memory_mib, static_cast<int32_t>(d.gpu_compute_pct * 10));
+  }
+
+  std::optional<std::string> topology = annotation(kTopologyAnnotation);
+  std::optional<std::string> mode = annotation(kTopologyModeAnnotation);
+  if (topology) {
+    if (r.gpu.kind != core::GpuAsk::Kind::kWhole) {
+      return AnnotationError(kTopologyAnnotation, *topology,
+                             StrCat("is only for pods asking whole GPUs (", kGpuResource, ")"));
+    }
+    if (*topology == "nvlink") {
+      r.gpu.topology = core::GpuTopology::kNvLink;
+    } else if (*topology == "pcie-switch") {
+      r.gpu.topology = core::GpuTopology::kPcieSwitch;
+    } else if (*topology == "numa") {
+      r.gpu.topology = core::GpuTopology::kNuma;
+    } else if (*topology == "node") {
+      r.gpu.topology = core::GpuTopology::kAny;
+    } else {
+      return AnnotationError(kTopologyAnnotation, *topology,
+                             "is not one of: nvlink, pcie-switch, numa, node");
+    }
+  }
+  if (mode) {
+    if (!topology) {
+      return AnnotationError(kTopologyModeAnnotation, *mode, StrCat("needs ", kTopologyAnnotation));
+    }
+    if (*mode != "required" && *mode != "preferred") {
+      return AnnotationError(kTopologyModeAnnotation, *mode, "is not required or preferred");
+    }
+    r.gpu.topology_required = *mode == "required";
+  }
+
+  std::optional<std::string> gang = annotation(kGangAnnotation);
+  std::optional<std::string> gang_size = annotation(kGangSizeAnnotation);
+  std::optional<std::string> gang_topology = annotation(kGangTopologyAnnotation);
+  std::optional<std::string> gang_mode = annotation(kGangTopologyModeAnnotation);
+  if (gang) {
+    if (gang->empty()) return AnnotationError(kGangAnnotation, *gang, "must name the gang");
+    if (!gang_size) {
+      return absl::InvalidArgumentError(StrCat("metadata.annotations[", kGangSizeAnnotation,
+                                               "]: missing; a gang needs its size"));
+    }
+    absl::StatusOr<int64_t> size = core::ParseCount(*gang_size);
+    if (!size.ok() || *size < 1 || *size > kMaxGangSize) {
+      return AnnotationError(kGangSizeAnnotation, *gang_size,
+                             StrCat("is not a whole number 1..", kMaxGangSize));
+    }
+    core::GangAsk g;
+    g.name = *gang;
+    g.size = static_cast<int32_t>(*size);
+    if (gang_topology) {
+      if (gang_topology->empty()) {
+        return AnnotationError(kGangTopologyAnnotation, *gang_topology, "must name a level");
+      }
+      g.level = *gang_topology;
+      g.required = true;
+    }
+    if (gang_mode) {
+      if (!gang_topology) {
+        return AnnotationError(kGangTopologyModeAnnotation, *gang_mode,
+                               StrCat("needs ", kGangTopologyAnnotation));
+      }
+      if (*gang_mode != "required" && *gang_mode != "preferred") {
+        return AnnotationError(kGangTopologyModeAnnotation, *gang_mode,
+                               "is not required or preferred");
+      }
+      g.required = *gang_mode == "required";
+    }
+    r.gang = g;
+  } else {
+    for (auto [k, v] : {std::pair{kGangSizeAnnotation, gang_size},
+                        std::pair{kGangTopologyAnnotation, gang_topology},
+                        std::pair{kGangTopologyModeAnnotation, gang_mode}}) {
+      if (v) return AnnotationError(k, *v, StrCat("needs ", kGangAnnotation));
+    }
+  }
+  return r;
+}
+
+std::string Digest(const core::PodRequest& r) {
+  std::string s =
+      StrCat(r.cpu_milli, "/", r.memory_mib, "/", static_cast<int>(r.gpu.kind), "/", r.gpu.count,
+             "/", r.gpu.memory_mib, "/", r.gpu.compute_milli, "/", static_cast<int>(r.gpu.topology),
+             r.gpu.topology_required, "/", r.priority);
+  if (r.gang)
+    StrAppend(&s, "/g:", r.gang->name, ":", r.gang->size, ":", r.gang->level, ":",
+              r.gang->required);
+  return s;
+}
+
+absl::Status DecodeConstraints(const json& spec, PodInfo* p) {
+  const json& selector = Field(spec, "nodeSelector");
+  if (selector.is_object()) {
+    for (const auto& [k, v] : selector.items()) {
+      if (v.is_string()) p->node_selector[k] = v.get<std::string>();
+    }
+  }
+  const json& tolerations = Field(spec, "tolerations");
+  if (tolerations.is_array()) {
+    for (const json& t : tolerations) {
+      Toleration tol;
+      tol.key = StringField(t, "key");
+      tol.op = StringField(t, "operator");
+      if (tol.op.empty()) tol.op = "Equal";
+      tol.value = StringField(t, "value");
+      tol.effect = StringField(t, "effect");
+      p->tolerations.push_back(std::move(tol));
+    }
+  }
+  const json& required = Field(Field(Field(Field(spec, "affinity"), "nodeAffinity"),
+                                     "requiredDuringSchedulingIgnoredDuringExecution"),
+                               "nodeSelectorTerms");
+  if (!required.is_array()) return absl::OkStatus();
+  p->has_affinity = true;
+  for (size_t i = 0; i < required.size(); ++i) {
+    NodeSelectorTerm term;
+    for (const char* kind : {"matchExpressions", "matchFields"}) {
+      const json& list = Field(required[i], kind);
+      if (!list.is_array()) continue;
+      for (size_t j = 0; j < list.size(); ++j) {
+        NodeSelectorRequirement r;
+        r.field = std::string_view(kind) == "matchFields";
+        r.key = StringField(list[j], "key");
+        r.op = StringField(list[j], "operator");
+        const json& values = Field(list[j], "values");
+        if (values.is_array()) {
+          for (const json& v : values) {
+            if (v.is_string()) r.values.push_back(v.get<std::string>());
+          }
+        }
+        static const std::set<std::string> kOps = {"In",           "NotIn", "Exists",
+                                                   "DoesNotExist", "Gt",    "Lt"};
+        if (!kOps.contains(r.op) || (r.field && r.key != "metadata.name")) {
+          return absl::InvalidArgumentError(
+              StrCat("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution."
+                     "nodeSelectorTerms[",
+                     i, "].", kind, "[", j, "]: operator \"", r.op, "\" on \"", r.key,
+                     "\" is not supported"));
+        }
+        term.push_back(std::move(r));
+      }
+    }
+    p->affinity_terms.push_back(std::move(term));
+  }
+  return absl::OkStatus();
+}
+
+void DecodePodInto(const json& pod, PodInfo* p) {
+  const json& meta = Field(pod, "metadata");
+  const json& spec = Field(pod, "spec");
+  const json& status = Field(pod, "status");
+  p->ns = StringField(meta, "namespace");
+  p->name = StringField(meta, "name");
+  p->uid = StringField(meta, "uid");
+  p->key = StrCat(p->ns, "/", p->name);
+  p->resource_version = StringField(meta, "resourceVersion");
+  p->created = StringField(meta, "creationTimestamp");
+  p->deleting = !Field(meta, "deletionTimestamp").is_null();
+  p->scheduler_name = StringField(spec, "schedulerName");
+  p->node_name = StringField(spec, "nodeName");
+  p->phase = StringField(status, "phase");
+  const json& gates = Field(spec, "schedulingGates");
+  p->gated = gates.is_array() && !gates.empty();
+  if (const json& prio = Field(spec, "priority"); prio.is_number_integer()) {
+    p->priority = prio.get<int32_t>();
+  }
+  const json& annotations = Field(meta, "annotations");
+  if (const json& q = Field(annotations, kQueueAnnotation);
+      q.is_string() && !q.get<std::string>().empty()) {
+    p->queue = q.get<std::string>();
+  }
+  if (const json& a = Field(annotations, records::kAssignmentAnnotation); a.is_string()) {
+    absl::StatusOr<records::Assignment> assignment =
+        records::AssignmentFromJson(a.get<std::string>());
+    if (assignment.ok()) {
+      p->assignment = std::move(*assignment);
+    } else {
+      p->assignment_error = std::string(FromAbsl(assignment.status().message()));
+    }
+  }
+  const json& conditions = Field(status, "conditions");
+  if (conditions.is_array()) {
+    for (const json& c : conditions) {
+      if (StringField(c, "type") == "PodScheduled" && StringField(c, "status") == "False") {
+        p->unschedulable_message = StringField(c, "message");
+      }
+    }
+  }
+  absl::Status constraints = DecodeConstraints(spec, p);
+  absl::StatusOr<core::PodRequest> request = BuildRequest(pod, p->key);
+  if (!constraints.ok()) request = constraints;
+  if (request.ok()) {
+    p->request = std::move(*request);
+    p->request.priority = p->priority;
+    p->request_digest = StrCat(Digest(p->request), "/q:", p->queue, "/t:");
+    for (const Toleration& t : p->tolerations) {
+      StrAppend(&p->request_digest, t.key, t.op, t.value, t.effect, ";");
+    }
+  } else {
+    p->input_error = std::string(FromAbsl(request.status().message()));
+    p->request_digest = StrCat("error:", p->input_error);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const PodInfo> DecodePod(const json& pod) {
+  auto p = std::make_shared<PodInfo>();
+  try {
+    DecodePodInto(pod, p.get());
+  } catch (const std::exception& e) {
+    // Only a pod object the API server would never send gets here; keep it harmless.
+    p->input_error = StrCat("pod object: ", e.what());
+    p->request_digest = StrCat("error:", p->input_error);
+  }
+  return p;
+}
+
+namespace {
+
+void DecodeNodeInto(const json& node, NodeInfo* n) {
+  const json& meta = Field(node, "metadata");
+  const json& status = Field(node, "status");
+  n->name = StringField(meta, "name");
+  n->spec.name = n->name;
+  n->unschedulable = Field(Field(node, "spec"), "unschedulable") == true;
+  const json& taints = Field(Field(node, "spec"), "taints");
+  if (taints.is_array()) {
+    for (const json& t : taints) {
+      Taint taint{StringField(t, "key"), StringField(t, "value"), StringField(t, "effect")};
+      if (taint.effect == "NoSchedule" || taint.effect == "NoExecute") {
+        n->taints.push_back(std::move(taint));
+      }
+    }
+  }
+  const json& labels = Field(meta, "labels");
+  if (labels.is_object()) {
+    for (const auto& [k, v] : labels.items()) {
+      if (v.is_string()) n->spec.labels[k] = v.get<std::string>();
+    }
+  }
+  const json* allocatable = &Field(status, "allocatable");
+  if (allocatable->is_null()) allocatable = &Field(status, "capacity");
+  std::vector<std::string> errors;
+  if (auto cpu = QuantityText(Field(*allocatable, "cpu"))) {
+    absl::StatusOr<int64_t> v = core::ParseCpuMilli(*cpu, core::Rounding::kDown);
+    if (v.ok()) {
+      n->spec.cpu_milli = *v;
+    } else {
+      errors.push_back(
+          StrCat("status.allocatable.cpu: \"", *cpu, "\" ", FromAbsl(v.status().message())));
+    }
+  }
+  if (auto mem = QuantityText(Field(*allocatable, "memory"))) {
+    absl::StatusOr<int64_t> v = core::ParseMemoryMiB(*mem, core::Rounding::kDown);
+    if (v.ok()) {
+      n->spec.memory_mib = *v;
+    } else {
+      errors.push_back(
+          StrCat("status.allocatable.memory: \"", *mem, "\" ", FromAbsl(v.status().message())));
+    }
+  }
+  n->capacity_error = StrJoin(errors, "; ");
+  const json& inventory = Field(Field(meta, "annotations"), records::kInventoryAnnotation);
+  std::string inventory_text;
+  if (!inventory.is_null()) {
+    n->has_inventory = true;
+    if (!inventory.is_string()) {
+      n->inventory_error = "annotation is not a string";
+    } else {
+      inventory_text = inventory.get<std::string>();
+      absl::StatusOr<records::Inventory> inv = records::InventoryFromJson(inventory_text);
+      if (!inv.ok()) {
+        n->inventory_error = std::string(FromAbsl(inv.status().message()));
+      } else {
+        core::NodeSpec probe;
+        probe.name = n->name.empty() ? "node" : n->name;
+        probe.gpus = inv->gpus;
+        probe.links = inv->links;
+        probe.nics = inv->nics;
+        // The cluster's own validation, on this node alone, so that one bad node can never make
+        // the whole cluster invalid.
+        absl::StatusOr<core::Cluster> check = core::Cluster::Create({probe});
+        if (!check.ok()) {
+          n->inventory_error = std::string(FromAbsl(check.status().message()));
+        } else {
+          n->spec.gpus = std::move(inv->gpus);
+          n->spec.links = std::move(inv->links);
+          n->spec.nics = std::move(inv->nics);
+        }
+      }
+    }
+  }
+  std::string labels_text;
+  for (const auto& [k, v] : n->spec.labels) StrAppend(&labels_text, k, "=", v, ";");
+  std::string taints_text;
+  for (const Taint& t : n->taints) StrAppend(&taints_text, t.key, "=", t.value, ":", t.effect, ";");
+  n->fingerprint =
+      StrCat(n->spec.cpu_milli, "|", n->spec.memory_mib, "|", n->unschedulable, "|", taints_text,
+             "|", labels_text, "|", n->inventory_error.empty(), "|", inventory_text);
+}
+
+}  // namespace
+
+std::shared_ptr<const NodeInfo> DecodeNode(const json& node) {
+  auto n = std::make_shared<NodeInfo>();
+  try {
+    DecodeNodeInto(node, n.get());
+  } catch (const std::exception& e) {
+    n->inventory_error = StrCat("node object: ", e.what());
+    n->spec.gpus.clear();
+    n->spec.links = core::LinkMatrix();
+  }
+  return n;
+}
+
+namespace {
+
+bool Tolerates(const Toleration& tol, const Taint& taint) {
+  if (!tol.effect.empty() && tol.effect != taint.effect) return false;
+  if (tol.key.empty()) return tol.op == "Exists";  // an empty key with Exists tolerates all
+  if (tol.key != taint.key) return false;
+  return tol.op == "Exists" || tol.value == taint.value;
+}
+
+bool Matches(const NodeSelectorRequirement& r, const NodeInfo& node) {
+  std::optional<std::string> value;
+  if (r.field) {
+    value = node.name;
+  } else if (auto it = node.spec.labels.find(r.key); it != node.spec.labels.end()) {
+    value = it->second;
+  }
+  auto in = [&] {
+    return value && std::find(r.values.begin(), r.values.end(), *value) != r.values.end();
+  };
+  if (r.op == "In") return in();
+  if (r.op == "NotIn") return !in();
+  if (r.op == "Exists") return value.has_value();
+  if (r.op == "DoesNotExist") return !value.has_value();
+  if ((r.op == "Gt" || r.op == "Lt") && value && r.values.size() == 1) {
+    try {
+      int64_t have = std::stoll(*value), want = std::stoll(r.values[0]);
+      return r.op == "Gt" ? have > want : have < want;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why) {
+  for (const Taint& taint : node.taints) {
+    bool tolerated = false;
+    for (const Toleration& tol : pod.tolerations) {
+      if (Tolerates(tol, taint)) {
+        tolerated = true;
+        break;
+      }
+    }
+    if (!tolerated) {
+      if (why) *why = "taint";
+      return false;
+    }
+  }
+  for (const auto& [k, v] : pod.node_selector) {
+    auto it = node.spec.labels.find(k);
+    if (it == node.spec.labels.end() || it->second != v) {
+      if (why) *why = "selector";
+      return false;
+    }
+  }
+  if (pod.has_affinity) {
+    bool any = false;
+    for (const NodeSelectorTerm& term : pod.affinity_terms) {
+      if (term.empty()) continue;  // an empty term matches no node
+      bool all = true;
+      for (const NodeSelectorRequirement& r : term) {
+        if (!Matches(r, node)) {
+          all = false;
+          break;
+        }
+      }
+      if (all) {
+        any = true;
+        break;
+      }
+    }
+    if (!any) {
+      if (why) *why = "selector";
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace tessera::k8s

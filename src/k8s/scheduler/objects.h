@@ -1,0 +1,120 @@
+// Pods and Nodes as the scheduler needs them, decoded once from their API objects (on the watch
+// thread) into immutable values. Decoding never fails and never throws: what is wrong with an
+// object is kept in it (PodInfo::input_error, NodeInfo::inventory_error) with the field that is
+// wrong, so that the scheduler can tell the pod's owner (an Event) or stop using a node's GPUs,
+// and carry on with everything else.
+//
+// The pod contract (DESIGN.md "Kubernetes-facing contract"):
+//   container resources.limits   tessera.dev/gpu: N          N whole GPUs, exclusive
+//                                tessera.dev/gpu-memory: 4Gi  a share of one GPU with this memory
+//                                tessera.dev/gpu-compute: 25  percent of one GPU's compute (1..100)
+//   annotations  tessera.dev/topology: nvlink|pcie-switch|numa|node (+ -mode: required|preferred)
+//                tessera.dev/gang: NAME, tessera.dev/gang-size: K,
+//                tessera.dev/gang-topology: LEVEL (+ tessera.dev/gang-topology-mode, default
+//                required), tessera.dev/queue: NAME; spec.priority orders the queue.
+// CPU and memory requests are what kube-scheduler computes (component-helpers PodRequests):
+// the sum over containers, raised to any init container's need (restartable "sidecar" init
+// containers count as running alongside), plus spec.overhead. GPU asks add up the same way.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/model/node.h"
+#include "core/model/request.h"
+#include "nlohmann/json.hpp"
+#include "records/assignment.h"
+
+namespace tessera::k8s {
+
+inline constexpr std::string_view kGpuResource = "tessera.dev/gpu";
+inline constexpr std::string_view kGpuMemoryResource = "tessera.dev/gpu-memory";
+inline constexpr std::string_view kGpuComputeResource = "tessera.dev/gpu-compute";
+inline constexpr std::string_view kTopologyAnnotation = "tessera.dev/topology";
+inline constexpr std::string_view kTopologyModeAnnotation = "tessera.dev/topology-mode";
+inline constexpr std::string_view kGangAnnotation = "tessera.dev/gang";
+inline constexpr std::string_view kGangSizeAnnotation = "tessera.dev/gang-size";
+inline constexpr std::string_view kGangTopologyAnnotation = "tessera.dev/gang-topology";
+inline constexpr std::string_view kGangTopologyModeAnnotation = "tessera.dev/gang-topology-mode";
+inline constexpr std::string_view kQueueAnnotation = "tessera.dev/queue";
+inline constexpr int kMaxGangSize = 10'000;
+
+// Where a pod may go, as kube-scheduler's NodeUnschedulable, TaintToleration (NoSchedule and
+// NoExecute) and NodeAffinity (spec.nodeSelector, required node affinity) filters decide.
+struct Taint {
+  std::string key, value, effect;
+};
+struct Toleration {
+  std::string key, op = "Equal", value, effect;
+};
+struct NodeSelectorRequirement {
+  std::string key;
+  std::string op;  // In, NotIn, Exists, DoesNotExist, Gt, Lt
+  std::vector<std::string> values;
+  bool field = false;  // matchFields (metadata.name) rather than labels
+};
+using NodeSelectorTerm = std::vector<NodeSelectorRequirement>;  // all must match
+
+struct PodInfo {
+  std::string ns, name, uid, key;  // key: "ns/name"
+  std::string resource_version;
+  std::string scheduler_name;
+  std::string node_name;  // empty until bound
+  std::string phase;
+  bool deleting = false;  // metadata.deletionTimestamp is set
+  bool gated = false;     // spec.schedulingGates is not empty
+  int32_t priority = 0;
+  std::string queue = "default";
+  std::string created;  // metadata.creationTimestamp
+
+  // What the pod asks for; meaningful when input_error is empty. request.name == key.
+  core::PodRequest request;
+  // "<field>: <what is wrong>" when the pod's resources or annotations cannot be understood.
+  std::string input_error;
+  // A digest of everything that decides where the pod may go: a change means "try again".
+  std::string request_digest;
+
+  // The tessera.dev/assignment record, when present and valid; assignment_error when present but
+  // invalid.
+  std::optional<records::Assignment> assignment;
+  std::string assignment_error;
+  // The message of a PodScheduled=False condition already on the pod (so it is not rewritten).
+  std::string unschedulable_message;
+
+  std::map<std::string, std::string> node_selector;
+  std::vector<NodeSelectorTerm> affinity_terms;  // required node affinity: any term matches
+  bool has_affinity = false;
+  std::vector<Toleration> tolerations;
+  bool has_node_constraints() const { return !node_selector.empty() || has_affinity; }
+
+  bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
+  bool bound() const { return !node_name.empty(); }
+};
+
+std::shared_ptr<const PodInfo> DecodePod(const nlohmann::json& pod);
+
+struct NodeInfo {
+  std::string name;
+  // Name, allocatable CPU and memory, labels, and the GPUs and links of a valid inventory (none
+  // when the inventory is absent or invalid).
+  core::NodeSpec spec;
+  bool has_inventory = false;
+  std::string inventory_error;  // non-empty: the annotation is there but unusable
+  std::string capacity_error;   // allocatable CPU or memory could not be read (counted as 0)
+  bool unschedulable = false;   // spec.unschedulable (cordoned)
+  std::vector<Taint> taints;    // NoSchedule and NoExecute (PreferNoSchedule is only a preference)
+  // Everything the engine sees of this node; a change rebuilds the engine's cluster.
+  std::string fingerprint;
+};
+
+std::shared_ptr<const NodeInfo> DecodeNode(const nlohmann::json& node);
+
+// Whether `pod` may go on `node` by its taints, node selector and required node affinity; when
+// not, `why` (optional) says which: "taint", "selector".
+bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why = nullptr);
+
+}  // namespace tessera::k8s

@@ -1,0 +1,286 @@
+#include "k8s/scheduler/objects.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/testing/objects.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::NodeObject;
+using testing::PodObject;
+
+TEST(DecodePod, ShareWholeAndTopologyAsks) {
+  auto share = DecodePod(PodObject("ns", "a")
+                             .Limit("tessera.dev/gpu-memory", "4Gi")
+                             .Limit("tessera.dev/gpu-compute", "25")
+                             .Request("cpu", "500m")
+                             .Request("memory", "1Gi")
+                             .Json());
+  ASSERT_TRUE(share->input_error.empty()) << share->input_error;
+  EXPECT_EQ(share->key, "ns/a");
+  EXPECT_EQ(share->request.name, "ns/a");
+  EXPECT_EQ(share->request.gpu.kind, core::GpuAsk::Kind::kShare);
+  EXPECT_EQ(share->request.gpu.memory_mib, 4096);
+  EXPECT_EQ(share->request.gpu.compute_milli, 250);
+  EXPECT_EQ(share->request.cpu_milli, 500);
+  EXPECT_EQ(share->request.memory_mib, 1024);
+  EXPECT_EQ(share->queue, "default");
+
+  auto whole = DecodePod(PodObject("ns", "b")
+                             .Limit("tessera.dev/gpu", "4")
+                             .Annotation("tessera.dev/topology", "nvlink")
+                             .Annotation("tessera.dev/topology-mode", "required")
+                             .Annotation("tessera.dev/queue", "training")
+                             .Priority(100)
+                             .Json());
+  ASSERT_TRUE(whole->input_error.empty()) << whole->input_error;
+  EXPECT_EQ(whole->request.gpu.kind, core::GpuAsk::Kind::kWhole);
+  EXPECT_EQ(whole->request.gpu.count, 4);
+  EXPECT_EQ(whole->request.gpu.topology, core::GpuTopology::kNvLink);
+  EXPECT_TRUE(whole->request.gpu.topology_required);
+  EXPECT_EQ(whole->priority, 100);
+  EXPECT_EQ(whole->request.priority, 100);
+  EXPECT_EQ(whole->queue, "training");
+  EXPECT_NE(whole->request_digest, share->request_digest);
+
+  auto cpu_only = DecodePod(PodObject("ns", "c").Request("cpu", "2").Json());
+  EXPECT_EQ(cpu_only->request.gpu.kind, core::GpuAsk::Kind::kNone);
+  EXPECT_EQ(cpu_only->request.cpu_milli, 2000);
+}
+
+TEST(DecodePod, GangAnnotations) {
+  auto p = DecodePod(PodObject("ns", "w-0")
+                         .Limit("tessera.dev/gpu", "1")
+                         .Gang("train", 8, "nvlink-domain")
+                         .Json());
+  ASSERT_TRUE(p->input_error.empty()) << p->input_error;
+  ASSERT_TRUE(p->request.gang.has_value());
+  EXPECT_EQ(p->request.gang->name, "train");
+  EXPECT_EQ(p->request.gang->size, 8);
+  EXPECT_EQ(p->request.gang->level, "nvlink-domain");
+  EXPECT_TRUE(p->request.gang->required);
+  auto preferred = DecodePod(PodObject("ns", "w-1")
+                                 .Limit("tessera.dev/gpu", "1")
+                                 .Gang("train", 8, "rack")
+                                 .Annotation("tessera.dev/gang-topology-mode", "preferred")
+                                 .Json());
+  EXPECT_FALSE(preferred->request.gang->required);
+}
+
+// kube-scheduler's PodRequests: containers add up; an init container needs its own request plus
+// the restartable (sidecar) init containers started before it; overhead on top.
+TEST(DecodePod, CpuAndMemoryAsKubeSchedulerComputesThem) {
+  json pod = PodObject("ns", "p").Json();
+  pod["spec"]["containers"] = json::array(
+      {{{"name", "a"}, {"resources", {{"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}}}},
+       {{"name", "b"}, {"resources", {{"requests", {{"cpu", "500m"}, {"memory", "512Mi"}}}}}}});
+  pod["spec"]["initContainers"] = json::array(
+      {{{"name", "sidecar"},
+        {"restartPolicy", "Always"},
+        {"resources", {{"requests", {{"cpu", "200m"}, {"memory", "100Mi"}}}}}},
+       {{"name", "migrate"}, {"resources", {{"requests", {{"cpu", "3"}, {"memory", "64Mi"}}}}}}});
+  pod["spec"]["overhead"] = {{"cpu", "100m"}, {"memory", "10Mi"}};
+  auto p = DecodePod(pod);
+  ASSERT_TRUE(p->input_error.empty()) << p->input_error;
+  // cpu: containers 1.5 + sidecar 0.2 = 1.7; init "migrate" needs 3 + 0.2 = 3.2 > 1.7; + 0.1
+  EXPECT_EQ(p->request.cpu_milli, 3300);
+  // memory: 1536 + 100 = 1636 > init 64 + 100; + 10
+  EXPECT_EQ(p->request.memory_mib, 1646);
+
+  // Pod-level resources replace the aggregate.
+  pod["spec"]["resources"] = {{"requests", {{"cpu", "8"}}}};
+  p = DecodePod(pod);
+  EXPECT_EQ(p->request.cpu_milli, 8100);
+  EXPECT_EQ(p->request.memory_mib, 1646);
+}
+
+TEST(DecodePod, GpuAsksAddUpOverContainers) {
+  json pod = PodObject("ns", "p").Json();
+  pod["spec"]["containers"] = json::array(
+      {{{"name", "a"},
+        {"resources",
+         {{"limits", {{"tessera.dev/gpu-memory", "2Gi"}, {"tessera.dev/gpu-compute", "10"}}}}}},
+       {{"name", "b"}, {"resources", {{"limits", {{"tessera.dev/gpu-memory", "1Gi"}}}}}}});
+  auto p = DecodePod(pod);
+  ASSERT_TRUE(p->input_error.empty()) << p->input_error;
+  EXPECT_EQ(p->request.gpu.memory_mib, 3072);
+  EXPECT_EQ(p->request.gpu.compute_milli, 100);
+}
+
+TEST(DecodePod, BadInputNamesTheField) {
+  auto error = [](const json& pod) {
+    auto p = DecodePod(pod);
+    EXPECT_FALSE(p->input_error.empty());
+    return p->input_error;
+  };
+  EXPECT_THAT(error(PodObject("ns", "p").Limit("tessera.dev/gpu-memory", "lots").Json()),
+              HasSubstr("spec.containers[0].resources.limits[tessera.dev/gpu-memory]: \"lots\""));
+  EXPECT_THAT(error(PodObject("ns", "p").Limit("tessera.dev/gpu-compute", "150").Json()),
+              HasSubstr("tessera.dev/gpu-compute]: \"150\" must be a percentage"));
+  EXPECT_THAT(error(PodObject("ns", "p").Limit("tessera.dev/gpu", "1.5").Json()),
+              HasSubstr("limits[tessera.dev/gpu]: \"1.5\""));
+  EXPECT_THAT(error(PodObject("ns", "p").Request("cpu", "-1").Json()), HasSubstr("requests[cpu]"));
+  EXPECT_THAT(error(PodObject("ns", "p")
+                        .Limit("tessera.dev/gpu", "1")
+                        .Limit("tessera.dev/gpu-memory", "1Gi")
+                        .Json()),
+              HasSubstr("cannot be combined"));
+  EXPECT_THAT(
+      error(PodObject("ns", "p")
+                .Limit("tessera.dev/gpu", "2")
+                .Annotation("tessera.dev/topology", "warp-drive")
+                .Json()),
+      HasSubstr("metadata.annotations[tessera.dev/topology]: \"warp-drive\" is not one of"));
+  EXPECT_THAT(error(PodObject("ns", "p")
+                        .Limit("tessera.dev/gpu-memory", "1Gi")
+                        .Annotation("tessera.dev/topology", "nvlink")
+                        .Json()),
+              HasSubstr("only for pods asking whole GPUs"));
+  EXPECT_THAT(error(PodObject("ns", "p")
+                        .Limit("tessera.dev/gpu", "2")
+                        .Annotation("tessera.dev/topology-mode", "required")
+                        .Json()),
+              HasSubstr("needs tessera.dev/topology"));
+  EXPECT_THAT(error(PodObject("ns", "p").Annotation("tessera.dev/gang", "g").Json()),
+              HasSubstr("tessera.dev/gang-size]: missing"));
+  EXPECT_THAT(error(PodObject("ns", "p")
+                        .Annotation("tessera.dev/gang", "g")
+                        .Annotation("tessera.dev/gang-size", "zero")
+                        .Json()),
+              HasSubstr("tessera.dev/gang-size]: \"zero\""));
+  EXPECT_THAT(error(PodObject("ns", "p").Annotation("tessera.dev/gang-size", "3").Json()),
+              HasSubstr("needs tessera.dev/gang"));
+  // A quantity that is not a string or number.
+  json odd = PodObject("ns", "p").Json();
+  odd["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", {{"a", 1}}}}}};
+  EXPECT_THAT(error(odd), HasSubstr("spec.containers[0].resources.requests[cpu]"));
+  // Not a pod at all: decoded without a crash, asking nothing.
+  auto junk = DecodePod(json::array({1, 2}));
+  EXPECT_EQ(junk->key, "/");
+  EXPECT_EQ(junk->request.gpu.kind, core::GpuAsk::Kind::kNone);
+}
+
+TEST(DecodePod, AssignmentStateAndConditions) {
+  json pod = PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Node("n1").Phase("Running").Json();
+  pod["metadata"]["annotations"]["tessera.dev/assignment"] =
+      R"({"version":1,"node":"n1","gpus":[{"index":3,"memory_mib":81920,"compute_milli":1000,"exclusive":true}]})";
+  pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  pod["status"]["conditions"] =
+      json::array({{{"type", "PodScheduled"}, {"status", "False"}, {"message", "no room"}}});
+  auto p = DecodePod(pod);
+  EXPECT_TRUE(p->bound());
+  EXPECT_TRUE(p->deleting);
+  EXPECT_FALSE(p->terminal());
+  ASSERT_TRUE(p->assignment.has_value());
+  EXPECT_EQ(p->assignment->gpus[0].grant.gpu, 3);
+  EXPECT_EQ(p->unschedulable_message, "no room");
+  pod["metadata"]["annotations"]["tessera.dev/assignment"] = "{broken";
+  pod["status"]["phase"] = "Succeeded";
+  p = DecodePod(pod);
+  EXPECT_FALSE(p->assignment.has_value());
+  EXPECT_THAT(p->assignment_error, HasSubstr("assignment"));
+  EXPECT_TRUE(p->terminal());
+}
+
+TEST(DecodeNode, InventoryLabelsAndAllocatable) {
+  auto n = DecodeNode(NodeObject("gpu-1")
+                          .Gpus(8)
+                          .NvSwitch()
+                          .Cpu("96")
+                          .Memory("1Ti")
+                          .Label("tessera.dev/rack", "r1")
+                          .Json());
+  EXPECT_EQ(n->name, "gpu-1");
+  EXPECT_TRUE(n->has_inventory);
+  EXPECT_TRUE(n->inventory_error.empty()) << n->inventory_error;
+  EXPECT_EQ(n->spec.gpu_count(), 8);
+  EXPECT_EQ(n->spec.gpus[3].uuid, "GPU-gpu-1-3");
+  EXPECT_EQ(n->spec.links.at(0, 7).kind, core::LinkKind::kNvLink);
+  EXPECT_EQ(n->spec.cpu_milli, 96000);
+  EXPECT_EQ(n->spec.memory_mib, 1024 * 1024);
+  EXPECT_EQ(n->spec.labels.at("tessera.dev/rack"), "r1");
+
+  auto plain = DecodeNode(NodeObject("cpu-1").Json());
+  EXPECT_FALSE(plain->has_inventory);
+  EXPECT_EQ(plain->spec.gpu_count(), 0);
+  EXPECT_NE(plain->fingerprint, n->fingerprint);
+}
+
+TEST(DecodeNode, BadInventoryLeavesTheNodeWithoutGpus) {
+  auto garbage = DecodeNode(NodeObject("bad").Gpus(2).RawInventory("{not json").Json());
+  EXPECT_TRUE(garbage->has_inventory);
+  EXPECT_THAT(garbage->inventory_error, HasSubstr("inventory"));
+  EXPECT_EQ(garbage->spec.gpu_count(), 0);
+  EXPECT_EQ(garbage->spec.cpu_milli, 64000);  // still usable for CPU pods
+
+  nlohmann::json inv = nlohmann::json::parse(NodeObject("x").Gpus(2).InventoryJson());
+  inv["gpus"][1]["memory_mib"] = -5;
+  auto negative = DecodeNode(NodeObject("bad2").RawInventory(inv.dump()).Json());
+  EXPECT_FALSE(negative->inventory_error.empty());
+  EXPECT_EQ(negative->spec.gpu_count(), 0);
+
+  json bad_cpu = NodeObject("bad3").Json();
+  bad_cpu["status"]["allocatable"]["cpu"] = "many";
+  auto n3 = DecodeNode(bad_cpu);
+  EXPECT_THAT(n3->capacity_error, HasSubstr("status.allocatable.cpu"));
+  EXPECT_EQ(n3->spec.cpu_milli, 0);
+}
+
+TEST(NodeAllows, TaintsTolerationsSelectorsAndAffinity) {
+  json node = NodeObject("gpu-1").Gpus(1).Label("pool", "a100").Label("gen", "3").Json();
+  node["spec"]["taints"] =
+      json::array({{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}},
+                   {{"key", "soft"}, {"effect", "PreferNoSchedule"}}});
+  auto n = DecodeNode(node);
+  ASSERT_EQ(n->taints.size(), 1u);  // PreferNoSchedule is only a preference
+  auto allows = [&](const json& pod) {
+    std::string why;
+    bool ok = NodeAllows(*n, *DecodePod(pod), &why);
+    return ok ? std::string("yes") : why;
+  };
+  json pod = PodObject("ns", "p").Json();
+  EXPECT_EQ(allows(pod), "taint");
+  pod["spec"]["tolerations"] = json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}}});
+  EXPECT_EQ(allows(pod), "yes");
+  pod["spec"]["tolerations"] =
+      json::array({{{"key", "nvidia.com/gpu"}, {"value", "absent"}, {"effect", "NoSchedule"}}});
+  EXPECT_EQ(allows(pod), "taint");
+  pod["spec"]["tolerations"] = json::array({{{"operator", "Exists"}}});  // tolerates everything
+  EXPECT_EQ(allows(pod), "yes");
+  pod["spec"]["nodeSelector"] = {{"pool", "h100"}};
+  EXPECT_EQ(allows(pod), "selector");
+  pod["spec"]["nodeSelector"] = {{"pool", "a100"}};
+  EXPECT_EQ(allows(pod), "yes");
+  auto affinity = [&](const json& terms) {
+    json p = pod;
+    p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+     ["nodeSelectorTerms"] = terms;
+    return allows(p);
+  };
+  auto expr = [](const std::string& key, const std::string& op, json values) {
+    return json{
+        {"matchExpressions", json::array({{{"key", key}, {"operator", op}, {"values", values}}})}};
+  };
+  EXPECT_EQ(affinity(json::array({expr("gen", "Gt", {"2"})})), "yes");
+  EXPECT_EQ(affinity(json::array({expr("gen", "Lt", {"2"})})), "selector");
+  EXPECT_EQ(
+      affinity(json::array({expr("pool", "NotIn", {"a100"}), expr("pool", "In", {"x", "a100"})})),
+      "yes");  // terms are ORed
+  EXPECT_EQ(affinity(json::array({expr("zone", "Exists", json::array())})), "selector");
+  EXPECT_EQ(affinity(json::array({expr("zone", "DoesNotExist", json::array())})), "yes");
+  EXPECT_EQ(affinity(json::array({{{"matchFields", json::array({{{"key", "metadata.name"},
+                                                                 {"operator", "In"},
+                                                                 {"values", {"gpu-1"}}}})}}})),
+            "yes");
+  EXPECT_EQ(affinity(json::array({json::object()})), "selector");  // an empty term: no node
+  json bad = pod;
+  bad["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+     ["nodeSelectorTerms"] = json::array({expr("gen", "Near", {"3"})});
+  EXPECT_THAT(DecodePod(bad)->input_error, HasSubstr("operator \"Near\""));
+}
+
+}  // namespace
+}  // namespace tessera::k8s

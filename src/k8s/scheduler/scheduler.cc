@@ -1,0 +1,405 @@
+#include "k8s/scheduler/scheduler.h"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <variant>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "httplib.h"
+#include "k8s/client/informer.h"
+#include "k8s/client/leader_election.h"
+#include "k8s/scheduler/objects.h"
+#include "k8s/scheduler/scheduler_core.h"
+#include "records/assignment.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::k8s {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the other threads hand to the scheduler thread.
+struct LoopEvent {
+  enum Kind { kNode, kPod, kNodesSynced, kPodsSynced, kBindResult, kLeading, kLostLease };
+  Kind kind = kNode;
+  Change change = Change::kAdded;
+  std::shared_ptr<const NodeInfo> node;
+  std::shared_ptr<const PodInfo> pod;
+  std::string key;
+  uint64_t attempt = 0;
+  absl::Status status;
+};
+
+class EventQueue {
+ public:
+  void Push(LoopEvent e) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back(std::move(e));
+    }
+    cv_.notify_one();
+  }
+  // Everything queued, waiting until `deadline` for something if nothing is.
+  std::vector<LoopEvent> Take(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_until(lock, deadline, [&] { return !events_.empty(); });
+    std::vector<LoopEvent> out(std::make_move_iterator(events_.begin()),
+                               std::make_move_iterator(events_.end()));
+    events_.clear();
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<LoopEvent> events_;
+};
+
+Change ChangeOf(int informer_kind) {
+  switch (informer_kind) {
+    case 0:
+      return Change::kAdded;
+    case 1:
+      return Change::kUpdated;
+    default:
+      return Change::kDeleted;
+  }
+}
+
+// SchedulerActions on the API server, asynchronously.
+class ApiWriter final : public SchedulerActions {
+ public:
+  ApiWriter(std::shared_ptr<Transport> transport, AsyncClientOptions options, std::string component,
+            std::string instance, EventQueue* events)
+      : async_(std::move(transport), options),
+        component_(std::move(component)),
+        instance_(std::move(instance)),
+        events_(events) {}
+
+  void Bind(const PodInfo& pod, const std::string& node, const std::string& assignment,
+            uint64_t attempt) override {
+    nlohmann::json annotations = {{std::string(records::kAssignmentAnnotation), assignment}};
+    HttpRequest req{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/binding"),
+                    BindingBody(pod.ns, pod.name, pod.uid, node, annotations).dump(),
+                    "application/json"};
+    std::string key = pod.key;
+    async_.Submit(req, [this, req, key, attempt](const HttpResponse& r) {
+      LoopEvent e;
+      e.kind = LoopEvent::kBindResult;
+      e.key = key;
+      e.attempt = attempt;
+      e.status = StatusFromResponse(req, r);
+      events_->Push(std::move(e));
+    });
+  }
+
+  void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
+                     bool repeat) override {
+    const auto now = std::chrono::system_clock::now();
+    const std::string now_text = FormatTime(now);
+    if (!repeat) {
+      nlohmann::json patch = {
+          {"status",
+           {{"conditions", nlohmann::json::array({{{"type", "PodScheduled"},
+                                                   {"status", "False"},
+                                                   {"reason", reason},
+                                                   {"message", message},
+                                                   {"lastProbeTime", nullptr},
+                                                   {"lastTransitionTime", now_text}}})}}}};
+      Submit(
+          HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
+                      patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
+          pod.key);
+    }
+    // One Event per distinct message; a repeat bumps its count (the event recorder's way).
+    auto it = reported_.find(pod.key);
+    if (repeat && it != reported_.end() && it->second.message == message) {
+      ++it->second.count;
+      nlohmann::json patch = {{"count", it->second.count}, {"lastTimestamp", now_text}};
+      Submit(
+          HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/events/", it->second.name),
+                      patch.dump(), std::string(ContentTypeOf(PatchType::kMerge))},
+          pod.key);
+      return;
+    }
+    if (reported_.size() > 200'000) reported_.clear();
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch());
+    std::string name = fmt::format("{}.{:x}", pod.name, ns.count());
+    reported_[pod.key] = Reported{name, message, 1};
+    nlohmann::json event = {{"apiVersion", "v1"},
+                            {"kind", "Event"},
+                            {"metadata", {{"name", name}, {"namespace", pod.ns}}},
+                            {"involvedObject",
+                             {{"apiVersion", "v1"},
+                              {"kind", "Pod"},
+                              {"namespace", pod.ns},
+                              {"name", pod.name},
+                              {"uid", pod.uid},
+                              {"resourceVersion", pod.resource_version}}},
+                            {"reason", "FailedScheduling"},
+                            {"message", message},
+                            {"type", "Warning"},
+                            {"source", {{"component", component_}}},
+                            {"firstTimestamp", now_text},
+                            {"lastTimestamp", now_text},
+                            {"count", 1},
+                            {"action", "Scheduling"},
+                            {"reportingComponent", component_},
+                            {"reportingInstance", instance_}};
+    Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"), event.dump(),
+                       "application/json"},
+           pod.key);
+  }
+
+  bool Drain(std::chrono::milliseconds timeout) { return async_.Drain(timeout); }
+
+ private:
+  struct Reported {
+    std::string name;
+    std::string message;
+    int count = 1;
+  };
+  void Submit(HttpRequest req, const std::string& key) {
+    async_.Submit(req, [req, key](const HttpResponse& r) {
+      if (r.ok() || r.status == 404) return;  // a pod deleted meanwhile needs no report
+      spdlog::warn("reporting on pod {}: {}", key, FromAbsl(StatusFromResponse(req, r).message()));
+    });
+  }
+
+  AsyncClient async_;
+  std::string component_;
+  std::string instance_;
+  EventQueue* events_;
+  absl::flat_hash_map<std::string, Reported> reported_;  // scheduler thread only
+};
+
+// /metrics, /healthz, /readyz on a small thread pool.
+class HttpEndpoints {
+ public:
+  absl::Status Start(const std::string& address, int port, std::function<std::string()> metrics,
+                     std::function<bool()> healthy, std::function<bool()> ready) {
+    server_.new_task_queue = [] { return new httplib::ThreadPool(2); };
+    server_.Get("/metrics", [metrics](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    server_.Get("/healthz", [healthy](const httplib::Request&, httplib::Response& res) {
+      bool ok = healthy();
+      res.status = ok ? 200 : 503;
+      res.set_content(ok ? "ok" : "the scheduler loop is stuck", "text/plain");
+    });
+    server_.Get("/readyz", [ready](const httplib::Request&, httplib::Response& res) {
+      bool ok = ready();
+      res.status = ok ? 200 : 503;
+      res.set_content(ok ? "ok" : "caches not synced yet", "text/plain");
+    });
+    if (port == 0) {
+      port_ = server_.bind_to_any_port(address);
+      if (port_ < 0) port_ = 0;
+    } else if (server_.bind_to_port(address, port)) {
+      port_ = port;
+    }
+    if (port_ <= 0) {
+      return absl::UnavailableError(
+          StrCat("cannot listen on ", address, ":", port, " for /metrics and /healthz"));
+    }
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    return absl::OkStatus();
+  }
+  int port() const { return port_; }
+  ~HttpEndpoints() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+std::string InformerLines(const std::vector<const ListWatch*>& informers) {
+  std::string out;
+  struct Counter {
+    const char* name;
+    const char* help;
+    int64_t (ListWatch::*get)() const;
+  };
+  const Counter counters[] = {
+      {"tessera_scheduler_watch_lists_total", "Complete lists (initial and relists).",
+       &ListWatch::lists},
+      {"tessera_scheduler_watch_too_old_total",
+       "Watches answered \"too old resource version\" (410), each followed by a relist.",
+       &ListWatch::too_old},
+      {"tessera_scheduler_watch_failures_total", "Lists or watches that failed and backed off.",
+       &ListWatch::failures},
+      {"tessera_scheduler_watch_events_total", "Watch events received.", &ListWatch::events},
+  };
+  for (const Counter& c : counters) {
+    StrAppend(&out, "# HELP ", c.name, " ", c.help, "\n# TYPE ", c.name, " counter\n");
+    for (const ListWatch* lw : informers) {
+      StrAppend(&out, c.name, "{resource=\"", lw->options().resource, "\"} ", (lw->*c.get)(), "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(ApiClient& client, SchedulerConfig config)
+    : client_(client), config_(std::move(config)) {}
+
+Scheduler::~Scheduler() = default;
+
+absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
+  if (config_.lease.identity.empty()) config_.lease.identity = DefaultIdentity();
+  if (config_.leader_elect) TESSERA_RETURN_IF_ERROR(ValidateLeaderElection(config_.lease));
+  EventQueue events;
+  std::atomic<int64_t> heartbeat{Clock::now().time_since_epoch().count()};
+  std::atomic<bool> ready{false};
+
+  AsyncClientOptions wo;
+  wo.max_in_flight = config_.bind_concurrency;
+  wo.http2 = config_.http2;
+  ApiWriter writer(client_.transport(), wo, config_.core.scheduler_name, config_.lease.identity,
+                   &events);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCore> core,
+                           SchedulerCore::Create(config_.core, &writer, &metrics_));
+
+  ListWatchOptions node_options;
+  node_options.resource = "nodes";
+  node_options.path = "/api/v1/nodes";
+  node_options.label_selector = config_.node_selector;
+  Informer<NodeInfo> nodes(
+      client_, node_options, [](const nlohmann::json& j) { return DecodeNode(j); },
+      [&events](Informer<NodeInfo>::Event&& e) {
+        LoopEvent le;
+        if (e.kind == Informer<NodeInfo>::Event::kSynced) {
+          le.kind = LoopEvent::kNodesSynced;
+        } else {
+          le.kind = LoopEvent::kNode;
+          le.change = ChangeOf(static_cast<int>(e.kind));
+          le.node = std::move(e.object);
+        }
+        events.Push(std::move(le));
+      });
+  ListWatchOptions pod_options;
+  pod_options.resource = "pods";
+  pod_options.path = "/api/v1/pods";
+  // As kube-scheduler: finished pods hold nothing (leaving this selector reads as a deletion).
+  pod_options.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  Informer<PodInfo> pods(
+      client_, pod_options, [](const nlohmann::json& j) { return DecodePod(j); },
+      [&events](Informer<PodInfo>::Event&& e) {
+        LoopEvent le;
+        if (e.kind == Informer<PodInfo>::Event::kSynced) {
+          le.kind = LoopEvent::kPodsSynced;
+        } else {
+          le.kind = LoopEvent::kPod;
+          le.change = ChangeOf(static_cast<int>(e.kind));
+          le.pod = std::move(e.object);
+        }
+        events.Push(std::move(le));
+      });
+
+  metrics_.SetExtra([&nodes, &pods] { return InformerLines({&nodes, &pods}); });
+  HttpEndpoints http;
+  TESSERA_RETURN_IF_ERROR(http.Start(
+      config_.metrics_address, config_.metrics_port, [this] { return metrics_.Render(); },
+      [&heartbeat] {
+        auto last = Clock::time_point(Clock::duration(heartbeat.load()));
+        return Clock::now() - last < std::chrono::seconds(30);
+      },
+      [&ready] { return ready.load(); }));
+  spdlog::info("tessera scheduler {}: serving /metrics, /healthz and /readyz on http://{}:{}",
+               config_.lease.identity, config_.metrics_address, http.port());
+
+  nodes.Start();
+  pods.Start();
+  std::unique_ptr<LeaderElector> elector;
+  bool leading = !config_.leader_elect;
+  if (config_.leader_elect) {
+    elector = std::make_unique<LeaderElector>(
+        client_, config_.lease,
+        LeaderElector::Callbacks{[&events] { events.Push(LoopEvent{LoopEvent::kLeading}); },
+                                 [&events] { events.Push(LoopEvent{LoopEvent::kLostLease}); },
+                                 [](const std::string& holder) {
+                                   spdlog::info("leader election: the leader is now {}", holder);
+                                 }});
+    elector->Start();
+  } else {
+    spdlog::info("leader election is off: this replica schedules");
+  }
+  metrics_.is_leader = leading ? 1 : 0;
+
+  absl::Status result = absl::OkStatus();
+  auto last_publish = Clock::time_point();
+  bool was_synced = false;
+  while (!stop.load()) {
+    heartbeat = Clock::now().time_since_epoch().count();
+    auto deadline = Clock::now() + std::chrono::milliseconds(500);
+    if (leading && core->HasReadyWork()) {
+      deadline = Clock::now();
+    } else if (leading) {
+      if (auto next = core->NextWakeup(); next && *next < deadline) deadline = *next;
+    }
+    std::vector<LoopEvent> batch = events.Take(deadline);
+    bool lost = false;
+    for (LoopEvent& e : batch) {
+      switch (e.kind) {
+        case LoopEvent::kNode:
+          core->OnNode(e.change, std::move(e.node));
+          break;
+        case LoopEvent::kPod:
+          core->OnPod(e.change, std::move(e.pod));
+          break;
+        case LoopEvent::kNodesSynced:
+          core->SetSynced(true, false);
+          break;
+        case LoopEvent::kPodsSynced:
+          core->SetSynced(false, true);
+          break;
+        case LoopEvent::kBindResult:
+          core->OnBindResult(e.key, e.attempt, e.status);
+          break;
+        case LoopEvent::kLeading:
+          leading = true;
+          metrics_.is_leader = 1;
+          spdlog::info("this replica leads: scheduling");
+          break;
+        case LoopEvent::kLostLease:
+          lost = true;
+          break;
+      }
+    }
+    if (lost) {
+      metrics_.is_leader = 0;
+      result = absl::AbortedError(
+          "lost the leader lease; exiting so that a restart starts from the API server's state");
+      break;
+    }
+    if (core->synced() && !was_synced) {
+      was_synced = true;
+      ready = true;
+      spdlog::info("caches synced: {} nodes, {} pods", nodes.size(), pods.size());
+    }
+    if (leading) core->ScheduleSome();
+    if (Clock::now() - last_publish >= std::chrono::seconds(1)) {
+      core->PublishMetrics();
+      last_publish = Clock::now();
+    }
+  }
+  // Let binds in flight land before giving up the lease, so that the next leader sees them.
+  if (!writer.Drain(std::chrono::seconds(10))) {
+    spdlog::warn("stopping with writes still in flight");
+  }
+  if (elector) elector->Stop();
+  nodes.Stop();
+  pods.Stop();
+  spdlog::info("tessera scheduler stopped");
+  return result;
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,441 @@
+// SchedulerCore driven step by step: node and pod events in, binds and reports out (a recording
+// fake of SchedulerActions, an interface we own), with an injected clock. The same behaviour
+// against the real API server is in test/k8s/scheduler_e2e_test.cc.
+#include "k8s/scheduler/scheduler_core.h"
+
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/testing/objects.h"
+#include "records/assignment.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using testing::NodeObject;
+using testing::PodObject;
+using Stage = SchedulerCore::Stage;
+
+struct BindCall {
+  std::string key;
+  std::string node;
+  records::Assignment assignment;
+  uint64_t attempt;
+};
+struct ReportCall {
+  std::string key;
+  std::string reason;
+  std::string message;
+  bool repeat;
+};
+
+class Recorder : public SchedulerActions {
+ public:
+  void Bind(const PodInfo& pod, const std::string& node, const std::string& assignment,
+            uint64_t attempt) override {
+    absl::StatusOr<records::Assignment> a = records::AssignmentFromJson(assignment);
+    EXPECT_TRUE(a.ok()) << a.status();
+    binds.push_back({pod.key, node, *a, attempt});
+  }
+  void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
+                     bool repeat) override {
+    reports.push_back({pod.key, std::string(reason), message, repeat});
+  }
+  std::vector<BindCall> binds;
+  std::vector<ReportCall> reports;
+};
+
+class CoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make({}); }
+
+  void Make(SchedulerCoreOptions o) {
+    o.retry_min_interval = std::chrono::milliseconds(1000);
+    o.retry_period = std::chrono::milliseconds(30'000);
+    auto c = SchedulerCore::Create(o, &actions_, &metrics_, [this] { return now_; });
+    ASSERT_TRUE(c.ok()) << c.status();
+    core_ = std::move(*c);
+  }
+
+  void Node(const json& node) { core_->OnNode(Change::kAdded, DecodeNode(node)); }
+  void Pod(const json& pod, Change change = Change::kAdded) {
+    core_->OnPod(change, DecodePod(pod));
+  }
+  void Sync() { core_->SetSynced(true, true); }
+  void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
+
+  // Acknowledges every bind so far as the API server would (bind OK, then the watch shows it).
+  void AckBinds(size_t from = 0) {
+    for (size_t i = from; i < actions_.binds.size(); ++i) {
+      const BindCall& b = actions_.binds[i];
+      core_->OnBindResult(b.key, b.attempt, absl::OkStatus());
+    }
+  }
+  // What the watch shows after our bind: the pod bound with its assignment.
+  json Bound(json pod, const BindCall& b) {
+    pod["spec"]["nodeName"] = b.node;
+    pod["metadata"]["annotations"]["tessera.dev/assignment"] =
+        records::AssignmentToJson(b.assignment);
+    return pod;
+  }
+
+  Recorder actions_;
+  SchedulerMetrics metrics_;
+  std::chrono::steady_clock::time_point now_ =
+      std::chrono::steady_clock::time_point() + std::chrono::hours(1);
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+TEST_F(CoreTest, NothingIsDecidedBeforeBothCachesSynced) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  Pod(PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json());
+  core_->SetSynced(true, false);
+  EXPECT_EQ(core_->ScheduleSome(), 0);
+  EXPECT_TRUE(actions_.binds.empty());
+  core_->SetSynced(false, true);
+  EXPECT_EQ(core_->ScheduleSome(), 1);
+  ASSERT_EQ(actions_.binds.size(), 1u);
+}
+
+TEST_F(CoreTest, PlacesBindsWithTheAssignmentAndConfirms) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  json pod = PodObject("ns", "p").Limit("tessera.dev/gpu-memory", "4Gi").Json();
+  Pod(pod);
+  Pod(PodObject("other", "x").Scheduler("default-scheduler").Limit("tessera.dev/gpu", "1").Json());
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);  // not the default-scheduler's pod
+  const BindCall& b = actions_.binds[0];
+  EXPECT_EQ(b.key, "ns/p");
+  EXPECT_EQ(b.node, "n1");
+  EXPECT_EQ(b.assignment.node, "n1");
+  ASSERT_EQ(b.assignment.gpus.size(), 1u);
+  EXPECT_EQ(b.assignment.gpus[0].grant.memory_mib, 4096);
+  EXPECT_FALSE(b.assignment.gpus[0].grant.exclusive);
+  EXPECT_EQ(b.assignment.gpus[0].uuid, StrCat("GPU-n1-", b.assignment.gpus[0].grant.gpu));
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBinding);
+  EXPECT_EQ(metrics_.binding_in_flight.load(), 1);
+  // The watch may show the binding before its answer comes.
+  Pod(Bound(pod, b), Change::kUpdated);
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBound);
+  AckBinds();
+  EXPECT_EQ(metrics_.pods_scheduled.load(), 1);
+  EXPECT_EQ(metrics_.binding_in_flight.load(), 0);
+  EXPECT_EQ(metrics_.scheduling_duration.count(), 1);
+  EXPECT_EQ(core_->engine().state().allocated_gpu_memory_mib(), 4096);
+}
+
+TEST_F(CoreTest, UnschedulableIsReportedOnceAndRetriedOnlyAfterAChange) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  Pod(PodObject("ns", "big").Limit("tessera.dev/gpu", "2").Json());
+  Pod(PodObject("ns", "wide").Limit("tessera.dev/gpu-memory", "100Gi").Json());
+  Sync();
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  ASSERT_EQ(actions_.reports.size(), 2u);
+  EXPECT_EQ(actions_.reports[0].reason, "Unschedulable");
+  EXPECT_FALSE(actions_.reports[0].repeat);
+  EXPECT_EQ(core_->StageOf("ns/big"), Stage::kUnschedulable);
+  EXPECT_EQ(metrics_.failed_unschedulable.load(), 2);
+  // No change: however often the loop runs, nothing is tried again.
+  for (int i = 0; i < 10; ++i) {
+    Advance(100);
+    EXPECT_EQ(core_->ScheduleSome(), 0);
+  }
+  // A node arrives: retried, at most once per minimum interval.
+  Node(NodeObject("n2").Gpus(2).Json());
+  EXPECT_EQ(core_->ScheduleSome(), 2);  // 1 s since the last flush passed
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/big");
+  EXPECT_EQ(actions_.binds[0].node, "n2");
+  // The 100Gi share still fits nowhere: same message, not reported again.
+  EXPECT_EQ(actions_.reports.size(), 2u);
+  ASSERT_TRUE(core_->NextWakeup().has_value());
+  // Periodic retry after retry_period, even without a change.
+  Advance(29'000);
+  EXPECT_EQ(core_->ScheduleSome(), 0);
+  Advance(1'100);
+  EXPECT_EQ(core_->ScheduleSome(), 1);
+}
+
+TEST_F(CoreTest, RestartRestoresBoundPodsBeforeDecidingSoNoGpuIsGrantedTwice) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  // Bound earlier (by a previous life of this scheduler), GPU 1 exclusively.
+  json held =
+      PodObject("ns", "old").Limit("tessera.dev/gpu", "1").Node("n1").Phase("Running").Json();
+  held["metadata"]["annotations"]["tessera.dev/assignment"] =
+      R"({"version":1,"node":"n1","gpus":[{"index":1,"memory_mib":81920,"compute_milli":1000,"exclusive":true}]})";
+  Pod(held);
+  Pod(PodObject("ns", "new").Limit("tessera.dev/gpu", "1").Json());
+  Pod(PodObject("ns", "new2").Limit("tessera.dev/gpu", "1").Json());
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].assignment.gpus[0].grant.gpu, 0);
+  EXPECT_EQ(core_->StageOf("ns/new2"), Stage::kUnschedulable);
+}
+
+TEST_F(CoreTest, GangWaitsForAllMembersThenBindsThemTogetherInOneDomain) {
+  Node(NodeObject("pcie").Gpus(2).Json());
+  Node(NodeObject("dgx").Gpus(8).NvSwitch().Json());
+  Sync();
+  std::vector<json> members;
+  for (int i = 0; i < 8; ++i) {
+    members.push_back(PodObject("ns", StrCat("w-", i))
+                          .Limit("tessera.dev/gpu", "1")
+                          .Gang("train", 8, "nvlink-domain")
+                          .Json());
+  }
+  for (int i = 0; i < 7; ++i) {
+    Pod(members[i]);
+    core_->ScheduleSome();
+  }
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_EQ(core_->StageOf("ns/w-0"), Stage::kGangWaiting);
+  EXPECT_TRUE(actions_.reports.empty());  // waiting is normal, not reported at once
+  Pod(members[7]);
+  EXPECT_EQ(core_->ScheduleSome(), 8);
+  ASSERT_EQ(actions_.binds.size(), 8u);
+  std::set<int> gpus;
+  for (const BindCall& b : actions_.binds) {
+    EXPECT_EQ(b.node, "dgx");
+    gpus.insert(b.assignment.gpus[0].grant.gpu);
+  }
+  EXPECT_EQ(gpus.size(), 8u);
+}
+
+TEST_F(CoreTest, GangThatCannotFitBindsNothingAndIsReported) {
+  Node(NodeObject("a").Gpus(4).NvSwitch().Json());
+  Node(NodeObject("b").Gpus(4).NvSwitch().Json());
+  Sync();
+  for (int i = 0; i < 6; ++i) {
+    Pod(PodObject("ns", StrCat("g-", i))
+            .Limit("tessera.dev/gpu", "1")
+            .Gang("six", 6, "nvlink-domain")
+            .Json());
+  }
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  ASSERT_EQ(actions_.reports.size(), 6u);
+  EXPECT_THAT(actions_.reports[0].message, HasSubstr("six"));
+  EXPECT_EQ(core_->engine().placed_count(), 0u);
+  // Without a topology requirement the same gang spans both nodes.
+  for (int i = 0; i < 6; ++i) {
+    Pod(PodObject("ns", StrCat("h-", i)).Limit("tessera.dev/gpu", "1").Gang("loose", 6).Json());
+  }
+  Advance(2000);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 6u);
+}
+
+TEST_F(CoreTest, GangMembersWithAnotherSizeAreBadInput) {
+  Node(NodeObject("a").Gpus(4).Json());
+  Sync();
+  Pod(PodObject("ns", "m1").Limit("tessera.dev/gpu", "1").Gang("g", 2).Json());
+  Pod(PodObject("ns", "m2").Limit("tessera.dev/gpu", "1").Gang("g", 3).Json());
+  core_->ScheduleSome();
+  EXPECT_EQ(core_->StageOf("ns/m2"), Stage::kBadInput);
+  ASSERT_EQ(actions_.reports.size(), 1u);
+  EXPECT_THAT(actions_.reports[0].message, HasSubstr("tessera.dev/gang-size]: 3 differs from 2"));
+}
+
+TEST_F(CoreTest, DeletionAndCompletionReleaseAndRetryThePending) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  json first = PodObject("ns", "first").Limit("tessera.dev/gpu", "1").Json();
+  Pod(first);
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  AckBinds();
+  Pod(Bound(first, actions_.binds[0]), Change::kUpdated);
+  json second = PodObject("ns", "second").Limit("tessera.dev/gpu", "1").Json();
+  Pod(second);
+  Advance(10);
+  core_->ScheduleSome();
+  EXPECT_EQ(core_->StageOf("ns/second"), Stage::kUnschedulable);
+  // The first finishes (phase Succeeded): its GPU is free; the second gets it.
+  json done = Bound(first, actions_.binds[0]);
+  done["status"]["phase"] = "Succeeded";
+  Pod(done, Change::kUpdated);
+  Advance(1000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 2u);
+  EXPECT_EQ(actions_.binds[1].key, "ns/second");
+  AckBinds(1);
+  // Deleted: released too; a third gets it.
+  Pod(Bound(second, actions_.binds[1]), Change::kDeleted);
+  Pod(PodObject("ns", "third").Limit("tessera.dev/gpu", "1").Json());
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 3u);
+  EXPECT_EQ(actions_.binds[2].key, "ns/third");
+}
+
+TEST_F(CoreTest, ConflictKeepsTheGpusUntilTheWatchExplains) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  json p = PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json();
+  Pod(p);
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  absl::Status conflict = absl::AbortedError("pod p is already assigned to node n1");
+  core_->OnBindResult("ns/p", actions_.binds[0].attempt, conflict);
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBindConflict);
+  Pod(PodObject("ns", "q").Limit("tessera.dev/gpu", "1").Json());
+  Advance(1500);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 1u);                // the GPU is still held for p
+  Pod(Bound(p, actions_.binds[0]), Change::kUpdated);  // our earlier attempt had landed
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBound);
+  EXPECT_EQ(core_->engine().placed_count(), 1u);
+}
+
+TEST_F(CoreTest, FailedBindReleasesAndRetriesAfterABackoff) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  Pod(PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json());
+  Sync();
+  core_->ScheduleSome();
+  core_->OnBindResult("ns/p", actions_.binds[0].attempt,
+                      absl::UnavailableError("POST ...: HTTP 503"));
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBackoff);
+  EXPECT_EQ(core_->engine().placed_count(), 0u);
+  ASSERT_EQ(actions_.reports.size(), 1u);
+  EXPECT_EQ(actions_.reports[0].reason, "SchedulerError");
+  EXPECT_EQ(metrics_.failed_bind_error.load(), 1);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 1u);
+  Advance(1001);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 2u);
+  EXPECT_GT(actions_.binds[1].attempt, actions_.binds[0].attempt);
+  // A late answer to the first attempt changes nothing.
+  core_->OnBindResult("ns/p", actions_.binds[0].attempt, absl::OkStatus());
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBinding);
+}
+
+TEST_F(CoreTest, BadPodInputIsReportedWithTheFieldAndDoesNotBlockOthers) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  json bad = PodObject("ns", "bad").Limit("tessera.dev/gpu-memory", "four gigs").Json();
+  Pod(bad);
+  Pod(PodObject("ns", "good").Limit("tessera.dev/gpu-memory", "4Gi").Json());
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/good");
+  ASSERT_EQ(actions_.reports.size(), 1u);
+  EXPECT_EQ(actions_.reports[0].key, "ns/bad");
+  EXPECT_THAT(actions_.reports[0].message,
+              HasSubstr("spec.containers[0].resources.limits[tessera.dev/gpu-memory]"));
+  EXPECT_EQ(metrics_.failed_invalid_pod.load(), 1);
+  // Our own status write comes back as an update: not reported again.
+  Pod(bad, Change::kUpdated);
+  EXPECT_EQ(actions_.reports.size(), 1u);
+  // Fixed by its owner (annotations can change; here the whole object for brevity): scheduled.
+  Pod(PodObject("ns", "bad").Limit("tessera.dev/gpu-memory", "4Gi").Json(), Change::kUpdated);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 2u);
+}
+
+TEST_F(CoreTest, BadNodeInventoryMakesOnlyThatNodeUnusableForGpus) {
+  Node(NodeObject("broken").Gpus(8).RawInventory("{\"version\": 1, \"gpus\": 7}").Json());
+  Node(NodeObject("fine").Gpus(1).Json());
+  Pod(PodObject("ns", "gpu-a").Limit("tessera.dev/gpu", "1").Json());
+  Pod(PodObject("ns", "gpu-b").Limit("tessera.dev/gpu", "1").Json());
+  Pod(PodObject("ns", "cpu").Request("cpu", "60").Json());
+  Sync();
+  core_->ScheduleSome();
+  core_->PublishMetrics();
+  EXPECT_EQ(metrics_.nodes_bad_inventory.load(), 1);
+  std::map<std::string, std::string> where;
+  for (const BindCall& b : actions_.binds) where[b.key] = b.node;
+  EXPECT_EQ(where["ns/gpu-a"], "fine");
+  EXPECT_EQ(where.count("ns/gpu-b"), 0u);
+  EXPECT_EQ(where.count("ns/cpu"), 1u);  // CPU pods still use the node
+  EXPECT_THAT(metrics_.Render(),
+              HasSubstr("tessera_scheduler_node_inventory_valid{node=\"broken\"} 0"));
+  // Fixed: its GPUs are used.
+  Node(NodeObject("broken").Gpus(8).Json());
+  Advance(1000);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.back().key, "ns/gpu-b");
+  EXPECT_EQ(actions_.binds.back().node, "broken");
+  core_->PublishMetrics();
+  EXPECT_EQ(metrics_.nodes_bad_inventory.load(), 0);
+}
+
+TEST_F(CoreTest, CordonedNodesTakeNoNewPods) {
+  json cordoned = NodeObject("n1").Gpus(2).Json();
+  cordoned["spec"]["unschedulable"] = true;
+  Node(cordoned);
+  Pod(PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json());
+  Sync();
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kUnschedulable);
+  cordoned["spec"].erase("unschedulable");
+  Node(cordoned);
+  Advance(1000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].node, "n1");
+}
+
+TEST_F(CoreTest, TaintsAndNodeSelectorsRestrictPodsAndGangs) {
+  json tainted = NodeObject("tainted").Gpus(8).NvSwitch().Label("pool", "train").Json();
+  tainted["spec"]["taints"] =
+      json::array({{{"key", "dedicated"}, {"value", "train"}, {"effect", "NoSchedule"}}});
+  Node(tainted);
+  Node(NodeObject("open").Gpus(8).NvSwitch().Label("pool", "serve").Json());
+  Sync();
+  json plain = PodObject("ns", "plain").Limit("tessera.dev/gpu", "1").Json();
+  plain["spec"]["nodeSelector"] = {{"pool", "train"}};
+  Pod(plain);  // selects the tainted node but does not tolerate it
+  json tolerant = PodObject("ns", "tolerant").Limit("tessera.dev/gpu", "1").Json();
+  tolerant["spec"]["tolerations"] = json::array({{{"key", "dedicated"}, {"operator", "Exists"}}});
+  tolerant["spec"]["nodeSelector"] = {{"pool", "train"}};
+  Pod(tolerant);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/tolerant");
+  EXPECT_EQ(actions_.binds[0].node, "tainted");
+  EXPECT_THAT(actions_.reports[0].message, HasSubstr("1 with taints it does not tolerate"));
+  // A gang whose members do not tolerate the taint stays off that node, though it has room.
+  for (int i = 0; i < 4; ++i) {
+    Pod(PodObject("ns", StrCat("g", i))
+            .Limit("tessera.dev/gpu", "2")
+            .Gang("g", 4, "nvlink-domain")
+            .Json());
+  }
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 5u);
+  for (size_t i = 1; i < 5; ++i) EXPECT_EQ(actions_.binds[i].node, "open");
+}
+
+TEST_F(CoreTest, HigherPriorityGoesFirst) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  Pod(PodObject("ns", "low").Limit("tessera.dev/gpu", "1").Priority(0).Json());
+  Pod(PodObject("ns", "high").Limit("tessera.dev/gpu", "1").Priority(1000).Json());
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/high");
+}
+
+TEST_F(CoreTest, PodsBoundByOthersCountTheirCpuAndMemory) {
+  Node(NodeObject("n1").Gpus(1).Cpu("4").Json());
+  Pod(PodObject("ns", "theirs")
+          .Scheduler("default-scheduler")
+          .Request("cpu", "3")
+          .Node("n1")
+          .Phase("Running")
+          .Json());
+  Pod(PodObject("ns", "mine").Request("cpu", "2").Json());
+  Sync();
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_EQ(core_->StageOf("ns/mine"), Stage::kUnschedulable);
+}
+
+}  // namespace
+}  // namespace tessera::k8s

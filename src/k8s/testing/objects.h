@@ -1,0 +1,165 @@
+// Builders of Node and Pod API objects (JSON, as the API server sends them) for the scheduler's
+// unit and e2e tests:
+//   json node = NodeObject("gpu-1").Gpus(8, "A100-80GB").NvSwitch().Json();
+//   json pod = PodObject("ns", "p").Limit("tessera.dev/gpu-memory", "4Gi").Json();
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "common/strings.h"
+#include "core/model/node.h"
+#include "nlohmann/json.hpp"
+#include "records/inventory.h"
+
+namespace tessera::k8s::testing {
+
+class NodeObject {
+ public:
+  explicit NodeObject(std::string name) : name_(std::move(name)) {}
+  NodeObject& Gpus(int n, std::string model = "A100-80GB", int64_t memory_mib = 81920) {
+    inventory_.gpus.clear();
+    for (int i = 0; i < n; ++i) {
+      core::GpuSpec g;
+      g.index = i;
+      g.uuid = StrCat("GPU-", name_, "-", i);
+      g.model = model;
+      g.memory_mib = memory_mib;
+      g.numa_node = i < (n + 1) / 2 ? 0 : 1;
+      inventory_.gpus.push_back(g);
+    }
+    inventory_.links = core::LinkMatrix::Pcie(n, 2, 2);
+    has_inventory_ = true;
+    return *this;
+  }
+  NodeObject& NvSwitch(int lanes = 12) {
+    inventory_.links = core::LinkMatrix::AllNvLink(static_cast<int>(inventory_.gpus.size()), lanes);
+    return *this;
+  }
+  NodeObject& Cpu(std::string cpu) {
+    cpu_ = std::move(cpu);
+    return *this;
+  }
+  NodeObject& Memory(std::string memory) {
+    memory_ = std::move(memory);
+    return *this;
+  }
+  NodeObject& Label(std::string k, std::string v) {
+    labels_[std::move(k)] = std::move(v);
+    return *this;
+  }
+  // Replaces the inventory annotation with any text (for bad input).
+  NodeObject& RawInventory(std::string text) {
+    raw_inventory_ = std::move(text);
+    return *this;
+  }
+  std::string InventoryJson() const { return records::InventoryToJson(inventory_); }
+
+  nlohmann::json Json() const {
+    nlohmann::json meta = {{"name", name_}};
+    if (!labels_.empty()) meta["labels"] = labels_;
+    if (raw_inventory_) {
+      meta["annotations"] = {{std::string(records::kInventoryAnnotation), *raw_inventory_}};
+    } else if (has_inventory_) {
+      meta["annotations"] = {{std::string(records::kInventoryAnnotation), InventoryJson()}};
+    }
+    nlohmann::json resources = {{"cpu", cpu_}, {"memory", memory_}, {"pods", "110"}};
+    if (has_inventory_) {
+      resources[std::string("tessera.dev/gpu")] = std::to_string(inventory_.gpus.size());
+    }
+    return {{"apiVersion", "v1"},
+            {"kind", "Node"},
+            {"metadata", meta},
+            {"status", {{"capacity", resources}, {"allocatable", resources}}}};
+  }
+
+ private:
+  std::string name_;
+  std::string cpu_ = "64";
+  std::string memory_ = "512Gi";
+  std::map<std::string, std::string> labels_;
+  records::Inventory inventory_;
+  bool has_inventory_ = false;
+  std::optional<std::string> raw_inventory_;
+};
+
+class PodObject {
+ public:
+  PodObject(std::string ns, std::string name) : ns_(std::move(ns)), name_(std::move(name)) {}
+  PodObject& Limit(const std::string& resource, const std::string& value) {
+    limits_[resource] = value;
+    return *this;
+  }
+  PodObject& Request(const std::string& resource, const std::string& value) {
+    requests_[resource] = value;
+    return *this;
+  }
+  PodObject& Annotation(const std::string& k, const std::string& v) {
+    annotations_[k] = v;
+    return *this;
+  }
+  PodObject& Gang(const std::string& name, int size, const std::string& topology = "") {
+    Annotation("tessera.dev/gang", name);
+    Annotation("tessera.dev/gang-size", std::to_string(size));
+    if (!topology.empty()) Annotation("tessera.dev/gang-topology", topology);
+    return *this;
+  }
+  PodObject& Scheduler(std::string name) {
+    scheduler_ = std::move(name);
+    return *this;
+  }
+  PodObject& Priority(int p) {
+    priority_ = p;
+    return *this;
+  }
+  PodObject& Node(std::string node) {
+    node_ = std::move(node);
+    return *this;
+  }
+  PodObject& Phase(std::string phase) {
+    phase_ = std::move(phase);
+    return *this;
+  }
+  PodObject& Uid(std::string uid) {
+    uid_ = std::move(uid);
+    return *this;
+  }
+  PodObject& Created(std::string t) {
+    created_ = std::move(t);
+    return *this;
+  }
+
+  nlohmann::json Json() const {
+    nlohmann::json container = {{"name", "main"}, {"image", "registry.invalid/app:1"}};
+    nlohmann::json resources = nlohmann::json::object();
+    if (!limits_.empty()) resources["limits"] = limits_;
+    if (!requests_.empty()) resources["requests"] = requests_;
+    container["resources"] = resources;
+    nlohmann::json spec = {{"schedulerName", scheduler_},
+                           {"containers", nlohmann::json::array({container})}};
+    if (priority_) spec["priority"] = *priority_;
+    if (!node_.empty()) spec["nodeName"] = node_;
+    nlohmann::json meta = {{"name", name_}, {"namespace", ns_}};
+    if (!uid_.empty()) meta["uid"] = uid_;
+    if (!created_.empty()) meta["creationTimestamp"] = created_;
+    if (!annotations_.empty()) meta["annotations"] = annotations_;
+    nlohmann::json pod = {
+        {"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
+    if (!phase_.empty()) pod["status"] = {{"phase", phase_}};
+    return pod;
+  }
+
+ private:
+  std::string ns_, name_;
+  std::map<std::string, std::string> limits_, requests_, annotations_;
+  std::string scheduler_ = "tessera";
+  std::optional<int> priority_;
+  std::string node_;
+  std::string phase_ = "Pending";
+  std::string uid_;
+  std::string created_;
+};
+
+}  // namespace tessera::k8s::testing

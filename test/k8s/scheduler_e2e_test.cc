@@ -1,0 +1,685 @@
+// `tessera scheduler` as a process against the real API server (one control plane for this
+// binary; see test/controlplane/controlplane.h). Nodes are plain Node objects with status and the
+// tessera.dev/gpu-inventory annotation; there is no kubelet, so pods never run: they are bound,
+// and what the scheduler decided is read back from their tessera.dev/assignment annotations.
+//
+// Each test has its own namespace, scheduler name, node label (the scheduler's --node-selector)
+// and Lease, so tests cannot see each other's pods or nodes; TearDown kills the schedulers it
+// started and deletes its pods and nodes.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "common/strings.h"
+#include "controlplane/controlplane.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/client/config.h"
+#include "k8s/client/http.h"
+#include "k8s/testing/objects.h"
+#include "records/assignment.h"
+#include "scoped_process.h"
+
+namespace tessera::e2e {
+namespace {
+
+using k8s::testing::NodeObject;
+using k8s::testing::PodObject;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+ControlPlane& Cp() { return ControlPlane::Shared(); }
+
+template <typename Pred>
+bool WaitUntil(Pred pred, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return pred();
+}
+
+std::string TestId() {
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  std::string id;
+  for (char c : name) {
+    if (std::isupper(static_cast<unsigned char>(c)) && !id.empty()) id += '-';
+    id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  id = id.substr(0, 40);
+  while (!id.empty() && id.back() == '-') id.pop_back();
+  return id;
+}
+
+// One GPU of a node, as assignments name it.
+using GpuKey = std::pair<std::string, int>;
+
+struct GpuUse {
+  int64_t memory_mib = 0;
+  int64_t compute_milli = 0;
+  int exclusive = 0;
+  int pods = 0;
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<k8s::ClientConfig> config = k8s::LoadKubeconfig(Cp().kubeconfig());
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto client = k8s::ApiClient::Create(*config);
+    ASSERT_TRUE(client.ok());
+    api_ = std::move(*client);
+    id_ = TestId();
+    ns_ = StrCat("e2e-", id_);
+    scheduler_name_ = StrCat("tessera-", id_);
+    dir_ = StrCat(::testing::TempDir(), "/tessera-e2e-", getpid(), "-", id_);
+    std::filesystem::create_directories(dir_);
+    absl::StatusOr<json> created =
+        api_->Create("/api/v1/namespaces",
+                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns_}}}});
+    ASSERT_TRUE(created.ok() || created.status().code() == absl::StatusCode::kAlreadyExists)
+        << created.status();
+    WriteConfig("");
+  }
+
+  void TearDown() override {
+    schedulers_.clear();  // SIGKILL and reap
+    if (api_) {
+      (void)api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods?gracePeriodSeconds=0"));
+      (void)api_->Delete(StrCat("/api/v1/nodes?labelSelector=",
+                                k8s::QueryEscape(StrCat("tessera-e2e/test=", id_))));
+    }
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  // The scheduler's configuration: this test's scheduler name, nodes and Lease, short timings.
+  void WriteConfig(const std::string& extra) {
+    std::ofstream(dir_ + "/config.yaml") << StrCat(R"(apiVersion: tessera.dev/v1alpha1
+kind: SchedulerConfiguration
+schedulerName: )",
+                                                   scheduler_name_, R"(
+nodeSelector: "tessera-e2e/test=)",
+                                                   id_, R"("
+leaderElection:
+  resourceNamespace: )",
+                                                   ns_, R"(
+  resourceName: tessera-scheduler
+  leaseDuration: 3s
+  renewDeadline: 2s
+  retryPeriod: 500ms
+metrics: {bindAddress: 127.0.0.1, port: 0}
+retry: {minInterval: 200ms, period: 5s}
+)",
+                                                   extra);
+  }
+
+  ScopedProcess* StartScheduler(const std::string& identity,
+                                std::vector<std::string> extra_args = {},
+                                const std::string& kubeconfig = "",
+                                const std::string& config = "") {
+    std::vector<std::string> argv = {
+        TESSERA_BINARY, "scheduler",
+        "--kubeconfig", kubeconfig.empty() ? Cp().kubeconfig() : kubeconfig,
+        "--config",     config.empty() ? dir_ + "/config.yaml" : config,
+        "--identity",   identity};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    absl::StatusOr<std::unique_ptr<ScopedProcess>> p =
+        ScopedProcess::Start(argv, StrCat(dir_, "/", identity, ".log"));
+    EXPECT_TRUE(p.ok()) << p.status();
+    schedulers_.push_back(std::move(*p));
+    return schedulers_.back().get();
+  }
+
+  // The port the scheduler logged for /metrics.
+  int MetricsPort(const ScopedProcess& p) {
+    EXPECT_TRUE(p.WaitForLog("/readyz on http://", seconds(20))) << p.Log();
+    std::smatch m;
+    std::string log = p.Log();
+    if (!std::regex_search(log, m, std::regex("/readyz on http://127\\.0\\.0\\.1:([0-9]+)"))) {
+      ADD_FAILURE() << "no metrics port in the log:\n" << log;
+      return 0;
+    }
+    return std::stoi(m[1]);
+  }
+
+  // GET on the scheduler's HTTP endpoint: (status, body).
+  std::pair<long, std::string> HttpGet(int port, const std::string& path) {
+    k8s::ClientConfig c;
+    c.server = StrCat("http://127.0.0.1:", port);
+    auto client = k8s::ApiClient::Create(c, k8s::ApiClientOptions{"e2e", 1, {}});
+    k8s::HttpResponse r = (*client)->Call(k8s::HttpRequest{"GET", path});
+    return {r.status, r.body};
+  }
+
+  // The value of one metric line (exact name with labels), or -1.
+  double Metric(int port, const std::string& series) {
+    std::string text = HttpGet(port, "/metrics").second;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+    }
+    return -1;
+  }
+
+  void AddNode(NodeObject node) {
+    node.Label("tessera-e2e/test", id_);
+    json j = node.Json();
+    json status = j["status"];
+    j.erase("status");
+    absl::StatusOr<json> created = api_->Create("/api/v1/nodes", j);
+    ASSERT_TRUE(created.ok()) << created.status();
+    // Capacity and allocatable go through the status subresource, as a kubelet writes them.
+    absl::StatusOr<json> patched =
+        api_->Patch(StrCat("/api/v1/nodes/", std::string(j["metadata"]["name"]), "/status"),
+                    k8s::PatchType::kMerge, {{"status", status}});
+    ASSERT_TRUE(patched.ok()) << patched.status();
+  }
+  std::string NodeName(const std::string& base) { return StrCat(id_.substr(0, 20), "-", base); }
+
+  void AddPod(PodObject pod) {
+    pod.Scheduler(scheduler_name_);
+    absl::StatusOr<json> created =
+        api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), pod.Json());
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+  PodObject Pod(const std::string& name) { return PodObject(ns_, name); }
+
+  json Pods() {
+    absl::StatusOr<json> list = api_->Get(StrCat("/api/v1/namespaces/", ns_, "/pods"));
+    EXPECT_TRUE(list.ok()) << list.status();
+    return list.ok() ? (*list)["items"] : json::array();
+  }
+  json GetPod(const std::string& name) {
+    absl::StatusOr<json> p = api_->Get(StrCat("/api/v1/namespaces/", ns_, "/pods/", name));
+    EXPECT_TRUE(p.ok()) << p.status();
+    return p.ok() ? *p : json();
+  }
+  static bool IsBound(const json& pod) {
+    return !pod["spec"].value("nodeName", std::string()).empty();
+  }
+  int BoundCount() {
+    int n = 0;
+    for (const json& p : Pods()) n += IsBound(p) ? 1 : 0;
+    return n;
+  }
+  bool WaitBound(int n, milliseconds timeout) {
+    return WaitUntil([&] { return BoundCount() >= n; }, timeout);
+  }
+
+  // The assignment of every bound pod; checks it names the pod's node.
+  std::map<std::string, records::Assignment> Assignments() {
+    std::map<std::string, records::Assignment> out;
+    for (const json& p : Pods()) {
+      if (!IsBound(p)) continue;
+      std::string name = p["metadata"]["name"];
+      const json& ann = p["metadata"].value("annotations", json::object());
+      auto it = ann.find("tessera.dev/assignment");
+      if (it == ann.end()) {
+        ADD_FAILURE() << "pod " << name << " is bound without an assignment";
+        continue;
+      }
+      absl::StatusOr<records::Assignment> a = records::AssignmentFromJson(it->get<std::string>());
+      if (!a.ok()) {
+        ADD_FAILURE() << name << ": " << a.status();
+        continue;
+      }
+      EXPECT_EQ(a->node, p["spec"]["nodeName"]) << name;
+      out[name] = *a;
+    }
+    return out;
+  }
+
+  // Sums what the assignments grant on each GPU; fails on any over-commitment of the 80Gi GPUs.
+  std::map<GpuKey, GpuUse> CheckNoOvercommit(const std::map<std::string, records::Assignment>& as) {
+    std::map<GpuKey, GpuUse> use;
+    for (const auto& [pod, a] : as) {
+      for (const records::AssignedGpu& g : a.gpus) {
+        GpuUse& u = use[{a.node, g.grant.gpu}];
+        u.memory_mib += g.grant.memory_mib;
+        u.compute_milli += g.grant.compute_milli;
+        u.exclusive += g.grant.exclusive ? 1 : 0;
+        ++u.pods;
+        EXPECT_EQ(g.uuid, StrCat("GPU-", a.node, "-", g.grant.gpu)) << pod;
+      }
+    }
+    for (const auto& [gpu, u] : use) {
+      EXPECT_LE(u.memory_mib, 81920) << gpu.first << "/" << gpu.second;
+      EXPECT_LE(u.compute_milli, 1000) << gpu.first << "/" << gpu.second;
+      if (u.exclusive > 0) {
+        EXPECT_EQ(u.pods, 1) << gpu.first << "/" << gpu.second << " is exclusive and shared";
+      }
+    }
+    return use;
+  }
+
+  json Lease() {
+    absl::StatusOr<json> l = api_->Get(
+        StrCat("/apis/coordination.k8s.io/v1/namespaces/", ns_, "/leases/tessera-scheduler"));
+    return l.ok() ? *l : json();
+  }
+  std::string LeaseHolder() {
+    json l = Lease();
+    return l.is_null() ? "" : l["spec"].value("holderIdentity", "");
+  }
+
+  json EventsFor(const std::string& pod) {
+    absl::StatusOr<json> list = api_->Get(
+        StrCat("/api/v1/namespaces/", ns_,
+               "/events?fieldSelector=", k8s::QueryEscape(StrCat("involvedObject.name=", pod))));
+    EXPECT_TRUE(list.ok()) << list.status();
+    return list.ok() ? (*list)["items"] : json::array();
+  }
+  // The PodScheduled condition's (status, reason, message).
+  std::tuple<std::string, std::string, std::string> Scheduled(const json& pod) {
+    for (const json& c : pod["status"].value("conditions", json::array())) {
+      if (c["type"] == "PodScheduled") {
+        return {c.value("status", ""), c.value("reason", ""), c.value("message", "")};
+      }
+    }
+    return {"", "", ""};
+  }
+
+  std::unique_ptr<k8s::ApiClient> api_;
+  std::string id_, ns_, scheduler_name_, dir_;
+  std::vector<std::unique_ptr<ScopedProcess>> schedulers_;
+};
+
+// The reality check as real pods: 20 inference pods of 4Gi and a gang of 8 one-GPU pods that must
+// share one NVLink domain, on an 8-GPU NVSwitch node and a 2-GPU PCIe node.
+TEST_F(SchedulerTest, RealityCheck) {
+  const std::string nvswitch = NodeName("nvswitch"), pcie = NodeName("pcie");
+  AddNode(NodeObject(nvswitch).Gpus(8).NvSwitch().Cpu("128").Memory("1Ti"));
+  AddNode(NodeObject(pcie).Gpus(2).Cpu("32").Memory("256Gi"));
+  ScopedProcess* s = StartScheduler("rc");
+  for (int i = 0; i < 20; ++i) {
+    AddPod(Pod(StrCat("inference-", i))
+               .Limit("tessera.dev/gpu-memory", "4Gi")
+               .Request("cpu", "1")
+               .Request("memory", "8Gi"));
+  }
+  for (int i = 0; i < 8; ++i) {
+    AddPod(Pod(StrCat("train-", i))
+               .Limit("tessera.dev/gpu", "1")
+               .Request("cpu", "8")
+               .Request("memory", "64Gi")
+               .Gang("train", 8, "nvlink-domain"));
+  }
+  ASSERT_TRUE(WaitBound(28, seconds(60))) << BoundCount() << " of 28 bound\n" << s->Log();
+  auto assignments = Assignments();
+  ASSERT_EQ(assignments.size(), 28u);
+  std::set<GpuKey> inference_gpus;
+  std::set<GpuKey> train_gpus;
+  for (const auto& [pod, a] : assignments) {
+    ASSERT_EQ(a.gpus.size(), 1u) << pod;
+    GpuKey k{a.node, a.gpus[0].grant.gpu};
+    if (pod.rfind("inference-", 0) == 0) {
+      EXPECT_EQ(a.gpus[0].grant.memory_mib, 4096) << pod;
+      EXPECT_FALSE(a.gpus[0].grant.exclusive) << pod;
+      inference_gpus.insert(k);
+    } else {
+      EXPECT_EQ(a.node, nvswitch) << pod;
+      EXPECT_TRUE(a.gpus[0].grant.exclusive) << pod;
+      train_gpus.insert(k);
+    }
+  }
+  EXPECT_EQ(inference_gpus.size(), 1u) << "the 20 inference pods share one GPU";
+  EXPECT_EQ(train_gpus.size(), 8u) << "the gang has 8 distinct GPUs of the NVSwitch node";
+  auto use = CheckNoOvercommit(assignments);
+  EXPECT_EQ(use[*inference_gpus.begin()].memory_mib, 20 * 4096);
+  // The metrics say the same.
+  int port = MetricsPort(*s);
+  EXPECT_EQ(Metric(port, "tessera_scheduler_pods_scheduled_total"), 28);
+  auto allocated = [&] {  // published about once a second
+    return Metric(port,
+                  StrCat("tessera_scheduler_gpu_memory_allocated_mib{node=\"", nvswitch, "\"}")) +
+           Metric(port, StrCat("tessera_scheduler_gpu_memory_allocated_mib{node=\"", pcie, "\"}"));
+  };
+  EXPECT_TRUE(WaitUntil([&] { return allocated() == 8 * 81920 + 20 * 4096; }, seconds(5)))
+      << allocated();
+  EXPECT_EQ(HttpGet(port, "/healthz"), std::make_pair(200L, std::string("ok")));
+  EXPECT_EQ(HttpGet(port, "/readyz").first, 200L);
+}
+
+// SIGKILL while pods stream in and are bound; a new process finishes the job. Every pod ends
+// bound, with an assignment naming its node, and no GPU is granted twice.
+TEST_F(SchedulerTest, RestartAfterSigkillNeverDoubleAllocates) {
+  for (int n = 0; n < 20; ++n) AddNode(NodeObject(NodeName(StrCat("n", n))).Gpus(8).NvSwitch());
+  const int whole = 120, shares = 40;  // 120 GPUs + 10 shared of 160
+  std::atomic<int> created{0};
+  std::thread creator([&] {
+    for (int i = 0; i < whole + shares; ++i) {
+      PodObject p = i % 4 == 3 ? Pod(StrCat("share-", i)).Limit("tessera.dev/gpu-memory", "20Gi")
+                               : Pod(StrCat("whole-", i)).Limit("tessera.dev/gpu", "1");
+      p.Scheduler(scheduler_name_);
+      absl::StatusOr<json> r = api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), p.Json());
+      EXPECT_TRUE(r.ok()) << r.status();
+      ++created;
+      std::this_thread::sleep_for(milliseconds(15));
+    }
+  });
+  ScopedProcess* first = StartScheduler("first");
+  bool some_bound = WaitUntil([&] { return BoundCount() >= 30; }, seconds(60));
+  first->Signal(SIGKILL);
+  EXPECT_EQ(first->Wait(seconds(10)), 128 + SIGKILL);
+  int bound_at_kill = BoundCount();
+  ASSERT_TRUE(some_bound) << first->Log();
+  ScopedProcess* second = StartScheduler("second");
+  creator.join();
+  EXPECT_LT(bound_at_kill, whole + shares) << "the kill came after everything was bound";
+  ASSERT_TRUE(WaitBound(whole + shares, seconds(90))) << BoundCount() << " bound\n"
+                                                      << second->Log();
+  auto assignments = Assignments();
+  EXPECT_EQ(assignments.size(), static_cast<size_t>(whole + shares));
+  auto use = CheckNoOvercommit(assignments);
+  int exclusive = 0;
+  for (const auto& [gpu, u] : use) exclusive += u.exclusive;
+  EXPECT_EQ(exclusive, whole);
+  // The second process restored what the first bound (its metric counts only its own binds).
+  int port = MetricsPort(*second);
+  EXPECT_EQ(Metric(port, "tessera_scheduler_pods_scheduled_total"), whole + shares - bound_at_kill);
+  EXPECT_EQ(Metric(port, "tessera_scheduler_restore_failures_total"), 0);
+}
+
+TEST_F(SchedulerTest, GangIsAllOrNothing) {
+  AddNode(NodeObject(NodeName("a")).Gpus(4).NvSwitch());
+  AddNode(NodeObject(NodeName("b")).Gpus(4).NvSwitch());
+  ScopedProcess* s = StartScheduler("gang");
+  for (int i = 0; i < 6; ++i) {
+    AddPod(Pod(StrCat("g-", i)).Limit("tessera.dev/gpu", "1").Gang("six", 6, "nvlink-domain"));
+  }
+  // Six GPUs are free but no NVLink domain has six: nothing is bound, all six say why.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const json& p : Pods()) {
+          if (std::get<1>(Scheduled(p)) != "Unschedulable") return false;
+        }
+        return true;
+      },
+      seconds(30)))
+      << s->Log();
+  EXPECT_EQ(BoundCount(), 0);
+  EXPECT_THAT(std::get<2>(Scheduled(GetPod("g-0"))), HasSubstr("six"));
+  // A node with a big enough domain arrives: the whole gang goes there, together.
+  const std::string big = NodeName("big");
+  AddNode(NodeObject(big).Gpus(8).NvSwitch());
+  ASSERT_TRUE(WaitBound(6, seconds(30))) << s->Log();
+  for (const auto& [pod, a] : Assignments()) EXPECT_EQ(a.node, big) << pod;
+}
+
+TEST_F(SchedulerTest, UnschedulableConditionAndEventAsKubectlDescribeShows) {
+  AddNode(NodeObject(NodeName("small")).Gpus(2));
+  ScopedProcess* s = StartScheduler("unsched");
+  AddPod(Pod("too-big").Limit("tessera.dev/gpu", "4"));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return std::get<1>(Scheduled(GetPod("too-big"))) == "Unschedulable"; }, seconds(30)))
+      << s->Log();
+  auto [status, reason, message] = Scheduled(GetPod("too-big"));
+  EXPECT_EQ(status, "False");
+  EXPECT_THAT(message, HasSubstr("4"));
+  ASSERT_TRUE(WaitUntil([&] { return !EventsFor("too-big").empty(); }, seconds(10)));
+  json event = EventsFor("too-big")[0];
+  EXPECT_EQ(event["reason"], "FailedScheduling");
+  EXPECT_EQ(event["type"], "Warning");
+  EXPECT_EQ(event["message"], message);
+  EXPECT_EQ(event["source"]["component"], scheduler_name_);
+  CommandResult describe = Cp().Kubectl({"describe", "pod", "-n", ns_, "too-big"});
+  ASSERT_TRUE(describe.ok()) << describe.err;
+  EXPECT_THAT(describe.out, HasSubstr("FailedScheduling"));
+  EXPECT_THAT(describe.out, HasSubstr(message.substr(0, 40)));
+  // No busy loop: it is not retried (nor reported again) while nothing changes.
+  int port = MetricsPort(*s);
+  double failed = Metric(port, "tessera_scheduler_pods_failed_total{reason=\"unschedulable\"}");
+  std::this_thread::sleep_for(seconds(2));
+  EXPECT_EQ(Metric(port, "tessera_scheduler_pods_failed_total{reason=\"unschedulable\"}"), failed);
+  EXPECT_EQ(EventsFor("too-big").size(), 1u);
+}
+
+TEST_F(SchedulerTest, DeletedAndFinishedPodsReleaseTheirGpus) {
+  AddNode(NodeObject(NodeName("one")).Gpus(1));
+  ScopedProcess* s = StartScheduler("release");
+  AddPod(Pod("first").Limit("tessera.dev/gpu", "1"));
+  ASSERT_TRUE(WaitBound(1, seconds(30))) << s->Log();
+  AddPod(Pod("second").Limit("tessera.dev/gpu", "1"));
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("second"))) == "Unschedulable"; },
+                        seconds(30)));
+  ASSERT_TRUE(
+      api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/first?gracePeriodSeconds=0")).ok());
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("second")); }, seconds(30))) << s->Log();
+  // A pod that finishes (phase Succeeded) frees its GPU too.
+  AddPod(Pod("third").Limit("tessera.dev/gpu", "1"));
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("third"))) == "Unschedulable"; },
+                        seconds(30)));
+  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/namespaces/", ns_, "/pods/second/status"),
+                          k8s::PatchType::kMerge, {{"status", {{"phase", "Succeeded"}}}})
+                  .ok());
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("third")); }, seconds(30))) << s->Log();
+}
+
+TEST_F(SchedulerTest, TwoReplicasOneLeaderAndFailover) {
+  for (int n = 0; n < 2; ++n) AddNode(NodeObject(NodeName(StrCat("n", n))).Gpus(8));
+  ScopedProcess* r1 = StartScheduler("replica-1");
+  ScopedProcess* r2 = StartScheduler("replica-2");
+  ASSERT_TRUE(WaitUntil([&] { return !LeaseHolder().empty(); }, seconds(20)));
+  std::string leader = LeaseHolder();
+  ScopedProcess* lead = leader == "replica-1" ? r1 : r2;
+  ScopedProcess* follow = leader == "replica-1" ? r2 : r1;
+  int lead_port = MetricsPort(*lead), follow_port = MetricsPort(*follow);
+  for (int i = 0; i < 6; ++i) AddPod(Pod(StrCat("a-", i)).Limit("tessera.dev/gpu", "1"));
+  ASSERT_TRUE(WaitBound(6, seconds(30)));
+  EXPECT_EQ(Metric(lead_port, "tessera_scheduler_pods_scheduled_total"), 6);
+  EXPECT_EQ(Metric(follow_port, "tessera_scheduler_pods_scheduled_total"), 0);
+  EXPECT_EQ(Metric(lead_port, "tessera_scheduler_is_leader"), 1);
+  EXPECT_EQ(Metric(follow_port, "tessera_scheduler_is_leader"), 0);
+  // The leader dies without giving the lease up; the other takes over once it expires.
+  lead->Signal(SIGKILL);
+  lead->Wait(seconds(10));
+  for (int i = 0; i < 6; ++i) AddPod(Pod(StrCat("b-", i)).Limit("tessera.dev/gpu", "1"));
+  ASSERT_TRUE(WaitBound(12, seconds(30))) << follow->Log();
+  EXPECT_EQ(LeaseHolder(), follow == r1 ? "replica-1" : "replica-2");
+  EXPECT_EQ(Metric(follow_port, "tessera_scheduler_pods_scheduled_total"), 6);
+  EXPECT_GE(Lease()["spec"]["leaseTransitions"].get<int>(), 1);
+  CheckNoOvercommit(Assignments());
+  // SIGTERM: a clean stop that gives the lease up.
+  follow->Signal(SIGTERM);
+  EXPECT_EQ(follow->Wait(seconds(20)), 0) << follow->Log();
+  EXPECT_EQ(LeaseHolder(), "");
+}
+
+TEST_F(SchedulerTest, BadPodInputGetsAnEventNamingTheFieldAndOthersGoOn) {
+  AddNode(NodeObject(NodeName("n")).Gpus(4));
+  ScopedProcess* s = StartScheduler("badpod");
+  // The API server checks quantity syntax itself; what it lets through and tessera refuses is a
+  // compute share over 100% or whole GPUs mixed with a share.
+  AddPod(Pod("bad-quantity").Limit("tessera.dev/gpu-compute", "150"));
+  AddPod(Pod("bad-mix").Limit("tessera.dev/gpu", "1").Limit("tessera.dev/gpu-memory", "1Gi"));
+  AddPod(Pod("bad-topology")
+             .Limit("tessera.dev/gpu", "2")
+             .Annotation("tessera.dev/topology", "telepathy"));
+  AddPod(Pod("good").Limit("tessera.dev/gpu-memory", "4Gi"));
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("good")); }, seconds(30))) << s->Log();
+  ASSERT_TRUE(WaitUntil(
+      [&] { return !EventsFor("bad-quantity").empty() && !EventsFor("bad-topology").empty(); },
+      seconds(30)));
+  EXPECT_THAT(std::string(EventsFor("bad-quantity")[0]["message"]),
+              HasSubstr("spec.containers[0].resources.limits[tessera.dev/gpu-compute]: \"150\""));
+  ASSERT_TRUE(WaitUntil([&] { return !EventsFor("bad-mix").empty(); }, seconds(10)));
+  EXPECT_THAT(std::string(EventsFor("bad-mix")[0]["message"]),
+              HasSubstr("tessera.dev/gpu (whole GPUs) cannot be combined"));
+  EXPECT_THAT(std::string(EventsFor("bad-topology")[0]["message"]),
+              HasSubstr("metadata.annotations[tessera.dev/topology]"));
+  EXPECT_FALSE(IsBound(GetPod("bad-quantity")));
+  // Fixing the annotation makes the pod schedulable.
+  ASSERT_TRUE(
+      api_->Patch(StrCat("/api/v1/namespaces/", ns_, "/pods/bad-topology"), k8s::PatchType::kMerge,
+                  {{"metadata", {{"annotations", {{"tessera.dev/topology", "pcie-switch"}}}}}})
+          .ok());
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("bad-topology")); }, seconds(30))) << s->Log();
+  EXPECT_TRUE(s->Running());
+  int port = MetricsPort(*s);
+  EXPECT_GE(Metric(port, "tessera_scheduler_pods_failed_total{reason=\"invalid_pod\"}"), 3);
+}
+
+TEST_F(SchedulerTest, BadNodeInventoryMakesThatNodeUnusableForGpusUntilFixed) {
+  const std::string broken = NodeName("broken");
+  AddNode(NodeObject(broken).Gpus(4).RawInventory("{\"version\": 1, \"gpus\": \"many\"}"));
+  ScopedProcess* s = StartScheduler("badnode");
+  AddPod(Pod("gpu").Limit("tessera.dev/gpu", "1"));
+  AddPod(Pod("cpu").Request("cpu", "1"));
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("cpu")); }, seconds(30))) << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("gpu"))) == "Unschedulable"; },
+                        seconds(30)));
+  EXPECT_TRUE(s->WaitForLog(StrCat("node ", broken,
+                                   ": annotation tessera.dev/gpu-inventory is "
+                                   "unusable"),
+                            seconds(5)))
+      << s->Log();
+  int port = MetricsPort(*s);
+  ASSERT_TRUE(WaitUntil([&] { return Metric(port, "tessera_scheduler_nodes_bad_inventory") == 1; },
+                        seconds(5)));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Metric(port,
+                      StrCat("tessera_scheduler_node_inventory_valid{node=\"", broken, "\"}")) == 0;
+      },
+      seconds(5)));
+  // The agent (here: the test) fixes the annotation: the GPU pod is placed.
+  ASSERT_TRUE(
+      api_->Patch(
+              StrCat("/api/v1/nodes/", broken), k8s::PatchType::kMerge,
+              {{"metadata",
+                {{"annotations",
+                  {{"tessera.dev/gpu-inventory", NodeObject(broken).Gpus(4).InventoryJson()}}}}}})
+          .ok());
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("gpu")); }, seconds(30))) << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return Metric(port, "tessera_scheduler_nodes_bad_inventory") == 0; },
+                        seconds(5)));
+}
+
+TEST_F(SchedulerTest, RespectsCordonTaintsAndNodeSelectors) {
+  const std::string tainted = NodeName("tainted"), plain = NodeName("plain"),
+                    cordoned = NodeName("cordoned");
+  NodeObject t(tainted);
+  t.Gpus(2).Label("pool", "train");
+  AddNode(t);
+  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", tainted), k8s::PatchType::kMerge,
+                          {{"spec",
+                            {{"taints", json::array({{{"key", "dedicated"},
+                                                      {"value", "train"},
+                                                      {"effect", "NoSchedule"}}})}}}})
+                  .ok());
+  AddNode(NodeObject(plain).Gpus(2).Label("pool", "serve"));
+  AddNode(NodeObject(cordoned).Gpus(8));
+  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", cordoned), k8s::PatchType::kMerge,
+                          {{"spec", {{"unschedulable", true}}}})
+                  .ok());
+  ScopedProcess* s = StartScheduler("restrict");
+  json tolerant = Pod("tolerant").Limit("tessera.dev/gpu", "1").Scheduler(scheduler_name_).Json();
+  tolerant["spec"]["tolerations"] = json::array({{{"key", "dedicated"},
+                                                  {"operator", "Equal"},
+                                                  {"value", "train"},
+                                                  {"effect", "NoSchedule"}}});
+  tolerant["spec"]["nodeSelector"] = {{"pool", "train"}};
+  ASSERT_TRUE(api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), tolerant).ok());
+  json intolerant =
+      Pod("intolerant").Limit("tessera.dev/gpu", "1").Scheduler(scheduler_name_).Json();
+  intolerant["spec"]["nodeSelector"] = {{"pool", "train"}};
+  ASSERT_TRUE(api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), intolerant).ok());
+  AddPod(Pod("anywhere").Limit("tessera.dev/gpu", "2"));  // only the plain node is left for it
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("tolerant")) && IsBound(GetPod("anywhere")); },
+                        seconds(30)))
+      << s->Log();
+  EXPECT_EQ(GetPod("tolerant")["spec"]["nodeName"], tainted);
+  EXPECT_EQ(GetPod("anywhere")["spec"]["nodeName"], plain);
+  ASSERT_TRUE(
+      WaitUntil([&] { return std::get<1>(Scheduled(GetPod("intolerant"))) == "Unschedulable"; },
+                seconds(30)));
+  EXPECT_THAT(std::get<2>(Scheduled(GetPod("intolerant"))), HasSubstr("taints"));
+  // Uncordoned: a big pod can use the 8-GPU node.
+  AddPod(Pod("big").Limit("tessera.dev/gpu", "8"));
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("big"))) == "Unschedulable"; },
+                        seconds(30)));
+  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", cordoned), k8s::PatchType::kMerge,
+                          {{"spec", {{"unschedulable", false}}}})
+                  .ok());
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("big")); }, seconds(30))) << s->Log();
+  EXPECT_EQ(GetPod("big")["spec"]["nodeName"], cordoned);
+}
+
+// deploy/ against the real API server: every object is accepted by a server-side dry run, and the
+// ServiceAccount with those RBAC rules (applied for real) can do everything the scheduler does.
+TEST_F(SchedulerTest, DeployManifestsAreValidAndTheirRbacIsEnough) {
+  const std::string deploy = StrCat(TESSERA_SOURCE_DIR, "/deploy");
+  ASSERT_TRUE(Cp().KubectlOk({"apply", "-f", deploy + "/namespace.yaml"}).ok());
+  CommandResult dry = Cp().Kubectl({"apply", "--dry-run=server", "-f", deploy});
+  ASSERT_TRUE(dry.ok()) << dry.out << dry.err;
+  for (const char* what : {"deployment.apps/tessera-scheduler", "serviceaccount/tessera-scheduler",
+                           "clusterrole.rbac.authorization.k8s.io/tessera-scheduler",
+                           "role.rbac.authorization.k8s.io/tessera-scheduler-leader-election",
+                           "configmap/tessera-scheduler-config"}) {
+    EXPECT_THAT(dry.out, HasSubstr(what)) << dry.out;
+  }
+  EXPECT_THAT(dry.out, HasSubstr("(server dry run)"));
+  // Nothing was created by the dry run.
+  EXPECT_FALSE(Cp().Kubectl({"get", "-n", "tessera-system", "deployment/tessera-scheduler"}).ok());
+  // The configuration in the ConfigMap is one the scheduler accepts.
+  std::string cm = *Cp().KubectlOk(
+      {"apply", "--dry-run=client", "-o", "json", "-f", deploy + "/configmap.yaml"});
+  std::ofstream(dir_ + "/deployed.yaml") << std::string(json::parse(cm)["data"]["config.yaml"]);
+
+  // RBAC for real, then the scheduler with the ServiceAccount's token.
+  ASSERT_TRUE(
+      Cp().KubectlOk({"apply", "-f", deploy + "/serviceaccount.yaml", "-f", deploy + "/rbac.yaml"})
+          .ok());
+  absl::StatusOr<json> token =
+      api_->Create("/api/v1/namespaces/tessera-system/serviceaccounts/tessera-scheduler/token",
+                   {{"apiVersion", "authentication.k8s.io/v1"},
+                    {"kind", "TokenRequest"},
+                    {"spec", {{"expirationSeconds", 3600}}}});
+  ASSERT_TRUE(token.ok()) << token.status();
+  std::ofstream(dir_ + "/token") << std::string((*token)["status"]["token"]);
+  std::ofstream(dir_ + "/sa.kubeconfig")
+      << StrCat(R"(apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: ")",
+                Cp().server(), R"(", certificate-authority: ")", Cp().ca_file(), R"("}
+users:
+- name: sa
+  user: {tokenFile: ")",
+                dir_, R"(/token"}
+contexts:
+- name: sa
+  context: {cluster: c, user: sa}
+current-context: sa
+)");
+  AddNode(NodeObject(NodeName("n")).Gpus(1));
+  ScopedProcess* s =
+      StartScheduler("rbac",
+                     {"--scheduler-name", scheduler_name_, "--node-selector",
+                      StrCat("tessera-e2e/test=", id_), "--metrics-bind-address", "127.0.0.1",
+                      "--metrics-port", "0", "--lease-name", StrCat("tessera-", id_)},
+                     dir_ + "/sa.kubeconfig", dir_ + "/deployed.yaml");
+  AddPod(Pod("fits").Limit("tessera.dev/gpu", "1"));
+  AddPod(Pod("does-not").Limit("tessera.dev/gpu", "2"));
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("fits")); }, seconds(40))) << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return !EventsFor("does-not").empty(); }, seconds(20))) << s->Log();
+  EXPECT_EQ(std::get<1>(Scheduled(GetPod("does-not"))), "Unschedulable");
+  EXPECT_THAT(s->Log(), ::testing::Not(HasSubstr("forbidden")));
+  absl::StatusOr<json> lease = api_->Get(
+      StrCat("/apis/coordination.k8s.io/v1/namespaces/tessera-system/leases/tessera-", id_));
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "rbac");
+}
+
+}  // namespace
+}  // namespace tessera::e2e
