@@ -46,10 +46,24 @@ constexpr MigProfile kH100_80[] = {
     {"1g.10gb+me", 20, 1, 1, kAny7, 1, true, 9984, 16},
 };
 
+// H200 (141GB HBM3e, SXM): GiB 16.00 / 16.00 / 32.50 / 32.50 / 69.75 / 69.75 / 140.00, SMs and
+// placements as `nvidia-smi mig -lgip` / `-lgipp` print them on an H200 (driver R570, MIG off;
+// the listing is in core/topology/mig_test.cc).
+constexpr MigProfile kH200_141[] = {
+    {"7g.141gb", 0, 7, 8, kFirst, 1, false, 143360, 132},
+    {"4g.71gb", 5, 4, 4, kFirst, 1, false, 71424, 64},
+    {"3g.71gb", 9, 3, 4, kHalves, 2, false, 71424, 60},
+    {"2g.35gb", 14, 2, 2, kEven3, 3, false, 33280, 32},
+    {"1g.35gb", 15, 1, 2, kEven4, 4, false, 33280, 26},
+    {"1g.18gb", 19, 1, 1, kAny7, 7, false, 16384, 16},
+    {"1g.18gb+me", 20, 1, 1, kAny7, 1, true, 16384, 16},
+};
+
 constexpr MigModel kModels[] = {
     {"A100-40GB", kA100_40},
     {"A100-80GB", kA100_80},
     {"H100-80GB", kH100_80},
+    {"H200-141GB", kH200_141},
 };
 
 std::string Upper(std::string_view s) {
@@ -75,8 +89,8 @@ std::vector<std::string> MigModel::ProfileNames() const {
 
 const MigModel* FindMigModel(std::string_view gpu_model) {
   // Accept tessera's names and nvidia-smi's product names ("NVIDIA A100-SXM4-80GB",
-  // "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3"); not H100 NVL (94GB) or H100 PCIe, whose
-  // tables differ.
+  // "NVIDIA A100 80GB PCIe", "NVIDIA H100 80GB HBM3", "NVIDIA H200"); not H100 NVL (94GB), H100
+  // PCIe, H200 NVL or GH200, whose tables differ or were not checked.
   const std::string m = Upper(gpu_model);
   const bool a100 = m.find("A100") != std::string::npos;
   const bool h100 = m.find("H100") != std::string::npos && m.find("NVL") == std::string::npos &&
@@ -84,6 +98,9 @@ const MigModel* FindMigModel(std::string_view gpu_model) {
   if (a100 && m.find("40GB") != std::string::npos) return &kModels[0];
   if (a100 && m.find("80GB") != std::string::npos) return &kModels[1];
   if (h100 && m.find("80GB") != std::string::npos) return &kModels[2];
+  const bool h200 = m.find("H200") != std::string::npos && m.find("GH200") == std::string::npos &&
+                    m.find("NVL") == std::string::npos;
+  if (h200) return &kModels[3];
   return nullptr;
 }
 

@@ -1,10 +1,11 @@
-// MIG (Multi-Instance GPU): the GPU instance profiles of A100-40GB, A100-80GB and H100-80GB and
-// where each may be placed, as NVIDIA publishes them (MIG user guide, "Supported MIG Profiles";
-// `nvidia-smi mig -lgip` for sizes, `nvidia-smi mig -lgipp` for placements).
+// MIG (Multi-Instance GPU): the GPU instance profiles of A100-40GB, A100-80GB, H100-80GB and
+// H200-141GB and where each may be placed, as NVIDIA publishes them (MIG user guide, "Supported
+// MIG Profiles"; `nvidia-smi mig -lgip` for sizes, `nvidia-smi mig -lgipp` for placements).
 //
 // The placement axis is the GPU's 8 memory slices, numbered 0..7. A profile occupies `size`
 // consecutive slices starting at one of its allowed start slots; two instances never share a
-// slice. On A100 and H100 alike (`nvidia-smi mig -lgipp`):
+// slice. On A100, H100 and H200 alike (`nvidia-smi mig -lgipp`; H200: 1g.18gb, 1g.35gb, 2g.35gb,
+// 3g.71gb, 4g.71gb, 7g.141gb):
 //
 //   profile (A100-40GB / A100-80GB, H100-80GB)   id   size  allowed starts   per GPU
 //   1g.5gb   / 1g.10gb                           19   1     0 1 2 3 4 5 6    7
@@ -55,7 +56,7 @@ struct MigProfile {
 
 // The MIG profiles of one GPU model, largest first (7g, 4g, 3g, 2g, 1g.20gb-style, 1g, 1g+me).
 struct MigModel {
-  std::string_view model;  // tessera's model name: "A100-40GB", "A100-80GB", "H100-80GB"
+  std::string_view model;  // tessera's model name: "A100-40GB", "A100-80GB", "H100-80GB", ...
   std::span<const MigProfile> profiles;
 
   // Index in `profiles`, or -1.

@@ -2,8 +2,11 @@
 // aware choice, re-partitioning plans, and MIG through the engine and every policy.
 #include <map>
 #include <set>
+#include <sstream>
+#include <string>
 
 #include "common/random.h"
+#include "common/strings.h"
 #include "core/engine.h"
 #include "core/testing/cluster_builder.h"
 #include "core/topology/mig_select.h"
@@ -54,6 +57,14 @@ const std::map<std::string, std::map<std::string, Published>>& PublishedTables()
         {"3g.40gb", {k3g, 40448, 4}},
         {"4g.40gb", {kZero, 40448, 4}},
         {"7g.80gb", {kZero, 81152, 8}}}},
+      {"H200-141GB",
+       {{"1g.18gb", {k1g, 16384, 1}},
+        {"1g.18gb+me", {k1g, 16384, 1}},
+        {"1g.35gb", {kEven, 33280, 2}},
+        {"2g.35gb", {k2g, 33280, 2}},
+        {"3g.71gb", {k3g, 71424, 4}},
+        {"4g.71gb", {kZero, 71424, 4}},
+        {"7g.141gb", {kZero, 143360, 8}}}},
   };
   return kTables;
 }
@@ -79,8 +90,95 @@ TEST(Mig, TablesMatchWhatNvidiaPublishes) {
   EXPECT_EQ(FindMigModel("NVIDIA A100-SXM4-80GB")->model, "A100-80GB");
   EXPECT_EQ(FindMigModel("NVIDIA A100-SXM4-40GB")->model, "A100-40GB");
   EXPECT_EQ(FindMigModel("NVIDIA H100 80GB HBM3")->model, "H100-80GB");
+  EXPECT_EQ(FindMigModel("NVIDIA H200")->model, "H200-141GB");
+  EXPECT_EQ(FindMigModel("GH200 480GB"), nullptr);
   EXPECT_EQ(FindMigModel("L40S-48GB"), nullptr);
   EXPECT_EQ(FindMigModel("H100 NVL"), nullptr);
+}
+
+// What `nvidia-smi mig -lgip` and `nvidia-smi mig -lgipp` printed on a real H200 (driver R570,
+// MIG mode disabled, captured on a lent machine on 2026-11-30), read back here line by line: the
+// H200 table has exactly these profiles, ids, memory, SMs, instance counts and start slots.
+constexpr std::string_view kH200Lgip = R"(+-------------------------------------------------------------------------------+
+| GPU instance profiles:                                                        |
+| GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |
+|                                Free/Total   GiB              CE    JPEG  OFA  |
+|===============================================================================|
+|   0  MIG 1g.18gb         19     7/7        16.00      No     16     1     0   |
+|                                                               1     1     0   |
++-------------------------------------------------------------------------------+
+|   0  MIG 1g.18gb+me      20     1/1        16.00      No     16     1     0   |
+|                                                               1     1     1   |
++-------------------------------------------------------------------------------+
+|   0  MIG 1g.35gb         15     4/4        32.50      No     26     1     0   |
+|                                                               1     1     0   |
++-------------------------------------------------------------------------------+
+|   0  MIG 2g.35gb         14     3/3        32.50      No     32     2     0   |
+|                                                               2     2     0   |
++-------------------------------------------------------------------------------+
+|   0  MIG 3g.71gb          9     2/2        69.75      No     60     3     0   |
+|                                                               3     3     0   |
++-------------------------------------------------------------------------------+
+|   0  MIG 4g.71gb          5     1/1        69.75      No     64     4     0   |
+|                                                               4     4     0   |
++-------------------------------------------------------------------------------+
+|   0  MIG 7g.141gb         0     1/1        140.00     No     132    7     0   |
+|                                                               8     7     1   |
++-------------------------------------------------------------------------------+
+)";
+constexpr std::string_view kH200Lgipp = R"(GPU  0 Profile ID 19 Placements: {0,1,2,3,4,5,6}:1
+GPU  0 Profile ID 20 Placements: {0,1,2,3,4,5,6}:1
+GPU  0 Profile ID 15 Placements: {0,2,4,6}:2
+GPU  0 Profile ID 14 Placements: {0,2,4}:2
+GPU  0 Profile ID  9 Placements: {0,4}:4
+GPU  0 Profile ID  5 Placement : {0}:4
+GPU  0 Profile ID  0 Placement : {0}:8
+)";
+
+TEST(Mig, H200TableMatchesWhatARealH200Prints) {
+  const MigModel* model = FindMigModel("NVIDIA H200");
+  ASSERT_NE(model, nullptr);
+  std::istringstream lgip{std::string(kH200Lgip)};
+  std::string line;
+  int rows = 0;
+  while (std::getline(lgip, line)) {
+    std::istringstream in(line);
+    std::string bar, gpu, mig, name, id, instances, gib, p2p, sm;
+    if (!(in >> bar >> gpu >> mig >> name >> id >> instances >> gib >> p2p >> sm) || mig != "MIG") {
+      continue;
+    }
+    ++rows;
+    const int p = model->Find(name);
+    ASSERT_GE(p, 0) << name;
+    const MigProfile& got = model->profiles[p];
+    EXPECT_EQ(got.id, std::stoi(id)) << name;
+    EXPECT_EQ(got.memory_mib, static_cast<int64_t>(std::stod(gib) * 1024)) << name;
+    EXPECT_EQ(got.sm_count, std::stoi(sm)) << name;
+    const int per_gpu = got.max_per_gpu;
+    EXPECT_EQ(StrCat(per_gpu, "/", per_gpu), instances) << name;
+  }
+  EXPECT_EQ(rows, static_cast<int>(model->profiles.size()));
+
+  std::istringstream lgipp{std::string(kH200Lgipp)};
+  rows = 0;
+  while (std::getline(lgipp, line)) {
+    // "GPU  0 Profile ID 15 Placements: {0,2,4,6}:2"
+    const size_t id_at = line.find("ID") + 2, brace = line.find('{'), close = line.find('}');
+    ASSERT_NE(brace, std::string::npos) << line;
+    const int id = std::stoi(line.substr(id_at, line.find('P', id_at) - id_at));
+    const MigProfile* prof = nullptr;
+    for (const MigProfile& p : model->profiles) {
+      if (p.id == id) prof = &p;
+    }
+    ASSERT_NE(prof, nullptr) << line;
+    ++rows;
+    uint8_t starts = 0;
+    std::istringstream list(line.substr(brace + 1, close - brace - 1));
+    for (std::string s; std::getline(list, s, ',');) starts |= static_cast<uint8_t>(1u << std::stoi(s));
+    EXPECT_EQ(prof->starts, starts) << line;
+    EXPECT_EQ(prof->size, std::stoi(line.substr(close + 2))) << line;
+  }
+  EXPECT_EQ(rows, static_cast<int>(model->profiles.size()));
 }
 
 // Every profile of every model, at every start slice 0..7, on an empty MIG GPU: the state takes
@@ -122,8 +220,8 @@ TEST(Mig, EveryProfileOnEveryStartItMayAndMayNotTake) {
     }
   }
   // Per model: 7 + 7 + 4 + 3 + 2 + 1 + 1 = 25 allowed (profile, start) pairs of 56.
-  EXPECT_EQ(accepted, 3 * 25);
-  EXPECT_EQ(refused, 3 * (56 - 25));
+  EXPECT_EQ(accepted, 4 * 25);  // 4 models
+  EXPECT_EQ(refused, 4 * (56 - 25));
 }
 
 TEST(Mig, InstancesNeverShareASlice) {
@@ -178,7 +276,7 @@ TEST(Mig, ClusterRejectsBadLayoutsAndUnknownModels) {
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(std::string(c.status().message()),
               HasSubstr("node n GPU 0: MIG is enabled but tessera has no MIG profiles for "
-                        "L40S-48GB (it has: A100-40GB, A100-80GB, H100-80GB)"));
+                        "L40S-48GB (it has: A100-40GB, A100-80GB, H100-80GB, H200-141GB)"));
   n.gpus[0].model = "H100-80GB";
   n.gpus[0].mig_layout = {MigPlacement{1, 2}};  // 4g.40gb at 2
   c = Cluster::Create({n});

@@ -108,6 +108,17 @@ TEST(TopoText, PcieTwoSocketAllSysWithEmptyCellBeforeGpuNumaId) {
   EXPECT_EQ(LinkName(t.nics[0].gpu_links[6]), "PHB");
 }
 
+// Byte for byte what `nvidia-smi topo -m` printed on a lent one-GPU H200 VM (2026-11-30): an
+// ANSI-underlined header even into a file, a GPU NUMA ID column, and an empty cell before it.
+TEST(TopoText, RealOneGpuH200WithAnsiHeaderAndEmptyCell) {
+  ParsedTopology t = ParseOk(ReadTestdata("h200_1gpu_real.txt"));
+  ASSERT_EQ(t.gpus.size(), 1u);
+  EXPECT_EQ(t.links.size(), 1);
+  EXPECT_EQ(t.gpus[0].cpu_affinity, "0-15");
+  EXPECT_EQ(t.gpus[0].numa_node, 0);
+  EXPECT_TRUE(t.nics.empty());
+}
+
 TEST(TopoText, BuiltInProfilesReproduceTheRealSamples) {
   struct Case {
     const char* file;
