@@ -229,7 +229,7 @@ TEST(RandomPolicy, UniformOverFeasibleNodesAndReproducible) {
 }
 
 TEST(PaperPolicies, PlaceGangMembersOneByOne) {
-  for (const std::string& name :
+  for (std::string_view name :
        {"random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd"}) {
     EXPECT_FALSE(Make(name)->places_gangs_together()) << name;
   }
@@ -364,7 +364,9 @@ TEST(ShapeIndex, EqualsTheFullScan) {
       }
     }
     ASSERT_EQ(best.has_value(), want >= 0) << step;
-    if (want >= 0) ASSERT_EQ(got.value(), want) << step;
+    if (want >= 0) {
+      ASSERT_EQ(got.value(), want) << step;
+    }
     // Uniform choice: a scored node, the k-th in node order.
     NodeId pick;
     std::optional<NodeEval> u = index.UniformScored(
