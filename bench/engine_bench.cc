@@ -97,8 +97,8 @@ void BM_PlaceRelease(benchmark::State& state, std::string policy_name) {
 
 void Register() {
   for (const char* policy : {"tessera", "binpack", "spread", "whole-gpu"}) {
-    auto* b = benchmark::RegisterBenchmark(StrCat("PlaceRelease/", policy).c_str(),
-                                           BM_PlaceRelease, std::string(policy));
+    auto* b = benchmark::RegisterBenchmark(StrCat("PlaceRelease/", policy).c_str(), BM_PlaceRelease,
+                                           std::string(policy));
     b->ArgNames({"nodes", "kind"});
     for (int nodes : {1000, 10000}) {
       for (int kind : {kShare, kWhole}) b->Args({nodes, kind});

@@ -39,8 +39,9 @@ void RunOne(const std::string& bytes) {
 }
 
 std::string Mutate(std::string s, std::mt19937_64& rng) {
-  static const char* kTokens[] = {"\t", "\n", " ", ":", "-", "{", "}", "[", "]", "\"", "0",
-                                  "-1", "1e999", "Gi", "NV", "X", "null", "9999999999999999999"};
+  static const char* kTokens[] = {"\t",    "\n", " ",  ":",  "-",    "{",
+                                  "}",     "[",  "]",  "\"", "0",    "-1",
+                                  "1e999", "Gi", "NV", "X",  "null", "9999999999999999999"};
   const int edits = 1 + static_cast<int>(rng() % 4);
   for (int e = 0; e < edits; ++e) {
     size_t pos = s.empty() ? 0 : rng() % (s.size() + 1);
@@ -48,7 +49,9 @@ std::string Mutate(std::string s, std::mt19937_64& rng) {
       case 0:
         if (!s.empty() && pos < s.size()) s.erase(pos, 1 + rng() % 8);
         break;
-      case 1: s.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]); break;
+      case 1:
+        s.insert(pos, kTokens[rng() % (sizeof(kTokens) / sizeof(kTokens[0]))]);
+        break;
       case 2:
         if (!s.empty() && pos < s.size()) s[pos] = static_cast<char>(rng() % 256);
         break;

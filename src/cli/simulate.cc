@@ -54,9 +54,9 @@ absl::StatusOr<std::vector<sim::ScenarioResult>> RunPolicies(
 
 // The embedded default: the reality check's three parts.
 absl::Status RunDefault(const SimulateOptions& o, const std::vector<std::string>& policies) {
-  TESSERA_ASSIGN_OR_RETURN(sim::ClusterFile file,
-                           sim::ParseClusterYaml(sim::RealityCheckClusterYaml(),
-                                                 "<embedded reality-check cluster>"));
+  TESSERA_ASSIGN_OR_RETURN(
+      sim::ClusterFile file,
+      sim::ParseClusterYaml(sim::RealityCheckClusterYaml(), "<embedded reality-check cluster>"));
   TESSERA_ASSIGN_OR_RETURN(core::Cluster cluster, core::Cluster::Create(file.nodes));
   nlohmann::json json_results = nlohmann::json::array();
   if (!o.json) {
@@ -128,10 +128,11 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   "Cluster file (YAML: nodes with cpu, memory, labels, gpus or profile, optional "
                   "nvidia-smi topology, MIG mode and layout). Needs --workload.")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--workload", opts->workload_file,
-                  "Workload file (YAML: jobs with replicas, cpu, memory, gpu ask (count with topology "
-                  "and mode, memory/compute, fraction, mig), model, gang, "
-                  "priority), run in file order. Needs --cluster.")
+  cmd->add_option(
+         "--workload", opts->workload_file,
+         "Workload file (YAML: jobs with replicas, cpu, memory, gpu ask (count with topology "
+         "and mode, memory/compute, fraction, mig), model, gang, "
+         "priority), run in file order. Needs --cluster.")
       ->check(CLI::ExistingFile);
   cmd->add_option("--policy", opts->policies,
                   StrCat("Comma-separated policies to compare (known: ",

@@ -12,7 +12,9 @@ class Random {
   explicit Random(uint64_t seed) : engine_(seed) {}
 
   // Uniform integer in [0, n). n must be > 0.
-  uint64_t Uniform(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(engine_); }
+  uint64_t Uniform(uint64_t n) {
+    return std::uniform_int_distribution<uint64_t>(0, n - 1)(engine_);
+  }
   // Uniform double in [0, 1).
   double UniformDouble() { return std::uniform_real_distribution<double>(0.0, 1.0)(engine_); }
   uint64_t Next() { return engine_(); }

@@ -16,9 +16,9 @@
 #define TESSERA_STATUS_CONCAT(a, b) TESSERA_STATUS_CONCAT_INNER(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define TESSERA_RETURN_IF_ERROR(expr)                 \
-  do {                                                \
-    ::absl::Status tessera_status_ = (expr);          \
+#define TESSERA_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::absl::Status tessera_status_ = (expr);           \
     if (!tessera_status_.ok()) return tessera_status_; \
   } while (false)
 
@@ -41,14 +41,14 @@ namespace tessera::internal {
 }  // namespace tessera::internal
 
 // Always on, also in release builds: these guard allocation invariants.
-#define TESSERA_CHECK(cond)                                                           \
-  do {                                                                                \
-    if (!(cond)) [[unlikely]]                                                         \
-      ::tessera::internal::CheckFailed(__FILE__, __LINE__, #cond, "");                \
+#define TESSERA_CHECK(cond)                                            \
+  do {                                                                 \
+    if (!(cond)) [[unlikely]]                                          \
+      ::tessera::internal::CheckFailed(__FILE__, __LINE__, #cond, ""); \
   } while (false)
 
-#define TESSERA_CHECK_MSG(cond, msg)                                                  \
-  do {                                                                                \
-    if (!(cond)) [[unlikely]]                                                         \
-      ::tessera::internal::CheckFailed(__FILE__, __LINE__, #cond, (msg));             \
+#define TESSERA_CHECK_MSG(cond, msg)                                      \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]]                                             \
+      ::tessera::internal::CheckFailed(__FILE__, __LINE__, #cond, (msg)); \
   } while (false)

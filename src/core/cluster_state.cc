@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "common/strings.h"
 #include "common/status.h"
+#include "common/strings.h"
 
 namespace tessera::core {
 
@@ -50,8 +50,8 @@ bool CanApplyMig(const MigModel& model, const MigGpuState& m, const GpuGrant& g,
     return false;
   }
   if (g.exclusive || g.memory_mib != prof.memory_mib || g.compute_milli != prof.compute_milli()) {
-    *why = StrCat("a ", prof.name, " grant is ", prof.memory_mib, "Mi and ",
-                  prof.compute_milli(), " milli-GPU, not exclusive");
+    *why = StrCat("a ", prof.name, " grant is ", prof.memory_mib, "Mi and ", prof.compute_milli(),
+                  " milli-GPU, not exclusive");
     return false;
   }
   uint8_t configured = m.configured;
@@ -79,8 +79,8 @@ bool CanApplyMig(const MigModel& model, const MigGpuState& m, const GpuGrant& g,
     return true;
   }
   if (configured & slots) {
-    *why = StrCat("memory slices ", static_cast<int>(want.start), "..",
-                  want.start + prof.size - 1, " are taken by other instances");
+    *why = StrCat("memory slices ", static_cast<int>(want.start), "..", want.start + prof.size - 1,
+                  " are taken by other instances");
     return false;
   }
   if (prof.media_extensions && media > 0) {
@@ -102,12 +102,12 @@ bool ClusterState::CanApply(const Placement& p, std::string* why) const {
   const NodeSpec& spec = cluster_->node(p.node);
   if (p.cpu_milli < 0 || p.memory_mib < 0) return fail("negative request");
   if (p.cpu_milli > n.free_cpu_milli) {
-    return fail(StrCat("node ", spec.name, " has ", n.free_cpu_milli,
-                             "m CPU free, needs ", p.cpu_milli, "m"));
+    return fail(StrCat("node ", spec.name, " has ", n.free_cpu_milli, "m CPU free, needs ",
+                       p.cpu_milli, "m"));
   }
   if (p.memory_mib > n.free_memory_mib) {
-    return fail(StrCat("node ", spec.name, " has ", n.free_memory_mib,
-                             "Mi memory free, needs ", p.memory_mib, "Mi"));
+    return fail(StrCat("node ", spec.name, " has ", n.free_memory_mib, "Mi memory free, needs ",
+                       p.memory_mib, "Mi"));
   }
   uint64_t seen = 0;
   for (const GpuGrant& g : p.gpus) {
@@ -122,8 +122,8 @@ bool ClusterState::CanApply(const Placement& p, std::string* why) const {
                         : StrCat("GPU ", g.gpu, " is not in MIG mode"));
     }
     if (model) {
-      if (std::string mig_why; !CanApplyMig(*model, mig_[n.gpu_begin + g.gpu], g, p.mig_plan,
-                                            &mig_why)) {
+      if (std::string mig_why;
+          !CanApplyMig(*model, mig_[n.gpu_begin + g.gpu], g, p.mig_plan, &mig_why)) {
         return fail(StrCat("GPU ", g.gpu, ": ", mig_why));
       }
       if (p.gpus.size() != 1) return fail("a MIG grant is the pod's only GPU grant");
@@ -131,12 +131,12 @@ bool ClusterState::CanApply(const Placement& p, std::string* why) const {
     if (s.exclusive) return fail(StrCat("GPU ", g.gpu, " is held exclusively"));
     if (g.exclusive && s.grants > 0) return fail(StrCat("GPU ", g.gpu, " is shared"));
     if (g.memory_mib > s.free_memory_mib) {
-      return fail(StrCat("GPU ", g.gpu, " has ", s.free_memory_mib, "Mi free, needs ",
-                               g.memory_mib, "Mi"));
+      return fail(
+          StrCat("GPU ", g.gpu, " has ", s.free_memory_mib, "Mi free, needs ", g.memory_mib, "Mi"));
     }
     if (g.compute_milli > s.free_compute_milli) {
       return fail(StrCat("GPU ", g.gpu, " has ", s.free_compute_milli,
-                               " milli-GPU compute free, needs ", g.compute_milli));
+                         " milli-GPU compute free, needs ", g.compute_milli));
     }
   }
   return true;

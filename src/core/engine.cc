@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <climits>
 
-#include "common/strings.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "core/fit.h"
 
 namespace tessera::core {
@@ -101,8 +101,7 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
   }
   std::string why;
   if (!state_.CanApply(p, &why)) {
-    return absl::FailedPreconditionError(
-        StrCat("cannot restore pod ", pod, ": ", why));
+    return absl::FailedPreconditionError(StrCat("cannot restore pod ", pod, ": ", why));
   }
   Commit(p);
   ledger_.emplace(std::string(pod), p);
@@ -160,8 +159,9 @@ int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
   return free;
 }
 
-std::vector<PlacementResult> Engine::PlaceGangIndependently(
-    std::span<const PodRequest> members, Mode mode, const std::vector<Candidate>* allowed) {
+std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodRequest> members,
+                                                            Mode mode,
+                                                            const std::vector<Candidate>* allowed) {
   std::vector<PlacementResult> results;
   for (const PodRequest& m : members) results.push_back(Place(m, Mode::kCommit, allowed));
   if (mode == Mode::kTestOnly) {
@@ -210,7 +210,7 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   if (!policy_->places_gangs_together()) return PlaceGangIndependently(members, mode, allowed);
   if (gang.size > 0 && static_cast<size_t>(gang.size) != members.size()) {
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, " has ", members.size(),
-                                                     " of its ", gang.size, " members"));
+                                               " of its ", gang.size, " members"));
   }
   // The fewest GPUs the gang can fit on: whole GPUs add up, shares may all share one GPU.
   int demand_gpus = 0;
@@ -274,8 +274,8 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     std::vector<std::string> names;
     for (const TopologyLevel& l : domains_.levels()) names.push_back(l.name);
     return fail_all(Outcome::kNeverFits,
-                    StrCat("gang ", gang.name, " asks for unknown topology level \"",
-                                 gang.level, "\" (configured: ", StrJoin(names, ", "), ")"));
+                    StrCat("gang ", gang.name, " asks for unknown topology level \"", gang.level,
+                           "\" (configured: ", StrJoin(names, ", "), ")"));
   }
   // Required: the asked level only. Preferred: every level, narrowest first, then anywhere.
   std::vector<int> levels;
@@ -331,12 +331,12 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   if (largest < demand_gpus) {
     return fail_all(Outcome::kNeverFits,
                     StrCat("gang ", gang.name, " needs ", demand_gpus, " GPUs inside one ",
-                                 gang.level, "; the largest has ", largest));
+                           gang.level, "; the largest has ", largest));
   }
   return fail_all(Outcome::kNoFitNow,
                   StrCat("gang ", gang.name, ": no ", gang.level, " has room for all ",
-                               members.size(), " members now (needs ", demand_gpus,
-                               " GPUs; at most ", most_free, " fully free in one)"));
+                         members.size(), " members now (needs ", demand_gpus, " GPUs; at most ",
+                         most_free, " fully free in one)"));
 }
 
 }  // namespace tessera::core

@@ -7,8 +7,8 @@
 namespace tessera::core {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::ClusterBuilder;
+using ::testing::HasSubstr;
 using testing::Pod;
 using testing::RealityCheckCluster;
 
@@ -154,7 +154,7 @@ TEST(Engine, GangRequiredDomainTooSmallNeverFits) {
 TEST(Engine, GangRequiredDomainBusyDoesNotFitNow) {
   Cluster c = RealityCheckCluster();
   Engine e(c, Make("tessera"));
-  ASSERT_TRUE(e.Place(Pod("w", GpuAsk::Whole(1))).placed());  // best fit: lands on pcie-0
+  ASSERT_TRUE(e.Place(Pod("w", GpuAsk::Whole(1))).placed());   // best fit: lands on pcie-0
   ASSERT_TRUE(e.Place(Pod("w2", GpuAsk::Whole(2))).placed());  // only nvswitch-0 has 2 free
   auto results = e.PlaceGang(Gang("t", 8, GpuAsk::Whole(1), "nvlink-domain", true));
   EXPECT_EQ(results[0].outcome, Outcome::kNoFitNow);
@@ -174,9 +174,18 @@ TEST(Engine, GangUnknownLevelIsAnError) {
 
 TEST(Engine, GangPicksTheBestFittingRack) {
   Cluster c = ClusterBuilder()
-                  .Node("r1-a").Gpus(8, "A100-80GB").NvSwitch().Label("tessera.dev/rack", "r1")
-                  .Node("r1-b").Gpus(8, "A100-80GB").NvSwitch().Label("tessera.dev/rack", "r1")
-                  .Node("r2-a").Gpus(8, "A100-80GB").NvSwitch().Label("tessera.dev/rack", "r2")
+                  .Node("r1-a")
+                  .Gpus(8, "A100-80GB")
+                  .NvSwitch()
+                  .Label("tessera.dev/rack", "r1")
+                  .Node("r1-b")
+                  .Gpus(8, "A100-80GB")
+                  .NvSwitch()
+                  .Label("tessera.dev/rack", "r1")
+                  .Node("r2-a")
+                  .Gpus(8, "A100-80GB")
+                  .NvSwitch()
+                  .Label("tessera.dev/rack", "r2")
                   .Build();
   Engine e(c, Make("tessera"));
   // 12 GPUs in one rack: only r1 has 16; r2 has 8.
@@ -197,8 +206,12 @@ TEST(Engine, GangPicksTheBestFittingRack) {
 // domains, only use the allowed nodes.
 TEST(Engine, AllowedNodesRestrictPodsAndGangs) {
   Cluster c = ClusterBuilder()
-                  .Node("a").Gpus(8, "A100-80GB").NvSwitch()
-                  .Node("b").Gpus(8, "A100-80GB").NvSwitch()
+                  .Node("a")
+                  .Gpus(8, "A100-80GB")
+                  .NvSwitch()
+                  .Node("b")
+                  .Gpus(8, "A100-80GB")
+                  .NvSwitch()
                   .Build();
   Engine e(c, Make("tessera"));
   std::vector<Candidate> only_b = {Candidate{c.FindNode("b")}};

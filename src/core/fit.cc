@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <array>
 
+#include "common/status.h"
 #include "common/strings.h"
 #include "core/model/quantity.h"
 #include "core/topology/gpu_select.h"
 #include "core/topology/mig_select.h"
-#include "common/status.h"
 
 namespace tessera::core {
 
@@ -115,11 +115,10 @@ std::string DescribeAsk(const PodRequest& r) {
       what = r.gpu.count == 1 ? "1 whole GPU" : StrCat(r.gpu.count, " whole GPUs");
       break;
     case GpuAsk::Kind::kShare:
-      what = StrCat("a share of one GPU (", FormatMiB(r.gpu.memory_mib), " memory",
-                          r.gpu.compute_milli ? StrCat(", ", r.gpu.compute_milli / 10,
-                                                             "% compute")
-                                              : std::string(),
-                          ")");
+      what = StrCat(
+          "a share of one GPU (", FormatMiB(r.gpu.memory_mib), " memory",
+          r.gpu.compute_milli ? StrCat(", ", r.gpu.compute_milli / 10, "% compute") : std::string(),
+          ")");
       break;
     case GpuAsk::Kind::kFraction:
       what = StrCat(r.gpu.fraction_milli, "/1000 of one GPU");
@@ -193,7 +192,8 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
     }
     if (r.cpu_milli > n.cpu_milli || r.memory_mib > n.memory_mib) continue;
     switch (ask.kind) {
-      case GpuAsk::Kind::kNone: return std::nullopt;
+      case GpuAsk::Kind::kNone:
+        return std::nullopt;
       case GpuAsk::Kind::kWhole:
         if (count >= ask.count && topo_ok) return std::nullopt;
         break;
@@ -210,15 +210,15 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
   if (cluster.node_count() == 0) return "the cluster has no nodes";
   if (r.cpu_milli > max_cpu) {
     return StrCat("needs ", Cores(r.cpu_milli), " CPU on one node; the largest node has ",
-                        Cores(max_cpu));
+                  Cores(max_cpu));
   }
   if (r.memory_mib > max_mem) {
-    return StrCat("needs ", FormatMiB(r.memory_mib),
-                        " memory on one node; the largest node has ", FormatMiB(max_mem));
+    return StrCat("needs ", FormatMiB(r.memory_mib), " memory on one node; the largest node has ",
+                  FormatMiB(max_mem));
   }
   if (ask.kind != GpuAsk::Kind::kNone && !any_model) {
     return StrCat("no GPU of model ", StrJoin(r.gpu_models, "|"),
-                        " in this cluster (it has: ", StrJoin(cluster.models(), ", "), ")");
+                  " in this cluster (it has: ", StrJoin(cluster.models(), ", "), ")");
   }
   if (ask.kind == GpuAsk::Kind::kMig && !any_mig) {
     return StrCat("needs a MIG ", ask.mig_profile, " instance; no GPU",
@@ -230,24 +230,25 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
                   StrJoin(mig_offers, "; "), ")");
   }
   if (ask.kind != GpuAsk::Kind::kNone && ask.kind != GpuAsk::Kind::kMig && !any_plain) {
-    return StrCat("every GPU", r.gpu_models.empty() ? "" : StrCat(" of model ", StrJoin(r.gpu_models, "|")),
+    return StrCat("every GPU",
+                  r.gpu_models.empty() ? "" : StrCat(" of model ", StrJoin(r.gpu_models, "|")),
                   " in this cluster is in MIG mode: ask for a MIG profile (tessera.dev/mig) "
-                  "instead of ", DescribeAsk(r));
+                  "instead of ",
+                  DescribeAsk(r));
   }
   if (ask.kind == GpuAsk::Kind::kWhole && ask.count > max_count) {
-    return StrCat("needs ", ask.count, " GPUs on one node; the most any node has is ",
-                        max_count);
+    return StrCat("needs ", ask.count, " GPUs on one node; the most any node has is ", max_count);
   }
   if (ask.kind == GpuAsk::Kind::kWhole && ask.topology_required && max_count_topology == 0) {
     return StrCat("needs ", ask.count, " GPUs joined by ", TopologyName(ask.topology),
-                        " on one node; no node has such a set");
+                  " on one node; no node has such a set");
   }
   if (ask.kind == GpuAsk::Kind::kShare && ask.memory_mib > max_gpu_mem) {
-    return StrCat("needs ", FormatMiB(ask.memory_mib),
-                        " on one GPU; the largest GPU has ", FormatMiB(max_gpu_mem));
+    return StrCat("needs ", FormatMiB(ask.memory_mib), " on one GPU; the largest GPU has ",
+                  FormatMiB(max_gpu_mem));
   }
   return StrCat("no node has all it needs at once (", Cores(r.cpu_milli), " CPU, ",
-                      FormatMiB(r.memory_mib), " memory, ", DescribeAsk(r), ")");
+                FormatMiB(r.memory_mib), " memory, ", DescribeAsk(r), ")");
 }
 
 std::string ExplainNoFit(const ClusterState& state, const Query& query,
@@ -284,26 +285,23 @@ std::string ExplainNoFit(const ClusterState& state, const Query& query,
     if (c > 0) parts.push_back(StrCat(c, " ", text));
   };
   add(Reject::kCpu, StrCat("too little CPU free (needs ", Cores(r.cpu_milli), ")"));
-  add(Reject::kMemory, StrCat("too little memory free (needs ", FormatMiB(r.memory_mib),
-                                    ")"));
+  add(Reject::kMemory, StrCat("too little memory free (needs ", FormatMiB(r.memory_mib), ")"));
   add(Reject::kNoGpuOfModel, r.gpu_models.empty()
                                  ? std::string("no GPUs")
-                                 : StrCat("no GPU of model ",
-                                                StrJoin(r.gpu_models, "|")));
-  add(Reject::kTooFewGpus, StrCat("too few free GPUs (needs ", r.gpu.count,
-                                        ", at most ", most_free, " free on one node)"));
+                                 : StrCat("no GPU of model ", StrJoin(r.gpu_models, "|")));
+  add(Reject::kTooFewGpus, StrCat("too few free GPUs (needs ", r.gpu.count, ", at most ", most_free,
+                                  " free on one node)"));
   add(Reject::kNoGpuRoom,
       StrCat("no GPU with room for ", DescribeAsk(r),
-                   r.gpu.kind == GpuAsk::Kind::kShare
-                       ? StrCat(" (most free on one GPU: ", FormatMiB(most_gpu_mem_free),
-                                      ")")
-                       : std::string()));
+             r.gpu.kind == GpuAsk::Kind::kShare
+                 ? StrCat(" (most free on one GPU: ", FormatMiB(most_gpu_mem_free), ")")
+                 : std::string()));
   add(Reject::kMigMode, "only GPUs in MIG mode (they take MIG instances only)");
   add(Reject::kNoMigGpu, StrCat("no MIG-enabled GPU offering ", r.gpu.mig_profile));
-  add(Reject::kNoMigRoom, StrCat("no MIG GPU with the memory slices free for ",
-                                 r.gpu.mig_profile, " (assigned instances in the way)"));
-  add(Reject::kTopology, StrCat("no free GPU set meeting the ",
-                                      TopologyName(r.gpu.topology), " topology"));
+  add(Reject::kNoMigRoom, StrCat("no MIG GPU with the memory slices free for ", r.gpu.mig_profile,
+                                 " (assigned instances in the way)"));
+  add(Reject::kTopology,
+      StrCat("no free GPU set meeting the ", TopologyName(r.gpu.topology), " topology"));
   return StrCat("0/", total, " nodes can take it now: ", StrJoin(parts, ", "));
 }
 

@@ -34,16 +34,16 @@ struct Query {
 // Why a node cannot take a pod, most fundamental first.
 enum class Reject : uint8_t {
   kNone,
-  kCpu,             // not enough CPU free
-  kMemory,          // not enough host memory free
-  kNoGpuOfModel,    // no GPU of an allowed model (or none left in the allowed set)
-  kTooFewGpus,      // fewer fully free GPUs than asked
-  kNoGpuRoom,       // no GPU with enough free memory/compute for the share
-  kTopology,        // GPUs are free but no set meets the required interconnect
-  kMigMode,         // the allowed GPUs are all in MIG mode (they take MIG instances only)
-  kNoMigGpu,        // a MIG ask, but no MIG-enabled GPU offering the profile
-  kNoMigRoom,       // MIG GPUs offer the profile, but none has the slices free
-  kCount,           // number of reasons
+  kCpu,           // not enough CPU free
+  kMemory,        // not enough host memory free
+  kNoGpuOfModel,  // no GPU of an allowed model (or none left in the allowed set)
+  kTooFewGpus,    // fewer fully free GPUs than asked
+  kNoGpuRoom,     // no GPU with enough free memory/compute for the share
+  kTopology,      // GPUs are free but no set meets the required interconnect
+  kMigMode,       // the allowed GPUs are all in MIG mode (they take MIG instances only)
+  kNoMigGpu,      // a MIG ask, but no MIG-enabled GPU offering the profile
+  kNoMigRoom,     // MIG GPUs offer the profile, but none has the slices free
+  kCount,         // number of reasons
 };
 
 struct NodeFit {

@@ -158,20 +158,19 @@ absl::StatusOr<core::Placement> AssignmentToPlacement(const core::Cluster& clust
   for (size_t i = 0; i < a.gpus.size(); ++i) {
     const AssignedGpu& g = a.gpus[i];
     if (g.grant.gpu >= node.gpu_count()) {
-      return absl::InvalidArgumentError(StrCat("assignment: gpus[", i, "]: node ", a.node,
-                                               " has ", node.gpu_count(), " GPUs"));
+      return absl::InvalidArgumentError(
+          StrCat("assignment: gpus[", i, "]: node ", a.node, " has ", node.gpu_count(), " GPUs"));
     }
     core::GpuGrant grant = g.grant;
     grant.mig = core::MigPlacement{};
     if (!g.mig_profile.empty()) {
-      TESSERA_ASSIGN_OR_RETURN(grant.mig, mig_of(grant.gpu, g.mig_profile, g.mig_start,
-                                                 StrCat("gpus[", i, "].mig")));
+      TESSERA_ASSIGN_OR_RETURN(
+          grant.mig, mig_of(grant.gpu, g.mig_profile, g.mig_start, StrCat("gpus[", i, "].mig")));
       p.mig_plan.create = a.mig_create;
       for (size_t k = 0; k < a.mig_destroy.size(); ++k) {
-        TESSERA_ASSIGN_OR_RETURN(
-            core::MigPlacement d,
-            mig_of(grant.gpu, a.mig_destroy[k].profile, a.mig_destroy[k].start,
-                   StrCat("mig_plan.destroy[", k, "]")));
+        TESSERA_ASSIGN_OR_RETURN(core::MigPlacement d,
+                                 mig_of(grant.gpu, a.mig_destroy[k].profile, a.mig_destroy[k].start,
+                                        StrCat("mig_plan.destroy[", k, "]")));
         p.mig_plan.destroy.push_back(d);
       }
     }

@@ -27,7 +27,7 @@ inline constexpr std::string_view kAssignmentAnnotation = "tessera.dev/assignmen
 inline constexpr int kAssignmentVersion = 1;
 
 struct AssignedGpu {
-  core::GpuGrant grant;     // grant.mig is not used here: the record names the profile
+  core::GpuGrant grant;  // grant.mig is not used here: the record names the profile
   std::string uuid;
   std::string mig_profile;  // a MIG instance's profile ("3g.40gb"), else empty
   int32_t mig_start = -1;   // its start slice

@@ -107,9 +107,9 @@ absl::StatusOr<Inventory> InventoryFromJson(std::string_view text) {
       (void)capable;  // informational: tessera knows which models have MIG tables
       const core::MigModel* model = core::FindMigModel(spec.model);
       if (spec.mig_enabled && !model) {
-        return mig.Error("enabled", StrCat("tessera has no MIG profiles for ", spec.model,
-                                           " (it has: ", StrJoin(core::MigModelNames(), ", "),
-                                           ")"));
+        return mig.Error("enabled",
+                         StrCat("tessera has no MIG profiles for ", spec.model,
+                                " (it has: ", StrJoin(core::MigModelNames(), ", "), ")"));
       }
       if (mig.Has("instances")) {
         if (!spec.mig_enabled) return mig.Error("instances", "only when enabled is true");
@@ -121,9 +121,9 @@ absl::StatusOr<Inventory> InventoryFromJson(std::string_view text) {
           TESSERA_ASSIGN_OR_RETURN(std::string profile, inst.String("profile"));
           const int found = model->Find(profile);
           if (found < 0) {
-            return inst.Error("profile", StrCat("\"", profile, "\" is not a ", model->model,
-                                                " MIG profile (", StrJoin(model->ProfileNames(), ", "),
-                                                ")"));
+            return inst.Error("profile",
+                              StrCat("\"", profile, "\" is not a ", model->model, " MIG profile (",
+                                     StrJoin(model->ProfileNames(), ", "), ")"));
           }
           TESSERA_ASSIGN_OR_RETURN(int64_t start, inst.Int("start"));
           if (start < 0 || start >= core::kMigSlots) return inst.Error("start", "must be 0..7");
@@ -158,8 +158,8 @@ absl::StatusOr<Inventory> InventoryFromJson(std::string_view text) {
         return absl::InvalidArgumentError(StrCat(path, "[", k, "]: ", link.status().message()));
       }
       if ((i == k) != (link->kind == core::LinkKind::kSelf)) {
-        return absl::InvalidArgumentError(
-            StrCat(path, "[", k, "]: ", i == k ? "expected X on the diagonal" : "X off the diagonal"));
+        return absl::InvalidArgumentError(StrCat(
+            path, "[", k, "]: ", i == k ? "expected X on the diagonal" : "X off the diagonal"));
       }
       rows[i].push_back(*link);
     }

@@ -27,8 +27,8 @@ absl::Status JsonReader::OnlyKeys(std::initializer_list<std::string_view> keys) 
     bool known = false;
     for (std::string_view k : keys) known = known || it.key() == k;
     if (!known) {
-      return absl::InvalidArgumentError(StrCat(path_, ": unknown field \"", it.key(),
-                                               "\" (known: ", StrJoin(keys, ", "), ")"));
+      return absl::InvalidArgumentError(
+          StrCat(path_, ": unknown field \"", it.key(), "\" (known: ", StrJoin(keys, ", "), ")"));
     }
   }
   return absl::OkStatus();

@@ -52,24 +52,37 @@ TEST(Inventory, BadRecordsNameTheField) {
   EXPECT_THAT(InventoryError("[]"), HasSubstr("gpu-inventory: expected an object"));
   EXPECT_THAT(InventoryError(R"({"version":2,"gpus":[],"links":[]})"),
               HasSubstr("version 2 is not supported"));
-  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":"80Gi"}],"links":[["X"]]})"),
-              HasSubstr("gpu-inventory.gpus[0].memory_mib: expected an integer, found \"80Gi\""));
-  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":1,"model":"A","memory_mib":1}],"links":[["X"]]})"),
-              HasSubstr("gpu-inventory.gpus[0].index: is 1, expected 0"));
-  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1,"colour":"red"}],"links":[["X"]]})"),
-              HasSubstr("unknown field \"colour\""));
-  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1}],"links":[]})"),
-              HasSubstr("gpu-inventory.links: has 0 rows for 1 GPUs"));
   EXPECT_THAT(
-      InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1},{"index":1,"model":"A","memory_mib":1}],"links":[["X","NV4"],["NV2","X"]]})"),
+      InventoryError(
+          R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":"80Gi"}],"links":[["X"]]})"),
+      HasSubstr("gpu-inventory.gpus[0].memory_mib: expected an integer, found \"80Gi\""));
+  EXPECT_THAT(
+      InventoryError(
+          R"({"version":1,"gpus":[{"index":1,"model":"A","memory_mib":1}],"links":[["X"]]})"),
+      HasSubstr("gpu-inventory.gpus[0].index: is 1, expected 0"));
+  EXPECT_THAT(
+      InventoryError(
+          R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1,"colour":"red"}],"links":[["X"]]})"),
+      HasSubstr("unknown field \"colour\""));
+  EXPECT_THAT(
+      InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1}],"links":[]})"),
+      HasSubstr("gpu-inventory.links: has 0 rows for 1 GPUs"));
+  EXPECT_THAT(
+      InventoryError(
+          R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1},{"index":1,"model":"A","memory_mib":1}],"links":[["X","NV4"],["NV2","X"]]})"),
       HasSubstr("must be symmetric"));
   EXPECT_THAT(
-      InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1},{"index":1,"model":"A","memory_mib":1}],"links":[["X","FAST"],["FAST","X"]]})"),
+      InventoryError(
+          R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1},{"index":1,"model":"A","memory_mib":1}],"links":[["X","FAST"],["FAST","X"]]})"),
       HasSubstr("gpu-inventory.links[0][1]: unknown link \"FAST\""));
-  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":0}],"links":[["X"]]})"),
-              HasSubstr("memory_mib: must be positive"));
-  EXPECT_THAT(InventoryError(R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1}],"links":[["X"]], "extra": 1e999})"),
-              HasSubstr("not valid JSON"));
+  EXPECT_THAT(
+      InventoryError(
+          R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":0}],"links":[["X"]]})"),
+      HasSubstr("memory_mib: must be positive"));
+  EXPECT_THAT(
+      InventoryError(
+          R"({"version":1,"gpus":[{"index":0,"model":"A","memory_mib":1}],"links":[["X"]], "extra": 1e999})"),
+      HasSubstr("not valid JSON"));
 }
 
 TEST(Assignment, RoundTripsAndValidates) {
@@ -98,20 +111,33 @@ TEST(Inventory, MigInstancesRoundTripAndAreValidated) {
   inv.gpus[1].mig_layout = {core::MigPlacement{static_cast<int8_t>(m.Find("3g.40gb")), 4},
                             core::MigPlacement{static_cast<int8_t>(m.Find("1g.10gb")), 0}};
   std::string json = InventoryToJson(inv);
-  EXPECT_THAT(json, HasSubstr(R"("mig":{"capable":true,"enabled":true,"instances":[{"profile":"3g.40gb","start":4},{"profile":"1g.10gb","start":0}]})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(
+          R"("mig":{"capable":true,"enabled":true,"instances":[{"profile":"3g.40gb","start":4},{"profile":"1g.10gb","start":0}]})"));
   absl::StatusOr<Inventory> back = InventoryFromJson(json);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->gpus[1].mig_layout, inv.gpus[1].mig_layout);
   EXPECT_EQ(InventoryToJson(*back), json);
   const std::string head = R"({"version":1,"links":[["X"]],"gpus":[{"index":0,"model":")";
-  EXPECT_THAT(InventoryError(head + R"(L40S-48GB","memory_mib":46068,"mig":{"enabled":true}}]})"),
-              HasSubstr("gpu-inventory.gpus[0].mig.enabled: tessera has no MIG profiles for L40S-48GB"));
-  EXPECT_THAT(InventoryError(head + R"(H100-80GB","memory_mib":81559,"mig":{"enabled":true,"instances":[{"profile":"4g.40gb","start":4}]}}]})"),
-              HasSubstr("gpu-inventory.gpus[0].mig.instances: 4g.40gb cannot start at slice 4"));
-  EXPECT_THAT(InventoryError(head + R"(H100-80GB","memory_mib":81559,"mig":{"enabled":true,"instances":[{"profile":"1g.5gb","start":0}]}}]})"),
-              HasSubstr("gpu-inventory.gpus[0].mig.instances[0].profile: \"1g.5gb\" is not a H100-80GB MIG profile"));
-  EXPECT_THAT(InventoryError(head + R"(H100-80GB","memory_mib":81559,"mig":{"enabled":false,"instances":[]}}]})"),
-              HasSubstr("mig.instances: only when enabled is true"));
+  EXPECT_THAT(
+      InventoryError(head + R"(L40S-48GB","memory_mib":46068,"mig":{"enabled":true}}]})"),
+      HasSubstr("gpu-inventory.gpus[0].mig.enabled: tessera has no MIG profiles for L40S-48GB"));
+  EXPECT_THAT(
+      InventoryError(
+          head +
+          R"(H100-80GB","memory_mib":81559,"mig":{"enabled":true,"instances":[{"profile":"4g.40gb","start":4}]}}]})"),
+      HasSubstr("gpu-inventory.gpus[0].mig.instances: 4g.40gb cannot start at slice 4"));
+  EXPECT_THAT(
+      InventoryError(
+          head +
+          R"(H100-80GB","memory_mib":81559,"mig":{"enabled":true,"instances":[{"profile":"1g.5gb","start":0}]}}]})"),
+      HasSubstr("gpu-inventory.gpus[0].mig.instances[0].profile: \"1g.5gb\" is not a H100-80GB MIG "
+                "profile"));
+  EXPECT_THAT(
+      InventoryError(head +
+                     R"(H100-80GB","memory_mib":81559,"mig":{"enabled":false,"instances":[]}}]})"),
+      HasSubstr("mig.instances: only when enabled is true"));
 }
 
 TEST(Assignment, MigInstanceAndPlanRoundTripThroughTheCluster) {
@@ -139,7 +165,8 @@ TEST(Assignment, MigInstanceAndPlanRoundTripThroughTheCluster) {
   Assignment a = MakeAssignment(cluster, p);
   std::string json = AssignmentToJson(a);
   EXPECT_THAT(json, HasSubstr(R"("mig":{"profile":"3g.40gb","start":4})"));
-  EXPECT_THAT(json, HasSubstr(R"("mig_plan":{"create":true,"destroy":[{"profile":"1g.10gb","start":4}]})"));
+  EXPECT_THAT(
+      json, HasSubstr(R"("mig_plan":{"create":true,"destroy":[{"profile":"1g.10gb","start":4}]})"));
   absl::StatusOr<Assignment> back = AssignmentFromJson(json);
   ASSERT_TRUE(back.ok()) << back.status();
   absl::StatusOr<core::Placement> again = AssignmentToPlacement(cluster, *back);
@@ -151,8 +178,13 @@ TEST(Assignment, MigInstanceAndPlanRoundTripThroughTheCluster) {
   wrong.gpus[0].grant.gpu = 0;
   EXPECT_THAT(std::string(AssignmentToPlacement(cluster, wrong).status().message()),
               HasSubstr("GPU 0 of a100-7 is not in MIG mode"));
-  EXPECT_THAT(std::string(AssignmentFromJson(R"({"version":1,"node":"n","gpus":[{"index":0,"memory_mib":1,"compute_milli":1,"mig":{"profile":"9g.1tb","start":0}}]})").status().message()),
-              HasSubstr("assignment.gpus[0].mig.profile: \"9g.1tb\" is not a MIG profile tessera knows"));
+  EXPECT_THAT(
+      std::string(
+          AssignmentFromJson(
+              R"({"version":1,"node":"n","gpus":[{"index":0,"memory_mib":1,"compute_milli":1,"mig":{"profile":"9g.1tb","start":0}}]})")
+              .status()
+              .message()),
+      HasSubstr("assignment.gpus[0].mig.profile: \"9g.1tb\" is not a MIG profile tessera knows"));
 }
 
 }  // namespace

@@ -100,8 +100,8 @@ absl::Status ReadMig(const YamlContext& ctx, const YAML::Node& m, core::NodeSpec
     core::GpuSpec& g = node->gpus[__builtin_ctzll(a)];
     const core::MigModel* model = core::FindMigModel(g.model);
     if (!model) {
-      return ctx.Error(m, StrCat("mig: tessera has no MIG profiles for ", g.model, " (it has: ",
-                                 StrJoin(core::MigModelNames(), ", "), ")"));
+      return ctx.Error(m, StrCat("mig: tessera has no MIG profiles for ", g.model,
+                                 " (it has: ", StrJoin(core::MigModelNames(), ", "), ")"));
     }
     g.mig_enabled = true;
     g.mig_layout.clear();
@@ -179,7 +179,8 @@ absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry,
   if (entry["memory"]) {
     TESSERA_ASSIGN_OR_RETURN(node.memory_mib, ctx.MemoryMiB(entry["memory"], "memory", true));
   } else if (!entry["profile"]) {
-    return ctx.Error(entry, StrCat("node ", node.name, ": missing \"memory\" (e.g. memory: 512Gi)"));
+    return ctx.Error(entry,
+                     StrCat("node ", node.name, ": missing \"memory\" (e.g. memory: 512Gi)"));
   }
   if (entry["labels"]) {
     const YAML::Node& labels = entry["labels"];

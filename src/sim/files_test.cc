@@ -75,8 +75,9 @@ TEST(ClusterFile, BadInputNamesFileLineAndWhatWasExpected) {
   EXPECT_THAT(ClusterError("nodes:\n  - name: a\n    cpu: lots\n    memory: 1Gi\n"),
               HasSubstr("c.yaml:3:10: cpu: invalid quantity \"lots\""));
   EXPECT_THAT(ClusterError("nodes:\n  - name: a\n    cpu: 4\n"), HasSubstr("missing \"memory\""));
-  EXPECT_THAT(ClusterError("nodes:\n  - {name: a, cpu: 4, memory: 1Gi, gpus: {model: X1, count: 2}}\n"),
-              HasSubstr("missing \"memory\" (tessera does not know how much memory a X1 has"));
+  EXPECT_THAT(
+      ClusterError("nodes:\n  - {name: a, cpu: 4, memory: 1Gi, gpus: {model: X1, count: 2}}\n"),
+      HasSubstr("missing \"memory\" (tessera does not know how much memory a X1 has"));
   EXPECT_THAT(ClusterError("nodes:\n  - {name: a, profile: dgx-z}\n"),
               HasSubstr("unknown profile \"dgx-z\"; built-in profiles: dgx-a100"));
   EXPECT_THAT(ClusterError("nodes:\n  - {name: a, count: 2, profile: dgx-a100}\n"
@@ -84,8 +85,9 @@ TEST(ClusterFile, BadInputNamesFileLineAndWhatWasExpected) {
               HasSubstr("two nodes are named \"a-1\""));
   EXPECT_THAT(ClusterError(""), HasSubstr("the cluster file is empty"));
   EXPECT_THAT(ClusterError("nodes: []\n"), HasSubstr("the list is empty"));
-  EXPECT_THAT(ClusterError("nodes:\n  - {name: a, cpu: 4, memory: 1Gi, gpus: {model: T4, count: 65}}\n"),
-              HasSubstr("out of range (0..64)"));
+  EXPECT_THAT(
+      ClusterError("nodes:\n  - {name: a, cpu: 4, memory: 1Gi, gpus: {model: T4, count: 65}}\n"),
+      HasSubstr("out of range (0..64)"));
   EXPECT_THAT(ClusterError("nodes:\n  - {name: a, cpu: 4, memory: 1Gi, gpus: {model: T4, count: 2, "
                            "interconnect: infiniband}}\n"),
               HasSubstr("\"infiniband\" is not one of: nvswitch, pcie"));
@@ -98,7 +100,8 @@ TEST(ClusterFile, TopologyTextOverridesLinks) {
       "    cpu: 8\n"
       "    memory: 8Gi\n"
       "    gpus: {model: T4, count: 2}\n"
-      "    topology: \"\\tGPU0\\tGPU1\\tCPU Affinity\\tNUMA Affinity\\nGPU0\\t X \\tNV4\\t0-7\\t0\\n"
+      "    topology: \"\\tGPU0\\tGPU1\\tCPU Affinity\\tNUMA Affinity\\nGPU0\\t X "
+      "\\tNV4\\t0-7\\t0\\n"
       "GPU1\\tNV4\\t X \\t0-7\\t0\\n\"\n",
       "c.yaml");
   ASSERT_TRUE(f.ok()) << f.status();
@@ -142,8 +145,9 @@ jobs:
 TEST(WorkloadFile, BadInputNamesFileLineAndWhatWasExpected) {
   EXPECT_THAT(WorkloadError("jobs:\n  - name: a\n    gpu: {count: 1, memory: 4Gi}\n"),
               HasSubstr("w.yaml:3:10: gpu: give exactly one of count"));
-  EXPECT_THAT(WorkloadError("jobs:\n  - name: a\n    gpu: {memory: -4Gi}\n"),
-              HasSubstr("w.yaml:3:19: gpu.memory: invalid quantity \"-4Gi\": must not be negative"));
+  EXPECT_THAT(
+      WorkloadError("jobs:\n  - name: a\n    gpu: {memory: -4Gi}\n"),
+      HasSubstr("w.yaml:3:19: gpu.memory: invalid quantity \"-4Gi\": must not be negative"));
   EXPECT_THAT(WorkloadError("jobs:\n  - name: a\n    gpu: {memory: 4GB}\n"),
               HasSubstr("unknown suffix \"GB\""));
   EXPECT_THAT(WorkloadError("jobs:\n  - name: a\n    gpu: {compute: 150}\n"),

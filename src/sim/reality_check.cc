@@ -20,17 +20,17 @@ namespace {
 
 // Jobs as string-literal pieces so that part 3 is exactly parts 1 and 2 together.
 #define TESSERA_INFERENCE_JOB \
-  "  - name: inference\n"    \
-  "    replicas: 20\n"       \
-  "    cpu: 1\n"             \
-  "    memory: 8Gi\n"        \
+  "  - name: inference\n"     \
+  "    replicas: 20\n"        \
+  "    cpu: 1\n"              \
+  "    memory: 8Gi\n"         \
   "    gpu: {memory: 4Gi}\n"
-#define TESSERA_TRAINING_JOB                                          \
-  "  - name: train\n"                                                \
-  "    replicas: 8\n"                                                \
-  "    cpu: 8\n"                                                     \
-  "    memory: 64Gi\n"                                               \
-  "    gpu: {count: 1}\n"                                            \
+#define TESSERA_TRAINING_JOB \
+  "  - name: train\n"        \
+  "    replicas: 8\n"        \
+  "    cpu: 8\n"             \
+  "    memory: 64Gi\n"       \
+  "    gpu: {count: 1}\n"    \
   "    gang: {size: 8, topology: nvlink-domain, mode: required}\n"
 
 }  // namespace

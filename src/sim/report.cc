@@ -55,8 +55,8 @@ std::vector<std::string> PendingLines(const ScenarioResult& r) {
   for (const PodOutcome& p : r.pods) {
     if (p.result.placed()) continue;
     std::string key = StrCat(p.job, "\n", p.result.reason);
-    auto it = std::find_if(groups.begin(), groups.end(),
-                           [&](const auto& g) { return g.first == key; });
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == key; });
     if (it == groups.end()) {
       groups.push_back({key, Group{p.request.name, p.request.name, 0}});
       it = groups.end() - 1;
@@ -67,7 +67,8 @@ std::vector<std::string> PendingLines(const ScenarioResult& r) {
   std::vector<std::string> lines;
   for (const auto& [key, g] : groups) {
     std::string reason = key.substr(key.find('\n') + 1);
-    std::string who = g.count == 1 ? g.first : StrCat(g.first, " .. ", g.last, " (", g.count, " pods)");
+    std::string who =
+        g.count == 1 ? g.first : StrCat(g.first, " .. ", g.last, " (", g.count, " pods)");
     lines.push_back(StrCat(who, ": ", reason));
   }
   return lines;
@@ -82,12 +83,10 @@ std::string FormatComparison(const std::vector<ScenarioResult>& results) {
     for (const ScenarioResult& r : results) cells.push_back(cell(r));
     rows.emplace_back(std::move(label), std::move(cells));
   };
-  row("pods placed / pending", [](const ScenarioResult& r) {
-    return StrCat(r.placed, " / ", r.pending);
-  });
-  row("GPUs in use", [](const ScenarioResult& r) {
-    return StrCat(r.gpus_in_use, " of ", r.total_gpus);
-  });
+  row("pods placed / pending",
+      [](const ScenarioResult& r) { return StrCat(r.placed, " / ", r.pending); });
+  row("GPUs in use",
+      [](const ScenarioResult& r) { return StrCat(r.gpus_in_use, " of ", r.total_gpus); });
   row("GPU memory allocated", [](const ScenarioResult& r) {
     return StrCat(core::FormatMiB(r.gpu_memory_allocated_mib), " of ",
                   core::FormatMiB(r.gpu_memory_total_mib));
@@ -186,8 +185,10 @@ nlohmann::json ResultToJson(const core::Cluster& cluster, const ScenarioResult& 
     }
     json gpus = json::array();
     for (const core::GpuGrant& g : p.result.placement.gpus) {
-      json j = {{"index", g.gpu}, {"memory_mib", g.memory_mib},
-                {"compute_milli", g.compute_milli}, {"exclusive", g.exclusive}};
+      json j = {{"index", g.gpu},
+                {"memory_mib", g.memory_mib},
+                {"compute_milli", g.compute_milli},
+                {"exclusive", g.exclusive}};
       if (g.is_mig()) {
         const core::MigModel& m = *cluster.mig_model(p.result.placement.node, g.gpu);
         j["mig"] = {{"profile", std::string(m.profiles[g.mig.profile].name)},
@@ -201,9 +202,13 @@ nlohmann::json ResultToJson(const core::Cluster& cluster, const ScenarioResult& 
   }
   json gangs = json::array();
   for (const GangOutcome& g : r.gangs) {
-    gangs.push_back({{"gang", g.gang}, {"job", g.job}, {"members", g.members},
-                     {"placed", g.placed}, {"one_nvlink_domain", g.one_nvlink_domain},
-                     {"level", g.level}, {"one_domain", g.one_domain}});
+    gangs.push_back({{"gang", g.gang},
+                     {"job", g.job},
+                     {"members", g.members},
+                     {"placed", g.placed},
+                     {"one_nvlink_domain", g.one_nvlink_domain},
+                     {"level", g.level},
+                     {"one_domain", g.one_domain}});
   }
   return {{"policy", r.policy},
           {"placed", r.placed},

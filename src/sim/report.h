@@ -11,7 +11,8 @@
 
 namespace tessera::sim {
 
-// One line summarising the cluster: "2 nodes, 10 GPUs: nvswitch-server 8 x A100-80GB (NVLink), ...".
+// One line summarising the cluster: "2 nodes, 10 GPUs: nvswitch-server 8 x A100-80GB (NVLink),
+// ...".
 std::string DescribeCluster(const core::Cluster& cluster);
 
 // The side-by-side table of several policies on one workload, then the pods left pending and why.

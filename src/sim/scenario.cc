@@ -20,10 +20,11 @@ absl::Status ValidateWorkload(const core::Cluster& cluster,
   for (const Job& job : workload.jobs) {
     const core::GpuAsk& ask = job.pod.gpu;
     if (ask.kind == core::GpuAsk::Kind::kShare && ask.memory_mib > largest_gpu) {
-      return absl::InvalidArgumentError(StrCat(
-          source, ":", job.line, ": job ", job.name, ": gpu.memory ", core::FormatMiB(ask.memory_mib),
-          " is larger than any GPU of the cluster (the largest has ", core::FormatMiB(largest_gpu),
-          ")"));
+      return absl::InvalidArgumentError(
+          StrCat(source, ":", job.line, ": job ", job.name, ": gpu.memory ",
+                 core::FormatMiB(ask.memory_mib),
+                 " is larger than any GPU of the cluster (the largest has ",
+                 core::FormatMiB(largest_gpu), ")"));
     }
     if (job.gang && !job.gang->level.empty()) {
       bool known = false;
@@ -33,10 +34,9 @@ absl::Status ValidateWorkload(const core::Cluster& cluster,
         names.push_back(l.name);
       }
       if (!known) {
-        return absl::InvalidArgumentError(
-            StrCat(source, ":", job.line, ": job ", job.name, ": gang.topology \"",
-                   job.gang->level, "\" is not a topology level of the cluster (levels: ",
-                   StrJoin(names, ", "), ")"));
+        return absl::InvalidArgumentError(StrCat(
+            source, ":", job.line, ": job ", job.name, ": gang.topology \"", job.gang->level,
+            "\" is not a topology level of the cluster (levels: ", StrJoin(names, ", "), ")"));
       }
     }
   }
@@ -49,9 +49,12 @@ int64_t RequestedMemory(const core::Cluster& cluster, const core::PodRequest& as
                         const core::Placement& p) {
   const core::NodeSpec& node = cluster.node(p.node);
   switch (asked.gpu.kind) {
-    case core::GpuAsk::Kind::kNone: return 0;
-    case core::GpuAsk::Kind::kShare: return asked.gpu.memory_mib;
-    case core::GpuAsk::Kind::kMig: return p.gpus.empty() ? 0 : p.gpus[0].memory_mib;
+    case core::GpuAsk::Kind::kNone:
+      return 0;
+    case core::GpuAsk::Kind::kShare:
+      return asked.gpu.memory_mib;
+    case core::GpuAsk::Kind::kMig:
+      return p.gpus.empty() ? 0 : p.gpus[0].memory_mib;
     case core::GpuAsk::Kind::kFraction:
     case core::GpuAsk::Kind::kWhole: {
       int64_t sum = 0;
@@ -129,8 +132,8 @@ GangOutcome Summarise(const core::Engine& engine, const std::string& job,
 }  // namespace
 
 ScenarioResult RunScenario(const core::Cluster& cluster,
-                           const std::vector<core::TopologyLevel>& levels,
-                           const Workload& workload, std::unique_ptr<core::Policy> policy) {
+                           const std::vector<core::TopologyLevel>& levels, const Workload& workload,
+                           std::unique_ptr<core::Policy> policy) {
   ScenarioResult out;
   out.policy = std::string(policy->name());
   core::Engine engine(cluster, std::move(policy), levels);
@@ -165,8 +168,7 @@ ScenarioResult RunScenario(const core::Cluster& cluster,
       for (PodOutcome& o : outcomes) out.pods.push_back(std::move(o));
     }
   }
-  out.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   const core::ClusterState& state = engine.state();
   out.gpus_in_use = state.gpus_in_use();

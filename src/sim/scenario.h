@@ -43,13 +43,13 @@ struct ScenarioResult {
   int64_t gpu_memory_allocated_mib = 0;  // granted: a whole GPU counts all its memory
   int64_t gpu_memory_requested_mib = 0;  // what the placed pods asked for
   int64_t gpu_memory_total_mib = 0;
-  int multi_gpu_pods = 0;          // placed pods with 2 or more GPUs
-  int multi_gpu_nvlink_pods = 0;   // ... whose GPUs are all pairwise NVLink-connected
+  int multi_gpu_pods = 0;         // placed pods with 2 or more GPUs
+  int multi_gpu_nvlink_pods = 0;  // ... whose GPUs are all pairwise NVLink-connected
   int gangs_placed = 0;
-  int gangs_one_domain = 0;        // placed gangs inside one domain of their level
-  int mig_pods = 0;                // placed pods holding a MIG instance
+  int gangs_one_domain = 0;            // placed gangs inside one domain of their level
+  int mig_pods = 0;                    // placed pods holding a MIG instance
   std::vector<std::string> mig_plans;  // re-partitioning plans, "pod: node n GPU g: destroy ..."
-  double seconds = 0;              // wall time of the placement loop
+  double seconds = 0;                  // wall time of the placement loop
 };
 
 // Checks the workload against the cluster before running: a share larger than any GPU, a gang
@@ -59,7 +59,7 @@ struct ScenarioResult {
                                             const Workload& workload, std::string_view source);
 
 ScenarioResult RunScenario(const core::Cluster& cluster,
-                           const std::vector<core::TopologyLevel>& levels,
-                           const Workload& workload, std::unique_ptr<core::Policy> policy);
+                           const std::vector<core::TopologyLevel>& levels, const Workload& workload,
+                           std::unique_ptr<core::Policy> policy);
 
 }  // namespace tessera::sim

@@ -18,13 +18,15 @@ absl::Status ReadGpu(const YamlContext& ctx, const YAML::Node& g, core::GpuAsk* 
   const bool fraction = static_cast<bool>(g["fraction"]);
   const bool mig = static_cast<bool>(g["mig"]);
   if (whole + share + fraction + mig != 1) {
-    return ctx.Error(g, "gpu: give exactly one of count (whole GPUs), memory/compute (a share), "
-                        "fraction, or mig (a MIG profile)");
+    return ctx.Error(g,
+                     "gpu: give exactly one of count (whole GPUs), memory/compute (a share), "
+                     "fraction, or mig (a MIG profile)");
   }
   if (mig) {
     TESSERA_ASSIGN_OR_RETURN(std::string profile, ctx.String(g["mig"], "gpu.mig"));
     if (!core::IsKnownMigProfile(profile)) {
-      return ctx.Error(g["mig"], StrCat("gpu.mig: \"", profile, "\" is not a MIG profile tessera "
+      return ctx.Error(g["mig"], StrCat("gpu.mig: \"", profile,
+                                        "\" is not a MIG profile tessera "
                                         "knows (A100-40GB: 1g.5gb .. 7g.40gb; A100-80GB and "
                                         "H100-80GB: 1g.10gb .. 7g.80gb)"));
     }
@@ -66,7 +68,8 @@ absl::Status ReadGpu(const YamlContext& ctx, const YAML::Node& g, core::GpuAsk* 
     }
     for (int d = std::max(decimals, 0); d < 3; ++d) milli *= 10;
     if (milli <= 0 || milli >= 1000) {
-      return ctx.Error(f, StrCat("gpu.fraction: ", s, " must be above 0 and below 1 (use count: 1 "
+      return ctx.Error(f, StrCat("gpu.fraction: ", s,
+                                 " must be above 0 and below 1 (use count: 1 "
                                  "for a whole GPU)"));
     }
     *ask = core::GpuAsk::Fraction(static_cast<int32_t>(milli));
@@ -127,8 +130,8 @@ absl::StatusOr<Job> ReadJob(const YamlContext& ctx, const YAML::Node& j) {
     }
   }
   if (j["priority"]) {
-    TESSERA_ASSIGN_OR_RETURN(int64_t p, ctx.Int(j["priority"], "priority", -1'000'000'000,
-                                                 1'000'000'000));
+    TESSERA_ASSIGN_OR_RETURN(int64_t p,
+                             ctx.Int(j["priority"], "priority", -1'000'000'000, 1'000'000'000));
     job.pod.priority = static_cast<int32_t>(p);
   }
   if (j["gang"]) {
@@ -144,8 +147,10 @@ absl::StatusOr<Job> ReadJob(const YamlContext& ctx, const YAML::Node& j) {
                                            job.replicas, " replicas"));
       }
       if (job.replicas % size != 0) {
-        return ctx.Error(g["size"], StrCat("gang.size: ", job.replicas, " replicas do not split "
-                                           "into gangs of ", size));
+        return ctx.Error(g["size"], StrCat("gang.size: ", job.replicas,
+                                           " replicas do not split "
+                                           "into gangs of ",
+                                           size));
       }
       gang.size = static_cast<int32_t>(size);
     }
@@ -181,8 +186,8 @@ absl::StatusOr<Workload> ParseWorkloadYaml(std::string_view text, std::string_vi
     TESSERA_ASSIGN_OR_RETURN(Job job, ReadJob(ctx, j));
     for (const Job& other : w.jobs) {
       if (other.name == job.name) {
-        return ctx.Error(j["name"], StrCat("two jobs are named \"", job.name, "\" (line ",
-                                           other.line, ")"));
+        return ctx.Error(j["name"],
+                         StrCat("two jobs are named \"", job.name, "\" (line ", other.line, ")"));
       }
     }
     w.jobs.push_back(std::move(job));

@@ -29,9 +29,9 @@ namespace tessera::sim {
 struct Job {
   std::string name;
   int32_t replicas = 1;
-  core::PodRequest pod;                 // the template; name and gang filled per replica
-  std::optional<core::GangAsk> gang;    // size, level, required (name filled per gang)
-  int line = 0;                         // where the job starts in its file, for messages
+  core::PodRequest pod;               // the template; name and gang filled per replica
+  std::optional<core::GangAsk> gang;  // size, level, required (name filled per gang)
+  int line = 0;                       // where the job starts in its file, for messages
 };
 
 struct Workload {

@@ -13,8 +13,8 @@ absl::StatusOr<YAML::Node> ParseYaml(std::string_view text, std::string_view sou
   try {
     return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1,
-                                             ": malformed YAML: ", e.msg));
+    return absl::InvalidArgumentError(
+        StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1, ": malformed YAML: ", e.msg));
   }
 }
 
@@ -87,8 +87,8 @@ absl::StatusOr<int64_t> YamlContext::Int(const YAML::Node& n, std::string_view w
 absl::StatusOr<int64_t> YamlContext::CpuMilli(const YAML::Node& n, std::string_view what,
                                               bool capacity) const {
   if (!n.IsScalar()) return Error(n, StrCat(what, ": expected a CPU quantity such as 4 or 500m"));
-  absl::StatusOr<int64_t> v = core::ParseCpuMilli(
-      n.Scalar(), capacity ? core::Rounding::kDown : core::Rounding::kUp);
+  absl::StatusOr<int64_t> v =
+      core::ParseCpuMilli(n.Scalar(), capacity ? core::Rounding::kDown : core::Rounding::kUp);
   if (!v.ok()) return Error(n, StrCat(what, ": ", v.status().message()));
   return *v;
 }
@@ -96,8 +96,8 @@ absl::StatusOr<int64_t> YamlContext::CpuMilli(const YAML::Node& n, std::string_v
 absl::StatusOr<int64_t> YamlContext::MemoryMiB(const YAML::Node& n, std::string_view what,
                                                bool capacity) const {
   if (!n.IsScalar()) return Error(n, StrCat(what, ": expected a memory quantity such as 4Gi"));
-  absl::StatusOr<int64_t> v = core::ParseMemoryMiB(
-      n.Scalar(), capacity ? core::Rounding::kDown : core::Rounding::kUp);
+  absl::StatusOr<int64_t> v =
+      core::ParseMemoryMiB(n.Scalar(), capacity ? core::Rounding::kDown : core::Rounding::kUp);
   if (!v.ok()) return Error(n, StrCat(what, ": ", v.status().message()));
   return *v;
 }

@@ -37,8 +37,7 @@ class YamlContext {
   absl::StatusOr<int64_t> Int(const YAML::Node& n, std::string_view what, int64_t min,
                               int64_t max) const;
   // Kubernetes quantities ("64", "500m", "1Ti"). Capacities round down, requests up.
-  absl::StatusOr<int64_t> CpuMilli(const YAML::Node& n, std::string_view what,
-                                   bool capacity) const;
+  absl::StatusOr<int64_t> CpuMilli(const YAML::Node& n, std::string_view what, bool capacity) const;
   absl::StatusOr<int64_t> MemoryMiB(const YAML::Node& n, std::string_view what,
                                     bool capacity) const;
 

@@ -81,7 +81,8 @@ TEST(Cli, ShowDefaultPrintsFilesThatRunAsIs) {
 }
 
 TEST(Cli, BadInputExitsTwoWithTheFileAndLine) {
-  std::string cluster = TempFile("bad-c.yaml", "nodes:\n  - name: a\n    cpu: four\n    memory: 1Gi\n");
+  std::string cluster =
+      TempFile("bad-c.yaml", "nodes:\n  - name: a\n    cpu: four\n    memory: 1Gi\n");
   std::string workload = TempFile("ok-w.yaml", "jobs:\n  - name: x\n");
   Output r = Tessera("simulate --cluster " + cluster + " --workload " + workload);
   EXPECT_EQ(r.status, 2);

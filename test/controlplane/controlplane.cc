@@ -262,8 +262,8 @@ absl::Status ControlPlane::Stop() {
   if (!running_) return absl::OkStatus();
   CommandResult r = RunCommand({ClusterScript(), "stop", dir_});
   if (!r.ok()) {  // still running_: the destructor tries again
-    return absl::InternalError(absl::StrCat("cluster.sh stop ", dir_, " failed (exit ",
-                                            r.exit_code, "):\n", r.out, r.err));
+    return absl::InternalError(absl::StrCat("cluster.sh stop ", dir_, " failed (exit ", r.exit_code,
+                                            "):\n", r.out, r.err));
   }
   std::vector<pid_t> left = RunningProcesses();
   if (!left.empty()) {
@@ -272,8 +272,8 @@ absl::Status ControlPlane::Stop() {
   }
   running_ = false;
   const testing::TestInfo* test = testing::UnitTest::GetInstance()->current_test_info();
-  bool failed = testing::UnitTest::GetInstance()->Failed() ||
-                (test != nullptr && test->result()->Failed());
+  bool failed =
+      testing::UnitTest::GetInstance()->Failed() || (test != nullptr && test->result()->Failed());
   const char* keep_env = getenv("TESSERA_KEEP_CONTROLPLANE");
   bool keep = keep_dir_ || failed || (keep_env != nullptr && *keep_env && *keep_env != '0');
   if (keep) {
@@ -332,8 +332,8 @@ void ControlPlaneEnvironment::SetUp() {
   auto cp = ControlPlane::Start(options_);
   ASSERT_TRUE(cp.ok()) << cp.status().message();
   g_shared = cp->release();
-  std::cerr << "[controlplane] " << g_shared->server() << " ready in "
-            << g_shared->start_seconds() << "s (dir " << g_shared->dir() << ")\n";
+  std::cerr << "[controlplane] " << g_shared->server() << " ready in " << g_shared->start_seconds()
+            << "s (dir " << g_shared->dir() << ")\n";
   const char* path = getenv("PATH");
   std::string new_path = g_shared->bin_dir() + (path && *path ? std::string(":") + path : "");
   setenv("PATH", new_path.c_str(), 1);

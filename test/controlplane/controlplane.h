@@ -47,9 +47,9 @@ struct CommandResult {
 };
 
 struct CommandOptions {
-  std::string stdin_data;                                   // written to the command's stdin
-  std::vector<std::pair<std::string, std::string>> env;     // added to (or replacing) environ
-  std::chrono::seconds timeout{300};                        // then SIGKILL, exit_code -1
+  std::string stdin_data;                                // written to the command's stdin
+  std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing) environ
+  std::chrono::seconds timeout{300};                     // then SIGKILL, exit_code -1
 };
 
 // Runs argv (argv[0] is looked up in PATH) and waits for it, capturing stdout and stderr.

@@ -67,8 +67,8 @@ void CreateNode(const ControlPlane& cp, const std::string& name, int gpus, bool 
   }
   auto created = cp.KubectlOk({"create", "-f", "-"}, node.dump());
   ASSERT_TRUE(created.ok()) << created.status();
-  auto patched = cp.KubectlOk({"patch", "node", name, "--subresource=status", "--type=merge",
-                               "-p", NodeStatus(gpus).dump()});
+  auto patched = cp.KubectlOk({"patch", "node", name, "--subresource=status", "--type=merge", "-p",
+                               NodeStatus(gpus).dump()});
   ASSERT_TRUE(patched.ok()) << patched.status();
 }
 
@@ -93,8 +93,8 @@ json PodObject(const std::string& name, const std::string& ns, const std::string
 
 // Polls until pred(pod) or the timeout; returns the last pod read.
 template <typename Pred>
-json WaitForPod(const ControlPlane& cp, const std::string& ns, const std::string& name,
-                Pred pred, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+json WaitForPod(const ControlPlane& cp, const std::string& ns, const std::string& name, Pred pred,
+                std::chrono::seconds timeout = std::chrono::seconds(60)) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   json pod;
   while (true) {
@@ -155,17 +155,17 @@ TEST(ControlPlaneSmoke, NodesPodsAndBindingRoundTrip) {
                   {"kind", "Binding"},
                   {"metadata", {{"name", "p1"}, {"namespace", ns}}},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", "bind-gpu-1"}}}};
-  auto bound = cp.KubectlOk({"create", "--raw", "/api/v1/namespaces/" + ns + "/pods/p1/binding",
-                             "-f", "-"},
-                            binding.dump());
+  auto bound =
+      cp.KubectlOk({"create", "--raw", "/api/v1/namespaces/" + ns + "/pods/p1/binding", "-f", "-"},
+                   binding.dump());
   ASSERT_TRUE(bound.ok()) << bound.status();
   pod = Get(cp, {"pod", "p1", "-n", ns});
   EXPECT_EQ(pod["spec"]["nodeName"], "bind-gpu-1");
 
   // A second binding of the same pod is refused.
-  CommandResult again = cp.Kubectl(
-      {"create", "--raw", "/api/v1/namespaces/" + ns + "/pods/p1/binding", "-f", "-"},
-      binding.dump());
+  CommandResult again =
+      cp.Kubectl({"create", "--raw", "/api/v1/namespaces/" + ns + "/pods/p1/binding", "-f", "-"},
+                 binding.dump());
   EXPECT_NE(again.exit_code, 0);
 }
 
@@ -179,8 +179,8 @@ TEST(ControlPlaneSmoke, StockSchedulerPlacesAGpuPodOnTheGpuNode) {
   auto created = cp.KubectlOk({"create", "-f", "-"},
                               PodObject("wants-gpu", ns, "default-scheduler", 1).dump());
   ASSERT_TRUE(created.ok()) << created.status();
-  json pod = WaitForPod(cp, ns, "wants-gpu",
-                        [](const json& p) { return p["spec"].contains("nodeName"); });
+  json pod =
+      WaitForPod(cp, ns, "wants-gpu", [](const json& p) { return p["spec"].contains("nodeName"); });
   ASSERT_TRUE(pod["spec"].contains("nodeName")) << pod["status"].dump();
   EXPECT_EQ(pod["spec"]["nodeName"], "sched-gpu");
 

@@ -94,12 +94,17 @@ TEST(ClusterScript, StopWithNothingRecordedSucceeds) {
 TEST(ClusterScript, StopKillsExactlyTheRecordedProcesses) {
   // Two stand-ins for components, recorded in DIR/pids, and one bystander that is not.
   std::string dir = MakeTempDir();
-  CommandResult spawn = RunCommand(
-      {"sh", "-c",
-       "touch " + dir + "/a; "
-       "setsid tail -f " + dir + "/a </dev/null >/dev/null 2>&1 & echo $!; "
-       "setsid tail -f " + dir + "/a </dev/null >/dev/null 2>&1 & echo $!; "
-       "setsid tail -f /dev/null </dev/null >/dev/null 2>&1 & echo $!"});
+  CommandResult spawn =
+      RunCommand({"sh", "-c",
+                  "touch " + dir +
+                      "/a; "
+                      "setsid tail -f " +
+                      dir +
+                      "/a </dev/null >/dev/null 2>&1 & echo $!; "
+                      "setsid tail -f " +
+                      dir +
+                      "/a </dev/null >/dev/null 2>&1 & echo $!; "
+                      "setsid tail -f /dev/null </dev/null >/dev/null 2>&1 & echo $!"});
   ASSERT_TRUE(spawn.ok()) << spawn.err;
   std::istringstream pids(spawn.out);
   pid_t a, b, bystander;

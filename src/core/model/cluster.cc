@@ -19,23 +19,22 @@ absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
     }
     if (n.gpu_count() > kMaxGpusPerNode) {
       return absl::InvalidArgumentError(StrCat("node ", n.name, " has ", n.gpu_count(),
-                                                     " GPUs; at most ", kMaxGpusPerNode,
-                                                     " per node are supported"));
+                                               " GPUs; at most ", kMaxGpusPerNode,
+                                               " per node are supported"));
     }
     if (n.links.size() == 0 && n.gpu_count() > 0) n.links = LinkMatrix(n.gpu_count());
     if (n.links.size() != n.gpu_count()) {
-      return absl::InvalidArgumentError(
-          StrCat("node ", n.name, ": link matrix is ", n.links.size(), "x", n.links.size(),
-                       " but the node has ", n.gpu_count(), " GPUs"));
+      return absl::InvalidArgumentError(StrCat("node ", n.name, ": link matrix is ", n.links.size(),
+                                               "x", n.links.size(), " but the node has ",
+                                               n.gpu_count(), " GPUs"));
     }
     for (int g = 0; g < n.gpu_count(); ++g) {
       if (n.gpus[g].index != g) {
-        return absl::InvalidArgumentError(StrCat("node ", n.name, ": GPU at position ", g,
-                                                       " has index ", n.gpus[g].index));
+        return absl::InvalidArgumentError(
+            StrCat("node ", n.name, ": GPU at position ", g, " has index ", n.gpus[g].index));
       }
       if (n.gpus[g].memory_mib <= 0) {
-        return absl::InvalidArgumentError(
-            StrCat("node ", n.name, ": GPU ", g, " has no memory"));
+        return absl::InvalidArgumentError(StrCat("node ", n.name, ": GPU ", g, " has no memory"));
       }
     }
     uint64_t mig = 0;
@@ -92,9 +91,9 @@ absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
   // One selector per distinct topology: links, NUMA nodes and NVLink generation decide it.
   absl::flat_hash_map<std::string, int32_t> by_topology;
   for (const NodeSpec& n : c.nodes_) {
-    std::string key = StrCat(n.gpu_count(), ":",
-                             n.gpus.empty() ? 0 : static_cast<int>(NvLinkGenerationForModel(n.gpus[0].model)),
-                             ":");
+    std::string key = StrCat(
+        n.gpu_count(), ":",
+        n.gpus.empty() ? 0 : static_cast<int>(NvLinkGenerationForModel(n.gpus[0].model)), ":");
     for (const GpuSpec& g : n.gpus) StrAppend(&key, g.numa_node, ",");
     for (int i = 0; i < n.gpu_count(); ++i) {
       for (int j = i + 1; j < n.gpu_count(); ++j) {

@@ -16,14 +16,14 @@ namespace tessera::core {
 inline constexpr int kMaxGpusPerNode = 64;
 
 struct GpuSpec {
-  int32_t index = 0;        // position on the node, 0..n-1, as nvidia-smi numbers it
-  std::string uuid;         // "GPU-..." when known
-  std::string model;        // e.g. "A100-80GB", "H100-80GB", "T4"
-  int64_t memory_mib = 0;   // usable device memory
-  int32_t sm_count = 0;     // streaming multiprocessors (0 when unknown)
-  int32_t numa_node = -1;   // -1 when unknown
-  std::string pci_bus_id;   // "00000000:07:00.0" when known
-  std::string cpu_affinity; // "0-55,112-167" as nvidia-smi topo -m prints it, when known
+  int32_t index = 0;         // position on the node, 0..n-1, as nvidia-smi numbers it
+  std::string uuid;          // "GPU-..." when known
+  std::string model;         // e.g. "A100-80GB", "H100-80GB", "T4"
+  int64_t memory_mib = 0;    // usable device memory
+  int32_t sm_count = 0;      // streaming multiprocessors (0 when unknown)
+  int32_t numa_node = -1;    // -1 when unknown
+  std::string pci_bus_id;    // "00000000:07:00.0" when known
+  std::string cpu_affinity;  // "0-55,112-167" as nvidia-smi topo -m prints it, when known
   // MIG mode: the GPU offers MIG slices only (no whole-GPU use, no shares); see model/mig.h.
   bool mig_enabled = false;
   // GPU instances already configured on it (by the agent or mig-parted), all idle at start.
@@ -33,9 +33,9 @@ struct GpuSpec {
 
 // A network interface as `nvidia-smi topo -m` lists it (NIC0.. or mlx5_0 columns).
 struct NicSpec {
-  std::string name;              // "NIC0"
-  std::string device;            // "mlx5_0" from the NIC legend, when known
-  std::vector<Link> gpu_links;   // relation to each GPU, by GPU index
+  std::string name;             // "NIC0"
+  std::string device;           // "mlx5_0" from the NIC legend, when known
+  std::vector<Link> gpu_links;  // relation to each GPU, by GPU index
 };
 
 struct NodeSpec {
@@ -49,9 +49,7 @@ struct NodeSpec {
 
   int gpu_count() const { return static_cast<int>(gpus.size()); }
   // Mask with one bit per GPU of the node.
-  uint64_t all_gpus_mask() const {
-    return gpus.size() >= 64 ? ~0ULL : ((1ULL << gpus.size()) - 1);
-  }
+  uint64_t all_gpus_mask() const { return gpus.size() >= 64 ? ~0ULL : ((1ULL << gpus.size()) - 1); }
 };
 
 }  // namespace tessera::core

@@ -14,12 +14,18 @@ struct ModelFacts {
 
 // Memory as nvidia-smi reports it; SM counts from NVIDIA's data sheets.
 constexpr ModelFacts kModels[] = {
-    {"A100-40GB", 40960, 108, 12},  {"A100-80GB", 81920, 108, 12},
-    {"A100-PCIE-80GB", 81920, 108, 12}, {"H100-80GB", 81559, 132, 18},
-    {"H200-141GB", 143771, 132, 18}, {"GB200", 189471, 148, 18},
-    {"B200", 183359, 148, 18},      {"L40S-48GB", 46068, 142, 0},
-    {"L4", 23034, 58, 0},           {"T4", 15360, 40, 0},
-    {"V100-16GB", 16384, 80, 6},    {"V100-32GB", 32768, 80, 6},
+    {"A100-40GB", 40960, 108, 12},
+    {"A100-80GB", 81920, 108, 12},
+    {"A100-PCIE-80GB", 81920, 108, 12},
+    {"H100-80GB", 81559, 132, 18},
+    {"H200-141GB", 143771, 132, 18},
+    {"GB200", 189471, 148, 18},
+    {"B200", 183359, 148, 18},
+    {"L40S-48GB", 46068, 142, 0},
+    {"L4", 23034, 58, 0},
+    {"T4", 15360, 40, 0},
+    {"V100-16GB", 16384, 80, 6},
+    {"V100-32GB", 32768, 80, 6},
 };
 
 const ModelFacts* Facts(std::string_view model) {
@@ -108,8 +114,10 @@ std::vector<Profile> BuildProfiles() {
     const std::string s0 = "0-31,64-95", s1 = "32-63,96-127";
     p.gpus = Gpus("A100-PCIE-80GB", {0, 0, 0, 0, 1, 1, 1, 1}, {s0, s0, s0, s0, s1, s1, s1, s1});
     p.links = LinkMatrix::Pcie(8, 2, 2);
-    p.nics.push_back(Nic("NIC0", "mlx5_0", {"PIX", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"}));
-    p.nics.push_back(Nic("NIC1", "mlx5_1", {"SYS", "SYS", "SYS", "SYS", "PIX", "PIX", "NODE", "NODE"}));
+    p.nics.push_back(
+        Nic("NIC0", "mlx5_0", {"PIX", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"}));
+    p.nics.push_back(
+        Nic("NIC1", "mlx5_1", {"SYS", "SYS", "SYS", "SYS", "PIX", "PIX", "NODE", "NODE"}));
     out.push_back(std::move(p));
   }
   {
@@ -162,8 +170,8 @@ absl::StatusOr<Profile> FindProfile(std::string_view name) {
   for (const Profile& p : Profiles()) {
     if (p.name == name) return p;
   }
-  return absl::NotFoundError(StrCat("unknown profile \"", name,
-                                    "\"; built-in profiles: ", StrJoin(ProfileNames(), ", ")));
+  return absl::NotFoundError(
+      StrCat("unknown profile \"", name, "\"; built-in profiles: ", StrJoin(ProfileNames(), ", ")));
 }
 
 std::vector<std::string> KnownGpuModels() {

@@ -21,7 +21,7 @@ struct Exact {
 absl::Status Invalid(std::string_view text, std::string_view why) {
   return absl::InvalidArgumentError(
       StrCat("invalid quantity \"", text, "\": ", why,
-                   " (expected a number with an optional suffix such as 500m, 4Gi, 2G, 1.5)"));
+             " (expected a number with an optional suffix such as 500m, 4Gi, 2G, 1.5)"));
 }
 
 absl::StatusOr<Exact> ParseExact(std::string_view text) {
@@ -58,9 +58,9 @@ absl::StatusOr<Exact> ParseExact(std::string_view text) {
     int bin;
   };
   static constexpr Suffix kSuffixes[] = {
-      {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50}, {"Ei", 0, 60},
-      {"n", -9, 0},  {"u", -6, 0},  {"m", -3, 0},  {"k", 3, 0},   {"M", 6, 0},   {"G", 9, 0},
-      {"T", 12, 0},  {"P", 15, 0},  {"E", 18, 0},
+      {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50},
+      {"Ei", 0, 60}, {"n", -9, 0},  {"u", -6, 0},  {"m", -3, 0},  {"k", 3, 0},
+      {"M", 6, 0},   {"G", 9, 0},   {"T", 12, 0},  {"P", 15, 0},  {"E", 18, 0},
   };
   for (const Suffix& s : kSuffixes) {
     if (suffix == s.name) {

@@ -21,11 +21,16 @@ enum class GpuTopology : uint8_t {
 // "nvlink", "pcie-switch", "numa", "node", "any": the tessera.dev/topology annotation values.
 inline std::string_view GpuTopologyName(GpuTopology t) {
   switch (t) {
-    case GpuTopology::kAny: return "any";
-    case GpuTopology::kNvLink: return "nvlink";
-    case GpuTopology::kPcieSwitch: return "pcie-switch";
-    case GpuTopology::kNuma: return "numa";
-    case GpuTopology::kNode: return "node";
+    case GpuTopology::kAny:
+      return "any";
+    case GpuTopology::kNvLink:
+      return "nvlink";
+    case GpuTopology::kPcieSwitch:
+      return "pcie-switch";
+    case GpuTopology::kNuma:
+      return "numa";
+    case GpuTopology::kNode:
+      return "node";
   }
   return "?";
 }
@@ -46,10 +51,10 @@ struct GpuAsk {
     kMig,       // one MIG instance of profile `mig_profile` ("1g.10gb") on a MIG-enabled GPU
   };
   Kind kind = Kind::kNone;
-  int32_t count = 0;           // kWhole
-  int64_t memory_mib = 0;      // kShare
-  int32_t compute_milli = 0;   // kShare; 0 = best-effort time sharing
-  int32_t fraction_milli = 0;  // kFraction, 1..999
+  int32_t count = 0;                         // kWhole
+  int64_t memory_mib = 0;                    // kShare
+  int32_t compute_milli = 0;                 // kShare; 0 = best-effort time sharing
+  int32_t fraction_milli = 0;                // kFraction, 1..999
   GpuTopology topology = GpuTopology::kAny;  // kWhole with count > 1
   bool topology_required = false;            // refuse sets below `topology`
   std::string mig_profile;                   // kMig: a profile name of model/mig.h
@@ -82,17 +87,20 @@ struct GpuAsk {
   }
 
   // GPUs this ask touches (0, 1 or count).
-  int32_t gpu_count() const {
-    return kind == Kind::kNone ? 0 : kind == Kind::kWhole ? count : 1;
-  }
+  int32_t gpu_count() const { return kind == Kind::kNone ? 0 : kind == Kind::kWhole ? count : 1; }
   // Compute in milli-GPU it reserves in total (whole GPUs count 1000 each).
   int64_t compute_milli_total() const {
     switch (kind) {
-      case Kind::kNone: return 0;
-      case Kind::kWhole: return 1000LL * count;
-      case Kind::kShare: return compute_milli;
-      case Kind::kFraction: return fraction_milli;
-      case Kind::kMig: return 0;  // depends on the GPU model's profile table
+      case Kind::kNone:
+        return 0;
+      case Kind::kWhole:
+        return 1000LL * count;
+      case Kind::kShare:
+        return compute_milli;
+      case Kind::kFraction:
+        return fraction_milli;
+      case Kind::kMig:
+        return 0;  // depends on the GPU model's profile table
     }
     return 0;
   }

@@ -1,22 +1,29 @@
 #include "core/model/topology.h"
 
 #include <cctype>
-
 #include <charconv>
-#include "common/strings.h"
+
 #include "common/status.h"
+#include "common/strings.h"
 
 namespace tessera::core {
 
 std::string LinkName(Link link) {
   switch (link.kind) {
-    case LinkKind::kSelf: return "X";
-    case LinkKind::kNvLink: return StrCat("NV", link.nvlink_lanes);
-    case LinkKind::kPix: return "PIX";
-    case LinkKind::kPxb: return "PXB";
-    case LinkKind::kPhb: return "PHB";
-    case LinkKind::kNode: return "NODE";
-    case LinkKind::kSys: return "SYS";
+    case LinkKind::kSelf:
+      return "X";
+    case LinkKind::kNvLink:
+      return StrCat("NV", link.nvlink_lanes);
+    case LinkKind::kPix:
+      return "PIX";
+    case LinkKind::kPxb:
+      return "PXB";
+    case LinkKind::kPhb:
+      return "PHB";
+    case LinkKind::kNode:
+      return "NODE";
+    case LinkKind::kSys:
+      return "SYS";
   }
   return "?";
 }
@@ -36,8 +43,8 @@ absl::StatusOr<Link> ParseLinkName(std::string_view text) {
       return Link{LinkKind::kNvLink, static_cast<uint8_t>(lanes)};
     }
   }
-  return absl::InvalidArgumentError(StrCat(
-      "unknown link \"", text, "\" (expected X, NV<lanes>, PIX, PXB, PHB, NODE or SYS)"));
+  return absl::InvalidArgumentError(
+      StrCat("unknown link \"", text, "\" (expected X, NV<lanes>, PIX, PXB, PHB, NODE or SYS)"));
 }
 
 NvLinkGeneration NvLinkGenerationForModel(std::string_view gpu_model) {
@@ -58,14 +65,20 @@ NvLinkGeneration NvLinkGenerationForModel(std::string_view gpu_model) {
 
 int32_t LinkBandwidthGBps(Link link, NvLinkGeneration generation) {
   switch (link.kind) {
-    case LinkKind::kSelf: return 1 << 20;
+    case LinkKind::kSelf:
+      return 1 << 20;
     case LinkKind::kNvLink:
       return link.nvlink_lanes * (generation == NvLinkGeneration::kNv5 ? 100 : 50);
-    case LinkKind::kPix: return 64;
-    case LinkKind::kPxb: return 48;
-    case LinkKind::kPhb: return 40;
-    case LinkKind::kNode: return 32;
-    case LinkKind::kSys: return 20;
+    case LinkKind::kPix:
+      return 64;
+    case LinkKind::kPxb:
+      return 48;
+    case LinkKind::kPhb:
+      return 40;
+    case LinkKind::kNode:
+      return 32;
+    case LinkKind::kSys:
+      return 20;
   }
   return 0;
 }

@@ -92,8 +92,8 @@ class BinpackPolicy final : public Policy {
         const int32_t compute = ShareComputeOn(r.gpu);
         const int64_t min_memory = r.gpu.kind == GpuAsk::Kind::kShare ? r.gpu.memory_mib : 0;
         // The first feasible entry in key order is the scan's choice.
-        std::optional<FreeCapacityIndex::GpuKey> key = index_.FirstFit(
-            false, min_memory, compute, [&](const FreeCapacityIndex::GpuKey& k) {
+        std::optional<FreeCapacityIndex::GpuKey> key =
+            index_.FirstFit(false, min_memory, compute, [&](const FreeCapacityIndex::GpuKey& k) {
               NodeFit fit = CheckNode(state, query, NodeId(k.node));
               return fit.ok() && (fit.gpus & (1ULL << k.gpu));
             });

@@ -82,8 +82,8 @@ std::optional<FreeCapacityIndex::GpuKey> FreeCapacityIndex::LastFit(
   if (!best) return best;
   // Entries equal in (memory, compute) sit together in one bucket: take the lowest feasible.
   const auto& bucket = gpus_[best_bucket];
-  for (auto it = bucket.lower_bound({best->free_memory_mib, best->free_compute_milli, INT32_MIN,
-                                     INT32_MIN});
+  for (auto it = bucket.lower_bound(
+           {best->free_memory_mib, best->free_compute_milli, INT32_MIN, INT32_MIN});
        it != bucket.end(); ++it) {
     if (feasible(*it)) return *it;
   }

@@ -67,9 +67,8 @@ absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(std::string_view name,
   for (const Entry& e : Registry()) {
     if (e.name == name) return e.make(options);
   }
-  return absl::InvalidArgumentError(StrCat("unknown policy \"", name,
-                                                 "\"; known policies: ",
-                                                 StrJoin(PolicyNames(), ", ")));
+  return absl::InvalidArgumentError(
+      StrCat("unknown policy \"", name, "\"; known policies: ", StrJoin(PolicyNames(), ", ")));
 }
 
 }  // namespace tessera::core

@@ -22,7 +22,7 @@
 namespace tessera::core {
 
 struct NodeChoice {
-  double score = 0;   // higher is better; ties go to the lower node id
+  double score = 0;  // higher is better; ties go to the lower node id
   Placement placement;
 };
 

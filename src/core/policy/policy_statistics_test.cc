@@ -16,7 +16,8 @@ using testing::Pod;
 // Half NVSwitch servers, half PCIe servers, some CPU-only nodes.
 Cluster MixedCluster() {
   ClusterBuilder b;
-  for (int i = 0; i < 8; ++i) b.Node("nv" + std::to_string(i)).Cpu(128).Gpus(8, "A100-80GB").NvSwitch();
+  for (int i = 0; i < 8; ++i)
+    b.Node("nv" + std::to_string(i)).Cpu(128).Gpus(8, "A100-80GB").NvSwitch();
   for (int i = 0; i < 8; ++i) b.Node("pcie" + std::to_string(i)).Cpu(64).Gpus(4, "A100-80GB");
   for (int i = 0; i < 4; ++i) b.Node("cpu" + std::to_string(i)).Cpu(64).Gpus(0, "none");
   return b.Build();
@@ -35,10 +36,10 @@ Outcome RunMix(const Cluster& c, const char* policy, uint64_t seed) {
   Random rng(seed);
   Outcome o;
   for (int i = 0; i < 120; ++i) {
-    PodRequest p = rng.Uniform(5) == 0
-                       ? Pod("c" + std::to_string(i), GpuAsk::None(), 2000 + 500 * rng.Uniform(8))
-                       : Pod("s" + std::to_string(i),
-                             GpuAsk::Share(1024 * (2 + rng.Uniform(14)), 0), 1000);
+    PodRequest p =
+        rng.Uniform(5) == 0
+            ? Pod("c" + std::to_string(i), GpuAsk::None(), 2000 + 500 * rng.Uniform(8))
+            : Pod("s" + std::to_string(i), GpuAsk::Share(1024 * (2 + rng.Uniform(14)), 0), 1000);
     o.placed += e.Place(p).placed();
   }
   for (int n = 0; n < c.node_count(); ++n) {

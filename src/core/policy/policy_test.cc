@@ -73,7 +73,8 @@ TEST(BinpackPolicy, FullestGpuFirst) {
 }
 
 TEST(SpreadPolicy, EmptiestGpuAndNodeFirst) {
-  Cluster c = ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
+  Cluster c =
+      ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
   Engine e(c, Make("spread"));
   PlacementResult x = e.Place(Pod("x", GpuAsk::Whole(1)));
   PlacementResult y = e.Place(Pod("y", GpuAsk::Whole(1)));
@@ -110,8 +111,12 @@ TEST(TesseraPolicy, WholeGpusBestFitKeepsBigNodesWhole) {
 
 TEST(TesseraPolicy, CpuOnlyPodsAvoidNodesWithFreeGpus) {
   Cluster c = ClusterBuilder()
-                  .Node("gpu").Cpu(64).Gpus(8, "A100-80GB")
-                  .Node("cpu").Cpu(64).Gpus(0, "none")
+                  .Node("gpu")
+                  .Cpu(64)
+                  .Gpus(8, "A100-80GB")
+                  .Node("cpu")
+                  .Cpu(64)
+                  .Gpus(0, "none")
                   .Build();
   Engine e(c, Make("tessera"));
   PlacementResult r = e.Place(Pod("c", GpuAsk::None(), 4000));
@@ -168,11 +173,21 @@ TEST_P(IndexEquivalence, IndexedChooseEqualsScan) {
     }
     GpuAsk ask;
     switch (rng.Uniform(5)) {
-      case 0: ask = GpuAsk::None(); break;
-      case 1: ask = GpuAsk::Whole(1 + rng.Uniform(4)); break;
-      case 2: ask = GpuAsk::Share(1024 * (1 + rng.Uniform(20)), 0); break;
-      case 3: ask = GpuAsk::Share(1024 * (1 + rng.Uniform(8)), 50 * (1 + rng.Uniform(10))); break;
-      default: ask = GpuAsk::Fraction(100 * (1 + rng.Uniform(9))); break;
+      case 0:
+        ask = GpuAsk::None();
+        break;
+      case 1:
+        ask = GpuAsk::Whole(1 + rng.Uniform(4));
+        break;
+      case 2:
+        ask = GpuAsk::Share(1024 * (1 + rng.Uniform(20)), 0);
+        break;
+      case 3:
+        ask = GpuAsk::Share(1024 * (1 + rng.Uniform(8)), 50 * (1 + rng.Uniform(10)));
+        break;
+      default:
+        ask = GpuAsk::Fraction(100 * (1 + rng.Uniform(9)));
+        break;
     }
     PodRequest p = Pod("p" + std::to_string(step), ask, 500 * (1 + rng.Uniform(8)), 1024);
     if (rng.Uniform(10) == 0) p.gpu_models = {"T4"};

@@ -39,8 +39,8 @@ class SpreadPolicy final : public Policy {
       case GpuAsk::Kind::kWhole: {
         std::optional<WholeSet> set = PickWholeSet(state, query, node, fit.gpus);
         if (!set) return std::nullopt;
-        c.score = double(state.whole_free_count(node)) * 1e7 + set->bottleneck +
-                  PreferenceBonus(*set);
+        c.score =
+            double(state.whole_free_count(node)) * 1e7 + set->bottleneck + PreferenceBonus(*set);
         c.placement = MakePlacement(state, r, node, set->mask);
         return c;
       }

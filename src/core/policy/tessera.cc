@@ -42,12 +42,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/policy/factories.h"
-#include "core/policy/mig_node.h"
-#include "core/policy/whole_set.h"
-#include "core/topology/domains.h"
 #include "core/policy/fragmentation.h"
+#include "core/policy/mig_node.h"
 #include "core/policy/shape_index.h"
 #include "core/policy/waste.h"
+#include "core/policy/whole_set.h"
+#include "core/topology/domains.h"
 #include "core/topology/gpu_select.h"
 
 namespace tessera::core {
@@ -55,8 +55,8 @@ namespace {
 
 // Weights in milli-GPU of expected waste.
 constexpr double kRankSpan = 1000;     // the whole node order is worth one GPU of waste
-constexpr double kBestFit = 30;       // whole GPUs: per free GPU left on the node (of 8)
-constexpr double kExactFit = 2000;    // whole GPUs: the pod takes the node's last free GPUs
+constexpr double kBestFit = 30;        // whole GPUs: per free GPU left on the node (of 8)
+constexpr double kExactFit = 2000;     // whole GPUs: the pod takes the node's last free GPUs
 constexpr double kCpuOnlySpread = 30;  // CPU-only pods: per free GPU on the node (of 8)
 constexpr double kShareBestFit = 20;   // shares: per GPU of room left on the chosen GPU
 // Tiers for whole GPUs, far above any waste (a node has at most 64 GPUs: 64,000).
@@ -115,13 +115,15 @@ class TesseraPolicy final : public Policy {
     rack_domain_.assign(n, 0);
     for (int i = 0; i < n; ++i) {
       const NodeSpec& spec = cluster.node(NodeId(i));
-      if (auto it = spec.labels.find(label); it != spec.labels.end() && domain_nodes[it->second] > 1) {
+      if (auto it = spec.labels.find(label);
+          it != spec.labels.end() && domain_nodes[it->second] > 1) {
         rack_domain_[i] = 1;
         keys[i].nvlink = true;  // with the NVLink nodes, after them by the hash below
       }
     }
     std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
-      if (rack_domain_[a.node] != rack_domain_[b.node]) return rack_domain_[a.node] < rack_domain_[b.node];
+      if (rack_domain_[a.node] != rack_domain_[b.node])
+        return rack_domain_[a.node] < rack_domain_[b.node];
       return std::tie(a.nvlink, a.gpus, a.hash, a.node) <
              std::tie(b.nvlink, b.gpus, b.hash, b.node);
     });

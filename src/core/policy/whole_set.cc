@@ -45,9 +45,8 @@ namespace {
 
 // One bucket walk over the nodes of one tier.
 std::optional<NodeChoice> Walk(Policy& policy, const ClusterState& state, const Query& query,
-                               const FreeCapacityIndex& index,
-                               const std::vector<int32_t>& ceilings, std::vector<NodeId>* declined,
-                               const NodeTier* tier) {
+                               const FreeCapacityIndex& index, const std::vector<int32_t>& ceilings,
+                               std::vector<NodeId>* declined, const NodeTier* tier) {
   const int count = query.request->gpu.count;
   if (count <= 0 || count >= static_cast<int>(ceilings.size())) return std::nullopt;
   const double ceiling_score_part = ceilings[count];

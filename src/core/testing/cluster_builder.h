@@ -108,8 +108,15 @@ inline PodRequest Pod(std::string name, GpuAsk gpu, int64_t cpu_milli = 1000,
 // The reality check's cluster: an 8-GPU NVSwitch server and a 2-GPU PCIe server, 80Gi GPUs.
 inline Cluster RealityCheckCluster() {
   return ClusterBuilder()
-      .Node("nvswitch-0").Cpu(128).MemoryGi(1024).Gpus(8, "A100-80GB").NvSwitch(12)
-      .Node("pcie-0").Cpu(32).MemoryGi(256).Gpus(2, "A100-80GB")
+      .Node("nvswitch-0")
+      .Cpu(128)
+      .MemoryGi(1024)
+      .Gpus(8, "A100-80GB")
+      .NvSwitch(12)
+      .Node("pcie-0")
+      .Cpu(32)
+      .MemoryGi(256)
+      .Gpus(2, "A100-80GB")
       .Build();
 }
 

@@ -18,12 +18,14 @@ double Score(const MigChoice& c, MigPreference preference) {
   // Fewer idle instances destroyed is the next tie-break after the loss (0..7).
   const double destroyed = static_cast<double>(c.plan.destroy.size());
   switch (preference) {
-    case MigPreference::kLeastLoss: return cost - loss * 100 - destroyed * 10 - c.unassigned_after;
+    case MigPreference::kLeastLoss:
+      return cost - loss * 100 - destroyed * 10 - c.unassigned_after;
     case MigPreference::kFullest:
       return cost - c.unassigned_after * 1e10 - loss * 10 - destroyed;
     case MigPreference::kEmptiest:
       return cost + c.unassigned_after * 1e10 - loss * 10 - destroyed;
-    case MigPreference::kFirstFit: return cost - c.placement.start;
+    case MigPreference::kFirstFit:
+      return cost - c.placement.start;
   }
   return cost;
 }

@@ -99,7 +99,8 @@ TEST(Mig, TablesMatchWhatNvidiaPublishes) {
 // What `nvidia-smi mig -lgip` and `nvidia-smi mig -lgipp` printed on a real H200 (driver R570,
 // MIG mode disabled, captured on a lent machine on 2026-11-30), read back here line by line: the
 // H200 table has exactly these profiles, ids, memory, SMs, instance counts and start slots.
-constexpr std::string_view kH200Lgip = R"(+-------------------------------------------------------------------------------+
+constexpr std::string_view kH200Lgip =
+    R"(+-------------------------------------------------------------------------------+
 | GPU instance profiles:                                                        |
 | GPU   Name               ID    Instances   Memory     P2P    SM    DEC   ENC  |
 |                                Free/Total   GiB              CE    JPEG  OFA  |
@@ -174,7 +175,8 @@ TEST(Mig, H200TableMatchesWhatARealH200Prints) {
     ++rows;
     uint8_t starts = 0;
     std::istringstream list(line.substr(brace + 1, close - brace - 1));
-    for (std::string s; std::getline(list, s, ',');) starts |= static_cast<uint8_t>(1u << std::stoi(s));
+    for (std::string s; std::getline(list, s, ',');)
+      starts |= static_cast<uint8_t>(1u << std::stoi(s));
     EXPECT_EQ(prof->starts, starts) << line;
     EXPECT_EQ(prof->size, std::stoi(line.substr(close + 2))) << line;
   }
