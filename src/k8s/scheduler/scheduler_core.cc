@@ -584,10 +584,17 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
       restricted = true;
       continue;
     }
+    // Both lists are in node order (AllowedNodes walks the nodes in order): a linear merge.
     std::vector<core::Candidate> both;
-    for (const core::Candidate& a : allowed) {
-      for (const core::Candidate& b : mine) {
-        if (a.node == b.node) both.push_back(a);
+    for (size_t a = 0, b = 0; a < allowed.size() && b < mine.size();) {
+      if (allowed[a].node < mine[b].node) {
+        ++a;
+      } else if (mine[b].node < allowed[a].node) {
+        ++b;
+      } else {
+        both.push_back(allowed[a]);
+        ++a;
+        ++b;
       }
     }
     allowed = std::move(both);
