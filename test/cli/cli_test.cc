@@ -1,42 +1,21 @@
 // The `tessera` binary as a user runs it: help, the default run, exit status 2 on bad input.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "run_tessera.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Output {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
+using tessera::cli_testing::Output;
+using tessera::cli_testing::TempFile;
 
-Output Tessera(const std::string& args) {
-  Output r;
-  std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int s = pclose(p);
-  r.status = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
-  return r;
-}
-
-std::string TempFile(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
+// stdout and stderr together.
+Output Tessera(const std::string& args) { return tessera::cli_testing::RunTessera(args); }
 
 TEST(Cli, HelpExplainsEveryFlag) {
   Output top = Tessera("--help");

@@ -1,37 +1,22 @@
 // `tessera topo` as a user runs it: parse real `nvidia-smi topo -m` samples into the inventory
 // JSON, errors with line and column and exit status 2, the profile list.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "run_tessera.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Output {
-  int status = -1;
-  std::string out;
-};
+using tessera::cli_testing::Output;
 
 Output Tessera(const std::string& args, bool with_stderr = true) {
-  Output r;
-  std::string cmd =
-      std::string(TESSERA_BINARY) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int s = pclose(p);
-  r.status = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
-  return r;
+  using tessera::cli_testing::Stderr;
+  return tessera::cli_testing::RunTessera(args, with_stderr ? Stderr::kMerged : Stderr::kDiscarded);
 }
 
 std::string Sample(const std::string& name) {

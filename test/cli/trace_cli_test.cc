@@ -1,47 +1,24 @@
 // `tessera simulate --nodes ... --trace ...` as a user runs it: tables, JSON in the issue's
 // shape, counted failures for pods that can never fit, exit status 2 with file and line on bad
 // input.
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "run_tessera.h"
 
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Output {
-  int status = -1;
-  std::string out;  // stdout
-  std::string all;  // stdout and stderr
-};
+using tessera::cli_testing::Output;
+using tessera::cli_testing::TempFile;
 
+// `out` is stdout alone (JSON), `all` adds stderr.
 Output Tessera(const std::string& args) {
-  Output r;
-  const std::string err = ::testing::TempDir() + "/trace_cli_stderr";
-  std::string cmd = std::string(TESSERA_BINARY) + " " + args + " 2>" + err;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int s = pclose(p);
-  r.status = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
-  std::ifstream e(err);
-  r.all = r.out + std::string(std::istreambuf_iterator<char>(e), {});
-  return r;
-}
-
-std::string TempFile(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path) << text;
-  return path;
+  return tessera::cli_testing::RunTessera(args, tessera::cli_testing::Stderr::kSeparate);
 }
 
 const char kNodes[] =
