@@ -47,8 +47,8 @@ constexpr MigProfile kH100_80[] = {
 };
 
 // H200 (141GB HBM3e, SXM): GiB 16.00 / 16.00 / 32.50 / 32.50 / 69.75 / 69.75 / 140.00, SMs and
-// placements as `nvidia-smi mig -lgip` / `-lgipp` print them on an H200 (driver 580.159.04, MIG off;
-// the listing is in core/topology/mig_test.cc).
+// placements as `nvidia-smi mig -lgip` / `-lgipp` print them on an H200 (driver 580.159.04, MIG
+// off; the listing is in core/topology/mig_test.cc).
 constexpr MigProfile kH200_141[] = {
     {"7g.141gb", 0, 7, 8, kFirst, 1, false, 143360, 132},
     {"4g.71gb", 5, 4, 4, kFirst, 1, false, 71424, 64},

@@ -96,9 +96,10 @@ TEST(Mig, TablesMatchWhatNvidiaPublishes) {
   EXPECT_EQ(FindMigModel("H100 NVL"), nullptr);
 }
 
-// What `nvidia-smi mig -lgip` and `nvidia-smi mig -lgipp` printed on a real H200 (driver 580.159.04,
-// MIG mode disabled, captured on a lent machine on 2026-11-30), read back here line by line: the
-// H200 table has exactly these profiles, ids, memory, SMs, instance counts and start slots.
+// What `nvidia-smi mig -lgip` and `nvidia-smi mig -lgipp` printed on a real H200 (driver
+// 580.159.04, MIG mode disabled, captured on a lent machine on 2026-11-30), read back here line by
+// line: the H200 table has exactly these profiles, ids, memory, SMs, instance counts and start
+// slots.
 constexpr std::string_view kH200Lgip =
     R"(+-------------------------------------------------------------------------------+
 | GPU instance profiles:                                                        |
