@@ -56,12 +56,7 @@ absl::StatusOr<Assignment> AssignmentFromJson(std::string_view text) {
   JsonReader r(doc, "assignment");
   TESSERA_RETURN_IF_ERROR(r.ExpectObject());
   TESSERA_RETURN_IF_ERROR(r.OnlyKeys({"version", "node", "gpus", "mig_plan"}));
-  TESSERA_ASSIGN_OR_RETURN(int64_t version, r.Int("version"));
-  if (version != kAssignmentVersion) {
-    return absl::InvalidArgumentError(StrCat("assignment: version ", version,
-                                             " is not supported (this tessera reads version ",
-                                             kAssignmentVersion, ")"));
-  }
+  TESSERA_RETURN_IF_ERROR(r.ExpectVersion(kAssignmentVersion));
   Assignment a;
   TESSERA_ASSIGN_OR_RETURN(a.node, r.String("node"));
   if (a.node.empty()) return r.Error("node", "must not be empty");

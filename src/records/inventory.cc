@@ -63,12 +63,7 @@ absl::StatusOr<Inventory> InventoryFromJson(std::string_view text) {
   JsonReader r(doc, "gpu-inventory");
   TESSERA_RETURN_IF_ERROR(r.ExpectObject());
   TESSERA_RETURN_IF_ERROR(r.OnlyKeys({"version", "gpus", "links", "nics"}));
-  TESSERA_ASSIGN_OR_RETURN(int64_t version, r.Int("version"));
-  if (version != kInventoryVersion) {
-    return absl::InvalidArgumentError(StrCat("gpu-inventory: version ", version,
-                                             " is not supported (this tessera reads version ",
-                                             kInventoryVersion, ")"));
-  }
+  TESSERA_RETURN_IF_ERROR(r.ExpectVersion(kInventoryVersion));
   Inventory inv;
   TESSERA_ASSIGN_OR_RETURN(const json* gpus, r.Array("gpus"));
   if (gpus->size() > static_cast<size_t>(core::kMaxGpusPerNode)) {

@@ -1,5 +1,6 @@
 #include "records/json_util.h"
 
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace tessera::records {
@@ -51,6 +52,16 @@ absl::StatusOr<int64_t> JsonReader::Int(std::string_view key) const {
   const json& v = At(key);
   if (!v.is_number_integer()) return Error(key, StrCat("expected an integer, found ", v.dump()));
   return v.get<int64_t>();
+}
+
+absl::Status JsonReader::ExpectVersion(int64_t supported) const {
+  TESSERA_ASSIGN_OR_RETURN(int64_t version, Int("version"));
+  if (version != supported) {
+    return absl::InvalidArgumentError(StrCat(path_, ": version ", version,
+                                             " is not supported (this tessera reads version ",
+                                             supported, ")"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> JsonReader::OptionalInt(std::string_view key, int64_t fallback) const {

@@ -34,6 +34,9 @@ class JsonReader {
   absl::StatusOr<std::string> OptionalString(std::string_view key) const;
   absl::StatusOr<bool> OptionalBool(std::string_view key, bool fallback) const;
   absl::StatusOr<const nlohmann::json*> Array(std::string_view key) const;
+  // The record's "version" must be `supported`, else an error such as "assignment: version 2 is
+  // not supported (this tessera reads version 1)".
+  absl::Status ExpectVersion(int64_t supported) const;
 
  private:
   const nlohmann::json& j_;
