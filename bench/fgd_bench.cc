@@ -4,11 +4,14 @@
 //       Each policy's runs of the FGD protocol, one at a time on one thread, repeated: median
 //       seconds per run and microseconds per pod. Markdown on stdout.
 //   fgd_bench table [--seeds 42-51] [--threads 2] [--workloads default,cpu050,...]
-//       Every workload of the paper's table x the six paper policies and tessera: our means beside
-//       the paper's, per-seed spread on default, tessera's margin over FGD. Markdown on stdout.
+//                   [--policies fgd,tessera]
+//       Every workload of the paper's table x the six paper policies and tessera (or the policies
+//       given): our means beside the paper's, per-seed spread on default, tessera's margin over
+//       FGD. Markdown on stdout.
 //   fgd_bench holes [--workload default] [--policy tessera] [--seed 42]
-//       Where the unallocated GPUs are at the end of one run: pods placed and failed by size, and
-//       the free capacity by piece size. Markdown on stdout.
+//       Where the unallocated GPUs are at the end of one run: pods placed and failed by size, the
+//       free capacity by piece size, and the shared GPUs by what they hold (the pairings that leave
+//       the pieces). Markdown on stdout.
 // Progress goes to stderr.
 #include <algorithm>
 #include <chrono>
@@ -146,7 +149,13 @@ int Table(const std::map<std::string, std::string>& flags) {
   for (const std::string& w : workloads) {
     const sim::PodTrace trace =
         OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + w + ".csv"));
-    all[w] = OrDie(sim::RunFgdSeeds(cluster, trace, kPolicies, seeds, 1.3, threads, nullptr));
+    std::vector<std::string> policies = kPolicies;
+    if (flags.count("policies")) {
+      policies.clear();
+      for (absl::string_view p : absl::StrSplit(flags.at("policies"), ','))
+        policies.emplace_back(p);
+    }
+    all[w] = OrDie(sim::RunFgdSeeds(cluster, trace, policies, seeds, 1.3, threads, nullptr));
     std::cerr << "fgd_bench: " << w << " done\n";
   }
   auto paper_of = [&](const std::string& w, const std::string& p) {
@@ -220,13 +229,17 @@ int Holes(const std::map<std::string, std::string>& flags) {
   sim::Placer placer(cluster, OrDie(core::CreatePolicy(policy, po)));
   const int64_t capacity = int64_t{cluster.total_gpus()} * 1000;
   const sim::FgdSequence seq = sim::BuildFgdSequence(trace, capacity, 1.3, seed);
-  std::map<int, std::pair<int, int>> by_size;  // milli-GPU per pod -> placed, failed
+  std::map<int, std::pair<int, int>> by_size;                 // milli-GPU per pod -> placed, failed
+  std::map<std::pair<int, int>, std::vector<int>> shares_on;  // (node, GPU) -> shares placed
   core::Placement pl;
   for (int32_t i : seq.pods) {
     const sim::TracePod& p = trace.pods[i];
     const bool ok = placer.Place(sim::ToPodRequest(p, p.name), &pl) == core::Outcome::kPlaced;
     auto& c = by_size[static_cast<int>(p.total_gpu_milli())];
     (ok ? c.first : c.second)++;
+    if (ok && p.num_gpu == 1 && p.gpu_milli < 1000) {
+      shares_on[{pl.node.value(), pl.gpus.front().gpu}].push_back(static_cast<int>(p.gpu_milli));
+    }
   }
   const core::ClusterState& st = placer.state();
   std::cout << "## " << policy << " on " << workload << ", seed " << seed << ": allocation "
@@ -254,6 +267,30 @@ int Holes(const std::map<std::string, std::string>& flags) {
   }
   std::cout << fmt::format("| whole free GPUs | {:.1f} |\n| total unallocated | {:.1f} |\n", whole,
                            total);
+  // The shared GPUs by what they hold, the most wasteful first: which pairings leave the pieces.
+  std::map<std::vector<int>, int> compositions;
+  for (auto& [gpu, shares] : shares_on) {
+    std::sort(shares.rbegin(), shares.rend());
+    ++compositions[shares];
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [shares, count] : compositions) {
+    int used = 0;
+    std::string name;
+    for (int s : shares) {
+      used += s;
+      name += (name.empty() ? "" : " + ") + std::to_string(s);
+    }
+    const double left = count * (1000 - std::min(used, 1000)) / 1000.0;
+    rows.emplace_back(left, fmt::format("| {} | {} | {} | {:.1f} |", name, count,
+                                        1000 - std::min(used, 1000), left));
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  std::cout << "\n| shares on one GPU (milli-GPU) | GPUs | left on each | GPUs' worth left |\n"
+               "|---|---:|---:|---:|\n";
+  for (size_t r = 0; r < rows.size() && r < static_cast<size_t>(30); ++r) {
+    std::cout << rows[r].second << "\n";
+  }
   return 0;
 }
 
