@@ -11,7 +11,11 @@
 //   fgd_bench holes [--workload default] [--policy tessera] [--seed 42]
 //       Where the unallocated GPUs are at the end of one run: pods placed and failed by size, the
 //       free capacity by piece size, and the shared GPUs by what they hold (the pairings that leave
-//       the pieces). Markdown on stdout.
+//       the pieces), with the least any placement of the same shares could leave
+//       (sim/packing_bound.h) and what fewer of the most stranding share would allow. Markdown.
+//   fgd_bench bound [--workload default] [--seeds 42-51] [--policies fgd,tessera]
+//       Per seed: what each policy leaves unallocated against the least any placement of the
+//       shares it placed could leave. Markdown on stdout.
 // Progress goes to stderr.
 #include <algorithm>
 #include <chrono>
@@ -26,6 +30,7 @@
 #include "common/strings.h"
 #include "core/policy/fragmentation.h"
 #include "sim/fgd_replay.h"
+#include "sim/packing_bound.h"
 #include "sim/paper_reference.h"
 #include "sim/placer.h"
 #include "sim/trace_runs.h"
@@ -216,6 +221,63 @@ int Table(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+// The end of one FGD-protocol run, for Holes and Bound.
+struct EndState {
+  double allocation = 0;                                      // % of the cluster's GPUs
+  std::map<int, std::pair<int, int>> by_size;                 // milli-GPU per pod -> placed, failed
+  std::map<std::pair<int, int>, std::vector<int>> shares_on;  // (node, GPU) -> shares placed
+  std::map<int, double> pieces;  // free milli-GPU on a partly used GPU, by 50-milli bucket
+  double whole_free = 0;         // GPUs with nothing on them
+  double unallocated = 0;        // GPUs' worth in all
+  double beside_shares = 0;      // GPUs' worth left on the GPUs that hold shares
+
+  // The shares placed: milli-GPU -> count.
+  std::map<int32_t, int64_t> Shares() const {
+    std::map<int32_t, int64_t> out;
+    for (const auto& [size, c] : by_size) {
+      if (size > 0 && size < 1000 && c.first > 0) out[size] = c.first;
+    }
+    return out;
+  }
+};
+
+EndState RunOne(const core::Cluster& cluster, const sim::PodTrace& trace, const std::string& policy,
+                uint64_t seed) {
+  core::PolicyOptions po;
+  po.seed = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;  // as RunFgdProtocol
+  po.typical_tasks = sim::TraceTypicalTasks(trace, cluster);
+  sim::Placer placer(cluster, OrDie(core::CreatePolicy(policy, po)));
+  const int64_t capacity = int64_t{cluster.total_gpus()} * 1000;
+  const sim::FgdSequence seq = sim::BuildFgdSequence(trace, capacity, 1.3, seed);
+  EndState end;
+  core::Placement pl;
+  for (int32_t i : seq.pods) {
+    const sim::TracePod& p = trace.pods[i];
+    const bool ok = placer.Place(sim::ToPodRequest(p, p.name), &pl) == core::Outcome::kPlaced;
+    auto& c = end.by_size[static_cast<int>(p.total_gpu_milli())];
+    (ok ? c.first : c.second)++;
+    if (ok && p.num_gpu == 1 && p.gpu_milli < 1000) {
+      end.shares_on[{pl.node.value(), pl.gpus.front().gpu}].push_back(
+          static_cast<int>(p.gpu_milli));
+    }
+  }
+  const core::ClusterState& st = placer.state();
+  end.allocation = 100.0 * static_cast<double>(st.allocated_compute_milli()) / capacity;
+  for (int n = 0; n < cluster.node_count(); ++n) {
+    for (int g = 0; g < cluster.node(core::NodeId(n)).gpu_count(); ++g) {
+      const int32_t left = core::GpuMilliLeft(st, core::NodeId(n), g);
+      end.unallocated += left / 1000.0;
+      if (left >= 1000) {
+        end.whole_free += 1;
+      } else if (left > 0) {
+        end.pieces[left / 50 * 50] += left / 1000.0;
+      }
+      if (end.shares_on.count({n, g})) end.beside_shares += left / 1000.0;
+    }
+  }
+  return end;
+}
+
 int Holes(const std::map<std::string, std::string>& flags) {
   const std::string workload = flags.count("workload") ? flags.at("workload") : "default";
   const std::string policy = flags.count("policy") ? flags.at("policy") : "tessera";
@@ -223,53 +285,22 @@ int Holes(const std::map<std::string, std::string>& flags) {
   const core::Cluster cluster = LoadCluster();
   const sim::PodTrace trace =
       OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
-  core::PolicyOptions po;
-  po.seed = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;  // as RunFgdProtocol
-  po.typical_tasks = sim::TraceTypicalTasks(trace, cluster);
-  sim::Placer placer(cluster, OrDie(core::CreatePolicy(policy, po)));
-  const int64_t capacity = int64_t{cluster.total_gpus()} * 1000;
-  const sim::FgdSequence seq = sim::BuildFgdSequence(trace, capacity, 1.3, seed);
-  std::map<int, std::pair<int, int>> by_size;                 // milli-GPU per pod -> placed, failed
-  std::map<std::pair<int, int>, std::vector<int>> shares_on;  // (node, GPU) -> shares placed
-  core::Placement pl;
-  for (int32_t i : seq.pods) {
-    const sim::TracePod& p = trace.pods[i];
-    const bool ok = placer.Place(sim::ToPodRequest(p, p.name), &pl) == core::Outcome::kPlaced;
-    auto& c = by_size[static_cast<int>(p.total_gpu_milli())];
-    (ok ? c.first : c.second)++;
-    if (ok && p.num_gpu == 1 && p.gpu_milli < 1000) {
-      shares_on[{pl.node.value(), pl.gpus.front().gpu}].push_back(static_cast<int>(p.gpu_milli));
-    }
-  }
-  const core::ClusterState& st = placer.state();
+  EndState end = RunOne(cluster, trace, policy, seed);
   std::cout << "## " << policy << " on " << workload << ", seed " << seed << ": allocation "
-            << fmt::format("{:.2f}%", 100.0 * st.allocated_compute_milli() / capacity) << "\n\n"
+            << fmt::format("{:.2f}%", end.allocation) << "\n\n"
             << "| GPU ask (milli-GPU) | placed | failed |\n|---:|---:|---:|\n";
-  for (const auto& [size, c] : by_size) {
+  for (const auto& [size, c] : end.by_size) {
     std::cout << "| " << size << " | " << c.first << " | " << c.second << " |\n";
   }
-  std::map<int, double> pieces;  // free milli per GPU, by 50-milli bucket
-  double whole = 0, total = 0;
-  for (int n = 0; n < cluster.node_count(); ++n) {
-    for (int g = 0; g < cluster.node(core::NodeId(n)).gpu_count(); ++g) {
-      const int32_t left = core::GpuMilliLeft(st, core::NodeId(n), g);
-      total += left / 1000.0;
-      if (left >= 1000) {
-        whole += 1;
-      } else if (left > 0) {
-        pieces[left / 50 * 50] += left / 1000.0;
-      }
-    }
-  }
   std::cout << "\n| free piece on a GPU (milli-GPU) | GPUs' worth |\n|---|---:|\n";
-  for (const auto& [b, v] : pieces) {
+  for (const auto& [b, v] : end.pieces) {
     std::cout << fmt::format("| {}-{} | {:.1f} |\n", b, b + 49, v);
   }
-  std::cout << fmt::format("| whole free GPUs | {:.1f} |\n| total unallocated | {:.1f} |\n", whole,
-                           total);
+  std::cout << fmt::format("| whole free GPUs | {:.1f} |\n| total unallocated | {:.1f} |\n",
+                           end.whole_free, end.unallocated);
   // The shared GPUs by what they hold, the most wasteful first: which pairings leave the pieces.
   std::map<std::vector<int>, int> compositions;
-  for (auto& [gpu, shares] : shares_on) {
+  for (auto& [gpu, shares] : end.shares_on) {
     std::sort(shares.rbegin(), shares.rend());
     ++compositions[shares];
   }
@@ -291,6 +322,84 @@ int Holes(const std::map<std::string, std::string>& flags) {
   for (size_t r = 0; r < rows.size() && r < static_cast<size_t>(30); ++r) {
     std::cout << rows[r].second << "\n";
   }
+  // How much of what is left beside the shares any placement of them would leave.
+  const std::map<int32_t, int64_t> shares = end.Shares();
+  const sim::PackingBound bound = OrDie(sim::SharePackingBound(shares));
+  std::cout << fmt::format(
+      "\nBeside the shares this run leaves {:.1f} GPUs' worth; no placement of the same shares "
+      "could leave less than {:.1f} (they need at least {} GPUs: bin-packing LP bound, "
+      "sim/packing_bound.h).\n",
+      end.beside_shares, bound.stranded_gpus, bound.min_gpus);
+  // The share size that strands the most, and the bound had fewer of it been placed.
+  int32_t worst = 0;
+  double worst_drop = 0;
+  for (const auto& [size, count] : shares) {
+    std::map<int32_t, int64_t> without = shares;
+    without.erase(size);
+    const double drop = bound.stranded_gpus - OrDie(sim::SharePackingBound(without)).stranded_gpus;
+    if (drop > worst_drop) {
+      worst = size;
+      worst_drop = drop;
+    }
+  }
+  if (worst > 0) {
+    std::cout << "\n| shares of " << worst
+              << " placed | at least left beside the shares (GPUs' worth) |\n|---:|---:|\n";
+    const int64_t placed = shares.at(worst);
+    for (int step = 0; step <= 6; ++step) {
+      std::map<int32_t, int64_t> fewer = shares;
+      fewer[worst] = placed - placed * step / 20;
+      std::cout << fmt::format("| {} | {:.1f} |\n", fewer[worst],
+                               OrDie(sim::SharePackingBound(fewer)).stranded_gpus);
+    }
+  }
+  return 0;
+}
+
+// Per seed: what each policy leaves unallocated, and the least that any placement of the shares
+// it placed could leave (sim/packing_bound.h).
+int Bound(const std::map<std::string, std::string>& flags) {
+  const std::string workload = flags.count("workload") ? flags.at("workload") : "default";
+  const std::vector<uint64_t> seeds =
+      OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
+  std::vector<std::string> policies;
+  for (absl::string_view p :
+       absl::StrSplit(flags.count("policies") ? flags.at("policies") : "fgd,tessera", ',')) {
+    policies.emplace_back(p);
+  }
+  const core::Cluster cluster = LoadCluster();
+  const sim::PodTrace trace =
+      OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
+  std::cout << "| policy | seed | allocation | unallocated GPUs | whole GPUs free | left beside "
+               "shares | shares placed | least any placement of them leaves | best allocation "
+               "with them |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const std::string& policy : policies) {
+    double sum_alloc = 0, sum_best = 0, sum_left = 0, sum_bound = 0;
+    for (uint64_t seed : seeds) {
+      const EndState end = RunOne(cluster, trace, policy, seed);
+      const std::map<int32_t, int64_t> shares = end.Shares();
+      int64_t count = 0;
+      for (const auto& [size, c] : shares) count += c;
+      const sim::PackingBound bound = OrDie(sim::SharePackingBound(shares));
+      // The best allocation with these pods placed: every GPU not needed by them is full.
+      const double best =
+          end.allocation + 100.0 * (end.unallocated - bound.stranded_gpus) / cluster.total_gpus();
+      std::cout << fmt::format(
+          "| {} | {} | {:.2f}% | {:.1f} | {:.0f} | {:.1f} | {} | {:.1f} | "
+          "{:.2f}% |\n",
+          policy, seed, end.allocation, end.unallocated, end.whole_free, end.beside_shares, count,
+          bound.stranded_gpus, best);
+      sum_alloc += end.allocation;
+      sum_best += best;
+      sum_left += end.unallocated;
+      sum_bound += bound.stranded_gpus;
+      std::cerr << "fgd_bench: " << policy << " seed " << seed << " done\n";
+    }
+    const double n = static_cast<double>(seeds.size());
+    std::cout << fmt::format("| {} | mean | {:.2f}% | {:.1f} | | | | {:.1f} | {:.2f}% |\n", policy,
+                             sum_alloc / n, sum_left / n, sum_bound / n, sum_best / n);
+  }
+  std::cout << "\n" << Machine() << "\n";
   return 0;
 }
 
@@ -298,11 +407,12 @@ int Holes(const std::map<std::string, std::string>& flags) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  if (argc < 2) tessera::bench::Die("usage: fgd_bench speed|table|holes [--flag value ...]");
+  if (argc < 2) tessera::bench::Die("usage: fgd_bench speed|table|holes|bound [--flag value ...]");
   const std::string mode = argv[1];
   auto flags = tessera::bench::Flags(argc, argv, 2);
   if (mode == "speed") return tessera::bench::Speed(flags);
   if (mode == "table") return tessera::bench::Table(flags);
   if (mode == "holes") return tessera::bench::Holes(flags);
-  tessera::bench::Die("usage: fgd_bench speed|table|holes [--flag value ...]");
+  if (mode == "bound") return tessera::bench::Bound(flags);
+  tessera::bench::Die("usage: fgd_bench speed|table|holes|bound [--flag value ...]");
 }

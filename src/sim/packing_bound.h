@@ -1,0 +1,41 @@
+// How little GPU capacity a set of shares could leave unused, whatever the placement: a proven
+// lower bound on the GPUs that one-GPU shares need, from the linear relaxation of bin packing
+// (Gilmore and Gomory's cutting-stock LP), solved by column generation.
+//
+// Why: at the end of an FGD-protocol run the unallocated GPUs are the pieces left beside shares.
+// Some of that is placement (0.47 + 0.32 leaves 0.21 where 0.65 + 0.32 leaves 0.03) and some is
+// the shares themselves (a 0.81 share leaves 0.19 that only the rare 0.19-or-smaller shares can
+// use). The bound separates the two: no policy that places these shares can leave less.
+//
+// Method: minimise the number of GPUs x_p used with each pattern p (a multiset of shares that fits
+// one GPU, at most as many of each size as there are) subject to covering every share. The
+// simplex works on a basis of one pattern per size; the entering pattern is the best bounded
+// knapsack under the current duals y. Whatever the iteration, y / max(1, v), v the knapsack's
+// value, is dual feasible, so n . y / max(1, v) (Farley's bound) is a lower bound; at the optimum
+// v = 1 and it equals the LP's value. The integer count of GPUs is at least its ceiling.
+//
+// Example: three shares of 0.5 need 1.5 GPUs by the LP, so at least 2; 0.5 GPU is left unused.
+// Ten 0.81 shares and four 0.16 shares need 10 GPUs: 1.26 GPUs are left, however they are placed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "absl/status/statusor.h"
+
+namespace tessera::sim {
+
+struct PackingBound {
+  int64_t min_gpus = 0;      // no placement puts the shares on fewer GPUs (proven)
+  double lp_gpus = 0;        // the LP's value (Farley's bound if not optimal)
+  double stranded_gpus = 0;  // min_gpus - (sum of the shares) / capacity: left unused, at least
+  bool optimal = false;      // the LP's optimum was reached
+  int iterations = 0;
+};
+
+// `shares`: milli-GPU per share (1..capacity) -> how many shares of that size. Errors: a size
+// outside 1..capacity, a negative count.
+absl::StatusOr<PackingBound> SharePackingBound(const std::map<int32_t, int64_t>& shares,
+                                               int32_t capacity = 1000);
+
+}  // namespace tessera::sim
