@@ -30,8 +30,8 @@ Pattern BestPattern(const std::vector<int32_t>& sizes, const std::vector<int64_t
     int64_t limit = std::min<int64_t>(counts[i], capacity / sizes[i]);
     for (int64_t m = 1; limit > 0; m *= 2) {
       const int64_t take = std::min(m, limit);
-      pieces.push_back({i, take, static_cast<int32_t>(take * sizes[i]),
-                        static_cast<double>(take) * y[i]});
+      pieces.push_back(
+          {i, take, static_cast<int32_t>(take * sizes[i]), static_cast<double>(take) * y[i]});
       limit -= take;
     }
   }
