@@ -25,8 +25,9 @@ detail=$($holes)
   echo "whole GPU left free). 'least any placement of them leaves' is a proven lower bound: the"
   echo "shares the policy placed, however arranged, cannot fit on fewer GPUs than the linear"
   echo "relaxation of bin packing allows (src/sim/packing_bound.h). Whole-GPU pods are never short"
-  echo "(over a thousand fail per run), so with those shares placed the allocation is at most"
-  echo "100% minus that bound: the last column."
+  echo "on these traces (over a thousand of them fail in every run), so every GPU the shares do not"
+  echo "need could be full: with those shares placed the allocation is at most 100% minus the bound"
+  echo "as a part of the cluster's GPUs (the last column)."
   echo
   echo "$table"
   echo
