@@ -1,7 +1,9 @@
 // Engine throughput: place-and-release on clusters of 8-GPU servers (hgx-h100), per policy, for
 // share and whole-GPU requests. The cluster is first filled to about 60% of its GPUs, then each
 // iteration releases the oldest live pod and places a new one in its place (steady state), so the
-// figure is placements per second on a busy cluster, not on an empty one.
+// figure is placements per second on a busy cluster, not on an empty one. The
+// tessera-off-node0-* rows keep every pod off one node (a tainted control plane), given to the
+// engine as a candidate list or as a NodeSet.
 //
 //   bench/run_engine.sh   (build/release/bench/engine_bench with 5 repetitions, medians)
 #include <memory>
@@ -49,11 +51,21 @@ GpuAsk RandomAsk(Kind kind, Random& rng) {
   return GpuAsk::Whole(kCounts[rng.Uniform(8)]);
 }
 
-void BM_PlaceRelease(benchmark::State& state, std::string policy_name) {
+// How pods are kept off node 0 (a tainted control-plane node, say), or not.
+enum class Restrict { kNone, kCandidates, kNodeSet };
+
+void BM_PlaceRelease(benchmark::State& state, std::string policy_name, Restrict restrict) {
   const int nodes = static_cast<int>(state.range(0));
   const Kind kind = static_cast<Kind>(state.range(1));
   const Cluster& cluster = ClusterOf(nodes);
   Engine engine(cluster, *CreatePolicy(policy_name, {}));
+  std::vector<bool> allows(cluster.node_count(), true);
+  allows[0] = false;
+  const NodeSet node_set(allows);
+  std::vector<Candidate> candidates;
+  for (int i = 1; i < cluster.node_count(); ++i) candidates.push_back(Candidate{NodeId(i)});
+  const std::vector<Candidate>* allowed = restrict == Restrict::kCandidates ? &candidates : nullptr;
+  const NodeSet* set = restrict == Restrict::kNodeSet ? &node_set : nullptr;
   Random rng(42);
   // Fill to ~60% of GPU capacity (in GPUs for whole asks, in memory for shares).
   std::vector<PodRequest> live;
@@ -67,7 +79,7 @@ void BM_PlaceRelease(benchmark::State& state, std::string policy_name) {
     p.cpu_milli = 1000;
     p.memory_mib = 4096;
     p.gpu = RandomAsk(kind, rng);
-    if (!engine.Place(p).placed()) break;
+    if (!engine.Place(p).placed()) break;  // setup: unrestricted (a scan per pod is slow)
     filled += kind == kWhole ? p.gpu.count : p.gpu.memory_mib;
     live.push_back(std::move(p));
   }
@@ -81,7 +93,7 @@ void BM_PlaceRelease(benchmark::State& state, std::string policy_name) {
     PodRequest& slot = live[oldest];
     (void)engine.Release(slot.name);
     slot.gpu = asks[a++ & 4095];
-    PlacementResult r = engine.Place(slot);
+    PlacementResult r = engine.Place(slot, Mode::kCommit, allowed, set);
     if (r.placed()) {
       ++placed;
     } else {
@@ -98,13 +110,26 @@ void BM_PlaceRelease(benchmark::State& state, std::string policy_name) {
 void Register() {
   for (const char* policy : {"tessera", "binpack", "spread", "whole-gpu"}) {
     auto* b = benchmark::RegisterBenchmark(StrCat("PlaceRelease/", policy).c_str(), BM_PlaceRelease,
-                                           std::string(policy));
+                                           std::string(policy), Restrict::kNone);
     b->ArgNames({"nodes", "kind"});
     for (int nodes : {1000, 10000}) {
       for (int kind : {kShare, kWhole}) b->Args({nodes, kind});
     }
     b->Unit(benchmark::kMicrosecond);
     if (std::string(policy) == "whole-gpu") b->MinTime(0.2);
+  }
+  // Every pod kept off one node (node 0: a tainted control plane), as a candidate list (the
+  // policy scans them) or as a NodeSet (its index stays in use).
+  for (auto [label, how] : {std::pair{"tessera-off-node0-candidates", Restrict::kCandidates},
+                            std::pair{"tessera-off-node0-nodeset", Restrict::kNodeSet}}) {
+    auto* b = benchmark::RegisterBenchmark(StrCat("PlaceRelease/", label).c_str(), BM_PlaceRelease,
+                                           std::string("tessera"), how);
+    b->ArgNames({"nodes", "kind"});
+    for (int nodes : {1000, 10000}) {
+      for (int kind : {kShare, kWhole}) b->Args({nodes, kind});
+    }
+    b->Unit(benchmark::kMicrosecond);
+    if (how == Restrict::kCandidates) b->MinTime(0.2);
   }
 }
 

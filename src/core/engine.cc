@@ -29,14 +29,14 @@ void Engine::Undo(const Placement& p) {
 }
 
 PlacementResult Engine::Place(const PodRequest& request, Mode mode,
-                              const std::vector<Candidate>* allowed) {
+                              const std::vector<Candidate>* allowed, const NodeSet* nodes) {
   PlacementResult result;
   if (ledger_.contains(request.name)) {
     result.reason = StrCat("pod ", request.name, " is already placed");
     return result;
   }
   const PodRequest& effective = policy_->Effective(request);
-  Query query(state_, effective, allowed);
+  Query query(state_, effective, allowed, nodes);
   std::vector<NodeId> declined;
   std::optional<NodeChoice> choice = policy_->Choose(state_, query, &declined);
   if (!choice) {

@@ -34,10 +34,13 @@ class Engine {
          std::vector<TopologyLevel> levels = DefaultTopologyLevels());
 
   // Places one pod (not a gang member: use PlaceGang). The pod is keyed by request.name, which
-  // must not already be placed. `allowed` (optional) restricts it to some nodes and GPUs (node
-  // selectors, taints); nullptr = anywhere.
+  // must not already be placed. `allowed` (optional) restricts it to some nodes and GPUs, and
+  // the policy scans them; nullptr = anywhere. `nodes` (optional) excludes every node outside
+  // the set (taints, nodeSelector, affinity) and keeps the policy's index in use: the way to
+  // restrict many pods to the same nodes.
   PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit,
-                        const std::vector<Candidate>* allowed = nullptr);
+                        const std::vector<Candidate>* allowed = nullptr,
+                        const NodeSet* nodes = nullptr);
 
   // Places all members of one gang or none. Results are in member order; on failure every result
   // carries the same outcome and reason, and the state is exactly as before.

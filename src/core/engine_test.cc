@@ -1,5 +1,6 @@
 #include "core/engine.h"
 
+#include "common/random.h"
 #include "core/testing/cluster_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -255,6 +256,73 @@ TEST(Engine, RestoreRebuildsTheLedger) {
   over.gpus[0].memory_mib = 80000;
   EXPECT_EQ(second.Restore("q", over).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(second.state().allocated_gpu_memory_mib(), 4096);
+}
+
+// A NodeSet restricts a pod exactly as the same nodes given as candidates do, for every policy:
+// the set keeps the policy's index in use, the candidates make it scan, and both must choose the
+// same node and GPUs (the index answers what a full scan would).
+TEST(Engine, NodeSetPlacesExactlyAsTheSameCandidates) {
+  ClusterBuilder b;
+  for (int i = 0; i < 40; ++i) {
+    b.Node("n" + std::to_string(i)).Cpu(32 + 16 * (i % 3)).Gpus(i % 5 == 0 ? 2 : 8, "A100-80GB");
+  }
+  const Cluster c = b.Build();
+  std::vector<bool> allows(c.node_count());
+  std::vector<Candidate> candidates;
+  for (int i = 0; i < c.node_count(); ++i) {
+    allows[i] = i % 7 != 3 && i != 0;  // the first node (say, the tainted control plane) and 5 more
+    if (allows[i]) candidates.push_back(Candidate{NodeId(i)});
+  }
+  const NodeSet set(allows);
+  EXPECT_EQ(set.size(), static_cast<int>(candidates.size()));
+  for (const std::string& name : PolicyNames()) {
+    SCOPED_TRACE(name);
+    Engine with_set(c, Make(name));
+    Engine with_candidates(c, Make(name));
+    Random rng(5);
+    std::vector<std::string> live;
+    for (int i = 0; i < 600; ++i) {
+      if (!live.empty() && rng.Uniform(3) == 0) {
+        const size_t k = rng.Uniform(live.size());
+        ASSERT_TRUE(with_set.Release(live[k]).ok());
+        ASSERT_TRUE(with_candidates.Release(live[k]).ok());
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+      const int kind = static_cast<int>(rng.Uniform(3));
+      const GpuAsk ask = kind == 0   ? GpuAsk::Share(1024 * (1 + rng.Uniform(40)), 0)
+                         : kind == 1 ? GpuAsk::Whole(1 << rng.Uniform(4))
+                                     : GpuAsk::None();
+      const PodRequest pod = Pod("p" + std::to_string(i), ask, 1000 * (1 + rng.Uniform(8)));
+      // Pods without restriction in between, as in a real cluster.
+      const bool restricted = rng.Uniform(4) != 0;
+      PlacementResult a = with_set.Place(pod, Mode::kCommit, nullptr, restricted ? &set : nullptr);
+      PlacementResult r =
+          with_candidates.Place(pod, Mode::kCommit, restricted ? &candidates : nullptr);
+      ASSERT_EQ(a.placed(), r.placed()) << "pod " << i << ": " << a.reason << " / " << r.reason;
+      if (!a.placed()) continue;
+      ASSERT_EQ(a.placement.node, r.placement.node) << "pod " << i;
+      ASSERT_EQ(a.placement.gpu_mask(), r.placement.gpu_mask()) << "pod " << i;
+      if (restricted) EXPECT_TRUE(set.Contains(a.placement.node)) << "pod " << i;
+      live.push_back(pod.name);
+    }
+  }
+}
+
+TEST(Engine, NodeSetExcludedNodesAreCountedInTheReason) {
+  Cluster c =
+      ClusterBuilder().Node("a").Gpus(8, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
+  Engine e(c, Make("tessera"));
+  const NodeSet only_b({false, true});
+  PlacementResult r = e.Place(Pod("four", GpuAsk::Whole(4)), Mode::kCommit, nullptr, &only_b);
+  EXPECT_EQ(r.outcome, Outcome::kNoFitNow);
+  EXPECT_THAT(r.reason, HasSubstr("0/2 nodes can take it now"));
+  EXPECT_THAT(r.reason,
+              HasSubstr("1 excluded by the pod's tolerations, nodeSelector or node affinity"));
+  EXPECT_THAT(r.reason, HasSubstr("1 too few free GPUs"));
+  EXPECT_TRUE(e.Place(Pod("two", GpuAsk::Whole(2)), Mode::kCommit, nullptr, &only_b).placed());
+  EXPECT_EQ(e.Find("two")->node, c.FindNode("b"));
+  // Two sets with the same nodes are still two sets (each its own id).
+  EXPECT_NE(NodeSet({false, true}).id(), only_b.id());
 }
 
 }  // namespace

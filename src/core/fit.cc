@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -15,9 +16,19 @@ int64_t ShareMemoryFor(const ClusterState& state, const GpuAsk& ask, NodeId node
   return ShareMemoryOn(ask, state.cluster().node(node).gpus[g].memory_mib);
 }
 
+NodeSet::NodeSet(std::vector<bool> allowed) : allowed_(std::move(allowed)) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+  size_ = static_cast<int>(std::count(allowed_.begin(), allowed_.end(), true));
+}
+
 NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node, uint64_t allowed) {
   const PodRequest& r = *query.request;
   NodeFit fit;
+  if (query.nodes != nullptr && !query.nodes->Contains(node)) {
+    fit.reject = Reject::kExcluded;
+    return fit;
+  }
   if (r.cpu_milli > state.free_cpu_milli(node)) {
     fit.reject = Reject::kCpu;
     return fit;
@@ -284,6 +295,7 @@ std::string ExplainNoFit(const ClusterState& state, const Query& query,
     int c = counts[static_cast<int>(why)];
     if (c > 0) parts.push_back(StrCat(c, " ", text));
   };
+  add(Reject::kExcluded, "excluded by the pod's tolerations, nodeSelector or node affinity");
   add(Reject::kCpu, StrCat("too little CPU free (needs ", Cores(r.cpu_milli), ")"));
   add(Reject::kMemory, StrCat("too little memory free (needs ", FormatMiB(r.memory_mib), ")"));
   add(Reject::kNoGpuOfModel, r.gpu_models.empty()

@@ -18,22 +18,48 @@ struct Candidate {
   uint64_t gpu_mask = ~0ULL;
 };
 
+// The nodes a pod may use at all, whatever is free on them: those whose taints it tolerates and
+// whose labels match its nodeSelector and node affinity. One set serves every pod with the same
+// constraints. Unlike a candidate list it keeps the policies' indexes in play: its id is unique in
+// the process, so an index kept per request shape (shape_index.h) keeps one entry per set and
+// stays exact. Example: a cluster of 10,000 GPU nodes and one tainted control-plane node; pods
+// that do not tolerate the taint share one set of 10,000 nodes and are placed through the index.
+class NodeSet {
+ public:
+  // `allowed[i]`: node i of the cluster may be used.
+  explicit NodeSet(std::vector<bool> allowed);
+  // Nodes beyond the vector (a set made for a smaller cluster) are not in the set.
+  bool Contains(NodeId node) const {
+    return static_cast<size_t>(node.value()) < allowed_.size() && allowed_[node.value()];
+  }
+  int size() const { return size_; }
+  uint64_t id() const { return id_; }
+
+ private:
+  std::vector<bool> allowed_;
+  int size_ = 0;
+  uint64_t id_ = 0;
+};
+
 // One placement question, prepared once: the request with its model constraint resolved.
 struct Query {
   Query(const ClusterState& state, const PodRequest& request,
-        const std::vector<Candidate>* candidates = nullptr)
+        const std::vector<Candidate>* candidates = nullptr, const NodeSet* nodes = nullptr)
       : request(&request),
         models(state.cluster().ResolveModels(request.gpu_models)),
-        candidates(candidates) {}
+        candidates(candidates),
+        nodes(nodes) {}
 
   const PodRequest* request;
   ModelSet models;
   const std::vector<Candidate>* candidates;  // nullptr = every node, every GPU
+  const NodeSet* nodes;                      // nullptr = no node excluded
 };
 
 // Why a node cannot take a pod, most fundamental first.
 enum class Reject : uint8_t {
   kNone,
+  kExcluded,      // not in the pod's NodeSet (taints, nodeSelector, node affinity)
   kCpu,           // not enough CPU free
   kMemory,        // not enough host memory free
   kNoGpuOfModel,  // no GPU of an allowed model (or none left in the allowed set)

@@ -15,6 +15,7 @@ RequestShape RequestShape::Of(const Query& query) {
   s.topology = r.gpu.topology;
   s.topology_required = r.gpu.topology_required;
   s.models = query.models;
+  s.node_set = query.nodes != nullptr ? query.nodes->id() : 0;
   return s;
 }
 

@@ -40,6 +40,7 @@ struct RequestShape {
   GpuTopology topology = GpuTopology::kAny;
   bool topology_required = false;
   ModelSet models;
+  uint64_t node_set = 0;  // NodeSet::id(), 0 for none
 
   static RequestShape Of(const Query& query);
   bool operator==(const RequestShape& o) const = default;
@@ -47,7 +48,7 @@ struct RequestShape {
   friend H AbslHashValue(H h, const RequestShape& s) {
     return H::combine(std::move(h), s.cpu_milli, s.memory_mib, s.kind, s.count, s.share_memory_mib,
                       s.share_compute_milli, s.fraction_milli, s.topology, s.topology_required,
-                      std::hash<ModelSet>()(s.models));
+                      std::hash<ModelSet>()(s.models), s.node_set);
   }
 };
 

@@ -99,7 +99,9 @@ class SpreadPolicy final : public Policy {
           PodRequest strict = r;
           strict.gpu.topology_required = true;
           std::vector<NodeId> ignored;
-          if (std::optional<NodeChoice> c = walk(Query(state, strict, nullptr), &ignored)) return c;
+          if (std::optional<NodeChoice> c =
+                  walk(Query(state, strict, nullptr, query.nodes), &ignored))
+            return c;
         }
         return walk(query, declined);
       }

@@ -91,7 +91,8 @@ std::optional<NodeChoice> ChooseWholeBestFit(Policy& policy, const ClusterState&
     PodRequest strict = *query.request;
     strict.gpu.topology_required = true;
     std::vector<NodeId> ignored;
-    if (std::optional<NodeChoice> c = passes(Query(state, strict, query.candidates), &ignored)) {
+    if (std::optional<NodeChoice> c =
+            passes(Query(state, strict, query.candidates, query.nodes), &ignored)) {
       return c;
     }
   }

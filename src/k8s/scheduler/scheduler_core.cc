@@ -101,6 +101,7 @@ void SchedulerCore::Rebuild() {
   specs.reserve(nodes_.size());
   int bad = 0;
   tainted_nodes_ = 0;
+  allowed_sets_.clear();  // node ids change with the cluster
   for (const auto& [name, info] : nodes_) {
     if (!info->inventory_error.empty()) ++bad;
     // A cordoned node takes no new pods. Leaving it out of the engine's cluster is enough: what
@@ -465,37 +466,75 @@ void SchedulerCore::StartBind(const std::string& key, PodState& s,
   (void)key;
 }
 
-bool SchedulerCore::AllowedNodes(const PodInfo& pod, std::vector<core::Candidate>* allowed,
-                                 std::string* none) const {
-  if (!pod.has_node_constraints() && tainted_nodes_ == 0) return false;
+namespace {
+
+constexpr size_t kMaxAllowedSets = 4096;
+
+// Everything NodeAllows reads of a pod, length-prefixed: equal keys, equal allowed nodes.
+std::string ConstraintKey(const PodInfo& pod) {
+  std::string key;
+  auto put = [&](std::string_view s) { StrAppend(&key, s.size(), ":", s); };
+  for (const Toleration& t : pod.tolerations) {
+    key += 't';
+    for (std::string_view part : {t.key, t.op, t.value, t.effect}) put(part);
+  }
+  for (const auto& [k, v] : pod.node_selector) {
+    key += 's';
+    put(k);
+    put(v);
+  }
+  if (pod.has_affinity) key += 'a';
+  for (const NodeSelectorTerm& term : pod.affinity_terms) {
+    key += '(';
+    for (const NodeSelectorRequirement& r : term) {
+      key += r.field ? 'f' : 'l';
+      put(r.key);
+      put(r.op);
+      for (const std::string& v : r.values) put(v);
+      key += ';';
+    }
+    key += ')';
+  }
+  return key;
+}
+
+}  // namespace
+
+std::shared_ptr<const SchedulerCore::AllowedSet> SchedulerCore::Allowed(const PodInfo& pod) {
+  if (!pod.has_node_constraints() && tainted_nodes_ == 0) return nullptr;
+  const std::string key = ConstraintKey(pod);
+  if (auto it = allowed_sets_.find(key); it != allowed_sets_.end()) return it->second;
+  std::vector<bool> allows(cluster_->node_count());
   int taint = 0, selector = 0;
   for (int i = 0; i < cluster_->node_count(); ++i) {
-    const std::string& name = cluster_->node(core::NodeId(i)).name;
     std::string why;
-    if (NodeAllows(*nodes_.at(name), pod, &why)) {
-      allowed->push_back(core::Candidate{core::NodeId(i)});
+    if (NodeAllows(*nodes_.at(cluster_->node(core::NodeId(i)).name), pod, &why)) {
+      allows[i] = true;
     } else {
       ++(why == "taint" ? taint : selector);
     }
   }
-  if (allowed->empty()) {
-    *none = StrCat("no node may take this pod: ", cluster_->node_count(), " nodes; ", taint,
-                   " with taints it does not tolerate, ", selector,
-                   " not matching its nodeSelector or node affinity");
+  std::string none;
+  if (taint + selector == cluster_->node_count()) {
+    none = StrCat("no node may take this pod: ", cluster_->node_count(), " nodes; ", taint,
+                  " with taints it does not tolerate, ", selector,
+                  " not matching its nodeSelector or node affinity");
   }
-  return true;
+  // Pods with constraints of their own (one hostname each, say) would grow this without end.
+  if (allowed_sets_.size() >= kMaxAllowedSets) allowed_sets_.clear();
+  auto set = std::make_shared<const AllowedSet>(AllowedSet{core::NodeSet(std::move(allows)), none});
+  allowed_sets_.emplace(key, set);
+  return set;
 }
 
 void SchedulerCore::PlaceOne(const std::string& key, PodState& s) {
-  std::vector<core::Candidate> allowed;
-  std::string none;
-  const bool restricted = AllowedNodes(*s.info, &allowed, &none);
-  if (restricted && allowed.empty()) {
-    MarkUnschedulable(key, s, none);
+  std::shared_ptr<const AllowedSet> allowed = Allowed(*s.info);
+  if (allowed && allowed->nodes.size() == 0) {
+    MarkUnschedulable(key, s, allowed->none);
     return;
   }
-  core::PlacementResult r =
-      engine_->Place(s.info->request, core::Mode::kCommit, restricted ? &allowed : nullptr);
+  core::PlacementResult r = engine_->Place(s.info->request, core::Mode::kCommit, nullptr,
+                                           allowed ? &allowed->nodes : nullptr);
   if (r.placed()) {
     StartBind(key, s, r.placement);
     return;
@@ -573,31 +612,22 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
     requests.push_back(std::move(r));
   }
   // Every member's node restrictions at once: the nodes all of them may use.
-  std::vector<core::Candidate> allowed;
-  bool restricted = false;
+  std::vector<std::shared_ptr<const AllowedSet>> sets;
   std::string none;
   for (const std::string& m : pending) {
-    std::vector<core::Candidate> mine;
-    if (!AllowedNodes(*pods_.at(m).info, &mine, &none)) continue;
-    if (!restricted) {
-      allowed = std::move(mine);
-      restricted = true;
-      continue;
+    std::shared_ptr<const AllowedSet> a = Allowed(*pods_.at(m).info);
+    if (!a || std::find(sets.begin(), sets.end(), a) != sets.end()) continue;  // members share sets
+    if (a->nodes.size() == 0) none = a->none;
+    sets.push_back(std::move(a));
+  }
+  const bool restricted = !sets.empty();
+  std::vector<core::Candidate> allowed;
+  for (int i = 0; restricted && i < cluster_->node_count(); ++i) {
+    const core::NodeId id(i);
+    if (std::all_of(sets.begin(), sets.end(),
+                    [&](const auto& a) { return a->nodes.Contains(id); })) {
+      allowed.push_back(core::Candidate{id});
     }
-    // Both lists are in node order (AllowedNodes walks the nodes in order): a linear merge.
-    std::vector<core::Candidate> both;
-    for (size_t a = 0, b = 0; a < allowed.size() && b < mine.size();) {
-      if (allowed[a].node < mine[b].node) {
-        ++a;
-      } else if (mine[b].node < allowed[a].node) {
-        ++b;
-      } else {
-        both.push_back(allowed[a]);
-        ++a;
-        ++b;
-      }
-    }
-    allowed = std::move(both);
   }
   if (restricted && allowed.empty()) {
     if (none.empty()) none = "no node may take every member (taints, nodeSelector, affinity)";

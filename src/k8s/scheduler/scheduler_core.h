@@ -169,10 +169,16 @@ class SchedulerCore {
   void Confirm(PodState& s);
   void StartBind(const std::string& key, PodState& s, const core::Placement& placement);
   void PlaceOne(const std::string& key, PodState& s);
-  // The nodes `pod` may use (taints, node selector, affinity): false when it may use every node;
-  // else true with the nodes in *allowed, and when there are none, the reason in *none.
-  bool AllowedNodes(const PodInfo& pod, std::vector<core::Candidate>* allowed,
-                    std::string* none) const;
+  // The nodes a pod may use (taints, node selector, affinity). An empty set comes with the
+  // reason, for the pod's Unschedulable condition.
+  struct AllowedSet {
+    core::NodeSet nodes;
+    std::string none;
+  };
+  // `pod`'s allowed set, shared by every pod with the same constraints and kept until the cluster
+  // is rebuilt (the engine places all of them through its index); nullptr when `pod` may use
+  // every node.
+  std::shared_ptr<const AllowedSet> Allowed(const PodInfo& pod);
   int TryGang(const std::string& gang_key);
   void Report(PodState& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, PodState& s, const std::string& reason);
@@ -190,6 +196,8 @@ class SchedulerCore {
   std::map<std::string, std::shared_ptr<const NodeInfo>> nodes_;  // by name, sorted
   bool cluster_dirty_ = true;
   int tainted_nodes_ = 0;  // nodes in the engine's cluster with NoSchedule/NoExecute taints
+  // Allowed sets by the pods' constraints (ConstraintKey); cleared when the cluster is rebuilt.
+  absl::flat_hash_map<std::string, std::shared_ptr<const AllowedSet>> allowed_sets_;
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<core::Engine> engine_;
 

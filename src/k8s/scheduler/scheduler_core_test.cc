@@ -381,6 +381,46 @@ TEST_F(CoreTest, CordonedNodesTakeNoNewPods) {
   EXPECT_EQ(actions_.binds[0].node, "n1");
 }
 
+// The allowed nodes of pods with the same constraints are worked out once and kept until the
+// cluster changes: a label added later makes the waiting pod fit, and the control-plane taint
+// keeps every pod that does not tolerate it off that node.
+TEST_F(CoreTest, AllowedNodesFollowNodeChanges) {
+  json control = NodeObject("control-plane").Gpus(8).NvSwitch().Json();
+  control["spec"]["taints"] =
+      json::array({{{"key", "node-role.kubernetes.io/control-plane"}, {"effect", "NoSchedule"}}});
+  Node(control);
+  Node(NodeObject("worker").Gpus(2).Json());
+  Sync();
+  for (int i = 0; i < 3; ++i)
+    Pod(PodObject("ns", StrCat("p", i)).Limit("tessera.dev/gpu", "1").Json());
+  json picky = PodObject("ns", "picky").Limit("tessera.dev/gpu", "1").Json();
+  picky["spec"]["nodeSelector"] = {{"pool", "a"}};
+  Pod(picky);
+  core_->ScheduleSome();
+  // Two fit on the worker; the third finds the control plane excluded, not full.
+  ASSERT_EQ(actions_.binds.size(), 2u);
+  for (const auto& bind : actions_.binds) EXPECT_EQ(bind.node, "worker");
+  bool excluded = false, no_pool = false;
+  for (const auto& report : actions_.reports) {
+    excluded |= report.message.find("1 excluded by the pod's tolerations") != std::string::npos;
+    no_pool |= report.message.find("not matching its nodeSelector") != std::string::npos;
+  }
+  EXPECT_TRUE(excluded);
+  EXPECT_TRUE(no_pool);
+  // The label arrives: the cluster is rebuilt and the picky pod's nodes worked out again.
+  Node(NodeObject("worker-a").Gpus(2).Label("pool", "a").Json());
+  Advance(1000);  // retries after a change come at most once a second
+  core_->ScheduleSome();
+  bool picky_bound = false;
+  for (const auto& bind : actions_.binds) {
+    if (bind.key == "ns/picky") {
+      picky_bound = true;
+      EXPECT_EQ(bind.node, "worker-a");
+    }
+  }
+  EXPECT_TRUE(picky_bound);
+}
+
 TEST_F(CoreTest, TaintsAndNodeSelectorsRestrictPodsAndGangs) {
   json tainted = NodeObject("tainted").Gpus(8).NvSwitch().Label("pool", "train").Json();
   tainted["spec"]["taints"] =
