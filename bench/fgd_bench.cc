@@ -32,7 +32,6 @@
 #include "sim/fgd_replay.h"
 #include "sim/packing_bound.h"
 #include "sim/paper_reference.h"
-#include "sim/placer.h"
 #include "sim/trace_runs.h"
 
 namespace tessera::bench {
@@ -243,38 +242,36 @@ struct EndState {
 
 EndState RunOne(const core::Cluster& cluster, const sim::PodTrace& trace, const std::string& policy,
                 uint64_t seed) {
-  core::PolicyOptions po;
-  po.seed = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;  // as RunFgdProtocol
-  po.typical_tasks = sim::TraceTypicalTasks(trace, cluster);
-  sim::Placer placer(cluster, OrDie(core::CreatePolicy(policy, po)));
-  const int64_t capacity = int64_t{cluster.total_gpus()} * 1000;
-  const sim::FgdSequence seq = sim::BuildFgdSequence(trace, capacity, 1.3, seed);
   EndState end;
-  core::Placement pl;
-  for (int32_t i : seq.pods) {
-    const sim::TracePod& p = trace.pods[i];
-    const bool ok = placer.Place(sim::ToPodRequest(p, p.name), &pl) == core::Outcome::kPlaced;
+  sim::FgdRunOptions o;
+  o.policy = policy;
+  o.seed = seed;
+  o.typical_tasks = sim::TraceTypicalTasks(trace, cluster);
+  o.on_pod = [&](const sim::TracePod& p, core::Outcome outcome, const core::Placement& pl) {
+    const bool ok = outcome == core::Outcome::kPlaced;
     auto& c = end.by_size[static_cast<int>(p.total_gpu_milli())];
     (ok ? c.first : c.second)++;
     if (ok && p.num_gpu == 1 && p.gpu_milli < 1000) {
       end.shares_on[{pl.node.value(), pl.gpus.front().gpu}].push_back(
           static_cast<int>(p.gpu_milli));
     }
-  }
-  const core::ClusterState& st = placer.state();
-  end.allocation = 100.0 * static_cast<double>(st.allocated_compute_milli()) / capacity;
-  for (int n = 0; n < cluster.node_count(); ++n) {
-    for (int g = 0; g < cluster.node(core::NodeId(n)).gpu_count(); ++g) {
-      const int32_t left = core::GpuMilliLeft(st, core::NodeId(n), g);
-      end.unallocated += left / 1000.0;
-      if (left >= 1000) {
-        end.whole_free += 1;
-      } else if (left > 0) {
-        end.pieces[left / 50 * 50] += left / 1000.0;
+  };
+  o.on_end = [&](const core::ClusterState& st) {
+    for (int n = 0; n < cluster.node_count(); ++n) {
+      for (int g = 0; g < cluster.node(core::NodeId(n)).gpu_count(); ++g) {
+        const int32_t left = core::GpuMilliLeft(st, core::NodeId(n), g);
+        end.unallocated += left / 1000.0;
+        if (left >= 1000) {
+          end.whole_free += 1;
+        } else if (left > 0) {
+          end.pieces[left / 50 * 50] += left / 1000.0;
+        }
+        if (end.shares_on.count({n, g})) end.beside_shares += left / 1000.0;
       }
-      if (end.shares_on.count({n, g})) end.beside_shares += left / 1000.0;
     }
-  }
+  };
+  const sim::FgdRunResult r = OrDie(sim::RunFgdProtocol(cluster, trace, o));
+  end.allocation = 100.0 * static_cast<double>(r.allocated_milli) / r.capacity_milli;
   return end;
 }
 

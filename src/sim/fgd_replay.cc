@@ -141,6 +141,7 @@ absl::StatusOr<FgdRunResult> RunFgdProtocol(const core::Cluster& cluster, const 
     const core::PodRequest& request = requests[seq.pods[i]];
     r.arrived_milli += p.total_gpu_milli();
     core::Outcome outcome = placer.Place(request, &placement);
+    if (options.on_pod) options.on_pod(p, outcome, placement);
     if (outcome != core::Outcome::kPlaced) {
       ++r.failed_pods;
       r.failed_gpu_milli += p.total_gpu_milli();
@@ -151,6 +152,7 @@ absl::StatusOr<FgdRunResult> RunFgdProtocol(const core::Cluster& cluster, const 
   }
   r.pods = static_cast<int64_t>(seq.pods.size());
   r.allocated_milli = placer.state().allocated_compute_milli();
+  if (options.on_end) options.on_end(placer.state());
   const int max_percent = static_cast<int>(std::ceil(options.target_ratio * 100.0));
   r.curve = Discretise(arrived, used, r.capacity_milli, max_percent);
   r.final_allocation = r.curve.empty() ? 0.0 : r.curve.back().second;

@@ -21,11 +21,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/cluster_state.h"
 #include "core/model/cluster.h"
 #include "core/policy/policy.h"
 #include "sim/trace/alibaba.h"
@@ -68,6 +70,10 @@ struct FgdRunOptions {
   uint64_t seed = 42;
   double target_ratio = 1.3;
   std::vector<core::TypicalTask> typical_tasks;  // for the policy and the fragmentation metric
+  // Optional, for diagnostics (fgd_bench holes): called after each pod with its outcome (the
+  // placement is meaningful when placed), and once with the cluster's state at the end.
+  std::function<void(const TracePod&, core::Outcome, const core::Placement&)> on_pod;
+  std::function<void(const core::ClusterState&)> on_end;
 };
 
 [[nodiscard]] absl::StatusOr<FgdRunResult> RunFgdProtocol(const core::Cluster& cluster,
