@@ -63,6 +63,13 @@ std::map<std::string, std::string> Flags(int argc, char** argv, int from) {
   return flags;
 }
 
+// A comma-separated flag ("--policies fgd,tessera") as a list; `fallback` when absent.
+std::vector<std::string> ListFlag(const std::map<std::string, std::string>& flags,
+                                  const std::string& name, std::vector<std::string> fallback) {
+  if (!flags.count(name)) return fallback;
+  return absl::StrSplit(flags.at(name), ',');
+}
+
 core::Cluster LoadCluster() {
   return OrDie(core::Cluster::Create(
       OrDie(sim::ReadAlibabaNodes(kTraceDir + "openb_node_list_gpu_node.csv"))));
@@ -139,26 +146,18 @@ int Table(const std::map<std::string, std::string>& flags) {
       OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
   const int threads = flags.count("threads") ? std::stoi(flags.at("threads")) : 2;
   const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kShared + "/reference/fgd-results.md"));
-  std::vector<std::string> workloads;
-  if (flags.count("workloads")) {
-    for (absl::string_view w : absl::StrSplit(flags.at("workloads"), ','))
-      workloads.emplace_back(w);
-  } else {
+  std::vector<std::string> workloads = ListFlag(flags, "workloads", {});
+  if (workloads.empty()) {
     for (const auto& [w, row] : paper) workloads.push_back(w);
     std::stable_partition(workloads.begin(), workloads.end(),
                           [](const std::string& w) { return w == "default"; });
   }
+  const std::vector<std::string> policies = ListFlag(flags, "policies", kPolicies);
   const core::Cluster cluster = LoadCluster();
   std::map<std::string, std::vector<sim::PolicyRuns>> all;
   for (const std::string& w : workloads) {
     const sim::PodTrace trace =
         OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + w + ".csv"));
-    std::vector<std::string> policies = kPolicies;
-    if (flags.count("policies")) {
-      policies.clear();
-      for (absl::string_view p : absl::StrSplit(flags.at("policies"), ','))
-        policies.emplace_back(p);
-    }
     all[w] = OrDie(sim::RunFgdSeeds(cluster, trace, policies, seeds, 1.3, threads, nullptr));
     std::cerr << "fgd_bench: " << w << " done\n";
   }
@@ -359,11 +358,7 @@ int Bound(const std::map<std::string, std::string>& flags) {
   const std::string workload = flags.count("workload") ? flags.at("workload") : "default";
   const std::vector<uint64_t> seeds =
       OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
-  std::vector<std::string> policies;
-  for (absl::string_view p :
-       absl::StrSplit(flags.count("policies") ? flags.at("policies") : "fgd,tessera", ',')) {
-    policies.emplace_back(p);
-  }
+  const std::vector<std::string> policies = ListFlag(flags, "policies", {"fgd", "tessera"});
   const core::Cluster cluster = LoadCluster();
   const sim::PodTrace trace =
       OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
