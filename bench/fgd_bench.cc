@@ -177,21 +177,23 @@ int Table(const std::map<std::string, std::string>& flags) {
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   int wins = 0;
   for (const std::string& w : workloads) {
-    std::map<std::string, double> ours;
-    for (const sim::PolicyRuns& p : all[w]) ours[p.policy] = p.mean.final_allocation;
+    std::map<std::string, double> ran;
+    for (const sim::PolicyRuns& p : all[w]) ran[p.policy] = p.mean.final_allocation;
+    // A policy left out by --policies shows as nan, not as 0, and wins nothing.
+    auto ours = [&](const std::string& p) { return ran.count(p) ? ran.at(p) : NAN; };
     std::string row = "| " + w + " |";
     for (const std::string& p : kPolicies) {
       if (p == "tessera") {
-        row += fmt::format(" **{:.2f}** |", ours[p]);
+        row += fmt::format(" **{:.2f}** |", ours(p));
       } else {
-        row += fmt::format(" {:.2f} ({}) |", ours[p], paper_of(w, p));
+        row += fmt::format(" {:.2f} ({}) |", ours(p), paper_of(w, p));
       }
     }
     const double paper_fgd =
         paper.count(w) && paper.at(w).count("fgd") ? paper.at(w).at("fgd") : NAN;
-    row += fmt::format(" {:+.2f} | {:+.2f} | {:.0f} |", ours["tessera"] - ours["fgd"],
-                       ours["tessera"] - paper_fgd, 6212 * (1 - ours["tessera"] / 100));
-    if (ours["tessera"] >= ours["fgd"] && ours["tessera"] >= paper_fgd) ++wins;
+    row += fmt::format(" {:+.2f} | {:+.2f} | {:.0f} |", ours("tessera") - ours("fgd"),
+                       ours("tessera") - paper_fgd, 6212 * (1 - ours("tessera") / 100));
+    if (ours("tessera") >= ours("fgd") && ours("tessera") >= paper_fgd) ++wins;
     std::cout << row << "\n";
   }
   std::cout << "\ntessera at least matches FGD (ours and the paper's) on " << wins << " of "
