@@ -142,4 +142,215 @@ absl::StatusOr<PackingBound> SharePackingBound(const std::map<int32_t, int64_t>&
   return out;
 }
 
+namespace {
+
+// The certificate of MaxPlacedBound's header: the most any packing can place, given share values
+// `pi` (any reals).
+double DualPlacedBound(const PlacementLp& lp, const std::vector<double>& pi) {
+  const double k = BestPattern(lp.sizes, lp.upper, pi, lp.capacity).value;
+  const double cap = lp.capacity;
+  auto gpu_part = [&](double lambda) {
+    return lambda * static_cast<double>(lp.gpus) +
+           std::max(0.0, cap - lambda) * static_cast<double>(lp.whole_upper) -
+           std::max(0.0, lambda - cap) * static_cast<double>(lp.whole_lower);
+  };
+  double bound = std::min(gpu_part(k), gpu_part(std::max(k, cap)));
+  for (size_t i = 0; i < lp.sizes.size(); ++i) {
+    const double s = lp.sizes[i];
+    bound += std::max(0.0, s - pi[i]) * static_cast<double>(lp.upper[i]) -
+             std::max(0.0, pi[i] - s) * static_cast<double>(lp.lower[i]);
+  }
+  return bound;
+}
+
+}  // namespace
+
+absl::StatusOr<PlacementBound> MaxPlacedBound(const PlacementLp& lp) {
+  const size_t n = lp.sizes.size();
+  if (lp.capacity <= 0)
+    return absl::InvalidArgumentError("placement bound: capacity must be positive");
+  if (lp.lower.size() != n || lp.upper.size() != n) {
+    return absl::InvalidArgumentError(StrCat("placement bound: ", n, " sizes but ", lp.lower.size(),
+                                             " lower and ", lp.upper.size(), " upper counts"));
+  }
+  if (lp.gpus < 0 || lp.whole_lower < 0 || lp.whole_lower > lp.whole_upper) {
+    return absl::InvalidArgumentError(
+        StrCat("placement bound: ", lp.gpus, " GPUs, whole GPUs from ", lp.whole_lower, " to ",
+               lp.whole_upper, " (counts cannot be negative or reversed)"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (lp.sizes[i] <= 0 || lp.sizes[i] > lp.capacity) {
+      return absl::InvalidArgumentError(StrCat("placement bound: a share of ", lp.sizes[i],
+                                               " does not fit a GPU of ", lp.capacity));
+    }
+    if (std::count(lp.sizes.begin(), lp.sizes.end(), lp.sizes[i]) > 1) {
+      return absl::InvalidArgumentError(
+          StrCat("placement bound: the share size ", lp.sizes[i], " is listed twice"));
+    }
+    if (lp.lower[i] < 0 || lp.lower[i] > lp.upper[i]) {
+      return absl::InvalidArgumentError(StrCat("placement bound: shares of ", lp.sizes[i], " from ",
+                                               lp.lower[i], " to ", lp.upper[i],
+                                               " (counts cannot be negative or reversed)"));
+    }
+  }
+  const double cap = lp.capacity;
+  // Rows: 0 the GPUs; 1..n each size's upper count; then one per size with a lower count; the
+  // whole GPUs' upper count; their lower count if any.
+  std::vector<int> lower_row(n, -1);
+  int m = 1 + static_cast<int>(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (lp.lower[i] > 0) lower_row[i] = m++;
+  }
+  const int whole_row = m++;
+  const int whole_lower_row = lp.whole_lower > 0 ? m++ : -1;
+
+  struct Column {
+    std::vector<double> a;
+    double cost = 0;
+    bool artificial = false;
+  };
+  std::vector<Column> columns;
+  auto unit = [&](int row, double value, double cost, bool artificial) {
+    Column c;
+    c.a.assign(m, 0.0);
+    c.a[row] = value;
+    c.cost = cost;
+    c.artificial = artificial;
+    columns.push_back(std::move(c));
+    return static_cast<int>(columns.size()) - 1;
+  };
+  const double big_m = 1000.0 * cap;
+  std::vector<int> basis(m, -1);
+  std::vector<double> x(m, 0.0);
+  basis[0] = unit(0, 1, 0, false);
+  x[0] = static_cast<double>(lp.gpus);
+  for (size_t i = 0; i < n; ++i) {
+    basis[1 + i] = unit(1 + static_cast<int>(i), 1, 0, false);
+    x[1 + i] = static_cast<double>(lp.upper[i]);
+    if (lower_row[i] >= 0) {
+      basis[lower_row[i]] = unit(lower_row[i], 1, -big_m, true);
+      x[lower_row[i]] = static_cast<double>(lp.lower[i]);
+      unit(lower_row[i], -1, 0, false);  // surplus
+    }
+  }
+  basis[whole_row] = unit(whole_row, 1, 0, false);
+  x[whole_row] = static_cast<double>(lp.whole_upper);
+  if (whole_lower_row >= 0) {
+    basis[whole_lower_row] = unit(whole_lower_row, 1, -big_m, true);
+    x[whole_lower_row] = static_cast<double>(lp.whole_lower);
+    unit(whole_lower_row, -1, 0, false);
+  }
+  {
+    Column w;  // whole GPUs
+    w.a.assign(m, 0.0);
+    w.a[0] = 1;
+    w.a[whole_row] = 1;
+    if (whole_lower_row >= 0) w.a[whole_lower_row] = 1;
+    w.cost = cap;
+    columns.push_back(std::move(w));
+  }
+  // The initial basis is the identity.
+  std::vector<std::vector<double>> inverse(m, std::vector<double>(m, 0.0));
+  for (int i = 0; i < m; ++i) inverse[i][i] = 1;
+  std::vector<char> in_basis(columns.size(), 0);
+  for (int b : basis) in_basis[b] = 1;
+
+  PlacementBound out;
+  constexpr double kEps = 1e-7;
+  const int max_iterations = 100 * m + 2000;
+  std::vector<double> y(m), d(m), pi(n);
+  int degenerate = 0;
+  auto share_values = [&]() {
+    for (size_t i = 0; i < n; ++i) {
+      pi[i] = lp.sizes[i] - y[1 + i] - (lower_row[i] >= 0 ? y[lower_row[i]] : 0.0);
+    }
+  };
+  for (out.iterations = 0; out.iterations < max_iterations; ++out.iterations) {
+    for (int j = 0; j < m; ++j) {
+      y[j] = 0;
+      for (int i = 0; i < m; ++i) y[j] += columns[basis[i]].cost * inverse[i][j];
+    }
+    auto reduced = [&](const Column& c) {
+      double r = c.cost;
+      for (int j = 0; j < m; ++j) r -= y[j] * c.a[j];
+      return r;
+    };
+    // Entering column: the best reduced cost (Bland's rule, the first improving one, after a run
+    // of degenerate pivots).
+    const bool bland = degenerate > 50;
+    int enter = -1;
+    double enter_rc = kEps;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      if (in_basis[c] || columns[c].artificial) continue;
+      const double rc = reduced(columns[c]);
+      if (rc > enter_rc) {
+        enter = static_cast<int>(c);
+        enter_rc = rc;
+        if (bland) break;
+      }
+    }
+    if (enter < 0 || !bland) {
+      share_values();
+      const Pattern p = BestPattern(lp.sizes, lp.upper, pi, lp.capacity);
+      const double rc = p.value - y[0];
+      if (rc > enter_rc) {
+        Column c;
+        c.a.assign(m, 0.0);
+        c.a[0] = 1;
+        for (size_t i = 0; i < n; ++i) {
+          const double k = static_cast<double>(p.count[i]);
+          c.a[1 + i] = k;
+          if (lower_row[i] >= 0) c.a[lower_row[i]] = k;
+          c.cost += k * lp.sizes[i];
+        }
+        columns.push_back(std::move(c));
+        in_basis.push_back(0);
+        enter = static_cast<int>(columns.size()) - 1;
+      }
+    }
+    if (enter < 0) {
+      out.optimal = true;
+      break;
+    }
+    int leave = -1;
+    double ratio = 0;
+    for (int i = 0; i < m; ++i) {
+      d[i] = 0;
+      for (int j = 0; j < m; ++j) d[i] += inverse[i][j] * columns[enter].a[j];
+      if (d[i] > kEps) {
+        const double r = x[i] / d[i];
+        if (leave < 0 || r < ratio - 1e-12 ||
+            (r < ratio + 1e-12 && columns[basis[i]].artificial &&
+             !columns[basis[leave]].artificial)) {
+          leave = i;
+          ratio = r;
+        }
+      }
+    }
+    if (leave < 0) break;  // unbounded: cannot happen (the GPU row bounds every column)
+    degenerate = ratio < 1e-12 ? degenerate + 1 : 0;
+    const double pivot = d[leave];
+    for (int j = 0; j < m; ++j) inverse[leave][j] /= pivot;
+    x[leave] /= pivot;
+    for (int i = 0; i < m; ++i) {
+      if (i == leave || d[i] == 0) continue;
+      for (int j = 0; j < m; ++j) inverse[i][j] -= d[i] * inverse[leave][j];
+      x[i] = std::max(0.0, x[i] - d[i] * x[leave]);
+    }
+    in_basis[basis[leave]] = 0;
+    basis[leave] = enter;
+    in_basis[enter] = 1;
+  }
+  for (int j = 0; j < m; ++j) {
+    y[j] = 0;
+    for (int i = 0; i < m; ++i) y[j] += columns[basis[i]].cost * inverse[i][j];
+  }
+  share_values();
+  double trivial = cap * static_cast<double>(std::min(lp.gpus, lp.whole_upper));
+  for (size_t i = 0; i < n; ++i) trivial += lp.sizes[i] * static_cast<double>(lp.upper[i]);
+  out.max_placed_milli =
+      std::min({DualPlacedBound(lp, pi), trivial, cap * static_cast<double>(lp.gpus)});
+  return out;
+}
+
 }  // namespace tessera::sim

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -37,5 +38,46 @@ struct PackingBound {
 // outside 1..capacity, a negative count.
 absl::StatusOr<PackingBound> SharePackingBound(const std::map<int32_t, int64_t>& shares,
                                                int32_t capacity = 1000);
+
+// How much GPU capacity can be taken on `gpus` GPUs of `capacity` milli-GPU when, for each share
+// size i, at least lower[i] and at most upper[i] shares of sizes[i] are placed, and between
+// whole_lower and whole_upper GPUs are taken whole: a proven upper bound from the linear
+// relaxation (every GPU holds one pattern of shares, one whole-GPU grant, or nothing).
+//
+// Why: the FGD protocol's ceiling (protocol_bound.h) asks how full the cluster could possibly end
+// given which pods must have been placed and which could have been.
+//
+// Method: column generation on
+//   max sum_p content_p x_p + capacity W   s.t.  sum_p x_p + W <= gpus,
+//       lower <= sum_p a_p x_p <= upper,  whole_lower <= W <= whole_upper,  x, W >= 0,
+// with big-M artificials for the lower bounds and the bounded knapsack as pricer. The answer is
+// certified by its dual: for any share values pi, with K(pi) the best pattern's value,
+//   placed <= min over lambda in {K, max(K, capacity)} of
+//             lambda gpus + (capacity - lambda)^+ whole_upper - (lambda - capacity)^+ whole_lower
+//             + sum_i (s_i - pi_i)^+ upper_i - (pi_i - s_i)^+ lower_i,
+// so the bound holds even if the simplex stops early (and, vacuously, when no packing meets the
+// lower bounds).
+//
+// Example: 2 GPUs, exactly two 0.81 shares, up to two 0.5 shares: the 0.81 shares take both GPUs
+// (a 0.5 share fits beside neither), so at most 1620 milli-GPU is placed.
+struct PlacementLp {
+  std::vector<int32_t> sizes;  // milli-GPU, 1..capacity, distinct
+  std::vector<int64_t> lower;  // per size: shares that must be placed
+  std::vector<int64_t> upper;  // per size: shares that may be placed (>= lower)
+  int64_t gpus = 0;
+  int64_t whole_lower = 0;  // GPUs that must be taken whole
+  int64_t whole_upper = 0;  // GPUs that may be taken whole
+  int32_t capacity = 1000;
+};
+
+struct PlacementBound {
+  double max_placed_milli = 0;  // proven: no packing takes more
+  bool optimal = false;         // the LP's optimum was reached (else a weaker, still valid bound)
+  int iterations = 0;
+};
+
+// Errors: sizes and bounds of different lengths, a size outside 1..capacity or repeated, a
+// negative count, lower above upper.
+absl::StatusOr<PlacementBound> MaxPlacedBound(const PlacementLp& lp);
 
 }  // namespace tessera::sim
