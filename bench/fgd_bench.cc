@@ -16,6 +16,10 @@
 //   fgd_bench bound [--workload default] [--seeds 42-51] [--policies fgd,tessera]
 //       Per seed: what each policy leaves unallocated against the least any placement of the
 //       shares it placed could leave. Markdown on stdout.
+//   fgd_bench ceiling [--workloads default,cpu050,...|all] [--seeds 42-51]
+//       Per workload and seed: the most any policy could allocate (sim/protocol_bound.h) beside
+//       what tessera allocates on the same pod sequence; per seed in detail for the first
+//       workload. Markdown on stdout.
 // Progress goes to stderr.
 #include <algorithm>
 #include <chrono>
@@ -32,6 +36,7 @@
 #include "sim/fgd_replay.h"
 #include "sim/packing_bound.h"
 #include "sim/paper_reference.h"
+#include "sim/protocol_bound.h"
 #include "sim/trace_runs.h"
 
 namespace tessera::bench {
@@ -397,16 +402,102 @@ int Bound(const std::map<std::string, std::string>& flags) {
   return 0;
 }
 
+// The most any policy could allocate on each seed's pod sequence (sim/protocol_bound.h), beside
+// tessera's run on the same sequence.
+int Ceiling(const std::map<std::string, std::string>& flags) {
+  const std::vector<uint64_t> seeds =
+      OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
+  const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kShared + "/reference/fgd-results.md"));
+  std::vector<std::string> workloads = ListFlag(flags, "workloads", {"default"});
+  if (workloads == std::vector<std::string>{"all"}) {
+    workloads.clear();
+    for (const auto& [w, row] : paper) workloads.push_back(w);
+    std::stable_partition(workloads.begin(), workloads.end(),
+                          [](const std::string& w) { return w == "default"; });
+  }
+  const core::Cluster cluster = LoadCluster();
+  const int64_t capacity = int64_t{cluster.total_gpus()} * 1000;
+  struct Row {
+    std::string workload;
+    double ceiling = 0, least_unallocated = 0, tessera = 0, tessera_end = 0, seconds = 0;
+  };
+  std::vector<Row> rows;
+  std::string detail;
+  for (const std::string& w : workloads) {
+    const sim::PodTrace trace =
+        OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + w + ".csv"));
+    const std::vector<core::TypicalTask> typical = sim::TraceTypicalTasks(trace, cluster);
+    Row row{w};
+    const double n = static_cast<double>(seeds.size());
+    for (uint64_t seed : seeds) {
+      const auto start = std::chrono::steady_clock::now();
+      const sim::FgdSequence seq = sim::BuildFgdSequence(trace, capacity, 1.3, seed);
+      const sim::ProtocolCeiling c = OrDie(sim::FgdCeiling(cluster, trace, seq));
+      const double secs =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      sim::FgdRunOptions o;
+      o.policy = "tessera";
+      o.seed = seed;
+      o.typical_tasks = typical;
+      const sim::FgdRunResult t = OrDie(sim::RunFgdProtocol(cluster, trace, o));
+      const double t_end = 100.0 * static_cast<double>(t.allocated_milli) / capacity;
+      row.ceiling += c.max_allocation_pct / n;
+      row.least_unallocated += c.min_unallocated_gpus / n;
+      row.tessera += t.final_allocation / n;
+      row.tessera_end += t_end / n;
+      row.seconds += secs / n;
+      if (rows.empty()) {
+        detail += fmt::format(
+            "| {} | {} | {} of {} | {} | {:.2f}% | {:.1f} | {:.2f}% | {:.1f} | {:.1f} | {:.2f} |\n",
+            seed, c.reference.Describe(), c.worst_exhaustion, c.pods, c.lps, c.max_allocation_pct,
+            c.min_unallocated_gpus, t_end, (capacity - t.allocated_milli) / 1000.0,
+            (capacity - t.allocated_milli) / 1000.0 - c.min_unallocated_gpus, secs);
+      }
+      std::cerr << "fgd_bench: " << w << " seed " << seed << " done\n";
+    }
+    rows.push_back(row);
+  }
+  std::cout << "## " << workloads.front() << ", per seed\n\n"
+            << "| seed | reference ask | worst case: stops fitting at pod | LPs | ceiling | least "
+               "unallocated GPUs | tessera at the end | tessera unallocated GPUs | tessera - least "
+               "| s (ceiling) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+            << detail;
+  const Row& first = rows.front();
+  std::cout << fmt::format(
+      "| mean | | | | {:.2f}% | {:.1f} | {:.2f}% | {:.1f} | {:.1f} | {:.2f} |\n", first.ceiling,
+      first.least_unallocated, first.tessera_end,
+      (100.0 - first.tessera_end) * cluster.total_gpus() / 100.0,
+      (100.0 - first.tessera_end) * cluster.total_gpus() / 100.0 - first.least_unallocated,
+      first.seconds);
+  std::cout << "\n## Every workload: means over seeds " << seeds.front() << ".." << seeds.back()
+            << "\n\n| workload | paper FGD | tessera (reported, at 130%) | ceiling: no policy "
+               "allocates more | least unallocated GPUs | tessera's distance to the ceiling "
+               "(points) |\n|---|---:|---:|---:|---:|---:|\n";
+  for (const Row& r : rows) {
+    const double paper_fgd = paper.count(r.workload) && paper.at(r.workload).count("fgd")
+                                 ? paper.at(r.workload).at("fgd")
+                                 : NAN;
+    std::cout << fmt::format("| {} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.2f} |\n", r.workload,
+                             paper_fgd, r.tessera, r.ceiling, r.least_unallocated,
+                             r.ceiling - r.tessera);
+  }
+  std::cout << "\n" << Machine() << "\n";
+  return 0;
+}
+
 }  // namespace
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  if (argc < 2) tessera::bench::Die("usage: fgd_bench speed|table|holes|bound [--flag value ...]");
+  if (argc < 2) {
+    tessera::bench::Die("usage: fgd_bench speed|table|holes|bound|ceiling [--flag value ...]");
+  }
   const std::string mode = argv[1];
   auto flags = tessera::bench::Flags(argc, argv, 2);
   if (mode == "speed") return tessera::bench::Speed(flags);
   if (mode == "table") return tessera::bench::Table(flags);
   if (mode == "holes") return tessera::bench::Holes(flags);
   if (mode == "bound") return tessera::bench::Bound(flags);
-  tessera::bench::Die("usage: fgd_bench speed|table|holes|bound [--flag value ...]");
+  if (mode == "ceiling") return tessera::bench::Ceiling(flags);
+  tessera::bench::Die("usage: fgd_bench speed|table|holes|bound|ceiling [--flag value ...]");
 }

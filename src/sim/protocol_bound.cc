@@ -43,7 +43,7 @@ std::string ReferenceAsk::Describe() const {
 
 absl::StatusOr<ProtocolCeiling> FgdCeilingFor(const core::Cluster& cluster, const PodTrace& trace,
                                               const FgdSequence& sequence,
-                                              const ReferenceAsk& reference) {
+                                              const ReferenceAsk& reference, bool every_arrival) {
   const int64_t gpus = cluster.total_gpus();
   if (gpus == 0) return absl::InvalidArgumentError("protocol ceiling: the cluster has no GPUs");
   if (reference.gpu_milli <= 0 || reference.gpu_milli > kGpuMilli) {
@@ -122,11 +122,16 @@ absl::StatusOr<ProtocolCeiling> FgdCeilingFor(const core::Cluster& cluster, cons
     }
     return absl::OkStatus();
   };
+  if (every_arrival) {
+    for (size_t t = 0; t <= n; ++t) {
+      if (absl::Status st = point(t); !st.ok()) return st;
+    }
+  }
   constexpr size_t kSeeds = 16;
   for (size_t s = 0; s <= kSeeds; ++s) {
     if (absl::Status st = point(n * s / kSeeds); !st.ok()) return st;
   }
-  {
+  if (!every_arrival) {
     absl::StatusOr<double> whole = least_unallocated(0, n);
     if (!whole.ok()) return whole.status();
     open.emplace(*whole, 0, n);

@@ -60,10 +60,13 @@ struct ProtocolCeiling {
 };
 
 // The ceiling for one reference. Errors: a cluster without GPUs, a reference outside 1..1000.
+// `every_arrival` solves the LP for every t instead of branch and bound (the same answer, slower:
+// for tests).
 [[nodiscard]] absl::StatusOr<ProtocolCeiling> FgdCeilingFor(const core::Cluster& cluster,
                                                             const PodTrace& trace,
                                                             const FgdSequence& sequence,
-                                                            const ReferenceAsk& reference);
+                                                            const ReferenceAsk& reference,
+                                                            bool every_arrival = false);
 
 // References worth trying for a trace: the most frequent one-GPU asks without a model constraint
 // (up to three shares of at least half a GPU and one whole GPU).

@@ -96,8 +96,8 @@ TEST(ProtocolCeiling, NoPolicyPassesIt) {
     const int node_count = 3 + static_cast<int>(rng.Uniform(6));
     for (int i = 0; i < node_count; ++i) {
       const int gpus = 1 << rng.Uniform(4);  // 1, 2, 4 or 8
-      nodes += StrCat("n", i, ",", 4000 * gpus + 1000 * rng.Uniform(20000 / 1000), ",262144,",
-                      gpus, ",", models[rng.Uniform(2)], "\n");
+      nodes += StrCat("n", i, ",", 4000 * gpus + 1000 * rng.Uniform(20000 / 1000), ",262144,", gpus,
+                      ",", models[rng.Uniform(2)], "\n");
     }
     core::Cluster cluster = Nodes(nodes);
     std::string pods = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n";
@@ -108,8 +108,8 @@ TEST(ProtocolCeiling, NoPolicyPassesIt) {
       const int memory = 1024 * (1 + static_cast<int>(rng.Uniform(8)));
       std::string spec = rng.Uniform(8) == 0 ? models[rng.Uniform(2)] : "";
       if (kind < 5) {
-        pods += StrCat("s", i, ",", cpu, ",", memory, ",1,", shares[rng.Uniform(7)], ",", spec,
-                       "\n");
+        pods +=
+            StrCat("s", i, ",", cpu, ",", memory, ",1,", shares[rng.Uniform(7)], ",", spec, "\n");
       } else if (kind < 8) {
         pods += StrCat("w", i, ",", cpu, ",", memory, ",1,1000,", spec, "\n");
       } else if (kind < 9) {
@@ -177,8 +177,8 @@ int64_t BestAnyPolicy(const core::Cluster& cluster, const PodTrace& trace) {
     for (Node& n : nodes) {
       if (n.cpu < p.cpu_milli || n.memory < p.memory_mib) continue;
       auto allowed = [&](size_t g) {
-        return p.gpu_models.empty() ||
-               std::find(p.gpu_models.begin(), p.gpu_models.end(), n.model[g]) != p.gpu_models.end();
+        return p.gpu_models.empty() || std::find(p.gpu_models.begin(), p.gpu_models.end(),
+                                                 n.model[g]) != p.gpu_models.end();
       };
       n.cpu -= p.cpu_milli;
       n.memory -= p.memory_mib;
@@ -240,11 +240,11 @@ TEST(ProtocolCeiling, NeverBelowTheBestOfEveryPlacement) {
       const int64_t memory = 1024 * (1 + static_cast<int64_t>(rng.Uniform(3)));
       const std::string spec = rng.Uniform(6) == 0 ? models[rng.Uniform(2)] : "";
       if (kind < 5) {
-        pods += StrCat("p", i, ",", cpu, ",", memory, ",1,", shares[rng.Uniform(6)], ",", spec,
-                       "\n");
+        pods +=
+            StrCat("p", i, ",", cpu, ",", memory, ",1,", shares[rng.Uniform(6)], ",", spec, "\n");
       } else if (kind < 6) {
-        pods += StrCat("p", i, ",", cpu, ",", memory, ",", 1 + rng.Uniform(2), ",1000,", spec,
-                       "\n");
+        pods +=
+            StrCat("p", i, ",", cpu, ",", memory, ",", 1 + rng.Uniform(2), ",1000,", spec, "\n");
       } else {
         pods += StrCat("p", i, ",", cpu, ",", memory, ",0,0,\n");
       }
@@ -272,13 +272,18 @@ TEST(ProtocolCeiling, CpuAndModelLimitsAreRespected) {
     ReferenceAsk reference;
   };
   const Case cases[] = {
-      {"a 0.81 share that never fits (CPU) is not assumed placed", "n,4000,65536,1,T4\n",
-       "s,5000,1024,1,810,\nw,1000,1024,1,1000,\n", {810, 1000, 1024}},
-      {"a 0.81 share for another model is not assumed placed", "n,4000,65536,1,T4\n",
-       "s,1000,1024,1,810,A10\nw,1000,1024,1,1000,\n", {810, 1000, 1024}},
+      {"a 0.81 share that never fits (CPU) is not assumed placed",
+       "n,4000,65536,1,T4\n",
+       "s,5000,1024,1,810,\nw,1000,1024,1,1000,\n",
+       {810, 1000, 1024}},
+      {"a 0.81 share for another model is not assumed placed",
+       "n,4000,65536,1,T4\n",
+       "s,1000,1024,1,810,A10\nw,1000,1024,1,1000,\n",
+       {810, 1000, 1024}},
       {"after the reference stops fitting (CPU), a small-CPU whole GPU still can",
        "n,4000,65536,1,T4\n",
-       "a,2000,1024,0,0,\ny,2500,1024,1,810,\nw,1000,1024,1,1000,\n", {810, 3000, 1024}},
+       "a,2000,1024,0,0,\ny,2500,1024,1,810,\nw,1000,1024,1,1000,\n",
+       {810, 3000, 1024}},
   };
   for (const Case& c : cases) {
     core::Cluster cluster = Nodes(std::string(kNodeHeader) + c.node);
@@ -288,6 +293,36 @@ TEST(ProtocolCeiling, CpuAndModelLimitsAreRespected) {
     absl::StatusOr<ProtocolCeiling> r = FgdCeilingFor(cluster, trace, InOrder(trace), c.reference);
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_NEAR(r->max_allocation_pct, 100.0, 1e-9) << c.what;
+  }
+}
+
+// Branch and bound over the exhaustion point finds what solving every point finds, on sequences
+// long enough for the search to prune.
+TEST(ProtocolCeiling, BranchAndBoundMatchesEveryArrival) {
+  Random rng(17);
+  const int32_t shares[] = {110, 230, 320, 470, 650, 810};
+  for (int k = 0; k < 6; ++k) {
+    std::string nodes = kNodeHeader;
+    for (int i = 0; i < 12; ++i)
+      nodes += StrCat("n", i, ",64000,262144,", 1 << rng.Uniform(4), ",T4\n");
+    core::Cluster cluster = Nodes(nodes);
+    std::string pods = kPodHeader;
+    for (int i = 0; i < 120; ++i) {
+      const bool whole = rng.Uniform(3) == 0;
+      pods +=
+          StrCat("p", i, ",", 1000 * (1 + rng.Uniform(4)), ",", 1024 * (1 + rng.Uniform(4)), ",",
+                 whole ? 1 << rng.Uniform(3) : 1, ",", whole ? 1000 : shares[rng.Uniform(6)], "\n");
+    }
+    PodTrace trace = Pods(pods);
+    const FgdSequence seq = BuildFgdSequence(trace, 1000 * cluster.total_gpus(), 1.3, 42 + k);
+    for (const ReferenceAsk& r : CeilingReferences(trace)) {
+      absl::StatusOr<ProtocolCeiling> fast = FgdCeilingFor(cluster, trace, seq, r);
+      absl::StatusOr<ProtocolCeiling> slow = FgdCeilingFor(cluster, trace, seq, r, true);
+      ASSERT_TRUE(fast.ok() && slow.ok());
+      EXPECT_NEAR(fast->min_unallocated_gpus, slow->min_unallocated_gpus, 1e-6)
+          << "case " << k << " reference " << r.Describe();
+      EXPECT_LT(fast->lps, slow->lps);
+    }
   }
 }
 
