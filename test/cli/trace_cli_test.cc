@@ -39,7 +39,7 @@ TEST(TraceCli, HelpNamesTheTraceFlags) {
   Output r = Tessera("simulate --help");
   ASSERT_EQ(r.status, 0);
   for (const char* flag : {"--nodes", "--trace", "--protocol", "--seeds", "--report", "--threads",
-                           "--tune-ratio", "--speedup"}) {
+                           "--tune-ratio", "--speedup", "--ceiling"}) {
     EXPECT_THAT(r.out, HasSubstr(flag));
   }
 }
@@ -64,6 +64,31 @@ TEST(TraceCli, FgdProtocolJsonAndCountedFailures) {
     ASSERT_TRUE(p["curve"].is_array());
     EXPECT_EQ(p["curve"][0][0], 0);
   }
+}
+
+// --ceiling: the proven ceiling beside the runs, in the table and in the JSON; every run under it.
+TEST(TraceCli, CeilingBesideTheRuns) {
+  const std::string nodes = TempFile("nodes.csv", kNodes);
+  const std::string pods = TempFile("pods.csv", PodsCsv());
+  Output r = Tessera("simulate --nodes " + nodes + " --trace " + pods +
+                     " --seeds 1-3 --policy fgd,tessera,random --ceiling --json");
+  ASSERT_EQ(r.status, 0) << r.all;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("ceiling")) << r.out;
+  const double ceiling = j["ceiling"]["allocation_ratio"].get<double>();
+  EXPECT_GT(ceiling, 0);
+  EXPECT_LE(ceiling, 100);
+  EXPECT_EQ(j["ceiling"]["per_seed"].size(), 3u);
+  for (const auto& p : j["results"]) {
+    EXPECT_LE(p["final_allocation_ratio"].get<double>(), ceiling + 0.005) << p["policy"];
+  }
+  Output text = Tessera("simulate --nodes " + nodes + " --trace " + pods + " --seeds 1 --ceiling");
+  ASSERT_EQ(text.status, 0) << text.all;
+  EXPECT_THAT(text.out, HasSubstr("ceiling: no policy can allocate more than"));
+  Output timeline =
+      Tessera("simulate --nodes " + nodes + " --trace " + pods + " --protocol timeline --ceiling");
+  EXPECT_EQ(timeline.status, 2);
+  EXPECT_THAT(timeline.all, HasSubstr("fgd protocol only"));
 }
 
 TEST(TraceCli, TablesForPeopleAndTheTimeline) {
