@@ -61,6 +61,10 @@ FgdSequence BuildFgdSequence(const PodTrace& trace, int64_t capacity_milli, doub
   return seq;
 }
 
+uint64_t ReplayPolicySeed(uint64_t seed) {
+  return seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+}
+
 std::vector<core::TypicalTask> TraceTypicalTasks(const PodTrace& trace,
                                                  const core::Cluster& cluster) {
   std::vector<core::PodRequest> requests;
@@ -112,8 +116,7 @@ absl::StatusOr<FgdRunResult> RunFgdProtocol(const core::Cluster& cluster, const 
                                             const FgdRunOptions& options) {
   auto start = std::chrono::steady_clock::now();
   core::PolicyOptions policy_options;
-  // Decorrelated from the sequence's draws, still a function of the seed.
-  policy_options.seed = options.seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+  policy_options.seed = ReplayPolicySeed(options.seed);
   policy_options.typical_tasks = options.typical_tasks;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy,
                            core::CreatePolicy(options.policy, policy_options));

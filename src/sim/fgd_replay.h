@@ -43,6 +43,10 @@ struct FgdSequence {
 FgdSequence BuildFgdSequence(const PodTrace& trace, int64_t capacity_milli, double target_ratio,
                              uint64_t seed);
 
+// The seed a replay (this protocol or the timeline) hands its policy for `seed`: a function of it,
+// decorrelated from the sequence's own draws.
+uint64_t ReplayPolicySeed(uint64_t seed);
+
 // FGD's typical task set for a trace (core/policy/typical.h), the one its simulator derives from
 // the pods as read (before tuning).
 std::vector<core::TypicalTask> TraceTypicalTasks(const PodTrace& trace,

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/policy/shape_index.h"
+#include "sim/fgd_replay.h"
 #include "sim/placer.h"
 
 namespace tessera::sim {
@@ -44,7 +45,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
                "columns (this file has only the first five; use --protocol fgd)"));
   }
   core::PolicyOptions policy_options;
-  policy_options.seed = options.seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+  policy_options.seed = ReplayPolicySeed(options.seed);
   policy_options.typical_tasks = options.typical_tasks;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy,
                            core::CreatePolicy(options.policy, policy_options));
