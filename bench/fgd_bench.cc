@@ -448,9 +448,11 @@ int Ceiling(const std::map<std::string, std::string>& flags) {
       row.seconds += secs / n;
       if (rows.empty()) {
         detail += fmt::format(
-            "| {} | {} | {} of {} | {} | {:.2f}% | {:.1f} | {:.2f}% | {:.1f} | {:.1f} | {:.2f} |\n",
-            seed, c.reference.Describe(), c.worst_exhaustion, c.pods, c.lps, c.max_allocation_pct,
-            c.min_unallocated_gpus, t_end, (capacity - t.allocated_milli) / 1000.0,
+            "| {} | {} | {} of {} | {} ({}) | {:.2f}% | {:.1f} | {:.2f}% | {:.1f} | {:.1f} | "
+            "{:.2f} |\n",
+            seed, c.reference.Describe(), c.worst_exhaustion, c.pods, c.lps, c.lps_not_optimal,
+            c.max_allocation_pct, c.min_unallocated_gpus, t_end,
+            (capacity - t.allocated_milli) / 1000.0,
             (capacity - t.allocated_milli) / 1000.0 - c.min_unallocated_gpus, secs);
       }
       std::cerr << "fgd_bench: " << w << " seed " << seed << " done\n";
@@ -458,7 +460,8 @@ int Ceiling(const std::map<std::string, std::string>& flags) {
     rows.push_back(row);
   }
   std::cout << "## " << workloads.front() << ", per seed\n\n"
-            << "| seed | reference ask | worst case: stops fitting at pod | LPs | ceiling | least "
+            << "| seed | reference ask | worst case: stops fitting at pod | LPs (not optimal) | "
+               "ceiling | least "
                "unallocated GPUs | tessera at the end | tessera unallocated GPUs | tessera - least "
                "| s (ceiling) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
             << detail;

@@ -101,6 +101,7 @@ absl::StatusOr<ProtocolCeiling> FgdCeilingFor(const core::Cluster& cluster, cons
     ++out.lps;
     absl::StatusOr<PlacementBound> placed = MaxPlacedBound(lp);
     if (!placed.ok()) return placed.status();
+    out.lps_not_optimal += !placed->optimal;
     // Below what must have been placed: no run has r stop fitting in [a, b].
     double must = kGpuMilli * static_cast<double>(lp.whole_lower);
     for (size_t i = 0; i < k; ++i) must += static_cast<double>(lp.sizes[i] * lp.lower[i]);
@@ -200,14 +201,16 @@ absl::StatusOr<ProtocolCeiling> FgdCeiling(const core::Cluster& cluster, const P
   // With no one-GPU ask to refer to, the plain bound: the GPUs cannot hold more than arrives.
   if (references.empty()) references.push_back(ReferenceAsk{kGpuMilli, 0, 0});
   std::optional<ProtocolCeiling> best;
-  int lps = 0;
+  int lps = 0, not_optimal = 0;
   for (const ReferenceAsk& r : references) {
     absl::StatusOr<ProtocolCeiling> c = FgdCeilingFor(cluster, trace, sequence, r);
     if (!c.ok()) return c.status();
     lps += c->lps;
+    not_optimal += c->lps_not_optimal;
     if (!best || c->min_unallocated_gpus > best->min_unallocated_gpus) best = *c;
   }
   best->lps = lps;
+  best->lps_not_optimal = not_optimal;
   return *best;
 }
 

@@ -57,6 +57,7 @@ struct ProtocolCeiling {
   int64_t worst_exhaustion = 0;     // the arrival at which r stops fitting in the worst case
   int64_t pods = 0;                 // pods in the sequence (worst_exhaustion == pods: never)
   int lps = 0;                      // LPs solved
+  int lps_not_optimal = 0;          // of which stopped early (still valid, if looser, bounds)
 };
 
 // The ceiling for one reference. Errors: a cluster without GPUs, a reference outside 1..1000.
