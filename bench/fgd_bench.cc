@@ -423,6 +423,7 @@ int Ceiling(const std::map<std::string, std::string>& flags) {
   };
   std::vector<Row> rows;
   std::string detail;
+  std::vector<double> first_ceilings;  // per seed, for the first workload
   for (const std::string& w : workloads) {
     const sim::PodTrace trace =
         OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + w + ".csv"));
@@ -442,6 +443,7 @@ int Ceiling(const std::map<std::string, std::string>& flags) {
       const sim::FgdRunResult t = OrDie(sim::RunFgdProtocol(cluster, trace, o));
       const double t_end = 100.0 * static_cast<double>(t.allocated_milli) / capacity;
       row.ceiling += c.max_allocation_pct / n;
+      if (rows.empty()) first_ceilings.push_back(c.max_allocation_pct);
       row.least_unallocated += c.min_unallocated_gpus / n;
       row.tessera += t.final_allocation / n;
       row.tessera_end += t_end / n;
@@ -472,6 +474,10 @@ int Ceiling(const std::map<std::string, std::string>& flags) {
       (100.0 - first.tessera_end) * cluster.total_gpus() / 100.0,
       (100.0 - first.tessera_end) * cluster.total_gpus() / 100.0 - first.least_unallocated,
       first.seconds);
+  std::sort(first_ceilings.begin(), first_ceilings.end());
+  std::cout << fmt::format(
+      "\nThe ceiling over these {} seeds: lowest {:.2f}%, median {:.2f}%, highest {:.2f}%.\n",
+      first_ceilings.size(), first_ceilings.front(), Median(first_ceilings), first_ceilings.back());
   std::cout << "\n## Every workload: means over seeds " << seeds.front() << ".." << seeds.back()
             << "\n\n| workload | paper FGD | tessera (reported, at 130%) | ceiling: no policy "
                "allocates more | least unallocated GPUs | tessera's distance to the ceiling "
