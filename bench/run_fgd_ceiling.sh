@@ -3,6 +3,7 @@
 # ceiling (src/sim/protocol_bound.h) for the same pod sequences the policies are measured on,
 # beside tessera's allocation on each. Builds the release preset, runs `fgd_bench ceiling`, writes
 # bench/results/fgd_ceiling.md.
+# Then default alone on seeds 1..100, for the spread of the ceiling over sequences.
 #   bench/run_fgd_ceiling.sh [--workloads default,cpu050|all] [--seeds 42-51]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +11,11 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j 2 --target fgd_bench >/dev/null
 out=bench/results/fgd_ceiling.md
 cmd="build/release/bench/fgd_bench ceiling --workloads all --seeds 42-51 $*"
+wide="build/release/bench/fgd_bench ceiling --workloads default --seeds 1-100"
 echo "running: $cmd" >&2
 table=$($cmd)
+echo "running: $wide" >&2
+spread=$($wide | sed -n '/^The ceiling over/p')
 {
   echo "# How much any policy could allocate: a proven ceiling on the FGD protocol"
   echo
@@ -30,5 +34,11 @@ table=$($cmd)
   echo "130% arrived demand is a mean of steps up to the end, so it cannot exceed the ceiling either."
   echo
   echo "$table"
+  echo
+  echo "## default on more sequences"
+  echo
+  echo "Seeds 1..100 (\`$wide\`):"
+  echo
+  echo "$spread"
 } > "$out"
 cat "$out"
