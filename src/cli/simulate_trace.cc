@@ -133,37 +133,21 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<sim::PolicyRuns> results,
       sim::RunFgdSeeds(*cluster, trace, policies, seeds, o.tune_ratio, o.threads, progress));
-  nlohmann::json ceiling_json;
-  std::string ceiling_text;
   if (o.ceiling) {
     // The same sequences the runs replayed (BuildFgdSequence is a function of the seed).
-    double pct = 0, unallocated = 0;
-    ceiling_json["per_seed"] = nlohmann::json::array();
     for (uint64_t seed : seeds) {
       std::cerr << "tessera simulate: proving the ceiling for seed " << seed << "\n";
       const sim::FgdSequence seq =
           sim::BuildFgdSequence(trace, int64_t{cluster->total_gpus()} * 1000, o.tune_ratio, seed);
       TESSERA_ASSIGN_OR_RETURN(sim::ProtocolCeiling c, sim::FgdCeiling(*cluster, trace, seq));
-      pct += c.max_allocation_pct / static_cast<double>(seeds.size());
-      unallocated += c.min_unallocated_gpus / static_cast<double>(seeds.size());
-      ceiling_json["per_seed"].push_back({{"seed", seed},
-                                          {"allocation_ratio", c.max_allocation_pct},
-                                          {"min_unallocated_gpus", c.min_unallocated_gpus},
-                                          {"reference", c.reference.Describe()}});
+      info.ceilings.push_back(
+          {seed, c.max_allocation_pct, c.min_unallocated_gpus, c.reference.Describe()});
     }
-    ceiling_json["allocation_ratio"] = pct;
-    ceiling_json["min_unallocated_gpus"] = unallocated;
-    ceiling_text = fmt::format(
-        "\nceiling: no policy can allocate more than {:.2f}% of the GPUs on these sequences "
-        "(mean over the seeds; at least {:.1f} GPUs stay unallocated whatever the placement)\n",
-        pct, unallocated);
   }
   if (json) {
-    nlohmann::json j = sim::FgdJson(info, results);
-    if (o.ceiling) j["ceiling"] = ceiling_json;
-    std::cout << j.dump(2) << "\n";
+    std::cout << sim::FgdJson(info, results).dump(2) << "\n";
   } else {
-    std::cout << sim::FgdTable(info, results) << ceiling_text;
+    std::cout << sim::FgdTable(info, results);
   }
   if (!o.report_dir.empty()) {
     absl::Status s = sim::WriteFgdReport(o.report_dir, info, results);

@@ -26,6 +26,18 @@ double MeanFailed(const PolicyRuns& p) {
 
 double Round(double x, int digits) { return RoundLikePython(x, digits); }
 
+double MeanCeiling(const TraceRunInfo& info) {
+  double s = 0;
+  for (const SeedCeiling& c : info.ceilings) s += c.allocation_pct;
+  return info.ceilings.empty() ? 0 : s / static_cast<double>(info.ceilings.size());
+}
+
+double MeanCeilingGpus(const TraceRunInfo& info) {
+  double s = 0;
+  for (const SeedCeiling& c : info.ceilings) s += c.min_unallocated_gpus;
+  return info.ceilings.empty() ? 0 : s / static_cast<double>(info.ceilings.size());
+}
+
 nlohmann::json Meta(const TraceRunInfo& info, const char* protocol) {
   return {{"protocol", protocol},
           {"nodes", info.nodes_file},
@@ -84,6 +96,18 @@ nlohmann::json FgdJson(const TraceRunInfo& info, const std::vector<PolicyRuns>& 
                     {"seconds", Round(p.mean.seconds, 4)}});
   }
   doc["results"] = std::move(list);
+  if (!info.ceilings.empty()) {
+    nlohmann::json per_seed = nlohmann::json::array();
+    for (const SeedCeiling& c : info.ceilings) {
+      per_seed.push_back({{"seed", c.seed},
+                          {"allocation_ratio", Round(c.allocation_pct, 4)},
+                          {"min_unallocated_gpus", Round(c.min_unallocated_gpus, 2)},
+                          {"reference", c.reference}});
+    }
+    doc["ceiling"] = {{"allocation_ratio", Round(MeanCeiling(info), 4)},
+                      {"min_unallocated_gpus", Round(MeanCeilingGpus(info), 2)},
+                      {"per_seed", std::move(per_seed)}};
+  }
   return doc;
 }
 
@@ -147,6 +171,13 @@ std::string FgdTable(const TraceRunInfo& info, const std::vector<PolicyRuns>& re
       StrAppend(&out, y < 0 ? fmt::format(" {:>7}", "-") : fmt::format(" {:>7.2f}", y));
     }
     StrAppend(&out, "\n");
+  }
+  if (!info.ceilings.empty()) {
+    StrAppend(&out, fmt::format(
+                        "\nceiling: no policy can allocate more than {:.2f}% of the GPUs on these "
+                        "sequences (mean over the seeds; at least {:.1f} GPUs stay unallocated "
+                        "whatever the placement)\n",
+                        MeanCeiling(info), MeanCeilingGpus(info)));
   }
   return out;
 }
@@ -256,8 +287,21 @@ absl::Status WriteFgdReport(const std::string& dir, const TraceRunInfo& info,
   }
   TESSERA_RETURN_IF_ERROR(WriteFile(d / "summary.csv", summary));
   TESSERA_RETURN_IF_ERROR(WriteFile(d / "runs.csv", runs));
+  std::string ceiling_line;
+  if (!info.ceilings.empty()) {
+    std::string csv = "seed,ceiling_allocation_pct,min_unallocated_gpus,reference\n";
+    for (const SeedCeiling& c : info.ceilings) {
+      StrAppend(&csv, c.seed, ",", fmt::format("{:.4f}", c.allocation_pct), ",",
+                fmt::format("{:.2f}", c.min_unallocated_gpus), ",", CsvField(c.reference), "\n");
+    }
+    TESSERA_RETURN_IF_ERROR(WriteFile(d / "ceiling.csv", csv));
+    ceiling_line = fmt::format(
+        ", {:.4f} with lines dt 2 lw 2 lc 'black' title 'ceiling at 130%: no policy ends higher'",
+        MeanCeiling(info));
+  }
 
-  auto plot = [&](const std::string& name, const std::string& ranges, const std::string& extra) {
+  auto plot = [&](const std::string& name, const std::string& ranges, const std::string& extra,
+                  const std::string& more_lines) {
     std::string s = kTerminal;
     StrAppend(&s, "set output '", (d / (name + ".png")).string(), "'\n",
               "set datafile separator ','\n",
@@ -270,13 +314,13 @@ absl::Status WriteFgdReport(const std::string& dir, const TraceRunInfo& info,
       StrAppend(&s, i ? ", " : "", "'", (d / "allocation_curve.csv").string(), "' using 1:", i + 2,
                 " with lines lw 2 title '", Title(results[i].policy), "'");
     }
-    s += "\n";
+    s += more_lines + "\n";
     return WriteFile(d / (name + ".gp"), s);
   };
   TESSERA_RETURN_IF_ERROR(plot("allocation", "set xrange [0:130]\nset yrange [0:100]\n",
-                               "set arrow from 0,0 to 100,100 nohead dt 2 lc 'gray'\n"));
+                               "set arrow from 0,0 to 100,100 nohead dt 2 lc 'gray'\n", ""));
   TESSERA_RETURN_IF_ERROR(plot("allocation_zoom", "set xrange [85:130]\nset yrange [85:100]\n",
-                               "set key right bottom\n"));
+                               "set key right bottom\n", ceiling_line));
   TESSERA_RETURN_IF_ERROR(RunGnuplot(dir, "allocation.gp"));
   return RunGnuplot(dir, "allocation_zoom.gp");
 }

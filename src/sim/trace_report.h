@@ -5,7 +5,10 @@
 //   {"protocol": "fgd", "nodes": F, "trace": F, "seeds": [...], "capacity_gpus": N,
 //    "results": [{"policy": P, "final_allocation_ratio": PCT_AT_130,
 //                 "curve": [[ARRIVED_PCT, ALLOC_PCT], ...], "fragmentation_rate": PCT,
-//                 "failed_pods": N, "seconds": WALL}, ...]}
+//                 "failed_pods": N, "seconds": WALL}, ...],
+//    "ceiling": {"allocation_ratio": PCT, "min_unallocated_gpus": N,       (when computed)
+//                "per_seed": [{"seed": S, "allocation_ratio": PCT, "min_unallocated_gpus": N,
+//                              "reference": ASK}, ...]}}
 // Timeline JSON:
 //   {"protocol": "timeline", ..., "speedup": X,
 //    "results": [{"policy": P, "pods": N, "started": N, "never_fit": N, "still_waiting": N,
@@ -23,12 +26,21 @@
 
 namespace tessera::sim {
 
+// The FGD protocol's ceiling for one seed's sequence (protocol_bound.h).
+struct SeedCeiling {
+  uint64_t seed = 0;
+  double allocation_pct = 0;
+  double min_unallocated_gpus = 0;
+  std::string reference;
+};
+
 struct TraceRunInfo {
   std::string nodes_file;
   std::string trace_file;
   std::vector<uint64_t> seeds;
   int capacity_gpus = 0;
-  double speedup = 1;  // timeline only
+  double speedup = 1;                 // timeline only
+  std::vector<SeedCeiling> ceilings;  // fgd only, when asked for: shown beside the results
 };
 
 nlohmann::json FgdJson(const TraceRunInfo& info, const std::vector<PolicyRuns>& results);
@@ -40,7 +52,8 @@ std::string TimelineTable(const TraceRunInfo& info, const std::vector<TimelinePo
 
 // Writes into `dir` (created if missing): for the FGD protocol allocation_curve.csv (arrived %,
 // one column per policy), summary.csv, runs.csv (every seed), allocation.png (the curves, 0-130%)
-// and allocation_zoom.png (the saturated end); for the timeline summary.csv, runs.csv,
+// and allocation_zoom.png (the saturated end, with the ceiling as a line when there is one, and
+// ceiling.csv); for the timeline summary.csv, runs.csv,
 // allocation_over_time.csv, allocation_over_time.png and pending_time.png. Each chart comes with
 // the gnuplot script that drew it. If gnuplot cannot run, the data files are still written and
 // the error says so.

@@ -2,6 +2,7 @@
 // shape, counted failures for pods that can never fit, exit status 2 with file and line on bad
 // input.
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -82,9 +83,20 @@ TEST(TraceCli, CeilingBesideTheRuns) {
   for (const auto& p : j["results"]) {
     EXPECT_LE(p["final_allocation_ratio"].get<double>(), ceiling + 0.005) << p["policy"];
   }
-  Output text = Tessera("simulate --nodes " + nodes + " --trace " + pods + " --seeds 1 --ceiling");
+  const std::string dir = ::testing::TempDir() + "/ceiling_report";
+  Output text = Tessera("simulate --nodes " + nodes + " --trace " + pods +
+                        " --seeds 1,2 --ceiling --report " + dir);
   ASSERT_EQ(text.status, 0) << text.all;
   EXPECT_THAT(text.out, HasSubstr("ceiling: no policy can allocate more than"));
+  // The report keeps the per-seed ceilings and draws the mean as a line on the zoomed chart.
+  std::ifstream csv(dir + "/ceiling.csv");
+  std::string line;
+  int rows = 0;
+  while (std::getline(csv, line)) ++rows;
+  EXPECT_EQ(rows, 3);  // header and two seeds
+  std::ifstream gp(dir + "/allocation_zoom.gp");
+  std::string script((std::istreambuf_iterator<char>(gp)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(script, HasSubstr("title 'ceiling at 130%: no policy ends higher'"));
   Output timeline =
       Tessera("simulate --nodes " + nodes + " --trace " + pods + " --protocol timeline --ceiling");
   EXPECT_EQ(timeline.status, 2);
