@@ -1,7 +1,11 @@
 #include "cli/simulate_trace.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -40,7 +44,8 @@ void AddTraceFlags(CLI::App* cmd, TraceOptions* o) {
   cmd->add_option("--report", o->report_dir,
                   "Trace mode: also write CSV curves, per-seed results and charts (PNG, drawn by "
                   "gnuplot) into this directory");
-  cmd->add_option("--threads", o->threads, "Trace mode: runs (policy x seed) in parallel")
+  cmd->add_option("--threads", o->threads,
+                  "Trace mode: runs (policy x seed), and the seeds' --ceiling proofs, in parallel")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   cmd->add_option("--tune-ratio", o->tune_ratio,
@@ -134,14 +139,33 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
       std::vector<sim::PolicyRuns> results,
       sim::RunFgdSeeds(*cluster, trace, policies, seeds, o.tune_ratio, o.threads, progress));
   if (o.ceiling) {
-    // The same sequences the runs replayed (BuildFgdSequence is a function of the seed).
-    for (uint64_t seed : seeds) {
-      std::cerr << "tessera simulate: proving the ceiling for seed " << seed << "\n";
-      const sim::FgdSequence seq =
-          sim::BuildFgdSequence(trace, int64_t{cluster->total_gpus()} * 1000, o.tune_ratio, seed);
-      TESSERA_ASSIGN_OR_RETURN(sim::ProtocolCeiling c, sim::FgdCeiling(*cluster, trace, seq));
-      info.ceilings.push_back(
-          {seed, c.max_allocation_pct, c.min_unallocated_gpus, c.reference.Describe()});
+    // The same sequences the runs replayed (BuildFgdSequence is a function of the seed), one seed
+    // per thread.
+    std::vector<absl::StatusOr<sim::ProtocolCeiling>> proven(seeds.size(),
+                                                             absl::UnknownError("not run"));
+    std::atomic<size_t> next{0};
+    std::mutex log;
+    auto work = [&] {
+      for (size_t i = next++; i < seeds.size(); i = next++) {
+        {
+          std::lock_guard<std::mutex> lock(log);
+          std::cerr << "tessera simulate: proving the ceiling for seed " << seeds[i] << "\n";
+        }
+        const sim::FgdSequence seq = sim::BuildFgdSequence(
+            trace, int64_t{cluster->total_gpus()} * 1000, o.tune_ratio, seeds[i]);
+        proven[i] = sim::FgdCeiling(*cluster, trace, seq);
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < std::min<int>(o.threads, static_cast<int>(seeds.size())); ++t) {
+      pool.emplace_back(work);
+    }
+    work();
+    for (std::thread& t : pool) t.join();
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      if (!proven[i].ok()) return proven[i].status();
+      info.ceilings.push_back({seeds[i], proven[i]->max_allocation_pct,
+                               proven[i]->min_unallocated_gpus, proven[i]->reference.Describe()});
     }
   }
   if (json) {
