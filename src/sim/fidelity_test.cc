@@ -40,6 +40,27 @@ TEST(Fidelity, PaperBaselinesOnDefaultWithinHalfAPoint) {
   EXPECT_GE(ours["tessera"], paper->at("default").at("fgd"));
 }
 
+// In a cluster where every GPU ask is a share (gpushare100), tessera opens free GPUs for small
+// shares (core/policy/tessera.cc, "Free GPUs in a sharing cluster"): on seed 42 that takes it from
+// 88.52% to 89.37%; FGD gets 86.65%.
+TEST(Fidelity, TesseraOnASharingClusterOpensFreeGpus) {
+  const std::string dir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-v2023/";
+  absl::StatusOr<std::vector<core::NodeSpec>> nodes =
+      ReadAlibabaNodes(dir + "openb_node_list_gpu_node.csv");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(*nodes);
+  ASSERT_TRUE(cluster.ok());
+  absl::StatusOr<PodTrace> trace = ReadAlibabaPods(dir + "openb_pod_list_gpushare100.csv");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  FgdRunOptions o;
+  o.policy = "tessera";
+  o.seed = 42;
+  o.typical_tasks = TraceTypicalTasks(*trace, *cluster);
+  absl::StatusOr<FgdRunResult> run = RunFgdProtocol(*cluster, *trace, o);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_GE(run->final_allocation, 89.0);
+}
+
 TEST(PaperReference, ParsesTheFirstTable) {
   absl::StatusOr<PaperTable> t = ParseFgdReference(
       "# x\n\n| workload | Random | FGD |\n|---|---:|---:|\n| default | 87.47 | 95.39 |\n"

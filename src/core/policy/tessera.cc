@@ -28,6 +28,15 @@
 // a share prefers the GPU it leaves fullest (best fit: a short burst of small shares packs as
 // tightly as binpack); a CPU-only pod prefers nodes with the fewest free GPUs (it strands none).
 //
+// Free GPUs in a sharing cluster. When the asks in the live mix that need more than half a GPU
+// are mostly shares (0.65, 0.81 ...) rather than whole GPUs, a free GPU will most likely end up
+// holding one such share and stranding the rest of it. A share then gets a bonus for opening a
+// free GPU: kOpenFreeGpu x f^4, where f is that fraction of shares. Partly used GPUs are left
+// for partners that come later, and the free GPUs run out sooner for the shares that strand.
+// With whole GPUs in the mix (f = 0.27 on the Alibaba trace's default: a bonus of 2), best fit
+// is unchanged; with no whole GPUs (gpushare100: f = 1) the bonus is 0.4 GPU and the FGD
+// protocol's allocation goes up by 0.83 points (bench/results/tessera-tuning.md).
+//
 // Example (the reality check): an 8-GPU NVSwitch server and a 2-GPU PCIe server, twenty 4Gi
 // shares. No placement strands anything, so the order decides: the PCIe server ranks first, and
 // on it the first GPU already shared is the fullest that fits: all twenty share one GPU, and the
@@ -59,6 +68,7 @@ constexpr double kBestFit = 30;        // whole GPUs: per free GPU left on the n
 constexpr double kExactFit = 2000;     // whole GPUs: the pod takes the node's last free GPUs
 constexpr double kCpuOnlySpread = 30;  // CPU-only pods: per free GPU on the node (of 8)
 constexpr double kShareBestFit = 20;   // shares: per GPU of room left on the chosen GPU
+constexpr double kOpenFreeGpu = 400;   // shares: for opening a free GPU, times f^4 (see above)
 // Tiers for whole GPUs, far above any waste (a node has at most 64 GPUs: 64,000).
 constexpr double kPreferenceTier = 1e6;  // the set meets the pod's preferred interconnect
 constexpr double kKeepDomainTier = 1e5;  // the node is outside every rack-scale NVLink domain
@@ -75,6 +85,18 @@ uint64_t HashName(std::string_view name, uint64_t seed) {
   h *= 0xff51afd7ed558ccdULL;
   h ^= h >> 33;
   return h;
+}
+
+// kOpenFreeGpu x f^4, f: of the mix's asks for more than half a GPU, the part that are shares.
+double OpenFreeGpuBonus(const std::vector<TypicalTask>& mix) {
+  double shares = 0, whole = 0;
+  for (const TypicalTask& t : mix) {
+    if (t.gpu_count < 1 || t.gpu_milli <= 500) continue;
+    (t.gpu_milli < 1000 ? shares : whole) += t.weight;
+  }
+  if (shares + whole <= 0) return 0;
+  const double f = shares / (shares + whole);
+  return kOpenFreeGpu * f * f * f * f;
 }
 
 class TesseraPolicy final : public Policy {
@@ -134,6 +156,7 @@ class TesseraPolicy final : public Policy {
     index_.Attach(state, std::move(rank));
     mix_ = TaskMix();
     waste_ = WasteModel();
+    open_free_bonus_ = 0;
     base_.assign(n, Base{});
     set_memo_.assign(n, {});
   }
@@ -164,6 +187,7 @@ class TesseraPolicy final : public Policy {
     }
     if (mix_.Observe(*query.request, reference_memory_)) {
       waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
+      open_free_bonus_ = OpenFreeGpuBonus(mix_.tasks());
       index_.Invalidate();
       base_.assign(state.node_count(), Base{});
     }
@@ -293,7 +317,8 @@ class TesseraPolicy final : public Policy {
           const int32_t was = left[g];
           left[g] = LeftAfterShare(state, node, g, r.gpu);
           const double s = before - waste_.Waste(node, cpu_after, left, n) -
-                           kShareBestFit * static_cast<double>(left[g]) / 1000.0;
+                           kShareBestFit * static_cast<double>(left[g]) / 1000.0 +
+                           (was >= 1000 ? open_free_bonus_ : 0.0);
           left[g] = was;
           // Higher score first; then the fuller GPU (best fit); then the lower index.
           if (best_gpu < 0 || s > best + 1e-9 || (s > best - 1e-9 && was < best_left)) {
@@ -334,6 +359,7 @@ class TesseraPolicy final : public Policy {
   TaskMix mix_;
   WasteModel waste_;
   std::vector<Base> base_;
+  double open_free_bonus_ = 0;  // OpenFreeGpuBonus of the current mix
 };
 
 }  // namespace
