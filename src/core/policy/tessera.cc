@@ -33,7 +33,7 @@
 // holding one such share and stranding the rest of it. A share then gets a bonus for opening a
 // free GPU: kOpenFreeGpu x f^4, where f is that fraction of shares. Partly used GPUs are left
 // for partners that come later, and the free GPUs run out sooner for the shares that strand.
-// With whole GPUs in the mix (f = 0.27 on the Alibaba trace's default: a bonus of 2), best fit
+// With whole GPUs in the mix (f = 0.27 on the Alibaba trace's default: 0.002 GPU), best fit
 // is unchanged; with no whole GPUs (gpushare100: f = 1) the bonus is 0.4 GPU and the FGD
 // protocol's allocation goes up by 0.83 points (bench/results/tessera-tuning.md).
 //
