@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <vector>
 
 #include "common/strings.h"
@@ -60,6 +61,28 @@ Pattern BestPattern(const std::vector<int32_t>& sizes, const std::vector<int64_t
   return out;
 }
 
+// The simplex pivot on row `leave`, d = B^-1 a for the entering column a: updates B^-1 and the
+// basic values x (kept non-negative against rounding).
+void Pivot(std::vector<std::vector<double>>& inverse, std::vector<double>& x,
+           const std::vector<double>& d, size_t leave) {
+  const size_t m = x.size();
+  const double pivot = d[leave];
+  for (size_t j = 0; j < m; ++j) inverse[leave][j] /= pivot;
+  x[leave] /= pivot;
+  for (size_t i = 0; i < m; ++i) {
+    if (i == leave || d[i] == 0) continue;
+    for (size_t j = 0; j < m; ++j) inverse[i][j] -= d[i] * inverse[leave][j];
+    x[i] = std::max(0.0, x[i] - d[i] * x[leave]);
+  }
+}
+
+// A share size must be 1..capacity; `what` names the caller in the message.
+absl::Status CheckShareSize(std::string_view what, int32_t size, int32_t capacity) {
+  if (size > 0 && size <= capacity) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat(what, ": a share of ", size, " does not fit a GPU of ", capacity));
+}
+
 }  // namespace
 
 absl::StatusOr<PackingBound> SharePackingBound(const std::map<int32_t, int64_t>& shares,
@@ -69,10 +92,7 @@ absl::StatusOr<PackingBound> SharePackingBound(const std::map<int32_t, int64_t>&
   std::vector<int64_t> counts;
   double total = 0;
   for (const auto& [size, count] : shares) {
-    if (size <= 0 || size > capacity) {
-      return absl::InvalidArgumentError(
-          StrCat("packing bound: a share of ", size, " does not fit a GPU of ", capacity));
-    }
+    if (absl::Status st = CheckShareSize("packing bound", size, capacity); !st.ok()) return st;
     if (count < 0) {
       return absl::InvalidArgumentError(
           StrCat("packing bound: ", count, " shares of ", size, " (a count cannot be negative)"));
@@ -127,14 +147,7 @@ absl::StatusOr<PackingBound> SharePackingBound(const std::map<int32_t, int64_t>&
       }
     }
     if (leave == m) break;  // cannot happen for a covering LP; keep the bound proven so far
-    const double pivot = d[leave];
-    for (size_t j = 0; j < m; ++j) inverse[leave][j] /= pivot;
-    x[leave] /= pivot;
-    for (size_t i = 0; i < m; ++i) {
-      if (i == leave || d[i] == 0) continue;
-      for (size_t j = 0; j < m; ++j) inverse[i][j] -= d[i] * inverse[leave][j];
-      x[i] = std::max(0.0, x[i] - d[i] * x[leave]);
-    }
+    Pivot(inverse, x, d, leave);
   }
   out.lp_gpus = bound;
   out.min_gpus = static_cast<int64_t>(std::ceil(bound - 1e-6));
@@ -179,9 +192,8 @@ absl::StatusOr<PlacementBound> MaxPlacedBound(const PlacementLp& lp) {
                lp.whole_upper, " (counts cannot be negative or reversed)"));
   }
   for (size_t i = 0; i < n; ++i) {
-    if (lp.sizes[i] <= 0 || lp.sizes[i] > lp.capacity) {
-      return absl::InvalidArgumentError(StrCat("placement bound: a share of ", lp.sizes[i],
-                                               " does not fit a GPU of ", lp.capacity));
+    if (absl::Status st = CheckShareSize("placement bound", lp.sizes[i], lp.capacity); !st.ok()) {
+      return st;
     }
     if (std::count(lp.sizes.begin(), lp.sizes.end(), lp.sizes[i]) > 1) {
       return absl::InvalidArgumentError(
@@ -260,16 +272,19 @@ absl::StatusOr<PlacementBound> MaxPlacedBound(const PlacementLp& lp) {
   const int max_iterations = 100 * m + 2000;
   std::vector<double> y(m), d(m), pi(n);
   int degenerate = 0;
+  auto duals = [&]() {  // y = c_B B^-1
+    for (int j = 0; j < m; ++j) {
+      y[j] = 0;
+      for (int i = 0; i < m; ++i) y[j] += columns[basis[i]].cost * inverse[i][j];
+    }
+  };
   auto share_values = [&]() {
     for (size_t i = 0; i < n; ++i) {
       pi[i] = lp.sizes[i] - y[1 + i] - (lower_row[i] >= 0 ? y[lower_row[i]] : 0.0);
     }
   };
   for (out.iterations = 0; out.iterations < max_iterations; ++out.iterations) {
-    for (int j = 0; j < m; ++j) {
-      y[j] = 0;
-      for (int i = 0; i < m; ++i) y[j] += columns[basis[i]].cost * inverse[i][j];
-    }
+    duals();
     auto reduced = [&](const Column& c) {
       double r = c.cost;
       for (int j = 0; j < m; ++j) r -= y[j] * c.a[j];
@@ -329,22 +344,12 @@ absl::StatusOr<PlacementBound> MaxPlacedBound(const PlacementLp& lp) {
     }
     if (leave < 0) break;  // unbounded: cannot happen (the GPU row bounds every column)
     degenerate = ratio < 1e-12 ? degenerate + 1 : 0;
-    const double pivot = d[leave];
-    for (int j = 0; j < m; ++j) inverse[leave][j] /= pivot;
-    x[leave] /= pivot;
-    for (int i = 0; i < m; ++i) {
-      if (i == leave || d[i] == 0) continue;
-      for (int j = 0; j < m; ++j) inverse[i][j] -= d[i] * inverse[leave][j];
-      x[i] = std::max(0.0, x[i] - d[i] * x[leave]);
-    }
+    Pivot(inverse, x, d, static_cast<size_t>(leave));
     in_basis[basis[leave]] = 0;
     basis[leave] = enter;
     in_basis[enter] = 1;
   }
-  for (int j = 0; j < m; ++j) {
-    y[j] = 0;
-    for (int i = 0; i < m; ++i) y[j] += columns[basis[i]].cost * inverse[i][j];
-  }
+  duals();
   share_values();
   double trivial = cap * static_cast<double>(std::min(lp.gpus, lp.whole_upper));
   for (size_t i = 0; i < n; ++i) trivial += lp.sizes[i] * static_cast<double>(lp.upper[i]);
