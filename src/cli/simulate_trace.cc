@@ -1,17 +1,11 @@
 #include "cli/simulate_trace.h"
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <iostream>
-#include <mutex>
-#include <thread>
 
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/cluster.h"
-#include "sim/fgd_replay.h"
-#include "sim/protocol_bound.h"
 #include "sim/trace/alibaba.h"
 #include "sim/trace_report.h"
 #include "sim/trace_runs.h"
@@ -139,34 +133,9 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
       std::vector<sim::PolicyRuns> results,
       sim::RunFgdSeeds(*cluster, trace, policies, seeds, o.tune_ratio, o.threads, progress));
   if (o.ceiling) {
-    // The same sequences the runs replayed (BuildFgdSequence is a function of the seed), one seed
-    // per thread.
-    std::vector<absl::StatusOr<sim::ProtocolCeiling>> proven(seeds.size(),
-                                                             absl::UnknownError("not run"));
-    std::atomic<size_t> next{0};
-    std::mutex log;
-    auto work = [&] {
-      for (size_t i = next++; i < seeds.size(); i = next++) {
-        {
-          std::lock_guard<std::mutex> lock(log);
-          std::cerr << "tessera simulate: proving the ceiling for seed " << seeds[i] << "\n";
-        }
-        const sim::FgdSequence seq = sim::BuildFgdSequence(
-            trace, int64_t{cluster->total_gpus()} * 1000, o.tune_ratio, seeds[i]);
-        proven[i] = sim::FgdCeiling(*cluster, trace, seq);
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < std::min<int>(o.threads, static_cast<int>(seeds.size())); ++t) {
-      pool.emplace_back(work);
-    }
-    work();
-    for (std::thread& t : pool) t.join();
-    for (size_t i = 0; i < seeds.size(); ++i) {
-      if (!proven[i].ok()) return proven[i].status();
-      info.ceilings.push_back({seeds[i], proven[i]->max_allocation_pct,
-                               proven[i]->min_unallocated_gpus, proven[i]->reference.Describe()});
-    }
+    std::cerr << "tessera simulate: proving the ceiling for " << seeds.size() << " seed(s)\n";
+    TESSERA_ASSIGN_OR_RETURN(info.ceilings,
+                             sim::FgdCeilingSeeds(*cluster, trace, seeds, o.tune_ratio, o.threads));
   }
   if (json) {
     std::cout << sim::FgdJson(info, results).dump(2) << "\n";

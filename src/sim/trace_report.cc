@@ -26,15 +26,10 @@ double MeanFailed(const PolicyRuns& p) {
 
 double Round(double x, int digits) { return RoundLikePython(x, digits); }
 
-double MeanCeiling(const TraceRunInfo& info) {
+// The mean over the seeds of one figure of the ceiling.
+double MeanCeiling(const TraceRunInfo& info, double ProtocolCeiling::*figure) {
   double s = 0;
-  for (const SeedCeiling& c : info.ceilings) s += c.allocation_pct;
-  return info.ceilings.empty() ? 0 : s / static_cast<double>(info.ceilings.size());
-}
-
-double MeanCeilingGpus(const TraceRunInfo& info) {
-  double s = 0;
-  for (const SeedCeiling& c : info.ceilings) s += c.min_unallocated_gpus;
+  for (const ProtocolCeiling& c : info.ceilings) s += c.*figure;
   return info.ceilings.empty() ? 0 : s / static_cast<double>(info.ceilings.size());
 }
 
@@ -98,15 +93,18 @@ nlohmann::json FgdJson(const TraceRunInfo& info, const std::vector<PolicyRuns>& 
   doc["results"] = std::move(list);
   if (!info.ceilings.empty()) {
     nlohmann::json per_seed = nlohmann::json::array();
-    for (const SeedCeiling& c : info.ceilings) {
-      per_seed.push_back({{"seed", c.seed},
-                          {"allocation_ratio", Round(c.allocation_pct, 4)},
+    for (size_t i = 0; i < info.ceilings.size(); ++i) {
+      const ProtocolCeiling& c = info.ceilings[i];
+      per_seed.push_back({{"seed", info.seeds[i]},
+                          {"allocation_ratio", Round(c.max_allocation_pct, 4)},
                           {"min_unallocated_gpus", Round(c.min_unallocated_gpus, 2)},
-                          {"reference", c.reference}});
+                          {"reference", c.reference.Describe()}});
     }
-    doc["ceiling"] = {{"allocation_ratio", Round(MeanCeiling(info), 4)},
-                      {"min_unallocated_gpus", Round(MeanCeilingGpus(info), 2)},
-                      {"per_seed", std::move(per_seed)}};
+    doc["ceiling"] = {
+        {"allocation_ratio", Round(MeanCeiling(info, &ProtocolCeiling::max_allocation_pct), 4)},
+        {"min_unallocated_gpus",
+         Round(MeanCeiling(info, &ProtocolCeiling::min_unallocated_gpus), 2)},
+        {"per_seed", std::move(per_seed)}};
   }
   return doc;
 }
@@ -177,7 +175,8 @@ std::string FgdTable(const TraceRunInfo& info, const std::vector<PolicyRuns>& re
                         "\nceiling: no policy can allocate more than {:.2f}% of the GPUs on these "
                         "sequences (mean over the seeds; at least {:.1f} GPUs stay unallocated "
                         "whatever the placement)\n",
-                        MeanCeiling(info), MeanCeilingGpus(info)));
+                        MeanCeiling(info, &ProtocolCeiling::max_allocation_pct),
+                        MeanCeiling(info, &ProtocolCeiling::min_unallocated_gpus)));
   }
   return out;
 }
@@ -290,14 +289,16 @@ absl::Status WriteFgdReport(const std::string& dir, const TraceRunInfo& info,
   std::string ceiling_line;
   if (!info.ceilings.empty()) {
     std::string csv = "seed,ceiling_allocation_pct,min_unallocated_gpus,reference\n";
-    for (const SeedCeiling& c : info.ceilings) {
-      StrAppend(&csv, c.seed, ",", fmt::format("{:.4f}", c.allocation_pct), ",",
-                fmt::format("{:.2f}", c.min_unallocated_gpus), ",", CsvField(c.reference), "\n");
+    for (size_t i = 0; i < info.ceilings.size(); ++i) {
+      const ProtocolCeiling& c = info.ceilings[i];
+      StrAppend(&csv, info.seeds[i], ",", fmt::format("{:.4f}", c.max_allocation_pct), ",",
+                fmt::format("{:.2f}", c.min_unallocated_gpus), ",",
+                CsvField(c.reference.Describe()), "\n");
     }
     TESSERA_RETURN_IF_ERROR(WriteFile(d / "ceiling.csv", csv));
     ceiling_line = fmt::format(
         ", {:.4f} with lines dt 2 lw 2 lc 'black' title 'ceiling at 130%: no policy ends higher'",
-        MeanCeiling(info));
+        MeanCeiling(info, &ProtocolCeiling::max_allocation_pct));
   }
 
   auto plot = [&](const std::string& name, const std::string& ranges, const std::string& extra,

@@ -26,21 +26,15 @@
 
 namespace tessera::sim {
 
-// The FGD protocol's ceiling for one seed's sequence (protocol_bound.h).
-struct SeedCeiling {
-  uint64_t seed = 0;
-  double allocation_pct = 0;
-  double min_unallocated_gpus = 0;
-  std::string reference;
-};
-
 struct TraceRunInfo {
   std::string nodes_file;
   std::string trace_file;
   std::vector<uint64_t> seeds;
   int capacity_gpus = 0;
-  double speedup = 1;                 // timeline only
-  std::vector<SeedCeiling> ceilings;  // fgd only, when asked for: shown beside the results
+  double speedup = 1;  // timeline only
+  // FGD protocol, when asked for: the ceiling of each of `seeds` (FgdCeilingSeeds), shown beside
+  // the results.
+  std::vector<ProtocolCeiling> ceilings;
 };
 
 nlohmann::json FgdJson(const TraceRunInfo& info, const std::vector<PolicyRuns>& results);

@@ -124,6 +124,23 @@ absl::StatusOr<std::vector<PolicyRuns>> RunFgdSeeds(const core::Cluster& cluster
   return out;
 }
 
+absl::StatusOr<std::vector<ProtocolCeiling>> FgdCeilingSeeds(const core::Cluster& cluster,
+                                                             const PodTrace& trace,
+                                                             const std::vector<uint64_t>& seeds,
+                                                             double target_ratio, int threads) {
+  std::vector<ProtocolCeiling> out(seeds.size());
+  const int64_t capacity = int64_t{cluster.total_gpus()} * 1000;
+  TESSERA_RETURN_IF_ERROR(
+      Parallel(static_cast<int>(seeds.size()), threads, [&](int i) -> absl::Status {
+        // The sequence the runs of this seed replayed (a function of the seed alone).
+        TESSERA_ASSIGN_OR_RETURN(
+            out[i],
+            FgdCeiling(cluster, trace, BuildFgdSequence(trace, capacity, target_ratio, seeds[i])));
+        return absl::OkStatus();
+      }));
+  return out;
+}
+
 absl::StatusOr<std::vector<TimelinePolicyRuns>> RunTimelineSeeds(
     const core::Cluster& cluster, const PodTrace& trace, const std::vector<std::string>& policies,
     const std::vector<uint64_t>& seeds, double speedup, int threads, const ProgressFn& progress) {

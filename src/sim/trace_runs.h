@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "core/model/cluster.h"
 #include "sim/fgd_replay.h"
+#include "sim/protocol_bound.h"
 #include "sim/timeline.h"
 #include "sim/trace/alibaba.h"
 
@@ -44,6 +45,12 @@ struct TimelinePolicyRuns {
     const core::Cluster& cluster, const PodTrace& trace, const std::vector<std::string>& policies,
     const std::vector<uint64_t>& seeds, double target_ratio, int threads,
     const ProgressFn& progress);
+
+// The FGD protocol's ceiling (protocol_bound.h) for each seed's pod sequence, in seed order,
+// `threads` seeds at a time. Fails on the first error.
+[[nodiscard]] absl::StatusOr<std::vector<ProtocolCeiling>> FgdCeilingSeeds(
+    const core::Cluster& cluster, const PodTrace& trace, const std::vector<uint64_t>& seeds,
+    double target_ratio, int threads);
 
 [[nodiscard]] absl::StatusOr<std::vector<TimelinePolicyRuns>> RunTimelineSeeds(
     const core::Cluster& cluster, const PodTrace& trace, const std::vector<std::string>& policies,
