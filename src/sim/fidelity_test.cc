@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "sim/fgd_replay.h"
 #include "sim/paper_reference.h"
+#include "sim/testing/trace_testing.h"
 #include "sim/trace_runs.h"
 
 namespace tessera::sim {
@@ -15,20 +16,14 @@ TEST(Fidelity, PaperBaselinesOnDefaultWithinHalfAPoint) {
   absl::StatusOr<PaperTable> paper = ReadFgdReference(shared + "/reference/fgd-results.md");
   ASSERT_TRUE(paper.ok()) << paper.status();
   ASSERT_TRUE(paper->count("default"));
-  const std::string dir = shared + "/traces/alibaba-gpu-v2023/";
-  absl::StatusOr<std::vector<core::NodeSpec>> nodes =
-      ReadAlibabaNodes(dir + "openb_node_list_gpu_node.csv");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
-  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(*nodes);
-  ASSERT_TRUE(cluster.ok());
-  absl::StatusOr<PodTrace> trace = ReadAlibabaPods(dir + "openb_pod_list_default.csv");
-  ASSERT_TRUE(trace.ok()) << trace.status();
+  absl::StatusOr<testing::AlibabaWorkload> w = testing::LoadAlibaba("default");
+  ASSERT_TRUE(w.ok()) << w.status();
   const std::vector<std::string> policies = {"random",  "dotprod", "gpu-clustering", "gpu-packing",
                                              "bestfit", "fgd",     "tessera"};
   std::vector<uint64_t> seeds;
   for (uint64_t s = 42; s <= 51; ++s) seeds.push_back(s);
   absl::StatusOr<std::vector<PolicyRuns>> runs =
-      RunFgdSeeds(*cluster, *trace, policies, seeds, 1.3, 2, nullptr);
+      RunFgdSeeds(w->cluster, w->trace, policies, seeds, 1.3, 2, nullptr);
   ASSERT_TRUE(runs.ok()) << runs.status();
   std::map<std::string, double> ours;
   for (const PolicyRuns& p : *runs) ours[p.policy] = p.mean.final_allocation;
@@ -44,19 +39,13 @@ TEST(Fidelity, PaperBaselinesOnDefaultWithinHalfAPoint) {
 // shares (core/policy/tessera.cc, "Free GPUs in a sharing cluster"): on seed 42 that takes it from
 // 88.52% to 89.37%; FGD gets 86.65%.
 TEST(Fidelity, TesseraOnASharingClusterOpensFreeGpus) {
-  const std::string dir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-v2023/";
-  absl::StatusOr<std::vector<core::NodeSpec>> nodes =
-      ReadAlibabaNodes(dir + "openb_node_list_gpu_node.csv");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
-  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(*nodes);
-  ASSERT_TRUE(cluster.ok());
-  absl::StatusOr<PodTrace> trace = ReadAlibabaPods(dir + "openb_pod_list_gpushare100.csv");
-  ASSERT_TRUE(trace.ok()) << trace.status();
+  absl::StatusOr<testing::AlibabaWorkload> w = testing::LoadAlibaba("gpushare100");
+  ASSERT_TRUE(w.ok()) << w.status();
   FgdRunOptions o;
   o.policy = "tessera";
   o.seed = 42;
-  o.typical_tasks = TraceTypicalTasks(*trace, *cluster);
-  absl::StatusOr<FgdRunResult> run = RunFgdProtocol(*cluster, *trace, o);
+  o.typical_tasks = TraceTypicalTasks(w->trace, w->cluster);
+  absl::StatusOr<FgdRunResult> run = RunFgdProtocol(w->cluster, w->trace, o);
   ASSERT_TRUE(run.ok()) << run.status();
   EXPECT_GE(run->final_allocation, 89.0);
 }

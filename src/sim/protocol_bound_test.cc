@@ -8,26 +8,24 @@
 #include <string>
 
 #include "common/random.h"
-#include "common/status.h"
 #include "common/strings.h"
 #include "gtest/gtest.h"
 #include "sim/fgd_replay.h"
+#include "sim/testing/trace_testing.h"
+#include "sim/trace_runs.h"
 
 namespace tessera::sim {
 namespace {
 
-core::Cluster Nodes(const std::string& csv) {
-  absl::StatusOr<std::vector<core::NodeSpec>> n = ParseAlibabaNodes(csv, "nodes.csv");
-  TESSERA_CHECK(n.ok());
-  absl::StatusOr<core::Cluster> c = core::Cluster::Create(*n);
-  TESSERA_CHECK(c.ok());
-  return *std::move(c);
-}
+using testing::Nodes;
+using testing::Pods;
 
-PodTrace Pods(const std::string& csv) {
-  absl::StatusOr<PodTrace> t = ParseAlibabaPods(csv, "pods.csv");
-  TESSERA_CHECK_MSG(t.ok(), std::string(t.status().message()).c_str());
-  return *std::move(t);
+const std::vector<std::string> kPaperPoliciesAndTessera = {
+    "random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd", "tessera"};
+
+// GPU allocation (%) at the end of a run.
+double EndAllocation(const FgdRunResult& r) {
+  return 100.0 * static_cast<double>(r.allocated_milli) / static_cast<double>(r.capacity_milli);
 }
 
 FgdSequence InOrder(const PodTrace& t) {
@@ -120,28 +118,21 @@ TEST(ProtocolCeiling, NoPolicyPassesIt) {
       }
     }
     PodTrace trace = Pods(pods);
-    const std::vector<core::TypicalTask> typical = TraceTypicalTasks(trace, cluster);
-    const int64_t capacity = int64_t{cluster.total_gpus()} * 1000;
-    for (uint64_t seed : {1, 2}) {
-      absl::StatusOr<ProtocolCeiling> ceiling =
-          FgdCeiling(cluster, trace, BuildFgdSequence(trace, capacity, 1.3, seed));
-      ASSERT_TRUE(ceiling.ok()) << ceiling.status();
-      for (const char* policy :
-           {"random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd", "tessera"}) {
-        FgdRunOptions o;
-        o.policy = policy;
-        o.seed = seed;
-        o.typical_tasks = typical;
-        absl::StatusOr<FgdRunResult> run = RunFgdProtocol(cluster, trace, o);
-        ASSERT_TRUE(run.ok()) << run.status();
-        const double allocation =
-            100.0 * static_cast<double>(run->allocated_milli) / static_cast<double>(capacity);
-        EXPECT_LE(allocation, ceiling->max_allocation_pct + 1e-9)
-            << "case " << k << " seed " << seed << " policy " << policy << "\n"
+    const std::vector<uint64_t> seeds = {1, 2};
+    absl::StatusOr<std::vector<ProtocolCeiling>> ceilings =
+        FgdCeilingSeeds(cluster, trace, seeds, 1.3, 1);
+    ASSERT_TRUE(ceilings.ok()) << ceilings.status();
+    absl::StatusOr<std::vector<PolicyRuns>> runs =
+        RunFgdSeeds(cluster, trace, kPaperPoliciesAndTessera, seeds, 1.3, 1, nullptr);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    for (const PolicyRuns& p : *runs) {
+      for (size_t i = 0; i < seeds.size(); ++i) {
+        EXPECT_LE(EndAllocation(p.runs[i]), (*ceilings)[i].max_allocation_pct + 1e-9)
+            << "case " << k << " seed " << seeds[i] << " policy " << p.policy << "\n"
             << nodes << pods;
       }
-      below_full += ceiling->max_allocation_pct < 100.0 - 1e-9;
     }
+    for (const ProtocolCeiling& c : *ceilings) below_full += c.max_allocation_pct < 100.0 - 1e-9;
   }
   // The check above bites: most ceilings are below 100%. (On clusters this small they are loose,
   // since CPU and the node a multi-GPU pod needs are left out of the argument.)
@@ -329,31 +320,19 @@ TEST(ProtocolCeiling, BranchAndBoundMatchesEveryArrival) {
 // On the Alibaba trace's default workload, seed 42: every paper policy and tessera stay under the
 // ceiling, and it is well below 100%.
 TEST(ProtocolCeiling, AlibabaDefaultSeed42) {
-  const std::string dir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-v2023/";
-  absl::StatusOr<std::vector<core::NodeSpec>> nodes =
-      ReadAlibabaNodes(dir + "openb_node_list_gpu_node.csv");
-  ASSERT_TRUE(nodes.ok()) << nodes.status();
-  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(*nodes);
-  ASSERT_TRUE(cluster.ok()) << cluster.status();
-  absl::StatusOr<PodTrace> trace = ReadAlibabaPods(dir + "openb_pod_list_default.csv");
-  ASSERT_TRUE(trace.ok()) << trace.status();
-  const int64_t capacity = int64_t{cluster->total_gpus()} * 1000;
-  absl::StatusOr<ProtocolCeiling> ceiling =
-      FgdCeiling(*cluster, *trace, BuildFgdSequence(*trace, capacity, 1.3, 42));
+  absl::StatusOr<testing::AlibabaWorkload> w = testing::LoadAlibaba("default");
+  ASSERT_TRUE(w.ok()) << w.status();
+  absl::StatusOr<std::vector<ProtocolCeiling>> ceiling =
+      FgdCeilingSeeds(w->cluster, w->trace, {42}, 1.3, 1);
   ASSERT_TRUE(ceiling.ok()) << ceiling.status();
-  EXPECT_LT(ceiling->max_allocation_pct, 99.0);
-  const std::vector<core::TypicalTask> typical = TraceTypicalTasks(*trace, *cluster);
-  for (const char* policy : {"random", "bestfit", "fgd", "tessera"}) {
-    FgdRunOptions o;
-    o.policy = policy;
-    o.seed = 42;
-    o.typical_tasks = typical;
-    absl::StatusOr<FgdRunResult> run = RunFgdProtocol(*cluster, *trace, o);
-    ASSERT_TRUE(run.ok()) << run.status();
-    EXPECT_LE(100.0 * static_cast<double>(run->allocated_milli) / static_cast<double>(capacity),
-              ceiling->max_allocation_pct)
-        << policy;
-    EXPECT_LE(run->final_allocation, ceiling->max_allocation_pct + 0.005) << policy;
+  const double max_allocation = (*ceiling)[0].max_allocation_pct;
+  EXPECT_LT(max_allocation, 99.0);
+  absl::StatusOr<std::vector<PolicyRuns>> runs = RunFgdSeeds(
+      w->cluster, w->trace, {"random", "bestfit", "fgd", "tessera"}, {42}, 1.3, 2, nullptr);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  for (const PolicyRuns& p : *runs) {
+    EXPECT_LE(EndAllocation(p.runs[0]), max_allocation) << p.policy;
+    EXPECT_LE(p.runs[0].final_allocation, max_allocation + 0.005) << p.policy;
   }
 }
 

@@ -2,11 +2,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "common/status.h"
 #include "core/model/cluster.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/fgd_replay.h"
+#include "sim/testing/trace_testing.h"
 #include "sim/timeline.h"
 #include "sim/trace/alibaba.h"
 #include "sim/trace_report.h"
@@ -17,19 +17,8 @@ namespace {
 
 using ::testing::HasSubstr;
 
-core::Cluster Nodes(const std::string& csv) {
-  absl::StatusOr<std::vector<core::NodeSpec>> n = ParseAlibabaNodes(csv, "nodes.csv");
-  TESSERA_CHECK(n.ok());
-  absl::StatusOr<core::Cluster> c = core::Cluster::Create(*n);
-  TESSERA_CHECK(c.ok());
-  return *std::move(c);
-}
-
-PodTrace Pods(const std::string& csv) {
-  absl::StatusOr<PodTrace> t = ParseAlibabaPods(csv, "pods.csv");
-  TESSERA_CHECK_MSG(t.ok(), std::string(t.status().message()).c_str());
-  return *std::move(t);
-}
+using testing::Nodes;
+using testing::Pods;
 
 constexpr char kHeader[] = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n";
 
