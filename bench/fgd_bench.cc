@@ -68,11 +68,27 @@ std::map<std::string, std::string> Flags(int argc, char** argv, int from) {
   return flags;
 }
 
+// A flag's value; `fallback` when absent.
+std::string Flag(const std::map<std::string, std::string>& flags, const std::string& name,
+                 const std::string& fallback) {
+  return flags.count(name) ? flags.at(name) : fallback;
+}
+
+// --seeds (default 42-51).
+std::vector<uint64_t> SeedsFlag(const std::map<std::string, std::string>& flags) {
+  return OrDie(sim::ParseSeeds(Flag(flags, "seeds", "42-51")));
+}
+
 // A comma-separated flag ("--policies fgd,tessera") as a list; `fallback` when absent.
 std::vector<std::string> ListFlag(const std::map<std::string, std::string>& flags,
                                   const std::string& name, std::vector<std::string> fallback) {
   if (!flags.count(name)) return fallback;
   return absl::StrSplit(flags.at(name), ',');
+}
+
+// One of the trace's pod lists ("default", "gpushare100", ...).
+sim::PodTrace LoadPods(const std::string& workload) {
+  return OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
 }
 
 core::Cluster LoadCluster() {
@@ -97,13 +113,11 @@ std::string Machine() {
 }
 
 int Speed(const std::map<std::string, std::string>& flags) {
-  const std::string workload = flags.count("workload") ? flags.at("workload") : "default";
-  const std::vector<uint64_t> seeds =
-      OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
+  const std::string workload = Flag(flags, "workload", "default");
+  const std::vector<uint64_t> seeds = SeedsFlag(flags);
   const int repeat = flags.count("repeat") ? std::stoi(flags.at("repeat")) : 3;
   const core::Cluster cluster = LoadCluster();
-  const sim::PodTrace trace =
-      OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
+  const sim::PodTrace trace = LoadPods(workload);
   const std::vector<core::TypicalTask> typical = sim::TraceTypicalTasks(trace, cluster);
   std::cout
       << "| policy | runs | median s/run | min s/run | max s/run | median us/pod | pods/run | "
@@ -147,8 +161,7 @@ double StdDev(const std::vector<sim::FgdRunResult>& runs) {
 }
 
 int Table(const std::map<std::string, std::string>& flags) {
-  const std::vector<uint64_t> seeds =
-      OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
+  const std::vector<uint64_t> seeds = SeedsFlag(flags);
   const int threads = flags.count("threads") ? std::stoi(flags.at("threads")) : 2;
   const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kShared + "/reference/fgd-results.md"));
   std::vector<std::string> workloads = ListFlag(flags, "workloads", {});
@@ -161,8 +174,7 @@ int Table(const std::map<std::string, std::string>& flags) {
   const core::Cluster cluster = LoadCluster();
   std::map<std::string, std::vector<sim::PolicyRuns>> all;
   for (const std::string& w : workloads) {
-    const sim::PodTrace trace =
-        OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + w + ".csv"));
+    const sim::PodTrace trace = LoadPods(w);
     all[w] = OrDie(sim::RunFgdSeeds(cluster, trace, policies, seeds, 1.3, threads, nullptr));
     std::cerr << "fgd_bench: " << w << " done\n";
   }
@@ -282,12 +294,11 @@ EndState RunOne(const core::Cluster& cluster, const sim::PodTrace& trace, const 
 }
 
 int Holes(const std::map<std::string, std::string>& flags) {
-  const std::string workload = flags.count("workload") ? flags.at("workload") : "default";
-  const std::string policy = flags.count("policy") ? flags.at("policy") : "tessera";
+  const std::string workload = Flag(flags, "workload", "default");
+  const std::string policy = Flag(flags, "policy", "tessera");
   const uint64_t seed = flags.count("seed") ? std::stoull(flags.at("seed")) : 42;
   const core::Cluster cluster = LoadCluster();
-  const sim::PodTrace trace =
-      OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
+  const sim::PodTrace trace = LoadPods(workload);
   EndState end = RunOne(cluster, trace, policy, seed);
   std::cout << "## " << policy << " on " << workload << ", seed " << seed << ": allocation "
             << fmt::format("{:.2f}%", end.allocation) << "\n\n"
@@ -362,13 +373,11 @@ int Holes(const std::map<std::string, std::string>& flags) {
 // Per seed: what each policy leaves unallocated, and the least that any placement of the shares
 // it placed could leave (sim/packing_bound.h).
 int Bound(const std::map<std::string, std::string>& flags) {
-  const std::string workload = flags.count("workload") ? flags.at("workload") : "default";
-  const std::vector<uint64_t> seeds =
-      OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
+  const std::string workload = Flag(flags, "workload", "default");
+  const std::vector<uint64_t> seeds = SeedsFlag(flags);
   const std::vector<std::string> policies = ListFlag(flags, "policies", {"fgd", "tessera"});
   const core::Cluster cluster = LoadCluster();
-  const sim::PodTrace trace =
-      OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + workload + ".csv"));
+  const sim::PodTrace trace = LoadPods(workload);
   std::cout << "| policy | seed | allocation | unallocated GPUs | whole GPUs free | left beside "
                "shares | shares placed | least any placement of them leaves | best allocation "
                "with them |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -405,8 +414,7 @@ int Bound(const std::map<std::string, std::string>& flags) {
 // The most any policy could allocate on each seed's pod sequence (sim/protocol_bound.h), beside
 // tessera's run on the same sequence.
 int Ceiling(const std::map<std::string, std::string>& flags) {
-  const std::vector<uint64_t> seeds =
-      OrDie(sim::ParseSeeds(flags.count("seeds") ? flags.at("seeds") : "42-51"));
+  const std::vector<uint64_t> seeds = SeedsFlag(flags);
   const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kShared + "/reference/fgd-results.md"));
   std::vector<std::string> workloads = ListFlag(flags, "workloads", {"default"});
   if (workloads == std::vector<std::string>{"all"}) {
@@ -425,8 +433,7 @@ int Ceiling(const std::map<std::string, std::string>& flags) {
   std::string detail;
   std::vector<double> first_ceilings;  // per seed, for the first workload
   for (const std::string& w : workloads) {
-    const sim::PodTrace trace =
-        OrDie(sim::ReadAlibabaPods(kTraceDir + "openb_pod_list_" + w + ".csv"));
+    const sim::PodTrace trace = LoadPods(w);
     const std::vector<core::TypicalTask> typical = sim::TraceTypicalTasks(trace, cluster);
     Row row{w};
     const double n = static_cast<double>(seeds.size());
