@@ -1,12 +1,12 @@
 # The two Quick-start commands (see README.md):
 #   make run    set up, build (release) and run `tessera simulate` on its embedded default
 #   make test   set up, build (dev), build the test control plane, and run every test
-# Others: make build, make test-unit (no control plane), make bench, make asan, make fuzz.
+# Others: make build, make test-unit (no control plane), make bench, make asan, make tsan, make fuzz.
 
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: setup build run dev test test-unit controlplane bench asan fuzz clean
+.PHONY: setup build run dev test test-unit controlplane bench asan tsan fuzz clean
 
 setup:
 	./scripts/setup.sh
@@ -38,6 +38,12 @@ asan: setup
 	cmake --preset asan-ubsan >/dev/null
 	cmake --build --preset asan-ubsan -j $(JOBS)
 	ctest --preset asan-ubsan -j $(JOBS)
+
+# ThreadSanitizer over the tests labelled `tsan` (the multi-threaded parts).
+tsan: setup
+	cmake --preset tsan >/dev/null
+	cmake --build --preset tsan -j $(JOBS)
+	ctest --preset tsan -j $(JOBS)
 
 fuzz: setup
 	cmake --preset fuzz >/dev/null
