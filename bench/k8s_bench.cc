@@ -27,6 +27,7 @@
 #include "k8s/client/informer.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
+#include "records/names.h"
 
 namespace tessera::k8s {
 namespace {
@@ -121,8 +122,8 @@ int CreatePods(ApiClient& client, const std::string& ns, int count, const std::s
   for (int i = 0; i < count; ++i) {
     testing::PodObject p(ns, StrCat(prefix, "-", i));
     p.Scheduler(scheduler).Request("cpu", "100m").Request("memory", "128Mi");
-    if (!gpu.empty()) p.Limit("tessera.dev/gpu", gpu);
-    if (!gpu_memory.empty()) p.Limit("tessera.dev/gpu-memory", gpu_memory);
+    if (!gpu.empty()) p.Limit(std::string(records::kGpuResource), gpu);
+    if (!gpu_memory.empty()) p.Limit(std::string(records::kGpuMemoryResource), gpu_memory);
     json pod = p.Json();
     pod.erase("status");
     runner.Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", ns, "/pods"), pod.dump(),

@@ -9,9 +9,9 @@ namespace tessera::core {
 std::vector<TopologyLevel> DefaultTopologyLevels() {
   return {
       {std::string(kNvlinkDomainLevel), std::string(kNvlinkDomainLabel)},
-      {"rack", "tessera.dev/rack"},
-      {"block", "tessera.dev/block"},
-      {"zone", "topology.kubernetes.io/zone"},
+      {"rack", std::string(kRackLabel)},
+      {"block", std::string(kBlockLabel)},
+      {"zone", std::string(kZoneLabel)},
   };
 }
 

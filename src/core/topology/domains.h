@@ -20,6 +20,9 @@ namespace tessera::core {
 
 inline constexpr std::string_view kNvlinkDomainLevel = "nvlink-domain";
 inline constexpr std::string_view kNvlinkDomainLabel = "tessera.dev/nvlink-domain";
+inline constexpr std::string_view kRackLabel = "tessera.dev/rack";
+inline constexpr std::string_view kBlockLabel = "tessera.dev/block";
+inline constexpr std::string_view kZoneLabel = "topology.kubernetes.io/zone";
 
 struct TopologyLevel {
   std::string name;   // "rack"

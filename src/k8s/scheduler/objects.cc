@@ -8,6 +8,7 @@
 #include "core/model/cluster.h"
 #include "core/model/quantity.h"
 #include "records/inventory.h"
+#include "records/names.h"
 
 namespace tessera::k8s {
 namespace {
@@ -87,29 +88,30 @@ absl::StatusOr<Demand> ReadResources(const json& resources, const std::string& p
     if (auto v = read(requests, name)) return {v, "requests"};
     return {std::nullopt, ""};
   };
-  if (auto [text, list] = tessera(kGpuResource); text) {
+  if (auto [text, list] = tessera(records::kGpuResource); text) {
     absl::StatusOr<int64_t> v = core::ParseCount(*text);
-    if (!v.ok()) return bad(list, kGpuResource, *text, v.status());
+    if (!v.ok()) return bad(list, records::kGpuResource, *text, v.status());
     if (*v > core::kMaxGpusPerNode) {
-      return bad(list, kGpuResource, *text,
+      return bad(list, records::kGpuResource, *text,
                  absl::InvalidArgumentError(
                      StrCat("is more GPUs than a node can have (", core::kMaxGpusPerNode, ")")));
     }
     d.gpus = *v;
   }
-  if (auto [text, list] = tessera(kGpuMemoryResource); text) {
+  if (auto [text, list] = tessera(records::kGpuMemoryResource); text) {
     absl::StatusOr<int64_t> v = core::ParseMemoryMiB(*text, core::Rounding::kUp);
-    if (!v.ok()) return bad(list, kGpuMemoryResource, *text, v.status());
+    if (!v.ok()) return bad(list, records::kGpuMemoryResource, *text, v.status());
     if (*v <= 0) {
-      return bad(list, kGpuMemoryResource, *text, absl::InvalidArgumentError("must be positive"));
+      return bad(list, records::kGpuMemoryResource, *text,
+                 absl::InvalidArgumentError("must be positive"));
     }
     d.gpu_memory_mib = *v;
   }
-  if (auto [text, list] = tessera(kGpuComputeResource); text) {
+  if (auto [text, list] = tessera(records::kGpuComputeResource); text) {
     absl::StatusOr<int64_t> v = core::ParseCount(*text);
-    if (!v.ok()) return bad(list, kGpuComputeResource, *text, v.status());
+    if (!v.ok()) return bad(list, records::kGpuComputeResource, *text, v.status());
     if (*v < 1 || *v > 100) {
-      return bad(list, kGpuComputeResource, *text,
+      return bad(list, records::kGpuComputeResource, *text,
                  absl::InvalidArgumentError("must be a percentage of one GPU, 1..100"));
     }
     d.gpu_compute_pct = *v;
@@ -184,19 +186,20 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   r.memory_mib = d.memory_mib;
   const bool share = d.gpu_memory_mib > 0 || d.gpu_compute_pct > 0;
   if (d.gpus > 0 && share) {
-    return absl::InvalidArgumentError(StrCat(
-        "resources: ", kGpuResource, " (whole GPUs) cannot be combined with ", kGpuMemoryResource,
-        " or ", kGpuComputeResource, " (a share of one GPU) in one pod"));
+    return absl::InvalidArgumentError(
+        StrCat("resources: ", records::kGpuResource, " (whole GPUs) cannot be combined with ",
+               records::kGpuMemoryResource, " or ", records::kGpuComputeResource,
+               " (a share of one GPU) in one pod"));
   }
   if (d.gpu_compute_pct > 100) {
-    return absl::InvalidArgumentError(StrCat("resources: ", kGpuComputeResource, " adds up to ",
-                                             d.gpu_compute_pct,
+    return absl::InvalidArgumentError(StrCat("resources: ", records::kGpuComputeResource,
+                                             " adds up to ", d.gpu_compute_pct,
                                              "% over the pod's containers; a share is at most "
                                              "100% of one GPU"));
   }
   if (d.gpus > core::kMaxGpusPerNode) {
-    return absl::InvalidArgumentError(
-        StrCat("resources: ", kGpuResource, " adds up to ", d.gpus, ", more than a node can have"));
+    return absl::InvalidArgumentError(StrCat("resources: ", records::kGpuResource, " adds up to ",
+                                             d.gpus, ", more than a node can have"));
   }
   if (d.gpus > 0) {
     r.gpu = core::GpuAsk::Whole(static_cast<int32_t>(d.gpus));
@@ -204,12 +207,13 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
     r.gpu = core::GpuAsk::Share(d.gpu_memory_mib, static_cast<int32_t>(d.gpu_compute_pct * 10));
   }
 
-  std::optional<std::string> topology = annotation(kTopologyAnnotation);
-  std::optional<std::string> mode = annotation(kTopologyModeAnnotation);
+  std::optional<std::string> topology = annotation(records::kTopologyAnnotation);
+  std::optional<std::string> mode = annotation(records::kTopologyModeAnnotation);
   if (topology) {
     if (r.gpu.kind != core::GpuAsk::Kind::kWhole) {
-      return AnnotationError(kTopologyAnnotation, *topology,
-                             StrCat("is only for pods asking whole GPUs (", kGpuResource, ")"));
+      return AnnotationError(
+          records::kTopologyAnnotation, *topology,
+          StrCat("is only for pods asking whole GPUs (", records::kGpuResource, ")"));
     }
     if (*topology == "nvlink") {
       r.gpu.topology = core::GpuTopology::kNvLink;
@@ -220,62 +224,67 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
     } else if (*topology == "node") {
       r.gpu.topology = core::GpuTopology::kAny;
     } else {
-      return AnnotationError(kTopologyAnnotation, *topology,
+      return AnnotationError(records::kTopologyAnnotation, *topology,
                              "is not one of: nvlink, pcie-switch, numa, node");
     }
   }
   if (mode) {
     if (!topology) {
-      return AnnotationError(kTopologyModeAnnotation, *mode, StrCat("needs ", kTopologyAnnotation));
+      return AnnotationError(records::kTopologyModeAnnotation, *mode,
+                             StrCat("needs ", records::kTopologyAnnotation));
     }
     if (*mode != "required" && *mode != "preferred") {
-      return AnnotationError(kTopologyModeAnnotation, *mode, "is not required or preferred");
+      return AnnotationError(records::kTopologyModeAnnotation, *mode,
+                             "is not required or preferred");
     }
     r.gpu.topology_required = *mode == "required";
   }
 
-  std::optional<std::string> gang = annotation(kGangAnnotation);
-  std::optional<std::string> gang_size = annotation(kGangSizeAnnotation);
-  std::optional<std::string> gang_topology = annotation(kGangTopologyAnnotation);
-  std::optional<std::string> gang_mode = annotation(kGangTopologyModeAnnotation);
+  std::optional<std::string> gang = annotation(records::kGangAnnotation);
+  std::optional<std::string> gang_size = annotation(records::kGangSizeAnnotation);
+  std::optional<std::string> gang_topology = annotation(records::kGangTopologyAnnotation);
+  std::optional<std::string> gang_mode = annotation(records::kGangTopologyModeAnnotation);
   if (gang) {
-    if (gang->empty()) return AnnotationError(kGangAnnotation, *gang, "must name the gang");
+    if (gang->empty())
+      return AnnotationError(records::kGangAnnotation, *gang, "must name the gang");
     if (!gang_size) {
-      return absl::InvalidArgumentError(StrCat("metadata.annotations[", kGangSizeAnnotation,
+      return absl::InvalidArgumentError(StrCat("metadata.annotations[",
+                                               records::kGangSizeAnnotation,
                                                "]: missing; a gang needs its size"));
     }
     absl::StatusOr<int64_t> size = core::ParseCount(*gang_size);
-    if (!size.ok() || *size < 1 || *size > kMaxGangSize) {
-      return AnnotationError(kGangSizeAnnotation, *gang_size,
-                             StrCat("is not a whole number 1..", kMaxGangSize));
+    if (!size.ok() || *size < 1 || *size > records::kMaxGangSize) {
+      return AnnotationError(records::kGangSizeAnnotation, *gang_size,
+                             StrCat("is not a whole number 1..", records::kMaxGangSize));
     }
     core::GangAsk g;
     g.name = *gang;
     g.size = static_cast<int32_t>(*size);
     if (gang_topology) {
       if (gang_topology->empty()) {
-        return AnnotationError(kGangTopologyAnnotation, *gang_topology, "must name a level");
+        return AnnotationError(records::kGangTopologyAnnotation, *gang_topology,
+                               "must name a level");
       }
       g.level = *gang_topology;
       g.required = true;
     }
     if (gang_mode) {
       if (!gang_topology) {
-        return AnnotationError(kGangTopologyModeAnnotation, *gang_mode,
-                               StrCat("needs ", kGangTopologyAnnotation));
+        return AnnotationError(records::kGangTopologyModeAnnotation, *gang_mode,
+                               StrCat("needs ", records::kGangTopologyAnnotation));
       }
       if (*gang_mode != "required" && *gang_mode != "preferred") {
-        return AnnotationError(kGangTopologyModeAnnotation, *gang_mode,
+        return AnnotationError(records::kGangTopologyModeAnnotation, *gang_mode,
                                "is not required or preferred");
       }
       g.required = *gang_mode == "required";
     }
     r.gang = g;
   } else {
-    for (auto [k, v] : {std::pair{kGangSizeAnnotation, gang_size},
-                        std::pair{kGangTopologyAnnotation, gang_topology},
-                        std::pair{kGangTopologyModeAnnotation, gang_mode}}) {
-      if (v) return AnnotationError(k, *v, StrCat("needs ", kGangAnnotation));
+    for (auto [k, v] : {std::pair{records::kGangSizeAnnotation, gang_size},
+                        std::pair{records::kGangTopologyAnnotation, gang_topology},
+                        std::pair{records::kGangTopologyModeAnnotation, gang_mode}}) {
+      if (v) return AnnotationError(k, *v, StrCat("needs ", records::kGangAnnotation));
     }
   }
   return r;
@@ -369,7 +378,7 @@ void DecodePodInto(const json& pod, PodInfo* p) {
     p->priority = prio.get<int32_t>();
   }
   const json& annotations = Field(meta, "annotations");
-  if (const json& q = Field(annotations, kQueueAnnotation);
+  if (const json& q = Field(annotations, records::kQueueAnnotation);
       q.is_string() && !q.get<std::string>().empty()) {
     p->queue = q.get<std::string>();
   }

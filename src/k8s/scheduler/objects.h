@@ -28,20 +28,9 @@
 #include "core/model/request.h"
 #include "nlohmann/json.hpp"
 #include "records/assignment.h"
+#include "records/names.h"
 
 namespace tessera::k8s {
-
-inline constexpr std::string_view kGpuResource = "tessera.dev/gpu";
-inline constexpr std::string_view kGpuMemoryResource = "tessera.dev/gpu-memory";
-inline constexpr std::string_view kGpuComputeResource = "tessera.dev/gpu-compute";
-inline constexpr std::string_view kTopologyAnnotation = "tessera.dev/topology";
-inline constexpr std::string_view kTopologyModeAnnotation = "tessera.dev/topology-mode";
-inline constexpr std::string_view kGangAnnotation = "tessera.dev/gang";
-inline constexpr std::string_view kGangSizeAnnotation = "tessera.dev/gang-size";
-inline constexpr std::string_view kGangTopologyAnnotation = "tessera.dev/gang-topology";
-inline constexpr std::string_view kGangTopologyModeAnnotation = "tessera.dev/gang-topology-mode";
-inline constexpr std::string_view kQueueAnnotation = "tessera.dev/queue";
-inline constexpr int kMaxGangSize = 10'000;
 
 // Where a pod may go, as kube-scheduler's NodeUnschedulable, TaintToleration (NoSchedule and
 // NoExecute) and NodeAffinity (spec.nodeSelector, required node affinity) filters decide.

@@ -577,7 +577,7 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
     ms.stage = Stage::kBadInput;
     if (metrics_ != nullptr) metrics_->failed_invalid_pod++;
     Report(ms, "Unschedulable",
-           StrCat("invalid pod: metadata.annotations[", kGangSizeAnnotation,
+           StrCat("invalid pod: metadata.annotations[", records::kGangSizeAnnotation,
                   "]: ", ms.info->request.gang->size, " differs from ", g.size,
                   ", the size other members of gang ", gang_key, " give"));
   }

@@ -13,6 +13,7 @@
 #include "core/model/node.h"
 #include "nlohmann/json.hpp"
 #include "records/inventory.h"
+#include "records/names.h"
 
 namespace tessera::k8s::testing {
 
@@ -67,7 +68,7 @@ class NodeObject {
     }
     nlohmann::json resources = {{"cpu", cpu_}, {"memory", memory_}, {"pods", "110"}};
     if (has_inventory_) {
-      resources[std::string("tessera.dev/gpu")] = std::to_string(inventory_.gpus.size());
+      resources[std::string(records::kGpuResource)] = std::to_string(inventory_.gpus.size());
     }
     return {{"apiVersion", "v1"},
             {"kind", "Node"},
@@ -101,9 +102,9 @@ class PodObject {
     return *this;
   }
   PodObject& Gang(const std::string& name, int size, const std::string& topology = "") {
-    Annotation("tessera.dev/gang", name);
-    Annotation("tessera.dev/gang-size", std::to_string(size));
-    if (!topology.empty()) Annotation("tessera.dev/gang-topology", topology);
+    Annotation(std::string(records::kGangAnnotation), name);
+    Annotation(std::string(records::kGangSizeAnnotation), std::to_string(size));
+    if (!topology.empty()) Annotation(std::string(records::kGangTopologyAnnotation), topology);
     return *this;
   }
   PodObject& Scheduler(std::string name) {

@@ -1,0 +1,47 @@
+// The names of the Kubernetes-facing contract (DESIGN.md "Kubernetes-facing contract"): extended
+// resources, pod annotations and node labels. One home for them, so that every side of the
+// contract (the scheduler, the node agent, tests, benchmarks) spells them the same way without
+// linking another's code. The records' own annotations are declared beside their formats:
+// kInventoryAnnotation (records/inventory.h) and kAssignmentAnnotation (records/assignment.h);
+// both are included here.
+#pragma once
+
+#include <string_view>
+
+#include "core/topology/domains.h"
+#include "records/assignment.h"
+#include "records/inventory.h"
+
+namespace tessera::records {
+
+// Extended resources, in a container's resources.limits (or requests). Nodes advertise the same
+// names in status.capacity/allocatable so that kubelet admission accounts them.
+inline constexpr std::string_view kGpuResource = "tessera.dev/gpu";                 // whole GPUs
+inline constexpr std::string_view kGpuMemoryResource = "tessera.dev/gpu-memory";    // a share
+inline constexpr std::string_view kGpuComputeResource = "tessera.dev/gpu-compute";  // percent
+
+// Pod annotations: intent beyond the resources.
+// nvlink | pcie-switch | numa | node, for pods asking several whole GPUs.
+inline constexpr std::string_view kTopologyAnnotation = "tessera.dev/topology";
+// required | preferred (default preferred).
+inline constexpr std::string_view kTopologyModeAnnotation = "tessera.dev/topology-mode";
+// A MIG instance of this profile ("1g.10gb") on a MIG-enabled GPU, instead of tessera.dev/gpu.
+inline constexpr std::string_view kMigAnnotation = "tessera.dev/mig";
+// The GPU models the pod accepts, comma-separated ("A100-80GB,H100-80GB"); absent: any model.
+inline constexpr std::string_view kGpuModelAnnotation = "tessera.dev/gpu-model";
+inline constexpr std::string_view kGangAnnotation = "tessera.dev/gang";           // gang name
+inline constexpr std::string_view kGangSizeAnnotation = "tessera.dev/gang-size";  // 1..10000
+// A topology level ("nvlink-domain", "rack", ...) the whole gang stays inside.
+inline constexpr std::string_view kGangTopologyAnnotation = "tessera.dev/gang-topology";
+// required | preferred (default required).
+inline constexpr std::string_view kGangTopologyModeAnnotation = "tessera.dev/gang-topology-mode";
+inline constexpr std::string_view kQueueAnnotation = "tessera.dev/queue";  // queue name
+inline constexpr int kMaxGangSize = 10'000;
+
+// Node labels: the default gang topology levels (core/topology/domains.h owns the defaults).
+inline constexpr std::string_view kNvlinkDomainLabel = core::kNvlinkDomainLabel;
+inline constexpr std::string_view kRackLabel = core::kRackLabel;
+inline constexpr std::string_view kBlockLabel = core::kBlockLabel;
+inline constexpr std::string_view kZoneLabel = core::kZoneLabel;
+
+}  // namespace tessera::records
