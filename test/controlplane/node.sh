@@ -172,6 +172,9 @@ evictionHard: {memory.available: 50Mi, nodefs.available: "1%", imagefs.available
 registerNode: true
 serializeImagePulls: false
 nodeStatusUpdateFrequency: 2s      # allocatable shows a device plugin's resource within ~2 s
+# Otherwise the kubelet adds KUBE-FIREWALL (a DROP rule in INPUT and OUTPUT) and canary chains
+# to the host's iptables, which nothing here needs (no kube-proxy) and nothing would remove.
+makeIPTablesUtilChains: false
 featureGates:
 $gates
 EOF
@@ -369,6 +372,7 @@ TESSERA_NODE_DIR=$n
 TESSERA_FAKE_GPUS=$([[ -n $gpus ]] && echo "$n/gpus.json")
 TESSERA_FAKE_DEV_DIR=$n/dev
 KUBECONFIG=$dir/kubeconfig
+KUBECACHEDIR=$dir/kube-cache
 CONTAINERD_ADDRESS=/run/containerd/containerd.sock
 CONTAINERD_NAMESPACE=k8s.io
 PATH=$bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}

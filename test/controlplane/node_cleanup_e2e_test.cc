@@ -74,6 +74,24 @@ std::map<std::string, std::string> SavedSysctls() {
   return m;
 }
 
+// The host's iptables rules, IPv4 and IPv6, without comments and counters ("" without the
+// tools). The kubelets must not add any (makeIPTablesUtilChains: false), nor the CNI bridge
+// (ipMasq: false).
+std::string IptablesRules() {
+  std::string all;
+  for (const char* tool : {"iptables-save", "ip6tables-save"}) {
+    CommandResult r = RunCommand({tool});
+    if (!r.ok()) continue;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      if (line[0] == ':') line = line.substr(0, line.rfind(' '));  // ":CHAIN POLICY [p:b]"
+      all += line + "\n";
+    }
+  }
+  return all;
+}
+
 std::set<std::string> RegisteredInstances() {
   std::set<std::string> ids;
   std::error_code ec;
@@ -212,6 +230,7 @@ void ExpectHostRestored(const std::map<std::string, std::string>& baseline,
 TEST(NodeCleanup, StopLeavesNothingOnTheHost) {
   const auto baseline = HostBaseline();
   const auto mount_points = MountPointsExist();
+  const std::string iptables = IptablesRules();
   auto started = ControlPlane::Start(OneNode("solo"));
   ASSERT_TRUE(started.ok()) << started.status();
   ControlPlane& cp = **started;
@@ -227,14 +246,16 @@ TEST(NodeCleanup, StopLeavesNothingOnTheHost) {
   EXPECT_EQ(Sysctl("net.ipv4.ip_forward"), "1");
   EXPECT_EQ(SavedSysctls(), baseline);
   EXPECT_TRUE(RegisteredInstances().count(trace.instance));
-  // Nothing of the node is mounted in the host's namespace.
+  // Nothing of the node is mounted in the host's namespace; no firewall rule was added.
   EXPECT_EQ(ReadFile("/proc/self/mountinfo").find(cp.dir() + "/"), std::string::npos);
+  EXPECT_EQ(IptablesRules(), iptables);
 
   ASSERT_TRUE(cp.Stop().ok());
   EXPECT_THAT(
       Leftovers(trace.dir, trace.instance, trace.bridges, trace.veths, trace.mount_namespaces),
       IsEmpty());
   ExpectHostRestored(baseline, mount_points);
+  EXPECT_EQ(IptablesRules(), iptables);
   std::filesystem::remove_all(cp.dir());
 }
 
