@@ -9,7 +9,8 @@
 #                        [--nodes N] [--node NAME] [--gpus FILE] [--label KEY=VALUE]
 #   cluster.sh stop DIR        stop exactly what `start DIR` started; check nothing is left
 #   cluster.sh status DIR      list the recorded processes; exit 0 only if all of them run
-#   cluster.sh env DIR         print shell exports (KUBECONFIG, PATH with kubectl first)
+#   cluster.sh env DIR         print shell exports (KUBECONFIG, KUBECACHEDIR, PATH with kubectl
+#                              first)
 #   cluster.sh bin-dir         print the folder holding the built binaries
 #
 # Nodes (need root; see README.md, "Nodes"):
@@ -614,6 +615,8 @@ env_cluster() {
   [[ -f $dir/cluster.env ]] || die "no control plane started in $dir"
   b=$(sed -n 's/^bin_dir=//p' "$dir/cluster.env")
   echo "export KUBECONFIG='$dir/kubeconfig'"
+  # kubectl's discovery cache inside DIR, not one more folder per port in ~/.kube/cache.
+  echo "export KUBECACHEDIR='$dir/kube-cache'"
   echo "export PATH='$b':\"\$PATH\""
 }
 

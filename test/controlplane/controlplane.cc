@@ -486,6 +486,8 @@ CommandResult ControlPlane::Kubectl(const std::vector<std::string>& args,
   CommandOptions options;
   options.stdin_data = std::string(stdin_data);
   options.timeout = std::chrono::seconds(120);
+  // kubectl's discovery cache goes with the control plane, not to ~/.kube/cache/<host_port>.
+  options.env = {{"KUBECACHEDIR", dir_ + "/kube-cache"}};
   return RunCommand(argv, options);
 }
 
@@ -532,6 +534,7 @@ void ControlPlaneEnvironment::SetUp() {
   std::string new_path = g_shared->bin_dir() + (path && *path ? std::string(":") + path : "");
   setenv("PATH", new_path.c_str(), 1);
   setenv("KUBECONFIG", g_shared->kubeconfig().c_str(), 1);
+  setenv("KUBECACHEDIR", (g_shared->dir() + "/kube-cache").c_str(), 1);
 }
 
 void ControlPlaneEnvironment::TearDown() {

@@ -205,8 +205,9 @@ std::string ClusterScript();
 bool ProcessAlive(pid_t pid);
 
 // Starts one control plane for the test binary (SetUp), puts its kubectl first on PATH and sets
-// KUBECONFIG for the tests and their children, and stops it (TearDown). tessera_e2e_test's main
-// registers it; a test binary with its own main can do the same with
+// KUBECONFIG (and KUBECACHEDIR, inside its folder) for the tests and their children, and stops it
+// (TearDown). tessera_e2e_test's main registers it; a test binary with its own main can do the same
+// with
 // ::testing::AddGlobalTestEnvironment(new ControlPlaneEnvironment(options)).
 class ControlPlaneEnvironment : public ::testing::Environment {
  public:
