@@ -8,7 +8,8 @@
 #   and the node agent kubelet, from the Go modules pinned in go.mod/go.sum;
 # - the container runtime: containerd, containerd-shim-runc-v2 and ctr, from the separate
 #   module in containerd/ (its requirements must not move the Kubernetes pins);
-# - the test device plugin and DRA kubelet plugin in plugins/ (Go, against the same pins);
+# - the test device plugin and DRA kubelet plugin in plugins/ (Go, against the same pins), and
+#   the test NRI plugin in containerd/nriplugin (against containerd's);
 # - pause, compiled static from Kubernetes' build/pause/linux/pause.c with the system's gcc;
 # - images/pause.tar (tessera.local/pause:3.10.2) and images/busybox.tar
 #   (tessera.local/busybox:1, Debian's static busybox), written as OCI archives by hand: nodes
@@ -36,7 +37,7 @@ cp_root=$cache_root/controlplane
 jobs=${TESSERA_BUILD_JOBS:-2}
 components=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet
             containerd containerd-shim-runc-v2 ctr tessera-test-device-plugin
-            tessera-test-dra-plugin pause)
+            tessera-test-dra-plugin tessera-test-nri-plugin pause)
 images=(pause busybox)
 busybox=/bin/busybox   # Debian's busybox-static
 
@@ -59,7 +60,7 @@ busybox_version=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null) && [
 export GOTOOLCHAIN=local
 go_version=$(go env GOVERSION)
 key=$( { cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/containerd/go.sum";
-         find "$here/plugins" -type f -name '*.go' | LC_ALL=C sort | xargs cat;
+         find "$here/plugins" "$here/containerd" -type f -name '*.go' | LC_ALL=C sort | xargs cat;
          grep -v '^[[:space:]]*#' "$here/build.sh";
          echo "$go_version"; go env GOOS GOARCH; gcc -dumpfullversion; echo "$busybox_version";
        } | sha256sum | cut -c1-16)
@@ -113,7 +114,7 @@ echo "controlplane: the first build on a machine downloads ~1.2 GB of modules an
 echo "controlplane: packages (~20 minutes on 2 cores, ~6 GB of cache); later runs take a second"
 echo "controlplane: [0/9] downloading the modules the programs import"
 nice -n 10 go list -deps tool ./plugins/... >/dev/null
-(cd containerd && nice -n 10 go list -deps tool >/dev/null)
+(cd containerd && nice -n 10 go list -deps tool ./nriplugin >/dev/null)
 k8s_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 etcd_version=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 containerd_version=$(cd containerd && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
@@ -153,7 +154,7 @@ for c in etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kube
 done
 
 t=$SECONDS
-step 7 "containerd $containerd_version, containerd-shim-runc-v2, ctr (containerd/go.mod)"
+step 7 "containerd $containerd_version, containerd-shim-runc-v2, ctr, test NRI plugin (containerd/go.mod)"
 # Stamped as containerd's Makefile does; without it the binaries report 2.4.x+unknown.
 cldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version"
 cldflags+=" -X github.com/containerd/containerd/v2/version.Revision=tessera-test"
@@ -161,6 +162,8 @@ for c in containerd containerd-shim-runc-v2 ctr; do
   (cd containerd && nice -n 10 go build -p "$jobs" -trimpath -ldflags "$cldflags" \
     -o "$out/bin.tmp/$c" "github.com/containerd/containerd/v2/cmd/$c")
 done
+(cd containerd && nice -n 10 go build -p "$jobs" -trimpath -ldflags "-s -w" \
+  -o "$out/bin.tmp/tessera-test-nri-plugin" ./nriplugin)
 step 7 "containerd done in $((SECONDS - t))s"
 
 t=$SECONDS

@@ -369,6 +369,54 @@ TEST(Dra, AClaimsCdiDeviceReachesTheContainer) {
   EXPECT_FALSE(std::filesystem::exists(b.cdi_dir + "/dra.example.tessera.dev_thing.json"));
 }
 
+// The path a node agent can deliver a pod's GPUs by: an NRI plugin on the node's socket sees the
+// pod sandbox's annotations at CreateContainer and adjusts the container; it reconnects when
+// containerd restarts.
+TEST(Nri, APluginSeesThePodsAnnotationAndAdjustsTheContainer) {
+  ControlPlane& cp = ControlPlane::Shared();
+  const Node& a = NodeA();
+  auto pid = cp.NodeSpawn(a.name, "nri-plugin", {cp.bin_dir() + "/tessera-test-nri-plugin"});
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  // containerd logs: plugin "50-tessera-test" connected and synchronized.
+  const std::string synchronized = "50-tessera-test\\\" connected and synchronized";
+  auto wait_for_log = [](const std::string& path, const std::string& text, int count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (CountInFile(path, text) < count && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+    return CountInFile(path, text) >= count;
+  };
+  ASSERT_TRUE(wait_for_log(a.dir + "/containerd.log", synchronized, 1))
+      << ReadFile(a.dir + "/nri-plugin.log");
+
+  const std::string ns = "nri";
+  CreateNamespace(ns);
+  const std::string assignment = R"({"gpus":[{"index":2,"uuid":"GPU-x"}]})";
+  auto run = [&](const std::string& name, bool annotated) {
+    json p = TestPod(name, ns, a.name,
+                     "echo \"got=$TESSERA_TEST_NRI_ASSIGNMENT\" >/dev/termination-log");
+    if (annotated) p["metadata"]["annotations"] = {{"tessera.dev/assignment", assignment}};
+    Create(p);
+    return WaitForPod(cp, ns, name, PodFinished);
+  };
+  json pod = run("annotated", true);
+  ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded") << pod["status"].dump(2);
+  EXPECT_EQ(TerminationMessage(pod), "got=" + assignment + "\n");
+  pod = run("plain", false);
+  EXPECT_EQ(TerminationMessage(pod), "got=\n");
+  EXPECT_EQ(CountInFile(a.dir + "/nri-plugin.log", "CreateContainer nri/annotated/main"), 1);
+
+  // containerd restarts; the plugin connects again and keeps adjusting.
+  ASSERT_TRUE(cp.NodeRestart(a.name, "containerd").ok());
+  // (containerd's log is appended to across restarts.)
+  ASSERT_TRUE(wait_for_log(a.dir + "/containerd.log", synchronized, 2))
+      << ReadFile(a.dir + "/nri-plugin.log");
+  pod = run("annotated-after-restart", true);
+  ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded") << pod["status"].dump(2);
+  EXPECT_EQ(TerminationMessage(pod), "got=" + assignment + "\n");
+  ASSERT_TRUE(cp.NodeKill(a.name, "nri-plugin").ok());
+}
+
 TEST(Nodes, ContainerdRestartKeepsTheNodeWorking) {
   ControlPlane& cp = ControlPlane::Shared();
   ASSERT_TRUE(cp.NodeRestart("node-b", "containerd").ok());

@@ -1,5 +1,6 @@
 // containerd for the test nodes (see ../README.md), in a module of its own so that its
-// requirements never move the Kubernetes pins of ../go.mod. build.sh builds these tools.
+// requirements never move the Kubernetes pins of ../go.mod. build.sh builds these tools and the
+// test NRI plugin in nriplugin/.
 module tessera.dev/test/controlplane/containerd
 
 go 1.26.6
@@ -9,6 +10,8 @@ tool (
 	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
 	github.com/containerd/containerd/v2/cmd/ctr
 )
+
+require github.com/containerd/nri v0.12.3
 
 require (
 	cyphar.com/go-pathrs v0.2.5 // indirect
@@ -39,7 +42,6 @@ require (
 	github.com/containerd/imgcrypt/v2 v2.0.3 // indirect
 	github.com/containerd/log v0.2.0 // indirect
 	github.com/containerd/log/otel v0.1.0 // indirect
-	github.com/containerd/nri v0.12.3 // indirect
 	github.com/containerd/otelttrpc v0.1.0 // indirect
 	github.com/containerd/platforms v1.0.0-rc.5 // indirect
 	github.com/containerd/plugin v1.1.0 // indirect
