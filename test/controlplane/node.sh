@@ -164,6 +164,7 @@ healthzBindAddress: 127.0.0.1
 healthzPort: $healthz
 readOnlyPort: 0
 podLogsDir: $n/pod-logs
+volumePluginDir: $n/volume-plugins   # else the kubelet creates /usr/libexec/kubernetes/...
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}
 imageGCHighThresholdPercent: 100   # never remove the imported images
@@ -280,6 +281,7 @@ launch_svc() {
   setsid "$self" _node_enter "$n" "$holder" "$n/svc/$name.env" -- "$@" </dev/null \
     >>"$n/$name.log" 2>&1 &
   local pid=$!
+  disown "$pid"   # no "Killed" notice from this shell when a stop kills it
   echo "$pid $(start_time "$pid")" >"$n/svc/$name.pid"
 }
 
@@ -406,7 +408,7 @@ start_kubelet() {
   labels=$(node_fact "$n" labels)
   args=("$bin/kubelet" --config="$n/kubelet-config.yaml" --kubeconfig="$dir/kubeconfig"
         --root-dir=/var/lib/kubelet --cert-dir=/var/lib/kubelet/pki --hostname-override="$name"
-        --volume-plugin-dir="$n/volume-plugins" --v=2)
+        --v=2)
   [[ -z $labels ]] || args+=(--node-labels="$labels")
   launch_svc "$n" kubelet "${args[@]}"
 }

@@ -235,6 +235,12 @@ TEST(NodeCleanup, StopLeavesNothingOnTheHost) {
   ASSERT_TRUE(started.ok()) << started.status();
   ControlPlane& cp = **started;
   RunBridgedPod(cp, "solo", "cleanup");
+  // A spawned process that ignores SIGTERM, and one that node-exec left behind in a new session.
+  auto stubborn =
+      cp.NodeSpawn("solo", "stubborn", {"sh", "-c", "trap '' TERM; while :; do sleep 1; done"});
+  ASSERT_TRUE(stubborn.ok()) << stubborn.status();
+  ASSERT_TRUE(
+      cp.NodeExec("solo", {"sh", "-c", "setsid sleep 3600 </dev/null >/dev/null 2>&1 &"}).ok());
   Trace trace = TraceOf(cp);
   ASSERT_FALSE(trace.veths.empty());
   ASSERT_FALSE(
@@ -257,6 +263,40 @@ TEST(NodeCleanup, StopLeavesNothingOnTheHost) {
   ExpectHostRestored(baseline, mount_points);
   EXPECT_EQ(IptablesRules(), iptables);
   std::filesystem::remove_all(cp.dir());
+}
+
+// A start that fails half-way (the kubelet refuses a label in the kubernetes.io namespace) says
+// why and stops what it started.
+TEST(NodeCleanup, AFailedStartLeavesNothing) {
+  const auto baseline = HostBaseline();
+  const auto mount_points = MountPointsExist();
+  ControlPlaneOptions options = OneNode("refused");
+  options.nodes[0].labels = {{"kubernetes.io/not-allowed", "1"}};
+  char pattern[] = "/tmp/tessera-cp-failed-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  options.dir = pattern;
+  auto started = ControlPlane::Start(options);
+  ASSERT_FALSE(started.ok());
+  EXPECT_THAT(started.status().message(), ::testing::HasSubstr("kubelet exited during start"));
+  EXPECT_THAT(started.status().message(),
+              ::testing::HasSubstr("unknown 'kubernetes.io' or 'k8s.io' labels"));
+  // The node's facts stay in its folder; nothing of it runs or remains on the host.
+  std::istringstream env(ReadFile(options.dir + "/nodes/refused/node.env"));
+  Trace trace;
+  trace.dir = options.dir;
+  for (std::string line; std::getline(env, line);) {
+    if (line.rfind("cgroup_root=/tessera/", 0) == 0) {
+      trace.instance = line.substr(21, line.find('/', 21) - 21);
+    }
+    if (line.rfind("bridge=", 0) == 0) trace.bridges.push_back(line.substr(7));
+    if (line.rfind("mnt_ns=", 0) == 0) trace.mount_namespaces.push_back(line.substr(7));
+  }
+  ASSERT_FALSE(trace.instance.empty());
+  EXPECT_THAT(
+      Leftovers(trace.dir, trace.instance, trace.bridges, trace.veths, trace.mount_namespaces),
+      IsEmpty());
+  ExpectHostRestored(baseline, mount_points);
+  std::filesystem::remove_all(options.dir);
 }
 
 TEST(NodeCleanup, TwoInstancesShareTheHostValuesUntilTheLastStops) {
