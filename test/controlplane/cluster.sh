@@ -167,12 +167,22 @@ term_wait() {
   done
 }
 
+# stop_cluster DIR: the nodes (their kubelets are clients of the API server), then the control
+# plane.
 stop_cluster() {
+  local dir=$1 rc=0
+  stop_nodes "$dir" || { log "a node's state could not all be removed (see above)"; rc=1; }
+  if [[ -f $dir/pids ]]; then
+    stop_control_plane "$dir" || rc=1
+  elif ((rc == 0)); then
+    log "nothing recorded in $dir/pids"
+  fi
+  return $rc
+}
+
+# stop_control_plane DIR: the processes recorded in DIR/pids.
+stop_control_plane() {
   local dir=$1 grace=${TESSERA_CONTROLPLANE_STOP_GRACE:-10} name pid first=() last=() left
-  local nodes_rc=0
-  # The nodes first: their kubelets are clients of the API server.
-  stop_nodes "$dir" || { log "a node's state could not all be removed (see above)"; nodes_rc=1; }
-  [[ -f $dir/pids ]] || { ((nodes_rc)) || log "nothing recorded in $dir/pids"; return $nodes_rc; }
   # The API clients and the API server first, etcd after them (an API server whose etcd is
   # gone takes long to shut down), the watchdog last unless it is us.
   while read -r name pid; do
@@ -201,7 +211,6 @@ stop_cluster() {
     return 1
   fi
   mv "$dir/pids" "$dir/pids.stopped"
-  return $nodes_rc
 }
 
 # --- ports ---------------------------------------------------------------------------------
@@ -464,7 +473,7 @@ start_cluster() {
   dir=$1
   shift
   with_scheduler=0 with_kcm=0
-  node_names=() node_gpus=() node_labels=()
+  node_names=() node_gpus=() node_labels=() prepare_pids=()
   local owner="" group=() i count
   # add_nodes NAME...: new nodes; --gpus and --label apply to the last group added.
   add_nodes() {
@@ -540,24 +549,28 @@ start_cluster() {
   pki=$dir/pki
   make_pki "$pki"
 
+  if ((${#node_names[@]})); then
+    # From here on a failure (or SIGINT/SIGTERM) stops everything started so far.
+    trap 'start_failed' EXIT
+    trap 'exit 130' INT TERM
+    # The nodes' namespaces, containerd and images while the control plane comes up.
+    begin_nodes
+  fi
   local attempt rc
   for attempt in 1 2 3; do
     rc=0
     start_once "$t0" || rc=$?
     ((rc == 0)) && break
-    stop_cluster "$dir" >/dev/null 2>&1 || true
+    stop_control_plane "$dir" >/dev/null 2>&1 || true
     rm -f "$dir/pids.stopped"
     ((rc == 2)) || die "start failed; logs are in $dir"
   done
   ((rc == 0)) || die "start failed after $attempt attempts (ports kept clashing); logs in $dir"
 
   if ((${#node_names[@]})); then
-    # From here on a failure (or SIGINT/SIGTERM) stops everything started so far.
-    trap 'start_failed' EXIT
-    trap 'exit 130' INT TERM
     local cp_secs
     cp_secs=$(sed -n 's/^start_seconds=//p' "$dir/cluster.env")
-    start_nodes || exit 1
+    finish_nodes || exit 1
     trap - EXIT INT TERM
     sed -i "s/^start_seconds=.*/start_seconds=$(elapsed "$t0")/" "$dir/cluster.env"
     {
@@ -583,6 +596,9 @@ start_cluster() {
 
 start_failed() {
   log "start failed; stopping what was started (logs stay in $dir)"
+  # Node preparations still running would start processes behind the stop's back.
+  local p
+  for p in "${prepare_pids[@]}"; do wait "$p" 2>/dev/null || true; done
   stop_cluster "$dir" >&2 || true
 }
 

@@ -459,17 +459,29 @@ wait_nodes_ready() {
   done
 }
 
-# start_nodes: after the control plane is healthy. Globals: dir, bin, node_names, node_gpus,
-# node_labels (parallel arrays).
-start_nodes() {
-  local i n
+# begin_nodes: registers the instance and prepares every node in the background (all but the
+# kubelet, which needs the API server). Globals: dir, bin, node_names, node_gpus, node_labels
+# (parallel arrays); sets instance and prepare_pids.
+begin_nodes() {
+  local i
   instance=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
   echo "$instance" >"$dir/instance"
   host_register "$instance" "$dir" "$$" || die "cannot register with $host_state"
+  prepare_pids=()
   for i in "${!node_names[@]}"; do
-    prepare_node "$((i + 1))" "${node_names[$i]}" "${node_gpus[$i]}" "${node_labels[$i]}" ||
-      return 1
+    prepare_node "$((i + 1))" "${node_names[$i]}" "${node_gpus[$i]}" "${node_labels[$i]}" &
+    prepare_pids+=("$!")
   done
+}
+
+# finish_nodes: after the control plane is healthy: waits for the preparations, starts the
+# kubelets, waits until every node is Ready.
+finish_nodes() {
+  local i rc=0
+  for i in "${!prepare_pids[@]}"; do
+    wait "${prepare_pids[$i]}" || { log "node ${node_names[$i]} could not be prepared"; rc=1; }
+  done
+  ((rc == 0)) || return 1
   for i in "${!node_names[@]}"; do start_kubelet "$(node_dir "$dir" "${node_names[$i]}")"; done
   wait_nodes_ready "${node_names[@]}"
 }
