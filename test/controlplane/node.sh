@@ -26,7 +26,7 @@
 
 pause_image=tessera.local/pause:3.10.2
 test_image=tessera.local/busybox:1
-kubelet_grace=${TESSERA_NODE_STOP_GRACE:-5}
+node_grace=${TESSERA_NODE_STOP_GRACE:-5}
 node_name_re='^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'
 svc_name_re='^[A-Za-z0-9][A-Za-z0-9_.-]*$'
 
@@ -296,16 +296,14 @@ relaunch_svc() {
 # kill_svc N NAME [SIGNAL]: signals a service (default TERM) and waits until it is gone, with
 # SIGKILL after the grace period.
 kill_svc() {
-  local n=$1 name=$2 sig=${3:-TERM} pid
+  local n=$1 name=$2 sig=${3:-TERM} pid i
   pid=$(svc_pid "$n" "$name") || return 0
   kill -"$sig" "$pid" 2>/dev/null || true
-  term_wait "$kubelet_grace" "$pid" >/dev/null 2>&1 || true
-  if alive "$pid"; then
-    kill -KILL "$pid" 2>/dev/null || true
-    local i
-    for i in {1..50}; do alive "$pid" || break; sleep 0.1; done
-  fi
-  ! alive "$pid"
+  for ((i = 0; i < node_grace * 20; i++)); do alive "$pid" || return 0; sleep 0.05; done
+  log "node $(node_fact "$n" name): killing $name ($pid), still running ${node_grace}s after SIG$sig"
+  kill -KILL "$pid" 2>/dev/null || true
+  for i in {1..50}; do alive "$pid" || return 0; sleep 0.1; done
+  return 1
 }
 
 # wait_containerd N: until containerd answers on its socket (or died).
@@ -501,7 +499,7 @@ stop_node() {
     [[ $svc == ns || $svc == kubelet || $svc == containerd ]] && continue
     pid=$(svc_pid "$n" "$svc") && first+=("$pid")
   done
-  term_wait "$kubelet_grace" "${first[@]}"
+  term_wait "$node_grace" "${first[@]}"
   kill_svc "$n" kubelet || true
   kill_svc "$n" containerd || true
   # Shims, containers, the namespace holder and anything else left in the node's cgroups.
