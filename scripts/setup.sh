@@ -20,6 +20,9 @@ packages=(
   jq curl                # scripts
   clang libclang-rt-14-dev clang-format  # libFuzzer targets (fuzz preset), formatting
   golang-go              # only if no Go is on the machine; builds the test control plane
+  # The test nodes (test/controlplane): runc under containerd, the CNI bridge and host-local
+  # plugins, a static busybox for the test image, iproute2 to remove bridges on stop.
+  runc containernetworking-plugins busybox-static iproute2
 )
 
 missing=()

@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
-# Builds the test control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager,
-# kubectl) from the Go modules pinned in go.mod/go.sum, into a cache outside the source tree:
+# Builds the test cluster into a cache outside the source tree:
 #
-#   ${TESSERA_CACHE_DIR:-$HOME/.cache/tessera}/controlplane/<key>/bin
+#   ${TESSERA_CACHE_DIR:-$HOME/.cache/tessera}/controlplane/<key>/bin     the programs
+#   ${TESSERA_CACHE_DIR:-$HOME/.cache/tessera}/controlplane/<key>/images  two OCI image archives
 #
-# <key> hashes go.mod, go.sum, this script (less its comments) and the Go version, so a
-# second run with nothing changed finds the binaries and returns at once. The Go module and build caches live beside it
-# (controlplane/gomod, controlplane/gocache), so the cache folder is self-contained. The folder
-# controlplane/current is a symlink to the newest build; the three newest builds are kept. The
-# last line printed is the bin folder.
+# - the control plane: etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kubectl,
+#   and the node agent kubelet, from the Go modules pinned in go.mod/go.sum;
+# - the container runtime: containerd, containerd-shim-runc-v2 and ctr, from the separate
+#   module in containerd/ (its requirements must not move the Kubernetes pins);
+# - the test device plugin and DRA kubelet plugin in plugins/ (Go, against the same pins), and
+#   the test NRI plugin in containerd/nriplugin (against containerd's);
+# - pause, compiled static from Kubernetes' build/pause/linux/pause.c with the system's gcc;
+# - images/pause.tar (tessera.local/pause:3.10.2) and images/busybox.tar
+#   (tessera.local/busybox:1, Debian's static busybox), written as OCI archives by hand: nodes
+#   import them with ctr and never pull anything.
+# runc and the CNI plugins are Debian's (scripts/setup.sh installs them).
+#
+# <key> hashes go.mod, go.sum, containerd/go.{mod,sum}, the plugins' sources, this script (less
+# its comments), the Go and gcc versions and the busybox package's version, so a second run with
+# nothing changed finds the binaries and returns at once. The Go module and build caches live
+# beside it (controlplane/gomod, controlplane/gocache), so the cache folder is self-contained. The
+# folder controlplane/current is a symlink to the newest build; the three newest builds are kept.
+# The last line printed is the bin folder.
 #
 # Usage: build.sh [--print-bin-dir] [-h|--help]
 #   --print-bin-dir  print the bin folder this tree's sources map to and exit (builds nothing,
@@ -22,7 +35,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${TESSERA_CACHE_DIR:-${HOME:-/tmp}/.cache/tessera}
 cp_root=$cache_root/controlplane
 jobs=${TESSERA_BUILD_JOBS:-2}
-components=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl)
+components=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet
+            containerd containerd-shim-runc-v2 ctr tessera-test-device-plugin
+            tessera-test-dra-plugin tessera-test-nri-plugin pause)
+images=(pause busybox)
+busybox=/bin/busybox   # Debian's busybox-static
 
 die() { echo "build.sh: $*" >&2; exit 1; }
 
@@ -35,12 +52,18 @@ case "${1:-}" in
 esac
 
 command -v go >/dev/null || die "Go is not installed; run ./scripts/setup.sh"
+command -v gcc >/dev/null || die "gcc is not installed; run ./scripts/setup.sh"
+command -v jq >/dev/null || die "jq is not installed; run ./scripts/setup.sh"
+busybox_version=$(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null) && [[ -x $busybox ]] ||
+  die "Debian's busybox-static is not installed (the test image needs it); run ./scripts/setup.sh"
 # The machines' own Go builds this; never let go.mod switch toolchains behind our back.
 export GOTOOLCHAIN=local
 go_version=$(go env GOVERSION)
-key=$( { cat "$here/go.mod" "$here/go.sum"; grep -v '^[[:space:]]*#' "$here/build.sh";
-         echo "$go_version";
-         go env GOOS GOARCH; } | sha256sum | cut -c1-16)
+key=$( { cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/containerd/go.sum";
+         find "$here/plugins" "$here/containerd" -type f -name '*.go' | LC_ALL=C sort | xargs cat;
+         grep -v '^[[:space:]]*#' "$here/build.sh";
+         echo "$go_version"; go env GOOS GOARCH; gcc -dumpfullversion; echo "$busybox_version";
+       } | sha256sum | cut -c1-16)
 out=$cp_root/$key
 bin=$out/bin
 
@@ -48,6 +71,7 @@ complete() {
   [[ -f $out/.complete ]] || return 1
   local c
   for c in "${components[@]}"; do [[ -x $bin/$c ]] || return 1; done
+  for c in "${images[@]}"; do [[ -f $out/images/$c.tar ]] || return 1; done
 }
 
 if ((print_only)); then
@@ -86,13 +110,16 @@ cd "$here"
 
 t_start=$SECONDS
 echo "controlplane: building into $out (Go $go_version, $jobs jobs)"
-echo "controlplane: the first build on a machine downloads ~600 MB of modules and compiles ~2700"
-echo "controlplane: packages (~16 minutes on 2 cores, ~5 GB of cache); later runs take a second"
-echo "controlplane: [0/5] downloading the modules the five programs import"
-nice -n 10 go list -deps tool >/dev/null
+echo "controlplane: the first build on a machine downloads ~1.2 GB of modules and compiles ~3800"
+echo "controlplane: packages (~20 minutes on 2 cores, ~6 GB of cache); later runs take a second"
+echo "controlplane: [0/9] downloading the modules the programs import"
+nice -n 10 go list -deps tool ./plugins/... >/dev/null
+(cd containerd && nice -n 10 go list -deps tool ./nriplugin >/dev/null)
 k8s_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 etcd_version=$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
-echo "controlplane: modules ready after $((SECONDS - t_start))s (Kubernetes $k8s_version, etcd $etcd_version)"
+containerd_version=$(cd containerd && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
+echo "controlplane: modules ready after $((SECONDS - t_start))s (Kubernetes $k8s_version," \
+  "etcd $etcd_version, containerd $containerd_version)"
 
 # Version stamps as Kubernetes' hack/lib/version.sh sets them, so /version and kubectl version
 # report the real release instead of v0.0.0-master.
@@ -107,26 +134,114 @@ ldflags="-s -w$xflags"
 
 rm -rf "$out/bin.tmp"
 mkdir -p "$out/bin.tmp"
+# step N TEXT: a numbered progress line; steps time themselves with $SECONDS.
+step() { echo "controlplane: [$1/9] $2"; }
 declare -A pkgs=(
   [etcd]=go.etcd.io/etcd/server/v3
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kubectl]=k8s.io/kubernetes/cmd/kubectl
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
 )
 i=0
-for c in "${components[@]}"; do
+for c in etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet; do
   i=$((i + 1))
   t=$SECONDS
-  echo "controlplane: [$i/5] $c (${pkgs[$c]})"
+  step $i "$c (${pkgs[$c]})"
   nice -n 10 go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$out/bin.tmp/$c" "${pkgs[$c]}"
-  echo "controlplane: [$i/5] $c done in $((SECONDS - t))s"
+  step $i "$c done in $((SECONDS - t))s"
 done
 
-rm -rf "$bin"
+t=$SECONDS
+step 7 "containerd $containerd_version, containerd-shim-runc-v2, ctr, test NRI plugin (containerd/go.mod)"
+# Stamped as containerd's Makefile does; without it the binaries report 2.4.x+unknown.
+cldflags="-s -w -X github.com/containerd/containerd/v2/version.Version=$containerd_version"
+cldflags+=" -X github.com/containerd/containerd/v2/version.Revision=tessera-test"
+for c in containerd containerd-shim-runc-v2 ctr; do
+  (cd containerd && nice -n 10 go build -p "$jobs" -trimpath -ldflags "$cldflags" \
+    -o "$out/bin.tmp/$c" "github.com/containerd/containerd/v2/cmd/$c")
+done
+(cd containerd && nice -n 10 go build -p "$jobs" -trimpath -ldflags "-s -w" \
+  -o "$out/bin.tmp/tessera-test-nri-plugin" ./nriplugin)
+step 7 "containerd done in $((SECONDS - t))s"
+
+t=$SECONDS
+step 8 "test plugins (plugins/deviceplugin, plugins/draplugin)"
+nice -n 10 go build -p "$jobs" -trimpath -ldflags "-s -w" \
+  -o "$out/bin.tmp/tessera-test-device-plugin" ./plugins/deviceplugin
+nice -n 10 go build -p "$jobs" -trimpath -ldflags "-s -w" \
+  -o "$out/bin.tmp/tessera-test-dra-plugin" ./plugins/draplugin
+step 8 "test plugins done in $((SECONDS - t))s"
+
+# oci_image OUT NAME ROOTFS ENTRYPOINT_JSON [USER]: a one-layer OCI image archive (oci-layout,
+# index.json naming the image for `ctr images import`, uncompressed layer, config, manifest),
+# byte-for-byte reproducible: sorted entries, zero times, root ownership.
+oci_image() {
+  local out=$1 name=$2 rootfs=$3 entrypoint=$4 user=${5:-} work
+  work=$(mktemp -d "$out.XXXXXX")
+  mkdir -p "$work/blobs/sha256"
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$rootfs" \
+    -cf "$work/layer.tar" .
+  local layer_digest layer_size config config_digest manifest manifest_digest
+  layer_digest=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
+  layer_size=$(stat -c %s "$work/layer.tar")
+  mv "$work/layer.tar" "$work/blobs/sha256/$layer_digest"
+  config=$(jq -cn --arg diff "sha256:$layer_digest" --argjson ep "$entrypoint" --arg user "$user" \
+    '{architecture: "amd64", os: "linux", created: "1970-01-01T00:00:00Z",
+      config: ({Entrypoint: $ep, Env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}
+               + (if $user == "" then {} else {User: $user} end)),
+      rootfs: {type: "layers", diff_ids: [$diff]}}')
+  config_digest=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
+  printf '%s' "$config" >"$work/blobs/sha256/$config_digest"
+  manifest=$(jq -cn --arg c "sha256:$config_digest" --argjson cs "${#config}" \
+    --arg l "sha256:$layer_digest" --argjson ls "$layer_size" \
+    '{schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json",
+      config: {mediaType: "application/vnd.oci.image.config.v1+json", digest: $c, size: $cs},
+      layers: [{mediaType: "application/vnd.oci.image.layer.v1.tar", digest: $l, size: $ls}]}')
+  manifest_digest=$(printf '%s' "$manifest" | sha256sum | cut -d' ' -f1)
+  printf '%s' "$manifest" >"$work/blobs/sha256/$manifest_digest"
+  jq -cn --arg m "sha256:$manifest_digest" --argjson ms "${#manifest}" --arg name "$name" \
+    '{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
+      manifests: [{mediaType: "application/vnd.oci.image.manifest.v1+json", digest: $m,
+                   size: $ms, platform: {architecture: "amd64", os: "linux"},
+                   annotations: {"io.containerd.image.name": $name,
+                                 "org.opencontainers.image.ref.name": ($name | sub(".*:"; ""))}}]}' \
+    >"$work/index.json"
+  echo '{"imageLayoutVersion":"1.0.0"}' >"$work/oci-layout"
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" \
+    -cf "$out" oci-layout index.json blobs
+  rm -rf "$work"
+}
+
+t=$SECONDS
+step 9 "pause (static) and the images tessera.local/pause:3.10.2, tessera.local/busybox:1"
+pause_c=$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
+gcc -Os -static -Wall -DVERSION=v3.10.2-tessera -o "$out/bin.tmp/pause" "$pause_c"
+rm -rf "$out/images.tmp" "$out/rootfs.tmp"
+mkdir -p "$out/images.tmp" "$out/rootfs.tmp/pause" "$out/rootfs.tmp/busybox"
+cp "$out/bin.tmp/pause" "$out/rootfs.tmp/pause/pause"
+oci_image "$out/images.tmp/pause.tar" tessera.local/pause:3.10.2 "$out/rootfs.tmp/pause" \
+  '["/pause"]' 65535:65535
+bb=$out/rootfs.tmp/busybox
+mkdir -p "$bb/bin" "$bb/etc" "$bb/tmp" "$bb/proc" "$bb/sys" "$bb/dev" "$bb/root"
+chmod 1777 "$bb/tmp"
+cp "$busybox" "$bb/bin/busybox"
+for applet in $("$busybox" --list); do
+  [[ $applet == busybox ]] || ln -s busybox "$bb/bin/$applet"
+done
+printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$bb/etc/passwd"
+printf 'root:x:0:\nnogroup:x:65534:\n' >"$bb/etc/group"
+oci_image "$out/images.tmp/busybox.tar" tessera.local/busybox:1 "$bb" '["/bin/sh"]'
+rm -rf "$out/rootfs.tmp"
+step 9 "pause and images done in $((SECONDS - t))s"
+
+rm -rf "$bin" "$out/images"
 mv "$out/bin.tmp" "$bin"
+mv "$out/images.tmp" "$out/images"
 {
-  echo "Kubernetes $k8s_version, etcd $etcd_version, $go_version"
+  echo "Kubernetes $k8s_version, etcd $etcd_version, containerd $containerd_version, $go_version"
+  echo "runc $(runc --version 2>/dev/null | sed -n '1s/^runc version //p'), busybox $busybox_version, gcc $(gcc -dumpfullversion)"
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - t_start))s"
 } >"$out/VERSION"
 touch "$out/.complete"

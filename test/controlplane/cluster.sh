@@ -1,14 +1,38 @@
 #!/usr/bin/env bash
-# Starts and stops a real Kubernetes control plane on loopback for tessera's tests: etcd and
-# kube-apiserver, and on request the stock kube-scheduler and kube-controller-manager, all built
-# by build.sh from the Kubernetes Go modules. There is no kubelet: Nodes are plain API objects.
+# Starts and stops a real Kubernetes cluster on loopback for tessera's tests: etcd and
+# kube-apiserver, on request the stock kube-scheduler and kube-controller-manager, and nodes: a
+# real kubelet and containerd (runc, CNI bridge) per node, with fake GPUs on request. All built
+# by build.sh (Kubernetes and containerd from their Go modules). See README.md.
 #
 # Usage:
 #   cluster.sh start DIR [--with-scheduler] [--with-controller-manager] [--owner-pid PID]
-#   cluster.sh stop DIR        stop exactly the processes that `start DIR` recorded
+#                        [--nodes N] [--node NAME] [--gpus FILE] [--label KEY=VALUE]
+#   cluster.sh stop DIR        stop exactly what `start DIR` started; check nothing is left
 #   cluster.sh status DIR      list the recorded processes; exit 0 only if all of them run
-#   cluster.sh env DIR         print shell exports (KUBECONFIG, PATH with kubectl first)
+#   cluster.sh env DIR         print shell exports (KUBECONFIG, KUBECACHEDIR, PATH with kubectl
+#                              first)
 #   cluster.sh bin-dir         print the folder holding the built binaries
+#
+# Nodes (need root; see README.md, "Nodes"):
+#   --nodes N                  add N nodes, named node-1 ... node-N (counting all nodes)
+#   --node NAME                add a node named NAME
+#   --gpus FILE                fake GPUs (a description file, README.md) for the nodes added
+#                              by the last --node or --nodes
+#   --label KEY=VALUE          a label for the nodes added by the last --node or --nodes
+#   cluster.sh node-env DIR NODE      the node's facts (paths, sockets, ports) as KEY=VALUE
+#   cluster.sh node-exec DIR NODE [--env K=V]... -- CMD...
+#                              run CMD in the node's mount namespace and cgroup, with its
+#                              environment (NODE_NAME, KUBECONFIG, CONTAINERD_ADDRESS, ...)
+#   cluster.sh node-spawn DIR NODE NAME [--env K=V]... -- CMD...
+#                              start a long-running CMD the same way, recorded as NAME (log
+#                              DIR/nodes/NODE/NAME.log); stop kills it; prints its pid
+#   cluster.sh node-kill DIR NODE NAME [--signal SIG]
+#                              signal it (default TERM), wait until gone (SIGKILL after 5 s)
+#   cluster.sh node-restart DIR NODE NAME
+#                              stop and start again with the same command; NAME may be
+#                              kubelet or containerd
+#   cluster.sh host-gc         remove what harness instances killed without a stop left on the
+#                              host (their registration, cgroups, bridges; restores sysctls)
 #
 # start creates DIR (it must not hold a running control plane), writes certificates to DIR/pki,
 # the admin kubeconfig to DIR/kubeconfig, logs to DIR/<component>.log, the process ids to
@@ -24,10 +48,15 @@
 #                                  else $TESSERA_CACHE_DIR/controlplane/current/bin)
 #   TESSERA_CONTROLPLANE_TIMEOUT   seconds to wait for health (default 120)
 #   TESSERA_CONTROLPLANE_STOP_GRACE  seconds between SIGTERM and SIGKILL on stop (default 10)
+#   TESSERA_NODE_STOP_GRACE  the same for the processes of a node (default 5)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 self=$here/$(basename "${BASH_SOURCE[0]}")
+# shellcheck source=host.sh
+source "$here/host.sh"
+# shellcheck source=node.sh
+source "$here/node.sh"
 
 # Feature gates and API versions every component gets, so DRA work needs no change here.
 # DRAExtendedResource is GA and locked on in 1.37; naming it is allowed and keeps 1.36 working.
@@ -138,9 +167,22 @@ term_wait() {
   done
 }
 
+# stop_cluster DIR: the nodes (their kubelets are clients of the API server), then the control
+# plane.
 stop_cluster() {
+  local dir=$1 rc=0
+  stop_nodes "$dir" || { log "a node's state could not all be removed (see above)"; rc=1; }
+  if [[ -f $dir/pids ]]; then
+    stop_control_plane "$dir" || rc=1
+  elif ((rc == 0)); then
+    log "nothing recorded in $dir/pids"
+  fi
+  return $rc
+}
+
+# stop_control_plane DIR: the processes recorded in DIR/pids.
+stop_control_plane() {
   local dir=$1 grace=${TESSERA_CONTROLPLANE_STOP_GRACE:-10} name pid first=() last=() left
-  [[ -f $dir/pids ]] || { log "nothing recorded in $dir/pids"; return 0; }
   # The API clients and the API server first, etcd after them (an API server whose etcd is
   # gone takes long to shut down), the watchdog last unless it is us.
   while read -r name pid; do
@@ -169,7 +211,6 @@ stop_cluster() {
     return 1
   fi
   mv "$dir/pids" "$dir/pids.stopped"
-  return 0
 }
 
 # --- ports ---------------------------------------------------------------------------------
@@ -432,23 +473,65 @@ start_cluster() {
   dir=$1
   shift
   with_scheduler=0 with_kcm=0
-  local owner=""
+  node_names=() node_gpus=() node_labels=() prepare_pids=()
+  local owner="" group=() i count
+  # add_nodes NAME...: new nodes; --gpus and --label apply to the last group added.
+  add_nodes() {
+    group=()
+    local name
+    for name in "$@"; do
+      [[ $name =~ $node_name_re && ${#name} -le 63 ]] ||
+        die "bad node name '$name' (lower-case letters, digits and '-', at most 63)"
+      group+=("${#node_names[@]}")
+      node_names+=("$name") node_gpus+=("") node_labels+=("")
+    done
+  }
   while (($#)); do
     case $1 in
       --with-scheduler) with_scheduler=1 ;;
       --with-controller-manager) with_kcm=1 ;;
       --owner-pid) owner=${2:?--owner-pid needs a pid}; shift ;;
       --owner-pid=*) owner=${1#*=} ;;
+      --nodes | --nodes=*)
+        if [[ $1 == --nodes ]]; then count=${2:-}; shift; else count=${1#*=}; fi
+        [[ $count =~ ^[0-9]+$ ]] || die "--nodes needs a number"
+        local names=()
+        for ((i = ${#node_names[@]} + 1; i <= ${#node_names[@]} + count; i++)); do names+=("node-$i"); done
+        add_nodes "${names[@]}"
+        ;;
+      --node) add_nodes "${2:?--node needs a name}"; shift ;;
+      --node=*) add_nodes "${1#*=}" ;;
+      --gpus | --gpus=* | --label | --label=*)
+        local opt=${1%%=*} val
+        if [[ $1 == *=* ]]; then val=${1#*=}; else val=${2:?$1 needs a value}; shift; fi
+        ((${#group[@]})) || die "$opt applies to nodes: put it after --node or --nodes"
+        for i in "${group[@]}"; do
+          if [[ $opt == --gpus ]]; then
+            [[ -f $val ]] || die "no fake-GPU file $val"
+            jq -e '.gpus | type == "array"' "$val" >/dev/null 2>&1 ||
+              die "$val is not a fake-GPU description (JSON with a \"gpus\" array; see README.md)"
+            node_gpus[i]=$(cd "$(dirname "$val")" && pwd)/$(basename "$val")
+          else
+            [[ $val == ?*=* ]] || die "--label needs KEY=VALUE"
+            node_labels[i]+=${node_labels[i]:+,}$val
+          fi
+        done
+        ;;
       *) die "unknown option '$1' for start (see --help)" ;;
     esac
     shift
   done
   [[ -z $owner ]] || alive "$owner" || die "owner process $owner is not running"
+  if ((${#node_names[@]})); then
+    [[ $(printf '%s\n' "${node_names[@]}" | sort | uniq -d) == "" ]] || die "two nodes with one name"
+    check_node_tools
+  fi
 
   local t0
   t0=$(now)
   bin=$(find_bin_dir)
   check_bin_dir "$bin"
+  ((${#node_names[@]} == 0)) || check_node_bin_dir "$bin"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   if [[ -f $dir/pids ]]; then
@@ -459,31 +542,64 @@ start_cluster() {
     done <"$dir/pids"
   fi
   chmod 700 "$dir"
+  [[ ! -f $dir/instance ]] || die "$dir still has nodes of an earlier start; run: $self stop $dir"
   rm -f "$dir/pids" "$dir/pids.stopped" "$dir/cluster.env"
+  rm -rf "$dir/nodes"
   echo "$bin" >"$dir/bin_dir"
   pki=$dir/pki
   make_pki "$pki"
 
+  if ((${#node_names[@]})); then
+    # From here on a failure (or SIGINT/SIGTERM) stops everything started so far.
+    trap 'start_failed' EXIT
+    trap 'exit 130' INT TERM
+    # The nodes' namespaces, containerd and images while the control plane comes up.
+    begin_nodes
+  fi
   local attempt rc
   for attempt in 1 2 3; do
     rc=0
     start_once "$t0" || rc=$?
     ((rc == 0)) && break
-    stop_cluster "$dir" >/dev/null 2>&1 || true
+    stop_control_plane "$dir" >/dev/null 2>&1 || true
     rm -f "$dir/pids.stopped"
     ((rc == 2)) || die "start failed; logs are in $dir"
   done
   ((rc == 0)) || die "start failed after $attempt attempts (ports kept clashing); logs in $dir"
+
+  if ((${#node_names[@]})); then
+    local cp_secs
+    cp_secs=$(sed -n 's/^start_seconds=//p' "$dir/cluster.env")
+    finish_nodes || exit 1
+    trap - EXIT INT TERM
+    sed -i "s/^start_seconds=.*/start_seconds=$(elapsed "$t0")/" "$dir/cluster.env"
+    {
+      echo "control_plane_seconds=$cp_secs"
+      echo "nodes=${node_names[*]}"
+      echo "instance=$instance"
+      echo "pause_image=$pause_image"
+      echo "test_image=$test_image"
+    } >>"$dir/cluster.env"
+  fi
 
   if [[ -n $owner ]]; then
     setsid "$self" _watchdog "$dir" "$owner" "$(start_time "$owner")" </dev/null \
       >>"$dir/watchdog.log" 2>&1 &
     echo "watchdog $!" >>"$dir/pids"
   fi
-  local secs
+  local secs what="control plane"
   secs=$(sed -n 's/^start_seconds=//p' "$dir/cluster.env")
-  echo "control plane ready in ${secs}s: $(sed -n 's/^server=//p' "$dir/cluster.env")" \
+  ((${#node_names[@]} == 0)) || what+=" and ${#node_names[@]} node(s) (${node_names[*]})"
+  echo "$what ready in ${secs}s: $(sed -n 's/^server=//p' "$dir/cluster.env")" \
     "(kubeconfig $dir/kubeconfig; stop with: $self stop $dir)"
+}
+
+start_failed() {
+  log "start failed; stopping what was started (logs stay in $dir)"
+  # Node preparations still running would start processes behind the stop's back.
+  local p
+  for p in "${prepare_pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  stop_cluster "$dir" >&2 || true
 }
 
 # Watchdog: poll the owner; when it is gone (or its pid was reused), stop the control plane.
@@ -505,6 +621,7 @@ status_cluster() {
     if alive "$pid"; then echo "$name $pid running"; else echo "$name $pid NOT running"; rc=1; fi
   done <"$dir/pids"
   [[ -f $dir/cluster.env ]] && sed -n 's/^server=/server /p' "$dir/cluster.env"
+  status_nodes "$dir" || rc=1
   return $rc
 }
 
@@ -514,6 +631,8 @@ env_cluster() {
   [[ -f $dir/cluster.env ]] || die "no control plane started in $dir"
   b=$(sed -n 's/^bin_dir=//p' "$dir/cluster.env")
   echo "export KUBECONFIG='$dir/kubeconfig'"
+  # kubectl's discovery cache inside DIR, not one more folder per port in ~/.kube/cache.
+  echo "export KUBECACHEDIR='$dir/kube-cache'"
   echo "export PATH='$b':\"\$PATH\""
 }
 
@@ -531,7 +650,19 @@ case $cmd in
     ;;
   env) [[ -n ${2:-} && -d $2 ]] || die "usage: cluster.sh env DIR"; env_cluster "$2" ;;
   bin-dir) b=$(find_bin_dir); check_bin_dir "$b"; echo "$b" ;;
+  node-env) (($# >= 3)) || die "usage: cluster.sh node-env DIR NODE"; cmd_node_env "$2" "$3" ;;
+  node-exec) (($# >= 4)) || die "usage: cluster.sh node-exec DIR NODE [--env K=V]... -- CMD..."
+    cmd_node_exec "${@:2}" ;;
+  node-spawn) (($# >= 5)) || die "usage: cluster.sh node-spawn DIR NODE NAME [--env K=V]... -- CMD..."
+    cmd_node_spawn "${@:2}" ;;
+  node-kill) (($# >= 4)) || die "usage: cluster.sh node-kill DIR NODE NAME [--signal SIG]"
+    cmd_node_kill "${@:2}" ;;
+  node-restart) (($# == 4)) || die "usage: cluster.sh node-restart DIR NODE NAME"
+    cmd_node_restart "${@:2}" ;;
+  host-gc) host_gc ;;
   _watchdog) watchdog "$2" "$3" "$4" ;;
+  _node_enter) node_enter_svc "${@:2}" ;;
+  _node_ns) node_ns "$2" ;;
   -h | --help | help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -16,9 +16,13 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 extern char** environ;
 
@@ -41,7 +45,119 @@ std::string Tail(std::string_view text, int lines) {
 
 ControlPlane* g_shared = nullptr;
 
+// KEY=VALUE lines of a file (cluster.env, node.env).
+std::map<std::string, std::string> ReadKeyValues(const std::string& path) {
+  std::map<std::string, std::string> kv;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t eq = line.find('=');
+    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return kv;
+}
+
+int ToInt(const std::string& s) {
+  int v = 0;
+  return absl::SimpleAtoi(s, &v) ? v : 0;
+}
+
+absl::StatusOr<Node> ReadNode(const std::string& dir, const std::string& name) {
+  const std::string path = absl::StrCat(dir, "/nodes/", name, "/node.env");
+  std::map<std::string, std::string> kv = ReadKeyValues(path);
+  if (kv["name"] != name) return absl::InternalError(absl::StrCat("cannot read ", path));
+  Node n;
+  n.name = name;
+  n.dir = kv["dir"];
+  n.kubelet_root_dir = kv["kubelet_root_dir"];
+  n.device_plugin_dir = kv["device_plugin_dir"];
+  n.plugins_registry_dir = kv["plugins_registry_dir"];
+  n.plugins_dir = kv["plugins_dir"];
+  n.pod_resources_socket = kv["pod_resources_socket"];
+  n.cdi_dir = kv["cdi_dir"];
+  n.cdi_static_dir = kv["cdi_static_dir"];
+  n.nri_socket = kv["nri_socket"];
+  n.containerd_socket = kv["containerd_socket"];
+  n.fake_gpus = kv["fake_gpus"];
+  n.dev_dir = kv["dev_dir"];
+  n.cgroup_root = kv["cgroup_root"];
+  n.bridge = kv["bridge"];
+  n.subnet = kv["subnet"];
+  n.kubelet_port = ToInt(kv["kubelet_port"]);
+  n.kubelet_healthz_port = ToInt(kv["kubelet_healthz_port"]);
+  return n;
+}
+
+absl::Status FromCommand(const CommandResult& r, const std::vector<std::string>& argv) {
+  if (r.ok()) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(absl::StrJoin(argv, " "), " (exit ", r.exit_code,
+                                          "): ", Tail(r.out + r.err, 20)));
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<NodeOptions>> ParseNodeArgs(const std::vector<std::string>& args) {
+  std::vector<NodeOptions> nodes;
+  size_t group_begin = 0;  // --gpus and --label apply to nodes[group_begin..]
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i], value;
+    size_t eq = flag.find('=');
+    if (flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+    }
+    if (flag == "--nodes") {
+      int count = 0;
+      if (!absl::SimpleAtoi(value, &count) || count < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("--nodes needs a number, got ", value));
+      }
+      group_begin = nodes.size();
+      for (int k = 0; k < count; ++k) nodes.push_back({});
+    } else if (flag == "--node") {
+      group_begin = nodes.size();
+      nodes.push_back({.name = value});
+    } else if (flag == "--gpus" || flag == "--label") {
+      if (group_begin == nodes.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag, " applies to nodes: put it after --node or --nodes"));
+      }
+      size_t kv = value.find('=');
+      if (flag == "--label" && (kv == std::string::npos || kv == 0)) {
+        return absl::InvalidArgumentError(absl::StrCat("--label needs KEY=VALUE, got ", value));
+      }
+      for (size_t k = group_begin; k < nodes.size(); ++k) {
+        if (flag == "--gpus") {
+          nodes[k].fake_gpus = value;
+        } else {
+          nodes[k].labels.emplace_back(value.substr(0, kv), value.substr(kv + 1));
+        }
+      }
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown node option ", flag));
+    }
+  }
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (nodes[k].name.empty()) nodes[k].name = absl::StrCat("node-", k + 1);
+  }
+  return nodes;
+}
+
+std::vector<std::string> NodeArgs(const std::vector<NodeOptions>& nodes) {
+  std::vector<std::string> args;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    const NodeOptions& n = nodes[k];
+    args.insert(args.end(), {"--node", n.name.empty() ? absl::StrCat("node-", k + 1) : n.name});
+    if (!n.fake_gpus.empty()) args.insert(args.end(), {"--gpus", n.fake_gpus});
+    for (const auto& [key, value] : n.labels) {
+      args.insert(args.end(), {"--label", absl::StrCat(key, "=", value)});
+    }
+  }
+  return args;
+}
 
 std::string ClusterScript() { return TESSERA_CONTROLPLANE_SCRIPT; }
 
@@ -202,27 +318,24 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
                                    std::to_string(owner)};
   if (options.with_scheduler) argv.push_back("--with-scheduler");
   if (options.with_controller_manager) argv.push_back("--with-controller-manager");
+  for (std::string& a : NodeArgs(options.nodes)) argv.push_back(std::move(a));
 
   CommandOptions run;
   run.timeout = std::chrono::seconds(300);
   CommandResult r = RunCommand(argv, run);
   if (!r.ok()) {
-    return absl::UnavailableError(absl::StrCat("control plane did not start (",
-                                               absl::StrJoin(argv, " "), ", exit ", r.exit_code,
-                                               "):\n", r.out, r.err));
+    // cluster.sh stops what it started when it fails; not when it was killed (the timeout).
+    CommandResult stop = RunCommand({ClusterScript(), "stop", dir});
+    return absl::UnavailableError(absl::StrCat(
+        "control plane did not start (", absl::StrJoin(argv, " "), ", exit ", r.exit_code, "):\n",
+        r.out, r.err, stop.ok() ? "" : "\ncluster.sh stop: " + stop.out + stop.err));
   }
 
   std::unique_ptr<ControlPlane> cp(new ControlPlane());
   cp->dir_ = dir;
   cp->keep_dir_ = options.keep_dir;
   cp->running_ = true;
-  std::ifstream env(dir + "/cluster.env");
-  std::string line;
-  std::map<std::string, std::string> kv;
-  while (std::getline(env, line)) {
-    size_t eq = line.find('=');
-    if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-  }
+  std::map<std::string, std::string> kv = ReadKeyValues(dir + "/cluster.env");
   cp->server_ = kv["server"];
   cp->kubeconfig_ = kv["kubeconfig"];
   cp->ca_file_ = kv["ca_file"];
@@ -239,7 +352,88 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
     return absl::InternalError(absl::StrCat("cluster.sh start left no usable ", dir,
                                             "/cluster.env or pids; stop: ", stop.ToString()));
   }
+  for (absl::string_view node_name : absl::StrSplit(kv["nodes"], ' ', absl::SkipEmpty())) {
+    absl::StatusOr<Node> node = ReadNode(dir, std::string(node_name));
+    if (!node.ok()) {
+      absl::Status stop = cp->Stop();
+      return absl::InternalError(
+          absl::StrCat(node.status().message(), "; stop: ", stop.ToString()));
+    }
+    cp->nodes_.push_back(*std::move(node));
+  }
+  if (cp->nodes_.size() != options.nodes.size()) {
+    absl::Status stop = cp->Stop();
+    return absl::InternalError(absl::StrCat("cluster.sh start reported ", cp->nodes_.size(),
+                                            " nodes, not ", options.nodes.size(),
+                                            "; stop: ", stop.ToString()));
+  }
   return cp;
+}
+
+const Node* ControlPlane::FindNode(std::string_view name) const {
+  for (const Node& n : nodes_) {
+    if (n.name == name) return &n;
+  }
+  return nullptr;
+}
+
+CommandResult ControlPlane::NodeExec(const std::string& node, const std::vector<std::string>& argv,
+                                     const CommandOptions& options) const {
+  std::vector<std::string> full = {ClusterScript(), "node-exec", dir_, node};
+  for (const auto& [k, v] : options.env) full.push_back(absl::StrCat("--env=", k, "=", v));
+  full.push_back("--");
+  full.insert(full.end(), argv.begin(), argv.end());
+  CommandOptions run = options;
+  run.env.clear();
+  return RunCommand(full, run);
+}
+
+absl::StatusOr<pid_t> ControlPlane::NodeSpawn(
+    const std::string& node, const std::string& name, const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, std::string>>& env) const {
+  std::vector<std::string> full = {ClusterScript(), "node-spawn", dir_, node, name};
+  for (const auto& [k, v] : env) full.push_back(absl::StrCat("--env=", k, "=", v));
+  full.push_back("--");
+  full.insert(full.end(), argv.begin(), argv.end());
+  CommandOptions run;
+  run.timeout = std::chrono::seconds(60);
+  CommandResult r = RunCommand(full, run);
+  if (absl::Status s = FromCommand(r, full); !s.ok()) return s;
+  pid_t pid = 0;
+  std::string out(absl::StripAsciiWhitespace(r.out));
+  if (!absl::SimpleAtoi(out, &pid)) {
+    return absl::InternalError(absl::StrCat("node-spawn printed no pid: ", r.out));
+  }
+  return pid;
+}
+
+absl::Status ControlPlane::NodeKill(const std::string& node, const std::string& name,
+                                    int signal) const {
+  std::vector<std::string> argv = {ClusterScript(), "node-kill",           dir_, node, name,
+                                   "--signal",      std::to_string(signal)};
+  return FromCommand(RunCommand(argv), argv);
+}
+
+absl::Status ControlPlane::NodeRestart(const std::string& node, const std::string& name) const {
+  std::vector<std::string> argv = {ClusterScript(), "node-restart", dir_, node, name};
+  return FromCommand(RunCommand(argv), argv);
+}
+
+absl::Status ControlPlane::WaitForNodeReady(const std::string& node,
+                                            std::chrono::seconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last;
+  while (true) {
+    CommandResult r = Kubectl(
+        {"get", "node", node, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"});
+    last = r.ok() ? r.out : r.err;
+    if (r.ok() && r.out == "True") return absl::OkStatus();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("node ", node, " not Ready after ",
+                                                      timeout.count(), "s (Ready: ", last, ")"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
 }
 
 ControlPlane& ControlPlane::Shared() {
@@ -292,6 +486,8 @@ CommandResult ControlPlane::Kubectl(const std::vector<std::string>& args,
   CommandOptions options;
   options.stdin_data = std::string(stdin_data);
   options.timeout = std::chrono::seconds(120);
+  // kubectl's discovery cache goes with the control plane, not to ~/.kube/cache/<host_port>.
+  options.env = {{"KUBECACHEDIR", dir_ + "/kube-cache"}};
   return RunCommand(argv, options);
 }
 
@@ -338,6 +534,7 @@ void ControlPlaneEnvironment::SetUp() {
   std::string new_path = g_shared->bin_dir() + (path && *path ? std::string(":") + path : "");
   setenv("PATH", new_path.c_str(), 1);
   setenv("KUBECONFIG", g_shared->kubeconfig().c_str(), 1);
+  setenv("KUBECACHEDIR", (g_shared->dir() + "/kube-cache").c_str(), 1);
 }
 
 void ControlPlaneEnvironment::TearDown() {

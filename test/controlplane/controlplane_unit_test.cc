@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "controlplane/controlplane.h"
 #include "gmock/gmock.h"
@@ -124,6 +126,106 @@ TEST(ClusterScript, StopKillsExactlyTheRecordedProcesses) {
   kill(bystander, SIGKILL);
   EXPECT_TRUE(std::filesystem::exists(dir + "/pids.stopped"));
   std::filesystem::remove_all(dir);
+}
+
+TEST(ParseNodeArgs, GroupsGpusAndLabelsWithTheLastNodes) {
+  auto nodes = ParseNodeArgs({"--nodes", "2", "--gpus", "/g/two.json", "--label", "a=b",
+                              "--node=big", "--gpus=/g/h100.json", "--label", "pool=h100",
+                              "--label", "x=y=z", "--node", "plain"});
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 4u);
+  EXPECT_EQ((*nodes)[0].name, "node-1");
+  EXPECT_EQ((*nodes)[1].name, "node-2");
+  EXPECT_EQ((*nodes)[1].fake_gpus, "/g/two.json");
+  EXPECT_EQ((*nodes)[1].labels, (std::vector<std::pair<std::string, std::string>>{{"a", "b"}}));
+  EXPECT_EQ((*nodes)[2].name, "big");
+  EXPECT_EQ((*nodes)[2].fake_gpus, "/g/h100.json");
+  EXPECT_EQ((*nodes)[2].labels,
+            (std::vector<std::pair<std::string, std::string>>{{"pool", "h100"}, {"x", "y=z"}}));
+  EXPECT_EQ((*nodes)[3].name, "plain");
+  EXPECT_TRUE((*nodes)[3].fake_gpus.empty());
+  EXPECT_TRUE((*nodes)[3].labels.empty());
+  // NodeArgs writes what ParseNodeArgs reads.
+  auto again = ParseNodeArgs(NodeArgs(*nodes));
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ((*again)[i].name, (*nodes)[i].name);
+    EXPECT_EQ((*again)[i].fake_gpus, (*nodes)[i].fake_gpus);
+    EXPECT_EQ((*again)[i].labels, (*nodes)[i].labels);
+  }
+  EXPECT_TRUE(ParseNodeArgs({})->empty());
+}
+
+TEST(ParseNodeArgs, RejectsWhatClusterShRejects) {
+  EXPECT_THAT(ParseNodeArgs({"--gpus", "f.json"}).status().message(),
+              HasSubstr("put it after --node or --nodes"));
+  EXPECT_THAT(ParseNodeArgs({"--node", "a", "--label", "novalue"}).status().message(),
+              HasSubstr("KEY=VALUE"));
+  EXPECT_THAT(ParseNodeArgs({"--nodes", "two"}).status().message(), HasSubstr("number"));
+  EXPECT_THAT(ParseNodeArgs({"--node"}).status().message(), HasSubstr("needs a value"));
+  EXPECT_THAT(ParseNodeArgs({"--frobnicate", "1"}).status().message(),
+              HasSubstr("unknown node option --frobnicate"));
+}
+
+// cluster.sh checks the node options before it starts anything (no build needed to see these).
+TEST(ClusterScript, NodeOptionErrorsComeFirst) {
+  std::string dir = MakeTempDir();
+  auto start = [&](const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {ClusterScript(), "start", dir};
+    argv.insert(argv.end(), args.begin(), args.end());
+    CommandOptions options;
+    options.env = {{"TESSERA_CONTROLPLANE_BIN_DIR", "/nonexistent/tessera-bin"}};
+    return RunCommand(argv, options);
+  };
+  CommandResult r = start({"--gpus", "x.json"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("put it after --node or --nodes"));
+  r = start({"--node", "Bad_Name"});
+  EXPECT_THAT(r.err, HasSubstr("bad node name 'Bad_Name'"));
+  r = start({"--node", "a", "--gpus", dir + "/missing.json"});
+  EXPECT_THAT(r.err, HasSubstr("no fake-GPU file"));
+  { std::ofstream(dir + "/bad.json") << "{\"gpu\": []}"; }
+  r = start({"--node", "a", "--gpus", dir + "/bad.json"});
+  EXPECT_THAT(r.err, HasSubstr("is not a fake-GPU description"));
+  r = start({"--node", "a", "--node", "a"});
+  EXPECT_THAT(r.err, HasSubstr("two nodes with one name"));
+  r = start({"--nodes", "x"});
+  EXPECT_THAT(r.err, HasSubstr("--nodes needs a number"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/pids"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ClusterScript, NodeCommandsNameTheNodesThereAre) {
+  std::string dir = MakeTempDir();
+  CommandResult r = RunCommand({ClusterScript(), "node-exec", dir, "n1", "--", "true"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("no node 'n1' in " + dir + " (nodes: none)"));
+  r = RunCommand({ClusterScript(), "node-spawn", dir, "n1", "x"});
+  EXPECT_THAT(r.err, HasSubstr("usage: cluster.sh node-spawn"));
+  r = RunCommand({ClusterScript(), "--help"});
+  EXPECT_THAT(r.out, HasSubstr("cluster.sh node-exec DIR NODE"));
+  EXPECT_THAT(r.out, HasSubstr("--gpus FILE"));
+  std::filesystem::remove_all(dir);
+}
+
+// The shipped fake-GPU descriptions (the agent's reality-check nodes) are what they claim.
+TEST(FakeGpuFiles, ShippedDescriptionsAreConsistent) {
+  for (const auto& [file, count, link] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"h100-8x-nvswitch.json", 8, "NV18"}, {"l40s-2x-pcie.json", 2, "SYS"}}) {
+    std::string path = std::string(TESSERA_CONTROLPLANE_DIR) + "/gpus/" + file;
+    CommandResult r = RunCommand(
+        {"jq", "-r",
+         "[.version, (.gpus | length), ([.gpus[].uuid] | unique | length),"
+         " ([.gpus[].pci_bus_id] | unique | length), ([.gpus[].index] == [range(.gpus | length)]),"
+         " (.links | length), ([.links[][]] | map(select(. != \"X\")) | unique | join(\",\")),"
+         " ([range(.links | length) as $i | .links[$i][$i]] | unique | join(\",\"))] | @tsv",
+         path});
+    ASSERT_TRUE(r.ok()) << path << ": " << r.err;
+    std::string n = std::to_string(count);
+    EXPECT_EQ(r.out, "1\t" + n + "\t" + n + "\t" + n + "\ttrue\t" + n + "\t" + link + "\tX\n")
+        << path;
+  }
 }
 
 }  // namespace

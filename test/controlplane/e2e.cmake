@@ -1,12 +1,15 @@
 # tessera_e2e_test: a GoogleTest binary that runs against a real Kubernetes control plane.
 #
 #   tessera_e2e_test(NAME name SRCS a_e2e_test.cc ... DEPS lib ...
-#                    [WITH_SCHEDULER] [WITH_CONTROLLER_MANAGER] [TIMEOUT s] [ARGS ...])
+#                    [WITH_SCHEDULER] [WITH_CONTROLLER_MANAGER] [NODES n]
+#                    [NODE_ARGS --node NAME --gpus FILE --label K=V ...] [TIMEOUT s] [ARGS ...])
 #
 # The binary's main (controlplane_main.cc) starts one control plane before the first test and
 # stops it after the last; tests reach it with tessera::e2e::ControlPlane::Shared() (see
 # test/controlplane/controlplane.h). WITH_SCHEDULER adds the stock kube-scheduler,
-# WITH_CONTROLLER_MANAGER kube-controller-manager. The test gets the CTest label `e2e`, a
+# WITH_CONTROLLER_MANAGER kube-controller-manager. NODES n adds n real nodes (kubelet + containerd;
+# node-1 ... node-n), NODE_ARGS nodes described with cluster.sh's options (both may be given;
+# see test/controlplane/README.md). The test gets the CTest label `e2e`, a
 # default timeout of 600 s, and the resource lock `tessera_controlplane`, so that e2e binaries
 # run one at a time on the 2-core machines while unit tests run beside them. The control plane
 # binaries come from test/controlplane/build.sh (`make test` runs it).
@@ -19,8 +22,8 @@ function(tessera_e2e_test)
   if(NOT TESSERA_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "WITH_SCHEDULER;WITH_CONTROLLER_MANAGER" "NAME;TIMEOUT"
-                        "SRCS;DEPS;ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "WITH_SCHEDULER;WITH_CONTROLLER_MANAGER" "NAME;TIMEOUT;NODES"
+                        "SRCS;DEPS;ARGS;NODE_ARGS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} tessera_controlplane_main
                         tessera_controlplane_testenv GTest::gtest GTest::gmock)
@@ -35,6 +38,10 @@ function(tessera_e2e_test)
   if(ARG_WITH_CONTROLLER_MANAGER)
     list(APPEND cp_args --with-controller-manager)
   endif()
+  if(ARG_NODES)
+    list(APPEND cp_args --nodes ${ARG_NODES})
+  endif()
+  list(APPEND cp_args ${ARG_NODE_ARGS})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
