@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -125,6 +126,12 @@ std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     PodState& st = state_[p.key];
     p.m.hungry = st.duty != 0 && info.gate_wait_ns > st.gate_wait_ns;
     st.gate_wait_ns = info.gate_wait_ns;
+    // One interval of NVML is noisy (a few periods, whole kernels): decisions use a moving
+    // average over about a second.
+    if (samples.ok()) {
+      st.utilization = st.samples++ == 0 ? p.m.utilization_permille
+                                         : (3 * st.utilization + p.m.utilization_permille) / 4;
+    }
     measured.push_back(p);
   }
   // A pod is short when it waits at its gate yet gets less than its cap.
@@ -145,22 +152,28 @@ std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     PodState& st = state_[p.key];
     if (st.duty == 0) st.duty = p.cap;
     const bool work_conserving = p.seg->limits().compute_mode() == ComputeMode::kWorkConserving;
-    const int64_t u = m.utilization_permille;
+    const int64_t u = st.utilization;
     if (samples.ok() && m.hungry) {
-      int64_t target = p.cap;
       if (work_conserving) {
+        int64_t target = p.cap;
         bool others_short = false;
         for (const Pod& q : measured) others_short |= (&q != &p && short_of_cap(q));
         // Everything the others do not use, unless one of them is short of its cap.
-        const int64_t others = int64_t{total} - u;
+        const int64_t others = int64_t{total} - m.utilization_permille;
         if (!others_short) target = std::max<int64_t>(p.cap, 1000 - std::max<int64_t>(others, 0));
+        st.duty += (target - u) / 4;
+      } else if (std::abs(int64_t{p.cap} - u) > kDeadbandPermille) {
+        // The windows already give a hard cap its share; this only trims a steady bias (a
+        // stream the gate cannot see, work of others inside the window), slowly.
+        st.duty += (int64_t{p.cap} - u) / 8;
       }
-      st.duty += (target - u) / 2;
     } else if (!m.hungry) {
       st.duty += (int64_t{p.cap} - st.duty) / 4;  // idle or demand-limited: back towards the cap
     }
-    const int64_t low = std::max<int64_t>(p.cap / 2, 1);
-    const int64_t high = work_conserving ? 1000 : std::min<int64_t>(1000, int64_t{p.cap} * 2);
+    // A hard cap's window stays near the cap, so that the windows of the pods keep tiling the
+    // period; a work-conserving one may grow to the whole period.
+    const int64_t low = std::max<int64_t>(p.cap * 4 / 5, 1);
+    const int64_t high = work_conserving ? 1000 : std::min<int64_t>(1000, int64_t{p.cap} * 5 / 4);
     st.duty = std::clamp(st.duty, low, high);
     m.duty_permille = static_cast<uint32_t>(st.duty);
     m.phase_permille = phase % 1000;

@@ -5,15 +5,18 @@
 // The shims enforce the windows (compute_gate.h).
 //
 // Phases tile the period in a stable order (pod UID), so that pods with 30% and 70% take turns
-// instead of overlapping. Duties start at the cap and then follow measurement:
-//   - hard cap: integral control towards utilisation = cap, while the pod is hungry (its
-//     processes waited at the gate during the interval: it wants more than its window gives);
-//     a pod using less than its window is demand-limited and its duty is left alone;
+// instead of overlapping. Duties start at the cap and then follow measurement (a moving average
+// of NVML's per-process utilisation over about a second):
+//   - hard cap: the window itself gives the pod its share (the shim's gate makes the pod's GPU
+//     work fit its window); the controller only trims a steady error beyond a dead band, slowly,
+//     while the pod is hungry (its processes waited at the gate during the interval); a pod
+//     using less than its window is demand-limited and drifts back to its cap;
 //   - work-conserving: the target is everything the other processes on the GPU leave unused
 //     (at least the cap), and the cap again as soon as another capped pod waits at its gate
 //     with less than its cap: a pod takes idle time and hands it back when it is wanted.
-// Duties stay within [cap/2, 2 x cap] for hard caps (a measurement error never turns into an
-// unbounded window) and [cap/2, 1000] for work-conserving shares.
+// Duties stay within [0.8 x cap, 1.25 x cap] for hard caps (the windows keep tiling the period
+// and a measurement error never turns into an unbounded window) and [0.8 x cap, 1000] for
+// work-conserving shares.
 #pragma once
 
 #include <cstdint>
@@ -73,10 +76,14 @@ class ComputeController {
 
   // A pod this far below its cap while waiting at its gate is short of its share.
   static constexpr uint32_t kToleranceBelowCap = 20;
+  // A hard cap's duty is trimmed only for errors larger than this.
+  static constexpr int64_t kDeadbandPermille = 20;
 
  private:
   struct PodState {
-    int64_t duty = 0;
+    int64_t duty = 0;         // 0: not seen yet
+    int64_t utilization = 0;  // moving average, permille
+    int64_t samples = 0;
     uint64_t gate_wait_ns = 0;
   };
   std::map<std::string, PodState> state_;

@@ -49,7 +49,9 @@ bool ComputeGate::Admit(int64_t now_ns, uint32_t duty, uint32_t phase, int64_t p
   // rather than let an unknown amount of work queue up.
   if (cost_ == 0 && launches_since_sync_ >= kProbeLaunches) return false;
   const int64_t start = std::max(now_ns, predicted_free_);
-  bool fits = start + cost_ <= w.target_end_ns;
+  // Rounded to the nearest launch: a launch that would end within half its cost past the window
+  // goes, so that the pod's time per window is right on average instead of short by half a launch.
+  bool fits = start + cost_ / 2 <= w.target_end_ns;
   if (!fits && cost_ > on) {
     // A launch longer than the whole window never fits: it goes at the start of a window with
     // credit, and the credit it overdraws keeps the following windows shut.

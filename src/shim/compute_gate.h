@@ -13,14 +13,14 @@
 //   - the window is open,
 //   - the pod has credit: each window grants duty x period of GPU time, spent at the learnt cost
 //     per launch (so a graph longer than the window runs every other window, not every one),
-//   - and the launch is predicted to finish before the window ends (queued work included), so
-//     that the pod's work does not spill into the next pod's window.
+//   - and the launch is predicted to finish by the window's end (queued work included; rounded
+//     to the nearest launch), so that the pod's work does not spill into the next pod's window.
 // A launch that is not admitted waits: the gate drains the stream (which also measures the
 // cost) and sleeps until the next window.
 //
 // Worked example: period 50 ms, duty 300, a loop of 1.6 ms kernels synced every 50 launches. The
 // first window admits 16 launches (cost unknown) and drains them, which measures 1.6 ms; from
-// then on each window admits 9 launches (14.4 ms) and the GPU runs the pod 29% of the time.
+// then on each window admits 9 launches (14.4 ms, the 10th would end 1 ms late): 29% of the GPU.
 //
 // Pure arithmetic on a monotonic clock in nanoseconds (the hooks drain and sleep), tested with a
 // simulated GPU in compute_gate_test.cc. Thread-safe.

@@ -198,6 +198,7 @@ Share* Shim::ShareForDevice(CUdevice dev) {
   if (r != CUDA_SUCCESS && real.cuDeviceGetUuid != nullptr) r = real.cuDeviceGetUuid(&uuid, dev);
   if (r != CUDA_SUCCESS) return nullptr;  // not initialised yet: ask again next time
   Share* share = ShareForUuid(UuidString(uuid));
+  if (share != nullptr) share->Join();
   if (dev < kMaxDevices) {
     device_shares_[dev].store(share != nullptr ? reinterpret_cast<intptr_t>(share) : kNoShare,
                               std::memory_order_release);

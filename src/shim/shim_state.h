@@ -34,6 +34,9 @@ class Share {
   const LimitsMap& limits() const { return *limits_; }
   uint64_t memory_limit() const { return limits_->memory_limit(); }
 
+  // Takes this process's slot in the pod's ledger (once): a process that uses the GPU is one of
+  // the pod's processes, whether or not it allocates (the controller finds it through its slot).
+  void Join() { EnsureClaimed(); }
   // Reserves `bytes` for this process within the pod's cap; false: over the cap (the caller
   // answers CUDA_ERROR_OUT_OF_MEMORY). Claims this process's slot on first use.
   bool Charge(uint64_t bytes);

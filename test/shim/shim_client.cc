@@ -113,47 +113,47 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
   X(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel)
 
 // The exported names a linked program binds to (cuda.h's #defines).
-#define CLIENT_LINKED_NAMES(X)                                                                     \
-  X(cuInit, cuInit)                                                                                \
-  X(cuDeviceGet, cuDeviceGet) X(cuDeviceGetCount, cuDeviceGetCount) X(                             \
-      cuDeviceTotalMem, cuDeviceTotalMem_v2) X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain) \
-      X(cuCtxSetCurrent, cuCtxSetCurrent) X(cuCtxCreate, cuCtxCreate_v4) X(                        \
-          cuCtxSynchronize, cuCtxSynchronize) X(cuMemGetInfo, cuMemGetInfo_v2) X(cuCtxDestroy,     \
-                                                                                 cuCtxDestroy_v2)  \
-          X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2) X(cuMemAlloc, cuMemAlloc_v2) X(   \
-              cuMemAllocPitch, cuMemAllocPitch_v2) X(cuMemAllocManaged, cuMemAllocManaged)         \
-              X(cuMemFree, cuMemFree_v2) X(cuMemsetD8, cuMemsetD8_v2) X(                           \
-                  cuMemcpyDtoH, cuMemcpyDtoH_v2) X(cuArrayCreate, cuArrayCreate_v2)                \
-                  X(cuArray3DCreate, cuArray3DCreate_v2) X(cuArrayDestroy, cuArrayDestroy) X(      \
-                      cuMipmappedArrayCreate,                                                      \
-                      cuMipmappedArrayCreate) X(cuMipmappedArrayDestroy,                           \
-                                                cuMipmappedArrayDestroy) X(cuMemAddressReserve,    \
-                                                                           cuMemAddressReserve)    \
-                      X(cuMemAddressFree, cuMemAddressFree) X(cuMemCreate, cuMemCreate) X(         \
-                          cuMemRelease, cuMemRelease) X(cuMemMap, cuMemMap)                        \
-                          X(cuMemUnmap, cuMemUnmap) X(cuMemSetAccess, cuMemSetAccess) X(           \
-                              cuMemRetainAllocationHandle,                                         \
-                              cuMemRetainAllocationHandle) X(cuMemAllocAsync, cuMemAllocAsync)     \
-                              X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync) X(               \
-                                  cuMemFreeAsync, cuMemFreeAsync) X(cuMemPoolCreate,               \
-                                                                    cuMemPoolCreate)               \
-                                  X(cuMemPoolDestroy, cuMemPoolDestroy) X(                         \
-                                      cuMemPoolTrimTo, cuMemPoolTrimTo) X(cuIpcGetMemHandle,       \
-                                                                          cuIpcGetMemHandle)       \
-                                      X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2) X(              \
-                                          cuIpcCloseMemHandle,                                     \
-                                          cuIpcCloseMemHandle) X(cuStreamCreate, cuStreamCreate)   \
-                                          X(cuStreamSynchronize, cuStreamSynchronize) X(           \
-                                              cuStreamBeginCapture, cuStreamBeginCapture_v2)       \
-                                              X(cuStreamEndCapture, cuStreamEndCapture) X(         \
-                                                  cuGraphInstantiateWithFlags,                     \
-                                                  cuGraphInstantiateWithFlags)                     \
-                                                  X(cuGraphLaunch, cuGraphLaunch) X(               \
-                                                      cuModuleLoadData, cuModuleLoadData)          \
-                                                      X(cuModuleGetFunction, cuModuleGetFunction)  \
-                                                          X(cuLaunchKernel, cuLaunchKernel) X(     \
-                                                              cuLaunchKernelEx, cuLaunchKernelEx)  \
-                                                              X(cuLaunchCooperativeKernel,         \
+#define CLIENT_LINKED_NAMES(X)                                                                    \
+  X(cuInit, cuInit)                                                                               \
+  X(cuDeviceGet, cuDeviceGet)                                                                     \
+  X(cuDeviceGetCount, cuDeviceGetCount) X(cuDeviceTotalMem, cuDeviceTotalMem_v2) X(               \
+      cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent, cuCtxSetCurrent)     \
+      X(cuCtxCreate, cuCtxCreate_v4) X(cuCtxSynchronize, cuCtxSynchronize) X(                     \
+          cuMemGetInfo, cuMemGetInfo_v2) X(cuCtxDestroy, cuCtxDestroy_v2)                         \
+          X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2) X(cuMemAlloc, cuMemAlloc_v2) X(  \
+              cuMemAllocPitch, cuMemAllocPitch_v2) X(cuMemAllocManaged, cuMemAllocManaged)        \
+              X(cuMemFree, cuMemFree_v2) X(cuMemsetD8, cuMemsetD8_v2) X(                          \
+                  cuMemcpyDtoH, cuMemcpyDtoH_v2) X(cuArrayCreate, cuArrayCreate_v2)               \
+                  X(cuArray3DCreate, cuArray3DCreate_v2) X(cuArrayDestroy, cuArrayDestroy) X(     \
+                      cuMipmappedArrayCreate,                                                     \
+                      cuMipmappedArrayCreate) X(cuMipmappedArrayDestroy,                          \
+                                                cuMipmappedArrayDestroy) X(cuMemAddressReserve,   \
+                                                                           cuMemAddressReserve)   \
+                      X(cuMemAddressFree, cuMemAddressFree) X(cuMemCreate, cuMemCreate) X(        \
+                          cuMemRelease, cuMemRelease) X(cuMemMap, cuMemMap)                       \
+                          X(cuMemUnmap, cuMemUnmap) X(cuMemSetAccess, cuMemSetAccess) X(          \
+                              cuMemRetainAllocationHandle,                                        \
+                              cuMemRetainAllocationHandle) X(cuMemAllocAsync, cuMemAllocAsync)    \
+                              X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync) X(              \
+                                  cuMemFreeAsync, cuMemFreeAsync) X(cuMemPoolCreate,              \
+                                                                    cuMemPoolCreate)              \
+                                  X(cuMemPoolDestroy, cuMemPoolDestroy) X(                        \
+                                      cuMemPoolTrimTo, cuMemPoolTrimTo) X(cuIpcGetMemHandle,      \
+                                                                          cuIpcGetMemHandle)      \
+                                      X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2) X(             \
+                                          cuIpcCloseMemHandle,                                    \
+                                          cuIpcCloseMemHandle) X(cuStreamCreate, cuStreamCreate)  \
+                                          X(cuStreamSynchronize, cuStreamSynchronize) X(          \
+                                              cuStreamBeginCapture, cuStreamBeginCapture_v2)      \
+                                              X(cuStreamEndCapture, cuStreamEndCapture) X(        \
+                                                  cuGraphInstantiateWithFlags,                    \
+                                                  cuGraphInstantiateWithFlags)                    \
+                                                  X(cuGraphLaunch, cuGraphLaunch) X(              \
+                                                      cuModuleLoadData, cuModuleLoadData)         \
+                                                      X(cuModuleGetFunction, cuModuleGetFunction) \
+                                                          X(cuLaunchKernel, cuLaunchKernel) X(    \
+                                                              cuLaunchKernelEx, cuLaunchKernelEx) \
+                                                              X(cuLaunchCooperativeKernel,        \
                                                                 cuLaunchCooperativeKernel)
 
 #define CLIENT_NVML(X)                                                \
@@ -183,6 +183,7 @@ std::string Err(CUresult r) { return "err " + std::to_string(r); }
 // cuda.h's base name of each entry point, for cuGetProcAddress.
 const char* BaseName(const char* field) { return field; }
 
+#ifndef SHIM_CLIENT_LINKED
 bool LoadDlopen() {
   api.cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (api.cuda == nullptr) {
@@ -224,6 +225,7 @@ bool LoadProcAddress() {
   if (g_version < 13000) api.cuCtxCreate = nullptr;
   return api.cuInit != nullptr;
 }
+#endif
 
 #ifdef SHIM_CLIENT_LINKED
 extern "C" {
@@ -742,6 +744,7 @@ int main(int argc, char** argv) {
     }
   }
 #ifdef SHIM_CLIENT_LINKED
+  if (procaddr) return 2;  // the linked client binds at load time
   LoadLinked();
 #else
   if (!(procaddr ? LoadProcAddress() : LoadDlopen())) return 3;
