@@ -173,17 +173,15 @@ struct Api {
 };
 
 Api api;
-PFN_cuGetProcAddress_v2 g_gpa2 = nullptr;
-PFN_cuGetProcAddress g_gpa1 = nullptr;
 int g_version = 13000;
 cuuint64_t g_flags = 0;
 
 std::string Err(CUresult r) { return "err " + std::to_string(r); }
 
-// cuda.h's base name of each entry point, for cuGetProcAddress.
-const char* BaseName(const char* field) { return field; }
-
 #ifndef SHIM_CLIENT_LINKED
+PFN_cuGetProcAddress_v2 g_gpa2 = nullptr;
+PFN_cuGetProcAddress g_gpa1 = nullptr;
+
 bool LoadDlopen() {
   api.cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (api.cuda == nullptr) {
@@ -219,7 +217,8 @@ bool LoadProcAddress() {
   };
   // cuCtxCreate at a version below 13000 is the v2 ABI: not what the client calls; create
   // contexts through the primary context instead in that mode.
-#define LOAD(name, type) api.name = reinterpret_cast<type>(resolve(BaseName(#name)));
+// The field names are cuda.h's base names, which cuGetProcAddress takes.
+#define LOAD(name, type) api.name = reinterpret_cast<type>(resolve(#name));
   CLIENT_CUDA(LOAD)
 #undef LOAD
   if (g_version < 13000) api.cuCtxCreate = nullptr;
