@@ -4,11 +4,13 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace tessera::shim {
@@ -56,8 +58,12 @@ uint64_t ReadStartTimeTicks() {
 ProcessIdentity ProcessIdentity::Current() {
   ProcessIdentity id;
   id.pid = static_cast<uint32_t>(::getpid());
-  struct stat st {};
-  if (::stat("/proc/self/ns/pid", &st) == 0) id.pidns_inode = st.st_ino;
+  // "pid:[4026531836]": readlink rather than stat, which the shim avoids (glibc_compat.h).
+  char link[64] = {};
+  if (::readlink("/proc/self/ns/pid", link, sizeof(link) - 1) > 0) {
+    if (const char* open = std::strchr(link, '['))
+      id.pidns_inode = std::strtoull(open + 1, nullptr, 10);
+  }
   id.start_time_ticks = ReadStartTimeTicks();
   return id;
 }
@@ -105,13 +111,13 @@ std::unique_ptr<Ledger> Ledger::Open(const std::string& path, std::string* error
     *error = Errno("cannot open ledger", path);
     return nullptr;
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(kLedgerHeaderSize)) {
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < static_cast<off_t>(kLedgerHeaderSize)) {
     *error = "ledger " + path + " is shorter than its header";
     ::close(fd);
     return nullptr;
   }
-  size_t bytes = static_cast<size_t>(st.st_size);
+  size_t bytes = static_cast<size_t>(size);
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) {
     *error = Errno("cannot map ledger", path);

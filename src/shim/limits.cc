@@ -34,8 +34,8 @@ std::unique_ptr<LimitsMap> LimitsMap::Open(const std::string& path, bool writabl
     *error = "cannot open limits " + path + ": " + std::strerror(errno);
     return nullptr;
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size < static_cast<off_t>(kLimitsFileSize)) {
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < static_cast<off_t>(kLimitsFileSize)) {
     *error = "limits " + path + " is shorter than its format";
     ::close(fd);
     return nullptr;
@@ -48,7 +48,7 @@ std::unique_ptr<LimitsMap> LimitsMap::Open(const std::string& path, bool writabl
     return nullptr;
   }
   auto* file = static_cast<LimitsFile*>(map);
-  std::string problem = ValidateLimitsFile(*file, static_cast<uint64_t>(st.st_size));
+  std::string problem = ValidateLimitsFile(*file, static_cast<uint64_t>(size));
   if (!problem.empty()) {
     *error = path + ": " + problem;
     ::munmap(map, kLimitsFileSize);

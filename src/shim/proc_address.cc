@@ -28,16 +28,16 @@ struct HookEntry {
 HookEntry g_hooks[] = {TESSERA_PART_HOOKS(TESSERA_ENTRY)};
 #undef TESSERA_ENTRY
 
-std::once_flag g_table_once;
-
 void FillTable() {
-  std::call_once(g_table_once, [] {
+  static const bool filled = [] {
     const RealDriver& real = Shim::Get().real;
     size_t i = 0;
 #define TESSERA_REAL_PTR(name, type) g_hooks[i++].real = reinterpret_cast<void*>(real.name);
     TESSERA_PART_HOOKS(TESSERA_REAL_PTR)
 #undef TESSERA_REAL_PTR
-  });
+    return true;
+  }();
+  (void)filled;
 }
 
 // "cuMemAlloc_v2" -> "cuMemAlloc": the name a caller passes to cuGetProcAddress.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "shim/contract.h"
+#include "shim/glibc_compat.h"
 
 namespace tessera::shim {
 namespace {

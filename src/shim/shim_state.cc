@@ -131,8 +131,8 @@ void Share::ReleaseAtExit() {
 // ----------------------------------------------------------------------------------------- Shim
 
 Shim& Shim::Init() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+  // A function-local static rather than std::call_once: no pthread_once (glibc_compat.h).
+  static const bool initialised = [] {
     auto* s = new Shim();  // never deleted: hooks may run after static destructors
     if (const char* v = std::getenv(contract::kEnvLog)) g_log_level = std::atoi(v);
     s->log_level_ = g_log_level;
@@ -151,7 +151,9 @@ Shim& Shim::Init() {
     Log(1, "loaded; shares under %s: %s", limits_dir.c_str(), s->any_share_ ? "yes" : "none");
     ::pthread_atfork(ForkPrepare, ForkParent, ForkChild);
     instance_.store(s, std::memory_order_release);
-  });
+    return true;
+  }();
+  (void)initialised;
   return *instance_.load(std::memory_order_acquire);
 }
 

@@ -116,10 +116,11 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
 #define CLIENT_LINKED_NAMES(X)                                                                    \
   X(cuInit, cuInit)                                                                               \
   X(cuDeviceGet, cuDeviceGet)                                                                     \
-  X(cuDeviceGetCount, cuDeviceGetCount) X(cuDeviceTotalMem, cuDeviceTotalMem_v2) X(               \
-      cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent, cuCtxSetCurrent)     \
-      X(cuCtxCreate, cuCtxCreate_v4) X(cuCtxSynchronize, cuCtxSynchronize) X(                     \
-          cuMemGetInfo, cuMemGetInfo_v2) X(cuCtxDestroy, cuCtxDestroy_v2)                         \
+  X(cuDeviceGetCount, cuDeviceGetCount)                                                           \
+  X(cuDeviceTotalMem, cuDeviceTotalMem_v2) X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)  \
+      X(cuCtxSetCurrent, cuCtxSetCurrent) X(cuCtxCreate, cuCtxCreate_v4) X(                       \
+          cuCtxSynchronize, cuCtxSynchronize) X(cuMemGetInfo, cuMemGetInfo_v2) X(cuCtxDestroy,    \
+                                                                                 cuCtxDestroy_v2) \
           X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2) X(cuMemAlloc, cuMemAlloc_v2) X(  \
               cuMemAllocPitch, cuMemAllocPitch_v2) X(cuMemAllocManaged, cuMemAllocManaged)        \
               X(cuMemFree, cuMemFree_v2) X(cuMemsetD8, cuMemsetD8_v2) X(                          \

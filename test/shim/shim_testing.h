@@ -75,12 +75,14 @@ class Node {
   // A share of GPU `gpu` for pod `pod`: creates its segment under the pod's dir. The pod's
   // containers see that dir as TESSERA_SHIM_ROOT.
   Segment& Share(const std::string& pod, int gpu, uint64_t memory, uint32_t compute_permille = 0,
-                 ComputeMode mode = ComputeMode::kHardCap, uint32_t slots = 64) {
+                 ComputeMode mode = ComputeMode::kHardCap, uint32_t slots = 64,
+                 uint32_t period_us = 0) {
     SegmentOptions o;
     o.pod_uid = pod;
     o.limits.memory_limit_bytes = memory;
     o.limits.compute_limit_permille = compute_permille;
     o.limits.compute_mode = mode;
+    o.limits.period_us = period_us;
     o.slots = slots;
     auto seg = Segment::Create(PodDir(pod), Uuid(gpu), o);
     EXPECT_TRUE(seg.ok()) << seg.status();
