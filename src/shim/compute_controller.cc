@@ -86,6 +86,7 @@ absl::StatusOr<std::vector<PidUtilization>> NvmlUtilization::Sample(const std::s
 std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     const std::string& gpu_uuid, const std::vector<Segment*>& pods, UtilizationSource& source) {
   std::map<std::string, PodMeasure> out;
+  ++steps_;
   auto samples = source.Sample(gpu_uuid);
   std::map<uint32_t, uint32_t> by_pid;
   uint32_t total = 0;
@@ -124,8 +125,12 @@ std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     }
     p.m.utilization_permille = std::min<uint32_t>(p.m.utilization_permille, 1000);
     PodState& st = state_[p.key];
-    p.m.hungry = st.duty != 0 && info.gate_wait_ns > st.gate_wait_ns;
+    // Hungry: its processes waited at the gate in this interval or the one before (a period
+    // may be longer than an interval), or it used all of its window.
+    if (st.duty != 0 && info.gate_wait_ns > st.gate_wait_ns) st.last_wait_step = steps_;
     st.gate_wait_ns = info.gate_wait_ns;
+    p.m.hungry = st.duty != 0 && (steps_ - st.last_wait_step <= 1 ||
+                                  p.m.utilization_permille + kToleranceBelowCap >= st.duty);
     // One interval of NVML is noisy (a few periods, whole kernels): decisions use a moving
     // average over about a second.
     if (samples.ok()) {

@@ -9,8 +9,9 @@
 // of NVML's per-process utilisation over about a second):
 //   - hard cap: the window itself gives the pod its share (the shim's gate makes the pod's GPU
 //     work fit its window); the controller only trims a steady error beyond a dead band, slowly,
-//     while the pod is hungry (its processes waited at the gate during the interval); a pod
-//     using less than its window is demand-limited and drifts back to its cap;
+//     while the pod is hungry (its processes waited at the gate in the last two intervals, or
+//     it used its whole window); a pod using less than its window is demand-limited and drifts
+//     back to its cap;
 //   - work-conserving: the target is everything the other processes on the GPU leave unused
 //     (at least the cap), and the cap again as soon as another capped pod waits at its gate
 //     with less than its cap: a pod takes idle time and hands it back when it is wanted.
@@ -85,8 +86,10 @@ class ComputeController {
     int64_t utilization = 0;  // moving average, permille
     int64_t samples = 0;
     uint64_t gate_wait_ns = 0;
+    int64_t last_wait_step = -10;
   };
   std::map<std::string, PodState> state_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace tessera::shim

@@ -104,7 +104,8 @@ TEST_F(ControllerTest, HardCapTrimsASteadyErrorSlowlyAndWithinBounds) {
     c.Step(kUuid, {a.get()}, src);
   }
   EXPECT_EQ(a->limits().effective_duty(), 240u);
-  // Not hungry (demand below the window): back to the cap.
+  // Not hungry (no waiting, demand below the window): back to the cap.
+  src.util[101] = 100;
   for (int i = 0; i < 30; ++i) c.Step(kUuid, {a.get()}, src);
   EXPECT_LE(a->limits().effective_duty(), 300u);
   EXPECT_GE(a->limits().effective_duty(), 297u);

@@ -71,8 +71,11 @@ void ComputeGate::ObserveSync(int64_t call_ns, int64_t done_ns) {
     if (done_ns - call_ns > kIdleSyncNs) {
       // The GPU was still busy when the sync began: it ran the launches since first_launch_
       // back to back until done.
+      // A sample over many launches replaces the estimate; over a few, it moves it part of the
+      // way (a program's kernels change length from phase to phase).
       int64_t sample = std::max<int64_t>((done_ns - first_launch_) / launches_since_sync_, 1);
-      cost_ = cost_ == 0 ? sample : (3 * cost_ + sample) / 4;
+      const int64_t weight = std::min<int64_t>(launches_since_sync_, kFullSampleLaunches);
+      cost_ = cost_ == 0 ? sample : cost_ + (sample - cost_) * weight / kFullSampleLaunches;
     } else {
       // They were done before the sync: each took at most this.
       int64_t bound = std::max<int64_t>((call_ns - first_launch_) / launches_since_sync_, 1);

@@ -61,6 +61,8 @@ class ComputeGate {
   static constexpr int64_t kIdleSyncNs = 50'000;
   // Launches admitted before the first measurement.
   static constexpr int64_t kProbeLaunches = 16;
+  // A sync after this many launches measures the cost outright.
+  static constexpr int64_t kFullSampleLaunches = 8;
 
  private:
   mutable std::mutex mu_;

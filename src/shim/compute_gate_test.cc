@@ -112,6 +112,35 @@ TEST(ComputeGateTest, SimulatedGpuShareMatchesTheDuty) {
   }
 }
 
+// A program whose kernels change length (a 10 ms graph, then 2 ms kernels, never syncing itself):
+// the cost estimate follows within a couple of windows, so the share holds in the second phase.
+TEST(ComputeGateTest, FollowsKernelsThatChangeLength) {
+  ComputeGate g;
+  const int64_t period = 200 * kMs;
+  int64_t t = 1'000 * period, gpu_free = t, busy = 0;
+  const int64_t switch_at = t + 2'000 * kMs, measure_from = switch_at + 500 * kMs,
+                end = switch_at + 3'000 * kMs;
+  while (t < end) {
+    ComputeGate::Window w;
+    if (!g.Admit(t, 300, 0, period, &w)) {
+      int64_t done = std::max(t, gpu_free);
+      g.ObserveSync(t, done);
+      t = done;
+      if (!g.Admit(t, 300, 0, period, &w)) {
+        t = ComputeGate::At(t, 300, 0, period).next_start_ns;
+        continue;
+      }
+    }
+    const int64_t kernel = t < switch_at ? 10 * kMs : 2 * kMs;
+    int64_t s = std::max(t, gpu_free);
+    gpu_free = s + kernel;
+    busy += std::max<int64_t>(0, std::min(gpu_free, end) - std::max(s, measure_from));
+    t += 5'000;
+  }
+  EXPECT_NEAR(static_cast<double>(busy) / (end - measure_from), 0.30, 0.03);
+  EXPECT_NEAR(g.cost_ns(), 2 * kMs, kMs / 10);
+}
+
 // Two pods with phases that tile the period get their duties, not half of the overlap each.
 TEST(ComputeGateTest, TiledPhasesDoNotOverlap) {
   const int64_t period = 50 * kMs;

@@ -310,6 +310,13 @@ void GateSlow(CUstream stream, bool ptsz) {
   gate.ObserveSync(now, t);
   tessera::shim::ComputeGate::Window w;
   while (!admit(t, &w)) {
+    Log(2,
+        "gate: drained %lld us at %lld us into the window; cost %lld us, credit %lld us; "
+        "sleeping %lld us",
+        static_cast<long long>((t - now) / 1000), static_cast<long long>((now - w.start_ns) / 1000),
+        static_cast<long long>(gate.cost_ns() / 1000),
+        static_cast<long long>(gate.credit_ns() / 1000),
+        static_cast<long long>((w.next_start_ns - t) / 1000));
     SleepUntil(w.next_start_ns);  // the next window brings time and credit
     t = MonoNs();
   }

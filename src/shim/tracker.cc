@@ -210,9 +210,9 @@ void Tracker::Clear() {
   allocations_.clear();
   physical_.clear();
   mappings_.clear();
-  // Another thread of the parent may have held a pool's mutex at fork: the states are leaked,
-  // never destroyed locked.
-  for (auto& [handle, state] : pools_) state.release();
+  // Another thread of the parent may have held a pool's mutex at fork: the states are kept,
+  // never destroyed while locked (the shim's tracker lives as long as the process).
+  for (auto& [handle, state] : pools_) abandoned_.push_back(std::move(state));
   pools_.clear();
 }
 

@@ -108,6 +108,7 @@ class Tracker {
   };
   std::map<CUdeviceptr, Mapping> mappings_;  // by start address
   std::unordered_map<CUmemoryPool, std::unique_ptr<PoolState>> pools_;
+  std::vector<std::unique_ptr<PoolState>> abandoned_;  // a fork child's parent pools
 };
 
 }  // namespace tessera::shim

@@ -307,6 +307,7 @@ struct Driver {
   std::unordered_map<int, std::unique_ptr<Pool>> default_pool;
   std::unordered_map<int, Pool*> current_pool;
   std::vector<std::unique_ptr<Pool>> pools;
+  std::vector<std::unique_ptr<Module>> modules;  // kept: their functions may still be launched
 };
 
 Driver& D() {
@@ -1674,13 +1675,16 @@ FAKE_API CUresult cuEventDestroy_v2(CUevent event) {
 
 FAKE_API CUresult cuModuleLoadData(CUmodule* module, const void* image) {
   if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *module = reinterpret_cast<CUmodule>(new Module());
+  std::lock_guard<std::mutex> lock(D().mu);
+  D().modules.push_back(std::make_unique<Module>());
+  *module = reinterpret_cast<CUmodule>(D().modules.back().get());
   return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule module, const char* name) {
   if (f == nullptr || module == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto* m = reinterpret_cast<Module*>(module);
+  std::lock_guard<std::mutex> lock(D().mu);
   auto fn = std::make_unique<Function>();
   fn->name = name;
   *f = reinterpret_cast<CUfunction>(fn.get());

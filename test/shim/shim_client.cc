@@ -106,6 +106,8 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
   X(cuStreamEndCapture, PFN_cuStreamEndCapture)                   \
   X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags) \
   X(cuGraphLaunch, PFN_cuGraphLaunch)                             \
+  X(cuGraphDestroy, PFN_cuGraphDestroy)                           \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy)                   \
   X(cuModuleLoadData, PFN_cuModuleLoadData)                       \
   X(cuModuleGetFunction, PFN_cuModuleGetFunction)                 \
   X(cuLaunchKernel, PFN_cuLaunchKernel)                           \
@@ -113,49 +115,61 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
   X(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel)
 
 // The exported names a linked program binds to (cuda.h's #defines).
-#define CLIENT_LINKED_NAMES(X)                                                                    \
-  X(cuInit, cuInit)                                                                               \
-  X(cuDeviceGet, cuDeviceGet)                                                                     \
-  X(cuDeviceGetCount, cuDeviceGetCount)                                                           \
-  X(cuDeviceTotalMem, cuDeviceTotalMem_v2) X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)  \
-      X(cuCtxSetCurrent, cuCtxSetCurrent) X(cuCtxCreate, cuCtxCreate_v4) X(                       \
-          cuCtxSynchronize, cuCtxSynchronize) X(cuMemGetInfo, cuMemGetInfo_v2) X(cuCtxDestroy,    \
-                                                                                 cuCtxDestroy_v2) \
-          X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2) X(cuMemAlloc, cuMemAlloc_v2) X(  \
-              cuMemAllocPitch, cuMemAllocPitch_v2) X(cuMemAllocManaged, cuMemAllocManaged)        \
-              X(cuMemFree, cuMemFree_v2) X(cuMemsetD8, cuMemsetD8_v2) X(                          \
-                  cuMemcpyDtoH, cuMemcpyDtoH_v2) X(cuArrayCreate, cuArrayCreate_v2)               \
-                  X(cuArray3DCreate, cuArray3DCreate_v2) X(cuArrayDestroy, cuArrayDestroy) X(     \
-                      cuMipmappedArrayCreate,                                                     \
-                      cuMipmappedArrayCreate) X(cuMipmappedArrayDestroy,                          \
-                                                cuMipmappedArrayDestroy) X(cuMemAddressReserve,   \
-                                                                           cuMemAddressReserve)   \
-                      X(cuMemAddressFree, cuMemAddressFree) X(cuMemCreate, cuMemCreate) X(        \
-                          cuMemRelease, cuMemRelease) X(cuMemMap, cuMemMap)                       \
-                          X(cuMemUnmap, cuMemUnmap) X(cuMemSetAccess, cuMemSetAccess) X(          \
-                              cuMemRetainAllocationHandle,                                        \
-                              cuMemRetainAllocationHandle) X(cuMemAllocAsync, cuMemAllocAsync)    \
-                              X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync) X(              \
-                                  cuMemFreeAsync, cuMemFreeAsync) X(cuMemPoolCreate,              \
-                                                                    cuMemPoolCreate)              \
-                                  X(cuMemPoolDestroy, cuMemPoolDestroy) X(                        \
-                                      cuMemPoolTrimTo, cuMemPoolTrimTo) X(cuIpcGetMemHandle,      \
-                                                                          cuIpcGetMemHandle)      \
-                                      X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2) X(             \
-                                          cuIpcCloseMemHandle,                                    \
-                                          cuIpcCloseMemHandle) X(cuStreamCreate, cuStreamCreate)  \
-                                          X(cuStreamSynchronize, cuStreamSynchronize) X(          \
-                                              cuStreamBeginCapture, cuStreamBeginCapture_v2)      \
-                                              X(cuStreamEndCapture, cuStreamEndCapture) X(        \
-                                                  cuGraphInstantiateWithFlags,                    \
-                                                  cuGraphInstantiateWithFlags)                    \
-                                                  X(cuGraphLaunch, cuGraphLaunch) X(              \
-                                                      cuModuleLoadData, cuModuleLoadData)         \
-                                                      X(cuModuleGetFunction, cuModuleGetFunction) \
-                                                          X(cuLaunchKernel, cuLaunchKernel) X(    \
-                                                              cuLaunchKernelEx, cuLaunchKernelEx) \
-                                                              X(cuLaunchCooperativeKernel,        \
-                                                                cuLaunchCooperativeKernel)
+// clang-format off
+#define CLIENT_LINKED_NAMES(X) \
+  X(cuInit, cuInit) \
+  X(cuDeviceGet, cuDeviceGet) \
+  X(cuDeviceGetCount, cuDeviceGetCount) \
+  X(cuDeviceTotalMem, cuDeviceTotalMem_v2) \
+  X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain) \
+  X(cuCtxSetCurrent, cuCtxSetCurrent) \
+  X(cuCtxCreate, cuCtxCreate_v4) \
+  X(cuCtxSynchronize, cuCtxSynchronize) \
+  X(cuCtxDestroy, cuCtxDestroy_v2) \
+  X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2) \
+  X(cuMemGetInfo, cuMemGetInfo_v2) \
+  X(cuMemAlloc, cuMemAlloc_v2) \
+  X(cuMemAllocPitch, cuMemAllocPitch_v2) \
+  X(cuMemAllocManaged, cuMemAllocManaged) \
+  X(cuMemFree, cuMemFree_v2) \
+  X(cuMemsetD8, cuMemsetD8_v2) \
+  X(cuMemcpyDtoH, cuMemcpyDtoH_v2) \
+  X(cuArrayCreate, cuArrayCreate_v2) \
+  X(cuArray3DCreate, cuArray3DCreate_v2) \
+  X(cuArrayDestroy, cuArrayDestroy) \
+  X(cuMipmappedArrayCreate, cuMipmappedArrayCreate) \
+  X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy) \
+  X(cuMemAddressReserve, cuMemAddressReserve) \
+  X(cuMemAddressFree, cuMemAddressFree) \
+  X(cuMemCreate, cuMemCreate) \
+  X(cuMemRelease, cuMemRelease) \
+  X(cuMemMap, cuMemMap) \
+  X(cuMemUnmap, cuMemUnmap) \
+  X(cuMemSetAccess, cuMemSetAccess) \
+  X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle) \
+  X(cuMemAllocAsync, cuMemAllocAsync) \
+  X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync) \
+  X(cuMemFreeAsync, cuMemFreeAsync) \
+  X(cuMemPoolCreate, cuMemPoolCreate) \
+  X(cuMemPoolDestroy, cuMemPoolDestroy) \
+  X(cuMemPoolTrimTo, cuMemPoolTrimTo) \
+  X(cuIpcGetMemHandle, cuIpcGetMemHandle) \
+  X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2) \
+  X(cuIpcCloseMemHandle, cuIpcCloseMemHandle) \
+  X(cuStreamCreate, cuStreamCreate) \
+  X(cuStreamSynchronize, cuStreamSynchronize) \
+  X(cuStreamBeginCapture, cuStreamBeginCapture_v2) \
+  X(cuStreamEndCapture, cuStreamEndCapture) \
+  X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags) \
+  X(cuGraphLaunch, cuGraphLaunch) \
+  X(cuGraphDestroy, cuGraphDestroy) \
+  X(cuGraphExecDestroy, cuGraphExecDestroy) \
+  X(cuModuleLoadData, cuModuleLoadData) \
+  X(cuModuleGetFunction, cuModuleGetFunction) \
+  X(cuLaunchKernel, cuLaunchKernel) \
+  X(cuLaunchKernelEx, cuLaunchKernelEx) \
+  X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel)
+// clang-format on
 
 #define CLIENT_NVML(X)                                                \
   X(nvmlInit_v2, PFN_nvmlInit_v2)                                     \
@@ -640,10 +654,11 @@ std::string Run(const std::vector<std::string>& a) {
     if ((r = api.cuStreamEndCapture(s, &g)) != CUDA_SUCCESS) return Err(r);
     CUgraphExec e = nullptr;
     if ((r = api.cuGraphInstantiateWithFlags(&e, g, 0)) != CUDA_SUCCESS) return Err(r);
-    for (uint64_t i = 0; i < Num(a[3]); ++i) {
-      if ((r = api.cuGraphLaunch(e, s)) != CUDA_SUCCESS) return Err(r);
-    }
-    return (r = api.cuStreamSynchronize(s)) == CUDA_SUCCESS ? "ok" : Err(r);
+    for (uint64_t i = 0; i < Num(a[3]) && r == CUDA_SUCCESS; ++i) r = api.cuGraphLaunch(e, s);
+    if (r == CUDA_SUCCESS) r = api.cuStreamSynchronize(s);
+    api.cuGraphExecDestroy(e);
+    api.cuGraphDestroy(g);
+    return r == CUDA_SUCCESS ? "ok" : Err(r);
   }
   if (c == "threads") {
     std::atomic<int> failures{0};

@@ -60,8 +60,8 @@ INSTANTIATE_TEST_SUITE_P(Paths, LoaderMatrixTest,
                                            Case{LoadMode::ProcAddress(12080, true), true},
                                            Case{LoadMode::ProcAddress(13000, false), false},
                                            Case{LoadMode::ProcAddress(13000, true), true}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           std::string n = info.param.mode.name;
+                         [](const ::testing::TestParamInfo<Case>& param) {
+                           std::string n = param.param.mode.name;
                            for (char& ch : n) {
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            }

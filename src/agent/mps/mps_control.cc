@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -147,8 +148,17 @@ RunResult RunProgram(const std::vector<std::string>& argv,
     return result;
   }
   if (!input.empty()) {
+    // A program that exits without reading its input must not kill the agent with SIGPIPE:
+    // block it for this thread around the write and consume it if it came.
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
     ssize_t ignored = ::write(in[1], input.data(), input.size());
     (void)ignored;
+    timespec zero{};
+    sigtimedwait(&pipe_set, nullptr, &zero);
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
   ::close(in[1]);
   const int64_t deadline = NowMs() + timeout_ms;
