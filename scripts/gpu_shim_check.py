@@ -145,11 +145,16 @@ class Node:
             "libtessera-real-cuda.so.1": real_cuda,
             "libtessera-real-nvml.so.1": real_nvml,
         }
-        for name, target in links.items():
-            path = os.path.join(self.lib, name)
-            if os.path.lexists(path):
-                os.unlink(path)
-            os.symlink(target, path)
+        # Without the shim: the same real libraries, found the same way (LD_LIBRARY_PATH).
+        self.plain = os.path.join(work, "plain")
+        os.makedirs(self.plain, exist_ok=True)
+        plain_links = {"libcuda.so.1": real_cuda, "libnvidia-ml.so.1": real_nvml}
+        for d, table in ((self.lib, links), (self.plain, plain_links)):
+            for name, target in table.items():
+                path = os.path.join(d, name)
+                if os.path.lexists(path):
+                    os.unlink(path)
+                os.symlink(target, path)
         self.pods = os.path.join(work, "pods")
         os.makedirs(self.pods, exist_ok=True)
         self.count = 0
@@ -175,9 +180,10 @@ class Node:
         """A process's environment: with the shim when pod is given, the real driver alone
         otherwise."""
         env = dict(self.base_env)
+        first = self.lib if pod is not None else self.plain
+        env["LD_LIBRARY_PATH"] = first + (
+            ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
         if pod is not None:
-            env["LD_LIBRARY_PATH"] = self.lib + (
-                ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
             env["TESSERA_SHIM_ROOT"] = pod
         env.update(extra or {})
         return env
