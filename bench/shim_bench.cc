@@ -9,6 +9,7 @@
 //   shim_bench startup N       N processes started at once, each timing cuInit to its first
 //                              context and allocation: one JSON line, median and max in ms
 //   shim_bench first-context   (one of those processes)
+//   shim_bench accounting DIR  the shim's bookkeeping alone (ledger, tracker, gate), in process
 //
 // Times are per call, as the medians of batch means (a batch of B calls timed together, so that
 // the clock read is not what is measured).
@@ -31,7 +32,10 @@
 #include "shim/cuda_abi.h"
 #ifndef SHIM_BENCH_NO_SETUP  // the GPU check builds measure and startup only, with g++ alone
 #include "fake_cuda/fake_machine.h"
+#include "shim/compute_gate.h"
+#include "shim/ledger.h"
 #include "shim/segments.h"
+#include "shim/tracker.h"
 #endif
 
 extern char** environ;
@@ -157,6 +161,40 @@ int Setup(const std::string& dir) {
   }
   return 0;
 }
+
+// The shim's own bookkeeping per call, without the loader or a driver: what it adds to an
+// allocation (reserve in the pod's ledger, record the pointer; and back) and to a capped launch.
+int Accounting(const std::string& dir) {
+  using namespace tessera::shim;
+  std::string error;
+  const std::string path = dir + "/accounting.ledger";
+  ::unlink(path.c_str());
+  if (!Ledger::Create(path, "GPU-bench", kDefaultLedgerSlots, &error)) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 1;
+  }
+  auto ledger = Ledger::Open(path, &error);
+  if (ledger == nullptr || !ledger->Claim(ProcessIdentity::Current(), &error)) return 1;
+  Tracker tracker;
+  uint64_t key = 0x7f0000000000ULL;
+  Measure("shim bookkeeping: reserve + record + take + release (no driver)", 200, 1000, [&] {
+    ledger->TryCharge(4096, 8ULL << 30);
+    tracker.Add(key, Allocation{4096, 0, nullptr, AllocKind::kLinear});
+    tracker.Take(key);
+    ledger->Uncharge(4096);
+    key += 4096;
+  });
+  Measure("shim bookkeeping: the pod's usage (cuMemGetInfo's share)", 200, 1000,
+          [&] { (void)ledger->Used(); });
+  ComputeGate gate;
+  int64_t t = Now();
+  Measure("shim bookkeeping: compute gate admission (open window)", 200, 1000, [&] {
+    ComputeGate::Window w;
+    (void)gate.Admit(t, 999, 0, 1'000'000'000'000LL, &w);
+  });
+  ::unlink(path.c_str());
+  return 0;
+}
 #endif
 
 // An empty kernel, as PTX for the driver to compile (the fake driver takes any image).
@@ -279,12 +317,14 @@ int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
 #ifndef SHIM_BENCH_NO_SETUP
   if (mode == "setup" && argc == 3) return Setup(argv[2]);
+  if (mode == "accounting" && argc == 3) return Accounting(argv[2]);
 #endif
   if (mode == "measure") return MeasureAll();
   if (mode == "startup" && argc == 3) return Startup(argv[0], std::atoi(argv[2]));
   if (mode == "first-context") return FirstContext();
   std::fprintf(stderr,
-               "usage: shim_bench setup DIR | measure | startup N | first-context\n"
+               "usage: shim_bench setup DIR | measure | startup N | first-context | "
+               "accounting DIR\n"
                "(measure and startup run against whatever libcuda.so.1 LD_LIBRARY_PATH finds;\n"
                " bench/run_shim.sh runs the configurations side by side)\n");
   return 2;

@@ -17,7 +17,15 @@
 namespace tessera::shim {
 namespace {
 
+// mkdir -p; `mode` for the last component.
 absl::Status MakeDir(const std::string& path, mode_t mode) {
+  for (size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
+    std::string parent = path.substr(0, pos);
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InternalError(
+          absl::StrCat("cannot create ", parent, ": ", std::strerror(errno)));
+    }
+  }
   if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
     return absl::InternalError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
   }

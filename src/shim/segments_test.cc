@@ -21,7 +21,7 @@ class SegmentsTest : public ::testing::Test {
     char tmpl[] = "/tmp/tessera-segments-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     root_ = tmpl;
-    pod_dir_ = root_ + "/pod-a";
+    pod_dir_ = root_ + "/pod-a";  // created by Segment::Create
   }
   void TearDown() override {
     std::string cmd = "rm -rf '" + root_ + "'";
@@ -69,6 +69,13 @@ TEST_F(SegmentsTest, CreateLaysOutTheContract) {
   auto pods = ListPodDirs(root_);
   ASSERT_TRUE(pods.ok());
   EXPECT_EQ(*pods, std::vector<std::string>{pod_dir_});
+}
+
+TEST_F(SegmentsTest, CreateMakesMissingParents) {
+  const std::string deep = root_ + "/run/tessera/pods/uid-1";
+  auto seg = Segment::Create(deep, kUuid, Options(1, 0));
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  EXPECT_EQ((*ListSegments(deep)).size(), 1u);
 }
 
 TEST_F(SegmentsTest, CreateAgainUpdatesAndKeepsTheLedger) {

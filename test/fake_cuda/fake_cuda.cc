@@ -1,8 +1,9 @@
 // A fake libcuda.so.1 for tests: the driver API entry points the shim and the test programs use,
 // with real state behind them, loaded through the real dynamic loader.
 //
-//   - Device memory is host memory: cuMemAlloc returns the address of a memfd mapping, so
-//     programs can write and read it (cuMemcpy*, or directly) and export it over IPC.
+//   - Device memory is host memory: cuMemAlloc sub-allocates from one sparse memfd mapped once
+//     (no system call per allocation, as a driver's sub-allocator), so programs can write and
+//     read it (cuMemcpy*, or directly) and export it over IPC.
 //   - Every device byte is recorded in the shared fake machine (fake_machine.h), per process;
 //     a dying process's bytes stop counting, as a real driver frees them.
 //   - Virtual memory: reservations are PROT_NONE mappings, physical allocations are memfds mapped
@@ -253,7 +254,8 @@ struct Alloc {
   Kind kind = Kind::kLinear;
   void* base = nullptr;
   size_t map_len = 0;
-  int fd = -1;
+  int fd = -1;                // an IPC import's own mapping has none; arena memory uses the arena's
+  int64_t arena_offset = -1;  // linear memory: where in the arena
   Pool* pool = nullptr;
   Chunk* chunk = nullptr;
 };
@@ -283,7 +285,8 @@ struct IpcHandle {
   int32_t fd;
   uint32_t reserved;
   uint64_t size;
-  uint8_t pad[40];
+  uint64_t offset;
+  uint8_t pad[32];
 };
 static_assert(sizeof(IpcHandle) == sizeof(CUipcMemHandle));
 
@@ -357,20 +360,66 @@ void Uncharge(int device, uint64_t bytes) {
   Self()->bytes[device].fetch_sub(bytes, std::memory_order_acq_rel);
 }
 
-void* MapMemfd(uint64_t size, int* fd_out) {
-  int fd = ::memfd_create("fake-cuda", MFD_CLOEXEC);
-  if (fd < 0) return nullptr;
-  if (::ftruncate(fd, static_cast<off_t>(std::max<uint64_t>(size, 1))) != 0) {
-    ::close(fd);
-    return nullptr;
+// Linear device memory comes from one sparse memfd mapped once (an arena), so that an allocation
+// costs no system call, as a driver's sub-allocator does, and any of it can be exported over IPC
+// (the importer maps the same file at the allocation's offset). Caller holds D().mu.
+struct Arena {
+  int fd = -1;
+  char* base = nullptr;
+  uint64_t top = 0;
+  std::map<uint64_t, uint64_t> free;  // offset -> size
+};
+constexpr uint64_t kArenaBytes = 1ULL << 40;  // virtual only
+
+Arena& TheArena() {
+  static Arena* a = [] {
+    auto* arena = new Arena();
+    arena->fd = ::memfd_create("fake-cuda-arena", MFD_CLOEXEC);
+    if (arena->fd >= 0 && ::ftruncate(arena->fd, static_cast<off_t>(kArenaBytes)) == 0) {
+      void* p = ::mmap(nullptr, kArenaBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+                       arena->fd, 0);
+      if (p != MAP_FAILED) arena->base = static_cast<char*>(p);
+    }
+    return arena;
+  }();
+  return *a;
+}
+
+int64_t ArenaAlloc(uint64_t size) {
+  Arena& a = TheArena();
+  if (a.base == nullptr) return -1;
+  size = RoundUp(std::max<uint64_t>(size, 1), 4096);
+  for (auto it = a.free.begin(); it != a.free.end(); ++it) {
+    if (it->second < size) continue;
+    uint64_t off = it->first, left = it->second - size;
+    a.free.erase(it);
+    if (left > 0) a.free[off + size] = left;
+    return static_cast<int64_t>(off);
   }
-  void* p = ::mmap(nullptr, std::max<uint64_t>(size, 1), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    ::close(fd);
-    return nullptr;
+  if (a.top + size > kArenaBytes) return -1;
+  uint64_t off = a.top;
+  a.top += size;
+  return static_cast<int64_t>(off);
+}
+
+void ArenaFree(int64_t offset, uint64_t size) {
+  Arena& a = TheArena();
+  size = RoundUp(std::max<uint64_t>(size, 1), 4096);
+  uint64_t off = static_cast<uint64_t>(offset);
+  auto next = a.free.lower_bound(off);
+  if (next != a.free.end() && next->first == off + size) {
+    size += next->second;
+    a.free.erase(next);
   }
-  *fd_out = fd;
-  return p;
+  auto prev = a.free.lower_bound(off);
+  if (prev != a.free.begin()) {
+    --prev;
+    if (prev->first + prev->second == off) {
+      prev->second += size;
+      return;
+    }
+  }
+  a.free[off] = size;
 }
 
 Stream* StreamOf(CUstream s, bool ptsz) {
@@ -490,7 +539,11 @@ void PoolFreeLocked(const Alloc& a) {
 
 // Frees one linear/managed/ipc allocation's backing. Caller holds D().mu.
 void FreeBacking(const Alloc& a) {
-  if (a.base != nullptr) ::munmap(a.base, a.map_len);
+  if (a.arena_offset >= 0) {
+    ArenaFree(a.arena_offset, a.map_len);
+  } else if (a.base != nullptr) {
+    ::munmap(a.base, a.map_len);
+  }
   if (a.fd >= 0) ::close(a.fd);
   if (a.kind != Kind::kIpc) Uncharge(a.device, a.bytes);
 }
@@ -1000,11 +1053,12 @@ CUresult AllocLinear(CUdeviceptr* dptr, uint64_t bytes, Kind kind) {
   a.ctx = c;
   a.kind = kind;
   a.map_len = bytes;
-  a.base = MapMemfd(bytes, &a.fd);
-  if (a.base == nullptr) {
+  a.arena_offset = ArenaAlloc(bytes);
+  if (a.arena_offset < 0) {
     Uncharge(c->device, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  a.base = TheArena().base + a.arena_offset;
   *dptr = reinterpret_cast<CUdeviceptr>(a.base);
   D().allocs[*dptr] = a;
   return CUDA_SUCCESS;
@@ -1499,11 +1553,12 @@ FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(D().mu);
   auto it = D().allocs.find(dptr);
-  if (it == D().allocs.end() || it->second.fd < 0) return CUDA_ERROR_INVALID_VALUE;
+  if (it == D().allocs.end() || it->second.arena_offset < 0) return CUDA_ERROR_INVALID_VALUE;
   IpcHandle h{};
   h.magic = kIpcMagic;
   h.pid = static_cast<uint32_t>(::getpid());
-  h.fd = it->second.fd;
+  h.fd = TheArena().fd;
+  h.offset = static_cast<uint64_t>(it->second.arena_offset);
   h.size = it->second.map_len;
   std::memcpy(handle, &h, sizeof(h));
   return CUDA_SUCCESS;
@@ -1523,7 +1578,8 @@ FAKE_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle
   std::snprintf(path, sizeof(path), "/proc/%u/fd/%d", h.pid, h.fd);
   int fd = ::open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
-  void* p = ::mmap(nullptr, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p =
+      ::mmap(nullptr, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(h.offset));
   ::close(fd);
   if (p == MAP_FAILED) return CUDA_ERROR_MAP_FAILED;
   std::lock_guard<std::mutex> lock(D().mu);

@@ -180,9 +180,19 @@ FakeProc* Self() {
 uint64_t LiveBytes(const FakeMachine& m, int device) {
   uint64_t sum = 0;
   for (const auto& p : m.procs) {
-    if (p.pid.load(std::memory_order_acquire) == 0) continue;
+    uint32_t pid = p.pid.load(std::memory_order_acquire);
+    if (pid == 0) continue;
     uint64_t b = p.bytes[device].load(std::memory_order_acquire);
-    if (b != 0 && Alive(p)) sum += b;
+    if (b == 0) continue;
+    if (Alive(p)) {
+      sum += b;
+    } else {
+      // The driver freed a dead process's memory: forget the entry, so that it is not checked
+      // again (the entry is reused by Self()).
+      auto& entry = const_cast<FakeProc&>(p);
+      for (auto& d : entry.bytes) d.store(0, std::memory_order_relaxed);
+      entry.pid.compare_exchange_strong(pid, 0, std::memory_order_acq_rel);
+    }
   }
   return sum;
 }
