@@ -564,6 +564,8 @@ __attribute__((visibility("default"))) CUresult cuMipmappedArrayDestroy(CUmipmap
 
 namespace {
 std::mutex g_vmm_mu;
+// Held across driver calls: never inherited locked by a fork child.
+const bool g_vmm_mu_registered = (Shim::Get().AddForkMutex(&g_vmm_mu), true);
 
 int AllocationDevice(const CUmemAllocationProp* prop) {
   switch (prop->location.type) {

@@ -325,7 +325,13 @@ std::string Shim::StatusJson() {
   return out;
 }
 
+void Shim::AddForkMutex(std::mutex* m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  fork_mutexes_.push_back(m);
+}
+
 void Shim::PrepareFork() {
+  for (std::mutex* m : fork_mutexes_) m->lock();
   mu_.lock();
   tracker.mutex().lock();
   for (auto& [uuid, share] : shares_) {
@@ -343,6 +349,7 @@ void Shim::ParentAfterFork() {
   }
   tracker.mutex().unlock();
   mu_.unlock();
+  for (std::mutex* m : fork_mutexes_) m->unlock();
 }
 
 void Shim::ChildAfterFork() {
@@ -360,6 +367,7 @@ void Shim::ChildAfterFork() {
   ctx_devices_.clear();
   primary_.clear();
   mu_.unlock();
+  for (std::mutex* m : fork_mutexes_) m->unlock();
 }
 
 void Shim::AtExit() {

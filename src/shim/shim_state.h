@@ -105,6 +105,10 @@ class Shim {
   // Snapshot for tessera_shim_status().
   std::string StatusJson();
 
+  // A mutex that must not be held across fork by another thread (locked first at fork, so it
+  // must be outermost wherever it is held with the shim's others).
+  void AddForkMutex(std::mutex* mu);
+
   // Fork handlers.
   void PrepareFork();
   void ParentAfterFork();
@@ -123,7 +127,8 @@ class Shim {
   bool any_share_ = false;
   std::string root_;
 
-  std::mutex mu_;                                                   // guards the maps below
+  std::vector<std::mutex*> fork_mutexes_;  // registered at load, before any fork
+  std::mutex mu_;                          // guards the maps below
   std::unordered_map<std::string, std::unique_ptr<Share>> shares_;  // by UUID; null: not shared
   std::unordered_map<nvmlDevice_t, Share*> nvml_shares_;
   std::unordered_map<CUcontext, CUdevice> ctx_devices_;
