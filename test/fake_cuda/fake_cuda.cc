@@ -366,19 +366,24 @@ void Uncharge(int device, uint64_t bytes) {
 struct Arena {
   int fd = -1;
   char* base = nullptr;
+  uint64_t bytes = 0;  // virtual only: pages exist once written
   uint64_t top = 0;
   std::map<uint64_t, uint64_t> free;  // offset -> size
 };
-constexpr uint64_t kArenaBytes = 1ULL << 40;  // virtual only
 
 Arena& TheArena() {
   static Arena* a = [] {
     auto* arena = new Arena();
     arena->fd = ::memfd_create("fake-cuda-arena", MFD_CLOEXEC);
-    if (arena->fd >= 0 && ::ftruncate(arena->fd, static_cast<off_t>(kArenaBytes)) == 0) {
-      void* p = ::mmap(nullptr, kArenaBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
-                       arena->fd, 0);
-      if (p != MAP_FAILED) arena->base = static_cast<char*>(p);
+    // As large as the address space allows (sanitizers reserve much of it).
+    for (uint64_t bytes : {1ULL << 40, 1ULL << 38, 1ULL << 36, 1ULL << 34}) {
+      if (arena->fd < 0 || ::ftruncate(arena->fd, static_cast<off_t>(bytes)) != 0) continue;
+      void* p =
+          ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, arena->fd, 0);
+      if (p == MAP_FAILED) continue;
+      arena->base = static_cast<char*>(p);
+      arena->bytes = bytes;
+      break;
     }
     return arena;
   }();
@@ -396,7 +401,7 @@ int64_t ArenaAlloc(uint64_t size) {
     if (left > 0) a.free[off + size] = left;
     return static_cast<int64_t>(off);
   }
-  if (a.top + size > kArenaBytes) return -1;
+  if (a.top + size > a.bytes) return -1;
   uint64_t off = a.top;
   a.top += size;
   return static_cast<int64_t>(off);
