@@ -74,7 +74,8 @@ inline constexpr int kMaintenanceIntervalMs = 250;
 //   whatever the agent wrote: pointing the shim elsewhere gives a tenant nothing it could not
 //   get by loading the real driver by path (see the threat model above).
 inline constexpr char kEnvRoot[] = "TESSERA_SHIM_ROOT";
-//   TESSERA_SHIM_LOG: 0 errors only (default), 1 decisions worth knowing, 2 every interception.
+//   TESSERA_SHIM_LOG: 0 errors only (default), 1 also refusals and shares found, 2 also every
+//   launch the compute gate held back.
 inline constexpr char kEnvLog[] = "TESSERA_SHIM_LOG";
 
 // Environment the agent sets for people and programs in the pod (informational: the shim
