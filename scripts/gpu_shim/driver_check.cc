@@ -1,0 +1,373 @@
+// The driver-API half of the GPU check (scripts/gpu_shim_check.py): every allocation path the shim
+// counts, on whatever libcuda.so.1 the loader finds, with the share's ledger read directly. Built
+// without the CUDA toolkit (src/shim/cuda_abi.h), so the same program runs on a GPU machine and
+// against the fake driver in CI (test/shim/shim_gpu_check_test.cc).
+//
+//   driver_check ROOT            checks against the share under ROOT (TESSERA_SHIM_ROOT); prints
+//                                one JSON object: {"cap":..., "checks":[{"name","pass","detail"}]}
+//   driver_check --ipc-child HEX (used by the IPC check: a second process of the pod)
+#include <dlfcn.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shim/contract.h"
+#include "shim/cuda_abi.h"
+#include "shim/ledger.h"
+
+extern char** environ;
+
+namespace {
+
+// clang-format off
+#define CHECK_API(X)                                                        \
+  X(cuInit, PFN_cuInit, "cuInit")                                           \
+  X(cuDeviceGet, PFN_cuDeviceGet, "cuDeviceGet")                            \
+  X(cuDeviceGetUuid, PFN_cuDeviceGetUuid, "cuDeviceGetUuid_v2")             \
+  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem_v2, "cuDeviceTotalMem_v2")       \
+  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") \
+  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent, "cuCtxSetCurrent")                \
+  X(cuCtxSynchronize, PFN_cuCtxSynchronize, "cuCtxSynchronize")             \
+  X(cuMemGetInfo, PFN_cuMemGetInfo_v2, "cuMemGetInfo_v2")                   \
+  X(cuMemAlloc, PFN_cuMemAlloc_v2, "cuMemAlloc_v2")                         \
+  X(cuMemAllocPitch, PFN_cuMemAllocPitch_v2, "cuMemAllocPitch_v2")          \
+  X(cuMemFree, PFN_cuMemFree_v2, "cuMemFree_v2")                            \
+  X(cuMemsetD8, PFN_cuMemsetD8_v2, "cuMemsetD8_v2")                         \
+  X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2")                   \
+  X(cuArray3DCreate, PFN_cuArray3DCreate_v2, "cuArray3DCreate_v2")          \
+  X(cuArrayDestroy, PFN_cuArrayDestroy, "cuArrayDestroy")                   \
+  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate, "cuMipmappedArrayCreate") \
+  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy") \
+  X(cuMemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity") \
+  X(cuMemCreate, PFN_cuMemCreate, "cuMemCreate")                            \
+  X(cuMemRelease, PFN_cuMemRelease, "cuMemRelease")                         \
+  X(cuMemAddressReserve, PFN_cuMemAddressReserve, "cuMemAddressReserve")    \
+  X(cuMemAddressFree, PFN_cuMemAddressFree, "cuMemAddressFree")             \
+  X(cuMemMap, PFN_cuMemMap, "cuMemMap")                                     \
+  X(cuMemUnmap, PFN_cuMemUnmap, "cuMemUnmap")                               \
+  X(cuMemSetAccess, PFN_cuMemSetAccess, "cuMemSetAccess")                   \
+  X(cuMemAllocAsync, PFN_cuMemAllocAsync, "cuMemAllocAsync")                \
+  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync") \
+  X(cuMemFreeAsync, PFN_cuMemFreeAsync, "cuMemFreeAsync")                   \
+  X(cuMemPoolCreate, PFN_cuMemPoolCreate, "cuMemPoolCreate")                \
+  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy, "cuMemPoolDestroy")             \
+  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo, "cuMemPoolTrimTo")                \
+  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle, "cuIpcGetMemHandle")          \
+  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle_v2") \
+  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle, "cuIpcCloseMemHandle")    \
+  X(cuGetProcAddress, PFN_cuGetProcAddress_v2, "cuGetProcAddress_v2")
+// clang-format on
+
+struct Api {
+#define FIELD(name, type, sym) type name = nullptr;
+  CHECK_API(FIELD)
+#undef FIELD
+  const char* (*hook_name)(const void*) = nullptr;
+  size_t (*status)(char*, size_t) = nullptr;
+};
+
+Api api;
+std::string g_root;
+std::string g_uuid;
+std::string g_checks;
+int g_failed = 0;
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += (c == '\n') ? ' ' : c;
+  }
+  return out;
+}
+
+void Check(const std::string& name, bool pass, const std::string& detail) {
+  if (!g_checks.empty()) g_checks += ",";
+  g_checks += "{\"name\":\"" + name + "\",\"pass\":" + (pass ? "true" : "false") +
+              ",\"detail\":\"" + Escape(detail) + "\"}";
+  if (!pass) ++g_failed;
+}
+
+std::string Uuid(const CUuuid& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char out[64];
+  std::snprintf(out, sizeof(out),
+                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                b[14], b[15]);
+  return out;
+}
+
+// The pod's usage as the ledger says (what every process of the pod is charged).
+uint64_t PodUsed() {
+  std::string error;
+  auto l = tessera::shim::Ledger::Open(g_root + "/" + tessera::shim::contract::kLedgerSubdir + "/" +
+                                           g_uuid + tessera::shim::contract::kLedgerSuffix,
+                                       &error);
+  return l == nullptr ? 0 : l->Used();
+}
+
+bool Load() {
+  void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) {
+    std::fprintf(stderr, "dlopen libcuda.so.1: %s\n", ::dlerror());
+    return false;
+  }
+#define LOAD(name, type, sym) api.name = reinterpret_cast<type>(::dlsym(h, sym));
+  CHECK_API(LOAD)
+#undef LOAD
+  api.hook_name =
+      reinterpret_cast<const char* (*)(const void*)>(::dlsym(h, "tessera_shim_hook_name"));
+  api.status = reinterpret_cast<size_t (*)(char*, size_t)>(::dlsym(h, "tessera_shim_status"));
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  CUuuid u{};
+  if (api.cuInit(0) != CUDA_SUCCESS || api.cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+      api.cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS ||
+      api.cuCtxSetCurrent(ctx) != CUDA_SUCCESS || api.cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "cannot set up a CUDA context\n");
+    return false;
+  }
+  g_uuid = Uuid(u);
+  return true;
+}
+
+std::string Hex(const void* p, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    char b[3];
+    std::snprintf(b, sizeof(b), "%02x", static_cast<const unsigned char*>(p)[i]);
+    s += b;
+  }
+  return s;
+}
+
+std::string N(uint64_t v) { return std::to_string(v); }
+
+void VmmCheck(const char* name, CUmemLocationType type, bool charged) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = type;
+  prop.location.id = 0;
+  size_t gran = 2 << 20;
+  api.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  const size_t size = ((64ULL << 20) + gran - 1) / gran * gran;
+  const uint64_t before = PodUsed();
+  CUmemGenericAllocationHandle h = 0;
+  CUresult r = api.cuMemCreate(&h, size, &prop, 0);
+  if (r != CUDA_SUCCESS) {
+    // Host locations may be unsupported on a machine; what matters is a clean error.
+    Check(name, !charged && PodUsed() == before, "cuMemCreate returned " + N(r) + ", no crash");
+    return;
+  }
+  CUdeviceptr va = 0;
+  api.cuMemAddressReserve(&va, size, 0, 0, 0);
+  CUresult mr = api.cuMemMap(va, size, 0, h, 0);
+  const uint64_t during = PodUsed();
+  if (mr == CUDA_SUCCESS) api.cuMemUnmap(va, size);
+  api.cuMemRelease(h);
+  api.cuMemAddressFree(va, size);
+  const uint64_t after = PodUsed();
+  bool pass = (charged ? during - before == size : during == before) && after == before;
+  Check(name, pass,
+        "pod used " + N(before) + " -> " + N(during) + " -> " + N(after) + " for " + N(size));
+}
+
+int IpcChild(const std::string& hex) {
+  if (!Load()) return 1;
+  CUipcMemHandle h{};
+  for (size_t i = 0; i < sizeof(h) && 2 * i + 1 < hex.size(); ++i) {
+    h.reserved[i] = static_cast<char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  CUdeviceptr p = 0;
+  CUresult r = api.cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  unsigned char b = 0;
+  if (r == CUDA_SUCCESS) r = api.cuMemcpyDtoH(&b, p, 1);
+  std::printf("%d %u %llu\n", r, b, static_cast<unsigned long long>(PodUsed()));
+  if (r == CUDA_SUCCESS) api.cuIpcCloseMemHandle(p);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--ipc-child") == 0) {
+    const char* root = std::getenv(tessera::shim::contract::kEnvRoot);
+    g_root = root != nullptr ? root : tessera::shim::contract::kRootDir;
+    return IpcChild(argv[2]);
+  }
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: driver_check ROOT | driver_check --ipc-child HANDLE\n");
+    return 2;
+  }
+  g_root = argv[1];
+  if (!Load()) return 1;
+  size_t free = 0, total = 0, total_mem = 0;
+  api.cuMemGetInfo(&free, &total);
+  api.cuDeviceTotalMem(&total_mem, 0);
+  const uint64_t cap = total;
+  Check(
+      "reports_the_share", total_mem == total && free <= total && PodUsed() == 0,
+      "cuMemGetInfo total " + N(total) + " free " + N(free) + ", cuDeviceTotalMem " + N(total_mem));
+
+  // Pitch: counted at the pitch the driver chose.
+  {
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    CUresult r = api.cuMemAllocPitch(&p, &pitch, 5000, 4096, 4);
+    uint64_t used = PodUsed();
+    if (r == CUDA_SUCCESS) api.cuMemFree(p);
+    Check("pitch", r == CUDA_SUCCESS && used == pitch * 4096 && PodUsed() == 0,
+          "pitch " + N(pitch) + ", pod used " + N(used));
+  }
+  // Arrays and mipmaps: counted while they live.
+  {
+    CUDA_ARRAY3D_DESCRIPTOR d{};
+    d.Width = 1024;
+    d.Height = 1024;
+    d.Depth = 16;
+    d.Format = CU_AD_FORMAT_FLOAT;
+    d.NumChannels = 4;
+    CUarray a = nullptr;
+    CUresult r = api.cuArray3DCreate(&a, &d);
+    uint64_t used = PodUsed();
+    if (r == CUDA_SUCCESS) api.cuArrayDestroy(a);
+    Check("array3d", r == CUDA_SUCCESS && used >= 1024ULL * 1024 * 16 * 16 && PodUsed() == 0,
+          "pod used " + N(used));
+    d.Depth = 0;
+    CUmipmappedArray m = nullptr;
+    r = api.cuMipmappedArrayCreate(&m, &d, 8);
+    used = PodUsed();
+    if (r == CUDA_SUCCESS) api.cuMipmappedArrayDestroy(m);
+    Check("mipmapped_array", r == CUDA_SUCCESS && used >= 1024ULL * 1024 * 16 && PodUsed() == 0,
+          "pod used " + N(used));
+  }
+  // Virtual memory at every location type.
+  VmmCheck("vmm_device", CU_MEM_LOCATION_TYPE_DEVICE, true);
+  VmmCheck("vmm_host", CU_MEM_LOCATION_TYPE_HOST, false);
+  VmmCheck("vmm_host_numa", CU_MEM_LOCATION_TYPE_HOST_NUMA, false);
+  // Stream-ordered pools: the default pool, and an explicit one through FromPool.
+  {
+    CUdeviceptr p = 0;
+    CUresult r = api.cuMemAllocAsync(&p, 256ULL << 20, nullptr);
+    uint64_t used = PodUsed();
+    if (r == CUDA_SUCCESS) api.cuMemFreeAsync(p, nullptr);
+    api.cuCtxSynchronize();
+    uint64_t after = PodUsed();
+    Check("pool_default", r == CUDA_SUCCESS && used >= 256ULL << 20 && after < used,
+          "pod used " + N(used) + " -> " + N(after) + " after free and sync");
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUmemoryPool pool = nullptr;
+    r = api.cuMemPoolCreate(&pool, &props);
+    if (r == CUDA_SUCCESS) r = api.cuMemAllocFromPoolAsync(&p, 128ULL << 20, pool, nullptr);
+    used = PodUsed();
+    if (r == CUDA_SUCCESS) {
+      api.cuMemFreeAsync(p, nullptr);
+      api.cuCtxSynchronize();
+      api.cuMemPoolTrimTo(pool, 0);
+      api.cuMemPoolDestroy(pool);
+    }
+    Check("pool_from_pool",
+          r == CUDA_SUCCESS && used >= after + (128ULL << 20) && PodUsed() <= after,
+          "pod used " + N(used) + " -> " + N(PodUsed()));
+  }
+  // The cap: over it is CUDA_ERROR_OUT_OF_MEMORY; free - 256 MiB fits, free + 256 MiB does not.
+  {
+    CUdeviceptr p = 0;
+    CUresult over = api.cuMemAlloc(&p, cap + (1ULL << 20));
+    api.cuMemGetInfo(&free, &total);
+    CUresult fits = api.cuMemAlloc(&p, free - (256ULL << 20));
+    if (fits == CUDA_SUCCESS) api.cuMemFree(p);
+    CUresult too_much = api.cuMemAlloc(&p, free + (256ULL << 20));
+    if (too_much == CUDA_SUCCESS) api.cuMemFree(p);
+    Check("out_of_memory", over == CUDA_ERROR_OUT_OF_MEMORY, "over the cap: " + N(over));
+    Check("free_minus_256MiB_fits", fits == CUDA_SUCCESS, "free " + N(free) + ": " + N(fits));
+    Check("free_plus_256MiB_refused", too_much == CUDA_ERROR_OUT_OF_MEMORY, N(too_much));
+  }
+  // cuGetProcAddress at CUDA 12.0 and 13.0: the driver's variant, through the shim's hook, counted.
+  for (int version : {12000, 13000}) {
+    void* fn = nullptr;
+    void* launch = nullptr;
+    CUdriverProcAddressQueryResult status = 0;
+    api.cuGetProcAddress("cuMemAlloc", &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    api.cuGetProcAddress("cuLaunchKernel", &launch, version,
+                         CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &status);
+    const char* name = api.hook_name != nullptr && fn != nullptr ? api.hook_name(fn) : nullptr;
+    const char* lname =
+        api.hook_name != nullptr && launch != nullptr ? api.hook_name(launch) : nullptr;
+    bool counted = false;
+    if (fn != nullptr) {
+      CUdeviceptr p = 0;
+      if (reinterpret_cast<PFN_cuMemAlloc_v2>(fn)(&p, 64ULL << 20) == CUDA_SUCCESS) {
+        counted = PodUsed() == 64ULL << 20;
+        api.cuMemFree(p);
+      }
+    }
+    Check("cuGetProcAddress_" + N(version),
+          name != nullptr && std::strcmp(name, "cuMemAlloc_v2") == 0 && lname != nullptr &&
+              std::strcmp(lname, "cuLaunchKernel_ptsz") == 0 && counted,
+          std::string("cuMemAlloc -> ") + (name ? name : "(not a hook)") +
+              ", cuLaunchKernel ptsz -> " + (lname ? lname : "(not a hook)") +
+              (counted ? ", counted" : ", not counted"));
+  }
+  // IPC: a second process of the pod opens this one's memory; nothing is counted twice.
+  {
+    CUdeviceptr p = 0;
+    CUipcMemHandle h{};
+    CUresult r = api.cuMemAlloc(&p, 256ULL << 20);
+    if (r == CUDA_SUCCESS) r = api.cuMemsetD8(p, 42, 1 << 20);
+    if (r == CUDA_SUCCESS) r = api.cuIpcGetMemHandle(&h, p);
+    std::string detail = "export: " + N(r);
+    bool pass = false;
+    if (r == CUDA_SUCCESS) {
+      std::string hex = Hex(&h, sizeof(h));
+      int fds[2];
+      if (::pipe(fds) == 0) {
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+        char* child_argv[] = {argv[0], const_cast<char*>("--ipc-child"),
+                              const_cast<char*>(hex.c_str()), nullptr};
+        pid_t pid = 0;
+        if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, child_argv, environ) == 0) {
+          ::close(fds[1]);
+          char buf[128] = {};
+          ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
+          int status = 0;
+          ::waitpid(pid, &status, 0);
+          int cr = -1;
+          unsigned byte = 0;
+          unsigned long long child_pod = 0;
+          if (n > 0 && std::sscanf(buf, "%d %u %llu", &cr, &byte, &child_pod) == 3) {
+            pass = cr == CUDA_SUCCESS && byte == 42 && child_pod == 256ULL << 20;
+            detail = "child: open " + N(cr) + ", read " + N(byte) + ", pod used " + N(child_pod);
+          } else {
+            detail = "the child answered nothing";
+          }
+        }
+        posix_spawn_file_actions_destroy(&actions);
+        ::close(fds[0]);
+      }
+      api.cuMemFree(p);
+    }
+    Check("ipc_not_counted_twice", pass, detail);
+  }
+  std::string status = "{}";
+  if (api.status != nullptr) {
+    char buf[4096];
+    api.status(buf, sizeof(buf));
+    status = buf;
+  }
+  std::printf("{\"uuid\":\"%s\",\"cap\":%llu,\"failed\":%d,\"shim\":%s,\"checks\":[%s]}\n",
+              g_uuid.c_str(), static_cast<unsigned long long>(cap), g_failed, status.c_str(),
+              g_checks.c_str());
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,914 @@
+// The driver API entry points the shim intercepts. Each one calls the real driver; on a shared
+// GPU it first reserves memory in the pod's ledger (rolled back if the driver refuses) or waits
+// for the pod's compute window. On a GPU without limits it adds one branch.
+//
+// Memory: every allocation path reserves before the real call, so that a cap is never passed,
+// and frees give back exactly what their allocation took (Tracker). Over the cap the answer is
+// CUDA_ERROR_OUT_OF_MEMORY, what frameworks expect from a full GPU.
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "shim/hooks.h"
+#include "shim/shim_state.h"
+
+using tessera::shim::Allocation;
+using tessera::shim::AllocKind;
+using tessera::shim::Log;
+using tessera::shim::PoolState;
+using tessera::shim::Share;
+using tessera::shim::Shim;
+
+namespace {
+
+constexpr uint64_t kPoolGranule = 2ULL << 20;  // what a pool is assumed to grow by, at least
+
+Shim& S() { return Shim::Get(); }
+
+int64_t MonoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+void SleepUntil(int64_t mono_ns) {
+  timespec ts{};
+  ts.tv_sec = mono_ns / 1'000'000'000LL;
+  ts.tv_nsec = mono_ns % 1'000'000'000LL;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
+  }
+}
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// A stream handle as the non-_ptsz entry points understand it.
+CUstream Effective(CUstream stream, bool ptsz) {
+  return (ptsz && stream == nullptr) ? TESSERA_CU_STREAM_PER_THREAD : stream;
+}
+
+// The share of the current context's device, or null. Also reports the device.
+Share* CurrentShare(CUdevice* dev) {
+  Shim& s = S();
+  if (!s.any_share()) return nullptr;
+  if (!s.CurrentDevice(dev)) return nullptr;
+  return s.ShareForDevice(*dev);
+}
+
+// Before refusing an allocation: pool reservations that a sync released may still be charged.
+void RefreshPools(int device, PoolState* skip = nullptr);
+
+bool ChargeOrRefresh(Share* share, int device, uint64_t bytes) {
+  if (share->Charge(bytes)) return true;
+  RefreshPools(device);
+  if (share->Charge(bytes)) return true;
+  Log(1, "%s: refused %llu bytes, the pod holds %llu of its %llu", share->uuid().c_str(),
+      static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(share->Used()),
+      static_cast<unsigned long long>(share->memory_limit()));
+  return false;
+}
+
+void UnchargeDevice(int device, uint64_t bytes) {
+  if (device < 0 || bytes == 0) return;
+  if (Share* share = S().ShareForDevice(device)) share->Uncharge(bytes);
+}
+
+// ------------------------------------------------------------------------------- pools
+
+uint64_t PoolReserved(CUmemoryPool pool, bool* ok) {
+  cuuint64_t v = 0;
+  auto get = S().real.cuMemPoolGetAttribute;
+  *ok = get != nullptr && get(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS;
+  return v;
+}
+
+// Re-reads a pool's reservation and moves the ledger by the difference. Holds ps->mu. Returns
+// whether the pool holds cached memory (reserved beyond what is in use), which a later
+// synchronisation may release.
+bool RefreshPoolLocked(CUmemoryPool pool, PoolState* ps) {
+  if (ps->device < 0 || ps->imported || ps->destroyed) return false;
+  Share* share = S().ShareForDevice(ps->device);
+  if (share == nullptr) return false;
+  bool ok = false;
+  uint64_t reserved = PoolReserved(pool, &ok);
+  if (!ok) return false;
+  if (reserved > ps->charged) {
+    share->ForceCharge(reserved - ps->charged);  // memory the driver already holds
+  } else if (reserved < ps->charged) {
+    share->Uncharge(ps->charged - reserved);
+  }
+  ps->charged = reserved;
+  cuuint64_t used = 0;
+  auto get = S().real.cuMemPoolGetAttribute;
+  return get != nullptr && get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS &&
+         reserved > used;
+}
+
+// Re-reads every pool of `device` (-1: all) but `skip` (whose mutex the caller holds).
+void RefreshPools(int device, PoolState* skip) {
+  bool cached = false;
+  for (auto& [pool, ps] : S().tracker.Pools()) {
+    if ((device >= 0 && ps->device != device) || ps == skip) continue;
+    std::lock_guard<std::mutex> lock(ps->mu);
+    cached |= RefreshPoolLocked(pool, ps);
+  }
+  if (cached) S().pools_stale.store(true, std::memory_order_relaxed);
+}
+
+// At a synchronisation point: pools with cached memory may have released some.
+void RefreshStalePools() {
+  if (S().pools_stale.exchange(false, std::memory_order_relaxed)) RefreshPools(-1);
+}
+
+// The device a pool's memory lives on: -1 for host pools; unknown location types (a newer
+// driver's) count as the current device's, so that nothing new escapes the cap.
+int PoolDevice(const CUmemPoolProps* props) {
+  if (props == nullptr) return -1;
+  switch (props->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      return props->location.id;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      return -1;
+    default: {
+      CUdevice dev = -1;
+      return S().CurrentDevice(&dev) ? dev : -1;
+    }
+  }
+}
+
+// One stream-ordered allocation from `pool` on a shared device. The pool's reservation, not the
+// allocation's size, is what the GPU holds: the worst-case growth is reserved first, then the
+// ledger is set to what the pool really reserved afterwards.
+template <typename Call>
+CUresult PoolAlloc(Share* share, CUdevice dev, CUmemoryPool pool, PoolState* ps, size_t size,
+                   CUdeviceptr* dptr, Call call) {
+  std::lock_guard<std::mutex> lock(ps->mu);
+  RefreshPoolLocked(pool, ps);
+  const uint64_t worst = RoundUp(std::max<uint64_t>(size, 1), kPoolGranule);
+  if (!share->Charge(worst)) {
+    // The pool's cached free memory, or stale charges of other pools, may be what stands in
+    // the way: give the cached memory back and retry.
+    if (S().real.cuMemPoolTrimTo != nullptr) S().real.cuMemPoolTrimTo(pool, 0);
+    RefreshPoolLocked(pool, ps);
+    RefreshPools(dev, ps);
+    if (!share->Charge(worst)) {
+      Log(1, "%s: refused %zu stream-ordered bytes, the pod holds %llu of its %llu",
+          share->uuid().c_str(), size, static_cast<unsigned long long>(share->Used()),
+          static_cast<unsigned long long>(share->memory_limit()));
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  CUresult r = call();
+  if (r != CUDA_SUCCESS) {
+    share->Uncharge(worst);
+    return r;
+  }
+  bool ok = false;
+  uint64_t reserved = PoolReserved(pool, &ok);
+  if (!ok) reserved = ps->charged + worst;  // cannot read it: keep the worst case
+  if (reserved >= ps->charged) {
+    uint64_t growth = reserved - ps->charged;
+    if (growth <= worst) {
+      share->Uncharge(worst - growth);
+    } else {
+      share->ForceCharge(growth - worst);
+      Log(1, "pool grew by %llu bytes for %zu", static_cast<unsigned long long>(growth), size);
+    }
+  } else {
+    share->Uncharge(worst + (ps->charged - reserved));
+  }
+  ps->charged = reserved;
+  ++ps->live;
+  S().pools_stale.store(true, std::memory_order_relaxed);  // a later sync may release some
+  Allocation a;
+  a.bytes = size;
+  a.device = dev;
+  a.kind = AllocKind::kPool;
+  a.pool = pool;
+  S().tracker.Add(*dptr, a);
+  return CUDA_SUCCESS;
+}
+
+CUresult AllocAsync(CUdeviceptr* dptr, size_t size, CUstream stream, bool ptsz) {
+  auto real = ptsz ? S().real.cuMemAllocAsync_ptsz : S().real.cuMemAllocAsync;
+  if (real == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  Shim& s = S();
+  CUdevice dev = -1;
+  Share* share = nullptr;
+  if (s.any_share() && s.StreamDevice(Effective(stream, ptsz), &dev)) {
+    share = s.ShareForDevice(dev);
+  }
+  CUmemoryPool pool = nullptr;
+  if (share == nullptr || dptr == nullptr || s.real.cuDeviceGetMemPool == nullptr ||
+      s.real.cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS) {
+    if (share == nullptr || dptr == nullptr) return real(dptr, size, stream);
+    // No pool to read: charge the allocation itself.
+    if (!ChargeOrRefresh(share, dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = real(dptr, size, stream);
+    if (r != CUDA_SUCCESS) {
+      share->Uncharge(size);
+      return r;
+    }
+    Allocation a;
+    a.bytes = size;
+    a.device = dev;
+    a.kind = AllocKind::kLinear;
+    s.tracker.Add(*dptr, a);
+    return r;
+  }
+  PoolState* ps = s.tracker.Pool(pool, dev, /*imported=*/false);
+  return PoolAlloc(share, dev, pool, ps, size, dptr, [&] { return real(dptr, size, stream); });
+}
+
+CUresult AllocFromPoolAsync(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUstream stream,
+                            bool ptsz) {
+  auto real = ptsz ? S().real.cuMemAllocFromPoolAsync_ptsz : S().real.cuMemAllocFromPoolAsync;
+  if (real == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  Shim& s = S();
+  if (!s.any_share() || dptr == nullptr) return real(dptr, size, pool, stream);
+  PoolState* ps = s.tracker.FindPool(pool);
+  if (ps == nullptr) {
+    // Not created through the shim: a device's default pool. Its device is the stream's.
+    CUdevice dev = -1;
+    if (!s.StreamDevice(Effective(stream, ptsz), &dev)) return real(dptr, size, pool, stream);
+    ps = s.tracker.Pool(pool, dev, /*imported=*/false);
+  }
+  Share* share = ps->imported ? nullptr : s.ShareForDevice(ps->device);
+  if (share == nullptr) return real(dptr, size, pool, stream);
+  return PoolAlloc(share, ps->device, pool, ps, size, dptr,
+                   [&] { return real(dptr, size, pool, stream); });
+}
+
+// A pool allocation ended (freed, or freed with cuMemFree).
+void PoolAllocationEnded(const Allocation& a) {
+  PoolState* ps = S().tracker.FindPool(a.pool);
+  if (ps == nullptr) return;
+  std::lock_guard<std::mutex> lock(ps->mu);
+  if (ps->live > 0) --ps->live;
+  if (ps->destroyed && ps->live == 0 && ps->charged > 0) {
+    UnchargeDevice(ps->device, ps->charged);
+    ps->charged = 0;
+  }
+  S().pools_stale.store(true, std::memory_order_relaxed);
+}
+
+CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
+  auto real = ptsz ? S().real.cuMemFreeAsync_ptsz : S().real.cuMemFreeAsync;
+  if (real == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!S().any_share()) return real(dptr, stream);
+  auto a = S().tracker.Take(dptr);
+  CUresult r = real(dptr, stream);
+  if (r != CUDA_SUCCESS) {
+    if (a) S().tracker.Add(dptr, *a);
+    return r;
+  }
+  if (a) {
+    if (a->kind == AllocKind::kPool) {
+      PoolAllocationEnded(*a);
+    } else {
+      UnchargeDevice(a->device, a->bytes);
+    }
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------- compute
+
+void GateSlow(CUstream stream, bool ptsz) {
+  Shim& s = S();
+  CUstream eff = Effective(stream, ptsz);
+  CUdevice dev = -1;
+  if (!s.StreamDevice(eff, &dev)) return;
+  Share* share = s.ShareForDevice(dev);
+  if (share == nullptr) return;
+  const auto& limits = share->limits();
+  if (limits.effective_duty() >= 1000) return;
+  auto& gate = share->gate();
+  const int64_t now = MonoNs();
+  auto admit = [&](int64_t t, tessera::shim::ComputeGate::Window* w) {
+    return gate.Admit(t, limits.effective_duty(), limits.phase(),
+                      int64_t{limits.period_us()} * 1000, w);
+  };
+  if (admit(now, nullptr)) return;
+  // A launch into a capturing stream is only recorded into a graph: nothing runs now.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (s.real.cuStreamIsCapturing != nullptr &&
+      s.real.cuStreamIsCapturing(eff, &capture) == CUDA_SUCCESS &&
+      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return;
+  }
+  // Drain this stream (which also measures what a launch costs). Relaxed capture mode, so that
+  // a graph capture in another thread is not invalidated by the sync.
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool exchanged = s.real.cuThreadExchangeStreamCaptureMode != nullptr &&
+                   s.real.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  if (s.real.cuStreamSynchronize != nullptr) s.real.cuStreamSynchronize(eff);
+  if (exchanged) s.real.cuThreadExchangeStreamCaptureMode(&mode);
+  int64_t t = MonoNs();
+  gate.ObserveSync(now, t);
+  tessera::shim::ComputeGate::Window w;
+  while (!admit(t, &w)) {
+    Log(2,
+        "gate: drained %lld us at %lld us into the window; cost %lld us, credit %lld us; "
+        "sleeping %lld us",
+        static_cast<long long>((t - now) / 1000), static_cast<long long>((now - w.start_ns) / 1000),
+        static_cast<long long>(gate.cost_ns() / 1000),
+        static_cast<long long>(gate.credit_ns() / 1000),
+        static_cast<long long>((w.next_start_ns - t) / 1000));
+    SleepUntil(w.next_start_ns);  // the next window brings time and credit
+    t = MonoNs();
+  }
+  if (auto* h = share->ledger()->header()) {
+    h->gate_wait_ns.fetch_add(static_cast<uint64_t>(t - now), std::memory_order_relaxed);
+    h->gated_launches.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// The program's own synchronisations tell the gate what its launches cost.
+template <typename Call>
+CUresult TimedSync(CUstream stream, bool ptsz, bool whole_context, Call call) {
+  Shim& s = S();
+  if (!s.any_share()) return call();
+  CUdevice dev = -1;
+  bool known =
+      whole_context ? s.CurrentDevice(&dev) : s.StreamDevice(Effective(stream, ptsz), &dev);
+  Share* share = known ? s.ShareForDevice(dev) : nullptr;
+  if (share == nullptr || share->limits().compute_limit() == 0) return call();
+  const int64_t start = MonoNs();
+  CUresult r = call();
+  if (r == CUDA_SUCCESS) share->gate().ObserveSync(start, MonoNs());
+  return r;
+}
+
+// The launch fast path: one load and a branch when this container has no shares.
+inline void Gate(CUstream stream, bool ptsz) {
+  if (S().any_share()) GateSlow(stream, ptsz);
+}
+
+}  // namespace
+
+#define TESSERA_REAL(name) (S().real.name)
+#define TESSERA_CALL_OR_UNSUPPORTED(name, ...) \
+  (TESSERA_REAL(name) != nullptr ? TESSERA_REAL(name)(__VA_ARGS__) : CUDA_ERROR_NOT_SUPPORTED)
+
+// Definitions of the hooks declared extern "C" in hooks.h (which gives them C linkage).
+
+// ----------------------------------------------------------------------- linear memory
+
+__attribute__((visibility("default"))) CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr || dptr == nullptr) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemAlloc_v2, dptr, bytesize);
+  }
+  if (!ChargeOrRefresh(share, dev, bytesize)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemAlloc_v2, dptr, bytesize);
+  if (r != CUDA_SUCCESS) {
+    share->Uncharge(bytesize);
+    return r;
+  }
+  S().tracker.Add(*dptr, Allocation{bytesize, dev, S().CurrentContext(), AllocKind::kLinear});
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch,
+                                                                   size_t width, size_t height,
+                                                                   unsigned int element_size) {
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr || dptr == nullptr || pitch == nullptr) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemAllocPitch_v2, dptr, pitch, width, height,
+                                       element_size);
+  }
+  // The driver picks the pitch; reserve the usual one (rows aligned to 512 bytes), then settle
+  // on the pitch it really returned.
+  const uint64_t estimate = RoundUp(std::max<uint64_t>(width, 1), 512) * height;
+  if (!ChargeOrRefresh(share, dev, estimate)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r =
+      TESSERA_CALL_OR_UNSUPPORTED(cuMemAllocPitch_v2, dptr, pitch, width, height, element_size);
+  if (r != CUDA_SUCCESS) {
+    share->Uncharge(estimate);
+    return r;
+  }
+  const uint64_t actual = uint64_t{*pitch} * height;
+  if (actual > estimate && !share->Charge(actual - estimate)) {
+    S().real.cuMemFree_v2(*dptr);
+    share->Uncharge(estimate);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (actual < estimate) share->Uncharge(estimate - actual);
+  S().tracker.Add(*dptr, Allocation{actual, dev, S().CurrentContext(), AllocKind::kPitch});
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemAllocManaged(CUdeviceptr* dptr,
+                                                                  size_t bytesize,
+                                                                  unsigned int flags) {
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr || dptr == nullptr) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemAllocManaged, dptr, bytesize, flags);
+  }
+  // Managed memory may live on the device in full: counted at its size.
+  if (!ChargeOrRefresh(share, dev, bytesize)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemAllocManaged, dptr, bytesize, flags);
+  if (r != CUDA_SUCCESS) {
+    share->Uncharge(bytesize);
+    return r;
+  }
+  S().tracker.Add(*dptr, Allocation{bytesize, dev, S().CurrentContext(), AllocKind::kManaged});
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  if (!S().any_share()) return TESSERA_CALL_OR_UNSUPPORTED(cuMemFree_v2, dptr);
+  auto a = S().tracker.Take(dptr);
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemFree_v2, dptr);
+  if (r != CUDA_SUCCESS) {
+    if (a) S().tracker.Add(dptr, *a);
+    return r;
+  }
+  if (a) {
+    if (a->kind == AllocKind::kPool) {
+      PoolAllocationEnded(*a);
+    } else {
+      UnchargeDevice(a->device, a->bytes);
+    }
+  }
+  return r;
+}
+
+// ----------------------------------------------------------------------------- reporting
+
+__attribute__((visibility("default"))) CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemGetInfo_v2, free, total);
+  if (r != CUDA_SUCCESS || free == nullptr || total == nullptr) return r;
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr) return r;
+  RefreshStalePools();
+  uint64_t t = 0, f = 0;
+  share->Report(*total, *free, &t, &f);
+  *total = t;
+  *free = f;
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemGetInfo(unsigned int* free,
+                                                             unsigned int* total) {
+  if (TESSERA_REAL(cuMemGetInfo_v2) == nullptr) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemGetInfo, free, total);
+  }
+  size_t f = 0, t = 0;
+  CUresult r = cuMemGetInfo_v2(&f, &t);
+  if (r != CUDA_SUCCESS) return r;
+  if (free != nullptr) *free = static_cast<unsigned int>(std::min<size_t>(f, 0xFFFFFFFFu));
+  if (total != nullptr) *total = static_cast<unsigned int>(std::min<size_t>(t, 0xFFFFFFFFu));
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuDeviceTotalMem_v2, bytes, dev);
+  if (r != CUDA_SUCCESS || bytes == nullptr || !S().any_share()) return r;
+  if (Share* share = S().ShareForDevice(dev); share != nullptr && share->memory_limit() != 0) {
+    *bytes = std::min<size_t>(*bytes, share->memory_limit());
+  }
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuDeviceTotalMem(unsigned int* bytes,
+                                                                 CUdevice dev) {
+  if (TESSERA_REAL(cuDeviceTotalMem_v2) == nullptr) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuDeviceTotalMem, bytes, dev);
+  }
+  size_t b = 0;
+  CUresult r = cuDeviceTotalMem_v2(&b, dev);
+  if (r == CUDA_SUCCESS && bytes != nullptr) {
+    *bytes = static_cast<unsigned int>(std::min<size_t>(b, 0xFFFFFFFFu));
+  }
+  return r;
+}
+
+// -------------------------------------------------------------------------------- arrays
+
+namespace {
+template <typename Handle, typename Call>
+CUresult CountedCreate(Handle* out, uint64_t bytes, AllocKind kind, Call call) {
+  CUdevice dev = -1;
+  Share* share = bytes == 0 ? nullptr : CurrentShare(&dev);
+  if (share == nullptr || out == nullptr) return call();
+  if (!ChargeOrRefresh(share, dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r = call();
+  if (r != CUDA_SUCCESS) {
+    share->Uncharge(bytes);
+    return r;
+  }
+  S().tracker.Add(reinterpret_cast<uint64_t>(*out),
+                  Allocation{bytes, dev, S().CurrentContext(), kind});
+  return r;
+}
+
+template <typename Call>
+CUresult CountedDestroy(uint64_t key, Call call) {
+  if (!S().any_share()) return call();
+  auto a = S().tracker.Take(key);
+  CUresult r = call();
+  if (r != CUDA_SUCCESS) {
+    if (a) S().tracker.Add(key, *a);
+    return r;
+  }
+  if (a) UnchargeDevice(a->device, a->bytes);
+  return r;
+}
+}  // namespace
+
+__attribute__((visibility("default"))) CUresult cuArrayCreate_v2(
+    CUarray* array, const CUDA_ARRAY_DESCRIPTOR* desc) {
+  uint64_t bytes = desc != nullptr ? tessera::shim::ArrayBytes(*desc) : 0;
+  return CountedCreate(array, bytes, AllocKind::kArray,
+                       [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuArrayCreate_v2, array, desc); });
+}
+
+__attribute__((visibility("default"))) CUresult cuArray3DCreate_v2(
+    CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
+  uint64_t bytes = desc != nullptr ? tessera::shim::ArrayBytes(*desc, 1) : 0;
+  return CountedCreate(array, bytes, AllocKind::kArray, [&] {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuArray3DCreate_v2, array, desc);
+  });
+}
+
+__attribute__((visibility("default"))) CUresult cuArrayDestroy(CUarray array) {
+  return CountedDestroy(reinterpret_cast<uint64_t>(array),
+                        [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuArrayDestroy, array); });
+}
+
+__attribute__((visibility("default"))) CUresult cuMipmappedArrayCreate(
+    CUmipmappedArray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc, unsigned int levels) {
+  uint64_t bytes = desc != nullptr ? tessera::shim::ArrayBytes(*desc, levels) : 0;
+  return CountedCreate(handle, bytes, AllocKind::kMipmappedArray, [&] {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMipmappedArrayCreate, handle, desc, levels);
+  });
+}
+
+__attribute__((visibility("default"))) CUresult cuMipmappedArrayDestroy(CUmipmappedArray h) {
+  return CountedDestroy(reinterpret_cast<uint64_t>(h),
+                        [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuMipmappedArrayDestroy, h); });
+}
+
+// ------------------------------------------------------------------------ virtual memory
+//
+// The virtual-memory calls run under one mutex with their bookkeeping, so that a handle value
+// the driver frees and hands out again is never confused between two allocations.
+
+namespace {
+std::mutex g_vmm_mu;
+// Held across driver calls: never inherited locked by a fork child.
+const bool g_vmm_mu_registered = (Shim::Get().AddForkMutex(&g_vmm_mu), true);
+
+int AllocationDevice(const CUmemAllocationProp* prop) {
+  switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      return prop->location.id;
+    case CU_MEM_LOCATION_TYPE_HOST:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+      return -1;  // host memory (NCCL, expandable segments' host side): never charged
+    default: {
+      CUdevice dev = -1;  // a location type this build does not know: device memory
+      return S().CurrentDevice(&dev) ? dev : -1;
+    }
+  }
+}
+}  // namespace
+
+__attribute__((visibility("default"))) CUresult cuMemCreate(CUmemGenericAllocationHandle* handle,
+                                                            size_t size,
+                                                            const CUmemAllocationProp* prop,
+                                                            unsigned long long flags) {
+  if (!S().any_share() || handle == nullptr || prop == nullptr) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemCreate, handle, size, prop, flags);
+  }
+  const int dev = AllocationDevice(prop);
+  Share* share = dev >= 0 ? S().ShareForDevice(dev) : nullptr;
+  if (share == nullptr) return TESSERA_CALL_OR_UNSUPPORTED(cuMemCreate, handle, size, prop, flags);
+  if (!ChargeOrRefresh(share, dev, size)) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemCreate, handle, size, prop, flags);
+  if (r != CUDA_SUCCESS) {
+    share->Uncharge(size);
+    return r;
+  }
+  S().tracker.AddPhysical(*handle, size, dev);
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
+  if (!S().any_share()) return TESSERA_CALL_OR_UNSUPPORTED(cuMemRelease, h);
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemRelease, h);
+  if (r != CUDA_SUCCESS) return r;
+  if (auto freed = S().tracker.ReleasePhysical(h)) UnchargeDevice(freed->device, freed->bytes);
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemMap(CUdeviceptr ptr, size_t size,
+                                                         size_t offset,
+                                                         CUmemGenericAllocationHandle h,
+                                                         unsigned long long flags) {
+  if (!S().any_share()) return TESSERA_CALL_OR_UNSUPPORTED(cuMemMap, ptr, size, offset, h, flags);
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemMap, ptr, size, offset, h, flags);
+  if (r == CUDA_SUCCESS) S().tracker.Map(ptr, size, h);
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  if (!S().any_share()) return TESSERA_CALL_OR_UNSUPPORTED(cuMemUnmap, ptr, size);
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemUnmap, ptr, size);
+  if (r != CUDA_SUCCESS) return r;
+  for (const auto& freed : S().tracker.Unmap(ptr, size)) {
+    UnchargeDevice(freed.device, freed.bytes);
+  }
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemRetainAllocationHandle(
+    CUmemGenericAllocationHandle* handle, void* addr) {
+  if (!S().any_share())
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemRetainAllocationHandle, handle, addr);
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemRetainAllocationHandle, handle, addr);
+  if (r == CUDA_SUCCESS && handle != nullptr) S().tracker.RetainPhysical(*handle);
+  return r;
+}
+
+// ---------------------------------------------------------------- stream-ordered memory
+
+__attribute__((visibility("default"))) CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t size,
+                                                                CUstream stream) {
+  return AllocAsync(dptr, size, stream, false);
+}
+__attribute__((visibility("default"))) CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t size,
+                                                                     CUstream stream) {
+  return AllocAsync(dptr, size, stream, true);
+}
+__attribute__((visibility("default"))) CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr,
+                                                                        size_t size,
+                                                                        CUmemoryPool pool,
+                                                                        CUstream stream) {
+  return AllocFromPoolAsync(dptr, size, pool, stream, false);
+}
+__attribute__((visibility("default"))) CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr,
+                                                                             size_t size,
+                                                                             CUmemoryPool pool,
+                                                                             CUstream stream) {
+  return AllocFromPoolAsync(dptr, size, pool, stream, true);
+}
+__attribute__((visibility("default"))) CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+  return FreeAsync(dptr, stream, false);
+}
+__attribute__((visibility("default"))) CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr,
+                                                                    CUstream stream) {
+  return FreeAsync(dptr, stream, true);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemPoolCreate(CUmemoryPool* pool,
+                                                                const CUmemPoolProps* props) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemPoolCreate, pool, props);
+  if (r != CUDA_SUCCESS || pool == nullptr || !S().any_share()) return r;
+  PoolState* ps = S().tracker.Pool(*pool, PoolDevice(props), /*imported=*/false);
+  std::lock_guard<std::mutex> lock(ps->mu);  // a reused handle starts afresh
+  ps->device = PoolDevice(props);
+  ps->charged = 0;
+  ps->live = 0;
+  ps->destroyed = false;
+  ps->imported = false;
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemPoolImportFromShareableHandle(
+    CUmemoryPool* pool, void* handle, CUmemAllocationHandleType type, unsigned long long flags) {
+  CUresult r =
+      TESSERA_CALL_OR_UNSUPPORTED(cuMemPoolImportFromShareableHandle, pool, handle, type, flags);
+  if (r == CUDA_SUCCESS && pool != nullptr && S().any_share()) {
+    PoolState* ps = S().tracker.Pool(*pool, -1, /*imported=*/true);
+    std::lock_guard<std::mutex> lock(ps->mu);
+    ps->imported = true;  // the exporter's memory: never charged here
+    ps->device = -1;
+  }
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemPoolDestroy, pool);
+  if (r != CUDA_SUCCESS || !S().any_share()) return r;
+  if (PoolState* ps = S().tracker.FindPool(pool)) {
+    std::lock_guard<std::mutex> lock(ps->mu);
+    ps->destroyed = true;  // the driver frees it once its last allocation is freed
+    if (ps->live == 0 && ps->charged > 0) {
+      UnchargeDevice(ps->device, ps->charged);
+      ps->charged = 0;
+    }
+  }
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemPoolTrimTo(CUmemoryPool pool,
+                                                                size_t min_bytes_to_keep) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemPoolTrimTo, pool, min_bytes_to_keep);
+  if (r == CUDA_SUCCESS && S().any_share()) {
+    if (PoolState* ps = S().tracker.FindPool(pool)) {
+      std::lock_guard<std::mutex> lock(ps->mu);
+      RefreshPoolLocked(pool, ps);
+    }
+  }
+  return r;
+}
+
+// Synchronisation points: where pools release memory above their threshold, and where the
+// compute gate learns what a launch costs.
+__attribute__((visibility("default"))) CUresult cuStreamSynchronize(CUstream stream) {
+  CUresult r = TimedSync(stream, false, false,
+                         [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuStreamSynchronize, stream); });
+  RefreshStalePools();
+  return r;
+}
+__attribute__((visibility("default"))) CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  CUresult r = TimedSync(stream, true, false, [&] {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuStreamSynchronize_ptsz, stream);
+  });
+  RefreshStalePools();
+  return r;
+}
+__attribute__((visibility("default"))) CUresult cuCtxSynchronize() {
+  CUresult r = TimedSync(nullptr, false, true,
+                         [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuCtxSynchronize); });
+  RefreshStalePools();
+  return r;
+}
+__attribute__((visibility("default"))) CUresult cuEventSynchronize(CUevent event) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuEventSynchronize, event);
+  RefreshStalePools();
+  return r;
+}
+
+// ------------------------------------------------------------------------------ contexts
+//
+// Destroying or resetting a context frees what it held.
+
+namespace {
+void DropContext(CUcontext ctx) {
+  if (ctx == nullptr) return;
+  for (const auto& a : S().tracker.TakeContext(ctx)) UnchargeDevice(a.device, a.bytes);
+}
+}  // namespace
+
+__attribute__((visibility("default"))) CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuCtxDestroy_v2, ctx);
+  if (r == CUDA_SUCCESS && S().any_share()) DropContext(ctx);
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx,
+                                                                         CUdevice dev) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuDevicePrimaryCtxRetain, ctx, dev);
+  if (r == CUDA_SUCCESS && ctx != nullptr && S().any_share()) S().NotePrimaryContext(dev, *ctx);
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuDevicePrimaryCtxRelease_v2, dev);
+  if (r != CUDA_SUCCESS || !S().any_share()) return r;
+  unsigned int flags = 0;
+  int active = 1;
+  if (S().real.cuDevicePrimaryCtxGetState != nullptr &&
+      S().real.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active) {
+    DropContext(S().PrimaryContext(dev));  // that was the last reference
+  }
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuDevicePrimaryCtxReset_v2, dev);
+  if (r == CUDA_SUCCESS && S().any_share()) DropContext(S().PrimaryContext(dev));
+  return r;
+}
+
+// -------------------------------------------------------------------------------- launches
+
+__attribute__((visibility("default"))) CUresult cuLaunchKernel(CUfunction f, unsigned int gx,
+                                                               unsigned int gy, unsigned int gz,
+                                                               unsigned int bx, unsigned int by,
+                                                               unsigned int bz, unsigned int shared,
+                                                               CUstream stream, void** params,
+                                                               void** extra) {
+  Gate(stream, false);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchKernel, f, gx, gy, gz, bx, by, bz, shared, stream,
+                                     params, extra);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchKernel_ptsz(
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+    unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params,
+    void** extra) {
+  Gate(stream, true);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchKernel_ptsz, f, gx, gy, gz, bx, by, bz, shared, stream,
+                                     params, extra);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchKernelEx(const CUlaunchConfig* config,
+                                                                 CUfunction f, void** params,
+                                                                 void** extra) {
+  Gate(config != nullptr ? config->hStream : nullptr, false);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchKernelEx, config, f, params, extra);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config,
+                                                                      CUfunction f, void** params,
+                                                                      void** extra) {
+  Gate(config != nullptr ? config->hStream : nullptr, true);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchKernelEx_ptsz, config, f, params, extra);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchCooperativeKernel(
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+    unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params) {
+  Gate(stream, false);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchCooperativeKernel, f, gx, gy, gz, bx, by, bz, shared,
+                                     stream, params);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchCooperativeKernel_ptsz(
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+    unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void** params) {
+  Gate(stream, true);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchCooperativeKernel_ptsz, f, gx, gy, gz, bx, by, bz,
+                                     shared, stream, params);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchCooperativeKernelMultiDevice(
+    CUDA_LAUNCH_PARAMS* params, unsigned int count, unsigned int flags) {
+  if (params != nullptr) {
+    for (unsigned int i = 0; i < count; ++i) Gate(params[i].hStream, false);
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchCooperativeKernelMultiDevice, params, count, flags);
+}
+
+__attribute__((visibility("default"))) CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  Gate(stream, false);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch, exec, stream);
+}
+
+__attribute__((visibility("default"))) CUresult cuGraphLaunch_ptsz(CUgraphExec exec,
+                                                                   CUstream stream) {
+  Gate(stream, true);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch_ptsz, exec, stream);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunch(CUfunction f) {
+  Gate(nullptr, false);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunch, f);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchGrid(CUfunction f, int w, int h) {
+  Gate(nullptr, false);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchGrid, f, w, h);
+}
+
+__attribute__((visibility("default"))) CUresult cuLaunchGridAsync(CUfunction f, int w, int h,
+                                                                  CUstream stream) {
+  Gate(stream, false);
+  return TESSERA_CALL_OR_UNSUPPORTED(cuLaunchGridAsync, f, w, h, stream);
+}
+
+// ----------------------------------------------------------------------- cuGetProcAddress
+//
+// The real driver decides which variant of a symbol the caller gets for its version and
+// stream flags; the shim then swaps in its hook for exactly that variant (by the identity of the
+// pointer the driver returned). It never picks a variant itself, so it cannot hand a caller an
+// entry point with the wrong ABI.
+
+__attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
+    const char* symbol, void** pfn, int version, cuuint64_t flags,
+    CUdriverProcAddressQueryResult* status) {
+  CUresult r =
+      TESSERA_CALL_OR_UNSUPPORTED(cuGetProcAddress_v2, symbol, pfn, version, flags, status);
+  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
+    *pfn = tessera::shim::HookFor(*pfn);
+    tessera::shim::NoteProcAddress(symbol, *pfn);
+  }
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuGetProcAddress(const char* symbol, void** pfn,
+                                                                 int version, cuuint64_t flags) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuGetProcAddress, symbol, pfn, version, flags);
+  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
+    *pfn = tessera::shim::HookFor(*pfn);
+    tessera::shim::NoteProcAddress(symbol, *pfn);
+  }
+  return r;
+}

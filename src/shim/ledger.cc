@@ -1,0 +1,456 @@
+#include "shim/ledger.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace tessera::shim {
+namespace {
+
+std::string Errno(const char* what, const std::string& path) {
+  return std::string(what) + " " + path + ": " + std::strerror(errno);
+}
+
+uint64_t UnixNowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ULL + uint64_t(ts.tv_nsec);
+}
+
+void FetchMax(std::atomic<uint64_t>& a, uint64_t v) {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+  }
+}
+
+uint64_t ReadStartTimeTicks() {
+  char buf[1024];
+  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  // Field 2 (comm) may contain spaces and parentheses: start after the last ')'.
+  char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  ++p;
+  // Fields 3.. follow; starttime is field 22, the 20th after ')'.
+  for (int field = 3; field < 22; ++field) {
+    while (*p == ' ') ++p;
+    while (*p != ' ' && *p != '\0') ++p;
+    if (*p == '\0') return 0;
+  }
+  return std::strtoull(p, nullptr, 10);
+}
+
+}  // namespace
+
+ProcessIdentity ProcessIdentity::Current() {
+  ProcessIdentity id;
+  id.pid = static_cast<uint32_t>(::getpid());
+  // "pid:[4026531836]": readlink rather than stat, which the shim avoids (glibc_compat.h).
+  char link[64] = {};
+  if (::readlink("/proc/self/ns/pid", link, sizeof(link) - 1) > 0) {
+    if (const char* open = std::strchr(link, '['))
+      id.pidns_inode = std::strtoull(open + 1, nullptr, 10);
+  }
+  id.start_time_ticks = ReadStartTimeTicks();
+  return id;
+}
+
+std::string ValidateLedgerHeader(const LedgerHeader& h, uint64_t file_bytes) {
+  if (h.magic != kLedgerMagic) return "not a tessera ledger (bad magic)";
+  if (h.version != kFormatVersion) {
+    return "ledger format version " + std::to_string(h.version) + ", this build reads " +
+           std::to_string(kFormatVersion);
+  }
+  if (h.header_size != kLedgerHeaderSize || h.slot_size != kLedgerSlotSize) {
+    return "ledger header or slot size differs from this build's";
+  }
+  if (h.slot_count == 0 || h.slot_count > kMaxLedgerSlots) {
+    return "ledger slot count " + std::to_string(h.slot_count) + " outside 1.." +
+           std::to_string(kMaxLedgerSlots);
+  }
+  if (file_bytes < LedgerFileSize(h.slot_count)) {
+    return "ledger file is " + std::to_string(file_bytes) + " bytes, its header needs " +
+           std::to_string(LedgerFileSize(h.slot_count));
+  }
+  if (std::memchr(h.gpu_uuid, '\0', sizeof(h.gpu_uuid)) == nullptr) {
+    return "ledger GPU UUID is not terminated";
+  }
+  return "";
+}
+
+std::string ValidateLimitsFile(const LimitsFile& l, uint64_t file_bytes) {
+  if (file_bytes < kLimitsFileSize) return "limits file shorter than its format";
+  if (l.magic != kLimitsMagic) return "not a tessera limits file (bad magic)";
+  if (l.version != kFormatVersion) {
+    return "limits format version " + std::to_string(l.version) + ", this build reads " +
+           std::to_string(kFormatVersion);
+  }
+  if (l.size != kLimitsFileSize) return "limits file size field differs from this build's";
+  if (std::memchr(l.gpu_uuid, '\0', sizeof(l.gpu_uuid)) == nullptr) {
+    return "limits GPU UUID is not terminated";
+  }
+  return "";
+}
+
+std::unique_ptr<Ledger> Ledger::Open(const std::string& path, std::string* error) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    *error = Errno("cannot open ledger", path);
+    return nullptr;
+  }
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < static_cast<off_t>(kLedgerHeaderSize)) {
+    *error = "ledger " + path + " is shorter than its header";
+    ::close(fd);
+    return nullptr;
+  }
+  size_t bytes = static_cast<size_t>(size);
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    *error = Errno("cannot map ledger", path);
+    ::close(fd);
+    return nullptr;
+  }
+  auto* header = static_cast<LedgerHeader*>(map);
+  std::string problem = ValidateLedgerHeader(*header, bytes);
+  if (!problem.empty()) {
+    *error = path + ": " + problem;
+    ::munmap(map, bytes);
+    ::close(fd);
+    return nullptr;
+  }
+  std::unique_ptr<Ledger> ledger(new Ledger());
+  ledger->path_ = path;
+  ledger->fd_ = fd;
+  ledger->map_ = map;
+  ledger->map_bytes_ = bytes;
+  ledger->header_ = header;
+  return ledger;
+}
+
+std::unique_ptr<Ledger> Ledger::Private(const std::string& gpu_uuid) {
+  size_t bytes = LedgerFileSize(1);
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED) return nullptr;
+  auto* h = static_cast<LedgerHeader*>(map);
+  h->magic = kLedgerMagic;
+  h->version = kFormatVersion;
+  h->header_size = kLedgerHeaderSize;
+  h->slot_size = kLedgerSlotSize;
+  h->slot_count = 1;
+  std::snprintf(h->gpu_uuid, sizeof(h->gpu_uuid), "%s", gpu_uuid.c_str());
+  std::unique_ptr<Ledger> ledger(new Ledger());
+  ledger->path_ = "(private)";
+  ledger->map_ = map;
+  ledger->map_bytes_ = bytes;
+  ledger->header_ = h;
+  ledger->private_ = true;
+  return ledger;
+}
+
+bool Ledger::Create(const std::string& path, const std::string& gpu_uuid, uint32_t slot_count,
+                    std::string* error) {
+  if (slot_count == 0 || slot_count > kMaxLedgerSlots) {
+    *error = "slot count " + std::to_string(slot_count) + " outside 1.." +
+             std::to_string(kMaxLedgerSlots);
+    return false;
+  }
+  if (gpu_uuid.empty() || gpu_uuid.size() >= kUuidBytes) {
+    *error = "GPU UUID must have 1.." + std::to_string(kUuidBytes - 1) + " characters";
+    return false;
+  }
+  // Written under a temporary name and published with link(2), which fails if the ledger
+  // exists: a shim never maps a half-written header, and a live ledger is never replaced.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    *error = Errno("cannot create", tmp);
+    return false;
+  }
+  ::fchmod(fd, 0666);  // container processes may run as any user
+  uint64_t bytes = LedgerFileSize(slot_count);
+  bool ok = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0;
+  void* map = ok ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  if (map == MAP_FAILED) {
+    *error = Errno("cannot size or map", tmp);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  auto* h = static_cast<LedgerHeader*>(map);
+  h->magic = kLedgerMagic;
+  h->version = kFormatVersion;
+  h->header_size = kLedgerHeaderSize;
+  h->slot_size = kLedgerSlotSize;
+  h->slot_count = slot_count;
+  std::snprintf(h->gpu_uuid, sizeof(h->gpu_uuid), "%s", gpu_uuid.c_str());
+  ::munmap(map, bytes);
+  ::close(fd);
+  if (::link(tmp.c_str(), path.c_str()) != 0) {
+    *error = Errno("cannot publish ledger", path);
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  ::unlink(tmp.c_str());
+  return true;
+}
+
+Ledger::~Ledger() {
+  Release();
+  if (map_ != nullptr) ::munmap(map_, map_bytes_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+LedgerSlot* Ledger::SlotAt(uint32_t i) const {
+  return reinterpret_cast<LedgerSlot*>(static_cast<char*>(map_) + LockOffset(i));
+}
+
+bool Ledger::TryLock(uint32_t i) const {
+  if (private_) return true;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(LockOffset(i));
+  fl.l_len = 1;
+  return ::fcntl(fd_, F_OFD_SETLK, &fl) == 0;
+}
+
+void Ledger::Unlock(uint32_t i) const {
+  if (private_) return;
+  struct flock fl {};
+  fl.l_type = F_UNLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(LockOffset(i));
+  fl.l_len = 1;
+  ::fcntl(fd_, F_OFD_SETLK, &fl);
+}
+
+void Ledger::InitSlot(uint32_t i, const ProcessIdentity& me) {
+  LedgerSlot* s = SlotAt(i);
+  s->used_bytes.store(0, std::memory_order_seq_cst);
+  s->peak_bytes.store(0, std::memory_order_relaxed);
+  s->pid.store(me.pid, std::memory_order_relaxed);
+  s->pidns_inode.store(me.pidns_inode, std::memory_order_relaxed);
+  s->start_time_ticks.store(me.start_time_ticks, std::memory_order_relaxed);
+  s->host_pid.store(0, std::memory_order_relaxed);
+  s->claimed_at_unix_ns.store(UnixNowNs(), std::memory_order_relaxed);
+  s->state.store(kSlotLive, std::memory_order_seq_cst);
+  header_->live_bitmap[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_seq_cst);
+  slot_ = s;
+  slot_index_ = static_cast<int>(i);
+}
+
+void Ledger::FreeSlot(uint32_t i, LedgerSlot* s) {
+  header_->live_bitmap[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_seq_cst);
+  s->state.store(kSlotFree, std::memory_order_seq_cst);
+  s->used_bytes.store(0, std::memory_order_seq_cst);
+}
+
+bool Ledger::Claim(const ProcessIdentity& me, std::string* error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot_ != nullptr) return true;
+  const uint32_t n = header_->slot_count;
+  const uint32_t start = header_->claim_hint.fetch_add(1, std::memory_order_relaxed) % n;
+  // First pass: free slots only (one lock attempt each, usually the first one succeeds).
+  // Second pass: any slot whose lock is free, i.e. whose owner died without giving it back.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint32_t k = 0; k < n; ++k) {
+      uint32_t i = (start + k) % n;
+      LedgerSlot* s = SlotAt(i);
+      if (pass == 0 && s->state.load(std::memory_order_acquire) != kSlotFree) continue;
+      if (!TryLock(i)) continue;
+      if (s->state.load(std::memory_order_acquire) == kSlotLive) {
+        uint64_t bytes = s->used_bytes.load(std::memory_order_seq_cst);
+        FreeSlot(i, s);
+        header_->reclaimed_slots.fetch_add(1, std::memory_order_relaxed);
+        header_->reclaimed_bytes.fetch_add(bytes, std::memory_order_relaxed);
+      }
+      InitSlot(i, me);
+      return true;
+    }
+  }
+  *error = "all " + std::to_string(n) + " process slots of " + path_ +
+           " are held by living processes (the agent sizes the ledger)";
+  return false;
+}
+
+uint64_t Ledger::Used() const {
+  const uint32_t n = header_->slot_count;
+  const uint32_t words = (n + 63) / 64;
+  uint64_t sum = 0;
+  for (uint32_t w = 0; w < words; ++w) {
+    uint64_t bits = header_->live_bitmap[w].load(std::memory_order_seq_cst);
+    while (bits != 0) {
+      uint32_t i = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      if (i < n) sum += SlotAt(i)->used_bytes.load(std::memory_order_seq_cst);
+    }
+  }
+  return sum;
+}
+
+uint64_t Ledger::OwnUsed() const {
+  return slot_ == nullptr ? 0 : slot_->used_bytes.load(std::memory_order_relaxed);
+}
+
+bool Ledger::TryCharge(uint64_t bytes, uint64_t limit) {
+  if (slot_ == nullptr) return false;
+  if (limit == 0) {
+    ForceCharge(bytes);
+    return true;
+  }
+  if (bytes > limit) {
+    header_->oom_count.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  bool reclaimed = false;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    uint64_t mine = slot_->used_bytes.fetch_add(bytes, std::memory_order_seq_cst) + bytes;
+    uint64_t total = Used();
+    if (total <= limit) {
+      FetchMax(slot_->peak_bytes, mine);
+      FetchMax(header_->peak_used_bytes, total);
+      return true;
+    }
+    slot_->used_bytes.fetch_sub(bytes, std::memory_order_seq_cst);
+    if (Used() + bytes <= limit) {  // another process's reservation was in flight
+      sched_yield();
+      continue;
+    }
+    if (!reclaimed) {
+      reclaimed = true;
+      if (ReclaimDead().slots > 0) continue;
+    }
+    break;
+  }
+  header_->oom_count.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void Ledger::ForceCharge(uint64_t bytes) {
+  if (slot_ == nullptr) return;
+  uint64_t mine = slot_->used_bytes.fetch_add(bytes, std::memory_order_seq_cst) + bytes;
+  FetchMax(slot_->peak_bytes, mine);
+}
+
+void Ledger::Uncharge(uint64_t bytes) {
+  if (slot_ == nullptr) return;
+  uint64_t cur = slot_->used_bytes.load(std::memory_order_relaxed);
+  uint64_t next;
+  do {
+    next = cur >= bytes ? cur - bytes : 0;
+  } while (!slot_->used_bytes.compare_exchange_weak(cur, next, std::memory_order_seq_cst));
+}
+
+ReclaimResult Ledger::ReclaimDead() {
+  ReclaimResult result;
+  if (private_) return result;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t n = header_->slot_count;
+  const uint32_t words = (n + 63) / 64;
+  for (uint32_t w = 0; w < words; ++w) {
+    uint64_t bits = header_->live_bitmap[w].load(std::memory_order_seq_cst);
+    while (bits != 0) {
+      uint32_t i = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
+      bits &= bits - 1;
+      // Our own descriptor would be granted our own slot's lock: never test it.
+      if (i >= n || static_cast<int>(i) == slot_index_) continue;
+      if (!TryLock(i)) continue;  // its owner is alive
+      LedgerSlot* s = SlotAt(i);
+      if (s->state.load(std::memory_order_acquire) == kSlotLive) {
+        uint64_t bytes = s->used_bytes.load(std::memory_order_seq_cst);
+        FreeSlot(i, s);
+        ++result.slots;
+        result.bytes += bytes;
+      }
+      Unlock(i);
+    }
+  }
+  if (result.slots > 0) {
+    header_->reclaimed_slots.fetch_add(result.slots, std::memory_order_relaxed);
+    header_->reclaimed_bytes.fetch_add(result.bytes, std::memory_order_relaxed);
+  }
+  return result;
+}
+
+std::vector<SlotInfo> Ledger::Slots(bool check_alive) const {
+  std::vector<SlotInfo> out;
+  const uint32_t n = header_->slot_count;
+  for (uint32_t i = 0; i < n; ++i) {
+    if ((header_->live_bitmap[i / 64].load(std::memory_order_acquire) &
+         (uint64_t{1} << (i % 64))) == 0) {
+      continue;
+    }
+    const LedgerSlot* s = SlotAt(i);
+    SlotInfo info;
+    info.index = i;
+    info.pid = s->pid.load(std::memory_order_relaxed);
+    info.pidns_inode = s->pidns_inode.load(std::memory_order_relaxed);
+    info.start_time_ticks = s->start_time_ticks.load(std::memory_order_relaxed);
+    info.host_pid = s->host_pid.load(std::memory_order_relaxed);
+    info.used_bytes = s->used_bytes.load(std::memory_order_relaxed);
+    info.peak_bytes = s->peak_bytes.load(std::memory_order_relaxed);
+    info.claimed_at_unix_ns = s->claimed_at_unix_ns.load(std::memory_order_relaxed);
+    if (check_alive) {
+      if (private_ || static_cast<int>(i) == slot_index_) {
+        info.alive = true;
+      } else {
+        struct flock fl {};
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = static_cast<off_t>(LockOffset(i));
+        fl.l_len = 1;
+        info.alive = ::fcntl(fd_, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+      }
+    }
+    out.push_back(info);
+  }
+  return out;
+}
+
+void Ledger::SetHostPid(uint32_t slot, uint32_t host_pid) {
+  if (slot < header_->slot_count) SlotAt(slot)->host_pid.store(host_pid, std::memory_order_relaxed);
+}
+
+void Ledger::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot_ == nullptr) return;
+  FreeSlot(static_cast<uint32_t>(slot_index_), slot_);
+  Unlock(static_cast<uint32_t>(slot_index_));
+  slot_ = nullptr;
+  slot_index_ = -1;
+}
+
+void Ledger::AbandonAfterFork() {
+  slot_ = nullptr;
+  slot_index_ = -1;
+  if (fd_ >= 0) {
+    ::close(fd_);  // the parent's open file description keeps the parent's lock
+    fd_ = -1;
+  }
+}
+
+bool Ledger::ReopenAfterFork(std::string* error) {
+  if (private_ || fd_ >= 0) return true;
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd_ < 0) {
+    *error = Errno("cannot reopen ledger", path_);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tessera::shim

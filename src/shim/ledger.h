@@ -1,0 +1,141 @@
+// Ledger: one pod's usage of one GPU, shared by all of the pod's processes through a mapped file
+// (segment_format.h). Each process owns one slot; the pod's usage is the sum of the live slots.
+//
+// Used by the shim inside the container (claim, charge, uncharge, reclaim when short) and by the
+// agent outside it (inspect, reap). No dependencies beyond libc and the C++ standard library, so
+// that it can live inside libtessera-cuda.so, which is loaded into arbitrary images.
+//
+// Invariants:
+//   - a slot is owned by the holder of the OFD write lock on its lock byte; a process never
+//     writes another live process's slot, except to zero it after the owner died (reclaim);
+//   - Used() >= the sum of every process's committed allocations (in-flight reservations add to
+//     it briefly, and a dead process's bytes stay until reclaimed), so the cap errs on the side
+//     of refusing, never of passing;
+//   - TryCharge never lets two concurrent reservations both succeed when together they would
+//     pass the limit (see its comment).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "shim/segment_format.h"
+
+namespace tessera::shim {
+
+// Who this process is, as recorded in its slot.
+struct ProcessIdentity {
+  uint32_t pid = 0;
+  uint64_t pidns_inode = 0;
+  uint64_t start_time_ticks = 0;
+  static ProcessIdentity Current();
+};
+
+struct ReclaimResult {
+  uint32_t slots = 0;
+  uint64_t bytes = 0;
+};
+
+// A copy of one live slot, for inspection.
+struct SlotInfo {
+  uint32_t index = 0;
+  uint32_t pid = 0;
+  uint64_t pidns_inode = 0;
+  uint64_t start_time_ticks = 0;
+  uint32_t host_pid = 0;
+  uint64_t used_bytes = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t claimed_at_unix_ns = 0;
+  bool alive = false;  // its owner still holds the lock (only when checked)
+};
+
+class Ledger {
+ public:
+  // Maps an existing ledger file read-write and checks its header. The descriptor stays open
+  // (close-on-exec) because the slot's lock lives on it.
+  static std::unique_ptr<Ledger> Open(const std::string& path, std::string* error);
+  // A ledger in anonymous memory, for one process only: used when a device has limits but its
+  // ledger file is missing, so that the cap still holds for this process.
+  static std::unique_ptr<Ledger> Private(const std::string& gpu_uuid);
+  // Writes a new, empty ledger file (the agent's job; also tests). Fails if it exists.
+  static bool Create(const std::string& path, const std::string& gpu_uuid, uint32_t slot_count,
+                     std::string* error);
+
+  ~Ledger();
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  // Takes a slot for this process (idempotent). False when every slot is held by a living
+  // process; `error` says so.
+  bool Claim(const ProcessIdentity& me, std::string* error);
+  bool claimed() const { return slot_ != nullptr; }
+  int slot_index() const { return slot_index_; }
+
+  // Adds `bytes` to this process's slot if the pod's usage stays within `limit` (0: no limit).
+  // Protocol: add to the own slot first (seq_cst), then sum all live slots; over the limit,
+  // take it back. Of two concurrent reservations that together pass the limit, at least one
+  // sees the other in its sum (both increments precede both sums in the single total order of
+  // seq_cst operations), so they cannot both succeed. A refusal caused only by another
+  // process's in-flight reservation is retried; before giving up, dead processes' slots are
+  // reclaimed once. Requires claimed().
+  bool TryCharge(uint64_t bytes, uint64_t limit);
+  // Adds without a check (memory that already exists, e.g. a pool that grew more than asked).
+  void ForceCharge(uint64_t bytes);
+  // Gives back; never below zero (an unbalanced release is logged by the caller).
+  void Uncharge(uint64_t bytes);
+
+  uint64_t Used() const;     // the pod's usage: sum of live slots
+  uint64_t OwnUsed() const;  // this process's slot
+
+  // Frees the slots whose owners died (their lock is free) and returns what they held. Never
+  // touches this process's own slot.
+  ReclaimResult ReclaimDead();
+
+  // Live slots; with check_alive, also whether each owner still holds its lock.
+  std::vector<SlotInfo> Slots(bool check_alive) const;
+  // Records a slot's host PID (agent side).
+  void SetHostPid(uint32_t slot, uint32_t host_pid);
+
+  // Process exit: zero and free the own slot, drop the lock.
+  void Release();
+  // In a fork child: the slot (and the inherited lock's descriptor) belong to the parent. Forget
+  // both without touching the slot, so that the child claims its own.
+  void AbandonAfterFork();
+  // Reopens the descriptor for a fork child (a new open file description, hence new locks).
+  bool ReopenAfterFork(std::string* error);
+
+  // Serialises this process's lock-taking (Claim, ReclaimDead, Release): two threads share one
+  // open file description, so its locks cannot tell them apart. Held around fork() by the shim.
+  std::mutex& lock_mutex() { return mu_; }
+
+  LedgerHeader* header() const { return header_; }
+  const std::string& path() const { return path_; }
+  uint32_t slot_count() const { return header_->slot_count; }
+
+ private:
+  Ledger() = default;
+  LedgerSlot* SlotAt(uint32_t i) const;
+  bool TryLock(uint32_t i) const;
+  void Unlock(uint32_t i) const;
+  void FreeSlot(uint32_t i, LedgerSlot* s);
+  void InitSlot(uint32_t i, const ProcessIdentity& me);
+
+  std::string path_;
+  int fd_ = -1;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  bool private_ = false;
+  LedgerHeader* header_ = nullptr;
+  LedgerSlot* slot_ = nullptr;
+  int slot_index_ = -1;
+  std::mutex mu_;
+};
+
+// Checks a ledger header read from a file of `file_bytes` bytes; empty when valid.
+std::string ValidateLedgerHeader(const LedgerHeader& h, uint64_t file_bytes);
+// Same for a limits file.
+std::string ValidateLimitsFile(const LimitsFile& l, uint64_t file_bytes);
+
+}  // namespace tessera::shim

@@ -1,0 +1,219 @@
+#include "shim/tracker.h"
+
+#include <algorithm>
+
+namespace tessera::shim {
+namespace {
+
+uint64_t FormatBytes(CUarray_format format) {
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      return 4;
+    default:
+      return 4;  // packed, block-compressed and video formats: at most 4 bytes per channel
+  }
+}
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+uint64_t LevelBytes(uint64_t w, uint64_t h, uint64_t d, uint64_t element) {
+  return RoundUp(w * element, 512) * std::max<uint64_t>(h, 1) * std::max<uint64_t>(d, 1);
+}
+
+}  // namespace
+
+uint64_t ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned int mip_levels) {
+  if ((desc.Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)) != 0) return 0;
+  const uint64_t element = FormatBytes(desc.Format) * std::max(desc.NumChannels, 1u);
+  const bool layered = (desc.Flags & CUDA_ARRAY3D_LAYERED) != 0;
+  uint64_t w = std::max<uint64_t>(desc.Width, 1), h = desc.Height, d = desc.Depth;
+  uint64_t total = 0;
+  for (unsigned int level = 0; level < std::max(mip_levels, 1u); ++level) {
+    total += LevelBytes(w, h, d, element);
+    if (w == 1 && h <= 1 && (layered || d <= 1)) break;
+    w = std::max<uint64_t>(w / 2, 1);
+    if (h > 1) h /= 2;
+    if (!layered && d > 1) d /= 2;
+  }
+  return RoundUp(total, 4096);
+}
+
+uint64_t ArrayBytes(const CUDA_ARRAY_DESCRIPTOR& desc) {
+  CUDA_ARRAY3D_DESCRIPTOR d3{};
+  d3.Width = desc.Width;
+  d3.Height = desc.Height;
+  d3.Depth = 0;
+  d3.Format = desc.Format;
+  d3.NumChannels = desc.NumChannels;
+  return ArrayBytes(d3, 1);
+}
+
+void Tracker::Add(uint64_t key, const Allocation& a) {
+  std::lock_guard<std::mutex> lock(mu_);
+  allocations_[key] = a;
+}
+
+std::optional<Allocation> Tracker::Take(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end()) return std::nullopt;
+  Allocation a = it->second;
+  allocations_.erase(it);
+  return a;
+}
+
+std::optional<Allocation> Tracker::Find(uint64_t key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<Allocation> Tracker::TakeContext(CUcontext ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Allocation> out;
+  for (auto it = allocations_.begin(); it != allocations_.end();) {
+    if (it->second.ctx == ctx && it->second.kind != AllocKind::kPool) {
+      out.push_back(it->second);
+      it = allocations_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+void Tracker::AddPhysical(CUmemGenericAllocationHandle h, uint64_t bytes, int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  physical_[h] = Physical{bytes, device, 1, 0};
+}
+
+void Tracker::RetainPhysical(CUmemGenericAllocationHandle h) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it != physical_.end()) ++it->second.refs;
+}
+
+std::optional<Physical> Tracker::ReleasePhysical(CUmemGenericAllocationHandle h) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it == physical_.end()) return std::nullopt;
+  if (it->second.refs > 0) --it->second.refs;
+  if (it->second.refs > 0 || it->second.maps > 0) return std::nullopt;
+  Physical p = it->second;
+  physical_.erase(it);
+  return p;
+}
+
+void Tracker::Map(CUdeviceptr va, uint64_t size, CUmemGenericAllocationHandle h) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it == physical_.end()) return;  // not charged here (imported, or on an unshared GPU)
+  ++it->second.maps;
+  mappings_[va] = Mapping{size, h};
+}
+
+std::vector<Physical> Tracker::Unmap(CUdeviceptr va, uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Physical> freed;
+  const CUdeviceptr end = va + size;
+  auto it = mappings_.lower_bound(va);
+  // A mapping that starts before va but covers it.
+  if (it != mappings_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->first + prev->second.size > va) it = prev;
+  }
+  while (it != mappings_.end() && it->first < end) {
+    auto p = physical_.find(it->second.handle);
+    if (p != physical_.end()) {
+      if (p->second.maps > 0) --p->second.maps;
+      if (p->second.maps == 0 && p->second.refs == 0) {
+        freed.push_back(p->second);
+        physical_.erase(p);
+      }
+    }
+    it = mappings_.erase(it);
+  }
+  return freed;
+}
+
+std::optional<CUmemGenericAllocationHandle> Tracker::HandleAt(CUdeviceptr addr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = mappings_.upper_bound(addr);
+  if (it == mappings_.begin()) return std::nullopt;
+  --it;
+  if (addr >= it->first + it->second.size) return std::nullopt;
+  return it->second.handle;
+}
+
+PoolState* Tracker::Pool(CUmemoryPool pool, int device_if_new, bool imported_if_new) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = pools_[pool];
+  if (!slot) {
+    slot = std::make_unique<PoolState>();
+    slot->device = device_if_new;
+    slot->imported = imported_if_new;
+  }
+  return slot.get();
+}
+
+PoolState* Tracker::FindPool(CUmemoryPool pool) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pools_.find(pool);
+  return it == pools_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::pair<CUmemoryPool, PoolState*>> Tracker::Pools() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<CUmemoryPool, PoolState*>> out;
+  out.reserve(pools_.size());
+  for (const auto& [handle, state] : pools_) out.emplace_back(handle, state.get());
+  return out;
+}
+
+uint64_t Tracker::LinearBytes(int device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t sum = 0;
+  for (const auto& [key, a] : allocations_) {
+    if (a.device == device && a.kind != AllocKind::kPool) sum += a.bytes;
+  }
+  return sum;
+}
+
+uint64_t Tracker::PhysicalBytes(int device) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t sum = 0;
+  for (const auto& [h, p] : physical_) {
+    if (p.device == device) sum += p.bytes;
+  }
+  return sum;
+}
+
+size_t Tracker::allocation_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocations_.size();
+}
+
+void Tracker::Clear() {
+  // Called in a fork child, where no other thread exists; the mutex was held across fork by
+  // the prepare handler and released by the child handler before this.
+  std::lock_guard<std::mutex> lock(mu_);
+  allocations_.clear();
+  physical_.clear();
+  mappings_.clear();
+  // Another thread of the parent may have held a pool's mutex at fork: the states are kept,
+  // never destroyed while locked (the shim's tracker lives as long as the process).
+  for (auto& [handle, state] : pools_) abandoned_.push_back(std::move(state));
+  pools_.clear();
+}
+
+}  // namespace tessera::shim

@@ -1,0 +1,114 @@
+// Tracker: what this process holds on each GPU, by allocation, so that a free gives back exactly
+// what its allocation took. Plain bookkeeping with no driver calls (the hooks call the driver and
+// then tell the tracker), testable without a GPU.
+//
+// What is tracked, and when its bytes are given back:
+//   - linear memory (cuMemAlloc, pitch, managed) and arrays: until freed or destroyed, or until
+//     the context that owns them is destroyed or reset (the driver frees them then);
+//   - virtual-memory physical allocations (cuMemCreate): until the last handle reference
+//     (create + retains - releases) AND the last mapping (cuMemMap - cuMemUnmap) are gone, which
+//     is when the driver frees the memory;
+//   - stream-ordered pools: what the driver reserved for the pool (its RESERVED_MEM_CURRENT),
+//     set by the hooks after each operation that can change it (PoolState);
+//   - imported memory (IPC handles, imported pool pointers, imported shareable handles) is never
+//     added: the exporting process counts it, so nothing is counted twice.
+// Thread-safe (one mutex; allocation-rate operations only, never the launch path).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "shim/cuda_abi.h"
+
+namespace tessera::shim {
+
+enum class AllocKind : uint8_t { kLinear, kPitch, kManaged, kArray, kMipmappedArray, kPool };
+
+struct Allocation {
+  uint64_t bytes = 0;
+  int device = -1;
+  CUcontext ctx = nullptr;
+  AllocKind kind = AllocKind::kLinear;
+  CUmemoryPool pool = nullptr;  // kPool only
+};
+
+// A cuMemCreate allocation. device -1: host memory (HOST, HOST_NUMA, ...), never charged.
+struct Physical {
+  uint64_t bytes = 0;
+  int device = -1;
+  uint32_t refs = 1;  // handle references
+  uint32_t maps = 0;  // live mappings
+};
+
+// A stream-ordered memory pool this process allocated from. The hooks hold `mu` around an
+// allocation and the re-reading of the pool's reservation that follows it.
+struct PoolState {
+  int device = -1;         // -1: a host pool (not charged)
+  uint64_t charged = 0;    // bytes of the pool's reservation charged to the ledger
+  uint64_t live = 0;       // allocations from it not yet freed
+  bool destroyed = false;  // cuMemPoolDestroy returned; the driver frees it when live == 0
+  bool imported = false;   // an imported pool: its memory belongs to the exporter
+  std::mutex mu;
+};
+
+// Sizes the backing store of a CUDA array from its descriptor. An estimate: the driver pads
+// arrays by layout rules it does not publish; rows are rounded to 512 bytes and the total to
+// 4 KiB. Sparse and deferred-mapping arrays have no backing store (0): their memory comes from
+// cuMemCreate and is counted there.
+uint64_t ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned int mip_levels);
+uint64_t ArrayBytes(const CUDA_ARRAY_DESCRIPTOR& desc);
+
+class Tracker {
+ public:
+  // Linear allocations and arrays, keyed by device pointer or array handle.
+  void Add(uint64_t key, const Allocation& a);
+  std::optional<Allocation> Take(uint64_t key);
+  std::optional<Allocation> Find(uint64_t key) const;
+  // Everything `ctx` owned (the context was destroyed or reset).
+  std::vector<Allocation> TakeContext(CUcontext ctx);
+
+  // Virtual memory.
+  void AddPhysical(CUmemGenericAllocationHandle h, uint64_t bytes, int device);
+  // A retain of the allocation behind `h` (cuMemRetainAllocationHandle returned h).
+  void RetainPhysical(CUmemGenericAllocationHandle h);
+  // A cuMemRelease; returns the allocation when that was its last reference and mapping.
+  std::optional<Physical> ReleasePhysical(CUmemGenericAllocationHandle h);
+  void Map(CUdeviceptr va, uint64_t size, CUmemGenericAllocationHandle h);
+  // A cuMemUnmap of [va, va + size); returns the allocations freed by it.
+  std::vector<Physical> Unmap(CUdeviceptr va, uint64_t size);
+  // The allocation handle mapped at `addr`, if this process mapped it.
+  std::optional<CUmemGenericAllocationHandle> HandleAt(CUdeviceptr addr) const;
+
+  // Pools (the state object lives until the tracker is cleared).
+  PoolState* Pool(CUmemoryPool pool, int device_if_new, bool imported_if_new);
+  PoolState* FindPool(CUmemoryPool pool) const;
+  std::vector<std::pair<CUmemoryPool, PoolState*>> Pools() const;
+
+  // Bytes charged per device by linear allocations and arrays (for checks and stats).
+  uint64_t LinearBytes(int device) const;
+  uint64_t PhysicalBytes(int device) const;
+  size_t allocation_count() const;
+
+  // Forget everything (a fork child: the parent's allocations are not the child's).
+  void Clear();
+  std::mutex& mutex() { return mu_; }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Allocation> allocations_;
+  std::unordered_map<CUmemGenericAllocationHandle, Physical> physical_;
+  struct Mapping {
+    uint64_t size;
+    CUmemGenericAllocationHandle handle;
+  };
+  std::map<CUdeviceptr, Mapping> mappings_;  // by start address
+  std::unordered_map<CUmemoryPool, std::unique_ptr<PoolState>> pools_;
+  std::vector<std::unique_ptr<PoolState>> abandoned_;  // a fork child's parent pools
+};
+
+}  // namespace tessera::shim

@@ -1,0 +1,245 @@
+#include "fake_cuda/fake_machine.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace tessera::fake {
+namespace {
+
+uint64_t StartTicks(uint32_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char* p = std::strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  ++p;
+  for (int field = 3; field < 22; ++field) {
+    while (*p == ' ') ++p;
+    while (*p != ' ' && *p != '\0') ++p;
+  }
+  return std::strtoull(p, nullptr, 10);
+}
+
+void InitDevices(FakeMachine* m, const std::vector<DeviceSpec>& devices, int driver_version) {
+  m->magic = kMachineMagic;
+  m->version = kMachineVersion;
+  m->device_count = static_cast<uint32_t>(std::min<size_t>(devices.size(), kMaxDevices));
+  m->driver_version = driver_version;
+  for (uint32_t i = 0; i < m->device_count; ++i) {
+    std::snprintf(m->devices[i].uuid, sizeof(m->devices[i].uuid), "%s", devices[i].uuid.c_str());
+    std::snprintf(m->devices[i].name, sizeof(m->devices[i].name), "%s", devices[i].name.c_str());
+    m->devices[i].total_bytes = devices[i].total_bytes;
+    m->devices[i].sm_count = devices[i].sm_count;
+  }
+}
+
+FakeMachine* g_machine = nullptr;
+std::once_flag g_machine_once;
+FakeProc* g_self = nullptr;
+uint32_t g_self_pid = 0;
+std::mutex g_self_mu;
+
+}  // namespace
+
+int64_t MonoNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+uint64_t RealtimeUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000ULL + uint64_t(ts.tv_nsec) / 1000;
+}
+
+std::vector<DeviceSpec> Devices(int count, uint64_t bytes) {
+  std::vector<DeviceSpec> out;
+  for (int i = 0; i < count; ++i) {
+    DeviceSpec d;
+    char uuid[64];
+    std::snprintf(uuid, sizeof(uuid), "GPU-fa4e0000-0000-4000-8000-%012d", i);
+    d.uuid = uuid;
+    d.total_bytes = bytes;
+    out.push_back(d);
+  }
+  return out;
+}
+
+std::string CreateMachine(const std::string& path, const std::vector<DeviceSpec>& devices,
+                          int driver_version) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) return "cannot create " + path + ": " + std::strerror(errno);
+  if (::ftruncate(fd, sizeof(FakeMachine)) != 0) {
+    ::close(fd);
+    return "cannot size " + path;
+  }
+  void* map = ::mmap(nullptr, sizeof(FakeMachine), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return "cannot map " + path;
+  InitDevices(static_cast<FakeMachine*>(map), devices, driver_version);
+  ::munmap(map, sizeof(FakeMachine));
+  return "";
+}
+
+FakeMachine* MapMachine(const std::string& path, std::string* error) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    *error = "cannot open fake machine " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  void* map = ::mmap(nullptr, sizeof(FakeMachine), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) {
+    *error = "cannot map fake machine " + path;
+    return nullptr;
+  }
+  auto* m = static_cast<FakeMachine*>(map);
+  if (m->magic != kMachineMagic || m->version != kMachineVersion) {
+    *error = path + " is not a fake machine";
+    ::munmap(map, sizeof(FakeMachine));
+    return nullptr;
+  }
+  return m;
+}
+
+FakeMachine* Machine() {
+  std::call_once(g_machine_once, [] {
+    if (const char* path = std::getenv("TESSERA_FAKE_GPU_MACHINE"); path && path[0] != '\0') {
+      std::string error;
+      g_machine = MapMachine(path, &error);
+      if (g_machine == nullptr) std::fprintf(stderr, "fake cuda: %s\n", error.c_str());
+    }
+    if (g_machine == nullptr) {
+      void* map = ::mmap(nullptr, sizeof(FakeMachine), PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      g_machine = static_cast<FakeMachine*>(map);
+      InitDevices(g_machine, Devices(1, 80ULL << 30), 13000);
+    }
+  });
+  return g_machine;
+}
+
+bool Alive(const FakeProc& p) {
+  uint32_t pid = p.pid.load(std::memory_order_acquire);
+  if (pid == 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  uint64_t ticks = p.start_ticks.load(std::memory_order_relaxed);
+  return ticks == 0 || StartTicks(pid) == ticks;
+}
+
+FakeProc* Self() {
+  uint32_t pid = static_cast<uint32_t>(::getpid());
+  std::lock_guard<std::mutex> lock(g_self_mu);
+  if (g_self != nullptr && g_self_pid == pid) return g_self;
+  FakeMachine* m = Machine();
+  uint64_t ticks = StartTicks(pid);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto& p : m->procs) {
+      uint32_t cur = p.pid.load(std::memory_order_acquire);
+      bool take = false;
+      if (cur == 0) {
+        take = p.pid.compare_exchange_strong(cur, pid);
+      } else if (pass == 1 && !Alive(p)) {
+        take = p.pid.compare_exchange_strong(cur, pid);  // a dead process's entry
+      }
+      if (!take) continue;
+      p.start_ticks.store(ticks, std::memory_order_relaxed);
+      for (int d = 0; d < kMaxDevices; ++d) {
+        p.bytes[d].store(0, std::memory_order_relaxed);
+        p.peak[d].store(0, std::memory_order_relaxed);
+        p.has_context[d].store(0, std::memory_order_relaxed);
+      }
+      g_self = &p;
+      g_self_pid = pid;
+      return g_self;
+    }
+  }
+  std::fprintf(stderr, "fake cuda: more than %d processes on the fake machine\n", kMaxProcs);
+  std::abort();
+}
+
+uint64_t LiveBytes(const FakeMachine& m, int device) {
+  uint64_t sum = 0;
+  for (const auto& p : m.procs) {
+    uint32_t pid = p.pid.load(std::memory_order_acquire);
+    if (pid == 0) continue;
+    uint64_t b = p.bytes[device].load(std::memory_order_acquire);
+    if (b == 0) continue;
+    if (Alive(p)) {
+      sum += b;
+    } else {
+      // The driver freed a dead process's memory: forget the entry, so that it is not checked
+      // again (the entry is reused by Self()).
+      auto& entry = const_cast<FakeProc&>(p);
+      for (auto& d : entry.bytes) d.store(0, std::memory_order_relaxed);
+      entry.pid.compare_exchange_strong(pid, 0, std::memory_order_acq_rel);
+    }
+  }
+  return sum;
+}
+
+uint64_t ProcBytes(const FakeMachine& m, uint32_t pid, int device) {
+  for (const auto& p : m.procs) {
+    if (p.pid.load(std::memory_order_acquire) == pid && Alive(p)) {
+      return p.bytes[device].load(std::memory_order_acquire);
+    }
+  }
+  return 0;
+}
+
+int64_t Execute(int device, int64_t not_before_ns, int64_t duration_ns) {
+  FakeMachine* m = Machine();
+  FakeDevice& d = m->devices[device];
+  int64_t now = MonoNs();
+  int64_t tail = d.engine_tail_ns.load(std::memory_order_acquire);
+  int64_t start, end;
+  do {
+    start = std::max({now, not_before_ns, tail});
+    end = start + duration_ns;
+  } while (!d.engine_tail_ns.compare_exchange_weak(tail, end, std::memory_order_acq_rel));
+  uint64_t index = m->ring_head.fetch_add(1, std::memory_order_relaxed);
+  FakeKernel& k = m->ring[index % kRingSize];
+  k.seq.store(0, std::memory_order_release);
+  k.pid = static_cast<uint32_t>(::getpid());
+  k.device = static_cast<uint32_t>(device);
+  k.start_ns = start;
+  k.end_ns = end;
+  k.seq.store(index + 1, std::memory_order_release);
+  return end;
+}
+
+std::vector<std::pair<uint32_t, int64_t>> BusyByPid(const FakeMachine& m, int device,
+                                                    int64_t from_ns, int64_t to_ns) {
+  std::map<uint32_t, int64_t> busy;
+  uint64_t head = m.ring_head.load(std::memory_order_acquire);
+  uint64_t first = head > kRingSize ? head - kRingSize : 0;
+  for (uint64_t i = first; i < head; ++i) {
+    const FakeKernel& k = m.ring[i % kRingSize];
+    if (k.seq.load(std::memory_order_acquire) != i + 1) continue;
+    if (static_cast<int>(k.device) != device) continue;
+    int64_t s = std::max(k.start_ns, from_ns), e = std::min(k.end_ns, to_ns);
+    if (e > s) busy[k.pid] += e - s;
+  }
+  return {busy.begin(), busy.end()};
+}
+
+}  // namespace tessera::fake

@@ -1,0 +1,102 @@
+// The fake GPU machine shared by every process of a test: a mapped file holding the devices,
+// the physical ledger (device bytes really held, per process), each device's execution engine and
+// a ring of executed kernels. The fake libcuda.so.1 writes it; the fake libnvidia-ml.so.1 and
+// the tests read it, so NVML's memory, process list and utilisation come from what the fake
+// driver really did (throttling is tested closed-loop).
+//
+// A process's bytes stop counting when it dies (its PID is gone or reused), as a real driver
+// frees a dead process's memory. Kernels execute on one engine per device in submission order:
+// a launch starts at max(now, its stream's last completion, the engine's last completion) and
+// occupies the engine for its duration, so processes sharing a device slow each other down.
+//
+// Selected by TESSERA_FAKE_GPU_MACHINE=<file>; without it, a process gets a private machine with
+// one 80 GiB device.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::fake {
+
+inline constexpr uint64_t kMachineMagic = 0x4E4843414D454B46ULL;  // "FKEMACHN"
+inline constexpr uint32_t kMachineVersion = 1;
+inline constexpr int kMaxDevices = 8;
+inline constexpr int kMaxProcs = 256;
+inline constexpr uint32_t kRingSize = 1u << 16;
+
+struct FakeDevice {
+  char uuid[96];
+  char name[96];
+  uint64_t total_bytes;
+  uint32_t sm_count;
+  uint32_t reserved;
+  std::atomic<int64_t> engine_tail_ns;  // CLOCK_MONOTONIC: when the engine is next free
+};
+
+struct FakeProc {
+  std::atomic<uint32_t> pid;
+  uint32_t reserved;
+  std::atomic<uint64_t> start_ticks;  // to tell a reused PID from the original
+  std::atomic<uint64_t> bytes[kMaxDevices];
+  std::atomic<uint64_t> peak[kMaxDevices];
+  std::atomic<uint32_t> has_context[kMaxDevices];
+};
+
+struct FakeKernel {
+  std::atomic<uint64_t> seq;  // written last; ring index + 1 once complete
+  uint32_t pid;
+  uint32_t device;
+  int64_t start_ns;
+  int64_t end_ns;
+};
+
+struct FakeMachine {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t device_count;
+  int32_t driver_version;
+  uint32_t reserved;
+  FakeDevice devices[kMaxDevices];
+  FakeProc procs[kMaxProcs];
+  std::atomic<uint64_t> ring_head;
+  FakeKernel ring[kRingSize];
+};
+
+struct DeviceSpec {
+  std::string uuid;
+  std::string name = "NVIDIA H100 80GB HBM3 (fake)";
+  uint64_t total_bytes = 80ULL << 30;
+  uint32_t sm_count = 132;
+};
+
+// Creates a machine file with these devices (tests). Returns an error message, empty on success.
+std::string CreateMachine(const std::string& path, const std::vector<DeviceSpec>& devices,
+                          int driver_version = 13000);
+// N devices with UUIDs GPU-fa4e0000-0000-4000-8000-00000000000<i> and `bytes` each.
+std::vector<DeviceSpec> Devices(int count, uint64_t bytes);
+
+// The machine of this process (TESSERA_FAKE_GPU_MACHINE or a private one); never null.
+FakeMachine* Machine();
+// Maps a machine file read-write (tests inspecting it).
+FakeMachine* MapMachine(const std::string& path, std::string* error);
+
+// This process's entry in the ledger (registered on first use).
+FakeProc* Self();
+// Whether the process of an entry is alive.
+bool Alive(const FakeProc& p);
+// Bytes held on `device` by living processes.
+uint64_t LiveBytes(const FakeMachine& m, int device);
+// Bytes held on `device` by one living process (0 when dead).
+uint64_t ProcBytes(const FakeMachine& m, uint32_t pid, int device);
+
+int64_t MonoNs();
+uint64_t RealtimeUs();
+// Executes a kernel of `duration_ns` on `device` after `not_before_ns`; returns its end.
+int64_t Execute(int device, int64_t not_before_ns, int64_t duration_ns);
+// GPU time per PID on `device` within [from_ns, to_ns) (CLOCK_MONOTONIC).
+std::vector<std::pair<uint32_t, int64_t>> BusyByPid(const FakeMachine& m, int device,
+                                                    int64_t from_ns, int64_t to_ns);
+
+}  // namespace tessera::fake

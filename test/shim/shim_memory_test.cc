@@ -1,0 +1,208 @@
+// Every allocation path is counted, and given back exactly, against the fake driver's own
+// ledger of the bytes really held: after every step, the pod's usage as the shim counts it
+// equals what the driver holds for the pod's processes (tally == ledger), and the device the
+// program sees reports free = cap - used.
+#include "shim_testing.h"
+
+namespace tessera::shim::testing {
+namespace {
+
+class MemoryPathsTest : public ::testing::Test {
+ protected:
+  MemoryPathsTest() : seg_(node_.Share("pod", 0, 1 * kGiB)), app_(node_, "pod") {}
+  void SetUp() override { ASSERT_EQ(app_.Do("init"), "ok"); }
+
+  uint64_t Used() { return seg_.Inspect().used_bytes; }
+  // The shim's tally, the driver's ledger and the program's view agree.
+  void ExpectConsistent(uint64_t expected_used) {
+    EXPECT_EQ(Used(), expected_used);
+    EXPECT_EQ(node_.PhysicalBytes(0), expected_used);
+    EXPECT_EQ(app_.Values("meminfo"), (std::vector<uint64_t>{1 * kGiB - expected_used, 1 * kGiB}));
+  }
+
+  Node node_;
+  Segment& seg_;
+  Client app_;
+};
+
+TEST_F(MemoryPathsTest, LinearAndManaged) {
+  ASSERT_EQ(app_.Do("alloc a 100000000"), "ok");
+  ExpectConsistent(100000000);
+  ASSERT_EQ(app_.Do("managed m 200000000"), "ok");
+  ExpectConsistent(300000000);
+  EXPECT_EQ(app_.Do("managed big 900000000"), "err 2");
+  ExpectConsistent(300000000);
+  ASSERT_EQ(app_.Do("free a"), "ok");
+  ASSERT_EQ(app_.Do("free m"), "ok");
+  ExpectConsistent(0);
+}
+
+TEST_F(MemoryPathsTest, PitchIsCountedAtThePitchTheDriverChose) {
+  // Narrow rows: 512-byte pitch. Wide rows: the fake aligns to 1024, above the shim's estimate.
+  EXPECT_EQ(app_.Do("pitch p 1000 1000"), "ok 1024");
+  ExpectConsistent(1024 * 1000);
+  EXPECT_EQ(app_.Do("pitch q 5000 1000"), "ok 5120");
+  ExpectConsistent(1024 * 1000 + 5120 * 1000);
+  ASSERT_EQ(app_.Do("free p"), "ok");
+  ASSERT_EQ(app_.Do("free q"), "ok");
+  ExpectConsistent(0);
+  // A pitched allocation that passes the cap only at its real pitch is refused, nothing leaks.
+  EXPECT_EQ(app_.Do("pitch r 4097 262000"), "err 2");
+  ExpectConsistent(0);
+}
+
+TEST_F(MemoryPathsTest, ArraysAndMipmaps) {
+  ASSERT_EQ(app_.Do("array a 4096 1024"), "ok");
+  ASSERT_EQ(app_.Do("array3d b 512 512 16"), "ok");
+  ASSERT_EQ(app_.Do("mipmap c 1024 1024 11"), "ok");
+  const uint64_t used = node_.PhysicalBytes(0);
+  EXPECT_GT(used, 4096u * 1024 * 16);
+  ExpectConsistent(used);
+  EXPECT_EQ(app_.Do("array3d huge 8192 8192 8"), "err 2");
+  ASSERT_EQ(app_.Do("destroy a"), "ok");
+  ASSERT_EQ(app_.Do("destroy b"), "ok");
+  ASSERT_EQ(app_.Do("destroy c"), "ok");
+  ExpectConsistent(0);
+}
+
+TEST_F(MemoryPathsTest, VirtualMemoryAtEveryLocationType) {
+  ASSERT_EQ(app_.Do("vmm d 104857600 device"), "ok");  // 100 MiB
+  ExpectConsistent(100 * kMiB);
+  // Host locations (NCCL, PyTorch's expandable segments): never charged, never a crash.
+  ASSERT_EQ(app_.Do("vmm h 2147483648 host"), "ok");
+  ASSERT_EQ(app_.Do("vmm n 2147483648 host_numa"), "ok");
+  ExpectConsistent(100 * kMiB);
+  // Locations the driver refuses: refused, nothing charged.
+  EXPECT_EQ(app_.Do("vmm c 2097152 host_numa_current"), "err 1");
+  EXPECT_EQ(app_.Do("vmm u 2097152 unknown"), "err 1");
+  ExpectConsistent(100 * kMiB);
+  EXPECT_EQ(app_.Do("vmm big 1073741824 device"), "err 2");
+  ExpectConsistent(100 * kMiB);
+  ASSERT_EQ(app_.Do("vmmfree d"), "ok");
+  ASSERT_EQ(app_.Do("vmmfree h"), "ok");
+  ASSERT_EQ(app_.Do("vmmfree n"), "ok");
+  ExpectConsistent(0);
+}
+
+// NCCL's pattern: release the handle right after mapping; the memory lives until unmapped.
+TEST_F(MemoryPathsTest, VirtualMemoryLivesUntilLastReferenceAndMapping) {
+  ASSERT_EQ(app_.Do("vmmearly e 209715200"), "ok");
+  ExpectConsistent(200 * kMiB);
+  ASSERT_EQ(app_.Do("vmmretain e"), "ok");  // retain + release through its address
+  ExpectConsistent(200 * kMiB);
+  ASSERT_EQ(app_.Do("vmmfree e"), "ok");
+  ExpectConsistent(0);
+}
+
+TEST_F(MemoryPathsTest, StreamOrderedPoolsAreCountedByWhatTheyReserve) {
+  // The default pool grows by 2 MiB chunks: what it reserves is what the GPU holds.
+  ASSERT_EQ(app_.Do("async a 1000000"), "ok");
+  ExpectConsistent(2 * kMiB);
+  ASSERT_EQ(app_.Do("async b 300000000"), "ok");
+  const uint64_t reserved = 2 * kMiB + 288 * kMiB;
+  ExpectConsistent(reserved);
+  // Freed memory stays in the pool until a synchronisation releases it (threshold 0).
+  ASSERT_EQ(app_.Do("asyncfree b"), "ok");
+  ExpectConsistent(reserved);
+  ASSERT_EQ(app_.Do("sync"), "ok");
+  ExpectConsistent(2 * kMiB);
+  // Cached pool memory does not stand in the way of a new allocation that needs it: the pool
+  // is trimmed rather than the allocation refused.
+  ASSERT_EQ(app_.Do("async c 900000000"), "ok");
+  ASSERT_EQ(app_.Do("asyncfree c"), "ok");
+  ASSERT_EQ(app_.Do("alloc d 900000000"), "err 2");  // the pool still holds it: really full
+  ASSERT_EQ(app_.Do("sync"), "ok");
+  ASSERT_EQ(app_.Do("alloc d 900000000"), "ok");
+  ASSERT_EQ(app_.Do("free d"), "ok");
+  ASSERT_EQ(app_.Do("asyncfree a"), "ok");
+  ASSERT_EQ(app_.Do("sync"), "ok");
+  ExpectConsistent(0);
+}
+
+TEST_F(MemoryPathsTest, ExplicitPools) {
+  ASSERT_EQ(app_.Do("poolcreate"), "ok");
+  ASSERT_EQ(app_.Do("poolalloc a 100000000"), "ok");
+  ExpectConsistent(96 * kMiB);
+  EXPECT_EQ(app_.Do("poolalloc b 1000000000"), "err 2");
+  ExpectConsistent(96 * kMiB);
+  ASSERT_EQ(app_.Do("asyncfree a"), "ok");
+  ASSERT_EQ(app_.Do("trim"), "ok");
+  ExpectConsistent(0);
+  ASSERT_EQ(app_.Do("poolalloc c 10000000"), "ok");
+  ExpectConsistent(10 * kMiB);
+  // Destroyed with an allocation outstanding: freed with its last allocation.
+  ASSERT_EQ(app_.Do("pooldestroy"), "ok");
+  ExpectConsistent(10 * kMiB);
+  ASSERT_EQ(app_.Do("asyncfree c"), "ok");
+  ExpectConsistent(0);
+}
+
+// IPC: the importer's view of the exporter's memory is not counted again.
+TEST_F(MemoryPathsTest, IpcImportsAreNotCountedTwice) {
+  Client importer(node_, "pod");
+  ASSERT_EQ(importer.Do("init"), "ok");
+  ASSERT_EQ(app_.Do("alloc x 300000000"), "ok");
+  ASSERT_EQ(app_.Do("write x 7"), "ok");
+  std::string handle = app_.Do("ipcget x");
+  ASSERT_EQ(handle.rfind("ok ", 0), 0u) << handle;
+  ASSERT_EQ(importer.Do("ipcopen x " + handle.substr(3)), "ok");
+  EXPECT_EQ(importer.Do("read x"), "ok 7");
+  ExpectConsistent(300000000);
+  EXPECT_EQ(importer.Values("meminfo"), (std::vector<uint64_t>{1 * kGiB - 300000000, 1 * kGiB}));
+  ASSERT_EQ(importer.Do("ipcclose x"), "ok");
+  ExpectConsistent(300000000);
+  ASSERT_EQ(app_.Do("free x"), "ok");
+  ExpectConsistent(0);
+}
+
+// NVML reports the share, and the pod's processes with what they hold.
+TEST_F(MemoryPathsTest, NvmlSeesTheShareAndThePodsProcesses) {
+  ASSERT_EQ(app_.Do("alloc a 104857600"), "ok");
+  EXPECT_EQ(app_.Values("nvmlmem"), (std::vector<uint64_t>{100 * kMiB, 924 * kMiB, 1 * kGiB}));
+  std::string pid = app_.Do("pid").substr(3);
+  EXPECT_EQ(app_.Do("nvmlprocs"), "ok " + pid + ":104857600");
+}
+
+// A live resize by the agent applies at once: the program sees the new total, and a shrink
+// below what is held refuses new allocations without taking anything away.
+TEST_F(MemoryPathsTest, LiveResize) {
+  ASSERT_EQ(app_.Do("alloc a 524288000"), "ok");  // 500 MiB
+  ShareLimits bigger;
+  bigger.memory_limit_bytes = 2 * kGiB;
+  ASSERT_TRUE(seg_.Update(bigger).ok());
+  EXPECT_EQ(app_.Values("totalmem"), (std::vector<uint64_t>{2 * kGiB}));
+  EXPECT_EQ(app_.Do("alloc b 1073741824"), "ok");
+  ShareLimits smaller;
+  smaller.memory_limit_bytes = 1 * kGiB;
+  ASSERT_TRUE(seg_.Update(smaller).ok());
+  EXPECT_EQ(app_.Values("meminfo"), (std::vector<uint64_t>{0, 1 * kGiB}));
+  EXPECT_EQ(app_.Do("alloc c 1048576"), "err 2");
+  ASSERT_EQ(app_.Do("free b"), "ok");
+  EXPECT_EQ(app_.Do("alloc c 1048576"), "ok");
+}
+
+// Destroying or resetting a context gives back what it held.
+TEST(ContextTest, DestroyedContextsGiveTheirMemoryBack) {
+  Node node;
+  Segment& seg = node.Share("pod", 0, 1 * kGiB);
+  Client app(node, "pod", true, LoadMode::Linked());
+  ASSERT_EQ(app.Do("ctx4"), "ok");
+  ASSERT_EQ(app.Do("alloc a 524288000"), "ok");
+  ASSERT_EQ(app.Do("array b 1024 1024"), "ok");
+  EXPECT_EQ(seg.Inspect().used_bytes, node.PhysicalBytes(0));
+  ASSERT_EQ(app.Do("ctxdestroy"), "ok");
+  EXPECT_EQ(seg.Inspect().used_bytes, 0u);
+  EXPECT_EQ(node.PhysicalBytes(0), 0u);
+  ASSERT_EQ(app.Do("init"), "ok");
+  ASSERT_EQ(app.Do("alloc c 314572800"), "ok");
+  ASSERT_EQ(app.Do("managed d 104857600"), "ok");
+  EXPECT_EQ(seg.Inspect().used_bytes, 400 * kMiB);
+  ASSERT_EQ(app.Do("reset"), "ok");  // cudaDeviceReset
+  EXPECT_EQ(seg.Inspect().used_bytes, 0u);
+  EXPECT_EQ(node.PhysicalBytes(0), 0u);
+  ASSERT_EQ(app.Do("init"), "ok");
+  EXPECT_EQ(app.Do("alloc e 1073741824"), "ok");  // the whole cap is free again
+}
+
+}  // namespace
+}  // namespace tessera::shim::testing
