@@ -2,7 +2,9 @@
 // that the agent's hand-written protobuf code (src/agent/nri) is checked against the real
 // encoder byte for byte. One "name hex" line per message; src/agent/nri/testdata/golden.txt is
 // its output:
-//   cd test/nri/golden && go run . > ../../../src/agent/nri/testdata/golden.txt
+//
+//	cd test/nri/golden && go run . > ../../../src/agent/nri/testdata/golden.txt
+//
 // Maps hold at most one entry (Go's map order is random).
 package main
 
