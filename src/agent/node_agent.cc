@@ -35,6 +35,7 @@ absl::Status NodeAgent::Run(const std::atomic<bool>& stop) {
   ++discoveries_;
   if (!first.ok()) return first.status();
   NodeGpus gpus = std::move(*first);
+  if (options_.on_gpus) options_.on_gpus(std::make_shared<const NodeGpus>(gpus));
   NodeAdvertisement ad = AdvertisementFor(gpus);
   spdlog::info("{}: {} GPU(s) ({}), driver {}", discovery_.Describe(), gpus.gpus.size(),
                ad.labels[std::string(records::kGpuModelLabel)],
@@ -125,6 +126,7 @@ absl::Status NodeAgent::Run(const std::atomic<bool>& stop) {
       spdlog::info("{}: readable again", discovery_.Describe());
       last_discovery_error.clear();
     }
+    if (options_.on_gpus) options_.on_gpus(std::make_shared<const NodeGpus>(*again));
     NodeAdvertisement next = AdvertisementFor(*again);
     if (next.inventory == ad.inventory && next.labels == ad.labels &&
         next.resources == ad.resources) {

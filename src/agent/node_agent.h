@@ -18,6 +18,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -30,6 +32,8 @@ namespace tessera::agent {
 
 struct NodeAgentOptions {
   std::string node_name;
+  // Called with every successful discovery (the delivery into containers follows the GPUs).
+  std::function<void(std::shared_ptr<const NodeGpus>)> on_gpus;
   std::chrono::milliseconds rediscover_interval{30'000};
   std::chrono::milliseconds retry_interval{5'000};  // after a failed publish
 };
