@@ -11,11 +11,14 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/nvidia_smi_check.h"
 #include "agent/discovery/nvml_discovery.h"
 #include "agent/node_agent.h"
+#include "agent/nri/delivery.h"
+#include "agent/nri/plugin.h"
 #include "cli/command.h"
 #include "common/strings.h"
 #include "core/topology/topo_text.h"
@@ -40,6 +43,12 @@ struct AgentFlags {
   std::string context;
   std::string rediscover = "30s";
   std::string log_level = "info";
+  bool no_nri = false;
+  std::string nri_socket = "/var/run/nri/nri.sock";
+  std::string nri_index = "50";
+  std::string dev_dir = "/dev";
+  std::string pods_dir = "/run/tessera/pods";
+  std::string cdi_kind;
 };
 
 struct CompareFlags {
@@ -135,8 +144,28 @@ int RunAgent(const AgentFlags& f) {
                version->value("gitVersion", "?"));
   std::signal(SIGTERM, OnAgentSignal);
   std::signal(SIGINT, OnAgentSignal);
+  // Delivery into containers: the NRI plugin, on its own thread, following the discovered GPUs.
+  agent::DeliveryOptions delivery_options;
+  delivery_options.node_name = options.node_name;
+  delivery_options.dev_dir = f.dev_dir;
+  delivery_options.pods_dir = f.pods_dir;
+  delivery_options.cdi_kind = f.cdi_kind;
+  agent::Delivery delivery(delivery_options);
+  options.on_gpus = [&delivery](std::shared_ptr<const agent::NodeGpus> gpus) {
+    delivery.SetGpus(std::move(gpus));
+  };
+  agent::nri::NriPluginOptions nri_options;
+  nri_options.socket_path = f.nri_socket;
+  nri_options.index = f.nri_index;
+  agent::nri::NriPlugin plugin(nri_options, delivery);
+  std::thread nri_thread;
+  if (!f.no_nri) {
+    nri_thread = std::thread([&plugin] { plugin.Run(g_stop); });
+  }
   agent::NodeAgent node_agent(**discovery, **client, options);
   absl::Status status = node_agent.Run(g_stop);
+  g_stop.store(true);
+  if (nri_thread.joinable()) nri_thread.join();
   if (!status.ok()) return fail(ExitFor(f, status), status.message());
   spdlog::info("stopped");
   return kExitOk;
@@ -205,6 +234,31 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
+  cmd->add_option("--nri-socket", f->nri_socket,
+                  "The container runtime's NRI socket; the agent connects as an NRI plugin and "
+                  "puts each tessera pod's GPUs into its containers")
+      ->capture_default_str();
+  cmd->add_option("--nri-index", f->nri_index,
+                  "The plugin's index among the node's NRI plugins (two digits; lower runs first)")
+      ->check([](const std::string& v) {
+        return v.size() == 2 && std::isdigit(static_cast<unsigned char>(v[0])) &&
+                       std::isdigit(static_cast<unsigned char>(v[1]))
+                   ? std::string()
+                   : std::string("must be two digits, 00..99");
+      })
+      ->capture_default_str();
+  cmd->add_flag("--no-nri", f->no_nri,
+                "Publish only: deliver nothing into containers (another component does)");
+  cmd->add_option("--dev-dir", f->dev_dir,
+                  "Where the host's GPU device nodes are (nvidia<minor>, nvidiactl, nvidia-uvm); "
+                  "their numbers are given to the containers")
+      ->capture_default_str();
+  cmd->add_option("--pods-dir", f->pods_dir,
+                  "Host folder for per-pod files (the assignment mounted into the containers)")
+      ->capture_default_str();
+  cmd->add_option("--cdi-kind", f->cdi_kind,
+                  "Deliver GPUs as CDI devices <kind>=<GPU UUID> (e.g. nvidia.com/gpu, from the "
+                  "NVIDIA Container Toolkit's generated spec) instead of device nodes");
 
   auto c = std::make_shared<CompareFlags>();
   CLI::App* compare = cmd->add_subcommand(
