@@ -1,9 +1,8 @@
-// Names of the node side of the Kubernetes contract that the agent writes (DESIGN.md
-// "Kubernetes-facing contract"): the labels it puts on a GPU node, the record of which of them it
-// owns, and the extended resources it advertises. Kept in one small file so that it merges easily
-// with the contract's other names (records/inventory.h, records/assignment.h).
+// Names of the node side of the Kubernetes contract that only the agent writes: the labels it puts
+// on a GPU node besides the topology levels, and the record of which labels it owns. The contract's
+// other names, the extended resources among them, are in records/names.h.
 //
-// Extended resources, in the units pods ask them in (DESIGN.md "Units"):
+// The extended resources a node advertises, in the units pods ask them in (DESIGN.md "Units"):
 //   tessera.dev/gpu          GPUs                      node: the number of GPUs
 //   tessera.dev/gpu-memory   bytes (a quantity, 4Gi)    node: the sum of its GPUs' memory, in Mi
 //   tessera.dev/gpu-compute  percent of one GPU         node: 100 per GPU
@@ -13,19 +12,18 @@
 
 #include <string_view>
 
+#include "records/names.h"
+
 namespace tessera::records {
 
-inline constexpr std::string_view kGpuResourceName = "tessera.dev/gpu";
-inline constexpr std::string_view kGpuMemoryResourceName = "tessera.dev/gpu-memory";
-inline constexpr std::string_view kGpuComputeResourceName = "tessera.dev/gpu-compute";
+// tessera.dev/gpu-compute is a percentage of one GPU: a node has 100 per GPU.
 inline constexpr int kGpuComputePerGpu = 100;
 
 // The GPUs' model ("H100-80GB"; "mixed" when a node has several), and how many there are.
 inline constexpr std::string_view kGpuModelLabel = "tessera.dev/gpu-model";
 inline constexpr std::string_view kGpuCountLabel = "tessera.dev/gpu-count";
-// The node's NVLink domain: "<fabric cluster UUID>.<clique id>" on GB200-class systems, where
-// GPUs of several nodes share NVLink (the gang topology level `nvlink-domain`).
-inline constexpr std::string_view kNvLinkDomainLabel = "tessera.dev/nvlink-domain";
+// The agent also sets kNvlinkDomainLabel (records/names.h) on GB200-class nodes: "<fabric cluster
+// UUID>.<clique id>", where GPUs of several nodes share NVLink.
 // Which labels the agent wrote (comma-separated keys), so that it removes only its own when they
 // no longer apply and never one an administrator set.
 inline constexpr std::string_view kAgentLabelsAnnotation = "tessera.dev/agent-labels";

@@ -57,7 +57,8 @@ struct DeliveryOptions {
   std::string dev_dir = "/dev";                // the host's device nodes
   std::string pods_dir = "/run/tessera/pods";  // host: <pod UID>/assignment.json
   std::string cdi_kind;                        // "nvidia.com/gpu": CDI devices, not device nodes
-  std::set<std::string> exempt_namespaces = {"kube-system", "gpu-operator", "nvidia-gpu-operator"};
+  std::set<std::string> exempt_namespaces = {"kube-system", "tessera-system", "gpu-operator",
+                                             "nvidia-gpu-operator"};
   DeviceLookup lookup = StatDevice;
 };
 

@@ -29,7 +29,7 @@ bool SameQuantity(std::string_view resource, const json& have, const std::string
   if (!have.is_string()) return false;
   const std::string text = have.get<std::string>();
   if (text == want) return true;
-  if (resource == records::kGpuMemoryResourceName) {
+  if (resource == records::kGpuMemoryResource) {
     absl::StatusOr<int64_t> a = core::ParseMemoryMiB(text, core::Rounding::kDown);
     absl::StatusOr<int64_t> b = core::ParseMemoryMiB(want, core::Rounding::kDown);
     absl::StatusOr<int64_t> a_up = core::ParseMemoryMiB(text, core::Rounding::kUp);
@@ -68,11 +68,11 @@ NodeAdvertisement AdvertisementFor(const NodeGpus& gpus) {
       models.size() == 1 ? *models.begin() : std::string("mixed");
   ad.labels[std::string(records::kGpuCountLabel)] = StrCat(n);
   if (std::string domain = gpus.NvLinkDomain(); !domain.empty()) {
-    ad.labels[std::string(records::kNvLinkDomainLabel)] = domain;
+    ad.labels[std::string(records::kNvlinkDomainLabel)] = domain;
   }
-  ad.resources[std::string(records::kGpuResourceName)] = StrCat(n);
-  ad.resources[std::string(records::kGpuMemoryResourceName)] = StrCat(memory_mib, "Mi");
-  ad.resources[std::string(records::kGpuComputeResourceName)] =
+  ad.resources[std::string(records::kGpuResource)] = StrCat(n);
+  ad.resources[std::string(records::kGpuMemoryResource)] = StrCat(memory_mib, "Mi");
+  ad.resources[std::string(records::kGpuComputeResource)] =
       StrCat(n * records::kGpuComputePerGpu);
   return ad;
 }
