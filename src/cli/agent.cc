@@ -254,7 +254,9 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                   "their numbers are given to the containers")
       ->capture_default_str();
   cmd->add_option("--pods-dir", f->pods_dir,
-                  "Host folder for per-pod files (the assignment mounted into the containers)")
+                  "Host folder for per-pod files (the assignment mounted into the containers); "
+                  "the agent removes the folders of pods its runtime no longer has, so nodes "
+                  "that share a host (test harnesses) need one each")
       ->capture_default_str();
   cmd->add_option("--cdi-kind", f->cdi_kind,
                   "Deliver GPUs as CDI devices <kind>=<GPU UUID> (e.g. nvidia.com/gpu, from the "
