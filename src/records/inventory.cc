@@ -34,6 +34,13 @@ std::string InventoryToJson(const Inventory& inv, bool pretty) {
       mig["instances"] = std::move(instances);
     }
     j["mig"] = std::move(mig);
+    if (!inv.healthy(g.index)) {
+      const GpuHealth& h = inv.health[static_cast<size_t>(g.index)];
+      json health = {{"healthy", false}};
+      if (!h.xids.empty()) health["xids"] = h.xids;
+      if (!h.reason.empty()) health["reason"] = h.reason;
+      j["health"] = std::move(health);
+    }
     gpus.push_back(std::move(j));
   }
   doc["gpus"] = std::move(gpus);
@@ -73,8 +80,9 @@ absl::StatusOr<Inventory> InventoryFromJson(std::string_view text) {
   for (size_t i = 0; i < gpus->size(); ++i) {
     JsonReader g((*gpus)[i], StrCat("gpu-inventory.gpus[", i, "]"));
     TESSERA_RETURN_IF_ERROR(g.ExpectObject());
-    TESSERA_RETURN_IF_ERROR(g.OnlyKeys({"index", "uuid", "model", "memory_mib", "sm_count",
-                                        "numa_node", "pci_bus_id", "cpu_affinity", "mig"}));
+    TESSERA_RETURN_IF_ERROR(
+        g.OnlyKeys({"index", "uuid", "model", "memory_mib", "sm_count", "numa_node", "pci_bus_id",
+                    "cpu_affinity", "mig", "health"}));
     core::GpuSpec spec;
     TESSERA_ASSIGN_OR_RETURN(int64_t index, g.Int("index"));
     if (index != static_cast<int64_t>(i)) {
@@ -129,6 +137,29 @@ absl::StatusOr<Inventory> InventoryFromJson(std::string_view text) {
             core::ValidateMigInstances(*model, spec.mig_layout, mig.Path("instances")));
       }
     }
+    GpuHealth health;
+    if (g.Has("health")) {
+      JsonReader h(g.At("health"), g.Path("health"));
+      TESSERA_RETURN_IF_ERROR(h.ExpectObject());
+      TESSERA_RETURN_IF_ERROR(h.OnlyKeys({"healthy", "xids", "reason"}));
+      if (!h.Has("healthy") || !h.At("healthy").is_boolean()) {
+        return h.Error("healthy", "expected true or false");
+      }
+      health.healthy = h.At("healthy").get<bool>();
+      if (h.Has("xids")) {
+        TESSERA_ASSIGN_OR_RETURN(const json* xids, h.Array("xids"));
+        for (const json& x : *xids) {
+          if (!x.is_number_integer() || x.get<int64_t>() <= 0 || x.get<int64_t>() > 1'000'000) {
+            return h.Error("xids", StrCat("expected positive XID numbers, found ", x.dump()));
+          }
+          health.xids.push_back(static_cast<int32_t>(x.get<int64_t>()));
+        }
+      }
+      TESSERA_ASSIGN_OR_RETURN(health.reason, h.OptionalString("reason"));
+      if (health.healthy) health = GpuHealth{};  // only an unhealthy GPU's details are kept
+    }
+    if (!health.healthy && inv.health.size() < i) inv.health.resize(i);  // all healthy so far
+    if (!health.healthy || !inv.health.empty()) inv.health.push_back(std::move(health));
     inv.gpus.push_back(std::move(spec));
   }
   const int n = static_cast<int>(inv.gpus.size());

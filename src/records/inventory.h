@@ -8,7 +8,9 @@
 //              "sm_count": 108, "numa_node": 0, "pci_bus_id": "00000000:07:00.0",
 //              "cpu_affinity": "0-63",
 //              "mig": {"capable": true, "enabled": true,             // capable: a MIG table
-//                      "instances": [{"profile": "3g.40gb", "start": 4}]}}, ...],  // configured
+//                      "instances": [{"profile": "3g.40gb", "start": 4}]},        // configured
+//              "health": {"healthy": false, "xids": [79],            // only when unhealthy
+//                         "reason": "XID 79: GPU has fallen off the bus"}}, ...],
 //    "links": [["X", "NV12", ...], ...],            // nvidia-smi names, row per GPU
 //    "nics": [{"name": "NIC0", "device": "mlx5_0", "links": ["PXB", ...]}]}   // optional
 #pragma once
@@ -25,10 +27,26 @@ namespace tessera::records {
 inline constexpr std::string_view kInventoryAnnotation = "tessera.dev/gpu-inventory";
 inline constexpr int kInventoryVersion = 1;
 
+// A GPU's health as the node agent last saw it. An unhealthy GPU stays in the inventory (its
+// index and links keep their meaning) and takes no new pods.
+struct GpuHealth {
+  bool healthy = true;
+  std::vector<int32_t> xids;  // the XID errors (NVIDIA's numbering) that made it unhealthy
+  std::string reason;         // for people: "XID 79: GPU has fallen off the bus"
+  bool operator==(const GpuHealth&) const = default;
+};
+
 struct Inventory {
   std::vector<core::GpuSpec> gpus;
   core::LinkMatrix links;
   std::vector<core::NicSpec> nics;
+  // Empty when every GPU is healthy; otherwise one entry per GPU, in index order.
+  std::vector<GpuHealth> health;
+
+  bool healthy(int index) const {
+    return static_cast<size_t>(index) >= health.size() ||
+           health[static_cast<size_t>(index)].healthy;
+  }
 };
 
 std::string InventoryToJson(const Inventory& inventory, bool pretty = false);

@@ -1,5 +1,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "records/assignment.h"
 #include "records/inventory.h"
 
@@ -41,6 +42,39 @@ TEST(Inventory, RoundTrips) {
   EXPECT_EQ(back->nics[0].gpu_links[1].kind, core::LinkKind::kSys);
 }
 
+TEST(Inventory, UnhealthyGpusRoundTripAndHealthyOnesWriteNothing) {
+  Inventory inv = TwoGpus();
+  EXPECT_EQ(InventoryToJson(inv).find("health"), std::string::npos);
+  inv.health = {GpuHealth{}, GpuHealth{false, {79}, "XID 79: GPU has fallen off the bus"}};
+  std::string json = InventoryToJson(inv);
+  EXPECT_NE(
+      json.find(
+          R"("health":{"healthy":false,"reason":"XID 79: GPU has fallen off the bus","xids":[79]})"),
+      std::string::npos)
+      << json;
+  absl::StatusOr<Inventory> back = InventoryFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->healthy(0));
+  EXPECT_FALSE(back->healthy(1));
+  EXPECT_EQ(back->health, inv.health);
+  EXPECT_EQ(InventoryToJson(*back), json);
+
+  // Only GPU 0 unhealthy: GPU 1 gets a healthy entry, so health has one entry per GPU.
+  inv.health = {GpuHealth{false, {48}, "XID 48"}};
+  back = InventoryFromJson(InventoryToJson(inv));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->health.size(), 2u);
+  EXPECT_FALSE(back->healthy(0));
+  EXPECT_TRUE(back->healthy(1));
+
+  // A healthy entry written by hand reads as no entry.
+  nlohmann::json doc = nlohmann::json::parse(InventoryToJson(TwoGpus()));
+  doc["gpus"][0]["health"] = {{"healthy", true}};
+  back = InventoryFromJson(doc.dump());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->health.empty());
+}
+
 std::string InventoryError(const std::string& json) {
   absl::StatusOr<Inventory> r = InventoryFromJson(json);
   EXPECT_FALSE(r.ok()) << json;
@@ -48,6 +82,16 @@ std::string InventoryError(const std::string& json) {
 }
 
 TEST(Inventory, BadRecordsNameTheField) {
+  {
+    nlohmann::json doc = nlohmann::json::parse(InventoryToJson(TwoGpus()));
+    doc["gpus"][1]["health"] = {{"healthy", "no"}};
+    EXPECT_THAT(InventoryError(doc.dump()),
+                HasSubstr("gpu-inventory.gpus[1].health.healthy: expected true or false"));
+    doc["gpus"][1]["health"] = {{"healthy", false}, {"xids", {-1}}};
+    EXPECT_THAT(InventoryError(doc.dump()), HasSubstr("gpus[1].health.xids: expected positive"));
+    doc["gpus"][1]["health"] = {{"healthy", false}, {"why", "x"}};
+    EXPECT_THAT(InventoryError(doc.dump()), HasSubstr("unknown field \"why\""));
+  }
   EXPECT_THAT(InventoryError("{"), HasSubstr("gpu-inventory: not valid JSON at byte"));
   EXPECT_THAT(InventoryError("[]"), HasSubstr("gpu-inventory: expected an object"));
   EXPECT_THAT(InventoryError(R"({"version":2,"gpus":[],"links":[]})"),

@@ -1,0 +1,92 @@
+// GPU discovery for the node agent: what GPUs this node has, how they are linked, and whether they
+// are healthy. One small interface with two backends:
+//   - NVML (nvml_discovery.h): the NVIDIA driver's management library, loaded at run time with
+//     dlopen("libnvidia-ml.so.1"), so that the agent starts (and says why it cannot work) on a
+//     machine without the driver;
+//   - a GPU description file (fake_discovery.h, format in fake_gpus_file.h) for machines without
+//     GPUs: the node harness's fake GPUs and tests.
+//
+// The result is plain data (NodeGpus); turning it into the node's inventory record, labels and
+// capacity is the publisher's job (agent/publish). Nothing here talks to Kubernetes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model/node.h"
+#include "records/inventory.h"
+
+namespace tessera::agent {
+
+// The NVLink fabric a GPU belongs to on GB200-class (multi-node NVLink) systems: GPUs of one
+// clique of one cluster reach each other over NVLink across trays. `nvidia-smi -q` prints it
+// under "Fabric" (ClusterUUID, CliqueId).
+struct FabricInfo {
+  std::string cluster_uuid;  // "b7f0e0a1-..." (36 characters)
+  uint32_t clique_id = 0;
+  bool operator==(const FabricInfo&) const = default;
+};
+
+struct DiscoveredGpu {
+  // index, uuid, model (tessera's name), memory_mib, sm_count, pci_bus_id, numa_node,
+  // cpu_affinity, mig_enabled and mig_layout (configured GPU instances).
+  core::GpuSpec spec;
+  std::string product_name;  // what nvidia-smi prints as "Product Name", when known
+  int32_t minor = -1;        // /dev/nvidia<minor>
+  records::GpuHealth health;
+  bool has_fabric = false;  // `fabric` is meaningful (the GPU registered with a fabric manager)
+  FabricInfo fabric;
+};
+
+struct NodeGpus {
+  std::string driver_version;       // "580.95.05", when known
+  std::string cuda_version;         // "13.0", when known
+  std::vector<DiscoveredGpu> gpus;  // in index order, at least one
+  core::LinkMatrix links;           // gpus.size() x gpus.size()
+
+  // The node's NVLink domain for the label tessera.dev/nvlink-domain: "<cluster uuid>.<clique>"
+  // when every GPU reports the same fabric clique, else empty (and `fabric_note` says why when
+  // GPUs disagree).
+  std::string NvLinkDomain() const;
+  std::string fabric_note;
+
+  // The inventory record (gpus with health, links); what `tessera agent --print-inventory` prints.
+  records::Inventory ToInventory() const;
+};
+
+// Something that may change the inventory, seen between two discoveries.
+struct HealthEvent {
+  int32_t gpu_index = -1;
+  std::string uuid;
+  int32_t xid = 0;        // NVIDIA XID number; 0 for events that are not XIDs
+  bool critical = false;  // marks the GPU unhealthy (see xid.h)
+  std::string text;       // for logs and the inventory's reason
+};
+
+struct WaitResult {
+  std::vector<HealthEvent> events;
+  bool changed = false;  // discover again: the description or the MIG configuration changed
+};
+
+class GpuDiscovery {
+ public:
+  virtual ~GpuDiscovery() = default;
+
+  // "nvml (driver 580.95.05)" or "file /etc/tessera/gpus.json", for logs.
+  virtual std::string Describe() const = 0;
+
+  // Every GPU of the node. Errors say what is wrong and what to do: the library or file is
+  // missing or broken (kFailedPrecondition / kInvalidArgument), the node has no GPU
+  // (kNotFound), a query failed (kInternal, with the call and NVML's message).
+  [[nodiscard]] virtual absl::StatusOr<NodeGpus> Discover() = 0;
+
+  // Blocks up to `timeout` for health events (XID errors) and changes; returns early when one
+  // comes. Errors are for a backend that can no longer watch (the caller falls back to polling).
+  [[nodiscard]] virtual absl::StatusOr<WaitResult> Wait(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace tessera::agent

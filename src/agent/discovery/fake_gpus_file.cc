@@ -1,0 +1,438 @@
+#include "agent/discovery/fake_gpus_file.h"
+
+#include <cctype>
+#include <initializer_list>
+#include <set>
+
+#include "agent/discovery/json_lines.h"
+#include "agent/discovery/model_names.h"
+#include "agent/discovery/xid.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "core/model/mig.h"
+
+namespace tessera::agent {
+namespace {
+
+using nlohmann::json;
+
+bool IsHex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
+
+bool IsUuidBody(std::string_view s) {
+  static constexpr int kGroups[] = {8, 4, 4, 4, 12};
+  size_t pos = 0;
+  for (int g = 0; g < 5; ++g) {
+    if (g > 0) {
+      if (pos >= s.size() || s[pos] != '-') return false;
+      ++pos;
+    }
+    for (int k = 0; k < kGroups[g]; ++k, ++pos) {
+      if (pos >= s.size() || !IsHex(s[pos])) return false;
+    }
+  }
+  return pos == s.size();
+}
+
+// A value of the document with its JSON pointer (for the line) and its path (for people).
+class Field {
+ public:
+  Field(const JsonWithLines& doc, std::string_view source, const json& value, std::string pointer,
+        std::string path)
+      : doc_(doc),
+        source_(source),
+        v_(value),
+        pointer_(std::move(pointer)),
+        path_(std::move(path)) {}
+
+  const json& value() const { return v_; }
+  const std::string& path() const { return path_; }
+
+  absl::Status Error(std::string_view what) const {
+    const int line = doc_.LineOf(pointer_);
+    return absl::InvalidArgumentError(
+        StrCat(source_, ":", line, ": ", path_.empty() ? "the document" : path_, ": ", what));
+  }
+  bool Has(std::string_view key) const { return v_.is_object() && v_.contains(key); }
+  Field Child(std::string_view key) const {
+    static const json kNull;
+    const json& c = Has(key) ? v_.at(std::string(key)) : kNull;
+    return Field(doc_, source_, c, StrCat(pointer_, "/", key),
+                 path_.empty() ? std::string(key) : StrCat(path_, ".", key));
+  }
+  Field Element(size_t i) const {
+    return Field(doc_, source_, v_.at(i), StrCat(pointer_, "/", i), StrCat(path_, "[", i, "]"));
+  }
+
+  absl::Status ExpectObject(std::initializer_list<std::string_view> keys) const {
+    if (!v_.is_object()) return Error(StrCat("expected an object, found ", Kind()));
+    for (auto it = v_.begin(); it != v_.end(); ++it) {
+      bool known = false;
+      for (std::string_view k : keys) known = known || it.key() == k;
+      if (!known) {
+        return Child(it.key()).Error(
+            StrCat("unknown field (known here: ", StrJoin(keys, ", "), ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> Int() const {
+    if (!v_.is_number_integer()) return Error(StrCat("expected an integer, found ", Kind()));
+    if (v_.is_number_unsigned() && v_.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      return Error("is too large");
+    }
+    return v_.get<int64_t>();
+  }
+  absl::StatusOr<std::string> String() const {
+    if (!v_.is_string()) return Error(StrCat("expected a string, found ", Kind()));
+    return v_.get<std::string>();
+  }
+  absl::StatusOr<bool> Bool() const {
+    if (!v_.is_boolean()) return Error(StrCat("expected true or false, found ", Kind()));
+    return v_.get<bool>();
+  }
+  absl::Status ExpectArray() const {
+    if (!v_.is_array()) return Error(StrCat("expected an array, found ", Kind()));
+    return absl::OkStatus();
+  }
+  std::string Kind() const {
+    if (v_.is_null()) return "null";
+    if (v_.is_object()) return "an object";
+    if (v_.is_array()) return "an array";
+    std::string text = v_.dump();
+    if (text.size() > 40) text = text.substr(0, 37) + "...";
+    return text;
+  }
+  // A required field: an error names it when missing.
+  absl::StatusOr<Field> Required(std::string_view key, std::string_view expected) const {
+    if (!Has(key)) return Error(StrCat("missing field \"", key, "\" (", expected, ")"));
+    return Child(key);
+  }
+
+ private:
+  const JsonWithLines& doc_;
+  std::string_view source_;
+  const json& v_;
+  std::string pointer_;
+  std::string path_;
+};
+
+absl::Status ReadMig(const Field& f, core::GpuSpec* spec) {
+  TESSERA_RETURN_IF_ERROR(f.ExpectObject({"capable", "enabled", "instances"}));
+  const core::MigModel* model = core::FindMigModel(spec->model);
+  bool capable = model != nullptr;
+  if (f.Has("capable")) {
+    TESSERA_ASSIGN_OR_RETURN(capable, f.Child("capable").Bool());
+    if (capable && !model) {
+      return f.Child("capable").Error(StrCat("tessera has no MIG profiles for ", spec->model,
+                                             " (it has: ", StrJoin(core::MigModelNames(), ", "),
+                                             ")"));
+    }
+  }
+  if (f.Has("enabled")) {
+    TESSERA_ASSIGN_OR_RETURN(spec->mig_enabled, f.Child("enabled").Bool());
+    if (spec->mig_enabled && !capable) {
+      return f.Child("enabled").Error(StrCat(spec->model, " is not MIG-capable here"));
+    }
+  }
+  if (!f.Has("instances")) return absl::OkStatus();
+  Field instances = f.Child("instances");
+  TESSERA_RETURN_IF_ERROR(instances.ExpectArray());
+  if (!instances.value().empty() && !spec->mig_enabled) {
+    return instances.Error("instances are configured only when enabled is true");
+  }
+  for (size_t k = 0; k < instances.value().size(); ++k) {
+    Field inst = instances.Element(k);
+    TESSERA_RETURN_IF_ERROR(inst.ExpectObject({"profile", "start"}));
+    TESSERA_ASSIGN_OR_RETURN(Field pf, inst.Required("profile", "a MIG profile such as 1g.10gb"));
+    TESSERA_ASSIGN_OR_RETURN(std::string profile, pf.String());
+    const int found = model->Find(profile);
+    if (found < 0) {
+      return pf.Error(StrCat("\"", profile, "\" is not a ", model->model, " MIG profile (",
+                             StrJoin(model->ProfileNames(), ", "), ")"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(Field sf, inst.Required("start", "the first memory slice, 0..7"));
+    TESSERA_ASSIGN_OR_RETURN(int64_t start, sf.Int());
+    if (start < 0 || start >= core::kMigSlots) return sf.Error("must be 0..7");
+    spec->mig_layout.push_back(
+        core::MigPlacement{static_cast<int8_t>(found), static_cast<int8_t>(start)});
+  }
+  absl::Status valid = core::ValidateMigInstances(*model, spec->mig_layout, "");
+  if (!valid.ok()) {
+    std::string_view message = FromAbsl(valid.message());
+    while (!message.empty() && (message.front() == ':' || message.front() == ' ')) {
+      message.remove_prefix(1);
+    }
+    return instances.Error(message);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadHealth(const Field& gpu, std::string_view source, DiscoveredGpu* out) {
+  std::vector<int32_t> critical;
+  if (gpu.Has("xid")) {
+    Field xids = gpu.Child("xid");
+    TESSERA_RETURN_IF_ERROR(xids.ExpectArray());
+    for (size_t k = 0; k < xids.value().size(); ++k) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t xid, xids.Element(k).Int());
+      if (xid <= 0 || xid > 100'000) return xids.Element(k).Error("is not an XID number");
+      if (IsCriticalXid(static_cast<int32_t>(xid))) critical.push_back(static_cast<int32_t>(xid));
+    }
+  }
+  bool healthy = critical.empty();
+  if (gpu.Has("healthy")) {
+    TESSERA_ASSIGN_OR_RETURN(healthy, gpu.Child("healthy").Bool());
+    if (healthy && !critical.empty()) {
+      return gpu.Child("healthy").Error(
+          StrCat("is true, but ", XidText(critical.front()), " marks a GPU unhealthy (xid)"));
+    }
+  }
+  out->health.healthy = healthy;
+  if (healthy) return absl::OkStatus();
+  out->health.xids = critical;
+  std::vector<std::string> texts;
+  for (int32_t x : critical) texts.push_back(XidText(x));
+  out->health.reason =
+      texts.empty() ? StrCat("marked unhealthy in ", source) : StrJoin(texts, "; ");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DiscoveredGpu> ReadGpu(const Field& g, size_t i, std::string_view source) {
+  TESSERA_RETURN_IF_ERROR(
+      g.ExpectObject({"index", "minor", "uuid", "model", "name", "memory_mib", "sm_count",
+                      "pci_bus_id", "numa_node", "cpu_affinity", "mig", "healthy", "xid"}));
+  DiscoveredGpu gpu;
+  core::GpuSpec& spec = gpu.spec;
+  TESSERA_ASSIGN_OR_RETURN(Field fi, g.Required("index", "its position in the list"));
+  TESSERA_ASSIGN_OR_RETURN(int64_t index, fi.Int());
+  if (index != static_cast<int64_t>(i)) {
+    return fi.Error(StrCat("is ", index, ", expected ", i, " (GPUs are listed in index order)"));
+  }
+  spec.index = static_cast<int32_t>(index);
+  gpu.minor = spec.index;
+  if (g.Has("minor")) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t minor, g.Child("minor").Int());
+    if (minor < 0 || minor > 254) {
+      return g.Child("minor").Error("must be 0..254 (/dev/nvidia255 is nvidiactl)");
+    }
+    gpu.minor = static_cast<int32_t>(minor);
+  }
+  TESSERA_ASSIGN_OR_RETURN(Field fu, g.Required("uuid", "GPU-<8-4-4-4-12 hex digits>"));
+  TESSERA_ASSIGN_OR_RETURN(spec.uuid, fu.String());
+  if (!IsGpuUuid(spec.uuid)) {
+    return fu.Error(StrCat("\"", spec.uuid,
+                           "\" is not a GPU UUID (GPU- then 8-4-4-4-12 hex digits, as "
+                           "nvidia-smi -L prints)"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(Field fm, g.Required("model", "tessera's model name, e.g. H100-80GB"));
+  TESSERA_ASSIGN_OR_RETURN(spec.model, fm.String());
+  if (spec.model.empty() || LabelSafe(spec.model) != spec.model) {
+    return fm.Error(StrCat("\"", spec.model,
+                           "\" must be a label value: letters, digits, '.', '_', '-', starting "
+                           "and ending with a letter or digit, at most 63"));
+  }
+  if (g.Has("name")) {
+    TESSERA_ASSIGN_OR_RETURN(gpu.product_name, g.Child("name").String());
+  }
+  TESSERA_ASSIGN_OR_RETURN(Field fmem, g.Required("memory_mib", "device memory in MiB"));
+  TESSERA_ASSIGN_OR_RETURN(spec.memory_mib, fmem.Int());
+  if (spec.memory_mib <= 0) return fmem.Error("must be positive");
+  if (g.Has("sm_count")) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t sm, g.Child("sm_count").Int());
+    if (sm < 0 || sm > 100'000) return g.Child("sm_count").Error("must be 0..100000");
+    spec.sm_count = static_cast<int32_t>(sm);
+  }
+  if (g.Has("pci_bus_id")) {
+    TESSERA_ASSIGN_OR_RETURN(std::string bus, g.Child("pci_bus_id").String());
+    spec.pci_bus_id = NormalizePciBusId(bus);
+    if (spec.pci_bus_id.empty()) {
+      return g.Child("pci_bus_id")
+          .Error(StrCat("\"", bus, "\" is not a PCI bus id (domain:bus:device.function, e.g. ",
+                        "00000000:18:00.0)"));
+    }
+  }
+  if (g.Has("numa_node")) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t numa, g.Child("numa_node").Int());
+    if (numa < -1 || numa > 1023) return g.Child("numa_node").Error("must be -1..1023");
+    spec.numa_node = static_cast<int32_t>(numa);
+  }
+  if (g.Has("cpu_affinity")) {
+    TESSERA_ASSIGN_OR_RETURN(spec.cpu_affinity, g.Child("cpu_affinity").String());
+    if (!IsCpuList(spec.cpu_affinity)) {
+      return g.Child("cpu_affinity")
+          .Error(StrCat("\"", spec.cpu_affinity, "\" is not a CPU list such as 0-55,112-167"));
+    }
+  }
+  if (g.Has("mig")) TESSERA_RETURN_IF_ERROR(ReadMig(g.Child("mig"), &spec));
+  TESSERA_RETURN_IF_ERROR(ReadHealth(g, source, &gpu));
+  return gpu;
+}
+
+absl::Status ReadLinks(const Field& root, NodeGpus* out) {
+  const int n = static_cast<int>(out->gpus.size());
+  out->links = core::LinkMatrix(n);
+  if (!root.Has("links")) {
+    if (n == 1) return absl::OkStatus();
+    return root.Error(StrCat("missing field \"links\" (the ", n, " x ", n,
+                             " link matrix, as nvidia-smi topo -m prints it)"));
+  }
+  Field links = root.Child("links");
+  TESSERA_RETURN_IF_ERROR(links.ExpectArray());
+  if (links.value().size() != static_cast<size_t>(n)) {
+    return links.Error(StrCat("has ", links.value().size(), " rows for ", n, " GPUs"));
+  }
+  std::vector<std::vector<core::Link>> rows(n);
+  for (int i = 0; i < n; ++i) {
+    Field row = links.Element(i);
+    TESSERA_RETURN_IF_ERROR(row.ExpectArray());
+    if (row.value().size() != static_cast<size_t>(n)) {
+      return row.Error(StrCat("has ", row.value().size(), " cells for ", n, " GPUs"));
+    }
+    for (int k = 0; k < n; ++k) {
+      Field cell = row.Element(k);
+      TESSERA_ASSIGN_OR_RETURN(std::string name, cell.String());
+      absl::StatusOr<core::Link> link = core::ParseLinkName(name);
+      if (!link.ok()) return cell.Error(FromAbsl(link.status().message()));
+      if ((i == k) != (link->kind == core::LinkKind::kSelf)) {
+        return cell.Error(i == k ? "expected X on the diagonal" : "X is only for the diagonal");
+      }
+      rows[i].push_back(*link);
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    for (int k = i + 1; k < n; ++k) {
+      if (!(rows[i][k] == rows[k][i])) {
+        return links.Element(k).Element(i).Error(
+            StrCat("is ", core::LinkName(rows[k][i]), " but links[", i, "][", k, "] is ",
+                   core::LinkName(rows[i][k]), " (the matrix must be symmetric)"));
+      }
+      out->links.Set(i, k, rows[i][k]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsGpuUuid(std::string_view uuid) {
+  return uuid.substr(0, 4) == "GPU-" && IsUuidBody(uuid.substr(4));
+}
+
+bool IsCpuList(std::string_view list) {
+  if (list.empty()) return false;
+  size_t pos = 0;
+  while (true) {
+    auto number = [&](int64_t* v) {
+      const size_t begin = pos;
+      *v = 0;
+      while (pos < list.size() && std::isdigit(static_cast<unsigned char>(list[pos]))) {
+        *v = *v * 10 + (list[pos] - '0');
+        if (*v > 1'000'000) return false;
+        ++pos;
+      }
+      return pos > begin;
+    };
+    int64_t first = 0, last = 0;
+    if (!number(&first)) return false;
+    last = first;
+    if (pos < list.size() && list[pos] == '-') {
+      ++pos;
+      if (!number(&last) || last < first) return false;
+    }
+    if (pos == list.size()) return true;
+    if (list[pos] != ',') return false;
+    ++pos;
+  }
+}
+
+std::string NormalizePciBusId(std::string_view id) {
+  // domain:bus:device.function with a 4- or 8-digit domain, 2-digit bus, 2-digit device, 1 digit
+  // function.
+  const size_t colon = id.find(':');
+  if (colon == std::string_view::npos || (colon != 4 && colon != 8)) return "";
+  const std::string_view domain = id.substr(0, colon);
+  const std::string_view rest = id.substr(colon + 1);
+  if (rest.size() != 7 || rest[2] != ':' || rest[5] != '.') return "";
+  for (size_t i : {0, 1, 3, 4, 6}) {
+    if (!IsHex(rest[i])) return "";
+  }
+  for (char c : domain) {
+    if (!IsHex(c)) return "";
+  }
+  std::string out(8 - domain.size(), '0');
+  out += domain;
+  out += ':';
+  out += rest;
+  for (char& c : out) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+absl::StatusOr<NodeGpus> ParseFakeGpusFile(std::string_view text, std::string_view source) {
+  TESSERA_ASSIGN_OR_RETURN(JsonWithLines doc, ParseJsonWithLines(text, source));
+  Field root(doc, source, doc.value, "", "");
+  TESSERA_RETURN_IF_ERROR(
+      root.ExpectObject({"version", "driver_version", "cuda_version", "gpus", "links", "fabric"}));
+  TESSERA_ASSIGN_OR_RETURN(Field fv, root.Required("version", "1"));
+  TESSERA_ASSIGN_OR_RETURN(int64_t version, fv.Int());
+  if (version != 1) {
+    return fv.Error(
+        StrCat("version ", version, " is not supported (this tessera reads version 1)"));
+  }
+  NodeGpus out;
+  if (root.Has("driver_version")) {
+    TESSERA_ASSIGN_OR_RETURN(out.driver_version, root.Child("driver_version").String());
+  }
+  if (root.Has("cuda_version")) {
+    TESSERA_ASSIGN_OR_RETURN(out.cuda_version, root.Child("cuda_version").String());
+  }
+  TESSERA_ASSIGN_OR_RETURN(Field gpus, root.Required("gpus", "the list of GPUs"));
+  TESSERA_RETURN_IF_ERROR(gpus.ExpectArray());
+  if (gpus.value().empty()) {
+    return gpus.Error("is empty: a node without GPUs needs no tessera agent");
+  }
+  if (gpus.value().size() > static_cast<size_t>(core::kMaxGpusPerNode)) {
+    return gpus.Error(StrCat("lists ", gpus.value().size(), " GPUs; at most ",
+                             core::kMaxGpusPerNode, " per node"));
+  }
+  std::set<std::string> uuids, buses;
+  std::set<int32_t> minors;
+  for (size_t i = 0; i < gpus.value().size(); ++i) {
+    Field g = gpus.Element(i);
+    TESSERA_ASSIGN_OR_RETURN(DiscoveredGpu gpu, ReadGpu(g, i, source));
+    if (!uuids.insert(gpu.spec.uuid).second) {
+      return g.Child("uuid").Error(StrCat("\"", gpu.spec.uuid, "\" is already another GPU's"));
+    }
+    if (!gpu.spec.pci_bus_id.empty() && !buses.insert(gpu.spec.pci_bus_id).second) {
+      return g.Child("pci_bus_id")
+          .Error(StrCat("\"", gpu.spec.pci_bus_id, "\" is already another GPU's"));
+    }
+    if (!minors.insert(gpu.minor).second) {
+      return (g.Has("minor") ? g.Child("minor") : g.Child("index"))
+          .Error(StrCat("/dev/nvidia", gpu.minor, " is already another GPU's (set minor)"));
+    }
+    out.gpus.push_back(std::move(gpu));
+  }
+  TESSERA_RETURN_IF_ERROR(ReadLinks(root, &out));
+  if (root.Has("fabric")) {
+    Field f = root.Child("fabric");
+    TESSERA_RETURN_IF_ERROR(f.ExpectObject({"cluster_uuid", "clique_id"}));
+    FabricInfo fabric;
+    TESSERA_ASSIGN_OR_RETURN(Field fc, f.Required("cluster_uuid", "the fabric's cluster UUID"));
+    TESSERA_ASSIGN_OR_RETURN(fabric.cluster_uuid, fc.String());
+    if (!IsUuidBody(fabric.cluster_uuid)) {
+      return fc.Error(StrCat("\"", fabric.cluster_uuid,
+                             "\" is not a UUID (8-4-4-4-12 hex digits, as nvidia-smi -q prints "
+                             "ClusterUUID)"));
+    }
+    TESSERA_ASSIGN_OR_RETURN(Field fq, f.Required("clique_id", "the NVLink clique number"));
+    TESSERA_ASSIGN_OR_RETURN(int64_t clique, fq.Int());
+    if (clique < 0 || clique > UINT32_MAX) return fq.Error("must be 0..4294967295");
+    fabric.clique_id = static_cast<uint32_t>(clique);
+    for (DiscoveredGpu& g : out.gpus) {
+      g.has_fabric = true;
+      g.fabric = fabric;
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera::agent

@@ -1,0 +1,51 @@
+// The GPU description file: a node's GPUs written down, for machines without GPUs (the node
+// harness's fake GPUs, tests). The agent's fake discovery backend reads it; this parser is the
+// authority on the format (shared contract: /work/wt/notes/fake-gpus.md). One JSON document:
+//
+//   {"version": 1,
+//    "driver_version": "580.95.05",          optional, nvidia-smi's "Driver Version"
+//    "cuda_version": "13.0",                 optional
+//    "gpus": [                               at least one, in index order
+//      {"index": 0,                          its position in the list
+//       "minor": 0,                          optional: /dev/nvidia<minor>, 0..254 (default: index)
+//       "uuid": "GPU-6f1c2a9e-0000-4000-8000-000000000000",   GPU-<8-4-4-4-12 hex>, unique
+//       "model": "H100-80GB",                tessera's model name (core/model/profiles.h); a label
+//                                            value, so [A-Za-z0-9._-]
+//       "name": "NVIDIA H100 80GB HBM3",     optional: the product name nvidia-smi prints
+//       "memory_mib": 81559,                 positive
+//       "sm_count": 132,                     optional
+//       "pci_bus_id": "00000000:18:00.0",    optional; 4- or 8-digit domain, kept as 8 digits
+//       "numa_node": 0,                      optional, -1 = unknown
+//       "cpu_affinity": "0-55",              optional, a CPU list
+//       "mig": {"capable": true, "enabled": false, "instances": []},   optional, as the
+//                                            inventory record (instances only when enabled)
+//       "healthy": true,                     optional: default false when `xid` has a critical XID
+//       "xid": [79]}],                       optional: XID errors seen (agent/discovery/xid.h)
+//    "links": [["X", "NV18"], ["NV18", "X"]],  n x n, symmetric, X on the diagonal, names as
+//                                              `nvidia-smi topo -m` prints them; optional for one
+//                                              GPU
+//    "fabric": {"cluster_uuid": "...", "clique_id": 3}}   optional: a GB200-class NVLink fabric,
+//                                              every GPU in this clique
+//
+// Strict, as files people write should be: an unknown field, a wrong type or an inconsistent
+// value is an error naming the file, the line and the field.
+#pragma once
+
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "agent/discovery/discovery.h"
+
+namespace tessera::agent {
+
+[[nodiscard]] absl::StatusOr<NodeGpus> ParseFakeGpusFile(std::string_view text,
+                                                         std::string_view source);
+
+// Checks a GPU UUID ("GPU-" then 8-4-4-4-12 hex digits).
+bool IsGpuUuid(std::string_view uuid);
+// Checks a CPU list such as "0-55,112-167".
+bool IsCpuList(std::string_view list);
+// "0000:18:00.0" or "00000000:18:00.0" (any case) -> "00000000:18:00.0"; empty when malformed.
+std::string NormalizePciBusId(std::string_view bus_id);
+
+}  // namespace tessera::agent

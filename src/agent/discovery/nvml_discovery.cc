@@ -1,0 +1,631 @@
+#include "agent/discovery/nvml_discovery.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "agent/discovery/fake_gpus_file.h"
+#include "agent/discovery/model_names.h"
+#include "agent/discovery/xid.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "core/model/mig.h"
+#include "core/model/profiles.h"
+
+namespace tessera::agent {
+
+// The opened library: dlopen handle and the functions, looked up once. Optional functions (newer
+// drivers only) are null when absent and the queries that need them are skipped.
+class NvmlLibrary {
+ public:
+  ~NvmlLibrary() {
+    if (initialized && shutdown) shutdown();
+    if (handle) dlclose(handle);
+  }
+
+  std::string Error(nvml::Return r) const {
+    const char* text = error_string ? error_string(r) : nullptr;
+    return text ? StrCat(text, " (NVML error ", r, ")") : StrCat("NVML error ", r);
+  }
+
+  void* handle = nullptr;
+  std::string path;  // what was opened, as dlinfo would name it
+  bool initialized = false;
+
+  nvml::InitFn init = nullptr;
+  nvml::ShutdownFn shutdown = nullptr;
+  nvml::ErrorStringFn error_string = nullptr;
+  nvml::SystemGetDriverVersionFn driver_version = nullptr;
+  nvml::SystemGetCudaDriverVersionFn cuda_version = nullptr;
+  nvml::DeviceGetCountFn count = nullptr;
+  nvml::DeviceGetHandleByIndexFn by_index = nullptr;
+  nvml::DeviceGetStringFn uuid = nullptr;
+  nvml::DeviceGetStringFn name = nullptr;
+  nvml::DeviceGetUintFn minor = nullptr;
+  nvml::DeviceGetUintFn numa = nullptr;
+  nvml::DeviceGetMemoryInfoFn memory = nullptr;
+  nvml::DeviceGetMemoryInfoV2Fn memory_v2 = nullptr;
+  nvml::DeviceGetAttributesFn attributes = nullptr;
+  nvml::DeviceGetPciInfoFn pci = nullptr;
+  nvml::DeviceGetCpuAffinityFn cpu_affinity = nullptr;
+  nvml::DeviceGetTopologyCommonAncestorFn common_ancestor = nullptr;
+  nvml::DeviceGetNvLinkStateFn nvlink_state = nullptr;
+  nvml::DeviceGetNvLinkRemotePciInfoFn nvlink_remote_pci = nullptr;
+  nvml::DeviceGetNvLinkRemoteDeviceTypeFn nvlink_remote_type = nullptr;
+  nvml::DeviceGetGpuFabricInfoFn fabric = nullptr;
+  nvml::DeviceGetGpuFabricInfoVFn fabric_v = nullptr;
+  nvml::DeviceGetMigModeFn mig_mode = nullptr;
+  nvml::DeviceGetGpuInstanceProfileInfoFn gi_profile = nullptr;
+  nvml::DeviceGetGpuInstancesFn gi_list = nullptr;
+  nvml::GpuInstanceGetInfoFn gi_info = nullptr;
+  nvml::DeviceGetSupportedEventTypesFn supported_events = nullptr;
+  nvml::EventSetCreateFn event_set_create = nullptr;
+  nvml::DeviceRegisterEventsFn register_events = nullptr;
+  nvml::EventSetWaitFn event_set_wait = nullptr;
+  nvml::EventSetFreeFn event_set_free = nullptr;
+};
+
+namespace {
+
+template <typename Fn>
+void Find(void* handle, const char* symbol, Fn* fn) {
+  *fn = reinterpret_cast<Fn>(dlsym(handle, symbol));
+}
+
+std::string CString(const char* buffer, size_t size) {
+  return std::string(buffer, strnlen(buffer, size));
+}
+
+// "0-15,32-47" from a CPU bit mask.
+std::string CpuListFromMask(const std::vector<unsigned long>& mask) {
+  std::vector<std::string> ranges;
+  const int bits = static_cast<int>(mask.size() * sizeof(unsigned long) * 8);
+  auto set = [&](int cpu) {
+    const size_t word = static_cast<size_t>(cpu) / (sizeof(unsigned long) * 8);
+    return (mask[word] >> (cpu % (sizeof(unsigned long) * 8))) & 1UL;
+  };
+  for (int cpu = 0; cpu < bits;) {
+    if (!set(cpu)) {
+      ++cpu;
+      continue;
+    }
+    int last = cpu;
+    while (last + 1 < bits && set(last + 1)) ++last;
+    ranges.push_back(last == cpu ? StrCat(cpu) : StrCat(cpu, "-", last));
+    cpu = last + 1;
+  }
+  return StrJoin(ranges, ",");
+}
+
+std::string FabricUuid(const unsigned char* bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < nvml::kFabricUuidLen; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
+    out.push_back(kHex[bytes[i] >> 4]);
+    out.push_back(kHex[bytes[i] & 15]);
+  }
+  return out;
+}
+
+bool AllZero(const unsigned char* bytes, unsigned n) {
+  return std::all_of(bytes, bytes + n, [](unsigned char b) { return b == 0; });
+}
+
+// NUMA node from sysfs, for drivers without nvmlDeviceGetNumaNodeId: the PCI device's numa_node
+// (a 4-digit domain, lower case).
+int32_t NumaFromSysfs(const std::string& bus_id) {
+  if (bus_id.size() != 16) return -1;
+  std::string sysfs = bus_id.substr(4);
+  for (char& c : sysfs) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::ifstream in("/sys/bus/pci/devices/" + sysfs + "/numa_node");
+  int node = -1;
+  if (!(in >> node)) return -1;
+  return node;
+}
+
+core::Link LinkForLevel(nvml::TopologyLevel level) {
+  using core::LinkKind;
+  switch (level) {
+    case nvml::kTopologyInternal:
+    case nvml::kTopologySingle:
+      return {LinkKind::kPix, 0};
+    case nvml::kTopologyMultiple:
+      return {LinkKind::kPxb, 0};
+    case nvml::kTopologyHostBridge:
+      return {LinkKind::kPhb, 0};
+    case nvml::kTopologyNode:
+      return {LinkKind::kNode, 0};
+    default:
+      return {LinkKind::kSys, 0};
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<NvmlDiscovery>> NvmlDiscovery::Open(const std::string& library) {
+  auto lib = std::make_unique<NvmlLibrary>();
+  lib->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib->handle) {
+    const char* why = dlerror();
+    return absl::FailedPreconditionError(StrCat(
+        "cannot load NVML (", library, "): ", why ? why : "unknown error",
+        ". Is the NVIDIA driver installed? In a container, mount the driver's libraries (the "
+        "agent's DaemonSet mounts the host's /usr/lib/x86_64-linux-gnu) or pass --nvml-library; "
+        "on a machine without GPUs use --gpus-file"));
+  }
+  lib->path = library;
+  NvmlLibrary& l = *lib;
+  Find(l.handle, "nvmlInit_v2", &l.init);
+  Find(l.handle, "nvmlShutdown", &l.shutdown);
+  Find(l.handle, "nvmlErrorString", &l.error_string);
+  Find(l.handle, "nvmlSystemGetDriverVersion", &l.driver_version);
+  Find(l.handle, "nvmlSystemGetCudaDriverVersion_v2", &l.cuda_version);
+  Find(l.handle, "nvmlDeviceGetCount_v2", &l.count);
+  Find(l.handle, "nvmlDeviceGetHandleByIndex_v2", &l.by_index);
+  Find(l.handle, "nvmlDeviceGetUUID", &l.uuid);
+  Find(l.handle, "nvmlDeviceGetName", &l.name);
+  Find(l.handle, "nvmlDeviceGetMinorNumber", &l.minor);
+  Find(l.handle, "nvmlDeviceGetNumaNodeId", &l.numa);
+  Find(l.handle, "nvmlDeviceGetMemoryInfo", &l.memory);
+  Find(l.handle, "nvmlDeviceGetMemoryInfo_v2", &l.memory_v2);
+  Find(l.handle, "nvmlDeviceGetAttributes_v2", &l.attributes);
+  Find(l.handle, "nvmlDeviceGetPciInfo_v3", &l.pci);
+  Find(l.handle, "nvmlDeviceGetCpuAffinity", &l.cpu_affinity);
+  Find(l.handle, "nvmlDeviceGetTopologyCommonAncestor", &l.common_ancestor);
+  Find(l.handle, "nvmlDeviceGetNvLinkState", &l.nvlink_state);
+  Find(l.handle, "nvmlDeviceGetNvLinkRemotePciInfo_v2", &l.nvlink_remote_pci);
+  Find(l.handle, "nvmlDeviceGetNvLinkRemoteDeviceType", &l.nvlink_remote_type);
+  Find(l.handle, "nvmlDeviceGetGpuFabricInfo", &l.fabric);
+  Find(l.handle, "nvmlDeviceGetGpuFabricInfoV", &l.fabric_v);
+  Find(l.handle, "nvmlDeviceGetMigMode", &l.mig_mode);
+  Find(l.handle, "nvmlDeviceGetGpuInstanceProfileInfo", &l.gi_profile);
+  Find(l.handle, "nvmlDeviceGetGpuInstances", &l.gi_list);
+  Find(l.handle, "nvmlGpuInstanceGetInfo", &l.gi_info);
+  Find(l.handle, "nvmlDeviceGetSupportedEventTypes", &l.supported_events);
+  Find(l.handle, "nvmlEventSetCreate", &l.event_set_create);
+  Find(l.handle, "nvmlDeviceRegisterEvents", &l.register_events);
+  Find(l.handle, "nvmlEventSetWait_v2", &l.event_set_wait);
+  Find(l.handle, "nvmlEventSetFree", &l.event_set_free);
+
+  std::vector<std::string> missing;
+  auto need = [&](const void* fn, const char* symbol) {
+    if (!fn) missing.emplace_back(symbol);
+  };
+  need(reinterpret_cast<const void*>(l.init), "nvmlInit_v2");
+  need(reinterpret_cast<const void*>(l.shutdown), "nvmlShutdown");
+  need(reinterpret_cast<const void*>(l.count), "nvmlDeviceGetCount_v2");
+  need(reinterpret_cast<const void*>(l.by_index), "nvmlDeviceGetHandleByIndex_v2");
+  need(reinterpret_cast<const void*>(l.uuid), "nvmlDeviceGetUUID");
+  need(reinterpret_cast<const void*>(l.name), "nvmlDeviceGetName");
+  need(reinterpret_cast<const void*>(l.memory), "nvmlDeviceGetMemoryInfo");
+  need(reinterpret_cast<const void*>(l.pci), "nvmlDeviceGetPciInfo_v3");
+  need(reinterpret_cast<const void*>(l.common_ancestor), "nvmlDeviceGetTopologyCommonAncestor");
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(
+        StrCat(library, " lacks ", StrJoin(missing, ", "),
+               ": the NVIDIA driver is too old for tessera (R450 or newer is needed)"));
+  }
+  const nvml::Return r = l.init();
+  if (r != nvml::kSuccess) {
+    std::string hint;
+    switch (r) {
+      case nvml::kErrorDriverNotLoaded:
+        hint = "the NVIDIA kernel module is not loaded (no GPU, or the driver is not installed)";
+        break;
+      case nvml::kErrorNoPermission:
+        hint = "no permission to open /dev/nvidia*: run the agent as root";
+        break;
+      case nvml::kErrorLibRmVersionMismatch:
+        hint =
+            "the library and the kernel module come from different driver versions: reboot or "
+            "reload the driver";
+        break;
+      default:
+        hint = "see `nvidia-smi` on this node";
+    }
+    return absl::FailedPreconditionError(StrCat("nvmlInit failed: ", l.Error(r), ": ", hint));
+  }
+  l.initialized = true;
+  return std::unique_ptr<NvmlDiscovery>(new NvmlDiscovery(std::move(lib)));
+}
+
+NvmlDiscovery::NvmlDiscovery(std::unique_ptr<NvmlLibrary> lib) : lib_(std::move(lib)) {}
+
+NvmlDiscovery::~NvmlDiscovery() {
+  if (have_event_set_ && lib_->event_set_free) lib_->event_set_free(event_set_);
+}
+
+std::string NvmlDiscovery::Describe() const {
+  std::string version;
+  if (lib_->driver_version) {
+    char buffer[nvml::kDriverVersionBufferSize] = {};
+    if (lib_->driver_version(buffer, sizeof(buffer)) == nvml::kSuccess) {
+      version = CString(buffer, sizeof(buffer));
+    }
+  }
+  return StrCat("NVML (", lib_->path, version.empty() ? "" : ", driver ", version, ")");
+}
+
+absl::StatusOr<NodeGpus> NvmlDiscovery::Discover() {
+  NvmlLibrary& l = *lib_;
+  NodeGpus out;
+  if (l.driver_version) {
+    char buffer[nvml::kDriverVersionBufferSize] = {};
+    if (l.driver_version(buffer, sizeof(buffer)) == nvml::kSuccess) {
+      out.driver_version = CString(buffer, sizeof(buffer));
+    }
+  }
+  if (l.cuda_version) {
+    int v = 0;
+    if (l.cuda_version(&v) == nvml::kSuccess && v > 0) {
+      out.cuda_version = StrCat(v / 1000, ".", (v % 1000) / 10);
+    }
+  }
+  unsigned count = 0;
+  if (nvml::Return r = l.count(&count); r != nvml::kSuccess) {
+    return absl::InternalError(StrCat("nvmlDeviceGetCount_v2: ", l.Error(r)));
+  }
+  if (count == 0) {
+    return absl::NotFoundError(
+        "NVML reports no GPU on this node (nvidia-smi -L lists none): nothing to publish");
+  }
+  if (count > static_cast<unsigned>(core::kMaxGpusPerNode)) {
+    return absl::FailedPreconditionError(StrCat("NVML reports ", count,
+                                                " GPUs; tessera supports at most ",
+                                                core::kMaxGpusPerNode, " per node"));
+  }
+  const int n = static_cast<int>(count);
+  std::vector<nvml::Device> devices(n, nvml::Device{nullptr});
+  std::vector<bool> lost(n, false);
+  for (int i = 0; i < n; ++i) {
+    DiscoveredGpu gpu;
+    core::GpuSpec& spec = gpu.spec;
+    spec.index = i;
+    auto lose = [&](std::string_view call, nvml::Return r) {
+      lost[i] = true;
+      if (static_cast<size_t>(i) < last_.size()) gpu = last_[i];  // what it was before
+      gpu.spec.index = i;
+      gpu.health = records::GpuHealth{false, {}, StrCat("NVML ", call, ": ", l.Error(r))};
+      if (r == nvml::kErrorGpuIsLost) {
+        gpu.health.xids = {79};
+        gpu.health.reason = StrCat(XidText(79), " (NVML: GPU is lost)");
+      }
+    };
+    nvml::Return r = l.by_index(static_cast<unsigned>(i), &devices[i]);
+    char buffer[nvml::kUuidBufferSize] = {};
+    if (r == nvml::kSuccess) r = l.uuid(devices[i], buffer, sizeof(buffer));
+    if (r == nvml::kErrorGpuIsLost ||
+        (r != nvml::kSuccess && static_cast<size_t>(i) < last_.size())) {
+      lose(r == nvml::kSuccess ? "nvmlDeviceGetUUID" : "nvmlDeviceGetHandleByIndex_v2", r);
+    } else if (r != nvml::kSuccess) {
+      return absl::InternalError(
+          StrCat("GPU ", i, ": nvmlDeviceGetHandleByIndex_v2 / UUID: ", l.Error(r)));
+    }
+    if (!lost[i]) {
+      spec.uuid = CString(buffer, sizeof(buffer));
+      char name[nvml::kNameBufferSize] = {};
+      if (nvml::Return rn = l.name(devices[i], name, sizeof(name)); rn == nvml::kSuccess) {
+        gpu.product_name = CString(name, sizeof(name));
+      } else if (rn == nvml::kErrorGpuIsLost) {
+        lose("nvmlDeviceGetName", rn);
+      }
+    }
+    if (!lost[i]) {
+      spec.model = ModelFromProductName(gpu.product_name);
+      nvml::MemoryV2 m2{};
+      m2.version = nvml::kMemoryV2Version;
+      nvml::Memory m1{};
+      if (l.memory_v2 && l.memory_v2(devices[i], &m2) == nvml::kSuccess) {
+        spec.memory_mib = static_cast<int64_t>(m2.total >> 20);
+      } else if (nvml::Return rm = l.memory(devices[i], &m1); rm == nvml::kSuccess) {
+        spec.memory_mib = static_cast<int64_t>(m1.total >> 20);
+      } else if (rm == nvml::kErrorGpuIsLost) {
+        lose("nvmlDeviceGetMemoryInfo", rm);
+      } else {
+        return absl::InternalError(
+            StrCat("GPU ", i, " (", spec.uuid, "): nvmlDeviceGetMemoryInfo: ", l.Error(rm)));
+      }
+    }
+    if (!lost[i]) {
+      nvml::PciInfo pci{};
+      if (nvml::Return rp = l.pci(devices[i], &pci); rp == nvml::kSuccess) {
+        spec.pci_bus_id = NormalizePciBusId(CString(pci.busId, sizeof(pci.busId)));
+      } else if (rp == nvml::kErrorGpuIsLost) {
+        lose("nvmlDeviceGetPciInfo_v3", rp);
+      }
+    }
+    if (!lost[i]) {
+      unsigned v = 0;
+      if (l.minor && l.minor(devices[i], &v) == nvml::kSuccess) gpu.minor = static_cast<int32_t>(v);
+      if (l.numa && l.numa(devices[i], &v) == nvml::kSuccess) {
+        spec.numa_node = static_cast<int32_t>(v);
+      } else {
+        spec.numa_node = NumaFromSysfs(spec.pci_bus_id);
+      }
+      if (l.cpu_affinity) {
+        std::vector<unsigned long> mask(64, 0);  // 4096 CPUs
+        if (l.cpu_affinity(devices[i], static_cast<unsigned>(mask.size()), mask.data()) ==
+            nvml::kSuccess) {
+          spec.cpu_affinity = CpuListFromMask(mask);
+        }
+      }
+      nvml::DeviceAttributes attributes{};
+      if (l.attributes && l.attributes(devices[i], &attributes) == nvml::kSuccess &&
+          attributes.multiprocessorCount > 0) {
+        spec.sm_count = static_cast<int32_t>(attributes.multiprocessorCount);
+      } else {
+        spec.sm_count = core::KnownSmCount(spec.model);  // full GPUs: NVML answers for MIG only
+      }
+      // Fabric clique (GB200-class): the versioned call first, then the original one.
+      nvml::GpuFabricInfoV2 fv{};
+      fv.version = nvml::kGpuFabricInfoV2Version;
+      nvml::GpuFabricInfo f1{};
+      const unsigned char* cluster = nullptr;
+      unsigned clique = 0;
+      if (l.fabric_v && l.fabric_v(devices[i], &fv) == nvml::kSuccess) {
+        if (fv.state == nvml::kFabricStateCompleted && fv.status == nvml::kSuccess) {
+          cluster = fv.clusterUuid;
+          clique = fv.cliqueId;
+        }
+      } else if (l.fabric && l.fabric(devices[i], &f1) == nvml::kSuccess) {
+        if (f1.state == nvml::kFabricStateCompleted && f1.status == nvml::kSuccess) {
+          cluster = f1.clusterUuid;
+          clique = f1.cliqueId;
+        }
+      }
+      if (cluster && !AllZero(cluster, nvml::kFabricUuidLen)) {
+        gpu.has_fabric = true;
+        gpu.fabric = FabricInfo{FabricUuid(cluster), clique};
+      }
+      // MIG mode and configured GPU instances.
+      unsigned current = 0, pending = 0;
+      if (l.mig_mode && l.mig_mode(devices[i], &current, &pending) == nvml::kSuccess &&
+          current == nvml::kMigEnable) {
+        const core::MigModel* model = core::FindMigModel(gpu.product_name);
+        if (!model) model = core::FindMigModel(spec.model);
+        if (!model) {
+          gpu.health = records::GpuHealth{
+              false,
+              {},
+              StrCat("MIG mode is on, but tessera has no MIG profile table for ", gpu.product_name,
+                     " (it has: ", StrJoin(core::MigModelNames(), ", "), "): the GPU is not used")};
+        } else if (!l.gi_profile || !l.gi_list || !l.gi_info) {
+          gpu.health = records::GpuHealth{
+              false, {}, "MIG mode is on, but this driver cannot list GPU instances"};
+        } else {
+          spec.mig_enabled = true;
+          for (unsigned p = 0; p < nvml::kGpuInstanceProfileIndexMax && gpu.health.healthy; ++p) {
+            nvml::GpuInstanceProfileInfo info{};
+            if (l.gi_profile(devices[i], p, &info) != nvml::kSuccess) continue;
+            if (info.instanceCount == 0) continue;
+            std::vector<nvml::GpuInstance> instances(info.instanceCount,
+                                                     nvml::GpuInstance{nullptr});
+            unsigned got = 0;
+            nvml::Return rl = l.gi_list(devices[i], info.id, instances.data(), &got);
+            if (rl == nvml::kErrorNoPermission) {
+              return absl::FailedPreconditionError(
+                  StrCat("GPU ", i, " (", spec.uuid,
+                         "): nvmlDeviceGetGpuInstances: no permission; listing MIG instances "
+                         "needs root"));
+            }
+            if (rl != nvml::kSuccess) continue;
+            for (unsigned k = 0; k < got && k < instances.size(); ++k) {
+              nvml::GpuInstanceInfo gi{};
+              if (l.gi_info(instances[k], &gi) != nvml::kSuccess) continue;
+              int found = -1;
+              for (size_t q = 0; q < model->profiles.size(); ++q) {
+                if (model->profiles[q].id == static_cast<int32_t>(gi.profileId)) {
+                  found = static_cast<int>(q);
+                }
+              }
+              if (found < 0 || gi.placement.start >= static_cast<unsigned>(core::kMigSlots)) {
+                gpu.health = records::GpuHealth{
+                    false,
+                    {},
+                    StrCat("a MIG instance of profile id ", gi.profileId, " at slice ",
+                           gi.placement.start, " is not in tessera's ", model->model,
+                           " table: the GPU is not used")};
+                break;
+              }
+              spec.mig_layout.push_back(core::MigPlacement{
+                  static_cast<int8_t>(found), static_cast<int8_t>(gi.placement.start)});
+            }
+          }
+          std::sort(spec.mig_layout.begin(), spec.mig_layout.end(),
+                    [](core::MigPlacement a, core::MigPlacement b) { return a.start < b.start; });
+          if (absl::Status valid = core::ValidateMigInstances(*model, spec.mig_layout, "");
+              gpu.health.healthy && !valid.ok()) {
+            gpu.health = records::GpuHealth{
+                false, {}, StrCat("its MIG instances do not fit tessera's table", valid.message())};
+          }
+          if (!gpu.health.healthy) {
+            spec.mig_enabled = false;
+            spec.mig_layout.clear();
+          }
+        }
+      }
+    }
+    if (!lost[i] && gpu.health.healthy) {
+      auto it = critical_xids_.find(spec.uuid);
+      if (it != critical_xids_.end() && !it->second.empty()) {
+        std::vector<std::string> texts;
+        for (int32_t x : it->second) texts.push_back(XidText(x));
+        gpu.health = records::GpuHealth{false, it->second, StrJoin(texts, "; ")};
+      }
+    }
+    out.gpus.push_back(std::move(gpu));
+  }
+
+  // Links: NVLink first (direct to a peer, or through NVSwitch), else the PCIe relation.
+  std::vector<std::vector<int>> direct(n, std::vector<int>(n, 0));
+  std::vector<int> switch_links(n, 0);
+  if (l.nvlink_state && l.nvlink_remote_pci) {
+    for (int i = 0; i < n; ++i) {
+      if (lost[i]) continue;
+      for (unsigned link = 0; link < nvml::kNvLinkMaxLinks; ++link) {
+        nvml::EnableState active = 0;
+        const nvml::Return r = l.nvlink_state(devices[i], link, &active);
+        if (r == nvml::kErrorInvalidArgument || r == nvml::kErrorNotSupported) break;
+        if (r != nvml::kSuccess || active != 1) continue;
+        int type = nvml::kNvLinkDeviceTypeUnknown;
+        if (l.nvlink_remote_type &&
+            l.nvlink_remote_type(devices[i], link, &type) == nvml::kSuccess &&
+            type == nvml::kNvLinkDeviceTypeSwitch) {
+          ++switch_links[i];
+          continue;
+        }
+        nvml::PciInfo remote{};
+        if (l.nvlink_remote_pci(devices[i], link, &remote) != nvml::kSuccess) continue;
+        const std::string bus = NormalizePciBusId(CString(remote.busId, sizeof(remote.busId)));
+        for (int k = 0; k < n; ++k) {
+          if (k != i && !bus.empty() && out.gpus[k].spec.pci_bus_id == bus) ++direct[i][k];
+        }
+      }
+    }
+  }
+  out.links = core::LinkMatrix(n);
+  for (int i = 0; i < n; ++i) {
+    for (int k = i + 1; k < n; ++k) {
+      // Each side counts the links it sees; both see the same direct links.
+      const int lanes =
+          std::max(direct[i][k], direct[k][i]) + std::min(switch_links[i], switch_links[k]);
+      if (lanes > 0) {
+        out.links.Set(i, k, core::Link{core::LinkKind::kNvLink, static_cast<uint8_t>(lanes)});
+        continue;
+      }
+      if (lost[i] || lost[k]) {
+        if (static_cast<size_t>(std::max(i, k)) < last_links_.size() &&
+            last_links_.size() == static_cast<size_t>(n)) {
+          out.links.Set(i, k, last_links_[i][k]);
+        }
+        continue;
+      }
+      nvml::TopologyLevel level = nvml::kTopologySystem;
+      if (nvml::Return r = l.common_ancestor(devices[i], devices[k], &level); r != nvml::kSuccess) {
+        return absl::InternalError(
+            StrCat("nvmlDeviceGetTopologyCommonAncestor(GPU ", i, ", GPU ", k, "): ", l.Error(r)));
+      }
+      out.links.Set(i, k, LinkForLevel(level));
+    }
+  }
+
+  // A GPU lost at the first discovery has nothing to describe it: it is kept (the indices of the
+  // others must not move) with what the others are.
+  for (int i = 0; i < n; ++i) {
+    core::GpuSpec& spec = out.gpus[i].spec;
+    if (spec.model.empty()) {
+      for (const DiscoveredGpu& other : out.gpus) {
+        if (!other.spec.model.empty()) {
+          spec.model = other.spec.model;
+          spec.memory_mib = other.spec.memory_mib;
+          spec.sm_count = other.spec.sm_count;
+          break;
+        }
+      }
+      if (spec.model.empty()) {
+        return absl::InternalError(StrCat("every GPU is lost: ", out.gpus[i].health.reason));
+      }
+    }
+  }
+
+  // Fabric: a node label needs every GPU in one clique.
+  std::vector<std::string> cliques;
+  for (const DiscoveredGpu& g : out.gpus) {
+    if (g.has_fabric) cliques.push_back(StrCat(g.fabric.cluster_uuid, ".", g.fabric.clique_id));
+  }
+  std::sort(cliques.begin(), cliques.end());
+  cliques.erase(std::unique(cliques.begin(), cliques.end()), cliques.end());
+  if (cliques.size() > 1) {
+    out.fabric_note = StrCat("GPUs report different NVLink fabric cliques (",
+                             StrJoin(cliques, ", "), "): no tessera.dev/nvlink-domain label");
+  }
+
+  devices_ = devices;
+  uuids_.clear();
+  for (const DiscoveredGpu& g : out.gpus) uuids_.push_back(g.spec.uuid);
+  last_ = out.gpus;
+  last_links_.assign(n, std::vector<core::Link>(n));
+  for (int i = 0; i < n; ++i) {
+    for (int k = 0; k < n; ++k) last_links_[i][k] = out.links.at(i, k);
+  }
+  if (!events_registered_) {
+    absl::Status registered = RegisterEvents();
+    (void)registered;  // without events, health comes from discovery alone; Wait() says so
+  }
+  return out;
+}
+
+absl::Status NvmlDiscovery::RegisterEvents() {
+  NvmlLibrary& l = *lib_;
+  events_registered_ = true;
+  if (!l.event_set_create || !l.register_events || !l.event_set_wait) {
+    return absl::UnimplementedError("this driver has no NVML events");
+  }
+  if (nvml::Return r = l.event_set_create(&event_set_); r != nvml::kSuccess) {
+    return absl::InternalError(StrCat("nvmlEventSetCreate: ", l.Error(r)));
+  }
+  have_event_set_ = true;
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (!devices_[i].handle) continue;
+    unsigned long long supported = nvml::kEventTypeXidCriticalError | nvml::kEventMigConfigChange;
+    if (l.supported_events) {
+      unsigned long long s = 0;
+      if (l.supported_events(devices_[i], &s) == nvml::kSuccess) supported &= s;
+    }
+    if (supported == 0) continue;
+    // Not every GPU supports every event (and a GPU may refuse one): register what it takes.
+    (void)l.register_events(devices_[i], supported, event_set_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WaitResult> NvmlDiscovery::Wait(std::chrono::milliseconds timeout) {
+  NvmlLibrary& l = *lib_;
+  WaitResult result;
+  if (!have_event_set_) {
+    std::this_thread::sleep_for(timeout);
+    return result;
+  }
+  unsigned wait_ms = static_cast<unsigned>(std::max<int64_t>(0, timeout.count()));
+  while (true) {
+    nvml::EventData data{};
+    const nvml::Return r = l.event_set_wait(event_set_, &data, wait_ms);
+    if (r == nvml::kErrorTimeout) break;
+    if (r != nvml::kSuccess) {
+      if (result.events.empty() && !result.changed) {
+        return absl::InternalError(StrCat("nvmlEventSetWait_v2: ", l.Error(r)));
+      }
+      break;
+    }
+    wait_ms = 0;  // collect what else is queued, then return
+    int index = -1;
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      if (devices_[i].handle == data.device.handle) index = static_cast<int>(i);
+    }
+    if (data.eventType & nvml::kEventMigConfigChange) result.changed = true;
+    if (data.eventType & nvml::kEventTypeXidCriticalError) {
+      HealthEvent e;
+      e.gpu_index = index;
+      e.uuid = index >= 0 ? uuids_[index] : "";
+      e.xid = static_cast<int32_t>(data.eventData);
+      e.critical = IsCriticalXid(e.xid);
+      e.text = XidText(e.xid);
+      if (e.critical && !e.uuid.empty()) {
+        std::vector<int32_t>& seen = critical_xids_[e.uuid];
+        if (std::find(seen.begin(), seen.end(), e.xid) == seen.end()) {
+          seen.push_back(e.xid);
+          result.changed = true;
+        }
+      }
+      result.events.push_back(std::move(e));
+    }
+  }
+  return result;
+}
+
+}  // namespace tessera::agent

@@ -1,0 +1,62 @@
+// The NVML discovery backend: the node's NVIDIA GPUs as the driver reports them, through
+// libnvidia-ml.so.1 opened at run time (nvml_api.h; no link-time dependency on the driver).
+//
+// What it asks, per GPU: UUID, product name (-> tessera's model name), memory, SM count (when the
+// driver answers; else tessera's figure for the model), PCI bus id, minor number, NUMA node (NVML,
+// else sysfs) and CPU affinity, MIG mode and configured GPU instances, NVLink fabric clique. Per
+// pair: the active NVLinks (direct to the peer, or through NVSwitch: NV<min of both GPUs' switch
+// links>, as nvidia-smi topo -m counts them) or else the PCIe relation (closest common ancestor:
+// PIX/PXB/PHB/NODE/SYS).
+//
+// Health: XID critical-error events (nvmlEventSetWait) are remembered per GPU UUID for the life
+// of the process; a critical XID (xid.h) marks the GPU unhealthy from then on. A GPU the driver
+// reports as lost is unhealthy. A MIG-enabled GPU whose instances tessera cannot describe (no MIG
+// table for the model, an unknown profile) is marked unhealthy with the reason, so that nothing
+// is placed on it by mistake.
+//
+// Thread-compatible: one thread calls Discover() and Wait().
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/discovery/discovery.h"
+#include "agent/discovery/nvml_api.h"
+
+namespace tessera::agent {
+
+class NvmlLibrary;  // the opened library and its functions (nvml_discovery.cc)
+
+class NvmlDiscovery : public GpuDiscovery {
+ public:
+  // Opens `library` (a soname searched as the dynamic loader does, or a path) and initialises
+  // NVML. Errors: the library is missing (the NVIDIA driver is not installed, or not mounted into
+  // the agent's container), a symbol is missing, nvmlInit fails (driver not loaded, version
+  // mismatch, no permission), each with what to do.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<NvmlDiscovery>> Open(
+      const std::string& library = "libnvidia-ml.so.1");
+  ~NvmlDiscovery() override;
+
+  std::string Describe() const override;
+  absl::StatusOr<NodeGpus> Discover() override;
+  absl::StatusOr<WaitResult> Wait(std::chrono::milliseconds timeout) override;
+
+ private:
+  explicit NvmlDiscovery(std::unique_ptr<NvmlLibrary> lib);
+  absl::Status RegisterEvents();
+
+  std::unique_ptr<NvmlLibrary> lib_;
+  std::vector<nvml::Device> devices_;                          // from the last Discover(), by index
+  std::vector<std::string> uuids_;                             // same order
+  std::map<std::string, std::vector<int32_t>> critical_xids_;  // by GPU UUID, since start
+  bool events_registered_ = false;
+  bool have_event_set_ = false;
+  nvml::EventSet event_set_{nullptr};
+  // The last discovery, by index: what a GPU that is lost later is still described as.
+  std::vector<DiscoveredGpu> last_;
+  std::vector<std::vector<core::Link>> last_links_;
+};
+
+}  // namespace tessera::agent

@@ -1,0 +1,667 @@
+// A stateful fake of libnvidia-ml.so.1 for the agent's discovery tests: built as a shared library
+// named libnvidia-ml.so.1 and loaded by the code under test through the real dynamic loader
+// (dlopen), exactly as the driver's library would be. It exports the NVML symbols the agent's
+// NVML backend uses, with NVML's C ABI (declared independently of agent/discovery/nvml_api.h, from
+// the same public reference, so that a layout mistake in either shows up as a failing test).
+//
+// State comes from a JSON file named by $TESSERA_FAKE_NVML (read at nvmlInit_v2 and on
+// tessera_fake_nvml_reload()):
+//   {"driver_version": "580.95.05", "cuda_version": 13000,
+//    "init_error": 0,                        nvmlInit_v2's answer (9 = driver not loaded)
+//    "unsupported": ["nvmlDeviceGetMemoryInfo_v2", ...],   answer NOT_SUPPORTED
+//    "gpus": [{"uuid": "GPU-...", "name": "NVIDIA H100 80GB HBM3",
+//              "memory_bytes": 85520809984, "pci_bus_id": "00000000:18:00.0", "minor": 0,
+//              "numa_node": 0,               absent: NOT_SUPPORTED
+//              "cpus": [0, 1, 2],            the CPU affinity mask, as CPU numbers
+//              "sm_count": 132,              nvmlDeviceGetAttributes_v2; absent: NOT_SUPPORTED
+//              "nvlinks": ["switch", "gpu:00000000:2A:00.0", "off", ...],   one per link
+//              "fabric": {"cluster_uuid": "<32 hex digits>", "clique_id": 3, "state": 3,
+//                         "status": 0},
+//              "mig": {"current": 1, "pending": 1,
+//                      "instances": [{"profile_id": 9, "start": 4, "size": 4}]},
+//              "events": 264}],              supported event types (default XID | MIG change)
+//    "pcie": [[0, 10], [10, 0]]}            common-ancestor levels per pair
+//
+// Control functions for tests (look them up with dlsym on the same handle):
+//   tessera_fake_nvml_inject_xid(index, xid)  queue an XID critical-error event
+//   tessera_fake_nvml_set_lost(index, lost)   every call on that GPU answers GPU_IS_LOST
+//   tessera_fake_nvml_reload()                re-read the file; a GPU whose MIG instances changed
+//                                             gets a MIG-configuration-change event
+//   tessera_fake_nvml_init_count()            nvmlInit_v2 calls not yet matched by nvmlShutdown
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+// NVML's ABI, written out again (see the file comment).
+typedef int nvmlReturn_t;
+enum : int {
+  NVML_SUCCESS = 0,
+  NVML_ERROR_UNINITIALIZED = 1,
+  NVML_ERROR_INVALID_ARGUMENT = 2,
+  NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_DRIVER_NOT_LOADED = 9,
+  NVML_ERROR_TIMEOUT = 10,
+  NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+  NVML_ERROR_UNKNOWN = 999,
+};
+struct FakeGpu;
+struct FakeInstance;
+typedef struct {
+  FakeGpu* handle;
+} nvmlDevice_t;
+typedef struct {
+  FakeInstance* handle;
+} nvmlGpuInstance_t;
+typedef struct {
+  void* handle;
+} nvmlEventSet_t;
+typedef struct {
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+} nvmlPciInfo_t;
+typedef struct {
+  unsigned long long total, free, used;
+} nvmlMemory_t;
+typedef struct {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+} nvmlMemory_v2_t;
+typedef struct {
+  unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
+      sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+} nvmlDeviceAttributes_t;
+typedef struct {
+  unsigned char clusterUuid[16];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  unsigned char state;
+} nvmlGpuFabricInfo_t;
+typedef struct {
+  unsigned int version;
+  unsigned char clusterUuid[16];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  unsigned char state;
+  unsigned int healthMask;
+} nvmlGpuFabricInfo_v2_t;
+typedef struct {
+  unsigned int start, size;
+} nvmlGpuInstancePlacement_t;
+typedef struct {
+  unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount, copyEngineCount,
+      decoderCount, encoderCount, jpegCount, ofaCount;
+  unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+typedef struct {
+  nvmlDevice_t device;
+  unsigned int id, profileId;
+  nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+typedef struct {
+  nvmlDevice_t device;
+  unsigned long long eventType, eventData;
+  unsigned int gpuInstanceId, computeInstanceId;
+} nvmlEventData_t;
+
+constexpr unsigned long long kXidEvent = 0x8ULL;
+constexpr unsigned long long kMigEvent = 0x100ULL;
+constexpr unsigned int kMemoryV2 = sizeof(nvmlMemory_v2_t) | (2u << 24);
+constexpr unsigned int kFabricV2 = sizeof(nvmlGpuFabricInfo_v2_t) | (2u << 24);
+
+struct FakeInstance {
+  unsigned id = 0, profile_id = 0, start = 0, size = 0;
+  FakeGpu* gpu = nullptr;
+};
+
+struct FakeGpu {
+  unsigned index = 0;
+  std::string uuid, name, bus_id;
+  unsigned long long memory_bytes = 0;
+  unsigned minor = 0;
+  int numa = -1;
+  std::vector<int> cpus;
+  int sm_count = -1;
+  std::vector<std::string> nvlinks;
+  bool has_fabric = false;
+  unsigned char cluster[16] = {};
+  unsigned clique = 0, fabric_state = 0;
+  int fabric_status = 0;
+  bool mig_capable = false;
+  unsigned mig_current = 0, mig_pending = 0;
+  std::deque<FakeInstance> instances;  // deque: handles stay valid
+  unsigned long long events = kXidEvent | kMigEvent;
+  bool lost = false;
+  unsigned long long registered = 0;  // event types registered in the (one) event set
+};
+
+struct State {
+  std::mutex mu;
+  int init_count = 0;
+  std::string driver = "580.95.05";
+  int cuda = 13000;
+  int init_error = 0;
+  std::set<std::string> unsupported;
+  std::deque<FakeGpu> gpus;
+  std::vector<std::vector<int>> pcie;
+  std::deque<nvmlEventData_t> events;
+  bool event_set = false;
+};
+
+State& S() {
+  static State* state = new State;  // never destroyed: the library may be unloaded at exit
+  return *state;
+}
+
+// The default GPU instance profile table of A100/H100-class GPUs: profile index -> (id, count).
+struct ProfileRow {
+  unsigned index, id, count, slices;
+};
+constexpr ProfileRow kProfiles[] = {{0, 19, 7, 1}, {1, 14, 3, 2}, {2, 9, 2, 4}, {3, 5, 1, 4},
+                                    {4, 0, 1, 8},  {7, 20, 1, 1}, {9, 15, 4, 2}};
+
+std::string MigKey(const FakeGpu& g) {
+  std::string key;
+  for (const FakeInstance& i : g.instances) {
+    key += std::to_string(i.profile_id) + "@" + std::to_string(i.start) + ",";
+  }
+  return key;
+}
+
+// `reload`: the library is in use (tessera_fake_nvml_reload): lost GPUs stay lost, registered
+// events stay registered, and changed MIG configurations raise events. Otherwise (nvmlInit_v2 after
+// everything was shut down) the state starts afresh.
+int Load(State& s, bool reload) {
+  const char* path = std::getenv("TESSERA_FAKE_NVML");
+  if (!path) return NVML_ERROR_DRIVER_NOT_LOADED;
+  std::ifstream in(path);
+  if (!in) return NVML_ERROR_DRIVER_NOT_LOADED;
+  json doc;
+  try {
+    doc = json::parse(in);
+  } catch (const json::exception&) {
+    return NVML_ERROR_UNKNOWN;
+  }
+  std::vector<std::string> old_mig;
+  for (const FakeGpu& g : s.gpus) old_mig.push_back(MigKey(g));
+  if (!reload) {
+    s.events.clear();
+    s.event_set = false;
+  }
+  s.driver = doc.value("driver_version", std::string("580.95.05"));
+  s.cuda = doc.value("cuda_version", 13000);
+  s.init_error = doc.value("init_error", 0);
+  s.unsupported.clear();
+  for (const json& u : doc.value("unsupported", json::array())) s.unsupported.insert(u);
+  s.pcie = doc.value("pcie", std::vector<std::vector<int>>{});
+  std::deque<FakeGpu> gpus;
+  unsigned index = 0;
+  for (const json& j : doc.value("gpus", json::array())) {
+    FakeGpu g;
+    g.index = index++;
+    g.uuid = j.value("uuid", "");
+    g.name = j.value("name", "NVIDIA Fake GPU");
+    g.bus_id = j.value("pci_bus_id", "");
+    g.memory_bytes = j.value("memory_bytes", 0ULL);
+    g.minor = j.value("minor", g.index);
+    g.numa = j.value("numa_node", -1);
+    g.cpus = j.value("cpus", std::vector<int>{});
+    g.sm_count = j.value("sm_count", -1);
+    g.nvlinks = j.value("nvlinks", std::vector<std::string>{});
+    g.events = j.value("events", kXidEvent | kMigEvent);
+    if (j.contains("fabric")) {
+      const json& f = j["fabric"];
+      g.has_fabric = true;
+      const std::string hex = f.value("cluster_uuid", std::string(32, '0'));
+      for (size_t k = 0; k < 16 && 2 * k + 1 < hex.size(); ++k) {
+        g.cluster[k] = static_cast<unsigned char>(std::stoi(hex.substr(2 * k, 2), nullptr, 16));
+      }
+      g.clique = f.value("clique_id", 0u);
+      g.fabric_state = f.value("state", 3u);
+      g.fabric_status = f.value("status", 0);
+    }
+    if (j.contains("mig")) {
+      const json& m = j["mig"];
+      g.mig_capable = true;
+      g.mig_current = m.value("current", 0u);
+      g.mig_pending = m.value("pending", g.mig_current);
+      unsigned id = 1;
+      for (const json& i : m.value("instances", json::array())) {
+        FakeInstance inst;
+        inst.id = id++;
+        inst.profile_id = i.value("profile_id", 0u);
+        inst.start = i.value("start", 0u);
+        inst.size = i.value("size", 1u);
+        g.instances.push_back(inst);
+      }
+    }
+    gpus.push_back(std::move(g));
+  }
+  // Update in place: device handles (pointers into s.gpus) stay valid, as NVML's do.
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (i < s.gpus.size()) {
+      const bool lost = reload && s.gpus[i].lost;
+      const unsigned long long registered = reload ? s.gpus[i].registered : 0;
+      s.gpus[i] = std::move(gpus[i]);
+      s.gpus[i].lost = lost;
+      s.gpus[i].registered = registered;
+    } else {
+      s.gpus.push_back(std::move(gpus[i]));
+    }
+  }
+  while (s.gpus.size() > gpus.size()) s.gpus.pop_back();
+  for (FakeGpu& g : s.gpus) {
+    for (FakeInstance& inst : g.instances) inst.gpu = &g;
+  }
+  if (reload) {
+    for (size_t i = 0; i < s.gpus.size() && i < old_mig.size(); ++i) {
+      if (MigKey(s.gpus[i]) != old_mig[i] && (s.gpus[i].registered & kMigEvent)) {
+        s.events.push_back(nvmlEventData_t{{&s.gpus[i]}, kMigEvent, 0, 0xFFFFFFFFu, 0xFFFFFFFFu});
+      }
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+// Common checks: initialised, a known device, not lost, the call not marked unsupported.
+nvmlReturn_t Check(State& s, nvmlDevice_t d, const char* fn) {
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  bool known = false;
+  for (FakeGpu& g : s.gpus) known = known || &g == d.handle;
+  if (!known) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d.handle->lost) return NVML_ERROR_GPU_IS_LOST;
+  if (s.unsupported.count(fn)) return NVML_ERROR_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
+  if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+  if (value.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, value.c_str(), value.size() + 1);
+  return NVML_SUCCESS;
+}
+
+void FillPci(const std::string& bus_id, nvmlPciInfo_t* pci) {
+  std::memset(pci, 0, sizeof(*pci));
+  std::snprintf(pci->busId, sizeof(pci->busId), "%s", bus_id.c_str());
+  // Legacy form: 4-digit domain.
+  std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "%s",
+                bus_id.size() == 16 ? bus_id.substr(4).c_str() : bus_id.c_str());
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  std::sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function);
+  pci->domain = domain;
+  pci->bus = bus;
+  pci->device = device;
+  pci->pciDeviceId = 0x233010DE;
+}
+
+}  // namespace
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+FAKE_EXPORT nvmlReturn_t nvmlInit_v2() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) {
+    if (int r = Load(s, /*reload=*/false); r != NVML_SUCCESS) return r;
+    if (s.init_error != 0) return s.init_error;
+  }
+  ++s.init_count;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlShutdown() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  --s.init_count;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT const char* nvmlErrorString(nvmlReturn_t r) {
+  switch (r) {
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
+  }
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned length) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  return CopyString(s.driver, version, length);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!version) return NVML_ERROR_INVALID_ARGUMENT;
+  *version = s.cuda;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned* count) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = static_cast<unsigned>(s.gpus.size());
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_t* device) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (!device || index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  device->handle = &s.gpus[index];
+  return s.gpus[index].lost ? NVML_ERROR_GPU_IS_LOST : NVML_SUCCESS;
+}
+
+#define DEVICE_CALL(fn)                                                   \
+  State& s = S();                                                         \
+  std::lock_guard<std::mutex> lock(s.mu);                                 \
+  if (nvmlReturn_t r = Check(s, device, fn); r != NVML_SUCCESS) return r; \
+  FakeGpu& g = *device.handle
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
+  DEVICE_CALL("nvmlDeviceGetUUID");
+  return CopyString(g.uuid, uuid, length);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned length) {
+  DEVICE_CALL("nvmlDeviceGetName");
+  return CopyString(g.name, name, length);
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned* minor) {
+  DEVICE_CALL("nvmlDeviceGetMinorNumber");
+  *minor = g.minor;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned* node) {
+  DEVICE_CALL("nvmlDeviceGetNumaNodeId");
+  if (g.numa < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *node = static_cast<unsigned>(g.numa);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  DEVICE_CALL("nvmlDeviceGetMemoryInfo");
+  if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+  memory->total = g.memory_bytes;
+  memory->used = 512ULL << 20;
+  memory->free = g.memory_bytes - memory->used;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  DEVICE_CALL("nvmlDeviceGetMemoryInfo_v2");
+  if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
+  if (memory->version != kMemoryV2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  memory->total = g.memory_bytes;
+  memory->reserved = 256ULL << 20;
+  memory->used = 256ULL << 20;
+  memory->free = g.memory_bytes - memory->reserved - memory->used;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                                    nvmlDeviceAttributes_t* attributes) {
+  DEVICE_CALL("nvmlDeviceGetAttributes_v2");
+  if (g.sm_count < 0) return NVML_ERROR_NOT_SUPPORTED;
+  std::memset(attributes, 0, sizeof(*attributes));
+  attributes->multiprocessorCount = static_cast<unsigned>(g.sm_count);
+  attributes->memorySizeMB = g.memory_bytes >> 20;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  DEVICE_CALL("nvmlDeviceGetPciInfo_v3");
+  if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+  FillPci(g.bus_id, pci);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned size,
+                                                  unsigned long* set) {
+  DEVICE_CALL("nvmlDeviceGetCpuAffinity");
+  if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  std::memset(set, 0, size * sizeof(unsigned long));
+  const unsigned bits = 8 * sizeof(unsigned long);
+  for (int cpu : g.cpus) {
+    if (static_cast<unsigned>(cpu) / bits < size) set[cpu / bits] |= 1UL << (cpu % bits);
+  }
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device,
+                                                             nvmlDevice_t other, int* level) {
+  DEVICE_CALL("nvmlDeviceGetTopologyCommonAncestor");
+  if (nvmlReturn_t r = Check(s, other, "nvmlDeviceGetTopologyCommonAncestor"); r != NVML_SUCCESS) {
+    return r;
+  }
+  const unsigned a = g.index, b = other.handle->index;
+  if (a >= s.pcie.size() || b >= s.pcie[a].size()) return NVML_ERROR_NOT_SUPPORTED;
+  *level = s.pcie[a][b];
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned link, int* active) {
+  DEVICE_CALL("nvmlDeviceGetNvLinkState");
+  if (g.nvlinks.empty()) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= 18) return NVML_ERROR_INVALID_ARGUMENT;  // an 18-link (Hopper) driver
+  *active = link < g.nvlinks.size() && g.nvlinks[link] != "off" ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned link,
+                                                             int* type) {
+  DEVICE_CALL("nvmlDeviceGetNvLinkRemoteDeviceType");
+  if (link >= g.nvlinks.size() || g.nvlinks[link] == "off") return NVML_ERROR_INVALID_ARGUMENT;
+  *type = g.nvlinks[link] == "switch" ? 2 : 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned link,
+                                                             nvmlPciInfo_t* pci) {
+  DEVICE_CALL("nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  if (link >= g.nvlinks.size() || g.nvlinks[link] == "off") return NVML_ERROR_INVALID_ARGUMENT;
+  const std::string& remote = g.nvlinks[link];
+  // A switch has a PCI identity of its own; a peer GPU is "gpu:<bus id>".
+  FillPci(remote.rfind("gpu:", 0) == 0 ? remote.substr(4) : "00000000:C0:00.0", pci);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device,
+                                                    nvmlGpuFabricInfo_t* info) {
+  DEVICE_CALL("nvmlDeviceGetGpuFabricInfo");
+  if (!g.has_fabric) return NVML_ERROR_NOT_SUPPORTED;
+  std::memcpy(info->clusterUuid, g.cluster, 16);
+  info->status = g.fabric_status;
+  info->cliqueId = g.clique;
+  info->state = static_cast<unsigned char>(g.fabric_state);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfoV(nvmlDevice_t device,
+                                                     nvmlGpuFabricInfo_v2_t* info) {
+  DEVICE_CALL("nvmlDeviceGetGpuFabricInfoV");
+  if (!g.has_fabric) return NVML_ERROR_NOT_SUPPORTED;
+  if (info->version != kFabricV2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  std::memcpy(info->clusterUuid, g.cluster, 16);
+  info->status = g.fabric_status;
+  info->cliqueId = g.clique;
+  info->state = static_cast<unsigned char>(g.fabric_state);
+  info->healthMask = 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned* current,
+                                              unsigned* pending) {
+  DEVICE_CALL("nvmlDeviceGetMigMode");
+  if (!g.mig_capable) return NVML_ERROR_NOT_SUPPORTED;
+  *current = g.mig_current;
+  *pending = g.mig_pending;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned profile,
+                                                             nvmlGpuInstanceProfileInfo_t* info) {
+  DEVICE_CALL("nvmlDeviceGetGpuInstanceProfileInfo");
+  if (!g.mig_capable || g.mig_current != 1) return NVML_ERROR_NOT_SUPPORTED;
+  for (const ProfileRow& row : kProfiles) {
+    if (row.index != profile) continue;
+    std::memset(info, 0, sizeof(*info));
+    info->id = row.id;
+    info->instanceCount = row.count;
+    info->sliceCount = row.slices;
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned profile_id,
+                                                   nvmlGpuInstance_t* out, unsigned* count) {
+  DEVICE_CALL("nvmlDeviceGetGpuInstances");
+  if (!g.mig_capable || g.mig_current != 1) return NVML_ERROR_NOT_SUPPORTED;
+  unsigned capacity = 0;
+  for (const ProfileRow& row : kProfiles) {
+    if (row.id == profile_id) capacity = row.count;
+  }
+  unsigned n = 0;
+  for (FakeInstance& inst : g.instances) {
+    if (inst.profile_id != profile_id) continue;
+    if (n >= capacity) return NVML_ERROR_INSUFFICIENT_SIZE;
+    out[n++].handle = &inst;
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t instance,
+                                                nvmlGpuInstanceInfo_t* info) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (!instance.handle || !info) return NVML_ERROR_INVALID_ARGUMENT;
+  info->device.handle = instance.handle->gpu;
+  info->id = instance.handle->id;
+  info->profileId = instance.handle->profile_id;
+  info->placement = {instance.handle->start, instance.handle->size};
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
+                                                          unsigned long long* types) {
+  DEVICE_CALL("nvmlDeviceGetSupportedEventTypes");
+  *types = g.events;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  s.event_set = true;
+  set->handle = &s;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
+                                                  nvmlEventSet_t set) {
+  DEVICE_CALL("nvmlDeviceRegisterEvents");
+  if (set.handle != &s || !s.event_set) return NVML_ERROR_INVALID_ARGUMENT;
+  if (types & ~g.events) return NVML_ERROR_NOT_SUPPORTED;
+  g.registered |= types;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                             unsigned timeout_ms) {
+  State& s = S();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+      if (set.handle != &s || !s.event_set) return NVML_ERROR_INVALID_ARGUMENT;
+      if (!s.events.empty()) {
+        *data = s.events.front();
+        s.events.pop_front();
+        return NVML_SUCCESS;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return NVML_ERROR_TIMEOUT;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (set.handle != &s || !s.event_set) return NVML_ERROR_INVALID_ARGUMENT;
+  s.event_set = false;
+  for (FakeGpu& g : s.gpus) g.registered = 0;
+  return NVML_SUCCESS;
+}
+
+// Test controls.
+FAKE_EXPORT int tessera_fake_nvml_inject_xid(unsigned index, unsigned long long xid) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  FakeGpu& g = s.gpus[index];
+  if (!(g.registered & kXidEvent)) return NVML_ERROR_NOT_SUPPORTED;  // nobody listens
+  s.events.push_back(nvmlEventData_t{{&g}, kXidEvent, xid, 0xFFFFFFFFu, 0xFFFFFFFFu});
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT int tessera_fake_nvml_set_lost(unsigned index, int lost) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  s.gpus[index].lost = lost != 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT int tessera_fake_nvml_reload() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return Load(s, /*reload=*/s.init_count > 0);
+}
+
+FAKE_EXPORT int tessera_fake_nvml_init_count() {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.init_count;
+}

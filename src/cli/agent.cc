@@ -1,0 +1,285 @@
+// `tessera agent`: the node agent (one per GPU node, a DaemonSet).
+//   tessera agent [--gpus-file FILE]                 discover, publish, keep the node up to date
+//   tessera agent --print-inventory [--gpus-file F]  print what discovery finds and exit
+//   tessera agent compare --inventory F --nvidia-smi-q F --nvidia-smi-topo F
+//                                                    the GPU check (scripts/gpu_check.sh)
+#include <unistd.h>
+
+#include <atomic>
+#include <cctype>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "agent/discovery/fake_discovery.h"
+#include "agent/discovery/nvidia_smi_check.h"
+#include "agent/discovery/nvml_discovery.h"
+#include "agent/node_agent.h"
+#include "agent/nri/delivery.h"
+#include "agent/nri/plugin.h"
+#include "cli/command.h"
+#include "common/strings.h"
+#include "core/topology/topo_text.h"
+#include "k8s/client/config.h"
+#include "k8s/client/http.h"
+#include "sim/yaml_util.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void OnAgentSignal(int) { g_stop.store(true); }
+
+struct AgentFlags {
+  std::string gpus_file;
+  std::string nvml_library = "libnvidia-ml.so.1";
+  bool print_inventory = false;
+  bool compact = false;
+  std::string node_name;
+  std::string kubeconfig;
+  std::string context;
+  std::string rediscover = "30s";
+  std::string log_level = "info";
+  bool no_nri = false;
+  std::string nri_socket = "/var/run/nri/nri.sock";
+  std::string nri_index = "50";
+  std::string dev_dir = "/dev";
+  std::string pods_dir = "/run/tessera/pods";
+  std::string cdi_kind;
+};
+
+struct CompareFlags {
+  std::string inventory, smi_q, smi_topo;
+};
+
+// "500ms", "30s", "2m".
+absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  const std::string_view unit = text.substr(digits);
+  if (digits == 0 || digits > 9 || (unit != "ms" && unit != "s" && unit != "m")) {
+    return absl::InvalidArgumentError(
+        StrCat("\"", text, "\" is not a duration such as 500ms, 30s or 2m"));
+  }
+  const int64_t n = std::stoll(std::string(text.substr(0, digits)));
+  if (unit == "ms") return std::chrono::milliseconds(n);
+  if (unit == "s") return std::chrono::milliseconds(n * 1000);
+  return std::chrono::milliseconds(n * 60'000);
+}
+
+absl::StatusOr<std::unique_ptr<agent::GpuDiscovery>> OpenDiscovery(const AgentFlags& f) {
+  if (!f.gpus_file.empty()) return std::make_unique<agent::FakeDiscovery>(f.gpus_file);
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<agent::NvmlDiscovery> nvml,
+                           agent::NvmlDiscovery::Open(f.nvml_library));
+  return std::unique_ptr<agent::GpuDiscovery>(std::move(nvml));
+}
+
+// A problem with a file the user named is bad input (2); a machine without a driver or GPUs is a
+// failure at run time (1).
+int ExitFor(const AgentFlags& f, const absl::Status& s) {
+  return !f.gpus_file.empty() && s.code() != absl::StatusCode::kNotFound ? kExitBadInput
+                                                                         : kExitFailure;
+}
+
+std::string NodeNameFor(const AgentFlags& f) {
+  if (!f.node_name.empty()) return f.node_name;
+  if (const char* env = std::getenv("NODE_NAME"); env && *env) return env;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) return host;
+  return "";
+}
+
+absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const AgentFlags& f) {
+  if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
+  absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
+  if (in_cluster.ok()) return in_cluster;
+  if (std::string path = k8s::DefaultKubeconfigPath(); !path.empty()) {
+    return k8s::LoadKubeconfig(path, f.context);
+  }
+  return absl::InvalidArgumentError(
+      StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
+             FromAbsl(in_cluster.status().message()), ")"));
+}
+
+int RunAgent(const AgentFlags& f) {
+  auto fail = [](int code, const auto& message) {
+    std::cerr << "tessera agent: " << message << "\n";
+    return code;
+  };
+  absl::StatusOr<std::chrono::milliseconds> rediscover = ParseDuration(f.rediscover);
+  if (!rediscover.ok()) {
+    return fail(kExitBadInput, StrCat("--rediscover-interval: ", rediscover.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<agent::GpuDiscovery>> discovery = OpenDiscovery(f);
+  if (!discovery.ok()) return fail(ExitFor(f, discovery.status()), discovery.status().message());
+
+  if (f.print_inventory) {
+    absl::StatusOr<agent::NodeGpus> gpus = (*discovery)->Discover();
+    if (!gpus.ok()) return fail(ExitFor(f, gpus.status()), gpus.status().message());
+    std::cout << records::InventoryToJson(gpus->ToInventory(), !f.compact) << "\n";
+    return kExitOk;
+  }
+
+  spdlog::set_level(spdlog::level::from_str(f.log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%L%$ %v");
+  agent::NodeAgentOptions options;
+  options.node_name = NodeNameFor(f);
+  options.rediscover_interval = *rediscover;
+  if (options.node_name.empty()) {
+    return fail(kExitBadInput, "no node name: pass --node-name or set NODE_NAME");
+  }
+  absl::StatusOr<k8s::ClientConfig> config = ClientConfigFor(f);
+  if (!config.ok()) return fail(kExitBadInput, config.status().message());
+  absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = k8s::ApiClient::Create(*config);
+  if (!client.ok()) return fail(kExitBadInput, client.status().message());
+  absl::StatusOr<nlohmann::json> version = (*client)->Get("/version");
+  if (!version.ok()) {
+    return fail(kExitFailure, StrCat("cannot reach the API server at ", config->server, " (",
+                                     config->source, "): ", version.status().message()));
+  }
+  spdlog::info("tessera agent for node {}; API server {} ({})", options.node_name, config->server,
+               version->value("gitVersion", "?"));
+  std::signal(SIGTERM, OnAgentSignal);
+  std::signal(SIGINT, OnAgentSignal);
+  // Delivery into containers: the NRI plugin, on its own thread, following the discovered GPUs.
+  agent::DeliveryOptions delivery_options;
+  delivery_options.node_name = options.node_name;
+  delivery_options.dev_dir = f.dev_dir;
+  delivery_options.pods_dir = f.pods_dir;
+  delivery_options.cdi_kind = f.cdi_kind;
+  agent::Delivery delivery(delivery_options);
+  options.on_gpus = [&delivery](std::shared_ptr<const agent::NodeGpus> gpus) {
+    delivery.SetGpus(std::move(gpus));
+  };
+  agent::nri::NriPluginOptions nri_options;
+  nri_options.socket_path = f.nri_socket;
+  nri_options.index = f.nri_index;
+  agent::nri::NriPlugin plugin(nri_options, delivery);
+  std::thread nri_thread;
+  if (!f.no_nri) {
+    nri_thread = std::thread([&plugin] { plugin.Run(g_stop); });
+  }
+  agent::NodeAgent node_agent(**discovery, **client, options);
+  absl::Status status = node_agent.Run(g_stop);
+  g_stop.store(true);
+  if (nri_thread.joinable()) nri_thread.join();
+  if (!status.ok()) return fail(ExitFor(f, status), status.message());
+  spdlog::info("stopped");
+  return kExitOk;
+}
+
+int RunCompare(const CompareFlags& f) {
+  auto fail = [](const auto& message) {
+    std::cerr << "tessera agent compare: " << message << "\n";
+    return kExitBadInput;
+  };
+  absl::StatusOr<std::string> inventory_text = sim::ReadFile(f.inventory);
+  if (!inventory_text.ok()) return fail(inventory_text.status().message());
+  absl::StatusOr<records::Inventory> inventory = records::InventoryFromJson(*inventory_text);
+  if (!inventory.ok()) return fail(StrCat(f.inventory, ": ", inventory.status().message()));
+  absl::StatusOr<std::string> q_text = sim::ReadFile(f.smi_q);
+  if (!q_text.ok()) return fail(q_text.status().message());
+  absl::StatusOr<agent::SmiLog> q = agent::ParseNvidiaSmiQ(*q_text);
+  if (!q.ok()) return fail(StrCat(f.smi_q, ": ", q.status().message()));
+  absl::StatusOr<std::string> topo_text = sim::ReadFile(f.smi_topo);
+  if (!topo_text.ok()) return fail(topo_text.status().message());
+  absl::StatusOr<core::ParsedTopology> topo = core::ParseNvidiaSmiTopo(*topo_text);
+  if (!topo.ok()) return fail(StrCat(f.smi_topo, ": ", topo.status().message()));
+  agent::CheckReport report = agent::CompareWithNvidiaSmi(*inventory, *q, *topo);
+  std::cout << report.ToMarkdown();
+  return report.mismatches() == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+void AddAgentCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<AgentFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "agent",
+      "The node agent, one per GPU node (deploy/agent-daemonset.yaml). It discovers the node's\n"
+      "GPUs through NVML (libnvidia-ml.so.1, loaded at run time) or, on machines without GPUs,\n"
+      "from a GPU description file (--gpus-file), and publishes them on the Node: the\n"
+      "tessera.dev/gpu-inventory annotation (GPUs, links, health), the labels\n"
+      "tessera.dev/gpu-model, tessera.dev/gpu-count and tessera.dev/nvlink-domain (GB200-class\n"
+      "fabric cliques), and the extended resources tessera.dev/gpu (GPUs),\n"
+      "tessera.dev/gpu-memory (bytes) and tessera.dev/gpu-compute (percent of one GPU) that the\n"
+      "kubelet admits tessera's pods against. It watches the GPUs (XID errors, MIG changes) and\n"
+      "the Node, and republishes when something changes, never when nothing did.\n"
+      "--print-inventory prints the inventory record and exits.\n"
+      "Exit status: 0 stopped by SIGTERM/SIGINT (or printed), 1 a failure (no NVIDIA driver, no\n"
+      "GPU, API server unreachable), 2 bad input (a flag, the description file, the\n"
+      "kubeconfig).");
+  cmd->add_option("--gpus-file", f->gpus_file,
+                  "GPU description file to read instead of asking NVML (the fake GPUs of a test "
+                  "node; format in src/agent/discovery/fake_gpus_file.h)");
+  cmd->add_option("--nvml-library", f->nvml_library,
+                  "The NVML library to load: a soname searched as the dynamic loader does, or a "
+                  "path (for drivers installed under /run/nvidia/driver, say)")
+      ->capture_default_str();
+  cmd->add_flag("--print-inventory", f->print_inventory,
+                "Print the tessera.dev/gpu-inventory document for this node and exit");
+  cmd->add_flag("--compact", f->compact, "With --print-inventory: one line, as in the annotation");
+  cmd->add_option("--node-name", f->node_name,
+                  "This node's name in Kubernetes (default: $NODE_NAME, else the hostname)");
+  cmd->add_option("--kubeconfig", f->kubeconfig,
+                  "Kubeconfig file (default: in-cluster service account, else $KUBECONFIG or "
+                  "~/.kube/config)");
+  cmd->add_option("--context", f->context, "Kubeconfig context (default: current-context)");
+  cmd->add_option("--rediscover-interval", f->rediscover,
+                  "How often to ask the GPUs again besides their events (500ms, 30s, 2m)")
+      ->capture_default_str();
+  cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  cmd->add_option("--nri-socket", f->nri_socket,
+                  "The container runtime's NRI socket; the agent connects as an NRI plugin and "
+                  "puts each tessera pod's GPUs into its containers")
+      ->capture_default_str();
+  cmd->add_option("--nri-index", f->nri_index,
+                  "The plugin's index among the node's NRI plugins (two digits; lower runs first)")
+      ->check([](const std::string& v) {
+        return v.size() == 2 && std::isdigit(static_cast<unsigned char>(v[0])) &&
+                       std::isdigit(static_cast<unsigned char>(v[1]))
+                   ? std::string()
+                   : std::string("must be two digits, 00..99");
+      })
+      ->capture_default_str();
+  cmd->add_flag("--no-nri", f->no_nri,
+                "Publish only: deliver nothing into containers (another component does)");
+  cmd->add_option("--dev-dir", f->dev_dir,
+                  "Where the host's GPU device nodes are (nvidia<minor>, nvidiactl, nvidia-uvm); "
+                  "their numbers are given to the containers")
+      ->capture_default_str();
+  cmd->add_option("--pods-dir", f->pods_dir,
+                  "Host folder for per-pod files (the assignment mounted into the containers); "
+                  "the agent removes the folders of pods its runtime no longer has, so nodes "
+                  "that share a host (test harnesses) need one each")
+      ->capture_default_str();
+  cmd->add_option("--cdi-kind", f->cdi_kind,
+                  "Deliver GPUs as CDI devices <kind>=<GPU UUID> (e.g. nvidia.com/gpu, from the "
+                  "NVIDIA Container Toolkit's generated spec) instead of device nodes");
+
+  auto c = std::make_shared<CompareFlags>();
+  CLI::App* compare = cmd->add_subcommand(
+      "compare",
+      "The GPU check: compare an inventory (tessera agent --print-inventory) with what\n"
+      "nvidia-smi -q and nvidia-smi topo -m print on the same machine: GPU count, and per GPU\n"
+      "UUID, index, PCI bus id, memory, model, MIG mode, NUMA node, CPU affinity, and every\n"
+      "pair's link. Prints a Markdown table. scripts/gpu_check.sh runs it.\n"
+      "Exit status: 0 all agree, 1 a mismatch, 2 a file that cannot be read.");
+  compare->add_option("--inventory", c->inventory, "The inventory JSON")->required();
+  compare->add_option("--nvidia-smi-q", c->smi_q, "Saved output of nvidia-smi -q")->required();
+  compare->add_option("--nvidia-smi-topo", c->smi_topo, "Saved output of nvidia-smi topo -m")
+      ->required();
+  compare->callback([c, exit_code]() { *exit_code = RunCompare(*c); });
+
+  cmd->callback([f, compare, exit_code]() {
+    if (compare->parsed()) return;  // the subcommand ran
+    *exit_code = RunAgent(*f);
+  });
+}
+
+}  // namespace tessera::cli
