@@ -165,8 +165,15 @@ std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodR
   std::vector<PlacementResult> results;
   for (const PodRequest& m : members) results.push_back(Place(m, Mode::kCommit, allowed));
   if (mode == Mode::kTestOnly) {
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (results[i].placed()) TESSERA_CHECK(Release(members[i].name).ok());
+    // A what-if leaves nothing behind: undone newest first with Revert, which also removes the
+    // MIG instances the members created and brings back those they destroyed (Release would
+    // leave them configured, as a pod that ended does).
+    for (size_t i = members.size(); i-- > 0;) {
+      if (!results[i].placed()) continue;
+      auto it = ledger_.find(members[i].name);
+      TESSERA_CHECK(it != ledger_.end());
+      Undo(it->second);
+      ledger_.erase(it);
     }
   }
   return results;

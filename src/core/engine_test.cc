@@ -144,6 +144,87 @@ TEST(Engine, FailedGangRollsBackExactly) {
   }
 }
 
+// Everything a what-if could leave behind: free amounts, grants, MIG instances and the ledger.
+struct StateSnapshot {
+  std::vector<GpuState> gpus;
+  std::vector<std::vector<std::pair<MigPlacement, bool>>> mig;
+  int64_t cpu = 0, memory = 0;
+  size_t placed = 0;
+
+  static StateSnapshot Of(const Engine& e) {
+    StateSnapshot s;
+    const ClusterState& st = e.state();
+    for (int n = 0; n < st.node_count(); ++n) {
+      s.cpu += st.free_cpu_milli(NodeId(n));
+      s.memory += st.free_memory_mib(NodeId(n));
+      for (int g = 0; g < static_cast<int>(st.gpus(NodeId(n)).size()); ++g) {
+        s.gpus.push_back(st.gpu(NodeId(n), g));
+        std::vector<std::pair<MigPlacement, bool>> instances;
+        for (const MigGpuState::Instance& i : st.mig(NodeId(n), g).instances) {
+          instances.emplace_back(i.placement, i.assigned);
+        }
+        s.mig.push_back(std::move(instances));
+      }
+    }
+    s.placed = e.placed_count();
+    return s;
+  }
+  void ExpectEq(const StateSnapshot& o, const std::string& what) const {
+    ASSERT_EQ(gpus.size(), o.gpus.size()) << what;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      EXPECT_EQ(gpus[i].free_memory_mib, o.gpus[i].free_memory_mib) << what << " GPU " << i;
+      EXPECT_EQ(gpus[i].free_compute_milli, o.gpus[i].free_compute_milli) << what << " GPU " << i;
+      EXPECT_EQ(gpus[i].grants, o.gpus[i].grants) << what << " GPU " << i;
+      EXPECT_EQ(gpus[i].exclusive, o.gpus[i].exclusive) << what << " GPU " << i;
+      EXPECT_EQ(mig[i], o.mig[i]) << what << " MIG instances of GPU " << i;
+    }
+    EXPECT_EQ(cpu, o.cpu) << what;
+    EXPECT_EQ(memory, o.memory) << what;
+    EXPECT_EQ(placed, o.placed) << what;
+  }
+};
+
+// PlaceGang in test-only mode (a what-if for preemption and defragmentation) reverts exactly, for
+// policies that place a gang together and for those that place its members one by one, and also
+// when the members create MIG instances or destroy idle ones to make room.
+TEST(Engine, GangWhatIfRevertsExactlyEvenMigInstances) {
+  // A MIG GPU with one idle 3g.40gb at slice 4 and nothing else configured, and a plain node.
+  Cluster c = ClusterBuilder()
+                  .Node("mig")
+                  .Gpus(2, "A100-80GB")
+                  .Mig({{"3g.40gb", 4}})
+                  .Node("plain")
+                  .Gpus(2, "A100-80GB")
+                  .Build();
+  for (std::string_view policy : PolicyNames()) {
+    Engine e(c, Make(policy));
+    ASSERT_TRUE(e.Place(Pod("cpu", GpuAsk::None())).placed()) << policy;
+    const StateSnapshot before = StateSnapshot::Of(e);
+    // Members that create 1g.10gb instances in unconfigured slices and (the 4g.40gb) destroy the
+    // idle 3g.40gb in its way, plus a whole GPU.
+    std::vector<PodRequest> members = Gang("w", 4, GpuAsk::Mig("1g.10gb"), "", false);
+    members[1].gpu = GpuAsk::Mig("4g.40gb");
+    members[2].gpu = GpuAsk::Mig("4g.40gb");
+    members[3].gpu = GpuAsk::Whole(1);
+    std::vector<PlacementResult> results = e.PlaceGang(members, Mode::kTestOnly);
+    ASSERT_EQ(results.size(), members.size());
+    bool created = false;
+    for (const PlacementResult& r : results) {
+      if (r.placed() && r.placement.mig_plan.create) created = true;
+    }
+    EXPECT_TRUE(created || !results[0].placed()) << policy << ": the what-if creates instances";
+    before.ExpectEq(StateSnapshot::Of(e), std::string(policy));
+    e.state().CheckInvariants();
+    // The same what-if again gives the same answer: nothing it did before is in its way.
+    std::vector<PlacementResult> again = e.PlaceGang(members, Mode::kTestOnly);
+    for (size_t i = 0; i < results.size(); ++i) {
+      EXPECT_EQ(again[i].outcome, results[i].outcome) << policy;
+      EXPECT_EQ(again[i].placement.gpus, results[i].placement.gpus) << policy;
+    }
+    before.ExpectEq(StateSnapshot::Of(e), std::string(policy) + " (twice)");
+  }
+}
+
 TEST(Engine, GangRequiredDomainTooSmallNeverFits) {
   Cluster c = RealityCheckCluster();
   Engine e(c, Make("tessera"));
