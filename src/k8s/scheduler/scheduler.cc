@@ -96,6 +96,14 @@ class ApiWriter final : public SchedulerActions {
     });
   }
 
+  void ReportWarning(const PodInfo& pod, std::string_view reason,
+                     const std::string& message) override {
+    const std::string now_text = FormatTime(std::chrono::system_clock::now());
+    Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"),
+                       EventJson(pod, reason, message, now_text).dump(), "application/json"},
+           pod.key);
+  }
+
   void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
                      bool repeat) override {
     const auto now = std::chrono::system_clock::now();
@@ -126,29 +134,8 @@ class ApiWriter final : public SchedulerActions {
       return;
     }
     if (reported_.size() > 200'000) reported_.clear();
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch());
-    std::string name = fmt::format("{}.{:x}", pod.name, ns.count());
-    reported_[pod.key] = Reported{name, message, 1};
-    nlohmann::json event = {{"apiVersion", "v1"},
-                            {"kind", "Event"},
-                            {"metadata", {{"name", name}, {"namespace", pod.ns}}},
-                            {"involvedObject",
-                             {{"apiVersion", "v1"},
-                              {"kind", "Pod"},
-                              {"namespace", pod.ns},
-                              {"name", pod.name},
-                              {"uid", pod.uid},
-                              {"resourceVersion", pod.resource_version}}},
-                            {"reason", "FailedScheduling"},
-                            {"message", message},
-                            {"type", "Warning"},
-                            {"source", {{"component", component_}}},
-                            {"firstTimestamp", now_text},
-                            {"lastTimestamp", now_text},
-                            {"count", 1},
-                            {"action", "Scheduling"},
-                            {"reportingComponent", component_},
-                            {"reportingInstance", instance_}};
+    nlohmann::json event = EventJson(pod, "FailedScheduling", message, now_text);
+    reported_[pod.key] = Reported{event["metadata"]["name"].get<std::string>(), message, 1};
     Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"), event.dump(),
                        "application/json"},
            pod.key);
@@ -162,6 +149,34 @@ class ApiWriter final : public SchedulerActions {
     std::string message;
     int count = 1;
   };
+  // A core/v1 Warning Event about `pod`, named as the event recorder names them.
+  nlohmann::json EventJson(const PodInfo& pod, std::string_view reason, const std::string& message,
+                           const std::string& now_text) const {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    return {{"apiVersion", "v1"},
+            {"kind", "Event"},
+            {"metadata",
+             {{"name", fmt::format("{}.{:x}", pod.name, ns.count())}, {"namespace", pod.ns}}},
+            {"involvedObject",
+             {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"namespace", pod.ns},
+              {"name", pod.name},
+              {"uid", pod.uid},
+              {"resourceVersion", pod.resource_version}}},
+            {"reason", reason},
+            {"message", message},
+            {"type", "Warning"},
+            {"source", {{"component", component_}}},
+            {"firstTimestamp", now_text},
+            {"lastTimestamp", now_text},
+            {"count", 1},
+            {"action", "Scheduling"},
+            {"reportingComponent", component_},
+            {"reportingInstance", instance_}};
+  }
+
   void Submit(HttpRequest req, const std::string& key) {
     async_.Submit(req, [req, key](const HttpResponse& r) {
       if (r.ok() || r.status == 404) return;  // a pod deleted meanwhile needs no report

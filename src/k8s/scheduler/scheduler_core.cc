@@ -146,8 +146,19 @@ bool SchedulerCore::Restore(const std::string& key, PodState& s) {
   core::NodeId id = cluster_->FindNode(s.held->node);
   if (!id.valid()) return false;  // the node is gone or not ours: nothing to account
   core::Placement p;
+  if (!s.held->gpus.gpus.empty()) {
+    absl::StatusOr<core::Placement> gpus = records::AssignmentToPlacement(*cluster_, s.held->gpus);
+    if (!gpus.ok()) {
+      spdlog::error("pod {} on node {}: {}", key, s.held->node, FromAbsl(gpus.status().message()));
+      if (metrics_ != nullptr) metrics_->restore_failures++;
+      BlockGpus(key, s, s.held->node,
+                StrCat("its ", records::kAssignmentAnnotation, " does not match node ",
+                       s.held->node, ": ", FromAbsl(gpus.status().message())));
+      return false;
+    }
+    p = *std::move(gpus);
+  }
   p.node = id;
-  for (const core::GpuGrant& g : s.held->gpus) p.gpus.push_back(g);
   p.cpu_milli = s.held->cpu_milli;
   p.memory_mib = s.held->memory_mib;
   absl::Status st = engine_->Restore(key, p);
@@ -163,10 +174,64 @@ bool SchedulerCore::Restore(const std::string& key, PodState& s) {
   if (!st.ok()) {
     spdlog::error("pod {} on node {}: {}", key, s.held->node, FromAbsl(st.message()));
     if (metrics_ != nullptr) metrics_->restore_failures++;
+    if (!p.gpus.empty()) {
+      BlockGpus(key, s, s.held->node,
+                StrCat("its ", records::kAssignmentAnnotation,
+                       " cannot be restored: ", FromAbsl(st.message())));
+    }
     return false;
   }
   s.accounted = true;
   return true;
+}
+
+void SchedulerCore::BlockGpus(const std::string& key, PodState& s, const std::string& node,
+                              const std::string& why) {
+  if (s.blocks != node) {
+    UnblockGpus(key, s);
+    s.blocks = node;
+    std::set<std::string>& by = gpu_blocked_[node];
+    if (by.empty()) allowed_sets_.clear();  // GPU pods' allowed sets change
+    by.insert(key);
+    spdlog::error(
+        "pod {} on node {}: {}; node {} takes no GPU pods until the pod is gone or its record "
+        "is readable (its GPUs are never treated as free)",
+        key, node, why, node);
+  }
+  if (s.warned != why) {
+    s.warned = why;
+    actions_->ReportWarning(
+        *s.info, "GpuAssignmentUnreadable",
+        StrCat(why, "; node ", node,
+               " takes no GPU pods until this pod is gone or its record is readable"));
+  }
+  if (metrics_ != nullptr) {
+    metrics_->nodes_gpu_blocked = static_cast<int64_t>(gpu_blocked_.size());
+    int64_t pods = 0;
+    for (const auto& [n, by] : gpu_blocked_) pods += static_cast<int64_t>(by.size());
+    metrics_->pods_unaccounted_gpus = pods;
+  }
+}
+
+void SchedulerCore::UnblockGpus(const std::string& key, PodState& s) {
+  if (s.blocks.empty()) return;
+  auto it = gpu_blocked_.find(s.blocks);
+  if (it != gpu_blocked_.end()) {
+    it->second.erase(key);
+    if (it->second.empty()) {
+      spdlog::info("node {} takes GPU pods again", s.blocks);
+      gpu_blocked_.erase(it);
+      allowed_sets_.clear();
+      RequestRetry();
+    }
+  }
+  s.blocks.clear();
+  if (metrics_ != nullptr) {
+    metrics_->nodes_gpu_blocked = static_cast<int64_t>(gpu_blocked_.size());
+    int64_t pods = 0;
+    for (const auto& [n, by] : gpu_blocked_) pods += static_cast<int64_t>(by.size());
+    metrics_->pods_unaccounted_gpus = pods;
+  }
 }
 
 void SchedulerCore::Release(PodState& s) {
@@ -175,6 +240,7 @@ void SchedulerCore::Release(PodState& s) {
     if (!st.ok()) spdlog::error("release {}: {}", s.info->key, FromAbsl(st.message()));
     RequestRetry();
   }
+  UnblockGpus(s.info->key, s);
   s.accounted = false;
   s.held.reset();
 }
@@ -189,16 +255,14 @@ std::optional<SchedulerCore::Held> SchedulerCore::HeldFromPod(const PodInfo& pod
   }
   if (pod.assignment) {
     if (pod.assignment->node != pod.node_name) {
-      spdlog::warn(
-          "pod {}: {} names node {} but the pod is bound to {}; its GPUs are not "
-          "accounted",
-          pod.key, records::kAssignmentAnnotation, pod.assignment->node, pod.node_name);
+      h.unreadable = StrCat("its ", records::kAssignmentAnnotation, " names node ",
+                            pod.assignment->node, " but the pod is bound to ", pod.node_name);
     } else {
-      for (const records::AssignedGpu& g : pod.assignment->gpus) h.gpus.push_back(g.grant);
+      h.gpus = *pod.assignment;
     }
   } else if (!pod.assignment_error.empty()) {
-    spdlog::warn("pod {}: {} is invalid ({}); its GPUs are not accounted", pod.key,
-                 records::kAssignmentAnnotation, pod.assignment_error);
+    h.unreadable =
+        StrCat("its ", records::kAssignmentAnnotation, " cannot be read: ", pod.assignment_error);
   } else if (pod.input_error.empty() && pod.request.gpu.kind != core::GpuAsk::Kind::kNone &&
              pod.scheduler_name == options_.scheduler_name) {
     spdlog::warn(
@@ -212,30 +276,16 @@ std::optional<SchedulerCore::Held> SchedulerCore::HeldFromPod(const PodInfo& pod
 SchedulerCore::Held SchedulerCore::HeldFromPlacement(const core::Placement& p) const {
   Held h;
   h.node = cluster_->node(p.node).name;
-  h.gpus.assign(p.gpus.begin(), p.gpus.end());
+  if (!p.gpus.empty()) h.gpus = records::MakeAssignment(*cluster_, p);
   h.cpu_milli = p.cpu_milli;
   h.memory_mib = p.memory_mib;
   return h;
 }
 
-std::string SchedulerCore::AssignmentJson(const Held& held) const {
-  records::Assignment a;
-  a.node = held.node;
-  core::NodeId id = cluster_->FindNode(held.node);
-  for (const core::GpuGrant& g : held.gpus) {
-    records::AssignedGpu ag;
-    ag.grant = g;
-    if (id.valid() && g.gpu < cluster_->node(id).gpu_count()) {
-      ag.uuid = cluster_->node(id).gpus[g.gpu].uuid;
-    }
-    a.gpus.push_back(std::move(ag));
-  }
-  return records::AssignmentToJson(a);
-}
-
 void SchedulerCore::AccountBound(const std::string& key, PodState& s) {
   s.held = HeldFromPod(*s.info);
   s.stage = Stage::kBound;
+  if (!s.held->unreadable.empty()) BlockGpus(key, s, s.held->node, s.held->unreadable);
   if (cluster_dirty_) return;  // the rebuild before the next decision restores it
   Restore(key, s);
 }
@@ -305,8 +355,7 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
     return;
   }
   const bool fresh = s.stage == Stage::kNew || s.stage == Stage::kIgnored ||
-                     s.stage == Stage::kBadInput || !prev ||
-                     prev->request_digest != pod->request_digest;
+                     s.stage == Stage::kBadInput || !prev || !prev->SameAsk(*pod);
   if (fresh) {
     Dequeue(key, s);
     LeaveGang(key, s);
@@ -462,7 +511,9 @@ void SchedulerCore::StartBind(const std::string& key, PodState& s,
   s.stage = Stage::kBinding;
   ++s.attempt;
   if (metrics_ != nullptr) metrics_->binding_in_flight++;
-  actions_->Bind(*s.info, s.held->node, AssignmentJson(*s.held), s.attempt);
+  records::Assignment record = s.held->gpus;
+  record.node = s.held->node;
+  actions_->Bind(*s.info, s.held->node, records::AssignmentToJson(record), s.attempt);
   (void)key;
 }
 
@@ -470,55 +521,36 @@ namespace {
 
 constexpr size_t kMaxAllowedSets = 4096;
 
-// Everything NodeAllows reads of a pod, length-prefixed: equal keys, equal allowed nodes.
-std::string ConstraintKey(const PodInfo& pod) {
-  std::string key;
-  auto put = [&](std::string_view s) { StrAppend(&key, s.size(), ":", s); };
-  for (const Toleration& t : pod.tolerations) {
-    key += 't';
-    for (std::string_view part : {t.key, t.op, t.value, t.effect}) put(part);
-  }
-  for (const auto& [k, v] : pod.node_selector) {
-    key += 's';
-    put(k);
-    put(v);
-  }
-  if (pod.has_affinity) key += 'a';
-  for (const NodeSelectorTerm& term : pod.affinity_terms) {
-    key += '(';
-    for (const NodeSelectorRequirement& r : term) {
-      key += r.field ? 'f' : 'l';
-      put(r.key);
-      put(r.op);
-      for (const std::string& v : r.values) put(v);
-      key += ';';
-    }
-    key += ')';
-  }
-  return key;
-}
-
 }  // namespace
 
 std::shared_ptr<const SchedulerCore::AllowedSet> SchedulerCore::Allowed(const PodInfo& pod) {
-  if (!pod.has_node_constraints() && tainted_nodes_ == 0) return nullptr;
-  const std::string key = ConstraintKey(pod);
+  const bool gpus = pod.request.gpu.kind != core::GpuAsk::Kind::kNone;
+  const bool blocked = gpus && !gpu_blocked_.empty();
+  if (!pod.constraints.selects() && tainted_nodes_ == 0 && !blocked) return nullptr;
+  auto key = std::make_pair(pod.constraints, blocked);
   if (auto it = allowed_sets_.find(key); it != allowed_sets_.end()) return it->second;
   std::vector<bool> allows(cluster_->node_count());
-  int taint = 0, selector = 0;
+  int taint = 0, selector = 0, unaccounted = 0;
   for (int i = 0; i < cluster_->node_count(); ++i) {
     std::string why;
-    if (NodeAllows(*nodes_.at(cluster_->node(core::NodeId(i)).name), pod, &why)) {
-      allows[i] = true;
-    } else {
+    const std::string& name = cluster_->node(core::NodeId(i)).name;
+    if (!NodeAllows(*nodes_.at(name), pod, &why)) {
       ++(why == "taint" ? taint : selector);
+    } else if (blocked && gpu_blocked_.contains(name)) {
+      ++unaccounted;
+    } else {
+      allows[i] = true;
     }
   }
   std::string none;
-  if (taint + selector == cluster_->node_count()) {
+  if (taint + selector + unaccounted == cluster_->node_count()) {
     none = StrCat("no node may take this pod: ", cluster_->node_count(), " nodes; ", taint,
                   " with taints it does not tolerate, ", selector,
                   " not matching its nodeSelector or node affinity");
+    if (unaccounted > 0) {
+      StrAppend(&none, ", ", unaccounted, " blocked for GPU pods (a bound pod's ",
+                records::kAssignmentAnnotation, " there cannot be read)");
+    }
   }
   // Pods with constraints of their own (one hostname each, say) would grow this without end.
   if (allowed_sets_.size() >= kMaxAllowedSets) allowed_sets_.clear();
@@ -775,9 +807,8 @@ std::optional<Stage> SchedulerCore::StageOf(const std::string& key) const {
 std::optional<records::Assignment> SchedulerCore::HeldFor(const std::string& key) const {
   auto it = pods_.find(key);
   if (it == pods_.end() || !it->second.held || !it->second.accounted) return std::nullopt;
-  records::Assignment a;
+  records::Assignment a = it->second.held->gpus;
   a.node = it->second.held->node;
-  for (const core::GpuGrant& g : it->second.held->gpus) a.gpus.push_back({g, ""});
   return a;
 }
 

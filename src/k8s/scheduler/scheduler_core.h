@@ -71,6 +71,9 @@ class SchedulerActions {
   // the same message was reported before; only the Event's count needs bumping.
   virtual void ReportFailure(const PodInfo& pod, std::string_view reason,
                              const std::string& message, bool repeat) = 0;
+  // A Warning Event on `pod` (bound or not) with `reason` and `message`; no condition.
+  virtual void ReportWarning(const PodInfo& pod, std::string_view reason,
+                             const std::string& message) = 0;
 };
 
 enum class Change { kAdded, kUpdated, kDeleted };
@@ -125,9 +128,14 @@ class SchedulerCore {
  private:
   struct Held {
     std::string node;
-    std::vector<core::GpuGrant> gpus;
+    // The GPUs, as the tessera.dev/assignment record names them (records/assignment.h converts
+    // to and from engine placements); empty gpus for a pod without GPUs.
+    records::Assignment gpus;
     int64_t cpu_milli = 0;
     int64_t memory_mib = 0;
+    // Non-empty: the pod's GPUs cannot be known (its assignment is unreadable or names another
+    // node); they are not in `gpus`, and its node takes no GPU pods while it is there.
+    std::string unreadable;
     bool operator==(const Held&) const = default;
   };
   struct PodState {
@@ -144,6 +152,8 @@ class SchedulerCore {
     std::string gang;          // gang key it is a member of ("" none)
     std::string reported;      // last message reported
     std::chrono::steady_clock::time_point reported_at;
+    std::string blocks;  // the node whose GPUs it blocks ("" none): see BlockGpus
+    std::string warned;  // the last warning reported about its assignment
   };
   struct Gang {
     int32_t size = 0;
@@ -161,7 +171,11 @@ class SchedulerCore {
   void AccountBound(const std::string& key, PodState& s);
   std::optional<Held> HeldFromPod(const PodInfo& pod) const;
   Held HeldFromPlacement(const core::Placement& p) const;
-  std::string AssignmentJson(const Held& held) const;
+  // A bound pod whose GPUs cannot be accounted (`why`) keeps `node` from taking GPU pods until it
+  // is gone or readable: its GPUs are never treated as free. An Event and the metrics say so.
+  void BlockGpus(const std::string& key, PodState& s, const std::string& node,
+                 const std::string& why);
+  void UnblockGpus(const std::string& key, PodState& s);
   void Enqueue(const std::string& key, PodState& s);
   void Dequeue(const std::string& key, PodState& s);
   void JoinGang(const std::string& key, PodState& s);
@@ -196,8 +210,12 @@ class SchedulerCore {
   std::map<std::string, std::shared_ptr<const NodeInfo>> nodes_;  // by name, sorted
   bool cluster_dirty_ = true;
   int tainted_nodes_ = 0;  // nodes in the engine's cluster with NoSchedule/NoExecute taints
-  // Allowed sets by the pods' constraints (ConstraintKey); cleared when the cluster is rebuilt.
-  absl::flat_hash_map<std::string, std::shared_ptr<const AllowedSet>> allowed_sets_;
+  // Allowed sets by the pods' constraints and whether they ask GPUs; cleared when the cluster is
+  // rebuilt or the GPU-blocked nodes change.
+  absl::flat_hash_map<std::pair<NodeConstraints, bool>, std::shared_ptr<const AllowedSet>>
+      allowed_sets_;
+  // Nodes whose GPUs take no new pods, and the bound pods that block them (BlockGpus).
+  std::map<std::string, std::set<std::string>> gpu_blocked_;
   std::unique_ptr<core::Cluster> cluster_;
   std::unique_ptr<core::Engine> engine_;
 
