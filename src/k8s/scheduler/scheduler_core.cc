@@ -454,10 +454,7 @@ void SchedulerCore::OnBindResult(const std::string& key, uint64_t attempt,
   Release(s);
   ++s.bind_failures;
   s.stage = Stage::kBackoff;
-  auto delay = std::min<std::chrono::milliseconds>(
-      std::chrono::milliseconds(1000LL << std::min(s.bind_failures - 1, 6)),
-      std::chrono::milliseconds(60'000));
-  s.retry_at = clock_() + delay;
+  s.retry_at = clock_() + Backoff::Delay(options_.bind_backoff, s.bind_failures, 0.0);
   delayed_.insert(key);
   Report(s, "SchedulerError",
          StrCat("binding to node ", node, " failed: ", FromAbsl(status.message())));

@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 #include "core/engine.h"
 #include "core/model/cluster.h"
+#include "k8s/client/backoff.h"
 #include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/queue.h"
@@ -54,6 +55,9 @@ struct SchedulerCoreOptions {
   std::chrono::milliseconds retry_period{30'000};
   // A failure reported again with the same message bumps the Event at most this often.
   std::chrono::milliseconds report_repeat_interval{300'000};
+  // A failed bind is retried after Backoff::Delay(bind_backoff, failures so far).
+  Backoff::Params bind_backoff{std::chrono::milliseconds(1'000), 2.0,
+                               std::chrono::milliseconds(60'000), 0.0};
   // A bind answered 409 that the watch has not explained after this long is retried.
   std::chrono::milliseconds bind_conflict_timeout{30'000};
   int max_pods_per_cycle = 512;
