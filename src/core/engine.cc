@@ -6,6 +6,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
+#include "core/topology/mig_select.h"
 
 namespace tessera::core {
 
@@ -28,34 +29,66 @@ void Engine::Undo(const Placement& p) {
   policy_->OnNodeChanged(state_, p.node);
 }
 
-PlacementResult Engine::Place(const PodRequest& request, Mode mode,
-                              const std::vector<Candidate>* allowed, const NodeSet* nodes) {
+const std::optional<std::string>& Engine::NeverFits(const Query& query) {
+  RequestShape shape = RequestShape::Of(query);
+  shape.node_set = 0;  // it asks about the whole cluster
+  auto it = never_fits_.find(shape);
+  if (it == never_fits_.end())
+    it = never_fits_.emplace(shape, core::NeverFitsReason(state_, query)).first;
+  return it->second;
+}
+
+std::optional<std::string> Engine::NeverFitsReason(const PodRequest& request) {
+  const PodRequest& effective = policy_->Effective(request);
+  return NeverFits(Query(state_, effective));
+}
+
+PlacementResult Engine::Decide(const PodRequest& request, const std::vector<Candidate>* allowed,
+                               const NodeSet* nodes, bool explain) {
   PlacementResult result;
-  if (ledger_.contains(request.name)) {
-    result.reason = StrCat("pod ", request.name, " is already placed");
-    return result;
-  }
   const PodRequest& effective = policy_->Effective(request);
   Query query(state_, effective, allowed, nodes);
   std::vector<NodeId> declined;
-  std::optional<NodeChoice> choice = policy_->Choose(state_, query, &declined);
+  std::optional<NodeChoice> choice = policy_->Choose(state_, query, explain ? &declined : nullptr);
   if (!choice) {
-    if (std::optional<std::string> never = NeverFitsReason(state_, query)) {
+    if (const std::optional<std::string>& never = NeverFits(query)) {
       result.outcome = Outcome::kNeverFits;
-      result.reason = std::move(*never);
-    } else {
+      result.reason = *never;
+    } else if (explain) {
       result.reason = ExplainNoFit(state_, query, declined);
     }
     return result;
   }
   result.outcome = Outcome::kPlaced;
   result.placement = std::move(choice->placement);
-  if (mode == Mode::kCommit) {
+  return result;
+}
+
+PlacementResult Engine::Place(const PodRequest& request, Mode mode,
+                              const std::vector<Candidate>* allowed, const NodeSet* nodes) {
+  if (ledger_.contains(request.name)) {
+    PlacementResult result;
+    result.reason = StrCat("pod ", request.name, " is already placed");
+    return result;
+  }
+  PlacementResult result = Decide(request, allowed, nodes, /*explain=*/true);
+  if (result.placed() && mode == Mode::kCommit) {
     Commit(result.placement);
     ledger_.emplace(request.name, result.placement);
   }
   return result;
 }
+
+Outcome Engine::PlaceUnnamed(const PodRequest& request, Placement* placement) {
+  PlacementResult result = Decide(request, nullptr, nullptr, /*explain=*/false);
+  if (result.placed()) {
+    Commit(result.placement);
+    *placement = std::move(result.placement);
+  }
+  return result.outcome;
+}
+
+void Engine::Unapply(const Placement& placement) { Undo(placement); }
 
 absl::Status Engine::Release(std::string_view pod) {
   auto it = ledger_.find(ToAbsl(pod));
@@ -83,20 +116,7 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
                                 ? cluster_->mig_model(p.node, g.gpu)
                                 : nullptr;
     if (model && g.mig.profile < static_cast<int>(model->profiles.size())) {
-      const MigGpuState& m = state_.mig(p.node, g.gpu);
-      const MigProfile& want = model->profiles[g.mig.profile];
-      p.mig_plan = MigPlan{};
-      const MigGpuState::Instance* same = m.Find(g.mig);
-      if (!same || same->assigned) {
-        p.mig_plan.create = true;
-        for (const MigGpuState::Instance& i : m.instances) {
-          const MigProfile& have = model->profiles[i.placement.profile];
-          if (!i.assigned && ((have.slots(i.placement.start) & want.slots(g.mig.start)) ||
-                              (want.media_extensions && have.media_extensions))) {
-            p.mig_plan.destroy.push_back(i.placement);
-          }
-        }
-      }
+      p.mig_plan = MigPlanFor(*model, state_.mig(p.node, g.gpu), g.mig);
     }
   }
   std::string why;
@@ -230,7 +250,7 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
       any_share = true;
     }
     Query query(state_, effective);
-    if (std::optional<std::string> never = NeverFitsReason(state_, query)) {
+    if (const std::optional<std::string>& never = NeverFits(query)) {
       return fail_all(Outcome::kNeverFits, StrCat("member ", m.name, ": ", *never));
     }
   }

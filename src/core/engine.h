@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "core/model/cluster.h"
 #include "core/model/request.h"
 #include "core/policy/policy.h"
+#include "core/policy/shape_index.h"
 #include "core/topology/domains.h"
 
 namespace tessera::core {
@@ -41,6 +43,19 @@ class Engine {
   PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit,
                         const std::vector<Candidate>* allowed = nullptr,
                         const NodeSet* nodes = nullptr);
+
+  // For replays that keep their placements themselves (by trace index, say): decides exactly as
+  // Place does and applies the placement, but keeps no ledger entry and builds no per-node
+  // explanation for a pod that does not fit (the outcome alone: placed, not now, never). Undo
+  // with Unapply.
+  Outcome PlaceUnnamed(const PodRequest& request, Placement* placement);
+  // Returns exactly what `placement` took (MIG instances it created are removed again): the
+  // departure of a pod placed by PlaceUnnamed.
+  void Unapply(const Placement& placement);
+
+  // Why a request can never fit in this cluster, or nullopt when some node could take it empty.
+  // Depends only on the cluster: remembered per request shape.
+  std::optional<std::string> NeverFitsReason(const PodRequest& request);
 
   // Places all members of one gang or none. Results are in member order; on failure every result
   // carries the same outcome and reason, and the state is exactly as before.
@@ -76,6 +91,13 @@ class Engine {
  private:
   void Commit(const Placement& p);
   void Undo(const Placement& p);
+  // The one decision of Place and PlaceUnnamed: the policy's choice for `request` (Effective
+  // applied), else why not (kNeverFits with its reason; kNoFitNow with the per-node explanation
+  // when `explain`).
+  PlacementResult Decide(const PodRequest& request, const std::vector<Candidate>* allowed,
+                         const NodeSet* nodes, bool explain);
+  // NeverFitsReason of an effective request's query, remembered per shape.
+  const std::optional<std::string>& NeverFits(const Query& query);
   // Places every member inside `candidates` (nullptr = anywhere), largest asks first (the order
   // in `order`), and commits them all, or returns false having undone what it placed. `placed`
   // is in member order; `failure` gets the reason.
@@ -95,6 +117,7 @@ class Engine {
   ClusterState state_;
   TopologyDomains domains_;
   absl::flat_hash_map<std::string, Placement> ledger_;
+  absl::flat_hash_map<RequestShape, std::optional<std::string>> never_fits_;
 };
 
 }  // namespace tessera::core
