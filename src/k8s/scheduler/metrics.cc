@@ -101,6 +101,8 @@ std::string SchedulerMetrics::Render() const {
   decision_duration.Render("tessera_scheduler_decision_duration_seconds", &out);
   Header(&out, "tessera_scheduler_pending_pods", "gauge", "Pods waiting, by state.");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"active\"} ", pending_active.load(), "\n");
+  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"backoff\"} ", pending_backoff.load(),
+            "\n");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"unschedulable\"} ",
             pending_unschedulable.load(), "\n");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"gang_waiting\"} ",

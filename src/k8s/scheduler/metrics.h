@@ -20,8 +20,8 @@
 //   tessera_scheduler_pods_unaccounted_gpus                   such bound pods
 //   tessera_scheduler_decision_duration_seconds               histogram: one decision (a pod, or
 //                                                             a whole gang), the engine's time
-//   tessera_scheduler_pending_pods{state}                     active, unschedulable, gang_waiting,
-//                                                             binding
+//   tessera_scheduler_pending_pods{state}                     active, backoff, unschedulable,
+//                                                             gang_waiting, binding
 //   tessera_scheduler_is_leader, _restore_failures_total, _cluster_rebuilds_total, and what the
 //   informers report (lists, relists after "too old", watch failures).
 #pragma once
@@ -76,6 +76,7 @@ class SchedulerMetrics {
   std::atomic<int64_t> pending_active{0};
   std::atomic<int64_t> pending_unschedulable{0};
   std::atomic<int64_t> pending_gang_waiting{0};
+  std::atomic<int64_t> pending_backoff{0};
   std::atomic<int64_t> binding_in_flight{0};
   std::atomic<int64_t> is_leader{0};
   std::atomic<int64_t> nodes_bad_inventory{0};

@@ -69,32 +69,11 @@ Change ChangeOf(int informer_kind) {
   }
 }
 
-// SchedulerActions on the API server, asynchronously.
-class ApiWriter final : public SchedulerActions {
+// Reporter on the API server, asynchronously: PodScheduled conditions and Events.
+class ApiReporter final : public Reporter {
  public:
-  ApiWriter(std::shared_ptr<Transport> transport, AsyncClientOptions options, std::string component,
-            std::string instance, EventQueue* events)
-      : async_(std::move(transport), options),
-        component_(std::move(component)),
-        instance_(std::move(instance)),
-        events_(events) {}
-
-  void Bind(const PodInfo& pod, const std::string& node, const std::string& assignment,
-            uint64_t attempt) override {
-    nlohmann::json annotations = {{std::string(records::kAssignmentAnnotation), assignment}};
-    HttpRequest req{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/binding"),
-                    BindingBody(pod.ns, pod.name, pod.uid, node, annotations).dump(),
-                    "application/json"};
-    std::string key = pod.key;
-    async_.Submit(req, [this, req, key, attempt](const HttpResponse& r) {
-      LoopEvent e;
-      e.kind = LoopEvent::kBindResult;
-      e.key = key;
-      e.attempt = attempt;
-      e.status = StatusFromResponse(req, r);
-      events_->Push(std::move(e));
-    });
-  }
+  ApiReporter(AsyncClient& client, std::string component, std::string instance)
+      : async_(client), component_(std::move(component)), instance_(std::move(instance)) {}
 
   void ReportWarning(const PodInfo& pod, std::string_view reason,
                      const std::string& message) override {
@@ -141,8 +120,6 @@ class ApiWriter final : public SchedulerActions {
            pod.key);
   }
 
-  bool Drain(std::chrono::milliseconds timeout) { return async_.Drain(timeout); }
-
  private:
   struct Reported {
     std::string name;
@@ -184,10 +161,9 @@ class ApiWriter final : public SchedulerActions {
     });
   }
 
-  AsyncClient async_;
+  AsyncClient& async_;
   std::string component_;
   std::string instance_;
-  EventQueue* events_;
   absl::flat_hash_map<std::string, Reported> reported_;  // scheduler thread only
 };
 
@@ -278,10 +254,20 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   AsyncClientOptions wo;
   wo.max_in_flight = config_.bind_concurrency;
   wo.http2 = config_.http2;
-  ApiWriter writer(client_.transport(), wo, config_.core.scheduler_name, config_.lease.identity,
-                   &events);
+  // One client for every write: binds, conditions and Events.
+  AsyncClient writes(client_.transport(), wo);
+  ApiReporter reporter(writes, config_.core.scheduler_name, config_.lease.identity);
+  AnnotationBinder binder(writes,
+                          [&events](const std::string& key, uint64_t attempt, absl::Status status) {
+                            LoopEvent e;
+                            e.kind = LoopEvent::kBindResult;
+                            e.key = key;
+                            e.attempt = attempt;
+                            e.status = std::move(status);
+                            events.Push(std::move(e));
+                          });
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCore> core,
-                           SchedulerCore::Create(config_.core, &writer, &metrics_));
+                           SchedulerCore::Create(config_.core, &binder, &reporter, &metrics_));
 
   ListWatchOptions node_options;
   node_options.resource = "nodes";
@@ -407,7 +393,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     }
   }
   // Let binds in flight land before giving up the lease, so that the next leader sees them.
-  if (!writer.Drain(std::chrono::seconds(10))) {
+  if (!writes.Drain(std::chrono::seconds(10))) {
     spdlog::warn("stopping with writes still in flight");
   }
   if (elector) elector->Stop();

@@ -1,6 +1,6 @@
 // SchedulerCore driven step by step: node and pod events in, binds and reports out (a recording
-// fake of SchedulerActions, an interface we own), with an injected clock. The same behaviour
-// against the real API server is in test/k8s/scheduler_e2e_test.cc.
+// fake of the Binder and Reporter interfaces, which we own), with an injected clock. The same
+// behaviour against the real API server is in test/k8s/scheduler_e2e_test.cc.
 #include "k8s/scheduler/scheduler_core.h"
 
 #include "common/strings.h"
@@ -31,13 +31,14 @@ struct ReportCall {
   bool repeat;
 };
 
-class Recorder : public SchedulerActions {
+class Recorder : public Binder, public Reporter {
  public:
-  void Bind(const PodInfo& pod, const std::string& node, const std::string& assignment,
-            uint64_t attempt) override {
-    absl::StatusOr<records::Assignment> a = records::AssignmentFromJson(assignment);
+  void Bind(const PodInfo& pod, const records::Assignment& assignment, uint64_t attempt) override {
+    // The record as the annotation binder writes it, read back as the node agent reads it.
+    absl::StatusOr<records::Assignment> a =
+        records::AssignmentFromJson(records::AssignmentToJson(assignment));
     EXPECT_TRUE(a.ok()) << a.status();
-    binds.push_back({pod.key, node, *a, attempt});
+    binds.push_back({pod.key, assignment.node, *a, attempt});
   }
   void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
                      bool repeat) override {
@@ -59,7 +60,7 @@ class CoreTest : public ::testing::Test {
   void Make(SchedulerCoreOptions o) {
     o.retry_min_interval = std::chrono::milliseconds(1000);
     o.retry_period = std::chrono::milliseconds(30'000);
-    auto c = SchedulerCore::Create(o, &actions_, &metrics_, [this] { return now_; });
+    auto c = SchedulerCore::Create(o, &actions_, &actions_, &metrics_, [this] { return now_; });
     ASSERT_TRUE(c.ok()) << c.status();
     core_ = std::move(*c);
   }
