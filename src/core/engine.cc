@@ -12,21 +12,155 @@ namespace tessera::core {
 
 Engine::Engine(const Cluster& cluster, std::unique_ptr<Policy> policy,
                std::vector<TopologyLevel> levels)
-    : cluster_(&cluster),
+    : cluster_(cluster),
       policy_(std::move(policy)),
-      state_(cluster),
-      domains_(cluster, std::move(levels)) {
+      state_(cluster_),
+      domains_(cluster_, std::move(levels)) {
+  IndexDomains();
   policy_->Attach(state_);
 }
 
 void Engine::Commit(const Placement& p) {
   state_.Apply(p);
   policy_->OnNodeChanged(state_, p.node);
+  UpdateDomains(p.node);
 }
 
 void Engine::Undo(const Placement& p) {
   state_.Revert(p);
   policy_->OnNodeChanged(state_, p.node);
+  UpdateDomains(p.node);
+}
+
+void Engine::IndexDomains() {
+  const size_t levels = domains_.levels().size();
+  domain_free_.assign(levels, {});
+  by_free_.assign(levels, {});
+  node_domains_.assign(cluster_.node_count(), {});
+  for (size_t l = 0; l < levels; ++l) {
+    const std::vector<Domain>& domains = domains_.domains(static_cast<int>(l));
+    domain_free_[l].assign(domains.size(), DomainFree{});
+    for (size_t d = 0; d < domains.size(); ++d) {
+      for (const Candidate& c : domains[d].candidates) {
+        node_domains_[c.node.value()].push_back(
+            NodeDomain{static_cast<int>(l), static_cast<int>(d),
+                       c.gpu_mask & cluster_.node(c.node).all_gpus_mask(), DomainFree{}});
+      }
+      by_free_[l].emplace(0, static_cast<int>(d));
+    }
+  }
+  for (int n = 0; n < cluster_.node_count(); ++n) UpdateDomains(NodeId(n));
+}
+
+void Engine::UpdateDomains(NodeId node) {
+  for (NodeDomain& nd : node_domains_[node.value()]) {
+    DomainFree now;
+    now.whole = __builtin_popcountll(state_.whole_free_mask(node) & nd.mask);
+    std::span<const GpuState> gpus = state_.gpus(node);
+    for (uint64_t a = nd.mask; a; a &= a - 1) {
+      const GpuState& g = gpus[__builtin_ctzll(a)];
+      if (!g.exclusive) now.compute += g.free_compute_milli;
+    }
+    if (now.compute == nd.free.compute && now.whole == nd.free.whole) continue;
+    DomainFree& total = domain_free_[nd.level][nd.domain];
+    by_free_[nd.level].erase({total.compute, nd.domain});
+    total.compute += now.compute - nd.free.compute;
+    total.whole += now.whole - nd.free.whole;
+    by_free_[nd.level].emplace(total.compute, nd.domain);
+    nd.free = now;
+  }
+}
+
+void Engine::TouchNode(NodeId node) {
+  state_.Touch(node);
+  policy_->OnNodeChanged(state_, node);
+}
+
+void Engine::ReleaseAllOn(NodeId node, std::vector<std::string>* released) {
+  for (auto it = ledger_.begin(); it != ledger_.end();) {
+    if (it->second.node != node) {
+      ++it;
+      continue;
+    }
+    state_.Release(it->second);
+    if (released) released->push_back(it->first);
+    ledger_.erase(it++);
+  }
+}
+
+absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added,
+                                 std::vector<std::string>* released) {
+  // Validate first, so that a bad spec changes nothing.
+  for (NodeId id : changes.remove) {
+    if (!id.valid() || id.value() >= cluster_.node_count() || !cluster_.live(id)) {
+      return absl::NotFoundError(StrCat("no live node #", id.value(), " to remove"));
+    }
+  }
+  {
+    // Each new spec alone, as Cluster::Create validates.
+    for (const auto& [id, spec] : changes.update) {
+      if (!id.valid() || id.value() >= cluster_.node_count() || !cluster_.live(id) ||
+          cluster_.node(id).name != spec.name) {
+        return absl::NotFoundError(StrCat("no live node ", spec.name, " to update"));
+      }
+      TESSERA_RETURN_IF_ERROR(Cluster::Create({spec}).status());
+    }
+    for (const NodeSpec& spec : changes.add) {
+      TESSERA_RETURN_IF_ERROR(Cluster::Create({spec}).status());
+      if (cluster_.FindNode(spec.name).valid()) {
+        return absl::AlreadyExistsError(StrCat("node ", spec.name, " exists"));
+      }
+    }
+  }
+  bool structural = !changes.remove.empty() || !changes.add.empty();
+  std::vector<NodeId> touched;
+  for (NodeId id : changes.remove) {
+    ReleaseAllOn(id, released);
+    cluster_.RemoveNode(id);
+    state_.InitNode(id);  // nothing left: no capacity
+  }
+  auto level_labels_differ = [&](const NodeSpec& a, const NodeSpec& b) {
+    for (const TopologyLevel& l : domains_.levels()) {
+      auto x = a.labels.find(l.label), y = b.labels.find(l.label);
+      const bool hx = x != a.labels.end(), hy = y != b.labels.end();
+      if (hx != hy || (hx && x->second != y->second)) return true;
+    }
+    return false;
+  };
+  for (auto& [id, spec] : changes.update) {
+    const NodeSpec& old = cluster_.node(id);
+    const bool capacity = !spec.SameHardware(old);
+    const bool levels = level_labels_differ(spec, old);
+    if (capacity) ReleaseAllOn(id, released);
+    TESSERA_CHECK(cluster_.UpdateNode(id, std::move(spec)).ok());  // validated above
+    if (capacity) {
+      state_.InitNode(id);
+      structural = true;
+    } else if (levels) {
+      structural = true;
+    } else {
+      touched.push_back(id);  // labels that no policy or level reads: the node as it was
+    }
+  }
+  for (NodeSpec& spec : changes.add) {
+    absl::StatusOr<NodeId> id = cluster_.AddNode(std::move(spec));
+    TESSERA_CHECK(id.ok());  // validated above
+    state_.InitNode(*id);
+    if (added) added->push_back(*id);
+  }
+  for (const auto& [id, cordoned] : changes.cordon) {
+    state_.SetCordoned(id, cordoned);
+    touched.push_back(id);
+  }
+  if (structural) {
+    never_fits_.clear();
+    domains_ = TopologyDomains(cluster_, domains_.levels());
+    IndexDomains();
+    policy_->OnClusterChanged(state_);
+  } else {
+    for (NodeId id : touched) TouchNode(id);
+  }
+  return absl::OkStatus();
 }
 
 const std::optional<std::string>& Engine::NeverFits(const Query& query) {
@@ -97,6 +231,7 @@ absl::Status Engine::Release(std::string_view pod) {
   }
   state_.Release(it->second);  // a MIG instance stays configured, idle
   policy_->OnNodeChanged(state_, it->second.node);
+  UpdateDomains(it->second.node);
   ledger_.erase(it);
   return absl::OkStatus();
 }
@@ -110,10 +245,10 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
   // were destroyed when the pod was placed).
   Placement p = placement;
   if (p.gpus.size() == 1 && p.gpus[0].is_mig() && p.node.valid() &&
-      p.node.value() < cluster_->node_count()) {
+      p.node.value() < cluster_.node_count()) {
     const GpuGrant& g = p.gpus[0];
-    const MigModel* model = g.gpu >= 0 && g.gpu < cluster_->node(p.node).gpu_count()
-                                ? cluster_->mig_model(p.node, g.gpu)
+    const MigModel* model = g.gpu >= 0 && g.gpu < cluster_.node(p.node).gpu_count()
+                                ? cluster_.mig_model(p.node, g.gpu)
                                 : nullptr;
     if (model && g.mig.profile < static_cast<int>(model->profiles.size())) {
       p.mig_plan = MigPlanFor(*model, state_.mig(p.node, g.gpu), g.mig);
@@ -171,7 +306,7 @@ int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
   int64_t free = 0;
   for (const Candidate& c : domain) {
     std::span<const GpuState> gpus = state_.gpus(c.node);
-    for (uint64_t a = c.gpu_mask & cluster_->node(c.node).all_gpus_mask(); a; a &= a - 1) {
+    for (uint64_t a = c.gpu_mask & cluster_.node(c.node).all_gpus_mask(); a; a &= a - 1) {
       const GpuState& g = gpus[__builtin_ctzll(a)];
       if (!g.exclusive) free += g.free_compute_milli;
     }
@@ -288,7 +423,7 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
       *gpus = d.gpu_count;
       return d.candidates;
     }
-    restricted = Restrict(*cluster_, d, *allowed, gpus);
+    restricted = Restrict(cluster_, d, *allowed, gpus);
     return restricted;
   };
   std::string failure;
@@ -319,8 +454,30 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     }
     return n;
   }();
+  // What placing the gang takes from a domain's free compute, wherever in it the members land
+  // (whole GPUs 1000 each, shares and fractions their compute), so that the best-fitting domain
+  // (least left) is the one with the least free compute that can hold the gang. MIG grants take
+  // what their GPU model's profile says: for them, every domain is tried.
+  int64_t compute_demand = 0;
+  bool any_mig = false;
+  for (const PodRequest& m : members) {
+    const GpuAsk& a = policy_->Effective(m).gpu;
+    any_mig = any_mig || a.kind == GpuAsk::Kind::kMig;
+    compute_demand += a.compute_milli_total();
+  }
   for (int l : levels) {
     const std::vector<Domain>& domains = domains_.domains(l);
+    if (allowed == nullptr && !any_mig) {
+      // The index: from the least free compute that could hold the gang upwards; the first
+      // domain it fits in is the best fit (ties: the lower domain, as the scan below).
+      for (auto it = by_free_[l].lower_bound({compute_demand, -1}); it != by_free_[l].end(); ++it) {
+        const int d = it->second;
+        if (domains[d].gpu_count < demand_gpus) continue;
+        if (domain_free_[l][d].whole < whole_demand) continue;
+        if (PlaceAll(members, order, &domains[d].candidates, &placed, nullptr)) return finish();
+      }
+      continue;
+    }
     int best = -1;
     int64_t best_left = INT64_MAX;
     for (size_t d = 0; d < domains.size() && best_left > 0; ++d) {
