@@ -33,25 +33,34 @@ Holding Holding::OfBoundPod(const PodInfo& pod) {
 
 ClusterLedger::ClusterLedger(LedgerOptions options, SchedulerMetrics* metrics, OnBlocked on_blocked)
     : options_(std::move(options)), metrics_(metrics), on_blocked_(std::move(on_blocked)) {
-  Rebuild();
+  core::PolicyOptions po;
+  po.seed = options_.seed;
+  absl::StatusOr<std::unique_ptr<core::Policy>> policy = core::CreatePolicy(options_.policy, po);
+  TESSERA_CHECK(policy.ok());
+  absl::StatusOr<core::Cluster> empty = core::Cluster::Create({});
+  TESSERA_CHECK(empty.ok());
+  engine_ = std::make_unique<core::Engine>(*empty, std::move(*policy), options_.levels);
 }
 
 // --- nodes -----------------------------------------------------------------------------------
 
 bool ClusterLedger::OnNode(Change change, std::shared_ptr<const NodeInfo> node) {
-  const std::string& name = node->name;
+  const std::string name = node->name;
+  auto latest = [&]() -> std::shared_ptr<const NodeInfo> {
+    if (auto p = pending_.find(name); p != pending_.end()) return p->second;
+    if (auto n = nodes_.find(name); n != nodes_.end()) return n->second;
+    return nullptr;
+  };
+  std::shared_ptr<const NodeInfo> old = latest();
   if (change == Change::kDeleted) {
-    if (nodes_.erase(name) > 0) {
-      dirty_ = true;
+    if (old) {
+      pending_[name] = nullptr;
       spdlog::info("node {} deleted", name);
     }
     return false;
   }
-  auto it = nodes_.find(name);
-  std::shared_ptr<const NodeInfo> old = it == nodes_.end() ? nullptr : it->second;
-  nodes_[name] = node;
+  pending_[name] = node;
   if (old && old->fingerprint == node->fingerprint) return false;
-  dirty_ = true;
   if (!node->inventory_error.empty() && (!old || old->inventory_error != node->inventory_error)) {
     spdlog::warn(
         "node {}: annotation {} is unusable, so its GPUs are not used until it is fixed: {}", name,
@@ -71,58 +80,130 @@ bool ClusterLedger::OnNode(Change change, std::shared_ptr<const NodeInfo> node) 
 }
 
 void ClusterLedger::Sync() {
-  if (dirty_) Rebuild();
+  if (!pending_.empty()) ApplyNodeChanges();
 }
 
-void ClusterLedger::Rebuild() {
-  std::vector<core::NodeSpec> specs;
-  specs.reserve(nodes_.size());
-  int bad = 0;
-  tainted_nodes_ = 0;
-  allowed_.clear();  // node ids change with the cluster
-  for (const auto& [name, info] : nodes_) {
-    if (!info->inventory_error.empty()) ++bad;
-    if (info->unschedulable) continue;  // cordoned: see the class comment
-    if (!info->taints.empty()) ++tainted_nodes_;
-    specs.push_back(info->spec);
+void ClusterLedger::ApplyNodeChanges() {
+  core::NodeChanges changes;
+  std::vector<std::string> added_names;
+  std::vector<int> reclassify;  // ids whose labels or taints changed
+  std::vector<std::string> restore;
+  for (auto& [name, node] : pending_) {
+    auto have = nodes_.find(name);
+    if (!node) {
+      if (have == nodes_.end()) continue;
+      changes.remove.push_back(ids_.at(name));
+      continue;
+    }
+    if (have == nodes_.end()) {
+      changes.add.push_back(node->spec);
+      added_names.push_back(name);
+      continue;
+    }
+    const NodeInfo& was = *have->second;
+    const core::NodeId id = ids_.at(name);
+    const bool labels = was.spec.labels != node->spec.labels;
+    if (labels || !was.spec.SameHardware(node->spec)) changes.update.emplace_back(id, node->spec);
+    if (!was.spec.SameHardware(node->spec)) {
+      for (const std::string& key : held_on_[name]) restore.push_back(key);
+    }
+    if (was.unschedulable != node->unschedulable) {
+      changes.cordon.emplace_back(id, node->unschedulable);
+    }
+    if (labels || was.taints != node->taints) reclassify.push_back(id.value());
   }
-  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(std::move(specs));
-  if (!cluster.ok()) {
-    // Every node was validated alone when decoded; this is a bug, not bad input.
-    spdlog::error("cannot build the cluster: {}", FromAbsl(cluster.status().message()));
-    TESSERA_CHECK_MSG(cluster.ok(), "cluster of validated nodes is invalid");
+  std::vector<core::NodeId> added;
+  std::vector<std::string> released;
+  absl::Status st = engine_->ChangeNodes(changes, &added, &released);
+  // Every node was validated alone when decoded; a refusal is a bug, not bad input.
+  TESSERA_CHECK_MSG(st.ok(), std::string(FromAbsl(st.message())).c_str());
+  if (metrics_ != nullptr) {
+    metrics_->node_changes +=
+        static_cast<int64_t>(changes.add.size() + changes.update.size() + changes.remove.size());
   }
-  core::PolicyOptions po;
-  po.seed = options_.seed;
-  absl::StatusOr<std::unique_ptr<core::Policy>> policy = core::CreatePolicy(options_.policy, po);
-  TESSERA_CHECK(policy.ok());
-  engine_.reset();
-  cluster_ = std::make_unique<core::Cluster>(std::move(*cluster));
-  engine_ = std::make_unique<core::Engine>(*cluster_, std::move(*policy), options_.levels);
-  dirty_ = false;
-  // Bound pods first (the API server's truth), then what this scheduler is binding.
-  for (int pass = 0; pass < 2; ++pass) {
-    for (auto& [key, e] : held_) {
-      if ((pass == 0) == e.bound) Restore(key, e);
+  for (const std::string& key : released) held_.at(key).accounted = false;
+  for (core::NodeId id : changes.remove) {
+    const std::string name = names_[id.value()];
+    index_.Remove(id.value());
+    for (auto& [k, a] : allowed_) a.set->nodes.Set(id, false);
+    ids_.erase(name);
+    names_[id.value()] = "";
+    nodes_.erase(name);
+  }
+  core::NodeChanges cordon_added;
+  for (size_t i = 0; i < added.size(); ++i) {
+    const std::string& name = added_names[i];
+    const int id = added[i].value();
+    if (pending_.at(name)->unschedulable) cordon_added.cordon.emplace_back(added[i], true);
+    ids_[name] = added[i];
+    if (static_cast<int>(names_.size()) <= id) names_.resize(id + 1);
+    names_[id] = name;
+    nodes_[name] = pending_.at(name);
+    index_.Set(id, nodes_[name]);
+    reclassify.push_back(id);
+    if (auto on = held_on_.find(name); on != held_on_.end()) {
+      for (const std::string& key : on->second) restore.push_back(key);
     }
   }
-  if (metrics_ != nullptr) {
-    metrics_->cluster_rebuilds++;
-    metrics_->nodes_bad_inventory = bad;
+  for (auto& [name, node] : pending_) {
+    if (!node || !ids_.contains(name)) continue;
+    const int id = ids_.at(name).value();
+    if (nodes_[name] != node) {
+      nodes_[name] = node;
+      index_.Set(id, node);
+    }
   }
+  if (!cordon_added.cordon.empty()) TESSERA_CHECK(engine_->ChangeNodes(cordon_added).ok());
+  pending_.clear();
+  bad_inventory_ = 0;
+  for (const auto& [name, node] : nodes_) bad_inventory_ += node->inventory_error.empty() ? 0 : 1;
+  if (metrics_ != nullptr) metrics_->nodes_bad_inventory = bad_inventory_;
+  for (int id : reclassify) {
+    if (Reclassify(id)) engine_->TouchNode(core::NodeId(id));
+  }
+  RestoreAll(restore);
+}
+
+bool ClusterLedger::Reclassify(int id) {
+  bool changed = false;
+  const NodeInfo& node = *nodes_.at(names_[id]);
+  std::vector<std::pair<NodeConstraints, bool>> stale;
+  for (auto& [key, a] : allowed_) {
+    const bool allows =
+        NodeAllows(node, a.constraints) && !(a.gpus && gpu_blocked_.contains(node.name));
+    if (a.set->nodes.Contains(core::NodeId(id)) == allows) continue;
+    a.set->nodes.Set(core::NodeId(id), allows);
+    changed = true;
+    // The reason an empty set gives is computed with it: a set that becomes empty, or stops
+    // being empty, is made again when next asked for.
+    if ((a.set->nodes.size() == 0) != !a.set->none.empty()) stale.push_back(key);
+  }
+  for (const auto& key : stale) allowed_.erase(key);
+  return changed;
 }
 
 // --- what pods hold --------------------------------------------------------------------------
+
+void ClusterLedger::RestoreAll(const std::vector<std::string>& keys) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const std::string& key : keys) {
+      auto it = held_.find(key);
+      if (it == held_.end() || it->second.accounted || (pass == 0) != it->second.bound) continue;
+      Restore(key, it->second);
+    }
+  }
+}
 
 bool ClusterLedger::Restore(const std::string& key, Entry& e) {
   e.accounted = false;
   const Holding& h = e.holding;
   if (!h.unreadable.empty()) Block(key, e, h.node, h.unreadable);
-  core::NodeId id = cluster_->FindNode(h.node);
-  if (!id.valid()) return false;  // the node is gone, cordoned or not ours: nothing to account
+  const core::Cluster& cluster = engine_->cluster();
+  core::NodeId id = cluster.FindNode(h.node);
+  if (!id.valid()) return false;  // the node is gone or not ours (yet): nothing to account
   core::Placement p;
   if (!h.gpus.gpus.empty()) {
-    absl::StatusOr<core::Placement> gpus = records::AssignmentToPlacement(*cluster_, h.gpus);
+    absl::StatusOr<core::Placement> gpus = records::AssignmentToPlacement(cluster, h.gpus);
     if (!gpus.ok()) {
       spdlog::error("pod {} on node {}: {}", key, h.node, FromAbsl(gpus.status().message()));
       if (metrics_ != nullptr) metrics_->restore_failures++;
@@ -165,11 +246,8 @@ bool ClusterLedger::Hold(const std::string& key, Holding holding, bool bound) {
   Entry& e = held_[key];
   e.holding = std::move(holding);
   e.bound = bound;
-  if (dirty_) {
-    // Accounted by the rebuild before the next decision; a blocked node is blocked already.
-    if (!e.holding.unreadable.empty()) Block(key, e, e.holding.node, e.holding.unreadable);
-    return false;
-  }
+  held_on_[e.holding.node].insert(key);
+  // A node not in the engine yet: restored when it is added (ApplyNodeChanges).
   return Restore(key, e);
 }
 
@@ -178,6 +256,7 @@ void ClusterLedger::HoldPlaced(const std::string& key, const core::Placement& pl
   Entry& e = held_[key];
   e.holding = HoldingOf(placement);
   e.accounted = true;
+  held_on_[e.holding.node].insert(key);
 }
 
 bool ClusterLedger::Drop(const std::string& key) {
@@ -192,6 +271,10 @@ bool ClusterLedger::Drop(const std::string& key) {
   }
   if (!e.blocks.empty()) freed = true;
   Unblock(key, e);
+  if (auto on = held_on_.find(e.holding.node); on != held_on_.end()) {
+    on->second.erase(key);
+    if (on->second.empty()) held_on_.erase(on);
+  }
   held_.erase(it);
   return freed;
 }
@@ -247,8 +330,8 @@ void ClusterLedger::PublishBlocked() {
 
 Holding ClusterLedger::HoldingOf(const core::Placement& p) const {
   Holding h;
-  h.node = cluster_->node(p.node).name;
-  if (!p.gpus.empty()) h.gpus = records::MakeAssignment(*cluster_, p);
+  h.node = engine_->cluster().node(p.node).name;
+  if (!p.gpus.empty()) h.gpus = records::MakeAssignment(engine_->cluster(), p);
   h.cpu_milli = p.cpu_milli;
   h.memory_mib = p.memory_mib;
   return h;
@@ -263,26 +346,25 @@ constexpr size_t kMaxAllowedSets = 4096;
 std::shared_ptr<const ClusterLedger::Allowed> ClusterLedger::AllowedFor(const PodInfo& pod) {
   const bool gpus = pod.request.gpu.kind != core::GpuAsk::Kind::kNone;
   const bool blocked = gpus && !gpu_blocked_.empty();
-  if (!pod.constraints.selects() && tainted_nodes_ == 0 && !blocked) return nullptr;
+  if (!pod.constraints.selects() && index_.tainted() == 0 && !blocked) return nullptr;
   auto key = std::make_pair(pod.constraints, blocked);
-  if (auto it = allowed_.find(key); it != allowed_.end()) return it->second;
-  std::vector<bool> allows(cluster_->node_count());
-  int taint = 0, selector = 0, unaccounted = 0;
-  for (int i = 0; i < cluster_->node_count(); ++i) {
-    std::string why;
-    const std::string& name = cluster_->node(core::NodeId(i)).name;
-    if (!NodeAllows(*nodes_.at(name), pod, &why)) {
-      ++(why == "taint" ? taint : selector);
-    } else if (blocked && gpu_blocked_.contains(name)) {
+  if (auto it = allowed_.find(key); it != allowed_.end()) return it->second.set;
+  const int size = engine_->cluster().node_count();
+  NodeIndex::Result r = index_.Allowed(pod.constraints, size);
+  int unaccounted = 0;
+  if (blocked) {
+    for (const auto& [node, by] : gpu_blocked_) {
+      auto id = ids_.find(node);
+      if (id == ids_.end() || !r.allowed[id->second.value()]) continue;
+      r.allowed[id->second.value()] = false;
       ++unaccounted;
-    } else {
-      allows[i] = true;
     }
   }
+  const int live = engine_->cluster().live_count();
   std::string none;
-  if (taint + selector + unaccounted == cluster_->node_count()) {
-    none = StrCat("no node may take this pod: ", cluster_->node_count(), " nodes; ", taint,
-                  " with taints it does not tolerate, ", selector,
+  if (r.taint + r.selector + unaccounted == live) {
+    none = StrCat("no node may take this pod: ", live, " nodes; ", r.taint,
+                  " with taints it does not tolerate, ", r.selector,
                   " not matching its nodeSelector or node affinity");
     if (unaccounted > 0) {
       StrAppend(&none, ", ", unaccounted, " blocked for GPU pods (a bound pod's ",
@@ -291,8 +373,8 @@ std::shared_ptr<const ClusterLedger::Allowed> ClusterLedger::AllowedFor(const Po
   }
   // Pods with constraints of their own (one hostname each, say) would grow this without end.
   if (allowed_.size() >= kMaxAllowedSets) allowed_.clear();
-  auto set = std::make_shared<const Allowed>(Allowed{core::NodeSet(std::move(allows)), none});
-  allowed_.emplace(std::move(key), set);
+  auto set = std::make_shared<Allowed>(Allowed{core::NodeSet(std::move(r.allowed)), none});
+  allowed_.emplace(std::move(key), AllowedSet{pod.constraints, blocked, set});
   return set;
 }
 
@@ -300,7 +382,9 @@ core::PlacementResult ClusterLedger::Decide(const PodInfo& pod) {
   std::shared_ptr<const Allowed> allowed = AllowedFor(pod);
   if (allowed && allowed->nodes.size() == 0) {
     core::PlacementResult r;
-    r.reason = allowed->none;
+    r.reason = allowed->none.empty()
+                   ? "no node may take this pod now (taints, nodeSelector, node affinity)"
+                   : allowed->none;
     return r;
   }
   return engine_->Place(pod.request, core::Mode::kCommit, nullptr,
@@ -326,7 +410,7 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGang(
   }
   const bool restricted = !sets.empty();
   std::vector<core::Candidate> allowed;
-  for (int i = 0; restricted && i < cluster_->node_count(); ++i) {
+  for (int i = 0; restricted && i < engine_->cluster().node_count(); ++i) {
     const core::NodeId id(i);
     if (std::all_of(sets.begin(), sets.end(),
                     [&](const auto& a) { return a->nodes.Contains(id); })) {
@@ -345,15 +429,17 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGang(
 void ClusterLedger::PublishMetrics() {
   if (metrics_ == nullptr) return;
   Sync();
-  std::vector<NodeGauges> nodes;
+  const core::Cluster& cluster = engine_->cluster();
   const core::ClusterState& state = engine_->state();
-  for (int i = 0; i < cluster_->node_count(); ++i) {
+  std::vector<NodeGauges> nodes;
+  nodes.reserve(cluster.live_count());
+  for (int i = 0; i < cluster.node_count(); ++i) {
     core::NodeId id(i);
-    const core::NodeSpec& spec = cluster_->node(id);
+    if (!cluster.live(id)) continue;
+    const core::NodeSpec& spec = cluster.node(id);
     NodeGauges g;
     g.node = spec.name;
-    auto info = nodes_.find(spec.name);
-    g.inventory_valid = info == nodes_.end() || info->second->inventory_error.empty();
+    g.inventory_valid = nodes_.at(spec.name)->inventory_error.empty();
     for (int k = 0; k < spec.gpu_count(); ++k) {
       const core::GpuState& gs = state.gpu(id, k);
       g.gpu_memory_capacity_mib += spec.gpus[k].memory_mib;

@@ -1,19 +1,26 @@
 // The scheduler's ledger: the engine over the nodes the API server shows, and what every pod
-// holds in it. It owns rebuilding the engine when nodes change and restoring what pods hold, the
+// holds in it. It owns applying node changes to the engine and restoring what pods hold, the
 // nodes each pod may use (taints, node selectors, node affinity), and the nodes whose GPUs take
 // no new pods.
+//
+// Node changes are applied in place (Engine::ChangeNodes), batched until the next decision
+// (Sync): one node at a time, 10,000 at once on start, and the engine's policy keeps what it
+// learned. A node whose labels or taints change only has its membership of the allowed sets
+// (kept per distinct pod constraints, from a label index) redone and is re-evaluated; a node
+// whose capacity or GPUs change gives up its pods, which are restored on the new spec at once.
 //
 // Invariants:
 //  - the engine holds exactly the pods held here that it could account: bound pods (as the API
 //    server says, from their tessera.dev/assignment, or CPU and memory only for pods without
-//    one), and the pods this scheduler placed and is binding. A rebuild restores bound pods
-//    first, then those being bound, so a restarted scheduler, whose first list restores every
-//    bound pod, never grants a GPU twice;
+//    one), and the pods this scheduler placed and is binding. Whenever pods are restored
+//    together, bound pods go first, then those being bound, so a restarted scheduler, whose
+//    first list restores every bound pod, never grants a GPU twice;
 //  - a bound pod whose GPUs cannot be accounted (its record unreadable, naming another node, or
 //    in conflict with what others hold) blocks its node for GPU pods until it is gone or
 //    readable: its GPUs are never treated as free (on_blocked is told, the metrics say so);
-//  - cordoned nodes are left out of the engine's cluster (they take no new pods; what their pods
-//    hold matters only on them) and come back, with their pods, when uncordoned.
+//  - cordoned nodes stay in the engine with their pods and take no new ones;
+//  - every cached allowed set says, for every node in the engine, exactly what NodeAllows says
+//    (and excludes GPU-blocked nodes for GPU pods).
 #pragma once
 
 #include <functional>
@@ -28,6 +35,7 @@
 #include "core/engine.h"
 #include "core/model/cluster.h"
 #include "k8s/scheduler/metrics.h"
+#include "k8s/scheduler/node_index.h"
 #include "k8s/scheduler/objects.h"
 #include "records/assignment.h"
 
@@ -114,7 +122,12 @@ class ClusterLedger {
     std::string blocks;  // the node it blocks ("" none)
   };
 
-  void Rebuild();
+  // Applies the pending node changes to the engine.
+  void ApplyNodeChanges();
+  // Restores the entries of `keys` not accounted yet: bound pods first.
+  void RestoreAll(const std::vector<std::string>& keys);
+  // Redoes node `id`'s membership of every cached allowed set; true if some set changed.
+  bool Reclassify(int id);
   bool Restore(const std::string& key, Entry& e);
   void Block(const std::string& key, Entry& e, const std::string& node, const std::string& why);
   void Unblock(const std::string& key, Entry& e);
@@ -124,16 +137,28 @@ class ClusterLedger {
   SchedulerMetrics* metrics_;
   OnBlocked on_blocked_;
 
-  std::map<std::string, std::shared_ptr<const NodeInfo>> nodes_;  // by name, sorted
-  bool dirty_ = true;
-  int tainted_nodes_ = 0;  // nodes in the engine's cluster with NoSchedule/NoExecute taints
-  std::unique_ptr<core::Cluster> cluster_;
+  struct AllowedSet {
+    NodeConstraints constraints;
+    bool gpus = false;  // excludes GPU-blocked nodes
+    std::shared_ptr<Allowed> set;
+  };
+
+  // What the engine has, by node name (its NodeInfo as applied) and id.
+  std::map<std::string, std::shared_ptr<const NodeInfo>> nodes_;
+  absl::flat_hash_map<std::string, core::NodeId> ids_;
+  std::vector<std::string> names_;  // by id ("" once removed)
+  // Changes not applied yet: the latest NodeInfo of each node (nullptr: deleted).
+  std::map<std::string, std::shared_ptr<const NodeInfo>> pending_;
   std::unique_ptr<core::Engine> engine_;
+  NodeIndex index_;
+  int bad_inventory_ = 0;
 
   absl::flat_hash_map<std::string, Entry> held_;
-  // Allowed sets by the pods' constraints and whether they ask GPUs; cleared when the cluster is
-  // rebuilt or the GPU-blocked nodes change.
-  absl::flat_hash_map<std::pair<NodeConstraints, bool>, std::shared_ptr<const Allowed>> allowed_;
+  // The pods held on each node (by name), to restore them when the node comes or changes.
+  absl::flat_hash_map<std::string, std::set<std::string>> held_on_;
+  // Allowed sets by the pods' constraints and whether they ask GPUs, kept up to date as nodes
+  // change (Reclassify); cleared when the GPU-blocked nodes change.
+  absl::flat_hash_map<std::pair<NodeConstraints, bool>, AllowedSet> allowed_;
   // Nodes whose GPUs take no new pods, and the bound pods that block them.
   std::map<std::string, std::set<std::string>> gpu_blocked_;
 };

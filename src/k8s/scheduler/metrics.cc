@@ -114,8 +114,9 @@ std::string SchedulerMetrics::Render() const {
   Scalar(&out, "tessera_scheduler_restore_failures_total", "counter",
          "Bound pods whose assignment could not be restored into the ledger.",
          restore_failures.load());
-  Scalar(&out, "tessera_scheduler_cluster_rebuilds_total", "counter",
-         "Times the engine's cluster was rebuilt after node changes.", cluster_rebuilds.load());
+  Scalar(&out, "tessera_scheduler_node_changes_total", "counter",
+         "Node additions, updates and removals applied to the engine (in place).",
+         node_changes.load());
   Scalar(&out, "tessera_scheduler_nodes_bad_inventory", "gauge",
          "Nodes whose tessera.dev/gpu-inventory is unusable (their GPUs are not used).",
          nodes_bad_inventory.load());

@@ -22,7 +22,7 @@
 //                                                             a whole gang), the engine's time
 //   tessera_scheduler_pending_pods{state}                     active, backoff, unschedulable,
 //                                                             gang_waiting, binding
-//   tessera_scheduler_is_leader, _restore_failures_total, _cluster_rebuilds_total, and what the
+//   tessera_scheduler_is_leader, _restore_failures_total, _node_changes_total, and what the
 //   informers report (lists, relists after "too old", watch failures).
 #pragma once
 
@@ -72,7 +72,7 @@ class SchedulerMetrics {
   std::atomic<int64_t> failed_bind_error{0};
   std::atomic<int64_t> failed_invalid_pod{0};
   std::atomic<int64_t> restore_failures{0};
-  std::atomic<int64_t> cluster_rebuilds{0};
+  std::atomic<int64_t> node_changes{0};
   std::atomic<int64_t> pending_active{0};
   std::atomic<int64_t> pending_unschedulable{0};
   std::atomic<int64_t> pending_gang_waiting{0};

@@ -584,20 +584,20 @@ bool Matches(const NodeSelectorRequirement& r, const NodeInfo& node) {
 
 }  // namespace
 
-bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why) {
-  const NodeConstraints& c = pod.constraints;
-  for (const Taint& taint : node.taints) {
-    bool tolerated = false;
-    for (const Toleration& tol : c.tolerations) {
-      if (Tolerates(tol, taint)) {
-        tolerated = true;
-        break;
-      }
-    }
-    if (!tolerated) {
-      if (why) *why = "taint";
+bool ToleratesAll(const std::vector<Toleration>& tolerations, const std::vector<Taint>& taints) {
+  for (const Taint& taint : taints) {
+    if (std::none_of(tolerations.begin(), tolerations.end(),
+                     [&](const Toleration& tol) { return Tolerates(tol, taint); })) {
       return false;
     }
+  }
+  return true;
+}
+
+bool NodeAllows(const NodeInfo& node, const NodeConstraints& c, std::string* why) {
+  if (!ToleratesAll(c.tolerations, node.taints)) {
+    if (why) *why = "taint";
+    return false;
   }
   for (const auto& [k, v] : c.node_selector) {
     auto it = node.spec.labels.find(k);

@@ -132,8 +132,15 @@ struct NodeInfo {
 
 std::shared_ptr<const NodeInfo> DecodeNode(const nlohmann::json& node);
 
+// Whether `tolerations` tolerate every one of `taints` (kube-scheduler's TaintToleration).
+bool ToleratesAll(const std::vector<Toleration>& tolerations, const std::vector<Taint>& taints);
+
 // Whether `pod` may go on `node` by its taints, node selector and required node affinity; when
 // not, `why` (optional) says which: "taint", "selector".
-bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why = nullptr);
+bool NodeAllows(const NodeInfo& node, const NodeConstraints& constraints,
+                std::string* why = nullptr);
+inline bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why = nullptr) {
+  return NodeAllows(node, pod.constraints, why);
+}
 
 }  // namespace tessera::k8s

@@ -452,6 +452,57 @@ TEST_F(CoreTest, BadNodeInventoryMakesOnlyThatNodeUnusableForGpus) {
   EXPECT_EQ(metrics_.nodes_bad_inventory.load(), 0);
 }
 
+// Node changes are applied to the engine in place: labels, taints and cordons change nothing
+// that pods hold; a resized node's pods are restored on the new spec; a node deleted and added
+// again gets its bound pods back.
+TEST_F(CoreTest, NodeChangesApplyInPlaceAndKeepWhatPodsHold) {
+  json n1 = NodeObject("n1").Gpus(4).Json();
+  Node(n1);
+  Node(NodeObject("n2").Gpus(4).Json());
+  json held = PodObject("ns", "old").Limit("tessera.dev/gpu", "1").Node("n1").Json();
+  held["metadata"]["annotations"]["tessera.dev/assignment"] =
+      R"({"version":1,"node":"n1","gpus":[{"index":2,"memory_mib":81920,"compute_milli":1000,"exclusive":true}]})";
+  Pod(held);
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_TRUE(core_->HeldFor("ns/old").has_value());
+  const size_t placed = core_->engine().placed_count();
+  // Labels, a taint, a cordon: in place, nothing released.
+  json relabelled = n1;
+  relabelled["metadata"]["labels"]["team"] = "vision";
+  relabelled["spec"]["taints"] =
+      json::array({{{"key", "maintenance"}, {"value", "soon"}, {"effect", "NoSchedule"}}});
+  relabelled["spec"]["unschedulable"] = true;
+  core_->OnNode(Change::kUpdated, DecodeNode(relabelled));
+  Pod(PodObject("ns", "new").Limit("tessera.dev/gpu", "4").Json());
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].node, "n2");  // n1 is cordoned and tainted
+  EXPECT_EQ(core_->engine().placed_count(), placed + 1);
+  EXPECT_EQ(core_->HeldFor("ns/old")->gpus.at(0).grant.gpu, 2);
+  // More CPU on n1: its pod is restored on the new spec, on the same GPU.
+  json bigger = relabelled;
+  bigger["status"]["allocatable"]["cpu"] = "128";
+  bigger["status"]["capacity"]["cpu"] = "128";
+  core_->OnNode(Change::kUpdated, DecodeNode(bigger));
+  core_->ScheduleSome();
+  ASSERT_TRUE(core_->HeldFor("ns/old").has_value());
+  EXPECT_EQ(core_->HeldFor("ns/old")->gpus.at(0).grant.gpu, 2);
+  EXPECT_EQ(metrics_.restore_failures.load(), 0);
+  // Deleted: nothing to account on it; added again: restored before anything is decided.
+  core_->OnNode(Change::kDeleted, DecodeNode(bigger));
+  core_->ScheduleSome();
+  EXPECT_FALSE(core_->HeldFor("ns/old").has_value());
+  core_->OnNode(Change::kAdded, DecodeNode(n1));  // uncordoned, untainted
+  Pod(PodObject("ns", "four").Limit("tessera.dev/gpu", "4").Json());
+  Pod(PodObject("ns", "three").Limit("tessera.dev/gpu", "3").Json());
+  core_->ScheduleSome();
+  ASSERT_TRUE(core_->HeldFor("ns/old").has_value());
+  EXPECT_EQ(core_->StageOf("ns/four"), Stage::kUnschedulable);  // GPU 2 is held
+  EXPECT_EQ(core_->StageOf("ns/three"), Stage::kBinding);
+  EXPECT_EQ(metrics_.node_changes.load(), 6);  // 2 added, 2 updated, 1 removed, 1 added again
+}
+
 TEST_F(CoreTest, CordonedNodesTakeNoNewPods) {
   json cordoned = NodeObject("n1").Gpus(2).Json();
   cordoned["spec"]["unschedulable"] = true;
