@@ -15,7 +15,10 @@ build: setup
 	cmake --preset release >/dev/null
 	cmake --build --preset release -j $(JOBS)
 
-run: build
+# Builds only the `tessera` binary (and what it links), then runs it.
+run: setup
+	cmake --preset release >/dev/null
+	cmake --build --preset release -j $(JOBS) --target tessera
 	./build/release/tessera simulate
 
 dev: setup

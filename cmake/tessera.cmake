@@ -1,6 +1,8 @@
 # Helper functions that keep every target small and its dependencies explicit.
 #
-#   tessera_cc_library(NAME name SRCS a.cc ... HDRS a.h ... DEPS lib ...)
+#   tessera_cc_library(NAME name SRCS a.cc ... HDRS a.h ... PUBLIC_DEPS lib ... DEPS lib ...)
+#     PUBLIC_DEPS: what the library's headers expose (users get their include paths);
+#     DEPS: what only its .cc files use (linked, but private: users cannot include them).
 #   tessera_cc_test(NAME name SRCS a_test.cc ... DEPS lib ... [LABELS unit|e2e] [TIMEOUT s])
 #   tessera_cc_benchmark(NAME name SRCS a_bench.cc ... DEPS lib ...)
 
@@ -23,10 +25,11 @@ endfunction()
 
 function(tessera_cc_library)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;HDRS;DEPS;PUBLIC_DEPS" ${ARGN})
+  set_property(GLOBAL APPEND PROPERTY TESSERA_LIBRARIES ${ARG_NAME})
   if(ARG_SRCS)
     add_library(${ARG_NAME} STATIC ${ARG_SRCS} ${ARG_HDRS})
     target_include_directories(${ARG_NAME} PUBLIC ${PROJECT_SOURCE_DIR}/src)
-    target_link_libraries(${ARG_NAME} PUBLIC ${ARG_DEPS} ${ARG_PUBLIC_DEPS})
+    target_link_libraries(${ARG_NAME} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_DEPS})
     _tessera_common(${ARG_NAME})
   else()
     add_library(${ARG_NAME} INTERFACE ${ARG_HDRS})
@@ -66,6 +69,8 @@ function(tessera_cc_benchmark)
   target_compile_definitions(${ARG_NAME} PRIVATE TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}")
   _tessera_common(${ARG_NAME})
 endfunction()
+
+include(${CMAKE_CURRENT_LIST_DIR}/layering.cmake)
 
 # tessera_e2e_test(NAME .. SRCS .. DEPS .. [WITH_SCHEDULER] [WITH_CONTROLLER_MANAGER]): a test
 # against a real Kubernetes control plane; see test/controlplane/e2e.cmake and its README.md.

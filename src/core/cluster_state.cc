@@ -8,30 +8,48 @@
 namespace tessera::core {
 
 ClusterState::ClusterState(const Cluster& cluster) : cluster_(&cluster) {
-  nodes_.resize(cluster.node_count());
-  int32_t begin = 0;
-  for (int i = 0; i < cluster.node_count(); ++i) {
-    const NodeSpec& spec = cluster.node(NodeId(i));
-    NodeState& s = nodes_[i];
-    s.free_cpu_milli = spec.cpu_milli;
-    s.free_memory_mib = spec.memory_mib;
-    s.gpu_begin = begin;
-    s.gpu_count = spec.gpu_count();
-    s.whole_free_mask = spec.all_gpus_mask() & ~cluster.mig_mask(NodeId(i));
-    begin += spec.gpu_count();
-    for (const GpuSpec& g : spec.gpus) {
-      gpus_.push_back(GpuState{g.memory_mib, 1000, 0, false});
-      MigGpuState m;
-      if (g.mig_enabled) {
-        const MigModel& model = *FindMigModel(g.model);
-        for (MigPlacement p : g.mig_layout) {
-          m.instances.push_back({p, false});
-          m.configured |= model.profiles[p.profile].slots(p.start);
-        }
-      }
-      mig_.push_back(std::move(m));
-    }
+  for (int i = 0; i < cluster.node_count(); ++i) InitNode(NodeId(i));
+}
+
+void ClusterState::InitNode(NodeId id) {
+  const int i = id.value();
+  const NodeSpec& spec = cluster_->node(id);
+  if (i == static_cast<int>(nodes_.size())) nodes_.emplace_back();
+  NodeState& s = nodes_[i];
+  for (int g = 0; g < s.gpu_count; ++g) {
+    TESSERA_CHECK_MSG(gpus_[s.gpu_begin + g].grants == 0, "re-initialising a node with grants");
   }
+  s.free_cpu_milli = spec.cpu_milli;
+  s.free_memory_mib = spec.memory_mib;
+  s.whole_free_mask = spec.all_gpus_mask() & ~cluster_->mig_mask(id);
+  ++s.version;
+  if (s.gpu_count != spec.gpu_count()) {
+    // A new region at the end (the old one, if any, is left unused).
+    s.gpu_begin = static_cast<int32_t>(gpus_.size());
+    s.gpu_count = spec.gpu_count();
+    gpus_.resize(gpus_.size() + spec.gpu_count());
+    mig_.resize(mig_.size() + spec.gpu_count());
+  }
+  for (int g = 0; g < spec.gpu_count(); ++g) {
+    const GpuSpec& gpu = spec.gpus[g];
+    gpus_[s.gpu_begin + g] = GpuState{gpu.memory_mib, 1000, 0, false};
+    MigGpuState m;
+    if (gpu.mig_enabled) {
+      const MigModel& model = *FindMigModel(gpu.model);
+      for (MigPlacement p : gpu.mig_layout) {
+        m.instances.push_back({p, false});
+        m.configured |= model.profiles[p.profile].slots(p.start);
+      }
+    }
+    mig_[s.gpu_begin + g] = std::move(m);
+  }
+}
+
+void ClusterState::SetCordoned(NodeId id, bool cordoned) {
+  NodeState& s = nodes_[id.value()];
+  if (s.cordoned == cordoned) return;
+  s.cordoned = cordoned;
+  ++s.version;
 }
 
 namespace {

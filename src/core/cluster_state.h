@@ -74,6 +74,16 @@ class ClusterState {
   int whole_free_count(NodeId n) const { return __builtin_popcountll(whole_free_mask(n)); }
   // Bumped on every change to the node.
   uint64_t version(NodeId n) const { return nodes_[n.value()].version; }
+  // Whether the node takes new pods: live in the cluster and not cordoned.
+  bool accepts_pods(NodeId n) const { return cluster_->live(n) && !nodes_[n.value()].cordoned; }
+
+  // Node changes (the engine's): (re)initialises `n` from the cluster's spec, all free (a node
+  // just added, or re-specified after every grant on it was returned); the version goes on
+  // counting. Cordoning keeps what the node holds. Touch bumps the version only (something
+  // outside the state changed what the policies should think of the node).
+  void InitNode(NodeId n);
+  void SetCordoned(NodeId n, bool cordoned);
+  void Touch(NodeId n) { ++nodes_[n.value()].version; }
 
   // The configured MIG instances of GPU `g` of `n` (empty for a GPU not in MIG mode).
   const MigGpuState& mig(NodeId n, int g) const { return mig_[nodes_[n.value()].gpu_begin + g]; }
@@ -105,6 +115,7 @@ class ClusterState {
     uint64_t version = 0;
     int32_t gpu_begin = 0;
     int32_t gpu_count = 0;
+    bool cordoned = false;
   };
 
   void Return(const Placement& p, bool keep_mig_instance);

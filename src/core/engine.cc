@@ -6,56 +6,223 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
+#include "core/topology/mig_select.h"
 
 namespace tessera::core {
 
 Engine::Engine(const Cluster& cluster, std::unique_ptr<Policy> policy,
                std::vector<TopologyLevel> levels)
-    : cluster_(&cluster),
+    : cluster_(cluster),
       policy_(std::move(policy)),
-      state_(cluster),
-      domains_(cluster, std::move(levels)) {
+      state_(cluster_),
+      domains_(cluster_, std::move(levels)) {
+  IndexDomains();
   policy_->Attach(state_);
 }
 
 void Engine::Commit(const Placement& p) {
   state_.Apply(p);
   policy_->OnNodeChanged(state_, p.node);
+  UpdateDomains(p.node);
 }
 
 void Engine::Undo(const Placement& p) {
   state_.Revert(p);
   policy_->OnNodeChanged(state_, p.node);
+  UpdateDomains(p.node);
 }
 
-PlacementResult Engine::Place(const PodRequest& request, Mode mode,
-                              const std::vector<Candidate>* allowed, const NodeSet* nodes) {
-  PlacementResult result;
-  if (ledger_.contains(request.name)) {
-    result.reason = StrCat("pod ", request.name, " is already placed");
-    return result;
+void Engine::IndexDomains() {
+  const size_t levels = domains_.levels().size();
+  domain_free_.assign(levels, {});
+  by_free_.assign(levels, {});
+  node_domains_.assign(cluster_.node_count(), {});
+  for (size_t l = 0; l < levels; ++l) {
+    const std::vector<Domain>& domains = domains_.domains(static_cast<int>(l));
+    domain_free_[l].assign(domains.size(), DomainFree{});
+    for (size_t d = 0; d < domains.size(); ++d) {
+      for (const Candidate& c : domains[d].candidates) {
+        node_domains_[c.node.value()].push_back(
+            NodeDomain{static_cast<int>(l), static_cast<int>(d),
+                       c.gpu_mask & cluster_.node(c.node).all_gpus_mask(), DomainFree{}});
+      }
+      by_free_[l].emplace(0, static_cast<int>(d));
+    }
   }
+  for (int n = 0; n < cluster_.node_count(); ++n) UpdateDomains(NodeId(n));
+}
+
+void Engine::UpdateDomains(NodeId node) {
+  for (NodeDomain& nd : node_domains_[node.value()]) {
+    DomainFree now;
+    now.whole = __builtin_popcountll(state_.whole_free_mask(node) & nd.mask);
+    std::span<const GpuState> gpus = state_.gpus(node);
+    for (uint64_t a = nd.mask; a; a &= a - 1) {
+      const GpuState& g = gpus[__builtin_ctzll(a)];
+      if (!g.exclusive) now.compute += g.free_compute_milli;
+    }
+    if (now.compute == nd.free.compute && now.whole == nd.free.whole) continue;
+    DomainFree& total = domain_free_[nd.level][nd.domain];
+    by_free_[nd.level].erase({total.compute, nd.domain});
+    total.compute += now.compute - nd.free.compute;
+    total.whole += now.whole - nd.free.whole;
+    by_free_[nd.level].emplace(total.compute, nd.domain);
+    nd.free = now;
+  }
+}
+
+void Engine::TouchNode(NodeId node) {
+  state_.Touch(node);
+  policy_->OnNodeChanged(state_, node);
+}
+
+void Engine::ReleaseAllOn(NodeId node, std::vector<std::string>* released) {
+  for (auto it = ledger_.begin(); it != ledger_.end();) {
+    if (it->second.node != node) {
+      ++it;
+      continue;
+    }
+    state_.Release(it->second);
+    if (released) released->push_back(it->first);
+    ledger_.erase(it++);
+  }
+}
+
+absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added,
+                                 std::vector<std::string>* released) {
+  // Validate first, so that a bad spec changes nothing.
+  for (NodeId id : changes.remove) {
+    if (!id.valid() || id.value() >= cluster_.node_count() || !cluster_.live(id)) {
+      return absl::NotFoundError(StrCat("no live node #", id.value(), " to remove"));
+    }
+  }
+  {
+    // Each new spec alone, as Cluster::Create validates.
+    for (const auto& [id, spec] : changes.update) {
+      if (!id.valid() || id.value() >= cluster_.node_count() || !cluster_.live(id) ||
+          cluster_.node(id).name != spec.name) {
+        return absl::NotFoundError(StrCat("no live node ", spec.name, " to update"));
+      }
+      TESSERA_RETURN_IF_ERROR(Cluster::Create({spec}).status());
+    }
+    for (const NodeSpec& spec : changes.add) {
+      TESSERA_RETURN_IF_ERROR(Cluster::Create({spec}).status());
+      if (cluster_.FindNode(spec.name).valid()) {
+        return absl::AlreadyExistsError(StrCat("node ", spec.name, " exists"));
+      }
+    }
+  }
+  bool structural = !changes.remove.empty() || !changes.add.empty();
+  std::vector<NodeId> touched;
+  for (NodeId id : changes.remove) {
+    ReleaseAllOn(id, released);
+    cluster_.RemoveNode(id);
+    state_.InitNode(id);  // nothing left: no capacity
+  }
+  auto level_labels_differ = [&](const NodeSpec& a, const NodeSpec& b) {
+    for (const TopologyLevel& l : domains_.levels()) {
+      auto x = a.labels.find(l.label), y = b.labels.find(l.label);
+      const bool hx = x != a.labels.end(), hy = y != b.labels.end();
+      if (hx != hy || (hx && x->second != y->second)) return true;
+    }
+    return false;
+  };
+  for (auto& [id, spec] : changes.update) {
+    const NodeSpec& old = cluster_.node(id);
+    const bool capacity = !spec.SameHardware(old);
+    const bool levels = level_labels_differ(spec, old);
+    if (capacity) ReleaseAllOn(id, released);
+    TESSERA_CHECK(cluster_.UpdateNode(id, std::move(spec)).ok());  // validated above
+    if (capacity) {
+      state_.InitNode(id);
+      structural = true;
+    } else if (levels) {
+      structural = true;
+    } else {
+      touched.push_back(id);  // labels that no policy or level reads: the node as it was
+    }
+  }
+  for (NodeSpec& spec : changes.add) {
+    absl::StatusOr<NodeId> id = cluster_.AddNode(std::move(spec));
+    TESSERA_CHECK(id.ok());  // validated above
+    state_.InitNode(*id);
+    if (added) added->push_back(*id);
+  }
+  for (const auto& [id, cordoned] : changes.cordon) {
+    state_.SetCordoned(id, cordoned);
+    touched.push_back(id);
+  }
+  if (structural) {
+    never_fits_.clear();
+    domains_ = TopologyDomains(cluster_, domains_.levels());
+    IndexDomains();
+    policy_->OnClusterChanged(state_);
+  } else {
+    for (NodeId id : touched) TouchNode(id);
+  }
+  return absl::OkStatus();
+}
+
+const std::optional<std::string>& Engine::NeverFits(const Query& query) {
+  RequestShape shape = RequestShape::Of(query);
+  shape.node_set = 0;  // it asks about the whole cluster
+  auto it = never_fits_.find(shape);
+  if (it == never_fits_.end())
+    it = never_fits_.emplace(shape, core::NeverFitsReason(state_, query)).first;
+  return it->second;
+}
+
+std::optional<std::string> Engine::NeverFitsReason(const PodRequest& request) {
+  const PodRequest& effective = policy_->Effective(request);
+  return NeverFits(Query(state_, effective));
+}
+
+PlacementResult Engine::Decide(const PodRequest& request, const std::vector<Candidate>* allowed,
+                               const NodeSet* nodes, bool explain) {
+  PlacementResult result;
   const PodRequest& effective = policy_->Effective(request);
   Query query(state_, effective, allowed, nodes);
   std::vector<NodeId> declined;
-  std::optional<NodeChoice> choice = policy_->Choose(state_, query, &declined);
+  std::optional<NodeChoice> choice = policy_->Choose(state_, query, explain ? &declined : nullptr);
   if (!choice) {
-    if (std::optional<std::string> never = NeverFitsReason(state_, query)) {
+    if (const std::optional<std::string>& never = NeverFits(query)) {
       result.outcome = Outcome::kNeverFits;
-      result.reason = std::move(*never);
-    } else {
+      result.reason = *never;
+    } else if (explain) {
       result.reason = ExplainNoFit(state_, query, declined);
     }
     return result;
   }
   result.outcome = Outcome::kPlaced;
   result.placement = std::move(choice->placement);
-  if (mode == Mode::kCommit) {
+  return result;
+}
+
+PlacementResult Engine::Place(const PodRequest& request, Mode mode,
+                              const std::vector<Candidate>* allowed, const NodeSet* nodes) {
+  if (ledger_.contains(request.name)) {
+    PlacementResult result;
+    result.reason = StrCat("pod ", request.name, " is already placed");
+    return result;
+  }
+  PlacementResult result = Decide(request, allowed, nodes, /*explain=*/true);
+  if (result.placed() && mode == Mode::kCommit) {
     Commit(result.placement);
     ledger_.emplace(request.name, result.placement);
   }
   return result;
 }
+
+Outcome Engine::PlaceUnnamed(const PodRequest& request, Placement* placement) {
+  PlacementResult result = Decide(request, nullptr, nullptr, /*explain=*/false);
+  if (result.placed()) {
+    Commit(result.placement);
+    *placement = std::move(result.placement);
+  }
+  return result.outcome;
+}
+
+void Engine::Unapply(const Placement& placement) { Undo(placement); }
 
 absl::Status Engine::Release(std::string_view pod) {
   auto it = ledger_.find(ToAbsl(pod));
@@ -64,6 +231,7 @@ absl::Status Engine::Release(std::string_view pod) {
   }
   state_.Release(it->second);  // a MIG instance stays configured, idle
   policy_->OnNodeChanged(state_, it->second.node);
+  UpdateDomains(it->second.node);
   ledger_.erase(it);
   return absl::OkStatus();
 }
@@ -77,26 +245,13 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
   // were destroyed when the pod was placed).
   Placement p = placement;
   if (p.gpus.size() == 1 && p.gpus[0].is_mig() && p.node.valid() &&
-      p.node.value() < cluster_->node_count()) {
+      p.node.value() < cluster_.node_count()) {
     const GpuGrant& g = p.gpus[0];
-    const MigModel* model = g.gpu >= 0 && g.gpu < cluster_->node(p.node).gpu_count()
-                                ? cluster_->mig_model(p.node, g.gpu)
+    const MigModel* model = g.gpu >= 0 && g.gpu < cluster_.node(p.node).gpu_count()
+                                ? cluster_.mig_model(p.node, g.gpu)
                                 : nullptr;
     if (model && g.mig.profile < static_cast<int>(model->profiles.size())) {
-      const MigGpuState& m = state_.mig(p.node, g.gpu);
-      const MigProfile& want = model->profiles[g.mig.profile];
-      p.mig_plan = MigPlan{};
-      const MigGpuState::Instance* same = m.Find(g.mig);
-      if (!same || same->assigned) {
-        p.mig_plan.create = true;
-        for (const MigGpuState::Instance& i : m.instances) {
-          const MigProfile& have = model->profiles[i.placement.profile];
-          if (!i.assigned && ((have.slots(i.placement.start) & want.slots(g.mig.start)) ||
-                              (want.media_extensions && have.media_extensions))) {
-            p.mig_plan.destroy.push_back(i.placement);
-          }
-        }
-      }
+      p.mig_plan = MigPlanFor(*model, state_.mig(p.node, g.gpu), g.mig);
     }
   }
   std::string why;
@@ -151,7 +306,7 @@ int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
   int64_t free = 0;
   for (const Candidate& c : domain) {
     std::span<const GpuState> gpus = state_.gpus(c.node);
-    for (uint64_t a = c.gpu_mask & cluster_->node(c.node).all_gpus_mask(); a; a &= a - 1) {
+    for (uint64_t a = c.gpu_mask & cluster_.node(c.node).all_gpus_mask(); a; a &= a - 1) {
       const GpuState& g = gpus[__builtin_ctzll(a)];
       if (!g.exclusive) free += g.free_compute_milli;
     }
@@ -165,8 +320,15 @@ std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodR
   std::vector<PlacementResult> results;
   for (const PodRequest& m : members) results.push_back(Place(m, Mode::kCommit, allowed));
   if (mode == Mode::kTestOnly) {
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (results[i].placed()) TESSERA_CHECK(Release(members[i].name).ok());
+    // A what-if leaves nothing behind: undone newest first with Revert, which also removes the
+    // MIG instances the members created and brings back those they destroyed (Release would
+    // leave them configured, as a pod that ended does).
+    for (size_t i = members.size(); i-- > 0;) {
+      if (!results[i].placed()) continue;
+      auto it = ledger_.find(members[i].name);
+      TESSERA_CHECK(it != ledger_.end());
+      Undo(it->second);
+      ledger_.erase(it);
     }
   }
   return results;
@@ -223,7 +385,7 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
       any_share = true;
     }
     Query query(state_, effective);
-    if (std::optional<std::string> never = NeverFitsReason(state_, query)) {
+    if (const std::optional<std::string>& never = NeverFits(query)) {
       return fail_all(Outcome::kNeverFits, StrCat("member ", m.name, ": ", *never));
     }
   }
@@ -261,7 +423,7 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
       *gpus = d.gpu_count;
       return d.candidates;
     }
-    restricted = Restrict(*cluster_, d, *allowed, gpus);
+    restricted = Restrict(cluster_, d, *allowed, gpus);
     return restricted;
   };
   std::string failure;
@@ -292,8 +454,30 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     }
     return n;
   }();
+  // What placing the gang takes from a domain's free compute, wherever in it the members land
+  // (whole GPUs 1000 each, shares and fractions their compute), so that the best-fitting domain
+  // (least left) is the one with the least free compute that can hold the gang. MIG grants take
+  // what their GPU model's profile says: for them, every domain is tried.
+  int64_t compute_demand = 0;
+  bool any_mig = false;
+  for (const PodRequest& m : members) {
+    const GpuAsk& a = policy_->Effective(m).gpu;
+    any_mig = any_mig || a.kind == GpuAsk::Kind::kMig;
+    compute_demand += a.compute_milli_total();
+  }
   for (int l : levels) {
     const std::vector<Domain>& domains = domains_.domains(l);
+    if (allowed == nullptr && !any_mig) {
+      // The index: from the least free compute that could hold the gang upwards; the first
+      // domain it fits in is the best fit (ties: the lower domain, as the scan below).
+      for (auto it = by_free_[l].lower_bound({compute_demand, -1}); it != by_free_[l].end(); ++it) {
+        const int d = it->second;
+        if (domains[d].gpu_count < demand_gpus) continue;
+        if (domain_free_[l][d].whole < whole_demand) continue;
+        if (PlaceAll(members, order, &domains[d].candidates, &placed, nullptr)) return finish();
+      }
+      continue;
+    }
     int best = -1;
     int64_t best_left = INT64_MAX;
     for (size_t d = 0; d < domains.size() && best_left > 0; ++d) {

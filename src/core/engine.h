@@ -7,9 +7,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -18,6 +21,7 @@
 #include "core/model/cluster.h"
 #include "core/model/request.h"
 #include "core/policy/policy.h"
+#include "core/policy/shape_index.h"
 #include "core/topology/domains.h"
 
 namespace tessera::core {
@@ -27,11 +31,33 @@ enum class Mode {
   kTestOnly,  // decide, record nothing (a filter; a what-if)
 };
 
+// Node changes for Engine::ChangeNodes, applied in this order: removals, updates, additions.
+struct NodeChanges {
+  std::vector<NodeId> remove;
+  std::vector<std::pair<NodeId, NodeSpec>> update;  // same name, new spec
+  std::vector<NodeSpec> add;
+  std::vector<std::pair<NodeId, bool>> cordon;  // true: takes no new pods
+};
+
 class Engine {
  public:
-  // `cluster` must outlive the engine.
+  // The engine keeps its own copy of `cluster` (node changes update it in place).
   Engine(const Cluster& cluster, std::unique_ptr<Policy> policy,
          std::vector<TopologyLevel> levels = DefaultTopologyLevels());
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Node changes, in place: what other nodes hold, the policy's learned state (the tessera
+  // policy's request mix) and, for changes of labels that are no topology level, its indexes
+  // survive. A node whose capacity or GPUs change, and a node removed, first gives up every pod
+  // placed on it: their names come back in `released` (a scheduler restores them on the new
+  // spec). Added nodes get the next ids (`added`, in order); removed ids are never reused.
+  // Fails, changing nothing, if a spec is invalid or names no live node.
+  absl::Status ChangeNodes(NodeChanges changes, std::vector<NodeId>* added = nullptr,
+                           std::vector<std::string>* released = nullptr);
+  // Something outside the engine changed which pods may use `node` (a NodeSet's membership, on
+  // a taint or label change): its cached evaluations are redone.
+  void TouchNode(NodeId node);
 
   // Places one pod (not a gang member: use PlaceGang). The pod is keyed by request.name, which
   // must not already be placed. `allowed` (optional) restricts it to some nodes and GPUs, and
@@ -41,6 +67,19 @@ class Engine {
   PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit,
                         const std::vector<Candidate>* allowed = nullptr,
                         const NodeSet* nodes = nullptr);
+
+  // For replays that keep their placements themselves (by trace index, say): decides exactly as
+  // Place does and applies the placement, but keeps no ledger entry and builds no per-node
+  // explanation for a pod that does not fit (the outcome alone: placed, not now, never). Undo
+  // with Unapply.
+  Outcome PlaceUnnamed(const PodRequest& request, Placement* placement);
+  // Returns exactly what `placement` took (MIG instances it created are removed again): the
+  // departure of a pod placed by PlaceUnnamed.
+  void Unapply(const Placement& placement);
+
+  // Why a request can never fit in this cluster, or nullopt when some node could take it empty.
+  // Depends only on the cluster: remembered per request shape.
+  std::optional<std::string> NeverFitsReason(const PodRequest& request);
 
   // Places all members of one gang or none. Results are in member order; on failure every result
   // carries the same outcome and reason, and the state is exactly as before.
@@ -68,7 +107,7 @@ class Engine {
 
   const Placement* Find(std::string_view pod) const;
   const ClusterState& state() const { return state_; }
-  const Cluster& cluster() const { return *cluster_; }
+  const Cluster& cluster() const { return cluster_; }
   const TopologyDomains& domains() const { return domains_; }
   Policy& policy() { return *policy_; }
   size_t placed_count() const { return ledger_.size(); }
@@ -76,6 +115,13 @@ class Engine {
  private:
   void Commit(const Placement& p);
   void Undo(const Placement& p);
+  // The one decision of Place and PlaceUnnamed: the policy's choice for `request` (Effective
+  // applied), else why not (kNeverFits with its reason; kNoFitNow with the per-node explanation
+  // when `explain`).
+  PlacementResult Decide(const PodRequest& request, const std::vector<Candidate>* allowed,
+                         const NodeSet* nodes, bool explain);
+  // NeverFitsReason of an effective request's query, remembered per shape.
+  const std::optional<std::string>& NeverFits(const Query& query);
   // Places every member inside `candidates` (nullptr = anywhere), largest asks first (the order
   // in `order`), and commits them all, or returns false having undone what it placed. `placed`
   // is in member order; `failure` gets the reason.
@@ -89,12 +135,35 @@ class Engine {
   std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
                                                       Mode mode,
                                                       const std::vector<Candidate>* allowed);
+  // Frees every placement on `node`, appending their pods' names.
+  void ReleaseAllOn(NodeId node, std::vector<std::string>* released);
 
-  const Cluster* cluster_;
+  // The gang domain index: per level, each domain's free compute and fully free GPUs, kept up
+  // to date on every change of a node's state, and the domains ordered by free compute. A gang
+  // finds its best-fitting domain by walking them from the least free that could hold it
+  // (PlaceGang), instead of trial-placing in every domain.
+  struct DomainFree {
+    int64_t compute = 0;  // free compute (milli-GPU) on GPUs not held whole
+    int whole = 0;        // GPUs with no grant
+  };
+  struct NodeDomain {
+    int level = 0;
+    int domain = 0;
+    uint64_t mask = 0;  // the node's GPUs inside the domain
+    DomainFree free;    // their contribution, as last counted
+  };
+  void IndexDomains();              // after domains_ was (re)built
+  void UpdateDomains(NodeId node);  // after the node's state changed
+
+  Cluster cluster_;
   std::unique_ptr<Policy> policy_;
   ClusterState state_;
   TopologyDomains domains_;
+  std::vector<std::vector<DomainFree>> domain_free_;        // per level, per domain
+  std::vector<std::set<std::pair<int64_t, int>>> by_free_;  // per level: (free compute, domain)
+  std::vector<std::vector<NodeDomain>> node_domains_;       // per node
   absl::flat_hash_map<std::string, Placement> ledger_;
+  absl::flat_hash_map<RequestShape, std::optional<std::string>> never_fits_;
 };
 
 }  // namespace tessera::core

@@ -1,6 +1,7 @@
 #include "core/engine.h"
 
 #include "common/random.h"
+#include "common/strings.h"
 #include "core/testing/cluster_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -141,6 +142,87 @@ TEST(Engine, FailedGangRollsBackExactly) {
       EXPECT_EQ(x.placement.node, y.placement.node) << policy << " " << probe.name;
       EXPECT_EQ(x.placement.gpus, y.placement.gpus) << policy << " " << probe.name;
     }
+  }
+}
+
+// Everything a what-if could leave behind: free amounts, grants, MIG instances and the ledger.
+struct StateSnapshot {
+  std::vector<GpuState> gpus;
+  std::vector<std::vector<std::pair<MigPlacement, bool>>> mig;
+  int64_t cpu = 0, memory = 0;
+  size_t placed = 0;
+
+  static StateSnapshot Of(const Engine& e) {
+    StateSnapshot s;
+    const ClusterState& st = e.state();
+    for (int n = 0; n < st.node_count(); ++n) {
+      s.cpu += st.free_cpu_milli(NodeId(n));
+      s.memory += st.free_memory_mib(NodeId(n));
+      for (int g = 0; g < static_cast<int>(st.gpus(NodeId(n)).size()); ++g) {
+        s.gpus.push_back(st.gpu(NodeId(n), g));
+        std::vector<std::pair<MigPlacement, bool>> instances;
+        for (const MigGpuState::Instance& i : st.mig(NodeId(n), g).instances) {
+          instances.emplace_back(i.placement, i.assigned);
+        }
+        s.mig.push_back(std::move(instances));
+      }
+    }
+    s.placed = e.placed_count();
+    return s;
+  }
+  void ExpectEq(const StateSnapshot& o, const std::string& what) const {
+    ASSERT_EQ(gpus.size(), o.gpus.size()) << what;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      EXPECT_EQ(gpus[i].free_memory_mib, o.gpus[i].free_memory_mib) << what << " GPU " << i;
+      EXPECT_EQ(gpus[i].free_compute_milli, o.gpus[i].free_compute_milli) << what << " GPU " << i;
+      EXPECT_EQ(gpus[i].grants, o.gpus[i].grants) << what << " GPU " << i;
+      EXPECT_EQ(gpus[i].exclusive, o.gpus[i].exclusive) << what << " GPU " << i;
+      EXPECT_EQ(mig[i], o.mig[i]) << what << " MIG instances of GPU " << i;
+    }
+    EXPECT_EQ(cpu, o.cpu) << what;
+    EXPECT_EQ(memory, o.memory) << what;
+    EXPECT_EQ(placed, o.placed) << what;
+  }
+};
+
+// PlaceGang in test-only mode (a what-if for preemption and defragmentation) reverts exactly, for
+// policies that place a gang together and for those that place its members one by one, and also
+// when the members create MIG instances or destroy idle ones to make room.
+TEST(Engine, GangWhatIfRevertsExactlyEvenMigInstances) {
+  // A MIG GPU with one idle 3g.40gb at slice 4 and nothing else configured, and a plain node.
+  Cluster c = ClusterBuilder()
+                  .Node("mig")
+                  .Gpus(2, "A100-80GB")
+                  .Mig({{"3g.40gb", 4}})
+                  .Node("plain")
+                  .Gpus(2, "A100-80GB")
+                  .Build();
+  for (std::string_view policy : PolicyNames()) {
+    Engine e(c, Make(policy));
+    ASSERT_TRUE(e.Place(Pod("cpu", GpuAsk::None())).placed()) << policy;
+    const StateSnapshot before = StateSnapshot::Of(e);
+    // Members that create 1g.10gb instances in unconfigured slices and (the 4g.40gb) destroy the
+    // idle 3g.40gb in its way, plus a whole GPU.
+    std::vector<PodRequest> members = Gang("w", 4, GpuAsk::Mig("1g.10gb"), "", false);
+    members[1].gpu = GpuAsk::Mig("4g.40gb");
+    members[2].gpu = GpuAsk::Mig("4g.40gb");
+    members[3].gpu = GpuAsk::Whole(1);
+    std::vector<PlacementResult> results = e.PlaceGang(members, Mode::kTestOnly);
+    ASSERT_EQ(results.size(), members.size());
+    bool created = false;
+    for (const PlacementResult& r : results) {
+      if (r.placed() && r.placement.mig_plan.create) created = true;
+    }
+    EXPECT_TRUE(created || !results[0].placed()) << policy << ": the what-if creates instances";
+    before.ExpectEq(StateSnapshot::Of(e), std::string(policy));
+    e.state().CheckInvariants();
+    // The same what-if again gives the same answer: nothing it did before is in its way.
+    std::vector<PlacementResult> again = e.PlaceGang(members, Mode::kTestOnly);
+    for (size_t i = 0; i < results.size(); ++i) {
+      EXPECT_EQ(again[i].outcome, results[i].outcome) << policy;
+      EXPECT_EQ(again[i].placement.gpus, results[i].placement.gpus) << policy;
+    }
+    before.ExpectEq(StateSnapshot::Of(e), std::string(policy) + " (twice)");
   }
 }
 
@@ -302,7 +384,9 @@ TEST(Engine, NodeSetPlacesExactlyAsTheSameCandidates) {
       if (!a.placed()) continue;
       ASSERT_EQ(a.placement.node, r.placement.node) << "pod " << i;
       ASSERT_EQ(a.placement.gpu_mask(), r.placement.gpu_mask()) << "pod " << i;
-      if (restricted) EXPECT_TRUE(set.Contains(a.placement.node)) << "pod " << i;
+      if (restricted) {
+        EXPECT_TRUE(set.Contains(a.placement.node)) << "pod " << i;
+      }
       live.push_back(pod.name);
     }
   }
@@ -323,6 +407,155 @@ TEST(Engine, NodeSetExcludedNodesAreCountedInTheReason) {
   EXPECT_EQ(e.Find("two")->node, c.FindNode("b"));
   // Two sets with the same nodes are still two sets (each its own id).
   EXPECT_NE(NodeSet({false, true}).id(), only_b.id());
+}
+
+// Uniform in [lo, hi).
+int Pick(Random& rnd, int lo, int hi) { return lo + static_cast<int>(rnd.Uniform(hi - lo)); }
+
+// A cluster of GPU nodes of different shapes, racks and NVLink domains, for the node-change and
+// gang-index tests.
+Cluster MixedCluster(int nodes) {
+  ClusterBuilder b;
+  for (int i = 0; i < nodes; ++i) {
+    b.Node(StrCat("n", i)).Label("tessera.dev/rack", StrCat("r", i % 5));
+    if (i % 3 == 0) {
+      b.Gpus(8, "A100-80GB").NvSwitch();
+    } else if (i % 3 == 1) {
+      b.Gpus(4, "A100-80GB");
+    } else {
+      b.Gpus(2, "H100-80GB").NvSwitch(18);
+    }
+  }
+  return b.Build();
+}
+
+// A fixed list of probe requests.
+std::vector<PodRequest> Probes(int salt) {
+  std::vector<PodRequest> out;
+  Random rnd(static_cast<uint64_t>(salt));
+  for (int i = 0; i < 40; ++i) {
+    out.push_back(Pod(StrCat("probe-", salt, "-", i),
+                      Pick(rnd, 0, 2) == 0 ? GpuAsk::Whole(Pick(rnd, 1, 3))
+                                           : GpuAsk::Share(Pick(rnd, 1, 40) * 1024, 0)));
+  }
+  return out;
+}
+
+// What an engine answers, pod by pod, for the probes (each committed).
+std::vector<std::string> Answers(Engine& e, int salt) {
+  std::vector<std::string> out;
+  for (const PodRequest& p : Probes(salt)) {
+    PlacementResult r = e.Place(p);
+    std::string line = r.placed() ? e.cluster().node(r.placement.node).name : "-";
+    for (const GpuGrant& g : r.placement.gpus) StrAppend(&line, "/", g.gpu);
+    out.push_back(line);
+  }
+  return out;
+}
+
+// Nodes added, re-labelled, resized and removed in place leave the engine exactly where an engine
+// built with the final nodes and the same pods would be: the pods on untouched nodes stay, the
+// policy keeps what it learned (the tessera policy's request mix: its answers match an engine
+// that saw the same requests), and every later answer is the same.
+TEST(Engine, NodeChangesInPlaceMatchAnEngineBuiltWithTheNewNodes) {
+  for (std::string_view policy : {"tessera", "binpack", "spread", "whole-gpu"}) {
+    Cluster c = MixedCluster(12);
+    Engine e(c, Make(policy));
+    Answers(e, 1);  // pods on the first nodes
+    NodeChanges changes;
+    NodeSpec added = MixedCluster(13).node(NodeId(12));
+    changes.add.push_back(added);
+    NodeSpec relabelled = c.node(NodeId(4));
+    relabelled.labels["team"] = "vision";  // no topology level reads it
+    changes.update.emplace_back(NodeId(4), relabelled);
+    NodeSpec resized = c.node(NodeId(7));
+    resized.cpu_milli += 8000;
+    changes.update.emplace_back(NodeId(7), resized);
+    changes.remove.push_back(NodeId(10));
+    std::vector<NodeId> ids;
+    std::vector<std::string> released;
+    ASSERT_TRUE(e.ChangeNodes(changes, &ids, &released).ok()) << policy;
+    ASSERT_EQ(ids, std::vector<NodeId>{NodeId(12)});
+    for (const std::string& pod : released) {
+      EXPECT_EQ(e.Find(pod), nullptr) << pod;
+    }
+    EXPECT_FALSE(e.cluster().live(NodeId(10)));
+    EXPECT_FALSE(e.cluster().FindNode("n10").valid());
+    EXPECT_EQ(e.cluster().FindNode("n12"), NodeId(12));
+    e.state().CheckInvariants();
+
+    // The same nodes built from scratch (node 10 a removed slot), a policy that saw the same
+    // requests (test-only placements teach it without placing), and what e holds restored.
+    std::vector<NodeSpec> specs = c.nodes();
+    specs[4] = relabelled;
+    specs[7] = resized;
+    specs.push_back(added);
+    Cluster fresh_cluster = *Cluster::Create(specs);
+    Engine fresh(fresh_cluster, Make(policy));
+    ASSERT_TRUE(fresh.ChangeNodes(NodeChanges{{NodeId(10)}, {}, {}, {}}).ok());
+    for (const PodRequest& p : Probes(1)) (void)fresh.Place(p, Mode::kTestOnly);
+    for (int i = 0; i < 40; ++i) {
+      const std::string name = StrCat("probe-1-", i);
+      if (const Placement* held = e.Find(name)) {
+        ASSERT_TRUE(fresh.Restore(name, *held).ok()) << policy << " " << name;
+      }
+    }
+    EXPECT_EQ(Answers(e, 2), Answers(fresh, 2)) << policy;
+  }
+}
+
+// A cordoned node takes no new pods (the reason says so) and keeps its own; uncordoned, it is used.
+TEST(Engine, CordonedNodesKeepTheirPodsAndTakeNoNewOnes) {
+  Cluster c = RealityCheckCluster();
+  Engine e(c, Make("tessera"));
+  ASSERT_TRUE(e.Place(Pod("p", GpuAsk::Whole(2))).placed());
+  const NodeId nv = c.FindNode("nvswitch-0");
+  ASSERT_TRUE(e.ChangeNodes(NodeChanges{{}, {}, {}, {{nv, true}}}).ok());
+  EXPECT_NE(e.Find("p"), nullptr);
+  PlacementResult r = e.Place(Pod("big", GpuAsk::Whole(4)));
+  EXPECT_EQ(r.outcome, Outcome::kNoFitNow);  // not never: uncordoning makes room
+  EXPECT_THAT(r.reason, HasSubstr("1 cordoned"));
+  ASSERT_TRUE(e.ChangeNodes(NodeChanges{{}, {}, {}, {{nv, false}}}).ok());
+  EXPECT_TRUE(e.Place(Pod("big", GpuAsk::Whole(4))).placed());
+}
+
+// The gang domain index finds exactly the domain the full scan finds (the best fit: least free
+// compute left, ties to the first domain), on many random states and gang shapes.
+TEST(Engine, GangDomainIndexChoosesAsTheFullScan) {
+  Cluster c = MixedCluster(30);
+  for (std::string_view policy : {"tessera", "binpack", "spread"}) {
+    Engine e(c, Make(policy));
+    Random rnd(7);
+    std::vector<Candidate> everywhere;
+    for (int n = 0; n < c.node_count(); ++n) everywhere.push_back(Candidate{NodeId(n)});
+    for (int round = 0; round < 60; ++round) {
+      // Fill some, free some.
+      for (int k = 0; k < 6; ++k) {
+        PodRequest p =
+            Pod(StrCat("f", round, "-", k),
+                Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 4))
+                                : GpuAsk::Share(Pick(rnd, 1, 60) * 1024, Pick(rnd, 0, 5) * 100));
+        e.Place(p);
+        if (Pick(rnd, 0, 3) == 0) (void)e.Release(StrCat("f", round - 1, "-", k));
+      }
+      const std::string level = Pick(rnd, 0, 2) ? "rack" : "nvlink-domain";
+      const bool required = Pick(rnd, 0, 3) != 0;
+      GpuAsk ask = Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 3))
+                                   : GpuAsk::Share(Pick(rnd, 1, 40) * 1024, 250);
+      std::vector<PodRequest> gang =
+          Gang(StrCat("g", round), Pick(rnd, 2, 9), ask, level, required);
+      std::vector<PlacementResult> indexed = e.PlaceGang(gang, Mode::kTestOnly);
+      std::vector<PlacementResult> scanned = e.PlaceGang(gang, Mode::kTestOnly, &everywhere);
+      ASSERT_EQ(indexed[0].outcome, scanned[0].outcome) << policy << " round " << round;
+      for (size_t i = 0; i < gang.size(); ++i) {
+        EXPECT_EQ(indexed[i].placement.node, scanned[i].placement.node)
+            << policy << " round " << round << " member " << i;
+        EXPECT_EQ(indexed[i].placement.gpus, scanned[i].placement.gpus)
+            << policy << " round " << round << " member " << i;
+      }
+    }
+    e.state().CheckInvariants();
+  }
 }
 
 }  // namespace

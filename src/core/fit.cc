@@ -22,9 +22,24 @@ NodeSet::NodeSet(std::vector<bool> allowed) : allowed_(std::move(allowed)) {
   size_ = static_cast<int>(std::count(allowed_.begin(), allowed_.end(), true));
 }
 
+void NodeSet::Set(NodeId node, bool allowed) {
+  const size_t i = static_cast<size_t>(node.value());
+  if (i >= allowed_.size()) {
+    if (!allowed) return;
+    allowed_.resize(i + 1, false);
+  }
+  if (allowed_[i] == allowed) return;
+  allowed_[i] = allowed;
+  size_ += allowed ? 1 : -1;
+}
+
 NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node, uint64_t allowed) {
   const PodRequest& r = *query.request;
   NodeFit fit;
+  if (!state.accepts_pods(node)) {
+    fit.reject = Reject::kCordoned;
+    return fit;
+  }
   if (query.nodes != nullptr && !query.nodes->Contains(node)) {
     fit.reject = Reject::kExcluded;
     return fit;
@@ -163,6 +178,7 @@ std::optional<std::string> NeverFitsReason(const ClusterState& state, const Quer
   std::vector<std::string> mig_offers;  // "A100-80GB: 7g.80gb, ..." per MIG model in the cluster
   for (int i = 0; i < cluster.node_count(); ++i) {
     NodeId id(i);
+    if (!cluster.live(id)) continue;
     const NodeSpec& n = cluster.node(id);
     max_cpu = std::max(max_cpu, n.cpu_milli);
     max_mem = std::max(max_mem, n.memory_mib);
@@ -286,7 +302,9 @@ std::string ExplainNoFit(const ClusterState& state, const Query& query,
   if (query.candidates) {
     for (const Candidate& c : *query.candidates) visit(c.node, c.gpu_mask);
   } else {
-    for (int i = 0; i < state.node_count(); ++i) visit(NodeId(i), ~0ULL);
+    for (int i = 0; i < state.node_count(); ++i) {
+      if (state.cluster().live(NodeId(i))) visit(NodeId(i), ~0ULL);
+    }
   }
   counts[static_cast<int>(Reject::kTopology)] += static_cast<int>(policy_declined.size());
   const PodRequest& r = *query.request;
@@ -295,6 +313,7 @@ std::string ExplainNoFit(const ClusterState& state, const Query& query,
     int c = counts[static_cast<int>(why)];
     if (c > 0) parts.push_back(StrCat(c, " ", text));
   };
+  add(Reject::kCordoned, "cordoned (spec.unschedulable)");
   add(Reject::kExcluded, "excluded by the pod's tolerations, nodeSelector or node affinity");
   add(Reject::kCpu, StrCat("too little CPU free (needs ", Cores(r.cpu_milli), ")"));
   add(Reject::kMemory, StrCat("too little memory free (needs ", FormatMiB(r.memory_mib), ")"));

@@ -24,6 +24,9 @@ struct Candidate {
 // the process, so an index kept per request shape (shape_index.h) keeps one entry per set and
 // stays exact. Example: a cluster of 10,000 GPU nodes and one tainted control-plane node; pods
 // that do not tolerate the taint share one set of 10,000 nodes and are placed through the index.
+//
+// A set may change (Set) as nodes change, keeping its id: whoever changes membership must then
+// have the engine re-evaluate that node (Engine::TouchNode), since indexes cache per set.
 class NodeSet {
  public:
   // `allowed[i]`: node i of the cluster may be used.
@@ -32,6 +35,8 @@ class NodeSet {
   bool Contains(NodeId node) const {
     return static_cast<size_t>(node.value()) < allowed_.size() && allowed_[node.value()];
   }
+  // Adds or removes one node (growing the set for nodes added to the cluster).
+  void Set(NodeId node, bool allowed);
   int size() const { return size_; }
   uint64_t id() const { return id_; }
 
@@ -59,6 +64,7 @@ struct Query {
 // Why a node cannot take a pod, most fundamental first.
 enum class Reject : uint8_t {
   kNone,
+  kCordoned,      // takes no new pods (cordoned: spec.unschedulable), or removed
   kExcluded,      // not in the pod's NodeSet (taints, nodeSelector, node affinity)
   kCpu,           // not enough CPU free
   kMemory,        // not enough host memory free

@@ -11,6 +11,12 @@
 //    "gpus": [{"index": 3, "memory_mib": 40192, "compute_milli": 428, "exclusive": false,
 //              "mig": {"profile": "3g.40gb", "start": 4}}],
 //    "mig_plan": {"create": true, "destroy": [{"profile": "1g.10gb", "start": 4}, ...]}}
+//
+// Reading follows the Kubernetes API conventions for machine-written objects: fields this
+// version does not know are ignored (a newer scheduler may add some, and a rollback must still
+// read its records); what cannot be interpreted (another version, a missing or malformed field,
+// an unknown MIG profile) is an error naming the field. A caller that cannot read a pod's record
+// must never treat its GPUs as free (see k8s/scheduler: the node stays blocked for GPU work).
 #pragma once
 
 #include <string>
@@ -31,6 +37,7 @@ struct AssignedGpu {
   std::string uuid;
   std::string mig_profile;  // a MIG instance's profile ("3g.40gb"), else empty
   int32_t mig_start = -1;   // its start slice
+  bool operator==(const AssignedGpu&) const = default;
 };
 
 struct MigInstanceRecord {
@@ -46,6 +53,7 @@ struct Assignment {
   // instances (a re-partitioning plan).
   bool mig_create = false;
   std::vector<MigInstanceRecord> mig_destroy;
+  bool operator==(const Assignment&) const = default;
 };
 
 std::string AssignmentToJson(const Assignment& assignment);

@@ -1,7 +1,9 @@
 // The node record `tessera.dev/gpu-inventory` (DESIGN.md "Kubernetes-facing contract"): a
 // versioned JSON document with the node's GPUs and their pairwise links. Written by the agent (or
 // `tessera topo parse`, or by hand), read by the scheduler. Validated on read: a bad record is an
-// error naming the field, never a crash.
+// error naming the field, never a crash. Fields this version does not know are ignored (a newer
+// agent may add some); another version, or a known field that is missing or malformed, is an
+// error.
 //
 //   {"version": 1,
 //    "gpus": [{"index": 0, "uuid": "GPU-...", "model": "A100-80GB", "memory_mib": 81920,

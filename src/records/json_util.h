@@ -21,7 +21,8 @@ class JsonReader {
   JsonReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {}
 
   absl::Status ExpectObject() const;
-  // Unknown keys are errors: a typo must not silently become a default.
+  // Unknown keys are errors: a typo must not silently become a default. For files people write
+  // (configs, workloads) only: readers of records that machines write accept unknown fields.
   absl::Status OnlyKeys(std::initializer_list<std::string_view> keys) const;
   bool Has(std::string_view key) const;
   const nlohmann::json& At(std::string_view key) const;

@@ -1,41 +1,40 @@
-// Places and releases pods on a ClusterState with a policy, exactly as core::Engine::Place does
-// (Effective request, Query, Policy::Choose, ClusterState::Apply, Policy::OnNodeChanged), minus
-// what a replay of ten thousand pods cannot afford and does not use: the engine's ledger keyed by
-// pod name (the replay keeps placements by trace index) and the per-node explanation the engine
-// builds for every pod that does not fit. Whether a pod can never fit is decided by core's
-// NeverFitsReason, remembered per request shape since it depends only on the cluster.
+// Places and releases the pods of a trace replay with core::Engine's one decision
+// (Engine::PlaceUnnamed: the policy's choice exactly as Engine::Place makes it), minus what a
+// replay of ten thousand pods cannot afford and does not use: the engine's ledger keyed by pod
+// name (the replay keeps placements by trace index) and the per-node explanation built for every
+// pod that does not fit. Whether a pod can never fit is the engine's answer, remembered per
+// request shape.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
-#include "core/cluster_state.h"
-#include "core/model/placement.h"
-#include "core/policy/paper.h"
-#include "core/policy/policy.h"
+#include "core/engine.h"
 
 namespace tessera::sim {
 
 class Placer {
  public:
   // `cluster` must outlive the placer.
-  Placer(const core::Cluster& cluster, std::unique_ptr<core::Policy> policy);
+  Placer(const core::Cluster& cluster, std::unique_ptr<core::Policy> policy)
+      : engine_(cluster, std::move(policy)) {}
 
   // kPlaced (and *placement set), kNoFitNow or kNeverFits.
-  core::Outcome Place(const core::PodRequest& request, core::Placement* placement);
+  core::Outcome Place(const core::PodRequest& request, core::Placement* placement) {
+    return engine_.PlaceUnnamed(request, placement);
+  }
   // Returns what a placement made by Place took.
-  void Release(const core::Placement& placement);
+  void Release(const core::Placement& placement) { engine_.Unapply(placement); }
 
-  const core::ClusterState& state() const { return state_; }
-  core::Policy& policy() { return *policy_; }
+  const core::ClusterState& state() const { return engine_.state(); }
+  core::Policy& policy() { return engine_.policy(); }
   // Why a pod of this shape can never fit (empty when it can).
-  std::string NeverFitsReason(const core::PodRequest& request);
+  std::string NeverFitsReason(const core::PodRequest& request) {
+    return engine_.NeverFitsReason(request).value_or(std::string());
+  }
 
  private:
-  std::unique_ptr<core::Policy> policy_;
-  core::ClusterState state_;
-  absl::flat_hash_map<core::RequestShape, std::string> never_;
+  core::Engine engine_;
 };
 
 }  // namespace tessera::sim

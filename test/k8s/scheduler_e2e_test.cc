@@ -17,6 +17,7 @@
 
 #include "common/strings.h"
 #include "controlplane/controlplane.h"
+#include "core/model/mig.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/client/config.h"
@@ -612,6 +613,182 @@ TEST_F(SchedulerTest, RespectsCordonTaintsAndNodeSelectors) {
                   .ok());
   ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("big")); }, seconds(30))) << s->Log();
   EXPECT_EQ(GetPod("big")["spec"]["nodeName"], cordoned);
+}
+
+// The README's MIG and GPU-model asks on the real API server: `tessera.dev/mig: PROFILE` gets a
+// MIG instance of that profile on a MIG-enabled GPU (its assignment names profile and start
+// slice), `tessera.dev/gpu-model` keeps a pod to those models, and a restarted scheduler restores
+// the instances so that no two granted instances ever share a slice.
+TEST_F(SchedulerTest, MigProfilesAndGpuModelsFromPodAnnotations) {
+  const std::string mig = NodeName("a100-mig"), h100 = NodeName("h100");
+  AddNode(NodeObject(mig).Gpus(1, "A100-80GB").Mig());
+  AddNode(NodeObject(h100).Gpus(2, "H100-80GB"));
+  ScopedProcess* s = StartScheduler("mig-1");
+  AddPod(Pod("m-4g").Annotation("tessera.dev/mig", "4g.40gb"));
+  AddPod(Pod("m-1g").Limit("tessera.dev/gpu", "1").Annotation("tessera.dev/mig", "1g.10gb"));
+  AddPod(Pod("h100-only")
+             .Limit("tessera.dev/gpu", "1")
+             .Annotation("tessera.dev/gpu-model", "H100-80GB,H200-141GB"));
+  AddPod(
+      Pod("b200-only").Limit("tessera.dev/gpu", "1").Annotation("tessera.dev/gpu-model", "B200"));
+  ASSERT_TRUE(WaitBound(3, seconds(30))) << s->Log();
+  ASSERT_TRUE(WaitUntil(
+      [&] { return std::get<1>(Scheduled(GetPod("b200-only"))) == "Unschedulable"; }, seconds(30)));
+  EXPECT_THAT(std::get<2>(Scheduled(GetPod("b200-only"))), HasSubstr("B200"));
+  // Restarted: what the first process granted is restored before anything else is decided.
+  schedulers_.clear();
+  AddPod(Pod("m-2g").Annotation("tessera.dev/mig", "2g.20gb"));
+  AddPod(Pod("m-2g-b").Annotation("tessera.dev/mig", "2g.20gb"));
+  AddPod(Pod("m-1g-b").Annotation("tessera.dev/mig", "1g.10gb"));
+  s = StartScheduler("mig-2");
+  auto decided = [&](const std::string& pod) {
+    json j = GetPod(pod);
+    return IsBound(j) || std::get<1>(Scheduled(j)) == "Unschedulable";
+  };
+  ASSERT_TRUE(WaitUntil([&] { return decided("m-2g") && decided("m-2g-b") && decided("m-1g-b"); },
+                        seconds(30)))
+      << s->Log();
+  std::map<std::string, records::Assignment> as = Assignments();
+  EXPECT_EQ(as.at("h100-only").node, h100);
+  const core::MigModel& model = *core::FindMigModel("A100-80GB");
+  uint8_t used = 0;
+  int mig_pods = 0;
+  for (const auto& [name, a] : as) {
+    if (a.node != mig) continue;
+    ASSERT_EQ(a.gpus.size(), 1u) << name;
+    const records::AssignedGpu& g = a.gpus[0];
+    ASSERT_FALSE(g.mig_profile.empty()) << name << " has no MIG instance";
+    const int p = model.Find(g.mig_profile);
+    ASSERT_GE(p, 0) << g.mig_profile;
+    const uint8_t slots = model.profiles[p].slots(g.mig_start);
+    EXPECT_EQ(used & slots, 0) << name << "'s " << g.mig_profile << "@" << g.mig_start
+                               << " shares a slice with another pod's instance";
+    used |= slots;
+    ++mig_pods;
+  }
+  // The 4g.40gb and 1g.10gb of the first process, and at least one pod of the second: the 8
+  // memory slices cannot hold all five.
+  EXPECT_GE(mig_pods, 3);
+  EXPECT_LT(mig_pods, 5);
+  EXPECT_EQ(as.at("m-4g").gpus[0].mig_profile, "4g.40gb");
+  EXPECT_EQ(as.at("m-1g").gpus[0].mig_profile, "1g.10gb");
+}
+
+// The README's other promises about pods, each checked on the real API server: compute shares,
+// the interconnect a multi-GPU pod asks for, CPU and memory counted as kube-scheduler counts them
+// (init containers included), required node affinity, and the order of pending pods (higher
+// priority first, then queues taking turns).
+TEST_F(SchedulerTest, ReadmePodPromises) {
+  const std::string nv = NodeName("nv"), pcie = NodeName("pcie"), small = NodeName("small");
+  AddNode(NodeObject(nv).Gpus(4).NvSwitch().Label("pool", "nv"));
+  AddNode(NodeObject(pcie).Gpus(4).Label("pool", "pcie"));  // two GPUs per PCIe switch
+  AddNode(NodeObject(small).Gpus(3).Cpu("4").Memory("16Gi").Label("pool", "small"));
+  auto create = [&](json pod) {
+    absl::StatusOr<json> c = api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), pod);
+    ASSERT_TRUE(c.ok()) << c.status();
+  };
+  auto in_pool = [&](PodObject p, const std::string& pool) {
+    json j = p.Scheduler(scheduler_name_).Json();
+    j["spec"]["nodeSelector"] = {{"pool", pool}};
+    return j;
+  };
+  // Created before the scheduler starts, so that it finds them all pending at once. The small
+  // node has 3 GPUs: the high-priority pod first, then queues a and b take turns: b's one pod gets
+  // a GPU although queue a has three (which of a's three is first depends on the order the
+  // informer lists them). The harness runs kube-apiserver without the Priority admission plugin,
+  // so spec.priority is given directly, as that plugin sets it from a PriorityClass.
+  for (const char* name : {"a-1", "a-2", "a-3"}) {
+    create(in_pool(Pod(name).Limit("tessera.dev/gpu", "1").Annotation("tessera.dev/queue", "a"),
+                   "small"));
+  }
+  create(in_pool(Pod("b-1").Limit("tessera.dev/gpu", "1").Annotation("tessera.dev/queue", "b"),
+                 "small"));
+  create(in_pool(Pod("z-high")
+                     .Limit("tessera.dev/gpu", "1")
+                     .Annotation("tessera.dev/queue", "a")
+                     .Priority(1000),
+                 "small"));
+  // Interconnect: two GPUs joined by NVLink (only the NVSwitch node has them), and two behind
+  // one PCIe switch, kept to the PCIe node by required node affinity.
+  create(Pod("tp")
+             .Limit("tessera.dev/gpu", "2")
+             .Annotation("tessera.dev/topology", "nvlink")
+             .Annotation("tessera.dev/topology-mode", "required")
+             .Scheduler(scheduler_name_)
+             .Json());
+  json pix = Pod("pix")
+                 .Limit("tessera.dev/gpu", "2")
+                 .Annotation("tessera.dev/topology", "pcie-switch")
+                 .Annotation("tessera.dev/topology-mode", "required")
+                 .Scheduler(scheduler_name_)
+                 .Json();
+  pix["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+     ["nodeSelectorTerms"] = json::array(
+         {{{"matchExpressions",
+            json::array({{{"key", "pool"}, {"operator", "In"}, {"values", {"pcie"}}}})}}});
+  create(pix);
+  // Compute shares, on the NVSwitch node beside tp: 60% and 60% cannot share one GPU; 40% fits
+  // beside either.
+  for (const char* name : {"c-60a", "c-60b"}) {
+    create(in_pool(
+        Pod(name).Limit("tessera.dev/gpu-memory", "1Gi").Limit("tessera.dev/gpu-compute", "60"),
+        "nv"));
+  }
+  create(in_pool(Pod("c-40").Limit("tessera.dev/gpu-compute", "40"), "nv"));
+  ScopedProcess* s = StartScheduler("readme");
+  auto decided = [&](const std::string& pod) {
+    json j = GetPod(pod);
+    return IsBound(j) || std::get<1>(Scheduled(j)) == "Unschedulable";
+  };
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const char* p :
+             {"z-high", "a-1", "a-2", "a-3", "b-1", "tp", "pix", "c-60a", "c-60b", "c-40"}) {
+          if (!decided(p)) return false;
+        }
+        return true;
+      },
+      seconds(30)))
+      << s->Log();
+  for (const char* p : {"z-high", "b-1", "tp", "pix", "c-60a", "c-60b", "c-40"}) {
+    EXPECT_TRUE(IsBound(GetPod(p))) << p << " is not bound\n" << s->Log();
+  }
+  int a_bound = 0;
+  for (const char* p : {"a-1", "a-2", "a-3"}) a_bound += IsBound(GetPod(p)) ? 1 : 0;
+  EXPECT_EQ(a_bound, 1) << "queue a took more than its turn, or none";
+  std::map<std::string, records::Assignment> as = Assignments();
+  CheckNoOvercommit(as);
+  EXPECT_EQ(as.at("z-high").node, small);
+  EXPECT_EQ(as.at("b-1").node, small);
+  EXPECT_EQ(as.at("tp").node, nv);
+  ASSERT_EQ(as.at("pix").gpus.size(), 2u);
+  EXPECT_EQ(as.at("pix").node, pcie);
+  EXPECT_EQ(as.at("pix").gpus[0].grant.gpu / 2, as.at("pix").gpus[1].grant.gpu / 2)
+      << "the two GPUs are behind different PCIe switches";
+  // Compute: granted as asked, and the two 60% shares are on different GPUs.
+  const records::AssignedGpu& a60 = as.at("c-60a").gpus.at(0);
+  const records::AssignedGpu& b60 = as.at("c-60b").gpus.at(0);
+  EXPECT_EQ(a60.grant.compute_milli, 600);
+  EXPECT_EQ(a60.grant.memory_mib, 1024);
+  EXPECT_EQ(as.at("c-40").gpus.at(0).grant.compute_milli, 400);
+  EXPECT_NE(a60.grant.gpu, b60.grant.gpu);
+
+  // CPU and memory as kube-scheduler counts them: the small node has 4 CPUs; a pod whose init
+  // container asks 3 CPUs (more than its container's 1) holds 3, so a second such pod waits.
+  auto init_heavy = [&](const std::string& name) {
+    json j = in_pool(Pod(name).Request("cpu", "1").Request("memory", "1Gi"), "small");
+    j["spec"]["initContainers"] =
+        json::array({{{"name", "init"},
+                      {"image", "registry.invalid/init:1"},
+                      {"resources", {{"requests", {{"cpu", "3"}, {"memory", "2Gi"}}}}}}});
+    return j;
+  };
+  create(init_heavy("init-1"));
+  ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("init-1")); }, seconds(30))) << s->Log();
+  create(init_heavy("init-2"));
+  ASSERT_TRUE(WaitUntil([&] { return std::get<1>(Scheduled(GetPod("init-2"))) == "Unschedulable"; },
+                        seconds(30)));
+  EXPECT_THAT(std::get<2>(Scheduled(GetPod("init-2"))), HasSubstr("CPU"));
 }
 
 // deploy/ against the real API server: every object is accepted by a server-side dry run, and the

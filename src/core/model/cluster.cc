@@ -6,107 +6,168 @@
 
 namespace tessera::core {
 
+absl::Status Cluster::SetSlot(int index, NodeSpec n) {
+  if (n.name.empty()) {
+    return absl::InvalidArgumentError(StrCat("node #", index + 1, " has no name"));
+  }
+  if (n.cpu_milli < 0 || n.memory_mib < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("node ", n.name, ": cpu and memory must not be negative"));
+  }
+  if (n.gpu_count() > kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(StrCat("node ", n.name, " has ", n.gpu_count(),
+                                             " GPUs; at most ", kMaxGpusPerNode,
+                                             " per node are supported"));
+  }
+  if (n.links.size() == 0 && n.gpu_count() > 0) n.links = LinkMatrix(n.gpu_count());
+  if (n.links.size() != n.gpu_count()) {
+    return absl::InvalidArgumentError(StrCat("node ", n.name, ": link matrix is ", n.links.size(),
+                                             "x", n.links.size(), " but the node has ",
+                                             n.gpu_count(), " GPUs"));
+  }
+  for (int g = 0; g < n.gpu_count(); ++g) {
+    if (n.gpus[g].index != g) {
+      return absl::InvalidArgumentError(
+          StrCat("node ", n.name, ": GPU at position ", g, " has index ", n.gpus[g].index));
+    }
+    if (n.gpus[g].memory_mib <= 0) {
+      return absl::InvalidArgumentError(StrCat("node ", n.name, ": GPU ", g, " has no memory"));
+    }
+  }
+  uint64_t mig = 0;
+  std::vector<const MigModel*> mig_models(n.gpu_count(), nullptr);
+  for (int g = 0; g < n.gpu_count(); ++g) {
+    const GpuSpec& gpu = n.gpus[g];
+    const std::string where = StrCat("node ", n.name, " GPU ", g);
+    if (!gpu.mig_enabled) {
+      if (!gpu.mig_layout.empty()) {
+        return absl::InvalidArgumentError(
+            StrCat(where, ": has MIG instances but MIG is not enabled"));
+      }
+      continue;
+    }
+    const MigModel* model = FindMigModel(gpu.model);
+    if (!model) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ": MIG is enabled but tessera has no MIG profiles for ", gpu.model,
+                 " (it has: ", StrJoin(MigModelNames(), ", "), ")"));
+    }
+    absl::Status layout = ValidateMigInstances(*model, gpu.mig_layout, where);
+    if (!layout.ok()) return layout;
+    mig |= 1ULL << g;
+    mig_models[g] = model;
+  }
+  auto named = by_name_.find(n.name);
+  if (named != by_name_.end() && named->second.value() != index) {
+    return absl::InvalidArgumentError(StrCat("duplicate node name \"", n.name, "\""));
+  }
+  std::vector<uint8_t> ids;
+  std::vector<std::string> models = models_;
+  for (const GpuSpec& g : n.gpus) {
+    auto it = std::find(models.begin(), models.end(), g.model);
+    if (it == models.end()) {
+      if (models.size() >= kMaxGpuModels) {
+        return absl::InvalidArgumentError(
+            StrCat("more than ", kMaxGpuModels, " distinct GPU models"));
+      }
+      models.push_back(g.model);
+      it = models.end() - 1;
+    }
+    ids.push_back(static_cast<uint8_t>(it - models.begin()));
+  }
+  int16_t uniform = ids.empty() ? -1 : ids[0];
+  for (uint8_t id : ids) {
+    if (id != uniform) uniform = -1;
+  }
+  // One selector per distinct topology: links, NUMA nodes and NVLink generation decide it.
+  std::string key =
+      StrCat(n.gpu_count(), ":",
+             n.gpus.empty() ? 0 : static_cast<int>(NvLinkGenerationForModel(n.gpus[0].model)), ":");
+  for (const GpuSpec& g : n.gpus) StrAppend(&key, g.numa_node, ",");
+  for (int i = 0; i < n.gpu_count(); ++i) {
+    for (int j = i + 1; j < n.gpu_count(); ++j) {
+      Link l = n.links.at(i, j);
+      key.push_back(static_cast<char>(l.kind));
+      key.push_back(static_cast<char>(l.nvlink_lanes));
+    }
+  }
+  // Valid: commit the slot.
+  models_ = std::move(models);
+  auto [sel, inserted] =
+      selector_by_topology_.emplace(key, static_cast<int32_t>(selectors_.size()));
+  if (inserted) selectors_.push_back(std::make_shared<const GpuSetSelector>(n));
+  if (index == node_count()) {
+    nodes_.emplace_back();
+    mig_masks_.emplace_back();
+    mig_models_.emplace_back();
+    uniform_model_.emplace_back();
+    gpu_models_.emplace_back();
+    selector_of_.emplace_back();
+    removed_.push_back(0);
+  }
+  by_name_.insert_or_assign(n.name, NodeId(index));
+  mig_masks_[index] = mig;
+  mig_models_[index] = std::move(mig_models);
+  uniform_model_[index] = uniform;
+  gpu_models_[index] = std::move(ids);
+  selector_of_[index] = sel->second;
+  nodes_[index] = std::move(n);
+  return absl::OkStatus();
+}
+
+void Cluster::RecountGpus() {
+  total_gpus_ = 0;
+  max_gpus_per_node_ = 0;
+  for (const NodeSpec& n : nodes_) {
+    total_gpus_ += n.gpu_count();
+    max_gpus_per_node_ = std::max(max_gpus_per_node_, n.gpu_count());
+  }
+}
+
 absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
   Cluster c;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    NodeSpec& n = nodes[i];
-    if (n.name.empty()) {
-      return absl::InvalidArgumentError(StrCat("node #", i + 1, " has no name"));
-    }
-    if (n.cpu_milli < 0 || n.memory_mib < 0) {
-      return absl::InvalidArgumentError(
-          StrCat("node ", n.name, ": cpu and memory must not be negative"));
-    }
-    if (n.gpu_count() > kMaxGpusPerNode) {
-      return absl::InvalidArgumentError(StrCat("node ", n.name, " has ", n.gpu_count(),
-                                               " GPUs; at most ", kMaxGpusPerNode,
-                                               " per node are supported"));
-    }
-    if (n.links.size() == 0 && n.gpu_count() > 0) n.links = LinkMatrix(n.gpu_count());
-    if (n.links.size() != n.gpu_count()) {
-      return absl::InvalidArgumentError(StrCat("node ", n.name, ": link matrix is ", n.links.size(),
-                                               "x", n.links.size(), " but the node has ",
-                                               n.gpu_count(), " GPUs"));
-    }
-    for (int g = 0; g < n.gpu_count(); ++g) {
-      if (n.gpus[g].index != g) {
-        return absl::InvalidArgumentError(
-            StrCat("node ", n.name, ": GPU at position ", g, " has index ", n.gpus[g].index));
-      }
-      if (n.gpus[g].memory_mib <= 0) {
-        return absl::InvalidArgumentError(StrCat("node ", n.name, ": GPU ", g, " has no memory"));
-      }
-    }
-    uint64_t mig = 0;
-    std::vector<const MigModel*> mig_models(n.gpu_count(), nullptr);
-    for (int g = 0; g < n.gpu_count(); ++g) {
-      const GpuSpec& gpu = n.gpus[g];
-      const std::string where = StrCat("node ", n.name, " GPU ", g);
-      if (!gpu.mig_enabled) {
-        if (!gpu.mig_layout.empty()) {
-          return absl::InvalidArgumentError(
-              StrCat(where, ": has MIG instances but MIG is not enabled"));
-        }
-        continue;
-      }
-      const MigModel* model = FindMigModel(gpu.model);
-      if (!model) {
-        return absl::InvalidArgumentError(
-            StrCat(where, ": MIG is enabled but tessera has no MIG profiles for ", gpu.model,
-                   " (it has: ", StrJoin(MigModelNames(), ", "), ")"));
-      }
-      absl::Status layout = ValidateMigInstances(*model, gpu.mig_layout, where);
-      if (!layout.ok()) return layout;
-      mig |= 1ULL << g;
-      mig_models[g] = model;
-    }
-    c.mig_masks_.push_back(mig);
-    c.mig_models_.push_back(std::move(mig_models));
-    if (!c.by_name_.emplace(n.name, NodeId(static_cast<int32_t>(i))).second) {
-      return absl::InvalidArgumentError(StrCat("duplicate node name \"", n.name, "\""));
-    }
-    std::vector<uint8_t> ids;
-    for (const GpuSpec& g : n.gpus) {
-      auto it = std::find(c.models_.begin(), c.models_.end(), g.model);
-      if (it == c.models_.end()) {
-        if (c.models_.size() >= kMaxGpuModels) {
-          return absl::InvalidArgumentError(
-              StrCat("more than ", kMaxGpuModels, " distinct GPU models"));
-        }
-        c.models_.push_back(g.model);
-        it = c.models_.end() - 1;
-      }
-      ids.push_back(static_cast<uint8_t>(it - c.models_.begin()));
-    }
-    int16_t uniform = ids.empty() ? -1 : ids[0];
-    for (uint8_t id : ids) {
-      if (id != uniform) uniform = -1;
-    }
-    c.uniform_model_.push_back(uniform);
-    c.gpu_models_.push_back(std::move(ids));
-    c.total_gpus_ += n.gpu_count();
-    c.max_gpus_per_node_ = std::max(c.max_gpus_per_node_, n.gpu_count());
+    absl::Status st = c.SetSlot(static_cast<int>(i), std::move(nodes[i]));
+    if (!st.ok()) return st;
   }
-  c.nodes_ = std::move(nodes);
-  // One selector per distinct topology: links, NUMA nodes and NVLink generation decide it.
-  absl::flat_hash_map<std::string, int32_t> by_topology;
-  for (const NodeSpec& n : c.nodes_) {
-    std::string key = StrCat(
-        n.gpu_count(), ":",
-        n.gpus.empty() ? 0 : static_cast<int>(NvLinkGenerationForModel(n.gpus[0].model)), ":");
-    for (const GpuSpec& g : n.gpus) StrAppend(&key, g.numa_node, ",");
-    for (int i = 0; i < n.gpu_count(); ++i) {
-      for (int j = i + 1; j < n.gpu_count(); ++j) {
-        Link l = n.links.at(i, j);
-        key.push_back(static_cast<char>(l.kind));
-        key.push_back(static_cast<char>(l.nvlink_lanes));
-      }
-    }
-    auto [it, inserted] = by_topology.emplace(key, static_cast<int32_t>(c.selectors_.size()));
-    if (inserted) c.selectors_.push_back(std::make_shared<const GpuSetSelector>(n));
-    c.selector_of_.push_back(it->second);
-  }
+  c.RecountGpus();
   return c;
+}
+
+absl::StatusOr<NodeId> Cluster::AddNode(NodeSpec spec) {
+  if (by_name_.contains(spec.name)) {
+    return absl::AlreadyExistsError(StrCat("duplicate node name \"", spec.name, "\""));
+  }
+  const int index = node_count();
+  absl::Status st = SetSlot(index, std::move(spec));
+  if (!st.ok()) return st;
+  total_gpus_ += nodes_[index].gpu_count();
+  max_gpus_per_node_ = std::max(max_gpus_per_node_, nodes_[index].gpu_count());
+  return NodeId(index);
+}
+
+absl::Status Cluster::UpdateNode(NodeId id, NodeSpec spec) {
+  if (!live(id) || spec.name != nodes_[id.value()].name) {
+    return absl::InvalidArgumentError(
+        StrCat("node ", spec.name, " is not the live node #", id.value()));
+  }
+  absl::Status st = SetSlot(id.value(), std::move(spec));
+  if (st.ok()) RecountGpus();
+  return st;
+}
+
+void Cluster::RemoveNode(NodeId id) {
+  if (!live(id)) return;
+  const int i = id.value();
+  by_name_.erase(nodes_[i].name);
+  nodes_[i] = NodeSpec{};  // no name, no capacity, no GPUs
+  mig_masks_[i] = 0;
+  mig_models_[i].clear();
+  uniform_model_[i] = -1;
+  gpu_models_[i].clear();
+  removed_[i] = 1;
+  ++removed_count_;
+  RecountGpus();
 }
 
 ModelSet Cluster::ResolveModels(const std::vector<std::string>& names) const {

@@ -25,6 +25,17 @@ class Cluster {
   // Validates the nodes (unique names, link matrix sizes, GPU counts, positive capacities).
   [[nodiscard]] static absl::StatusOr<Cluster> Create(std::vector<NodeSpec> nodes);
 
+  // Changes in place (the engine's AddNode / UpdateNode / RemoveNode keep the state beside it in
+  // step). Ids are stable: a node added gets the next id, a node removed leaves its id unused
+  // forever (not live: no name, no capacity, excluded from everything).
+  [[nodiscard]] absl::StatusOr<NodeId> AddNode(NodeSpec spec);
+  // A new spec for a live node of the same name, validated as Create validates.
+  [[nodiscard]] absl::Status UpdateNode(NodeId id, NodeSpec spec);
+  void RemoveNode(NodeId id);
+  bool live(NodeId id) const { return !removed_[id.value()]; }
+  int live_count() const { return node_count() - removed_count_; }
+
+  // Slots, live or removed: ids run 0..node_count()-1.
   int node_count() const { return static_cast<int>(nodes_.size()); }
   const NodeSpec& node(NodeId id) const { return nodes_[id.value()]; }
   const std::vector<NodeSpec>& nodes() const { return nodes_; }
@@ -66,8 +77,15 @@ class Cluster {
   std::vector<int32_t> selector_of_;
   std::vector<uint64_t> mig_masks_;
   std::vector<std::vector<const MigModel*>> mig_models_;
+  std::vector<uint8_t> removed_;
+  int removed_count_ = 0;
+  absl::flat_hash_map<std::string, int32_t> selector_by_topology_;
   int total_gpus_ = 0;
   int max_gpus_per_node_ = 0;
+
+  // Validates `n` and (re)derives slot `index` from it (index == node_count() appends).
+  absl::Status SetSlot(int index, NodeSpec n);
+  void RecountGpus();
 };
 
 }  // namespace tessera::core

@@ -115,6 +115,13 @@ bool IsKnownMigProfile(std::string_view profile) {
                      [&](const MigModel& m) { return m.Find(profile) >= 0; });
 }
 
+bool MigInstancesConflict(const MigModel& model, MigPlacement a, MigPlacement b) {
+  const MigProfile& pa = model.profiles[a.profile];
+  const MigProfile& pb = model.profiles[b.profile];
+  return (pa.slots(a.start) & pb.slots(b.start)) != 0 ||
+         (pa.media_extensions && pb.media_extensions);
+}
+
 std::string MigPlacementName(const MigModel& model, MigPlacement p) {
   if (p.profile < 0 || p.profile >= static_cast<int>(model.profiles.size())) return "?";
   return StrCat(model.profiles[p.profile].name, "@", static_cast<int>(p.start));

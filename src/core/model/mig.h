@@ -79,6 +79,10 @@ struct MigPlacement {
   bool operator==(const MigPlacement&) const = default;
 };
 
+// Whether instance `a` is in the way of instance `b` on one GPU: they share a memory slice, or both
+// need the GPU's one set of media engines (+me profiles).
+bool MigInstancesConflict(const MigModel& model, MigPlacement a, MigPlacement b);
+
 // "1g.10gb@0".
 std::string MigPlacementName(const MigModel& model, MigPlacement p);
 

@@ -29,6 +29,7 @@ struct GpuSpec {
   // GPU instances already configured on it (by the agent or mig-parted), all idle at start.
   // Empty: nothing configured; instances are created as pods need them.
   std::vector<MigPlacement> mig_layout;
+  bool operator==(const GpuSpec&) const = default;
 };
 
 // A network interface as `nvidia-smi topo -m` lists it (NIC0.. or mlx5_0 columns).
@@ -36,6 +37,7 @@ struct NicSpec {
   std::string name;             // "NIC0"
   std::string device;           // "mlx5_0" from the NIC legend, when known
   std::vector<Link> gpu_links;  // relation to each GPU, by GPU index
+  bool operator==(const NicSpec&) const = default;
 };
 
 struct NodeSpec {
@@ -48,6 +50,11 @@ struct NodeSpec {
   std::vector<NicSpec> nics;
 
   int gpu_count() const { return static_cast<int>(gpus.size()); }
+  // Everything but the name and labels: CPU, memory, GPUs, links and NICs.
+  bool SameHardware(const NodeSpec& o) const {
+    return cpu_milli == o.cpu_milli && memory_mib == o.memory_mib && gpus == o.gpus &&
+           links == o.links && nics == o.nics;
+  }
   // Mask with one bit per GPU of the node.
   uint64_t all_gpus_mask() const { return gpus.size() >= 64 ? ~0ULL : ((1ULL << gpus.size()) - 1); }
 };

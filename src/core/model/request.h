@@ -86,6 +86,14 @@ struct GpuAsk {
     return a;
   }
 
+  // Two asks are equal when they ask for the same thing; every field counts (one list, here).
+  bool operator==(const GpuAsk&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const GpuAsk& a) {
+    return H::combine(std::move(h), a.kind, a.count, a.memory_mib, a.compute_milli,
+                      a.fraction_milli, a.topology, a.topology_required, a.mig_profile);
+  }
+
   // GPUs this ask touches (0, 1 or count).
   int32_t gpu_count() const { return kind == Kind::kNone ? 0 : kind == Kind::kWhole ? count : 1; }
   // Compute in milli-GPU it reserves in total (whole GPUs count 1000 each).
@@ -112,8 +120,16 @@ struct GangAsk {
   int32_t size = 0;
   std::string level;      // topology level ("nvlink-domain", "rack", ...); empty = anywhere
   bool required = false;  // required: inside one domain of `level` or not at all
+  bool operator==(const GangAsk&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const GangAsk& g) {
+    return H::combine(std::move(h), g.name, g.size, g.level, g.required);
+  }
 };
 
+// A pod's ask. Equality and hashing cover every field, so that whoever asks "did this pod's
+// request change?" or keys a cache by requests uses this one definition (a field added here is
+// compared everywhere).
 struct PodRequest {
   std::string name;
   int64_t cpu_milli = 0;
@@ -122,6 +138,13 @@ struct PodRequest {
   std::vector<std::string> gpu_models;  // allowed GPU models; empty = any
   int32_t priority = 0;
   std::optional<GangAsk> gang;
+
+  bool operator==(const PodRequest&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const PodRequest& r) {
+    return H::combine(std::move(h), r.name, r.cpu_milli, r.memory_mib, r.gpu, r.gpu_models,
+                      r.priority, r.gang);
+  }
 };
 
 // Memory a share or fraction reserves on a GPU with `gpu_memory_mib` of memory. Fractions round

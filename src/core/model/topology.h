@@ -63,6 +63,8 @@ class LinkMatrix {
   // `switches_per_socket` under one socket (NODE within, SYS across).
   static LinkMatrix Pcie(int n, int per_switch, int switches_per_socket);
 
+  bool operator==(const LinkMatrix&) const = default;
+
  private:
   int n_ = 0;
   std::vector<Link> links_;

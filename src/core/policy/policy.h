@@ -39,6 +39,12 @@ class Policy {
     (void)node;
   }
 
+  // Nodes were added or removed, or a node's capacity, GPUs or topology labels changed (the
+  // engine's AddNode / UpdateNode / RemoveNode): re-derive whatever depends on the set of nodes.
+  // The default attaches again; a policy that learns from the requests it sees keeps what it
+  // learned.
+  virtual void OnClusterChanged(const ClusterState& state) { Attach(state); }
+
   // Where on `node` the pod would go and how much this policy likes it; nullopt when the policy
   // will not place it there. `fit` is CheckNode's answer for this node (already ok()).
   virtual std::optional<NodeChoice> ScoreNode(const ClusterState& state, const Query& query,

@@ -7,13 +7,7 @@ RequestShape RequestShape::Of(const Query& query) {
   RequestShape s;
   s.cpu_milli = r.cpu_milli;
   s.memory_mib = r.memory_mib;
-  s.kind = r.gpu.kind;
-  s.count = r.gpu.count;
-  s.share_memory_mib = r.gpu.memory_mib;
-  s.share_compute_milli = r.gpu.compute_milli;
-  s.fraction_milli = r.gpu.fraction_milli;
-  s.topology = r.gpu.topology;
-  s.topology_required = r.gpu.topology_required;
+  s.gpu = r.gpu;
   s.models = query.models;
   s.node_set = query.nodes != nullptr ? query.nodes->id() : 0;
   return s;

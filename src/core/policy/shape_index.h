@@ -29,25 +29,19 @@
 namespace tessera::core {
 
 // The shape of a request: everything a node-local score or feasibility check can depend on.
+// The GPU ask's identity is GpuAsk's own (request.h), so that no field of it can be missed here.
 struct RequestShape {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
-  GpuAsk::Kind kind = GpuAsk::Kind::kNone;
-  int32_t count = 0;
-  int64_t share_memory_mib = 0;
-  int32_t share_compute_milli = 0;
-  int32_t fraction_milli = 0;
-  GpuTopology topology = GpuTopology::kAny;
-  bool topology_required = false;
-  ModelSet models;
+  GpuAsk gpu;
+  ModelSet models;        // the request's gpu_models, resolved in the cluster
   uint64_t node_set = 0;  // NodeSet::id(), 0 for none
 
   static RequestShape Of(const Query& query);
   bool operator==(const RequestShape& o) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const RequestShape& s) {
-    return H::combine(std::move(h), s.cpu_milli, s.memory_mib, s.kind, s.count, s.share_memory_mib,
-                      s.share_compute_milli, s.fraction_milli, s.topology, s.topology_required,
+    return H::combine(std::move(h), s.cpu_milli, s.memory_mib, s.gpu,
                       std::hash<ModelSet>()(s.models), s.node_set);
   }
 };

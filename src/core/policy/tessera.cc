@@ -161,6 +161,18 @@ class TesseraPolicy final : public Policy {
     set_memo_.assign(n, {});
   }
 
+  // The node order and indexes are derived again; the live request mix survives (and the waste
+  // model is rebuilt from it for the new nodes).
+  void OnClusterChanged(const ClusterState& state) override {
+    TaskMix mix = std::move(mix_);
+    Attach(state);
+    mix_ = std::move(mix);
+    if (!mix_.tasks().empty()) {
+      waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
+      open_free_bonus_ = OpenFreeGpuBonus(mix_.tasks());
+    }
+  }
+
   void OnNodeChanged(const ClusterState& state, NodeId node) override {
     (void)state;
     index_.NodeChanged(node);

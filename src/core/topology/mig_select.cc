@@ -48,18 +48,8 @@ std::optional<MigChoice> BestOnGpu(const MigModel& model, const MigGpuState& m, 
     MigChoice c;
     c.gpu = gpu;
     c.placement = MigPlacement{static_cast<int8_t>(profile), static_cast<int8_t>(s)};
-    if (const MigGpuState::Instance* idle = m.Find(c.placement); idle && !idle->assigned) {
-      c.cost = 0;
-    } else {
-      c.plan.create = true;
-      for (const MigGpuState::Instance& i : m.instances) {
-        const MigProfile& have = model.profiles[i.placement.profile];
-        const bool overlaps = have.slots(i.placement.start) & slots;
-        const bool media = want.media_extensions && have.media_extensions;
-        if (overlaps || media) c.plan.destroy.push_back(i.placement);  // all idle: see above
-      }
-      c.cost = c.plan.destroy.empty() ? 1 : 2;
-    }
+    c.plan = MigPlanFor(model, m, c.placement);  // what is in the way is idle: see above
+    c.cost = !c.plan.create ? 0 : c.plan.destroy.empty() ? 1 : 2;
     const uint8_t after = static_cast<uint8_t>(~(m.assigned | slots));
     const std::array<int8_t, 8> left = MigCapacity(model, after);
     for (size_t k = 0; k < c.loss.size(); ++k) c.loss[k] = static_cast<int8_t>(before[k] - left[k]);
@@ -71,6 +61,18 @@ std::optional<MigChoice> BestOnGpu(const MigModel& model, const MigGpuState& m, 
 }
 
 }  // namespace
+
+MigPlan MigPlanFor(const MigModel& model, const MigGpuState& m, MigPlacement want) {
+  MigPlan plan;
+  if (const MigGpuState::Instance* same = m.Find(want); same && !same->assigned) return plan;
+  plan.create = true;
+  for (const MigGpuState::Instance& i : m.instances) {
+    if (!i.assigned && MigInstancesConflict(model, i.placement, want)) {
+      plan.destroy.push_back(i.placement);
+    }
+  }
+  return plan;
+}
 
 std::array<int8_t, 8> MigCapacity(const MigModel& model, uint8_t available) {
   std::array<int8_t, 8> cap{};

@@ -49,6 +49,13 @@ struct MigChoice {
   double score = 0;              // higher is better; comparable across nodes
 };
 
+// How the configured instances of one GPU (`m`) change for an instance `want` to exist there: an
+// idle instance of exactly `want` is reused (an empty plan); otherwise it is created after
+// destroying every idle instance in its way (MigInstancesConflict). The one owner of "what is in
+// the way": placement (ChooseMig) and restoring recorded grants (Engine::Restore) both use it.
+// Assigned instances in the way are not this function's business: callers check them.
+MigPlan MigPlanFor(const MigModel& model, const MigGpuState& m, MigPlacement want);
+
 // The MIG capacity vector of a GPU's free-or-idle slices (`available`), largest profile first.
 std::array<int8_t, 8> MigCapacity(const MigModel& model, uint8_t available);
 

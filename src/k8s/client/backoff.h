@@ -7,6 +7,9 @@
 // while reconnects quickly. Worked example with jitter 0: 800 ms, 1.6 s, 3.2 s, ..., 25.6 s, 30 s,
 // 30 s; with jitter 1.0 the first delay is uniform in [800 ms, 1.6 s).
 //
+// BackoffDelay is the one formula for every retry delay of ours: Backoff (watches) and callers
+// that count attempts themselves (request retries in http.cc, the scheduler's failed binds).
+//
 // Not thread-safe: each retrying loop owns one. Time and randomness are injected for tests.
 #pragma once
 
@@ -31,19 +34,24 @@ class Backoff {
   };
 
   Backoff() : Backoff(Params{}, 0x7e55e7a) {}
-  Backoff(Params params, uint64_t seed) : params_(params), random_(seed), base_(params.initial) {}
+  Backoff(Params params, uint64_t seed) : params_(params), random_(seed) {}
+
+  // The delay before retry number `failures` (1: after the first failure): initial x
+  // factor^(failures - 1), at most max, plus jitter x that x `jitter_draw` (uniform in [0, 1)),
+  // never above max.
+  static Duration Delay(const Params& params, int failures, double jitter_draw);
 
   // The delay to wait after a failure observed at `now`.
   Duration Next(TimePoint now);
   // After a success: the next failure starts from `initial`.
-  void Reset() { base_ = params_.initial; }
+  void Reset() { failures_ = 0; }
 
   const Params& params() const { return params_; }
 
  private:
   Params params_;
   Random random_;
-  Duration base_;
+  int failures_ = 0;  // since the last reset
   std::optional<TimePoint> last_failure_;
 };
 

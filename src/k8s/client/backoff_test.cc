@@ -46,5 +46,25 @@ TEST(Backoff, StartsOverAfterTwoMinutesWithoutFailuresOrOnReset) {
   EXPECT_EQ(b.Next(t += milliseconds(1)).count(), 800);
 }
 
+// The formula by attempt number, for callers that count attempts themselves: the same delays as
+// the stateful Backoff gives.
+TEST(Backoff, DelayByAttemptIsTheSameFormula) {
+  Backoff::Params p;
+  p.jitter = 0;
+  Backoff b(p, 1);
+  auto t = std::chrono::steady_clock::time_point() + std::chrono::hours(1);
+  for (int failures = 1; failures <= 9; ++failures) {
+    EXPECT_EQ(Backoff::Delay(p, failures, 0.0), b.Next(t += milliseconds(10))) << failures;
+  }
+  Backoff::Params bind{milliseconds(1000), 2.0, milliseconds(60'000), 0.0};
+  EXPECT_EQ(Backoff::Delay(bind, 1, 0.5).count(), 1000);
+  EXPECT_EQ(Backoff::Delay(bind, 6, 0.5).count(), 32'000);
+  EXPECT_EQ(Backoff::Delay(bind, 7, 0.5).count(), 60'000);
+  EXPECT_EQ(Backoff::Delay(bind, 40, 0.5).count(), 60'000);
+  Backoff::Params jittered{milliseconds(200), 2.0, milliseconds(5'000), 1.0};
+  EXPECT_EQ(Backoff::Delay(jittered, 2, 0.5).count(), 600);
+  EXPECT_EQ(Backoff::Delay(jittered, 6, 0.9).count(), 5'000);
+}
+
 }  // namespace
 }  // namespace tessera::k8s

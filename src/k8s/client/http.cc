@@ -62,10 +62,7 @@ std::chrono::milliseconds RetryDelay(const Backoff::Params& p, int attempt, int 
     return std::min(std::chrono::milliseconds(retry_after_s * 1000LL),
                     std::chrono::milliseconds(10'000));
   }
-  double base = static_cast<double>(p.initial.count()) * std::pow(p.factor, attempt - 1);
-  base = std::min(base, static_cast<double>(p.max.count()));
-  base += random.UniformDouble() * p.jitter * base;
-  return std::chrono::milliseconds(std::min<int64_t>(static_cast<int64_t>(base), p.max.count()));
+  return Backoff::Delay(p, attempt, random.UniformDouble());
 }
 
 }  // namespace

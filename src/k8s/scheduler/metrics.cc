@@ -52,7 +52,9 @@ std::string EscapeLabel(const std::string& value) {
 
 SchedulerMetrics::SchedulerMetrics()
     : scheduling_duration({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-                           30, 60, 120, 300}) {}
+                           30, 60, 120, 300}),
+      decision_duration({0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                         0.01, 0.025, 0.05, 0.1, 0.25, 1}) {}
 
 void SchedulerMetrics::SetNodes(std::vector<NodeGauges> nodes) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -93,8 +95,14 @@ std::string SchedulerMetrics::Render() const {
   Header(&out, "tessera_scheduler_scheduling_duration_seconds", "histogram",
          "Time from when the scheduler first saw a pod to its binding.");
   scheduling_duration.Render("tessera_scheduler_scheduling_duration_seconds", &out);
+  Header(&out, "tessera_scheduler_decision_duration_seconds", "histogram",
+         "Time the scheduler thread spent deciding one pod or one whole gang (filters, the "
+         "engine's choice and commit), without queueing or binding.");
+  decision_duration.Render("tessera_scheduler_decision_duration_seconds", &out);
   Header(&out, "tessera_scheduler_pending_pods", "gauge", "Pods waiting, by state.");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"active\"} ", pending_active.load(), "\n");
+  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"backoff\"} ", pending_backoff.load(),
+            "\n");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"unschedulable\"} ",
             pending_unschedulable.load(), "\n");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"gang_waiting\"} ",
@@ -106,11 +114,19 @@ std::string SchedulerMetrics::Render() const {
   Scalar(&out, "tessera_scheduler_restore_failures_total", "counter",
          "Bound pods whose assignment could not be restored into the ledger.",
          restore_failures.load());
-  Scalar(&out, "tessera_scheduler_cluster_rebuilds_total", "counter",
-         "Times the engine's cluster was rebuilt after node changes.", cluster_rebuilds.load());
+  Scalar(&out, "tessera_scheduler_node_changes_total", "counter",
+         "Node additions, updates and removals applied to the engine (in place).",
+         node_changes.load());
   Scalar(&out, "tessera_scheduler_nodes_bad_inventory", "gauge",
          "Nodes whose tessera.dev/gpu-inventory is unusable (their GPUs are not used).",
          nodes_bad_inventory.load());
+  Scalar(&out, "tessera_scheduler_nodes_gpu_blocked", "gauge",
+         "Nodes whose GPUs take no new pods because a bound pod's tessera.dev/assignment there "
+         "cannot be read or restored (its GPUs are never treated as free).",
+         nodes_gpu_blocked.load());
+  Scalar(&out, "tessera_scheduler_pods_unaccounted_gpus", "gauge",
+         "Bound pods whose tessera.dev/assignment cannot be read or restored.",
+         pods_unaccounted_gpus.load());
   std::lock_guard<std::mutex> lock(mu_);
   struct Family {
     const char* name;

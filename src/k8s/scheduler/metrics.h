@@ -14,9 +14,15 @@
 //   tessera_scheduler_gpu_compute_capacity_milli{node}
 //   tessera_scheduler_node_inventory_valid{node}              0 when the inventory is unusable
 //   tessera_scheduler_nodes_bad_inventory                     nodes whose inventory is unusable
-//   tessera_scheduler_pending_pods{state}                     active, unschedulable, gang_waiting,
-//                                                             binding
-//   tessera_scheduler_is_leader, _restore_failures_total, _cluster_rebuilds_total, and what the
+//   tessera_scheduler_nodes_gpu_blocked                       nodes whose GPUs take no new pods:
+//                                                             a bound pod's assignment there
+//                                                             cannot be read or restored
+//   tessera_scheduler_pods_unaccounted_gpus                   such bound pods
+//   tessera_scheduler_decision_duration_seconds               histogram: one decision (a pod, or
+//                                                             a whole gang), the engine's time
+//   tessera_scheduler_pending_pods{state}                     active, backoff, unschedulable,
+//                                                             gang_waiting, binding
+//   tessera_scheduler_is_leader, _restore_failures_total, _node_changes_total, and what the
 //   informers report (lists, relists after "too old", watch failures).
 #pragma once
 
@@ -66,14 +72,18 @@ class SchedulerMetrics {
   std::atomic<int64_t> failed_bind_error{0};
   std::atomic<int64_t> failed_invalid_pod{0};
   std::atomic<int64_t> restore_failures{0};
-  std::atomic<int64_t> cluster_rebuilds{0};
+  std::atomic<int64_t> node_changes{0};
   std::atomic<int64_t> pending_active{0};
   std::atomic<int64_t> pending_unschedulable{0};
   std::atomic<int64_t> pending_gang_waiting{0};
+  std::atomic<int64_t> pending_backoff{0};
   std::atomic<int64_t> binding_in_flight{0};
   std::atomic<int64_t> is_leader{0};
   std::atomic<int64_t> nodes_bad_inventory{0};
+  std::atomic<int64_t> nodes_gpu_blocked{0};
+  std::atomic<int64_t> pods_unaccounted_gpus{0};
   Histogram scheduling_duration;
+  Histogram decision_duration;
 
   void SetNodes(std::vector<NodeGauges> nodes);
   // Further lines to append (informer counters), produced by the caller.

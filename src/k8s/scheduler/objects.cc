@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/cluster.h"
@@ -206,6 +208,42 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   } else if (share) {
     r.gpu = core::GpuAsk::Share(d.gpu_memory_mib, static_cast<int32_t>(d.gpu_compute_pct * 10));
   }
+  if (std::optional<std::string> mig = annotation(records::kMigAnnotation)) {
+    if (!core::IsKnownMigProfile(*mig)) {
+      std::vector<std::string> known;
+      for (const std::string& model : core::MigModelNames()) {
+        StrAppend(&known.emplace_back(), model, ": ",
+                  StrJoin(core::FindMigModel(model)->ProfileNames(), " "));
+      }
+      return AnnotationError(
+          records::kMigAnnotation, *mig,
+          StrCat("is not a MIG profile tessera knows (", StrJoin(known, "; "), ")"));
+    }
+    if (share || d.gpus > 1) {
+      return AnnotationError(
+          records::kMigAnnotation, *mig,
+          StrCat("asks for one MIG instance; it cannot be combined with ",
+                 share ? StrCat(records::kGpuMemoryResource, " or ", records::kGpuComputeResource)
+                       : StrCat(records::kGpuResource, ": ", d.gpus)));
+    }
+    r.gpu = core::GpuAsk::Mig(*mig);  // with or without tessera.dev/gpu: 1
+  }
+  if (std::optional<std::string> models = annotation(records::kGpuModelAnnotation)) {
+    if (r.gpu.kind == core::GpuAsk::Kind::kNone) {
+      return AnnotationError(records::kGpuModelAnnotation, *models,
+                             StrCat("is only for pods asking GPUs (", records::kGpuResource, ", ",
+                                    records::kGpuMemoryResource, ", ", records::kGpuComputeResource,
+                                    " or ", records::kMigAnnotation, ")"));
+    }
+    for (absl::string_view part : absl::StrSplit(*models, ',')) {
+      std::string_view name = FromAbsl(absl::StripAsciiWhitespace(part));
+      if (name.empty()) {
+        return AnnotationError(records::kGpuModelAnnotation, *models,
+                               "must list GPU models separated by commas (A100-80GB,H100-80GB)");
+      }
+      r.gpu_models.emplace_back(name);
+    }
+  }
 
   std::optional<std::string> topology = annotation(records::kTopologyAnnotation);
   std::optional<std::string> mode = annotation(records::kTopologyModeAnnotation);
@@ -290,18 +328,7 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   return r;
 }
 
-std::string Digest(const core::PodRequest& r) {
-  std::string s =
-      StrCat(r.cpu_milli, "/", r.memory_mib, "/", static_cast<int>(r.gpu.kind), "/", r.gpu.count,
-             "/", r.gpu.memory_mib, "/", r.gpu.compute_milli, "/", static_cast<int>(r.gpu.topology),
-             r.gpu.topology_required, "/", r.priority);
-  if (r.gang)
-    StrAppend(&s, "/g:", r.gang->name, ":", r.gang->size, ":", r.gang->level, ":",
-              r.gang->required);
-  return s;
-}
-
-absl::Status DecodeConstraints(const json& spec, PodInfo* p) {
+absl::Status DecodeConstraints(const json& spec, NodeConstraints* p) {
   const json& selector = Field(spec, "nodeSelector");
   if (selector.is_object()) {
     for (const auto& [k, v] : selector.items()) {
@@ -399,19 +426,14 @@ void DecodePodInto(const json& pod, PodInfo* p) {
       }
     }
   }
-  absl::Status constraints = DecodeConstraints(spec, p);
+  absl::Status constraints = DecodeConstraints(spec, &p->constraints);
   absl::StatusOr<core::PodRequest> request = BuildRequest(pod, p->key);
   if (!constraints.ok()) request = constraints;
   if (request.ok()) {
     p->request = std::move(*request);
     p->request.priority = p->priority;
-    p->request_digest = StrCat(Digest(p->request), "/q:", p->queue, "/t:");
-    for (const Toleration& t : p->tolerations) {
-      StrAppend(&p->request_digest, t.key, t.op, t.value, t.effect, ";");
-    }
   } else {
     p->input_error = std::string(FromAbsl(request.status().message()));
-    p->request_digest = StrCat("error:", p->input_error);
   }
 }
 
@@ -424,7 +446,6 @@ std::shared_ptr<const PodInfo> DecodePod(const json& pod) {
   } catch (const std::exception& e) {
     // Only a pod object the API server would never send gets here; keep it harmless.
     p->input_error = StrCat("pod object: ", e.what());
-    p->request_digest = StrCat("error:", p->input_error);
   }
   return p;
 }
@@ -563,30 +584,31 @@ bool Matches(const NodeSelectorRequirement& r, const NodeInfo& node) {
 
 }  // namespace
 
-bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why) {
-  for (const Taint& taint : node.taints) {
-    bool tolerated = false;
-    for (const Toleration& tol : pod.tolerations) {
-      if (Tolerates(tol, taint)) {
-        tolerated = true;
-        break;
-      }
-    }
-    if (!tolerated) {
-      if (why) *why = "taint";
+bool ToleratesAll(const std::vector<Toleration>& tolerations, const std::vector<Taint>& taints) {
+  for (const Taint& taint : taints) {
+    if (std::none_of(tolerations.begin(), tolerations.end(),
+                     [&](const Toleration& tol) { return Tolerates(tol, taint); })) {
       return false;
     }
   }
-  for (const auto& [k, v] : pod.node_selector) {
+  return true;
+}
+
+bool NodeAllows(const NodeInfo& node, const NodeConstraints& c, std::string* why) {
+  if (!ToleratesAll(c.tolerations, node.taints)) {
+    if (why) *why = "taint";
+    return false;
+  }
+  for (const auto& [k, v] : c.node_selector) {
     auto it = node.spec.labels.find(k);
     if (it == node.spec.labels.end() || it->second != v) {
       if (why) *why = "selector";
       return false;
     }
   }
-  if (pod.has_affinity) {
+  if (c.has_affinity) {
     bool any = false;
-    for (const NodeSelectorTerm& term : pod.affinity_terms) {
+    for (const NodeSelectorTerm& term : c.affinity_terms) {
       if (term.empty()) continue;  // an empty term matches no node
       bool all = true;
       for (const NodeSelectorRequirement& r : term) {

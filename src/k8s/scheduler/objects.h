@@ -36,17 +36,46 @@ namespace tessera::k8s {
 // NoExecute) and NodeAffinity (spec.nodeSelector, required node affinity) filters decide.
 struct Taint {
   std::string key, value, effect;
+  bool operator==(const Taint&) const = default;
 };
 struct Toleration {
   std::string key, op = "Equal", value, effect;
+  bool operator==(const Toleration&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const Toleration& t) {
+    return H::combine(std::move(h), t.key, t.op, t.value, t.effect);
+  }
 };
 struct NodeSelectorRequirement {
   std::string key;
   std::string op;  // In, NotIn, Exists, DoesNotExist, Gt, Lt
   std::vector<std::string> values;
   bool field = false;  // matchFields (metadata.name) rather than labels
+  bool operator==(const NodeSelectorRequirement&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const NodeSelectorRequirement& r) {
+    return H::combine(std::move(h), r.key, r.op, r.values, r.field);
+  }
 };
 using NodeSelectorTerm = std::vector<NodeSelectorRequirement>;  // all must match
+
+// Everything of a pod that restricts its nodes. Equal constraints allow equal nodes, so the
+// scheduler keeps one allowed set per distinct value (equality and hashing cover every field).
+struct NodeConstraints {
+  std::map<std::string, std::string> node_selector;
+  std::vector<NodeSelectorTerm> affinity_terms;  // required node affinity: any term matches
+  bool has_affinity = false;
+  std::vector<Toleration> tolerations;
+
+  // Selector or affinity present (tolerations only matter on tainted nodes).
+  bool selects() const { return !node_selector.empty() || has_affinity; }
+  bool operator==(const NodeConstraints&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const NodeConstraints& c) {
+    return H::combine(std::move(h), c.node_selector, c.affinity_terms, c.has_affinity,
+                      c.tolerations);
+  }
+};
 
 struct PodInfo {
   std::string ns, name, uid, key;  // key: "ns/name"
@@ -64,8 +93,6 @@ struct PodInfo {
   core::PodRequest request;
   // "<field>: <what is wrong>" when the pod's resources or annotations cannot be understood.
   std::string input_error;
-  // A digest of everything that decides where the pod may go: a change means "try again".
-  std::string request_digest;
 
   // The tessera.dev/assignment record, when present and valid; assignment_error when present but
   // invalid.
@@ -74,13 +101,16 @@ struct PodInfo {
   // The message of a PodScheduled=False condition already on the pod (so it is not rewritten).
   std::string unschedulable_message;
 
-  std::map<std::string, std::string> node_selector;
-  std::vector<NodeSelectorTerm> affinity_terms;  // required node affinity: any term matches
-  bool has_affinity = false;
-  std::vector<Toleration> tolerations;
-  bool has_node_constraints() const { return !node_selector.empty() || has_affinity; }
+  NodeConstraints constraints;
 
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
+  // Whether `other` (the same pod, updated) asks the scheduler for something else: its request,
+  // queue, node constraints or input error differ. Only then is an unschedulable pod retried
+  // because it changed.
+  bool SameAsk(const PodInfo& other) const {
+    return input_error == other.input_error && request == other.request && queue == other.queue &&
+           constraints == other.constraints;
+  }
   bool bound() const { return !node_name.empty(); }
 };
 
@@ -102,8 +132,15 @@ struct NodeInfo {
 
 std::shared_ptr<const NodeInfo> DecodeNode(const nlohmann::json& node);
 
+// Whether `tolerations` tolerate every one of `taints` (kube-scheduler's TaintToleration).
+bool ToleratesAll(const std::vector<Toleration>& tolerations, const std::vector<Taint>& taints);
+
 // Whether `pod` may go on `node` by its taints, node selector and required node affinity; when
 // not, `why` (optional) says which: "taint", "selector".
-bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why = nullptr);
+bool NodeAllows(const NodeInfo& node, const NodeConstraints& constraints,
+                std::string* why = nullptr);
+inline bool NodeAllows(const NodeInfo& node, const PodInfo& pod, std::string* why = nullptr) {
+  return NodeAllows(node, pod.constraints, why);
+}
 
 }  // namespace tessera::k8s

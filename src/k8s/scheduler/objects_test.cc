@@ -44,11 +44,59 @@ TEST(DecodePod, ShareWholeAndTopologyAsks) {
   EXPECT_EQ(whole->priority, 100);
   EXPECT_EQ(whole->request.priority, 100);
   EXPECT_EQ(whole->queue, "training");
-  EXPECT_NE(whole->request_digest, share->request_digest);
+  EXPECT_FALSE(whole->SameAsk(*share));
 
   auto cpu_only = DecodePod(PodObject("ns", "c").Request("cpu", "2").Json());
   EXPECT_EQ(cpu_only->request.gpu.kind, core::GpuAsk::Kind::kNone);
   EXPECT_EQ(cpu_only->request.cpu_milli, 2000);
+}
+
+// The README's MIG and GPU-model asks, as annotations; every field of the request counts in
+// SameAsk (a change of either is a change of the ask).
+TEST(DecodePod, MigProfileAndGpuModels) {
+  auto mig = DecodePod(PodObject("ns", "m").Annotation("tessera.dev/mig", "1g.10gb").Json());
+  ASSERT_TRUE(mig->input_error.empty()) << mig->input_error;
+  EXPECT_EQ(mig->request.gpu.kind, core::GpuAsk::Kind::kMig);
+  EXPECT_EQ(mig->request.gpu.mig_profile, "1g.10gb");
+  auto mig_one = DecodePod(PodObject("ns", "m")
+                               .Limit("tessera.dev/gpu", "1")
+                               .Annotation("tessera.dev/mig", "1g.10gb")
+                               .Json());
+  ASSERT_TRUE(mig_one->input_error.empty()) << mig_one->input_error;
+  EXPECT_TRUE(mig->SameAsk(*mig_one));
+  auto other = DecodePod(PodObject("ns", "m").Annotation("tessera.dev/mig", "2g.20gb").Json());
+  EXPECT_FALSE(mig->SameAsk(*other));
+
+  auto models = DecodePod(PodObject("ns", "w")
+                              .Limit("tessera.dev/gpu", "2")
+                              .Annotation("tessera.dev/gpu-model", "A100-80GB, H100-80GB")
+                              .Json());
+  ASSERT_TRUE(models->input_error.empty()) << models->input_error;
+  EXPECT_EQ(models->request.gpu_models, (std::vector<std::string>{"A100-80GB", "H100-80GB"}));
+  auto fewer = DecodePod(PodObject("ns", "w")
+                             .Limit("tessera.dev/gpu", "2")
+                             .Annotation("tessera.dev/gpu-model", "A100-80GB")
+                             .Json());
+  EXPECT_FALSE(models->SameAsk(*fewer));
+
+  auto error = [](const PodObject& p) { return DecodePod(p.Json())->input_error; };
+  EXPECT_THAT(error(PodObject("ns", "x").Annotation("tessera.dev/mig", "5g.50gb")),
+              HasSubstr("metadata.annotations[tessera.dev/mig]: \"5g.50gb\" is not a MIG profile "
+                        "tessera knows (A100-40GB: 7g.40gb"));
+  EXPECT_THAT(error(PodObject("ns", "x")
+                        .Limit("tessera.dev/gpu-memory", "4Gi")
+                        .Annotation("tessera.dev/mig", "1g.10gb")),
+              HasSubstr("cannot be combined with tessera.dev/gpu-memory"));
+  EXPECT_THAT(error(PodObject("ns", "x")
+                        .Limit("tessera.dev/gpu", "2")
+                        .Annotation("tessera.dev/mig", "1g.10gb")),
+              HasSubstr("cannot be combined with tessera.dev/gpu: 2"));
+  EXPECT_THAT(error(PodObject("ns", "x").Annotation("tessera.dev/gpu-model", "A100-80GB")),
+              HasSubstr("is only for pods asking GPUs"));
+  EXPECT_THAT(error(PodObject("ns", "x")
+                        .Limit("tessera.dev/gpu", "1")
+                        .Annotation("tessera.dev/gpu-model", "A100-80GB,,")),
+              HasSubstr("must list GPU models separated by commas"));
 }
 
 TEST(DecodePod, GangAnnotations) {

@@ -57,5 +57,59 @@ TEST(SchedulingQueue, TurnsContinueAcrossPops) {
   EXPECT_EQ(Drain(q), (std::vector<std::string>{"b1", "a2", "b2", "a9"}));
 }
 
+using std::chrono::milliseconds;
+
+// Back-off: not tried before its time, then in the active order; a pod is in one part at a time.
+TEST(SchedulingQueue, BackoffPodsBecomeActiveWhenDue) {
+  const auto t0 = SchedulingQueue::TimePoint() + std::chrono::hours(1);
+  SchedulingQueue q({milliseconds(1000), milliseconds(30'000)}, t0);
+  q.Backoff("late", 0, "q", t0 + milliseconds(2000));
+  q.Backoff("soon", 0, "q", t0 + milliseconds(1000));
+  q.Push("now", 0, "q");
+  EXPECT_EQ(q.size(), 3u);
+  EXPECT_EQ(q.active_size(), 1u);
+  EXPECT_EQ(q.NextWakeup(), t0 + milliseconds(1000));
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"now"}));
+  q.Flush(t0 + milliseconds(1500));
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"soon"}));
+  q.Push("late", 0, "q");  // pushed again before its time: active now, no longer backing off
+  EXPECT_EQ(q.backoff_size(), 0u);
+  q.Flush(t0 + milliseconds(3000));
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"late"}));
+  EXPECT_TRUE(q.empty());
+}
+
+// Unschedulable: back to active after a change it has not been tried under, at most once per
+// min_interval, and after the period in any case; never a busy loop without a change.
+TEST(SchedulingQueue, UnschedulablePodsWaitForAChangeOrThePeriod) {
+  const auto t0 = SchedulingQueue::TimePoint() + std::chrono::hours(1);
+  SchedulingQueue q({milliseconds(1000), milliseconds(30'000)}, t0);
+  q.Unschedulable("u", 0, "q");
+  EXPECT_FALSE(q.Flush(t0 + milliseconds(5000)));  // nothing changed
+  EXPECT_TRUE(q.active_empty());
+  q.NoteChange();
+  EXPECT_EQ(q.NextWakeup(), t0 + milliseconds(1000));
+  q.Flush(t0 + milliseconds(5100));
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"u"}));
+  // A change soon after the last flush waits out min_interval.
+  q.Unschedulable("u", 0, "q");
+  q.NoteChange();
+  q.Flush(t0 + milliseconds(5500));
+  EXPECT_TRUE(q.active_empty());
+  q.Flush(t0 + milliseconds(6200));
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"u"}));
+  // Tried again under the same change: it waits for the next one (or the period).
+  q.Unschedulable("u", 0, "q");
+  EXPECT_FALSE(q.Flush(t0 + milliseconds(9000)));
+  EXPECT_TRUE(q.active_empty());
+  // The period moves it without a change, and says the period elapsed.
+  q.Unschedulable("u", 0, "q");
+  EXPECT_EQ(q.NextWakeup(), t0 + milliseconds(36'200));
+  EXPECT_FALSE(q.Flush(t0 + milliseconds(36'000)));
+  EXPECT_TRUE(q.Flush(t0 + milliseconds(36'300)));
+  EXPECT_EQ(Drain(q), (std::vector<std::string>{"u"}));
+  EXPECT_EQ(q.NextWakeup(), std::nullopt);
+}
+
 }  // namespace
 }  // namespace tessera::k8s

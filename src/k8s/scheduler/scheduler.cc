@@ -69,31 +69,18 @@ Change ChangeOf(int informer_kind) {
   }
 }
 
-// SchedulerActions on the API server, asynchronously.
-class ApiWriter final : public SchedulerActions {
+// Reporter on the API server, asynchronously: PodScheduled conditions and Events.
+class ApiReporter final : public Reporter {
  public:
-  ApiWriter(std::shared_ptr<Transport> transport, AsyncClientOptions options, std::string component,
-            std::string instance, EventQueue* events)
-      : async_(std::move(transport), options),
-        component_(std::move(component)),
-        instance_(std::move(instance)),
-        events_(events) {}
+  ApiReporter(AsyncClient& client, std::string component, std::string instance)
+      : async_(client), component_(std::move(component)), instance_(std::move(instance)) {}
 
-  void Bind(const PodInfo& pod, const std::string& node, const std::string& assignment,
-            uint64_t attempt) override {
-    nlohmann::json annotations = {{std::string(records::kAssignmentAnnotation), assignment}};
-    HttpRequest req{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/binding"),
-                    BindingBody(pod.ns, pod.name, pod.uid, node, annotations).dump(),
-                    "application/json"};
-    std::string key = pod.key;
-    async_.Submit(req, [this, req, key, attempt](const HttpResponse& r) {
-      LoopEvent e;
-      e.kind = LoopEvent::kBindResult;
-      e.key = key;
-      e.attempt = attempt;
-      e.status = StatusFromResponse(req, r);
-      events_->Push(std::move(e));
-    });
+  void ReportWarning(const PodInfo& pod, std::string_view reason,
+                     const std::string& message) override {
+    const std::string now_text = FormatTime(std::chrono::system_clock::now());
+    Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"),
+                       EventJson(pod, reason, message, now_text).dump(), "application/json"},
+           pod.key);
   }
 
   void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
@@ -126,35 +113,12 @@ class ApiWriter final : public SchedulerActions {
       return;
     }
     if (reported_.size() > 200'000) reported_.clear();
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch());
-    std::string name = fmt::format("{}.{:x}", pod.name, ns.count());
-    reported_[pod.key] = Reported{name, message, 1};
-    nlohmann::json event = {{"apiVersion", "v1"},
-                            {"kind", "Event"},
-                            {"metadata", {{"name", name}, {"namespace", pod.ns}}},
-                            {"involvedObject",
-                             {{"apiVersion", "v1"},
-                              {"kind", "Pod"},
-                              {"namespace", pod.ns},
-                              {"name", pod.name},
-                              {"uid", pod.uid},
-                              {"resourceVersion", pod.resource_version}}},
-                            {"reason", "FailedScheduling"},
-                            {"message", message},
-                            {"type", "Warning"},
-                            {"source", {{"component", component_}}},
-                            {"firstTimestamp", now_text},
-                            {"lastTimestamp", now_text},
-                            {"count", 1},
-                            {"action", "Scheduling"},
-                            {"reportingComponent", component_},
-                            {"reportingInstance", instance_}};
+    nlohmann::json event = EventJson(pod, "FailedScheduling", message, now_text);
+    reported_[pod.key] = Reported{event["metadata"]["name"].get<std::string>(), message, 1};
     Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"), event.dump(),
                        "application/json"},
            pod.key);
   }
-
-  bool Drain(std::chrono::milliseconds timeout) { return async_.Drain(timeout); }
 
  private:
   struct Reported {
@@ -162,6 +126,34 @@ class ApiWriter final : public SchedulerActions {
     std::string message;
     int count = 1;
   };
+  // A core/v1 Warning Event about `pod`, named as the event recorder names them.
+  nlohmann::json EventJson(const PodInfo& pod, std::string_view reason, const std::string& message,
+                           const std::string& now_text) const {
+    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    return {{"apiVersion", "v1"},
+            {"kind", "Event"},
+            {"metadata",
+             {{"name", fmt::format("{}.{:x}", pod.name, ns.count())}, {"namespace", pod.ns}}},
+            {"involvedObject",
+             {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"namespace", pod.ns},
+              {"name", pod.name},
+              {"uid", pod.uid},
+              {"resourceVersion", pod.resource_version}}},
+            {"reason", reason},
+            {"message", message},
+            {"type", "Warning"},
+            {"source", {{"component", component_}}},
+            {"firstTimestamp", now_text},
+            {"lastTimestamp", now_text},
+            {"count", 1},
+            {"action", "Scheduling"},
+            {"reportingComponent", component_},
+            {"reportingInstance", instance_}};
+  }
+
   void Submit(HttpRequest req, const std::string& key) {
     async_.Submit(req, [req, key](const HttpResponse& r) {
       if (r.ok() || r.status == 404) return;  // a pod deleted meanwhile needs no report
@@ -169,10 +161,9 @@ class ApiWriter final : public SchedulerActions {
     });
   }
 
-  AsyncClient async_;
+  AsyncClient& async_;
   std::string component_;
   std::string instance_;
-  EventQueue* events_;
   absl::flat_hash_map<std::string, Reported> reported_;  // scheduler thread only
 };
 
@@ -263,10 +254,20 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   AsyncClientOptions wo;
   wo.max_in_flight = config_.bind_concurrency;
   wo.http2 = config_.http2;
-  ApiWriter writer(client_.transport(), wo, config_.core.scheduler_name, config_.lease.identity,
-                   &events);
+  // One client for every write: binds, conditions and Events.
+  AsyncClient writes(client_.transport(), wo);
+  ApiReporter reporter(writes, config_.core.scheduler_name, config_.lease.identity);
+  AnnotationBinder binder(writes,
+                          [&events](const std::string& key, uint64_t attempt, absl::Status status) {
+                            LoopEvent e;
+                            e.kind = LoopEvent::kBindResult;
+                            e.key = key;
+                            e.attempt = attempt;
+                            e.status = std::move(status);
+                            events.Push(std::move(e));
+                          });
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCore> core,
-                           SchedulerCore::Create(config_.core, &writer, &metrics_));
+                           SchedulerCore::Create(config_.core, &binder, &reporter, &metrics_));
 
   ListWatchOptions node_options;
   node_options.resource = "nodes";
@@ -392,7 +393,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     }
   }
   // Let binds in flight land before giving up the lease, so that the next leader sees them.
-  if (!writer.Drain(std::chrono::seconds(10))) {
+  if (!writes.Drain(std::chrono::seconds(10))) {
     spdlog::warn("stopping with writes still in flight");
   }
   if (elector) elector->Stop();

@@ -1,33 +1,27 @@
 // The scheduler's decisions: one thread's state machine between what the API server says (nodes
-// and pods, from the informers) and what the engine decides. No I/O and no threads of its own:
-// it asks SchedulerActions to bind and to report, and is told the outcome of binds later, so
-// that tests can drive it step by step with a fake.
+// and pods, from the informers) and what the engine decides. No I/O and no threads of its own: it
+// hands decisions to a Binder and failures to a Reporter, and is told the outcome of binds later,
+// so that tests can drive it step by step with fakes.
 //
-// What it keeps: the engine over the cluster of known nodes (rebuilt when a node's GPUs, labels,
-// CPU or memory change), and per pod a state:
+// It wires together one owner per concern:
+//   PodTracker      each pod's stage (pod_tracker.h has the state diagram), and the counts
+//   SchedulingQueue active / back-off / unschedulable pods, and when each is tried again
+//   GangAssembler   gang membership and when a gang is ready
+//   ClusterLedger   the engine over the nodes, what every pod holds, allowed nodes
+//   Binder          writing a decision (classic mode: the assignment annotation)
 //
-//   queued ──Place──► binding ──bind ok / watch shows it bound──► bound ──deleted/finished──► gone
-//     ▲  └─no fit──► unschedulable ──(node added/changed, pod released; or every retry_period)─┘
-//     └─ gang member waits (gang_waiting) until all gang-size members exist, then the gang is
-//        placed all-or-nothing (Engine::PlaceGang) and bound together.
-//
-// Invariants:
-//  - the engine holds exactly the pods that are bound (as the API server says, from their
-//    tessera.dev/assignment, or CPU/memory only for pods without one) plus those this scheduler
-//    placed and is binding; so a restarted scheduler, whose first list restores every bound
-//    pod, never grants a GPU twice;
+// Invariants (each kept by its owner, see their comments):
+//  - the engine holds exactly the bound pods and those this scheduler is binding (ClusterLedger);
 //  - a placement is given up only when the API server says the pod is gone, bound elsewhere, or
 //    the bind failed for good; a bind answered 409 keeps its GPUs until the watch says what
-//    happened (the bind may have landed);
-//  - a pod is retried after a failure only when something changed that could make it fit (a node
-//    added or changed, a pod released) or after retry_period, and at most once per
-//    retry_min_interval: never in a busy loop;
+//    happened (or bind_conflict_timeout passes);
+//  - a pod is retried after a failure only when something changed that could make it fit or
+//    after retry_period, at most once per retry_min_interval (SchedulingQueue): never a busy loop;
 //  - a pod whose input is invalid gets one report naming the field, and waits for its next update.
 #pragma once
 
 #include <chrono>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -35,12 +29,16 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/engine.h"
-#include "core/model/cluster.h"
+#include "k8s/client/backoff.h"
+#include "k8s/scheduler/binder.h"
+#include "k8s/scheduler/gang_assembler.h"
+#include "k8s/scheduler/ledger.h"
 #include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/objects.h"
+#include "k8s/scheduler/pod_tracker.h"
 #include "k8s/scheduler/queue.h"
 
 namespace tessera::k8s {
@@ -54,46 +52,36 @@ struct SchedulerCoreOptions {
   std::chrono::milliseconds retry_period{30'000};
   // A failure reported again with the same message bumps the Event at most this often.
   std::chrono::milliseconds report_repeat_interval{300'000};
+  // A failed bind is retried after Backoff::Delay(bind_backoff, failures so far).
+  Backoff::Params bind_backoff{std::chrono::milliseconds(1'000), 2.0,
+                               std::chrono::milliseconds(60'000), 0.0};
   // A bind answered 409 that the watch has not explained after this long is retried.
   std::chrono::milliseconds bind_conflict_timeout{30'000};
   int max_pods_per_cycle = 512;
 };
 
-class SchedulerActions {
+// Where failures go: the pod's owner reads them with kubectl describe.
+class Reporter {
  public:
-  virtual ~SchedulerActions() = default;
-  // Binds `pod` to `node`, writing `assignment` (the tessera.dev/assignment JSON) in the same
-  // request; the outcome comes back through SchedulerCore::OnBindResult(pod.key, attempt, ...).
-  virtual void Bind(const PodInfo& pod, const std::string& node, const std::string& assignment,
-                    uint64_t attempt) = 0;
-  // Tells the pod's owner why it is not scheduled: condition PodScheduled=False with `reason`
-  // ("Unschedulable" or "SchedulerError") and a FailedScheduling Event with `message`. `repeat`:
-  // the same message was reported before; only the Event's count needs bumping.
+  virtual ~Reporter() = default;
+  // Why `pod` is not scheduled: condition PodScheduled=False with `reason` ("Unschedulable" or
+  // "SchedulerError") and a FailedScheduling Event with `message`. `repeat`: the same message was
+  // reported before; only the Event's count needs bumping.
   virtual void ReportFailure(const PodInfo& pod, std::string_view reason,
                              const std::string& message, bool repeat) = 0;
+  // A Warning Event on `pod` (bound or not) with `reason` and `message`; no condition.
+  virtual void ReportWarning(const PodInfo& pod, std::string_view reason,
+                             const std::string& message) = 0;
 };
-
-enum class Change { kAdded, kUpdated, kDeleted };
 
 class SchedulerCore {
  public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
-  enum class Stage {
-    kNew,
-    kIgnored,   // not ours, or not schedulable now (deleting, scheduling gates)
-    kBadInput,  // input_error: reported, waits for an update
-    kQueued,
-    kUnschedulable,  // waits for a change or retry_period
-    kGangWaiting,    // waits for the rest of its gang
-    kBackoff,        // a bind failed; retried at retry_at
-    kBinding,        // placed, bind in flight
-    kBindConflict,   // bind got 409; placement kept until the watch explains
-    kBound,
-  };
+  using Stage = k8s::Stage;
 
   // The policy must exist (core::CreatePolicy). `metrics` may be null.
   static absl::StatusOr<std::unique_ptr<SchedulerCore>> Create(SchedulerCoreOptions options,
-                                                               SchedulerActions* actions,
+                                                               Binder* binder, Reporter* reporter,
                                                                SchedulerMetrics* metrics,
                                                                Clock clock = nullptr);
 
@@ -108,111 +96,55 @@ class SchedulerCore {
   // tried. Does nothing before synced().
   int ScheduleSome();
   // True while pods are queued and ready to try.
-  bool HasReadyWork() const { return synced() && !queue_.empty(); }
+  bool HasReadyWork() const { return synced() && !queue_.active_empty(); }
   // When the next timed retry is due (nullopt: nothing timed).
   std::optional<std::chrono::steady_clock::time_point> NextWakeup() const;
 
-  // Publishes per-node GPU gauges and pending counts to the metrics.
+  // Publishes per-node GPU gauges to the metrics.
   void PublishMetrics();
 
   // For tests and logs.
-  const core::Engine& engine() const { return *engine_; }
+  const core::Engine& engine() const { return ledger_.engine(); }
   std::optional<Stage> StageOf(const std::string& key) const;
   // The placement the engine holds for a pod, as an assignment (node and grants).
   std::optional<records::Assignment> HeldFor(const std::string& key) const;
-  size_t queued() const { return queue_.size(); }
+  size_t queued() const { return queue_.active_size(); }
 
  private:
-  struct Held {
-    std::string node;
-    std::vector<core::GpuGrant> gpus;
-    int64_t cpu_milli = 0;
-    int64_t memory_mib = 0;
-    bool operator==(const Held&) const = default;
-  };
-  struct PodState {
-    std::shared_ptr<const PodInfo> info;
-    Stage stage = Stage::kNew;
-    std::optional<Held> held;  // what this pod holds (or should hold) in the engine
-    bool accounted = false;    // held is applied to the engine
-    uint64_t attempt = 0;
-    bool counted = false;  // counted as scheduled
-    std::chrono::steady_clock::time_point first_seen;
-    std::chrono::steady_clock::time_point retry_at;
-    int bind_failures = 0;
-    uint64_t tried_epoch = 0;  // change_epoch_ when it was last found unschedulable
-    std::string gang;          // gang key it is a member of ("" none)
-    std::string reported;      // last message reported
-    std::chrono::steady_clock::time_point reported_at;
-  };
-  struct Gang {
-    int32_t size = 0;
-    std::set<std::string> members;  // pod keys
-    bool waiting_reported = false;
-  };
+  using Pod = PodTracker::Pod;
 
-  SchedulerCore(SchedulerCoreOptions options, SchedulerActions* actions, SchedulerMetrics* metrics,
-                Clock clock);
+  SchedulerCore(SchedulerCoreOptions options, Binder* binder, Reporter* reporter,
+                SchedulerMetrics* metrics, Clock clock);
 
-  void Rebuild();
   void Forget(const std::string& key);
-  void Release(PodState& s);
-  bool Restore(const std::string& key, PodState& s);
-  void AccountBound(const std::string& key, PodState& s);
-  std::optional<Held> HeldFromPod(const PodInfo& pod) const;
-  Held HeldFromPlacement(const core::Placement& p) const;
-  std::string AssignmentJson(const Held& held) const;
-  void Enqueue(const std::string& key, PodState& s);
-  void Dequeue(const std::string& key, PodState& s);
-  void JoinGang(const std::string& key, PodState& s);
-  void LeaveGang(const std::string& key, PodState& s);
-  void Confirm(PodState& s);
-  void StartBind(const std::string& key, PodState& s, const core::Placement& placement);
-  void PlaceOne(const std::string& key, PodState& s);
-  // The nodes a pod may use (taints, node selector, affinity). An empty set comes with the
-  // reason, for the pod's Unschedulable condition.
-  struct AllowedSet {
-    core::NodeSet nodes;
-    std::string none;
-  };
-  // `pod`'s allowed set, shared by every pod with the same constraints and kept until the cluster
-  // is rebuilt (the engine places all of them through its index); nullptr when `pod` may use
-  // every node.
-  std::shared_ptr<const AllowedSet> Allowed(const PodInfo& pod);
+  // Gives up what the pod holds; a release of held resources may let pending pods fit.
+  void Release(const std::string& key);
+  void AccountBound(const std::string& key, Pod& s);
+  void Enqueue(const std::string& key, Pod& s);
+  void Dequeue(const std::string& key, Pod& s);
+  void Confirm(Pod& s);
+  void StartBind(const std::string& key, Pod& s, const core::Placement& placement);
+  void PlaceOne(const std::string& key, Pod& s);
   int TryGang(const std::string& gang_key);
-  void Report(PodState& s, std::string_view reason, const std::string& message);
-  void MarkUnschedulable(const std::string& key, PodState& s, const std::string& reason);
-  // Something changed that could make an unschedulable pod fit.
-  void RequestRetry() { ++change_epoch_; }
-  // True if some unschedulable pod was last tried before the latest change.
-  bool ChangeUnseen();
+  void Report(Pod& s, std::string_view reason, const std::string& message);
+  void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
   void FlushRetries(std::chrono::steady_clock::time_point now);
+  void Observe(std::chrono::steady_clock::time_point start);
 
   SchedulerCoreOptions options_;
-  SchedulerActions* actions_;
+  Binder* binder_;
+  Reporter* reporter_;
   SchedulerMetrics* metrics_;
   Clock clock_;
 
-  std::map<std::string, std::shared_ptr<const NodeInfo>> nodes_;  // by name, sorted
-  bool cluster_dirty_ = true;
-  int tainted_nodes_ = 0;  // nodes in the engine's cluster with NoSchedule/NoExecute taints
-  // Allowed sets by the pods' constraints (ConstraintKey); cleared when the cluster is rebuilt.
-  absl::flat_hash_map<std::string, std::shared_ptr<const AllowedSet>> allowed_sets_;
-  std::unique_ptr<core::Cluster> cluster_;
-  std::unique_ptr<core::Engine> engine_;
-
-  absl::flat_hash_map<std::string, PodState> pods_;
-  absl::flat_hash_map<std::string, Gang> gangs_;
+  PodTracker pods_;
   SchedulingQueue queue_;
-  std::set<std::string> unschedulable_;
-  std::set<std::string> delayed_;  // kBackoff and kBindConflict, checked at retry_at
-  uint64_t change_epoch_ = 0;      // bumped by every change that could free room
-  uint64_t checked_epoch_ = 0;     // changes up to here have been seen by every unschedulable pod
-  std::chrono::steady_clock::time_point last_flush_;
+  GangAssembler gangs_;
+  ClusterLedger ledger_;
+  std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
+  absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
   bool nodes_synced_ = false;
   bool pods_synced_ = false;
 };
-
-std::string_view StageName(SchedulerCore::Stage stage);
 
 }  // namespace tessera::k8s

@@ -1,6 +1,6 @@
 // SchedulerCore driven step by step: node and pod events in, binds and reports out (a recording
-// fake of SchedulerActions, an interface we own), with an injected clock. The same behaviour
-// against the real API server is in test/k8s/scheduler_e2e_test.cc.
+// fake of the Binder and Reporter interfaces, which we own), with an injected clock. The same
+// behaviour against the real API server is in test/k8s/scheduler_e2e_test.cc.
 #include "k8s/scheduler/scheduler_core.h"
 
 #include "common/strings.h"
@@ -31,20 +31,26 @@ struct ReportCall {
   bool repeat;
 };
 
-class Recorder : public SchedulerActions {
+class Recorder : public Binder, public Reporter {
  public:
-  void Bind(const PodInfo& pod, const std::string& node, const std::string& assignment,
-            uint64_t attempt) override {
-    absl::StatusOr<records::Assignment> a = records::AssignmentFromJson(assignment);
+  void Bind(const PodInfo& pod, const records::Assignment& assignment, uint64_t attempt) override {
+    // The record as the annotation binder writes it, read back as the node agent reads it.
+    absl::StatusOr<records::Assignment> a =
+        records::AssignmentFromJson(records::AssignmentToJson(assignment));
     EXPECT_TRUE(a.ok()) << a.status();
-    binds.push_back({pod.key, node, *a, attempt});
+    binds.push_back({pod.key, assignment.node, *a, attempt});
   }
   void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
                      bool repeat) override {
     reports.push_back({pod.key, std::string(reason), message, repeat});
   }
+  void ReportWarning(const PodInfo& pod, std::string_view reason,
+                     const std::string& message) override {
+    warnings.push_back({pod.key, std::string(reason), message, false});
+  }
   std::vector<BindCall> binds;
   std::vector<ReportCall> reports;
+  std::vector<ReportCall> warnings;
 };
 
 class CoreTest : public ::testing::Test {
@@ -54,7 +60,7 @@ class CoreTest : public ::testing::Test {
   void Make(SchedulerCoreOptions o) {
     o.retry_min_interval = std::chrono::milliseconds(1000);
     o.retry_period = std::chrono::milliseconds(30'000);
-    auto c = SchedulerCore::Create(o, &actions_, &metrics_, [this] { return now_; });
+    auto c = SchedulerCore::Create(o, &actions_, &actions_, &metrics_, [this] { return now_; });
     ASSERT_TRUE(c.ok()) << c.status();
     core_ = std::move(*c);
   }
@@ -175,6 +181,88 @@ TEST_F(CoreTest, RestartRestoresBoundPodsBeforeDecidingSoNoGpuIsGrantedTwice) {
   ASSERT_EQ(actions_.binds.size(), 1u);
   EXPECT_EQ(actions_.binds[0].assignment.gpus[0].grant.gpu, 0);
   EXPECT_EQ(core_->StageOf("ns/new2"), Stage::kUnschedulable);
+}
+
+// A record this scheduler cannot read (a newer version, another node, garbage) never frees what
+// the pod may hold: the node takes no GPU pods while the pod is there (an Event on the pod, the
+// metrics), CPU-only pods still go there, and the node is used again once the pod is gone.
+TEST_F(CoreTest, UnreadableAssignmentBlocksItsNodesGpusUntilThePodIsGone) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  Node(NodeObject("n2").Gpus(1).Json());
+  json bad =
+      PodObject("ns", "bad").Limit("tessera.dev/gpu", "1").Node("n1").Phase("Running").Json();
+  bad["metadata"]["annotations"]["tessera.dev/assignment"] =
+      R"({"version":2,"node":"n1","gpus":[{"slot":1}]})";
+  Pod(bad);
+  json elsewhere =
+      PodObject("ns", "elsewhere").Limit("tessera.dev/gpu", "1").Node("n2").Phase("Running").Json();
+  elsewhere["metadata"]["annotations"]["tessera.dev/assignment"] =
+      R"({"version":1,"node":"n1","gpus":[{"index":0,"memory_mib":81920,"compute_milli":1000,"exclusive":true}]})";
+  Pod(elsewhere);  // names n1 but is bound to n2: n2's GPUs are unknown
+  Pod(PodObject("ns", "gpu").Limit("tessera.dev/gpu", "1").Json());
+  Pod(PodObject("ns", "cpu").Request("cpu", "1").Json());
+  Sync();
+  core_->ScheduleSome();
+  // The CPU-only pod is placed; the GPU pod is not, although n1 has two GPUs the ledger sees free.
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/cpu");
+  EXPECT_EQ(core_->StageOf("ns/gpu"), Stage::kUnschedulable);
+  ASSERT_FALSE(actions_.reports.empty());
+  EXPECT_THAT(actions_.reports.back().message, HasSubstr("2 blocked for GPU pods"));
+  ASSERT_EQ(actions_.warnings.size(), 2u);
+  EXPECT_EQ(actions_.warnings[0].reason, "GpuAssignmentUnreadable");
+  EXPECT_THAT(actions_.warnings[0].message, HasSubstr("version 2 is not supported"));
+  EXPECT_THAT(actions_.warnings[1].message, HasSubstr("names node n1 but the pod is bound to n2"));
+  EXPECT_EQ(metrics_.nodes_gpu_blocked.load(), 2);
+  EXPECT_EQ(metrics_.pods_unaccounted_gpus.load(), 2);
+  // An update of the pod that does not fix it changes nothing and says nothing new.
+  bad["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
+  Pod(bad, Change::kUpdated);
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.warnings.size(), 2u);
+  // The unreadable pod ends: n1's GPUs are free again and the GPU pod goes there.
+  Pod(bad, Change::kDeleted);
+  Advance(2'000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 2u);
+  EXPECT_EQ(actions_.binds[1].key, "ns/gpu");
+  EXPECT_EQ(actions_.binds[1].node, "n1");
+  EXPECT_EQ(metrics_.nodes_gpu_blocked.load(), 1);
+  EXPECT_EQ(metrics_.pods_unaccounted_gpus.load(), 1);
+}
+
+// The scheduler restores a MIG grant through the record's profile name (records converts it), so
+// a restarted scheduler never grants the same MIG slices again; a pod's GPU model list is honoured.
+TEST_F(CoreTest, MigAndGpuModelAsksFromPodAnnotations) {
+  Node(NodeObject("mig").Gpus(1).Mig().Json());
+  Node(NodeObject("h100").Gpus(2, "H100-80GB").Json());
+  // Bound before the restart: a 4g.40gb at slice 0.
+  json old = PodObject("ns", "old").Annotation("tessera.dev/mig", "4g.40gb").Node("mig").Json();
+  old["metadata"]["annotations"]["tessera.dev/assignment"] =
+      R"({"version":1,"node":"mig","gpus":[{"index":0,"memory_mib":40192,"compute_milli":571,)"
+      R"("mig":{"profile":"4g.40gb","start":0}}],"mig_plan":{"create":true,"destroy":[]}})";
+  Pod(old);
+  Pod(PodObject("ns", "m1").Annotation("tessera.dev/mig", "3g.40gb").Json());
+  Pod(PodObject("ns", "m2").Annotation("tessera.dev/mig", "3g.40gb").Json());
+  Pod(PodObject("ns", "h")
+          .Limit("tessera.dev/gpu", "1")
+          .Annotation("tessera.dev/gpu-model", "H100-80GB, H200-141GB")
+          .Json());
+  Sync();
+  core_->ScheduleSome();
+  std::map<std::string, BindCall> by_pod;
+  for (const BindCall& b : actions_.binds) by_pod[b.key] = b;
+  ASSERT_TRUE(by_pod.contains("ns/m1"));
+  const records::AssignedGpu& g = by_pod["ns/m1"].assignment.gpus.at(0);
+  EXPECT_EQ(g.mig_profile, "3g.40gb");
+  EXPECT_EQ(g.mig_start, 4);               // slices 0-3 are the restored 4g.40gb's
+  EXPECT_FALSE(by_pod.contains("ns/m2"));  // no room for a second 3g.40gb
+  EXPECT_EQ(core_->StageOf("ns/m2"), Stage::kUnschedulable);
+  ASSERT_TRUE(by_pod.contains("ns/h"));
+  EXPECT_EQ(by_pod["ns/h"].node, "h100");
+  EXPECT_EQ(metrics_.nodes_gpu_blocked.load(), 0);
 }
 
 TEST_F(CoreTest, GangWaitsForAllMembersThenBindsThemTogetherInOneDomain) {
@@ -362,6 +450,57 @@ TEST_F(CoreTest, BadNodeInventoryMakesOnlyThatNodeUnusableForGpus) {
   EXPECT_EQ(actions_.binds.back().node, "broken");
   core_->PublishMetrics();
   EXPECT_EQ(metrics_.nodes_bad_inventory.load(), 0);
+}
+
+// Node changes are applied to the engine in place: labels, taints and cordons change nothing
+// that pods hold; a resized node's pods are restored on the new spec; a node deleted and added
+// again gets its bound pods back.
+TEST_F(CoreTest, NodeChangesApplyInPlaceAndKeepWhatPodsHold) {
+  json n1 = NodeObject("n1").Gpus(4).Json();
+  Node(n1);
+  Node(NodeObject("n2").Gpus(4).Json());
+  json held = PodObject("ns", "old").Limit("tessera.dev/gpu", "1").Node("n1").Json();
+  held["metadata"]["annotations"]["tessera.dev/assignment"] =
+      R"({"version":1,"node":"n1","gpus":[{"index":2,"memory_mib":81920,"compute_milli":1000,"exclusive":true}]})";
+  Pod(held);
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_TRUE(core_->HeldFor("ns/old").has_value());
+  const size_t placed = core_->engine().placed_count();
+  // Labels, a taint, a cordon: in place, nothing released.
+  json relabelled = n1;
+  relabelled["metadata"]["labels"]["team"] = "vision";
+  relabelled["spec"]["taints"] =
+      json::array({{{"key", "maintenance"}, {"value", "soon"}, {"effect", "NoSchedule"}}});
+  relabelled["spec"]["unschedulable"] = true;
+  core_->OnNode(Change::kUpdated, DecodeNode(relabelled));
+  Pod(PodObject("ns", "new").Limit("tessera.dev/gpu", "4").Json());
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].node, "n2");  // n1 is cordoned and tainted
+  EXPECT_EQ(core_->engine().placed_count(), placed + 1);
+  EXPECT_EQ(core_->HeldFor("ns/old")->gpus.at(0).grant.gpu, 2);
+  // More CPU on n1: its pod is restored on the new spec, on the same GPU.
+  json bigger = relabelled;
+  bigger["status"]["allocatable"]["cpu"] = "128";
+  bigger["status"]["capacity"]["cpu"] = "128";
+  core_->OnNode(Change::kUpdated, DecodeNode(bigger));
+  core_->ScheduleSome();
+  ASSERT_TRUE(core_->HeldFor("ns/old").has_value());
+  EXPECT_EQ(core_->HeldFor("ns/old")->gpus.at(0).grant.gpu, 2);
+  EXPECT_EQ(metrics_.restore_failures.load(), 0);
+  // Deleted: nothing to account on it; added again: restored before anything is decided.
+  core_->OnNode(Change::kDeleted, DecodeNode(bigger));
+  core_->ScheduleSome();
+  EXPECT_FALSE(core_->HeldFor("ns/old").has_value());
+  core_->OnNode(Change::kAdded, DecodeNode(n1));  // uncordoned, untainted
+  Pod(PodObject("ns", "four").Limit("tessera.dev/gpu", "4").Json());
+  Pod(PodObject("ns", "three").Limit("tessera.dev/gpu", "3").Json());
+  core_->ScheduleSome();
+  ASSERT_TRUE(core_->HeldFor("ns/old").has_value());
+  EXPECT_EQ(core_->StageOf("ns/four"), Stage::kUnschedulable);  // GPU 2 is held
+  EXPECT_EQ(core_->StageOf("ns/three"), Stage::kBinding);
+  EXPECT_EQ(metrics_.node_changes.load(), 6);  // 2 added, 2 updated, 1 removed, 1 added again
 }
 
 TEST_F(CoreTest, CordonedNodesTakeNoNewPods) {

@@ -39,6 +39,11 @@ class NodeObject {
     inventory_.links = core::LinkMatrix::AllNvLink(static_cast<int>(inventory_.gpus.size()), lanes);
     return *this;
   }
+  // Every GPU in MIG mode, no instance configured yet (the model must have a MIG table).
+  NodeObject& Mig() {
+    for (core::GpuSpec& g : inventory_.gpus) g.mig_enabled = true;
+    return *this;
+  }
   NodeObject& Cpu(std::string cpu) {
     cpu_ = std::move(cpu);
     return *this;

@@ -1,0 +1,110 @@
+# The module layering of DESIGN.md ("Dependency rule"), enforced when the build is configured:
+# a target or a source file that reaches across a layer makes `cmake` fail with the offending
+# link or #include named.
+#
+#   core      depends on nothing of ours but common
+#   records   core, common
+#   sim       core, records, common (never k8s, agent, shim or cli)
+#   k8s       core, records, common (never sim, agent, shim or cli)
+#   agent     may use k8s's API client, never its scheduler (nor sim or cli)
+#   cli       anything
+#
+# Two checks: the transitive link closure of every tessera_* library target (after all targets
+# are defined), and the quoted #includes of every source file under src/ (a header-only reach,
+# which no link would show).
+
+# Our libraries in the link closure of `target` (tessera_* names, generator expressions peeled).
+function(_tessera_link_closure target out)
+  set(seen "")
+  set(todo ${target})
+  while(todo)
+    list(POP_FRONT todo t)
+    if(NOT TARGET ${t} OR t IN_LIST seen)
+      continue()
+    endif()
+    list(APPEND seen ${t})
+    get_target_property(type ${t} TYPE)
+    set(links "")
+    if(NOT type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(direct ${t} LINK_LIBRARIES)
+      if(direct)
+        list(APPEND links ${direct})
+      endif()
+    endif()
+    get_target_property(iface ${t} INTERFACE_LINK_LIBRARIES)
+    if(iface)
+      list(APPEND links ${iface})
+    endif()
+    foreach(l IN LISTS links)
+      string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" l "${l}")
+      if(l MATCHES "^tessera_")
+        list(APPEND todo ${l})
+      endif()
+    endforeach()
+  endwhile()
+  list(REMOVE_ITEM seen ${target})
+  set(${out} ${seen} PARENT_SCOPE)
+endfunction()
+
+# Fails if any of our libraries in the closure of a target matching `pattern` matches `forbidden`
+# (a regex) and not `except` (a regex; "" for none).
+function(_tessera_forbid_links pattern forbidden except why)
+  get_property(targets GLOBAL PROPERTY TESSERA_LIBRARIES)
+  foreach(t IN LISTS targets)
+    if(NOT t MATCHES "${pattern}")
+      continue()
+    endif()
+    _tessera_link_closure(${t} closure)
+    foreach(dep IN LISTS closure)
+      if(dep MATCHES "${forbidden}" AND (except STREQUAL "" OR NOT dep MATCHES "${except}"))
+        message(FATAL_ERROR "layering: ${t} links ${dep}, but ${why} (DESIGN.md, cmake/layering.cmake)")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+# Fails if a file under src/<dir> includes "<x>/..." for a top-level source folder x that is
+# not allowed to it.
+function(_tessera_forbid_includes dir allowed why)
+  file(GLOB_RECURSE files "${PROJECT_SOURCE_DIR}/src/${dir}/*.h" "${PROJECT_SOURCE_DIR}/src/${dir}/*.cc")
+  foreach(f IN LISTS files)
+    file(STRINGS "${f}" lines REGEX "^#include \"[a-z_]+/")
+    foreach(line IN LISTS lines)
+      string(REGEX REPLACE "^#include \"([a-z_]+)/.*$" "\\1" top "${line}")
+      if(NOT top IN_LIST allowed AND EXISTS "${PROJECT_SOURCE_DIR}/src/${top}")
+        file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${f}")
+        message(FATAL_ERROR "layering: ${rel}: ${line}, but ${why} (DESIGN.md, cmake/layering.cmake)")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+function(tessera_check_layering)
+  _tessera_forbid_links("^tessera_core$" "^tessera_" "^tessera_common$"
+                        "core depends on nothing of ours but common")
+  _tessera_forbid_links("^tessera_records$" "^tessera_" "^tessera_(core|common)$"
+                        "records depends only on core")
+  _tessera_forbid_links("^tessera_sim" "^tessera_(k8s|agent|shim|cli)" ""
+                        "the simulator depends only on core and records")
+  _tessera_forbid_links("^tessera_k8s" "^tessera_(sim|agent|shim|cli)" ""
+                        "k8s depends only on core and records")
+  _tessera_forbid_links("^tessera_agent" "^tessera_(k8s_scheduler|sim|cli)" ""
+                        "the agent uses k8s's API client, never its scheduler")
+  _tessera_forbid_includes(core "core;common" "core depends on nothing of ours but common")
+  _tessera_forbid_includes(records "records;core;common" "records depends only on core")
+  _tessera_forbid_includes(sim "sim;records;core;common"
+                           "the simulator depends only on core and records")
+  _tessera_forbid_includes(k8s "k8s;records;core;common" "k8s depends only on core and records")
+  if(EXISTS "${PROJECT_SOURCE_DIR}/src/agent")
+    _tessera_forbid_includes(agent "agent;k8s;records;core;common"
+                             "the agent uses k8s's API client, never its scheduler")
+    file(GLOB_RECURSE agent_files "${PROJECT_SOURCE_DIR}/src/agent/*.h" "${PROJECT_SOURCE_DIR}/src/agent/*.cc")
+    foreach(f IN LISTS agent_files)
+      file(STRINGS "${f}" lines REGEX "^#include \"k8s/scheduler/")
+      if(lines)
+        file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${f}")
+        message(FATAL_ERROR "layering: ${rel} includes the scheduler, but the agent uses k8s's API client, never its scheduler (DESIGN.md, cmake/layering.cmake)")
+      endif()
+    endforeach()
+  endif()
+endfunction()

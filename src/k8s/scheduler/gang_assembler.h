@@ -1,0 +1,65 @@
+// Gangs (tessera.dev/gang NAME within a namespace, tessera.dev/gang-size K): which pods belong to
+// which gang, and when a gang is ready to be placed. It decides nothing about where: the engine
+// places a ready gang all-or-nothing (Engine::PlaceGang).
+//
+// A gang's size is the size its first member gave; members giving another size are bad input.
+// A gang is ready when its pending members and those already placed (binding or bound, after a
+// restart say) number at least its size: then the oldest pending members, as many as are still
+// needed, are placed together; members beyond the size wait, and say so. Example: gang g of size
+// 4 with members a (bound), b, c (pending): not ready (3 of 4); d arrives: b, c, d are placed
+// together, with a where it is.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "k8s/scheduler/pod_tracker.h"
+
+namespace tessera::k8s {
+
+class GangAssembler {
+ public:
+  // The gang key of a pod asking for one ("ns/name"), else "".
+  static std::string KeyOf(const PodInfo& pod);
+
+  // Adds the pod to its gang (pod.gang), leaving any other; no-op for pods without a gang.
+  void Join(const std::string& key, PodTracker::Pod& pod);
+  void Leave(const std::string& key, PodTracker::Pod& pod);
+
+  struct Round {
+    int32_t size = 0;                     // the gang's size
+    int placed = 0;                       // members binding or bound
+    std::vector<std::string> wrong_size;  // members asking another size: bad input
+    std::vector<std::string> pending;     // members waiting to be placed
+    std::vector<std::string> extra;       // pending members beyond the size (after `ready`)
+    bool ready = false;  // `pending` holds exactly the members to place now, oldest first
+  };
+  // Where the gang of `gang_key` stands now.
+  Round Assemble(const std::string& gang_key, const PodTracker& pods) const;
+
+  // Gangs still short of members, each reported once until it is next assembled: the members
+  // waiting and how many members exist.
+  struct Shortage {
+    std::string gang;
+    int32_t size = 0;
+    int present = 0;
+    std::vector<std::string> waiting;
+  };
+  std::vector<Shortage> TakeShortages(const PodTracker& pods);
+  void Assembled(const std::string& gang_key);
+
+  bool empty() const { return gangs_.empty(); }
+
+ private:
+  struct Gang {
+    int32_t size = 0;
+    std::set<std::string> members;  // pod keys
+    bool shortage_reported = false;
+  };
+  absl::flat_hash_map<std::string, Gang> gangs_;
+};
+
+}  // namespace tessera::k8s

@@ -1,0 +1,72 @@
+#include "k8s/scheduler/gang_assembler.h"
+
+#include "common/strings.h"
+#include "gtest/gtest.h"
+#include "k8s/testing/objects.h"
+
+namespace tessera::k8s {
+namespace {
+
+using testing::PodObject;
+
+class GangTest : public ::testing::Test {
+ protected:
+  PodTracker::Pod& Member(const std::string& name, int size, Stage stage,
+                          const std::string& created = "2026-01-01T00:00:00Z") {
+    const std::string key = StrCat("ns/", name);
+    PodTracker::Pod& p = pods_.Upsert(key, {});
+    p.info = DecodePod(PodObject("ns", name)
+                           .Limit("tessera.dev/gpu", "1")
+                           .Gang("g", size)
+                           .Created(created)
+                           .Json());
+    pods_.SetStage(p, stage);
+    gangs_.Join(key, p);
+    return p;
+  }
+  PodTracker pods_{nullptr};
+  GangAssembler gangs_;
+};
+
+// The class comment's example: a gang of 4 with one member bound and two pending is not ready;
+// the fourth member makes it ready, the three pending oldest first.
+TEST_F(GangTest, ReadyWhenPendingAndPlacedMembersReachTheSize) {
+  Member("a", 4, Stage::kBound);
+  Member("c", 4, Stage::kQueued, "2026-01-01T00:00:03Z");
+  Member("b", 4, Stage::kGangWaiting, "2026-01-01T00:00:02Z");
+  GangAssembler::Round r = gangs_.Assemble("ns/g", pods_);
+  EXPECT_FALSE(r.ready);
+  EXPECT_EQ(r.placed, 1);
+  EXPECT_EQ(r.pending.size(), 2u);
+  Member("d", 4, Stage::kQueued, "2026-01-01T00:00:01Z");
+  r = gangs_.Assemble("ns/g", pods_);
+  ASSERT_TRUE(r.ready);
+  EXPECT_EQ(r.pending, (std::vector<std::string>{"ns/d", "ns/b", "ns/c"}));
+  EXPECT_TRUE(r.extra.empty());
+  // A fifth member is beyond the size; one with another size is bad input.
+  Member("e", 4, Stage::kQueued, "2026-01-01T00:00:09Z");
+  Member("x", 3, Stage::kQueued);
+  r = gangs_.Assemble("ns/g", pods_);
+  EXPECT_EQ(r.extra, (std::vector<std::string>{"ns/e"}));
+  EXPECT_EQ(r.wrong_size, (std::vector<std::string>{"ns/x"}));
+}
+
+TEST_F(GangTest, ShortagesAreReportedOnceUntilTheGangIsAssembledAgain) {
+  Member("a", 3, Stage::kGangWaiting);
+  Member("b", 3, Stage::kGangWaiting);
+  std::vector<GangAssembler::Shortage> s = gangs_.TakeShortages(pods_);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].gang, "ns/g");
+  EXPECT_EQ(s[0].present, 2);
+  EXPECT_EQ(s[0].size, 3);
+  EXPECT_TRUE(gangs_.TakeShortages(pods_).empty());
+  gangs_.Assembled("ns/g");
+  EXPECT_EQ(gangs_.TakeShortages(pods_).size(), 1u);
+  // Members leave: the gang is gone with the last.
+  gangs_.Leave("ns/a", pods_.Get("ns/a"));
+  gangs_.Leave("ns/b", pods_.Get("ns/b"));
+  EXPECT_TRUE(gangs_.empty());
+}
+
+}  // namespace
+}  // namespace tessera::k8s

@@ -1,0 +1,455 @@
+#include "k8s/scheduler/ledger.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "records/inventory.h"
+#include "records/names.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::k8s {
+
+Holding Holding::OfBoundPod(const PodInfo& pod) {
+  Holding h;
+  h.node = pod.node_name;
+  if (pod.input_error.empty()) {
+    h.cpu_milli = pod.request.cpu_milli;
+    h.memory_mib = pod.request.memory_mib;
+  }
+  if (pod.assignment) {
+    if (pod.assignment->node != pod.node_name) {
+      h.unreadable = StrCat("its ", records::kAssignmentAnnotation, " names node ",
+                            pod.assignment->node, " but the pod is bound to ", pod.node_name);
+    } else {
+      h.gpus = *pod.assignment;
+    }
+  } else if (!pod.assignment_error.empty()) {
+    h.unreadable =
+        StrCat("its ", records::kAssignmentAnnotation, " cannot be read: ", pod.assignment_error);
+  }
+  return h;
+}
+
+ClusterLedger::ClusterLedger(LedgerOptions options, SchedulerMetrics* metrics, OnBlocked on_blocked)
+    : options_(std::move(options)), metrics_(metrics), on_blocked_(std::move(on_blocked)) {
+  core::PolicyOptions po;
+  po.seed = options_.seed;
+  absl::StatusOr<std::unique_ptr<core::Policy>> policy = core::CreatePolicy(options_.policy, po);
+  TESSERA_CHECK(policy.ok());
+  absl::StatusOr<core::Cluster> empty = core::Cluster::Create({});
+  TESSERA_CHECK(empty.ok());
+  engine_ = std::make_unique<core::Engine>(*empty, std::move(*policy), options_.levels);
+}
+
+// --- nodes -----------------------------------------------------------------------------------
+
+bool ClusterLedger::OnNode(Change change, std::shared_ptr<const NodeInfo> node) {
+  const std::string name = node->name;
+  auto latest = [&]() -> std::shared_ptr<const NodeInfo> {
+    if (auto p = pending_.find(name); p != pending_.end()) return p->second;
+    if (auto n = nodes_.find(name); n != nodes_.end()) return n->second;
+    return nullptr;
+  };
+  std::shared_ptr<const NodeInfo> old = latest();
+  if (change == Change::kDeleted) {
+    if (old) {
+      pending_[name] = nullptr;
+      spdlog::info("node {} deleted", name);
+    }
+    return false;
+  }
+  pending_[name] = node;
+  if (old && old->fingerprint == node->fingerprint) return false;
+  if (!node->inventory_error.empty() && (!old || old->inventory_error != node->inventory_error)) {
+    spdlog::warn(
+        "node {}: annotation {} is unusable, so its GPUs are not used until it is fixed: {}", name,
+        records::kInventoryAnnotation, node->inventory_error);
+  } else if (node->inventory_error.empty() && old && !old->inventory_error.empty()) {
+    spdlog::info("node {}: annotation {} is valid again ({} GPUs)", name,
+                 records::kInventoryAnnotation, node->spec.gpu_count());
+  }
+  if (!node->capacity_error.empty() && (!old || old->capacity_error != node->capacity_error)) {
+    spdlog::warn("node {}: {} (counted as 0)", name, node->capacity_error);
+  }
+  if (!old) {
+    spdlog::debug("node {} added: {} GPUs, {}m CPU, {}Mi memory", name, node->spec.gpu_count(),
+                  node->spec.cpu_milli, node->spec.memory_mib);
+  }
+  return true;
+}
+
+void ClusterLedger::Sync() {
+  if (!pending_.empty()) ApplyNodeChanges();
+}
+
+void ClusterLedger::ApplyNodeChanges() {
+  core::NodeChanges changes;
+  std::vector<std::string> added_names;
+  std::vector<int> reclassify;  // ids whose labels or taints changed
+  std::vector<std::string> restore;
+  for (auto& [name, node] : pending_) {
+    auto have = nodes_.find(name);
+    if (!node) {
+      if (have == nodes_.end()) continue;
+      changes.remove.push_back(ids_.at(name));
+      continue;
+    }
+    if (have == nodes_.end()) {
+      changes.add.push_back(node->spec);
+      added_names.push_back(name);
+      continue;
+    }
+    const NodeInfo& was = *have->second;
+    const core::NodeId id = ids_.at(name);
+    const bool labels = was.spec.labels != node->spec.labels;
+    if (labels || !was.spec.SameHardware(node->spec)) changes.update.emplace_back(id, node->spec);
+    if (!was.spec.SameHardware(node->spec)) {
+      for (const std::string& key : held_on_[name]) restore.push_back(key);
+    }
+    if (was.unschedulable != node->unschedulable) {
+      changes.cordon.emplace_back(id, node->unschedulable);
+    }
+    if (labels || was.taints != node->taints) reclassify.push_back(id.value());
+  }
+  std::vector<core::NodeId> added;
+  std::vector<std::string> released;
+  absl::Status st = engine_->ChangeNodes(changes, &added, &released);
+  // Every node was validated alone when decoded; a refusal is a bug, not bad input.
+  TESSERA_CHECK_MSG(st.ok(), std::string(FromAbsl(st.message())).c_str());
+  if (metrics_ != nullptr) {
+    metrics_->node_changes +=
+        static_cast<int64_t>(changes.add.size() + changes.update.size() + changes.remove.size());
+  }
+  for (const std::string& key : released) held_.at(key).accounted = false;
+  for (core::NodeId id : changes.remove) {
+    const std::string name = names_[id.value()];
+    index_.Remove(id.value());
+    for (auto& [k, a] : allowed_) a.set->nodes.Set(id, false);
+    ids_.erase(name);
+    names_[id.value()] = "";
+    nodes_.erase(name);
+  }
+  core::NodeChanges cordon_added;
+  for (size_t i = 0; i < added.size(); ++i) {
+    const std::string& name = added_names[i];
+    const int id = added[i].value();
+    if (pending_.at(name)->unschedulable) cordon_added.cordon.emplace_back(added[i], true);
+    ids_[name] = added[i];
+    if (static_cast<int>(names_.size()) <= id) names_.resize(id + 1);
+    names_[id] = name;
+    nodes_[name] = pending_.at(name);
+    index_.Set(id, nodes_[name]);
+    reclassify.push_back(id);
+    if (auto on = held_on_.find(name); on != held_on_.end()) {
+      for (const std::string& key : on->second) restore.push_back(key);
+    }
+  }
+  for (auto& [name, node] : pending_) {
+    if (!node || !ids_.contains(name)) continue;
+    const int id = ids_.at(name).value();
+    if (nodes_[name] != node) {
+      nodes_[name] = node;
+      index_.Set(id, node);
+    }
+  }
+  if (!cordon_added.cordon.empty()) TESSERA_CHECK(engine_->ChangeNodes(cordon_added).ok());
+  pending_.clear();
+  bad_inventory_ = 0;
+  for (const auto& [name, node] : nodes_) bad_inventory_ += node->inventory_error.empty() ? 0 : 1;
+  if (metrics_ != nullptr) metrics_->nodes_bad_inventory = bad_inventory_;
+  for (int id : reclassify) {
+    if (Reclassify(id)) engine_->TouchNode(core::NodeId(id));
+  }
+  RestoreAll(restore);
+}
+
+bool ClusterLedger::Reclassify(int id) {
+  bool changed = false;
+  const NodeInfo& node = *nodes_.at(names_[id]);
+  std::vector<std::pair<NodeConstraints, bool>> stale;
+  for (auto& [key, a] : allowed_) {
+    const bool allows =
+        NodeAllows(node, a.constraints) && !(a.gpus && gpu_blocked_.contains(node.name));
+    if (a.set->nodes.Contains(core::NodeId(id)) == allows) continue;
+    a.set->nodes.Set(core::NodeId(id), allows);
+    changed = true;
+    // The reason an empty set gives is computed with it: a set that becomes empty, or stops
+    // being empty, is made again when next asked for.
+    if ((a.set->nodes.size() == 0) != !a.set->none.empty()) stale.push_back(key);
+  }
+  for (const auto& key : stale) allowed_.erase(key);
+  return changed;
+}
+
+// --- what pods hold --------------------------------------------------------------------------
+
+void ClusterLedger::RestoreAll(const std::vector<std::string>& keys) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const std::string& key : keys) {
+      auto it = held_.find(key);
+      if (it == held_.end() || it->second.accounted || (pass == 0) != it->second.bound) continue;
+      Restore(key, it->second);
+    }
+  }
+}
+
+bool ClusterLedger::Restore(const std::string& key, Entry& e) {
+  e.accounted = false;
+  const Holding& h = e.holding;
+  if (!h.unreadable.empty()) Block(key, e, h.node, h.unreadable);
+  const core::Cluster& cluster = engine_->cluster();
+  core::NodeId id = cluster.FindNode(h.node);
+  if (!id.valid()) return false;  // the node is gone or not ours (yet): nothing to account
+  core::Placement p;
+  if (!h.gpus.gpus.empty()) {
+    absl::StatusOr<core::Placement> gpus = records::AssignmentToPlacement(cluster, h.gpus);
+    if (!gpus.ok()) {
+      spdlog::error("pod {} on node {}: {}", key, h.node, FromAbsl(gpus.status().message()));
+      if (metrics_ != nullptr) metrics_->restore_failures++;
+      Block(key, e, h.node,
+            StrCat("its ", records::kAssignmentAnnotation, " does not match node ", h.node, ": ",
+                   FromAbsl(gpus.status().message())));
+      return false;
+    }
+    p = *std::move(gpus);
+  }
+  p.node = id;
+  p.cpu_milli = h.cpu_milli;
+  p.memory_mib = h.memory_mib;
+  absl::Status st = engine_->Restore(key, p);
+  if (!st.ok() && (p.cpu_milli > 0 || p.memory_mib > 0) && !p.gpus.empty()) {
+    // CPU or memory over-committed by pods others placed: keep at least the GPUs exclusive.
+    core::Placement gpus_only = p;
+    gpus_only.cpu_milli = gpus_only.memory_mib = 0;
+    if (engine_->Restore(key, gpus_only).ok()) {
+      spdlog::warn("pod {}: {}; accounting its GPUs only", key, FromAbsl(st.message()));
+      st = absl::OkStatus();
+    }
+  }
+  if (!st.ok()) {
+    spdlog::error("pod {} on node {}: {}", key, h.node, FromAbsl(st.message()));
+    if (metrics_ != nullptr) metrics_->restore_failures++;
+    if (!p.gpus.empty()) {
+      Block(key, e, h.node,
+            StrCat("its ", records::kAssignmentAnnotation,
+                   " cannot be restored: ", FromAbsl(st.message())));
+    }
+    return false;
+  }
+  e.accounted = true;
+  return true;
+}
+
+bool ClusterLedger::Hold(const std::string& key, Holding holding, bool bound) {
+  Drop(key);
+  Entry& e = held_[key];
+  e.holding = std::move(holding);
+  e.bound = bound;
+  held_on_[e.holding.node].insert(key);
+  // A node not in the engine yet: restored when it is added (ApplyNodeChanges).
+  return Restore(key, e);
+}
+
+void ClusterLedger::HoldPlaced(const std::string& key, const core::Placement& placement) {
+  Drop(key);
+  Entry& e = held_[key];
+  e.holding = HoldingOf(placement);
+  e.accounted = true;
+  held_on_[e.holding.node].insert(key);
+}
+
+bool ClusterLedger::Drop(const std::string& key) {
+  auto it = held_.find(key);
+  if (it == held_.end()) return false;
+  Entry& e = it->second;
+  bool freed = false;
+  if (e.accounted) {
+    absl::Status st = engine_->Release(key);
+    if (!st.ok()) spdlog::error("release {}: {}", key, FromAbsl(st.message()));
+    freed = true;
+  }
+  if (!e.blocks.empty()) freed = true;
+  Unblock(key, e);
+  if (auto on = held_on_.find(e.holding.node); on != held_on_.end()) {
+    on->second.erase(key);
+    if (on->second.empty()) held_on_.erase(on);
+  }
+  held_.erase(it);
+  return freed;
+}
+
+const Holding* ClusterLedger::Find(const std::string& key) const {
+  auto it = held_.find(key);
+  return it == held_.end() ? nullptr : &it->second.holding;
+}
+
+bool ClusterLedger::Accounted(const std::string& key) const {
+  auto it = held_.find(key);
+  return it != held_.end() && it->second.accounted;
+}
+
+void ClusterLedger::Block(const std::string& key, Entry& e, const std::string& node,
+                          const std::string& why) {
+  if (e.blocks == node) return;
+  Unblock(key, e);
+  e.blocks = node;
+  std::set<std::string>& by = gpu_blocked_[node];
+  if (by.empty()) allowed_.clear();  // GPU pods' allowed sets change
+  by.insert(key);
+  spdlog::error(
+      "pod {} on node {}: {}; node {} takes no GPU pods until the pod is gone or its record is "
+      "readable (its GPUs are never treated as free)",
+      key, node, why, node);
+  PublishBlocked();
+  if (on_blocked_) on_blocked_(key, node, why);
+}
+
+void ClusterLedger::Unblock(const std::string& key, Entry& e) {
+  if (e.blocks.empty()) return;
+  auto it = gpu_blocked_.find(e.blocks);
+  if (it != gpu_blocked_.end()) {
+    it->second.erase(key);
+    if (it->second.empty()) {
+      spdlog::info("node {} takes GPU pods again", e.blocks);
+      gpu_blocked_.erase(it);
+      allowed_.clear();
+    }
+  }
+  e.blocks.clear();
+  PublishBlocked();
+}
+
+void ClusterLedger::PublishBlocked() {
+  if (metrics_ == nullptr) return;
+  metrics_->nodes_gpu_blocked = static_cast<int64_t>(gpu_blocked_.size());
+  int64_t pods = 0;
+  for (const auto& [node, by] : gpu_blocked_) pods += static_cast<int64_t>(by.size());
+  metrics_->pods_unaccounted_gpus = pods;
+}
+
+Holding ClusterLedger::HoldingOf(const core::Placement& p) const {
+  Holding h;
+  h.node = engine_->cluster().node(p.node).name;
+  if (!p.gpus.empty()) h.gpus = records::MakeAssignment(engine_->cluster(), p);
+  h.cpu_milli = p.cpu_milli;
+  h.memory_mib = p.memory_mib;
+  return h;
+}
+
+// --- deciding --------------------------------------------------------------------------------
+
+namespace {
+constexpr size_t kMaxAllowedSets = 4096;
+}  // namespace
+
+std::shared_ptr<const ClusterLedger::Allowed> ClusterLedger::AllowedFor(const PodInfo& pod) {
+  const bool gpus = pod.request.gpu.kind != core::GpuAsk::Kind::kNone;
+  const bool blocked = gpus && !gpu_blocked_.empty();
+  if (!pod.constraints.selects() && index_.tainted() == 0 && !blocked) return nullptr;
+  auto key = std::make_pair(pod.constraints, blocked);
+  if (auto it = allowed_.find(key); it != allowed_.end()) return it->second.set;
+  const int size = engine_->cluster().node_count();
+  NodeIndex::Result r = index_.Allowed(pod.constraints, size);
+  int unaccounted = 0;
+  if (blocked) {
+    for (const auto& [node, by] : gpu_blocked_) {
+      auto id = ids_.find(node);
+      if (id == ids_.end() || !r.allowed[id->second.value()]) continue;
+      r.allowed[id->second.value()] = false;
+      ++unaccounted;
+    }
+  }
+  const int live = engine_->cluster().live_count();
+  std::string none;
+  if (r.taint + r.selector + unaccounted == live) {
+    none = StrCat("no node may take this pod: ", live, " nodes; ", r.taint,
+                  " with taints it does not tolerate, ", r.selector,
+                  " not matching its nodeSelector or node affinity");
+    if (unaccounted > 0) {
+      StrAppend(&none, ", ", unaccounted, " blocked for GPU pods (a bound pod's ",
+                records::kAssignmentAnnotation, " there cannot be read)");
+    }
+  }
+  // Pods with constraints of their own (one hostname each, say) would grow this without end.
+  if (allowed_.size() >= kMaxAllowedSets) allowed_.clear();
+  auto set = std::make_shared<Allowed>(Allowed{core::NodeSet(std::move(r.allowed)), none});
+  allowed_.emplace(std::move(key), AllowedSet{pod.constraints, blocked, set});
+  return set;
+}
+
+core::PlacementResult ClusterLedger::Decide(const PodInfo& pod) {
+  std::shared_ptr<const Allowed> allowed = AllowedFor(pod);
+  if (allowed && allowed->nodes.size() == 0) {
+    core::PlacementResult r;
+    r.reason = allowed->none.empty()
+                   ? "no node may take this pod now (taints, nodeSelector, node affinity)"
+                   : allowed->none;
+    return r;
+  }
+  return engine_->Place(pod.request, core::Mode::kCommit, nullptr,
+                        allowed ? &allowed->nodes : nullptr);
+}
+
+std::vector<core::PlacementResult> ClusterLedger::DecideGang(
+    const std::vector<const PodInfo*>& members, const std::string& gang_key) {
+  std::vector<core::PodRequest> requests;
+  for (const PodInfo* m : members) {
+    core::PodRequest r = m->request;
+    r.gang->size = static_cast<int32_t>(members.size());  // the members not yet placed
+    requests.push_back(std::move(r));
+  }
+  // Every member's node restrictions at once: the nodes all of them may use.
+  std::vector<std::shared_ptr<const Allowed>> sets;
+  std::string none;
+  for (const PodInfo* m : members) {
+    std::shared_ptr<const Allowed> a = AllowedFor(*m);
+    if (!a || std::find(sets.begin(), sets.end(), a) != sets.end()) continue;  // shared sets
+    if (a->nodes.size() == 0) none = a->none;
+    sets.push_back(std::move(a));
+  }
+  const bool restricted = !sets.empty();
+  std::vector<core::Candidate> allowed;
+  for (int i = 0; restricted && i < engine_->cluster().node_count(); ++i) {
+    const core::NodeId id(i);
+    if (std::all_of(sets.begin(), sets.end(),
+                    [&](const auto& a) { return a->nodes.Contains(id); })) {
+      allowed.push_back(core::Candidate{id});
+    }
+  }
+  if (restricted && allowed.empty()) {
+    if (none.empty()) none = "no node may take every member (taints, nodeSelector, affinity)";
+    core::PlacementResult r;
+    r.reason = StrCat("gang ", gang_key, ": ", none);
+    return std::vector<core::PlacementResult>(members.size(), r);
+  }
+  return engine_->PlaceGang(requests, core::Mode::kCommit, restricted ? &allowed : nullptr);
+}
+
+void ClusterLedger::PublishMetrics() {
+  if (metrics_ == nullptr) return;
+  Sync();
+  const core::Cluster& cluster = engine_->cluster();
+  const core::ClusterState& state = engine_->state();
+  std::vector<NodeGauges> nodes;
+  nodes.reserve(cluster.live_count());
+  for (int i = 0; i < cluster.node_count(); ++i) {
+    core::NodeId id(i);
+    if (!cluster.live(id)) continue;
+    const core::NodeSpec& spec = cluster.node(id);
+    NodeGauges g;
+    g.node = spec.name;
+    g.inventory_valid = nodes_.at(spec.name)->inventory_error.empty();
+    for (int k = 0; k < spec.gpu_count(); ++k) {
+      const core::GpuState& gs = state.gpu(id, k);
+      g.gpu_memory_capacity_mib += spec.gpus[k].memory_mib;
+      g.gpu_memory_allocated_mib += spec.gpus[k].memory_mib - gs.free_memory_mib;
+      g.gpu_compute_capacity_milli += 1000;
+      g.gpu_compute_allocated_milli += 1000 - gs.free_compute_milli;
+    }
+    nodes.push_back(std::move(g));
+  }
+  metrics_->SetNodes(std::move(nodes));
+}
+
+}  // namespace tessera::k8s

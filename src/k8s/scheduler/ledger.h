@@ -1,0 +1,166 @@
+// The scheduler's ledger: the engine over the nodes the API server shows, and what every pod
+// holds in it. It owns applying node changes to the engine and restoring what pods hold, the
+// nodes each pod may use (taints, node selectors, node affinity), and the nodes whose GPUs take
+// no new pods.
+//
+// Node changes are applied in place (Engine::ChangeNodes), batched until the next decision
+// (Sync): one node at a time, 10,000 at once on start, and the engine's policy keeps what it
+// learned. A node whose labels or taints change only has its membership of the allowed sets
+// (kept per distinct pod constraints, from a label index) redone and is re-evaluated; a node
+// whose capacity or GPUs change gives up its pods, which are restored on the new spec at once.
+//
+// Invariants:
+//  - the engine holds exactly the pods held here that it could account: bound pods (as the API
+//    server says, from their tessera.dev/assignment, or CPU and memory only for pods without
+//    one), and the pods this scheduler placed and is binding. Whenever pods are restored
+//    together, bound pods go first, then those being bound, so a restarted scheduler, whose
+//    first list restores every bound pod, never grants a GPU twice;
+//  - a bound pod whose GPUs cannot be accounted (its record unreadable, naming another node, or
+//    in conflict with what others hold) blocks its node for GPU pods until it is gone or
+//    readable: its GPUs are never treated as free (on_blocked is told, the metrics say so);
+//  - cordoned nodes stay in the engine with their pods and take no new ones;
+//  - every cached allowed set says, for every node in the engine, exactly what NodeAllows says
+//    (and excludes GPU-blocked nodes for GPU pods).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/engine.h"
+#include "core/model/cluster.h"
+#include "k8s/scheduler/metrics.h"
+#include "k8s/scheduler/node_index.h"
+#include "k8s/scheduler/objects.h"
+#include "records/assignment.h"
+
+namespace tessera::k8s {
+
+enum class Change { kAdded, kUpdated, kDeleted };
+
+// What a pod holds (or should hold) in the engine.
+struct Holding {
+  std::string node;
+  // The GPUs, as the tessera.dev/assignment record names them (records converts to and from
+  // engine placements); no GPUs for a pod that asks none.
+  records::Assignment gpus;
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+  // Non-empty: why the pod's GPUs cannot be known (its record is unreadable or names another
+  // node); they are not in `gpus`, and the node takes no GPU pods while the pod is there.
+  std::string unreadable;
+  bool operator==(const Holding&) const = default;
+
+  // What a bound pod holds, from its spec.nodeName and tessera.dev/assignment.
+  static Holding OfBoundPod(const PodInfo& pod);
+};
+
+struct LedgerOptions {
+  std::string policy = std::string(core::kDefaultPolicy);
+  uint64_t seed = 1;
+  std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
+};
+
+class ClusterLedger {
+ public:
+  // A bound pod's GPUs cannot be accounted: `why`, and the node it blocks.
+  using OnBlocked =
+      std::function<void(const std::string& key, const std::string& node, const std::string& why)>;
+
+  // The policy must exist (core::CreatePolicy). `metrics` may be null.
+  ClusterLedger(LedgerOptions options, SchedulerMetrics* metrics, OnBlocked on_blocked);
+
+  // --- nodes ---
+  // Returns true when the change could make a pending pod fit.
+  bool OnNode(Change change, std::shared_ptr<const NodeInfo> node);
+  // Brings the engine up to date with the nodes (before deciding).
+  void Sync();
+
+  // --- what pods hold ---
+  // Records what `key` holds and accounts it in the engine (now, or at the next Sync). `bound`:
+  // the API server says so (restored before pods being bound). Returns false if it could not
+  // be accounted now (the node is not in the engine, or a conflict: then the node is blocked).
+  bool Hold(const std::string& key, Holding holding, bool bound);
+  // Placed by this scheduler through Decide/DecideGang: already in the engine.
+  void HoldPlaced(const std::string& key, const core::Placement& placement);
+  // Frees what `key` holds. True if the engine held something for it (room was freed).
+  bool Drop(const std::string& key);
+  const Holding* Find(const std::string& key) const;
+  // Held and accounted in the engine.
+  bool Accounted(const std::string& key) const;
+
+  // --- deciding ---
+  struct Allowed {
+    core::NodeSet nodes;
+    std::string none;  // why no node is allowed (empty when some are)
+  };
+  // The nodes `pod` may use (taints, node selector, affinity, GPU-blocked nodes); nullptr when
+  // it may use every node. Shared by pods with equal constraints.
+  std::shared_ptr<const Allowed> AllowedFor(const PodInfo& pod);
+  // The engine's decision for one pod (committed when placed; HoldPlaced records it).
+  core::PlacementResult Decide(const PodInfo& pod);
+  // All members or none (committed when placed).
+  std::vector<core::PlacementResult> DecideGang(const std::vector<const PodInfo*>& members,
+                                                const std::string& gang_key);
+  // The assignment record of a placement (node name, GPU UUIDs, MIG names).
+  Holding HoldingOf(const core::Placement& placement) const;
+
+  const core::Engine& engine() const { return *engine_; }
+  // Per-node GPU gauges for /metrics.
+  void PublishMetrics();
+
+ private:
+  struct Entry {
+    Holding holding;
+    bool bound = false;
+    bool accounted = false;
+    std::string blocks;  // the node it blocks ("" none)
+  };
+
+  // Applies the pending node changes to the engine.
+  void ApplyNodeChanges();
+  // Restores the entries of `keys` not accounted yet: bound pods first.
+  void RestoreAll(const std::vector<std::string>& keys);
+  // Redoes node `id`'s membership of every cached allowed set; true if some set changed.
+  bool Reclassify(int id);
+  bool Restore(const std::string& key, Entry& e);
+  void Block(const std::string& key, Entry& e, const std::string& node, const std::string& why);
+  void Unblock(const std::string& key, Entry& e);
+  void PublishBlocked();
+
+  LedgerOptions options_;
+  SchedulerMetrics* metrics_;
+  OnBlocked on_blocked_;
+
+  struct AllowedSet {
+    NodeConstraints constraints;
+    bool gpus = false;  // excludes GPU-blocked nodes
+    std::shared_ptr<Allowed> set;
+  };
+
+  // What the engine has, by node name (its NodeInfo as applied) and id.
+  std::map<std::string, std::shared_ptr<const NodeInfo>> nodes_;
+  absl::flat_hash_map<std::string, core::NodeId> ids_;
+  std::vector<std::string> names_;  // by id ("" once removed)
+  // Changes not applied yet: the latest NodeInfo of each node (nullptr: deleted).
+  std::map<std::string, std::shared_ptr<const NodeInfo>> pending_;
+  std::unique_ptr<core::Engine> engine_;
+  NodeIndex index_;
+  int bad_inventory_ = 0;
+
+  absl::flat_hash_map<std::string, Entry> held_;
+  // The pods held on each node (by name), to restore them when the node comes or changes.
+  absl::flat_hash_map<std::string, std::set<std::string>> held_on_;
+  // Allowed sets by the pods' constraints and whether they ask GPUs, kept up to date as nodes
+  // change (Reclassify); cleared when the GPU-blocked nodes change.
+  absl::flat_hash_map<std::pair<NodeConstraints, bool>, AllowedSet> allowed_;
+  // Nodes whose GPUs take no new pods, and the bound pods that block them.
+  std::map<std::string, std::set<std::string>> gpu_blocked_;
+};
+
+}  // namespace tessera::k8s
