@@ -209,10 +209,11 @@ class TesseraPolicy final : public Policy {
   }
 
   void OnReleased(const ClusterState& state, const Placement& placement) override {
+    (void)state;
     (void)placement;
     if (churning_) return;
     churning_ = true;  // for good: see "Filling and churning" above
-    MixChanged(state);
+    MixChanged();
   }
 
   std::optional<NodeChoice> ScoreNode(const ClusterState& state, const Query& query, NodeId node,
@@ -237,7 +238,7 @@ class TesseraPolicy final : public Policy {
     if (mix_.Observe(*query.request, reference_memory_)) {
       waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
       base_.assign(state.node_count(), Base{});
-      MixChanged(state);
+      MixChanged();
     }
     auto compute = [&](NodeId node, uint64_t allowed) {
       NodeEval out;
@@ -387,8 +388,7 @@ class TesseraPolicy final : public Policy {
   }
 
   // The mix changed, or the cluster started churning: everything derived from both.
-  void MixChanged(const ClusterState& state) {
-    (void)state;
+  void MixChanged() {
     open_free_bonus_ =
         churning_ ? OpenFreeGpuChurnTerm(mix_.tasks()) : OpenFreeGpuBonus(mix_.tasks());
     contended_.clear();
