@@ -49,7 +49,8 @@ void AddTraceFlags(CLI::App* cmd, TraceOptions* o) {
   cmd->add_option("--speedup", o->speedup,
                   "Trace mode, timeline protocol: divide the gaps between arrivals by this (run "
                   "times kept). The public trace is a sample of five months: at 1 it keeps about "
-                  "0.2% of the GPUs busy; 10000 and more fill the cluster")
+                  "0.2% of the GPUs busy; 10000 and more fill the cluster (bench/run_churn.sh "
+                  "uses 50000 with --load)")
       ->check(CLI::Range(1e-6, 1e12))
       ->capture_default_str();
   cmd->add_option("--load", o->load,

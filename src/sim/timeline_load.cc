@@ -266,12 +266,20 @@ absl::StatusOr<TimelineLoad> TuneTimelineLoad(const PodTrace& trace, const Timel
     int64_t hi = 0;
     if (!reaches(0)) {
       hi = 1;
-      while (n > 0 && hi <= limit && !reaches(hi)) hi *= 2;
+      int64_t tried = 0;  // the most clones tried
+      while (n > 0 && hi <= limit && !reaches(hi)) {
+        tried = hi;
+        hi *= 2;
+      }
       if (n == 0 || hi > limit) {
+        const double reached = 100.0 * static_cast<double>(PeakOf(Steps(intervals, with(tried)))) /
+                               static_cast<double>(capacity_milli);
         return absl::InvalidArgumentError(StrCat(
-            trace.source, ": the offered GPU demand cannot peak at ", level_percent,
-            "% of the GPUs: it stays at ", fmt::format("{:.1f}", 100.0 * peak / capacity_milli),
-            "% and copies of its pods do not raise it (do any pods ask for GPUs and run?)"));
+            trace.source, ": the offered GPU demand cannot be brought to peak at ", level_percent,
+            "% of the GPUs at speedup ", clock.speedup(), ": the trace peaks at ",
+            fmt::format("{:.1f}", 100.0 * static_cast<double>(peak) / capacity_milli), "% and ",
+            tried, " copies of its pods bring it to ", fmt::format("{:.1f}", reached),
+            "%; compress the arrivals more (--speedup, e.g. 50000) or ask for a lower level"));
       }
       int64_t lo = hi / 2;  // !reaches(lo), reaches(hi)
       while (hi - lo > 1) {

@@ -110,7 +110,7 @@ TEST(TuneTimelineLoad, ErrorsForLevelsItCannotReach) {
   TimelineClock clock = *TimelineClock::Create(cpu, 1);
   absl::StatusOr<TimelineLoad> r = TuneTimelineLoad(cpu, clock, 1000, 100, 1);
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("cannot peak at 100%"));
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("cannot be brought to peak at 100%"));
   EXPECT_FALSE(TuneTimelineLoad(cpu, clock, 1000, 0, 1).ok());
 }
 
