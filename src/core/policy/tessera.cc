@@ -58,8 +58,8 @@
 //    demand per GPU of the whole cluster, at most 2. With a third of the pods bound to T4 GPUs
 //    (the trace's gpuspec33: p = 1.3 on T4 nodes, 0.1 on G2 nodes) other pods keep off the T4
 //    nodes while anything else has room. It is not used while filling: at the end of a fill it
-//    costs what the diverted pods then break (whole 8-GPU nodes; 0.3 to 0.9 points of
-//    allocation on the gpuspec workloads of the FGD protocol, bench/results/churn.md).
+//    costs what the diverted pods then break (whole 8-GPU nodes; 0.6 to 0.9 points of
+//    allocation on the gpuspec workloads of the FGD protocol, bench/results/churn-analysis.md).
 //
 // Example (the reality check): an 8-GPU NVSwitch server and a 2-GPU PCIe server, twenty 4Gi
 // shares. No placement strands anything, so the order decides: the PCIe server ranks first, and
