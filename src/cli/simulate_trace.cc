@@ -49,9 +49,22 @@ void AddTraceFlags(CLI::App* cmd, TraceOptions* o) {
   cmd->add_option("--speedup", o->speedup,
                   "Trace mode, timeline protocol: divide the gaps between arrivals by this (run "
                   "times kept). The public trace is a sample of five months: at 1 it keeps about "
-                  "0.2% of the GPUs busy; 10000 and more fill the cluster")
+                  "0.2% of the GPUs busy; 10000 and more fill the cluster (bench/run_churn.sh "
+                  "uses 50000 with --load)")
       ->check(CLI::Range(1e-6, 1e12))
       ->capture_default_str();
+  cmd->add_option("--load", o->load,
+                  "Trace mode, timeline protocol: tune the pod list so that the GPU demand it "
+                  "offers (what would run were there room for all) peaks at this percentage of "
+                  "the GPUs at the --speedup given: pods drawn by the seed are copied (with their "
+                  "times) or left out. The public trace asks for at most 98% of the GPUs in all, "
+                  "so levels above that need copies. 0 replays the trace's pods as they are")
+      ->check(CLI::Range(0.0, 10000.0))
+      ->capture_default_str();
+  cmd->add_flag("--classify-waits", o->classify_waits,
+                "Trace mode, timeline protocol: split each policy's GPU-hours of waiting by what "
+                "the cluster offered the waiting pod (room after rearranging one node's pods, "
+                "only on a node without its shares, or none); slower");
   cmd->add_flag("--ceiling", o->ceiling,
                 "Trace mode, fgd protocol: also prove how much any policy could allocate on the "
                 "same pod sequences (a ceiling: no scheduler that places every pod that fits can "
@@ -87,6 +100,8 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
   info.seeds = seeds;
   info.capacity_gpus = cluster->total_gpus();
   info.speedup = o.speedup;
+  info.load = o.load;
+  info.classify_waits = o.classify_waits;
 
   // Progress on stderr, at most every two seconds, once a run has lasted two seconds.
   const auto start = std::chrono::steady_clock::now();
@@ -106,7 +121,8 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
   if (o.protocol == "timeline") {
     if (o.ceiling) {
       return absl::InvalidArgumentError(
-          "--ceiling: the ceiling is proven for the fgd protocol only (no departures)");
+          "--ceiling: the ceiling is proven for the fgd protocol only (no departures); the "
+          "timeline reports its own bound, on the GPU-hours of waiting");
     }
     if (!trace.has_times) {
       return absl::InvalidArgumentError(
@@ -114,9 +130,13 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
                  ": the timeline protocol needs creation_time and deletion_time "
                  "columns (this file has only the first five; use --protocol fgd)"));
     }
+    sim::TimelineOptions base;
+    base.speedup = o.speedup;
+    base.load = o.load;
+    base.classify_waits = o.classify_waits;
     TESSERA_ASSIGN_OR_RETURN(
         std::vector<sim::TimelinePolicyRuns> results,
-        sim::RunTimelineSeeds(*cluster, trace, policies, seeds, o.speedup, o.threads, progress));
+        sim::RunTimelineSeeds(*cluster, trace, policies, seeds, base, o.threads, progress));
     if (json) {
       std::cout << sim::TimelineJson(info, results).dump(2) << "\n";
     } else {
@@ -128,6 +148,11 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
       if (!json) std::cout << "\nreport: " << o.report_dir << "\n";
     }
     return absl::OkStatus();
+  }
+  if (o.load != 0 || o.classify_waits) {
+    return absl::InvalidArgumentError(
+        "--load and --classify-waits are for --protocol timeline (the fgd protocol tunes its "
+        "pod list with --tune-ratio)");
   }
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<sim::PolicyRuns> results,

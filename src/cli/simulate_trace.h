@@ -20,11 +20,13 @@ struct TraceOptions {
   int threads = 1;
   double tune_ratio = 1.3;
   double speedup = 1;
+  double load = 0;
+  bool classify_waits = false;
   bool ceiling = false;
 };
 
 // Registers --nodes, --trace, --protocol, --seeds, --report, --threads, --tune-ratio, --speedup,
-// --ceiling.
+// --load, --classify-waits, --ceiling.
 void AddTraceFlags(CLI::App* simulate, TraceOptions* options);
 // Whether the trace mode was asked for (--trace or --nodes given).
 bool TraceRequested(const TraceOptions& options);

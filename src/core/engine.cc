@@ -232,6 +232,7 @@ absl::Status Engine::Release(std::string_view pod) {
   state_.Release(it->second);  // a MIG instance stays configured, idle
   policy_->OnNodeChanged(state_, it->second.node);
   UpdateDomains(it->second.node);
+  policy_->OnReleased(state_, it->second);
   ledger_.erase(it);
   return absl::OkStatus();
 }

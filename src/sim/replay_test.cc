@@ -118,6 +118,14 @@ TEST(Timeline, HeaderExample) {
   EXPECT_DOUBLE_EQ(r->peak_allocation, 100);
   // Busy the whole arrival window [0, 3].
   EXPECT_NEAR(r->mean_allocation, 100, 1e-9);
+  // b waited 8 s for 1 GPU; the offered demand (big never fits: no demand) is 2 GPUs on 1 from 2
+  // to 10, so every policy waits at least that long.
+  EXPECT_DOUBLE_EQ(r->wait_gpu_hours, 8.0 / 3600);
+  EXPECT_DOUBLE_EQ(r->wait_gpu_hours_bound, 8.0 / 3600);
+  EXPECT_DOUBLE_EQ(r->peak_demand, 200);
+  EXPECT_EQ(r->whole_gpu.waited, 1);
+  EXPECT_DOUBLE_EQ(r->whole_gpu.max, 8);
+  EXPECT_EQ(r->multi_gpu.started, 0);
 }
 
 TEST(Timeline, PodsThatNeverStartAreCounted) {
@@ -131,6 +139,48 @@ TEST(Timeline, PodsThatNeverStartAreCounted) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->started, 1);
   EXPECT_EQ(r->still_waiting, 1);
+  // `late` (half a GPU) waits from 5 until the replay ends at 9: 2 GPU-seconds, all forced.
+  EXPECT_DOUBLE_EQ(r->wait_gpu_hours, 2.0 / 3600);
+  EXPECT_DOUBLE_EQ(r->wait_gpu_hours_bound, 2.0 / 3600);
+}
+
+// What the cluster offered the waiting pods (classify_waits, timeline.h), one case each.
+TEST(Timeline, ClassifiesWaits) {
+  struct Case {
+    const char* nodes;
+    const char* pods;
+    const char* policy;
+    double WaitSplit::*expected;
+  };
+  const Case cases[] = {
+      // spread put the two halves on both GPUs: one GPU would hold both (a placement loss).
+      {"a,32000,262144,2,V100M16\n",
+       "s1,1000,1024,1,500,,LS,Running,0,100,0\ns2,1000,1024,1,500,,LS,Running,1,100,1\n"
+       "w,1000,1024,1,1000,,LS,Running,2,100,2\n",
+       "spread", &WaitSplit::repack},
+      // 0.6 on each of two 1-GPU nodes: only a node without its share has a free GPU.
+      {"a,32000,262144,1,V100M16\nb,32000,262144,1,V100M16\n",
+       "s1,1000,1024,1,600,,LS,Running,0,100,0\ns2,1000,1024,1,600,,LS,Running,1,100,1\n"
+       "w,1000,1024,1,1000,,LS,Running,2,100,2\n",
+       "spread", &WaitSplit::cross_node},
+      // A whole GPU held whole: no room, shares or not.
+      {"a,32000,262144,1,V100M16\n",
+       "w1,1000,1024,1,1000,,LS,Running,0,100,0\nw2,1000,1024,1,1000,,LS,Running,2,100,2\n",
+       "tessera", &WaitSplit::capacity},
+  };
+  for (const Case& k : cases) {
+    core::Cluster c = Nodes(std::string("sn,cpu_milli,memory_mib,gpu,model\n") + k.nodes);
+    TimelineOptions o;
+    o.policy = k.policy;
+    o.classify_waits = true;
+    absl::StatusOr<TimelineResult> r = RunTimeline(c, Pods(std::string(kTimedHeader) + k.pods), o);
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->waited, 1) << k.pods;
+    EXPECT_GT(r->wait_gpu_hours, 0);
+    EXPECT_DOUBLE_EQ(r->wait_split.*k.expected, r->wait_gpu_hours) << k.pods;
+    EXPECT_DOUBLE_EQ(r->wait_split.repack + r->wait_split.cross_node + r->wait_split.capacity,
+                     r->wait_gpu_hours);
+  }
 }
 
 TEST(Timeline, SpeedupCompressesArrivals) {
@@ -217,7 +267,8 @@ TEST(TraceReport, WritesCsvAndCharts) {
   info.seeds = {1};
   info.capacity_gpus = 4;
   auto fgd = RunFgdSeeds(c, t, {"bestfit", "tessera"}, {1}, 1.3, 1, nullptr);
-  auto timeline = RunTimelineSeeds(c, t, {"bestfit", "tessera"}, {1}, 1, 1, nullptr);
+  auto timeline =
+      RunTimelineSeeds(c, t, {"bestfit", "tessera"}, {1}, TimelineOptions{}, 1, nullptr);
   ASSERT_TRUE(fgd.ok() && timeline.ok());
   const std::string dir = ::testing::TempDir() + "/trace_report";
   absl::Status f = WriteFgdReport(dir + "/fgd", info, *fgd);

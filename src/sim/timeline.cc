@@ -1,6 +1,7 @@
 #include "sim/timeline.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -9,9 +10,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "core/fit.h"
 #include "core/policy/shape_index.h"
 #include "sim/fgd_replay.h"
 #include "sim/placer.h"
+#include "sim/timeline_load.h"
 
 namespace tessera::sim {
 namespace {
@@ -24,6 +27,19 @@ double Percentile(std::vector<double>& sorted, double q) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
 }
 
+// Fills the percentiles of `stats` from the pending times of its pods that started.
+void Summarise(std::vector<double> pending, PendingStats* stats) {
+  std::sort(pending.begin(), pending.end());
+  stats->started = static_cast<int64_t>(pending.size());
+  stats->p50 = Percentile(pending, 0.50);
+  stats->p90 = Percentile(pending, 0.90);
+  stats->p99 = Percentile(pending, 0.99);
+  stats->max = pending.empty() ? 0 : pending.back();
+  double sum = 0;
+  for (double w : pending) sum += w;
+  stats->mean = pending.empty() ? 0 : sum / static_cast<double>(pending.size());
+}
+
 struct Event {
   int64_t time;
   int kind;  // 0 = departure (handled first at equal times), 1 = arrival
@@ -33,17 +49,157 @@ struct Event {
   }
 };
 
+// Whether shares of these sizes (milli-GPU, largest first) fit in `bins` GPUs of 1000 each: first
+// fit decreasing, then a search over the distinct bin loads, given up after `budget` steps (an
+// answer of false then means "not shown").
+bool Packs(const std::vector<int32_t>& items, int bins, int budget) {
+  if (bins <= 0) return items.empty();
+  int64_t total = 0;
+  for (int32_t s : items) total += s;
+  if (total > int64_t{1000} * bins) return false;
+  std::vector<int32_t> load(bins, 0);
+  bool ffd = true;
+  for (int32_t s : items) {
+    int b = 0;
+    while (b < bins && load[b] + s > 1000) ++b;
+    if (b == bins) {
+      ffd = false;
+      break;
+    }
+    load[b] += s;
+  }
+  if (ffd) return true;
+  std::fill(load.begin(), load.end(), 0);
+  int steps = 0;
+  auto search = [&](auto&& self, size_t i, int64_t left) -> bool {
+    if (i == items.size()) return true;
+    if (++steps > budget) return false;
+    int64_t room = 0;
+    for (int32_t l : load) room += 1000 - l;
+    if (room < left) return false;
+    for (int b = 0; b < bins; ++b) {
+      if (load[b] + items[i] > 1000) continue;
+      bool same = false;  // a bin with the same load was tried already
+      for (int c = 0; c < b && !same; ++c) same = load[c] == load[b];
+      if (same) continue;
+      load[b] += items[i];
+      const bool ok = self(self, i + 1, left - items[i]);
+      load[b] -= items[i];
+      if (ok) return true;
+      if (steps > budget) return false;
+    }
+    return false;
+  };
+  return search(search, 0, total);
+}
+
+enum WaitClass { kRepack = 0, kCrossNode = 1, kCapacity = 2 };
+
+// Milli-GPU a share takes on a GPU of `capacity_mib` (the larger of its compute and its memory).
+int32_t ShareMilli(int32_t compute_milli, int64_t memory_mib, int64_t capacity_mib) {
+  const int64_t by_memory =
+      capacity_mib > 0 ? (memory_mib * 1000 + capacity_mib - 1) / capacity_mib : 0;
+  return static_cast<int32_t>(
+      std::clamp<int64_t>(std::max<int64_t>(compute_milli, by_memory), 0, 1000));
+}
+
+// What the cluster could offer a pod that did not fit (classify_waits, timeline.h). Keeps the
+// shares running on each node (GPU, size, CPU and memory) as the replay places and releases them.
+class WaitClassifier {
+ public:
+  explicit WaitClassifier(const core::Cluster& cluster)
+      : cluster_(cluster), shares_(cluster.node_count()) {}
+
+  void Started(int32_t pod, const core::Placement& p) {
+    if (p.gpus.size() != 1 || p.gpus.front().exclusive || p.gpus.front().is_mig()) return;
+    const core::GpuGrant& g = p.gpus.front();
+    const int64_t capacity = cluster_.node(p.node).gpus[g.gpu].memory_mib;
+    shares_[p.node.value()].push_back(Share{pod, g.gpu,
+                                            ShareMilli(g.compute_milli, g.memory_mib, capacity),
+                                            p.cpu_milli, p.memory_mib});
+  }
+  void Left(int32_t pod, const core::Placement& p) {
+    auto& on = shares_[p.node.value()];
+    for (size_t k = 0; k < on.size(); ++k) {
+      if (on[k].pod == pod) {
+        on[k] = on.back();
+        on.pop_back();
+        return;
+      }
+    }
+  }
+
+  WaitClass Classify(const core::ClusterState& state, const core::PodRequest& request) const {
+    const core::GpuAsk& ask = request.gpu;
+    const bool whole = ask.kind == core::GpuAsk::Kind::kWhole;
+    const bool share =
+        ask.kind == core::GpuAsk::Kind::kShare || ask.kind == core::GpuAsk::Kind::kFraction;
+    const bool gpu = whole || share;
+    const core::ModelSet models = cluster_.ResolveModels(request.gpu_models);
+    bool without_shares = false;
+    std::vector<int32_t> items;
+    for (int n = 0; n < cluster_.node_count(); ++n) {
+      const core::NodeId id(n);
+      const uint64_t allowed = gpu ? cluster_.ModelMask(id, models) & ~cluster_.mig_mask(id) : 0;
+      if (gpu && allowed == 0) continue;
+      int64_t share_cpu = 0, share_memory = 0;
+      for (const Share& s : shares_[n]) {
+        share_cpu += s.cpu_milli;
+        share_memory += s.memory_mib;
+      }
+      int open = 0;  // GPUs of an allowed model not held whole
+      for (uint64_t a = allowed; a; a &= a - 1)
+        open += !state.gpu(id, __builtin_ctzll(a)).exclusive;
+      const bool room_without_shares = whole ? open >= ask.count : (share ? open >= 1 : true);
+      if (!room_without_shares || state.free_cpu_milli(id) + share_cpu < request.cpu_milli ||
+          state.free_memory_mib(id) + share_memory < request.memory_mib) {
+        continue;
+      }
+      without_shares = true;
+      if (state.free_cpu_milli(id) < request.cpu_milli ||
+          state.free_memory_mib(id) < request.memory_mib) {
+        continue;
+      }
+      // Rearranged on this node: the shares on its open GPUs of allowed models, and the pod. (GPUs
+      // of one node are taken to be alike, as in the trace's clusters.)
+      items.clear();
+      for (const Share& s : shares_[n]) {
+        if (allowed & (1ULL << s.gpu)) items.push_back(s.milli);
+      }
+      int bins = open;
+      if (whole) {
+        bins -= ask.count;
+      } else if (share) {
+        const int g = __builtin_ctzll(allowed);
+        const int64_t capacity = cluster_.node(id).gpus[g].memory_mib;
+        items.push_back(
+            ShareMilli(core::ShareComputeOn(ask), core::ShareMemoryOn(ask, capacity), capacity));
+      }
+      std::sort(items.rbegin(), items.rend());
+      if (Packs(items, bins, 20000)) return kRepack;
+    }
+    return without_shares ? kCrossNode : kCapacity;
+  }
+
+ private:
+  struct Share {
+    int32_t pod;
+    int gpu;
+    int32_t milli;
+    int64_t cpu_milli;
+    int64_t memory_mib;
+  };
+  const core::Cluster& cluster_;
+  std::vector<std::vector<Share>> shares_;  // per node
+};
+
 }  // namespace
 
 absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const PodTrace& trace,
                                            const TimelineOptions& options) {
   auto wall = std::chrono::steady_clock::now();
-  if (!trace.has_times) {
-    return absl::InvalidArgumentError(
-        StrCat(trace.source,
-               ": the timeline protocol needs creation_time and deletion_time "
-               "columns (this file has only the first five; use --protocol fgd)"));
-  }
+  TESSERA_ASSIGN_OR_RETURN(const TimelineClock clock,
+                           TimelineClock::Create(trace, options.speedup));
   core::PolicyOptions policy_options;
   policy_options.seed = ReplayPolicySeed(options.seed);
   policy_options.typical_tasks = options.typical_tasks;
@@ -52,84 +208,100 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   TimelineResult r;
   r.policy = options.policy;
   r.seed = options.seed;
+  r.speedup = options.speedup;
+  r.load = options.load;
   r.capacity_milli = int64_t{cluster.total_gpus()} * 1000;
   if (r.capacity_milli == 0) {
     return absl::InvalidArgumentError("the cluster has no GPUs: allocation ratios need GPUs");
   }
-  const size_t n = trace.pods.size();
+  Placer placer(cluster, std::move(policy));
+  // Pods that can never fit are rejected, not queued: they are no demand.
+  std::vector<bool> can_fit(trace.pods.size());
+  for (size_t i = 0; i < trace.pods.size(); ++i) {
+    can_fit[i] = placer.NeverFitsReason(ToPodRequest(trace.pods[i], std::string())).empty();
+  }
+  TimelineLoad load;
+  if (options.load > 0) {
+    TESSERA_ASSIGN_OR_RETURN(load, TuneTimelineLoad(trace, clock, r.capacity_milli, options.load,
+                                                    options.seed, &can_fit));
+  } else {
+    load = WholeTrace(trace, clock, &can_fit);
+  }
+  r.clones = load.clones;
+  r.removed = load.removed;
+  r.peak_demand = 100.0 * static_cast<double>(load.peak_milli) / r.capacity_milli;
+  const std::vector<int32_t>& pods = load.pods;
+  const size_t n = pods.size();
+  auto pod_of = [&](int32_t i) -> const TracePod& { return trace.pods[pods[i]]; };
   std::vector<core::PodRequest> requests;
   requests.reserve(n);
-  for (const TracePod& p : trace.pods) requests.push_back(ToPodRequest(p, p.name));
-
-  auto run_time = [&](const TracePod& p) -> std::optional<int64_t> {
-    if (!p.deletion_time) return std::nullopt;
-    const int64_t from = p.scheduled_time.value_or(*p.creation_time);
-    return std::max<int64_t>(0, *p.deletion_time - std::min(from, *p.deletion_time));
-  };
-  int64_t first = INT64_MAX, last_arrival = INT64_MIN;
+  const size_t originals = n - static_cast<size_t>(load.clones);
   for (size_t i = 0; i < n; ++i) {
-    const TracePod& p = trace.pods[i];
-    if (!p.creation_time) {
-      return absl::InvalidArgumentError(StrCat(trace.source, ":", p.line,
-                                               ": column creation_time: empty (the timeline "
-                                               "protocol needs every pod's creation time)"));
-    }
-    first = std::min(first, *p.creation_time);
-    last_arrival = std::max(last_arrival, *p.creation_time);
+    const TracePod& p = pod_of(static_cast<int32_t>(i));
+    requests.push_back(
+        ToPodRequest(p, i < originals ? p.name : StrCat(p.name, "-tuned-", i - originals)));
   }
-  // Offered load at a speedup: demand running (if all fit) averaged over the arrival window.
-  auto offered = [&](double speedup) {
-    const double window = std::max(1.0, static_cast<double>(last_arrival - first) / speedup);
+  std::vector<int64_t> arrival(n);
+  for (size_t i = 0; i < n; ++i) arrival[i] = clock.Arrival(pod_of(static_cast<int32_t>(i)));
+  const int64_t first = clock.first();
+  const int64_t window_end = clock.window_end();
+  // Offered load: demand running (if all fit) averaged over the arrival window.
+  {
     double demand = 0;
-    for (const TracePod& p : trace.pods) {
-      const double at = static_cast<double>(*p.creation_time - first) / speedup;
-      const double run = static_cast<double>(run_time(p).value_or(INT64_MAX / 4));
+    for (size_t i = 0; i < n; ++i) {
+      const TracePod& p = pod_of(static_cast<int32_t>(i));
+      const double at = static_cast<double>(arrival[i] - first);
+      const double run = static_cast<double>(TimelineClock::RunTime(p).value_or(INT64_MAX / 4));
+      const double window = static_cast<double>(window_end - first);
       demand +=
           static_cast<double>(p.total_gpu_milli()) * std::max(0.0, std::min(at + run, window) - at);
     }
-    return 100.0 * demand / (window * static_cast<double>(r.capacity_milli));
-  };
-  r.speedup = options.speedup;
-  if (!(r.speedup > 0)) {
-    return absl::InvalidArgumentError(StrCat("speedup must be positive, not ", r.speedup));
+    r.offered_load = 100.0 * demand / (static_cast<double>(window_end - first) * r.capacity_milli);
   }
-  r.offered_load = offered(r.speedup);
-  auto arrival = [&](const TracePod& p) {
-    return first + static_cast<int64_t>(
-                       std::llround(static_cast<double>(*p.creation_time - first) / r.speedup));
-  };
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events;
   int64_t last = first;
   for (size_t i = 0; i < n; ++i) {
-    const TracePod& p = trace.pods[i];
-    const int64_t at = arrival(p);
-    events.push(Event{at, 1, static_cast<int32_t>(i)});
-    last = std::max(last, at + run_time(p).value_or(0));
+    events.push(Event{arrival[i], 1, static_cast<int32_t>(i)});
+    last = std::max(last, arrival[i] + TimelineClock::RunTime(pod_of(i)).value_or(0));
   }
   r.pods = static_cast<int64_t>(n);
-  const int64_t window_end = std::max(
-      first + 1, first + static_cast<int64_t>(
-                             std::llround(static_cast<double>(last_arrival - first) / r.speedup)));
   r.span_hours = static_cast<double>(window_end - first) / 3600.0;
 
-  Placer placer(cluster, std::move(policy));
   std::vector<core::Placement> placed(n);
-  std::vector<int64_t> start(n, -1);
-  std::vector<double> pending;
+  std::optional<WaitClassifier> classifier;
+  if (options.classify_waits) classifier.emplace(cluster);
+  std::vector<double> pending, pending_whole, pending_multi;
+  auto gpus_asked = [&](int32_t i) {
+    return static_cast<double>(pod_of(i).total_gpu_milli()) / 1000.0;
+  };
+  auto is_whole = [&](int32_t i) { return pod_of(i).num_gpu >= 1 && pod_of(i).gpu_milli >= 1000; };
+  auto is_multi = [&](int32_t i) { return pod_of(i).num_gpu >= 2; };
   // Waiting pods by request shape, each in arrival order; shapes in the order they first waited.
+  // With classify_waits, a shape also keeps the class found at its last try and the time spent
+  // in each class so far; a pod's time in a class is the shape's growth while it waited.
   struct Waiting {
     std::deque<int32_t> pods;
     bool blocked = false;  // tried since the last departure and did not fit
+    int cls = -1;
+    int64_t since = 0;
+    std::array<double, 3> time{};
+    std::array<double, 3> At(int64_t t) const {
+      std::array<double, 3> out = time;
+      if (cls >= 0) out[cls] += static_cast<double>(t - since);
+      return out;
+    }
   };
   absl::flat_hash_map<core::RequestShape, size_t> shape_ids;
   std::vector<Waiting> waiting;
+  std::vector<std::array<double, 3>> entered(n);  // the shape's class times when the pod queued
   int64_t waiting_count = 0;
 
-  // Allocation over time: integral for the mean, samples for the curve.
+  // Allocation over time: integral for the mean, samples for the curve, steps for the peak.
   int64_t now = first;
   double integral = 0;
   int64_t allocated = 0;
   std::vector<std::pair<double, double>> samples;
+  std::vector<std::pair<int64_t, int64_t>> allocation_steps;  // (time, allocated milli from then)
   auto advance = [&](int64_t t) {
     if (t > now) {
       const int64_t to = std::min(t, window_end);
@@ -143,31 +315,71 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
         100.0 * static_cast<double>(allocated) / static_cast<double>(r.capacity_milli);
     r.peak_allocation = std::max(r.peak_allocation, pct);
     samples.emplace_back(static_cast<double>(now - first) / 3600.0, pct);
+    if (!allocation_steps.empty() && allocation_steps.back().first == now) {
+      allocation_steps.back().second = allocated;
+    } else {
+      allocation_steps.emplace_back(now, allocated);
+    }
+  };
+  auto add_split = [&](int32_t i, const std::array<double, 3>& from,
+                       const std::array<double, 3>& to) {
+    const double g = gpus_asked(i) / 3600.0;
+    r.wait_split.repack += g * (to[kRepack] - from[kRepack]);
+    r.wait_split.cross_node += g * (to[kCrossNode] - from[kCrossNode]);
+    r.wait_split.capacity += g * (to[kCapacity] - from[kCapacity]);
   };
   auto try_start = [&](int32_t i) {
-    if (placer.Place(requests[i], &placed[i]) != core::Outcome::kPlaced) return false;
-    start[i] = now;
+    if (placer.Place(requests[i], &placed[i]) != core::Outcome::kPlaced) {
+      if (options.on_refused) options.on_refused(pods[i], now, placer.state());
+      return false;
+    }
+    if (options.on_start) options.on_start(pods[i], arrival[i], now, placed[i], placer.state());
+    if (classifier) classifier->Started(i, placed[i]);
     ++r.started;
-    const double wait = static_cast<double>(now - arrival(trace.pods[i]));
-    if (wait > 0) ++r.waited;
+    const double wait = static_cast<double>(now - arrival[i]);
+    if (wait > 0) {
+      ++r.waited;
+      r.wait_gpu_hours += gpus_asked(i) * wait / 3600.0;
+      if (is_whole(i)) ++r.whole_gpu.waited;
+      if (is_multi(i)) ++r.multi_gpu.waited;
+    }
     pending.push_back(wait);
-    if (std::optional<int64_t> d = run_time(trace.pods[i])) {
+    if (is_whole(i)) pending_whole.push_back(wait);
+    if (is_multi(i)) pending_multi.push_back(wait);
+    if (std::optional<int64_t> d = TimelineClock::RunTime(pod_of(i))) {
       events.push(Event{now + *d, 0, i});
     }
     return true;
+  };
+  // The shape did not fit at a try: remember what the cluster offered it.
+  auto refused = [&](Waiting& w, int32_t i) {
+    w.blocked = true;
+    if (!classifier) return;
+    const int cls = classifier->Classify(placer.state(), placer.policy().Effective(requests[i]));
+    w.time = w.At(now);
+    w.since = now;
+    w.cls = cls;
   };
   auto retry_waiting = [&]() {
     for (Waiting& w : waiting) {
       w.blocked = false;
       while (!w.pods.empty()) {
-        if (!try_start(w.pods.front())) {
-          w.blocked = true;
+        const int32_t front = w.pods.front();
+        if (!try_start(front)) {
+          refused(w, front);
           break;
         }
+        if (classifier) add_split(front, entered[front], w.At(now));
         w.pods.pop_front();
         --waiting_count;
       }
     }
+  };
+  auto release = [&](int32_t i) {
+    placer.Release(placed[i]);
+    // The pod ran out and left: tell the policy, as Engine::Release does.
+    placer.policy().OnReleased(placer.state(), placed[i]);
+    if (classifier) classifier->Left(i, placed[i]);
   };
 
   while (!events.empty()) {
@@ -175,12 +387,12 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     events.pop();
     advance(e.time);
     if (e.kind == 0) {
-      placer.Release(placed[e.pod]);
+      release(e.pod);
       // Everything that departs at this moment leaves before anyone is retried.
       while (!events.empty() && events.top().time == e.time && events.top().kind == 0) {
         const Event d = events.top();
         events.pop();
-        placer.Release(placed[d.pod]);
+        release(d.pod);
       }
       if (waiting_count > 0) retry_waiting();
       record();
@@ -189,17 +401,21 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     core::Query query(placer.state(), placer.policy().Effective(requests[e.pod]));
     const core::RequestShape shape = core::RequestShape::Of(query);
     auto it = shape_ids.find(shape);
+    auto enqueue = [&](Waiting& w) {
+      w.pods.push_back(e.pod);
+      entered[e.pod] = w.At(now);
+      ++waiting_count;
+    };
     // Pods of a shape already waiting (and blocked) queue behind it without a try.
     if (it != shape_ids.end() && waiting[it->second].blocked) {
-      waiting[it->second].pods.push_back(e.pod);
-      ++waiting_count;
+      enqueue(waiting[it->second]);
       continue;
     }
     if (try_start(e.pod)) {
       record();
       continue;
     }
-    if (!placer.NeverFitsReason(requests[e.pod]).empty()) {
+    if (!can_fit[pods[e.pod]]) {
       ++r.never_fits;
       continue;
     }
@@ -207,22 +423,68 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
       it = shape_ids.emplace(shape, waiting.size()).first;
       waiting.emplace_back();
     }
-    waiting[it->second].pods.push_back(e.pod);
-    waiting[it->second].blocked = true;
-    ++waiting_count;
+    Waiting& w = waiting[it->second];
+    refused(w, e.pod);
+    enqueue(w);
   }
   advance(std::max(last, window_end));
+  const int64_t end = now;
   r.still_waiting = waiting_count;
+  for (const Waiting& w : waiting) {
+    for (int32_t i : w.pods) {
+      r.wait_gpu_hours += gpus_asked(i) * static_cast<double>(end - arrival[i]) / 3600.0;
+      if (is_whole(i)) ++r.whole_gpu.still_waiting;
+      if (is_multi(i)) ++r.multi_gpu.still_waiting;
+      if (classifier) add_split(i, entered[i], w.At(end));
+    }
+  }
   const double span = static_cast<double>(window_end - first);
   r.mean_allocation = 100.0 * integral / span / static_cast<double>(r.capacity_milli);
-  std::sort(pending.begin(), pending.end());
-  r.pending_p50 = Percentile(pending, 0.50);
-  r.pending_p90 = Percentile(pending, 0.90);
-  r.pending_p99 = Percentile(pending, 0.99);
-  r.pending_max = pending.empty() ? 0 : pending.back();
-  double sum = 0;
-  for (double w : pending) sum += w;
-  r.pending_mean = pending.empty() ? 0 : sum / static_cast<double>(pending.size());
+  {
+    PendingStats all;
+    Summarise(pending, &all);
+    r.pending_p50 = all.p50;
+    r.pending_p90 = all.p90;
+    r.pending_p99 = all.p99;
+    r.pending_max = all.max;
+    r.pending_mean = all.mean;
+  }
+  Summarise(std::move(pending_whole), &r.whole_gpu);
+  Summarise(std::move(pending_multi), &r.multi_gpu);
+
+  // The offered demand of the pods that can fit: the waiting bound, and the peak window.
+  const DemandSteps demand = OfferedDemand(trace, clock, pods, &can_fit);
+  r.wait_gpu_hours_bound =
+      WaitingFloor(trace, clock, pods, &can_fit, cluster, end) / 1000.0 / 3600.0;
+  {
+    // The allocation's integral up to t, from its steps.
+    std::vector<double> before(allocation_steps.size() + 1, 0);
+    for (size_t k = 0; k < allocation_steps.size(); ++k) {
+      const int64_t to = k + 1 < allocation_steps.size() ? allocation_steps[k + 1].first
+                                                         : allocation_steps[k].first;
+      before[k + 1] = before[k] + static_cast<double>(allocation_steps[k].second) *
+                                      static_cast<double>(to - allocation_steps[k].first);
+    }
+    auto integral_to = [&](int64_t t) {
+      auto it = std::upper_bound(allocation_steps.begin(), allocation_steps.end(),
+                                 std::make_pair(t, INT64_MAX));
+      if (it == allocation_steps.begin()) return 0.0;
+      const size_t k = static_cast<size_t>(it - allocation_steps.begin()) - 1;
+      return before[k] + static_cast<double>(allocation_steps[k].second) *
+                             static_cast<double>(t - allocation_steps[k].first);
+    };
+    const double threshold = 0.9 * static_cast<double>(load.peak_milli);
+    double covered = 0, sum = 0;
+    for (size_t k = 0; k < demand.size(); ++k) {
+      if (static_cast<double>(demand[k].second) < threshold || demand[k].second == 0) continue;
+      const int64_t from = demand[k].first;
+      const int64_t to = k + 1 < demand.size() ? demand[k + 1].first : std::max(from + 1, end);
+      covered += static_cast<double>(to - from);
+      sum += integral_to(to) - integral_to(from);
+    }
+    r.peak_window_allocation =
+        covered > 0 ? 100.0 * sum / covered / static_cast<double>(r.capacity_milli) : 0;
+  }
   // The curve: the allocation at evenly spaced times (the last sample at or before each).
   const int points = std::max(2, options.curve_points);
   size_t k = 0;
@@ -246,17 +508,49 @@ TimelineResult MeanOfTimelines(const std::vector<TimelineResult>& runs) {
     for (const TimelineResult& r : runs) s += static_cast<double>(r.*field);
     return s / k;
   };
-  m.started = static_cast<int64_t>(std::llround(mean(&TimelineResult::started)));
-  m.never_fits = static_cast<int64_t>(std::llround(mean(&TimelineResult::never_fits)));
-  m.still_waiting = static_cast<int64_t>(std::llround(mean(&TimelineResult::still_waiting)));
-  m.waited = static_cast<int64_t>(std::llround(mean(&TimelineResult::waited)));
+  auto count = [&](auto field) { return static_cast<int64_t>(std::llround(mean(field))); };
+  m.pods = count(&TimelineResult::pods);
+  m.started = count(&TimelineResult::started);
+  m.never_fits = count(&TimelineResult::never_fits);
+  m.still_waiting = count(&TimelineResult::still_waiting);
+  m.waited = count(&TimelineResult::waited);
+  m.clones = count(&TimelineResult::clones);
+  m.removed = count(&TimelineResult::removed);
   m.pending_p50 = mean(&TimelineResult::pending_p50);
   m.pending_p90 = mean(&TimelineResult::pending_p90);
   m.pending_p99 = mean(&TimelineResult::pending_p99);
   m.pending_max = mean(&TimelineResult::pending_max);
   m.pending_mean = mean(&TimelineResult::pending_mean);
+  for (PendingStats TimelineResult::*group :
+       {&TimelineResult::whole_gpu, &TimelineResult::multi_gpu}) {
+    auto of = [&](auto field) {
+      double s = 0;
+      for (const TimelineResult& r : runs) s += static_cast<double>(r.*group.*field);
+      return s / k;
+    };
+    PendingStats& g = m.*group;
+    g.started = static_cast<int64_t>(std::llround(of(&PendingStats::started)));
+    g.waited = static_cast<int64_t>(std::llround(of(&PendingStats::waited)));
+    g.still_waiting = static_cast<int64_t>(std::llround(of(&PendingStats::still_waiting)));
+    g.p50 = of(&PendingStats::p50);
+    g.p90 = of(&PendingStats::p90);
+    g.p99 = of(&PendingStats::p99);
+    g.max = of(&PendingStats::max);
+    g.mean = of(&PendingStats::mean);
+  }
+  m.wait_gpu_hours = mean(&TimelineResult::wait_gpu_hours);
+  m.wait_gpu_hours_bound = mean(&TimelineResult::wait_gpu_hours_bound);
+  for (double WaitSplit::*part :
+       {&WaitSplit::repack, &WaitSplit::cross_node, &WaitSplit::capacity}) {
+    double s = 0;
+    for (const TimelineResult& r : runs) s += r.wait_split.*part;
+    m.wait_split.*part = s / k;
+  }
   m.mean_allocation = mean(&TimelineResult::mean_allocation);
   m.peak_allocation = mean(&TimelineResult::peak_allocation);
+  m.peak_window_allocation = mean(&TimelineResult::peak_window_allocation);
+  m.offered_load = mean(&TimelineResult::offered_load);
+  m.peak_demand = mean(&TimelineResult::peak_demand);
   m.seconds = mean(&TimelineResult::seconds);
   for (size_t i = 0; i < m.curve.size(); ++i) {
     double s = 0;

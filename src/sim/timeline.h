@@ -14,17 +14,32 @@
 //  - Load: the public trace is a sample of the cluster's pods over five months, so by its own
 //    clock it keeps about 0.2% of the GPUs busy and nothing ever waits. Arrival times can be
 //    compressed (`speedup`: the gaps between arrivals divided by it, run times kept) to load the
-//    cluster; the result reports the offered load: the GPU demand that would be running, were
-//    there room for everything, averaged over the arrival window, as a share of the GPUs. (Most
-//    pods run minutes and a few run for months, so the cluster fills only at speedups of 10^4 and
-//    more, when the five months of arrivals come within minutes.)
+//    cluster. (Most pods run minutes and a few run for months, so the cluster fills only at
+//    speedups of 10^4 and more, when the five months of arrivals come within minutes.) A load
+//    level (`load`) names the load by the peak of the offered demand (the GPUs the pods would hold
+//    were there room for all) against the GPUs: at the given compression the pod list is tuned
+//    (pods cloned or left out, timeline_load.h) until the demand peaks at that level.
+//  - Also reported: the pending times of the pods that ask whole GPUs and of those that ask two
+//    or more (fragmentation hits them first), the GPU-hours spent waiting (GPUs asked x time
+//    waited, summed; pods still waiting at the end count until then) beside the least any policy
+//    must wait (timeline_load.h), and the allocation at the peak (time-weighted, while the
+//    offered demand is at least 90% of its peak).
+//  - With `classify_waits`, each pod's waiting is split by what the cluster offered it when it was
+//    last tried (tries follow every departure, when the cluster is at its emptiest since the try
+//    before): some node could take it after rearranging the pods already on that node among its
+//    GPUs (a placement loss: a better arrangement of the same pods had room); no node could do
+//    that, but one could were its shares (pods on part of a GPU) gone (shares would have to move
+//    to another node); or no node could take it even without its shares (whole-GPU and CPU-only
+//    pods fill them: not a loss of how shares were placed).
 //  - The allocation figures cover the arrival window (first to last arrival); afterwards the
 //    cluster only drains.
 // Example: one 1-GPU node; pod a arrives at 0 and runs 10 s, pod b arrives at 2: b waits until
-// a leaves at 10 and then runs; b's pending time is 8 s.
+// a leaves at 10 and then runs; b's pending time is 8 s, 8 GPU-seconds of waiting, and the bound
+// is 8 GPU-seconds too (from 2 to 10 the offered demand is 2 GPUs on 1).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,10 +53,36 @@ namespace tessera::sim {
 
 struct TimelineOptions {
   std::string policy;
-  uint64_t seed = 42;
+  uint64_t seed = 42;  // the policy's seed, and the draws that tune the load
   std::vector<core::TypicalTask> typical_tasks;  // for policies that use one (fgd)
   int curve_points = 200;                        // samples of the allocation curve
   double speedup = 1;                            // arrival gaps divided by this (> 1 compresses)
+  // The peak of the offered demand, % of the GPUs, that the pod list is tuned to; 0: the trace's
+  // pods as they are.
+  double load = 0;
+  bool classify_waits = false;  // split the waiting by what the cluster offered (slower)
+  // Optional, for diagnostics (churn_bench): called when a pod is tried and does not fit (on
+  // arrival and on each retry), with the cluster's state then, and when a pod starts. `pod` is
+  // its index in trace.pods (a clone gives the index of the pod it copies).
+  std::function<void(int32_t pod, int64_t now, const core::ClusterState&)> on_refused;
+  std::function<void(int32_t pod, int64_t arrival, int64_t now, const core::Placement&,
+                     const core::ClusterState&)>
+      on_start;
+};
+
+// Pending times of a group of pods, seconds.
+struct PendingStats {
+  int64_t started = 0;
+  int64_t waited = 0;                                   // started after waiting
+  int64_t still_waiting = 0;                            // never started before the trace ended
+  double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;  // over the pods that started
+};
+
+// GPU-hours of waiting by what the cluster offered the waiting pod (classify_waits).
+struct WaitSplit {
+  double repack = 0;      // a node could take it after rearranging its own pods on its GPUs
+  double cross_node = 0;  // only a node without its shares could take it
+  double capacity = 0;    // no node could take it even without its shares
 };
 
 struct TimelineResult {
@@ -54,14 +95,24 @@ struct TimelineResult {
   int64_t waited = 0;         // started after waiting
   // Pending time of the pods that started, seconds.
   double pending_p50 = 0, pending_p90 = 0, pending_p99 = 0, pending_max = 0, pending_mean = 0;
+  PendingStats whole_gpu;           // pods asking one or more whole GPUs
+  PendingStats multi_gpu;           // pods asking two or more GPUs
+  double wait_gpu_hours = 0;        // GPUs asked x time waited, summed over the pods
+  double wait_gpu_hours_bound = 0;  // no policy waits less (timeline_load.h)
+  WaitSplit wait_split;             // with classify_waits
   double mean_allocation = 0;  // time-weighted GPU allocation ratio, %, over the arrival window
   double peak_allocation = 0;
+  double peak_window_allocation = 0;  // mean allocation while the demand is >= 90% of its peak
   std::vector<std::pair<double, double>> curve;  // (hours since the first arrival, allocation %)
                                                  // over the arrival window
   int64_t capacity_milli = 0;
   double span_hours = 0;    // the arrival window, after compression
   double speedup = 1;       // the compression used
   double offered_load = 0;  // percent, after compression
+  double load = 0;          // the load level asked (0: none)
+  double peak_demand = 0;   // the peak of the offered demand, % of the GPUs
+  int64_t clones = 0;       // pods added to reach the load level (copies of trace pods)
+  int64_t removed = 0;      // trace pods left out to get down to it
   double seconds = 0;       // wall time
 };
 

@@ -113,14 +113,25 @@ nlohmann::json TimelineJson(const TraceRunInfo& info,
                             const std::vector<TimelinePolicyRuns>& results) {
   nlohmann::json doc = Meta(info, "timeline");
   doc["speedup"] = info.speedup;
+  doc["load"] = info.load;
+  auto pending = [](const PendingStats& g) {
+    return nlohmann::json{
+        {"started", g.started},   {"waited", g.waited},      {"still_waiting", g.still_waiting},
+        {"p50", Round(g.p50, 3)}, {"p90", Round(g.p90, 3)},  {"p99", Round(g.p99, 3)},
+        {"max", Round(g.max, 3)}, {"mean", Round(g.mean, 3)}};
+  };
   nlohmann::json list = nlohmann::json::array();
   for (const TimelinePolicyRuns& p : results) {
     const TimelineResult& m = p.mean;
     nlohmann::json curve = nlohmann::json::array();
     for (const auto& [x, y] : m.curve) curve.push_back({Round(x, 4), Round(y, 4)});
+    nlohmann::json split = {{"repack", Round(m.wait_split.repack, 4)},
+                            {"cross_node", Round(m.wait_split.cross_node, 4)},
+                            {"capacity", Round(m.wait_split.capacity, 4)}};
     list.push_back({{"policy", p.policy},
                     {"pods", m.pods},
                     {"started", m.started},
+                    {"waited", m.waited},
                     {"never_fit", m.never_fits},
                     {"still_waiting", m.still_waiting},
                     {"pending_seconds",
@@ -129,9 +140,18 @@ nlohmann::json TimelineJson(const TraceRunInfo& info,
                       {"p99", Round(m.pending_p99, 3)},
                       {"max", Round(m.pending_max, 3)},
                       {"mean", Round(m.pending_mean, 3)}}},
+                    {"pending_seconds_whole_gpu", pending(m.whole_gpu)},
+                    {"pending_seconds_multi_gpu", pending(m.multi_gpu)},
+                    {"wait_gpu_hours", Round(m.wait_gpu_hours, 4)},
+                    {"wait_gpu_hours_bound", Round(m.wait_gpu_hours_bound, 4)},
+                    {"wait_gpu_hours_split", info.classify_waits ? split : nlohmann::json()},
                     {"mean_allocation_ratio", Round(m.mean_allocation, 4)},
                     {"peak_allocation_ratio", Round(m.peak_allocation, 4)},
+                    {"peak_window_allocation_ratio", Round(m.peak_window_allocation, 4)},
                     {"offered_load", Round(m.offered_load, 4)},
+                    {"peak_demand", Round(m.peak_demand, 4)},
+                    {"clones", m.clones},
+                    {"removed", m.removed},
                     {"curve", std::move(curve)},
                     {"seconds", Round(m.seconds, 4)}});
   }
@@ -189,8 +209,13 @@ std::string TimelineTable(const TraceRunInfo& info,
     out = StrCat("Timeline: ", info.trace_file, " on ", info.nodes_file, " (", info.capacity_gpus,
                  " GPUs), ", m.pods, " pods, arrivals over ", fmt::format("{:.1f}", m.span_hours),
                  " h (speedup ", info.speedup, ", offered load ",
-                 fmt::format("{:.1f}", m.offered_load), "%), ", info.seeds.size(),
-                 " seed(s); means over the seeds\n\n");
+                 fmt::format("{:.1f}", m.offered_load), "%, demand peaks at ",
+                 fmt::format("{:.1f}", m.peak_demand), "% of the GPUs");
+    if (info.load > 0) {
+      StrAppend(&out, "; load level ", info.load, "%: ", m.clones, " pods copied, ", m.removed,
+                " left out");
+    }
+    StrAppend(&out, "), ", info.seeds.size(), " seed(s); means over the seeds\n\n");
   }
   StrAppend(&out,
             fmt::format("{:<16} {:>8} {:>7} {:>7} {:>7} | {:>9} {:>9} {:>9} {:>9} | {:>9} {:>9}\n",
@@ -204,6 +229,30 @@ std::string TimelineTable(const TraceRunInfo& info,
                           p.policy, m.started, m.waited, m.still_waiting, m.never_fits,
                           m.pending_p50, m.pending_p90, m.pending_p99, m.pending_max,
                           m.mean_allocation, m.peak_allocation));
+  }
+  StrAppend(&out,
+            "\nBy group, waiting in GPU-hours (bound: no policy waits less), allocation at "
+            "the peak (while demand >= 90% of its peak):\n");
+  StrAppend(&out, fmt::format("{:<16} {:>12} {:>10} {:>12} {:>10} | {:>10} {:>10} | {:>9}\n",
+                              "policy", "whole waited", "whole p99", "multi waited", "multi p99",
+                              "GPU-h wait", "bound", "at peak"));
+  for (const TimelinePolicyRuns& p : results) {
+    const TimelineResult& m = p.mean;
+    StrAppend(&out, fmt::format("{:<16} {:>12} {:>10.1f} {:>12} {:>10.1f} | {:>10.2f} {:>10.2f} | "
+                                "{:>8.2f}%\n",
+                                p.policy, m.whole_gpu.waited, m.whole_gpu.p99, m.multi_gpu.waited,
+                                m.multi_gpu.p99, m.wait_gpu_hours, m.wait_gpu_hours_bound,
+                                m.peak_window_allocation));
+  }
+  if (info.classify_waits) {
+    StrAppend(&out, "\nGPU-hours of waiting by what the cluster offered the waiting pod:\n");
+    StrAppend(&out, fmt::format("{:<16} {:>22} {:>22} {:>22}\n", "policy", "room after repacking",
+                                "only without shares", "no room"));
+    for (const TimelinePolicyRuns& p : results) {
+      const WaitSplit& w = p.mean.wait_split;
+      StrAppend(&out, fmt::format("{:<16} {:>22.2f} {:>22.2f} {:>22.2f}\n", p.policy, w.repack,
+                                  w.cross_node, w.capacity));
+    }
   }
   return out;
 }
@@ -348,10 +397,12 @@ absl::Status WriteTimelineReport(const std::string& dir, const TraceRunInfo& inf
   TESSERA_RETURN_IF_ERROR(WriteFile(d / "allocation_over_time.csv", curve));
   std::string summary =
       "policy,started,waited,still_waiting,never_fit,pending_p50_s,pending_p90_s,pending_p99_s,"
-      "pending_max_s,pending_mean_s,mean_allocation_pct,peak_allocation_pct,seconds\n";
+      "pending_max_s,pending_mean_s,mean_allocation_pct,peak_allocation_pct,seconds,"
+      "whole_gpu_waited,whole_gpu_pending_p99_s,multi_gpu_waited,multi_gpu_pending_p99_s,"
+      "wait_gpu_hours,wait_gpu_hours_bound,peak_window_allocation_pct,peak_demand_pct\n";
   std::string runs =
       "policy,seed,started,waited,still_waiting,never_fit,pending_p50_s,"
-      "pending_p90_s,pending_p99_s,mean_allocation_pct,seconds\n";
+      "pending_p90_s,pending_p99_s,mean_allocation_pct,seconds,wait_gpu_hours,clones,removed\n";
   for (const TimelinePolicyRuns& p : results) {
     const TimelineResult& m = p.mean;
     StrAppend(&summary, CsvField(p.policy), ",", m.started, ",", m.waited, ",", m.still_waiting,
@@ -360,13 +411,18 @@ absl::Status WriteTimelineReport(const std::string& dir, const TraceRunInfo& inf
                           m.pending_p99, m.pending_max, m.pending_mean),
               ",",
               fmt::format("{:.4f},{:.4f},{:.4f}", m.mean_allocation, m.peak_allocation, m.seconds),
+              ",", m.whole_gpu.waited, ",", fmt::format("{:.3f}", m.whole_gpu.p99), ",",
+              m.multi_gpu.waited, ",",
+              fmt::format("{:.3f},{:.4f},{:.4f},{:.4f},{:.4f}", m.multi_gpu.p99, m.wait_gpu_hours,
+                          m.wait_gpu_hours_bound, m.peak_window_allocation, m.peak_demand),
               "\n");
     for (const TimelineResult& r : p.runs) {
-      StrAppend(&runs, CsvField(p.policy), ",", r.seed, ",", r.started, ",", r.waited, ",",
-                r.still_waiting, ",", r.never_fits, ",",
-                fmt::format("{:.3f},{:.3f},{:.3f},{:.4f},{:.4f}", r.pending_p50, r.pending_p90,
-                            r.pending_p99, r.mean_allocation, r.seconds),
-                "\n");
+      StrAppend(
+          &runs, CsvField(p.policy), ",", r.seed, ",", r.started, ",", r.waited, ",",
+          r.still_waiting, ",", r.never_fits, ",",
+          fmt::format("{:.3f},{:.3f},{:.3f},{:.4f},{:.4f},{:.4f}", r.pending_p50, r.pending_p90,
+                      r.pending_p99, r.mean_allocation, r.seconds, r.wait_gpu_hours),
+          ",", r.clones, ",", r.removed, "\n");
     }
   }
   TESSERA_RETURN_IF_ERROR(WriteFile(d / "summary.csv", summary));

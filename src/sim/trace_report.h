@@ -31,7 +31,9 @@ struct TraceRunInfo {
   std::string trace_file;
   std::vector<uint64_t> seeds;
   int capacity_gpus = 0;
-  double speedup = 1;  // timeline only
+  double speedup = 1;           // timeline only
+  double load = 0;              // timeline only: the load level asked (0: the trace as it is)
+  bool classify_waits = false;  // timeline only: the runs split their waiting (wait_split)
   // FGD protocol, when asked for: the ceiling of each of `seeds` (FgdCeilingSeeds), shown beside
   // the results.
   std::vector<ProtocolCeiling> ceilings;

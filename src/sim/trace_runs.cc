@@ -143,15 +143,15 @@ absl::StatusOr<std::vector<ProtocolCeiling>> FgdCeilingSeeds(const core::Cluster
 
 absl::StatusOr<std::vector<TimelinePolicyRuns>> RunTimelineSeeds(
     const core::Cluster& cluster, const PodTrace& trace, const std::vector<std::string>& policies,
-    const std::vector<uint64_t>& seeds, double speedup, int threads, const ProgressFn& progress) {
+    const std::vector<uint64_t>& seeds, const TimelineOptions& base, int threads,
+    const ProgressFn& progress) {
   const std::vector<core::TypicalTask> typical = TraceTypicalTasks(trace, cluster);
   TESSERA_ASSIGN_OR_RETURN(auto by_policy,
                            RunAll<TimelineResult>(policies, seeds, threads, progress,
                                                   [&](const std::string& policy, uint64_t seed) {
-                                                    TimelineOptions o;
+                                                    TimelineOptions o = base;
                                                     o.policy = policy;
                                                     o.seed = seed;
-                                                    o.speedup = speedup;
                                                     o.typical_tasks = typical;
                                                     return RunTimeline(cluster, trace, o);
                                                   }));

@@ -52,8 +52,12 @@ struct TimelinePolicyRuns {
     const core::Cluster& cluster, const PodTrace& trace, const std::vector<uint64_t>& seeds,
     double target_ratio, int threads);
 
+// Every (policy, seed) of the timeline protocol, `threads` at a time, with the speedup, load level
+// and classify_waits of `base` (its policy, seed and typical tasks are set per run; the typical
+// tasks are the trace's). Fails on the first error.
 [[nodiscard]] absl::StatusOr<std::vector<TimelinePolicyRuns>> RunTimelineSeeds(
     const core::Cluster& cluster, const PodTrace& trace, const std::vector<std::string>& policies,
-    const std::vector<uint64_t>& seeds, double speedup, int threads, const ProgressFn& progress);
+    const std::vector<uint64_t>& seeds, const TimelineOptions& base, int threads,
+    const ProgressFn& progress);
 
 }  // namespace tessera::sim

@@ -38,6 +38,14 @@ class Policy {
     (void)state;
     (void)node;
   }
+  // Called after a placed pod left and what it held was returned (Engine::Release; a replay
+  // releasing a pod that ran out), after OnNodeChanged for its node; not after a gang's rollback.
+  // A policy that plans differently for a cluster where pods come and go than for one being
+  // filled learns it here.
+  virtual void OnReleased(const ClusterState& state, const Placement& placement) {
+    (void)state;
+    (void)placement;
+  }
 
   // Nodes were added or removed, or a node's capacity, GPUs or topology labels changed (the
   // engine's AddNode / UpdateNode / RemoveNode): re-derive whatever depends on the set of nodes.

@@ -124,6 +124,51 @@ TEST(TesseraPolicy, CpuOnlyPodsAvoidNodesWithFreeGpus) {
   EXPECT_EQ(c.node(r.placement.node).name, "cpu");
 }
 
+// Where the second of two 0.47 shares goes when three asks in four are whole GPUs: while the
+// cluster fills it opens a free GPU (0.53 left beside each share, which the mix fills one day;
+// pairing strands 0.06), and once a pod has left it pairs up, keeping the free GPU for a
+// whole-GPU pod (opening now costs 80 x 0.75 = 60 milli-GPU, more than the 0.06 GPU pairing
+// strands less the best-fit nudge).
+TEST(TesseraPolicy, SharesPairUpOnceThePodsChurn) {
+  Cluster c = ClusterBuilder().Node("a").Gpus(8, "A100-80GB").Build();
+  for (bool churn : {false, true}) {
+    Engine e(c, Make("tessera"));
+    for (const char* w : {"w1", "w2", "w3"})
+      ASSERT_TRUE(e.Place(Pod(w, GpuAsk::Whole(1))).placed());
+    PlacementResult first = e.Place(Pod("s1", GpuAsk::Fraction(470)));
+    ASSERT_TRUE(first.placed());
+    ASSERT_TRUE(e.Place(Pod("gone", GpuAsk::Whole(1))).placed());
+    if (churn) ASSERT_TRUE(e.Release("gone").ok());
+    PlacementResult second = e.Place(Pod("s2", GpuAsk::Fraction(470)));
+    ASSERT_TRUE(second.placed());
+    EXPECT_EQ(second.placement.gpus[0].gpu == first.placement.gpus[0].gpu, churn)
+        << (churn ? "churning: pairs with the first share" : "filling: opens a free GPU");
+  }
+}
+
+// A pod that may use any GPU, beside pods bound to T4 GPUs: while filling, the order (smaller
+// nodes first) and the exact fit send it to the T4 node's last GPU; once pods churn it keeps off
+// the T4 node (the T4-bound pods' demand per T4 GPU is 1.5 times the mix's per GPU).
+TEST(TesseraPolicy, ChurningKeepsContendedModelsForThePodsBoundToThem) {
+  Cluster c =
+      ClusterBuilder().Node("t4").Gpus(2, "T4", 15360).Node("big").Gpus(4, "A100-80GB").Build();
+  PodRequest bound = Pod("t1", GpuAsk::Whole(1));
+  bound.gpu_models = {"T4"};
+  for (bool churn : {false, true}) {
+    Engine e(c, Make("tessera"));
+    PlacementResult t1 = e.Place(bound);
+    ASSERT_TRUE(t1.placed());
+    ASSERT_EQ(c.node(t1.placement.node).name, "t4");
+    if (churn) {
+      ASSERT_TRUE(e.Place(Pod("gone", GpuAsk::Whole(1))).placed());
+      ASSERT_TRUE(e.Release("gone").ok());
+    }
+    PlacementResult any = e.Place(Pod("any", GpuAsk::Whole(1)));
+    ASSERT_TRUE(any.placed());
+    EXPECT_EQ(c.node(any.placement.node).name, churn ? "big" : "t4");
+  }
+}
+
 TEST(TopologyAwarePolicies, MultiGpuPodGetsAPcieSwitchPair) {
   // pcie-8gpu: pairs (0,1) (2,3) (4,5) (6,7). With 1, 2 and 3 free, a 2-GPU pod takes 2+3.
   Cluster c = ClusterBuilder().Node("n").Profile("pcie-8gpu").Build();

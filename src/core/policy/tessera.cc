@@ -37,6 +37,30 @@
 // is unchanged; with no whole GPUs (gpushare100: f = 1) the bonus is 0.4 GPU and the FGD
 // protocol's allocation goes up by 0.83 points (bench/results/tessera-tuning.md).
 //
+// Filling and churning. Everything above plans for a cluster being filled: nothing has left yet,
+// so a free piece will be offered many more arrivals and only what nothing fits is lost. Once a
+// pod has left (OnReleased), the cluster churns: pods that do not fit wait for others to leave,
+// and what counts is what the waiting pods can use at the peaks, not where the fill ends. Two
+// things change then (the first departure switches for good; a cluster that only fills, like the
+// FGD paper's protocol, never switches):
+//  - A share that opens a free GPU pays kOpenFreeGpuChurn x w (w: of the mix's GPU asks, the part
+//    that needs more than half a GPU, which only a free GPU holds) instead of the bonus above:
+//    shares pair up on partly used GPUs when the pair strands little, and the free GPUs stay for
+//    the whole-GPU pods and big shares, which are the ones that wait. Two 0.47 shares on one GPU
+//    strand 0.06 (60 milli-GPU of waste) and side by side on two GPUs nothing (the mix fills each
+//    0.53 one day), so while filling the second opens a GPU; churning, with w = 0.79 on the
+//    trace's default mix, opening costs 63 and they pair, and so does any pair that strands
+//    under about 0.07 GPU.
+//  - GPUs of contended models are kept for the asks that can use nothing else: a pod placed where
+//    narrower asks of the mix (a model list that is a strict subset of the pod's) could run pays
+//    kContendedModel x p per GPU it takes, p being the demand per GPU those asks put on the node
+//    (each spread over the GPUs of its models on nodes with enough of them) against the mix's
+//    demand per GPU of the whole cluster, at most 2. With a third of the pods bound to T4 GPUs
+//    (the trace's gpuspec33: p = 1.3 on T4 nodes, 0.1 on G2 nodes) other pods keep off the T4
+//    nodes while anything else has room. It is not used while filling: at the end of a fill it
+//    costs what the diverted pods then break (whole 8-GPU nodes; 0.6 to 0.9 points of
+//    allocation on the gpuspec workloads of the FGD protocol, bench/results/churn-analysis.md).
+//
 // Example (the reality check): an 8-GPU NVSwitch server and a 2-GPU PCIe server, twenty 4Gi
 // shares. No placement strands anything, so the order decides: the PCIe server ranks first, and
 // on it the first GPU already shared is the fullest that fits: all twenty share one GPU, and the
@@ -63,12 +87,15 @@ namespace tessera::core {
 namespace {
 
 // Weights in milli-GPU of expected waste.
-constexpr double kRankSpan = 1000;     // the whole node order is worth one GPU of waste
-constexpr double kBestFit = 30;        // whole GPUs: per free GPU left on the node (of 8)
-constexpr double kExactFit = 2000;     // whole GPUs: the pod takes the node's last free GPUs
-constexpr double kCpuOnlySpread = 30;  // CPU-only pods: per free GPU on the node (of 8)
-constexpr double kShareBestFit = 20;   // shares: per GPU of room left on the chosen GPU
-constexpr double kOpenFreeGpu = 400;   // shares: for opening a free GPU, times f^4 (see above)
+constexpr double kRankSpan = 1000;         // the whole node order is worth one GPU of waste
+constexpr double kBestFit = 30;            // whole GPUs: per free GPU left on the node (of 8)
+constexpr double kExactFit = 2000;         // whole GPUs: the pod takes the node's last free GPUs
+constexpr double kCpuOnlySpread = 30;      // CPU-only pods: per free GPU on the node (of 8)
+constexpr double kShareBestFit = 20;       // shares: per GPU of room left on the chosen GPU
+constexpr double kOpenFreeGpu = 400;       // shares: for opening a free GPU, times f^4 (see above)
+constexpr double kOpenFreeGpuChurn = 80;   // churning: shares pay for opening one, times w
+constexpr double kContendedModel = 10000;  // churning: per GPU taken, times the model pressure
+constexpr double kMaxPressure = 2;
 // Tiers for whole GPUs, far above any waste (a node has at most 64 GPUs: 64,000).
 constexpr double kPreferenceTier = 1e6;  // the set meets the pod's preferred interconnect
 constexpr double kKeepDomainTier = 1e5;  // the node is outside every rack-scale NVLink domain
@@ -97,6 +124,18 @@ double OpenFreeGpuBonus(const std::vector<TypicalTask>& mix) {
   if (shares + whole <= 0) return 0;
   const double f = shares / (shares + whole);
   return kOpenFreeGpu * f * f * f * f;
+}
+
+// Churning: -kOpenFreeGpuChurn x w, w: of the mix's GPU asks, the part that needs more than half a
+// GPU (whole GPUs, or shares above 500 milli-GPU).
+double OpenFreeGpuChurnTerm(const std::vector<TypicalTask>& mix) {
+  double big = 0, all = 0;
+  for (const TypicalTask& t : mix) {
+    if (t.gpu_count < 1) continue;
+    all += t.weight;
+    if (t.gpu_milli > 500) big += t.weight;
+  }
+  return all > 0 ? -kOpenFreeGpuChurn * big / all : 0.0;
 }
 
 class TesseraPolicy final : public Policy {
@@ -157,6 +196,9 @@ class TesseraPolicy final : public Policy {
     mix_ = TaskMix();
     waste_ = WasteModel();
     open_free_bonus_ = 0;
+    churning_ = false;
+    contended_.clear();
+    last_contended_ = nullptr;
     base_.assign(n, Base{});
     set_memo_.assign(n, {});
   }
@@ -176,6 +218,14 @@ class TesseraPolicy final : public Policy {
   void OnNodeChanged(const ClusterState& state, NodeId node) override {
     (void)state;
     index_.NodeChanged(node);
+  }
+
+  void OnReleased(const ClusterState& state, const Placement& placement) override {
+    (void)state;
+    (void)placement;
+    if (churning_) return;
+    churning_ = true;  // for good: see "Filling and churning" above
+    MixChanged();
   }
 
   std::optional<NodeChoice> ScoreNode(const ClusterState& state, const Query& query, NodeId node,
@@ -199,9 +249,8 @@ class TesseraPolicy final : public Policy {
     }
     if (mix_.Observe(*query.request, reference_memory_)) {
       waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
-      open_free_bonus_ = OpenFreeGpuBonus(mix_.tasks());
-      index_.Invalidate();
       base_.assign(state.node_count(), Base{});
+      MixChanged();
     }
     auto compute = [&](NodeId node, uint64_t allowed) {
       NodeEval out;
@@ -286,6 +335,8 @@ class TesseraPolicy final : public Policy {
     const double before = BaseWaste(state, node, left, n);
     const int64_t cpu_after = state.free_cpu_milli(node) - r.cpu_milli;
     const double order = -kRankSpan * rank_fraction_[node.value()];
+    // Per GPU taken here: what narrower asks lose (churning only; 0 while filling).
+    const double contended = churning_ ? ContendedPenalty(state, query)[node.value()] : 0.0;
     auto to_score = [](double s) { return static_cast<int64_t>(std::llround(s * kScale)); };
 
     switch (r.gpu.kind) {
@@ -308,7 +359,8 @@ class TesseraPolicy final : public Policy {
         const double fit_term = -kBestFit * whole_after / 8.0 + (whole_after == 0 ? kExactFit : 0);
         const double tiers = (set->preference_met ? kPreferenceTier : 0) +
                              (rack_domain_[node.value()] ? 0 : kKeepDomainTier);
-        return Eval{to_score(before - after + order + fit_term + tiers), set->mask};
+        const double taken = contended * __builtin_popcountll(set->mask);
+        return Eval{to_score(before - after + order + fit_term + tiers - taken), set->mask};
       }
       case GpuAsk::Kind::kMig:
         return std::nullopt;  // handled by ScoreNode / Choose
@@ -330,7 +382,8 @@ class TesseraPolicy final : public Policy {
           left[g] = LeftAfterShare(state, node, g, r.gpu);
           const double s = before - waste_.Waste(node, cpu_after, left, n) -
                            kShareBestFit * static_cast<double>(left[g]) / 1000.0 +
-                           (was >= 1000 ? open_free_bonus_ : 0.0);
+                           (was >= 1000 ? open_free_bonus_ : 0.0) -
+                           contended * static_cast<double>(was - left[g]) / 1000.0;
           left[g] = was;
           // Higher score first; then the fuller GPU (best fit); then the lower index.
           if (best_gpu < 0 || s > best + 1e-9 || (s > best - 1e-9 && was < best_left)) {
@@ -344,6 +397,55 @@ class TesseraPolicy final : public Policy {
       }
     }
     return std::nullopt;
+  }
+
+  // The mix changed, or the cluster started churning: everything derived from both.
+  void MixChanged() {
+    open_free_bonus_ =
+        churning_ ? OpenFreeGpuChurnTerm(mix_.tasks()) : OpenFreeGpuBonus(mix_.tasks());
+    contended_.clear();
+    last_contended_ = nullptr;
+    index_.Invalidate();
+  }
+
+  // Per node, kContendedModel x the pressure that asks of the mix narrower than the query's put on
+  // it (see "Filling and churning" above), remembered per set of allowed models.
+  const std::vector<double>& ContendedPenalty(const ClusterState& state, const Query& query) {
+    if (last_contended_ && last_models_ == query.models) return *last_contended_;
+    auto [it, fresh] = contended_.try_emplace(query.models);
+    if (fresh) it->second = Pressure(state.cluster(), query.models);
+    last_models_ = query.models;
+    last_contended_ = &it->second;
+    return it->second;
+  }
+
+  std::vector<double> Pressure(const Cluster& cluster, const ModelSet& allowed) const {
+    const int nodes = cluster.node_count();
+    std::vector<double> out(nodes, 0.0);
+    double demand = 0, gpus = 0;
+    for (int n = 0; n < nodes; ++n) gpus += cluster.node(NodeId(n)).gpu_count();
+    for (const TypicalTask& t : mix_.tasks()) demand += t.weight * t.gpu_count * t.gpu_milli;
+    if (demand <= 0 || gpus <= 0) return out;
+    std::vector<uint8_t> runs(nodes);
+    for (const TypicalTask& t : mix_.tasks()) {
+      if (t.gpu_count == 0 || t.gpu_models.empty()) continue;
+      const ModelSet models = cluster.ResolveModels(t.gpu_models);
+      if ((models & ~allowed).any() || models == allowed) continue;  // not narrower
+      double capacity = 0;  // GPUs of its models, on nodes with enough of them
+      for (int n = 0; n < nodes; ++n) {
+        const NodeId id(n);
+        const int count =
+            __builtin_popcountll(cluster.ModelMask(id, models) & ~cluster.mig_mask(id));
+        runs[n] = count >= t.gpu_count;
+        if (runs[n]) capacity += count;
+      }
+      if (capacity <= 0) continue;
+      for (int n = 0; n < nodes; ++n) {
+        if (runs[n]) out[n] += t.weight * t.gpu_count * t.gpu_milli / capacity;
+      }
+    }
+    for (double& v : out) v = kContendedModel * std::min(kMaxPressure, v / (demand / gpus));
+    return out;
   }
 
   // The GPU set for a whole ask among `free` (whole_set.h: the best-connected set, honouring a
@@ -371,7 +473,12 @@ class TesseraPolicy final : public Policy {
   TaskMix mix_;
   WasteModel waste_;
   std::vector<Base> base_;
-  double open_free_bonus_ = 0;  // OpenFreeGpuBonus of the current mix
+  double open_free_bonus_ = 0;  // OpenFreeGpuBonus (filling) or OpenFreeGpuChurnTerm (churning)
+  bool churning_ = false;       // a pod has left since Attach
+  // ContendedPenalty per set of allowed models (cleared with the mix), and the last one asked.
+  absl::flat_hash_map<ModelSet, std::vector<double>> contended_;
+  ModelSet last_models_;
+  const std::vector<double>* last_contended_ = nullptr;
 };
 
 }  // namespace
