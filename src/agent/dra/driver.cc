@@ -119,6 +119,11 @@ bool DraDriver::has_gpus() const {
   return gpus_ != nullptr;
 }
 
+std::string DraDriver::pool_name() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_ ? pool_->name : options_.node_name;
+}
+
 std::vector<DeviceHealthInfo> DraDriver::Health(uint64_t* version) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (version) *version = health_version_;

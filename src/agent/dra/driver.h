@@ -88,6 +88,8 @@ class DraDriver {
   // What discovery found and the pool published from it (the devices claims are allocated).
   void SetGpus(std::shared_ptr<const NodeGpus> gpus, std::shared_ptr<const Pool> pool);
   bool has_gpus() const;
+  // The pool's name (the node's), for the health stream.
+  std::string pool_name() const;
 
   // Once, after the first SetGpus and before serving: the checkpoint (or, if unreadable, the
   // claims' CDI specs), missing specs written again, leftovers of unfinished work removed.
