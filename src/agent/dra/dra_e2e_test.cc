@@ -219,6 +219,10 @@ TEST_F(DraDriver, PublishesThePoolAndRegistersWithTheKubelet) {
     return CountInFile(AgentLog(), "registered with the kubelet") >= 1;
   })) << ReadFile(AgentLog());
   EXPECT_TRUE(fs::exists(GpuNode().plugins_registry_dir + "/gpu.tessera.dev-reg.sock"));
+  // The kubelet watches the devices' health (v1.DRAResourceHealth).
+  EXPECT_TRUE(Eventually([] {
+    return CountInFile(AgentLog(), "the kubelet watches device health") >= 1;
+  })) << ReadFile(AgentLog());
   // DRA mode: no classic extended resources on the Node.
   json node = GetJson(ControlPlane::Shared(), {"node", kNode});
   EXPECT_FALSE(node["status"]["allocatable"].contains("tessera.dev/gpu"));
@@ -416,6 +420,61 @@ TEST_F(DraDriver, AClaimThatCannotBePreparedSaysWhyInThePodsEvents) {
       std::chrono::seconds(90)))
       << ReadFile(AgentLog()).substr(0, 10000);
   DeletePod("mig");
+}
+
+// 9. A GPU turns unhealthy (XID 79 in the node's description): its devices get the NoSchedule
+// taint in a new generation of the pool, and lose it again when the GPU recovers.
+TEST_F(DraDriver, AnUnhealthyGpuIsTaintedInANewPoolGeneration) {
+  const std::string file = GpuNode().fake_gpus;
+  const std::string original = ReadFile(file);
+  auto rewrite = [&](const std::string& text) {
+    const std::string tmp = file + ".tmp";
+    std::ofstream(tmp) << text;
+    fs::rename(tmp, file);
+  };
+  auto generation = [] {
+    json slices = Slices();
+    return slices["items"].empty()
+               ? int64_t{-1}
+               : slices["items"][0]["spec"]["pool"]["generation"].get<int64_t>();
+  };
+  auto gpu7_taints = [] {
+    const json slices = Slices();  // kept: a range-for over Slices()["items"] would dangle
+    for (const json& s : slices["items"]) {
+      for (const json& d : s["spec"].value("devices", json::array())) {
+        if (d["name"] == "gpu-7") return d.value("taints", json::array());
+      }
+    }
+    return json::array();
+  };
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  const int64_t before = generation();
+  json desc = json::parse(original);
+  for (json& g : desc["gpus"]) {
+    if (g["index"] == 7) {
+      g["healthy"] = false;
+      g["xid"] = {79};
+    }
+  }
+  rewrite(desc.dump());
+  EXPECT_TRUE(Eventually([&] { return !gpu7_taints().empty(); })) << ReadFile(AgentLog());
+  json taints = gpu7_taints();
+  if (!taints.empty()) {
+    EXPECT_EQ(taints[0]["key"], "gpu.tessera.dev/unhealthy");
+    EXPECT_EQ(taints[0]["effect"], "NoSchedule");
+    EXPECT_EQ(taints[0].value("value", ""), "xid-79");
+  }
+  EXPECT_GT(generation(), before);
+  std::set<int64_t> generations;
+  const json slices = Slices();
+  for (const json& s : slices["items"]) {
+    generations.insert(s["spec"]["pool"]["generation"].get<int64_t>());
+  }
+  EXPECT_EQ(generations.size(), 1u);  // every slice of the pool in the new generation
+  const int64_t sick = generation();
+  rewrite(original);
+  EXPECT_TRUE(Eventually([&] { return gpu7_taints().empty() && generation() > sick; }))
+      << ReadFile(AgentLog());
 }
 
 }  // namespace
