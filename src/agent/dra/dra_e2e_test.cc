@@ -399,6 +399,37 @@ TEST_F(DraDriver, ClassicPodServedThroughTheExtendedResourceName) {
   DeletePod("classic");
 }
 
+// 7b. One claim of two GPUs in one NVLink domain (matchAttribute): both reach the container.
+TEST_F(DraDriver, AClaimOfTwoGpusInOneNvlinkDomainGetsBoth) {
+  ControlPlane& cp = ControlPlane::Shared();
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  json claim = ClaimObject("pair", "gpu.tessera.dev");
+  claim["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2;
+  claim["spec"]["devices"]["constraints"] = {
+      {{"requests", {"gpu"}}, {"matchAttribute", "gpu.tessera.dev/nvlinkDomain"}}};
+  Create(claim);
+  Create(ClaimPod("pair", "pair", StrCat("(", kReport, ") > /dev/termination-log")));
+  json pod = WaitForPod(cp, kNs, "pair", PodFinished);
+  ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded")
+      << pod["status"].dump(2) << ReadFile(AgentLog()).substr(0, 10000);
+  const std::string message = TerminationMessage(pod);
+  std::vector<int> seen;
+  for (int i = 0; i < 8; ++i) {
+    if (message.find(FakeGpuUuid(i)) != std::string::npos) {
+      seen.push_back(i);
+      EXPECT_THAT(message, HasSubstr(StrCat("nvidia", i, "\n")));
+    }
+  }
+  EXPECT_EQ(seen.size(), 2u) << message;
+  if (seen.size() == 2) {  // in the allocation's order
+    const std::string a = FakeGpuUuid(seen[0]), b = FakeGpuUuid(seen[1]);
+    EXPECT_TRUE(message.find("NVIDIA_VISIBLE_DEVICES=" + a + "," + b + "\n") != std::string::npos ||
+                message.find("NVIDIA_VISIBLE_DEVICES=" + b + "," + a + "\n") != std::string::npos)
+        << message;
+  }
+  DeletePod("pair");
+}
+
 // 8. A claim the driver cannot prepare (a MIG placement: the agent does not create MIG
 // instances) fails with an event that says why.
 TEST_F(DraDriver, AClaimThatCannotBePreparedSaysWhyInThePodsEvents) {
