@@ -479,6 +479,13 @@ TEST_F(DraDriver, AnUnhealthyGpuIsTaintedInANewPoolGeneration) {
     return json::array();
   };
   ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  // A pod runs on GPU 7 when it fails: the kubelet shows the health the plugin streams in the
+  // pod's status.
+  ControlPlane& cp = ControlPlane::Shared();
+  Create(ClaimObject("on-seven", "gpu.tessera.dev", nullptr,
+                     "device.attributes[\"gpu.tessera.dev\"].index == 7"));
+  Create(ClaimPod("on-seven", "on-seven", "sleep 3600"));
+  ASSERT_TRUE(PodRunning(WaitForPod(cp, kNs, "on-seven", PodRunning))) << ReadFile(AgentLog());
   const int64_t before = generation();
   json desc = json::parse(original);
   for (json& g : desc["gpus"]) {
@@ -502,6 +509,14 @@ TEST_F(DraDriver, AnUnhealthyGpuIsTaintedInANewPoolGeneration) {
     generations.insert(s["spec"]["pool"]["generation"].get<int64_t>());
   }
   EXPECT_EQ(generations.size(), 1u);  // every slice of the pool in the new generation
+  json health;
+  EXPECT_TRUE(Eventually([&] {
+    json pod = GetJson(cp, {"pod", "on-seven", "-n", kNs});
+    health = pod["status"]["containerStatuses"][0].value("allocatedResourcesStatus", json::array());
+    return health.dump().find("Unhealthy") != std::string::npos;
+  })) << health.dump(2);
+  EXPECT_THAT(health.dump(), HasSubstr("gpu-7"));
+  DeletePod("on-seven");
   const int64_t sick = generation();
   rewrite(original);
   EXPECT_TRUE(Eventually([&] { return gpu7_taints().empty() && generation() > sick; }))
