@@ -14,6 +14,7 @@ packages=(
   libbenchmark-dev       # Google Benchmark
   libcurl4-openssl-dev   # HTTPS to the Kubernetes API server
   libcpp-httplib-dev     # /metrics and /healthz of the scheduler (HTTP server)
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc  # the DRA kubelet plugin (gRPC)
   gnuplot-nox            # charts in simulation reports
   openssl                # certificates for the test control plane
   procps util-linux      # pgrep (e2e checks), setsid and flock (test/controlplane scripts)

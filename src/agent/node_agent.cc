@@ -37,6 +37,7 @@ absl::Status NodeAgent::Run(const std::atomic<bool>& stop) {
   NodeGpus gpus = std::move(*first);
   if (options_.on_gpus) options_.on_gpus(std::make_shared<const NodeGpus>(gpus));
   NodeAdvertisement ad = AdvertisementFor(gpus);
+  if (!options_.extended_resources) ad.resources.clear();
   spdlog::info("{}: {} GPU(s) ({}), driver {}", discovery_.Describe(), gpus.gpus.size(),
                ad.labels[std::string(records::kGpuModelLabel)],
                gpus.driver_version.empty() ? "?" : gpus.driver_version);
@@ -128,6 +129,7 @@ absl::Status NodeAgent::Run(const std::atomic<bool>& stop) {
     }
     if (options_.on_gpus) options_.on_gpus(std::make_shared<const NodeGpus>(*again));
     NodeAdvertisement next = AdvertisementFor(*again);
+    if (!options_.extended_resources) next.resources.clear();
     if (next.inventory == ad.inventory && next.labels == ad.labels &&
         next.resources == ad.resources) {
       continue;

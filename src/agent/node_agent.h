@@ -36,6 +36,9 @@ struct NodeAgentOptions {
   std::function<void(std::shared_ptr<const NodeGpus>)> on_gpus;
   std::chrono::milliseconds rediscover_interval{30'000};
   std::chrono::milliseconds retry_interval{5'000};  // after a failed publish
+  // False in DRA mode: the Node does not advertise tessera.dev/gpu, -memory, -compute (the
+  // DeviceClass's extendedResourceName serves classic pods through ResourceSlices instead).
+  bool extended_resources = true;
 };
 
 class NodeAgent {

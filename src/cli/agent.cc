@@ -16,6 +16,7 @@
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/nvidia_smi_check.h"
 #include "agent/discovery/nvml_discovery.h"
+#include "agent/dra/dra_agent.h"
 #include "agent/node_agent.h"
 #include "agent/nri/delivery.h"
 #include "agent/nri/plugin.h"
@@ -49,6 +50,17 @@ struct AgentFlags {
   std::string dev_dir = "/dev";
   std::string pods_dir = "/run/tessera/pods";
   std::string cdi_kind;
+  // DRA mode.
+  bool dra = false;
+  std::string kubelet_dir = "/var/lib/kubelet";
+  std::string cdi_dir = "/var/run/cdi";
+  std::string claims_dir = "/run/tessera/claims";
+  std::string share_enforcement = "shim";
+  std::string shim_dir = "/usr/local/lib/tessera";
+  std::string driver_lib_dir = "/usr/lib/x86_64-linux-gnu";
+  std::string container_lib_dir = "/usr/lib/x86_64-linux-gnu";
+  bool no_mig_devices = false;
+  std::string dra_resync = "10s";
 };
 
 struct CompareFlags {
@@ -162,11 +174,46 @@ int RunAgent(const AgentFlags& f) {
   if (!f.no_nri) {
     nri_thread = std::thread([&plugin] { plugin.Run(g_stop); });
   }
+  // DRA mode: the driver gpu.tessera.dev (ResourceSlices, the kubelet plugin), on its own thread.
+  std::unique_ptr<agent::dra::DraAgent> dra;
+  std::thread dra_thread;
+  absl::Status dra_status;
+  if (f.dra) {
+    agent::dra::DraAgentOptions dra_options;
+    dra_options.node_name = options.node_name;
+    dra_options.kubelet_dir = f.kubelet_dir;
+    dra_options.cdi_dir = f.cdi_dir;
+    dra_options.claims_dir = f.claims_dir;
+    dra_options.mig_devices = !f.no_mig_devices;
+    absl::StatusOr<std::chrono::milliseconds> resync = ParseDuration(f.dra_resync);
+    if (!resync.ok()) {
+      return fail(kExitBadInput, StrCat("--dra-resync-interval: ", resync.status().message()));
+    }
+    dra_options.resync = *resync;
+    dra_options.edits.dev_dir = f.dev_dir;
+    dra_options.edits.nvidia_cdi_kind = f.cdi_kind;
+    dra_options.edits.shares.shim = f.share_enforcement == "shim";
+    dra_options.edits.shares.shim_dir = f.shim_dir;
+    dra_options.edits.shares.driver_lib_dir = f.driver_lib_dir;
+    dra_options.edits.shares.container_lib_dir = f.container_lib_dir;
+    dra = std::make_unique<agent::dra::DraAgent>(**client, dra_options);
+    options.extended_resources = false;
+    options.on_gpus = [&delivery, &dra](std::shared_ptr<const agent::NodeGpus> gpus) {
+      delivery.SetGpus(gpus);
+      dra->OnGpus(std::move(gpus));
+    };
+    dra_thread = std::thread([&] {
+      dra_status = dra->Run(g_stop);
+      if (!dra_status.ok()) g_stop.store(true);
+    });
+  }
   agent::NodeAgent node_agent(**discovery, **client, options);
   absl::Status status = node_agent.Run(g_stop);
   g_stop.store(true);
   if (nri_thread.joinable()) nri_thread.join();
+  if (dra_thread.joinable()) dra_thread.join();
   if (!status.ok()) return fail(ExitFor(f, status), status.message());
+  if (!dra_status.ok()) return fail(kExitFailure, dra_status.message());
   spdlog::info("stopped");
   return kExitOk;
 }
@@ -261,6 +308,46 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--cdi-kind", f->cdi_kind,
                   "Deliver GPUs as CDI devices <kind>=<GPU UUID> (e.g. nvidia.com/gpu, from the "
                   "NVIDIA Container Toolkit's generated spec) instead of device nodes");
+
+  cmd->add_flag("--dra", f->dra,
+                "DRA mode: also be the DRA driver gpu.tessera.dev (src/agent/dra/README.md). "
+                "Publishes the node's GPUs as ResourceSlices (one shareable device per GPU with "
+                "memory and compute capacities, MIG placements on shared counters), serves the "
+                "kubelet plugin (prepares claims as CDI specs), and does not advertise the "
+                "tessera.dev/gpu extended resources (the DeviceClass gpu.tessera.dev serves such "
+                "pods through DRA)");
+  cmd->add_option("--kubelet-dir", f->kubelet_dir,
+                  "DRA: the kubelet's root directory (plugin sockets in plugins/ and "
+                  "plugins_registry/, the checkpoint in plugins/gpu.tessera.dev/)")
+      ->capture_default_str();
+  cmd->add_option("--cdi-dir", f->cdi_dir,
+                  "DRA: where the container runtime reads CDI specs (containerd's cdi_spec_dirs)")
+      ->capture_default_str();
+  cmd->add_option("--claims-dir", f->claims_dir,
+                  "DRA: host folder (tmpfs) for the shim's files of each claim that holds a share")
+      ->capture_default_str();
+  cmd->add_option("--share-enforcement", f->share_enforcement,
+                  "DRA: shim = containers of a share get the CUDA shim that enforces its memory "
+                  "and compute (the shim's libraries must be in --shim-dir); none = shares are "
+                  "only accounted")
+      ->check(CLI::IsMember({"shim", "none"}))
+      ->capture_default_str();
+  cmd->add_option("--shim-dir", f->shim_dir,
+                  "DRA: host folder with libtessera-cuda.so and libtessera-nvml.so")
+      ->capture_default_str();
+  cmd->add_option("--driver-lib-dir", f->driver_lib_dir,
+                  "DRA: host folder with the real libcuda.so.1 and libnvidia-ml.so.1 (the shim "
+                  "loads them)")
+      ->capture_default_str();
+  cmd->add_option("--container-lib-dir", f->container_lib_dir,
+                  "DRA: where the containers' images load libcuda.so.1 from")
+      ->capture_default_str();
+  cmd->add_option("--dra-resync-interval", f->dra_resync,
+                  "DRA: how often to check the node's ResourceSlices and the prepared claims "
+                  "besides the kubelet's registrations and GPU changes (500ms, 10s, 1m)")
+      ->capture_default_str();
+  cmd->add_flag("--no-mig-devices", f->no_mig_devices,
+                "DRA: do not publish MIG placements as partitionable devices");
 
   auto c = std::make_shared<CompareFlags>();
   CLI::App* compare = cmd->add_subcommand(

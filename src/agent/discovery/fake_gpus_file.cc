@@ -140,6 +140,7 @@ absl::Status ReadMig(const Field& f, core::GpuSpec* spec) {
   if (!instances.value().empty() && !spec->mig_enabled) {
     return instances.Error("instances are configured only when enabled is true");
   }
+  if (instances.value().empty()) return absl::OkStatus();  // also for GPUs without a MIG table
   for (size_t k = 0; k < instances.value().size(); ++k) {
     Field inst = instances.Element(k);
     TESSERA_RETURN_IF_ERROR(inst.ExpectObject({"profile", "start"}));

@@ -202,6 +202,12 @@ TEST(FakeGpusFile, MigAndFabricErrors) {
   l4.replace(l4.find("A100-80GB"), 9, "L4");
   l4.insert(l4.rfind("}]"), R"(, "mig": {"capable": true})");
   EXPECT_THAT(Error(l4), HasSubstr("gpus[0].mig.capable: tessera has no MIG profiles for L4"));
+  // A GPU without a MIG table says so with an empty instance list (the harness's L40S file).
+  std::string l40s = OneGpu("");
+  l40s.replace(l40s.find("A100-80GB"), 9, "L40S-48GB");
+  l40s.insert(l40s.rfind("}]"),
+              R"(, "mig": {"capable": false, "enabled": false, "instances": []})");
+  EXPECT_TRUE(ParseFakeGpusFile(l40s, "l40s.json").ok());
   EXPECT_THAT(Error(OneGpu("", R"(, "fabric": {"cluster_uuid": "nope", "clique_id": 1})")),
               HasSubstr("gpus.json:3: fabric.cluster_uuid: \"nope\" is not a UUID"));
   EXPECT_THAT(Error(OneGpu("", R"(, "links": [["X", "NV4"]])")),

@@ -1,0 +1,527 @@
+// tessera as a DRA driver on a real node: `tessera agent --dra` on node gpu-a of the test harness
+// (kubelet v1.37.2, containerd 2 with CDI, 8 fake H100s), allocated by the stock kube-scheduler
+// from the ResourceSlices the agent publishes, prepared through the kubelet plugin's gRPC, and
+// delivered into containers by CDI. The containers report what they got in their termination
+// message.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "common/strings.h"
+#include "controlplane/controlplane.h"
+#include "controlplane/pod_testing.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+
+constexpr char kNode[] = "gpu-a";
+constexpr char kNs[] = "dra-e2e";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int CountInFile(const std::string& path, const std::string& text) {
+  const std::string s = ReadFile(path);
+  int n = 0;
+  for (size_t pos = s.find(text); pos != std::string::npos; pos = s.find(text, pos + 1)) ++n;
+  return n;
+}
+
+template <typename Pred>
+bool Eventually(Pred pred, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return pred();
+}
+
+const Node& GpuNode() {
+  const Node* n = ControlPlane::Shared().FindNode(kNode);
+  EXPECT_NE(n, nullptr);
+  return *n;
+}
+
+void Create(const json& object) {
+  auto r = ControlPlane::Shared().KubectlOk({"create", "-f", "-"}, object.dump());
+  ASSERT_TRUE(r.ok()) << r.status() << "\n" << object.dump(2);
+}
+
+std::string AgentLog() { return GpuNode().dir + "/agent.log"; }
+
+std::vector<std::string> CdiSpecs() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(GpuNode().cdi_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("k8s.gpu.tessera.dev-gpu_", 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+json Slices() {
+  return GetJson(ControlPlane::Shared(),
+                 {"resourceslices", "--field-selector",
+                  StrCat("spec.nodeName=", kNode, ",spec.driver=gpu.tessera.dev")});
+}
+
+size_t DeviceCount(const json& slices) {
+  size_t n = 0;
+  for (const json& s : slices["items"]) n += s["spec"].value("devices", json::array()).size();
+  return n;
+}
+
+// A ResourceClaim of one device of `device_class`, with capacity requests when given.
+json ClaimObject(const std::string& name, const std::string& device_class,
+                 const json& capacity = nullptr, const std::string& selector = "") {
+  json exactly = {{"deviceClassName", device_class}, {"count", 1}};
+  if (!capacity.is_null()) exactly["capacity"] = {{"requests", capacity}};
+  if (!selector.empty()) exactly["selectors"] = {{{"cel", {{"expression", selector}}}}};
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceClaim"},
+          {"metadata", {{"name", name}, {"namespace", kNs}}},
+          {"spec", {{"devices", {{"requests", {{{"name", "gpu"}, {"exactly", exactly}}}}}}}}};
+}
+
+// A pod (placed by kube-scheduler) that uses claim `claim` and runs `script`.
+json ClaimPod(const std::string& name, const std::string& claim, const std::string& script) {
+  json pod = TestPod(name, kNs, "", script);
+  pod["spec"]["resourceClaims"] = {{{"name", "gpu"}, {"resourceClaimName", claim}}};
+  pod["spec"]["containers"][0]["resources"] = {{"claims", {{{"name", "gpu"}}}}};
+  return pod;
+}
+
+// What the containers report: their tessera environment and the GPU device nodes they see.
+constexpr char kReport[] =
+    "env | grep -E '^(NVIDIA_VISIBLE_DEVICES|TESSERA_)' | sort; ls /dev | grep nvidia | sort";
+
+json Claim(const std::string& name) {
+  return GetJson(ControlPlane::Shared(), {"resourceclaim", name, "-n", kNs});
+}
+
+bool PodRunning(const json& pod) { return pod["status"].value("phase", "") == "Running"; }
+
+bool PodGone(const std::string& name) {
+  return !ControlPlane::Shared().Kubectl({"get", "pod", name, "-n", kNs}).ok();
+}
+
+void DeletePod(const std::string& name) {
+  auto r = ControlPlane::Shared().KubectlOk(
+      {"delete", "pod", name, "-n", kNs, "--grace-period=1", "--wait=false"});
+  ASSERT_TRUE(r.ok()) << r.status();
+}
+
+std::string FakeGpuUuid(int index) {
+  json desc = json::parse(ReadFile(GpuNode().fake_gpus));
+  for (const json& g : desc["gpus"]) {
+    if (g["index"] == index) return g["uuid"];
+  }
+  return "";
+}
+
+// One agent for the whole suite, started after the control plane (a global environment).
+// The index of the fake GPU whose UUID a container reports in NVIDIA_VISIBLE_DEVICES; -1 if none.
+int GpuIndexIn(const std::string& message) {
+  for (int i = 0; i < 8; ++i) {
+    if (message.find("NVIDIA_VISIBLE_DEVICES=" + FakeGpuUuid(i) + "\n") != std::string::npos)
+      return i;
+  }
+  return -1;
+}
+
+class DraDriver : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ControlPlane& cp = ControlPlane::Shared();
+    const Node& node = GpuNode();
+    ASSERT_TRUE(cp.KubectlOk({"create", "namespace", kNs}).ok());
+    auto applied =
+        cp.KubectlOk({"apply", "-f", StrCat(TESSERA_SOURCE_DIR, "/deploy/dra-deviceclasses.yaml")});
+    ASSERT_TRUE(applied.ok()) << applied.status();
+    const std::string state = node.dir + "/tessera";
+    auto pid = cp.NodeSpawn(node.name, "agent",
+                            {TESSERA_BINARY,
+                             "agent",
+                             "--dra",
+                             "--gpus-file",
+                             node.fake_gpus,
+                             "--dev-dir",
+                             node.dev_dir,
+                             "--no-nri",
+                             "--pods-dir",
+                             state + "/pods",
+                             "--claims-dir",
+                             state + "/claims",
+                             "--shim-dir",
+                             TESSERA_SHIM_DIR,
+                             "--driver-lib-dir",
+                             TESSERA_FAKE_DRIVER_DIR,
+                             "--dra-resync-interval",
+                             "2s",
+                             "--log-level",
+                             "debug"});
+    ASSERT_TRUE(pid.ok()) << pid.status();
+  }
+};
+
+// 1. The slices, as kube-scheduler reads them.
+TEST_F(DraDriver, PublishesThePoolAndRegistersWithTheKubelet) {
+  json slices;
+  ASSERT_TRUE(Eventually([&] {
+    slices = Slices();
+    return slices["items"].size() == 5;
+  })) << slices.dump(1).substr(0, 2000)
+      << ReadFile(AgentLog());
+  EXPECT_EQ(DeviceCount(slices), 8u + 8u * 25u);  // 8 whole GPUs and their MIG placements
+  std::set<int64_t> generations;
+  for (const json& s : slices["items"]) {
+    generations.insert(s["spec"]["pool"]["generation"].get<int64_t>());
+    EXPECT_EQ(s["spec"]["pool"]["name"], kNode);
+    EXPECT_EQ(s["spec"]["pool"]["resourceSliceCount"], 5);
+    EXPECT_EQ(s["metadata"]["ownerReferences"][0]["kind"], "Node");
+  }
+  EXPECT_EQ(generations.size(), 1u);
+  // The API server kept the consumable-capacity fields (a gate that is off drops them silently).
+  json gpu0;
+  for (const json& s : slices["items"]) {
+    for (const json& d : s["spec"].value("devices", json::array())) {
+      if (d["name"] == "gpu-0") gpu0 = d;
+    }
+  }
+  ASSERT_FALSE(gpu0.is_null());
+  EXPECT_EQ(gpu0["allowMultipleAllocations"], true);
+  EXPECT_EQ(gpu0["capacity"]["memory"]["value"], "81559Mi");
+  EXPECT_EQ(gpu0["capacity"]["memory"]["requestPolicy"]["validRange"]["step"], "1Mi");
+  EXPECT_EQ(gpu0["attributes"]["uuid"]["string"], FakeGpuUuid(0));
+  EXPECT_EQ(gpu0["attributes"]["nvlinkDomain"]["string"], kNode);
+  EXPECT_FALSE(gpu0["consumesCounters"].empty());
+  // Registered with the real kubelet through plugins_registry.
+  EXPECT_TRUE(Eventually([] {
+    return CountInFile(AgentLog(), "registered with the kubelet") >= 1;
+  })) << ReadFile(AgentLog());
+  EXPECT_TRUE(fs::exists(GpuNode().plugins_registry_dir + "/gpu.tessera.dev-reg.sock"));
+  // The kubelet watches the devices' health (v1.DRAResourceHealth).
+  EXPECT_TRUE(Eventually([] {
+    return CountInFile(AgentLog(), "the kubelet watches device health") >= 1;
+  })) << ReadFile(AgentLog());
+  // DRA mode: no classic extended resources on the Node.
+  json node = GetJson(ControlPlane::Shared(), {"node", kNode});
+  EXPECT_FALSE(node["status"]["allocatable"].contains("tessera.dev/gpu"));
+  EXPECT_TRUE(node["metadata"]["annotations"].contains("tessera.dev/gpu-inventory"));
+}
+
+// 2. kube-scheduler allocates a whole GPU; the plugin prepares it; the container gets it by CDI.
+TEST_F(DraDriver, KubeSchedulerAllocatesAWholeGpuAndTheContainerGetsIt) {
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  Create(ClaimObject("whole", "gpu.tessera.dev"));
+  Create(ClaimPod("whole", "whole", StrCat("(", kReport, ") > /dev/termination-log")));
+  json pod = WaitForPod(ControlPlane::Shared(), kNs, "whole", PodFinished);
+  ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded")
+      << pod["status"].dump(2) << ReadFile(AgentLog());
+  EXPECT_EQ(pod["spec"]["nodeName"], kNode);
+  // The claim is deallocated once the pod is done; what it was is in the container's report and
+  // in the agent's log.
+  const std::string message = TerminationMessage(pod);
+  const int index = GpuIndexIn(message);
+  ASSERT_GE(index, 0) << message;
+  EXPECT_EQ(CountInFile(AgentLog(), StrCat(" I prepared claim ", kNs, "/whole (")), 1);
+  EXPECT_THAT(ReadFile(AgentLog()), HasSubstr(StrCat("): gpu-", index, " (whole)")));
+  EXPECT_THAT(message, HasSubstr(StrCat("nvidia", index, "\n")));
+  EXPECT_THAT(message, HasSubstr("nvidiactl\n"));
+  EXPECT_THAT(message, HasSubstr("nvidia-uvm\n"));
+  EXPECT_THAT(message, ::testing::Not(HasSubstr("TESSERA_GPU_SHARING")));  // whole: no shim
+  // The pod finished: the kubelet unprepares the claim and the spec goes.
+  DeletePod("whole");
+  EXPECT_TRUE(Eventually([] { return CdiSpecs().empty(); })) << ReadFile(AgentLog());
+  EXPECT_GE(CountInFile(AgentLog(), StrCat("unprepared claim ", kNs, "/whole (")), 1);
+}
+
+// 3. Shares by consumable capacity, allocated by kube-scheduler: 20 claims of 4Gi.
+TEST_F(DraDriver, KubeSchedulerPacksTwentyShareClaimsByConsumableCapacity) {
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  constexpr int kPods = 20;
+  for (int i = 0; i < kPods; ++i) {
+    const std::string name = StrCat("share-", i);
+    Create(ClaimObject(name, "gpu-share.tessera.dev", {{"memory", "4Gi"}}));
+    Create(ClaimPod(name, name,
+                    StrCat("(", kReport, "; ls /run/tessera) > /dev/termination-log; sleep 60")));
+  }
+  // All at once: every claim allocated and prepared while the others run.
+  std::map<std::string, int> per_device;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (int i = 0; i < kPods; ++i) {
+          json pod = GetJson(ControlPlane::Shared(), {"pod", StrCat("share-", i), "-n", kNs});
+          if (!PodRunning(pod)) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(150)))
+      << ReadFile(AgentLog()).substr(0, 20000);
+  EXPECT_EQ(CdiSpecs().size(), static_cast<size_t>(kPods));
+  for (int i = 0; i < kPods; ++i) {
+    json claim = Claim(StrCat("share-", i));
+    const json& r = claim["status"]["allocation"]["devices"]["results"][0];
+    EXPECT_EQ(r["consumedCapacity"]["memory"], "4Gi") << r.dump();
+    EXPECT_FALSE(r.value("shareID", "").empty());
+    ++per_device[r["device"].get<std::string>()];
+  }
+  // 81559 MiB per H100: 19 shares of 4Gi fit on a GPU, the 20th goes to a second one.
+  EXPECT_EQ(per_device.size(), 2u) << json(per_device).dump();
+  int most = 0;
+  for (const auto& [d, n] : per_device) most = std::max(most, n);
+  EXPECT_EQ(most, 19) << json(per_device).dump();
+  for (int i = 0; i < kPods; ++i) {
+    json pod = WaitForPod(ControlPlane::Shared(), kNs, StrCat("share-", i), PodFinished,
+                          std::chrono::seconds(120));
+    ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded") << pod["status"].dump(2);
+    const std::string message = TerminationMessage(pod);
+    EXPECT_THAT(message, HasSubstr("TESSERA_GPU_SHARING=shim\n"));
+    EXPECT_THAT(message, HasSubstr("TESSERA_GPU_MEMORY_LIMIT_MIB=4096\n"));
+    EXPECT_THAT(message, HasSubstr("ledger\nlimits\n"));  // the shim's segments are mounted
+    DeletePod(StrCat("share-", i));
+  }
+  EXPECT_TRUE(Eventually([] { return CdiSpecs().empty(); }, std::chrono::seconds(120)))
+      << ReadFile(AgentLog()).substr(0, 20000);
+  EXPECT_TRUE(Eventually([] {
+    std::error_code ec;
+    return fs::is_empty(GpuNode().dir + "/tessera/claims", ec);
+  }));
+}
+
+// 4. The agent restarts while a claim's pod runs: nothing leaks, nothing is prepared twice.
+TEST_F(DraDriver, PluginRestartNeitherLeaksNorPreparesTwice) {
+  ControlPlane& cp = ControlPlane::Shared();
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  Create(ClaimObject("long", "gpu.tessera.dev"));
+  Create(ClaimPod("long", "long", "sleep 3600"));
+  ASSERT_TRUE(PodRunning(WaitForPod(cp, kNs, "long", PodRunning))) << ReadFile(AgentLog());
+  ASSERT_EQ(CdiSpecs().size(), 1u);
+  const std::string spec = CdiSpecs()[0];
+
+  ASSERT_TRUE(cp.NodeRestart(kNode, "agent").ok());
+  EXPECT_TRUE(Eventually([] {
+    return CountInFile(AgentLog(), "1 prepared claim(s) restored") >= 1;
+  })) << ReadFile(AgentLog());
+  EXPECT_EQ(CdiSpecs(), std::vector<std::string>{spec});
+  // Registered again, and it serves: another claim is prepared beside the running one.
+  Create(ClaimObject("after-restart", "gpu.tessera.dev"));
+  Create(
+      ClaimPod("after-restart", "after-restart", StrCat("(", kReport, ") > /dev/termination-log")));
+  json pod = WaitForPod(cp, kNs, "after-restart", PodFinished);
+  ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded") << pod["status"].dump(2);
+  const std::string long_device =
+      Claim("long")["status"]["allocation"]["devices"]["results"][0].value("device", "");
+  ASSERT_FALSE(long_device.empty());
+  const int after_index = GpuIndexIn(TerminationMessage(pod));
+  ASSERT_GE(after_index, 0) << TerminationMessage(pod);
+  EXPECT_NE(StrCat("gpu-", after_index), long_device);
+  EXPECT_EQ(CountInFile(AgentLog(), StrCat(" I prepared claim ", kNs, "/long (")), 1);  // once
+  DeletePod("after-restart");
+
+  // 5. The claim is deleted while its pod runs: the finalizer keeps it until the pod ends, the
+  // pod is told, and the GPU stays prepared for it.
+  ASSERT_TRUE(cp.KubectlOk({"delete", "resourceclaim", "long", "-n", kNs, "--wait=false"}).ok());
+  EXPECT_TRUE(Eventually([&] {
+    json events = GetJson(cp, {"events", "-n", kNs, "--field-selector",
+                               "involvedObject.name=long,reason=ResourceClaimDeleted"});
+    return !events["items"].empty();
+  })) << ReadFile(AgentLog());
+  json events = GetJson(cp, {"events", "-n", kNs, "--field-selector",
+                             "involvedObject.name=long,reason=ResourceClaimDeleted"});
+  if (!events["items"].empty()) {
+    EXPECT_THAT(events["items"][0].value("message", ""),
+                HasSubstr("ResourceClaim dra-e2e/long is being deleted while this pod runs"));
+  }
+  EXPECT_TRUE(PodRunning(GetJson(cp, {"pod", "long", "-n", kNs})));
+  EXPECT_EQ(CdiSpecs(), std::vector<std::string>{spec});
+  DeletePod("long");
+  EXPECT_TRUE(Eventually([] { return CdiSpecs().empty(); }, std::chrono::seconds(90)))
+      << ReadFile(AgentLog());
+  EXPECT_TRUE(Eventually([] { return PodGone("long"); }));
+  EXPECT_TRUE(Eventually([&] {
+    return !cp.Kubectl({"get", "resourceclaim", "long", "-n", kNs}).ok();
+  }));
+}
+
+// 6. The kubelet restarts: it deletes the node's slices and registers the plugin again; the agent
+// publishes them again and claims are prepared as before.
+TEST_F(DraDriver, KubeletRestartRepublishesAndServes) {
+  ControlPlane& cp = ControlPlane::Shared();
+  const int registrations = CountInFile(AgentLog(), "registered with the kubelet");
+  ASSERT_TRUE(cp.NodeRestart(kNode, "kubelet").ok());
+  ASSERT_TRUE(cp.WaitForNodeReady(kNode).ok());
+  EXPECT_TRUE(Eventually([&] {
+    return CountInFile(AgentLog(), "registered with the kubelet") > registrations;
+  })) << ReadFile(AgentLog());
+  EXPECT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; })) << ReadFile(AgentLog());
+  Create(ClaimObject("after-kubelet", "gpu.tessera.dev"));
+  Create(
+      ClaimPod("after-kubelet", "after-kubelet", StrCat("(", kReport, ") > /dev/termination-log")));
+  json pod = WaitForPod(cp, kNs, "after-kubelet", PodFinished);
+  ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded") << pod["status"].dump(2);
+  EXPECT_THAT(TerminationMessage(pod), HasSubstr("NVIDIA_VISIBLE_DEVICES=GPU-"));
+  DeletePod("after-kubelet");
+}
+
+// 7. A classic pod (tessera.dev/gpu: 1) is served through the DeviceClass's extendedResourceName.
+TEST_F(DraDriver, ClassicPodServedThroughTheExtendedResourceName) {
+  ControlPlane& cp = ControlPlane::Shared();
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  json pod = TestPod("classic", kNs, "", StrCat("(", kReport, ") > /dev/termination-log"));
+  pod["spec"]["containers"][0]["resources"] = {{"limits", {{"tessera.dev/gpu", "1"}}}};
+  Create(pod);
+  pod = WaitForPod(cp, kNs, "classic", PodFinished);
+  ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded")
+      << pod["status"].dump(2) << ReadFile(AgentLog()).substr(0, 10000);
+  EXPECT_THAT(TerminationMessage(pod), HasSubstr("NVIDIA_VISIBLE_DEVICES=GPU-"));
+  EXPECT_FALSE(pod["status"].value("extendedResourceClaimStatus", json::object()).empty())
+      << pod["status"].dump(2);
+  DeletePod("classic");
+}
+
+// 7b. One claim of two GPUs in one NVLink domain (matchAttribute): both reach the container.
+TEST_F(DraDriver, AClaimOfTwoGpusInOneNvlinkDomainGetsBoth) {
+  ControlPlane& cp = ControlPlane::Shared();
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  json claim = ClaimObject("pair", "gpu.tessera.dev");
+  claim["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2;
+  claim["spec"]["devices"]["constraints"] = {
+      {{"requests", {"gpu"}}, {"matchAttribute", "gpu.tessera.dev/nvlinkDomain"}}};
+  Create(claim);
+  Create(ClaimPod("pair", "pair", StrCat("(", kReport, ") > /dev/termination-log")));
+  json pod = WaitForPod(cp, kNs, "pair", PodFinished);
+  ASSERT_EQ(pod["status"].value("phase", ""), "Succeeded")
+      << pod["status"].dump(2) << ReadFile(AgentLog()).substr(0, 10000);
+  const std::string message = TerminationMessage(pod);
+  std::vector<int> seen;
+  for (int i = 0; i < 8; ++i) {
+    if (message.find(FakeGpuUuid(i)) != std::string::npos) {
+      seen.push_back(i);
+      EXPECT_THAT(message, HasSubstr(StrCat("nvidia", i, "\n")));
+    }
+  }
+  EXPECT_EQ(seen.size(), 2u) << message;
+  if (seen.size() == 2) {  // in the allocation's order
+    const std::string a = FakeGpuUuid(seen[0]), b = FakeGpuUuid(seen[1]);
+    EXPECT_TRUE(message.find("NVIDIA_VISIBLE_DEVICES=" + a + "," + b + "\n") != std::string::npos ||
+                message.find("NVIDIA_VISIBLE_DEVICES=" + b + "," + a + "\n") != std::string::npos)
+        << message;
+  }
+  DeletePod("pair");
+}
+
+// 8. A claim the driver cannot prepare (a MIG placement: the agent does not create MIG
+// instances) fails with an event that says why.
+TEST_F(DraDriver, AClaimThatCannotBePreparedSaysWhyInThePodsEvents) {
+  ControlPlane& cp = ControlPlane::Shared();
+  Create(ClaimObject("mig", "mig.tessera.dev"));
+  Create(ClaimPod("mig", "mig", "true"));
+  EXPECT_TRUE(Eventually(
+      [&] {
+        json events =
+            GetJson(cp, {"events", "-n", kNs, "--field-selector", "involvedObject.name=mig"});
+        for (const json& e : events["items"]) {
+          if (e.value("message", "").find("does not create or deliver MIG instances yet") !=
+              std::string::npos) {
+            return true;
+          }
+        }
+        return false;
+      },
+      std::chrono::seconds(90)))
+      << ReadFile(AgentLog()).substr(0, 10000);
+  DeletePod("mig");
+}
+
+// 9. A GPU turns unhealthy (XID 79 in the node's description): its devices get the NoSchedule
+// taint in a new generation of the pool, and lose it again when the GPU recovers.
+TEST_F(DraDriver, AnUnhealthyGpuIsTaintedInANewPoolGeneration) {
+  const std::string file = GpuNode().fake_gpus;
+  const std::string original = ReadFile(file);
+  auto rewrite = [&](const std::string& text) {
+    const std::string tmp = file + ".tmp";
+    std::ofstream(tmp) << text;
+    fs::rename(tmp, file);
+  };
+  auto generation = [] {
+    json slices = Slices();
+    return slices["items"].empty()
+               ? int64_t{-1}
+               : slices["items"][0]["spec"]["pool"]["generation"].get<int64_t>();
+  };
+  auto gpu7_taints = [] {
+    const json slices = Slices();  // kept: a range-for over Slices()["items"] would dangle
+    for (const json& s : slices["items"]) {
+      for (const json& d : s["spec"].value("devices", json::array())) {
+        if (d["name"] == "gpu-7") return d.value("taints", json::array());
+      }
+    }
+    return json::array();
+  };
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  // A pod runs on GPU 7 when it fails: the kubelet shows the health the plugin streams in the
+  // pod's status.
+  ControlPlane& cp = ControlPlane::Shared();
+  Create(ClaimObject("on-seven", "gpu.tessera.dev", nullptr,
+                     "device.attributes[\"gpu.tessera.dev\"].index == 7"));
+  Create(ClaimPod("on-seven", "on-seven", "sleep 3600"));
+  ASSERT_TRUE(PodRunning(WaitForPod(cp, kNs, "on-seven", PodRunning))) << ReadFile(AgentLog());
+  const int64_t before = generation();
+  json desc = json::parse(original);
+  for (json& g : desc["gpus"]) {
+    if (g["index"] == 7) {
+      g["healthy"] = false;
+      g["xid"] = {79};
+    }
+  }
+  rewrite(desc.dump());
+  EXPECT_TRUE(Eventually([&] { return !gpu7_taints().empty(); })) << ReadFile(AgentLog());
+  json taints = gpu7_taints();
+  if (!taints.empty()) {
+    EXPECT_EQ(taints[0]["key"], "gpu.tessera.dev/unhealthy");
+    EXPECT_EQ(taints[0]["effect"], "NoSchedule");
+    EXPECT_EQ(taints[0].value("value", ""), "xid-79");
+  }
+  EXPECT_GT(generation(), before);
+  std::set<int64_t> generations;
+  const json slices = Slices();
+  for (const json& s : slices["items"]) {
+    generations.insert(s["spec"]["pool"]["generation"].get<int64_t>());
+  }
+  EXPECT_EQ(generations.size(), 1u);  // every slice of the pool in the new generation
+  json health;
+  EXPECT_TRUE(Eventually([&] {
+    json pod = GetJson(cp, {"pod", "on-seven", "-n", kNs});
+    health = pod["status"]["containerStatuses"][0].value("allocatedResourcesStatus", json::array());
+    return health.dump().find("Unhealthy") != std::string::npos;
+  })) << health.dump(2);
+  EXPECT_THAT(health.dump(), HasSubstr("gpu-7"));
+  DeletePod("on-seven");
+  const int64_t sick = generation();
+  rewrite(original);
+  EXPECT_TRUE(Eventually([&] { return gpu7_taints().empty() && generation() > sick; }))
+      << ReadFile(AgentLog());
+}
+
+}  // namespace
+}  // namespace tessera::e2e

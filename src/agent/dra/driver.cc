@@ -1,0 +1,544 @@
+#include "agent/dra/driver.h"
+
+#include <algorithm>
+#include <cctype>
+#include <ctime>
+#include <filesystem>
+#include <set>
+
+#include "agent/dra/names.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "core/model/quantity.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::agent::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const json& Field(const json& j, const char* key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+std::string Str(const json& j, const char* key) {
+  const json& v = Field(j, key);
+  return v.is_string() ? v.get<std::string>() : std::string();
+}
+
+// A claim UID (a UUID), the only names made and removed under the claims dir.
+bool ValidUid(std::string_view uid) {
+  if (uid.size() != 36) return false;
+  for (size_t i = 0; i < uid.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? uid[i] != '-' : !std::isxdigit(static_cast<unsigned char>(uid[i]))) return false;
+  }
+  return true;
+}
+
+std::string PodsOf(const PreparedClaim& c) {
+  if (c.pods.empty()) return "";
+  std::vector<std::string> names;
+  for (const ClaimConsumer& p : c.pods) names.push_back(StrCat(c.ns, "/", p.name));
+  return StrCat(", used by pod ", StrJoin(names, ", "));
+}
+
+// The GPU a prepared device stands on, and how much of it the device takes.
+struct Use {
+  const PreparedClaim* claim;
+  const PreparedDevice* device;
+};
+
+}  // namespace
+
+absl::StatusOr<Consumption> ConsumptionOf(const json& result, int64_t device_memory_mib) {
+  Consumption c;
+  const json& consumed = Field(result, "consumedCapacity");
+  if (!consumed.is_object() || consumed.empty()) {
+    c.memory_mib = device_memory_mib;
+    c.compute_percent = 100;
+    return c;
+  }
+  const json& memory = Field(consumed, std::string(kCapMemory).c_str());
+  const json& compute = Field(consumed, std::string(kCapCompute).c_str());
+  if (memory.is_string()) {
+    absl::StatusOr<int64_t> mib = core::ParseMemoryMiB(memory.get<std::string>());
+    if (!mib.ok()) {
+      return absl::InvalidArgumentError(StrCat(
+          "consumedCapacity.memory \"", memory.get<std::string>(), "\": ", mib.status().message()));
+    }
+    c.memory_mib = *mib;
+  } else {
+    c.memory_mib = device_memory_mib;  // not consumed as capacity: all of it
+  }
+  if (compute.is_string()) {
+    absl::StatusOr<int64_t> percent = core::ParseCount(compute.get<std::string>());
+    if (!percent.ok() || *percent > 100) {
+      return absl::InvalidArgumentError(StrCat("consumedCapacity.compute \"",
+                                               compute.get<std::string>(),
+                                               "\" is not a percentage 0..100"));
+    }
+    c.compute_percent = static_cast<int32_t>(*percent);
+  }
+  c.exclusive = c.memory_mib >= device_memory_mib;
+  if (c.exclusive) {
+    c.memory_mib = device_memory_mib;
+    c.compute_percent = 100;
+  }
+  return c;
+}
+
+DraDriver::DraDriver(ClaimSource& claims, DriverOptions options)
+    : claims_(claims), options_(std::move(options)), checkpoint_(options_.checkpoint_path) {}
+
+void DraDriver::SetGpus(std::shared_ptr<const NodeGpus> gpus, std::shared_ptr<const Pool> pool) {
+  std::vector<DeviceHealthInfo> health;
+  for (const PoolDevice& d : pool->devices) {
+    health.push_back({d.name, d.healthy, d.healthy ? "" : d.health_reason});
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  gpus_ = std::move(gpus);
+  pool_ = std::move(pool);
+  auto same = [](const DeviceHealthInfo& a, const DeviceHealthInfo& b) {
+    return a.device == b.device && a.healthy == b.healthy && a.message == b.message;
+  };
+  if (health.size() != health_.size() ||
+      !std::equal(health.begin(), health.end(), health_.begin(), same)) {
+    health_ = std::move(health);
+    ++health_version_;
+    health_cv_.notify_all();
+  }
+}
+
+bool DraDriver::has_gpus() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return gpus_ != nullptr;
+}
+
+std::string DraDriver::pool_name() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pool_ ? pool_->name : options_.node_name;
+}
+
+std::vector<DeviceHealthInfo> DraDriver::Health(uint64_t* version) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (version) *version = health_version_;
+  return health_;
+}
+
+bool DraDriver::WaitForHealthChange(uint64_t seen, std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return health_cv_.wait_for(lock, timeout, [&] { return health_version_ != seen; });
+}
+
+std::vector<PreparedClaim> DraDriver::Prepared() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<PreparedClaim> out;
+  for (const auto& [uid, c] : prepared_) out.push_back(c);
+  return out;
+}
+
+absl::Status DraDriver::SetDeletionReported(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = prepared_.find(uid);
+  if (it == prepared_.end() || it->second.deletion_reported) return absl::OkStatus();
+  it->second.deletion_reported = true;
+  absl::Status saved = checkpoint_.Save(options_.node_name, prepared_);
+  if (!saved.ok()) it->second.deletion_reported = false;
+  return saved;
+}
+
+absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& claim) const {
+  const json& meta = Field(claim, "metadata");
+  const std::string who = StrCat("ResourceClaim ", ref.ns, "/", ref.name);
+  if (Str(meta, "uid") != ref.uid) {
+    return absl::FailedPreconditionError(
+        StrCat(who, " has UID ", Str(meta, "uid"), ", not ", ref.uid,
+               ": the claim the pod was allocated was deleted and another one made under its "
+               "name; delete the pod so that it is scheduled with the new claim"));
+  }
+  const json& allocation = Field(Field(claim, "status"), "allocation");
+  if (!allocation.is_object()) {
+    return absl::FailedPreconditionError(StrCat(who, " is not allocated"));
+  }
+  PreparedClaim out;
+  out.uid = ref.uid;
+  out.ns = ref.ns;
+  out.name = ref.name;
+  for (const json& r : Field(Field(claim, "status"), "reservedFor")) {
+    if (Str(r, "resource") == "pods") out.pods.push_back({Str(r, "name"), Str(r, "uid")});
+  }
+  for (const json& config : Field(Field(allocation, "devices"), "config")) {
+    if (Str(Field(config, "opaque"), "driver") == kDriverName) {
+      return absl::InvalidArgumentError(
+          StrCat(who, " carries opaque configuration for ", kDriverName, " (from its ",
+                 Str(config, "source") == "FromClass" ? "DeviceClass" : "claim",
+                 "), which tessera does not take: remove it; ask for shares with capacity "
+                 "requests (memory, compute)"));
+    }
+  }
+  const json& results = Field(Field(allocation, "devices"), "results");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const json& r = results[i];
+    if (Str(r, "driver") != kDriverName) continue;
+    const std::string device = Str(r, "device");
+    const std::string pool = Str(r, "pool");
+    if (pool != pool_->name) {
+      return absl::FailedPreconditionError(StrCat(who, ": device ", device, " is in pool ", pool,
+                                                  ", not in this node's pool ", pool_->name));
+    }
+    const PoolDevice* d = pool_->Find(device);
+    if (d == nullptr) {
+      return absl::NotFoundError(
+          StrCat(who, ": device ", device, " is not among the devices node ", options_.node_name,
+                 " publishes (its GPUs changed since the claim was allocated?): delete the pod "
+                 "and its claim so that it is allocated again"));
+    }
+    if (!d->healthy) {
+      spdlog::warn("{}: device {} is unhealthy ({}); prepared as allocated", who, device,
+                   d->health_reason);
+    }
+    PreparedDevice p;
+    p.request = Str(r, "request");
+    p.pool = pool;
+    p.device = device;
+    p.share_id = Str(r, "shareID");
+    p.gpu_uuid = d->gpu_uuid;
+    p.gpu_index = gpus_->gpus[d->gpu_index].spec.index;
+    if (d->mig) {
+      p.mig = true;
+      p.mig_profile = d->mig_profile;
+      p.mig_start = d->placement.start;
+      p.exclusive = true;
+      p.memory_mib = d->memory_mib;
+      p.compute_percent = d->compute_percent;
+    } else {
+      absl::StatusOr<Consumption> use = ConsumptionOf(r, d->memory_mib);
+      if (!use.ok()) {
+        return absl::InvalidArgumentError(
+            StrCat(who, ": results[", i, "] (", device, "): ", use.status().message()));
+      }
+      p.exclusive = use->exclusive;
+      p.memory_mib = use->memory_mib;
+      p.compute_percent = use->compute_percent;
+    }
+    out.devices.push_back(std::move(p));
+  }
+  if (out.devices.empty()) {
+    return absl::FailedPreconditionError(
+        StrCat(who, " has no device of driver ", kDriverName, " allocated"));
+  }
+  return out;
+}
+
+std::string DraDriver::Conflict(const PreparedClaim& claim) const {
+  // Everything else prepared, by GPU.
+  std::map<std::string, std::vector<Use>> by_gpu;
+  for (const auto& [uid, other] : prepared_) {
+    if (uid == claim.uid) continue;
+    for (const PreparedDevice& d : other.devices) by_gpu[d.gpu_uuid].push_back({&other, &d});
+  }
+  // The claim's own devices count against each other too.
+  for (const PreparedDevice& d : claim.devices) by_gpu[d.gpu_uuid].push_back({&claim, &d});
+
+  for (const auto& [uuid, uses] : by_gpu) {
+    bool mine = false;
+    for (const Use& u : uses) mine = mine || u.claim == &claim;
+    if (!mine) continue;
+    const DiscoveredGpu* gpu = nullptr;
+    for (const DiscoveredGpu& g : gpus_->gpus) {
+      if (g.spec.uuid == uuid) gpu = &g;
+    }
+    int64_t memory = 0;
+    int32_t compute = 0;
+    for (size_t i = 0; i < uses.size(); ++i) {
+      const PreparedDevice& a = *uses[i].device;
+      if (!a.exclusive && !a.mig) {
+        memory += a.memory_mib;
+        compute += a.compute_percent;
+      }
+      for (size_t k = i + 1; k < uses.size(); ++k) {
+        if (uses[i].claim != &claim && uses[k].claim != &claim) continue;  // not ours to judge
+        const PreparedDevice& b = *uses[k].device;
+        bool overlap = false;
+        if (a.mig && b.mig) {
+          const core::MigModel* model = gpu ? core::FindMigModel(gpu->spec.model) : nullptr;
+          overlap = model == nullptr ||
+                    core::MigInstancesConflict(*model,
+                                               {static_cast<int8_t>(model->Find(a.mig_profile)),
+                                                static_cast<int8_t>(a.mig_start)},
+                                               {static_cast<int8_t>(model->Find(b.mig_profile)),
+                                                static_cast<int8_t>(b.mig_start)});
+        } else {
+          overlap = a.mig || b.mig || a.exclusive || b.exclusive;
+        }
+        if (!overlap) continue;
+        const Use& other = uses[i].claim == &claim ? uses[k] : uses[i];
+        const Use& own = uses[i].claim == &claim ? uses[i] : uses[k];
+        if (other.claim == &claim) {
+          return StrCat("devices ", a.device, " and ", b.device, " of the claim overlap on GPU ",
+                        uuid);
+        }
+        return StrCat("device ", own.device->device, " (GPU ", own.device->gpu_index, ", ", uuid,
+                      ") is still prepared on this node for ResourceClaim ",
+                      other.claim->Describe(), PodsOf(*other.claim), " as ", other.device->device,
+                      ": the two allocations overlap (was that claim deleted while its pod "
+                      "runs?). This claim is prepared once that pod has ended and the kubelet "
+                      "has released it; delete that pod to free the GPU now");
+      }
+    }
+    if (gpu && (memory > gpu->spec.memory_mib || compute > 100)) {
+      std::vector<std::string> holders;
+      for (const Use& u : uses) {
+        if (u.claim != &claim && !u.device->exclusive) holders.push_back(u.claim->Describe());
+      }
+      return StrCat("GPU ", gpu->spec.index, " (", uuid, ") would hold shares of ", memory,
+                    " MiB and ", compute, "% compute, more than its ", gpu->spec.memory_mib,
+                    " MiB and 100%; it already serves ResourceClaim(s) ", StrJoin(holders, ", "),
+                    " (was one deleted while its pod runs?). This claim is prepared once they "
+                    "are released");
+    }
+  }
+  return "";
+}
+
+absl::Status DraDriver::OpenSegments(const PreparedClaim& claim) {
+  if (claim.share_dir.empty() || !options_.edits.shares.shim) return absl::OkStatus();
+  std::map<std::string, std::pair<int64_t, int32_t>> shares;
+  for (const PreparedDevice& d : claim.devices) {
+    if (d.exclusive || d.mig) continue;
+    shares[d.gpu_uuid].first += d.memory_mib;
+    shares[d.gpu_uuid].second += d.compute_percent;
+  }
+  std::vector<std::unique_ptr<shim::Segment>> open;
+  for (const auto& [uuid, use] : shares) {
+    shim::SegmentOptions opt;
+    opt.pod_uid = claim.uid;
+    opt.limits.memory_limit_bytes = static_cast<uint64_t>(use.first) << 20;
+    opt.limits.compute_limit_permille =
+        use.second > 0 && use.second < 100 ? static_cast<uint32_t>(use.second) * 10 : 0;
+    absl::StatusOr<std::unique_ptr<shim::Segment>> seg =
+        shim::Segment::Create(claim.share_dir, uuid, opt);
+    if (!seg.ok()) {
+      return absl::InternalError(StrCat("the shim's files for GPU ", uuid, " in ", claim.share_dir,
+                                        ": ", seg.status().message()));
+    }
+    open.push_back(std::move(*seg));
+  }
+  segments_[claim.uid] = std::move(open);
+  return absl::OkStatus();
+}
+
+absl::Status DraDriver::WriteSpec(const PreparedClaim& claim) const {
+  TESSERA_ASSIGN_OR_RETURN(CdiSpec spec, ClaimCdiSpec(claim, *gpus_, options_.edits));
+  spec.annotations[kPreparedClaimAnnotation] = PreparedClaimToJson(claim).dump();
+  return WriteCdiSpec(options_.cdi_dir, claim.cdi_file, spec);
+}
+
+absl::Status DraDriver::Materialize(PreparedClaim* claim) {
+  AssignCdiIds(options_.edits, claim);
+  claim->cdi_file = TransientSpecFileName(kCdiVendor, kCdiClass, claim->uid);
+  const bool shares = std::any_of(claim->devices.begin(), claim->devices.end(),
+                                  [](const PreparedDevice& d) { return !d.exclusive && !d.mig; });
+  if (shares && options_.edits.shares.shim) {
+    claim->share_dir = (fs::path(options_.claims_dir) / claim->uid).string();
+  }
+  absl::Status status = OpenSegments(*claim);
+  if (status.ok()) status = WriteSpec(*claim);
+  return status;
+}
+
+void DraDriver::RemoveFiles(const PreparedClaim& claim) {
+  segments_.erase(claim.uid);
+  if (!claim.cdi_file.empty()) {
+    absl::Status removed = RemoveCdiSpec(options_.cdi_dir, claim.cdi_file);
+    if (!removed.ok()) spdlog::error("claim {}: {}", claim.Describe(), removed.message());
+  }
+  if (!claim.share_dir.empty()) {
+    absl::Status removed = shim::RemovePodSegments(claim.share_dir);
+    if (!removed.ok()) spdlog::error("claim {}: {}", claim.Describe(), removed.message());
+    std::error_code ec;
+    fs::remove_all(claim.share_dir, ec);
+  }
+}
+
+std::map<std::string, DraDriver::ClaimAnswer> DraDriver::Prepare(
+    const std::vector<ClaimRef>& claims) {
+  std::map<std::string, ClaimAnswer> out;
+  for (const ClaimRef& ref : claims) {
+    ClaimAnswer& answer = out[ref.uid];
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = prepared_.find(ref.uid);
+      if (it != prepared_.end()) {
+        answer.devices = it->second.devices;  // prepared before (a kubelet retry or restart)
+        continue;
+      }
+      if (!gpus_) {
+        answer.error = "the agent has not discovered this node's GPUs yet; the kubelet retries";
+        continue;
+      }
+    }
+    // The API read happens outside the lock: other claims go on meanwhile.
+    absl::StatusOr<json> claim = claims_.GetClaim(ref.ns, ref.name);
+    if (!claim.ok()) {
+      answer.error = absl::IsNotFound(claim.status())
+                         ? StrCat("ResourceClaim ", ref.ns, "/", ref.name, " (", ref.uid,
+                                  ") no longer exists: delete the pod that uses it")
+                         : StrCat("reading ResourceClaim ", ref.ns, "/", ref.name, ": ",
+                                  claim.status().message());
+      ++refused_total_;
+      spdlog::error("prepare: {}", answer.error);
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = prepared_.find(ref.uid); it != prepared_.end()) {  // a parallel call did it
+      answer.devices = it->second.devices;
+      continue;
+    }
+    absl::StatusOr<PreparedClaim> built = Build(ref, *claim);
+    std::string error;
+    if (!built.ok()) {
+      error = std::string(built.status().message());
+    } else if (std::string conflict = Conflict(*built); !conflict.empty()) {
+      error = StrCat("ResourceClaim ", built->Describe(), ": ", conflict);
+    } else if (absl::Status made = Materialize(&*built); !made.ok()) {
+      error = StrCat("ResourceClaim ", built->Describe(), ": ", made.message());
+      RemoveFiles(*built);
+    } else {
+      prepared_[built->uid] = *built;
+      absl::Status saved = checkpoint_.Save(options_.node_name, prepared_);
+      if (!saved.ok()) {
+        prepared_.erase(built->uid);
+        RemoveFiles(*built);
+        error = StrCat("ResourceClaim ", built->Describe(),
+                       ": cannot record it in the "
+                       "checkpoint (",
+                       saved.message(), ")");
+      }
+    }
+    if (!error.empty()) {
+      answer.error = error;
+      ++refused_total_;
+      spdlog::error("prepare: {}", error);
+      continue;
+    }
+    answer.devices = built->devices;
+    ++prepared_total_;
+    std::vector<std::string> what;
+    for (const PreparedDevice& d : built->devices) {
+      what.push_back(d.exclusive
+                         ? StrCat(d.device, " (whole)")
+                         : StrCat(d.device, " (", d.memory_mib, " MiB, ", d.compute_percent, "%)"));
+    }
+    spdlog::info("prepared claim {}: {}", built->Describe(), StrJoin(what, ", "));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> DraDriver::Unprepare(const std::vector<ClaimRef>& claims) {
+  std::map<std::string, std::string> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const ClaimRef& ref : claims) {
+    out[ref.uid] = "";
+    auto it = prepared_.find(ref.uid);
+    if (it == prepared_.end()) continue;  // not prepared (or already unprepared): done
+    PreparedClaim claim = it->second;
+    prepared_.erase(it);
+    absl::Status saved = checkpoint_.Save(options_.node_name, prepared_);
+    if (!saved.ok()) {
+      prepared_[claim.uid] = claim;
+      out[ref.uid] = StrCat("cannot record the release of ResourceClaim ", claim.Describe(),
+                            " in the checkpoint: ", saved.message());
+      spdlog::error("unprepare: {}", out[ref.uid]);
+      continue;
+    }
+    RemoveFiles(claim);
+    ++unprepared_total_;
+    spdlog::info("unprepared claim {}", claim.Describe());
+  }
+  return out;
+}
+
+void DraDriver::ReapSegments() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [uid, segs] : segments_) {
+    for (auto& s : segs) {
+      shim::ReapResult r = s->Reap();
+      if (r.slots > 0) {
+        spdlog::info("claim {} GPU {}: {} dead process(es) released {} bytes", uid, s->gpu_uuid(),
+                     r.slots, r.bytes);
+      }
+    }
+  }
+}
+
+absl::StatusOr<RestoreReport> DraDriver::Restore() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!gpus_) return absl::FailedPreconditionError("Restore needs the node's GPUs first");
+  RestoreReport report;
+  absl::StatusOr<std::map<std::string, PreparedClaim>> loaded =
+      checkpoint_.Load(options_.node_name);
+  const std::vector<std::string> spec_ids =
+      ListTransientSpecIds(options_.cdi_dir, kCdiVendor, kCdiClass);
+  if (loaded.ok()) {
+    prepared_ = std::move(*loaded);
+  } else {
+    // Rebuild from the specs, which carry the same record; keep the bad file for a person.
+    report.checkpoint_error = std::string(loaded.status().message());
+    report.moved_to = StrCat(checkpoint_.path(), ".unreadable-", std::time(nullptr));
+    std::error_code ec;
+    fs::rename(checkpoint_.path(), report.moved_to, ec);
+    if (ec) report.moved_to.clear();
+    prepared_.clear();
+    for (const std::string& id : spec_ids) {
+      absl::StatusOr<CdiSpec> spec = ReadCdiSpec(
+          (fs::path(options_.cdi_dir) / TransientSpecFileName(kCdiVendor, kCdiClass, id)).string());
+      if (!spec.ok()) continue;
+      auto it = spec->annotations.find(kPreparedClaimAnnotation);
+      if (it == spec->annotations.end()) continue;
+      json record = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+      absl::StatusOr<PreparedClaim> claim = PreparedClaimFromJson(record);
+      if (claim.ok() && claim->uid == id) prepared_[claim->uid] = std::move(*claim);
+    }
+    TESSERA_RETURN_IF_ERROR(checkpoint_.Save(options_.node_name, prepared_));
+  }
+  report.claims = static_cast<int>(prepared_.size());
+  // Leftovers of work that never finished.
+  for (const std::string& id : spec_ids) {
+    if (prepared_.count(id)) continue;
+    if (RemoveCdiSpec(options_.cdi_dir, TransientSpecFileName(kCdiVendor, kCdiClass, id)).ok()) {
+      ++report.leaked_specs_removed;
+    }
+  }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.claims_dir, ec)) {
+    const std::string uid = entry.path().filename().string();
+    if (!entry.is_directory() || !ValidUid(uid) || prepared_.count(uid)) continue;
+    (void)shim::RemovePodSegments(entry.path().string());
+    std::error_code rm;
+    fs::remove_all(entry.path(), rm);
+    ++report.leaked_dirs_removed;
+  }
+  // What is prepared has its files.
+  for (auto& [uid, claim] : prepared_) {
+    absl::Status seg = OpenSegments(claim);
+    if (!seg.ok()) spdlog::error("restoring claim {}: {}", claim.Describe(), seg.message());
+    const std::string spec = (fs::path(options_.cdi_dir) / claim.cdi_file).string();
+    if (claim.cdi_file.empty() || fs::exists(spec, ec)) continue;
+    absl::Status written = WriteSpec(claim);
+    if (written.ok()) {
+      ++report.specs_rewritten;
+    } else {
+      spdlog::error("restoring claim {}: its CDI spec cannot be written again: {}",
+                    claim.Describe(), written.message());
+    }
+  }
+  return report;
+}
+
+}  // namespace tessera::agent::dra

@@ -1,0 +1,154 @@
+// The kubelet plugin's logic, without the gRPC (plugin_server.h serves it): prepare and unprepare
+// ResourceClaims on this node, keep what is prepared across restarts, report device health.
+//
+// NodePrepareResources for a claim (idempotent: a claim already prepared is answered from the
+// record, also after an agent restart):
+//   1. read the ResourceClaim from the API server (its UID must be the one the kubelet asked
+//      for: a claim deleted and created again under the same name is another claim), take the
+//      allocation's results for this driver, each on this node's pool and a device it publishes;
+//   2. check it against everything else prepared here: the driver is the last guard against one
+//      device given to two unrelated claims (an allocator's bug, or a claim deleted while its pod
+//      still runs and its device allocated again). A whole GPU, a MIG instance and shares of one
+//      GPU exclude each other; shares of one GPU together stay within its memory and compute;
+//   3. for shares: the shim's segments (src/shim/segments.h) in <claims dir>/<claim UID>;
+//   4. the claim's CDI spec (claim_edits.h) in the node's CDI directory, then the checkpoint;
+//   5. answer with each device's CDI ids.
+// A failure names the claim, the device and what to do; the kubelet shows it in the pod's
+// FailedPrepareDynamicResources event and retries.
+//
+// NodeUnprepareResources removes the record (checkpoint first), the spec and the segments; a
+// claim that is not prepared is not an error.
+//
+// Thread-safe: the kubelet calls in parallel; API reads happen outside the lock, the checks and
+// writes under it, so two claims racing for one device are decided one after the other.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "agent/discovery/discovery.h"
+#include "agent/dra/checkpoint.h"
+#include "agent/dra/claim_edits.h"
+#include "agent/dra/pool.h"
+#include "nlohmann/json.hpp"
+#include "shim/segments.h"
+
+namespace tessera::agent::dra {
+
+// Where ResourceClaims come from (the API server; tests give their own).
+class ClaimSource {
+ public:
+  virtual ~ClaimSource() = default;
+  // The ResourceClaim (resource.k8s.io/v1). NotFound when it does not exist.
+  [[nodiscard]] virtual absl::StatusOr<nlohmann::json> GetClaim(const std::string& ns,
+                                                                const std::string& name) = 0;
+};
+
+struct ClaimRef {
+  std::string ns;
+  std::string uid;
+  std::string name;
+};
+
+struct DriverOptions {
+  std::string node_name;
+  std::string cdi_dir = "/var/run/cdi";
+  std::string claims_dir = "/run/tessera/claims";  // host tmpfs: <claim UID>/{limits,ledger}
+  std::string checkpoint_path;                     // required
+  EditOptions edits;
+};
+
+struct DeviceHealthInfo {
+  std::string device;
+  bool healthy = true;
+  std::string message;
+};
+
+// What Restore found and did, for the logs and the Node's event.
+struct RestoreReport {
+  int claims = 0;                // prepared claims known after the restore
+  int specs_rewritten = 0;       // CDI specs of prepared claims that were missing
+  int leaked_specs_removed = 0;  // specs of claims nobody prepared (a crash mid-way)
+  int leaked_dirs_removed = 0;   // segment folders of claims nobody prepared
+  std::string checkpoint_error;  // the checkpoint could not be read (then rebuilt from specs)
+  std::string moved_to;          // where the unreadable checkpoint was moved
+};
+
+class DraDriver {
+ public:
+  DraDriver(ClaimSource& claims, DriverOptions options);
+
+  // What discovery found and the pool published from it (the devices claims are allocated).
+  void SetGpus(std::shared_ptr<const NodeGpus> gpus, std::shared_ptr<const Pool> pool);
+  bool has_gpus() const;
+  // The pool's name (the node's), for the health stream.
+  std::string pool_name() const;
+
+  // Once, after the first SetGpus and before serving: the checkpoint (or, if unreadable, the
+  // claims' CDI specs), missing specs written again, leftovers of unfinished work removed.
+  [[nodiscard]] absl::StatusOr<RestoreReport> Restore();
+
+  struct ClaimAnswer {
+    std::vector<PreparedDevice> devices;
+    std::string error;  // non-empty: not prepared
+  };
+  // Keyed by claim UID; every claim asked is answered.
+  std::map<std::string, ClaimAnswer> Prepare(const std::vector<ClaimRef>& claims);
+  // Keyed by claim UID; "" for done.
+  std::map<std::string, std::string> Unprepare(const std::vector<ClaimRef>& claims);
+
+  // Every published device's health; `version` changes whenever any of it does.
+  std::vector<DeviceHealthInfo> Health(uint64_t* version) const;
+  // Waits until the health version differs from `seen` or the timeout; true if it changed.
+  bool WaitForHealthChange(uint64_t seen, std::chrono::milliseconds timeout) const;
+
+  std::vector<PreparedClaim> Prepared() const;
+  [[nodiscard]] absl::Status SetDeletionReported(const std::string& uid);
+  // The shim's maintenance (contract.h): frees the ledger slots of dead processes.
+  void ReapSegments();
+
+  int64_t prepared_total() const { return prepared_total_.load(); }
+  int64_t refused_total() const { return refused_total_.load(); }
+  int64_t unprepared_total() const { return unprepared_total_.load(); }
+
+ private:
+  absl::StatusOr<PreparedClaim> Build(const ClaimRef& ref, const nlohmann::json& claim) const;
+  std::string Conflict(const PreparedClaim& claim) const;    // under mu_
+  absl::Status Materialize(PreparedClaim* claim);            // under mu_: segments, spec
+  absl::Status WriteSpec(const PreparedClaim& claim) const;  // under mu_
+  void RemoveFiles(const PreparedClaim& claim);              // under mu_
+  absl::Status OpenSegments(const PreparedClaim& claim);     // under mu_
+
+  ClaimSource& claims_;
+  DriverOptions options_;
+  Checkpoint checkpoint_;
+  mutable std::mutex mu_;
+  mutable std::condition_variable health_cv_;
+  std::shared_ptr<const NodeGpus> gpus_;
+  std::shared_ptr<const Pool> pool_;
+  uint64_t health_version_ = 0;
+  std::vector<DeviceHealthInfo> health_;
+  std::map<std::string, PreparedClaim> prepared_;  // by claim UID
+  std::map<std::string, std::vector<std::unique_ptr<shim::Segment>>> segments_;
+  std::atomic<int64_t> prepared_total_{0}, refused_total_{0}, unprepared_total_{0};
+};
+
+// The consumed share of one allocation result, from its consumedCapacity ("4Gi", "25"), for a
+// device with `device_memory_mib`: exclusive when it takes all of the memory (or the result has
+// no consumed capacity: an allocator that does not share).
+struct Consumption {
+  bool exclusive = true;
+  int64_t memory_mib = 0;
+  int32_t compute_percent = 0;
+};
+[[nodiscard]] absl::StatusOr<Consumption> ConsumptionOf(const nlohmann::json& result,
+                                                        int64_t device_memory_mib);
+
+}  // namespace tessera::agent::dra

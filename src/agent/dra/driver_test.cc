@@ -1,0 +1,445 @@
+#include "agent/dra/driver.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "agent/discovery/fake_gpus_file.h"
+#include "agent/dra/names.h"
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shim/segments.h"
+
+namespace tessera::agent::dra {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// The API server's claims as the test writes them; counts reads.
+class FakeClaims : public ClaimSource {
+ public:
+  absl::StatusOr<json> GetClaim(const std::string& ns, const std::string& name) override {
+    ++reads;
+    auto it = claims.find(ns + "/" + name);
+    if (it == claims.end()) return absl::NotFoundError("resourceclaims \"" + name + "\" not found");
+    return it->second;
+  }
+  std::map<std::string, json> claims;
+  int reads = 0;
+};
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+NodeGpus H100s() {
+  const std::string path =
+      std::string(TESSERA_SOURCE_DIR) + "/test/controlplane/gpus/h100-8x-nvswitch.json";
+  absl::StatusOr<NodeGpus> gpus = ParseFakeGpusFile(ReadText(path), path);
+  EXPECT_TRUE(gpus.ok()) << gpus.status();
+  return *gpus;
+}
+
+std::string Uid(int n) { return fmt::format("0e1c2a9e-0000-4000-8000-{:012d}", n); }
+
+// A claim as kube-scheduler leaves it: allocated, reserved for a pod.
+json Claim(const std::string& name, int uid, const std::vector<json>& results,
+           const std::string& node = "node-a") {
+  json r = json::array();
+  for (json result : results) {
+    result["driver"] = std::string(kDriverName);
+    if (!result.contains("pool")) result["pool"] = node;
+    if (!result.contains("request")) result["request"] = "gpu";
+    r.push_back(result);
+  }
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceClaim"},
+          {"metadata", {{"name", name}, {"namespace", "ns"}, {"uid", Uid(uid)}}},
+          {"status",
+           {{"allocation", {{"devices", {{"results", r}}}}},
+            {"reservedFor",
+             {{{"resource", "pods"}, {"name", name + "-pod"}, {"uid", Uid(1000 + uid)}}}}}}};
+}
+
+json Share(const std::string& device, const std::string& memory, const std::string& compute) {
+  json consumed = {{"memory", memory}};
+  if (!compute.empty()) consumed["compute"] = compute;
+  return {{"device", device},
+          {"shareID", "5a1e0000-0000-4000-8000-000000000001"},
+          {"consumedCapacity", consumed}};
+}
+
+class DriverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("dra-driver-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "lib/shim");
+    fs::create_directories(dir_ / "lib/driver");
+    for (const char* f : {"lib/shim/libtessera-cuda.so", "lib/shim/libtessera-nvml.so",
+                          "lib/driver/libcuda.so.1", "lib/driver/libnvidia-ml.so.1"}) {
+      std::ofstream(dir_ / f) << "ELF";
+    }
+    options_.node_name = "node-a";
+    options_.cdi_dir = (dir_ / "cdi").string();
+    options_.claims_dir = (dir_ / "claims").string();
+    options_.checkpoint_path = (dir_ / "plugin/checkpoint.json").string();
+    options_.edits.dev_dir = "/hostdev";
+    options_.edits.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
+      if (path == "/hostdev/nvidia-uvm-tools") return absl::NotFoundError(path + ": no such file");
+      const std::string name = path.substr(path.rfind('/') + 1);
+      if (name == "nvidiactl") return DeviceNumber{'c', 195, 255};
+      if (name == "nvidia-uvm") return DeviceNumber{'c', 508, 0};
+      return DeviceNumber{'c', 195, std::stoll(name.substr(6))};
+    };
+    options_.edits.shares.shim_dir = (dir_ / "lib/shim").string();
+    options_.edits.shares.driver_lib_dir = (dir_ / "lib/driver").string();
+    gpus_ = std::make_shared<const NodeGpus>(H100s());
+    pool_ = std::make_shared<const Pool>(BuildPool(*gpus_, {.node_name = "node-a"}));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<DraDriver> NewDriver() {
+    auto d = std::make_unique<DraDriver>(claims_, options_);
+    d->SetGpus(gpus_, pool_);
+    absl::StatusOr<RestoreReport> r = d->Restore();
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok()) report_ = *r;
+    return d;
+  }
+
+  DraDriver::ClaimAnswer PrepareOne(DraDriver& d, const std::string& name) {
+    const json& c = claims_.claims.at("ns/" + name);
+    ClaimRef ref{"ns", c["metadata"]["uid"], name};
+    auto answers = d.Prepare({ref});
+    EXPECT_EQ(answers.size(), 1u);
+    return answers[ref.uid];
+  }
+
+  json SpecOf(const std::string& uid) {
+    return json::parse(ReadText(options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + uid + ".json"));
+  }
+
+  fs::path dir_;
+  FakeClaims claims_;
+  DriverOptions options_;
+  std::shared_ptr<const NodeGpus> gpus_;
+  std::shared_ptr<const Pool> pool_;
+  RestoreReport report_;
+};
+
+TEST_F(DriverTest, AWholeGpuClaimGetsItsDeviceNodeAndVisibleDevices) {
+  auto d = NewDriver();
+  claims_.claims["ns/whole"] = Claim("whole", 1, {{{"device", "gpu-3"}}});
+  DraDriver::ClaimAnswer a = PrepareOne(*d, "whole");
+  ASSERT_EQ(a.error, "");
+  ASSERT_EQ(a.devices.size(), 1u);
+  EXPECT_EQ(a.devices[0].device, "gpu-3");
+  EXPECT_EQ(a.devices[0].pool, "node-a");
+  EXPECT_EQ(a.devices[0].request, "gpu");
+  EXPECT_TRUE(a.devices[0].exclusive);
+  EXPECT_THAT(a.devices[0].cdi_ids, ElementsAre("k8s.gpu.tessera.dev/gpu=" + Uid(1) + "-gpu-3"));
+
+  json spec = SpecOf(Uid(1));
+  EXPECT_EQ(spec["cdiVersion"], "0.6.0");
+  EXPECT_EQ(spec["kind"], "k8s.gpu.tessera.dev/gpu");
+  ASSERT_EQ(spec["devices"].size(), 1u);
+  EXPECT_EQ(spec["devices"][0]["name"], Uid(1) + "-gpu-3");
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"],
+            json::parse(R"([{"path": "/dev/nvidia3", "hostPath": "/hostdev/nvidia3", "type": "c",
+                             "major": 195, "minor": 3, "permissions": "rw"}])"));
+  EXPECT_EQ(spec["containerEdits"]["env"],
+            json::parse(R"(["NVIDIA_VISIBLE_DEVICES=GPU-23eb7164-3ac5-c727-15d2-5341edc5fe85"])"));
+  ASSERT_EQ(spec["containerEdits"]["deviceNodes"].size(), 2u);  // nvidiactl, nvidia-uvm
+  EXPECT_EQ(spec["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidiactl");
+  EXPECT_FALSE(spec["containerEdits"].contains("mounts")) << "no shim for a whole GPU";
+  EXPECT_FALSE(fs::exists(fs::path(options_.claims_dir) / Uid(1)));
+
+  // Idempotent: the kubelet asks again (a retry, a restart) and gets the same answer without the
+  // claim being read again, even after it is gone from the API server.
+  claims_.claims.erase("ns/whole");
+  const int reads = claims_.reads;
+  auto again = d->Prepare({{"ns", Uid(1), "whole"}});
+  EXPECT_EQ(again[Uid(1)].error, "");
+  EXPECT_EQ(again[Uid(1)].devices, a.devices);
+  EXPECT_EQ(claims_.reads, reads);
+  EXPECT_EQ(d->prepared_total(), 1);
+}
+
+TEST_F(DriverTest, AShareGetsTheShimItsSegmentsAndItsLimits) {
+  auto d = NewDriver();
+  claims_.claims["ns/share"] = Claim("share", 2, {Share("gpu-0", "4Gi", "25")});
+  DraDriver::ClaimAnswer a = PrepareOne(*d, "share");
+  ASSERT_EQ(a.error, "");
+  ASSERT_EQ(a.devices.size(), 1u);
+  EXPECT_FALSE(a.devices[0].exclusive);
+  EXPECT_EQ(a.devices[0].memory_mib, 4096);
+  EXPECT_EQ(a.devices[0].compute_percent, 25);
+  EXPECT_EQ(a.devices[0].share_id, "5a1e0000-0000-4000-8000-000000000001");
+
+  // The shim's files: one segment with the share's caps.
+  const std::string share_dir = options_.claims_dir + "/" + Uid(2);
+  absl::StatusOr<std::unique_ptr<shim::Segment>> seg =
+      shim::Segment::Open(share_dir, gpus_->gpus[0].spec.uuid);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  shim::SegmentInfo info = (*seg)->Inspect();
+  EXPECT_EQ(info.limits.memory_limit_bytes, 4ULL << 30);
+  EXPECT_EQ(info.limits.compute_limit_permille, 250u);
+  EXPECT_EQ(info.pod_uid, Uid(2));
+
+  json spec = SpecOf(Uid(2));
+  const json& e = spec["containerEdits"];
+  EXPECT_EQ(e["env"],
+            json::parse(R"(["NVIDIA_VISIBLE_DEVICES=GPU-3fcb4b70-f79a-7ffc-e71b-9592244ececa",
+                                      "TESSERA_GPU_SHARING=shim", "TESSERA_GPU_MEMORY_LIMIT_MIB=4096",
+                                      "TESSERA_GPU_COMPUTE_PERCENT=25"])"));
+  std::vector<std::string> mounts;
+  for (const json& m : e["mounts"]) {
+    mounts.push_back(m["containerPath"].get<std::string>() + " <- " +
+                     m["hostPath"].get<std::string>().substr(dir_.string().size()) + " " +
+                     m["options"][0].get<std::string>());
+  }
+  EXPECT_THAT(
+      mounts,
+      ElementsAre(
+          "/run/tessera/limits <- /claims/" + Uid(2) + "/limits ro",
+          "/run/tessera/ledger <- /claims/" + Uid(2) + "/ledger rw",
+          "/usr/local/lib/tessera/libtessera-real-cuda.so.1 <- /lib/driver/libcuda.so.1 ro",
+          "/usr/local/lib/tessera/libtessera-real-nvml.so.1 <- /lib/driver/libnvidia-ml.so.1 ro",
+          "/usr/lib/x86_64-linux-gnu/libcuda.so.1 <- /lib/shim/libtessera-cuda.so ro",
+          "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 <- /lib/shim/libtessera-nvml.so ro"));
+  // The record rides along in the spec, for a checkpoint that cannot be read.
+  EXPECT_TRUE(spec["annotations"].contains(kPreparedClaimAnnotation));
+
+  // Nineteen 4Gi shares fit on this 81559 MiB GPU (twenty would not); more memory does not.
+  for (int i = 0; i < 18; ++i) {
+    const std::string name = StrCat("more-", i);
+    claims_.claims["ns/" + name] = Claim(name, 100 + i, {Share("gpu-0", "4Gi", "")});
+    ASSERT_EQ(PrepareOne(*d, name).error, "") << i;
+  }
+  claims_.claims["ns/too-much"] = Claim("too-much", 200, {Share("gpu-0", "10Gi", "")});
+  EXPECT_THAT(PrepareOne(*d, "too-much").error,
+              HasSubstr("would hold shares of 88064 MiB and 25% compute, more than its 81559 MiB"));
+}
+
+TEST_F(DriverTest, TheDriverIsTheLastGuardAgainstOneGpuForTwoClaims) {
+  auto d = NewDriver();
+  claims_.claims["ns/first"] = Claim("first", 3, {{{"device", "gpu-1"}}});
+  ASSERT_EQ(PrepareOne(*d, "first").error, "");
+  // The first claim was deleted while its pod runs, and gpu-1 allocated again.
+  claims_.claims["ns/second"] = Claim("second", 4, {{{"device", "gpu-1"}}});
+  std::string error = PrepareOne(*d, "second").error;
+  EXPECT_THAT(error, HasSubstr("ResourceClaim ns/second (" + Uid(4) + "): device gpu-1 (GPU 1, "));
+  EXPECT_THAT(error, HasSubstr("is still prepared on this node for ResourceClaim ns/first (" +
+                               Uid(3) + "), used by pod ns/first-pod"));
+  EXPECT_THAT(error, HasSubstr("delete that pod to free the GPU now"));
+  EXPECT_FALSE(fs::exists(options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + Uid(4) + ".json"));
+  // A share on it, or a MIG instance of it, is refused as well.
+  claims_.claims["ns/share"] = Claim("share", 5, {Share("gpu-1", "1Gi", "")});
+  EXPECT_THAT(PrepareOne(*d, "share").error, HasSubstr("still prepared on this node"));
+  claims_.claims["ns/mig"] = Claim("mig", 6, {{{"device", "gpu-1-mig-1g-10gb-0"}}});
+  EXPECT_THAT(PrepareOne(*d, "mig").error, HasSubstr("still prepared on this node"));
+  EXPECT_EQ(d->refused_total(), 3);
+
+  // Released by the kubelet when that pod ends: the second claim is prepared on its retry.
+  auto released = d->Unprepare({{"ns", Uid(3), "first"}});
+  EXPECT_EQ(released[Uid(3)], "");
+  EXPECT_EQ(PrepareOne(*d, "second").error, "");
+}
+
+TEST_F(DriverTest, UnprepareRemovesEverythingAndForgetsTheClaim) {
+  auto d = NewDriver();
+  claims_.claims["ns/share"] = Claim("share", 7, {Share("gpu-2", "8Gi", "")});
+  ASSERT_EQ(PrepareOne(*d, "share").error, "");
+  const std::string spec = options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + Uid(7) + ".json";
+  ASSERT_TRUE(fs::exists(spec));
+  ASSERT_TRUE(fs::exists(options_.claims_dir + "/" + Uid(7)));
+  auto out = d->Unprepare({{"ns", Uid(7), "share"}, {"ns", Uid(99), "never-prepared"}});
+  EXPECT_EQ(out[Uid(7)], "");
+  EXPECT_EQ(out[Uid(99)], "");
+  EXPECT_FALSE(fs::exists(spec));
+  EXPECT_FALSE(fs::exists(options_.claims_dir + "/" + Uid(7)));
+  EXPECT_THAT(d->Prepared(), IsEmpty());
+  json checkpoint = json::parse(ReadText(options_.checkpoint_path));
+  EXPECT_EQ(checkpoint["claims"], json::array());
+  EXPECT_EQ(checkpoint["node"], "node-a");
+}
+
+TEST_F(DriverTest, ARestartKeepsWhatIsPreparedAndRemovesWhatIsNot) {
+  {
+    auto d = NewDriver();
+    claims_.claims["ns/a"] = Claim("a", 10, {{{"device", "gpu-4"}}});
+    claims_.claims["ns/b"] = Claim("b", 11, {Share("gpu-5", "2Gi", "50")});
+    ASSERT_EQ(PrepareOne(*d, "a").error, "");
+    ASSERT_EQ(PrepareOne(*d, "b").error, "");
+  }
+  // Between the two lives: a's spec vanished (someone cleaned /var/run/cdi), and a crash left
+  // files of a claim that was never recorded.
+  fs::remove(options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + Uid(10) + ".json");
+  std::ofstream(options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + Uid(12) + ".json") << "{}";
+  fs::create_directories(options_.claims_dir + "/" + Uid(12) + "/limits");
+  std::ofstream(options_.cdi_dir + "/nvidia.com-gpu.json") << "{}";  // not ours: left alone
+
+  claims_.claims.clear();  // the plugin must not need the API server for what it prepared
+  claims_.reads = 0;
+  auto d = NewDriver();
+  EXPECT_EQ(report_.claims, 2);
+  EXPECT_EQ(report_.specs_rewritten, 1);
+  EXPECT_EQ(report_.leaked_specs_removed, 1);
+  EXPECT_EQ(report_.leaked_dirs_removed, 1);
+  EXPECT_EQ(report_.checkpoint_error, "");
+  EXPECT_TRUE(fs::exists(options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + Uid(10) + ".json"));
+  EXPECT_FALSE(fs::exists(options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + Uid(12) + ".json"));
+  EXPECT_FALSE(fs::exists(options_.claims_dir + "/" + Uid(12)));
+  EXPECT_TRUE(fs::exists(options_.cdi_dir + "/nvidia.com-gpu.json"));
+  // No double prepare: the kubelet's retry is answered from the record.
+  auto again = d->Prepare({{"ns", Uid(10), "a"}, {"ns", Uid(11), "b"}});
+  EXPECT_EQ(again[Uid(10)].error, "");
+  EXPECT_EQ(again[Uid(11)].error, "");
+  EXPECT_EQ(again[Uid(11)].devices[0].memory_mib, 2048);
+  EXPECT_EQ(claims_.reads, 0);
+  EXPECT_EQ(d->prepared_total(), 0);
+  // And the guard still knows gpu-4 is taken.
+  claims_.claims["ns/c"] = Claim("c", 13, {{{"device", "gpu-4"}}});
+  EXPECT_THAT(PrepareOne(*d, "c").error,
+              HasSubstr("still prepared on this node for ResourceClaim ns/a"));
+}
+
+TEST_F(DriverTest, AnUnreadableCheckpointIsRebuiltFromTheSpecs) {
+  {
+    auto d = NewDriver();
+    claims_.claims["ns/a"] = Claim("a", 20, {{{"device", "gpu-6"}}});
+    ASSERT_EQ(PrepareOne(*d, "a").error, "");
+  }
+  std::ofstream(options_.checkpoint_path) << "{\"version\": 1, \"claims\": [tru";
+  auto d = NewDriver();
+  EXPECT_THAT(report_.checkpoint_error, HasSubstr("not a JSON object"));
+  EXPECT_THAT(report_.moved_to, HasSubstr("checkpoint.json.unreadable-"));
+  EXPECT_TRUE(fs::exists(report_.moved_to));
+  EXPECT_EQ(report_.claims, 1);
+  ASSERT_EQ(d->Prepared().size(), 1u);
+  EXPECT_EQ(d->Prepared()[0].name, "a");
+  EXPECT_EQ(json::parse(ReadText(options_.checkpoint_path))["claims"].size(), 1u);
+}
+
+TEST_F(DriverTest, ClaimsThatCannotBePreparedSayWhy) {
+  auto d = NewDriver();
+  // Gone from the API server.
+  auto gone = d->Prepare({{"ns", Uid(30), "gone"}});
+  EXPECT_THAT(gone[Uid(30)].error, HasSubstr("ResourceClaim ns/gone (" + Uid(30) +
+                                             ") no longer exists: delete the pod"));
+  // Replaced under the same name.
+  claims_.claims["ns/replaced"] = Claim("replaced", 31, {{{"device", "gpu-0"}}});
+  auto replaced = d->Prepare({{"ns", Uid(32), "replaced"}});
+  EXPECT_THAT(replaced[Uid(32)].error, HasSubstr("has UID " + Uid(31) + ", not " + Uid(32)));
+  // Not allocated.
+  claims_.claims["ns/pending"] = Claim("pending", 33, {});
+  claims_.claims["ns/pending"]["status"].erase("allocation");
+  EXPECT_THAT(PrepareOne(*d, "pending").error, HasSubstr("is not allocated"));
+  // Another node's pool; a device the node does not publish.
+  claims_.claims["ns/elsewhere"] =
+      Claim("elsewhere", 34, {{{"device", "gpu-0"}, {"pool", "node-b"}}});
+  EXPECT_THAT(PrepareOne(*d, "elsewhere").error,
+              HasSubstr("device gpu-0 is in pool node-b, not in this node's pool node-a"));
+  claims_.claims["ns/unknown"] = Claim("unknown", 35, {{{"device", "gpu-12"}}});
+  EXPECT_THAT(PrepareOne(*d, "unknown").error,
+              HasSubstr("device gpu-12 is not among the devices node node-a publishes"));
+  // Opaque configuration for this driver.
+  claims_.claims["ns/config"] = Claim("config", 36, {{{"device", "gpu-0"}}});
+  claims_.claims["ns/config"]["status"]["allocation"]["devices"]["config"] = json::parse(
+      R"([{"source": "FromClaim", "opaque": {"driver": "gpu.tessera.dev", "parameters": {}}}])");
+  EXPECT_THAT(PrepareOne(*d, "config").error,
+              HasSubstr("carries opaque configuration for gpu.tessera.dev (from its claim)"));
+  // A bad consumed capacity.
+  claims_.claims["ns/bad"] = Claim("bad", 37, {Share("gpu-0", "lots", "")});
+  EXPECT_THAT(PrepareOne(*d, "bad").error, HasSubstr("consumedCapacity.memory \"lots\""));
+  // MIG instances are published but not delivered yet.
+  claims_.claims["ns/mig"] = Claim("mig", 38, {{{"device", "gpu-7-mig-3g-40gb-4"}}});
+  EXPECT_THAT(
+      PrepareOne(*d, "mig").error,
+      HasSubstr("is MIG instance 3g.40gb@4 of GPU 7 (GPU-89fb1806-dc3f-e287-2a16-2b8dc835698d): "
+                "this agent does not create or deliver MIG instances yet"));
+  EXPECT_THAT(d->Prepared(), IsEmpty());
+  EXPECT_THAT(ListTransientSpecIds(options_.cdi_dir, kCdiVendor, kCdiClass), IsEmpty());
+  EXPECT_FALSE(fs::exists(options_.claims_dir + "/" + Uid(38)));
+}
+
+TEST_F(DriverTest, AShareWithoutTheShimInstalledIsRefusedUnlessEnforcementIsOff) {
+  fs::remove(dir_ / "lib/shim/libtessera-nvml.so");
+  auto d = NewDriver();
+  claims_.claims["ns/share"] = Claim("share", 40, {Share("gpu-0", "4Gi", "")});
+  std::string error = PrepareOne(*d, "share").error;
+  EXPECT_THAT(error, HasSubstr("the NVML shim " + (dir_ / "lib/shim/libtessera-nvml.so").string() +
+                               " is missing on this node: the share cannot be enforced"));
+  EXPECT_THAT(error, HasSubstr("--share-enforcement=none"));
+  EXPECT_FALSE(fs::exists(options_.claims_dir + "/" + Uid(40)));
+
+  options_.edits.shares.shim = false;
+  auto unenforced = NewDriver();
+  ASSERT_EQ(PrepareOne(*unenforced, "share").error, "");
+  json spec = SpecOf(Uid(40));
+  EXPECT_FALSE(spec["containerEdits"].contains("mounts"));
+  EXPECT_THAT(spec["containerEdits"]["env"].dump(), HasSubstr("TESSERA_GPU_MEMORY_LIMIT_MIB=4096"));
+}
+
+TEST_F(DriverTest, HealthFollowsTheGpus) {
+  auto d = NewDriver();
+  uint64_t v0 = 0;
+  std::vector<DeviceHealthInfo> health = d->Health(&v0);
+  EXPECT_EQ(health.size(), pool_->devices.size());
+  NodeGpus sick = *gpus_;
+  sick.gpus[2].health = {false, {79}, "XID 79: GPU has fallen off the bus"};
+  auto sick_gpus = std::make_shared<const NodeGpus>(sick);
+  d->SetGpus(sick_gpus, std::make_shared<const Pool>(BuildPool(sick, {.node_name = "node-a"})));
+  EXPECT_TRUE(d->WaitForHealthChange(v0, std::chrono::milliseconds(0)));
+  uint64_t v1 = 0;
+  health = d->Health(&v1);
+  EXPECT_NE(v1, v0);
+  int bad = 0;
+  for (const DeviceHealthInfo& h : health) {
+    if (!h.healthy) {
+      ++bad;
+      EXPECT_EQ(h.message, "XID 79: GPU has fallen off the bus");
+    }
+  }
+  EXPECT_EQ(bad, 26);  // gpu-2 and its 25 MIG placements
+  // The same again changes nothing.
+  d->SetGpus(sick_gpus, std::make_shared<const Pool>(BuildPool(sick, {.node_name = "node-a"})));
+  EXPECT_FALSE(d->WaitForHealthChange(v1, std::chrono::milliseconds(0)));
+}
+
+TEST(Consumption, FromTheAllocationResult) {
+  auto c = ConsumptionOf(json::parse(R"({"consumedCapacity": {"memory": "4Gi", "compute": "30"}})"),
+                         81920);
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->exclusive);
+  EXPECT_EQ(c->memory_mib, 4096);
+  EXPECT_EQ(c->compute_percent, 30);
+  c = ConsumptionOf(json::parse(R"({"consumedCapacity": {"memory": "80Gi", "compute": "0"}})"),
+                    81920);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->exclusive);  // a request without capacity: the default is all the memory
+  EXPECT_EQ(c->compute_percent, 100);
+  c = ConsumptionOf(json::parse(R"({"device": "gpu-0"})"), 81920);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->exclusive);
+  EXPECT_FALSE(
+      ConsumptionOf(json::parse(R"({"consumedCapacity": {"memory": "1Gi", "compute": "101"}})"),
+                    81920)
+          .ok());
+}
+
+}  // namespace
+}  // namespace tessera::agent::dra
