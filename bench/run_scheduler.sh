@@ -36,17 +36,19 @@
 #
 # Usage: bench/run_scheduler.sh [--rounds N] [--nodes N] [--pods N] [--share-pods N] [--gangs N]
 #            [--gang-size N] [--churn-rate N] [--limit S] [--phases a,b,...] [--build-dir DIR]
-#            [--tessera-config FILE] [--out DIR]
+#            [--tessera-config FILE] [--out DIR] [--report-only]
 # Defaults: 1 round; 10,000 nodes; 80,000 pods; 40,000 shares; 1,000 gangs of 8; churn 100
 # nodes/s; limit 1,800 s; phases stock,koord,tessera,koord-share,share,koord-gang,gang,churn.
-# Prints one JSON line per run and Markdown tables of medians and ratios.
+# Prints one JSON line per run and Markdown tables of medians and ratios. --report-only runs
+# nothing: it prints the tables from --out DIR's results.jsonl (runs appended there by earlier
+# invocations, or a run stopped part-way), for the phases found in it.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rounds=1 nodes=10000 pods=80000 share_pods=40000 gangs=1000 gang_size=8 churn_rate=100
 limit=1800 phases=stock,koord,tessera,koord-share,share,koord-gang,gang,churn
 build=$root/build/release
-tessera_config="" out=""
+tessera_config="" out="" report_only=0
 while (($#)); do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
@@ -61,12 +63,17 @@ while (($#)); do
     --build-dir) build=$2; shift 2 ;;
     --tessera-config) tessera_config=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --report-only) report_only=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
 
-if [[ $build == "$root/build/release" ]]; then
+if ((report_only)); then
+  [[ -n $out && -s $out/results.jsonl ]] || {
+    echo "--report-only needs --out DIR holding a results.jsonl" >&2; exit 2; }
+fi
+if ((!report_only)) && [[ $build == "$root/build/release" ]]; then
   (cd "$root" && cmake --preset release >/dev/null &&
      nice -n 10 cmake --build --preset release -j2 --target tessera k8s_bench >/dev/null)
 fi
@@ -75,7 +82,7 @@ bench=$build/bench/k8s_bench
 cluster=$root/test/controlplane/cluster.sh
 bin=$("$cluster" bin-dir)
 koord_dir=""
-if [[ ,$phases, == *,koord* ]]; then
+if ((!report_only)) && [[ ,$phases, == *,koord* ]]; then
   koord_dir=$("$root/bench/peers/koordinator/build.sh" | tail -1)
 fi
 out=${out:-$(mktemp -d /tmp/tessera-bench-XXXXXX)}
@@ -255,10 +262,14 @@ EOF
   ((rc == 0)) || echo "phase $phase round $round: not every pod was bound within ${limit}s" >&2
 }
 
-IFS=, read -r -a phase_list <<<"$phases"
-for ((r = 1; r <= rounds; r++)); do
-  for p in "${phase_list[@]}"; do run_phase "$p" "$r"; done
-done
+if ((report_only)); then
+  mapfile -t phase_list < <(jq -r .phase "$out/results.jsonl" | awk '!seen[$0]++')
+else
+  IFS=, read -r -a phase_list <<<"$phases"
+  for ((r = 1; r <= rounds; r++)); do
+    for p in "${phase_list[@]}"; do run_phase "$p" "$r"; done
+  done
+fi
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 m() { jq -r "select(.phase == \"$1\") | $2 // empty" "$out/results.jsonl" | median; }
