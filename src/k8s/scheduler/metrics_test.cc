@@ -80,6 +80,7 @@ TEST(SchedulerMetrics, RenderWhileTheSchedulerThreadUpdates) {
   for (std::thread& t : readers) t.join();
   EXPECT_EQ(m.pods_scheduled.load(), 2000);
   EXPECT_EQ(m.decision_duration.count(), 2000);
+  EXPECT_THAT(m.Render(), HasSubstr("# TYPE tessera_scheduler_decision_cpu_seconds histogram"));
 }
 
 }  // namespace
