@@ -14,7 +14,10 @@
 #   gang         tessera          the same gangs (tessera.dev/gang, gang-size; gang-topology
 #                                 nvlink-domain, required: each gang inside one NVLink domain)
 #   churn        tessera          as `tessera`, while --churn-rate nodes a second change (half a
-#                                 label, half a NoSchedule taint taken off the next second)
+#                                 label, half a NoSchedule taint taken off the next second); the
+#                                 JSON line says how many of these patches the API server had
+#                                 applied by the end (churn_patches_applied[_per_second]): on a
+#                                 busy machine it falls behind the asked rate
 #   stock-churn, koord-churn      the peers under the same churn
 #
 # Every scheduler uses the control plane's admin kubeconfig (koord-scheduler reads Koordinator's
@@ -234,10 +237,15 @@ EOF
     fi
   fi
   touch "$dir/churn.stop"
-  [[ -n $churn_pid ]] && { wait "$churn_pid" 2>/dev/null || true; }
-  churn_pid=""
   stop_pid "$sched_pid"
   sched_pid=""
+  if [[ -n $churn_pid ]]; then
+    # Its figures come within a second or two of the stop file; the changes it still has queued
+    # (the API server falls behind on a busy machine) are not waited for: the cluster goes.
+    for _ in $(seq 100); do [[ -s $dir/churn.json ]] && break; sleep 0.1; done
+    stop_pid "$churn_pid"
+  fi
+  churn_pid=""
   "$cluster" stop "$dir" >/dev/null 2>&1 || echo "cluster.sh stop $dir failed" >&2
   rm -rf "$dir/etcd-data"
   local churn_json='{}'
