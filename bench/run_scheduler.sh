@@ -35,7 +35,8 @@
 # Recorded per phase: the load average (1 min) at its start and end (the machine is shared), the
 # scheduler's, kube-apiserver's and etcd's CPU seconds, the scheduler's resident memory at the end
 # and its peak (VmRSS, VmHWM), and for tessera its own decision-time histogram
-# (tessera_scheduler_decision_duration_seconds: p50 and p99 as the bucket bounds that hold them).
+# (tessera_scheduler_decision_duration_seconds: p50 and p99 as the bucket bounds that hold them)
+# and the scheduler thread's CPU time in the same decisions (tessera_scheduler_decision_cpu_seconds).
 #
 # Usage: bench/run_scheduler.sh [--rounds N] [--nodes N] [--pods N] [--share-pods N] [--gangs N]
 #            [--gang-size N] [--churn-rate N] [--limit S] [--phases a,b,...] [--build-dir DIR]
@@ -228,12 +229,13 @@ EOF
   rss=$(mem_mib "$sched_pid" VmRSS) hwm=$(mem_mib "$sched_pid" VmHWM)
   api_cpu=$(awk -v a="$(cpu_s "$api_pid")" -v b="$api0" 'BEGIN { printf "%.1f", a - b }')
   etcd_cpu=$(awk -v a="$(cpu_s "$etcd_pid")" -v b="$etcd0" 'BEGIN { printf "%.1f", a - b }')
-  local p50=null p99=null decisions=0
+  local p50=null p99=null decisions=0 cpu50=null cpu99=null
   if [[ $sched == tessera ]]; then
     local port
     port=$(sed -n 's|.*/readyz on http://127.0.0.1:\([0-9]*\).*|\1|p' "$dir/scheduler.log" | head -1)
     if [[ -n $port ]] && curl -sf "http://127.0.0.1:$port/metrics" >"$dir/metrics.txt"; then
       read -r p50 p99 decisions < <(quantiles "$dir/metrics.txt" tessera_scheduler_decision_duration_seconds)
+      read -r cpu50 cpu99 _ < <(quantiles "$dir/metrics.txt" tessera_scheduler_decision_cpu_seconds)
     fi
   fi
   touch "$dir/churn.stop"
@@ -257,6 +259,7 @@ EOF
              --argjson sched_cpu "$sched_cpu" --argjson api_cpu "$api_cpu" \
              --argjson etcd_cpu "$etcd_cpu" --argjson rss "$rss" --argjson hwm "$hwm" \
              --argjson p50 "$p50" --argjson p99 "$p99" --argjson decisions "$decisions" \
+             --argjson cpu50 "$cpu50" --argjson cpu99 "$cpu99" \
              --argjson load_start "$load_start" --argjson load_end "$load_end" \
              --argjson churn "$churn_json" \
              '{phase: $phase, scheduler: $scheduler, round: $round, nodes: $nodes,
@@ -264,6 +267,7 @@ EOF
                scheduler_cpu_s: $sched_cpu, apiserver_cpu_s: $api_cpu, etcd_cpu_s: $etcd_cpu,
                scheduler_rss_mib: $rss, scheduler_peak_rss_mib: $hwm,
                decision_p50_s: $p50, decision_p99_s: $p99, decisions: $decisions,
+               decision_cpu_p50_s: $cpu50, decision_cpu_p99_s: $cpu99,
                load_start: $load_start, load_end: $load_end} + $churn + .' \
              "$out/$phase-$round/watch.json")
   echo "$result" | tee -a "$out/results.jsonl"
@@ -282,14 +286,15 @@ fi
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "-"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 m() { jq -r "select(.phase == \"$1\") | $2 // empty" "$out/results.jsonl" | median; }
 echo
-echo "| phase | pods | bound | pods/s | last bind s | scheduler CPU s | RSS MiB (peak) | decision p50 / p99 | apiserver CPU s | etcd CPU s | load start / end |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| phase | pods | bound | pods/s | last bind s | scheduler CPU s | RSS MiB (peak) | decision p50 / p99 | decision CPU p50 / p99 | apiserver CPU s | etcd CPU s | load start / end |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+first() { jq -r "select(.phase == \"$1\") | $2 // \"-\"" "$out/results.jsonl" | head -1; }
 for p in "${phase_list[@]}"; do
-  printf '| %s | %s | %s | %.1f | %.1f | %s | %s (%s) | %s / %s | %s | %s | %s / %s |\n' "$p" \
+  printf '| %s | %s | %s | %.1f | %.1f | %s | %s (%s) | %s / %s | %s / %s | %s | %s | %s / %s |\n' "$p" \
     "$(m "$p" .pods)" "$(m "$p" .bound)" "$(m "$p" .pods_per_second)" "$(m "$p" .last_bind_s)" \
     "$(m "$p" .scheduler_cpu_s)" "$(m "$p" .scheduler_rss_mib)" "$(m "$p" .scheduler_peak_rss_mib)" \
-    "$(jq -r "select(.phase == \"$p\") | .decision_p50_s // \"-\"" "$out/results.jsonl" | head -1)" \
-    "$(jq -r "select(.phase == \"$p\") | .decision_p99_s // \"-\"" "$out/results.jsonl" | head -1)" \
+    "$(first "$p" .decision_p50_s)" "$(first "$p" .decision_p99_s)" \
+    "$(first "$p" .decision_cpu_p50_s)" "$(first "$p" .decision_cpu_p99_s)" \
     "$(m "$p" .apiserver_cpu_s)" "$(m "$p" .etcd_cpu_s)" "$(m "$p" .load_start)" "$(m "$p" .load_end)"
 done
 rate() { m "$1" .pods_per_second | awk '{ if ($1 == "-") print "-"; else printf "%.1f", $1 }'; }
