@@ -45,7 +45,7 @@ asan: setup
 # ThreadSanitizer over the tests labelled `tsan` (the multi-threaded parts).
 tsan: setup
 	cmake --preset tsan >/dev/null
-	cmake --build --preset tsan -j $(JOBS)
+	cmake --build --preset tsan -j $(JOBS) --target tsan_tests
 	ctest --preset tsan -j $(JOBS)
 
 fuzz: setup

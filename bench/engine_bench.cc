@@ -3,7 +3,9 @@
 // iteration releases the oldest live pod and places a new one in its place (steady state), so the
 // figure is placements per second on a busy cluster, not on an empty one. The
 // tessera-off-node0-* rows keep every pod off one node (a tainted control plane), given to the
-// engine as a candidate list or as a NodeSet.
+// engine as a candidate list or as a NodeSet. GangPlaceRelease does the same with gangs of 8 whole
+// GPUs that must each land inside one NVLink domain (the scheduler benchmark's gang phase): one
+// iteration releases the oldest gang and places a new one, so its time is one gang decision.
 //
 //   bench/run_engine.sh   (build/release/bench/engine_bench with 5 repetitions, medians)
 #include <memory>
@@ -107,6 +109,50 @@ void BM_PlaceRelease(benchmark::State& state, std::string policy_name, Restrict 
       placed + failed ? static_cast<double>(failed) / static_cast<double>(placed + failed) : 0;
 }
 
+// Gangs of `size` pods x 1 GPU, required inside one NVLink domain, on a cluster filled to ~60%
+// of its GPUs with such gangs; each iteration releases the oldest gang and places a new one.
+void BM_GangPlaceRelease(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int size = static_cast<int>(state.range(1));
+  const Cluster& cluster = ClusterOf(nodes);
+  Engine engine(cluster, *CreatePolicy("tessera", {}));
+  auto gang = [&](int g) {
+    std::vector<PodRequest> members(size);
+    for (int m = 0; m < size; ++m) {
+      PodRequest& p = members[m];
+      p.name = StrCat("g", g, "-", m);
+      p.cpu_milli = 100;
+      p.memory_mib = 128;
+      p.gpu = GpuAsk::Whole(1);
+      p.gang = GangAsk{StrCat("g", g), size, "nvlink-domain", true};
+    }
+    return members;
+  };
+  std::vector<std::vector<PodRequest>> live;
+  int next = 0;
+  while (static_cast<int64_t>(live.size()) * size < cluster.total_gpus() * 6 / 10) {
+    std::vector<PodRequest> members = gang(next++);
+    if (!engine.PlaceGang(members)[0].placed()) break;
+    live.push_back(std::move(members));
+  }
+  size_t oldest = 0;
+  int64_t placed = 0, failed = 0;
+  for (auto _ : state) {
+    std::vector<PodRequest>& slot = live[oldest];
+    for (const PodRequest& p : slot) (void)engine.Release(p.name);
+    if (engine.PlaceGang(slot)[0].placed()) {
+      ++placed;
+    } else {
+      ++failed;
+    }
+    oldest = (oldest + 1) % live.size();
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.counters["live_pods"] = static_cast<double>(live.size() * size);
+  state.counters["failed_share"] =
+      placed + failed ? static_cast<double>(failed) / static_cast<double>(placed + failed) : 0;
+}
+
 void Register() {
   for (const char* policy : {"tessera", "binpack", "spread", "whole-gpu"}) {
     auto* b = benchmark::RegisterBenchmark(StrCat("PlaceRelease/", policy).c_str(), BM_PlaceRelease,
@@ -131,6 +177,10 @@ void Register() {
     b->Unit(benchmark::kMicrosecond);
     if (how == Restrict::kCandidates) b->MinTime(0.2);
   }
+  auto* g = benchmark::RegisterBenchmark("GangPlaceRelease/tessera", BM_GangPlaceRelease);
+  g->ArgNames({"nodes", "size"});
+  for (int nodes : {1000, 10000}) g->Args({nodes, 8});
+  g->Unit(benchmark::kMicrosecond);
 }
 
 }  // namespace

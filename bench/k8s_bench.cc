@@ -1,17 +1,28 @@
 // Load generator and stopwatch for scheduler benchmarks against a real API server
 // (bench/run_scheduler.sh drives it):
 //
-//   k8s_bench nodes --kubeconfig K --count 1000 --gpus 8            Nodes with status + inventory
-//   k8s_bench pods  --kubeconfig K --namespace ns --count 8000 --scheduler NAME (--gpu 1 |
-//                   --gpu-memory 10Gi)                                 pods, many creates in flight
-//   k8s_bench watch --kubeconfig K --namespace ns --count 8000 --ready-file F --start-file S
-//                                                                      times the bindings
+//   k8s_bench nodes --kubeconfig K --count 10000 --gpus 8 [--koordinator]
+//       Nodes with status and tessera's inventory; their allocatable also has nvidia.com/gpu and
+//       Koordinator's GPU resources, and with --koordinator each gets the Device object that
+//       koordlet would write (koord-scheduler reads GPUs from it).
+//   k8s_bench pods --kubeconfig K --namespace ns --count 80000 --scheduler NAME
+//                  [--flavour tessera|koordinator] (--gpu 1 | --gpu-memory 10Gi)
+//                  [--gang-size 8 [--gang-topology LEVEL]]
+//       Pods, many creates in flight. tessera: tessera.dev/gpu or tessera.dev/gpu-memory and
+//       tessera.dev/gang*; koordinator: nvidia.com/gpu or koordinator.sh/gpu-memory and
+//       gang.scheduling.koordinator.sh/*.
+//   k8s_bench watch --kubeconfig K --namespace ns --count 80000 --ready-file F --start-file S
+//       Times the bindings.
+//   k8s_bench churn --kubeconfig K --count 10000 --rate 100 --stop-file F
+//       Every second, `rate` nodes change: half a label, half a NoSchedule taint (each tainted
+//       node is untainted the next second), until F exists. Prints what it did.
 //
 // `watch` lists and watches the namespace's pods, writes F when it is watching, and records the
 // wall-clock time at which it first sees each pod bound. At the end it reads S (the scheduler's
 // start, epoch nanoseconds, written by the script just before starting it) and prints one JSON
 // line: pods bound, time from start to the first and the last binding, pods per second, and from
-// the tessera.dev/assignment annotations (when present) the GPUs used and any over-commitment.
+// the pods' GPU records (tessera.dev/assignment, or Koordinator's
+// scheduling.koordinator.sh/device-allocated) the GPUs used and any over-commitment.
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -21,7 +32,9 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "common/random.h"
 #include "common/strings.h"
+#include "core/model/quantity.h"
 #include "k8s/client/config.h"
 #include "k8s/client/http.h"
 #include "k8s/client/informer.h"
@@ -84,8 +97,16 @@ class Runner {
   std::atomic<int> done_{0};
 };
 
-int CreateNodes(ApiClient& client, int count, int gpus, const std::string& prefix,
-                int concurrency) {
+// Koordinator's names (apis/extension in koordinator-sh/koordinator v1.8.0).
+constexpr std::string_view kKoordGpuCore = "koordinator.sh/gpu-core";
+constexpr std::string_view kKoordGpuMemory = "koordinator.sh/gpu-memory";
+constexpr std::string_view kKoordGpuMemoryRatio = "koordinator.sh/gpu-memory-ratio";
+constexpr std::string_view kKoordDeviceAllocated = "scheduling.koordinator.sh/device-allocated";
+constexpr std::string_view kNvidiaGpu = "nvidia.com/gpu";
+constexpr int64_t kGpuMemoryGi = 80;
+
+int CreateNodes(ApiClient& client, int count, int gpus, const std::string& prefix, int concurrency,
+                bool koordinator) {
   auto start = std::chrono::steady_clock::now();
   Runner runner(client, concurrency);
   for (int i = 0; i < count; ++i) {
@@ -99,48 +120,166 @@ int CreateNodes(ApiClient& client, int count, int gpus, const std::string& prefi
                     .Json();
     json status = node["status"];
     node.erase("status");
+    for (const char* list : {"capacity", "allocatable"}) {
+      json& r = status[list];
+      r[std::string(kNvidiaGpu)] = std::to_string(gpus);
+      r[std::string(kKoordGpuCore)] = std::to_string(100 * gpus);
+      r[std::string(kKoordGpuMemoryRatio)] = std::to_string(100 * gpus);
+      r[std::string(kKoordGpuMemory)] = StrCat(kGpuMemoryGi * gpus, "Gi");
+    }
     runner.Submit(HttpRequest{"POST", "/api/v1/nodes", node.dump(), "application/json"},
                   [&runner, name, status](const HttpResponse&) {
                     runner.Submit(HttpRequest{"PATCH", StrCat("/api/v1/nodes/", name, "/status"),
                                               json{{"status", status}}.dump(),
                                               std::string(ContentTypeOf(PatchType::kMerge))});
                   });
+    if (koordinator) {
+      json devices = json::array();
+      for (int g = 0; g < gpus; ++g) {
+        devices.push_back({{"type", "gpu"},
+                           {"id", StrCat("GPU-", name, "-", g)},
+                           {"minor", g},
+                           {"health", true},
+                           {"resources",
+                            {{std::string(kKoordGpuCore), "100"},
+                             {std::string(kKoordGpuMemoryRatio), "100"},
+                             {std::string(kKoordGpuMemory), StrCat(kGpuMemoryGi, "Gi")}}}});
+      }
+      json device = {{"apiVersion", "scheduling.koordinator.sh/v1alpha1"},
+                     {"kind", "Device"},
+                     {"metadata", {{"name", name}}},
+                     {"spec", {{"devices", devices}}}};
+      runner.Submit(HttpRequest{"POST", "/apis/scheduling.koordinator.sh/v1alpha1/devices",
+                                device.dump(), "application/json"});
+    }
   }
   runner.Wait();
-  std::cerr << "created " << count << " nodes of " << gpus << " GPUs in "
+  std::cerr << "created " << count << " nodes of " << gpus << " GPUs"
+            << (koordinator ? " (and their Device objects)" : "") << " in "
             << Seconds(std::chrono::steady_clock::now() - start) << " s\n";
   return 0;
 }
 
-int CreatePods(ApiClient& client, const std::string& ns, int count, const std::string& scheduler,
-               const std::string& gpu, const std::string& gpu_memory, const std::string& prefix,
-               int concurrency) {
-  (void)client.Create("/api/v1/namespaces",
-                      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
+struct PodOptions {
+  std::string ns = "bench";
+  std::string scheduler = "tessera";
+  std::string flavour = "tessera";  // or "koordinator"
+  std::string gpu;                  // whole GPUs per pod
+  std::string gpu_memory;           // a share of one GPU
+  int gang_size = 0;                // > 0: gangs of this many pods
+  std::string gang_topology;        // tessera: a level the gang stays inside
+  std::string prefix = "pod";
+  int concurrency = 64;
+};
+
+int CreatePods(ApiClient& client, int count, const PodOptions& o) {
+  (void)client.Create(
+      "/api/v1/namespaces",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", o.ns}}}});
+  const bool koord = o.flavour == "koordinator";
   auto start = std::chrono::steady_clock::now();
-  Runner runner(client, concurrency);
+  Runner runner(client, o.concurrency);
   for (int i = 0; i < count; ++i) {
-    testing::PodObject p(ns, StrCat(prefix, "-", i));
-    p.Scheduler(scheduler).Request("cpu", "100m").Request("memory", "128Mi");
-    if (!gpu.empty()) p.Limit(std::string(records::kGpuResource), gpu);
-    if (!gpu_memory.empty()) p.Limit(std::string(records::kGpuMemoryResource), gpu_memory);
+    testing::PodObject p(o.ns, StrCat(o.prefix, "-", i));
+    p.Scheduler(o.scheduler).Request("cpu", "100m").Request("memory", "128Mi");
+    if (!o.gpu.empty()) {
+      p.Limit(std::string(koord ? kNvidiaGpu : records::kGpuResource), o.gpu);
+    }
+    if (!o.gpu_memory.empty()) {
+      p.Limit(std::string(koord ? kKoordGpuMemory : records::kGpuMemoryResource), o.gpu_memory);
+    }
+    if (o.gang_size > 0) {
+      const std::string gang = StrCat("gang-", i / o.gang_size);
+      if (koord) {
+        p.Annotation("gang.scheduling.koordinator.sh/name", gang);
+        p.Annotation("gang.scheduling.koordinator.sh/min-available", std::to_string(o.gang_size));
+      } else {
+        p.Gang(gang, o.gang_size, o.gang_topology);
+      }
+    }
     json pod = p.Json();
     pod.erase("status");
-    runner.Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", ns, "/pods"), pod.dump(),
+    runner.Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", o.ns, "/pods"), pod.dump(),
                               "application/json"});
   }
   runner.Wait();
   double s = Seconds(std::chrono::steady_clock::now() - start);
   std::cerr << "created " << count << " pods in " << s << " s (" << count / s << " pods/s, "
-            << concurrency << " in flight)\n";
+            << o.concurrency << " in flight)\n";
   std::cout << json{{"created", count}, {"seconds", s}, {"pods_per_second", count / s}}.dump()
             << "\n";
   return 0;
 }
 
+// Every second `rate` nodes change (half a label, half a NoSchedule taint that is taken off again
+// the next second) until `stop_file` exists.
+int Churn(ApiClient& client, int count, const std::string& prefix, int rate,
+          const std::string& stop_file) {
+  Runner runner(client, 64);
+  Random rnd(20261201);
+  std::vector<std::string> tainted;
+  int64_t labels = 0, taints = 0, seconds = 0;
+  auto next = std::chrono::steady_clock::now();
+  auto node = [&](int i) { return StrCat("/api/v1/nodes/", prefix, "-", i); };
+  const std::string merge(ContentTypeOf(PatchType::kMerge));
+  while (!std::ifstream(stop_file).good()) {
+    next += std::chrono::seconds(1);
+    ++seconds;
+    for (const std::string& path : tainted) {
+      runner.Submit(
+          HttpRequest{"PATCH", path, json{{"spec", {{"taints", nullptr}}}}.dump(), merge});
+    }
+    tainted.clear();
+    for (int k = 0; k < rate; ++k) {
+      const std::string path = node(static_cast<int>(rnd.Uniform(count)));
+      if (k % 2 == 0) {
+        runner.Submit(HttpRequest{
+            "PATCH", path,
+            json{{"metadata", {{"labels", {{"bench/churn", std::to_string(seconds)}}}}}}.dump(),
+            merge});
+        ++labels;
+      } else {
+        runner.Submit(
+            HttpRequest{"PATCH", path,
+                        json{{"spec",
+                              {{"taints", json::array({{{"key", "bench/churn"},
+                                                        {"value", std::to_string(seconds)},
+                                                        {"effect", "NoSchedule"}}})}}}}
+                            .dump(),
+                        merge});
+        tainted.push_back(path);
+        ++taints;
+      }
+    }
+    std::this_thread::sleep_until(next);
+  }
+  // What the API server had applied when told to stop: on a busy machine it falls behind the
+  // asked rate. The figures are printed before the backlog and the last taints are drained, so
+  // that a benchmark can stop this process (on a cluster it throws away) instead of waiting.
+  const int64_t submitted = labels + 2 * taints - static_cast<int64_t>(tainted.size());
+  const int64_t applied = runner.done();
+  std::cout << json{{"churn_seconds", seconds},
+                    {"label_changes", labels},
+                    {"taint_changes", taints},
+                    {"node_changes_per_second",
+                     seconds > 0 ? static_cast<double>(labels + taints) / seconds : 0.0},
+                    {"churn_patches_submitted", submitted},
+                    {"churn_patches_applied", applied},
+                    {"churn_patches_applied_per_second",
+                     seconds > 0 ? static_cast<double>(applied) / seconds : 0.0}}
+                   .dump()
+            << std::endl;
+  for (const std::string& path : tainted) {
+    runner.Submit(HttpRequest{"PATCH", path, json{{"spec", {{"taints", nullptr}}}}.dump(), merge});
+  }
+  runner.Wait();
+  return 0;
+}
+
 struct PodLite {
   std::string node;
-  std::string assignment;
+  std::string assignment;  // tessera.dev/assignment
+  std::string koord;       // scheduling.koordinator.sh/device-allocated
 };
 
 int Watch(ApiClient& client, const std::string& ns, int count, const std::string& ready_file,
@@ -148,6 +287,7 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
   std::mutex mu;
   std::map<std::string, std::chrono::system_clock::time_point> bound_at;
   std::map<std::string, std::string> assignments;
+  std::map<std::string, std::pair<std::string, std::string>> koord;  // node, device-allocated
   ListWatchOptions o;
   o.resource = "pods";
   o.path = StrCat("/api/v1/namespaces/", ns, "/pods");
@@ -158,6 +298,9 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
         p->node = j["spec"].value("nodeName", "");
         const json& ann = j["metadata"].value("annotations", json::object());
         p->assignment = ann.value(std::string(records::kAssignmentAnnotation), "");
+        if (p->assignment.empty()) {
+          p->koord = ann.value(std::string(kKoordDeviceAllocated), "");
+        }
         return p;
       },
       [&](Informer<PodLite>::Event&& e) {
@@ -167,6 +310,7 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
         std::lock_guard<std::mutex> lock(mu);
         bound_at.try_emplace(e.key, now);
         assignments[e.key] = e.object->assignment;
+        if (!e.object->koord.empty()) koord[e.key] = {e.object->node, e.object->koord};
       });
   pods.Start();
   while (!pods.synced()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -219,6 +363,31 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
       u.second += g.grant.exclusive ? 1 : 0;
     }
   }
+  // Koordinator's record: {"gpu": [{"minor": 0, "resources": {"koordinator.sh/gpu-memory":
+  // "10Gi", "koordinator.sh/gpu-core": 100, ...}}]}.
+  for (const auto& [k, rec] : koord) {
+    json doc = json::parse(rec.second, nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object() || !doc.contains("gpu") || !doc["gpu"].is_array()) {
+      ++bad;
+      continue;
+    }
+    ++with_assignment;
+    for (const json& g : doc["gpu"]) {
+      auto& u = use[{rec.first, g.value("minor", -1)}];
+      const json& res = g.value("resources", json::object());
+      int64_t core = 0;
+      if (res.contains(std::string(kKoordGpuCore))) {
+        const json& c = res[std::string(kKoordGpuCore)];
+        core = c.is_number() ? c.get<int64_t>() : std::stoll(c.get<std::string>());
+      }
+      if (res.contains(std::string(kKoordGpuMemory))) {
+        absl::StatusOr<int64_t> mib = core::ParseMemoryMiB(
+            res[std::string(kKoordGpuMemory)].get<std::string>(), core::Rounding::kUp);
+        if (mib.ok()) u.first += *mib;
+      }
+      if (core >= 100) u.second += 1;  // a whole GPU's cores
+    }
+  }
   if (with_assignment > 0) {
     int over = 0;
     for (const auto& [gpu, u] : use) {
@@ -237,11 +406,12 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
 }  // namespace tessera::k8s
 
 int main(int argc, char** argv) {
-  CLI::App app("Scheduler benchmark helper: nodes, pods, and a stopwatch for bindings.");
+  CLI::App app("Scheduler benchmark helper: nodes, pods, churn, and a stopwatch for bindings.");
   app.require_subcommand(1);
-  std::string kubeconfig, ns = "bench", scheduler = "tessera", gpu, gpu_memory,
-                          node_prefix = "bench-node", pod_prefix = "pod", ready_file, start_file;
-  int count = 0, gpus = 8, concurrency = 64, timeout_s = 600;
+  std::string kubeconfig, node_prefix = "bench-node", ready_file, start_file, stop_file;
+  tessera::k8s::PodOptions po;
+  int count = 0, gpus = 8, concurrency = 64, timeout_s = 600, rate = 100;
+  bool koordinator = false;
   auto common = [&](CLI::App* c) {
     c->add_option("--kubeconfig", kubeconfig)->required();
     c->add_option("--count", count)->required();
@@ -251,26 +421,36 @@ int main(int argc, char** argv) {
   nodes->add_option("--gpus", gpus);
   nodes->add_option("--prefix", node_prefix);
   nodes->add_option("--concurrency", concurrency);
+  nodes->add_flag("--koordinator", koordinator, "Also create Koordinator's Device objects");
   CLI::App* pods = app.add_subcommand("pods", "Create pods");
   common(pods);
-  pods->add_option("--namespace", ns);
-  pods->add_option("--scheduler", scheduler);
-  pods->add_option("--gpu", gpu);
-  pods->add_option("--gpu-memory", gpu_memory);
-  pods->add_option("--prefix", pod_prefix);
-  pods->add_option("--concurrency", concurrency);
+  pods->add_option("--namespace", po.ns);
+  pods->add_option("--scheduler", po.scheduler);
+  pods->add_option("--flavour", po.flavour, "tessera or koordinator resource names")
+      ->check(CLI::IsMember({"tessera", "koordinator"}));
+  pods->add_option("--gpu", po.gpu);
+  pods->add_option("--gpu-memory", po.gpu_memory);
+  pods->add_option("--gang-size", po.gang_size);
+  pods->add_option("--gang-topology", po.gang_topology);
+  pods->add_option("--prefix", po.prefix);
+  pods->add_option("--concurrency", po.concurrency);
   CLI::App* watch = app.add_subcommand("watch", "Time the bindings of a namespace's pods");
   common(watch);
-  watch->add_option("--namespace", ns);
+  watch->add_option("--namespace", po.ns);
   watch->add_option("--ready-file", ready_file);
   watch->add_option("--start-file", start_file);
   watch->add_option("--timeout", timeout_s);
+  CLI::App* churn = app.add_subcommand("churn", "Change node labels and taints every second");
+  common(churn);
+  churn->add_option("--prefix", node_prefix);
+  churn->add_option("--rate", rate, "Node changes per second");
+  churn->add_option("--stop-file", stop_file)->required();
   CLI11_PARSE(app, argc, argv);
   auto client = tessera::k8s::Connect(kubeconfig);
-  if (*nodes) return tessera::k8s::CreateNodes(*client, count, gpus, node_prefix, concurrency);
-  if (*pods) {
-    return tessera::k8s::CreatePods(*client, ns, count, scheduler, gpu, gpu_memory, pod_prefix,
-                                    concurrency);
+  if (*nodes) {
+    return tessera::k8s::CreateNodes(*client, count, gpus, node_prefix, concurrency, koordinator);
   }
-  return tessera::k8s::Watch(*client, ns, count, ready_file, start_file, timeout_s);
+  if (*pods) return tessera::k8s::CreatePods(*client, count, po);
+  if (*churn) return tessera::k8s::Churn(*client, count, node_prefix, rate, stop_file);
+  return tessera::k8s::Watch(*client, po.ns, count, ready_file, start_file, timeout_s);
 }

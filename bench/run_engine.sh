@@ -19,13 +19,14 @@ $cmd > "$raw"
   echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average at start: $(cut -d' ' -f1-3 /proc/loadavg)."
   echo "Clusters of hgx-h100 nodes (8 GPUs each). kind 0 = shares (1-20Gi, half with 10-50% compute),"
   echo "kind 1 = whole GPUs (1,1,1,1,2,2,4,8). Figures are medians of 5 repetitions; placements/s uses"
-  echo "CPU time of the one benchmark thread (one core)."
+  echo "CPU time of the one benchmark thread (one core). Gang rows: one iteration releases the oldest"
+  echo "gang and places a new one (PlaceGang: all 8 members), so their time is one gang decision."
   echo
   echo "| policy | nodes | request | median us/placement (CPU) | median placements/s | live pods |"
   echo "|---|---:|---|---:|---:|---:|"
   jq -r '.benchmarks[] | select(.aggregate_name=="median") |
      (.run_name | split("/")) as $p |
-     [$p[1], ($p[2]|sub("nodes:";"")), (if ($p[3]|sub("kind:";""))=="0" then "share" else "whole" end),
+     [$p[1], ($p[2]|sub("nodes:";"")), (if $p[0]=="GangPlaceRelease" then "gang of " + ($p[3]|sub("size:";"")) + " x 1 GPU, one NVLink domain" elif ($p[3]|sub("kind:";""))=="0" then "share" else "whole" end),
       (.cpu_time|tostring|.[0:6]), ((.items_per_second|floor)|tostring), ((.live_pods|floor)|tostring)] |
      "| " + join(" | ") + " |"' "$raw"
 } > "$out"

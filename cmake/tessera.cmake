@@ -57,6 +57,13 @@ function(tessera_cc_test)
   endif()
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME} ${ARG_ARGS})
   set_tests_properties(${ARG_NAME} PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT})
+  # `make tsan` builds only these (target tsan_tests), not the whole tree.
+  if("tsan" IN_LIST ARG_LABELS)
+    if(NOT TARGET tsan_tests)
+      add_custom_target(tsan_tests)
+    endif()
+    add_dependencies(tsan_tests ${ARG_NAME})
+  endif()
 endfunction()
 
 function(tessera_cc_benchmark)

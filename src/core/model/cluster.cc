@@ -151,8 +151,9 @@ absl::Status Cluster::UpdateNode(NodeId id, NodeSpec spec) {
     return absl::InvalidArgumentError(
         StrCat("node ", spec.name, " is not the live node #", id.value()));
   }
+  const int gpus_before = nodes_[id.value()].gpu_count();
   absl::Status st = SetSlot(id.value(), std::move(spec));
-  if (st.ok()) RecountGpus();
+  if (st.ok() && nodes_[id.value()].gpu_count() != gpus_before) RecountGpus();
   return st;
 }
 

@@ -54,7 +54,9 @@ SchedulerMetrics::SchedulerMetrics()
     : scheduling_duration({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
                            30, 60, 120, 300}),
       decision_duration({0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                         0.01, 0.025, 0.05, 0.1, 0.25, 1}) {}
+                         0.01, 0.025, 0.05, 0.1, 0.25, 1}),
+      decision_cpu({0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                    0.025, 0.05, 0.1, 0.25, 1}) {}
 
 void SchedulerMetrics::SetNodes(std::vector<NodeGauges> nodes) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -99,6 +101,10 @@ std::string SchedulerMetrics::Render() const {
          "Time the scheduler thread spent deciding one pod or one whole gang (filters, the "
          "engine's choice and commit), without queueing or binding.");
   decision_duration.Render("tessera_scheduler_decision_duration_seconds", &out);
+  Header(&out, "tessera_scheduler_decision_cpu_seconds", "histogram",
+         "CPU time the scheduler thread used in the same decisions: their duration less the time "
+         "the thread waited for a core (a busy machine) or was paused.");
+  decision_cpu.Render("tessera_scheduler_decision_cpu_seconds", &out);
   Header(&out, "tessera_scheduler_pending_pods", "gauge", "Pods waiting, by state.");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"active\"} ", pending_active.load(), "\n");
   StrAppend(&out, "tessera_scheduler_pending_pods{state=\"backoff\"} ", pending_backoff.load(),

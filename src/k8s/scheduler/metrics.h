@@ -20,6 +20,8 @@
 //   tessera_scheduler_pods_unaccounted_gpus                   such bound pods
 //   tessera_scheduler_decision_duration_seconds               histogram: one decision (a pod, or
 //                                                             a whole gang), the engine's time
+//   tessera_scheduler_decision_cpu_seconds                    histogram: the scheduler thread's
+//                                                             CPU time in the same decisions
 //   tessera_scheduler_pending_pods{state}                     active, backoff, unschedulable,
 //                                                             gang_waiting, binding
 //   tessera_scheduler_is_leader, _restore_failures_total, _node_changes_total, and what the
@@ -84,6 +86,7 @@ class SchedulerMetrics {
   std::atomic<int64_t> pods_unaccounted_gpus{0};
   Histogram scheduling_duration;
   Histogram decision_duration;
+  Histogram decision_cpu;
 
   void SetNodes(std::vector<NodeGauges> nodes);
   // Further lines to append (informer counters), produced by the caller.

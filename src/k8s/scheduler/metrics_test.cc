@@ -1,5 +1,10 @@
 #include "k8s/scheduler/metrics.h"
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -45,6 +50,37 @@ TEST(SchedulerMetrics, PrometheusTextWithPerNodeGauges) {
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_node_inventory_valid{node=\"we\\\"ird\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_nodes_bad_inventory 1\n"));
   EXPECT_THAT(text, HasSubstr("extra_metric 7\n"));
+}
+
+// /metrics is rendered on the HTTP server's threads while the scheduler thread updates counters,
+// histograms and the per-node snapshot (the ThreadSanitizer preset runs this).
+TEST(SchedulerMetrics, RenderWhileTheSchedulerThreadUpdates) {
+  SchedulerMetrics m;
+  std::atomic<bool> stop{false};
+  std::thread scheduler([&] {
+    for (int i = 0; i < 2000; ++i) {
+      m.pods_scheduled++;
+      m.pending_active = i;
+      m.decision_duration.Observe(1e-5 * i);
+      if (i % 50 == 0) {
+        std::vector<NodeGauges> nodes(3);
+        for (NodeGauges& g : nodes) g.node = StrCat("n", i);
+        m.SetNodes(std::move(nodes));
+      }
+    }
+    stop = true;
+  });
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      while (!stop.load()) EXPECT_THAT(m.Render(), HasSubstr("tessera_scheduler_pods_scheduled"));
+    });
+  }
+  scheduler.join();
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(m.pods_scheduled.load(), 2000);
+  EXPECT_EQ(m.decision_duration.count(), 2000);
+  EXPECT_THAT(m.Render(), HasSubstr("# TYPE tessera_scheduler_decision_cpu_seconds histogram"));
 }
 
 }  // namespace

@@ -35,15 +35,31 @@ void NodeIndex::Put(Bits& b, int id, bool on) {
     b[w] |= uint64_t{1} << (id % 64);
   } else {
     b[w] &= ~(uint64_t{1} << (id % 64));
+    while (!b.empty() && b.back() == 0) b.pop_back();
   }
+}
+
+int NodeIndex::label_values() const {
+  int n = 0;
+  for (const auto& [k, values] : values_) n += static_cast<int>(values.size());
+  return n;
 }
 
 void NodeIndex::Remove(int id) {
   if (id < 0 || static_cast<size_t>(id) >= nodes_.size() || !nodes_[id]) return;
   const NodeInfo& old = *nodes_[id];
   for (const auto& [k, v] : old.spec.labels) {
-    Put(values_[k][v], id, false);
-    Put(keys_[k], id, false);
+    if (auto key = values_.find(k); key != values_.end()) {
+      if (auto value = key->second.find(v); value != key->second.end()) {
+        Put(value->second, id, false);
+        if (value->second.empty()) key->second.erase(value);
+      }
+      if (key->second.empty()) values_.erase(key);
+    }
+    if (auto key = keys_.find(k); key != keys_.end()) {
+      Put(key->second, id, false);
+      if (key->second.empty()) keys_.erase(key);
+    }
   }
   by_name_.erase(old.name);
   tainted_.erase(id);

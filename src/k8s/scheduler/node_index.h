@@ -35,9 +35,14 @@ class NodeIndex {
   Result Allowed(const NodeConstraints& c, int size) const;
 
   int tainted() const { return static_cast<int>(tainted_.size()); }
+  // Label values (key and value) on at least one indexed node: a value no node has any more is
+  // forgotten, so labels that change value (a timestamp, a churning controller's counter) do not
+  // grow the index.
+  int label_values() const;
 
  private:
   using Bits = std::vector<uint64_t>;
+  // Sets or clears bit `id`; clearing trims trailing zero words (an empty set has no words).
   static void Put(Bits& b, int id, bool on);
   Bits Match(const NodeSelectorRequirement& r, const Bits& live) const;
 

@@ -105,5 +105,24 @@ TEST(NodeIndex, AllowsExactlyWhatNodeAllowsAllows) {
   }
 }
 
+// A label that takes a new value every second (what the scheduler benchmark's churn does) keeps
+// one value in the index, not one per value it ever had; a removed node leaves none.
+TEST(NodeIndex, ValuesNoNodeHasAreForgotten) {
+  NodeIndex index;
+  index.Set(0, DecodeNode(NodeObject("steady").Label("pool", "a").Json()));
+  for (int i = 0; i < 1000; ++i) {
+    index.Set(1, DecodeNode(NodeObject("churning").Label("bench/churn", StrCat(i)).Json()));
+  }
+  EXPECT_EQ(index.label_values(), 2);
+  NodeConstraints c;
+  c.node_selector = {{"bench/churn", "999"}};
+  EXPECT_EQ(index.Allowed(c, 2).allowed, (std::vector<bool>{false, true}));
+  c.node_selector = {{"bench/churn", "998"}};
+  EXPECT_EQ(index.Allowed(c, 2).allowed, (std::vector<bool>{false, false}));
+  index.Remove(1);
+  index.Remove(0);
+  EXPECT_EQ(index.label_values(), 0);
+}
+
 }  // namespace
 }  // namespace tessera::k8s

@@ -1,5 +1,7 @@
 #include "k8s/scheduler/scheduler_core.h"
 
+#include <time.h>
+
 #include <algorithm>
 
 #include "common/status.h"
@@ -251,14 +253,28 @@ void SchedulerCore::StartBind(const std::string& key, Pod& s, const core::Placem
   binder_->Bind(*s.info, record, s.attempt);
 }
 
-void SchedulerCore::Observe(std::chrono::steady_clock::time_point start) {
+namespace {
+// CPU time this thread has used, in seconds (0 if the clock cannot be read).
+double ThreadCpuSeconds() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
+
+SchedulerCore::DecisionStart SchedulerCore::StartDecision() {
+  return DecisionStart{std::chrono::steady_clock::now(), ThreadCpuSeconds()};
+}
+
+void SchedulerCore::Observe(const DecisionStart& start) {
   if (metrics_ == nullptr) return;
   metrics_->decision_duration.Observe(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start.wall).count());
+  metrics_->decision_cpu.Observe(std::max(0.0, ThreadCpuSeconds() - start.cpu_s));
 }
 
 void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
-  const auto start = std::chrono::steady_clock::now();
+  const DecisionStart start = StartDecision();
   core::PlacementResult r = ledger_.Decide(*s.info);
   Observe(start);
   if (r.placed()) {
@@ -300,7 +316,7 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   if (!round.ready) return 0;
   std::vector<const PodInfo*> members;
   for (const std::string& m : round.pending) members.push_back(pods_.Get(m).info.get());
-  const auto start = std::chrono::steady_clock::now();
+  const DecisionStart start = StartDecision();
   std::vector<core::PlacementResult> results = ledger_.DecideGang(members, gang_key);
   Observe(start);
   if (!results.empty() && results[0].placed()) {

@@ -129,7 +129,13 @@ class SchedulerCore {
   void Report(Pod& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
   void FlushRetries(std::chrono::steady_clock::time_point now);
-  void Observe(std::chrono::steady_clock::time_point start);
+  // The start of a decision: the wall clock and this thread's CPU clock.
+  struct DecisionStart {
+    std::chrono::steady_clock::time_point wall;
+    double cpu_s = 0;
+  };
+  static DecisionStart StartDecision();
+  void Observe(const DecisionStart& start);
 
   SchedulerCoreOptions options_;
   Binder* binder_;

@@ -130,6 +130,9 @@ TEST_F(CoreTest, PlacesBindsWithTheAssignmentAndConfirms) {
   EXPECT_EQ(metrics_.pods_scheduled.load(), 1);
   EXPECT_EQ(metrics_.binding_in_flight.load(), 0);
   EXPECT_EQ(metrics_.scheduling_duration.count(), 1);
+  // One decision, timed on the wall clock and on the scheduler thread's CPU clock.
+  EXPECT_EQ(metrics_.decision_duration.count(), 1);
+  EXPECT_EQ(metrics_.decision_cpu.count(), 1);
   EXPECT_EQ(core_->engine().state().allocated_gpu_memory_mib(), 4096);
 }
 
