@@ -46,7 +46,7 @@ TEST(DraObjects, SliceAsTheDriverPublishesIt) {
   const RequestPolicy& memory = *d.capacity_by_name.at("memory").policy;
   EXPECT_EQ(*memory.min, *ParseMilli("1Mi"));
   EXPECT_EQ(*memory.step, *ParseMilli("1Mi"));
-  EXPECT_FALSE(memory.default_milli);
+  EXPECT_EQ(*memory.default_milli, *ParseMilli("80Gi"));
   EXPECT_EQ(*d.capacity_by_name.at("compute").policy->default_milli, 0);
 }
 

@@ -157,7 +157,7 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ClaimInfo& claim,
     std::string error;
     std::shared_ptr<const CelProgram> p = Compiled(x, &error);
     if (!p) {
-      e->error = StrCat(RequestLabel(claim, r), ": selector `", x, "` cannot be used: ", error);
+      e->error = StrCat("selector `", x, "` cannot be used: ", error);
       return e;
     }
     programs.push_back(std::move(p));
@@ -166,7 +166,7 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ClaimInfo& claim,
   const bool share = !requested.empty();
   for (const auto& [name, v] : requested) {
     if (name != "memory" && name != "compute") {
-      e->error = StrCat(RequestLabel(claim, r), ": capacity request '", name,
+      e->error = StrCat("capacity request '", name,
                         "' is not supported (tessera allocates shares by memory and compute)");
       return e;
     }
@@ -188,8 +188,8 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ClaimInfo& claim,
         absl::StatusOr<bool> m = p->Matches(CelDevice{driver, d});
         if (!m.ok()) {
           e->error =
-              StrCat(RequestLabel(claim, r), ": selector `", p->expression(), "` failed on device ",
-                     devices.gpus[g].pool, "/", d->name, ": ", FromAbsl(m.status().message()));
+              StrCat("selector `", p->expression(), "` failed on device ", devices.gpus[g].pool,
+                     "/", d->name, ": ", FromAbsl(m.status().message()));
           e->masks.clear();
           return e;
         }
@@ -244,7 +244,7 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ClaimInfo& claim,
   }
   if (full && e->devices > 0) e->nodes = std::make_shared<core::NodeSet>(std::move(in_set));
   if (e->devices == 0) {
-    e->why_none = StrCat("no device of driver ", driver, " can serve ", RequestLabel(claim, r));
+    // The detail only: eligibilities are shared by claims with equal requests (Combine names it).
     std::vector<std::string> why;
     if (rejected_selector > 0) why.push_back(StrCat(rejected_selector, " rejected by selectors"));
     if (rejected_taint > 0) why.push_back(StrCat(rejected_taint, " with untolerated taints"));
@@ -254,7 +254,7 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ClaimInfo& claim,
     if (rejected_capacity > 0) {
       why.push_back(StrCat(rejected_capacity, " without the capacity asked"));
     }
-    if (!why.empty()) StrAppend(&e->why_none, " (", StrJoin(why, ", "), ")");
+    if (!why.empty()) e->why_none = StrCat(" (", StrJoin(why, ", "), ")");
     if (cache_.nodes().empty()) StrAppend(&e->why_none, "; no ResourceSlices published yet");
   }
   return e;
@@ -290,11 +290,12 @@ std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> c
   for (const Req& q : reqs) {
     std::shared_ptr<const Eligibility> e = EligibilityOf(*q.claim, *q.r, cluster);
     if (!e->error.empty()) {
-      *invalid = e->error;
+      *invalid = StrCat(RequestLabel(*q.claim, *q.r), ": ", e->error);
       return std::nullopt;
     }
     if (e->devices == 0) {
-      o.why_none = e->why_none;
+      o.why_none = StrCat("no device of driver ", cache_.driver(), " can serve ",
+                          RequestLabel(*q.claim, *q.r), e->why_none);
       return o;
     }
     es.push_back(std::move(e));

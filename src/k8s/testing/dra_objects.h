@@ -82,7 +82,10 @@ class SliceObject {
     nlohmann::json capacity = {{"memory", {{"value", memory_}}}, {"compute", {{"value", "100"}}}};
     nlohmann::json d = {{"name", StrCat("gpu-", i)}, {"attributes", attrs}};
     if (shareable_) {
-      capacity["memory"]["requestPolicy"] = {{"validRange", {{"min", "1Mi"}, {"step", "1Mi"}}}};
+      // The API requires a default with a validRange: the whole memory, so that a request
+      // without a capacity request takes the GPU whole (as the driver contract says).
+      capacity["memory"]["requestPolicy"] = {{"default", memory_},
+                                             {"validRange", {{"min", "1Mi"}, {"step", "1Mi"}}}};
       capacity["compute"]["requestPolicy"] = {
           {"default", "0"}, {"validRange", {{"min", "0"}, {"max", "100"}, {"step", "1"}}}};
       d["allowMultipleAllocations"] = true;
