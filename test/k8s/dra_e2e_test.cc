@@ -380,3 +380,57 @@ TEST_F(DraTest, RestartKeepsClaimsAccounted) {
 
 }  // namespace
 }  // namespace tessera::e2e
+
+namespace tessera::e2e {
+namespace {
+
+// The stock kube-scheduler allocates tessera's devices as published (a whole GPU and a share by
+// consumable capacity), and tessera, on the same cluster, accounts what kube-scheduler's claims
+// hold: it never hands out a GPU kube-scheduler allocated.
+TEST_F(DraTest, KubeSchedulerAllocatesTesseraDevicesAndTesseraAccountsThem) {
+  const std::string node = NodeName("n");
+  AddNode(NodeObject(node).Gpus(2, "H100-80GB", 81920).Cpu("32").Memory("256Gi"), node,
+          SliceObject(node).Gpus(2, "H100-80GB", "80Gi"));
+  AddClaim(ClaimObject(ns_, "ks-whole").Request("gpu", "gpu.tessera.dev"));
+  AddClaim(ClaimObject(ns_, "ks-share")
+               .Request("gpu", "gpu-share.tessera.dev")
+               .Capacity("memory", "4Gi"));
+  AddClaim(ClaimObject(ns_, "t1").Request("gpu", "gpu.tessera.dev"));
+  AddClaim(ClaimObject(ns_, "t2").Request("gpu", "gpu.tessera.dev"));
+  // Pods without schedulerName: the harness's kube-scheduler (default-scheduler) takes them.
+  auto stock = [&](const std::string& name, const std::string& claim) {
+    json pod = k8s::testing::WithClaims(PodObject(ns_, name).Json(), {{"gpu", claim}});
+    pod["spec"].erase("schedulerName");
+    pod.erase("status");
+    AddPod(pod);
+  };
+  stock("ks-whole", "ks-whole");
+  ASSERT_TRUE(WaitUntil([&] { return NodeOf("ks-whole") == node; }, seconds(60)))
+      << Claim("ks-whole").dump(2);
+  stock("ks-share", "ks-share");
+  ASSERT_TRUE(WaitUntil([&] { return NodeOf("ks-share") == node; }, seconds(60)))
+      << Claim("ks-share").dump(2);
+  const json whole = Claim("ks-whole")["status"]["allocation"]["devices"]["results"][0];
+  const json share = Claim("ks-share")["status"]["allocation"]["devices"]["results"][0];
+  EXPECT_EQ(whole["pool"], node);
+  EXPECT_EQ(share["consumedCapacity"]["memory"], "4Gi");
+  EXPECT_NE(whole["device"], share["device"]) << "kube-scheduler shares the free GPU";
+
+  // tessera now: both GPUs are taken (one whole, one shared), so neither of its whole-GPU claims
+  // fits until kube-scheduler's pods go.
+  ScopedProcess* s = StartScheduler("after-stock");
+  AddPod(k8s::testing::WithClaims(Pod("t1").Json(), {{"gpu", "t1"}}));
+  ASSERT_TRUE(WaitUntil([&] { return !EventMessages("t1").empty(); }, seconds(60))) << s->Log();
+  EXPECT_EQ(NodeOf("t1"), "");
+  ASSERT_TRUE(
+      api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/ks-whole?gracePeriodSeconds=0")).ok());
+  ASSERT_TRUE(WaitUntil([&] { return NodeOf("t1") == node; }, seconds(90))) << s->Log();
+  EXPECT_EQ(Claim("t1")["status"]["allocation"]["devices"]["results"][0]["device"], whole["device"])
+      << "the GPU kube-scheduler's claim freed";
+  AddPod(k8s::testing::WithClaims(Pod("t2").Json(), {{"gpu", "t2"}}));
+  ASSERT_TRUE(WaitUntil([&] { return !EventMessages("t2").empty(); }, seconds(60))) << s->Log();
+  EXPECT_EQ(NodeOf("t2"), "") << "the other GPU still holds kube-scheduler's share";
+}
+
+}  // namespace
+}  // namespace tessera::e2e
