@@ -101,10 +101,11 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
   }
   SchedulerConfig c;
   if (root.IsNull()) return c;
-  TESSERA_RETURN_IF_ERROR(r.OnlyKeys(
-      root, "the configuration",
-      {"apiVersion", "kind", "schedulerName", "policy", "seed", "nodeSelector", "topologyLevels",
-       "leaderElection", "metrics", "bindConcurrency", "http2", "retry", "maxPodsPerCycle"}));
+  TESSERA_RETURN_IF_ERROR(
+      r.OnlyKeys(root, "the configuration",
+                 {"apiVersion", "kind", "schedulerName", "policy", "seed", "nodeSelector",
+                  "topologyLevels", "leaderElection", "metrics", "bindConcurrency", "http2",
+                  "retry", "maxPodsPerCycle", "dra"}));
   if (YAML::Node n = root["apiVersion"]) {
     TESSERA_ASSIGN_OR_RETURN(std::string v, r.String(n, "apiVersion"));
     if (v != "tessera.dev/v1alpha1") {
@@ -208,6 +209,16 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     }
     if (c.core.retry_period < c.core.retry_min_interval) {
       return r.Error(n, "retry: period must not be shorter than minInterval");
+    }
+  }
+  if (YAML::Node n = root["dra"]) {
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "dra", {"enabled", "driver"}));
+    if (n["enabled"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.core.dra, r.Bool(n["enabled"], "dra.enabled"));
+    }
+    if (n["driver"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.core.dra_driver, r.String(n["driver"], "dra.driver"));
+      if (c.core.dra_driver.empty()) return r.Error(n, "dra.driver: must not be empty");
     }
   }
   if (YAML::Node n = root["maxPodsPerCycle"]) {

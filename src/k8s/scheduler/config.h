@@ -23,6 +23,8 @@
 //                                   # kube-apiserver than multiplexing them on HTTP/2)
 //   retry: {minInterval: 1s, period: 30s}   # unschedulable pods: after changes / periodically
 //   maxPodsPerCycle: 512
+//   dra: {enabled: false, driver: gpu.tessera.dev}   # DRA mode: allocate pods' ResourceClaims
+//                                   # (dra_allocator.h; needs RBAC on resource.k8s.io)
 //
 // Durations are integers with a unit: ms, s, m (500ms, 15s, 2m).
 #pragma once

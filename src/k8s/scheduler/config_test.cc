@@ -40,6 +40,7 @@ bindConcurrency: 8
 http2: true
 retry: {minInterval: 200ms, period: 1m}
 maxPodsPerCycle: 64
+dra: {enabled: true, driver: gpu.example.com}
 )",
                                                            "cfg.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -59,6 +60,8 @@ maxPodsPerCycle: 64
   EXPECT_EQ(c->core.retry_min_interval.count(), 200);
   EXPECT_EQ(c->core.retry_period.count(), 60000);
   EXPECT_EQ(c->core.max_pods_per_cycle, 64);
+  EXPECT_TRUE(c->core.dra);
+  EXPECT_EQ(c->core.dra_driver, "gpu.example.com");
 }
 
 TEST(SchedulerConfig, ErrorsNameTheLineAndKey) {

@@ -344,13 +344,17 @@ constexpr size_t kMaxAllowedSets = 4096;
 }  // namespace
 
 std::shared_ptr<const ClusterLedger::Allowed> ClusterLedger::AllowedFor(const PodInfo& pod) {
-  const bool gpus = pod.request.gpu.kind != core::GpuAsk::Kind::kNone;
+  return AllowedFor(pod.constraints, pod.request.gpu.kind != core::GpuAsk::Kind::kNone);
+}
+
+std::shared_ptr<const ClusterLedger::Allowed> ClusterLedger::AllowedFor(
+    const NodeConstraints& constraints, bool gpus) {
   const bool blocked = gpus && !gpu_blocked_.empty();
-  if (!pod.constraints.selects() && index_.tainted() == 0 && !blocked) return nullptr;
-  auto key = std::make_pair(pod.constraints, blocked);
+  if (!constraints.selects() && index_.tainted() == 0 && !blocked) return nullptr;
+  auto key = std::make_pair(constraints, blocked);
   if (auto it = allowed_.find(key); it != allowed_.end()) return it->second.set;
   const int size = engine_->cluster().node_count();
-  NodeIndex::Result r = index_.Allowed(pod.constraints, size);
+  NodeIndex::Result r = index_.Allowed(constraints, size);
   int unaccounted = 0;
   if (blocked) {
     for (const auto& [node, by] : gpu_blocked_) {
@@ -374,7 +378,7 @@ std::shared_ptr<const ClusterLedger::Allowed> ClusterLedger::AllowedFor(const Po
   // Pods with constraints of their own (one hostname each, say) would grow this without end.
   if (allowed_.size() >= kMaxAllowedSets) allowed_.clear();
   auto set = std::make_shared<Allowed>(Allowed{core::NodeSet(std::move(r.allowed)), none});
-  allowed_.emplace(std::move(key), AllowedSet{pod.constraints, blocked, set});
+  allowed_.emplace(std::move(key), AllowedSet{constraints, blocked, set});
   return set;
 }
 
@@ -394,36 +398,96 @@ core::PlacementResult ClusterLedger::Decide(const PodInfo& pod) {
 std::vector<core::PlacementResult> ClusterLedger::DecideGang(
     const std::vector<const PodInfo*>& members, const std::string& gang_key) {
   std::vector<core::PodRequest> requests;
-  for (const PodInfo* m : members) {
-    core::PodRequest r = m->request;
+  for (const PodInfo* m : members) requests.push_back(m->request);
+  return DecideGangWith(members, std::move(requests), gang_key, nullptr);
+}
+
+std::vector<core::PlacementResult> ClusterLedger::DecideGangWith(
+    const std::vector<const PodInfo*>& members, std::vector<core::PodRequest> requests,
+    const std::string& gang_key, const std::vector<core::Candidate>* candidates) {
+  for (core::PodRequest& r : requests) {
     r.gang->size = static_cast<int32_t>(members.size());  // the members not yet placed
-    requests.push_back(std::move(r));
   }
   // Every member's node restrictions at once: the nodes all of them may use.
   std::vector<std::shared_ptr<const Allowed>> sets;
   std::string none;
-  for (const PodInfo* m : members) {
-    std::shared_ptr<const Allowed> a = AllowedFor(*m);
+  for (size_t i = 0; i < members.size(); ++i) {
+    std::shared_ptr<const Allowed> a =
+        AllowedFor(members[i]->constraints, requests[i].gpu.kind != core::GpuAsk::Kind::kNone);
     if (!a || std::find(sets.begin(), sets.end(), a) != sets.end()) continue;  // shared sets
     if (a->nodes.size() == 0) none = a->none;
     sets.push_back(std::move(a));
   }
-  const bool restricted = !sets.empty();
+  const bool restricted = !sets.empty() || candidates != nullptr;
   std::vector<core::Candidate> allowed;
-  for (int i = 0; restricted && i < engine_->cluster().node_count(); ++i) {
-    const core::NodeId id(i);
-    if (std::all_of(sets.begin(), sets.end(),
-                    [&](const auto& a) { return a->nodes.Contains(id); })) {
-      allowed.push_back(core::Candidate{id});
+  auto member_allowed = [&](core::NodeId id) {
+    return std::all_of(sets.begin(), sets.end(),
+                       [&](const auto& a) { return a->nodes.Contains(id); });
+  };
+  if (candidates != nullptr) {
+    for (const core::Candidate& c : *candidates) {
+      if (member_allowed(c.node)) allowed.push_back(c);
+    }
+  } else {
+    for (int i = 0; restricted && i < engine_->cluster().node_count(); ++i) {
+      if (member_allowed(core::NodeId(i))) allowed.push_back(core::Candidate{core::NodeId(i)});
     }
   }
   if (restricted && allowed.empty()) {
-    if (none.empty()) none = "no node may take every member (taints, nodeSelector, affinity)";
+    if (none.empty()) {
+      none = candidates != nullptr
+                 ? "no node both takes every member and has devices their claims may use"
+                 : "no node may take every member (taints, nodeSelector, affinity)";
+    }
     core::PlacementResult r;
     r.reason = StrCat("gang ", gang_key, ": ", none);
     return std::vector<core::PlacementResult>(members.size(), r);
   }
   return engine_->PlaceGang(requests, core::Mode::kCommit, restricted ? &allowed : nullptr);
+}
+
+core::PlacementResult ClusterLedger::DecideWith(const PodInfo& pod, const core::PodRequest& request,
+                                                const std::vector<core::Candidate>* candidates,
+                                                const core::NodeSet* nodes) {
+  std::shared_ptr<const Allowed> allowed =
+      AllowedFor(pod.constraints, request.gpu.kind != core::GpuAsk::Kind::kNone);
+  core::PlacementResult none;
+  if (allowed && allowed->nodes.size() == 0) {
+    none.reason = allowed->none.empty()
+                      ? "no node may take this pod now (taints, nodeSelector, node affinity)"
+                      : allowed->none;
+    return none;
+  }
+  if (candidates == nullptr && nodes == nullptr) {
+    return engine_->Place(request, core::Mode::kCommit, nullptr,
+                          allowed ? &allowed->nodes : nullptr);
+  }
+  if (candidates == nullptr && !allowed) {
+    return engine_->Place(request, core::Mode::kCommit, nullptr, nodes);
+  }
+  std::vector<core::Candidate> both;
+  if (candidates != nullptr) {
+    for (const core::Candidate& c : *candidates) {
+      if (!allowed || allowed->nodes.Contains(c.node)) both.push_back(c);
+    }
+  } else {
+    for (int i = 0; i < engine_->cluster().node_count(); ++i) {
+      const core::NodeId id(i);
+      if (nodes->Contains(id) && allowed->nodes.Contains(id)) both.push_back(core::Candidate{id});
+    }
+  }
+  if (both.empty()) {
+    none.reason =
+        "no node that may take this pod (taints, nodeSelector, node affinity) has devices its "
+        "claims may use";
+    return none;
+  }
+  return engine_->Place(request, core::Mode::kCommit, &both, nullptr);
+}
+
+void ClusterLedger::Unplace(const std::string& key) {
+  absl::Status st = engine_->Release(key);
+  if (!st.ok()) spdlog::error("release {}: {}", key, FromAbsl(st.message()));
 }
 
 void ClusterLedger::PublishMetrics() {

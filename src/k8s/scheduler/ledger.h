@@ -102,11 +102,26 @@ class ClusterLedger {
   // The nodes `pod` may use (taints, node selector, affinity, GPU-blocked nodes); nullptr when
   // it may use every node. Shared by pods with equal constraints.
   std::shared_ptr<const Allowed> AllowedFor(const PodInfo& pod);
+  // The same for constraints, and whether the pod takes GPUs (GPU-blocked nodes excluded).
+  std::shared_ptr<const Allowed> AllowedFor(const NodeConstraints& constraints, bool gpus);
   // The engine's decision for one pod (committed when placed; HoldPlaced records it).
   core::PlacementResult Decide(const PodInfo& pod);
   // All members or none (committed when placed).
   std::vector<core::PlacementResult> DecideGang(const std::vector<const PodInfo*>& members,
                                                 const std::string& gang_key);
+  // DRA mode: the engine's decision for `request` (the pod's, with the GPUs its claims ask),
+  // restricted to `candidates` (nodes and GPUs), or `nodes`, besides the pod's own constraints
+  // (committed when placed, under request.name; HoldPlaced or Unplace follows).
+  core::PlacementResult DecideWith(const PodInfo& pod, const core::PodRequest& request,
+                                   const std::vector<core::Candidate>* candidates,
+                                   const core::NodeSet* nodes);
+  // DecideGang with the members' requests given, within `candidates` (nullptr: anywhere).
+  std::vector<core::PlacementResult> DecideGangWith(const std::vector<const PodInfo*>& members,
+                                                    std::vector<core::PodRequest> requests,
+                                                    const std::string& gang_key,
+                                                    const std::vector<core::Candidate>* candidates);
+  // Takes back a placement DecideWith or DecideGangWith committed and nobody holds.
+  void Unplace(const std::string& key);
   // The assignment record of a placement (node name, GPU UUIDs, MIG names).
   Holding HoldingOf(const core::Placement& placement) const;
 

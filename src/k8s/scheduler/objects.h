@@ -26,6 +26,7 @@
 
 #include "core/model/node.h"
 #include "core/model/request.h"
+#include "k8s/dra/objects.h"
 #include "nlohmann/json.hpp"
 #include "records/assignment.h"
 #include "records/names.h"
@@ -103,13 +104,16 @@ struct PodInfo {
 
   NodeConstraints constraints;
 
+  // spec.resourceClaims, resolved through status.resourceClaimStatuses (DRA mode).
+  dra::PodClaims claims;
+
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
   // Whether `other` (the same pod, updated) asks the scheduler for something else: its request,
   // queue, node constraints or input error differ. Only then is an unschedulable pod retried
   // because it changed.
   bool SameAsk(const PodInfo& other) const {
     return input_error == other.input_error && request == other.request && queue == other.queue &&
-           constraints == other.constraints;
+           constraints == other.constraints && claims == other.claims;
   }
   bool bound() const { return !node_name.empty(); }
 };

@@ -23,11 +23,26 @@ using Clock = std::chrono::steady_clock;
 
 // What the other threads hand to the scheduler thread.
 struct LoopEvent {
-  enum Kind { kNode, kPod, kNodesSynced, kPodsSynced, kBindResult, kLeading, kLostLease };
+  enum Kind {
+    kNode,
+    kPod,
+    kNodesSynced,
+    kPodsSynced,
+    kBindResult,
+    kLeading,
+    kLostLease,
+    kSlice,
+    kDeviceClass,
+    kClaim,
+    kDraSynced,  // one of the three DRA informers listed
+  };
   Kind kind = kNode;
   Change change = Change::kAdded;
   std::shared_ptr<const NodeInfo> node;
   std::shared_ptr<const PodInfo> pod;
+  std::shared_ptr<const dra::SliceInfo> slice;
+  std::shared_ptr<const dra::ClassInfo> device_class;
+  std::shared_ptr<const dra::ClaimInfo> claim;
   std::string key;
   uint64_t attempt = 0;
   absl::Status status;
@@ -268,6 +283,53 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
                           });
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCore> core,
                            SchedulerCore::Create(config_.core, &binder, &reporter, &metrics_));
+  ClaimBinder claim_binder(
+      writes, [&events](const std::string& key, uint64_t attempt, absl::Status status) {
+        LoopEvent e;
+        e.kind = LoopEvent::kBindResult;
+        e.key = key;
+        e.attempt = attempt;
+        e.status = std::move(status);
+        events.Push(std::move(e));
+      });
+  // DRA mode: ResourceSlices, DeviceClasses and ResourceClaims (dra_allocator.h).
+  std::vector<std::unique_ptr<ListWatch>> dra_informers;
+  if (config_.core.dra) {
+    core->EnableDra(&claim_binder);
+    auto push = [&events](LoopEvent::Kind kind, int informer_kind, auto object, auto field) {
+      LoopEvent le;
+      le.kind = kind;
+      le.change = ChangeOf(informer_kind);
+      le.*field = std::move(object);
+      events.Push(std::move(le));
+    };
+    auto synced = [&events] { events.Push(LoopEvent{LoopEvent::kDraSynced}); };
+    auto make = [&]<typename T>(std::string resource, auto decode, LoopEvent::Kind kind,
+                                std::shared_ptr<const T> LoopEvent::*field) {
+      ListWatchOptions o;
+      o.resource = resource;
+      o.path = StrCat(dra::kResourceApi, "/", resource);
+      dra_informers.push_back(std::make_unique<Informer<T>>(
+          client_, o, decode, [push, synced, kind, field](typename Informer<T>::Event&& e) {
+            if (e.kind == Informer<T>::Event::kSynced) {
+              synced();
+            } else {
+              push(kind, static_cast<int>(e.kind), std::move(e.object), field);
+            }
+          }));
+    };
+    make.template operator()<dra::SliceInfo>(
+        "resourceslices", [](const nlohmann::json& j) { return dra::DecodeSlice(j); },
+        LoopEvent::kSlice, &LoopEvent::slice);
+    make.template operator()<dra::ClassInfo>(
+        "deviceclasses", [](const nlohmann::json& j) { return dra::DecodeClass(j); },
+        LoopEvent::kDeviceClass, &LoopEvent::device_class);
+    make.template operator()<dra::ClaimInfo>(
+        "resourceclaims", [](const nlohmann::json& j) { return dra::DecodeClaim(j); },
+        LoopEvent::kClaim, &LoopEvent::claim);
+    spdlog::info("DRA mode: allocating ResourceClaims for devices of driver {}",
+                 config_.core.dra_driver);
+  }
 
   ListWatchOptions node_options;
   node_options.resource = "nodes";
@@ -305,7 +367,11 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         events.Push(std::move(le));
       });
 
-  metrics_.SetExtra([&nodes, &pods] { return InformerLines({&nodes, &pods}); });
+  metrics_.SetExtra([&nodes, &pods, &dra_informers] {
+    std::vector<const ListWatch*> all = {&nodes, &pods};
+    for (const auto& lw : dra_informers) all.push_back(lw.get());
+    return InformerLines(all);
+  });
   HttpEndpoints http;
   TESSERA_RETURN_IF_ERROR(http.Start(
       config_.metrics_address, config_.metrics_port, [this] { return metrics_.Render(); },
@@ -319,6 +385,8 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
 
   nodes.Start();
   pods.Start();
+  for (auto& lw : dra_informers) lw->Start();
+  int dra_lists = 0;
   std::unique_ptr<LeaderElector> elector;
   bool leading = !config_.leader_elect;
   if (config_.leader_elect) {
@@ -373,6 +441,18 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         case LoopEvent::kLostLease:
           lost = true;
           break;
+        case LoopEvent::kSlice:
+          core->OnSlice(e.change, std::move(e.slice));
+          break;
+        case LoopEvent::kDeviceClass:
+          core->OnDeviceClass(e.change, std::move(e.device_class));
+          break;
+        case LoopEvent::kClaim:
+          core->OnClaim(e.change, std::move(e.claim));
+          break;
+        case LoopEvent::kDraSynced:
+          if (++dra_lists >= 3) core->SetDraSynced();
+          break;
       }
     }
     if (lost) {
@@ -397,6 +477,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     spdlog::warn("stopping with writes still in flight");
   }
   if (elector) elector->Stop();
+  for (auto& lw : dra_informers) lw->Stop();
   nodes.Stop();
   pods.Stop();
   spdlog::info("tessera scheduler stopped");

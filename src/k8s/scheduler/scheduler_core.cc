@@ -53,6 +53,25 @@ void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) 
   if (ledger_.OnNode(change, std::move(node))) queue_.NoteChange();
 }
 
+// --- DRA objects -----------------------------------------------------------------------------
+
+void SchedulerCore::EnableDra(ClaimBinder* binder) {
+  claim_binder_ = binder;
+  dra_ = std::make_unique<DraAllocator>(options_.dra_driver, ledger_);
+}
+
+void SchedulerCore::OnSlice(Change change, std::shared_ptr<const dra::SliceInfo> slice) {
+  if (dra_ && dra_->OnSlice(change, std::move(slice))) queue_.NoteChange();
+}
+
+void SchedulerCore::OnDeviceClass(Change change, std::shared_ptr<const dra::ClassInfo> c) {
+  if (dra_ && dra_->OnClass(change, std::move(c))) queue_.NoteChange();
+}
+
+void SchedulerCore::OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo> claim) {
+  if (dra_ && dra_->OnClaim(change, std::move(claim))) queue_.NoteChange();
+}
+
 // --- pods ------------------------------------------------------------------------------------
 
 void SchedulerCore::Release(const std::string& key) {
@@ -141,6 +160,7 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
 void SchedulerCore::Forget(const std::string& key) {
   Pod* s = pods_.Find(key);
   if (s == nullptr) return;
+  if (dra_) dra_->BindDone(key, /*ok=*/false);
   Release(key);
   Dequeue(key, *s);
   gangs_.Leave(key, *s);
@@ -178,6 +198,7 @@ void SchedulerCore::OnBindResult(const std::string& key, uint64_t attempt,
   Pod* found = pods_.Find(key);
   if (found == nullptr) return;
   Pod& s = *found;
+  if (dra_ && s.attempt == attempt) dra_->BindDone(key, status.ok());
   if (s.stage != Stage::kBinding || s.attempt != attempt) return;  // settled meanwhile
   if (status.ok()) {
     Confirm(s);
@@ -273,7 +294,36 @@ void SchedulerCore::Observe(const DecisionStart& start) {
   metrics_->decision_cpu.Observe(std::max(0.0, ThreadCpuSeconds() - start.cpu_s));
 }
 
+void SchedulerCore::PlaceWithClaims(const std::string& key, Pod& s) {
+  if (!dra_) {
+    MarkUnschedulable(key, s,
+                      "the pod has spec.resourceClaims, and this scheduler runs without DRA mode "
+                      "(dra.enabled in its configuration)");
+    return;
+  }
+  const DecisionStart start = StartDecision();
+  DraAllocator::Decision d = dra_->Decide(*s.info);
+  Observe(start);
+  if (d.result.placed()) {
+    StartClaimBind(key, s, d);
+    return;
+  }
+  MarkUnschedulable(key, s, d.result.reason);
+}
+
+void SchedulerCore::StartClaimBind(const std::string& key, Pod& s,
+                                   const DraAllocator::Decision& d) {
+  dra_->Hold(*s.info, d);
+  pods_.SetStage(s, Stage::kBinding);
+  ++s.attempt;
+  claim_binder_->Bind(*s.info, ledger_.Find(key)->node, d.writes, s.attempt);
+}
+
 void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
+  if (!s.info->claims.empty()) {
+    PlaceWithClaims(key, s);
+    return;
+  }
   const DecisionStart start = StartDecision();
   core::PlacementResult r = ledger_.Decide(*s.info);
   Observe(start);
@@ -316,6 +366,33 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   if (!round.ready) return 0;
   std::vector<const PodInfo*> members;
   for (const std::string& m : round.pending) members.push_back(pods_.Get(m).info.get());
+  const bool claims = std::any_of(members.begin(), members.end(),
+                                  [](const PodInfo* m) { return !m->claims.empty(); });
+  if (claims && dra_) {
+    const DecisionStart start = StartDecision();
+    std::vector<DraAllocator::Decision> ds = dra_->DecideGang(members, gang_key);
+    Observe(start);
+    if (!ds.empty() && ds[0].result.placed()) {
+      spdlog::info("gang {}: placed {} members with claims", gang_key, round.pending.size());
+      for (size_t i = 0; i < round.pending.size(); ++i) {
+        StartClaimBind(round.pending[i], pods_.Get(round.pending[i]), ds[i]);
+      }
+    } else {
+      std::string reason = ds.empty() ? "no members" : ds[0].result.reason;
+      for (const std::string& m : round.pending) MarkUnschedulable(m, pods_.Get(m), reason);
+    }
+    gangs_.Assembled(gang_key);
+    return static_cast<int>(round.pending.size());
+  }
+  if (claims) {
+    for (const std::string& m : round.pending) {
+      MarkUnschedulable(m, pods_.Get(m),
+                        "the gang's pods have spec.resourceClaims, and this scheduler runs "
+                        "without DRA mode (dra.enabled in its configuration)");
+    }
+    gangs_.Assembled(gang_key);
+    return static_cast<int>(round.pending.size());
+  }
   const DecisionStart start = StartDecision();
   std::vector<core::PlacementResult> results = ledger_.DecideGang(members, gang_key);
   Observe(start);
@@ -364,6 +441,7 @@ void SchedulerCore::FlushRetries(std::chrono::steady_clock::time_point now) {
 int SchedulerCore::ScheduleSome() {
   if (!synced()) return 0;
   ledger_.Sync();
+  if (dra_) dra_->OnNodesChanged();
   FlushRetries(clock_());
   int tried = 0;
   while (tried < options_.max_pods_per_cycle) {

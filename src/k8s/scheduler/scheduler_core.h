@@ -34,6 +34,8 @@
 #include "core/engine.h"
 #include "k8s/client/backoff.h"
 #include "k8s/scheduler/binder.h"
+#include "k8s/scheduler/claim_binder.h"
+#include "k8s/scheduler/dra_allocator.h"
 #include "k8s/scheduler/gang_assembler.h"
 #include "k8s/scheduler/ledger.h"
 #include "k8s/scheduler/metrics.h"
@@ -58,6 +60,9 @@ struct SchedulerCoreOptions {
   // A bind answered 409 that the watch has not explained after this long is retried.
   std::chrono::milliseconds bind_conflict_timeout{30'000};
   int max_pods_per_cycle = 512;
+  // DRA mode: pods with spec.resourceClaims get devices of this driver (EnableDra).
+  bool dra = false;
+  std::string dra_driver = "gpu.tessera.dev";
 };
 
 // Where failures go: the pod's owner reads them with kubectl describe.
@@ -88,9 +93,17 @@ class SchedulerCore {
   void OnNode(Change change, std::shared_ptr<const NodeInfo> node);
   void OnPod(Change change, std::shared_ptr<const PodInfo> pod);
   void OnBindResult(const std::string& key, uint64_t attempt, const absl::Status& status);
+  // DRA mode (dra_allocator.h): claims are written by `binder`. Call before the first event.
+  void EnableDra(ClaimBinder* binder);
+  bool dra_enabled() const { return dra_ != nullptr; }
+  void OnSlice(Change change, std::shared_ptr<const dra::SliceInfo> slice);
+  void OnDeviceClass(Change change, std::shared_ptr<const dra::ClassInfo> device_class);
+  void OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo> claim);
+  // Slices, classes and claims have each listed once (DRA mode waits for them too).
+  void SetDraSynced() { dra_synced_ = true; }
   // Scheduling starts once both caches have listed once.
   void SetSynced(bool nodes, bool pods);
-  bool synced() const { return nodes_synced_ && pods_synced_; }
+  bool synced() const { return nodes_synced_ && pods_synced_ && (!dra_ || dra_synced_); }
 
   // Decides up to max_pods_per_cycle pods (a gang counts its members). Returns how many were
   // tried. Does nothing before synced().
@@ -125,6 +138,8 @@ class SchedulerCore {
   void Confirm(Pod& s);
   void StartBind(const std::string& key, Pod& s, const core::Placement& placement);
   void PlaceOne(const std::string& key, Pod& s);
+  void PlaceWithClaims(const std::string& key, Pod& s);
+  void StartClaimBind(const std::string& key, Pod& s, const DraAllocator::Decision& decision);
   int TryGang(const std::string& gang_key);
   void Report(Pod& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
@@ -149,6 +164,9 @@ class SchedulerCore {
   ClusterLedger ledger_;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
+  std::unique_ptr<DraAllocator> dra_;
+  ClaimBinder* claim_binder_ = nullptr;
+  bool dra_synced_ = false;
   bool nodes_synced_ = false;
   bool pods_synced_ = false;
 };

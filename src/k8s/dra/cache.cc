@@ -1,0 +1,190 @@
+#include "k8s/dra/cache.h"
+
+#include <cctype>
+
+#include "common/strings.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::k8s::dra {
+
+int GpuIndexOf(const Device& device, std::string_view driver, bool* whole) {
+  if (whole != nullptr) *whole = false;
+  std::string_view name = device.name;
+  if (!name.starts_with("gpu-")) return -1;
+  name.remove_prefix(4);
+  size_t digits = 0;
+  while (digits < name.size() && std::isdigit(static_cast<unsigned char>(name[digits]))) ++digits;
+  if (digits == 0 || digits > 3) return -1;
+  const int index = std::stoi(std::string(name.substr(0, digits)));
+  const std::string_view rest = name.substr(digits);
+  if (!rest.empty() && !rest.starts_with("-mig-")) return -1;
+  if (rest.empty()) {
+    if (const AttributeValue* a = device.Attribute(StrCat(driver, "/index"), driver);
+        a != nullptr && (a->kind != AttributeValue::Kind::kInt || a->i != index)) {
+      return -1;  // the name and the index attribute disagree: not a device we understand
+    }
+    if (whole != nullptr) *whole = true;
+  }
+  return index;
+}
+
+std::vector<std::string> DraCache::OnSlice(bool deleted, std::shared_ptr<const SliceInfo> slice) {
+  std::vector<std::string> changed;
+  const std::string name = slice->name;
+  auto old = slices_.find(name);
+  std::string old_pool;
+  if (old != slices_.end()) {
+    if (old->second->driver == driver_) old_pool = old->second->pool;
+    slices_.erase(old);
+  }
+  if (!old_pool.empty()) pool_slices_[old_pool].erase(name);
+  if (!deleted && slice->driver == driver_) {
+    if (!slice->error.empty()) {
+      spdlog::warn("resource slice {} of pool {}: {}; its devices are not used", name, slice->pool,
+                   slice->error);
+    }
+    pool_slices_[slice->pool].insert(name);
+    slices_[name] = slice;
+  } else if (!deleted) {
+    slices_[name] = slice;  // another driver's: kept only so that a deletion is recognised
+  }
+  std::set<std::string> pools;
+  if (!old_pool.empty()) pools.insert(old_pool);
+  if (!deleted && slice->driver == driver_) pools.insert(slice->pool);
+  for (const std::string& pool : pools) {
+    for (std::string& n : RebuildPool(pool)) changed.push_back(std::move(n));
+  }
+  if (!pools.empty()) ++generation_;
+  return changed;
+}
+
+std::vector<std::string> DraCache::RebuildPool(const std::string& pool) {
+  std::set<std::string> touched;
+  if (auto it = pool_node_.find(pool); it != pool_node_.end()) {
+    touched.insert(it->second);
+    node_pools_[it->second].erase(pool);
+    pool_node_.erase(it);
+  }
+  pool_problems_.erase(pool);
+  auto names = pool_slices_.find(pool);
+  if (names != pool_slices_.end() && !names->second.empty()) {
+    int64_t generation = INT64_MIN;
+    for (const std::string& n : names->second) {
+      generation = std::max(generation, slices_.at(n)->generation);
+    }
+    int64_t count = 0, want = 0;
+    std::string node, problem;
+    for (const std::string& n : names->second) {
+      const SliceInfo& s = *slices_.at(n);
+      if (s.generation != generation) continue;
+      ++count;
+      want = s.slice_count;
+      if (!s.error.empty()) problem = StrCat("slice ", s.name, ": ", s.error);
+      if (s.node_name.empty()) {
+        problem = StrCat("slice ", s.name, " is not bound to one node (spec.nodeName)");
+      } else if (!node.empty() && node != s.node_name) {
+        problem =
+            StrCat("slices of generation ", generation, " name nodes ", node, " and ", s.node_name);
+      }
+      node = s.node_name;
+    }
+    if (problem.empty() && count < want) {
+      problem = StrCat(count, " of ", want, " slices of generation ", generation, " published");
+    }
+    if (problem.empty()) {
+      pool_node_[pool] = node;
+      node_pools_[node].insert(pool);
+      touched.insert(node);
+    } else {
+      pool_problems_[pool] = problem;
+      spdlog::info("DRA pool {} of driver {} not used yet: {}", pool, driver_, problem);
+    }
+  } else if (names != pool_slices_.end()) {
+    pool_slices_.erase(names);
+  }
+  for (const std::string& n : touched) RebuildNode(n);
+  return {touched.begin(), touched.end()};
+}
+
+void DraCache::RebuildNode(const std::string& node) {
+  auto pools = node_pools_.find(node);
+  if (pools == node_pools_.end() || pools->second.empty()) {
+    nodes_.erase(node);
+    if (pools != node_pools_.end()) node_pools_.erase(pools);
+    return;
+  }
+  NodeDevices d;
+  for (const std::string& pool : pools->second) {
+    int64_t generation = INT64_MIN;
+    for (const std::string& n : pool_slices_.at(pool)) {
+      generation = std::max(generation, slices_.at(n)->generation);
+    }
+    for (const std::string& n : pool_slices_.at(pool)) {
+      std::shared_ptr<const SliceInfo> s = slices_.at(n);
+      if (s->generation != generation) continue;
+      d.slices.push_back(s);
+      for (const Device& dev : s->devices) {
+        d.by_name[{pool, dev.name}] = &dev;
+        bool whole = false;
+        const int index = GpuIndexOf(dev, driver_, &whole);
+        if (index < 0 || !whole) continue;
+        if (static_cast<int>(d.gpus.size()) <= index) d.gpus.resize(index + 1);
+        if (d.gpus[index].device != nullptr) {
+          spdlog::warn(
+              "node {}: two devices of driver {} stand for GPU {} ({}/{} and {}/{}); "
+              "using the first",
+              node, driver_, index, d.gpus[index].pool, d.gpus[index].device->name, pool, dev.name);
+          continue;
+        }
+        d.gpus[index] = NodeDevices::Gpu{&dev, pool};
+      }
+    }
+  }
+  nodes_[node] = std::move(d);
+}
+
+bool DraCache::OnClass(bool deleted, std::shared_ptr<const ClassInfo> device_class) {
+  if (deleted) {
+    classes_.erase(device_class->name);
+  } else {
+    auto it = classes_.find(device_class->name);
+    if (it != classes_.end() && it->second->selectors == device_class->selectors &&
+        it->second->config == device_class->config) {
+      it->second = std::move(device_class);
+      return false;
+    }
+    classes_[device_class->name] = std::move(device_class);
+  }
+  ++generation_;
+  return true;
+}
+
+std::shared_ptr<const ClaimInfo> DraCache::OnClaim(bool deleted,
+                                                   std::shared_ptr<const ClaimInfo> claim) {
+  std::shared_ptr<const ClaimInfo> old;
+  auto it = claims_.find(claim->key);
+  if (it != claims_.end()) old = it->second;
+  if (deleted) {
+    if (it != claims_.end()) claims_.erase(it);
+  } else {
+    claims_[claim->key] = std::move(claim);
+  }
+  return old;
+}
+
+std::shared_ptr<const ClaimInfo> DraCache::Claim(const std::string& key) const {
+  auto it = claims_.find(key);
+  return it == claims_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const ClassInfo> DraCache::Class(const std::string& name) const {
+  auto it = classes_.find(name);
+  return it == classes_.end() ? nullptr : it->second;
+}
+
+const NodeDevices* DraCache::Devices(const std::string& node) const {
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+}  // namespace tessera::k8s::dra

@@ -1,0 +1,60 @@
+// DRA mode's binder: what a pod was granted is recorded in its ResourceClaims, not on the pod.
+// For each claim, in order, as kube-scheduler's DynamicResources plugin does (PreBind):
+//   1. the finalizer resource.kubernetes.io/delete-protection, when missing (a merge patch of
+//      metadata carrying the claim's resourceVersion: the claim cannot change unseen);
+//   2. status.allocation and the pod in status.reservedFor (a merge patch of /status carrying
+//      the resourceVersion step 1 returned), or, for a claim allocated already (shared by several
+//      pods, or written by an earlier attempt), the pod appended to status.reservedFor (a JSON
+//      patch that first tests the allocation is still the one planned, so that concurrent pods
+//      sharing one claim do not conflict);
+// then the pod is bound (POST .../binding, no annotations). Any step that fails ends the attempt
+// with its error; a claim that changed meanwhile (409, or a failed test) is Unavailable, so that
+// the scheduler tries the pod again once the watch has shown the claim as it is. What was
+// written stays written: a retry finds the claims allocated and reserved for the pod and only
+// binds, and so does a scheduler restarted between the claim writes and the binding.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "k8s/client/http.h"
+#include "k8s/dra/objects.h"
+#include "k8s/scheduler/objects.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::k8s {
+
+struct ClaimWrite {
+  std::shared_ptr<const dra::ClaimInfo> claim;  // as the scheduler last saw it
+  nlohmann::json allocation;                    // to write; null: allocated already
+  bool reserve = true;                          // add the pod to status.reservedFor
+};
+
+class ClaimBinder {
+ public:
+  using Done = std::function<void(const std::string& key, uint64_t attempt, absl::Status status)>;
+  // `done` runs on the client's thread: it must only hand the outcome over.
+  ClaimBinder(AsyncClient& client, Done done) : client_(client), done_(std::move(done)) {}
+
+  void Bind(const PodInfo& pod, const std::string& node, std::vector<ClaimWrite> writes,
+            uint64_t attempt);
+
+  // The requests, for tests: the finalizer patch (nullopt when present), the status patch.
+  static std::optional<HttpRequest> FinalizerRequest(const dra::ClaimInfo& claim);
+  static HttpRequest StatusRequest(const dra::ClaimInfo& claim, const std::string& resource_version,
+                                   const PodInfo& pod, const ClaimWrite& write);
+
+ private:
+  struct Job;
+  void Step(std::shared_ptr<Job> job);
+  void Finish(const std::shared_ptr<Job>& job, absl::Status status);
+
+  AsyncClient& client_;
+  Done done_;
+};
+
+}  // namespace tessera::k8s

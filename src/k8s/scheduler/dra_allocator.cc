@@ -1,0 +1,264 @@
+#include "k8s/scheduler/dra_allocator.h"
+
+#include <algorithm>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::k8s {
+
+bool DraAllocator::OnSlice(Change change, std::shared_ptr<const dra::SliceInfo> slice) {
+  if (cache_.OnSlice(change == Change::kDeleted, std::move(slice)).empty()) return false;
+  Reconsider();
+  return true;
+}
+
+bool DraAllocator::OnClass(Change change, std::shared_ptr<const dra::ClassInfo> device_class) {
+  return cache_.OnClass(change == Change::kDeleted, std::move(device_class));
+}
+
+bool DraAllocator::OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo> claim) {
+  const std::string key = claim->key;
+  cache_.OnClaim(change == Change::kDeleted, std::move(claim));
+  Account(key);
+  return true;  // a claim created, allocated or freed may let a pod go on
+}
+
+bool DraAllocator::Account(const std::string& key) {
+  const std::string held_key = ClaimKey(key);
+  std::shared_ptr<const dra::ClaimInfo> claim = cache_.Claim(key);
+  if (auto f = inflight_.find(key); f != inflight_.end()) {
+    // Ours: the tentative holding stays while the writes are in flight, and after they
+    // succeeded until the watch shows the allocation (or the claim is gone).
+    const bool written = written_.contains(key);
+    if (!written || (claim && !claim->allocation)) return false;
+    inflight_.erase(f);
+    written_.erase(key);
+  }
+  unresolved_.erase(key);
+  if (!claim || !claim->allocation) return ledger_.Drop(held_key);
+  absl::StatusOr<records::Assignment> gpus = planner_.HoldingOf(*claim, ledger_.engine().cluster());
+  Holding h;
+  h.node = claim->allocation->node;
+  if (!gpus.ok()) {
+    unresolved_.insert(key);
+    h.unreadable = StrCat("ResourceClaim ", key, ": ", FromAbsl(gpus.status().message()));
+  } else if (gpus->gpus.empty()) {
+    return ledger_.Drop(held_key);  // none of tessera's devices
+  } else {
+    h.gpus = *std::move(gpus);
+  }
+  const Holding* now = ledger_.Find(held_key);
+  if (now != nullptr && *now == h && ledger_.Accounted(held_key)) return false;
+  ledger_.Hold(held_key, std::move(h), /*bound=*/true);
+  return true;
+}
+
+void DraAllocator::Reconsider() {
+  std::vector<std::string> keys(unresolved_.begin(), unresolved_.end());
+  for (const std::string& k : keys) Account(k);
+}
+
+DraAllocator::Decision DraAllocator::Decide(const PodInfo& pod) {
+  Decision d;
+  core::PlacementResult& r = d.result;
+  const core::Cluster& cluster = ledger_.engine().cluster();
+  if (pod.request.gpu.kind != core::GpuAsk::Kind::kNone) {
+    r.outcome = core::Outcome::kNeverFits;
+    r.reason =
+        "invalid pod: it asks for GPUs both in resources.limits (tessera.dev/gpu...) and "
+        "through spec.resourceClaims; use one or the other";
+    return d;
+  }
+  dra::PodPlan plan = planner_.Plan(pod.claims, pod.ns, pod.uid, cluster);
+  if (plan.kind != dra::PodPlan::Kind::kReady) {
+    r.outcome = plan.kind == dra::PodPlan::Kind::kInvalid ? core::Outcome::kNeverFits
+                                                          : core::Outcome::kNoFitNow;
+    r.reason = plan.kind == dra::PodPlan::Kind::kInvalid ? StrCat("invalid claim: ", plan.reason)
+                                                         : plan.reason;
+    return d;
+  }
+  core::PodRequest request = pod.request;
+  if (!plan.fixed_node.empty()) {
+    const core::NodeId id = cluster.FindNode(plan.fixed_node);
+    if (!id.valid() || !cluster.live(id)) {
+      r.reason = StrCat("the pod's claims are allocated on node ", plan.fixed_node,
+                        ", which this scheduler does not manage (yet)");
+      return d;
+    }
+    std::vector<core::Candidate> here = {core::Candidate{id, 0}};
+    r = ledger_.DecideWith(pod, request, &here, nullptr);
+    if (!r.placed()) {
+      r.reason = StrCat("the pod's claims are allocated on node ", plan.fixed_node, ": ", r.reason);
+      return d;
+    }
+    for (const dra::PlannedClaim& c : plan.options[0].claims) {
+      if (!c.reserved) d.writes.push_back(ClaimWrite{c.claim, nullptr, true});
+    }
+    return d;
+  }
+  std::vector<std::string> reasons;
+  for (const dra::PodPlan::Option& o : plan.options) {
+    if (!o.why_none.empty()) {
+      reasons.push_back(o.why_none);
+      continue;
+    }
+    request.gpu = o.gpu;
+    r = ledger_.DecideWith(pod, request, o.use_candidates ? &o.candidates : nullptr,
+                           o.use_candidates ? nullptr : o.nodes.get());
+    if (!r.placed()) {
+      reasons.push_back(r.reason);
+      continue;
+    }
+    absl::StatusOr<std::vector<dra::ClaimAllocation>> allocs =
+        planner_.Allocate(o, r.placement, cluster);
+    if (!allocs.ok()) {
+      ledger_.Unplace(pod.key);
+      reasons.push_back(std::string(FromAbsl(allocs.status().message())));
+      r = core::PlacementResult{};
+      continue;
+    }
+    size_t next = 0;
+    for (const dra::PlannedClaim& c : o.claims) {
+      if (c.allocate) {
+        const dra::ClaimAllocation& a = (*allocs)[next++];
+        d.writes.push_back(ClaimWrite{c.claim, a.allocation, true});
+        d.holdings.emplace_back(c.claim->key, a.holding);
+      } else if (!c.reserved) {
+        d.writes.push_back(ClaimWrite{c.claim, nullptr, true});
+      }
+    }
+    return d;
+  }
+  r.outcome = core::Outcome::kNoFitNow;
+  r.reason = StrJoin(reasons, "; ");
+  return d;
+}
+
+std::vector<DraAllocator::Decision> DraAllocator::DecideGang(
+    const std::vector<const PodInfo*>& members, const std::string& gang_key) {
+  const core::Cluster& cluster = ledger_.engine().cluster();
+  std::vector<Decision> out(members.size());
+  auto fail_all = [&](const std::string& reason) {
+    for (Decision& d : out) {
+      d = Decision{};
+      d.result.reason = reason;
+    }
+    return out;
+  };
+  std::vector<dra::PodPlan> plans;
+  std::vector<core::PodRequest> requests;
+  // Per node, the GPUs every member may use.
+  std::vector<uint64_t> masks(cluster.node_count(), ~0ULL);
+  for (const PodInfo* m : members) {
+    dra::PodPlan plan = planner_.Plan(m->claims, m->ns, m->uid, cluster);
+    if (plan.kind != dra::PodPlan::Kind::kReady) {
+      return fail_all(StrCat("gang ", gang_key, ": member ", m->key, ": ", plan.reason));
+    }
+    if (!plan.fixed_node.empty()) {
+      return fail_all(StrCat("gang ", gang_key, ": member ", m->key,
+                             " has claims allocated already (node ", plan.fixed_node,
+                             "); a gang is allocated all together"));
+    }
+    const dra::PodPlan::Option& o = plan.options[0];
+    if (!o.why_none.empty()) {
+      return fail_all(StrCat("gang ", gang_key, ": member ", m->key, ": ", o.why_none));
+    }
+    if (m->request.gpu.kind != core::GpuAsk::Kind::kNone) {
+      return fail_all(StrCat("gang ", gang_key, ": member ", m->key,
+                             " asks GPUs both in resources.limits and through claims"));
+    }
+    std::vector<uint64_t> mine(cluster.node_count(), 0);
+    if (o.use_candidates) {
+      for (const core::Candidate& c : o.candidates) mine[c.node.value()] |= c.gpu_mask;
+    } else if (o.nodes) {
+      for (int n = 0; n < cluster.node_count(); ++n) {
+        if (o.nodes->Contains(core::NodeId(n))) mine[n] = ~0ULL;
+      }
+    } else {
+      std::fill(mine.begin(), mine.end(), ~0ULL);
+    }
+    for (int n = 0; n < cluster.node_count(); ++n) masks[n] &= mine[n];
+    core::PodRequest req = m->request;
+    req.gpu = o.gpu;
+    requests.push_back(std::move(req));
+    plans.push_back(std::move(plan));
+  }
+  std::vector<core::Candidate> candidates;
+  for (int n = 0; n < cluster.node_count(); ++n) {
+    if (masks[n] != 0) candidates.push_back(core::Candidate{core::NodeId(n), masks[n]});
+  }
+  std::vector<core::PlacementResult> results =
+      ledger_.DecideGangWith(members, std::move(requests), gang_key, &candidates);
+  if (results.empty() || !results[0].placed()) {
+    std::vector<Decision> failed(members.size());
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (i < results.size()) failed[i].result = results[i];
+    }
+    return failed;
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    const dra::PodPlan::Option& o = plans[i].options[0];
+    absl::StatusOr<std::vector<dra::ClaimAllocation>> allocs =
+        planner_.Allocate(o, results[i].placement, cluster);
+    if (!allocs.ok()) {
+      for (const PodInfo* m : members) ledger_.Unplace(m->key);
+      return fail_all(StrCat("gang ", gang_key, ": member ", members[i]->key, ": ",
+                             FromAbsl(allocs.status().message())));
+    }
+    out[i].result = results[i];
+    size_t next = 0;
+    for (const dra::PlannedClaim& c : o.claims) {
+      if (c.allocate) {
+        const dra::ClaimAllocation& a = (*allocs)[next++];
+        out[i].writes.push_back(ClaimWrite{c.claim, a.allocation, true});
+        out[i].holdings.emplace_back(c.claim->key, a.holding);
+      } else if (!c.reserved) {
+        out[i].writes.push_back(ClaimWrite{c.claim, nullptr, true});
+      }
+    }
+  }
+  return out;
+}
+
+void DraAllocator::Hold(const PodInfo& pod, const Decision& d) {
+  const core::Cluster& cluster = ledger_.engine().cluster();
+  const std::string node = cluster.node(d.result.placement.node).name;
+  ledger_.Unplace(pod.key);
+  Holding own;
+  own.node = node;
+  own.cpu_milli = d.result.placement.cpu_milli;
+  own.memory_mib = d.result.placement.memory_mib;
+  ledger_.Hold(pod.key, std::move(own), /*bound=*/false);
+  for (const auto& [claim, gpus] : d.holdings) {
+    Holding h;
+    h.node = node;
+    h.gpus = gpus;
+    ledger_.Hold(ClaimKey(claim), std::move(h), /*bound=*/false);
+    inflight_[claim] = pod.key;
+    inflight_of_[pod.key].insert(claim);
+  }
+}
+
+void DraAllocator::BindDone(const std::string& pod_key, bool ok) {
+  auto it = inflight_of_.find(pod_key);
+  if (it == inflight_of_.end()) return;
+  std::set<std::string> claims = std::move(it->second);
+  inflight_of_.erase(it);
+  for (const std::string& c : claims) {
+    auto f = inflight_.find(c);
+    if (f == inflight_.end() || f->second != pod_key) continue;
+    if (ok) {
+      written_.insert(c);
+    } else {
+      // Failed: the claim is what the watch shows. (A write that succeeded before a later step
+      // failed is accounted again when its event comes.)
+      inflight_.erase(f);
+      written_.erase(c);
+    }
+    Account(c);
+  }
+}
+
+}  // namespace tessera::k8s
