@@ -177,6 +177,67 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     for (NodeId n : ctx.units[u].nodes) ctx.units_on[n.value()].push_back(u);
   }
 
+  // What taking every candidate and terminating pod away could free at most, per node and GPU:
+  // a necessary condition checked before any what-if (it never turns away a node that could
+  // take the pod), and the lower bounds that let the search skip nodes that cannot beat the best.
+  struct Extra {
+    int64_t memory = 0;
+    int32_t compute = 0;
+    int32_t grants = 0;
+    int32_t top = INT32_MIN;  // the highest priority of the candidates holding it
+  };
+  std::vector<std::vector<Extra>> extra(node_count);
+  std::vector<int64_t> extra_cpu(node_count, 0), extra_mem(node_count, 0);
+  auto add_extra = [&](int pod, int32_t priority) {
+    const Placement& p = *engine_.Find(running[pod].name);
+    const int n = p.node.value();
+    if (extra[n].empty()) extra[n].resize(engine_.cluster().node(p.node).gpu_count());
+    extra_cpu[n] += p.cpu_milli;
+    extra_mem[n] += p.memory_mib;
+    for (const GpuGrant& g : p.gpus) {
+      extra[n][g.gpu].memory += g.memory_mib;
+      extra[n][g.gpu].compute += g.compute_milli;
+      ++extra[n][g.gpu].grants;
+      extra[n][g.gpu].top = std::max(extra[n][g.gpu].top, priority);
+    }
+  };
+  for (int n = 0; n < node_count; ++n) {
+    for (int t : ctx.terminating_on[n]) add_extra(t, INT32_MIN);
+    for (int u : ctx.units_on[n]) {
+      for (int p : ctx.units[u].pods) {
+        if (engine_.Find(running[p].name)->node.value() == n) add_extra(p, ctx.units[u].priority);
+      }
+    }
+  }
+  // Whether `ask` could fit node n with the candidates there gone (or, `now`, as it is).
+  auto could_fit = [&](int n, const PodRequest& ask, bool now) {
+    const NodeId id(n);
+    const ClusterState& st = engine_.state();
+    if (!st.accepts_pods(id)) return false;
+    const bool any = !now && !extra[n].empty();
+    if (st.free_cpu_milli(id) + (any ? extra_cpu[n] : 0) < ask.cpu_milli) return false;
+    if (st.free_memory_mib(id) + (any ? extra_mem[n] : 0) < ask.memory_mib) return false;
+    const GpuAsk& a = ask.gpu;
+    if (a.kind == GpuAsk::Kind::kNone || a.kind == GpuAsk::Kind::kMig) return true;
+    std::span<const GpuState> gpus = st.gpus(id);
+    int whole = 0;
+    for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+      const Extra e = any ? extra[n][g] : Extra{};
+      if (gpus[g].grants == e.grants) {
+        ++whole;
+        continue;
+      }
+      if (a.kind == GpuAsk::Kind::kWhole || gpus[g].exclusive) continue;
+      const int64_t memory = a.kind == GpuAsk::Kind::kShare ? a.memory_mib : 0;
+      const int32_t compute = a.kind == GpuAsk::Kind::kShare ? a.compute_milli : a.fraction_milli;
+      if (gpus[g].free_memory_mib + e.memory >= memory &&
+          gpus[g].free_compute_milli + e.compute >= compute) {
+        return true;
+      }
+    }
+    return whole >= std::max(1, a.kind == GpuAsk::Kind::kWhole ? a.count : 1);
+  };
+
   auto no_plan = [&](std::string reason) {
     plan.reason = std::move(reason);
     if (!reclaim_why.empty()) StrAppend(&plan.reason, " (no reclaim: ", reclaim_why, ")");
@@ -192,10 +253,68 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     };
     std::optional<Best> best;
     bool fits_somewhere = false;
+    const PodRequest& effective = engine_.policy().Effective(pod);
+    // Nodes that could take the pod, most promising first: (fewest victims at least, lowest
+    // victim priority at least).
+    std::vector<std::tuple<size_t, int32_t, int, int>> order;
     for (int n = 0; n < node_count; ++n) {
+      if (ctx.units_on[n].empty() && ctx.terminating_on[n].empty()) continue;
+      if (request.nodes != nullptr && !request.nodes->Contains(NodeId(n))) continue;
+      if (!could_fit(n, effective, false)) continue;
+      const bool free_now = !ctx.terminating_on[n].empty() || could_fit(n, effective, true);
+      if (free_now) {
+        order.emplace_back(0, INT32_MIN, 0, n);
+        continue;
+      }
+      // At least one victim, of at least the lowest priority there; whole GPUs: the GPUs to
+      // free each lose every holder, so at least the need-th lowest of their highest holders'
+      // priorities, and at least as many victims as it takes units to cover them.
+      int32_t low = INT32_MAX;
+      bool all_reclaim = true;
+      for (int u : ctx.units_on[n]) {
+        low = std::min(low, ctx.units[u].priority);
+        all_reclaim = all_reclaim && ctx.units[u].reclaim;
+      }
+      size_t least = 1;
+      if (effective.gpu.kind == GpuAsk::Kind::kWhole) {
+        std::span<const GpuState> gpus = engine_.state().gpus(NodeId(n));
+        const int need = effective.gpu.count - engine_.state().whole_free_count(NodeId(n));
+        std::vector<int32_t> tops;
+        for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+          if (gpus[g].grants > 0 && gpus[g].grants == extra[n][g].grants) {
+            tops.push_back(extra[n][g].top);
+          }
+        }
+        if (need > 0 && static_cast<int>(tops.size()) >= need) {
+          std::nth_element(tops.begin(), tops.begin() + (need - 1), tops.end());
+          low = std::max(low, tops[need - 1]);
+          std::vector<int> spans;  // GPUs of the node each unit holds
+          for (int u : ctx.units_on[n]) {
+            int k = 0;
+            for (int p : ctx.units[u].pods) {
+              const Placement& pl = *engine_.Find(running[p].name);
+              if (pl.node.value() == n) k += static_cast<int>(pl.gpus.size());
+            }
+            spans.push_back(k);
+          }
+          std::sort(spans.rbegin(), spans.rend());
+          int covered = 0;
+          least = 0;
+          for (int k : spans) {
+            if (covered >= need) break;
+            covered += k;
+            ++least;
+          }
+        }
+      }
+      order.emplace_back(least, low, all_reclaim ? static_cast<int>(least) : 0, n);
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& bound : order) {
+      const int n = std::get<3>(bound);
+      if (best && bound > best->cost) continue;
       const std::vector<int>& candidates = ctx.units_on[n];
       const std::vector<int>& terminating = ctx.terminating_on[n];
-      if (candidates.empty() && terminating.empty()) continue;
       const std::vector<Candidate> allowed = Everything(std::vector<NodeId>{NodeId(n)});
       auto fits = [&](std::span<const int> gone) {
         return engine_.PlaceWithout(pod, ctx.Names(gone, terminating), &allowed, request.nodes)
@@ -235,20 +354,67 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     plan.nodes.push_back(where.placement.node);
     plan.placements.push_back(std::move(where));
   } else {
-    // Every candidate and every terminating pod away: does the gang fit at all?
-    std::vector<int> all_units;
-    std::vector<int> all_terminating;
-    for (int u = 0; u < static_cast<int>(ctx.units.size()); ++u) {
-      if (!spoiled.contains(u)) all_units.push_back(u);
+    // Widening: the nodes that could take some member with their candidates gone, cheapest
+    // first (fewest candidate pods per GPU they could free, then the lowest victim priority);
+    // the gang is tried on the first few with every candidate there away, then on twice as
+    // many, up to all of them. Whole clusters are not emptied for a gang that needs four nodes.
+    int64_t whole_demand = 0;
+    for (const PodRequest& m : request.members) {
+      const GpuAsk& a = engine_.policy().Effective(m).gpu;
+      whole_demand += a.kind == GpuAsk::Kind::kWhole ? a.count : 1;
     }
-    for (const std::vector<int>& t : ctx.terminating_on) {
-      all_terminating.insert(all_terminating.end(), t.begin(), t.end());
+    std::vector<std::tuple<double, int32_t, int>> ranked;
+    std::vector<int> freeable(node_count, 0);
+    for (int n = 0; n < node_count; ++n) {
+      if (ctx.units_on[n].empty() && ctx.terminating_on[n].empty()) continue;
+      bool any = false;
+      for (const PodRequest& m : request.members) {
+        any = any || could_fit(n, engine_.policy().Effective(m), false);
+      }
+      if (!any) continue;
+      std::span<const GpuState> gpus = engine_.state().gpus(NodeId(n));
+      for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+        if (gpus[g].grants == extra[n][g].grants) ++freeable[n];
+      }
+      size_t pods = 0;
+      int32_t low = INT32_MAX;
+      for (int u : ctx.units_on[n]) {
+        pods += ctx.units[u].pods.size();
+        low = std::min(low, ctx.units[u].priority);
+      }
+      ranked.emplace_back(static_cast<double>(pods) / std::max(1, freeable[n]), low, n);
     }
-    std::vector<PlacementResult> first =
-        engine_.PlaceGangWithout(request.members, ctx.Names(all_units, all_terminating));
+    std::sort(ranked.begin(), ranked.end());
+    std::vector<PlacementResult> first;
+    size_t take = 0;
+    int64_t covered = 0;
+    while (take < ranked.size()) {
+      // Grow until the nodes taken could free twice the gang's GPUs (then twice as many nodes).
+      const size_t before = take;
+      while (take < ranked.size() && (covered < 2 * whole_demand || take < 2 * before)) {
+        covered += freeable[std::get<2>(ranked[take])];
+        ++take;
+      }
+      std::vector<NodeId> nodes;
+      std::vector<int> units, terminating;
+      absl::flat_hash_set<int> seen;
+      for (size_t i = 0; i < take; ++i) {
+        const int n = std::get<2>(ranked[i]);
+        nodes.push_back(NodeId(n));
+        for (int u : ctx.units_on[n]) {
+          if (seen.insert(u).second) units.push_back(u);
+        }
+        terminating.insert(terminating.end(), ctx.terminating_on[n].begin(),
+                           ctx.terminating_on[n].end());
+      }
+      std::sort(nodes.begin(), nodes.end());
+      const std::vector<Candidate> allowed = Everything(nodes);
+      first = engine_.PlaceGangWithout(request.members, ctx.Names(units, terminating), &allowed);
+      if (AllPlaced(first)) break;
+    }
     if (!AllPlaced(first)) {
       return no_plan(StrCat("evicting would not help: even without every pod it may evict, ",
-                            first.empty() ? "nothing" : first[0].reason));
+                            first.empty() ? "no node would have room" : first[0].reason));
     }
     // Narrow to the nodes it landed on.
     std::vector<NodeId> nodes;
