@@ -16,7 +16,16 @@ struct PreemptionPlanner::Context {
   std::vector<Unit> units;
   std::vector<std::vector<int>> units_on;        // per node: units with a pod there
   std::vector<std::vector<int>> terminating_on;  // per node: terminating pods there
-  std::vector<QueueResources> usage;             // per running pod (valid for placed ones)
+  // Per running pod: its placement (nullptr: the engine holds none; valid until the first
+  // what-if, which may move the engine's ledger) and what it holds, computed when needed.
+  std::vector<const Placement*> placement;
+  std::vector<std::optional<QueueResources>> usage;
+  const Cluster* cluster = nullptr;
+
+  const QueueResources& Usage(int pod) {
+    if (!usage[pod]) usage[pod] = UsageOf(*cluster, *placement[pod]);
+    return *usage[pod];
+  }
 
   // The names of the pods of `units` and of the terminating pods `terminating`.
   std::vector<std::string> Names(std::span<const int> unit_list,
@@ -69,7 +78,7 @@ void PreemptionPlanner::Reprieve(Context& ctx, std::vector<int> candidates, Fits
   victims->insert(victims->end(), gone.begin(), gone.end());
 }
 
-bool PreemptionPlanner::Allowed(const Context& ctx, std::span<const int> victims,
+bool PreemptionPlanner::Allowed(Context& ctx, std::span<const int> victims,
                                 std::string* why) {
   absl::flat_hash_map<std::string, int64_t> by_budget;
   absl::flat_hash_map<std::string, QueueResources> freed;
@@ -77,7 +86,7 @@ bool PreemptionPlanner::Allowed(const Context& ctx, std::span<const int> victims
     for (int p : ctx.units[u].pods) {
       const RunningPod& pod = ctx.running[p];
       if (!pod.budget.empty()) ++by_budget[pod.budget];
-      if (pod.queue != ctx.request.queue) freed[pod.queue] += ctx.usage[p];
+      if (pod.queue != ctx.request.queue) freed[pod.queue] += ctx.Usage(p);
     }
   }
   for (const auto& [budget, count] : by_budget) {
@@ -112,11 +121,12 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     }
   }
 
-  Context ctx{request, running, {}, {}, {}, {}};
+  Context ctx{request, running, {}, {}, {}, {}, {}, &engine_.cluster()};
   const int node_count = engine_.state().node_count();
   ctx.units_on.assign(node_count, {});
   ctx.terminating_on.assign(node_count, {});
-  ctx.usage.assign(running.size(), QueueResources{});
+  ctx.placement.assign(running.size(), nullptr);
+  ctx.usage.assign(running.size(), std::nullopt);
 
   // Who may be a victim, per queue (the reclaim rule depends on the queue, not the pod).
   absl::flat_hash_map<std::string, bool> may_reclaim;
@@ -138,7 +148,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     const RunningPod& pod = running[i];
     const Placement* p = engine_.Find(pod.name);
     if (p == nullptr) continue;
-    ctx.usage[i] = UsageOf(engine_.cluster(), *p);
+    ctx.placement[i] = p;
     if (pod.terminating) {
       ctx.terminating_on[p->node.value()].push_back(i);
       continue;
@@ -156,7 +166,9 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     if (!eligible(pod)) spoiled.insert(u);
     unit.priority = unit.pods.empty() ? pod.priority : std::max(unit.priority, pod.priority);
     unit.pods.push_back(i);
-    unit.usage += ctx.usage[i][kQueueGpu];
+    for (const GpuGrant& g : p->gpus) {  // what it denies others, roughly: for the order only
+      unit.usage += g.exclusive ? 1000 : std::max<int64_t>(g.compute_milli, g.memory_mib / 80);
+    }
     unit.budgeted = unit.budgeted || !pod.budget.empty();
     unit.reclaim = unit.reclaim || pod.queue != request.queue;
     if (std::find(unit.nodes.begin(), unit.nodes.end(), p->node) == unit.nodes.end()) {
@@ -165,11 +177,25 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
   }
   // A reclaim victim that alone would take its queue below its deserved share never qualifies.
   std::string why_not;
+  absl::flat_hash_map<std::string, bool> alone_allowed;
   for (int u = 0; u < static_cast<int>(ctx.units.size()); ++u) {
     if (spoiled.contains(u)) continue;
     if (ctx.units[u].reclaim) {
-      const int one[] = {u};
-      if (!Allowed(ctx, one, &why_not)) {
+      // Many units are alike (one pod of a queue holding one GPU): asked once per queue and
+      // amount.
+      const Unit& unit = ctx.units[u];
+      std::string key;
+      for (int p : unit.pods) {
+        const QueueResources& q = ctx.Usage(p);
+        StrAppend(&key, running[p].queue, ":", running[p].budget, ":", q[0], ",", q[1], ",", q[2],
+                  ";");
+      }
+      auto [it, fresh] = alone_allowed.try_emplace(key, false);
+      if (fresh) {
+        const int one[] = {u};
+        it->second = Allowed(ctx, one, &why_not);
+      }
+      if (!it->second) {
         spoiled.insert(u);
         continue;
       }
@@ -189,7 +215,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
   std::vector<std::vector<Extra>> extra(node_count);
   std::vector<int64_t> extra_cpu(node_count, 0), extra_mem(node_count, 0);
   auto add_extra = [&](int pod, int32_t priority) {
-    const Placement& p = *engine_.Find(running[pod].name);
+    const Placement& p = *ctx.placement[pod];
     const int n = p.node.value();
     if (extra[n].empty()) extra[n].resize(engine_.cluster().node(p.node).gpu_count());
     extra_cpu[n] += p.cpu_milli;
@@ -205,7 +231,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     for (int t : ctx.terminating_on[n]) add_extra(t, INT32_MIN);
     for (int u : ctx.units_on[n]) {
       for (int p : ctx.units[u].pods) {
-        if (engine_.Find(running[p].name)->node.value() == n) add_extra(p, ctx.units[u].priority);
+        if (ctx.placement[p]->node.value() == n) add_extra(p, ctx.units[u].priority);
       }
     }
   }
@@ -292,7 +318,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
           for (int u : ctx.units_on[n]) {
             int k = 0;
             for (int p : ctx.units[u].pods) {
-              const Placement& pl = *engine_.Find(running[p].name);
+              const Placement& pl = *ctx.placement[p];
               if (pl.node.value() == n) k += static_cast<int>(pl.gpus.size());
             }
             spans.push_back(k);

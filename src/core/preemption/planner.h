@@ -98,7 +98,7 @@ class PreemptionPlanner {
   template <typename Fits>
   void Reprieve(Context& ctx, std::vector<int> candidates, Fits fits, std::vector<int>* victims);
   // Whether evicting `victims` (units) keeps every budget and every queue's deserved share.
-  bool Allowed(const Context& ctx, std::span<const int> victims, std::string* why);
+  bool Allowed(Context& ctx, std::span<const int> victims, std::string* why);
 
   Engine& engine_;
   QueueSet& queues_;

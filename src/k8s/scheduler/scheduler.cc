@@ -12,8 +12,10 @@
 #include "k8s/client/informer.h"
 #include "k8s/client/leader_election.h"
 #include "k8s/scheduler/objects.h"
+#include "k8s/scheduler/preemption.h"
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
+#include "records/queue.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
@@ -23,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 
 // What the other threads hand to the scheduler thread.
 struct LoopEvent {
-  enum Kind { kNode, kPod, kNodesSynced, kPodsSynced, kBindResult, kLeading, kLostLease };
+  enum Kind { kNode, kPod, kNodesSynced, kPodsSynced, kBindResult, kLeading, kLostLease, kQueues };
   Kind kind = kNode;
   Change change = Change::kAdded;
   std::shared_ptr<const NodeInfo> node;
@@ -268,6 +270,15 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
                           });
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCore> core,
                            SchedulerCore::Create(config_.core, &binder, &reporter, &metrics_));
+  // Preemption and reclaim (preemption.h): evictions and nominations through the same client.
+  ApiPreemptionWriter preemption_writer(writes);
+  core->EnablePreemption(&preemption_writer);
+  ListWatchOptions queue_options;
+  queue_options.resource = "queues";
+  queue_options.path = std::string(records::kQueuesPath);
+  Informer<QueueInfo> queues(
+      client_, queue_options, [](const nlohmann::json& j) { return DecodeQueue(j); },
+      [&events](Informer<QueueInfo>::Event&&) { events.Push(LoopEvent{LoopEvent::kQueues}); });
 
   ListWatchOptions node_options;
   node_options.resource = "nodes";
@@ -305,7 +316,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         events.Push(std::move(le));
       });
 
-  metrics_.SetExtra([&nodes, &pods] { return InformerLines({&nodes, &pods}); });
+  metrics_.SetExtra([&nodes, &pods, &queues] { return InformerLines({&nodes, &pods, &queues}); });
   HttpEndpoints http;
   TESSERA_RETURN_IF_ERROR(http.Start(
       config_.metrics_address, config_.metrics_port, [this] { return metrics_.Render(); },
@@ -319,6 +330,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
 
   nodes.Start();
   pods.Start();
+  queues.Start();
   std::unique_ptr<LeaderElector> elector;
   bool leading = !config_.leader_elect;
   if (config_.leader_elect) {
@@ -373,6 +385,18 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         case LoopEvent::kLostLease:
           lost = true;
           break;
+        case LoopEvent::kQueues: {
+          std::vector<core::QueueSpec> specs;
+          for (const std::shared_ptr<const QueueInfo>& q : queues.List()) {
+            if (q->error.empty()) {
+              specs.push_back(q->spec);
+            } else {
+              spdlog::warn("queue {} is unusable: {}", q->spec.name, q->error);
+            }
+          }
+          core->SetQueues(std::move(specs), queues.synced());
+          break;
+        }
       }
     }
     if (lost) {
@@ -399,6 +423,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   if (elector) elector->Stop();
   nodes.Stop();
   pods.Stop();
+  queues.Stop();
   spdlog::info("tessera scheduler stopped");
   return result;
 }
