@@ -80,8 +80,14 @@ void Preemption::SetQueues(std::vector<core::QueueSpec> specs, bool known) {
   queues_known_ = known;
 }
 
+void Preemption::Placing(std::shared_ptr<const PodInfo> pod) {
+  const std::string key = pod->key;
+  placing_[key] = std::move(pod);
+}
+
 void Preemption::Track(std::shared_ptr<const PodInfo> pod) {
   nominations_.erase(pod->key);
+  placing_.erase(pod->key);
   const std::string key = pod->key;
   bound_[key] = std::move(pod);
 }
@@ -104,6 +110,7 @@ void Preemption::Forget(const std::string& key) {
   evicted_at_.erase(key);
   refused_at_.erase(key);
   bound_.erase(key);
+  placing_.erase(key);
 }
 
 const std::string* Preemption::NominatedNode(const std::string& key) const {
@@ -124,9 +131,11 @@ core::QueueSet Preemption::BuildQueues(const core::Engine& engine) const {
   q.SetSpecs(specs_);
   q.set_implicit(!queues_known_ || specs_.empty());
   q.SetCapacity(core::CapacityOf(engine.cluster()));
-  for (const auto& [key, info] : bound_) {
-    const core::Placement* p = engine.Find(key);
-    if (p != nullptr) q.AddAllocated(info->queue, core::UsageOf(engine.cluster(), *p));
+  for (const auto* pods : {&bound_, &placing_}) {
+    for (const auto& [key, info] : *pods) {
+      const core::Placement* p = engine.Find(key);
+      if (p != nullptr) q.AddAllocated(info->queue, core::UsageOf(engine.cluster(), *p));
+    }
   }
   return q;
 }

@@ -100,6 +100,9 @@ class Preemption {
   // Bound pods, as the API server shows them (and our binds, once confirmed).
   void Track(std::shared_ptr<const PodInfo> pod);
   void Untrack(const std::string& key);
+  // A pod this scheduler placed and is binding: counted in its queue (not a victim) while the
+  // engine holds it.
+  void Placing(std::shared_ptr<const PodInfo> pod);
   // A pod not bound: its nomination as the API server shows it (after a restart).
   void Observe(std::shared_ptr<const PodInfo> pod);
   void Forget(const std::string& key);
@@ -137,6 +140,7 @@ class Preemption {
   std::vector<core::QueueSpec> specs_;
   bool queues_known_ = false;
   absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> bound_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> placing_;
   absl::flat_hash_map<std::string, Nomination> nominations_;
   absl::flat_hash_map<std::string, TimePoint> evicted_at_;  // by us
   absl::flat_hash_map<std::string, TimePoint> refused_at_;  // by a disruption budget

@@ -250,6 +250,7 @@ void SchedulerCore::MarkUnschedulable(const std::string& key, Pod& s, const std:
 
 void SchedulerCore::StartBind(const std::string& key, Pod& s, const core::Placement& placement) {
   ledger_.HoldPlaced(key, placement);
+  preemption_.Placing(s.info);
   pods_.SetStage(s, Stage::kBinding);
   ++s.attempt;
   const Holding& held = *ledger_.Find(key);
