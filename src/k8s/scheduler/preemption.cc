@@ -100,9 +100,15 @@ void Preemption::Observe(std::shared_ptr<const PodInfo> pod) {
     if (it != nominations_.end()) it->second.pod = std::move(pod);
     return;
   }
-  Nomination& n = nominations_[pod->key];
+  Nomination& n = Nominate(pod->key);
   if (n.node.empty()) n.node = pod->nominated_node;  // ours wins until it is written back
   n.pod = std::move(pod);
+}
+
+Preemption::Nomination& Preemption::Nominate(const std::string& key) {
+  Nomination& n = nominations_[key];
+  if (n.seq == 0) n.seq = next_seq_++;
+  return n;
 }
 
 void Preemption::Forget(const std::string& key) {
@@ -180,8 +186,17 @@ Preemption::Decision Preemption::Plan(core::Engine& engine, const PodInfo& pod,
     d.reason = plan.reason;
     return d;
   }
+  const std::string node = cluster.node(plan.nodes[0]).name;
+  if (plan.victims.empty()) {
+    for (const auto& [key, n] : nominations_) {
+      if (key == pod.key || n.node != node || !n.pod || n.pod->priority < pod.priority) continue;
+      d.reason = StrCat("the room being made on node ", node, " is claimed by pod ", key,
+                        " (priority ", n.pod->priority, "); planning again once it has landed");
+      return d;
+    }
+  }
   d.found = true;
-  d.node = cluster.node(plan.nodes[0]).name;
+  d.node = node;
   d.awaited = plan.awaited.size();
   for (const std::string& v : plan.victims) {
     auto it = bound_.find(v);
@@ -189,8 +204,7 @@ Preemption::Decision Preemption::Plan(core::Engine& engine, const PodInfo& pod,
     d.evict.push_back(it->second);
     evicted_at_[v] = now;
   }
-  Nomination& n = nominations_[pod.key];
-  n.node = d.node;
+  Nominate(pod.key).node = d.node;
   return d;
 }
 
@@ -202,9 +216,12 @@ std::string Preemption::Guard(core::Engine& engine, const PodInfo& pod,
   const std::vector<core::Candidate> allowed = {core::Candidate{placement.node, ~0ULL}};
   std::vector<std::string> leaving;
   bool listed = false;
+  auto own = nominations_.find(pod.key);
+  const uint64_t own_seq = own == nominations_.end() ? UINT64_MAX : own->second.seq;
   for (const auto& [key, n] : nominations_) {
     if (key == pod.key || n.node != node || !n.pod) continue;
     if (n.pod->priority < pod.priority) continue;
+    if (n.pod->priority == pod.priority && n.seq > own_seq) continue;  // nominated after it
     if (!listed) {
       for (const auto& [k, info] : bound_) {
         const core::Placement* p = engine.Find(k);

@@ -16,10 +16,14 @@
 //  3. Without one: nobody is evicted; the pod's message says why preemption would not help.
 //
 // The nomination keeps the room: a pod of lower or equal priority whose placement would leave a
-// nominated pod no room on its node is not placed there (Guard). Nominations come back from the
-// API server after a restart (status.nominatedNodeName), and victims already terminating are
-// awaited rather than evicted again, so a restart mid-preemption neither evicts twice nor loses
-// the nomination. A nomination ends when its pod is bound, deleted, or planned elsewhere.
+// nominated pod no room on its node is not placed there (Guard); of two nominated pods of equal
+// priority the one nominated first keeps it. A plan that would evict nobody new, only await pods
+// already leaving for another nominated pod of at least its priority on that node, is no plan:
+// the pod waits for that one to land and plans again (no two pods count on the same room).
+// Nominations come back from the API server after a restart (status.nominatedNodeName), and victims
+// already terminating are awaited rather than evicted again, so a restart mid-preemption neither
+// evicts twice nor loses the nomination. A nomination ends when its pod is bound, deleted, or
+// planned elsewhere.
 //
 // Not thread-safe except PreemptionWriter implementations' result inbox (written on the client
 // thread, drained on the scheduler thread).
@@ -134,7 +138,9 @@ class Preemption {
   struct Nomination {
     std::string node;
     std::shared_ptr<const PodInfo> pod;
+    uint64_t seq = 0;  // order of nomination: of equal priorities the earlier keeps the room
   };
+  Nomination& Nominate(const std::string& key);
   core::QueueSet BuildQueues(const core::Engine& engine) const;
 
   std::vector<core::QueueSpec> specs_;
@@ -144,6 +150,7 @@ class Preemption {
   absl::flat_hash_map<std::string, Nomination> nominations_;
   absl::flat_hash_map<std::string, TimePoint> evicted_at_;  // by us
   absl::flat_hash_map<std::string, TimePoint> refused_at_;  // by a disruption budget
+  uint64_t next_seq_ = 1;
 };
 
 }  // namespace tessera::k8s
