@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "absl/container/flat_hash_set.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
@@ -522,6 +523,36 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
                   StrCat("gang ", gang.name, ": no ", gang.level, " has room for all ",
                          members.size(), " members now (needs ", demand_gpus, " GPUs; at most ",
                          most_free, " fully free in one)"));
+}
+
+template <typename F>
+auto Engine::Without(std::span<const std::string> pods, F what_if) {
+  // Copies, not pointers into the ledger: a what-if may insert into it and erase again
+  // (PlaceGangIndependently), which moves its entries.
+  std::vector<Placement> out;
+  absl::flat_hash_set<std::string_view> seen;
+  for (const std::string& pod : pods) {
+    if (!seen.insert(pod).second) continue;  // named twice
+    auto it = ledger_.find(pod);
+    if (it == ledger_.end()) continue;
+    out.push_back(it->second);
+  }
+  for (const Placement& p : out) Undo(p);
+  auto result = what_if();
+  for (auto it = out.rbegin(); it != out.rend(); ++it) Commit(*it);
+  return result;
+}
+
+PlacementResult Engine::PlaceWithout(const PodRequest& request,
+                                     std::span<const std::string> without,
+                                     const std::vector<Candidate>* allowed, const NodeSet* nodes) {
+  return Without(without, [&] { return Place(request, Mode::kTestOnly, allowed, nodes); });
+}
+
+std::vector<PlacementResult> Engine::PlaceGangWithout(std::span<const PodRequest> members,
+                                                      std::span<const std::string> without,
+                                                      const std::vector<Candidate>* allowed) {
+  return Without(without, [&] { return PlaceGang(members, Mode::kTestOnly, allowed); });
 }
 
 }  // namespace tessera::core

@@ -98,6 +98,17 @@ class Engine {
                                          Mode mode = Mode::kCommit,
                                          const std::vector<Candidate>* allowed = nullptr);
 
+  // What-ifs for planners (preemption, defragmentation): the decision Place or PlaceGang would
+  // make (test-only: nothing recorded) were the pods in `without` gone. Their placements are taken
+  // out exactly (Revert) and put back afterwards in reverse order, so the engine, its policy's
+  // indexes and MIG instances included, is left as it was. Names that hold nothing are ignored.
+  PlacementResult PlaceWithout(const PodRequest& request, std::span<const std::string> without,
+                               const std::vector<Candidate>* allowed = nullptr,
+                               const NodeSet* nodes = nullptr);
+  std::vector<PlacementResult> PlaceGangWithout(std::span<const PodRequest> members,
+                                                std::span<const std::string> without,
+                                                const std::vector<Candidate>* allowed = nullptr);
+
   // Frees what `pod` holds. NotFound if it holds nothing.
   absl::Status Release(std::string_view pod);
 
@@ -135,6 +146,9 @@ class Engine {
   std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
                                                       Mode mode,
                                                       const std::vector<Candidate>* allowed);
+  // Takes the placements of `pods` out (Revert), runs `what_if`, and puts them back.
+  template <typename F>
+  auto Without(std::span<const std::string> pods, F what_if);
   // Frees every placement on `node`, appending their pods' names.
   void ReleaseAllOn(NodeId node, std::vector<std::string>* released);
 

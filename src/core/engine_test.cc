@@ -558,5 +558,52 @@ TEST(Engine, GangDomainIndexChoosesAsTheFullScan) {
   }
 }
 
+// The what-if of preemption: the decision were some pods gone, with the engine left exactly as
+// it was (MIG instances included), for every policy.
+TEST(Engine, PlaceWithoutDecidesAsIfPodsWereGoneAndChangesNothing) {
+  Cluster c = ClusterBuilder()
+                  .Node("mig")
+                  .Gpus(1, "A100-80GB")
+                  .Mig({{"3g.40gb", 4}})
+                  .Node("plain")
+                  .Gpus(2, "A100-80GB")
+                  .Build();
+  for (std::string_view policy : PolicyNames()) {
+    Engine e(c, Make(policy));
+    ASSERT_TRUE(e.Place(Pod("w", GpuAsk::Whole(1))).placed()) << policy;
+    std::vector<std::string> shares;  // whole-gpu takes a GPU for the first and has none left
+    for (int i = 0; i < 4; ++i) {
+      if (e.Place(Pod(StrCat("s", i), GpuAsk::Share(20 * 1024, 0))).placed()) {
+        shares.push_back(StrCat("s", i));
+      }
+    }
+    ASSERT_FALSE(shares.empty()) << policy;
+    const bool mig = e.Place(Pod("m", GpuAsk::Mig("4g.40gb"))).placed();
+    const StateSnapshot before = StateSnapshot::Of(e);
+    EXPECT_FALSE(e.Place(Pod("big", GpuAsk::Whole(2)), Mode::kTestOnly).placed()) << policy;
+    // Without the shares a whole GPU is free again; without one of them two are not.
+    PlacementResult one = e.PlaceWithout(Pod("one", GpuAsk::Whole(1)), shares);
+    EXPECT_TRUE(one.placed()) << policy;
+    before.ExpectEq(StateSnapshot::Of(e), StrCat(policy, " after one"));
+    EXPECT_FALSE(
+        e.PlaceWithout(Pod("big", GpuAsk::Whole(2)), std::vector<std::string>{"s0"}).placed())
+        << policy;
+    shares.push_back("w");
+    shares.push_back("nobody");  // holds nothing: ignored
+    PlacementResult two = e.PlaceWithout(Pod("big", GpuAsk::Whole(2)), shares);
+    EXPECT_TRUE(two.placed()) << policy;
+    before.ExpectEq(StateSnapshot::Of(e), StrCat(policy, " after two"));
+    if (mig) {
+      EXPECT_TRUE(
+          e.PlaceWithout(Pod("m2", GpuAsk::Mig("7g.80gb")), std::vector<std::string>{"m"}).placed())
+          << policy;
+    }
+    std::vector<PodRequest> gang = Gang("g", 2, GpuAsk::Whole(1), "", false);
+    EXPECT_TRUE(e.PlaceGangWithout(gang, shares)[0].placed()) << policy;
+    before.ExpectEq(StateSnapshot::Of(e), std::string(policy));
+    e.state().CheckInvariants();
+  }
+}
+
 }  // namespace
 }  // namespace tessera::core

@@ -126,6 +126,8 @@ class ClusterLedger {
   Holding HoldingOf(const core::Placement& placement) const;
 
   const core::Engine& engine() const { return *engine_; }
+  // For what-ifs (preemption), which leave the engine as they found it.
+  core::Engine& mutable_engine() { return *engine_; }
   // Per-node GPU gauges for /metrics.
   void PublishMetrics();
 

@@ -396,6 +396,7 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   p->resource_version = StringField(meta, "resourceVersion");
   p->created = StringField(meta, "creationTimestamp");
   p->deleting = !Field(meta, "deletionTimestamp").is_null();
+  p->nominated_node = StringField(status, "nominatedNodeName");
   p->scheduler_name = StringField(spec, "schedulerName");
   p->node_name = StringField(spec, "nodeName");
   p->phase = StringField(status, "phase");

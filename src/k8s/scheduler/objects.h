@@ -88,7 +88,8 @@ struct PodInfo {
   bool gated = false;     // spec.schedulingGates is not empty
   int32_t priority = 0;
   std::string queue = "default";
-  std::string created;  // metadata.creationTimestamp
+  std::string created;         // metadata.creationTimestamp
+  std::string nominated_node;  // status.nominatedNodeName: room being made for it (preemption)
 
   // What the pod asks for; meaningful when input_error is empty. request.name == key.
   core::PodRequest request;

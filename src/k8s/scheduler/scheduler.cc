@@ -12,8 +12,10 @@
 #include "k8s/client/informer.h"
 #include "k8s/client/leader_election.h"
 #include "k8s/scheduler/objects.h"
+#include "k8s/scheduler/preemption.h"
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
+#include "records/queue.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
@@ -35,6 +37,7 @@ struct LoopEvent {
     kDeviceClass,
     kClaim,
     kDraSynced,  // one of the three DRA informers listed
+    kQueues,
   };
   Kind kind = kNode;
   Change change = Change::kAdded;
@@ -330,6 +333,15 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     spdlog::info("DRA mode: allocating ResourceClaims for devices of driver {}",
                  config_.core.dra_driver);
   }
+  // Preemption and reclaim (preemption.h): evictions and nominations through the same client.
+  ApiPreemptionWriter preemption_writer(writes);
+  core->EnablePreemption(&preemption_writer);
+  ListWatchOptions queue_options;
+  queue_options.resource = "queues";
+  queue_options.path = std::string(records::kQueuesPath);
+  Informer<QueueInfo> queues(
+      client_, queue_options, [](const nlohmann::json& j) { return DecodeQueue(j); },
+      [&events](Informer<QueueInfo>::Event&&) { events.Push(LoopEvent{LoopEvent::kQueues}); });
 
   ListWatchOptions node_options;
   node_options.resource = "nodes";
@@ -367,8 +379,8 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         events.Push(std::move(le));
       });
 
-  metrics_.SetExtra([&nodes, &pods, &dra_informers] {
-    std::vector<const ListWatch*> all = {&nodes, &pods};
+  metrics_.SetExtra([&nodes, &pods, &queues, &dra_informers] {
+    std::vector<const ListWatch*> all = {&nodes, &pods, &queues};
     for (const auto& lw : dra_informers) all.push_back(lw.get());
     return InformerLines(all);
   });
@@ -387,6 +399,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   pods.Start();
   for (auto& lw : dra_informers) lw->Start();
   int dra_lists = 0;
+  queues.Start();
   std::unique_ptr<LeaderElector> elector;
   bool leading = !config_.leader_elect;
   if (config_.leader_elect) {
@@ -453,6 +466,18 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         case LoopEvent::kDraSynced:
           if (++dra_lists >= 3) core->SetDraSynced();
           break;
+        case LoopEvent::kQueues: {
+          std::vector<core::QueueSpec> specs;
+          for (const std::shared_ptr<const QueueInfo>& q : queues.List()) {
+            if (q->error.empty()) {
+              specs.push_back(q->spec);
+            } else {
+              spdlog::warn("queue {} is unusable: {}", q->spec.name, q->error);
+            }
+          }
+          core->SetQueues(std::move(specs), queues.synced());
+          break;
+        }
       }
     }
     if (lost) {
@@ -480,6 +505,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   for (auto& lw : dra_informers) lw->Stop();
   nodes.Stop();
   pods.Stop();
+  queues.Stop();
   spdlog::info("tessera scheduler stopped");
   return result;
 }

@@ -49,6 +49,10 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
 
 // --- nodes -----------------------------------------------------------------------------------
 
+void SchedulerCore::SetQueues(std::vector<core::QueueSpec> specs, bool known) {
+  preemption_.SetQueues(std::move(specs), known);
+}
+
 void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) {
   if (ledger_.OnNode(change, std::move(node))) queue_.NoteChange();
 }
@@ -102,6 +106,7 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
   s.info = pod;
 
   if (pod->bound()) {
+    preemption_.Track(pod);
     Dequeue(key, s);
     Holding truth = Holding::OfBoundPod(*pod);
     const Holding* held = ledger_.Find(key);
@@ -127,6 +132,7 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
     Release(key);  // cannot happen (bindings are final); keep the ledger right anyway
     pods_.SetStage(s, Stage::kNew);
   }
+  preemption_.Observe(pod);
   if (pod->scheduler_name != options_.scheduler_name || pod->deleting || pod->gated) {
     if (s.stage == Stage::kBinding || s.stage == Stage::kBindConflict) {
       if (!pod->deleting && !pod->gated) return;  // schedulerName is immutable: not reached
@@ -164,6 +170,7 @@ void SchedulerCore::Forget(const std::string& key) {
   Release(key);
   Dequeue(key, *s);
   gangs_.Leave(key, *s);
+  preemption_.Forget(key);
   warned_.erase(key);
   pods_.Erase(key);
 }
@@ -266,6 +273,7 @@ void SchedulerCore::MarkUnschedulable(const std::string& key, Pod& s, const std:
 
 void SchedulerCore::StartBind(const std::string& key, Pod& s, const core::Placement& placement) {
   ledger_.HoldPlaced(key, placement);
+  preemption_.Placing(s.info);
   pods_.SetStage(s, Stage::kBinding);
   ++s.attempt;
   const Holding& held = *ledger_.Find(key);
@@ -328,10 +336,48 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
   core::PlacementResult r = ledger_.Decide(*s.info);
   Observe(start);
   if (r.placed()) {
+    if (std::string kept = preemption_.Guard(ledger_.mutable_engine(), *s.info, r.placement);
+        !kept.empty()) {
+      ledger_.HoldPlaced(key, r.placement);
+      ledger_.Drop(key);  // the decision is undone: room made for another pod
+      MarkUnschedulable(key, s, kept);
+      return;
+    }
     StartBind(key, s, r.placement);
     return;
   }
+  if (r.outcome == core::Outcome::kNoFitNow && TryPreempt(key, s, r.reason)) return;
   MarkUnschedulable(key, s, r.reason);
+}
+
+bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string& reason) {
+  if (preemption_writer_ == nullptr) return false;
+  std::shared_ptr<const ClusterLedger::Allowed> allowed = ledger_.AllowedFor(*s.info);
+  const std::string* nominated = preemption_.NominatedNode(key);
+  const std::string before = nominated ? *nominated : s.info->nominated_node;
+  const auto start = std::chrono::steady_clock::now();
+  Preemption::Decision d = preemption_.Plan(ledger_.mutable_engine(), *s.info,
+                                            allowed ? &allowed->nodes : nullptr, clock_());
+  Observe(start);
+  if (!d.found) {
+    MarkUnschedulable(key, s, StrCat(reason, "; preemption would not help: ", d.reason));
+    return true;
+  }
+  const PodInfo& pod = *s.info;
+  if (before != d.node) preemption_writer_->Nominate(pod, d.node);
+  for (const std::shared_ptr<const PodInfo>& v : d.evict) {
+    spdlog::info("preemption: evicting pod {} from node {} for pod {}", v->key, d.node, key);
+    preemption_writer_->Evict(*v);
+    reporter_->ReportWarning(
+        *v, "Preempted",
+        StrCat("evicted by ", options_.scheduler_name, " to make room on node ", d.node,
+               " for pod ", key, " (priority ", pod.priority, ", queue ", pod.queue, ")"));
+  }
+  MarkUnschedulable(
+      key, s,
+      StrCat("nominated to node ", d.node, ": waiting for ", d.evict.size() + d.awaited,
+             " pod(s) there to end (", d.evict.size(), " evicted now for this pod)"));
+  return true;
 }
 
 int SchedulerCore::TryGang(const std::string& gang_key) {
@@ -442,6 +488,9 @@ int SchedulerCore::ScheduleSome() {
   if (!synced()) return 0;
   ledger_.Sync();
   if (dra_) dra_->OnNodesChanged();
+  if (preemption_writer_ != nullptr) {
+    preemption_.NoteRefusals(preemption_writer_->TakeRefusals(), clock_());
+  }
   FlushRetries(clock_());
   int tried = 0;
   while (tried < options_.max_pods_per_cycle) {

@@ -41,6 +41,7 @@
 #include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/pod_tracker.h"
+#include "k8s/scheduler/preemption.h"
 #include "k8s/scheduler/queue.h"
 
 namespace tessera::k8s {
@@ -90,6 +91,11 @@ class SchedulerCore {
                                                                SchedulerMetrics* metrics,
                                                                Clock clock = nullptr);
 
+  // Preemption and reclaim (preemption.h): off until a writer is given.
+  void EnablePreemption(PreemptionWriter* writer) { preemption_writer_ = writer; }
+  // The Queue objects (queues.tessera.dev); `known`: the list has been read.
+  void SetQueues(std::vector<core::QueueSpec> specs, bool known);
+
   void OnNode(Change change, std::shared_ptr<const NodeInfo> node);
   void OnPod(Change change, std::shared_ptr<const PodInfo> pod);
   void OnBindResult(const std::string& key, uint64_t attempt, const absl::Status& status);
@@ -121,6 +127,7 @@ class SchedulerCore {
   std::optional<Stage> StageOf(const std::string& key) const;
   // The placement the engine holds for a pod, as an assignment (node and grants).
   std::optional<records::Assignment> HeldFor(const std::string& key) const;
+  const Preemption& preemption() const { return preemption_; }
   size_t queued() const { return queue_.active_size(); }
 
  private:
@@ -140,6 +147,8 @@ class SchedulerCore {
   void PlaceOne(const std::string& key, Pod& s);
   void PlaceWithClaims(const std::string& key, Pod& s);
   void StartClaimBind(const std::string& key, Pod& s, const DraAllocator::Decision& decision);
+  // Plans preemption for a pod that does not fit now; false when preemption is off.
+  bool TryPreempt(const std::string& key, Pod& s, const std::string& reason);
   int TryGang(const std::string& gang_key);
   void Report(Pod& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
@@ -162,6 +171,8 @@ class SchedulerCore {
   SchedulingQueue queue_;
   GangAssembler gangs_;
   ClusterLedger ledger_;
+  Preemption preemption_;
+  PreemptionWriter* preemption_writer_ = nullptr;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
   std::unique_ptr<DraAllocator> dra_;

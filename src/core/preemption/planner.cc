@@ -1,0 +1,494 @@
+#include "core/preemption/planner.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/strings.h"
+
+namespace tessera::core {
+
+struct PreemptionPlanner::Context {
+  const PreemptionRequest& request;
+  std::span<const RunningPod> running;
+  std::vector<Unit> units;
+  std::vector<std::vector<int>> units_on;        // per node: units with a pod there
+  std::vector<std::vector<int>> terminating_on;  // per node: terminating pods there
+  // Per running pod: its placement (nullptr: the engine holds none; valid until the first
+  // what-if, which may move the engine's ledger) and what it holds, computed when needed.
+  std::vector<const Placement*> placement;
+  std::vector<std::optional<QueueResources>> usage;
+  const Cluster* cluster = nullptr;
+
+  const QueueResources& Usage(int pod) {
+    if (!usage[pod]) usage[pod] = UsageOf(*cluster, *placement[pod]);
+    return *usage[pod];
+  }
+
+  // The names of the pods of `units` and of the terminating pods `terminating`.
+  std::vector<std::string> Names(std::span<const int> unit_list,
+                                 std::span<const int> terminating) const {
+    std::vector<std::string> out;
+    for (int t : terminating) out.push_back(running[t].name);
+    for (int u : unit_list) {
+      for (int p : units[u].pods) out.push_back(running[p].name);
+    }
+    return out;
+  }
+};
+
+namespace {
+
+std::vector<Candidate> Everything(std::span<const NodeId> nodes) {
+  std::vector<Candidate> out;
+  for (NodeId n : nodes) out.push_back(Candidate{n, ~0ULL});
+  return out;
+}
+
+bool AllPlaced(const std::vector<PlacementResult>& results) {
+  if (results.empty()) return false;
+  for (const PlacementResult& r : results) {
+    if (!r.placed()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+template <typename Fits>
+void PreemptionPlanner::Reprieve(Context& ctx, std::vector<int> candidates, Fits fits,
+                                 std::vector<int>* victims) {
+  auto key = [&](int u) {
+    const Unit& x = ctx.units[u];
+    return std::make_tuple(!x.budgeted, -x.priority, x.usage,
+                           std::string_view(ctx.running[x.pods[0]].name));
+  };
+  std::sort(candidates.begin(), candidates.end(), [&](int a, int b) { return key(a) < key(b); });
+  std::vector<int> gone = candidates;
+  for (int u : candidates) {
+    std::vector<int> without;
+    without.reserve(gone.size());
+    for (int g : gone) {
+      if (g != u) without.push_back(g);
+    }
+    if (fits(std::span<const int>(without))) gone = std::move(without);
+  }
+  victims->insert(victims->end(), gone.begin(), gone.end());
+}
+
+bool PreemptionPlanner::Allowed(Context& ctx, std::span<const int> victims,
+                                std::string* why) {
+  absl::flat_hash_map<std::string, int64_t> by_budget;
+  absl::flat_hash_map<std::string, QueueResources> freed;
+  for (int u : victims) {
+    for (int p : ctx.units[u].pods) {
+      const RunningPod& pod = ctx.running[p];
+      if (!pod.budget.empty()) ++by_budget[pod.budget];
+      if (pod.queue != ctx.request.queue) freed[pod.queue] += ctx.Usage(p);
+    }
+  }
+  for (const auto& [budget, count] : by_budget) {
+    auto it = ctx.request.budgets.find(budget);
+    const int64_t allowed = it == ctx.request.budgets.end() ? 0 : it->second;
+    if (count > allowed) {
+      *why = StrCat("the disruption budget ", budget, " allows ", allowed, " eviction",
+                    allowed == 1 ? "" : "s", " now and the pod would need ", count);
+      return false;
+    }
+  }
+  std::vector<std::pair<std::string, QueueResources>> taken(freed.begin(), freed.end());
+  if (!taken.empty() && !queues_.KeepsDeserved(ctx.request.queue, taken)) {
+    *why = "reclaiming the room would take a queue below its deserved share";
+    return false;
+  }
+  return true;
+}
+
+PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
+                                       std::span<const RunningPod> running) {
+  PreemptionPlan plan;
+  if (request.members.empty()) {
+    plan.reason = "nothing to place";
+    return plan;
+  }
+  const bool gang = request.members.size() > 1 || request.members[0].gang.has_value();
+  for (const PodRequest& m : request.members) {
+    if (std::optional<std::string> never = engine_.NeverFitsReason(m)) {
+      plan.reason = StrCat("evicting would not help: ", *never);
+      return plan;
+    }
+  }
+
+  Context ctx{request, running, {}, {}, {}, {}, {}, &engine_.cluster()};
+  const int node_count = engine_.state().node_count();
+  ctx.units_on.assign(node_count, {});
+  ctx.terminating_on.assign(node_count, {});
+  ctx.placement.assign(running.size(), nullptr);
+  ctx.usage.assign(running.size(), std::nullopt);
+
+  // Who may be a victim, per queue (the reclaim rule depends on the queue, not the pod).
+  absl::flat_hash_map<std::string, bool> may_reclaim;
+  std::string reclaim_why;
+  auto eligible = [&](const RunningPod& pod) {
+    if (pod.queue == request.queue) return pod.priority < request.priority;
+    auto [it, fresh] = may_reclaim.try_emplace(pod.queue, false);
+    if (fresh) {
+      std::string why;
+      it->second = queues_.MayReclaim(request.queue, request.demand, pod.queue, &why);
+      if (!it->second && reclaim_why.empty()) reclaim_why = why;
+    }
+    return it->second;
+  };
+  // Units: gangs by name, other pods alone. A gang with an ineligible member is no unit.
+  absl::flat_hash_map<std::string, int> gang_unit;
+  absl::flat_hash_set<int> spoiled;
+  for (int i = 0; i < static_cast<int>(running.size()); ++i) {
+    const RunningPod& pod = running[i];
+    const Placement* p = engine_.Find(pod.name);
+    if (p == nullptr) continue;
+    ctx.placement[i] = p;
+    if (pod.terminating) {
+      ctx.terminating_on[p->node.value()].push_back(i);
+      continue;
+    }
+    int u;
+    if (pod.gang.empty()) {
+      u = static_cast<int>(ctx.units.size());
+      ctx.units.emplace_back();
+    } else {
+      auto [it, fresh] = gang_unit.try_emplace(pod.gang, static_cast<int>(ctx.units.size()));
+      if (fresh) ctx.units.emplace_back();
+      u = it->second;
+    }
+    Unit& unit = ctx.units[u];
+    if (!eligible(pod)) spoiled.insert(u);
+    unit.priority = unit.pods.empty() ? pod.priority : std::max(unit.priority, pod.priority);
+    unit.pods.push_back(i);
+    for (const GpuGrant& g : p->gpus) {  // what it denies others, roughly: for the order only
+      unit.usage += g.exclusive ? 1000 : std::max<int64_t>(g.compute_milli, g.memory_mib / 80);
+    }
+    unit.budgeted = unit.budgeted || !pod.budget.empty();
+    unit.reclaim = unit.reclaim || pod.queue != request.queue;
+    if (std::find(unit.nodes.begin(), unit.nodes.end(), p->node) == unit.nodes.end()) {
+      unit.nodes.push_back(p->node);
+    }
+  }
+  // A reclaim victim that alone would take its queue below its deserved share never qualifies.
+  std::string why_not;
+  absl::flat_hash_map<std::string, bool> alone_allowed;
+  for (int u = 0; u < static_cast<int>(ctx.units.size()); ++u) {
+    if (spoiled.contains(u)) continue;
+    if (ctx.units[u].reclaim) {
+      // Many units are alike (one pod of a queue holding one GPU): asked once per queue and
+      // amount.
+      const Unit& unit = ctx.units[u];
+      std::string key;
+      for (int p : unit.pods) {
+        const QueueResources& q = ctx.Usage(p);
+        StrAppend(&key, running[p].queue, ":", running[p].budget, ":", q[0], ",", q[1], ",", q[2],
+                  ";");
+      }
+      auto [it, fresh] = alone_allowed.try_emplace(key, false);
+      if (fresh) {
+        const int one[] = {u};
+        it->second = Allowed(ctx, one, &why_not);
+      }
+      if (!it->second) {
+        spoiled.insert(u);
+        continue;
+      }
+    }
+    for (NodeId n : ctx.units[u].nodes) ctx.units_on[n.value()].push_back(u);
+  }
+
+  // What taking every candidate and terminating pod away could free at most, per node and GPU:
+  // a necessary condition checked before any what-if (it never turns away a node that could
+  // take the pod), and the lower bounds that let the search skip nodes that cannot beat the best.
+  struct Extra {
+    int64_t memory = 0;
+    int32_t compute = 0;
+    int32_t grants = 0;
+    int32_t top = INT32_MIN;  // the highest priority of the candidates holding it
+  };
+  std::vector<std::vector<Extra>> extra(node_count);
+  std::vector<int64_t> extra_cpu(node_count, 0), extra_mem(node_count, 0);
+  auto add_extra = [&](int pod, int32_t priority) {
+    const Placement& p = *ctx.placement[pod];
+    const int n = p.node.value();
+    if (extra[n].empty()) extra[n].resize(engine_.cluster().node(p.node).gpu_count());
+    extra_cpu[n] += p.cpu_milli;
+    extra_mem[n] += p.memory_mib;
+    for (const GpuGrant& g : p.gpus) {
+      extra[n][g.gpu].memory += g.memory_mib;
+      extra[n][g.gpu].compute += g.compute_milli;
+      ++extra[n][g.gpu].grants;
+      extra[n][g.gpu].top = std::max(extra[n][g.gpu].top, priority);
+    }
+  };
+  for (int n = 0; n < node_count; ++n) {
+    for (int t : ctx.terminating_on[n]) add_extra(t, INT32_MIN);
+    for (int u : ctx.units_on[n]) {
+      for (int p : ctx.units[u].pods) {
+        if (ctx.placement[p]->node.value() == n) add_extra(p, ctx.units[u].priority);
+      }
+    }
+  }
+  // Whether `ask` could fit node n with the candidates there gone (or, `now`, as it is).
+  auto could_fit = [&](int n, const PodRequest& ask, bool now) {
+    const NodeId id(n);
+    const ClusterState& st = engine_.state();
+    if (!st.accepts_pods(id)) return false;
+    const bool any = !now && !extra[n].empty();
+    if (st.free_cpu_milli(id) + (any ? extra_cpu[n] : 0) < ask.cpu_milli) return false;
+    if (st.free_memory_mib(id) + (any ? extra_mem[n] : 0) < ask.memory_mib) return false;
+    const GpuAsk& a = ask.gpu;
+    if (a.kind == GpuAsk::Kind::kNone || a.kind == GpuAsk::Kind::kMig) return true;
+    std::span<const GpuState> gpus = st.gpus(id);
+    int whole = 0;
+    for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+      const Extra e = any ? extra[n][g] : Extra{};
+      if (gpus[g].grants == e.grants) {
+        ++whole;
+        continue;
+      }
+      if (a.kind == GpuAsk::Kind::kWhole || gpus[g].exclusive) continue;
+      const int64_t memory = a.kind == GpuAsk::Kind::kShare ? a.memory_mib : 0;
+      const int32_t compute = a.kind == GpuAsk::Kind::kShare ? a.compute_milli : a.fraction_milli;
+      if (gpus[g].free_memory_mib + e.memory >= memory &&
+          gpus[g].free_compute_milli + e.compute >= compute) {
+        return true;
+      }
+    }
+    return whole >= std::max(1, a.kind == GpuAsk::Kind::kWhole ? a.count : 1);
+  };
+
+  auto no_plan = [&](std::string reason) {
+    plan.reason = std::move(reason);
+    if (!reclaim_why.empty()) StrAppend(&plan.reason, " (no reclaim: ", reclaim_why, ")");
+    return plan;
+  };
+
+  if (!gang) {
+    const PodRequest& pod = request.members[0];
+    struct Best {
+      std::tuple<size_t, int32_t, int, int> cost;
+      NodeId node;
+      std::vector<int> victims;
+    };
+    std::optional<Best> best;
+    bool fits_somewhere = false;
+    const PodRequest& effective = engine_.policy().Effective(pod);
+    // Nodes that could take the pod, most promising first: (fewest victims at least, lowest
+    // victim priority at least).
+    std::vector<std::tuple<size_t, int32_t, int, int>> order;
+    for (int n = 0; n < node_count; ++n) {
+      if (ctx.units_on[n].empty() && ctx.terminating_on[n].empty()) continue;
+      if (request.nodes != nullptr && !request.nodes->Contains(NodeId(n))) continue;
+      if (!could_fit(n, effective, false)) continue;
+      const bool free_now = !ctx.terminating_on[n].empty() || could_fit(n, effective, true);
+      if (free_now) {
+        order.emplace_back(0, INT32_MIN, 0, n);
+        continue;
+      }
+      // At least one victim, of at least the lowest priority there; whole GPUs: the GPUs to
+      // free each lose every holder, so at least the need-th lowest of their highest holders'
+      // priorities, and at least as many victims as it takes units to cover them.
+      int32_t low = INT32_MAX;
+      bool all_reclaim = true;
+      for (int u : ctx.units_on[n]) {
+        low = std::min(low, ctx.units[u].priority);
+        all_reclaim = all_reclaim && ctx.units[u].reclaim;
+      }
+      size_t least = 1;
+      if (effective.gpu.kind == GpuAsk::Kind::kWhole) {
+        std::span<const GpuState> gpus = engine_.state().gpus(NodeId(n));
+        const int need = effective.gpu.count - engine_.state().whole_free_count(NodeId(n));
+        std::vector<int32_t> tops;
+        for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+          if (gpus[g].grants > 0 && gpus[g].grants == extra[n][g].grants) {
+            tops.push_back(extra[n][g].top);
+          }
+        }
+        if (need > 0 && static_cast<int>(tops.size()) >= need) {
+          std::nth_element(tops.begin(), tops.begin() + (need - 1), tops.end());
+          low = std::max(low, tops[need - 1]);
+          std::vector<int> spans;  // GPUs of the node each unit holds
+          for (int u : ctx.units_on[n]) {
+            int k = 0;
+            for (int p : ctx.units[u].pods) {
+              const Placement& pl = *ctx.placement[p];
+              if (pl.node.value() == n) k += static_cast<int>(pl.gpus.size());
+            }
+            spans.push_back(k);
+          }
+          std::sort(spans.rbegin(), spans.rend());
+          int covered = 0;
+          least = 0;
+          for (int k : spans) {
+            if (covered >= need) break;
+            covered += k;
+            ++least;
+          }
+        }
+      }
+      order.emplace_back(least, low, all_reclaim ? static_cast<int>(least) : 0, n);
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& bound : order) {
+      const int n = std::get<3>(bound);
+      if (best && bound > best->cost) continue;
+      const std::vector<int>& candidates = ctx.units_on[n];
+      const std::vector<int>& terminating = ctx.terminating_on[n];
+      const std::vector<Candidate> allowed = Everything(std::vector<NodeId>{NodeId(n)});
+      auto fits = [&](std::span<const int> gone) {
+        return engine_.PlaceWithout(pod, ctx.Names(gone, terminating), &allowed, request.nodes)
+            .placed();
+      };
+      if (!fits(candidates)) continue;
+      fits_somewhere = true;
+      std::vector<int> victims;
+      Reprieve(ctx, candidates, fits, &victims);
+      if (!Allowed(ctx, victims, &why_not)) continue;
+      size_t pods = 0;
+      int32_t top = INT32_MIN;
+      int reclaims = 0;
+      for (int u : victims) {
+        pods += ctx.units[u].pods.size();
+        top = std::max(top, ctx.units[u].priority);
+        reclaims += ctx.units[u].reclaim ? 1 : 0;
+      }
+      auto cost = std::make_tuple(pods, top, reclaims, n);
+      if (!best || cost < best->cost) best = Best{cost, NodeId(n), std::move(victims)};
+    }
+    if (!best) {
+      if (fits_somewhere) return no_plan(StrCat("no eviction would be allowed: ", why_not));
+      return no_plan(
+          "evicting would not help: no node would have room even without every pod "
+          "it may evict");
+    }
+    const std::vector<Candidate> allowed = Everything(std::vector<NodeId>{best->node});
+    PlacementResult where =
+        engine_.PlaceWithout(pod, ctx.Names(best->victims, ctx.terminating_on[best->node.value()]),
+                             &allowed, request.nodes);
+    TESSERA_CHECK(where.placed());
+    for (int t : ctx.terminating_on[best->node.value()]) plan.awaited.push_back(running[t].name);
+    for (int u : best->victims) {
+      for (int p : ctx.units[u].pods) plan.victims.push_back(running[p].name);
+    }
+    plan.nodes.push_back(where.placement.node);
+    plan.placements.push_back(std::move(where));
+  } else {
+    // Widening: the nodes that could take some member with their candidates gone, cheapest
+    // first (fewest candidate pods per GPU they could free, then the lowest victim priority);
+    // the gang is tried on the first few with every candidate there away, then on twice as
+    // many, up to all of them. Whole clusters are not emptied for a gang that needs four nodes.
+    int64_t whole_demand = 0;
+    for (const PodRequest& m : request.members) {
+      const GpuAsk& a = engine_.policy().Effective(m).gpu;
+      whole_demand += a.kind == GpuAsk::Kind::kWhole ? a.count : 1;
+    }
+    std::vector<std::tuple<double, int32_t, int>> ranked;
+    std::vector<int> freeable(node_count, 0);
+    for (int n = 0; n < node_count; ++n) {
+      if (ctx.units_on[n].empty() && ctx.terminating_on[n].empty()) continue;
+      bool any = false;
+      for (const PodRequest& m : request.members) {
+        any = any || could_fit(n, engine_.policy().Effective(m), false);
+      }
+      if (!any) continue;
+      std::span<const GpuState> gpus = engine_.state().gpus(NodeId(n));
+      for (int g = 0; g < static_cast<int>(gpus.size()); ++g) {
+        if (gpus[g].grants == extra[n][g].grants) ++freeable[n];
+      }
+      size_t pods = 0;
+      int32_t low = INT32_MAX;
+      for (int u : ctx.units_on[n]) {
+        pods += ctx.units[u].pods.size();
+        low = std::min(low, ctx.units[u].priority);
+      }
+      ranked.emplace_back(static_cast<double>(pods) / std::max(1, freeable[n]), low, n);
+    }
+    std::sort(ranked.begin(), ranked.end());
+    std::vector<PlacementResult> first;
+    size_t take = 0;
+    int64_t covered = 0;
+    while (take < ranked.size()) {
+      // Grow until the nodes taken could free twice the gang's GPUs (then twice as many nodes).
+      const size_t before = take;
+      while (take < ranked.size() && (covered < 2 * whole_demand || take < 2 * before)) {
+        covered += freeable[std::get<2>(ranked[take])];
+        ++take;
+      }
+      std::vector<NodeId> nodes;
+      std::vector<int> units, terminating;
+      absl::flat_hash_set<int> seen;
+      for (size_t i = 0; i < take; ++i) {
+        const int n = std::get<2>(ranked[i]);
+        nodes.push_back(NodeId(n));
+        for (int u : ctx.units_on[n]) {
+          if (seen.insert(u).second) units.push_back(u);
+        }
+        terminating.insert(terminating.end(), ctx.terminating_on[n].begin(),
+                           ctx.terminating_on[n].end());
+      }
+      std::sort(nodes.begin(), nodes.end());
+      const std::vector<Candidate> allowed = Everything(nodes);
+      first = engine_.PlaceGangWithout(request.members, ctx.Names(units, terminating), &allowed);
+      if (AllPlaced(first)) break;
+    }
+    if (!AllPlaced(first)) {
+      return no_plan(StrCat("evicting would not help: even without every pod it may evict, ",
+                            first.empty() ? "no node would have room" : first[0].reason));
+    }
+    // Narrow to the nodes it landed on.
+    std::vector<NodeId> nodes;
+    for (const PlacementResult& r : first) {
+      if (std::find(nodes.begin(), nodes.end(), r.placement.node) == nodes.end()) {
+        nodes.push_back(r.placement.node);
+      }
+    }
+    std::sort(nodes.begin(), nodes.end());
+    const std::vector<Candidate> allowed = Everything(nodes);
+    std::vector<int> candidates, terminating;
+    absl::flat_hash_set<int> seen;
+    for (NodeId n : nodes) {
+      for (int u : ctx.units_on[n.value()]) {
+        if (seen.insert(u).second) candidates.push_back(u);
+      }
+      const std::vector<int>& t = ctx.terminating_on[n.value()];
+      terminating.insert(terminating.end(), t.begin(), t.end());
+    }
+    auto fits = [&](std::span<const int> gone) {
+      return AllPlaced(
+          engine_.PlaceGangWithout(request.members, ctx.Names(gone, terminating), &allowed));
+    };
+    if (!fits(candidates)) {
+      return no_plan("evicting would not help: the gang does not fit where it could land");
+    }
+    std::vector<int> victims;
+    Reprieve(ctx, candidates, fits, &victims);
+    if (!Allowed(ctx, victims, &why_not)) {
+      return no_plan(StrCat("no eviction would be allowed: ", why_not));
+    }
+    plan.placements =
+        engine_.PlaceGangWithout(request.members, ctx.Names(victims, terminating), &allowed);
+    TESSERA_CHECK(AllPlaced(plan.placements));
+    for (int t : terminating) plan.awaited.push_back(running[t].name);
+    for (int u : victims) {
+      for (int p : ctx.units[u].pods) plan.victims.push_back(running[p].name);
+    }
+    for (const PlacementResult& r : plan.placements) {
+      if (std::find(plan.nodes.begin(), plan.nodes.end(), r.placement.node) == plan.nodes.end()) {
+        plan.nodes.push_back(r.placement.node);
+      }
+    }
+  }
+  std::sort(plan.victims.begin(), plan.victims.end());
+  std::sort(plan.awaited.begin(), plan.awaited.end());
+  plan.found = true;
+  return plan;
+}
+
+}  // namespace tessera::core

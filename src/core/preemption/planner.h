@@ -1,0 +1,107 @@
+// Preemption and reclaim planning: which running pods to evict so that a pod (or a whole gang)
+// that cannot be placed now fits, with the fewest evictions. Pure: it asks the engine's what-if
+// (Engine::PlaceWithout / PlaceGangWithout) and the queues' rules (QueueSet::MayReclaim,
+// KeepsDeserved) and changes neither. The live scheduler and the simulator both plan with it.
+//
+// Who may be a victim of a preemptor of priority P in queue Q:
+//  - preemption: a pod of Q with priority below P;
+//  - reclaim: a pod of another queue when Q may reclaim from it (Q stays within its deserved
+//    share with the preemptor, the other queue is above its own), whatever its priority, and
+//    only so far that no queue is taken below its deserved share.
+// A victim that belongs to a running gang is evicted with every other member or not at all; a
+// gang with a member that may not be a victim is no candidate. Pods already terminating (evicted
+// earlier, by us or anyone) are counted as gone at no cost: a restarted scheduler finds the plan
+// it had made and evicts nobody twice. Disruption budgets (PodDisruptionBudgets) cap how many of
+// their pods one plan may evict.
+//
+// The search. One pod: for every node holding candidates (or terminating pods), every candidate
+// there is taken away at once; if the pod then fits on the node, the candidates are given back
+// one at a time, in the order below, as long as it still fits (a candidate it can do without is
+// reprieved). The node whose remaining victims are fewest wins; ties to the lower highest victim
+// priority, then fewer victims of other queues, then the lower node id. Reprieve order (kept
+// first): pods under a disruption budget, higher priority, smaller GPU usage (so that one large
+// pod is evicted rather than many small ones), then name. A gang: every candidate in the cluster
+// is taken away; if the gang then fits, the search narrows to the nodes it landed on and the
+// candidates there are reprieved the same way. A plan that would break a budget or take a queue
+// below its deserved share is refused. Nobody is evicted for a pod that would still not fit.
+//
+// Example: node a holds four 20Gi shares of priority 0 on GPU 0 and a whole-GPU pod of priority
+// 10 on GPU 1; node b holds one whole-GPU pod of priority 0 and a 10Gi share of priority 0. A
+// whole-GPU pod of priority 5 of the same queue: on a the four shares must go (the priority-10
+// pod may not), on b the whole pod alone (the share is reprieved): b, one victim.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/engine.h"
+#include "core/queues/queue_set.h"
+#include "core/queues/resources.h"
+
+namespace tessera::core {
+
+// A running pod as the planner sees it. Its placement is the engine's (by name).
+struct RunningPod {
+  std::string name;
+  std::string queue;
+  int32_t priority = 0;
+  std::string gang;    // "" none; members of one gang go together
+  std::string budget;  // the disruption budget covering it ("" none)
+  bool terminating = false;
+};
+
+struct PreemptionRequest {
+  std::span<const PodRequest> members;  // one pod, or every member of a gang
+  std::string queue;
+  int32_t priority = 0;
+  QueueResources demand;  // what the members will hold (for the reclaim rule)
+  // One pod only: the nodes it may use at all (nullptr: any), as for Engine::Place.
+  const NodeSet* nodes = nullptr;
+  // Evictions each budget allows now (a budget missing here allows none).
+  absl::flat_hash_map<std::string, int64_t> budgets;
+};
+
+struct PreemptionPlan {
+  bool found = false;
+  std::vector<std::string> victims;  // to evict now (gang members together), sorted
+  std::vector<std::string> awaited;  // terminating pods on the chosen nodes the plan counts on
+  std::vector<PlacementResult> placements;  // where the members would go, in member order
+  std::vector<NodeId> nodes;                // the nodes to nominate (the placements' nodes)
+  std::string reason;                       // why no plan (when !found)
+};
+
+class PreemptionPlanner {
+ public:
+  // Both must outlive the planner; neither is changed by planning.
+  PreemptionPlanner(Engine& engine, QueueSet& queues) : engine_(engine), queues_(queues) {}
+
+  // A plan for `request`, given every running pod the engine holds (pods the engine does not
+  // hold are ignored).
+  PreemptionPlan Plan(const PreemptionRequest& request, std::span<const RunningPod> running);
+
+ private:
+  // Pods that go (and come back) together.
+  struct Unit {
+    std::vector<int> pods;  // indexes into the running pods
+    std::vector<NodeId> nodes;
+    int32_t priority = 0;  // the highest of its pods
+    int64_t usage = 0;     // milli-GPU held
+    bool budgeted = false;
+    bool reclaim = false;  // of another queue
+  };
+  struct Context;
+  // The units `candidates` minus those reprieved while `fits` stays true (all of them taken
+  // away must fit). Appends the remaining victims to *victims.
+  template <typename Fits>
+  void Reprieve(Context& ctx, std::vector<int> candidates, Fits fits, std::vector<int>* victims);
+  // Whether evicting `victims` (units) keeps every budget and every queue's deserved share.
+  bool Allowed(Context& ctx, std::span<const int> victims, std::string* why);
+
+  Engine& engine_;
+  QueueSet& queues_;
+};
+
+}  // namespace tessera::core

@@ -1,0 +1,240 @@
+#include "core/preemption/planner.h"
+
+#include "common/strings.h"
+#include "core/testing/cluster_builder.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::core {
+namespace {
+
+using testing::ClusterBuilder;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::Pod;
+
+constexpr int64_t kGi = 1024;
+constexpr int64_t kGpu = 1000;
+
+// A cluster whose running pods are laid out exactly (Restore), with their queues kept in step.
+class World {
+ public:
+  explicit World(const Cluster& c) : engine_(c, *CreatePolicy("tessera", {})) {
+    queues_.SetCapacity(CapacityOf(engine_.cluster()));
+  }
+  World& Queues(std::vector<QueueSpec> specs) {
+    queues_.SetSpecs(std::move(specs));
+    queues_.set_implicit(true);
+    return *this;
+  }
+  // A pod on `node`: a whole GPU (memory 0) or a share of `memory` Gi of `gpu`.
+  RunningPod& Run(std::string name, std::string_view node, int gpu, int64_t memory_gi = 0,
+                  int32_t priority = 0, std::string queue = "default") {
+    Placement p;
+    p.node = engine_.cluster().FindNode(node);
+    GpuGrant g;
+    g.gpu = gpu;
+    g.exclusive = memory_gi == 0;
+    g.memory_mib = memory_gi == 0 ? 80 * kGi : memory_gi * kGi;
+    g.compute_milli = memory_gi == 0 ? 1000 : 0;
+    p.gpus.push_back(g);
+    p.cpu_milli = 1000;
+    absl::Status s = engine_.Restore(name, p);
+    EXPECT_TRUE(s.ok()) << s;
+    queues_.AddAllocated(queue, UsageOf(engine_.cluster(), p));
+    running_.push_back(RunningPod{std::move(name), std::move(queue), priority, "", "", false});
+    return running_.back();
+  }
+  PreemptionPlan Plan(std::vector<PodRequest> members, int32_t priority,
+                      std::string queue = "default",
+                      absl::flat_hash_map<std::string, int64_t> budgets = {}) {
+    PreemptionRequest r;
+    for (PodRequest& m : members) m.priority = priority;
+    r.members = members;
+    r.queue = std::move(queue);
+    r.priority = priority;
+    for (const PodRequest& m : members) r.demand += DemandOf(m, 80 * kGi);
+    r.budgets = std::move(budgets);
+    const size_t placed = engine_.placed_count();
+    const int in_use = engine_.state().gpus_in_use();
+    PreemptionPlan plan = PreemptionPlanner(engine_, queues_).Plan(r, running_);
+    // Planning changes nothing.
+    EXPECT_EQ(engine_.placed_count(), placed);
+    EXPECT_EQ(engine_.state().gpus_in_use(), in_use);
+    engine_.state().CheckInvariants();
+    if (plan.found) {
+      EXPECT_TRUE(plan.reason.empty());
+      EXPECT_EQ(plan.placements.size(), members.size());
+    } else {
+      EXPECT_THAT(plan.victims, IsEmpty());
+      EXPECT_FALSE(plan.reason.empty());
+    }
+    return plan;
+  }
+  std::string NodeName(NodeId id) const { return engine_.cluster().node(id).name; }
+  std::vector<RunningPod>& running() { return running_; }
+
+ private:
+  Engine engine_;
+  QueueSet queues_;
+  std::vector<RunningPod> running_;
+};
+
+PodRequest Whole(std::string name, int n = 1) { return Pod(std::move(name), GpuAsk::Whole(n)); }
+
+TEST(PreemptionPlanner, FourSharesGoForOneWholeGpuAndNoMore) {
+  World w(ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Build());
+  for (int g = 0; g < 2; ++g) {
+    for (int i = 0; i < 4; ++i) w.Run(StrCat("s", g, i), "a", g, 20);
+  }
+  PreemptionPlan plan = w.Plan({Whole("urgent")}, 100);
+  ASSERT_TRUE(plan.found) << plan.reason;
+  // Either GPU's four shares, not eight.
+  ASSERT_EQ(plan.victims.size(), 4u);
+  const char gpu = plan.victims[0][1];
+  for (const std::string& v : plan.victims) EXPECT_EQ(v[1], gpu) << v;
+  EXPECT_EQ(plan.placements[0].placement.gpus[0].gpu, gpu - '0');
+  EXPECT_EQ(w.NodeName(plan.nodes[0]), "a");
+}
+
+TEST(PreemptionPlanner, ChoosesTheNodeWithTheFewestVictims) {
+  // The class comment's example.
+  World w(ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build());
+  for (int i = 0; i < 4; ++i) w.Run(StrCat("share", i), "a", 0, 20);
+  w.Run("important", "a", 1, 0, 10);
+  w.Run("big", "b", 0);
+  w.Run("small", "b", 1, 10);
+  PreemptionPlan plan = w.Plan({Whole("p")}, 5);
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_THAT(plan.victims, ElementsAre("big"));
+  EXPECT_EQ(w.NodeName(plan.nodes[0]), "b");
+}
+
+TEST(PreemptionPlanner, NobodyIsEvictedWhenItWouldNotHelp) {
+  World w(ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Build());
+  w.Run("low", "a", 0, 20);
+  w.Run("high", "a", 1, 0, 50);
+  // Two GPUs: the higher-priority pod holds one of them.
+  PreemptionPlan two = w.Plan({Whole("p", 2)}, 10);
+  EXPECT_FALSE(two.found);
+  EXPECT_THAT(two.reason, HasSubstr("evicting would not help"));
+  // Equal priority in the same queue is no victim.
+  PreemptionPlan equal = w.Plan({Whole("p")}, 0);
+  EXPECT_FALSE(equal.found);
+  // Never fits this cluster at all.
+  PreemptionPlan never = w.Plan({Whole("p", 3)}, 1000);
+  EXPECT_FALSE(never.found);
+  EXPECT_THAT(never.reason, HasSubstr("needs 3 GPUs on one node"));
+}
+
+TEST(PreemptionPlanner, AGangIsEvictedWholeOrNotAtAll) {
+  World w(ClusterBuilder().Node("a").Gpus(1, "A100-80GB").Node("b").Gpus(1, "A100-80GB").Build());
+  w.Run("g-0", "a", 0).gang = "g";
+  w.Run("g-1", "b", 0).gang = "g";
+  PreemptionPlan plan = w.Plan({Whole("p")}, 5);
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_THAT(plan.victims, ElementsAre("g-0", "g-1"));
+  // One member the preemptor may not evict protects the whole gang.
+  w.running()[1].priority = 10;
+  EXPECT_FALSE(w.Plan({Whole("p")}, 5).found);
+}
+
+TEST(PreemptionPlanner, AGangPreemptorEvictsWhereItLands) {
+  World w(ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build());
+  w.Run("a0", "a", 0);
+  w.Run("a1", "a", 1);
+  w.Run("b0", "b", 0, 0, 50);
+  w.Run("b1", "b", 1, 0, 50);
+  std::vector<PodRequest> gang;
+  for (int i = 0; i < 2; ++i) {
+    gang.push_back(Whole(StrCat("t-", i)));
+    gang.back().gang = GangAsk{"t", 2, "", false};
+  }
+  PreemptionPlan plan = w.Plan(gang, 10);
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_THAT(plan.victims, ElementsAre("a0", "a1"));
+  ASSERT_EQ(plan.nodes.size(), 1u);
+  EXPECT_EQ(w.NodeName(plan.nodes[0]), "a");
+  // A gang of three does not fit even with both gone: nobody is evicted.
+  gang.push_back(Whole("t-2"));
+  for (PodRequest& m : gang) m.gang = GangAsk{"t", 3, "", false};
+  PreemptionPlan three = w.Plan(gang, 10);
+  EXPECT_FALSE(three.found);
+  EXPECT_THAT(three.reason, HasSubstr("evicting would not help"));
+}
+
+QueueSpec Deserving(std::string name, int64_t gpus) {
+  QueueSpec s;
+  s.name = std::move(name);
+  s.deserved[kQueueGpu] = gpus * kGpu;
+  return s;
+}
+
+TEST(PreemptionPlanner, ReclaimTakesBackFromAQueueAboveItsShareNeverBelow) {
+  // queue_set.h's example: train deserves 6 and holds 7, infer deserves 2 and holds 1.
+  World w(ClusterBuilder().Node("a").Gpus(4, "A100-80GB").Node("b").Gpus(4, "A100-80GB").Build());
+  w.Queues({Deserving("train", 6), Deserving("infer", 2)});
+  for (int i = 0; i < 7; ++i) w.Run(StrCat("t", i), i < 4 ? "a" : "b", i % 4, 0, 100, "train");
+  w.Run("i0", "b", 3, 0, 0, "infer");
+  // Priority does not protect train's pods from reclaim: one of them goes, not two.
+  PreemptionPlan plan = w.Plan({Whole("i1")}, 0, "infer");
+  ASSERT_TRUE(plan.found) << plan.reason;
+  ASSERT_EQ(plan.victims.size(), 1u);
+  EXPECT_EQ(plan.victims[0][0], 't');
+  // Two more GPUs would take infer beyond what it deserves: no reclaim.
+  PreemptionPlan two = w.Plan({Whole("i2", 2)}, 0, "infer");
+  EXPECT_FALSE(two.found);
+  EXPECT_THAT(two.reason, HasSubstr("more than it deserves"));
+  // A queue deserving nothing reclaims nothing.
+  EXPECT_FALSE(w.Plan({Whole("x")}, 0, "other").found);
+}
+
+TEST(PreemptionPlanner, ReclaimSparesAQueueAtItsShare) {
+  World w(ClusterBuilder().Node("a").Gpus(4, "A100-80GB").Node("b").Gpus(4, "A100-80GB").Build());
+  w.Queues({Deserving("train", 6), Deserving("infer", 2)});
+  for (int i = 0; i < 6; ++i) w.Run(StrCat("t", i), i < 4 ? "a" : "b", i % 4, 0, 0, "train");
+  w.Run("batch", "b", 2, 0, 100, "batch");  // an implicit queue: deserves nothing
+  w.Run("i0", "b", 3, 0, 0, "infer");
+  PreemptionPlan plan = w.Plan({Whole("i1")}, 0, "infer");
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_THAT(plan.victims, ElementsAre("batch"));
+  // With the batch pod gone, train at its share gives nothing back.
+  w.running()[6].terminating = true;
+  PreemptionPlan awaiting = w.Plan({Whole("i1")}, 0, "infer");
+  ASSERT_TRUE(awaiting.found) << awaiting.reason;
+  EXPECT_THAT(awaiting.victims, IsEmpty());
+  EXPECT_THAT(awaiting.awaited, ElementsAre("batch"));
+}
+
+TEST(PreemptionPlanner, ABudgetIsHonoured) {
+  World w(ClusterBuilder().Node("a").Gpus(1, "A100-80GB").Node("b").Gpus(1, "A100-80GB").Build());
+  w.Run("covered", "a", 0).budget = "pdb";
+  for (int i = 0; i < 2; ++i) w.Run(StrCat("free", i), "b", 0, 20);
+  // The one-victim node is covered by a budget that allows nothing now: the two shares go.
+  PreemptionPlan plan = w.Plan({Whole("p")}, 5);
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_THAT(plan.victims, ElementsAre("free0", "free1"));
+  // The budget allows one: the single victim.
+  PreemptionPlan allowed = w.Plan({Whole("p")}, 5, "default", {{"pdb", 1}});
+  EXPECT_THAT(allowed.victims, ElementsAre("covered"));
+  // The shares may not go either: nothing is allowed.
+  w.running()[1].priority = 10;
+  PreemptionPlan none = w.Plan({Whole("p")}, 5);
+  EXPECT_FALSE(none.found);
+  EXPECT_THAT(none.reason, HasSubstr("disruption budget pdb allows 0 evictions"));
+}
+
+TEST(PreemptionPlanner, TerminatingPodsAreAwaitedNotEvictedAgain) {
+  World w(ClusterBuilder().Node("a").Gpus(1, "A100-80GB").Build());
+  for (int i = 0; i < 4; ++i) w.Run(StrCat("s", i), "a", 0, 20);
+  for (int i = 0; i < 4; ++i) w.running()[i].terminating = i < 3;
+  // Three are already going: only the fourth is evicted now.
+  PreemptionPlan plan = w.Plan({Whole("p")}, 5);
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_THAT(plan.victims, ElementsAre("s3"));
+  EXPECT_THAT(plan.awaited, ElementsAre("s0", "s1", "s2"));
+}
+
+}  // namespace
+}  // namespace tessera::core

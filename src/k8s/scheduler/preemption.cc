@@ -1,0 +1,241 @@
+#include "k8s/scheduler/preemption.h"
+
+#include <algorithm>
+
+#include "common/strings.h"
+#include "core/queues/resources.h"
+#include "nlohmann/json.hpp"
+#include "records/queue.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::k8s {
+
+std::shared_ptr<const QueueInfo> DecodeQueue(const nlohmann::json& object) {
+  auto q = std::make_shared<QueueInfo>();
+  absl::StatusOr<core::QueueSpec> spec = records::QueueFromObject(object);
+  if (spec.ok()) {
+    q->spec = *std::move(spec);
+  } else {
+    q->error = std::string(FromAbsl(spec.status().message()));
+    if (object.is_object() && object.contains("metadata") && object["metadata"].is_object() &&
+        object["metadata"].contains("name") && object["metadata"]["name"].is_string()) {
+      q->spec.name = object["metadata"]["name"];
+    }
+  }
+  return q;
+}
+
+// --- writing ---------------------------------------------------------------------------------
+
+HttpRequest ApiPreemptionWriter::NominationRequest(const PodInfo& pod, const std::string& node) {
+  nlohmann::json patch = {{"status", {{"nominatedNodeName", node}}}};
+  return HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
+                     patch.dump(), std::string(ContentTypeOf(PatchType::kMerge))};
+}
+
+void ApiPreemptionWriter::Nominate(const PodInfo& pod, const std::string& node) {
+  HttpRequest req = NominationRequest(pod, node);
+  client_.Submit(req, [req, key = pod.key](const HttpResponse& r) {
+    if (!r.ok()) {
+      spdlog::warn("nominating a node for pod {}: {}", key,
+                   FromAbsl(StatusFromResponse(req, r).message()));
+    }
+  });
+}
+
+void ApiPreemptionWriter::Evict(const PodInfo& victim) {
+  evictor_.Evict(
+      {victim.ns, victim.name, victim.uid, std::nullopt},
+      [inbox = inbox_, key = victim.key](const EvictionTarget&, const EvictionResult& r) {
+        switch (r.outcome) {
+          case EvictionOutcome::kEvicted:
+            spdlog::info("evicted pod {} (preemption)", key);
+            break;
+          case EvictionOutcome::kGone:
+            break;
+          case EvictionOutcome::kBudget: {
+            spdlog::info("eviction of pod {} refused: {}", key, r.message);
+            std::lock_guard<std::mutex> lock(inbox->mu);
+            inbox->refusals.push_back({key, r.message});
+            break;
+          }
+          case EvictionOutcome::kFailed:
+            spdlog::warn("evicting pod {}: {}", key, r.message);
+            break;
+        }
+      });
+}
+
+std::vector<PreemptionWriter::Refusal> ApiPreemptionWriter::TakeRefusals() {
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  std::vector<Refusal> out;
+  out.swap(inbox_->refusals);
+  return out;
+}
+
+// --- deciding --------------------------------------------------------------------------------
+
+void Preemption::SetQueues(std::vector<core::QueueSpec> specs, bool known) {
+  specs_ = std::move(specs);
+  queues_known_ = known;
+}
+
+void Preemption::Placing(std::shared_ptr<const PodInfo> pod) {
+  const std::string key = pod->key;
+  placing_[key] = std::move(pod);
+}
+
+void Preemption::Track(std::shared_ptr<const PodInfo> pod) {
+  nominations_.erase(pod->key);
+  placing_.erase(pod->key);
+  const std::string key = pod->key;
+  bound_[key] = std::move(pod);
+}
+
+void Preemption::Untrack(const std::string& key) { bound_.erase(key); }
+
+void Preemption::Observe(std::shared_ptr<const PodInfo> pod) {
+  if (pod->nominated_node.empty()) {
+    auto it = nominations_.find(pod->key);
+    if (it != nominations_.end()) it->second.pod = std::move(pod);
+    return;
+  }
+  Nomination& n = Nominate(pod->key);
+  if (n.node.empty()) n.node = pod->nominated_node;  // ours wins until it is written back
+  n.pod = std::move(pod);
+}
+
+Preemption::Nomination& Preemption::Nominate(const std::string& key) {
+  Nomination& n = nominations_[key];
+  if (n.seq == 0) n.seq = next_seq_++;
+  return n;
+}
+
+void Preemption::Forget(const std::string& key) {
+  nominations_.erase(key);
+  evicted_at_.erase(key);
+  refused_at_.erase(key);
+  bound_.erase(key);
+  placing_.erase(key);
+}
+
+const std::string* Preemption::NominatedNode(const std::string& key) const {
+  auto it = nominations_.find(key);
+  return it == nominations_.end() ? nullptr : &it->second.node;
+}
+
+void Preemption::NoteRefusals(const std::vector<PreemptionWriter::Refusal>& refusals,
+                              TimePoint now) {
+  for (const PreemptionWriter::Refusal& r : refusals) {
+    refused_at_[r.key] = now;
+    evicted_at_.erase(r.key);
+  }
+}
+
+core::QueueSet Preemption::BuildQueues(const core::Engine& engine) const {
+  core::QueueSet q;
+  q.SetSpecs(specs_);
+  q.set_implicit(!queues_known_ || specs_.empty());
+  q.SetCapacity(core::CapacityOf(engine.cluster()));
+  for (const auto* pods : {&bound_, &placing_}) {
+    for (const auto& [key, info] : *pods) {
+      const core::Placement* p = engine.Find(key);
+      if (p != nullptr) q.AddAllocated(info->queue, core::UsageOf(engine.cluster(), *p));
+    }
+  }
+  return q;
+}
+
+Preemption::Decision Preemption::Plan(core::Engine& engine, const PodInfo& pod,
+                                      const core::NodeSet* nodes, TimePoint now) {
+  Decision d;
+  // Shares with a memory ask count against the largest GPU (the smallest fraction they could be).
+  int64_t gpu_memory = 0;
+  const core::Cluster& cluster = engine.cluster();
+  for (int n = 0; n < cluster.node_count(); ++n) {
+    if (!cluster.live(core::NodeId(n))) continue;
+    for (const core::GpuSpec& g : cluster.node(core::NodeId(n)).gpus) {
+      gpu_memory = std::max(gpu_memory, g.memory_mib);
+    }
+  }
+  core::QueueSet queues = BuildQueues(engine);
+  core::PreemptionRequest request;
+  request.members = std::span<const core::PodRequest>(&pod.request, 1);
+  request.queue = pod.queue;
+  request.priority = pod.priority;
+  request.demand = core::DemandOf(pod.request, gpu_memory > 0 ? gpu_memory : 1);
+  request.nodes = nodes;
+
+  std::vector<core::RunningPod> running;
+  running.reserve(bound_.size());
+  for (const auto& [key, info] : bound_) {
+    if (auto r = refused_at_.find(key); r != refused_at_.end()) {
+      if (now - r->second < kEvictingFor) continue;  // a budget said no lately
+    }
+    core::RunningPod rp;
+    rp.name = key;
+    rp.queue = info->queue;
+    rp.priority = info->priority;
+    if (info->request.gang) rp.gang = StrCat(info->ns, "/", info->request.gang->name);
+    auto e = evicted_at_.find(key);
+    rp.terminating = info->deleting || (e != evicted_at_.end() && now - e->second < kEvictingFor);
+    running.push_back(std::move(rp));
+  }
+  core::PreemptionPlan plan = core::PreemptionPlanner(engine, queues).Plan(request, running);
+  if (!plan.found) {
+    d.reason = plan.reason;
+    return d;
+  }
+  const std::string node = cluster.node(plan.nodes[0]).name;
+  if (plan.victims.empty()) {
+    for (const auto& [key, n] : nominations_) {
+      if (key == pod.key || n.node != node || !n.pod || n.pod->priority < pod.priority) continue;
+      d.reason = StrCat("the room being made on node ", node, " is claimed by pod ", key,
+                        " (priority ", n.pod->priority, "); planning again once it has landed");
+      return d;
+    }
+  }
+  d.found = true;
+  d.node = node;
+  d.awaited = plan.awaited.size();
+  for (const std::string& v : plan.victims) {
+    auto it = bound_.find(v);
+    if (it == bound_.end()) continue;
+    d.evict.push_back(it->second);
+    evicted_at_[v] = now;
+  }
+  Nominate(pod.key).node = d.node;
+  return d;
+}
+
+std::string Preemption::Guard(core::Engine& engine, const PodInfo& pod,
+                              const core::Placement& placement) {
+  if (nominations_.empty()) return "";
+  const core::Cluster& cluster = engine.cluster();
+  const std::string& node = cluster.node(placement.node).name;
+  const std::vector<core::Candidate> allowed = {core::Candidate{placement.node, ~0ULL}};
+  std::vector<std::string> leaving;
+  bool listed = false;
+  auto own = nominations_.find(pod.key);
+  const uint64_t own_seq = own == nominations_.end() ? UINT64_MAX : own->second.seq;
+  for (const auto& [key, n] : nominations_) {
+    if (key == pod.key || n.node != node || !n.pod) continue;
+    if (n.pod->priority < pod.priority) continue;
+    if (n.pod->priority == pod.priority && n.seq > own_seq) continue;  // nominated after it
+    if (!listed) {
+      for (const auto& [k, info] : bound_) {
+        const core::Placement* p = engine.Find(k);
+        if (p == nullptr || p->node != placement.node) continue;
+        if (info->deleting || evicted_at_.contains(k)) leaving.push_back(k);
+      }
+      listed = true;
+    }
+    if (!engine.PlaceWithout(n.pod->request, leaving, &allowed).placed()) {
+      return StrCat("the room on node ", node, " is kept for pod ", key, " (priority ",
+                    n.pod->priority, "), for which pods there are being preempted");
+    }
+  }
+  return "";
+}
+
+}  // namespace tessera::k8s

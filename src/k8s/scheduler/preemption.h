@@ -1,0 +1,156 @@
+// Preemption and reclaim in the live scheduler: when a pod does not fit, which running pods to
+// evict so that it does (core/preemption/planner.h decides, with the engine's what-ifs and the
+// queues' rules), and keeping the room made for it.
+//
+// For a pod that does not fit now (SchedulerCore::PlaceOne):
+//  1. The planner is asked, given every bound pod the scheduler accounts (their queues from
+//     tessera.dev/queue, priorities from spec.priority; pods with a deletionTimestamp, or evicted
+//     by us in the last kEvictingFor, count as leaving; pods whose eviction a disruption budget
+//     refused lately are no candidates) and the Queues (queues.tessera.dev; without any, every
+//     queue is implicit: same-queue priority preemption only).
+//  2. With a plan: the pod is nominated (status.nominatedNodeName = the node), the victims are
+//     evicted through the Eviction API (the API server honours PodDisruptionBudgets and graceful
+//     termination) and get a Warning Event "Preempted" naming the pod they make room for; the
+//     pod is told (PodScheduled=False) that it waits for them. When they are gone the pod is
+//     retried (their release is a change) and lands on the room.
+//  3. Without one: nobody is evicted; the pod's message says why preemption would not help.
+//
+// The nomination keeps the room: a pod of lower or equal priority whose placement would leave a
+// nominated pod no room on its node is not placed there (Guard); of two nominated pods of equal
+// priority the one nominated first keeps it. A plan that would evict nobody new, only await pods
+// already leaving for another nominated pod of at least its priority on that node, is no plan:
+// the pod waits for that one to land and plans again (no two pods count on the same room).
+// Nominations come back from the API server after a restart (status.nominatedNodeName), and victims
+// already terminating are awaited rather than evicted again, so a restart mid-preemption neither
+// evicts twice nor loses the nomination. A nomination ends when its pod is bound, deleted, or
+// planned elsewhere.
+//
+// Not thread-safe except PreemptionWriter implementations' result inbox (written on the client
+// thread, drained on the scheduler thread).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "core/engine.h"
+#include "core/preemption/planner.h"
+#include "core/queues/queue_set.h"
+#include "k8s/client/http.h"
+#include "k8s/eviction/evictor.h"
+#include "k8s/scheduler/objects.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::k8s {
+
+// A Queue object (queues.tessera.dev) as the scheduler keeps it: its spec, or why it is unusable.
+struct QueueInfo {
+  core::QueueSpec spec;
+  std::string error;
+};
+std::shared_ptr<const QueueInfo> DecodeQueue(const nlohmann::json& object);
+
+// What preemption writes on the API server.
+class PreemptionWriter {
+ public:
+  struct Refusal {
+    std::string key;  // the victim
+    std::string message;
+  };
+  virtual ~PreemptionWriter() = default;
+  // status.nominatedNodeName of `pod`.
+  virtual void Nominate(const PodInfo& pod, const std::string& node) = 0;
+  // Evicts `victim`; a refusal by a disruption budget comes back through TakeRefusals.
+  virtual void Evict(const PodInfo& victim) = 0;
+  // Evictions refused (disruption budgets) since the last call.
+  virtual std::vector<Refusal> TakeRefusals() = 0;
+};
+
+// On the API server: a merge patch of pods/status and the Eviction API (ApiEvictor).
+class ApiPreemptionWriter final : public PreemptionWriter {
+ public:
+  explicit ApiPreemptionWriter(AsyncClient& client) : client_(client), evictor_(client) {}
+  void Nominate(const PodInfo& pod, const std::string& node) override;
+  void Evict(const PodInfo& victim) override;
+  std::vector<Refusal> TakeRefusals() override;
+
+  static HttpRequest NominationRequest(const PodInfo& pod, const std::string& node);
+
+ private:
+  // Written on the client's thread, which may answer after this writer is gone: shared.
+  struct Inbox {
+    std::mutex mu;
+    std::vector<Refusal> refusals;  // guarded by mu
+  };
+  AsyncClient& client_;
+  ApiEvictor evictor_;
+  std::shared_ptr<Inbox> inbox_ = std::make_shared<Inbox>();
+};
+
+class Preemption {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // A pod we evicted counts as leaving this long even before the watch shows it terminating;
+  // a pod whose eviction was refused is no candidate for as long.
+  static constexpr std::chrono::seconds kEvictingFor{30};
+
+  // The Queue objects (valid ones; `errors` by queue name for those that are not). `known`:
+  // the Queue list has been read (until then, and when none exist, queues are implicit).
+  void SetQueues(std::vector<core::QueueSpec> specs, bool known);
+
+  // Bound pods, as the API server shows them (and our binds, once confirmed).
+  void Track(std::shared_ptr<const PodInfo> pod);
+  void Untrack(const std::string& key);
+  // A pod this scheduler placed and is binding: counted in its queue (not a victim) while the
+  // engine holds it.
+  void Placing(std::shared_ptr<const PodInfo> pod);
+  // A pod not bound: its nomination as the API server shows it (after a restart).
+  void Observe(std::shared_ptr<const PodInfo> pod);
+  void Forget(const std::string& key);
+
+  struct Decision {
+    bool found = false;
+    std::string node;
+    std::vector<std::shared_ptr<const PodInfo>> evict;  // victims to evict now
+    size_t awaited = 0;                                 // victims already leaving
+    std::string reason;                                 // why not (when !found)
+  };
+  // Plans for `pod` (which did not fit) on `engine`; `nodes`: the nodes it may use (nullptr:
+  // any). On a plan, the nomination is recorded and the victims marked as being evicted; the
+  // caller writes both (PreemptionWriter).
+  Decision Plan(core::Engine& engine, const PodInfo& pod, const core::NodeSet* nodes,
+                TimePoint now);
+
+  // Why `pod`, just placed at `placement` (committed in `engine`), would take room nominated for
+  // a pod of higher or equal priority ("" if it does not).
+  std::string Guard(core::Engine& engine, const PodInfo& pod, const core::Placement& placement);
+
+  void NoteRefusals(const std::vector<PreemptionWriter::Refusal>& refusals, TimePoint now);
+
+  // For tests and logs.
+  const std::string* NominatedNode(const std::string& key) const;
+  size_t nominations() const { return nominations_.size(); }
+
+ private:
+  struct Nomination {
+    std::string node;
+    std::shared_ptr<const PodInfo> pod;
+    uint64_t seq = 0;  // order of nomination: of equal priorities the earlier keeps the room
+  };
+  Nomination& Nominate(const std::string& key);
+  core::QueueSet BuildQueues(const core::Engine& engine) const;
+
+  std::vector<core::QueueSpec> specs_;
+  bool queues_known_ = false;
+  absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> bound_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> placing_;
+  absl::flat_hash_map<std::string, Nomination> nominations_;
+  absl::flat_hash_map<std::string, TimePoint> evicted_at_;  // by us
+  absl::flat_hash_map<std::string, TimePoint> refused_at_;  // by a disruption budget
+  uint64_t next_seq_ = 1;
+};
+
+}  // namespace tessera::k8s

@@ -1,0 +1,269 @@
+// Preemption in SchedulerCore, step by step: pods placed and bound through the core, then a pod
+// that does not fit; what is nominated, evicted and told (a recording fake of the Binder,
+// Reporter and PreemptionWriter interfaces, which we own), and what happens as the watch shows
+// the victims leaving, after a restart, and when a budget refuses.
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/scheduler/scheduler_core.h"
+#include "k8s/testing/objects.h"
+#include "records/assignment.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::NodeObject;
+using testing::PodObject;
+using ::testing::UnorderedElementsAre;
+using Stage = SchedulerCore::Stage;
+
+class Recorder : public Binder, public Reporter, public PreemptionWriter {
+ public:
+  void Bind(const PodInfo& pod, const records::Assignment& assignment, uint64_t attempt) override {
+    binds.push_back({pod.key, assignment, attempt});
+  }
+  void ReportFailure(const PodInfo& pod, std::string_view, const std::string& message,
+                     bool) override {
+    failures[pod.key] = message;
+  }
+  void ReportWarning(const PodInfo& pod, std::string_view reason,
+                     const std::string& message) override {
+    warnings.push_back(StrCat(pod.key, " ", reason, ": ", message));
+  }
+  void Nominate(const PodInfo& pod, const std::string& node) override {
+    nominated.push_back(StrCat(pod.key, "->", node));
+  }
+  void Evict(const PodInfo& victim) override { evicted.push_back(victim.key); }
+  std::vector<Refusal> TakeRefusals() override {
+    std::vector<Refusal> out;
+    out.swap(refusals);
+    return out;
+  }
+
+  struct BindCall {
+    std::string key;
+    records::Assignment assignment;
+    uint64_t attempt;
+  };
+  std::vector<BindCall> binds;
+  std::map<std::string, std::string> failures;
+  std::vector<std::string> warnings, nominated, evicted;
+  std::vector<Refusal> refusals;
+};
+
+class PreemptionTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(); }
+  void Make() {
+    SchedulerCoreOptions o;
+    o.retry_min_interval = std::chrono::milliseconds(1000);
+    auto c = SchedulerCore::Create(o, &rec_, &rec_, nullptr, [this] { return now_; });
+    ASSERT_TRUE(c.ok()) << c.status();
+    core_ = std::move(*c);
+    core_->EnablePreemption(&rec_);
+  }
+  void Node(const json& node) { core_->OnNode(Change::kAdded, DecodeNode(node)); }
+  void Pod(const json& pod, Change change = Change::kAdded) {
+    objects_[DecodePod(pod)->key] = pod;
+    core_->OnPod(change, DecodePod(pod));
+  }
+  void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
+  // Schedules, and makes every new bind land (its answer and the watch).
+  void ScheduleAndBind() {
+    const size_t from = rec_.binds.size();
+    core_->ScheduleSome();
+    for (size_t i = from; i < rec_.binds.size(); ++i) {
+      const Recorder::BindCall& b = rec_.binds[i];
+      core_->OnBindResult(b.key, b.attempt, absl::OkStatus());
+      json pod = objects_.at(b.key);
+      pod["spec"]["nodeName"] = b.assignment.node;
+      pod["metadata"]["annotations"]["tessera.dev/assignment"] =
+          records::AssignmentToJson(b.assignment);
+      Pod(pod, Change::kUpdated);
+    }
+  }
+  // The watch shows the pod terminating (the Eviction API's graceful deletion), then gone.
+  void Terminating(const std::string& key) {
+    json pod = objects_.at(key);
+    pod["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
+    Pod(pod, Change::kUpdated);
+  }
+  void Gone(const std::string& key) {
+    core_->OnPod(Change::kDeleted, DecodePod(objects_.at(key)));
+    objects_.erase(key);
+  }
+  std::string BoundTo(const std::string& key) {
+    for (const Recorder::BindCall& b : rec_.binds) {
+      if (b.key == key) return b.assignment.node;
+    }
+    return "";
+  }
+  json Share(const std::string& name, int priority, const std::string& queue = "") {
+    PodObject p("ns", name);
+    p.Limit("tessera.dev/gpu-memory", "20Gi").Priority(priority);
+    if (!queue.empty()) p.Annotation("tessera.dev/queue", queue);
+    return p.Json();
+  }
+  json Whole(const std::string& name, int priority, const std::string& queue = "", int n = 1) {
+    PodObject p("ns", name);
+    p.Limit("tessera.dev/gpu", std::to_string(n)).Priority(priority);
+    if (!queue.empty()) p.Annotation("tessera.dev/queue", queue);
+    return p.Json();
+  }
+
+  Recorder rec_;
+  std::map<std::string, json> objects_;
+  std::chrono::steady_clock::time_point now_ =
+      std::chrono::steady_clock::time_point() + std::chrono::hours(1);
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+TEST_F(PreemptionTest, FourSharesAreEvictedForOneWholeGpuThenItLandsThere) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  core_->SetSynced(true, true);
+  for (int i = 0; i < 4; ++i) Pod(Share(StrCat("s", i), 0));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 4u);
+
+  Pod(Whole("urgent", 100));
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/s0", "ns/s1", "ns/s2", "ns/s3"));
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->n1"));
+  EXPECT_THAT(rec_.failures["ns/urgent"], HasSubstr("nominated to node n1: waiting for 4 pod(s)"));
+  EXPECT_THAT(rec_.warnings[0], HasSubstr("Preempted: evicted by tessera to make room on node n1 "
+                                          "for pod ns/urgent (priority 100, queue default)"));
+  EXPECT_EQ(core_->StageOf("ns/urgent"), Stage::kUnschedulable);
+
+  // The victims terminate; retried meanwhile, nobody is evicted twice.
+  for (int i = 0; i < 4; ++i) Terminating(StrCat("ns/s", i));
+  Advance(30'000);
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 4u);
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->n1"));  // not written again
+  // Gone: the pod lands on the room made for it.
+  for (int i = 0; i < 4; ++i) Gone(StrCat("ns/s", i));
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/urgent"), "n1");
+  EXPECT_EQ(core_->preemption().nominations(), 0u);
+}
+
+TEST_F(PreemptionTest, NobodyIsEvictedWhenItWouldNotHelp) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  core_->SetSynced(true, true);
+  Pod(Whole("high", 50));
+  Pod(Share("low", 0));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 2u);
+  Pod(Whole("two", 10, "", 2));
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  EXPECT_THAT(rec_.nominated, IsEmpty());
+  EXPECT_THAT(rec_.failures["ns/two"], HasSubstr("preemption would not help"));
+}
+
+TEST_F(PreemptionTest, TheNominatedRoomIsKeptAndARestartNeitherEvictsTwiceNorLosesIt) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  Node(NodeObject("n2").Gpus(1).Json());
+  core_->SetSynced(true, true);
+  Pod(Whole("a", 0));
+  Pod(Whole("b", 5));
+  ScheduleAndBind();
+  Pod(Whole("urgent", 100));
+  core_->ScheduleSome();
+  ASSERT_THAT(rec_.evicted, ElementsAre("ns/a"));  // the lower priority of the two
+  const std::string node = BoundTo("ns/a");
+
+  // A restart: a new core reads everything back from the API server, the victim terminating
+  // and the preemptor nominated.
+  Terminating("ns/a");
+  json urgent = objects_.at("ns/urgent");
+  urgent["status"]["nominatedNodeName"] = node;
+  objects_["ns/urgent"] = urgent;
+  rec_.evicted.clear();
+  rec_.nominated.clear();
+  Make();
+  Node(NodeObject("n1").Gpus(1).Json());
+  Node(NodeObject("n2").Gpus(1).Json());
+  for (const auto& [key, pod] : objects_) core_->OnPod(Change::kAdded, DecodePod(pod));
+  core_->SetSynced(true, true);
+  ASSERT_NE(core_->preemption().NominatedNode("ns/urgent"), nullptr);
+  EXPECT_EQ(*core_->preemption().NominatedNode("ns/urgent"), node);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, IsEmpty());    // a is awaited, not evicted again
+  EXPECT_THAT(rec_.nominated, IsEmpty());  // already nominated there
+
+  // The victim is gone. A pod of lower priority tried first (the nominated pod was tried under
+  // a second ago) does not take the room; then the nominated pod lands on it.
+  Gone("ns/a");
+  Pod(Whole("late", 1));
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/late"), "");
+  EXPECT_THAT(rec_.failures["ns/late"], HasSubstr("is kept for pod ns/urgent"));
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/urgent"), node);
+  EXPECT_EQ(BoundTo("ns/late"), "");
+}
+
+TEST_F(PreemptionTest, AQueueOverItsShareGivesBackToOneUnder) {
+  Node(NodeObject("n1").Gpus(4).Json());
+  core_->SetSynced(true, true);
+  core::QueueSpec train, infer;
+  train.name = "train";
+  train.deserved[core::kQueueGpu] = 2000;
+  infer.name = "infer";
+  infer.deserved[core::kQueueGpu] = 2000;
+  core_->SetQueues({train, infer}, true);
+  for (int i = 0; i < 4; ++i) Pod(Whole(StrCat("t", i), 100, "train"));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 4u);
+  // infer holds nothing and deserves two: it takes back one GPU per pod, up to two.
+  Pod(Whole("i0", 0, "infer"));
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 1u);
+  for (const std::string& v : rec_.evicted) Gone(v);
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/i0"), "n1");
+  Pod(Whole("i1", 0, "infer"));
+  Advance(1'000);
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 2u);
+  for (size_t i = 1; i < rec_.evicted.size(); ++i) Gone(rec_.evicted[i]);
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/i1"), "n1");
+  // A third would take infer beyond its share, and train below its own: nobody goes.
+  Pod(Whole("i2", 0, "infer"));
+  Advance(1'000);
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 2u);
+  EXPECT_THAT(rec_.failures["ns/i2"], HasSubstr("preemption would not help"));
+}
+
+TEST_F(PreemptionTest, ARefusedEvictionTurnsThePlanElsewhere) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  Node(NodeObject("n2").Gpus(1).Json());
+  core_->SetSynced(true, true);
+  Pod(Whole("a", 0));
+  Pod(Whole("b", 1));
+  ScheduleAndBind();
+  Pod(Whole("urgent", 100));
+  core_->ScheduleSome();
+  ASSERT_THAT(rec_.evicted, ElementsAre("ns/a"));
+  // A disruption budget refuses: the next try evicts the other pod instead.
+  rec_.refusals.push_back(
+      {"ns/a", "Cannot evict pod as it would violate the pod's disruption budget."});
+  Advance(1'000);
+  Advance(30'000);  // the retry period
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, ElementsAre("ns/a", "ns/b"));
+}
+
+}  // namespace
+}  // namespace tessera::k8s

@@ -1,0 +1,92 @@
+#include "records/queue.h"
+
+#include "common/strings.h"
+#include "core/model/quantity.h"
+#include "records/json_util.h"
+
+namespace tessera::records {
+namespace {
+
+// A quantity given as a JSON integer or string, as text.
+absl::StatusOr<std::string> QuantityText(const JsonReader& r, std::string_view key) {
+  const nlohmann::json& v = r.At(key);
+  if (v.is_number_integer()) {
+    if (v.get<int64_t>() < 0) return r.Error(key, "must not be negative");
+    return std::to_string(v.get<int64_t>());
+  }
+  if (v.is_string()) return v.get<std::string>();
+  return r.Error(key, "expected a quantity (an integer or a string such as \"2.5\" or \"80Gi\")");
+}
+
+absl::Status ReadResources(const nlohmann::json& j, const std::string& path,
+                           std::array<std::optional<int64_t>, core::kQueueResourceCount>* out) {
+  JsonReader r(j, path);
+  TESSERA_RETURN_IF_ERROR(r.ExpectObject());
+  TESSERA_RETURN_IF_ERROR(r.OnlyKeys({"gpu", "gpuMemory", "gpuCompute"}));
+  for (int k = 0; k < core::kQueueResourceCount; ++k) {
+    const std::string_view key = core::QueueResourceName(k);
+    if (!r.Has(key)) continue;
+    TESSERA_ASSIGN_OR_RETURN(std::string text, QuantityText(r, key));
+    absl::StatusOr<int64_t> v;
+    switch (k) {
+      case core::kQueueGpu:
+        v = core::ParseCpuMilli(text, core::Rounding::kDown);  // GPUs -> milli-GPU
+        break;
+      case core::kQueueGpuMemory:
+        v = core::ParseMemoryMiB(text, core::Rounding::kDown);
+        break;
+      default: {
+        absl::StatusOr<int64_t> percent = core::ParseCount(text);
+        if (percent.ok())
+          v = *percent * 10;  // percent of a GPU -> milli-GPU
+        else
+          v = percent.status();
+      }
+    }
+    if (!v.ok()) return r.Error(key, FromAbsl(v.status().message()));
+    if (*v < 0) return r.Error(key, "must not be negative");
+    (*out)[k] = *v;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<core::QueueSpec> QueueSpecFromJson(const nlohmann::json& spec,
+                                                  const std::string& name,
+                                                  const std::string& path) {
+  JsonReader r(spec, path);
+  TESSERA_RETURN_IF_ERROR(r.ExpectObject());
+  TESSERA_RETURN_IF_ERROR(r.OnlyKeys({"parent", "weight", "deserved", "limit"}));
+  core::QueueSpec q;
+  q.name = name;
+  TESSERA_ASSIGN_OR_RETURN(q.parent, r.OptionalString("parent"));
+  TESSERA_ASSIGN_OR_RETURN(q.weight, r.OptionalInt("weight", 1));
+  if (q.weight < 0) return r.Error("weight", "must not be negative");
+  if (q.parent == name)
+    return r.Error("parent", StrCat("queue ", name, " cannot be its own parent"));
+  if (r.Has("deserved")) {
+    TESSERA_RETURN_IF_ERROR(ReadResources(r.At("deserved"), r.Path("deserved"), &q.deserved));
+  }
+  if (r.Has("limit")) {
+    TESSERA_RETURN_IF_ERROR(ReadResources(r.At("limit"), r.Path("limit"), &q.limit));
+  }
+  return q;
+}
+
+absl::StatusOr<core::QueueSpec> QueueFromObject(const nlohmann::json& object) {
+  JsonReader r(object, "Queue");
+  TESSERA_RETURN_IF_ERROR(r.ExpectObject());
+  if (!r.Has("metadata") || !r.At("metadata").is_object()) {
+    return r.Error("metadata", "expected an object with a name");
+  }
+  JsonReader meta(r.At("metadata"), r.Path("metadata"));
+  TESSERA_ASSIGN_OR_RETURN(std::string name, meta.String("name"));
+  static const nlohmann::json kEmpty = nlohmann::json::object();
+  // Unknown fields in an object the API server stored are the server's business (status,
+  // newer fields): only the spec is read strictly.
+  const nlohmann::json& spec = r.Has("spec") ? r.At("spec") : kEmpty;
+  return QueueSpecFromJson(spec, name, StrCat("Queue ", name, ".spec"));
+}
+
+}  // namespace tessera::records

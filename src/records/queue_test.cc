@@ -1,0 +1,63 @@
+#include "records/queue.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tessera::records {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+TEST(QueueRecord, ReadsEveryField) {
+  absl::StatusOr<core::QueueSpec> q = QueueFromObject(json::parse(R"({
+    "apiVersion": "tessera.dev/v1alpha1", "kind": "Queue",
+    "metadata": {"name": "train", "resourceVersion": "7"},
+    "spec": {"parent": "research", "weight": 3,
+             "deserved": {"gpu": "2.5", "gpuMemory": "200Gi", "gpuCompute": 250},
+             "limit": {"gpu": 8}},
+    "status": {"anything": true}})"));
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->name, "train");
+  EXPECT_EQ(q->parent, "research");
+  EXPECT_EQ(q->weight, 3);
+  EXPECT_EQ(q->deserved[core::kQueueGpu], 2500);
+  EXPECT_EQ(q->deserved[core::kQueueGpuMemory], 200 * 1024);
+  EXPECT_EQ(q->deserved[core::kQueueGpuCompute], 2500);
+  EXPECT_EQ(q->limit[core::kQueueGpu], 8000);
+  EXPECT_FALSE(q->limit[core::kQueueGpuMemory].has_value());
+  EXPECT_FALSE(q->limit[core::kQueueGpuCompute].has_value());
+}
+
+TEST(QueueRecord, DefaultsAndMilliGpus) {
+  absl::StatusOr<core::QueueSpec> q = QueueFromObject(
+      json::parse(R"({"metadata": {"name": "q"}, "spec": {"deserved": {"gpu": "500m"}}})"));
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->weight, 1);
+  EXPECT_EQ(q->parent, "");
+  EXPECT_EQ(q->deserved[core::kQueueGpu], 500);
+  // No spec at all: a queue that deserves nothing and has no limit.
+  absl::StatusOr<core::QueueSpec> bare =
+      QueueFromObject(json::parse(R"({"metadata": {"name": "b"}})"));
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_FALSE(bare->deserved[core::kQueueGpu].has_value());
+}
+
+TEST(QueueRecord, ErrorsNameTheField) {
+  auto error = [](const char* spec) {
+    absl::StatusOr<core::QueueSpec> q = QueueSpecFromJson(json::parse(spec), "q", "queues[0].spec");
+    EXPECT_FALSE(q.ok()) << spec;
+    return std::string(q.status().message());
+  };
+  EXPECT_THAT(error(R"({"deserved": {"gpu": "six"}})"), HasSubstr("queues[0].spec.deserved.gpu"));
+  EXPECT_THAT(error(R"({"deserved": {"gpus": 1}})"), HasSubstr("gpus"));
+  EXPECT_THAT(error(R"({"limit": {"gpuMemory": -1}})"),
+              HasSubstr("queues[0].spec.limit.gpuMemory: must not be negative"));
+  EXPECT_THAT(error(R"({"weight": -2})"), HasSubstr("queues[0].spec.weight: must not be negative"));
+  EXPECT_THAT(error(R"({"deserved": {"gpuCompute": "12.5"}})"), HasSubstr("gpuCompute"));
+  EXPECT_THAT(error(R"({"parent": "q"})"), HasSubstr("cannot be its own parent"));
+  EXPECT_THAT(error(R"({"deserved": {"gpu": [1]}})"), HasSubstr("expected a quantity"));
+}
+
+}  // namespace
+}  // namespace tessera::records

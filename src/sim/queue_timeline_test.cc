@@ -1,0 +1,86 @@
+#include "sim/queue_timeline.h"
+
+#include "core/testing/cluster_builder.h"
+#include "gtest/gtest.h"
+
+namespace tessera::sim {
+namespace {
+
+TracePod At(std::string name, std::string qos, int64_t created, int64_t deleted) {
+  TracePod p;
+  p.name = std::move(name);
+  p.cpu_milli = 1000;
+  p.memory_mib = 1024;
+  p.num_gpu = 1;
+  p.gpu_milli = 1000;
+  p.qos = std::move(qos);
+  p.creation_time = created;
+  p.scheduled_time = created;
+  p.deletion_time = deleted;
+  return p;
+}
+
+// Two batch pods hold both GPUs for 100 s; a latency pod arrives at 10 and runs 10 s. Its queue
+// deserves one GPU: with reclaim it takes one back at once (one batch pod waits 10 s and starts
+// over), without it waits 90 s.
+TEST(QueueTimeline, ReclaimServesTheQueueBelowItsShareAtOnce) {
+  core::Cluster c = core::testing::ClusterBuilder().Node("n").Gpus(2, "A100-80GB").Build();
+  PodTrace trace;
+  trace.source = "test";
+  trace.has_times = true;
+  // A last batch pod at 50 keeps the arrival window (what the figures cover) open until then.
+  trace.pods = {At("b0", "BE", 0, 100), At("b1", "BE", 0, 100), At("l0", "LS", 10, 20),
+                At("b2", "BE", 50, 51)};
+  QueueTimelineOptions o;
+  o.preempt = true;
+  absl::StatusOr<QueueTimelineResult> with = RunQueueTimeline(c, trace, o);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->evictions, 1);
+  EXPECT_EQ(with->queues[0].queue, "latency");
+  EXPECT_DOUBLE_EQ(with->queues[0].pending_p99, 0);
+  EXPECT_EQ(with->queues[1].evicted, 1);
+  EXPECT_EQ(with->queues[1].started, 4);  // three starts and one restart
+  EXPECT_EQ(with->queues[0].still_waiting + with->queues[1].still_waiting, 0);
+  EXPECT_DOUBLE_EQ(with->queues[0].deserved_gpus, 1);
+
+  o.preempt = false;
+  absl::StatusOr<QueueTimelineResult> without = RunQueueTimeline(c, trace, o);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->evictions, 0);
+  EXPECT_EQ(without->plans, 0);
+  EXPECT_DOUBLE_EQ(without->queues[0].pending_p99, 90);
+  // While the latency pod waits (10 to 50 of the window), batch holds twice its fair share and
+  // latency none: Jain's index (0 + 2)^2 / (2 (0 + 4)) = 0.5; with reclaim each holds its share.
+  EXPECT_DOUBLE_EQ(without->jain, 0.5);
+  EXPECT_DOUBLE_EQ(with->jain, 1);
+  EXPECT_DOUBLE_EQ(without->queues[1].mean_allocated_gpus, 2);
+  EXPECT_DOUBLE_EQ(with->queues[0].mean_allocated_gpus, 10.0 / 50);
+}
+
+TEST(QueueTimeline, PriorityPreemptionInsideAQueue) {
+  core::Cluster c = core::testing::ClusterBuilder().Node("n").Gpus(1, "A100-80GB").Build();
+  PodTrace trace;
+  trace.source = "test";
+  trace.has_times = true;
+  // Burstable (priority 50) holds the GPU; a Guaranteed pod (200) of the same queue evicts it.
+  trace.pods = {At("burst", "Burstable", 0, 100), At("g", "Guaranteed", 5, 15)};
+  absl::StatusOr<QueueTimelineResult> r = RunQueueTimeline(c, trace, QueueTimelineOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->evictions, 1);
+  EXPECT_EQ(r->queues[0].evicted, 1);
+  EXPECT_EQ(r->queues[0].still_waiting, 0);
+}
+
+TEST(QueueTimeline, RefusesTracesWithoutTimes) {
+  core::Cluster c = core::testing::ClusterBuilder().Node("n").Gpus(1, "A100-80GB").Build();
+  PodTrace trace;
+  trace.source = "five-columns.csv";
+  EXPECT_FALSE(RunQueueTimeline(c, trace, QueueTimelineOptions{}).ok());
+  QueueTimelineOptions bad;
+  bad.speedup = 0;
+  trace.has_times = true;
+  EXPECT_FALSE(RunQueueTimeline(c, trace, bad).ok());
+}
+
+}  // namespace
+}  // namespace tessera::sim

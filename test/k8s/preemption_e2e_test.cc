@@ -1,0 +1,349 @@
+// Preemption and reclaim with `tessera scheduler` as a process against the real API server.
+// Nodes are plain Node objects (no kubelet): pods are bound but never run, so the test plays the
+// kubelet where one is needed: it reports pods running (the Eviction API ignores budgets for
+// pending pods) and removes pods that are terminating after an eviction (a kubelet does that once
+// their containers stopped).
+//
+// Each test has its own namespace, scheduler name, node label and Lease.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "common/strings.h"
+#include "controlplane/controlplane.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/client/config.h"
+#include "k8s/client/http.h"
+#include "k8s/testing/objects.h"
+#include "scoped_process.h"
+
+namespace tessera::e2e {
+namespace {
+
+using k8s::testing::NodeObject;
+using k8s::testing::PodObject;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+ControlPlane& Cp() { return ControlPlane::Shared(); }
+
+template <typename Pred>
+bool WaitUntil(Pred pred, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  return pred();
+}
+
+class PreemptionE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<k8s::ClientConfig> config = k8s::LoadKubeconfig(Cp().kubeconfig());
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto client = k8s::ApiClient::Create(*config);
+    ASSERT_TRUE(client.ok());
+    api_ = std::move(*client);
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    id_ = "pe-";
+    for (char c : name) id_ += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    id_ = id_.substr(0, 40);
+    ns_ = id_;
+    scheduler_name_ = StrCat("tessera-", id_);
+    dir_ = StrCat(::testing::TempDir(), "/tessera-e2e-", getpid(), "-", id_);
+    std::filesystem::create_directories(dir_);
+    absl::StatusOr<json> created =
+        api_->Create("/api/v1/namespaces",
+                     {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns_}}}});
+    ASSERT_TRUE(created.ok() || created.status().code() == absl::StatusCode::kAlreadyExists)
+        << created.status();
+    std::ofstream(dir_ + "/config.yaml") << StrCat(R"(apiVersion: tessera.dev/v1alpha1
+kind: SchedulerConfiguration
+schedulerName: )",
+                                                   scheduler_name_, R"(
+nodeSelector: "tessera-e2e/test=)",
+                                                   id_, R"("
+leaderElection:
+  resourceNamespace: )",
+                                                   ns_, R"(
+  resourceName: tessera-scheduler
+  leaseDuration: 3s
+  renewDeadline: 2s
+  retryPeriod: 500ms
+metrics: {bindAddress: 127.0.0.1, port: 0}
+retry: {minInterval: 200ms, period: 3s}
+)");
+  }
+
+  void TearDown() override {
+    schedulers_.clear();
+    if (api_) {
+      (void)api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods?gracePeriodSeconds=0"));
+      (void)api_->Delete(StrCat("/api/v1/nodes?labelSelector=",
+                                k8s::QueryEscape(StrCat("tessera-e2e/test=", id_))));
+      (void)api_->Delete("/apis/tessera.dev/v1alpha1/queues?labelSelector=" +
+                         k8s::QueryEscape(StrCat("tessera-e2e/test=", id_)));
+    }
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  ScopedProcess* StartScheduler(const std::string& identity) {
+    absl::StatusOr<std::unique_ptr<ScopedProcess>> p =
+        ScopedProcess::Start({TESSERA_BINARY, "scheduler", "--kubeconfig", Cp().kubeconfig(),
+                              "--config", dir_ + "/config.yaml", "--identity", identity},
+                             StrCat(dir_, "/", identity, ".log"));
+    EXPECT_TRUE(p.ok()) << p.status();
+    schedulers_.push_back(std::move(*p));
+    return schedulers_.back().get();
+  }
+
+  std::string AddNode(const std::string& base, int gpus) {
+    const std::string name = StrCat(id_.substr(0, 30), "-", base);
+    NodeObject node(name);
+    node.Gpus(gpus).Label("tessera-e2e/test", id_);
+    json j = node.Json();
+    json status = j["status"];
+    j.erase("status");
+    absl::StatusOr<json> created = api_->Create("/api/v1/nodes", j);
+    EXPECT_TRUE(created.ok()) << created.status();
+    absl::StatusOr<json> patched = api_->Patch(StrCat("/api/v1/nodes/", name, "/status"),
+                                               k8s::PatchType::kMerge, {{"status", status}});
+    EXPECT_TRUE(patched.ok()) << patched.status();
+    return name;
+  }
+
+  void AddPod(PodObject pod, const std::map<std::string, std::string>& labels = {}) {
+    json j = pod.Scheduler(scheduler_name_).Json();
+    for (const auto& [k, v] : labels) j["metadata"]["labels"][k] = v;
+    absl::StatusOr<json> created = api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"), j);
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+  PodObject Share(const std::string& name, int priority, const std::string& queue = "default") {
+    return PodObject(ns_, name)
+        .Limit("tessera.dev/gpu-memory", "20Gi")
+        .Priority(priority)
+        .Annotation("tessera.dev/queue", queue);
+  }
+  PodObject Whole(const std::string& name, int priority, const std::string& queue = "default") {
+    return PodObject(ns_, name)
+        .Limit("tessera.dev/gpu", "1")
+        .Priority(priority)
+        .Annotation("tessera.dev/queue", queue);
+  }
+
+  json Pods() {
+    absl::StatusOr<json> list = api_->Get(StrCat("/api/v1/namespaces/", ns_, "/pods"));
+    EXPECT_TRUE(list.ok()) << list.status();
+    return list.ok() ? (*list)["items"] : json::array();
+  }
+  json GetPod(const std::string& name) {
+    absl::StatusOr<json> p = api_->Get(StrCat("/api/v1/namespaces/", ns_, "/pods/", name));
+    return p.ok() ? *p : json();
+  }
+  static bool Bound(const json& pod) {
+    return pod.is_object() && !pod["spec"].value("nodeName", std::string()).empty();
+  }
+  static bool Terminating(const json& pod) { return pod["metadata"].contains("deletionTimestamp"); }
+  std::set<std::string> Names(bool (*pred)(const json&)) {
+    std::set<std::string> out;
+    for (const json& p : Pods()) {
+      if (pred(p)) out.insert(p["metadata"]["name"]);
+    }
+    return out;
+  }
+  size_t BoundCount() { return Names(&Bound).size(); }
+  std::set<std::string> Evicted() { return Names(&Terminating); }
+  std::string Nominated(const std::string& pod) {
+    json p = GetPod(pod);
+    return p.is_object() ? p["status"].value("nominatedNodeName", "") : "";
+  }
+  std::string Message(const std::string& pod) {
+    for (const json& c : GetPod(pod)["status"].value("conditions", json::array())) {
+      if (c["type"] == "PodScheduled") return c.value("message", "");
+    }
+    return "";
+  }
+  // As a kubelet would: the pod runs and is ready.
+  void Running(const std::string& pod) {
+    absl::StatusOr<json> r = api_->Patch(
+        StrCat("/api/v1/namespaces/", ns_, "/pods/", pod, "/status"), k8s::PatchType::kMerge,
+        {{"status",
+          {{"phase", "Running"},
+           {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}}}});
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  // As a kubelet would once the containers of a terminating pod stopped.
+  void RemoveTerminating() {
+    for (const std::string& name : Evicted()) {
+      (void)api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/", name),
+                         {{"gracePeriodSeconds", 0}});
+    }
+  }
+  bool EventOn(const std::string& pod, const std::string& reason, const std::string& text) {
+    absl::StatusOr<json> list = api_->Get(
+        StrCat("/api/v1/namespaces/", ns_,
+               "/events?fieldSelector=", k8s::QueryEscape(StrCat("involvedObject.name=", pod))));
+    if (!list.ok()) return false;
+    for (const json& e : (*list)["items"]) {
+      if (e.value("reason", "") == reason &&
+          e.value("message", "").find(text) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  std::unique_ptr<k8s::ApiClient> api_;
+  std::string id_, ns_, scheduler_name_, dir_;
+  std::vector<std::unique_ptr<ScopedProcess>> schedulers_;
+};
+
+// Eight 20Gi shares fill a 2-GPU node; one whole-GPU pod of higher priority evicts the four on
+// one GPU, no more, is nominated there, and lands there once they are gone.
+TEST_F(PreemptionE2e, FourSharesMakeRoomForOneWholeGpu) {
+  const std::string node = AddNode("n", 2);
+  ScopedProcess* s = StartScheduler("a");
+  for (int i = 0; i < 8; ++i) AddPod(Share(StrCat("share-", i), 0));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 8; }, seconds(60))) << s->Log();
+  AddPod(Whole("urgent", 100));
+  ASSERT_TRUE(WaitUntil([&] { return Evicted().size() >= 4; }, seconds(60))) << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return Nominated("urgent") == node; }, seconds(30))) << s->Log();
+  std::this_thread::sleep_for(seconds(3));  // nobody else goes meanwhile
+  std::set<std::string> evicted = Evicted();
+  EXPECT_EQ(evicted.size(), 4u);
+  EXPECT_FALSE(Bound(GetPod("urgent")));
+  EXPECT_THAT(Message("urgent"), HasSubstr("nominated to node " + node));
+  EXPECT_TRUE(WaitUntil(
+      [&] { return EventOn(*evicted.begin(), "Preempted", StrCat("for pod ", ns_, "/urgent")); },
+      seconds(20)));
+  RemoveTerminating();
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("urgent")); }, seconds(60))) << s->Log();
+  EXPECT_EQ(GetPod("urgent")["spec"]["nodeName"], node);
+  EXPECT_EQ(BoundCount(), 5u);  // the four others stay
+  EXPECT_TRUE(Evicted().empty());
+}
+
+// Eviction would not help (the one GPU is held by a pod of higher priority): nobody is evicted.
+TEST_F(PreemptionE2e, NothingIsEvictedWhenItWouldNotHelp) {
+  AddNode("n", 1);
+  ScopedProcess* s = StartScheduler("a");
+  AddPod(Whole("high", 50));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 1; }, seconds(60))) << s->Log();
+  AddPod(Whole("urgent", 10));
+  ASSERT_TRUE(WaitUntil([&] { return !Message("urgent").empty(); }, seconds(30))) << s->Log();
+  EXPECT_THAT(Message("urgent"), HasSubstr("preemption would not help"));
+  std::this_thread::sleep_for(seconds(4));  // a retry period
+  EXPECT_TRUE(Evicted().empty());
+  EXPECT_EQ(Nominated("urgent"), "");
+}
+
+// Both candidates are covered by a PodDisruptionBudget that allows no disruption: the API server
+// refuses, and the pods stay.
+TEST_F(PreemptionE2e, ADisruptionBudgetIsRespected) {
+  AddNode("a", 1);
+  AddNode("b", 1);
+  ScopedProcess* s = StartScheduler("a");
+  AddPod(Whole("keep-1", 0), {{"app", "keep"}});
+  AddPod(Whole("keep-2", 0), {{"app", "keep"}});
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 2; }, seconds(60))) << s->Log();
+  Running("keep-1");
+  Running("keep-2");
+  absl::StatusOr<json> pdb = api_->Create(
+      StrCat("/apis/policy/v1/namespaces/", ns_, "/poddisruptionbudgets"),
+      {{"apiVersion", "policy/v1"},
+       {"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "keep"}}},
+       {"spec", {{"minAvailable", 2}, {"selector", {{"matchLabels", {{"app", "keep"}}}}}}}});
+  ASSERT_TRUE(pdb.ok()) << pdb.status();
+  // What the disruption controller would write (it does not run here).
+  ASSERT_TRUE(
+      api_->Patch(StrCat("/apis/policy/v1/namespaces/", ns_, "/poddisruptionbudgets/keep/status"),
+                  k8s::PatchType::kMerge,
+                  {{"status",
+                    {{"observedGeneration", (*pdb)["metadata"]["generation"]},
+                     {"disruptionsAllowed", 0},
+                     {"currentHealthy", 2},
+                     {"desiredHealthy", 2},
+                     {"expectedPods", 2}}}})
+          .ok());
+  AddPod(Whole("urgent", 100));
+  ASSERT_TRUE(WaitUntil([&] { return s->Log().find("refused") != std::string::npos; }, seconds(60)))
+      << s->Log();
+  std::this_thread::sleep_for(seconds(4));
+  EXPECT_TRUE(Evicted().empty());
+  EXPECT_FALSE(Bound(GetPod("urgent")));
+  EXPECT_EQ(BoundCount(), 2u);
+}
+
+// A queue over its deserved share gives GPUs back to one under its share, and no more.
+TEST_F(PreemptionE2e, AQueueOverItsShareGivesBack) {
+  std::string kubectl =
+      StrCat("KUBECONFIG=", Cp().kubeconfig(), " ", Cp().kubectl_path(), " apply -f ",
+             TESSERA_SOURCE_DIR, "/deploy/queue-crd.yaml > ", dir_, "/kubectl.log 2>&1");
+  ASSERT_EQ(std::system(kubectl.c_str()), 0);
+  auto queue = [&](const std::string& name, int deserved) {
+    json q = {{"apiVersion", "tessera.dev/v1alpha1"},
+              {"kind", "Queue"},
+              {"metadata", {{"name", name}, {"labels", {{"tessera-e2e/test", id_}}}}},
+              {"spec", {{"deserved", {{"gpu", std::to_string(deserved)}}}}}};
+    return WaitUntil([&] { return api_->Create("/apis/tessera.dev/v1alpha1/queues", q).ok(); },
+                     seconds(20));
+  };
+  const std::string train = id_.substr(0, 20) + "-train", infer = id_.substr(0, 20) + "-infer";
+  ASSERT_TRUE(queue(train, 2));
+  ASSERT_TRUE(queue(infer, 2));
+  AddNode("n", 4);
+  ScopedProcess* s = StartScheduler("a");
+  for (int i = 0; i < 4; ++i) AddPod(Whole(StrCat("train-", i), 100, train));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 4; }, seconds(60))) << s->Log();
+  for (int i = 0; i < 3; ++i) AddPod(Whole(StrCat("infer-", i), 0, infer));
+  // Two come back to infer (its share), one at a time as the evicted pods go; the third waits.
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(WaitUntil([&] { return !Evicted().empty(); }, seconds(60))) << s->Log();
+    EXPECT_EQ(Evicted().size(), 1u);
+    RemoveTerminating();
+  }
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 4; }, seconds(60))) << s->Log();
+  std::this_thread::sleep_for(seconds(4));
+  EXPECT_TRUE(Evicted().empty());
+  int infer_bound = 0;
+  for (const json& p : Pods()) {
+    if (Bound(p) && std::string(p["metadata"]["name"]).rfind("infer-", 0) == 0) ++infer_bound;
+  }
+  EXPECT_EQ(infer_bound, 2);
+  EXPECT_EQ(BoundCount(), 4u);
+}
+
+// The scheduler is killed after evicting and nominating; the next one evicts nobody more, keeps
+// the nomination, and places the pod there once the victims are gone.
+TEST_F(PreemptionE2e, RestartMidPreemption) {
+  const std::string node = AddNode("n", 1);
+  ScopedProcess* s = StartScheduler("a");
+  for (int i = 0; i < 4; ++i) AddPod(Share(StrCat("share-", i), 0));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 4; }, seconds(60))) << s->Log();
+  AddPod(Whole("urgent", 100));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Evicted().size() == 4 && Nominated("urgent") == node; }, seconds(60)))
+      << s->Log();
+  schedulers_.clear();       // SIGKILL
+  AddPod(Share("late", 0));  // arrives while nobody schedules
+  ScopedProcess* again = StartScheduler("b");
+  ASSERT_TRUE(again->WaitForLog("caches synced", seconds(60))) << again->Log();
+  std::this_thread::sleep_for(seconds(4));
+  EXPECT_EQ(Evicted().size(), 4u);  // nobody more
+  EXPECT_EQ(Nominated("urgent"), node);
+  EXPECT_FALSE(Bound(GetPod("late")));
+  RemoveTerminating();
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("urgent")); }, seconds(60))) << again->Log();
+  EXPECT_EQ(GetPod("urgent")["spec"]["nodeName"], node);
+  EXPECT_FALSE(Bound(GetPod("late")));  // the room was kept for urgent
+}
+
+}  // namespace
+}  // namespace tessera::e2e
