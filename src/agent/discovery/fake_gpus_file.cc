@@ -139,7 +139,8 @@ absl::Status ReadMig(const Field& f, DiscoveredGpu* gpu) {
   if (!f.Has("instances")) return absl::OkStatus();
   Field instances = f.Child("instances");
   TESSERA_RETURN_IF_ERROR(instances.ExpectArray());
-  if (!instances.value().empty() && !spec->mig_enabled) {
+  if (instances.value().empty()) return absl::OkStatus();  // (a GPU without MIG profiles too)
+  if (!spec->mig_enabled) {
     return instances.Error("instances are configured only when enabled is true");
   }
   for (size_t k = 0; k < instances.value().size(); ++k) {
