@@ -1,5 +1,7 @@
 #include "agent/nri/delivery.h"
 
+#include <map>
+
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -70,11 +72,22 @@ absl::StatusOr<nri::ContainerAdjustment> Delivery::CreateContainer(const nri::Po
 }
 
 void Delivery::Synchronize(const std::vector<nri::PodSandbox>& pods,
-                           const std::vector<nri::Container>&) {
+                           const std::vector<nri::Container>& containers) {
+  // A pod is live while one of its containers is not stopped, or before it has any (its
+  // containers are being created).
+  std::map<std::string, int> running, all;  // by sandbox id
+  for (const nri::Container& c : containers) {
+    ++all[c.pod_sandbox_id];
+    if (c.state != nri::kContainerStopped) ++running[c.pod_sandbox_id];
+  }
   std::vector<PodRef> live;
-  for (const nri::PodSandbox& p : pods) live.push_back(RefOf(p));
+  for (const nri::PodSandbox& p : pods) {
+    if (running[p.id] > 0 || all[p.id] == 0) live.push_back(RefOf(p));
+  }
   pods_.Synchronize(live);
 }
+
+void Delivery::StopPodSandbox(const nri::PodSandbox& pod) { pods_.Release(pod.uid); }
 
 void Delivery::RemovePodSandbox(const nri::PodSandbox& pod) { pods_.Release(pod.uid); }
 

@@ -12,8 +12,10 @@
 // (the kubelet shows it as an Event and retries); the pod never gets another GPU. A pod without a
 // record gets nothing, and a container of such a pod that asks the NVIDIA container runtime for
 // GPUs through NVIDIA_VISIBLE_DEVICES gets "void" instead (namespaces in `exempt_namespaces`,
-// such as the GPU operator's monitoring, keep theirs). RemovePodSandbox and Synchronize go to the
-// pod manager (the pod's files, segments and MPS share go with it).
+// such as the GPU operator's monitoring, keep theirs). StopPodSandbox (every container of the pod
+// stopped: a finished pod) and RemovePodSandbox release the pod in the pod manager (its files,
+// segments and MPS share go, and its GPUs are free for the next pod the scheduler puts there);
+// Synchronize hands it the pods that still have a container that is not stopped.
 #pragma once
 
 #include <atomic>
@@ -41,6 +43,7 @@ class Delivery : public nri::NriHandler {
                                                            const nri::Container& c) override;
   void Synchronize(const std::vector<nri::PodSandbox>& pods,
                    const std::vector<nri::Container>& containers) override;
+  void StopPodSandbox(const nri::PodSandbox& pod) override;
   void RemovePodSandbox(const nri::PodSandbox& pod) override;
 
   int64_t delivered() const { return delivered_.load(); }
