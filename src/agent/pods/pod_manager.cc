@@ -147,6 +147,7 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
     return absl::InvalidArgumentError(
         StrCat("pod ", pod.Name(), " has no usable UID (\"", pod.uid, "\") for its files"));
   }
+  TESSERA_RETURN_IF_ERROR(CheckNotGivenLocked(*grant));
   if (grant->has_mig()) TESSERA_RETURN_IF_ERROR(CarryOutMigPlan(&*grant));
 
   // A GPU serves MPS pods or shim pods, not both.
@@ -216,6 +217,49 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
   p.edits = *edits;
   pods_[pod.uid] = std::move(p);
   return std::optional<ContainerEdits>(std::move(*edits));
+}
+
+absl::Status PodManager::CheckNotGivenLocked(const PodGrant& grant) const {
+  for (const GrantedGpu& g : grant.gpus) {
+    const std::string gpu = StrCat("GPU ", g.gpu.spec.index, " (", g.gpu.spec.uuid, ")");
+    int64_t memory_mib = g.share() ? g.assigned.grant.memory_mib : 0;
+    int64_t compute_milli = g.share() ? g.assigned.grant.compute_milli : 0;
+    for (const auto& [uid, other] : pods_) {
+      if (uid == grant.pod.uid) continue;
+      for (const GrantedGpu& og : other.grant.gpus) {
+        if (og.gpu.spec.uuid != g.gpu.spec.uuid) continue;
+        std::string held;
+        if (g.mig() || og.mig()) {
+          if (g.mig() && og.mig() && g.assigned.mig_profile == og.assigned.mig_profile &&
+              g.assigned.mig_start == og.assigned.mig_start) {
+            held = StrCat("its MIG instance ", g.assigned.mig_profile, "@", g.assigned.mig_start);
+          }
+        } else if (!g.share() || !og.share()) {
+          held = og.share() ? "a share of it" : "all of it";
+        } else {
+          memory_mib += og.assigned.grant.memory_mib;
+          compute_milli += og.assigned.grant.compute_milli;
+        }
+        if (!held.empty()) {
+          return absl::FailedPreconditionError(
+              StrCat("pod ", grant.pod.Name(), " is assigned ", gpu, ", but pod ",
+                     other.grant.pod.Name(), " holds ", held,
+                     " on this node; the agent never "
+                     "gives a GPU twice (was the record written by tessera's scheduler?)"));
+        }
+      }
+    }
+    if (memory_mib > g.gpu.spec.memory_mib || compute_milli > 1000) {
+      return absl::FailedPreconditionError(
+          StrCat("pod ", grant.pod.Name(), " is assigned a share of ", gpu,
+                 " that, with the shares "
+                 "running there, comes to ",
+                 memory_mib, " MiB of its ", g.gpu.spec.memory_mib, " MiB and ", compute_milli / 10,
+                 "% of its compute; the agent never over-commits a GPU "
+                 "(was the record written by tessera's scheduler?)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PodManager::CarryOutMigPlan(PodGrant* grant) {

@@ -16,7 +16,10 @@
 // adopted), so a restarted agent keeps reaping and serving.
 //
 // Rules it keeps: a GPU serves MPS pods or shim pods, never both at once (MPS puts the GPU in
-// EXCLUSIVE_PROCESS mode); a MIG plan never destroys an instance a running pod holds.
+// EXCLUSIVE_PROCESS mode); a MIG plan never destroys an instance a running pod holds; nothing is
+// given twice: a whole GPU or a MIG instance held by one pod, or more than a GPU's memory and
+// compute in shares, is refused to the next record that asks for it (a record written by someone
+// other than the scheduler, which admission should have stopped, gets nothing another pod has).
 //
 // Thread-safe: the runtime's calls, the maintenance loop and the metrics reader may come from
 // different threads (one mutex; nothing in it waits on the network).
@@ -108,6 +111,10 @@ class PodManager {
     std::vector<std::unique_ptr<shim::Segment>> segments;
   };
   absl::StatusOr<std::optional<ContainerEdits>> PrepareLocked(const PodRef& pod);
+  // The node's own check of a record (a defence against records the scheduler did not write):
+  // nothing of the grant is held by another pod here, whole GPUs and MIG instances go to one pod,
+  // and the shares of a GPU fit its memory and compute.
+  absl::Status CheckNotGivenLocked(const PodGrant& grant) const;
   // Carries out the grant's MIG plan when its instance does not exist yet.
   absl::Status CarryOutMigPlan(PodGrant* grant);
   absl::StatusOr<mps::ContainerEdits> JoinMps(const PodGrant& grant);

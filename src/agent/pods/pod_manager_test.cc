@@ -164,6 +164,40 @@ TEST_F(PodManagerTest, AShimShareHasItsSegmentWhileItRunsAndNothingAfter) {
   EXPECT_EQ(m->pod_count(), 0u);
 }
 
+// Records the scheduler did not write (admission should have refused them): the node never gives
+// what another pod holds, nor more than a GPU has.
+TEST_F(PodManagerTest, NothingIsGivenTwice) {
+  auto m = Manager();
+  records::AssignedGpu whole = Share(0, 81559, 1000);
+  whole.grant.exclusive = true;
+  ASSERT_TRUE(m->Prepare(Pod(1, {whole})).ok());
+  absl::StatusOr<std::optional<ContainerEdits>> e = m->Prepare(Pod(2, {whole}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("pod team/p2 is assigned GPU 0 (" + Uuid(0) +
+                        "), but pod team/p1 holds "
+                        "all of it on this node; the agent never gives a GPU twice"));
+  e = m->Prepare(Pod(3, {Share(0, 1024)}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("but pod team/p1 holds all of it"));
+  EXPECT_FALSE(fs::exists(PodDir(2)));
+  m->Release(Uid(1));
+
+  ASSERT_TRUE(m->Prepare(Pod(4, {Share(0, 60000, 600)})).ok());
+  e = m->Prepare(Pod(5, {Share(0, 30000)}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("comes to 90000 MiB of its 81559 MiB and 60% of its compute; the agent "
+                        "never over-commits a GPU"));
+  e = m->Prepare(Pod(6, {Share(0, 1000, 500)}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("110% of its compute"));
+  e = m->Prepare(Pod(7, {whole}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("holds a share of it"));
+  EXPECT_TRUE(m->Prepare(Pod(8, {Share(0, 20000, 400)})).ok());  // what fits, fits
+}
+
 // A process of the pod that is SIGKILLed while it holds memory gives it back at the next
 // maintenance step.
 TEST_F(PodManagerTest, MaintenanceGivesBackWhatAKilledProcessHeld) {
