@@ -17,6 +17,7 @@
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/nvidia_smi_check.h"
 #include "agent/discovery/nvml_discovery.h"
+#include "agent/metrics/agent_metrics.h"
 #include "agent/node_agent.h"
 #include "agent/nri/delivery.h"
 #include "agent/nri/plugin.h"
@@ -60,6 +61,8 @@ struct AgentFlags {
   std::string mps_control = "nvidia-cuda-mps-control";
   std::string mps_root = "/run/tessera/mps";
   std::string nvidia_smi = "nvidia-smi";
+  std::string metrics_address = "0.0.0.0";
+  int metrics_port = 9402;
 };
 
 struct CompareFlags {
@@ -215,6 +218,22 @@ int RunAgent(const AgentFlags& f) {
 
   // Delivery into containers: the NRI plugin, on its own thread.
   agent::Delivery delivery(agent::DeliveryOptions{}, pods);
+
+  // /metrics: the pods on each GPU and what they were granted.
+  agent::MetricsServer metrics;
+  if (f.metrics_port >= 0) {
+    absl::Status listening =
+        metrics.Start(f.metrics_address, f.metrics_port, [&pods, &delivery, &options] {
+          return agent::MetricsText(pods.Use(), {options.node_name, delivery.delivered(),
+                                                 delivery.refused(), pods.reaped_slots()});
+        });
+    if (!listening.ok()) {
+      g_stop.store(true);
+      maintenance.join();
+      return fail(kExitFailure, listening.message());
+    }
+    spdlog::info("serving /metrics on http://{}:{}", f.metrics_address, metrics.port());
+  }
   agent::nri::NriPluginOptions nri_options;
   nri_options.socket_path = f.nri_socket;
   nri_options.index = f.nri_index;
@@ -349,6 +368,13 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--nvidia-smi", f->nvidia_smi,
                   "nvidia-smi, to put a GPU in EXCLUSIVE_PROCESS mode for MPS and back")
+      ->capture_default_str();
+  cmd->add_option("--metrics-bind-address", f->metrics_address,
+                  "Address for /metrics (Prometheus: per GPU the pods on it and what each was "
+                  "granted) and /healthz")
+      ->capture_default_str();
+  cmd->add_option("--metrics-port", f->metrics_port,
+                  "Port for /metrics; 0 picks a free one (logged), -1 serves none")
       ->capture_default_str();
   cmd->add_option("--cdi-kind", f->cdi_kind,
                   "Deliver GPUs as CDI devices <kind>=<GPU UUID> (e.g. nvidia.com/gpu, from the "
