@@ -6,8 +6,8 @@
 #   records   core, common
 #   sim       core, records, common (never k8s, agent, shim or cli)
 #   k8s       core, records, common (never sim, agent, shim or cli)
-#   agent     may use k8s's API client (never its scheduler) and the shim's segment library
-#             (src/shim/contract.h), not sim or cli
+#   agent     may use k8s's API client, never its scheduler (nor sim or cli); and the shim's
+#             agent side (segments, compute controller, contract)
 #   cli       anything
 #
 # Two checks: the transitive link closure of every tessera_* library target (after all targets
@@ -97,7 +97,7 @@ function(tessera_check_layering)
                            "the simulator depends only on core and records")
   _tessera_forbid_includes(k8s "k8s;records;core;common" "k8s depends only on core and records")
   if(EXISTS "${PROJECT_SOURCE_DIR}/src/agent")
-    _tessera_forbid_includes(agent "agent;k8s;records;core;common;shim"
+    _tessera_forbid_includes(agent "agent;shim;k8s;records;core;common"
                              "the agent uses k8s's API client, never its scheduler")
     file(GLOB_RECURSE agent_files "${PROJECT_SOURCE_DIR}/src/agent/*.h" "${PROJECT_SOURCE_DIR}/src/agent/*.cc")
     foreach(f IN LISTS agent_files)

@@ -9,17 +9,22 @@
 #include <cctype>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/nvidia_smi_check.h"
 #include "agent/discovery/nvml_discovery.h"
 #include "agent/dra/dra_agent.h"
+#include "agent/metrics/agent_metrics.h"
 #include "agent/node_agent.h"
 #include "agent/nri/delivery.h"
 #include "agent/nri/plugin.h"
+#include "agent/pods/driver_files.h"
+#include "agent/pods/pod_manager.h"
 #include "cli/command.h"
 #include "common/strings.h"
 #include "core/topology/topo_text.h"
@@ -50,15 +55,22 @@ struct AgentFlags {
   std::string dev_dir = "/dev";
   std::string pods_dir = "/run/tessera/pods";
   std::string cdi_kind;
+  std::string host_root;
+  std::vector<std::string> driver_lib_dirs;
+  std::string shim_dir;  // default: <the binary's dir>/../lib/tessera
+  std::string shim_install_dir = "/run/tessera/lib";
+  std::string container_lib_dir = agent::kDefaultContainerLibDir;
+  std::string mps_control = "nvidia-cuda-mps-control";
+  std::string mps_root = "/run/tessera/mps";
+  std::string nvidia_smi = "nvidia-smi";
+  std::string metrics_address = "0.0.0.0";
+  int metrics_port = 9402;
   // DRA mode.
   bool dra = false;
   std::string kubelet_dir = "/var/lib/kubelet";
   std::string cdi_dir = "/var/run/cdi";
   std::string claims_dir = "/run/tessera/claims";
   std::string share_enforcement = "shim";
-  std::string shim_dir = "/usr/local/lib/tessera";
-  std::string driver_lib_dir = "/usr/lib/x86_64-linux-gnu";
-  std::string container_lib_dir = "/usr/lib/x86_64-linux-gnu";
   bool no_mig_devices = false;
   std::string dra_resync = "10s";
 };
@@ -116,6 +128,16 @@ absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const AgentFlags& f) {
              FromAbsl(in_cluster.status().message()), ")"));
 }
 
+// <the directory of this binary>/../lib/tessera: where an installation keeps the CUDA shim.
+std::string DefaultShimDir() {
+  char exe[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return "";
+  std::string dir(exe, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/'));
+  return StrCat(dir.substr(0, dir.rfind('/')), "/lib/tessera");
+}
+
 int RunAgent(const AgentFlags& f) {
   auto fail = [](int code, const auto& message) {
     std::cerr << "tessera agent: " << message << "\n";
@@ -156,16 +178,72 @@ int RunAgent(const AgentFlags& f) {
                version->value("gitVersion", "?"));
   std::signal(SIGTERM, OnAgentSignal);
   std::signal(SIGINT, OnAgentSignal);
-  // Delivery into containers: the NRI plugin, on its own thread, following the discovered GPUs.
-  agent::DeliveryOptions delivery_options;
-  delivery_options.node_name = options.node_name;
-  delivery_options.dev_dir = f.dev_dir;
-  delivery_options.pods_dir = f.pods_dir;
-  delivery_options.cdi_kind = f.cdi_kind;
-  agent::Delivery delivery(delivery_options);
-  options.on_gpus = [&delivery](std::shared_ptr<const agent::NodeGpus> gpus) {
-    delivery.SetGpus(std::move(gpus));
+  // The driver's libraries and the CUDA shim, as the containers get them.
+  agent::DriverFilesOptions driver_options;
+  driver_options.host_root = f.host_root;
+  driver_options.driver_lib_dirs = f.driver_lib_dirs;
+  driver_options.shim_dir = f.shim_dir.empty() ? DefaultShimDir() : f.shim_dir;
+  driver_options.install_dir = f.shim_install_dir;
+  driver_options.container_lib_dir = f.container_lib_dir;
+  std::vector<std::string> notes;
+  absl::StatusOr<agent::DriverLibraries> driver =
+      agent::PrepareDriverLibraries(driver_options, &notes);
+  if (!driver.ok()) return fail(kExitFailure, driver.status().message());
+  for (const std::string& note : notes) spdlog::warn("{}", note);
+  spdlog::info("driver libraries: {} {}; CUDA shim: {}",
+               driver->cuda.host_path.empty() ? "-" : driver->cuda.host_path,
+               driver->nvml.host_path.empty() ? "-" : driver->nvml.host_path,
+               driver->shim_cuda.empty() ? "-" : f.shim_install_dir);
+
+  // The pods this node serves: their files, shim segments, MPS daemons and MIG plans.
+  agent::PodManagerOptions pod_options;
+  pod_options.node_name = options.node_name;
+  pod_options.edits.dev_dir = f.dev_dir;
+  pod_options.edits.pods_dir = f.pods_dir;
+  pod_options.edits.cdi_kind = f.cdi_kind;
+  pod_options.edits.driver = *driver;
+  pod_options.mps.control = f.mps_control;
+  pod_options.mps.root = f.mps_root;
+  pod_options.mps.exclusive_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "EXCLUSIVE_PROCESS"};
+  pod_options.mps.restore_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "DEFAULT"};
+  agent::MigReconfigurer* mig = dynamic_cast<agent::MigReconfigurer*>(discovery->get());
+  std::unique_ptr<shim::NvmlUtilization> utilization;
+  if (f.gpus_file.empty()) {
+    absl::StatusOr<std::unique_ptr<shim::NvmlUtilization>> u =
+        shim::NvmlUtilization::Load(f.nvml_library);
+    if (u.ok()) {
+      utilization = std::move(*u);
+    } else {
+      spdlog::warn(
+          "compute shares run without measurement (the shims' windows stay at the "
+          "caps): {}",
+          u.status().message());
+    }
+  }
+  agent::PodManager pods(pod_options, mig, utilization.get());
+  options.on_gpus = [&pods](std::shared_ptr<const agent::NodeGpus> gpus) {
+    pods.SetGpus(std::move(gpus));
   };
+  std::thread maintenance([&pods] { pods.RunMaintenance(g_stop); });
+
+  // Delivery into containers: the NRI plugin, on its own thread.
+  agent::Delivery delivery(agent::DeliveryOptions{}, pods);
+
+  // /metrics: the pods on each GPU and what they were granted.
+  agent::MetricsServer metrics;
+  if (f.metrics_port >= 0) {
+    absl::Status listening =
+        metrics.Start(f.metrics_address, f.metrics_port, [&pods, &delivery, &options] {
+          return agent::MetricsText(pods.Use(), {options.node_name, delivery.delivered(),
+                                                 delivery.refused(), pods.reaped_slots()});
+        });
+    if (!listening.ok()) {
+      g_stop.store(true);
+      maintenance.join();
+      return fail(kExitFailure, listening.message());
+    }
+    spdlog::info("serving /metrics on http://{}:{}", f.metrics_address, metrics.port());
+  }
   agent::nri::NriPluginOptions nri_options;
   nri_options.socket_path = f.nri_socket;
   nri_options.index = f.nri_index;
@@ -193,8 +271,13 @@ int RunAgent(const AgentFlags& f) {
     dra_options.edits.dev_dir = f.dev_dir;
     dra_options.edits.nvidia_cdi_kind = f.cdi_kind;
     dra_options.edits.shares.shim = f.share_enforcement == "shim";
-    dra_options.edits.shares.shim_dir = f.shim_dir;
-    dra_options.edits.shares.driver_lib_dir = f.driver_lib_dir;
+    // The same shim and driver libraries as classic delivery (--shim-dir, --driver-lib-dir).
+    dra_options.edits.shares.shim_dir = driver_options.shim_dir;
+    dra_options.edits.shares.driver_lib_dir =
+        !driver->cuda.host_path.empty()
+            ? std::filesystem::path(driver->cuda.host_path).parent_path().string()
+            : (f.driver_lib_dirs.empty() ? agent::kDefaultContainerLibDir
+                                         : f.driver_lib_dirs.front());
     dra_options.edits.shares.container_lib_dir = f.container_lib_dir;
     dra = std::make_unique<agent::dra::DraAgent>(**client, dra_options);
     options.extended_resources = false;
@@ -212,6 +295,7 @@ int RunAgent(const AgentFlags& f) {
   g_stop.store(true);
   if (nri_thread.joinable()) nri_thread.join();
   if (dra_thread.joinable()) dra_thread.join();
+  maintenance.join();
   if (!status.ok()) return fail(ExitFor(f, status), status.message());
   if (!dra_status.ok()) return fail(kExitFailure, dra_status.message());
   spdlog::info("stopped");
@@ -305,6 +389,43 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                   "the agent removes the folders of pods its runtime no longer has, so nodes "
                   "that share a host (test harnesses) need one each")
       ->capture_default_str();
+  cmd->add_option("--driver-lib-dir", f->driver_lib_dirs,
+                  "Host folder with the NVIDIA driver's libcuda.so.1 and libnvidia-ml.so.1, put "
+                  "into GPU containers (the real ones behind the CUDA shim for shares); "
+                  "repeatable (default: /usr/lib/x86_64-linux-gnu, /usr/lib64, /usr/lib, the GPU "
+                  "operator's /run/nvidia/driver/...)");
+  cmd->add_option("--host-root", f->host_root,
+                  "Where the host's / is mounted in the agent's container (e.g. /host): the "
+                  "driver libraries are looked up there, and named to the runtime by their host "
+                  "paths (default: the agent sees the host's files)");
+  cmd->add_option("--shim-dir", f->shim_dir,
+                  "Where the agent finds libtessera-cuda.so and libtessera-nvml.so (default: "
+                  "<the binary's folder>/../lib/tessera)");
+  cmd->add_option("--shim-install-dir", f->shim_install_dir,
+                  "Host folder the agent copies the CUDA shim to, for the runtime to bind-mount "
+                  "into share containers")
+      ->capture_default_str();
+  cmd->add_option("--container-lib-dir", f->container_lib_dir,
+                  "Where images look for libcuda.so.1: the driver's libraries (or the shim) are "
+                  "mounted there")
+      ->capture_default_str();
+  cmd->add_option("--mps-control", f->mps_control,
+                  "NVIDIA's MPS control program, run per GPU for pods that opt into MPS "
+                  "(tessera.dev/gpu-sharing: mps)")
+      ->capture_default_str();
+  cmd->add_option("--mps-root", f->mps_root,
+                  "Host folder for the MPS daemons' pipes, logs and /dev/shm (one per node)")
+      ->capture_default_str();
+  cmd->add_option("--nvidia-smi", f->nvidia_smi,
+                  "nvidia-smi, to put a GPU in EXCLUSIVE_PROCESS mode for MPS and back")
+      ->capture_default_str();
+  cmd->add_option("--metrics-bind-address", f->metrics_address,
+                  "Address for /metrics (Prometheus: per GPU the pods on it and what each was "
+                  "granted) and /healthz")
+      ->capture_default_str();
+  cmd->add_option("--metrics-port", f->metrics_port,
+                  "Port for /metrics; 0 picks a free one (logged), -1 serves none")
+      ->capture_default_str();
   cmd->add_option("--cdi-kind", f->cdi_kind,
                   "Deliver GPUs as CDI devices <kind>=<GPU UUID> (e.g. nvidia.com/gpu, from the "
                   "NVIDIA Container Toolkit's generated spec) instead of device nodes");
@@ -331,16 +452,6 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                   "and compute (the shim's libraries must be in --shim-dir); none = shares are "
                   "only accounted")
       ->check(CLI::IsMember({"shim", "none"}))
-      ->capture_default_str();
-  cmd->add_option("--shim-dir", f->shim_dir,
-                  "DRA: host folder with libtessera-cuda.so and libtessera-nvml.so")
-      ->capture_default_str();
-  cmd->add_option("--driver-lib-dir", f->driver_lib_dir,
-                  "DRA: host folder with the real libcuda.so.1 and libnvidia-ml.so.1 (the shim "
-                  "loads them)")
-      ->capture_default_str();
-  cmd->add_option("--container-lib-dir", f->container_lib_dir,
-                  "DRA: where the containers' images load libcuda.so.1 from")
       ->capture_default_str();
   cmd->add_option("--dra-resync-interval", f->dra_resync,
                   "DRA: how often to check the node's ResourceSlices and the prepared claims "

@@ -36,6 +36,12 @@ inline constexpr std::string_view kGangTopologyAnnotation = "tessera.dev/gang-to
 // required | preferred (default required).
 inline constexpr std::string_view kGangTopologyModeAnnotation = "tessera.dev/gang-topology-mode";
 inline constexpr std::string_view kQueueAnnotation = "tessera.dev/queue";  // queue name
+// How the node enforces a share: "shim" (the CUDA shim, the default) or "mps" (the GPU's MPS
+// daemon). A GPU runs MPS pods or shim pods, not both (src/agent/README.md).
+inline constexpr std::string_view kGpuSharingAnnotation = "tessera.dev/gpu-sharing";
+// A compute share's mode: "hard-cap" (the default: never more than its percentage) or
+// "work-conserving" (also the time nobody else wants).
+inline constexpr std::string_view kGpuComputeModeAnnotation = "tessera.dev/gpu-compute-mode";
 inline constexpr int kMaxGangSize = 10'000;
 
 // Node labels: the default gang topology levels (core/topology/domains.h owns the defaults).

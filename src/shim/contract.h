@@ -85,8 +85,7 @@ inline constexpr char kEnvMemoryLimitMib[] = "TESSERA_GPU_MEMORY_LIMIT_MIB";
 inline constexpr char kEnvComputePercent[] = "TESSERA_GPU_COMPUTE_PERCENT";
 inline constexpr char kEnvComputeMode[] = "TESSERA_GPU_COMPUTE_MODE";  // hard-cap|work-conserving
 
-// The pod annotation that opts a pod into MPS instead of the shim (the agent reads it; the
-// scheduler must keep MPS pods and shim pods on different GPUs, see src/agent/mps/README.md).
-inline constexpr char kAnnotationSharing[] = "tessera.dev/gpu-sharing";  // "mps" | "shim"
+// The pod annotation that opts a pod into MPS instead of the shim is records::kGpuSharingAnnotation
+// (src/records/names.h), read by the agent; a GPU runs MPS pods or shim pods, not both.
 
 }  // namespace tessera::shim::contract

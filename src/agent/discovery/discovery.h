@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/model/node.h"
+#include "records/assignment.h"
 #include "records/inventory.h"
 
 namespace tessera::agent {
@@ -40,6 +41,9 @@ struct DiscoveredGpu {
   records::GpuHealth health;
   bool has_fabric = false;  // `fabric` is meaningful (the GPU registered with a fabric manager)
   FabricInfo fabric;
+  // The identity of each configured MIG instance ("MIG-..."), parallel to spec.mig_layout; empty
+  // where the backend does not know it.
+  std::vector<std::string> mig_uuids;
 };
 
 struct NodeGpus {
@@ -87,6 +91,19 @@ class GpuDiscovery {
   // Blocks up to `timeout` for health events (XID errors) and changes; returns early when one
   // comes. Errors are for a backend that can no longer watch (the caller falls back to polling).
   [[nodiscard]] virtual absl::StatusOr<WaitResult> Wait(std::chrono::milliseconds timeout) = 0;
+};
+
+// Carries out a MIG re-partitioning on one GPU: what the agent does for an assignment whose
+// mig_plan creates the pod's instance. A backend that can implements it (the description file's;
+// NVML's does not yet).
+class MigReconfigurer {
+ public:
+  virtual ~MigReconfigurer() = default;
+  // Destroys the idle instances `destroy`, then creates `create`, on the GPU `uuid`; returns the
+  // GPU as it is afterwards (its instances and their identities). Thread-safe.
+  [[nodiscard]] virtual absl::StatusOr<DiscoveredGpu> ReconfigureMig(
+      const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,
+      const records::MigInstanceRecord& create) = 0;
 };
 
 }  // namespace tessera::agent

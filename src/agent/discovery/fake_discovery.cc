@@ -3,13 +3,17 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "agent/discovery/fake_gpus_file.h"
+#include "common/status.h"
 #include "common/strings.h"
+#include "core/model/mig.h"
+#include "nlohmann/json.hpp"
 
 namespace tessera::agent {
 
@@ -50,6 +54,71 @@ absl::StatusOr<WaitResult> FakeDiscovery::Wait(std::chrono::milliseconds timeout
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
         std::chrono::milliseconds(100), deadline - now));
   }
+}
+
+absl::StatusOr<DiscoveredGpu> FakeDiscovery::ReconfigureMig(
+    const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,
+    const records::MigInstanceRecord& create) {
+  std::lock_guard<std::mutex> lock(mig_mu_);
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) {
+    return absl::FailedPreconditionError(
+        StrCat("cannot read the GPU description file ", path_, ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  // The file must be valid as it is: the change is checked by reading the result back.
+  TESSERA_RETURN_IF_ERROR(ParseFakeGpusFile(text.str(), path_).status());
+  nlohmann::json doc = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return absl::InternalError(StrCat(path_, " is not JSON"));
+  nlohmann::json* gpu = nullptr;
+  for (nlohmann::json& g : doc["gpus"]) {
+    if (g.value("uuid", "") == uuid) gpu = &g;
+  }
+  if (gpu == nullptr) return absl::NotFoundError(StrCat("no GPU ", uuid, " in ", path_));
+  nlohmann::json& mig = (*gpu)["mig"];
+  if (!mig.is_object() || !mig.value("enabled", false)) {
+    return absl::FailedPreconditionError(StrCat("GPU ", uuid, " is not in MIG mode"));
+  }
+  nlohmann::json instances = mig.value("instances", nlohmann::json::array());
+  for (const records::MigInstanceRecord& d : destroy) {
+    bool found = false;
+    for (auto it = instances.begin(); it != instances.end(); ++it) {
+      if (it->value("profile", "") == d.profile && it->value("start", -1) == d.start) {
+        instances.erase(it);
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      return absl::NotFoundError(
+          StrCat("GPU ", uuid, " has no MIG instance ", d.profile, "@", d.start, " to destroy"));
+    }
+  }
+  instances.push_back({{"profile", create.profile},
+                       {"start", create.start},
+                       {"uuid", FakeMigUuid(uuid, create.profile, create.start)}});
+  mig["instances"] = instances;
+  const std::string next = doc.dump(1);
+  absl::StatusOr<NodeGpus> check = ParseFakeGpusFile(next, path_);
+  if (!check.ok()) {
+    return absl::FailedPreconditionError(StrCat("MIG instance ", create.profile, "@", create.start,
+                                                " cannot be created on GPU ", uuid, ": ",
+                                                check.status().message()));
+  }
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << next << "\n";
+    if (!out.flush()) return absl::InternalError(StrCat("cannot write ", tmp));
+  }
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    return absl::InternalError(StrCat("cannot write ", path_, ": ", std::strerror(errno)));
+  }
+  for (const DiscoveredGpu& g : check->gpus) {
+    if (g.spec.uuid == uuid) return g;
+  }
+  return absl::InternalError("the GPU vanished");
 }
 
 }  // namespace tessera::agent

@@ -1,6 +1,7 @@
 #include "agent/discovery/fake_gpus_file.h"
 
 #include <cctype>
+#include <cstdio>
 #include <initializer_list>
 #include <set>
 
@@ -116,7 +117,8 @@ class Field {
   std::string path_;
 };
 
-absl::Status ReadMig(const Field& f, core::GpuSpec* spec) {
+absl::Status ReadMig(const Field& f, DiscoveredGpu* gpu) {
+  core::GpuSpec* spec = &gpu->spec;
   TESSERA_RETURN_IF_ERROR(f.ExpectObject({"capable", "enabled", "instances"}));
   const core::MigModel* model = core::FindMigModel(spec->model);
   bool capable = model != nullptr;
@@ -137,13 +139,14 @@ absl::Status ReadMig(const Field& f, core::GpuSpec* spec) {
   if (!f.Has("instances")) return absl::OkStatus();
   Field instances = f.Child("instances");
   TESSERA_RETURN_IF_ERROR(instances.ExpectArray());
-  if (!instances.value().empty() && !spec->mig_enabled) {
+  if (instances.value().empty()) return absl::OkStatus();  // (a GPU without MIG profiles too)
+  if (!spec->mig_enabled) {
     return instances.Error("instances are configured only when enabled is true");
   }
   if (instances.value().empty()) return absl::OkStatus();  // also for GPUs without a MIG table
   for (size_t k = 0; k < instances.value().size(); ++k) {
     Field inst = instances.Element(k);
-    TESSERA_RETURN_IF_ERROR(inst.ExpectObject({"profile", "start"}));
+    TESSERA_RETURN_IF_ERROR(inst.ExpectObject({"profile", "start", "uuid"}));
     TESSERA_ASSIGN_OR_RETURN(Field pf, inst.Required("profile", "a MIG profile such as 1g.10gb"));
     TESSERA_ASSIGN_OR_RETURN(std::string profile, pf.String());
     const int found = model->Find(profile);
@@ -156,6 +159,16 @@ absl::Status ReadMig(const Field& f, core::GpuSpec* spec) {
     if (start < 0 || start >= core::kMigSlots) return sf.Error("must be 0..7");
     spec->mig_layout.push_back(
         core::MigPlacement{static_cast<int8_t>(found), static_cast<int8_t>(start)});
+    // The device's identity: as written, else the one the fake driver gives it.
+    std::string uuid = FakeMigUuid(spec->uuid, profile, static_cast<int>(start));
+    if (inst.Has("uuid")) {
+      TESSERA_ASSIGN_OR_RETURN(uuid, inst.Child("uuid").String());
+      if (!IsMigUuid(uuid)) {
+        return inst.Child("uuid").Error(
+            StrCat("\"", uuid, "\" is not a MIG device UUID (MIG- then 8-4-4-4-12 hex digits)"));
+      }
+    }
+    gpu->mig_uuids.push_back(uuid);
   }
   absl::Status valid = core::ValidateMigInstances(*model, spec->mig_layout, "");
   if (!valid.ok()) {
@@ -263,7 +276,7 @@ absl::StatusOr<DiscoveredGpu> ReadGpu(const Field& g, size_t i, std::string_view
           .Error(StrCat("\"", spec.cpu_affinity, "\" is not a CPU list such as 0-55,112-167"));
     }
   }
-  if (g.Has("mig")) TESSERA_RETURN_IF_ERROR(ReadMig(g.Child("mig"), &spec));
+  if (g.Has("mig")) TESSERA_RETURN_IF_ERROR(ReadMig(g.Child("mig"), &gpu));
   TESSERA_RETURN_IF_ERROR(ReadHealth(g, source, &gpu));
   return gpu;
 }
@@ -316,6 +329,29 @@ absl::Status ReadLinks(const Field& root, NodeGpus* out) {
 
 bool IsGpuUuid(std::string_view uuid) {
   return uuid.substr(0, 4) == "GPU-" && IsUuidBody(uuid.substr(4));
+}
+
+std::string FakeMigUuid(std::string_view gpu_uuid, std::string_view profile, int start) {
+  auto fnv = [](std::string_view text, uint64_t h) {
+    for (unsigned char c : text) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+    return h;
+  };
+  const std::string key = StrCat(gpu_uuid, "/", profile, "@", start);
+  const uint64_t a = fnv(key, 14695981039346656037ULL);
+  const uint64_t b = fnv("#", a);
+  char buf[33];
+  std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  const std::string hex(buf, 32);
+  return StrCat("MIG-", hex.substr(0, 8), "-", hex.substr(8, 4), "-", hex.substr(12, 4), "-",
+                hex.substr(16, 4), "-", hex.substr(20, 12));
+}
+
+bool IsMigUuid(std::string_view uuid) {
+  return uuid.substr(0, 4) == "MIG-" && IsUuidBody(uuid.substr(4));
 }
 
 bool IsCpuList(std::string_view list) {

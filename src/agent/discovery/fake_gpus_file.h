@@ -18,7 +18,10 @@
 //       "numa_node": 0,                      optional, -1 = unknown
 //       "cpu_affinity": "0-55",              optional, a CPU list
 //       "mig": {"capable": true, "enabled": false, "instances": []},   optional, as the
-//                                            inventory record (instances only when enabled)
+//                                            inventory record (instances only when enabled);
+//                                            an instance may name its device: {"profile":
+//                                            "1g.10gb", "start": 0, "uuid": "MIG-<8-4-4-4-12>"}
+//                                            (default: FakeMigUuid)
 //       "healthy": true,                     optional: default false when `xid` has a critical XID
 //       "xid": [79]}],                       optional: XID errors seen (agent/discovery/xid.h)
 //    "links": [["X", "NV18"], ["NV18", "X"]],  n x n, symmetric, X on the diagonal, names as
@@ -31,6 +34,7 @@
 // value is an error naming the file, the line and the field.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -43,6 +47,11 @@ namespace tessera::agent {
 
 // Checks a GPU UUID ("GPU-" then 8-4-4-4-12 hex digits).
 bool IsGpuUuid(std::string_view uuid);
+// Checks a MIG device UUID ("MIG-" then 8-4-4-4-12 hex digits, as nvidia-smi -L prints).
+bool IsMigUuid(std::string_view uuid);
+// The device UUID the fake driver gives MIG instance `profile`@`start` of GPU `gpu_uuid`: stable
+// (a hash of the three), in the form nvidia-smi -L prints.
+std::string FakeMigUuid(std::string_view gpu_uuid, std::string_view profile, int start);
 // Checks a CPU list such as "0-55,112-167".
 bool IsCpuList(std::string_view list);
 // "0000:18:00.0" or "00000000:18:00.0" (any case) -> "00000000:18:00.0"; empty when malformed.

@@ -120,6 +120,33 @@ TEST(FakeGpusFile, MigInstancesAndFabric) {
   EXPECT_EQ(node->NvLinkDomain(), "b7f0e0a1-1234-4abc-8def-0123456789ab.3");
 }
 
+// The harness's L40S node: a GPU without MIG profiles that says so (this crashed the parser).
+TEST(FakeGpusFile, AGpuWithoutMigProfilesMayListNoInstances) {
+  std::string text = OneGpu(R"(, "mig": {"capable": false, "enabled": false, "instances": []})");
+  text.replace(text.find("A100-80GB"), 9, "L40S-48GB");
+  absl::StatusOr<NodeGpus> node = ParseFakeGpusFile(text, "f");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_FALSE(node->gpus[0].spec.mig_enabled);
+  EXPECT_TRUE(node->gpus[0].mig_uuids.empty());
+}
+
+// MIG instances have device UUIDs: as written, else a stable one of the fake driver's.
+TEST(FakeGpusFile, MigInstancesHaveDeviceUuids) {
+  absl::StatusOr<NodeGpus> node =
+      ParseFakeGpusFile(OneGpu(R"(, "mig": {"enabled": true, "instances": [
+          {"profile": "3g.40gb", "start": 4, "uuid": "MIG-0a1b2c3d-0000-4000-8000-000000000001"},
+          {"profile": "1g.10gb", "start": 0}]})"),
+                        "f");
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ(node->gpus[0].mig_uuids.size(), 2u);
+  EXPECT_EQ(node->gpus[0].mig_uuids[0], "MIG-0a1b2c3d-0000-4000-8000-000000000001");
+  EXPECT_EQ(node->gpus[0].mig_uuids[1],
+            FakeMigUuid("GPU-00000000-0000-4000-8000-000000000000", "1g.10gb", 0));
+  EXPECT_TRUE(IsMigUuid(node->gpus[0].mig_uuids[1])) << node->gpus[0].mig_uuids[1];
+  EXPECT_NE(FakeMigUuid("GPU-00000000-0000-4000-8000-000000000000", "1g.10gb", 1),
+            node->gpus[0].mig_uuids[1]);
+}
+
 std::string Error(const std::string& text) {
   absl::StatusOr<NodeGpus> node = ParseFakeGpusFile(text, "gpus.json");
   EXPECT_FALSE(node.ok()) << text;

@@ -2,7 +2,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
+#include <thread>
 
 #include "agent/discovery/fake_gpus_file.h"
 #include "gmock/gmock.h"
@@ -75,11 +78,18 @@ class DeliveryTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     options_.node_name = "n1";
-    options_.dev_dir = "/host/dev";
-    options_.pods_dir = (dir_ / "pods").string();
+    options_.edits.dev_dir = "/host/dev";
+    options_.edits.pods_dir = (dir_ / "pods").string();
+    options_.mps.root = (dir_ / "mps").string();
+    // The driver and the installed shim, as host paths (the runtime bind-mounts them).
+    options_.edits.driver.cuda = {"/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05", "libcuda.so.1"};
+    options_.edits.driver.nvml = {"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05",
+                                  "libnvidia-ml.so.1"};
+    options_.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
+    options_.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
     // The host's device nodes: GPUs at 195:<minor>, nvidiactl 195:255, nvidia-uvm 511:0; no
     // nvidia-uvm-tools.
-    options_.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
+    options_.edits.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
       if (path == "/host/dev/nvidiactl") return DeviceNumber{'c', 195, 255};
       if (path == "/host/dev/nvidia-uvm") return DeviceNumber{'c', 511, 0};
       const std::string prefix = "/host/dev/nvidia";
@@ -92,8 +102,16 @@ class DeliveryTest : public ::testing::Test {
   }
   ~DeliveryTest() override { fs::remove_all(dir_); }
 
+  // A pod manager with the options as they are now, and the node's GPUs unless `gpus` is false.
+  std::unique_ptr<PodManager> Pods(bool gpus = true) {
+    auto pods = std::make_unique<PodManager>(options_);
+    if (gpus) pods->SetGpus(FourGpus());
+    return pods;
+  }
+  std::string pods_dir() const { return options_.edits.pods_dir; }
+
   fs::path dir_;
-  DeliveryOptions options_;
+  PodManagerOptions options_;
 };
 
 std::string Env(const nri::ContainerAdjustment& a, const std::string& key) {
@@ -103,9 +121,9 @@ std::string Env(const nri::ContainerAdjustment& a, const std::string& key) {
   return "(unset)";
 }
 
-TEST_F(DeliveryTest, AShareGetsItsGpuItsLimitsAndItsRecord) {
-  Delivery d(options_);
-  d.SetGpus(FourGpus());
+TEST_F(DeliveryTest, AShareGetsItsGpuItsLimitsItsRecordAndTheShim) {
+  auto pods = Pods();
+  Delivery d(DeliveryOptions{}, *pods);
   const std::string record = AssignmentJson("n1", {2}, 4096, 250, false);
   nri::PodSandbox pod = Pod("share", record);
   absl::StatusOr<nri::ContainerAdjustment> a = d.CreateContainer(pod, Ctr());
@@ -115,45 +133,84 @@ TEST_F(DeliveryTest, AShareGetsItsGpuItsLimitsAndItsRecord) {
   EXPECT_EQ(a->devices[1].path, "/dev/nvidiactl");
   EXPECT_EQ(a->devices[2].path, "/dev/nvidia-uvm");
   EXPECT_EQ(Env(*a, "NVIDIA_VISIBLE_DEVICES"), Uuid(2));
+  EXPECT_EQ(Env(*a, "TESSERA_GPU_SHARING"), "shim");
   EXPECT_EQ(Env(*a, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "4096");
   EXPECT_EQ(Env(*a, "TESSERA_GPU_COMPUTE_PERCENT"), "25");
-  ASSERT_EQ(a->mounts.size(), 1u);
-  EXPECT_EQ(a->mounts[0].destination, "/run/tessera/assignment.json");
-  EXPECT_THAT(a->mounts[0].options, ::testing::Contains("ro"));
-  std::ifstream in(a->mounts[0].source);
+  EXPECT_EQ(Env(*a, "TESSERA_GPU_COMPUTE_MODE"), "hard-cap");
+  std::map<std::string, nri::Mount> mounts;
+  for (const nri::Mount& m : a->mounts) mounts[m.destination] = m;
+  ASSERT_EQ(mounts.size(), 7u);
+  const nri::Mount& rec = mounts["/run/tessera/assignment.json"];
+  EXPECT_EQ(rec.type, "bind");
+  EXPECT_THAT(rec.options, ::testing::Contains("ro"));
+  EXPECT_EQ(rec.source, pods_dir() + "/" + pod.uid + "/assignment.json");
+  std::ifstream in(rec.source);
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_EQ(text.str(), record);
-  EXPECT_EQ(a->mounts[0].source, options_.pods_dir + "/" + pod.uid + "/assignment.json");
+  // The shim stands at the driver's names; the real driver behind it; the pod's segments.
+  EXPECT_EQ(mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"].source,
+            "/run/tessera/lib/libtessera-cuda.so");
+  EXPECT_EQ(mounts["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"].source,
+            "/run/tessera/lib/libtessera-nvml.so");
+  EXPECT_EQ(mounts["/usr/local/lib/tessera/libtessera-real-cuda.so.1"].source,
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05");
+  EXPECT_EQ(mounts["/usr/local/lib/tessera/libtessera-real-nvml.so.1"].source,
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05");
+  EXPECT_THAT(mounts["/run/tessera/limits"].options, ::testing::Contains("ro"));
+  EXPECT_THAT(mounts["/run/tessera/ledger"].options, ::testing::Contains("rw"));
+  EXPECT_TRUE(fs::exists(pods_dir() + "/" + pod.uid + "/limits/" + Uuid(2) + ".limits"));
+  EXPECT_TRUE(fs::exists(pods_dir() + "/" + pod.uid + "/ledger/" + Uuid(2) + ".ledger"));
   EXPECT_EQ(d.delivered(), 1);
 
-  // The pod goes: its files go.
+  // The pod goes: its files and segments go.
   d.RemovePodSandbox(pod);
-  EXPECT_FALSE(fs::exists(fs::path(options_.pods_dir) / pod.uid));
+  EXPECT_FALSE(fs::exists(fs::path(pods_dir()) / pod.uid));
+  EXPECT_EQ(pods->pod_count(), 0u);
+}
+
+TEST_F(DeliveryTest, AShareWithoutTheShimOnTheNodeIsRefused) {
+  options_.edits.driver = DriverLibraries{};
+  auto pods = Pods();
+  Delivery d(DeliveryOptions{}, *pods);
+  absl::StatusOr<nri::ContainerAdjustment> a =
+      d.CreateContainer(Pod("share", AssignmentJson("n1", {2}, 4096, 0, false)), Ctr());
+  ASSERT_FALSE(a.ok());
+  EXPECT_THAT(a.status().message(),
+              HasSubstr("tessera: pod team/share has a share of a GPU, enforced by the CUDA shim, "
+                        "but the agent cannot put the shim into its containers"));
+  EXPECT_EQ(d.refused(), 1);
+  EXPECT_FALSE(fs::exists(fs::path(pods_dir()) / Pod("share", "").uid));  // nothing left behind
 }
 
 TEST_F(DeliveryTest, WholeGpusGetNoLimitsAndEveryContainerTheSame) {
-  Delivery d(options_);
-  d.SetGpus(FourGpus());
+  auto pods = Pods();
+  Delivery d(DeliveryOptions{}, *pods);
   nri::PodSandbox pod = Pod("train", AssignmentJson("n1", {0, 3}, 81559, 1000, true));
   absl::StatusOr<nri::ContainerAdjustment> a = d.CreateContainer(pod, Ctr());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(Env(*a, "NVIDIA_VISIBLE_DEVICES"), Uuid(0) + "," + Uuid(3));
   EXPECT_EQ(Env(*a, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "(unset)");
+  EXPECT_EQ(Env(*a, "TESSERA_GPU_SHARING"), "(unset)");
   EXPECT_EQ(a->devices[0].path, "/dev/nvidia4");
   EXPECT_EQ(a->devices[1].path, "/dev/nvidia7");
+  // The real driver at its own names, no shim.
+  for (const nri::Mount& m : a->mounts) {
+    EXPECT_THAT(m.source, ::testing::Not(HasSubstr("tessera-cuda"))) << m.destination;
+  }
   nri::Container sidecar = Ctr();
   sidecar.name = "sidecar";
   absl::StatusOr<nri::ContainerAdjustment> b = d.CreateContainer(pod, sidecar);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->devices, a->devices);
   EXPECT_EQ(b->env, a->env);
+  EXPECT_EQ(b->mounts, a->mounts);
 }
 
 TEST_F(DeliveryTest, CdiModeNamesTheDevicesInstead) {
-  options_.cdi_kind = "nvidia.com/gpu";
-  Delivery d(options_);
-  d.SetGpus(FourGpus());
+  options_.edits.cdi_kind = "nvidia.com/gpu";
+  auto pods = Pods();
+  Delivery d(DeliveryOptions{}, *pods);
   absl::StatusOr<nri::ContainerAdjustment> a =
       d.CreateContainer(Pod("cdi", AssignmentJson("n1", {1}, 81559, 1000, true)), Ctr());
   ASSERT_TRUE(a.ok()) << a.status();
@@ -162,7 +219,8 @@ TEST_F(DeliveryTest, CdiModeNamesTheDevicesInstead) {
 }
 
 TEST_F(DeliveryTest, RecordsThatCannotBeHonouredFailTheContainerAndSayWhy) {
-  Delivery d(options_);
+  auto pods = Pods(/*gpus=*/false);
+  Delivery d(DeliveryOptions{}, *pods);
   auto error = [&](const std::string& record) {
     absl::StatusOr<nri::ContainerAdjustment> a = d.CreateContainer(Pod("p", record), Ctr());
     EXPECT_FALSE(a.ok());
@@ -170,7 +228,7 @@ TEST_F(DeliveryTest, RecordsThatCannotBeHonouredFailTheContainerAndSayWhy) {
   };
   EXPECT_THAT(error(AssignmentJson("n1", {0}, 1, 0, false)),
               HasSubstr("has not discovered this node's GPUs yet"));
-  d.SetGpus(FourGpus());
+  pods->SetGpus(FourGpus());
   EXPECT_THAT(error(AssignmentJson("n2", {0}, 1, 0, false)),
               HasSubstr("tessera: pod team/p is assigned GPUs on node n2, not on this node (n1)"));
   EXPECT_THAT(
@@ -181,23 +239,25 @@ TEST_F(DeliveryTest, RecordsThatCannotBeHonouredFailTheContainerAndSayWhy) {
       error(AssignmentJson("n1", {1}, 1, 0, false, Uuid(2))),
       HasSubstr("is assigned GPU " + Uuid(2) + " as index 1, but it is index 2 on node n1"));
   EXPECT_THAT(error("{not json"), HasSubstr("its tessera.dev/assignment cannot be read"));
-  options_.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
+  EXPECT_EQ(d.refused(), 5);
+  EXPECT_FALSE(fs::exists(pods_dir()));  // nothing written for a refused pod
+
+  options_.edits.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
     return absl::NotFoundError(path + ": No such file or directory");
   };
-  Delivery no_nodes(options_);
-  no_nodes.SetGpus(FourGpus());
+  auto no_nodes = Pods();
+  Delivery nd(DeliveryOptions{}, *no_nodes);
   absl::StatusOr<nri::ContainerAdjustment> a =
-      no_nodes.CreateContainer(Pod("p", AssignmentJson("n1", {0}, 1, 0, false)), Ctr());
+      nd.CreateContainer(Pod("p", AssignmentJson("n1", {0}, 1, 0, false)), Ctr());
   ASSERT_FALSE(a.ok());
   EXPECT_THAT(a.status().message(), HasSubstr("the device node of GPU 0 (" + Uuid(0) +
-                                              ") is missing on node n1: "
+                                              ") is missing: "
                                               "/host/dev/nvidia4: No such file or directory"));
-  EXPECT_EQ(d.refused(), 5);
 }
 
 TEST_F(DeliveryTest, PodsWithoutARecordGetNoGpusFromTheNvidiaRuntimeEither) {
-  Delivery d(options_);
-  d.SetGpus(FourGpus());
+  auto pods = Pods();
+  Delivery d(DeliveryOptions{}, *pods);
   absl::StatusOr<nri::ContainerAdjustment> plain = d.CreateContainer(Pod("web", ""), Ctr({"A=b"}));
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE(plain->empty());
@@ -215,38 +275,48 @@ TEST_F(DeliveryTest, PodsWithoutARecordGetNoGpusFromTheNvidiaRuntimeEither) {
 }
 
 TEST_F(DeliveryTest, TwentyPodsCreatedAtOnceEachGetTheirOwn) {
-  Delivery d(options_);
-  d.SetGpus(FourGpus());
-  std::vector<nri::PodSandbox> pods;
+  auto pods = Pods();
+  Delivery d(DeliveryOptions{}, *pods);
+  std::vector<nri::PodSandbox> sandboxes;
   for (int i = 0; i < 20; ++i) {
     nri::PodSandbox p = Pod("p" + std::to_string(i), AssignmentJson("n1", {i % 4}, 4096, 0, false));
     p.uid = "0f5e3a8c-5f2b-4c1e-9d7a-2b6c8e1f4a" + std::to_string(10 + i);
-    pods.push_back(p);
+    sandboxes.push_back(p);
   }
   std::vector<std::thread> threads;
-  std::vector<std::string> got(20);
+  std::vector<std::string> got(20), limits(20);
   for (int i = 0; i < 20; ++i) {
     threads.emplace_back([&, i] {
-      absl::StatusOr<nri::ContainerAdjustment> a = d.CreateContainer(pods[i], Ctr());
+      absl::StatusOr<nri::ContainerAdjustment> a = d.CreateContainer(sandboxes[i], Ctr());
       got[i] = a.ok() ? Env(*a, "NVIDIA_VISIBLE_DEVICES") : std::string(a.status().message());
+      if (a.ok()) {
+        for (const nri::Mount& m : a->mounts) {
+          if (m.destination == "/run/tessera/limits") limits[i] = m.source;
+        }
+      }
     });
   }
   for (std::thread& t : threads) t.join();
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(got[i], Uuid(i % 4)) << i;
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(got[i], Uuid(i % 4)) << i;
+    EXPECT_EQ(limits[i], pods_dir() + "/" + sandboxes[i].uid + "/limits") << i;
+  }
+  EXPECT_EQ(pods->pod_count(), 20u);
 }
 
 TEST_F(DeliveryTest, SynchronizeRemovesFilesOfPodsThatAreGone) {
-  Delivery d(options_);
-  d.SetGpus(FourGpus());
+  auto pods = Pods();
+  Delivery d(DeliveryOptions{}, *pods);
   nri::PodSandbox alive = Pod("alive", AssignmentJson("n1", {0}, 4096, 0, false));
   nri::PodSandbox gone = Pod("gone-longer-name", AssignmentJson("n1", {1}, 4096, 0, false));
   ASSERT_TRUE(d.CreateContainer(alive, Ctr()).ok());
   ASSERT_TRUE(d.CreateContainer(gone, Ctr()).ok());
-  fs::create_directories(fs::path(options_.pods_dir) / "not-a-pod");
+  fs::create_directories(fs::path(pods_dir()) / "not-a-pod");
   d.Synchronize({alive}, {});
-  EXPECT_TRUE(fs::exists(fs::path(options_.pods_dir) / alive.uid));
-  EXPECT_FALSE(fs::exists(fs::path(options_.pods_dir) / gone.uid));
-  EXPECT_TRUE(fs::exists(fs::path(options_.pods_dir) / "not-a-pod"));  // not ours: left alone
+  EXPECT_TRUE(fs::exists(fs::path(pods_dir()) / alive.uid));
+  EXPECT_FALSE(fs::exists(fs::path(pods_dir()) / gone.uid));
+  EXPECT_TRUE(fs::exists(fs::path(pods_dir()) / "not-a-pod"));  // not ours: left alone
+  EXPECT_EQ(pods->pod_count(), 1u);
 }
 
 TEST(StatDevice, ReadsTheHostsNodes) {

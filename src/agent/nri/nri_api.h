@@ -61,9 +61,16 @@ struct PodSandbox {
   std::map<std::string, std::string> labels, annotations;
 };
 
+// ContainerState in NRI's api.proto.
+inline constexpr int kContainerUnknown = 0;
+inline constexpr int kContainerCreated = 1;
+inline constexpr int kContainerPaused = 2;
+inline constexpr int kContainerRunning = 3;
+inline constexpr int kContainerStopped = 4;
+
 struct Container {
   std::string id, pod_sandbox_id, name;
-  int state = 0;
+  int state = kContainerUnknown;
   std::map<std::string, std::string> labels, annotations;
   std::vector<std::string> env;  // "K=V"
 };

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "agent/discovery/fake_gpus_file.h"
@@ -91,12 +92,19 @@ TEST(NriInterop, ContainerdsNriRuntimeGetsEachPodsOwnGpus) {
   for (const char* name : {"nvidia0", "nvidia1", "nvidiactl"}) {
     fs::create_symlink("/dev/null", dir / "dev" / name);
   }
-  DeliveryOptions options;
+  PodManagerOptions options;
   options.node_name = "n1";
-  options.dev_dir = (dir / "dev").string();
-  options.pods_dir = (dir / "pods").string();
-  Delivery delivery(options);
-  delivery.SetGpus(std::make_shared<const NodeGpus>(*gpus));
+  options.edits.dev_dir = (dir / "dev").string();
+  options.edits.pods_dir = (dir / "pods").string();
+  options.mps.root = (dir / "mps").string();
+  // The driver and the installed shim, as host paths the runtime would bind-mount.
+  options.edits.driver.cuda = {"/usr/lib/libcuda.so.580.95.05", "libcuda.so.1"};
+  options.edits.driver.nvml = {"/usr/lib/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
+  options.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
+  options.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
+  PodManager pods(options);
+  pods.SetGpus(std::make_shared<const NodeGpus>(*gpus));
+  Delivery delivery(DeliveryOptions{}, pods);
   nri::NriPluginOptions plugin_options;
   plugin_options.socket_path = socket;
   plugin_options.reconnect_min = std::chrono::milliseconds(50);
@@ -162,9 +170,14 @@ TEST(NriInterop, ContainerdsNriRuntimeGetsEachPodsOwnGpus) {
                                    {"minor", 3},
                                    {"file_mode", 0666}}));
   EXPECT_EQ(a["devices"][1]["path"], "/dev/nvidiactl");
-  ASSERT_EQ(a["mounts"].size(), 1u);
-  EXPECT_EQ(a["mounts"][0]["destination"], "/run/tessera/assignment.json");
-  EXPECT_EQ(a["mounts"][0]["source"], (dir / "pods" / uid_a / "assignment.json").string());
+  std::map<std::string, json> mounts;
+  for (const json& m : a["mounts"]) mounts[m["destination"]] = m;
+  ASSERT_EQ(mounts.size(), 7u) << a["mounts"];
+  EXPECT_EQ(mounts["/run/tessera/assignment.json"]["source"],
+            (dir / "pods" / uid_a / "assignment.json").string());
+  EXPECT_EQ(mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]["source"],
+            "/run/tessera/lib/libtessera-cuda.so");
+  EXPECT_EQ(mounts["/run/tessera/ledger"]["source"], (dir / "pods" / uid_a / "ledger").string());
 
   const json& b = results["share-b"];
   EXPECT_THAT(b["env"], ::testing::Contains(json{"NVIDIA_VISIBLE_DEVICES", Uuid(1)}));

@@ -184,10 +184,14 @@ absl::Status NriPlugin::ServeOnce(const std::atomic<bool>& stop) {
             answer.code = static_cast<int32_t>(adjust.status().code());
             answer.message = std::string(adjust.status().message());
           }
-        } else if (request->method == "RemovePodSandbox") {
+        } else if (request->method == "StopPodSandbox" || request->method == "RemovePodSandbox") {
           absl::StatusOr<PodContainerRequest> req = DecodePodContainerRequest(request->payload);
           if (!req.ok()) return req.status();
-          handler_.RemovePodSandbox(req->pod);
+          if (request->method == "StopPodSandbox") {
+            handler_.StopPodSandbox(req->pod);
+          } else {
+            handler_.RemovePodSandbox(req->pod);
+          }
         } else if (EmptyAnswers().count(request->method) == 0) {
           answer.code = ttrpc::kUnimplemented;
           answer.message = StrCat("method ", request->method);

@@ -41,6 +41,8 @@ class NriHandler {
   // The pods and containers the runtime already has, once per connection.
   virtual void Synchronize(const std::vector<PodSandbox>& /*pods*/,
                            const std::vector<Container>& /*containers*/) {}
+  // Every container of the pod has stopped (a finished pod stays stopped until it is removed).
+  virtual void StopPodSandbox(const PodSandbox& /*pod*/) {}
   virtual void RemovePodSandbox(const PodSandbox& /*pod*/) {}
 };
 
@@ -72,7 +74,8 @@ class NriPlugin {
  private:
   NriPluginOptions options_;
   NriHandler& handler_;
-  int32_t events_ = EventBit(kCreateContainer) | EventBit(kRemovePodSandbox);
+  int32_t events_ =
+      EventBit(kCreateContainer) | EventBit(kStopPodSandbox) | EventBit(kRemovePodSandbox);
   std::atomic<int64_t> connections_{0}, registered_{0}, create_calls_{0};
 };
 

@@ -142,9 +142,10 @@ class RecordingHandler : public NriHandler {
     synced_containers = containers.size();
     ++syncs;
   }
+  void StopPodSandbox(const PodSandbox& pod) override { stopped.push_back(pod.name); }
   void RemovePodSandbox(const PodSandbox& pod) override { removed.push_back(pod.name); }
 
-  std::vector<std::string> created, removed;
+  std::vector<std::string> created, stopped, removed;
   size_t synced_pods = 0, synced_containers = 0;
   int syncs = 0;
 };
@@ -190,7 +191,8 @@ TEST(NriPlugin, ASessionAsContainerdRunsIt) {
   ASSERT_TRUE(configured.has_value());
   EXPECT_EQ(configured->code, ttrpc::kOk);
   EXPECT_EQ(configured->payload,
-            EncodeConfigureResponse(EventBit(kCreateContainer) | EventBit(kRemovePodSandbox)));
+            EncodeConfigureResponse(EventBit(kCreateContainer) | EventBit(kStopPodSandbox) |
+                                    EventBit(kRemovePodSandbox)));
 
   // Synchronize in two parts: the plugin answers `more` to the first and syncs once.
   std::optional<ttrpc::Response> part1 = runtime.Call(
@@ -228,6 +230,12 @@ TEST(NriPlugin, ASessionAsContainerdRunsIt) {
   EXPECT_GT(big->payload.size(), 4096u * 5);
   EXPECT_LE(runtime.max_payload(), 4096u);
 
+  std::optional<ttrpc::Response> pod_stopped =
+      runtime.Call("StopPodSandbox", EncodeCreateContainerRequest(Pod("p"), Ctr("main")));
+  ASSERT_TRUE(pod_stopped.has_value());
+  EXPECT_EQ(pod_stopped->code, ttrpc::kOk);
+  EXPECT_EQ(handler.stopped, std::vector<std::string>{"p"});
+  EXPECT_TRUE(handler.removed.empty());
   std::optional<ttrpc::Response> removed =
       runtime.Call("RemovePodSandbox", EncodeCreateContainerRequest(Pod("p"), Ctr("main")));
   ASSERT_TRUE(removed.has_value());

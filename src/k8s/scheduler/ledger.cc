@@ -121,7 +121,10 @@ void ClusterLedger::ApplyNodeChanges() {
     metrics_->node_changes +=
         static_cast<int64_t>(changes.add.size() + changes.update.size() + changes.remove.size());
   }
-  for (const std::string& key : released) held_.at(key).accounted = false;
+  for (const std::string& key : released) {
+    if (auto it = held_.find(key); it != held_.end()) it->second.accounted = false;
+  }
+  for (core::NodeId id : changes.remove) unhealthy_held_.erase(names_[id.value()]);
   for (core::NodeId id : changes.remove) {
     const std::string name = names_[id.value()];
     index_.Remove(id.value());
@@ -154,6 +157,10 @@ void ClusterLedger::ApplyNodeChanges() {
     }
   }
   if (!cordon_added.cordon.empty()) TESSERA_CHECK(engine_->ChangeNodes(cordon_added).ok());
+  std::vector<std::string> changed;
+  for (const auto& [name, node] : pending_) {
+    if (node) changed.push_back(name);
+  }
   pending_.clear();
   bad_inventory_ = 0;
   for (const auto& [name, node] : nodes_) bad_inventory_ += node->inventory_error.empty() ? 0 : 1;
@@ -162,6 +169,56 @@ void ClusterLedger::ApplyNodeChanges() {
     if (Reclassify(id)) engine_->TouchNode(core::NodeId(id));
   }
   RestoreAll(restore);
+  for (const std::string& name : changed) HoldUnhealthy(name);
+}
+
+std::string UnhealthyKey(const std::string& node, int gpu) {
+  return StrCat("unhealthy-gpu:", node, "/", gpu);
+}
+
+void ClusterLedger::HoldUnhealthy(const std::string& name) {
+  auto held = unhealthy_held_.find(name);
+  if (held != unhealthy_held_.end()) {
+    for (const std::string& key : held->second) (void)engine_->Release(key);
+    unhealthy_held_.erase(held);
+  }
+  auto node = nodes_.find(name);
+  const core::NodeId id = engine_->cluster().FindNode(name);
+  if (node == nodes_.end() || !id.valid() || node->second->unhealthy_gpus.empty()) return;
+  for (int32_t g : node->second->unhealthy_gpus) {
+    if (g < 0 || static_cast<size_t>(g) >= node->second->spec.gpus.size()) continue;
+    const core::GpuSpec& spec = node->second->spec.gpus[static_cast<size_t>(g)];
+    if (spec.mig_enabled) continue;  // MIG instances are not held (see README)
+    const core::GpuState& free = engine_->state().gpu(id, g);
+    if (free.free_memory_mib <= 0 && free.free_compute_milli <= 0) continue;
+    records::Assignment a;
+    a.node = name;
+    records::AssignedGpu ag;
+    ag.grant.gpu = g;
+    ag.uuid = spec.uuid;
+    ag.grant.memory_mib = free.free_memory_mib;
+    ag.grant.compute_milli = free.free_compute_milli;
+    ag.grant.exclusive = free.free_memory_mib == spec.memory_mib && free.free_compute_milli == 1000;
+    a.gpus.push_back(ag);
+    absl::StatusOr<core::Placement> p = records::AssignmentToPlacement(engine_->cluster(), a);
+    const std::string key = UnhealthyKey(name, g);
+    absl::Status st = p.status();
+    if (p.ok()) {
+      p->node = id;
+      st = engine_->Restore(key, *p);
+    }
+    if (!st.ok()) {
+      spdlog::error("node {}: cannot keep unhealthy GPU {} free: {}", name, g,
+                    FromAbsl(st.message()));
+      continue;
+    }
+    unhealthy_held_[name].insert(key);
+  }
+  if (unhealthy_held_.contains(name)) {
+    std::vector<std::string> gpus;
+    for (int32_t g : node->second->unhealthy_gpus) gpus.push_back(StrCat(g));
+    spdlog::info("node {}: unhealthy GPU(s) {} take no new pods", name, StrJoin(gpus, ","));
+  }
 }
 
 bool ClusterLedger::Reclassify(int id) {
@@ -248,7 +305,16 @@ bool ClusterLedger::Hold(const std::string& key, Holding holding, bool bound) {
   e.bound = bound;
   held_on_[e.holding.node].insert(key);
   // A node not in the engine yet: restored when it is added (ApplyNodeChanges).
-  return Restore(key, e);
+  auto unhealthy = unhealthy_held_.find(e.holding.node);
+  if (unhealthy == unhealthy_held_.end() || e.holding.gpus.gpus.empty()) return Restore(key, e);
+  // A pod the API server shows on an unhealthy GPU (seen after its node) keeps it: the held free
+  // part gives way and is taken again around it.
+  for (const std::string& k : unhealthy->second) (void)engine_->Release(k);
+  unhealthy_held_.erase(unhealthy);
+  const std::string node = e.holding.node;
+  const bool restored = Restore(key, e);
+  HoldUnhealthy(node);
+  return restored;
 }
 
 void ClusterLedger::HoldPlaced(const std::string& key, const core::Placement& placement) {
@@ -264,6 +330,7 @@ bool ClusterLedger::Drop(const std::string& key) {
   if (it == held_.end()) return false;
   Entry& e = it->second;
   bool freed = false;
+  const bool was_accounted = e.accounted;
   if (e.accounted) {
     absl::Status st = engine_->Release(key);
     if (!st.ok()) spdlog::error("release {}: {}", key, FromAbsl(st.message()));
@@ -275,7 +342,13 @@ bool ClusterLedger::Drop(const std::string& key) {
     on->second.erase(key);
     if (on->second.empty()) held_on_.erase(on);
   }
+  const std::string node = e.holding.node;
   held_.erase(it);
+  // What the pod leaves on an unhealthy GPU is not for others.
+  if (was_accounted) {
+    auto n = nodes_.find(node);
+    if (n != nodes_.end() && !n->second->unhealthy_gpus.empty()) HoldUnhealthy(node);
+  }
   return freed;
 }
 

@@ -19,6 +19,10 @@
 //    in conflict with what others hold) blocks its node for GPU pods until it is gone or
 //    readable: its GPUs are never treated as free (on_blocked is told, the metrics say so);
 //  - cordoned nodes stay in the engine with their pods and take no new ones;
+//  - a GPU the agent marked unhealthy takes no new pods: what is free on it is held in the
+//    engine under a key of its own (UnhealthyKey), after the pods are restored and again
+//    whenever a pod on its node leaves, so pods already there keep their GPU and nothing is
+//    placed beside them;
 //  - every cached allowed set says, for every node in the engine, exactly what NodeAllows says
 //    (and excludes GPU-blocked nodes for GPU pods).
 #pragma once
@@ -42,6 +46,9 @@
 namespace tessera::k8s {
 
 enum class Change { kAdded, kUpdated, kDeleted };
+
+// The engine key under which the free part of an unhealthy GPU is held.
+std::string UnhealthyKey(const std::string& node, int gpu);
 
 // What a pod holds (or should hold) in the engine.
 struct Holding {
@@ -139,6 +146,9 @@ class ClusterLedger {
     std::string blocks;  // the node it blocks ("" none)
   };
 
+  // Holds what is free on the unhealthy GPUs of `node` (and releases what was held for GPUs
+  // that are healthy again).
+  void HoldUnhealthy(const std::string& node);
   // Applies the pending node changes to the engine.
   void ApplyNodeChanges();
   // Restores the entries of `keys` not accounted yet: bound pods first.
@@ -176,6 +186,8 @@ class ClusterLedger {
   // Allowed sets by the pods' constraints and whether they ask GPUs, kept up to date as nodes
   // change (Reclassify); cleared when the GPU-blocked nodes change.
   absl::flat_hash_map<std::pair<NodeConstraints, bool>, AllowedSet> allowed_;
+  // The engine keys holding the free part of each node's unhealthy GPUs.
+  std::map<std::string, std::set<std::string>> unhealthy_held_;
   // Nodes whose GPUs take no new pods, and the bound pods that block them.
   std::map<std::string, std::set<std::string>> gpu_blocked_;
 };

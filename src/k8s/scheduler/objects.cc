@@ -520,6 +520,9 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
         if (!check.ok()) {
           n->inventory_error = std::string(FromAbsl(check.status().message()));
         } else {
+          for (const core::GpuSpec& g : inv->gpus) {
+            if (!inv->healthy(g.index)) n->unhealthy_gpus.push_back(g.index);
+          }
           n->spec.gpus = std::move(inv->gpus);
           n->spec.links = std::move(inv->links);
           n->spec.nics = std::move(inv->nics);

@@ -130,7 +130,9 @@ struct NodeInfo {
   std::string inventory_error;  // non-empty: the annotation is there but unusable
   std::string capacity_error;   // allocatable CPU or memory could not be read (counted as 0)
   bool unschedulable = false;   // spec.unschedulable (cordoned)
-  std::vector<Taint> taints;    // NoSchedule and NoExecute (PreferNoSchedule is only a preference)
+  // GPUs the agent marked unhealthy in the inventory (by index): they take no new pods.
+  std::vector<int32_t> unhealthy_gpus;
+  std::vector<Taint> taints;  // NoSchedule and NoExecute (PreferNoSchedule is only a preference)
   // Everything the engine sees of this node; a change rebuilds the engine's cluster.
   std::string fingerprint;
 };

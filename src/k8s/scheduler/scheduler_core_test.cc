@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
+#include "records/inventory.h"
 
 namespace tessera::k8s {
 namespace {
@@ -184,6 +185,57 @@ TEST_F(CoreTest, RestartRestoresBoundPodsBeforeDecidingSoNoGpuIsGrantedTwice) {
   ASSERT_EQ(actions_.binds.size(), 1u);
   EXPECT_EQ(actions_.binds[0].assignment.gpus[0].grant.gpu, 0);
   EXPECT_EQ(core_->StageOf("ns/new2"), Stage::kUnschedulable);
+}
+
+// A GPU the agent marked unhealthy takes no new pods; a pod already on it keeps it, and what it
+// leaves there is not given to others; once healthy again, the GPU is used.
+TEST_F(CoreTest, UnhealthyGpusTakeNoNewPods) {
+  auto node = [](bool gpu1_healthy) {
+    absl::StatusOr<records::Inventory> inv =
+        records::InventoryFromJson(NodeObject("n1").Gpus(2).InventoryJson());
+    EXPECT_TRUE(inv.ok());
+    if (!gpu1_healthy) {
+      inv->health.resize(2);
+      inv->health[1].healthy = false;
+      inv->health[1].xids = {79};
+      inv->health[1].reason = "XID 79: GPU has fallen off the bus";
+    }
+    return NodeObject("n1").Gpus(2).RawInventory(records::InventoryToJson(*inv)).Json();
+  };
+  Node(node(false));
+  // Bound before the GPU failed: 4Gi of GPU 1.
+  json old = PodObject("ns", "old")
+                 .Limit("tessera.dev/gpu-memory", "4Gi")
+                 .Node("n1")
+                 .Phase("Running")
+                 .Json();
+  old["metadata"]["annotations"]["tessera.dev/assignment"] =
+      R"({"version":1,"node":"n1","gpus":[{"index":1,"memory_mib":4096,"compute_milli":0}]})";
+  Pod(old);
+  Pod(PodObject("ns", "whole").Limit("tessera.dev/gpu", "1").Json());
+  Pod(PodObject("ns", "share").Limit("tessera.dev/gpu-memory", "4Gi").Json());
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/whole");
+  EXPECT_EQ(actions_.binds[0].assignment.gpus[0].grant.gpu, 0);
+  EXPECT_EQ(core_->StageOf("ns/share"), Stage::kUnschedulable);
+  EXPECT_NE(core_->engine().Find("ns/old"), nullptr) << "the pod on the unhealthy GPU keeps it";
+
+  // The pod on it leaves: its room stays out of use.
+  Pod(old, Change::kDeleted);
+  Advance(2000);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(core_->StageOf("ns/share"), Stage::kUnschedulable);
+
+  // Healthy again.
+  core_->OnNode(Change::kUpdated, DecodeNode(node(true)));
+  Advance(2000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 2u);
+  EXPECT_EQ(actions_.binds[1].key, "ns/share");
+  EXPECT_EQ(actions_.binds[1].assignment.gpus[0].grant.gpu, 1);
 }
 
 // A record this scheduler cannot read (a newer version, another node, garbage) never frees what

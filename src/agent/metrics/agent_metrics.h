@@ -1,0 +1,46 @@
+// The agent's /metrics (Prometheus text format 0.0.4): per GPU, its health and the pods on it
+// with what each was granted (memory, compute, whole GPU or MIG instance) and, for shares
+// enforced by the CUDA shim, what the pod's processes hold now and how often the cap refused
+// them; the agent's own counters. What GPU exporters attribute through the kubelet's
+// pod-resources API in device-plugin setups, tessera's NRI delivery makes visible here
+// (src/agent/README.md "Metrics").
+//
+// MetricsText is pure (the pod manager's Use() and counters in, text out); MetricsServer serves
+// it with /healthz on a port of its own.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "agent/pods/pod_manager.h"
+
+namespace tessera::agent {
+
+struct AgentCounters {
+  std::string node;
+  int64_t containers_delivered = 0;  // containers given GPUs
+  int64_t containers_refused = 0;    // container creations failed with a reason
+  int64_t reaped_processes = 0;      // ledger slots of dead processes given back
+};
+
+std::string MetricsText(const std::vector<GpuUse>& gpus, const AgentCounters& counters);
+
+class MetricsServer {
+ public:
+  MetricsServer();
+  ~MetricsServer();
+  // Listens on `address`:`port` (0: any free port) and serves /metrics from `text` and /healthz.
+  absl::Status Start(const std::string& address, int port, std::function<std::string()> text);
+  int port() const { return port_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace tessera::agent

@@ -1,0 +1,74 @@
+#include "agent/metrics/agent_metrics.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+
+namespace tessera::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
+  GpuUse g0{0, "GPU-a", true, "", {}};
+  GpuUse::Pod share;
+  share.ns = "team";
+  share.name = "infer";
+  share.uid = "u1";
+  share.sharing = Sharing::kShim;
+  share.memory_mib = 4096;
+  share.compute_milli = 300;
+  share.used_bytes = 1 << 20;
+  share.oom_count = 2;
+  share.processes = 1;
+  g0.pods.push_back(share);
+  GpuUse g1{1, "GPU-b", false, "", {}};
+  GpuUse::Pod whole;
+  whole.ns = "team";
+  whole.name = "train \"x\"";
+  whole.exclusive = true;
+  whole.memory_mib = 81920;
+  whole.compute_milli = 1000;
+  g1.pods.push_back(whole);
+  const std::string text = MetricsText({g0, g1}, {"n1", 5, 1, 3});
+  EXPECT_THAT(text,
+              HasSubstr("# TYPE tessera_agent_gpu_healthy gauge\n"
+                        "tessera_agent_gpu_healthy{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\"} 1\n"
+                        "tessera_agent_gpu_healthy{node=\"n1\",gpu=\"1\",uuid=\"GPU-b\"} 0\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_memory_granted_bytes{node=\"n1\",gpu=\"0\","
+                              "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} "
+                              "4294967296\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_compute_granted_permille{node=\"n1\","
+                              "gpu=\"0\",uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\","
+                              "sharing=\"shim\"} 300\n"));
+  EXPECT_THAT(text, HasSubstr("pod=\"train \\\"x\\\"\",sharing=\"whole\"} 85899345920\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_memory_used_bytes{node=\"n1\",gpu=\"0\","
+                              "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} "
+                              "1048576\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tessera_agent_pod_gpu_cap_refusals_total{node=\"n1\",gpu=\"0\","
+                        "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} 2\n"));
+  // A whole GPU has no shim accounting.
+  EXPECT_THAT(text,
+              Not(HasSubstr("tessera_agent_pod_gpu_memory_used_bytes{node=\"n1\",gpu=\"1\"")));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_gpu_pods{node=\"n1\",gpu=\"1\",uuid=\"GPU-b\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_containers_delivered_total{node=\"n1\"} 5\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_containers_refused_total{node=\"n1\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_reaped_processes_total{node=\"n1\"} 3\n"));
+}
+
+TEST(AgentMetrics, ServesTheTextOverHttp) {
+  MetricsServer server;
+  ASSERT_TRUE(server.Start("127.0.0.1", 0, [] { return std::string("m 1\n"); }).ok());
+  ASSERT_GT(server.port(), 0);
+  httplib::Client client("127.0.0.1", server.port());
+  auto got = client.Get("/metrics");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, 200);
+  EXPECT_EQ(got->body, "m 1\n");
+  EXPECT_EQ(got->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+}  // namespace
+}  // namespace tessera::agent

@@ -1,0 +1,509 @@
+#include "agent/pods/pod_manager.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent/discovery/fake_gpus_file.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "core/model/mig.h"
+#include "records/names.h"
+#include "shim/contract.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes `text` to `path` unless it already holds exactly that (atomic: temp file and rename).
+absl::Status WriteIfChanged(const fs::path& path, const std::string& text) {
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (in) {
+      std::stringstream have;
+      have << in.rdbuf();
+      if (have.str() == text) return absl::OkStatus();
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  if (ec) {
+    return absl::InternalError(
+        StrCat("cannot create ", path.parent_path().string(), ": ", ec.message()));
+  }
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      return absl::InternalError(StrCat("cannot write ", tmp.string(), ": ", std::strerror(errno)));
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) return absl::InternalError(StrCat("cannot write ", path.string(), ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+// The utilisation source when there is none: the controller still tiles the windows.
+class NoUtilization : public shim::UtilizationSource {
+ public:
+  absl::StatusOr<std::vector<shim::PidUtilization>> Sample(const std::string&) override {
+    return absl::UnavailableError("no NVML");
+  }
+};
+
+shim::ShareLimits LimitsOf(const PodGrant& grant, const GrantedGpu& g) {
+  shim::ShareLimits l;
+  l.memory_limit_bytes = static_cast<uint64_t>(g.assigned.grant.memory_mib) << 20;
+  const int32_t c = g.assigned.grant.compute_milli;  // milli-GPU is permille of the GPU
+  l.compute_limit_permille = c > 0 && c < 1000 ? static_cast<uint32_t>(c) : 0;
+  l.compute_mode =
+      grant.work_conserving ? shim::ComputeMode::kWorkConserving : shim::ComputeMode::kHardCap;
+  return l;
+}
+
+// An MPS client's share: its active-thread percentage (a compute share, else all) and memory.
+mps::ClientShare MpsShareOf(const GrantedGpu& g) {
+  mps::ClientShare s;
+  const int32_t c = g.assigned.grant.compute_milli;
+  s.active_thread_percentage = c > 0 && c < 1000 ? std::max(1, c / 10) : 100;
+  s.pinned_memory_mib = static_cast<uint64_t>(std::max<int64_t>(0, g.assigned.grant.memory_mib));
+  return s;
+}
+
+void RemovePodFiles(const std::string& pods_dir, const std::string& uid) {
+  if (!ValidPodUid(uid)) return;
+  const std::string dir = PodDir(pods_dir, uid);
+  if (absl::Status s = shim::RemovePodSegments(dir); !s.ok()) {
+    spdlog::warn("removing the segments of pod {}: {}", uid, s.message());
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) spdlog::warn("removing {}: {}", dir, ec.message());
+}
+
+}  // namespace
+
+bool ValidPodUid(std::string_view uid) {
+  if (uid.size() != 36) return false;
+  for (size_t i = 0; i < uid.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? uid[i] != '-' : !std::isxdigit(static_cast<unsigned char>(uid[i]))) return false;
+  }
+  return true;
+}
+
+PodManager::PodManager(PodManagerOptions options, MigReconfigurer* mig,
+                       shim::UtilizationSource* utilization)
+    : options_(std::move(options)), mig_(mig), utilization_(utilization) {}
+
+PodManager::~PodManager() = default;  // segments unmap; daemons and files stay for the next agent
+
+void PodManager::SetGpus(std::shared_ptr<const NodeGpus> gpus) {
+  std::lock_guard<std::mutex> lock(mu_);
+  gpus_ = std::move(gpus);
+  options_.edits.driver_version = gpus_ ? gpus_->driver_version : "";
+}
+
+void PodManager::SetDriver(DriverLibraries driver) {
+  std::lock_guard<std::mutex> lock(mu_);
+  options_.edits.driver = std::move(driver);
+}
+
+size_t PodManager::pod_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pods_.size();
+}
+
+absl::StatusOr<std::optional<ContainerEdits>> PodManager::Prepare(const PodRef& pod) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<std::optional<ContainerEdits>> edits = PrepareLocked(pod);
+  if (!edits.ok()) {
+    ++refused_;
+  } else if (edits->has_value()) {
+    ++prepared_;
+  }
+  return edits;
+}
+
+absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const PodRef& pod) {
+  auto record = pod.annotations.find(std::string(records::kAssignmentAnnotation));
+  if (record == pod.annotations.end()) return std::optional<ContainerEdits>();
+  if (auto it = pods_.find(pod.uid);
+      it != pods_.end() && it->second.grant.record == record->second) {
+    return std::optional<ContainerEdits>(it->second.edits);
+  }
+  if (!gpus_) return absl::UnavailableError("the agent has not discovered this node's GPUs yet");
+  TESSERA_ASSIGN_OR_RETURN(std::optional<PodGrant> grant,
+                           ResolveGrant(pod, options_.node_name, *gpus_));
+  if (!grant) return std::optional<ContainerEdits>();
+  if (!ValidPodUid(pod.uid)) {
+    return absl::InvalidArgumentError(
+        StrCat("pod ", pod.Name(), " has no usable UID (\"", pod.uid, "\") for its files"));
+  }
+  TESSERA_RETURN_IF_ERROR(CheckNotGivenLocked(*grant));
+  if (grant->has_mig()) TESSERA_RETURN_IF_ERROR(CarryOutMigPlan(&*grant));
+
+  // A GPU serves MPS pods or shim pods, not both.
+  for (const GrantedGpu& g : grant->gpus) {
+    if (!g.share()) continue;
+    for (const auto& [uid, other] : pods_) {
+      if (uid == pod.uid || other.grant.sharing == grant->sharing ||
+          other.grant.sharing == Sharing::kNone) {
+        continue;
+      }
+      for (const GrantedGpu& og : other.grant.gpus) {
+        if (og.share() && og.gpu.spec.uuid == g.gpu.spec.uuid) {
+          return absl::FailedPreconditionError(
+              StrCat("pod ", pod.Name(), " wants its share of GPU ", g.gpu.spec.index, " (",
+                     g.gpu.spec.uuid, ") enforced by ", SharingName(grant->sharing), ", but pod ",
+                     other.grant.pod.Name(), " runs there with ", SharingName(other.grant.sharing),
+                     "; a GPU serves MPS pods or shim pods, not both (",
+                     records::kGpuSharingAnnotation, ")"));
+        }
+      }
+    }
+  }
+
+  const bool known = pods_.contains(pod.uid);
+  TESSERA_RETURN_IF_ERROR(
+      WriteIfChanged(AssignmentFile(options_.edits.pods_dir, pod.uid), record->second));
+  Prepared p;
+  if (grant->sharing == Sharing::kShim) {
+    const std::string dir = PodDir(options_.edits.pods_dir, pod.uid);
+    for (const GrantedGpu& g : grant->gpus) {
+      if (!g.share()) continue;
+      shim::SegmentOptions so;
+      so.pod_uid = pod.uid;
+      so.limits = LimitsOf(*grant, g);
+      so.slots = options_.ledger_slots;
+      absl::StatusOr<std::unique_ptr<shim::Segment>> seg =
+          shim::Segment::Create(dir, g.gpu.spec.uuid, so);
+      if (!seg.ok()) {
+        p.segments.clear();
+        if (!known) RemovePodFiles(options_.edits.pods_dir, pod.uid);
+        return absl::InternalError(StrCat("pod ", pod.Name(), ": cannot create the share of GPU ",
+                                          g.gpu.spec.uuid, ": ", seg.status().message()));
+      }
+      p.segments.push_back(std::move(*seg));
+    }
+  }
+  std::optional<mps::ContainerEdits> mps_edits;
+  if (grant->sharing == Sharing::kMps) {
+    absl::StatusOr<mps::ContainerEdits> joined = JoinMps(*grant);
+    if (!joined.ok()) {
+      if (!known) RemovePodFiles(options_.edits.pods_dir, pod.uid);
+      return joined.status();
+    }
+    mps_edits = std::move(*joined);
+  }
+  absl::StatusOr<ContainerEdits> edits =
+      ContainerEditsFor(*grant, options_.edits, mps_edits ? &*mps_edits : nullptr);
+  if (!edits.ok()) {
+    p.segments.clear();
+    if (!known) {
+      RemovePodFiles(options_.edits.pods_dir, pod.uid);
+      StopIdleMpsLocked();
+    }
+    return edits.status();
+  }
+  p.grant = std::move(*grant);
+  p.edits = *edits;
+  pods_[pod.uid] = std::move(p);
+  return std::optional<ContainerEdits>(std::move(*edits));
+}
+
+absl::Status PodManager::CheckNotGivenLocked(const PodGrant& grant) const {
+  for (const GrantedGpu& g : grant.gpus) {
+    const std::string gpu = StrCat("GPU ", g.gpu.spec.index, " (", g.gpu.spec.uuid, ")");
+    int64_t memory_mib = g.share() ? g.assigned.grant.memory_mib : 0;
+    int64_t compute_milli = g.share() ? g.assigned.grant.compute_milli : 0;
+    for (const auto& [uid, other] : pods_) {
+      if (uid == grant.pod.uid) continue;
+      for (const GrantedGpu& og : other.grant.gpus) {
+        if (og.gpu.spec.uuid != g.gpu.spec.uuid) continue;
+        std::string held;
+        if (g.mig() || og.mig()) {
+          if (g.mig() && og.mig() && g.assigned.mig_profile == og.assigned.mig_profile &&
+              g.assigned.mig_start == og.assigned.mig_start) {
+            held = StrCat("its MIG instance ", g.assigned.mig_profile, "@", g.assigned.mig_start);
+          }
+        } else if (!g.share() || !og.share()) {
+          held = og.share() ? "a share of it" : "all of it";
+        } else {
+          memory_mib += og.assigned.grant.memory_mib;
+          compute_milli += og.assigned.grant.compute_milli;
+        }
+        if (!held.empty()) {
+          return absl::FailedPreconditionError(
+              StrCat("pod ", grant.pod.Name(), " is assigned ", gpu, ", but pod ",
+                     other.grant.pod.Name(), " holds ", held,
+                     " on this node; the agent never "
+                     "gives a GPU twice (was the record written by tessera's scheduler?)"));
+        }
+      }
+    }
+    if (memory_mib > g.gpu.spec.memory_mib || compute_milli > 1000) {
+      return absl::FailedPreconditionError(
+          StrCat("pod ", grant.pod.Name(), " is assigned a share of ", gpu,
+                 " that, with the shares "
+                 "running there, comes to ",
+                 memory_mib, " MiB of its ", g.gpu.spec.memory_mib, " MiB and ", compute_milli / 10,
+                 "% of its compute; the agent never over-commits a GPU "
+                 "(was the record written by tessera's scheduler?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PodManager::CarryOutMigPlan(PodGrant* grant) {
+  for (GrantedGpu& g : grant->gpus) {
+    if (!g.mig()) continue;
+    const std::string instance = StrCat(g.assigned.mig_profile, "@", g.assigned.mig_start);
+    if (FindMigInstance(g.gpu, g.assigned.mig_profile, g.assigned.mig_start) >= 0) {
+      continue;  // configured already (the plan ran for an earlier container, or by mig-parted)
+    }
+    if (mig_ == nullptr) {
+      return absl::UnimplementedError(
+          StrCat("pod ", grant->pod.Name(), " needs MIG instance ", instance, " created on GPU ",
+                 g.gpu.spec.uuid, ", and this node's GPU backend cannot reconfigure MIG"));
+    }
+    // Never take an instance from a running pod.
+    for (const records::MigInstanceRecord& d : grant->assignment.mig_destroy) {
+      for (const auto& [uid, other] : pods_) {
+        for (const GrantedGpu& og : other.grant.gpus) {
+          if (og.mig() && og.gpu.spec.uuid == g.gpu.spec.uuid &&
+              og.assigned.mig_profile == d.profile && og.assigned.mig_start == d.start) {
+            return absl::FailedPreconditionError(
+                StrCat("pod ", grant->pod.Name(), ": its MIG plan destroys instance ", d.profile,
+                       "@", d.start, " of GPU ", g.gpu.spec.uuid, ", which pod ",
+                       other.grant.pod.Name(), " holds"));
+          }
+        }
+      }
+    }
+    absl::StatusOr<DiscoveredGpu> after = mig_->ReconfigureMig(
+        g.gpu.spec.uuid, grant->assignment.mig_destroy,
+        records::MigInstanceRecord{g.assigned.mig_profile, g.assigned.mig_start});
+    if (!after.ok()) {
+      return absl::Status(after.status().code(),
+                          StrCat("pod ", grant->pod.Name(), ": creating MIG instance ", instance,
+                                 " on GPU ", g.gpu.spec.uuid, ": ", after.status().message()));
+    }
+    const int k = FindMigInstance(*after, g.assigned.mig_profile, g.assigned.mig_start);
+    if (k < 0) {
+      return absl::InternalError(StrCat("pod ", grant->pod.Name(), ": MIG instance ", instance,
+                                        " is not on GPU ", g.gpu.spec.uuid, " after creating it"));
+    }
+    std::vector<std::string> destroyed;
+    for (const auto& d : grant->assignment.mig_destroy)
+      destroyed.push_back(StrCat(d.profile, "@", d.start));
+    spdlog::info("pod {}: MIG instance {} created on GPU {} ({}){}", grant->pod.Name(), instance,
+                 g.gpu.spec.index, g.gpu.spec.uuid,
+                 static_cast<size_t>(k) < after->mig_uuids.size() ? after->mig_uuids[k] : "",
+                 destroyed.empty() ? "" : StrCat(", after destroying ", StrJoin(destroyed, ", ")));
+    g.gpu = *after;
+    g.mig_uuid = static_cast<size_t>(k) < after->mig_uuids.size() ? after->mig_uuids[k] : "";
+    // The node's view follows at once (discovery republishes it).
+    if (gpus_) {
+      auto next = std::make_shared<NodeGpus>(*gpus_);
+      for (DiscoveredGpu& dg : next->gpus) {
+        if (dg.spec.uuid == after->spec.uuid) dg = *after;
+      }
+      gpus_ = std::move(next);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<mps::ContainerEdits> PodManager::JoinMps(const PodGrant& grant) {
+  const GrantedGpu& g = grant.gpus.front();
+  const std::string& uuid = g.gpu.spec.uuid;
+  auto it = mps_.find(uuid);
+  if (it == mps_.end()) {
+    absl::StatusOr<std::unique_ptr<mps::MpsDaemon>> d = mps::MpsDaemon::Start(uuid, options_.mps);
+    if (!d.ok()) {
+      return absl::Status(d.status().code(),
+                          StrCat("pod ", grant.pod.Name(), ": cannot run the MPS daemon of GPU ",
+                                 g.gpu.spec.index, " (", uuid, "): ", d.status().message()));
+    }
+    spdlog::info("MPS daemon of GPU {} ({}) {}", g.gpu.spec.index, uuid,
+                 (*d)->adopted() ? "adopted (already running)" : "started");
+    it = mps_.emplace(uuid, std::move(*d)).first;
+  }
+  // The daemon's defaults: the largest share of the GPU's MPS pods, this one included.
+  mps::ClientShare mine = MpsShareOf(g);
+  int atp = mine.active_thread_percentage;
+  uint64_t memory = mine.pinned_memory_mib;
+  for (const auto& [uid, other] : pods_) {
+    if (other.grant.sharing != Sharing::kMps || other.grant.gpus.front().gpu.spec.uuid != uuid) {
+      continue;
+    }
+    mps::ClientShare s = MpsShareOf(other.grant.gpus.front());
+    atp = std::max(atp, s.active_thread_percentage);
+    memory = std::max(memory, s.pinned_memory_mib);
+  }
+  if (absl::Status s = it->second->SetCeilings(atp, memory); !s.ok()) {
+    return absl::Status(s.code(), StrCat("pod ", grant.pod.Name(), ": the MPS daemon of GPU ", uuid,
+                                         ": ", s.message()));
+  }
+  return it->second->EditsFor(mine);
+}
+
+void PodManager::Release(const std::string& uid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReleaseLocked(uid);
+  StopIdleMpsLocked();
+}
+
+void PodManager::ReleaseLocked(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it != pods_.end()) {
+    spdlog::info("pod {} ended: its GPU files go", it->second.grant.pod.Name());
+    pods_.erase(it);  // unmaps its segments
+  }
+  RemovePodFiles(options_.edits.pods_dir, uid);
+}
+
+void PodManager::StopIdleMpsLocked() {
+  for (auto it = mps_.begin(); it != mps_.end();) {
+    bool used = false;
+    for (const auto& [uid, p] : pods_) {
+      used |= p.grant.sharing == Sharing::kMps && p.grant.gpus.front().gpu.spec.uuid == it->first;
+    }
+    if (used) {
+      ++it;
+      continue;
+    }
+    if (absl::Status s = it->second->Stop(); !s.ok()) {
+      spdlog::warn("stopping the MPS daemon of GPU {}: {}", it->first, s.message());
+    } else {
+      spdlog::info("MPS daemon of GPU {} stopped (no MPS pod left)", it->first);
+    }
+    it = mps_.erase(it);
+  }
+}
+
+void PodManager::Synchronize(const std::vector<PodRef>& live) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> uids;
+  for (const PodRef& p : live) uids.insert(p.uid);
+  std::vector<std::string> gone;
+  for (const auto& [uid, p] : pods_) {
+    if (!uids.contains(uid)) gone.push_back(uid);
+  }
+  for (const std::string& uid : gone) ReleaseLocked(uid);
+  // Files of pods the runtime no longer has (removed while no agent was running).
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.edits.pods_dir, ec)) {
+    const std::string uid = entry.path().filename().string();
+    if (entry.is_directory() && !uids.contains(uid) && ValidPodUid(uid)) {
+      spdlog::info("removing the files of pod {}, which the runtime no longer has", uid);
+      RemovePodFiles(options_.edits.pods_dir, uid);
+    }
+  }
+  // Running pods this agent has not served yet (it restarted): take them back.
+  int adopted = 0;
+  for (const PodRef& p : live) {
+    if (pods_.contains(p.uid) ||
+        !p.annotations.contains(std::string(records::kAssignmentAnnotation))) {
+      continue;
+    }
+    absl::StatusOr<std::optional<ContainerEdits>> e = PrepareLocked(p);
+    if (!e.ok()) {
+      spdlog::warn("pod {} runs, but its GPUs cannot be served again: {}", p.Name(),
+                   e.status().message());
+    } else if (e->has_value()) {
+      ++adopted;
+    }
+  }
+  // MPS daemons an earlier agent left for GPUs without MPS pods now.
+  for (const auto& entry : fs::directory_iterator(options_.mps.root, ec)) {
+    const std::string uuid = entry.path().filename().string();
+    if (!IsGpuUuid(uuid) || mps_.contains(uuid)) continue;
+    if (!fs::exists(entry.path() / "pipe" / "control", ec)) continue;
+    absl::StatusOr<std::unique_ptr<mps::MpsDaemon>> d = mps::MpsDaemon::Start(uuid, options_.mps);
+    if (d.ok()) mps_.emplace(uuid, std::move(*d));
+  }
+  StopIdleMpsLocked();
+  spdlog::info("synchronized with the runtime: {} pod(s), {} with GPUs served ({} taken back)",
+               live.size(), pods_.size(), adopted);
+}
+
+void PodManager::Maintain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::vector<shim::Segment*>> capped;  // by GPU UUID
+  for (auto& [uid, p] : pods_) {
+    for (auto& seg : p.segments) {
+      shim::ReapResult r = seg->Reap(options_.proc_root);
+      if (r.slots > 0) {
+        reaped_slots_ += r.slots;
+        spdlog::info("pod {}: {} dead process(es) gave back {} bytes of GPU {}", p.grant.pod.Name(),
+                     r.slots, r.bytes, seg->gpu_uuid());
+      }
+      if (seg->limits().compute_limit() > 0) capped[seg->gpu_uuid()].push_back(seg.get());
+    }
+  }
+  NoUtilization none;
+  for (auto& [uuid, segs] : capped) {
+    controller_.Step(uuid, segs, utilization_ ? *utilization_ : none);
+  }
+}
+
+void PodManager::RunMaintenance(const std::atomic<bool>& stop) {
+  const auto interval = std::chrono::milliseconds(shim::contract::kMaintenanceIntervalMs);
+  auto next = std::chrono::steady_clock::now();
+  while (!stop.load()) {
+    Maintain();
+    next += interval;
+    while (!stop.load() && std::chrono::steady_clock::now() < next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    if (std::chrono::steady_clock::now() > next + interval) next = std::chrono::steady_clock::now();
+  }
+}
+
+std::vector<GpuUse> PodManager::Use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<GpuUse> out;
+  if (!gpus_) return out;
+  for (const DiscoveredGpu& g : gpus_->gpus) {
+    GpuUse u;
+    u.index = g.spec.index;
+    u.uuid = g.spec.uuid;
+    u.healthy = g.health.healthy;
+    if (mps_.contains(g.spec.uuid)) u.mps = "running";
+    for (const auto& [uid, p] : pods_) {
+      for (const GrantedGpu& gg : p.grant.gpus) {
+        if (gg.gpu.spec.uuid != g.spec.uuid) continue;
+        GpuUse::Pod pod;
+        pod.ns = p.grant.pod.ns;
+        pod.name = p.grant.pod.name;
+        pod.uid = uid;
+        pod.sharing = gg.share() ? p.grant.sharing : Sharing::kNone;
+        pod.exclusive = gg.assigned.grant.exclusive;
+        if (gg.mig()) pod.mig = StrCat(gg.assigned.mig_profile, "@", gg.assigned.mig_start);
+        pod.memory_mib = gg.assigned.grant.memory_mib;
+        pod.compute_milli = gg.assigned.grant.compute_milli;
+        for (const auto& seg : p.segments) {
+          if (seg->gpu_uuid() != g.spec.uuid) continue;
+          shim::SegmentInfo info = seg->Inspect();
+          pod.used_bytes = static_cast<int64_t>(info.used_bytes);
+          pod.oom_count = info.oom_count;
+          for (const auto& proc : info.processes) pod.processes += proc.alive ? 1 : 0;
+        }
+        u.pods.push_back(std::move(pod));
+      }
+    }
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+}  // namespace tessera::agent

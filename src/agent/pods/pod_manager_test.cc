@@ -1,0 +1,360 @@
+#include "agent/pods/pod_manager.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "agent/discovery/fake_discovery.h"
+#include "agent/discovery/fake_gpus_file.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "shim/ledger.h"
+
+namespace tessera::agent {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+std::string Uuid(int i) { return "GPU-6f1c2a9e-0000-4000-8000-00000000000" + std::to_string(i); }
+std::string Uid(int i) { return "0f5e3a8c-5f2b-4c1e-9d7a-2b6c8e1f4a" + std::to_string(10 + i); }
+
+// Two H100s: GPU 0 plain, GPU 1 in MIG mode with 1g.10gb at slices 0 and 1.
+constexpr char kGpusFile[] = R"({"version": 1, "driver_version": "580.95.05", "gpus": [
+  {"index": 0, "uuid": "GPU-6f1c2a9e-0000-4000-8000-000000000000", "model": "H100-80GB",
+   "memory_mib": 81559},
+  {"index": 1, "uuid": "GPU-6f1c2a9e-0000-4000-8000-000000000001", "model": "H100-80GB",
+   "memory_mib": 81559, "mig": {"enabled": true, "instances": [
+     {"profile": "1g.10gb", "start": 0}, {"profile": "1g.10gb", "start": 1}]}}],
+ "links": [["X", "NV18"], ["NV18", "X"]]})";
+
+records::AssignedGpu Share(int gpu, int64_t memory_mib, int32_t compute_milli = 0) {
+  records::AssignedGpu g;
+  g.grant.gpu = gpu;
+  g.grant.memory_mib = memory_mib;
+  g.grant.compute_milli = compute_milli;
+  g.uuid = Uuid(gpu);
+  return g;
+}
+
+records::AssignedGpu Mig(int gpu, const std::string& profile, int start) {
+  records::AssignedGpu g;
+  g.grant.gpu = gpu;
+  g.grant.exclusive = true;
+  g.uuid = Uuid(gpu);
+  g.mig_profile = profile;
+  g.mig_start = start;
+  return g;
+}
+
+PodRef Pod(int i, records::Assignment a, std::map<std::string, std::string> more = {}) {
+  a.node = "n1";
+  PodRef p{"team", "p" + std::to_string(i), Uid(i), std::move(more)};
+  p.annotations["tessera.dev/assignment"] = records::AssignmentToJson(a);
+  return p;
+}
+PodRef Pod(int i, std::vector<records::AssignedGpu> gpus,
+           std::map<std::string, std::string> more = {}) {
+  records::Assignment a;
+  a.gpus = std::move(gpus);
+  return Pod(i, std::move(a), std::move(more));
+}
+
+std::string Env(const ContainerEdits& e, const std::string& key) {
+  for (const auto& [k, v] : e.env) {
+    if (k == key) return v;
+  }
+  return "(unset)";
+}
+
+class PodManagerTest : public ::testing::Test {
+ protected:
+  PodManagerTest() {
+    char tmpl[] = "/tmp/tessera-pods-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    gpus_file_ = dir_ / "gpus.json";
+    std::ofstream(gpus_file_) << kGpusFile;
+    fs::create_directories(dir_ / "dev");
+    for (const char* n : {"nvidia0", "nvidia1", "nvidiactl"}) {
+      fs::create_symlink("/dev/null", dir_ / "dev" / n);
+    }
+    options_.node_name = "n1";
+    options_.edits.dev_dir = (dir_ / "dev").string();
+    options_.edits.pods_dir = (dir_ / "pods").string();
+    options_.edits.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
+    options_.edits.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
+    options_.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
+    options_.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
+    options_.ledger_slots = 8;
+    options_.mps.control = TESSERA_FAKE_MPS_CONTROL;
+    options_.mps.root = (dir_ / "mps").string();
+    options_.mps.exclusive_command = {
+        TESSERA_FAKE_MPS_CONTROL, "--as-nvidia-smi", "-i", "{uuid}", "-c", "EXCLUSIVE_PROCESS"};
+    options_.mps.restore_command = {
+        TESSERA_FAKE_MPS_CONTROL, "--as-nvidia-smi", "-i", "{uuid}", "-c", "DEFAULT"};
+    options_.mps.private_shm = false;
+    ::setenv("FAKE_SMI_LOG", (dir_ / "smi.log").c_str(), 1);
+  }
+  ~PodManagerTest() override {
+    // No MPS daemon outlives the test, whatever failed.
+    for (const auto& entry : fs::directory_iterator(dir_ / "mps", ec_)) {
+      if (fs::exists(entry.path() / "pipe" / "control", ec_)) {
+        auto d = mps::MpsDaemon::Start(entry.path().filename().string(), options_.mps);
+        if (d.ok()) (void)(*d)->Stop();
+      }
+    }
+    fs::remove_all(dir_, ec_);
+  }
+
+  std::shared_ptr<const NodeGpus> Gpus() {
+    FakeDiscovery d(gpus_file_.string());
+    absl::StatusOr<NodeGpus> n = d.Discover();
+    EXPECT_TRUE(n.ok()) << n.status();
+    return std::make_shared<const NodeGpus>(*n);
+  }
+  std::unique_ptr<PodManager> Manager(MigReconfigurer* mig = nullptr) {
+    auto m = std::make_unique<PodManager>(options_, mig);
+    m->SetGpus(Gpus());
+    return m;
+  }
+  std::string PodDir(int i) const { return options_.edits.pods_dir + "/" + Uid(i); }
+
+  std::error_code ec_;
+  fs::path dir_, gpus_file_;
+  PodManagerOptions options_;
+};
+
+TEST_F(PodManagerTest, AShimShareHasItsSegmentWhileItRunsAndNothingAfter) {
+  auto m = Manager();
+  PodRef pod = Pod(1, {Share(0, 4096, 300)});
+  absl::StatusOr<std::optional<ContainerEdits>> e = m->Prepare(pod);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_TRUE(e->has_value());
+  EXPECT_EQ(Env(**e, "TESSERA_GPU_SHARING"), "shim");
+  const std::string limits = PodDir(1) + "/limits/" + Uuid(0) + ".limits";
+  ASSERT_TRUE(fs::exists(limits));
+  EXPECT_TRUE(fs::exists(PodDir(1) + "/ledger/" + Uuid(0) + ".ledger"));
+  auto seg = shim::Segment::Open(PodDir(1), Uuid(0));
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  EXPECT_EQ((*seg)->Inspect().limits.memory_limit_bytes, 4096ull << 20);
+  EXPECT_EQ((*seg)->Inspect().limits.compute_limit_permille, 300u);
+  EXPECT_EQ((*seg)->Inspect().pod_uid, Uid(1));
+  seg->reset();
+
+  // A second container of the pod: the same edits, the same files.
+  absl::StatusOr<std::optional<ContainerEdits>> again = m->Prepare(pod);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->mounts, (*e)->mounts);
+  EXPECT_EQ(m->prepared(), 2);
+
+  std::vector<GpuUse> use = m->Use();
+  ASSERT_EQ(use.size(), 2u);
+  ASSERT_EQ(use[0].pods.size(), 1u);
+  EXPECT_EQ(use[0].pods[0].name, "p1");
+  EXPECT_EQ(use[0].pods[0].sharing, Sharing::kShim);
+  EXPECT_EQ(use[0].pods[0].memory_mib, 4096);
+  EXPECT_EQ(use[0].pods[0].used_bytes, 0);
+  EXPECT_TRUE(use[1].pods.empty());
+
+  m->Release(Uid(1));
+  EXPECT_FALSE(fs::exists(PodDir(1)));
+  EXPECT_EQ(m->pod_count(), 0u);
+}
+
+// Records the scheduler did not write (admission should have refused them): the node never gives
+// what another pod holds, nor more than a GPU has.
+TEST_F(PodManagerTest, NothingIsGivenTwice) {
+  auto m = Manager();
+  records::AssignedGpu whole = Share(0, 81559, 1000);
+  whole.grant.exclusive = true;
+  ASSERT_TRUE(m->Prepare(Pod(1, {whole})).ok());
+  absl::StatusOr<std::optional<ContainerEdits>> e = m->Prepare(Pod(2, {whole}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("pod team/p2 is assigned GPU 0 (" + Uuid(0) +
+                        "), but pod team/p1 holds "
+                        "all of it on this node; the agent never gives a GPU twice"));
+  e = m->Prepare(Pod(3, {Share(0, 1024)}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("but pod team/p1 holds all of it"));
+  EXPECT_FALSE(fs::exists(PodDir(2)));
+  m->Release(Uid(1));
+
+  ASSERT_TRUE(m->Prepare(Pod(4, {Share(0, 60000, 600)})).ok());
+  e = m->Prepare(Pod(5, {Share(0, 30000)}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("comes to 90000 MiB of its 81559 MiB and 60% of its compute; the agent "
+                        "never over-commits a GPU"));
+  e = m->Prepare(Pod(6, {Share(0, 1000, 500)}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("110% of its compute"));
+  e = m->Prepare(Pod(7, {whole}));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("holds a share of it"));
+  EXPECT_TRUE(m->Prepare(Pod(8, {Share(0, 20000, 400)})).ok());  // what fits, fits
+}
+
+// A process of the pod that is SIGKILLed while it holds memory gives it back at the next
+// maintenance step.
+TEST_F(PodManagerTest, MaintenanceGivesBackWhatAKilledProcessHeld) {
+  auto m = Manager();
+  ASSERT_TRUE(m->Prepare(Pod(1, {Share(0, 4096)})).ok());
+  const std::string ledger = PodDir(1) + "/ledger/" + Uuid(0) + ".ledger";
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::string err;
+    auto l = shim::Ledger::Open(ledger, &err);
+    if (l == nullptr || !l->Claim(shim::ProcessIdentity::Current(), &err) ||
+        !l->TryCharge(3ull << 30, 4ull << 30)) {
+      ::_exit(1);
+    }
+    char ok = 'k';
+    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  m->Maintain();
+  EXPECT_EQ(m->Use()[0].pods[0].used_bytes, 3ll << 30);
+  EXPECT_EQ(m->Use()[0].pods[0].processes, 1u);
+  ASSERT_EQ(::kill(child, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  m->Maintain();
+  EXPECT_EQ(m->Use()[0].pods[0].used_bytes, 0);
+  EXPECT_EQ(m->reaped_slots(), 1);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+// An agent that restarts takes back the running pods (their segments and what they hold) and
+// removes the files of pods that ended while it was away.
+TEST_F(PodManagerTest, ARestartedAgentTakesBackRunningPodsAndDropsEndedOnes) {
+  PodRef running = Pod(1, {Share(0, 4096)});
+  PodRef ended = Pod(2, {Share(0, 8192)});
+  // A process of the running pod holds 1 MiB (this test's process, through its own mapping).
+  std::unique_ptr<shim::Segment> process;
+  {
+    auto first = Manager();
+    ASSERT_TRUE(first->Prepare(running).ok());
+    ASSERT_TRUE(first->Prepare(ended).ok());
+    auto seg = shim::Segment::Open(PodDir(1), Uuid(0));
+    ASSERT_TRUE(seg.ok());
+    process = std::move(*seg);
+    std::string err;
+    ASSERT_TRUE(process->ledger().Claim(shim::ProcessIdentity::Current(), &err)) << err;
+    ASSERT_TRUE(process->ledger().TryCharge(1 << 20, 4096ull << 20));
+    // The agent is killed: nothing is released.
+  }
+  EXPECT_TRUE(fs::exists(PodDir(2)));
+  auto second = Manager();
+  second->Synchronize({running, PodRef{"kube-system", "dns", Uid(3), {}}});
+  EXPECT_EQ(second->pod_count(), 1u);
+  EXPECT_FALSE(fs::exists(PodDir(2)));
+  std::vector<GpuUse> use = second->Use();
+  ASSERT_EQ(use[0].pods.size(), 1u);
+  EXPECT_EQ(use[0].pods[0].used_bytes, 1 << 20);  // the ledger survived, untouched
+  // The pod's next container gets the same edits as before.
+  EXPECT_TRUE(second->Prepare(running).ok());
+}
+
+TEST_F(PodManagerTest, MpsPodsShareTheGpusDaemonAndNeverAGpuWithShimPods) {
+  auto m = Manager();
+  const std::map<std::string, std::string> mps = {{"tessera.dev/gpu-sharing", "mps"}};
+  absl::StatusOr<std::optional<ContainerEdits>> a = m->Prepare(Pod(1, {Share(0, 4096, 300)}, mps));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Env(**a, "TESSERA_GPU_SHARING"), "mps");
+  EXPECT_EQ(Env(**a, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "30");
+  EXPECT_FALSE(fs::exists(PodDir(1) + "/limits"));  // no shim segments for MPS
+  absl::StatusOr<std::optional<ContainerEdits>> b = m->Prepare(Pod(2, {Share(0, 8192, 700)}, mps));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(Env(**b, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "70");
+  EXPECT_EQ(m->Use()[0].mps, "running");
+
+  absl::StatusOr<std::optional<ContainerEdits>> shim = m->Prepare(Pod(3, {Share(0, 1024)}));
+  ASSERT_FALSE(shim.ok());
+  EXPECT_THAT(shim.status().message(), HasSubstr("wants its share of GPU 0 (" + Uuid(0) +
+                                                 ") enforced by shim, but pod "
+                                                 "team/p1 runs there with mps"));
+  EXPECT_FALSE(fs::exists(PodDir(3)));
+
+  m->Release(Uid(1));
+  EXPECT_EQ(m->Use()[0].mps, "running");
+  m->Release(Uid(2));
+  EXPECT_EQ(m->Use()[0].mps, "");  // the last MPS pod took the daemon with it
+  std::ifstream smi(dir_ / "smi.log");
+  std::string log((std::istreambuf_iterator<char>(smi)), {});
+  EXPECT_EQ(log, "-i " + Uuid(0) + " -c EXCLUSIVE_PROCESS\n-i " + Uuid(0) + " -c DEFAULT\n");
+  EXPECT_TRUE(m->Prepare(Pod(3, {Share(0, 1024)})).ok());  // the GPU serves shim pods again
+}
+
+TEST_F(PodManagerTest, AMigPlanIsCarriedOutBeforeTheContainerStarts) {
+  FakeDiscovery backend(gpus_file_.string());
+  auto m = Manager(&backend);
+  records::Assignment a;
+  a.gpus = {Mig(1, "3g.40gb", 0)};
+  a.mig_create = true;
+  a.mig_destroy = {{"1g.10gb", 0}, {"1g.10gb", 1}};
+  absl::StatusOr<std::optional<ContainerEdits>> e = m->Prepare(Pod(1, a));
+  ASSERT_TRUE(e.ok()) << e.status();
+  const std::string visible = Env(**e, "NVIDIA_VISIBLE_DEVICES");
+  EXPECT_TRUE(IsMigUuid(visible)) << visible;
+  EXPECT_EQ((*e)->devices[0].path, "/dev/nvidia1");
+  // The fake GPUs' state changed as the driver's would: discovery sees the new instance.
+  absl::StatusOr<NodeGpus> now = backend.Discover();
+  ASSERT_TRUE(now.ok()) << now.status();
+  ASSERT_EQ(now->gpus[1].spec.mig_layout.size(), 1u);
+  EXPECT_EQ(now->gpus[1].mig_uuids, std::vector<std::string>{visible});
+  // The pod's second container: no second plan.
+  absl::StatusOr<std::optional<ContainerEdits>> again = m->Prepare(Pod(1, a));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(Env(**again, "NVIDIA_VISIBLE_DEVICES"), visible);
+}
+
+TEST_F(PodManagerTest, AMigPlanNeverTakesAnInstanceARunningPodHolds) {
+  FakeDiscovery backend(gpus_file_.string());
+  auto m = Manager(&backend);
+  ASSERT_TRUE(m->Prepare(Pod(1, {Mig(1, "1g.10gb", 1)})).status().ok());
+  records::Assignment a;
+  a.gpus = {Mig(1, "3g.40gb", 0)};
+  a.mig_create = true;
+  a.mig_destroy = {{"1g.10gb", 0}, {"1g.10gb", 1}};
+  absl::StatusOr<std::optional<ContainerEdits>> e = m->Prepare(Pod(2, a));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("its MIG plan destroys instance 1g.10gb@1 of GPU " +
+                                              Uuid(1) + ", which pod team/p1 holds"));
+  absl::StatusOr<NodeGpus> now = backend.Discover();
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(now->gpus[1].spec.mig_layout.size(), 2u);  // untouched
+
+  // Without a backend that can reconfigure MIG, the pod is refused and says so.
+  auto plain = Manager();
+  e = plain->Prepare(Pod(3, a));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("this node's GPU backend cannot reconfigure MIG"));
+}
+
+TEST_F(PodManagerTest, APlanTheGpuCannotTakeLeavesTheFileAsItWas) {
+  FakeDiscovery backend(gpus_file_.string());
+  auto m = Manager(&backend);
+  records::Assignment a;
+  a.gpus = {Mig(1, "3g.40gb", 0)};
+  a.mig_create = true;
+  a.mig_destroy = {{"1g.10gb", 0}};  // slice 1 stays taken: 3g.40gb@0 overlaps it
+  absl::StatusOr<std::optional<ContainerEdits>> e = m->Prepare(Pod(1, a));
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("cannot be created on GPU " + Uuid(1)));
+  std::ifstream in(gpus_file_);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), kGpusFile);
+}
+
+}  // namespace
+}  // namespace tessera::agent
