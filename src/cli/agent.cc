@@ -281,8 +281,8 @@ int RunAgent(const AgentFlags& f) {
     dra_options.edits.shares.container_lib_dir = f.container_lib_dir;
     dra = std::make_unique<agent::dra::DraAgent>(**client, dra_options);
     options.extended_resources = false;
-    options.on_gpus = [&delivery, &dra](std::shared_ptr<const agent::NodeGpus> gpus) {
-      delivery.SetGpus(gpus);
+    options.on_gpus = [&pods, &dra](std::shared_ptr<const agent::NodeGpus> gpus) {
+      pods.SetGpus(gpus);
       dra->OnGpus(std::move(gpus));
     };
     dra_thread = std::thread([&] {

@@ -131,8 +131,8 @@ absl::StatusOr<CdiSpec> ClaimCdiSpec(const PreparedClaim& claim, const NodeGpus&
   e.env.push_back(StrCat(contract::kEnvSharing, "=shim"));
   if (shares.size() == 1) {
     const auto& [memory, compute] = shares.begin()->second;
-    if (memory > 0) e.env.push_back(StrCat(kEnvMemoryLimitMib, "=", memory));
-    if (compute > 0) e.env.push_back(StrCat(kEnvComputePercent, "=", compute));
+    if (memory > 0) e.env.push_back(StrCat(contract::kEnvMemoryLimitMib, "=", memory));
+    if (compute > 0) e.env.push_back(StrCat(contract::kEnvComputePercent, "=", compute));
   }
   if (!options.shares.shim) return spec;
   if (claim.share_dir.empty()) {

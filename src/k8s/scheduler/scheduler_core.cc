@@ -355,7 +355,7 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
   std::shared_ptr<const ClusterLedger::Allowed> allowed = ledger_.AllowedFor(*s.info);
   const std::string* nominated = preemption_.NominatedNode(key);
   const std::string before = nominated ? *nominated : s.info->nominated_node;
-  const auto start = std::chrono::steady_clock::now();
+  const DecisionStart start = StartDecision();
   Preemption::Decision d = preemption_.Plan(ledger_.mutable_engine(), *s.info,
                                             allowed ? &allowed->nodes : nullptr, clock_());
   Observe(start);
