@@ -133,7 +133,8 @@ absl::Status Planner::Load() {
       return absl::InvalidArgumentError(
           StrCat("the running pods do not fit the cluster together: ", s.message()));
     }
-    if (r.movable && !r.request.gang && !HoldsMig(r.placement)) {
+    if (r.movable && !r.request.gang && !HoldsMig(r.placement) &&
+        (r.request.priority <= first.priority || opts_.move_higher_priority)) {
       movable_.push_back(static_cast<int>(i));
     }
   }

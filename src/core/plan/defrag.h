@@ -26,7 +26,8 @@
 // b one (GPU 0); a 4-GPU pod waits. Site a needs 3 moves; site b needs 1: its share moves to
 // a's free GPU 3 (or beside one of a's shares), and the pod takes b. The plan: 1 move.
 //
-// What is movable: pods the caller marks movable. Gang members and pods holding a MIG instance
+// What is movable: pods the caller marks movable, of no higher priority than the target (unless
+// DefragOptions::move_higher_priority). Gang members and pods holding a MIG instance
 // are never moved (moving one member alone can break its gang's domain; a MIG instance moved is
 // a re-partition, planned elsewhere). A MIG target is refused (InvalidArgument).
 #pragma once
@@ -67,6 +68,8 @@ struct DefragOptions {
   int max_moves = 4;             // the move budget
   int64_t max_checks = 200'000;  // sets of pods checked before the search stops
   int64_t max_tries = 5'000;     // destinations tried per set beyond the engine's own choices
+  // Pods of a higher priority than the target are not moved for it, unless this is set.
+  bool move_higher_priority = false;
 };
 
 struct Move {

@@ -163,6 +163,29 @@ TEST(Defrag, PinnedPodsStayAndCapacityIsNamed) {
   EXPECT_THAT(never->reason, HasSubstr("impossible without more capacity: needs 6"));
 }
 
+TEST(Defrag, HigherPriorityPodsAreNotMovedForLowerOnes) {
+  World s(TwoFourGpuNodes());
+  PodRequest important = Pod("important", GpuAsk::Share(10 * kGi, 0));
+  important.priority = 100;
+  s.At(important, 0, 0b0001);
+  s.At(Pod("whole", GpuAsk::Whole(1)), 1, 0b0001);
+  DefragInput in = s.Input({Pod("t", GpuAsk::Whole(4))});
+  absl::StatusOr<DefragPlan> plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->verdict, DefragVerdict::kPlan);
+  EXPECT_EQ(plan->moves[0].pod, "whole");  // the cheaper share is not movable for t
+  in.target[0].priority = 100;
+  plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->moves[0].pod, "important");
+  DefragOptions any;
+  any.move_higher_priority = true;
+  in.target[0].priority = 0;
+  plan = PlanDefrag(in, any);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->moves[0].pod, "important");
+}
+
 TEST(Defrag, ABudgetTooSmallSaysSo) {
   // Every GPU holds a share: a 4-GPU pod needs four moves onto the other server's GPUs.
   World s(TwoFourGpuNodes());
