@@ -199,11 +199,21 @@ bool Planner::Greedy(const std::vector<Candidate>* site, const std::vector<int>&
     placed.push_back(in_.target[0].name);
     target->push_back(r.placement);
   } else {
+    // A policy that does not keep gangs together (whole-gpu) places members one by one and may
+    // leave some placed: all of them, or none.
     std::vector<core::PlacementResult> rs = engine_.PlaceGang(in_.target, Mode::kCommit, site);
-    if (rs.empty() || !rs[0].placed()) return false;
+    bool all = !rs.empty();
     for (size_t i = 0; i < rs.size(); ++i) {
+      if (!rs[i].placed()) {
+        all = false;
+        continue;
+      }
       placed.push_back(in_.target[i].name);
       target->push_back(rs[i].placement);
+    }
+    if (!all) {
+      undo();
+      return false;
     }
   }
   std::vector<int> order = movers;
@@ -316,8 +326,8 @@ std::string DescribeTarget(const std::vector<PodRequest>& target) {
   if (target.size() == 1 && !target[0].gang) {
     return StrCat("pod ", target[0].name, " (", core::DescribeAsk(target[0]), ")");
   }
-  return StrCat("gang ", target[0].gang->name, " (", target.size(), " pods of ",
-                core::DescribeAsk(target[0]), ")");
+  return StrCat("gang ", target[0].gang->name, " (", target.size(),
+                target.size() == 1 ? " pod of " : " pods of ", core::DescribeAsk(target[0]), ")");
 }
 
 absl::StatusOr<DefragPlan> Planner::Run() {
