@@ -66,6 +66,9 @@ class Planner {
   struct ToPlace {
     const PodRequest* request;
     const std::vector<Candidate>* site;
+    // Asks exactly what the one before asks (gang members, replicas): its destination is not
+    // before that one's, which skips every permutation of the same placements.
+    bool same_as_previous = false;
   };
 
   absl::Status Load();
@@ -281,6 +284,13 @@ bool Planner::Backtrack(std::vector<ToPlace>& order, size_t i, std::vector<Place
   if (i == order.size()) return true;
   const PodRequest& request = *order[i].request;
   for (const Candidate& option : Options(request, order[i].site)) {
+    if (order[i].same_as_previous) {
+      const Placement& prev = (*out)[i - 1];
+      if (std::make_pair(option.node.value(), option.gpu_mask) <
+          std::make_pair(prev.node.value(), prev.gpu_mask())) {
+        continue;
+      }
+    }
     if (--tries_left_ < 0) {
       tries_exhausted_ = true;
       return false;
@@ -308,6 +318,11 @@ bool Planner::TryPlace(const std::vector<Candidate>* site, const std::vector<int
   std::sort(sorted.begin(), sorted.end(),
             [&](int a, int b) { return Larger(in_.running[a].request, in_.running[b].request); });
   for (int i : sorted) order.push_back({&in_.running[i].request, nullptr});
+  for (size_t i = 1; i < order.size(); ++i) {
+    PodRequest a = *order[i].request;
+    a.name = order[i - 1].request->name;
+    order[i].same_as_previous = order[i].site == order[i - 1].site && a == *order[i - 1].request;
+  }
   std::vector<Placement> out(order.size());
   tries_left_ = opts_.max_tries;
   if (!Backtrack(order, 0, &out)) return false;
@@ -395,61 +410,65 @@ absl::StatusOr<DefragPlan> Planner::Run() {
       std::vector<Placement> target, moved;
     };
     std::optional<Best> best;
-    for (size_t s = 0; s < sites.size() && !stopped; ++s) {
-      const std::vector<Candidate>* site = whole_cluster ? nullptr : &sites[s];
-      const std::vector<int>& in = inside[s];
-      const std::vector<int>& out = outside[s];
-      for (int ks = std::min<int>(k, in.size()); ks >= 1 && !stopped; --ks) {
-        const int kc = k - ks;
-        if (kc > static_cast<int>(out.size())) continue;
-        ForEachSubset(in.size(), ks, [&](const std::vector<int>& si) {
-          std::vector<int> set;
-          int cost_s = 0;
-          for (int i : si) {
-            set.push_back(in[i]);
-            cost_s += WholeGpus(in_.running[in[i]].request);
-          }
-          if (best && cost_s >= best->cost) return true;
-          // The target must fit in the site once S is gone, whatever else moves.
-          if (++checks_ > opts_.max_checks) {
-            stopped = true;
-            return false;
-          }
-          Remove(set);
-          bool room = Greedy(site, {}, &target, &moved);
-          if (!room) {
-            room = TryPlace(site, {}, &target, &moved);
-            if (!room && tries_exhausted_) incomplete = true;
-            tries_exhausted_ = false;
-          }
-          PutBack(set);
-          if (!room) return true;
-          ForEachSubset(out.size(), kc, [&](const std::vector<int>& ci) {
-            std::vector<int> movers = set;
-            int cost = cost_s;
-            for (int i : ci) {
-              movers.push_back(out[i]);
-              cost += WholeGpus(in_.running[out[i]].request);
+    // Sets of the site's own pods first, at every site; then sets with chains, which are many
+    // more (every pod outside the site) and rarely needed: a search that stops at max_checks
+    // has tried the likely plans.
+    for (int pass = 0; pass < 2 && !stopped && !(best && best->cost == 0); ++pass)
+      for (size_t s = 0; s < sites.size() && !stopped; ++s) {
+        const std::vector<Candidate>* site = whole_cluster ? nullptr : &sites[s];
+        const std::vector<int>& in = inside[s];
+        const std::vector<int>& out = outside[s];
+        for (int ks = std::min<int>(k, in.size()); ks >= 1 && !stopped; --ks) {
+          const int kc = k - ks;
+          if (kc > static_cast<int>(out.size()) || (pass == 0) != (kc == 0)) continue;
+          ForEachSubset(in.size(), ks, [&](const std::vector<int>& si) {
+            std::vector<int> set;
+            int cost_s = 0;
+            for (int i : si) {
+              set.push_back(in[i]);
+              cost_s += WholeGpus(in_.running[in[i]].request);
             }
-            if (best && cost >= best->cost) return true;
-            if (kc > 0 && ++checks_ > opts_.max_checks) {
+            if (best && cost_s >= best->cost) return true;
+            // The target must fit in the site once S is gone, whatever else moves.
+            if (++checks_ > opts_.max_checks) {
               stopped = true;
               return false;
             }
-            Remove(movers);
-            bool ok = TryPlace(site, movers, &target, &moved);
-            if (!ok && tries_exhausted_) incomplete = true;
-            tries_exhausted_ = false;
-            PutBack(movers);
-            if (ok) best = Best{cost, movers, target, moved};
-            return !(best && best->cost == 0);
+            Remove(set);
+            bool room = Greedy(site, {}, &target, &moved);
+            if (!room) {
+              room = TryPlace(site, {}, &target, &moved);
+              if (!room && tries_exhausted_) incomplete = true;
+              tries_exhausted_ = false;
+            }
+            PutBack(set);
+            if (!room) return true;
+            ForEachSubset(out.size(), kc, [&](const std::vector<int>& ci) {
+              std::vector<int> movers = set;
+              int cost = cost_s;
+              for (int i : ci) {
+                movers.push_back(out[i]);
+                cost += WholeGpus(in_.running[out[i]].request);
+              }
+              if (best && cost >= best->cost) return true;
+              if (kc > 0 && ++checks_ > opts_.max_checks) {
+                stopped = true;
+                return false;
+              }
+              Remove(movers);
+              bool ok = TryPlace(site, movers, &target, &moved);
+              if (!ok && tries_exhausted_) incomplete = true;
+              tries_exhausted_ = false;
+              PutBack(movers);
+              if (ok) best = Best{cost, movers, target, moved};
+              return !(best && best->cost == 0);
+            });
+            return !stopped && !(best && best->cost == 0);
           });
-          return !stopped && !(best && best->cost == 0);
-        });
+          if (best && best->cost == 0) break;
+        }
         if (best && best->cost == 0) break;
       }
-      if (best && best->cost == 0) break;
-    }
     if (best) {
       plan.verdict = DefragVerdict::kPlan;
       plan.target = best->target;

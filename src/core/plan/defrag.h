@@ -17,7 +17,8 @@
 // to the move budget, and for each site, it tries sets S of k' <= k movable pods of the site
 // (the target must fit in the site once S is gone: checked once per S, so sets that cannot
 // make room are pruned with everything built on them), completed by k - k' pods from outside
-// the site (chains: a pod of S may need another pod to move out of its way). A set is checked
+// the site (chains: a pod of S may need another pod to move out of its way; for each k, sets
+// without chains are tried at every site first). A set is checked
 // with the engine's own choices first (target, then movers largest first); if they fail, every
 // destination is tried in turn (backtracking over the nodes and GPU sets that the engine
 // accepts), up to a per-check limit. Sets costing no less than the best plan of this size are

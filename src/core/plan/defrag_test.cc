@@ -284,6 +284,32 @@ TEST(Defrag, GangMembersAndMigAreNeverMoved) {
   EXPECT_THAT(mig.status().message(), HasSubstr("MIG instance"));
 }
 
+TEST(Defrag, APolicyWithoutGangsPlacesAllMembersOrNone) {
+  // whole-gpu places gang members one by one: a plan still places every member.
+  World s(TwoFourGpuNodes(), "whole-gpu");
+  s.At(Pod("x", GpuAsk::Whole(1)), 0, 0b0001);
+  s.At(Pod("y", GpuAsk::Whole(3)), 1, 0b0111);
+  std::vector<PodRequest> gang;
+  for (int i = 0; i < 5; ++i) {
+    PodRequest m = Pod(StrCat("g-", i), GpuAsk::Whole(1));
+    m.gang = core::GangAsk{"g", 5, "", false};
+    gang.push_back(m);
+  }
+  DefragInput in = s.Input(gang);
+  absl::StatusOr<DefragPlan> plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // 5 GPUs for it and 4 for x and y, on 8: no set of moves helps.
+  EXPECT_EQ(plan->verdict, DefragVerdict::kOverBudget) << plan->reason;
+  EXPECT_TRUE(plan->proven_minimal);
+  gang.pop_back();
+  for (PodRequest& m : gang) m.gang->size = 4;
+  in = s.Input(gang);
+  plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->verdict, DefragVerdict::kFitsNow) << plan->reason;
+  EXPECT_EQ(plan->target.size(), 4u);
+}
+
 TEST(Defrag, BadInputIsRefusedWithAReason) {
   World s(TwoFourGpuNodes());
   s.At(Pod("x", GpuAsk::Whole(1)), 0, 0b0001);
