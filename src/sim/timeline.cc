@@ -396,6 +396,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   defrag_options.max_checks = options.defrag_max_checks;
   defrag_options.max_tries = 200;
   // A plan for the first long-waiting pod that asks enough whole GPUs, carried out if found.
+  std::vector<int64_t> next_search(options.defrag_max_moves > 0 ? n : 0, 0);
   auto defragment = [&]() {
     for (Waiting& w : waiting) {
       if (w.pods.empty()) continue;
@@ -403,9 +404,11 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
       const core::PodRequest& request = requests[front];
       if (request.gpu.kind != core::GpuAsk::Kind::kWhole ||
           request.gpu.count < options.defrag_min_gpus ||
-          now - arrival[front] < options.defrag_after_s) {
+          now - arrival[front] < options.defrag_after_s || now < next_search[front]) {
         continue;
       }
+      // A pod whose search found nothing is searched for again after as long once more.
+      next_search[front] = now + std::max<int64_t>(1, options.defrag_after_s);
       plan::DefragInput in;
       in.cluster = &cluster;
       in.make_policy = [&] { return *core::CreatePolicy(options.policy, policy_options); };

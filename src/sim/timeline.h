@@ -66,7 +66,8 @@ struct TimelineOptions {
   // `defrag_min_gpus` whole GPUs and has waited at least `defrag_after_s` (the replay's clock)
   // gets a plan of at most `defrag_max_moves` moves, searched with at most `defrag_max_checks`
   // sets; a plan found is carried out at once (the moved pods go where it says and keep their
-  // departure times; the pod starts). One plan per departure.
+  // departure times; the pod starts). One plan per departure; a pod whose search found nothing
+  // is searched for again only `defrag_after_s` later.
   int defrag_max_moves = 0;
   int64_t defrag_after_s = 0;
   int defrag_min_gpus = 2;
