@@ -327,6 +327,54 @@ int Speedups(const FlagMap& flags) {
   return 0;
 }
 
+// The timeline protocol with and without defragmentation plans (core/plan/defrag.h): the
+// multi-GPU pods' pending times, the allocation, and the moves the plans cost.
+int Defrag(const FlagMap& flags) {
+  const std::string workload = Flag(flags, "workload", "default");
+  const std::vector<double> levels = NumbersFlag(flags, "levels", {100, 120});
+  const std::vector<uint64_t> seeds = OrDie(sim::ParseSeeds(Flag(flags, "seeds", "42-44")));
+  const int threads = static_cast<int>(NumberFlag(flags, "threads", 2));
+  const std::vector<std::string> policies = ListFlag(flags, "policies", {"tessera"});
+  const int moves = static_cast<int>(NumberFlag(flags, "moves", 4));
+  const int64_t after = static_cast<int64_t>(NumberFlag(flags, "after", 30));
+  const int64_t checks = static_cast<int64_t>(NumberFlag(flags, "checks", 2000));
+  const core::Cluster cluster = LoadCluster();
+  const sim::PodTrace trace = LoadPods(workload);
+  std::cout << "| level | policy | defrag | multi-GPU pods waited | multi p50 s | multi p90 s | "
+               "multi p99 s | multi max s | whole p99 s | all p99 s | GPU-h waiting | at peak | "
+               "mean allocation | searches | plans | pods moved | whole GPUs moved |\n"
+               "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+               "---:|\n";
+  for (double level : levels) {
+    for (bool on : {false, true}) {
+      sim::TimelineOptions base;
+      base.speedup = NumberFlag(flags, "speedup", 50000);
+      base.load = level;
+      if (on) {
+        base.defrag_max_moves = moves;
+        base.defrag_after_s = after;
+        base.defrag_max_checks = checks;
+      }
+      for (const sim::TimelinePolicyRuns& p :
+           OrDie(sim::RunTimelineSeeds(cluster, trace, policies, seeds, base, threads, nullptr))) {
+        const sim::TimelineResult& m = p.mean;
+        std::cout << fmt::format(
+            "| {:.0f}% | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | "
+            "{:.2f} | {:.2f}% | {:.2f}% | {} | {} | {} | {} |\n",
+            level, p.policy, on ? fmt::format("after {} s, <= {} moves", after, moves) : "off",
+            m.multi_gpu.waited, m.multi_gpu.p50, m.multi_gpu.p90, m.multi_gpu.p99, m.multi_gpu.max,
+            m.whole_gpu.p99, m.pending_p99, m.wait_gpu_hours, m.peak_window_allocation,
+            m.mean_allocation, m.defrag_searches, m.defrag_plans, m.defrag_moves,
+            m.defrag_whole_gpus_moved);
+      }
+      std::cerr << "churn_bench defrag: level " << level << (on ? " with" : " without")
+                << " defragmentation done\n";
+    }
+  }
+  std::cout << "\n" << Machine() << "\n";
+  return 0;
+}
+
 // "1 whole GPU", "810 milli-GPU", "CPU only", with the model constraint: "1 whole GPU (T4)".
 std::string SizeName(const sim::TracePod& p) {
   std::string out = p.num_gpu == 0 ? "CPU only"
@@ -482,12 +530,13 @@ int Waits(const FlagMap& flags) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  const char* usage = "usage: churn_bench table|speedups|waits [--flag value ...]";
+  const char* usage = "usage: churn_bench table|speedups|waits|defrag [--flag value ...]";
   if (argc < 2) tessera::bench::Die(usage);
   const std::string mode = argv[1];
   auto flags = tessera::bench::Flags(argc, argv, 2);
   if (mode == "table") return tessera::bench::Table(flags);
   if (mode == "speedups") return tessera::bench::Speedups(flags);
   if (mode == "waits") return tessera::bench::Waits(flags);
+  if (mode == "defrag") return tessera::bench::Defrag(flags);
   tessera::bench::Die(usage);
 }

@@ -13,5 +13,6 @@ int main(int argc, char** argv) {
   tessera::cli::AddTopoCommand(app, &exit_code);
   tessera::cli::AddSchedulerCommand(app, &exit_code);
   tessera::cli::AddAgentCommand(app, &exit_code);
+  tessera::cli::AddPlanCommand(app, &exit_code);
   return tessera::cli::Run(app, argc, argv, &exit_code);
 }

@@ -225,6 +225,15 @@ Outcome Engine::PlaceUnnamed(const PodRequest& request, Placement* placement) {
 
 void Engine::Unapply(const Placement& placement) { Undo(placement); }
 
+absl::Status Engine::ApplyUnnamed(const Placement& placement) {
+  std::string why;
+  if (!state_.CanApply(placement, &why)) {
+    return absl::FailedPreconditionError(StrCat("cannot apply the placement: ", why));
+  }
+  Commit(placement);
+  return absl::OkStatus();
+}
+
 absl::Status Engine::Release(std::string_view pod) {
   auto it = ledger_.find(ToAbsl(pod));
   if (it == ledger_.end()) {

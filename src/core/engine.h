@@ -76,6 +76,10 @@ class Engine {
   // Returns exactly what `placement` took (MIG instances it created are removed again): the
   // departure of a pod placed by PlaceUnnamed.
   void Unapply(const Placement& placement);
+  // Applies a placement decided elsewhere (a defragmentation plan's destination) with no ledger
+  // entry, as PlaceUnnamed would have; undo with Unapply. Fails, changing nothing, if it does not
+  // fit what is free.
+  absl::Status ApplyUnnamed(const Placement& placement);
 
   // Why a request can never fit in this cluster, or nullopt when some node could take it empty.
   // Depends only on the cluster: remembered per request shape.

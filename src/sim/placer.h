@@ -23,6 +23,8 @@ class Placer {
   core::Outcome Place(const core::PodRequest& request, core::Placement* placement) {
     return engine_.PlaceUnnamed(request, placement);
   }
+  // Takes a placement decided elsewhere (a defragmentation plan's); Release returns it.
+  absl::Status Apply(const core::Placement& placement) { return engine_.ApplyUnnamed(placement); }
   // Returns what a placement made by Place took.
   void Release(const core::Placement& placement) { engine_.Unapply(placement); }
 

@@ -128,6 +128,52 @@ TEST(Timeline, HeaderExample) {
   EXPECT_EQ(r->multi_gpu.started, 0);
 }
 
+// Defragmentation in the replay: spread leaves a half-GPU share on every GPU; when the small pod
+// leaves, the 2-GPU pod still fits nowhere, and a plan moves two shares beside the others.
+TEST(Timeline, DefragmentationStartsABigPodSooner) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\n"
+                          "a,32000,262144,2,V100M16\nb,32000,262144,2,V100M16\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "s1,1000,1024,1,500,,LS,Running,0,100,0\n"
+                    "s2,1000,1024,1,500,,LS,Running,0,100,0\n"
+                    "s3,1000,1024,1,500,,LS,Running,0,100,0\n"
+                    "s4,1000,1024,1,500,,LS,Running,0,100,0\n"
+                    "x,1000,1024,1,100,,LS,Running,1,5,1\n"
+                    "big,1000,1024,2,1000,,LS,Running,2,50,2\n");
+  TimelineOptions o;
+  o.policy = "spread";
+  absl::StatusOr<TimelineResult> plain = RunTimeline(c, t, o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->multi_gpu.started, 1);
+  EXPECT_DOUBLE_EQ(plain->multi_gpu.max, 98);  // until the shares leave at 100
+  EXPECT_EQ(plain->defrag_plans, 0);
+
+  o.defrag_max_moves = 2;
+  o.defrag_after_s = 1;
+  absl::StatusOr<TimelineResult> defrag = RunTimeline(c, t, o);
+  ASSERT_TRUE(defrag.ok()) << defrag.status();
+  EXPECT_EQ(defrag->multi_gpu.started, 1);
+  EXPECT_DOUBLE_EQ(defrag->multi_gpu.max, 3);  // starts when x leaves at 5
+  EXPECT_EQ(defrag->defrag_searches, 1);
+  EXPECT_EQ(defrag->defrag_plans, 1);
+  EXPECT_EQ(defrag->defrag_moves, 2);
+  EXPECT_EQ(defrag->defrag_whole_gpus_moved, 0);
+  EXPECT_EQ(defrag->started, 6);
+
+  o.defrag_max_moves = 1;  // two moves are needed
+  absl::StatusOr<TimelineResult> small = RunTimeline(c, t, o);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->defrag_searches, 1);
+  EXPECT_EQ(small->defrag_plans, 0);
+  EXPECT_DOUBLE_EQ(small->multi_gpu.max, 98);
+
+  o.defrag_max_moves = 2;
+  o.defrag_after_s = 4;  // waited 3 s at the departure: too soon
+  absl::StatusOr<TimelineResult> later = RunTimeline(c, t, o);
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(later->defrag_searches, 0);
+}
+
 TEST(Timeline, PodsThatNeverStartAreCounted) {
   core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\nn,8000,65536,1,T4\n");
   PodTrace t = Pods(std::string(kTimedHeader) +

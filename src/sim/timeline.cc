@@ -5,12 +5,14 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <queue>
 
 #include "absl/container/flat_hash_map.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
+#include "core/plan/defrag.h"
 #include "core/policy/shape_index.h"
 #include "sim/fgd_replay.h"
 #include "sim/placer.h"
@@ -328,11 +330,18 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     r.wait_split.cross_node += g * (to[kCrossNode] - from[kCrossNode]);
     r.wait_split.capacity += g * (to[kCapacity] - from[kCapacity]);
   };
+  std::vector<char> running(n, 0);
+  std::function<void(int32_t)> started;
   auto try_start = [&](int32_t i) {
     if (placer.Place(requests[i], &placed[i]) != core::Outcome::kPlaced) {
       if (options.on_refused) options.on_refused(pods[i], now, placer.state());
       return false;
     }
+    started(i);
+    return true;
+  };
+  started = [&](int32_t i) {
+    running[i] = 1;
     if (options.on_start) options.on_start(pods[i], arrival[i], now, placed[i], placer.state());
     if (classifier) classifier->Started(i, placed[i]);
     ++r.started;
@@ -349,7 +358,6 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     if (std::optional<int64_t> d = TimelineClock::RunTime(pod_of(i))) {
       events.push(Event{now + *d, 0, i});
     }
-    return true;
   };
   // The shape did not fit at a try: remember what the cluster offered it.
   auto refused = [&](Waiting& w, int32_t i) {
@@ -376,10 +384,71 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     }
   };
   auto release = [&](int32_t i) {
+    running[i] = 0;
     placer.Release(placed[i]);
     // The pod ran out and left: tell the policy, as Engine::Release does.
     placer.policy().OnReleased(placer.state(), placed[i]);
     if (classifier) classifier->Left(i, placed[i]);
+  };
+
+  plan::DefragOptions defrag_options;
+  defrag_options.max_moves = options.defrag_max_moves;
+  defrag_options.max_checks = options.defrag_max_checks;
+  defrag_options.max_tries = 200;
+  // A plan for the first long-waiting pod that asks enough whole GPUs, carried out if found.
+  std::vector<int64_t> next_search(options.defrag_max_moves > 0 ? n : 0, 0);
+  auto defragment = [&]() {
+    for (Waiting& w : waiting) {
+      if (w.pods.empty()) continue;
+      const int32_t front = w.pods.front();
+      const core::PodRequest& request = requests[front];
+      if (request.gpu.kind != core::GpuAsk::Kind::kWhole ||
+          request.gpu.count < options.defrag_min_gpus ||
+          now - arrival[front] < options.defrag_after_s || now < next_search[front]) {
+        continue;
+      }
+      // A pod whose search found nothing is searched for again after as long once more.
+      next_search[front] = now + std::max<int64_t>(1, options.defrag_after_s);
+      plan::DefragInput in;
+      in.cluster = &cluster;
+      in.make_policy = [&] { return *core::CreatePolicy(options.policy, policy_options); };
+      std::vector<int32_t> index;  // in.running's pods, by replay index
+      for (size_t j = 0; j < n; ++j) {
+        if (!running[j]) continue;
+        in.running.push_back(plan::RunningPod{requests[j], placed[j], true});
+        index.push_back(static_cast<int32_t>(j));
+      }
+      in.target = {request};
+      ++r.defrag_searches;
+      absl::StatusOr<plan::DefragPlan> p = plan::PlanDefrag(in, defrag_options);
+      if (!p.ok() || p->verdict != plan::DefragVerdict::kPlan) return;
+      std::vector<int32_t> movers;
+      for (const plan::Move& m : p->moves) {
+        for (size_t k = 0; k < in.running.size(); ++k) {
+          if (in.running[k].request.name == m.pod) movers.push_back(index[k]);
+        }
+      }
+      TESSERA_CHECK(movers.size() == p->moves.size());
+      for (int32_t j : movers) {
+        placer.Release(placed[j]);
+        if (classifier) classifier->Left(j, placed[j]);
+      }
+      TESSERA_CHECK(placer.Apply(p->target[0]).ok());
+      for (size_t k = 0; k < movers.size(); ++k) {
+        placed[movers[k]] = p->moves[k].to;
+        TESSERA_CHECK(placer.Apply(placed[movers[k]]).ok());
+        if (classifier) classifier->Started(movers[k], placed[movers[k]]);
+        r.defrag_whole_gpus_moved += p->moves[k].whole_gpus;
+      }
+      placed[front] = p->target[0];
+      started(front);
+      if (classifier) add_split(front, entered[front], w.At(now));
+      w.pods.pop_front();
+      --waiting_count;
+      ++r.defrag_plans;
+      r.defrag_moves += static_cast<int64_t>(movers.size());
+      return;
+    }
   };
 
   while (!events.empty()) {
@@ -395,6 +464,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
         release(d.pod);
       }
       if (waiting_count > 0) retry_waiting();
+      if (waiting_count > 0 && options.defrag_max_moves > 0) defragment();
       record();
       continue;
     }
@@ -513,6 +583,10 @@ TimelineResult MeanOfTimelines(const std::vector<TimelineResult>& runs) {
   m.started = count(&TimelineResult::started);
   m.never_fits = count(&TimelineResult::never_fits);
   m.still_waiting = count(&TimelineResult::still_waiting);
+  m.defrag_searches = count(&TimelineResult::defrag_searches);
+  m.defrag_plans = count(&TimelineResult::defrag_plans);
+  m.defrag_moves = count(&TimelineResult::defrag_moves);
+  m.defrag_whole_gpus_moved = count(&TimelineResult::defrag_whole_gpus_moved);
   m.waited = count(&TimelineResult::waited);
   m.clones = count(&TimelineResult::clones);
   m.removed = count(&TimelineResult::removed);

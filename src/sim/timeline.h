@@ -61,6 +61,17 @@ struct TimelineOptions {
   // pods as they are.
   double load = 0;
   bool classify_waits = false;  // split the waiting by what the cluster offered (slower)
+  // Defragmentation (core/plan/defrag.h), off at 0 moves: after pods leave and the waiting pods
+  // were tried, the first waiting pod (of the shapes in order) that asks at least
+  // `defrag_min_gpus` whole GPUs and has waited at least `defrag_after_s` (the replay's clock)
+  // gets a plan of at most `defrag_max_moves` moves, searched with at most `defrag_max_checks`
+  // sets; a plan found is carried out at once (the moved pods go where it says and keep their
+  // departure times; the pod starts). One plan per departure; a pod whose search found nothing
+  // is searched for again only `defrag_after_s` later.
+  int defrag_max_moves = 0;
+  int64_t defrag_after_s = 0;
+  int defrag_min_gpus = 2;
+  int64_t defrag_max_checks = 2000;
   // Optional, for diagnostics (churn_bench): called when a pod is tried and does not fit (on
   // arrival and on each retry), with the cluster's state then, and when a pod starts. `pod` is
   // its index in trace.pods (a clone gives the index of the pod it copies).
@@ -91,8 +102,12 @@ struct TimelineResult {
   int64_t pods = 0;
   int64_t started = 0;
   int64_t never_fits = 0;
-  int64_t still_waiting = 0;  // arrived, never started before the trace ended
-  int64_t waited = 0;         // started after waiting
+  int64_t still_waiting = 0;            // arrived, never started before the trace ended
+  int64_t waited = 0;                   // started after waiting
+  int64_t defrag_searches = 0;          // plans searched for (defrag_max_moves > 0)
+  int64_t defrag_plans = 0;             // plans carried out
+  int64_t defrag_moves = 0;             // pods moved by them
+  int64_t defrag_whole_gpus_moved = 0;  // whole GPUs the moved pods held
   // Pending time of the pods that started, seconds.
   double pending_p50 = 0, pending_p90 = 0, pending_p99 = 0, pending_max = 0, pending_mean = 0;
   PendingStats whole_gpu;           // pods asking one or more whole GPUs

@@ -1,0 +1,109 @@
+// Defragmentation plans: for a pod or gang that waits because what is free is scattered, the
+// smallest set of pod moves (which pods, from where, to where) after which it fits.
+//
+// A plan is a set M of running, movable pods and a destination for each, such that after M
+// leaves, the target is placed (inside one site, below) and every pod of M is placed again: the
+// cluster then holds everything it held plus the target. Plans are ranked by the number of moves
+// first, then by the whole GPUs the moved pods hold (moving a 4Gi share disturbs less than
+// moving an 8-GPU job), then by the order of the search (deterministic). A plan names every
+// destination: an executor evicts M and places each pod where the plan says.
+//
+// Every fit decision is the engine's (core::Engine: Place, PlaceGang, Restore): the planner
+// only chooses which pods leave and which destinations to try. It runs on a scratch engine of
+// its own, so the caller's engine and policy state are never touched.
+//
+// The search. The target lands in one site: a node for a single pod, a domain of the gang's
+// level for a gang that requires one, the whole cluster for another gang. For k = 1, 2, ... up
+// to the move budget, and for each site, it tries sets S of k' <= k movable pods of the site
+// (the target must fit in the site once S is gone: checked once per S, so sets that cannot
+// make room are pruned with everything built on them), completed by k - k' pods from outside
+// the site (chains: a pod of S may need another pod to move out of its way; for each k, sets
+// without chains are tried at every site first). A set is checked
+// with the engine's own choices first (target, then movers largest first); if they fail, every
+// destination is tried in turn (backtracking over the nodes and GPU sets that the engine
+// accepts), up to a per-check limit. Sets costing no less than the best plan of this size are
+// skipped. The first k with a plan gives the minimum; a search that stopped at its limits says
+// so (`proven_minimal` false). Example: two 4-GPU servers; a holds three 20Gi shares (GPUs 0..2),
+// b one (GPU 0); a 4-GPU pod waits. Site a needs 3 moves; site b needs 1: its share moves to
+// a's free GPU 3 (or beside one of a's shares), and the pod takes b. The plan: 1 move.
+//
+// What is movable: pods the caller marks movable, of no higher priority than the target (unless
+// DefragOptions::move_higher_priority). Gang members and pods holding a MIG instance
+// are never moved (moving one member alone can break its gang's domain; a MIG instance moved is
+// a re-partition, planned elsewhere). A MIG target is refused (InvalidArgument).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model/cluster.h"
+#include "core/model/placement.h"
+#include "core/model/request.h"
+#include "core/policy/policy.h"
+#include "core/topology/domains.h"
+
+namespace tessera::plan {
+
+// A pod that runs now, where it runs, and whether a plan may move it.
+struct RunningPod {
+  core::PodRequest request;
+  core::Placement placement;
+  bool movable = true;
+};
+
+struct DefragInput {
+  const core::Cluster* cluster = nullptr;
+  std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
+  // Makes the policy of the planner's scratch engine (the scheduler's policy, fresh).
+  std::function<std::unique_ptr<core::Policy>()> make_policy;
+  std::vector<RunningPod> running;
+  // One pod, or every member of one gang (all with the same GangAsk).
+  std::vector<core::PodRequest> target;
+};
+
+struct DefragOptions {
+  int max_moves = 4;             // the move budget
+  int64_t max_checks = 200'000;  // sets of pods checked before the search stops
+  int64_t max_tries = 5'000;     // destinations tried per set beyond the engine's own choices
+  // Pods of a higher priority than the target are not moved for it, unless this is set.
+  bool move_higher_priority = false;
+};
+
+struct Move {
+  std::string pod;
+  core::Placement from;
+  core::Placement to;
+  int whole_gpus = 0;  // GPUs the pod holds whole (0 for a share)
+};
+
+enum class DefragVerdict {
+  kFitsNow,        // nothing to move: the target fits as things are
+  kPlan,           // `moves`, then the target fits
+  kOverBudget,     // a plan needs more moves than the budget (every smaller set was checked)
+  kSearchLimit,    // the search stopped at max_checks before finding a plan within the budget
+  kNeedsCapacity,  // impossible without more capacity: even with every movable pod gone
+};
+
+struct DefragPlan {
+  DefragVerdict verdict = DefragVerdict::kOverBudget;
+  std::vector<Move> moves;
+  // Where the target goes (member order) after the moves; empty unless kFitsNow or kPlan.
+  std::vector<core::Placement> target;
+  std::string reason;           // for people, always set
+  bool proven_minimal = false;  // every smaller set was checked completely
+  int whole_gpus_moved = 0;
+  int64_t checks = 0;  // sets of pods checked
+};
+
+std::string_view VerdictName(DefragVerdict v);  // "fits-now", "plan", ...
+
+// InvalidArgument when the input is inconsistent (running pods that do not fit the cluster
+// together, a target named like a running pod, members of different gangs, a MIG target).
+[[nodiscard]] absl::StatusOr<DefragPlan> PlanDefrag(const DefragInput& input,
+                                                    const DefragOptions& options = {});
+
+}  // namespace tessera::plan

@@ -1,0 +1,81 @@
+// The scale-up signal: for the pods that wait, which nodes would let them run.
+//
+// For each node template (a NodeSpec: a profile of the nodes an operator or an autoscaler can
+// add), nodes of it are added one at a time to the cluster as it is (the engine's ChangeNodes,
+// on a scratch engine holding every running pod), and after each the waiting pods are placed by
+// the engine in their order (a gang whole, with its topology rules). The answer per template is
+// the number of nodes after which the most waiting pods run; the recommendation is the template
+// that runs the most, with the fewest nodes, then the fewest GPUs. This is what Kubernetes'
+// cluster-autoscaler does per node group (a binpacking estimate, then an expander choosing a
+// group), with tessera's own placement, so shares, topology and gangs count as they will.
+//
+// Example: a cluster of one full 8-GPU server; a gang of 12 pods x 1 GPU inside one rack waits,
+// and so does a 4Gi share. Template `hgx` (8 GPUs, label rack=new): the first node added takes
+// the share (the gang needs 12 GPUs), the second makes rack `new` hold 15 free GPUs: 2 nodes run
+// all 13 pods. Template `l4` (one 24Gi GPU, rack=new) with max_nodes 8: the first node runs the
+// share, the gang never finds 12 GPUs: 1 node runs 1 of 13, the gang named with the engine's
+// reason. The estimate is greedy (nodes added one at a time, pods placed as they fit), as the
+// autoscaler's is: an upper bound on the nodes needed, exact for alike pods.
+//
+// A waiting pod that no number of a template could run (a share larger than its GPUs, a gang
+// needing a domain the template's labels never make) is named with the engine's reason.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/model/cluster.h"
+#include "core/model/node.h"
+#include "core/model/request.h"
+#include "core/plan/defrag.h"
+#include "core/policy/policy.h"
+#include "core/topology/domains.h"
+
+namespace tessera::plan {
+
+struct ScaleUpInput {
+  const core::Cluster* cluster = nullptr;
+  std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
+  std::function<std::unique_ptr<core::Policy>()> make_policy;
+  std::vector<RunningPod> running;  // `movable` is not used
+  // What waits, in the order it would be placed: each entry one pod, or every member of a gang.
+  std::vector<std::vector<core::PodRequest>> waiting;
+  std::vector<core::NodeSpec> templates;  // names unique; added nodes are NAME-new-0, -1, ...
+};
+
+struct ScaleUpOptions {
+  int max_nodes = 64;  // most nodes of one template
+};
+
+struct Unplaced {
+  std::vector<std::string> pods;
+  std::string reason;  // the engine's, after the last node was added
+};
+
+struct TemplateOption {
+  std::string name;
+  int nodes = 0;  // nodes to add: after the last one, nothing more ran
+  int gpus = 0;   // GPUs they bring
+  int pods_placed = 0;
+  int64_t memory_granted_mib = 0;  // GPU memory granted to the waiting pods placed
+  std::vector<Unplaced> unplaced;
+};
+
+struct ScaleUpPlan {
+  int waiting_pods = 0;
+  std::vector<TemplateOption> options;  // template order
+  int recommended = -1;                 // index into options; -1 when no template helps
+  bool all_placed = false;              // the recommended option runs every waiting pod
+  std::string reason;                   // for people
+};
+
+// InvalidArgument for inconsistent input (running pods that do not fit together, a template
+// that is not a valid node, duplicate template names).
+[[nodiscard]] absl::StatusOr<ScaleUpPlan> PlanScaleUp(const ScaleUpInput& input,
+                                                      const ScaleUpOptions& options = {});
+
+}  // namespace tessera::plan
