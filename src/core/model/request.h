@@ -142,8 +142,11 @@ struct PodRequest {
   bool operator==(const PodRequest&) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const PodRequest& r) {
-    return H::combine(std::move(h), r.name, r.cpu_milli, r.memory_mib, r.gpu, r.gpu_models,
-                      r.priority, r.gang);
+    // std::optional is spelled out: the system's Abseil cannot hash it.
+    h = H::combine(std::move(h), r.name, r.cpu_milli, r.memory_mib, r.gpu, r.gpu_models, r.priority,
+                   r.gang.has_value());
+    if (r.gang) h = H::combine(std::move(h), *r.gang);
+    return h;
   }
 };
 
