@@ -142,11 +142,8 @@ struct PodRequest {
   bool operator==(const PodRequest&) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const PodRequest& r) {
-    // std::optional is spelled out: the system's Abseil cannot hash it.
-    h = H::combine(std::move(h), r.name, r.cpu_milli, r.memory_mib, r.gpu, r.gpu_models,
-                   r.priority, r.gang.has_value());
-    if (r.gang) h = H::combine(std::move(h), *r.gang);
-    return h;
+    return H::combine(std::move(h), r.name, r.cpu_milli, r.memory_mib, r.gpu, r.gpu_models,
+                      r.priority, r.gang);
   }
 };
 

@@ -69,6 +69,18 @@ struct Shape {
   bool never_fits = false;
 };
 
+// Equal keys are equal pairs (PodRequest's and NodeConstraints' own operator==); the hash covers
+// the fields that tell shapes apart in practice (the ask and the constraints), not the optional
+// gang, which is cleared in keys and which the system's Abseil cannot hash.
+using ShapeKey = std::pair<core::PodRequest, NodeConstraints>;
+struct ShapeKeyHash {
+  size_t operator()(const ShapeKey& k) const {
+    return absl::Hash<std::tuple<int64_t, int64_t, const core::GpuAsk&,
+                                 const std::vector<std::string>&, const NodeConstraints&>>()(
+        std::tie(k.first.cpu_milli, k.first.memory_mib, k.first.gpu, k.first.gpu_models, k.second));
+  }
+};
+
 }  // namespace
 
 absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
@@ -201,7 +213,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
 
   // --- pending pods ---
   std::vector<Shape> shapes;
-  absl::flat_hash_map<std::pair<core::PodRequest, NodeConstraints>, size_t> shape_at;
+  absl::flat_hash_map<ShapeKey, size_t, ShapeKeyHash> shape_at;
   for (const PodInfo* p : snapshot.PendingPods(options.scheduler_name)) {
     const bool asks_gpu =
         !p->input_error.empty() || p->request.gpu.kind != core::GpuAsk::Kind::kNone;
