@@ -164,7 +164,7 @@ TEST_F(HelmTest, DraValuesPassServerDryRun) {
       RenderedConfig(manifests, "tessera-scheduler-config");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->core.scheduler_name, "tessera-gpu");
-  EXPECT_EQ(config->core.policy, "best-fit");
+  EXPECT_EQ(config->core.policy, "binpack");
   EXPECT_EQ(config->node_selector, "pool=gpu");
   EXPECT_EQ(config->lease.lease_namespace, "gpu-dra");
 }
