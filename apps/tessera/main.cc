@@ -1,4 +1,6 @@
 // The one `tessera` binary.
+#include <string_view>
+
 #include "cli/command.h"
 
 int main(int argc, char** argv) {
@@ -6,6 +8,10 @@ int main(int argc, char** argv) {
       "tessera: workload-aware GPU allocation for Kubernetes (fractional GPUs, topology-aware\n"
       "placement, gangs). Run a subcommand with --help for its flags.",
       "tessera");
+  // Installed as the kubectl plugin too: `kubectl tessera status` runs `kubectl-tessera status`.
+  if (std::string_view a0 = argv[0]; a0.substr(a0.rfind('/') + 1) == "kubectl-tessera") {
+    app.name("kubectl tessera");
+  }
   app.require_subcommand(1);
   app.set_version_flag("--version", "tessera 0.1.0");
   int exit_code = tessera::cli::kExitOk;
@@ -14,5 +20,6 @@ int main(int argc, char** argv) {
   tessera::cli::AddSchedulerCommand(app, &exit_code);
   tessera::cli::AddAgentCommand(app, &exit_code);
   tessera::cli::AddPlanCommand(app, &exit_code);
+  tessera::cli::AddStatusCommand(app, &exit_code);
   return tessera::cli::Run(app, argc, argv, &exit_code);
 }

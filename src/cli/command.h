@@ -18,6 +18,7 @@ void AddTopoCommand(CLI::App& app, int* exit_code);
 void AddSchedulerCommand(CLI::App& app, int* exit_code);
 void AddAgentCommand(CLI::App& app, int* exit_code);
 void AddPlanCommand(CLI::App& app, int* exit_code);
+void AddStatusCommand(CLI::App& app, int* exit_code);
 
 // Runs the app on argv; handles --help and parse errors (exit status 2).
 int Run(CLI::App& app, int argc, char** argv, int* exit_code);

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
+#include "cli/simulate_cluster.h"
 #include "cli/simulate_trace.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -24,6 +25,7 @@ struct SimulateOptions {
   bool json = false;
   bool show_default = false;
   uint64_t seed = 1;
+  ClusterSourceFlags source;  // --from-cluster, --add-nodes, --save
 };
 
 absl::StatusOr<std::vector<std::string>> ParsePolicies(const std::string& list) {
@@ -40,14 +42,18 @@ absl::StatusOr<std::vector<std::string>> ParsePolicies(const std::string& list) 
 
 absl::StatusOr<std::vector<sim::ScenarioResult>> RunPolicies(
     const core::Cluster& cluster, const std::vector<core::TopologyLevel>& levels,
-    const sim::Workload& workload, const std::vector<std::string>& policies, uint64_t seed) {
+    const sim::Workload& workload, const std::vector<std::string>& policies, uint64_t seed,
+    const sim::StartState& start = {}) {
   std::vector<sim::ScenarioResult> results;
   for (const std::string& name : policies) {
     core::PolicyOptions options;
     options.seed = seed;
     TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy,
                              core::CreatePolicy(name, options));
-    results.push_back(sim::RunScenario(cluster, levels, workload, std::move(policy)));
+    TESSERA_ASSIGN_OR_RETURN(
+        sim::ScenarioResult r,
+        sim::RunScenarioFrom(cluster, levels, start, workload, std::move(policy)));
+    results.push_back(std::move(r));
   }
   return results;
 }
@@ -91,15 +97,27 @@ absl::Status RunDefault(const SimulateOptions& o, const std::vector<std::string>
 }
 
 absl::Status RunFiles(const SimulateOptions& o, const std::vector<std::string>& policies) {
-  TESSERA_ASSIGN_OR_RETURN(sim::ClusterFile file, sim::LoadClusterFile(o.cluster_file));
+  std::string source;
+  TESSERA_ASSIGN_OR_RETURN(sim::ClusterFile file,
+                           PrepareCluster(o.source, o.cluster_file, &source));
+  if (o.workload_file.empty()) {  // --save alone: the snapshot is written, nothing to run
+    std::cout << "tessera simulate: wrote " << source << " (" << file.nodes.size() << " nodes, "
+              << file.running.size() << " running pods) to " << o.source.save << "\n";
+    return absl::OkStatus();
+  }
   absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(file.nodes);
   if (!cluster.ok()) {
-    return absl::InvalidArgumentError(StrCat(o.cluster_file, ": ", cluster.status().message()));
+    return absl::InvalidArgumentError(StrCat(source, ": ", cluster.status().message()));
   }
+  absl::StatusOr<sim::StartState> start = sim::ResolveStart(*cluster, file);
+  if (!start.ok())
+    return absl::InvalidArgumentError(StrCat(source, ": ", start.status().message()));
   TESSERA_ASSIGN_OR_RETURN(sim::Workload workload, sim::LoadWorkloadFile(o.workload_file));
   TESSERA_RETURN_IF_ERROR(sim::ValidateWorkload(*cluster, file.levels, workload, o.workload_file));
-  TESSERA_ASSIGN_OR_RETURN(std::vector<sim::ScenarioResult> results,
-                           RunPolicies(*cluster, file.levels, workload, policies, o.seed));
+  absl::StatusOr<std::vector<sim::ScenarioResult>> ran =
+      RunPolicies(*cluster, file.levels, workload, policies, o.seed, *start);
+  if (!ran.ok()) return absl::InvalidArgumentError(StrCat(source, ": ", ran.status().message()));
+  const std::vector<sim::ScenarioResult>& results = *ran;
   if (o.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const sim::ScenarioResult& r : results) list.push_back(sim::ResultToJson(*cluster, r));
@@ -107,8 +125,12 @@ absl::Status RunFiles(const SimulateOptions& o, const std::vector<std::string>& 
   } else {
     size_t pods = 0;
     for (const sim::Job& j : workload.jobs) pods += j.replicas;
-    std::cout << "cluster: " << sim::DescribeCluster(*cluster) << "\n"
-              << "workload: " << workload.jobs.size() << " jobs, " << pods << " pods\n\n"
+    std::cout << "cluster: " << sim::DescribeCluster(*cluster) << "\n";
+    if (!file.running.empty() || !file.cordoned.empty()) {
+      std::cout << "already there: " << file.running.size() << " running pods, "
+                << file.cordoned.size() << " cordoned nodes (from " << source << ")\n";
+    }
+    std::cout << "workload: " << workload.jobs.size() << " jobs, " << pods << " pods\n\n"
               << sim::FormatComparison(results);
   }
   return absl::OkStatus();
@@ -122,6 +144,8 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "simulate",
       "Place a workload on a cluster under several policies and compare them side by side.\n"
+      "--from-cluster starts from the live cluster as it stands (what runs keeps its GPUs):\n"
+      "\"would these pods fit with policy X, or with 4 more HGX nodes (--add-nodes hgx-h100:4)?\"\n"
       "With no arguments: the reality check (10 GPUs of 80Gi on two nodes; 20 inference pods of\n"
       "4Gi; an 8-GPU training gang that needs one NVLink domain; both together).");
   cmd->add_option("--cluster", opts->cluster_file,
@@ -143,6 +167,7 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_flag("--show-default", opts->show_default,
                 "Print the embedded default's cluster and workload files, then exit");
   cmd->add_option("--seed", opts->seed, "Seed for randomised policies")->capture_default_str();
+  AddClusterSourceFlags(cmd, &opts->source);
   AddTraceFlags(cmd, trace.get());
   CLI::Option* policy_flag = cmd->get_option("--policy");
   cmd->callback([opts, trace, policy_flag, exit_code]() {
@@ -164,16 +189,29 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
     if (!policies.ok()) {
       status = policies.status();
     } else if (trace_mode) {
-      if (!o.cluster_file.empty() || !o.workload_file.empty()) {
+      if (!o.cluster_file.empty() || !o.workload_file.empty() || o.source.from_cluster ||
+          !o.source.save.empty() || !o.source.add_nodes.empty()) {
         status = absl::InvalidArgumentError(
-            "--nodes/--trace (trace mode) and --cluster/--workload (scenario mode) do not mix");
+            "--nodes/--trace (trace mode) and --cluster/--workload/--from-cluster (scenario mode) "
+            "do not mix");
       } else {
         status = RunTrace(*trace, *policies, o.json);
       }
+    } else if (o.source.from_cluster && !o.cluster_file.empty()) {
+      status = absl::InvalidArgumentError("--from-cluster and --cluster do not mix (give one)");
+    } else if (o.source.from_cluster) {
+      status = o.workload_file.empty() && o.source.save.empty()
+                   ? absl::InvalidArgumentError(
+                         "--from-cluster needs --workload (or --save FILE to only write the "
+                         "snapshot)")
+                   : RunFiles(o, *policies);
     } else if (o.cluster_file.empty() != o.workload_file.empty()) {
       status = absl::InvalidArgumentError(
           "--cluster and --workload go together (give both, or neither for the embedded "
           "default)");
+    } else if (o.cluster_file.empty() && (!o.source.save.empty() || !o.source.add_nodes.empty())) {
+      status =
+          absl::InvalidArgumentError("--add-nodes and --save need --cluster or --from-cluster");
     } else if (o.cluster_file.empty()) {
       status = RunDefault(o, *policies);
     } else {
@@ -181,7 +219,10 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
     }
     if (!status.ok()) {
       std::cerr << "tessera simulate: " << status.message() << "\n";
-      *exit_code = status.code() == absl::StatusCode::kInternal ? kExitFailure : kExitBadInput;
+      *exit_code = status.code() == absl::StatusCode::kInternal ||
+                           status.code() == absl::StatusCode::kUnavailable
+                       ? kExitFailure
+                       : kExitBadInput;
       return;
     }
     *exit_code = kExitOk;

@@ -1,5 +1,8 @@
 #include "sim/cluster_file.h"
 
+#include <algorithm>
+#include <set>
+
 #include "common/strings.h"
 #include "core/model/mig.h"
 #include "core/model/profiles.h"
@@ -144,21 +147,39 @@ absl::Status ReadMig(const YamlContext& ctx, const YAML::Node& m, core::NodeSpec
   return absl::OkStatus();
 }
 
-absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry,
-                      std::vector<core::NodeSpec>* out) {
+absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry, ClusterFile* file) {
+  std::vector<core::NodeSpec>* out = &file->nodes;
   TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(entry, "node"));
-  TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(
-      entry, "a node",
-      {"name", "count", "cpu", "memory", "labels", "gpus", "profile", "topology", "mig"}));
+  TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(entry, "a node",
+                                       {"name", "count", "cpu", "memory", "labels", "gpus",
+                                        "profile", "topology", "mig", "inventory", "cordoned"}));
   if (!entry["name"]) return ctx.Error(entry, "node: missing \"name\"");
   core::NodeSpec node;
   TESSERA_ASSIGN_OR_RETURN(node.name, ctx.String(entry["name"], "name"));
   if (node.name.empty()) return ctx.Error(entry["name"], "name: must not be empty");
   bool shared_domain = false;
+  std::vector<records::GpuHealth> health;
   if (entry["profile"] && entry["gpus"]) {
     return ctx.Error(entry["gpus"], "give either \"profile\" or \"gpus\", not both");
   }
-  if (entry["profile"]) {
+  if (entry["inventory"]) {
+    for (const char* other : {"profile", "gpus", "topology", "mig"}) {
+      if (entry[other]) {
+        return ctx.Error(entry[other], StrCat("give either \"inventory\" or \"", other,
+                                              "\", not both (the record has the GPUs, links "
+                                              "and MIG instances)"));
+      }
+    }
+    TESSERA_ASSIGN_OR_RETURN(std::string text, ctx.String(entry["inventory"], "inventory"));
+    absl::StatusOr<records::Inventory> inv = records::InventoryFromJson(text);
+    if (!inv.ok()) {
+      return ctx.Error(entry["inventory"], StrCat("inventory: ", inv.status().message()));
+    }
+    node.gpus = std::move(inv->gpus);
+    node.links = std::move(inv->links);
+    node.nics = std::move(inv->nics);
+    health = std::move(inv->health);
+  } else if (entry["profile"]) {
     TESSERA_ASSIGN_OR_RETURN(std::string name, ctx.String(entry["profile"], "profile"));
     absl::StatusOr<core::Profile> p = core::FindProfile(name);
     if (!p.ok()) return ctx.Error(entry["profile"], FromAbsl(p.status().message()));
@@ -216,6 +237,14 @@ absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry,
     }
   }
   if (entry["mig"]) TESSERA_RETURN_IF_ERROR(ReadMig(ctx, entry["mig"], &node));
+  bool cordoned = false;
+  if (entry["cordoned"]) {
+    const YAML::Node& c = entry["cordoned"];
+    if (!c.IsScalar() || (c.Scalar() != "true" && c.Scalar() != "false")) {
+      return ctx.Error(c, "cordoned: expected true or false");
+    }
+    cordoned = c.Scalar() == "true";
+  }
   int64_t count = 1;
   bool replicated = false;
   if (entry["count"]) {
@@ -228,10 +257,50 @@ absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry,
   for (int64_t i = 0; i < count; ++i) {
     core::NodeSpec copy = node;
     if (replicated) copy.name = StrCat(node.name, "-", i);
+    if (cordoned) file->cordoned.push_back(copy.name);
+    if (!health.empty()) file->health[copy.name] = health;
     out->push_back(std::move(copy));
   }
   return absl::OkStatus();
 }
+
+absl::Status ReadRunning(const YamlContext& ctx, const YAML::Node& entry, ClusterFile* file) {
+  TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(entry, "a running pod"));
+  TESSERA_RETURN_IF_ERROR(
+      ctx.OnlyKeys(entry, "a running pod", {"pod", "node", "cpu", "memory", "assignment"}));
+  if (!entry["pod"] || !entry["node"]) {
+    return ctx.Error(entry, "a running pod needs \"pod\" (its name) and \"node\"");
+  }
+  RunningPod pod;
+  TESSERA_ASSIGN_OR_RETURN(pod.name, ctx.String(entry["pod"], "pod"));
+  if (pod.name.empty()) return ctx.Error(entry["pod"], "pod: must not be empty");
+  TESSERA_ASSIGN_OR_RETURN(std::string node, ctx.String(entry["node"], "node"));
+  if (entry["cpu"]) {
+    TESSERA_ASSIGN_OR_RETURN(pod.cpu_milli, ctx.CpuMilli(entry["cpu"], "cpu", false));
+  }
+  if (entry["memory"]) {
+    TESSERA_ASSIGN_OR_RETURN(pod.memory_mib, ctx.MemoryMiB(entry["memory"], "memory", false));
+  }
+  if (entry["assignment"]) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, ctx.String(entry["assignment"], "assignment"));
+    absl::StatusOr<records::Assignment> a = records::AssignmentFromJson(text);
+    if (!a.ok()) return ctx.Error(entry["assignment"], FromAbsl(a.status().message()));
+    if (a->node != node) {
+      return ctx.Error(entry["assignment"], StrCat("assignment: names node \"", a->node,
+                                                   "\" but the pod's node is \"", node, "\""));
+    }
+    pod.assignment = *std::move(a);
+  }
+  pod.assignment.node = node;
+  file->running.push_back(std::move(pod));
+  return absl::OkStatus();
+}
+
+// yaml-cpp's emitter writes "~" for an empty string; quantities and names are never empty.
+std::string CpuText(int64_t milli) {
+  return milli % 1000 == 0 ? StrCat(milli / 1000) : StrCat(milli, "m");
+}
+std::string MemoryText(int64_t mib) { return StrCat(mib, "Mi"); }
 
 }  // namespace
 
@@ -240,12 +309,12 @@ absl::StatusOr<ClusterFile> ParseClusterYaml(std::string_view text, std::string_
   YamlContext ctx{std::string(source)};
   if (doc.IsNull()) return ctx.Error(doc, "the cluster file is empty (expected nodes: [...])");
   TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(doc, "the cluster file"));
-  TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(doc, "the cluster file", {"nodes", "levels"}));
+  TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(doc, "the cluster file", {"nodes", "levels", "running"}));
   if (!doc["nodes"]) return ctx.Error(doc, "missing \"nodes\" (the list of nodes)");
   TESSERA_RETURN_IF_ERROR(ctx.ExpectSequence(doc["nodes"], "nodes"));
   ClusterFile file;
   for (const YAML::Node& entry : doc["nodes"]) {
-    TESSERA_RETURN_IF_ERROR(ReadNode(ctx, entry, &file.nodes));
+    TESSERA_RETURN_IF_ERROR(ReadNode(ctx, entry, &file));
   }
   if (file.nodes.empty()) return ctx.Error(doc["nodes"], "nodes: the list is empty");
   if (doc["levels"]) {
@@ -272,7 +341,149 @@ absl::StatusOr<ClusterFile> ParseClusterYaml(std::string_view text, std::string_
                                             "\" (names must be unique; count: N makes NAME-0..)"));
     }
   }
+  if (doc["running"]) {
+    TESSERA_RETURN_IF_ERROR(ctx.ExpectSequence(doc["running"], "running"));
+    std::set<std::string> pods;
+    for (const YAML::Node& entry : doc["running"]) {
+      TESSERA_RETURN_IF_ERROR(ReadRunning(ctx, entry, &file));
+      const RunningPod& p = file.running.back();
+      if (!std::binary_search(names.begin(), names.end(), p.assignment.node)) {
+        return ctx.Error(entry["node"], StrCat("running pod ", p.name, ": node \"",
+                                               p.assignment.node, "\" is not in nodes"));
+      }
+      if (!pods.insert(p.name).second) {
+        return ctx.Error(entry["pod"], StrCat("two running pods are named \"", p.name, "\""));
+      }
+    }
+  }
   return file;
+}
+
+std::string ClusterFileToYaml(const ClusterFile& file) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  const std::vector<core::TopologyLevel> defaults = core::DefaultTopologyLevels();
+  const bool default_levels = file.levels.size() == defaults.size() &&
+                              std::equal(file.levels.begin(), file.levels.end(), defaults.begin(),
+                                         [](const auto& a, const auto& b) {
+                                           return a.name == b.name && a.label == b.label;
+                                         });
+  if (!default_levels) {
+    out << YAML::Key << "levels" << YAML::Value << YAML::BeginSeq;
+    for (const core::TopologyLevel& l : file.levels) {
+      out << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << l.name
+          << YAML::Key << "label" << YAML::Value << l.label << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  const std::set<std::string> cordoned(file.cordoned.begin(), file.cordoned.end());
+  out << YAML::Key << "nodes" << YAML::Value << YAML::BeginSeq;
+  for (const core::NodeSpec& n : file.nodes) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << n.name;
+    out << YAML::Key << "cpu" << YAML::Value << CpuText(n.cpu_milli);
+    out << YAML::Key << "memory" << YAML::Value << MemoryText(n.memory_mib);
+    if (!n.labels.empty()) {
+      out << YAML::Key << "labels" << YAML::Value << YAML::BeginMap;
+      for (const auto& [k, v] : n.labels) {
+        out << YAML::Key << YAML::DoubleQuoted << k << YAML::Value << YAML::DoubleQuoted << v;
+      }
+      out << YAML::EndMap;
+    }
+    if (cordoned.contains(n.name)) out << YAML::Key << "cordoned" << YAML::Value << true;
+    if (!n.gpus.empty()) {
+      records::Inventory inv;
+      inv.gpus = n.gpus;
+      inv.links = n.links;
+      inv.nics = n.nics;
+      if (auto h = file.health.find(n.name); h != file.health.end()) inv.health = h->second;
+      out << YAML::Key << "inventory" << YAML::Value << YAML::SingleQuoted
+          << records::InventoryToJson(inv);
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  if (!file.running.empty()) {
+    out << YAML::Key << "running" << YAML::Value << YAML::BeginSeq;
+    for (const RunningPod& p : file.running) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "pod" << YAML::Value << YAML::DoubleQuoted << p.name;
+      out << YAML::Key << "node" << YAML::Value << YAML::DoubleQuoted << p.assignment.node;
+      if (p.cpu_milli > 0) out << YAML::Key << "cpu" << YAML::Value << CpuText(p.cpu_milli);
+      if (p.memory_mib > 0) {
+        out << YAML::Key << "memory" << YAML::Value << MemoryText(p.memory_mib);
+      }
+      if (!p.assignment.gpus.empty()) {
+        out << YAML::Key << "assignment" << YAML::Value << YAML::SingleQuoted
+            << records::AssignmentToJson(p.assignment);
+      }
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  return StrCat(out.c_str(), "\n");
+}
+
+absl::Status AddProfileNodes(ClusterFile* file, std::string_view profile, int count) {
+  if (count < 1 || count > kMaxNodesPerEntry) {
+    return absl::InvalidArgumentError(StrCat("add ", count, " nodes of ", profile,
+                                             ": the count must be 1 to ", kMaxNodesPerEntry));
+  }
+  // Through the file's own reader, so that added nodes are exactly what `profile:` gives.
+  YAML::Node entry;
+  entry["name"] = std::string(profile);
+  entry["profile"] = std::string(profile);
+  ClusterFile added;
+  YamlContext ctx{StrCat("--add-nodes ", profile)};
+  TESSERA_RETURN_IF_ERROR(ReadNode(ctx, entry, &added));
+  std::set<std::string> taken;
+  for (const core::NodeSpec& n : file->nodes) taken.insert(n.name);
+  int next = 0;
+  for (int i = 0; i < count; ++i) {
+    core::NodeSpec n = added.nodes.front();
+    do {
+      n.name = StrCat(profile, "-added-", next++);
+    } while (taken.contains(n.name));
+    // A profile whose GPUs share one NVLink domain labels it with the node's name.
+    if (auto it = n.labels.find(std::string(core::kNvlinkDomainLabel));
+        it != n.labels.end() && it->second == std::string(profile)) {
+      it->second = n.name;
+    }
+    taken.insert(n.name);
+    file->nodes.push_back(std::move(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StartState> ResolveStart(const core::Cluster& cluster, const ClusterFile& file) {
+  StartState start;
+  for (const std::string& name : file.cordoned) {
+    const core::NodeId id = cluster.FindNode(name);
+    if (!id.valid())
+      return absl::NotFoundError(StrCat("cordoned node \"", name, "\" is not in the cluster"));
+    start.cordoned.push_back(id);
+  }
+  for (const RunningPod& p : file.running) {
+    core::Placement placement;
+    if (!p.assignment.gpus.empty()) {
+      absl::StatusOr<core::Placement> gpus = records::AssignmentToPlacement(cluster, p.assignment);
+      if (!gpus.ok()) {
+        return absl::InvalidArgumentError(
+            StrCat("running pod ", p.name, ": ", FromAbsl(gpus.status().message())));
+      }
+      placement = *std::move(gpus);
+    }
+    placement.node = cluster.FindNode(p.assignment.node);
+    if (!placement.node.valid()) {
+      return absl::NotFoundError(StrCat("running pod ", p.name, ": node \"", p.assignment.node,
+                                        "\" is not in the cluster"));
+    }
+    placement.cpu_milli = p.cpu_milli;
+    placement.memory_mib = p.memory_mib;
+    start.running.emplace_back(p.name, std::move(placement));
+  }
+  return start;
 }
 
 absl::StatusOr<ClusterFile> LoadClusterFile(const std::string& path) {

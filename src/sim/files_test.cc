@@ -1,5 +1,6 @@
 // Cluster and workload files: what they accept, and every class of bad input with the file,
 // line and what was expected.
+#include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/cluster_file.h"
@@ -9,12 +10,27 @@
 namespace tessera::sim {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::string ClusterError(const std::string& yaml) {
   absl::StatusOr<ClusterFile> f = ParseClusterYaml(yaml, "c.yaml");
   EXPECT_FALSE(f.ok()) << yaml;
   return f.ok() ? "" : std::string(f.status().message());
+}
+
+// NodeSpec has no operator==: the fields a cluster file carries, compared one by one.
+void ExpectSameNodes(const std::vector<core::NodeSpec>& a, const std::vector<core::NodeSpec>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    EXPECT_EQ(a[i].cpu_milli, b[i].cpu_milli) << a[i].name;
+    EXPECT_EQ(a[i].memory_mib, b[i].memory_mib) << a[i].name;
+    EXPECT_EQ(a[i].labels, b[i].labels) << a[i].name;
+    EXPECT_EQ(a[i].gpus, b[i].gpus) << a[i].name;
+    EXPECT_EQ(a[i].links, b[i].links) << a[i].name;
+    EXPECT_EQ(a[i].nics, b[i].nics) << a[i].name;
+  }
 }
 
 std::string WorkloadError(const std::string& yaml) {
@@ -68,7 +84,7 @@ TEST(ClusterFile, BadInputNamesFileLineAndWhatWasExpected) {
   EXPECT_THAT(ClusterError("nodes: [\n"), HasSubstr("malformed YAML"));
   EXPECT_EQ(ClusterError("nodes:\n  - name: a\n    cpu: 4\n    memory: 1Gi\n    gpu: {}\n"),
             "c.yaml:5:5: unknown key \"gpu\" in a node (expected one of: name, count, cpu, "
-            "memory, labels, gpus, profile, topology, mig)");
+            "memory, labels, gpus, profile, topology, mig, inventory, cordoned)");
   EXPECT_EQ(ClusterError("nodes:\n  - name: a\n    cpu: -4\n    memory: 1Gi\n"),
             "c.yaml:3:10: cpu: invalid quantity \"-4\": must not be negative (expected a number "
             "with an optional suffix such as 500m, 4Gi, 2G, 1.5)");
@@ -107,6 +123,87 @@ TEST(ClusterFile, TopologyTextOverridesLinks) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->nodes[0].links.at(0, 1), (core::Link{core::LinkKind::kNvLink, 4}));
   EXPECT_EQ(f->nodes[0].gpus[1].cpu_affinity, "0-7");
+}
+
+// The form `tessera simulate --from-cluster --save` writes: inventories, cordons, running pods.
+TEST(ClusterFile, SnapshotFormReadsBackAndRestores) {
+  ClusterFile f;
+  core::NodeSpec n;
+  n.name = "n";
+  n.cpu_milli = 2500;
+  n.memory_mib = 24 * 1024;
+  n.labels["pool"] = "a b";
+  for (int i = 0; i < 2; ++i) {
+    core::GpuSpec g;
+    g.index = i;
+    g.uuid = StrCat("GPU-", i);
+    g.model = "A100-80GB";
+    g.memory_mib = 81920;
+    n.gpus.push_back(g);
+  }
+  n.links = core::LinkMatrix::AllNvLink(2, 12);
+  f.nodes.push_back(n);
+  f.levels = core::DefaultTopologyLevels();
+  f.cordoned = {"n"};
+  f.health["n"] = {records::GpuHealth{}, records::GpuHealth{false, {79}, "XID 79"}};
+  RunningPod p;
+  p.name = "ns/p";
+  p.cpu_milli = 500;
+  p.memory_mib = 1024;
+  p.assignment.node = "n";
+  records::AssignedGpu a;
+  a.grant = core::GpuGrant{1, 4096, 250, false, {}};
+  a.uuid = "GPU-1";
+  p.assignment.gpus.push_back(a);
+  f.running.push_back(p);
+  absl::StatusOr<ClusterFile> back = ParseClusterYaml(ClusterFileToYaml(f), "saved.yaml");
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << ClusterFileToYaml(f);
+  ExpectSameNodes(back->nodes, f.nodes);
+  EXPECT_EQ(back->cordoned, f.cordoned);
+  EXPECT_EQ(back->running, f.running);
+  EXPECT_EQ(back->health, f.health);
+
+  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(back->nodes);
+  ASSERT_TRUE(cluster.ok());
+  absl::StatusOr<StartState> start = ResolveStart(*cluster, *back);
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_EQ(start->running.size(), 1u);
+  EXPECT_EQ(start->running[0].second.gpus[0].memory_mib, 4096);
+  EXPECT_EQ(start->running[0].second.cpu_milli, 500);
+  EXPECT_EQ(start->cordoned.size(), 1u);
+}
+
+TEST(ClusterFile, SnapshotFormBadInput) {
+  const std::string node = "nodes:\n  - {name: n, cpu: 1, memory: 1Gi}\n";
+  EXPECT_THAT(
+      ClusterError(node + "running:\n  - {pod: p, node: m}\n"),
+      AllOf(HasSubstr("c.yaml:4:"), HasSubstr("running pod p: node \"m\" is not in nodes")));
+  EXPECT_THAT(ClusterError(node + "running:\n  - {pod: p, node: n}\n  - {pod: p, node: n}\n"),
+              HasSubstr("two running pods are named \"p\""));
+  EXPECT_THAT(ClusterError(node + "running:\n  - {pod: p}\n"), HasSubstr("needs \"pod\""));
+  EXPECT_THAT(ClusterError(node + "running:\n  - {pod: p, node: n, assignment: '{\"version\": 1, "
+                                  "\"node\": \"x\", \"gpus\": []}'}\n"),
+              HasSubstr("assignment: names node \"x\" but the pod's node is \"n\""));
+  EXPECT_THAT(ClusterError("nodes:\n  - {name: n, cpu: 1, memory: 1Gi, inventory: '{nope'}\n"),
+              AllOf(HasSubstr("c.yaml:2:"), HasSubstr("inventory:")));
+  EXPECT_THAT(ClusterError("nodes:\n  - {name: n, cpu: 1, memory: 1Gi, profile: dgx-a100, "
+                           "inventory: '{}'}\n"),
+              HasSubstr("give either \"inventory\" or \"profile\""));
+  EXPECT_THAT(ClusterError("nodes:\n  - {name: n, cpu: 1, memory: 1Gi, cordoned: maybe}\n"),
+              HasSubstr("cordoned: expected true or false"));
+}
+
+TEST(ClusterFile, AddProfileNodes) {
+  absl::StatusOr<ClusterFile> f =
+      ParseClusterYaml("nodes:\n  - {name: hgx-h100-added-0, cpu: 1, memory: 1Gi}\n", "c.yaml");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(AddProfileNodes(&*f, "hgx-h100", 2).ok());
+  ASSERT_EQ(f->nodes.size(), 3u);
+  EXPECT_EQ(f->nodes[1].name, "hgx-h100-added-1");
+  EXPECT_EQ(f->nodes[2].name, "hgx-h100-added-2");
+  EXPECT_EQ(f->nodes[2].gpu_count(), 8);
+  EXPECT_THAT(std::string(AddProfileNodes(&*f, "nope", 1).message()), HasSubstr("nope"));
+  EXPECT_FALSE(AddProfileNodes(&*f, "hgx-h100", 0).ok());
 }
 
 TEST(WorkloadFile, ReadsEveryAskKind) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <map>
 
+#include "common/status.h"
 #include "common/strings.h"
 #include "core/model/quantity.h"
 #include "core/topology/gpu_select.h"
@@ -131,12 +132,45 @@ GangOutcome Summarise(const core::Engine& engine, const std::string& job,
 
 }  // namespace
 
+namespace {
+
+ScenarioResult Run(const core::Cluster& cluster, const Workload& workload, core::Engine& engine);
+
+}  // namespace
+
 ScenarioResult RunScenario(const core::Cluster& cluster,
                            const std::vector<core::TopologyLevel>& levels, const Workload& workload,
                            std::unique_ptr<core::Policy> policy) {
-  ScenarioResult out;
-  out.policy = std::string(policy->name());
   core::Engine engine(cluster, std::move(policy), levels);
+  return Run(cluster, workload, engine);
+}
+
+absl::StatusOr<ScenarioResult> RunScenarioFrom(const core::Cluster& cluster,
+                                               const std::vector<core::TopologyLevel>& levels,
+                                               const StartState& start, const Workload& workload,
+                                               std::unique_ptr<core::Policy> policy) {
+  core::Engine engine(cluster, std::move(policy), levels);
+  if (!start.cordoned.empty()) {
+    core::NodeChanges changes;
+    for (core::NodeId id : start.cordoned) changes.cordon.emplace_back(id, true);
+    TESSERA_RETURN_IF_ERROR(engine.ChangeNodes(std::move(changes)));
+  }
+  for (const auto& [name, placement] : start.running) {
+    absl::Status st = engine.Restore(name, placement);
+    if (!st.ok()) {
+      return absl::InvalidArgumentError(StrCat("running pod ", name, " on ",
+                                               cluster.node(placement.node).name, ": ",
+                                               FromAbsl(st.message())));
+    }
+  }
+  return Run(cluster, workload, engine);
+}
+
+namespace {
+
+ScenarioResult Run(const core::Cluster& cluster, const Workload& workload, core::Engine& engine) {
+  ScenarioResult out;
+  out.policy = std::string(engine.policy().name());
   auto start = std::chrono::steady_clock::now();
   for (const Job& job : workload.jobs) {
     std::vector<core::PodRequest> pods = ExpandJob(job);
@@ -199,5 +233,7 @@ ScenarioResult RunScenario(const core::Cluster& cluster,
   }
   return out;
 }
+
+}  // namespace
 
 }  // namespace tessera::sim

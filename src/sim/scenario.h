@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/engine.h"
 #include "core/model/cluster.h"
 #include "core/policy/policy.h"
+#include "sim/cluster_file.h"
 #include "sim/workload_file.h"
 
 namespace tessera::sim {
@@ -61,5 +63,13 @@ struct ScenarioResult {
 ScenarioResult RunScenario(const core::Cluster& cluster,
                            const std::vector<core::TopologyLevel>& levels, const Workload& workload,
                            std::unique_ptr<core::Policy> policy);
+
+// As RunScenario, on a cluster that is not empty: `start`'s nodes are cordoned and its running
+// pods restored (in order, as a restarted scheduler restores bound pods) before the workload is
+// placed. The result's GPU and memory figures include the running pods; its pods are the
+// workload's. Fails, naming the pod, when a running pod does not fit what the ones before it left.
+[[nodiscard]] absl::StatusOr<ScenarioResult> RunScenarioFrom(
+    const core::Cluster& cluster, const std::vector<core::TopologyLevel>& levels,
+    const StartState& start, const Workload& workload, std::unique_ptr<core::Policy> policy);
 
 }  // namespace tessera::sim

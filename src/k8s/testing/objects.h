@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/strings.h"
 #include "core/model/node.h"
@@ -56,6 +57,22 @@ class NodeObject {
     labels_[std::move(k)] = std::move(v);
     return *this;
   }
+  NodeObject& Cordoned() {
+    unschedulable_ = true;
+    return *this;
+  }
+  // A Ready condition with this status (none by default).
+  NodeObject& Ready(bool ready = true) {
+    ready_ = ready;
+    return *this;
+  }
+  // Marks GPU `index` unhealthy in the inventory (the agent's `health` field).
+  NodeObject& Unhealthy(int index, std::vector<int32_t> xids, std::string reason) {
+    inventory_.health.resize(inventory_.gpus.size());
+    inventory_.health[static_cast<size_t>(index)] =
+        records::GpuHealth{false, std::move(xids), std::move(reason)};
+    return *this;
+  }
   // Replaces the inventory annotation with any text (for bad input).
   NodeObject& RawInventory(std::string text) {
     raw_inventory_ = std::move(text);
@@ -75,10 +92,14 @@ class NodeObject {
     if (has_inventory_) {
       resources[std::string(records::kGpuResource)] = std::to_string(inventory_.gpus.size());
     }
-    return {{"apiVersion", "v1"},
-            {"kind", "Node"},
-            {"metadata", meta},
-            {"status", {{"capacity", resources}, {"allocatable", resources}}}};
+    nlohmann::json status = {{"capacity", resources}, {"allocatable", resources}};
+    if (ready_) {
+      status["conditions"] = {{{"type", "Ready"}, {"status", *ready_ ? "True" : "False"}}};
+    }
+    nlohmann::json node = {
+        {"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", meta}, {"status", status}};
+    if (unschedulable_) node["spec"] = {{"unschedulable", true}};
+    return node;
   }
 
  private:
@@ -89,6 +110,8 @@ class NodeObject {
   records::Inventory inventory_;
   bool has_inventory_ = false;
   std::optional<std::string> raw_inventory_;
+  bool unschedulable_ = false;
+  std::optional<bool> ready_;
 };
 
 class PodObject {
@@ -132,6 +155,17 @@ class PodObject {
     uid_ = std::move(uid);
     return *this;
   }
+  // Bound with this assignment (spec.nodeName and the tessera.dev/assignment annotation).
+  PodObject& Assigned(const records::Assignment& a) {
+    node_ = a.node;
+    Annotation(std::string(records::kAssignmentAnnotation), records::AssignmentToJson(a));
+    return *this;
+  }
+  // A PodScheduled=False condition with this message, as the scheduler writes it.
+  PodObject& Unschedulable(std::string message) {
+    unschedulable_ = std::move(message);
+    return *this;
+  }
   PodObject& Created(std::string t) {
     created_ = std::move(t);
     return *this;
@@ -154,6 +188,12 @@ class PodObject {
     nlohmann::json pod = {
         {"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
     if (!phase_.empty()) pod["status"] = {{"phase", phase_}};
+    if (!unschedulable_.empty()) {
+      pod["status"]["conditions"] = {{{"type", "PodScheduled"},
+                                      {"status", "False"},
+                                      {"reason", "Unschedulable"},
+                                      {"message", unschedulable_}}};
+    }
     return pod;
   }
 
@@ -166,6 +206,7 @@ class PodObject {
   std::string phase_ = "Pending";
   std::string uid_;
   std::string created_;
+  std::string unschedulable_;
 };
 
 }  // namespace tessera::k8s::testing

@@ -1,0 +1,192 @@
+// `tessera status` (also `kubectl tessera status`): every GPU of the live cluster, what is granted
+// on it and to whom, the pods waiting for GPUs and why, and the totals.
+#include "k8s/status/status.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <csignal>
+#include <iostream>
+#include <mutex>
+
+#include "cli/cluster_access.h"
+#include "cli/command.h"
+#include "common/strings.h"
+#include "k8s/client/informer.h"
+#include "k8s/snapshot/snapshot.h"
+#include "spdlog/spdlog.h"
+
+namespace tessera::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+std::mutex g_mu;
+std::condition_variable g_cv;
+
+extern "C" void OnStatusSignal(int) { g_stop.store(true); }
+
+struct StatusFlags {
+  ClusterAccessFlags access;
+  std::string output = "table";
+  std::string node;
+  std::string ns;
+  std::string scheduler_name = "tessera";
+  bool watch = false;
+  double interval = 2.0;
+  int page_size = 500;
+};
+
+absl::Status Print(const k8s::ClusterSnapshot& snapshot, const StatusFlags& f, bool watching) {
+  k8s::StatusOptions o;
+  o.scheduler_name = f.scheduler_name;
+  o.node = f.node;
+  o.ns = f.ns;
+  absl::StatusOr<k8s::ClusterStatus> status = k8s::ComputeStatus(snapshot, o);
+  if (!status.ok()) return status.status();
+  if (f.output == "json") {
+    // One document; one per line while watching (JSON lines).
+    std::cout << k8s::StatusToJson(*status).dump(watching ? -1 : 2) << "\n" << std::flush;
+    return absl::OkStatus();
+  }
+  k8s::RenderOptions r;
+  r.wide = f.output == "wide";
+  std::string text = k8s::RenderStatusText(*status, r);
+  if (watching && isatty(STDOUT_FILENO)) {
+    std::cout << "\033[H\033[2J";  // home, clear: redraw in place
+  } else if (watching) {
+    std::cout << "\n";
+  }
+  std::cout << text << std::flush;
+  return absl::OkStatus();
+}
+
+// --watch: list and watch nodes and pods (one informer each) and redraw when something changed,
+// at most every --interval seconds, until SIGINT or SIGTERM.
+absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
+  std::atomic<bool> dirty{true};
+  auto poke = [&dirty] {
+    dirty = true;
+    g_cv.notify_all();
+  };
+  k8s::ListWatchOptions no;
+  no.resource = "nodes";
+  no.path = "/api/v1/nodes";
+  no.page_size = f.page_size;
+  k8s::Informer<k8s::SnapshotNode> nodes(
+      client, no,
+      [](const nlohmann::json& j) {
+        return std::make_shared<const k8s::SnapshotNode>(k8s::DecodeSnapshotNode(j));
+      },
+      [&](auto&&) { poke(); });
+  k8s::ListWatchOptions po;
+  po.resource = "pods";
+  po.path = "/api/v1/pods";
+  po.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  po.page_size = f.page_size;
+  k8s::Informer<k8s::PodInfo> pods(client, po, k8s::DecodePod, [&](auto&&) { poke(); });
+  nodes.Start();
+  pods.Start();
+  const auto interval = std::chrono::milliseconds(static_cast<int64_t>(f.interval * 1000));
+  auto last = std::chrono::steady_clock::now() - interval;
+  int64_t failures_told = 0;
+  while (!g_stop) {
+    {
+      std::unique_lock<std::mutex> lock(g_mu);
+      g_cv.wait_for(lock, std::chrono::milliseconds(250));
+    }
+    if (g_stop) break;
+    if (const int64_t failed = nodes.failures() + pods.failures();
+        failed > failures_told && (!nodes.synced() || !pods.synced())) {
+      std::cerr << "tessera status: still trying to list nodes and pods from "
+                << client.config().server << " (" << failed << " failed attempts; retrying)\n";
+      failures_told = failed;
+    }
+    if (!dirty || !nodes.synced() || !pods.synced()) continue;
+    if (std::chrono::steady_clock::now() - last < interval) continue;
+    dirty = false;
+    last = std::chrono::steady_clock::now();
+    std::vector<k8s::SnapshotNode> n;
+    for (const auto& p : nodes.List()) n.push_back(*p);
+    k8s::ClusterSnapshot snapshot(std::move(n), pods.List());
+    snapshot.server = client.config().server;
+    snapshot.taken_at = std::chrono::system_clock::now();
+    absl::Status st = Print(snapshot, f, /*watching=*/true);
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void AddStatusCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<StatusFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "status",
+      "Show every GPU of the live cluster: per node and GPU the model, health, memory and\n"
+      "compute granted against capacity (bars), the pods on it and its MIG instances; then the\n"
+      "pods waiting for GPUs with the scheduler's reason, per-queue rows, and cluster totals\n"
+      "(GPUs in use; GPU memory granted, asked and free; the free memory no pending pod can use,\n"
+      "and how much of it is in pieces too small for every pending ask). Reads one list of nodes\n"
+      "and one of pods. Installed as the kubectl plugin kubectl-tessera too:\n"
+      "`kubectl tessera status`.\n"
+      "Exit status: 0 shown, 1 the cluster could not be read, 2 bad flags or an unknown --node.");
+  AddClusterAccessFlags(cmd, &f->access);
+  cmd->add_option("-o,--output", f->output,
+                  "table (the first pods of each GPU), wide (every pod), or json (the stable "
+                  "document of the README; one per line with --watch)")
+      ->check(CLI::IsMember({"table", "wide", "json"}))
+      ->capture_default_str();
+  cmd->add_option("--node", f->node, "Show only this node (the totals stay cluster-wide)");
+  cmd->add_option("-n,--namespace", f->ns,
+                  "Show only this namespace's pods, on GPUs and pending (GPUs' figures and the "
+                  "totals still count every pod)");
+  cmd->add_option("--scheduler-name", f->scheduler_name,
+                  "Pending pods are those with this spec.schedulerName")
+      ->capture_default_str();
+  cmd->add_flag("-w,--watch", f->watch,
+                "Keep watching (a list and a watch of nodes and pods) and redraw on changes");
+  cmd->add_option("--interval", f->interval,
+                  "With --watch: at most one redraw per this many seconds")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--page-size", f->page_size, "Objects per list request")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->callback([f, exit_code]() {
+    // The ledger's restore messages are for the scheduler's log; problems are in the output.
+    spdlog::set_level(spdlog::level::off);
+    absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = ConnectToCluster(f->access);
+    if (!client.ok()) {
+      std::cerr << "tessera status: " << client.status().message() << "\n";
+      *exit_code = kExitBadInput;
+      return;
+    }
+    absl::Status st;
+    if (f->watch) {
+      std::signal(SIGINT, OnStatusSignal);
+      std::signal(SIGTERM, OnStatusSignal);
+      st = Watch(**client, *f);
+    } else {
+      k8s::SnapshotOptions so;
+      so.page_size = f->page_size;
+      absl::StatusOr<k8s::ClusterSnapshot> snapshot = k8s::ReadSnapshot(**client, so);
+      if (!snapshot.ok()) {
+        std::cerr << "tessera status: cannot read the cluster at " << (*client)->config().server
+                  << " (" << (*client)->config().source << "): " << snapshot.status().message()
+                  << "\n";
+        *exit_code = kExitFailure;
+        return;
+      }
+      st = Print(*snapshot, *f, /*watching=*/false);
+    }
+    if (!st.ok()) {
+      std::cerr << "tessera status: " << st.message() << "\n";
+      *exit_code = st.code() == absl::StatusCode::kNotFound ? kExitBadInput : kExitFailure;
+      return;
+    }
+    *exit_code = kExitOk;
+  });
+}
+
+}  // namespace tessera::cli

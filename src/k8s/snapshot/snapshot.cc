@@ -1,0 +1,211 @@
+#include "k8s/snapshot/snapshot.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "common/strings.h"
+#include "k8s/client/watch.h"
+#include "records/names.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+
+const json& Field(const json& j, std::string_view key) {
+  static const json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+bool NodeReady(const json& node) {
+  const json& conditions = Field(Field(node, "status"), "conditions");
+  if (!conditions.is_array()) return false;
+  for (const json& c : conditions) {
+    if (Field(c, "type") == "Ready") return Field(c, "status") == "True";
+  }
+  return false;
+}
+
+// Lists `path` page by page, handing each item to `on_item`. A continue token that expired
+// (HTTP 410 on a later page: the list took longer than etcd keeps its revision) restarts the list
+// from the beginning, at most twice; `reset` is called before each restart.
+absl::Status ListAll(ApiClient& client, const std::string& path, std::string_view what,
+                     const SnapshotOptions& options, const std::function<void()>& reset,
+                     const std::function<void(json&&)>& on_item, int64_t* pages) {
+  std::unique_ptr<Connection> connection = client.NewConnection();
+  for (int attempt = 0;; ++attempt) {
+    std::string cont;
+    bool expired = false;
+    do {
+      const char sep = path.find('?') == std::string::npos ? '?' : '&';
+      std::string page = StrCat(path, std::string(1, sep), "limit=", options.page_size);
+      if (!cont.empty()) StrAppend(&page, "&continue=", QueryEscape(cont));
+      HttpRequest request{"GET", page, "", "", options.page_timeout};
+      // Transient failures (no answer, 429, 5xx) are retried as ApiClient retries them.
+      HttpResponse response;
+      for (int tries = 0;; ++tries) {
+        response = connection->Do(request);
+        if (!IsTransient(response) || tries >= 4) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200 << tries));
+      }
+      ++*pages;
+      if (response.status == 410 && !cont.empty() && attempt < 2) {
+        expired = true;
+        break;
+      }
+      absl::Status status = StatusFromResponse(request, response);
+      if (!status.ok()) {
+        return absl::Status(status.code(), StrCat("list ", what, ": ", FromAbsl(status.message())));
+      }
+      absl::StatusOr<json> parsed = ParseApiJson(response.body, /*drop_managed_fields=*/true);
+      if (!parsed.ok()) {
+        return absl::DataLossError(StrCat(
+            "list ", what, ": the answer is not JSON: ", FromAbsl(parsed.status().message())));
+      }
+      json& items = (*parsed)["items"];
+      if (items.is_array()) {
+        for (json& item : items) on_item(std::move(item));
+      }
+      const json& next = Field(Field(*parsed, "metadata"), "continue");
+      cont = next.is_string() ? next.get<std::string>() : "";
+    } while (!cont.empty());
+    if (!expired) return absl::OkStatus();
+    reset();
+  }
+}
+
+}  // namespace
+
+SnapshotNode DecodeSnapshotNode(const json& node) {
+  SnapshotNode n;
+  n.info = DecodeNode(node);
+  n.ready = NodeReady(node);
+  // Health is only in the record when some GPU is unhealthy; DecodeNode keeps only what placing
+  // needs, so it is read here, from the same annotation, when it is there at all.
+  if (n.info->inventory_error.empty() && n.info->has_inventory) {
+    const json& text =
+        Field(Field(Field(node, "metadata"), "annotations"), records::kInventoryAnnotation);
+    if (text.is_string() &&
+        text.get_ref<const std::string&>().find("\"health\"") != std::string::npos) {
+      absl::StatusOr<records::Inventory> inventory =
+          records::InventoryFromJson(text.get_ref<const std::string&>());
+      if (inventory.ok()) n.health = std::move(inventory->health);
+    }
+  }
+  return n;
+}
+
+ClusterSnapshot::ClusterSnapshot(std::vector<SnapshotNode> nodes,
+                                 std::vector<std::shared_ptr<const PodInfo>> pods)
+    : nodes_(std::move(nodes)), pods_(std::move(pods)) {
+  std::stable_sort(nodes_.begin(), nodes_.end(), [](const SnapshotNode& a, const SnapshotNode& b) {
+    return a.name() < b.name();
+  });
+  nodes_.erase(std::unique(nodes_.begin(), nodes_.end(),
+                           [](const SnapshotNode& a, const SnapshotNode& b) {
+                             return a.name() == b.name();
+                           }),
+               nodes_.end());
+  std::erase_if(pods_, [](const std::shared_ptr<const PodInfo>& p) { return p->terminal(); });
+  std::stable_sort(pods_.begin(), pods_.end(),
+                   [](const auto& a, const auto& b) { return a->key < b->key; });
+  pods_.erase(std::unique(pods_.begin(), pods_.end(),
+                          [](const auto& a, const auto& b) { return a->key == b->key; }),
+              pods_.end());
+}
+
+ClusterSnapshot ClusterSnapshot::FromObjects(const std::vector<json>& nodes,
+                                             const std::vector<json>& pods) {
+  std::vector<SnapshotNode> n;
+  n.reserve(nodes.size());
+  for (const json& j : nodes) n.push_back(DecodeSnapshotNode(j));
+  std::vector<std::shared_ptr<const PodInfo>> p;
+  p.reserve(pods.size());
+  for (const json& j : pods) p.push_back(DecodePod(j));
+  return ClusterSnapshot(std::move(n), std::move(p));
+}
+
+const SnapshotNode* ClusterSnapshot::FindNode(std::string_view name) const {
+  auto it =
+      std::lower_bound(nodes_.begin(), nodes_.end(), name,
+                       [](const SnapshotNode& n, std::string_view v) { return n.name() < v; });
+  return it != nodes_.end() && it->name() == name ? &*it : nullptr;
+}
+
+std::vector<const PodInfo*> ClusterSnapshot::BoundPods() const {
+  std::vector<const PodInfo*> out;
+  for (const auto& p : pods_) {
+    if (p->bound()) out.push_back(p.get());
+  }
+  return out;
+}
+
+std::vector<const PodInfo*> ClusterSnapshot::PendingPods(std::string_view scheduler_name) const {
+  std::vector<const PodInfo*> out;
+  for (const auto& p : pods_) {
+    if (!p->bound() && !p->deleting && p->scheduler_name == scheduler_name) out.push_back(p.get());
+  }
+  return out;
+}
+
+std::unique_ptr<ClusterLedger> ClusterSnapshot::Ledger(
+    const LedgerOptions& options, std::vector<SnapshotProblem>* problems) const {
+  auto on_blocked = [problems](const std::string& key, const std::string& node,
+                               const std::string& why) {
+    if (problems != nullptr) {
+      problems->push_back(
+          SnapshotProblem{StrCat("pod/", key), node,
+                          StrCat(why, "; node ", node, " takes no GPU pods while it is there")});
+    }
+  };
+  auto ledger = std::make_unique<ClusterLedger>(options, nullptr, on_blocked);
+  for (const SnapshotNode& n : nodes_) {
+    ledger->OnNode(Change::kAdded, n.info);
+    if (problems != nullptr && !n.info->inventory_error.empty()) {
+      problems->push_back(SnapshotProblem{
+          StrCat("node/", n.name()), n.name(),
+          StrCat("annotation ", records::kInventoryAnnotation,
+                 " is unusable, so none of its GPUs are used: ", n.info->inventory_error)});
+    }
+  }
+  ledger->Sync();
+  for (const auto& p : pods_) {
+    if (p->bound()) ledger->Hold(p->key, Holding::OfBoundPod(*p), /*bound=*/true);
+  }
+  return ledger;
+}
+
+absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto taken_at = std::chrono::system_clock::now();
+  std::vector<SnapshotNode> nodes;
+  std::vector<std::shared_ptr<const PodInfo>> pods;
+  int64_t node_pages = 0, pod_pages = 0;
+  absl::Status node_status;
+  // Nodes on a second thread while this one lists pods (each with its own connection).
+  std::thread node_thread([&] {
+    node_status = ListAll(
+        client, "/api/v1/nodes", "nodes", options, [&] { nodes.clear(); },
+        [&](json&& item) { nodes.push_back(DecodeSnapshotNode(item)); }, &node_pages);
+  });
+  absl::Status pod_status = ListAll(
+      client,
+      StrCat("/api/v1/pods?fieldSelector=",
+             QueryEscape("status.phase!=Succeeded,status.phase!=Failed")),
+      "pods", options, [&] { pods.clear(); }, [&](json&& item) { pods.push_back(DecodePod(item)); },
+      &pod_pages);
+  node_thread.join();
+  if (!node_status.ok()) return node_status;
+  if (!pod_status.ok()) return pod_status;
+  ClusterSnapshot snapshot(std::move(nodes), std::move(pods));
+  snapshot.server = client.config().server;
+  snapshot.taken_at = taken_at;
+  snapshot.pages = node_pages + pod_pages;
+  snapshot.read_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return snapshot;
+}
+
+}  // namespace tessera::k8s

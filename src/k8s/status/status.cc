@@ -1,0 +1,682 @@
+#include "k8s/status/status.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "common/strings.h"
+#include "core/fit.h"
+#include "core/model/mig.h"
+#include "core/model/quantity.h"
+#include "core/topology/gpu_select.h"
+#include "fmt/format.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+
+// Seconds from an RFC 3339 time ("2026-03-01T10:00:00Z") to `now`; -1 when unreadable.
+int64_t SecondsSince(const std::string& rfc3339, std::chrono::system_clock::time_point now) {
+  if (rfc3339.empty()) return -1;
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return -1;
+  const int64_t then = absl::ToUnixSeconds(t);
+  const int64_t at =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  return std::max<int64_t>(0, at - then);
+}
+
+std::string MigName(const std::string& model, core::MigPlacement p) {
+  const core::MigModel* m = core::FindMigModel(model);
+  if (m == nullptr || p.profile < 0 || static_cast<size_t>(p.profile) >= m->profiles.size()) {
+    return "?";
+  }
+  return std::string(m->profiles[static_cast<size_t>(p.profile)].name);
+}
+
+// Memory one pending ask needs on one GPU to use it; nullopt when the ask cannot use it at all
+// (a MIG ask on a GPU without MIG, say), so it does not count toward "too small".
+std::optional<int64_t> MemoryNeedOn(const core::PodRequest& r, const core::GpuSpec& gpu) {
+  switch (r.gpu.kind) {
+    case core::GpuAsk::Kind::kNone:
+      return std::nullopt;
+    case core::GpuAsk::Kind::kWhole:
+      return gpu.mig_enabled ? std::nullopt : std::optional<int64_t>(gpu.memory_mib);
+    case core::GpuAsk::Kind::kShare:
+    case core::GpuAsk::Kind::kFraction:
+      return gpu.mig_enabled ? std::nullopt
+                             : std::optional<int64_t>(core::ShareMemoryOn(r.gpu, gpu.memory_mib));
+    case core::GpuAsk::Kind::kMig: {
+      if (!gpu.mig_enabled) return std::nullopt;
+      const core::MigModel* m = core::FindMigModel(gpu.model);
+      const int i = m == nullptr ? -1 : m->Find(r.gpu.mig_profile);
+      if (i < 0) return std::nullopt;
+      return m->profiles[static_cast<size_t>(i)].memory_mib;
+    }
+  }
+  return std::nullopt;
+}
+
+// A pending pod's request with its name cleared, and its node constraints: pods that differ only
+// in name can use exactly the same GPUs.
+struct Shape {
+  core::PodRequest request;
+  const PodInfo* pod;  // the first pending pod of this shape
+  bool never_fits = false;
+};
+
+// Equal keys are equal pairs (PodRequest's and NodeConstraints' own operator==); the hash covers
+// the fields that tell shapes apart in practice (the ask and the constraints), not the optional
+// gang, which is cleared in keys and which the system's Abseil cannot hash.
+using ShapeKey = std::pair<core::PodRequest, NodeConstraints>;
+struct ShapeKeyHash {
+  size_t operator()(const ShapeKey& k) const {
+    return absl::Hash<std::tuple<int64_t, int64_t, const core::GpuAsk&,
+                                 const std::vector<std::string>&, const NodeConstraints&>>()(
+        std::tie(k.first.cpu_milli, k.first.memory_mib, k.first.gpu, k.first.gpu_models, k.second));
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
+                                            const StatusOptions& options) {
+  if (!options.node.empty() && snapshot.FindNode(options.node) == nullptr) {
+    return absl::NotFoundError(StrCat("node \"", options.node, "\" not found (",
+                                      snapshot.nodes().size(), " nodes listed)"));
+  }
+  ClusterStatus out;
+  out.server = snapshot.server;
+  out.taken_at = snapshot.taken_at;
+  out.read_seconds = snapshot.read_seconds;
+  out.scheduler_name = options.scheduler_name;
+  out.node_filter = options.node;
+  out.namespace_filter = options.ns;
+  LedgerOptions lo;
+  lo.policy = options.policy;
+  lo.levels = options.levels;
+  std::unique_ptr<ClusterLedger> ledger = snapshot.Ledger(lo, &out.problems);
+  const core::Engine& engine = ledger->engine();
+  const core::ClusterState& state = engine.state();
+  const core::Cluster& cluster = engine.cluster();
+  auto shown_ns = [&](const PodInfo& p) { return options.ns.empty() || p.ns == options.ns; };
+
+  // --- nodes and GPUs ---
+  std::map<std::string, std::string> blocked;  // node -> why (first problem naming it)
+  for (const SnapshotProblem& p : out.problems) {
+    if (p.object.starts_with("pod/")) blocked.emplace(p.node, p.message);
+  }
+  absl::flat_hash_map<std::string, size_t> node_at;  // name -> index in out.nodes
+  StatusTotals& t = out.totals;
+  for (const SnapshotNode& sn : snapshot.nodes()) {
+    const NodeInfo& info = *sn.info;
+    ++t.nodes;
+    if (info.spec.gpus.empty() && info.inventory_error.empty()) continue;
+    NodeStatus n;
+    n.name = info.name;
+    n.ready = sn.ready;
+    n.cordoned = info.unschedulable;
+    n.cpu_milli = info.spec.cpu_milli;
+    n.memory_mib = info.spec.memory_mib;
+    n.inventory_error = info.inventory_error;
+    if (auto b = blocked.find(info.name); b != blocked.end()) n.gpus_blocked = b->second;
+    if (!info.spec.gpus.empty()) {
+      ++t.gpu_nodes;
+      n.interconnect =
+          info.spec.gpus.size() > 1 && core::MeetsTopology(info.spec, info.spec.all_gpus_mask(),
+                                                           core::GpuTopology::kNvLink)
+              ? "NVLink"
+          : info.spec.gpus.size() > 1 ? "PCIe"
+                                      : "";
+    }
+    const core::NodeId id = cluster.FindNode(info.name);
+    for (const core::GpuSpec& g : info.spec.gpus) {
+      GpuStatus gs;
+      gs.index = g.index;
+      gs.uuid = g.uuid;
+      gs.model = g.model;
+      gs.memory_mib = g.memory_mib;
+      gs.mig_enabled = g.mig_enabled;
+      if (!sn.healthy(g.index)) {
+        const records::GpuHealth& h = sn.health[static_cast<size_t>(g.index)];
+        gs.healthy = false;
+        gs.health_reason = h.reason.empty() ? "unhealthy" : h.reason;
+        gs.xids = h.xids;
+      }
+      if (id.valid()) {
+        gs.free_memory_mib = state.gpu(id, g.index).free_memory_mib;
+        if (g.mig_enabled) {
+          for (const auto& inst : state.mig(id, g.index).instances) {
+            gs.mig_instances.push_back(
+                MigInstanceStatus{MigName(g.model, inst.placement), inst.placement.start, ""});
+          }
+        }
+      }
+      n.gpus.push_back(std::move(gs));
+    }
+    node_at[n.name] = out.nodes.size();
+    out.nodes.push_back(std::move(n));
+  }
+
+  // --- what bound pods hold ---
+  std::map<std::string, QueueStatus> queues;
+  for (const PodInfo* p : snapshot.BoundPods()) {
+    auto at = node_at.find(p->node_name);
+    const Holding* h = ledger->Find(p->key);
+    if (at == node_at.end()) continue;  // a node without GPUs (or not listed)
+    NodeStatus& n = out.nodes[at->second];
+    ++n.pods;
+    if (h != nullptr) {
+      n.cpu_requested_milli += h->cpu_milli;
+      n.memory_requested_mib += h->memory_mib;
+    }
+    if (h == nullptr || h->gpus.gpus.empty()) continue;
+    ++t.running_gpu_pods;
+    QueueStatus& q = queues[p->queue];
+    q.name = p->queue;
+    if (shown_ns(*p)) ++q.running;
+    for (const records::AssignedGpu& a : h->gpus.gpus) {
+      if (a.grant.gpu < 0 || static_cast<size_t>(a.grant.gpu) >= n.gpus.size()) continue;
+      GpuStatus& g = n.gpus[static_cast<size_t>(a.grant.gpu)];
+      GpuPodGrant grant;
+      grant.pod = p->key;
+      grant.memory_mib = a.grant.memory_mib;
+      grant.compute_milli = a.grant.compute_milli;
+      grant.exclusive = a.grant.exclusive;
+      grant.shown = shown_ns(*p);
+      if (!a.mig_profile.empty()) {
+        grant.mig = StrCat(a.mig_profile, "@", a.mig_start);
+        for (MigInstanceStatus& m : g.mig_instances) {
+          if (m.profile == a.mig_profile && m.start == a.mig_start) m.pod = p->key;
+        }
+      }
+      g.memory_granted_mib += a.grant.memory_mib;
+      g.compute_granted_milli += a.grant.compute_milli;
+      g.exclusive = g.exclusive || a.grant.exclusive;
+      g.pods.push_back(std::move(grant));
+      if (shown_ns(*p)) {
+        q.memory_granted_mib += a.grant.memory_mib;
+        q.compute_granted_milli += a.grant.compute_milli;
+        q.gpus_whole += a.grant.exclusive ? 1 : 0;
+      }
+      // What the pod asked for: a share its memory, a whole GPU all of it, MIG its slice.
+      t.memory_requested_mib +=
+          p->input_error.empty() && p->request.gpu.kind == core::GpuAsk::Kind::kShare
+              ? p->request.gpu.memory_mib
+              : a.grant.memory_mib;
+    }
+  }
+
+  // --- pending pods ---
+  std::vector<Shape> shapes;
+  absl::flat_hash_map<ShapeKey, size_t, ShapeKeyHash> shape_at;
+  for (const PodInfo* p : snapshot.PendingPods(options.scheduler_name)) {
+    const bool asks_gpu =
+        !p->input_error.empty() || p->request.gpu.kind != core::GpuAsk::Kind::kNone;
+    if (!asks_gpu) continue;
+    ++t.pending_gpu_pods;
+    PendingPodStatus ps;
+    ps.pod = p->key;
+    ps.queue = p->queue;
+    ps.priority = p->priority;
+    ps.created = p->created;
+    ps.waiting_seconds = SecondsSince(p->created, options.now);
+    if (p->input_error.empty()) {
+      const core::GpuAsk& ask = p->request.gpu;
+      ps.ask = core::DescribeAsk(p->request);
+      ps.gpus = ask.gpu_count();
+      if (ask.kind == core::GpuAsk::Kind::kShare) {
+        ps.gpu_memory_mib = ask.memory_mib;
+        ps.gpu_compute_milli = ask.compute_milli;
+        t.pending_memory_mib += ask.memory_mib;
+      } else if (ask.kind == core::GpuAsk::Kind::kWhole) {
+        t.pending_whole_gpus += ask.count;
+      } else if (ask.kind == core::GpuAsk::Kind::kMig) {
+        ++t.pending_mig;
+      }
+      if (p->request.gang) ps.gang = p->request.gang->name;
+      core::PodRequest key = p->request;
+      key.name.clear();
+      key.gang.reset();
+      key.priority = 0;
+      auto k = std::make_pair(key, p->constraints);
+      auto [it, added] = shape_at.try_emplace(k, shapes.size());
+      if (added) {
+        core::Query q(state, key);
+        const bool never = core::NeverFitsReason(state, q).has_value();
+        shapes.push_back(Shape{std::move(key), p, never});
+      }
+      ps.never_fits = shapes[it->second].never_fits;
+    } else {
+      ps.ask = "(cannot be read)";
+    }
+    if (!p->input_error.empty()) {
+      ps.reason = StrCat("its request cannot be read: ", p->input_error);
+    } else if (!p->unschedulable_message.empty()) {
+      ps.reason = p->unschedulable_message;
+    } else if (p->gated) {
+      ps.reason = "waiting for its scheduling gates to be removed";
+    } else {
+      ps.reason = "not tried by the scheduler yet";
+    }
+    QueueStatus& qs = queues[p->queue];
+    qs.name = p->queue;
+    if (shown_ns(*p)) {
+      ++qs.pending;
+      out.pending.push_back(std::move(ps));
+    }
+  }
+  std::sort(out.pending.begin(), out.pending.end(),
+            [](const PendingPodStatus& a, const PendingPodStatus& b) {
+              return std::tie(a.created, a.pod) < std::tie(b.created, b.pod);
+            });
+  for (auto& [name, q] : queues) {
+    if (q.running > 0 || q.pending > 0) out.queues.push_back(q);
+  }
+
+  // --- free memory the pending pods cannot use ---
+  // Per node, the GPUs some pending shape could use now (core's CheckNode: the same test every
+  // policy places by).
+  std::vector<const ClusterLedger::Allowed*> allowed(shapes.size(), nullptr);
+  std::vector<std::shared_ptr<const ClusterLedger::Allowed>> keep;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    keep.push_back(ledger->AllowedFor(*shapes[i].pod));
+    allowed[i] = keep.back().get();
+  }
+  for (NodeStatus& n : out.nodes) {
+    const core::NodeId id = cluster.FindNode(n.name);
+    const bool takes = id.valid() && state.accepts_pods(id) && n.gpus_blocked.empty();
+    uint64_t usable = 0;
+    if (takes) {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        const core::NodeSet* set = allowed[i] == nullptr ? nullptr : &allowed[i]->nodes;
+        core::Query q(state, shapes[i].request, nullptr, set);
+        const core::NodeFit fit = core::CheckNode(state, q, id);
+        if (fit.ok()) usable |= fit.gpus;
+      }
+    }
+    const core::NodeSpec* spec = id.valid() ? &cluster.node(id) : nullptr;
+    for (GpuStatus& g : n.gpus) {
+      t.gpus++;
+      t.memory_mib += g.memory_mib;
+      t.compute_milli += 1000;
+      t.memory_granted_mib += g.memory_granted_mib;
+      t.compute_granted_milli += g.compute_granted_milli;
+      t.gpus_in_use += g.pods.empty() ? 0 : 1;
+      t.gpus_exclusive += g.exclusive ? 1 : 0;
+      t.gpus_unhealthy += g.healthy ? 0 : 1;
+      if (!takes || !g.healthy || g.free_memory_mib <= 0) continue;
+      t.free_memory_mib += g.free_memory_mib;
+      if (shapes.empty() || (usable >> g.index) & 1) continue;
+      g.stranded_mib = g.free_memory_mib;
+      t.stranded_mib += g.free_memory_mib;
+      bool any_applies = false, all_bigger = true;
+      for (const Shape& s : shapes) {
+        std::optional<int64_t> need =
+            MemoryNeedOn(s.request, spec->gpus[static_cast<size_t>(g.index)]);
+        if (!need) continue;
+        any_applies = true;
+        all_bigger = all_bigger && *need > g.free_memory_mib;
+      }
+      g.stranded_too_small = any_applies && all_bigger;
+      if (g.stranded_too_small) t.stranded_too_small_mib += g.free_memory_mib;
+    }
+  }
+  if (!options.node.empty()) {
+    std::erase_if(out.nodes, [&](const NodeStatus& n) { return n.name != options.node; });
+  }
+  return out;
+}
+
+// --- rendering ------------------------------------------------------------------------------
+
+std::string Bar(int64_t used, int64_t total, int width) {
+  int cells = 0;
+  if (total > 0 && used > 0) {
+    cells = static_cast<int>(std::min<int64_t>(width, (used * width + total - 1) / total));
+  }
+  return StrCat("[", std::string(static_cast<size_t>(cells), '#'),
+                std::string(static_cast<size_t>(width - cells), '.'), "]");
+}
+
+namespace {
+
+// Columns padded to their widest cell; the last column is not padded.
+class Table {
+ public:
+  explicit Table(std::string indent) : indent_(std::move(indent)) {}
+  void Row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  std::string Render() const {
+    std::vector<size_t> w;
+    for (const auto& r : rows_) {
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (w.size() <= i) w.push_back(0);
+        w[i] = std::max(w[i], r[i].size());
+      }
+    }
+    std::string out;
+    for (const auto& r : rows_) {
+      std::string line = indent_;
+      for (size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line += std::string(w[i] - r[i].size() + 2, ' ');
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::string indent_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string Cores(int64_t milli) {
+  if (milli % 1000 == 0) return StrCat(milli / 1000);
+  return fmt::format("{:.1f}", static_cast<double>(milli) / 1000.0);
+}
+
+std::string Percent(int64_t part, int64_t whole) {
+  if (whole <= 0) return "-";
+  return StrCat(part * 100 / whole, "%");
+}
+
+std::string Duration(int64_t s) {
+  if (s < 0) return "?";
+  if (s < 120) return StrCat(s, "s");
+  if (s < 7200) return StrCat(s / 60, "m");
+  if (s < 2 * 86400) return StrCat(s / 3600, "h");
+  return StrCat(s / 86400, "d");
+}
+
+std::string Time(std::chrono::system_clock::time_point t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromChrono(t), absl::UTCTimeZone());
+}
+
+std::string GrantText(const GpuPodGrant& g) {
+  if (!g.mig.empty()) return g.pod;
+  if (g.exclusive) return StrCat(g.pod, " (whole)");
+  std::string s = StrCat(g.pod, " ", core::FormatMiB(g.memory_mib));
+  if (g.compute_milli > 0) StrAppend(&s, " ", g.compute_milli / 10, "%");
+  return s;
+}
+
+std::string PodsText(const GpuStatus& g, bool wide) {
+  std::vector<std::string> shown;
+  int hidden = 0;
+  for (const GpuPodGrant& p : g.pods) {
+    if (p.shown) {
+      shown.push_back(GrantText(p));
+    } else {
+      ++hidden;
+    }
+  }
+  constexpr size_t kFew = 3;
+  std::string more;
+  if (!wide && shown.size() > kFew) {
+    more = StrCat(" +", shown.size() - kFew, " more (-o wide)");
+    shown.resize(kFew);
+  }
+  std::string s = StrJoin(shown, ", ") + more;
+  if (hidden > 0) {
+    StrAppend(&s, s.empty() ? "" : ", ", hidden, hidden == 1 ? " pod" : " pods",
+              " of other namespaces");
+  }
+  return s.empty() ? "-" : s;
+}
+
+std::string Models(const NodeStatus& n) {
+  std::map<std::string, int> count;
+  for (const GpuStatus& g : n.gpus) ++count[g.model];
+  std::vector<std::string> parts;
+  for (const auto& [m, c] : count) parts.push_back(StrCat(c, " x ", m));
+  return StrJoin(parts, " + ");
+}
+
+}  // namespace
+
+std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
+  std::string out =
+      StrCat("tessera status: ", s.server.empty() ? "(no server)" : s.server, ", read ",
+             Time(s.taken_at), " in ", fmt::format("{:.2f}", s.read_seconds), " s");
+  if (!s.namespace_filter.empty()) StrAppend(&out, "; pods of namespace ", s.namespace_filter);
+  out += "\n";
+  for (const NodeStatus& n : s.nodes) {
+    std::vector<std::string> flags;
+    flags.push_back(n.ready ? "Ready" : "NotReady");
+    if (n.cordoned) flags.push_back("cordoned");
+    StrAppend(&out, "\nNODE ", n.name);
+    if (!n.gpus.empty()) {
+      StrAppend(&out, "  ", Models(n), n.interconnect.empty() ? "" : StrCat(", ", n.interconnect));
+    }
+    StrAppend(&out, "  ", StrJoin(flags, ", "), "  CPU ", Cores(n.cpu_requested_milli), "/",
+              Cores(n.cpu_milli), "  memory ", core::FormatMiB(n.memory_requested_mib), "/",
+              core::FormatMiB(n.memory_mib), "  ", n.pods, n.pods == 1 ? " pod" : " pods", "\n");
+    if (!n.inventory_error.empty()) {
+      StrAppend(&out, "  GPUs unusable: its inventory cannot be read: ", n.inventory_error, "\n");
+    }
+    if (!n.gpus_blocked.empty()) StrAppend(&out, "  takes no GPU pods: ", n.gpus_blocked, "\n");
+    if (n.gpus.empty()) continue;
+    Table t("  ");
+    t.Row({"GPU", "MODEL", "HEALTH", "MEMORY", "", "COMPUTE", "", "PODS"});
+    for (const GpuStatus& g : n.gpus) {
+      std::string health = g.healthy ? "ok" : g.health_reason;
+      if (!g.healthy && !g.xids.empty()) {
+        health = StrCat("XID ", StrJoin(g.xids, ","));
+      }
+      if (g.mig_enabled) {
+        std::vector<std::string> inst;
+        for (const MigInstanceStatus& m : g.mig_instances) {
+          inst.push_back(StrCat(m.profile, "@", m.start, " ", m.pod.empty() ? "idle" : m.pod));
+        }
+        t.Row({StrCat(g.index), g.model, health,
+               Bar(g.memory_granted_mib, g.memory_mib, o.bar_width),
+               StrCat(core::FormatMiB(g.memory_granted_mib), "/", core::FormatMiB(g.memory_mib)),
+               "MIG", "", inst.empty() ? "no instances configured" : StrJoin(inst, ", ")});
+        continue;
+      }
+      t.Row({StrCat(g.index), g.model, health, Bar(g.memory_granted_mib, g.memory_mib, o.bar_width),
+             StrCat(core::FormatMiB(g.memory_granted_mib), "/", core::FormatMiB(g.memory_mib)),
+             Bar(g.compute_granted_milli, 1000, o.bar_width / 2),
+             StrCat(g.compute_granted_milli / 10, "%"), PodsText(g, o.wide)});
+    }
+    out += t.Render();
+  }
+  if (s.nodes.empty()) {
+    out += s.node_filter.empty() ? "\nno node has GPUs (no tessera.dev/gpu-inventory annotation)\n"
+                                 : "";
+  }
+
+  StrAppend(&out, "\nPENDING GPU PODS (", s.pending.size(), ", scheduler ", s.scheduler_name,
+            ")\n");
+  if (s.pending.empty()) {
+    out += "  none\n";
+  } else {
+    Table t("  ");
+    t.Row({"POD", "ASK", "QUEUE", "WAITING", "REASON"});
+    for (const PendingPodStatus& p : s.pending) {
+      std::string ask = p.ask;
+      if (!p.gang.empty()) StrAppend(&ask, ", gang ", p.gang);
+      std::string reason = p.reason;
+      if (p.never_fits && reason.find("never") == std::string::npos) {
+        reason = StrCat("can never fit this cluster: ", reason);
+      }
+      t.Row({p.pod, ask, p.queue, Duration(p.waiting_seconds), reason});
+    }
+    out += t.Render();
+  }
+
+  if (!s.queues.empty()) {
+    out += "\nQUEUES\n";
+    Table t("  ");
+    t.Row({"QUEUE", "RUNNING", "PENDING", "WHOLE GPUS", "MEMORY GRANTED", "COMPUTE GRANTED"});
+    for (const QueueStatus& q : s.queues) {
+      t.Row({q.name, StrCat(q.running), StrCat(q.pending), StrCat(q.gpus_whole),
+             core::FormatMiB(q.memory_granted_mib),
+             fmt::format("{:.1f} GPUs", static_cast<double>(q.compute_granted_milli) / 1000.0)});
+    }
+    out += t.Render();
+  }
+
+  const StatusTotals& t = s.totals;
+  out += "\nTOTALS\n";
+  Table tt("  ");
+  tt.Row({"nodes", StrCat(t.nodes, " (", t.gpu_nodes, " with GPUs)")});
+  std::string in_use =
+      StrCat(t.gpus_in_use, " of ", t.gpus, " in use (", t.gpus_exclusive, " held whole)");
+  if (t.gpus_unhealthy > 0) StrAppend(&in_use, "; ", t.gpus_unhealthy, " unhealthy");
+  tt.Row({"GPUs", in_use});
+  tt.Row({"GPU memory",
+          StrCat(core::FormatMiB(t.memory_granted_mib), " granted of ",
+                 core::FormatMiB(t.memory_mib), " (", Percent(t.memory_granted_mib, t.memory_mib),
+                 "); asked by running pods ", core::FormatMiB(t.memory_requested_mib))});
+  std::vector<std::string> pending;
+  if (t.pending_memory_mib > 0)
+    pending.push_back(StrCat(core::FormatMiB(t.pending_memory_mib), " in shares"));
+  if (t.pending_whole_gpus > 0) pending.push_back(StrCat(t.pending_whole_gpus, " whole GPUs"));
+  if (t.pending_mig > 0) pending.push_back(StrCat(t.pending_mig, " MIG instances"));
+  tt.Row({"asked by pending pods", pending.empty() ? "nothing" : StrJoin(pending, " + ")});
+  tt.Row({"GPU compute",
+          fmt::format("{:.1f} of {} GPUs granted ({})",
+                      static_cast<double>(t.compute_granted_milli) / 1000.0, t.compute_milli / 1000,
+                      Percent(t.compute_granted_milli, t.compute_milli))});
+  std::string free = core::FormatMiB(t.free_memory_mib);
+  if (t.pending_gpu_pods == 0) {
+    StrAppend(&free, " (nothing pending)");
+  } else {
+    StrAppend(&free, "; ", core::FormatMiB(t.stranded_too_small_mib),
+              " of it in pieces too small for every pending ask, ", core::FormatMiB(t.stranded_mib),
+              " that no pending pod can use now");
+  }
+  tt.Row({"free GPU memory", free});
+  out += tt.Render();
+  if (!s.problems.empty()) {
+    out += "\nPROBLEMS\n";
+    for (const SnapshotProblem& p : s.problems)
+      StrAppend(&out, "  ", p.object, ": ", p.message, "\n");
+  }
+  return out;
+}
+
+json StatusToJson(const ClusterStatus& s) {
+  json nodes = json::array();
+  for (const NodeStatus& n : s.nodes) {
+    json gpus = json::array();
+    for (const GpuStatus& g : n.gpus) {
+      json pods = json::array();
+      for (const GpuPodGrant& p : g.pods) {
+        if (!p.shown) continue;
+        json pj = {{"pod", p.pod},
+                   {"memory_mib", p.memory_mib},
+                   {"compute_milli", p.compute_milli},
+                   {"exclusive", p.exclusive}};
+        if (!p.mig.empty()) pj["mig"] = p.mig;
+        pods.push_back(std::move(pj));
+      }
+      json mig = json::array();
+      for (const MigInstanceStatus& m : g.mig_instances) {
+        mig.push_back({{"profile", m.profile},
+                       {"start", m.start},
+                       {"pod", m.pod.empty() ? json(nullptr) : json(m.pod)}});
+      }
+      int hidden = 0;
+      for (const GpuPodGrant& p : g.pods) hidden += p.shown ? 0 : 1;
+      gpus.push_back({{"index", g.index},
+                      {"uuid", g.uuid},
+                      {"model", g.model},
+                      {"memory_mib", g.memory_mib},
+                      {"healthy", g.healthy},
+                      {"health_reason", g.health_reason},
+                      {"xids", g.xids},
+                      {"memory_granted_mib", g.memory_granted_mib},
+                      {"compute_granted_milli", g.compute_granted_milli},
+                      {"exclusive", g.exclusive},
+                      {"mig_enabled", g.mig_enabled},
+                      {"mig_instances", std::move(mig)},
+                      {"pods", std::move(pods)},
+                      {"pods_hidden", hidden},
+                      {"free_memory_mib", g.free_memory_mib},
+                      {"stranded_mib", g.stranded_mib},
+                      {"stranded_too_small", g.stranded_too_small}});
+    }
+    nodes.push_back({{"name", n.name},
+                     {"ready", n.ready},
+                     {"cordoned", n.cordoned},
+                     {"cpu_milli", n.cpu_milli},
+                     {"memory_mib", n.memory_mib},
+                     {"cpu_requested_milli", n.cpu_requested_milli},
+                     {"memory_requested_mib", n.memory_requested_mib},
+                     {"pods", n.pods},
+                     {"interconnect", n.interconnect},
+                     {"inventory_error", n.inventory_error},
+                     {"gpus_blocked", n.gpus_blocked},
+                     {"gpus", std::move(gpus)}});
+  }
+  json pending = json::array();
+  for (const PendingPodStatus& p : s.pending) {
+    pending.push_back({{"pod", p.pod},
+                       {"ask", p.ask},
+                       {"gpus", p.gpus},
+                       {"gpu_memory_mib", p.gpu_memory_mib},
+                       {"gpu_compute_milli", p.gpu_compute_milli},
+                       {"gang", p.gang.empty() ? json(nullptr) : json(p.gang)},
+                       {"queue", p.queue},
+                       {"priority", p.priority},
+                       {"reason", p.reason},
+                       {"never_fits", p.never_fits},
+                       {"created", p.created},
+                       {"waiting_seconds", p.waiting_seconds}});
+  }
+  json queues = json::array();
+  for (const QueueStatus& q : s.queues) {
+    queues.push_back({{"name", q.name},
+                      {"running", q.running},
+                      {"pending", q.pending},
+                      {"gpus_whole", q.gpus_whole},
+                      {"memory_granted_mib", q.memory_granted_mib},
+                      {"compute_granted_milli", q.compute_granted_milli}});
+  }
+  const StatusTotals& t = s.totals;
+  json totals = {{"nodes", t.nodes},
+                 {"gpu_nodes", t.gpu_nodes},
+                 {"gpus", t.gpus},
+                 {"gpus_in_use", t.gpus_in_use},
+                 {"gpus_exclusive", t.gpus_exclusive},
+                 {"gpus_unhealthy", t.gpus_unhealthy},
+                 {"memory_mib", t.memory_mib},
+                 {"memory_granted_mib", t.memory_granted_mib},
+                 {"memory_requested_mib", t.memory_requested_mib},
+                 {"compute_milli", t.compute_milli},
+                 {"compute_granted_milli", t.compute_granted_milli},
+                 {"running_gpu_pods", t.running_gpu_pods},
+                 {"pending_gpu_pods", t.pending_gpu_pods},
+                 {"pending_memory_mib", t.pending_memory_mib},
+                 {"pending_whole_gpus", t.pending_whole_gpus},
+                 {"pending_mig", t.pending_mig},
+                 {"free_memory_mib", t.free_memory_mib},
+                 {"stranded_mib", t.stranded_mib},
+                 {"stranded_too_small_mib", t.stranded_too_small_mib}};
+  json problems = json::array();
+  for (const SnapshotProblem& p : s.problems) {
+    problems.push_back({{"object", p.object}, {"node", p.node}, {"message", p.message}});
+  }
+  return {{"version", 1},
+          {"server", s.server},
+          {"time", Time(s.taken_at)},
+          {"read_seconds", s.read_seconds},
+          {"scheduler_name", s.scheduler_name},
+          {"node", s.node_filter.empty() ? json(nullptr) : json(s.node_filter)},
+          {"namespace", s.namespace_filter.empty() ? json(nullptr) : json(s.namespace_filter)},
+          {"nodes", std::move(nodes)},
+          {"pending", std::move(pending)},
+          {"queues", std::move(queues)},
+          {"totals", std::move(totals)},
+          {"problems", std::move(problems)}};
+}
+
+}  // namespace tessera::k8s

@@ -1,0 +1,172 @@
+// What `tessera status` shows: per node and GPU what is granted against what there is, the pods
+// on each GPU and MIG instance, the pods waiting for GPUs with the scheduler's reason, per-queue
+// rows, and cluster totals, including how much free GPU memory the pending pods cannot use.
+//
+// Built from a ClusterSnapshot (one list of nodes, one of pods) and the ledger the snapshot
+// rebuilds, so "free" means what the scheduler would consider free. Pure computation: no I/O.
+// Rendered as text for people (RenderStatusText) or as the stable JSON document of the README
+// (StatusToJson: fields are only ever added, never renamed or removed).
+//
+// Stranded memory, worked example: GPU A has 6Gi free of 80Gi, GPU B is empty (80Gi free), and
+// the pending pods ask a 10Gi share and 2 whole GPUs. A's 6Gi is smaller than every pending ask
+// (the share needs 10Gi, a whole GPU needs all 80Gi), so it is "in pieces too small"; B's 80Gi
+// can take the share, so it is usable. With nothing pending, nothing is stranded.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "k8s/snapshot/snapshot.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::k8s {
+
+struct GpuPodGrant {
+  std::string pod;  // "ns/name"
+  int64_t memory_mib = 0;
+  int32_t compute_milli = 0;  // 0: best-effort time sharing
+  bool exclusive = false;
+  std::string mig;    // "3g.40gb@4" for a MIG instance
+  bool shown = true;  // false when --namespace hides it (it still counts in the GPU's figures)
+};
+
+struct MigInstanceStatus {
+  std::string profile;  // "3g.40gb"
+  int32_t start = 0;
+  std::string pod;  // the pod holding it; empty when idle
+};
+
+struct GpuStatus {
+  int32_t index = 0;
+  std::string uuid;
+  std::string model;
+  int64_t memory_mib = 0;
+  bool healthy = true;
+  std::string health_reason;  // "XID 79: GPU has fallen off the bus"
+  std::vector<int32_t> xids;
+  int64_t memory_granted_mib = 0;
+  int32_t compute_granted_milli = 0;  // whole GPUs count 1000
+  bool exclusive = false;             // held whole by one pod
+  bool mig_enabled = false;
+  std::vector<MigInstanceStatus> mig_instances;
+  std::vector<GpuPodGrant> pods;
+  int64_t free_memory_mib = 0;  // what the engine has free (0 on an exclusive or MIG GPU)
+  // Free memory here that no pending pod could use now (see the class comment); 0 when usable.
+  int64_t stranded_mib = 0;
+  bool stranded_too_small = false;  // ... because it is smaller than every pending ask
+};
+
+struct NodeStatus {
+  std::string name;
+  bool ready = false;
+  bool cordoned = false;
+  int64_t cpu_milli = 0;            // allocatable
+  int64_t memory_mib = 0;           // allocatable
+  int64_t cpu_requested_milli = 0;  // by the pods bound to it (as the scheduler counts them)
+  int64_t memory_requested_mib = 0;
+  std::string inventory_error;  // the inventory annotation is there but unusable
+  std::string gpus_blocked;     // why its GPUs take no new pods (a pod whose GPUs are unknown)
+  std::string interconnect;     // "NVLink", "PCIe", "" without GPUs
+  std::vector<GpuStatus> gpus;
+  int pods = 0;  // bound pods (of every namespace), GPU or not
+};
+
+struct PendingPodStatus {
+  std::string pod;             // "ns/name"
+  std::string ask;             // "a share of one GPU (4Gi memory, 25% compute)"
+  int32_t gpus = 0;            // GPUs asked (whole GPUs; 1 for a share or MIG)
+  int64_t gpu_memory_mib = 0;  // a share's memory (0 for whole GPUs and MIG)
+  int32_t gpu_compute_milli = 0;
+  std::string gang;  // empty when not a gang member
+  std::string queue;
+  int32_t priority = 0;
+  // The scheduler's last word (the PodScheduled=False message), the pod's own input error, or
+  // "waiting for scheduling gates" / "not tried yet".
+  std::string reason;
+  bool never_fits = false;       // the engine says no node of this cluster could ever take it
+  std::string created;           // metadata.creationTimestamp
+  int64_t waiting_seconds = -1;  // since creation; -1 when unknown
+};
+
+// One row per queue (the tessera.dev/queue annotation; "default" when absent). Room for the
+// queues engineer's fair shares and quotas: more fields are added here and in the JSON.
+struct QueueStatus {
+  std::string name;
+  int running = 0;     // bound pods holding GPUs
+  int pending = 0;     // pending GPU pods
+  int gpus_whole = 0;  // whole GPUs held
+  int64_t memory_granted_mib = 0;
+  int64_t compute_granted_milli = 0;
+};
+
+struct StatusTotals {
+  int nodes = 0;
+  int gpu_nodes = 0;
+  int gpus = 0;
+  int gpus_in_use = 0;  // with any grant
+  int gpus_exclusive = 0;
+  int gpus_unhealthy = 0;
+  int64_t memory_mib = 0;
+  int64_t memory_granted_mib = 0;
+  // What the running pods asked (a whole GPU asks all of its memory, a MIG instance its slice).
+  int64_t memory_requested_mib = 0;
+  int64_t compute_milli = 0;
+  int64_t compute_granted_milli = 0;
+  int running_gpu_pods = 0;
+  int pending_gpu_pods = 0;
+  int64_t pending_memory_mib = 0;  // shares asked by pending pods
+  int pending_whole_gpus = 0;      // whole GPUs asked by pending pods
+  int pending_mig = 0;             // MIG instances asked by pending pods
+  int64_t free_memory_mib = 0;     // on GPUs of nodes that take pods
+  // Free memory no pending pod can use now, and the part of it in pieces smaller than every
+  // pending ask. Both 0 with nothing pending.
+  int64_t stranded_mib = 0;
+  int64_t stranded_too_small_mib = 0;
+};
+
+struct ClusterStatus {
+  std::string server;
+  std::chrono::system_clock::time_point taken_at{};
+  double read_seconds = 0;
+  std::string scheduler_name;
+  std::vector<NodeStatus> nodes;          // every node with GPUs (or a bad inventory), by name
+  std::vector<PendingPodStatus> pending;  // by creation time, then key
+  std::vector<QueueStatus> queues;        // by name
+  StatusTotals totals;
+  std::vector<SnapshotProblem> problems;
+  std::string node_filter;       // --node (empty: all)
+  std::string namespace_filter;  // --namespace (empty: all)
+};
+
+struct StatusOptions {
+  std::string scheduler_name = "tessera";
+  std::string policy = "tessera";  // the engine the ledger is rebuilt with (what is free does not
+                                   // depend on it; never-fits answers do not either)
+  std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
+  // Show only this node (the totals stay cluster-wide). Must exist.
+  std::string node;
+  // Show only this namespace's pods (on GPUs and pending; the GPUs' figures and the totals stay
+  // whole). Empty: all.
+  std::string ns;
+  std::chrono::system_clock::time_point now = std::chrono::system_clock::now();
+};
+
+// NotFound when options.node names no node of the snapshot.
+[[nodiscard]] absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
+                                                          const StatusOptions& options);
+
+struct RenderOptions {
+  bool wide = false;  // every pod on a GPU, not the first few
+  int bar_width = 20;
+};
+std::string RenderStatusText(const ClusterStatus& status, const RenderOptions& options = {});
+nlohmann::json StatusToJson(const ClusterStatus& status);
+
+// "[######..............]": `used` of `total` in `width` cells (rounded up, so anything granted
+// shows; never more than full).
+std::string Bar(int64_t used, int64_t total, int width);
+
+}  // namespace tessera::k8s

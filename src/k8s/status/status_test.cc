@@ -1,0 +1,281 @@
+#include "k8s/status/status.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/testing/objects.h"
+#include "records/assignment.h"
+
+namespace tessera::k8s {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::NodeObject;
+using testing::PodObject;
+
+constexpr int64_t kGi = 1024;
+
+records::Assignment Grant(const std::string& node, int gpu, int64_t memory_mib,
+                          int32_t compute_milli, bool exclusive) {
+  records::Assignment a;
+  a.node = node;
+  records::AssignedGpu g;
+  g.grant.gpu = gpu;
+  g.grant.memory_mib = memory_mib;
+  g.grant.compute_milli = compute_milli;
+  g.grant.exclusive = exclusive;
+  g.uuid = StrCat("GPU-", node, "-", gpu);
+  a.gpus.push_back(g);
+  return a;
+}
+
+// Node a: 4 x A100-80GB (GPU 0 shared by two pods, GPU 1 held whole, GPU 2 unhealthy, GPU 3
+// free); node b: 2 x A100-80GB (GPU 0 with 76Gi granted, GPU 1 free); node c without GPUs.
+// Pending: a 10Gi share (the scheduler said why), a gang member asking 2 whole GPUs, and a pod
+// whose request cannot be read.
+ClusterSnapshot Scenario() {
+  std::vector<nlohmann::json> nodes = {
+      NodeObject("a")
+          .Gpus(4)
+          .Ready()
+          .Unhealthy(2, {79}, "XID 79: GPU has fallen off the bus")
+          .Json(),
+      NodeObject("b").Gpus(2).Ready().Json(),
+      NodeObject("c").Ready().Json(),
+  };
+  std::vector<nlohmann::json> pods = {
+      PodObject("ns", "p1")
+          .Limit("tessera.dev/gpu-memory", "4Gi")
+          .Limit("tessera.dev/gpu-compute", "25")
+          .Assigned(Grant("a", 0, 4 * kGi, 250, false))
+          .Json(),
+      PodObject("other", "p2")
+          .Limit("tessera.dev/gpu-memory", "8Gi")
+          .Assigned(Grant("a", 0, 8 * kGi, 0, false))
+          .Json(),
+      PodObject("ns", "p3")
+          .Limit("tessera.dev/gpu", "1")
+          .Annotation("tessera.dev/queue", "train")
+          .Assigned(Grant("a", 1, 80 * kGi, 1000, true))
+          .Json(),
+      PodObject("ns", "p4")
+          .Limit("tessera.dev/gpu-memory", "76Gi")
+          .Assigned(Grant("b", 0, 76 * kGi, 0, false))
+          .Json(),
+      PodObject("ns", "cpu").Request("cpu", "1").Node("c").Scheduler("default-scheduler").Json(),
+      PodObject("ns", "q1")
+          .Limit("tessera.dev/gpu-memory", "10Gi")
+          .Created("2026-03-01T10:00:00Z")
+          .Unschedulable("0/3 nodes are available: 3 no GPU with room")
+          .Json(),
+      PodObject("ns", "q2")
+          .Limit("tessera.dev/gpu", "2")
+          .Gang("g", 2)
+          .Created("2026-03-01T10:01:00Z")
+          .Json(),
+      PodObject("ns", "q3")
+          .Limit("tessera.dev/gpu-compute", "150")
+          .Created("2026-03-01T10:02:00Z")
+          .Json(),
+  };
+  return ClusterSnapshot::FromObjects(nodes, pods);
+}
+
+StatusOptions At(std::string node = "", std::string ns = "") {
+  StatusOptions o;
+  o.node = std::move(node);
+  o.ns = std::move(ns);
+  o.now = std::chrono::system_clock::from_time_t(1772359500);  // 2026-03-01T10:05:00Z
+  return o;
+}
+
+TEST(Status, NodesAndGpus) {
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->nodes.size(), 2u);  // c has no GPUs
+  const NodeStatus& a = s->nodes[0];
+  EXPECT_EQ(a.name, "a");
+  EXPECT_TRUE(a.ready);
+  EXPECT_EQ(a.pods, 3);
+  ASSERT_EQ(a.gpus.size(), 4u);
+  EXPECT_EQ(a.gpus[0].memory_granted_mib, 12 * kGi);
+  EXPECT_EQ(a.gpus[0].compute_granted_milli, 250);
+  ASSERT_EQ(a.gpus[0].pods.size(), 2u);
+  EXPECT_EQ(a.gpus[0].pods[0].pod, "ns/p1");
+  EXPECT_EQ(a.gpus[0].pods[1].pod, "other/p2");
+  EXPECT_TRUE(a.gpus[1].exclusive);
+  EXPECT_EQ(a.gpus[1].memory_granted_mib, 80 * kGi);
+  EXPECT_FALSE(a.gpus[2].healthy);
+  EXPECT_EQ(a.gpus[2].xids, std::vector<int32_t>{79});
+  EXPECT_EQ(a.gpus[0].free_memory_mib, 68 * kGi);
+  EXPECT_EQ(a.gpus[3].free_memory_mib, 80 * kGi);
+}
+
+TEST(Status, PendingPodsWithReasons) {
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->pending.size(), 3u);
+  EXPECT_EQ(s->pending[0].pod, "ns/q1");
+  EXPECT_EQ(s->pending[0].reason, "0/3 nodes are available: 3 no GPU with room");
+  EXPECT_EQ(s->pending[0].gpu_memory_mib, 10 * kGi);
+  EXPECT_EQ(s->pending[0].waiting_seconds, 300);
+  EXPECT_EQ(s->pending[1].pod, "ns/q2");
+  EXPECT_EQ(s->pending[1].gang, "g");
+  EXPECT_EQ(s->pending[1].gpus, 2);
+  EXPECT_EQ(s->pending[1].reason, "not tried by the scheduler yet");
+  EXPECT_EQ(s->pending[2].pod, "ns/q3");
+  EXPECT_THAT(s->pending[2].reason, HasSubstr("cannot be read"));
+  EXPECT_THAT(s->pending[2].reason, HasSubstr("gpu-compute"));
+}
+
+TEST(Status, Totals) {
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const StatusTotals& t = s->totals;
+  EXPECT_EQ(t.nodes, 3);
+  EXPECT_EQ(t.gpu_nodes, 2);
+  EXPECT_EQ(t.gpus, 6);
+  EXPECT_EQ(t.gpus_in_use, 3);
+  EXPECT_EQ(t.gpus_exclusive, 1);
+  EXPECT_EQ(t.gpus_unhealthy, 1);
+  EXPECT_EQ(t.memory_mib, 6 * 80 * kGi);
+  EXPECT_EQ(t.memory_granted_mib, (4 + 8 + 80 + 76) * kGi);
+  EXPECT_EQ(t.memory_requested_mib, (4 + 8 + 80 + 76) * kGi);
+  EXPECT_EQ(t.compute_granted_milli, 1250);
+  EXPECT_EQ(t.running_gpu_pods, 4);
+  EXPECT_EQ(t.pending_gpu_pods, 3);
+  EXPECT_EQ(t.pending_memory_mib, 10 * kGi);
+  EXPECT_EQ(t.pending_whole_gpus, 2);
+  // Free on healthy GPUs: a0 68Gi, a3 80Gi, b0 4Gi, b1 80Gi (a2 is unhealthy).
+  EXPECT_EQ(t.free_memory_mib, (68 + 80 + 4 + 80) * kGi);
+  // b0's 4Gi takes neither the 10Gi share nor a whole GPU: too small. Everything else is usable
+  // (the share fits a0, a3 and b1; the 2 whole GPUs fit node a).
+  EXPECT_EQ(t.stranded_mib, 4 * kGi);
+  EXPECT_EQ(t.stranded_too_small_mib, 4 * kGi);
+  EXPECT_TRUE(s->nodes[1].gpus[0].stranded_too_small);
+}
+
+TEST(Status, StrandedOnlyCountsWhatNoPendingPodCanUse) {
+  // A pending 2-GPU pod on a node with one free GPU left and enough memory on a shared GPU for
+  // nobody: both GPUs' free memory is stranded; the shared GPU's piece is too small, the free
+  // GPU's is not (it is big enough, only alone).
+  ClusterSnapshot snap =
+      ClusterSnapshot::FromObjects({NodeObject("n").Gpus(2).Json()},
+                                   {PodObject("ns", "s")
+                                        .Limit("tessera.dev/gpu-memory", "40Gi")
+                                        .Assigned(Grant("n", 0, 40 * kGi, 0, false))
+                                        .Json(),
+                                    PodObject("ns", "w").Limit("tessera.dev/gpu", "2").Json()});
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snap, At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->totals.stranded_mib, 120 * kGi);
+  EXPECT_EQ(s->totals.stranded_too_small_mib, 40 * kGi);
+}
+
+TEST(Status, NothingPendingStrandsNothing) {
+  ClusterSnapshot snap = ClusterSnapshot::FromObjects(
+      {NodeObject("n").Gpus(1).Json()}, {PodObject("ns", "s")
+                                             .Limit("tessera.dev/gpu-memory", "79Gi")
+                                             .Assigned(Grant("n", 0, 79 * kGi, 0, false))
+                                             .Json()});
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snap, At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->totals.free_memory_mib, 1 * kGi);
+  EXPECT_EQ(s->totals.stranded_mib, 0);
+}
+
+TEST(Status, CordonedNodesHaveNothingFree) {
+  ClusterSnapshot snap =
+      ClusterSnapshot::FromObjects({NodeObject("n").Gpus(1).Cordoned().Json()},
+                                   {PodObject("ns", "w").Limit("tessera.dev/gpu", "1").Json()});
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snap, At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->nodes[0].cordoned);
+  EXPECT_EQ(s->totals.free_memory_mib, 0);
+  EXPECT_EQ(s->totals.stranded_mib, 0);
+}
+
+TEST(Status, NodeAndNamespaceFilters) {
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At("b", "other"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->nodes.size(), 1u);
+  EXPECT_EQ(s->nodes[0].name, "b");
+  EXPECT_TRUE(s->pending.empty());                  // every pending pod is in ns
+  EXPECT_EQ(s->totals.gpus, 6);                     // totals stay cluster-wide
+  EXPECT_FALSE(s->nodes[0].gpus[0].pods[0].shown);  // ns/p4 is hidden, still counted
+  EXPECT_EQ(s->nodes[0].gpus[0].memory_granted_mib, 76 * kGi);
+
+  EXPECT_EQ(ComputeStatus(Scenario(), At("zz")).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Status, Queues) {
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->queues.size(), 2u);
+  EXPECT_EQ(s->queues[0].name, "default");
+  EXPECT_EQ(s->queues[0].running, 3);
+  EXPECT_EQ(s->queues[0].pending, 3);
+  EXPECT_EQ(s->queues[1].name, "train");
+  EXPECT_EQ(s->queues[1].running, 1);
+  EXPECT_EQ(s->queues[1].gpus_whole, 1);
+}
+
+TEST(Status, ProblemsBlockTheNode) {
+  nlohmann::json pod =
+      PodObject("ns", "bad").Limit("tessera.dev/gpu-memory", "4Gi").Node("n").Json();
+  pod["metadata"]["annotations"]["tessera.dev/assignment"] = "{broken";
+  ClusterSnapshot snap = ClusterSnapshot::FromObjects({NodeObject("n").Gpus(1).Json()}, {pod});
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snap, At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->problems.size(), 1u);
+  EXPECT_THAT(s->nodes[0].gpus_blocked, HasSubstr("cannot be read"));
+  EXPECT_EQ(s->totals.free_memory_mib, 0);  // a blocked node offers nothing
+}
+
+TEST(Status, Text) {
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  std::string text = RenderStatusText(*s);
+  EXPECT_THAT(text, HasSubstr("NODE a  4 x A100-80GB, PCIe  Ready"));
+  // GPU 1 held whole: full bars; GPU 0: 12Gi of 80Gi.
+  EXPECT_THAT(text,
+              HasSubstr("[####################]  80Gi/80Gi  [##########]  100%  ns/p3 (whole)"));
+  EXPECT_THAT(text, HasSubstr("[###.................]  12Gi/80Gi"));
+  EXPECT_THAT(text, HasSubstr("ns/p1 4Gi 25%, other/p2 8Gi"));
+  EXPECT_THAT(text, HasSubstr("XID 79"));
+  EXPECT_THAT(text, HasSubstr("PENDING GPU PODS (3, scheduler tessera)"));
+  EXPECT_THAT(text, HasSubstr("0/3 nodes are available: 3 no GPU with room"));
+  EXPECT_THAT(text, HasSubstr("a share of one GPU (10Gi memory)"));
+  EXPECT_THAT(text, HasSubstr("2 whole GPUs, gang g"));
+  EXPECT_THAT(text, HasSubstr("3 of 6 in use (1 held whole); 1 unhealthy"));
+  EXPECT_THAT(text, HasSubstr("4Gi of it in pieces too small for every pending ask"));
+}
+
+TEST(Status, JsonIsStable) {
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  nlohmann::json j = StatusToJson(*s);
+  EXPECT_EQ(j["version"], 1);
+  for (const char* key : {"server", "time", "nodes", "pending", "queues", "totals", "problems"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  const nlohmann::json& g0 = j["nodes"][0]["gpus"][0];
+  EXPECT_EQ(g0["memory_granted_mib"], 12 * kGi);
+  EXPECT_EQ(g0["pods"][0]["pod"], "ns/p1");
+  EXPECT_EQ(g0["pods"][0]["compute_milli"], 250);
+  EXPECT_EQ(j["nodes"][0]["gpus"][2]["healthy"], false);
+  EXPECT_EQ(j["pending"][1]["gang"], "g");
+  EXPECT_EQ(j["pending"][0]["gang"], nullptr);
+  EXPECT_EQ(j["totals"]["stranded_too_small_mib"], 4 * kGi);
+  EXPECT_EQ(j["queues"][1]["name"], "train");
+}
+
+TEST(Status, Bar) {
+  EXPECT_EQ(Bar(0, 100, 4), "[....]");
+  EXPECT_EQ(Bar(1, 100, 4), "[#...]");  // anything granted shows
+  EXPECT_EQ(Bar(100, 100, 4), "[####]");
+  EXPECT_EQ(Bar(150, 100, 4), "[####]");
+  EXPECT_EQ(Bar(5, 0, 4), "[....]");
+}
+
+}  // namespace
+}  // namespace tessera::k8s

@@ -1,0 +1,529 @@
+// The operator's commands against the real API server, as a user runs them: `tessera status`
+// (and `kubectl tessera status`) and `tessera simulate --from-cluster`, on a placement the real
+// `tessera scheduler` made. Nodes are plain Node objects (status and the tessera.dev/gpu-inventory
+// annotation); there is no kubelet, so pods are bound and never run, and the known placement is
+// read back from their tessera.dev/assignment annotations.
+//
+// Each test has its own namespace, scheduler name, node label and Lease; TearDown kills the
+// scheduler and deletes its pods and nodes, so each test sees only its own nodes.
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "common/strings.h"
+#include "controlplane/controlplane.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/client/config.h"
+#include "k8s/client/http.h"
+#include "k8s/testing/objects.h"
+#include "records/assignment.h"
+#include "scoped_process.h"
+#include "sim/cluster_file.h"
+
+namespace tessera::e2e {
+namespace {
+
+using k8s::testing::NodeObject;
+using k8s::testing::PodObject;
+using nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+ControlPlane& Cp() { return ControlPlane::Shared(); }
+
+template <typename Pred>
+bool WaitUntil(Pred pred, milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return pred();
+}
+
+struct Ran {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+class OperatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<k8s::ClientConfig> config = k8s::LoadKubeconfig(Cp().kubeconfig());
+    ASSERT_TRUE(config.ok()) << config.status();
+    auto client = k8s::ApiClient::Create(*config);
+    ASSERT_TRUE(client.ok());
+    api_ = std::move(*client);
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (char c : name) id_ += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    id_ = id_.substr(0, 30);
+    ns_ = StrCat("op-", id_);
+    scheduler_name_ = StrCat("tessera-", id_);
+    dir_ = StrCat(::testing::TempDir(), "/tessera-op-e2e-", getpid(), "-", id_);
+    std::filesystem::create_directories(dir_);
+    for (const std::string& ns : {ns_, StrCat(ns_, "-other")}) {
+      absl::StatusOr<json> created =
+          api_->Create("/api/v1/namespaces",
+                       {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
+      ASSERT_TRUE(created.ok() || created.status().code() == absl::StatusCode::kAlreadyExists)
+          << created.status();
+    }
+    std::ofstream(dir_ + "/config.yaml")
+        << StrCat("apiVersion: tessera.dev/v1alpha1\nkind: SchedulerConfiguration\nschedulerName: ",
+                  scheduler_name_, "\nnodeSelector: \"tessera-e2e/test=", id_,
+                  "\"\nleaderElection:\n  resourceNamespace: ", ns_,
+                  "\n  resourceName: tessera-scheduler\n  leaseDuration: 3s\n  renewDeadline: 2s\n"
+                  "  retryPeriod: 500ms\nmetrics: {bindAddress: 127.0.0.1, port: 0}\n"
+                  "retry: {minInterval: 200ms, period: 2s}\n");
+  }
+
+  void TearDown() override {
+    scheduler_.reset();
+    if (api_) {
+      for (const std::string& ns : {ns_, StrCat(ns_, "-other")}) {
+        (void)api_->Delete(StrCat("/api/v1/namespaces/", ns, "/pods?gracePeriodSeconds=0"));
+      }
+      (void)api_->Delete(StrCat("/api/v1/nodes?labelSelector=",
+                                k8s::QueryEscape(StrCat("tessera-e2e/test=", id_))));
+    }
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  void StartScheduler() {
+    absl::StatusOr<std::unique_ptr<ScopedProcess>> p =
+        ScopedProcess::Start({TESSERA_BINARY, "scheduler", "--kubeconfig", Cp().kubeconfig(),
+                              "--config", dir_ + "/config.yaml", "--identity", "op"},
+                             dir_ + "/scheduler.log");
+    ASSERT_TRUE(p.ok()) << p.status();
+    scheduler_ = std::move(*p);
+  }
+
+  // Runs a command through the shell (as a user would), stdout and stderr apart.
+  Ran Shell(const std::string& command) {
+    const std::string out = dir_ + "/cmd.out", err = dir_ + "/cmd.err";
+    const int raw = std::system(StrCat(command, " >", out, " 2>", err).c_str());
+    Ran r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    std::ifstream o(out), e(err);
+    r.out.assign(std::istreambuf_iterator<char>(o), {});
+    r.err.assign(std::istreambuf_iterator<char>(e), {});
+    return r;
+  }
+  Ran Tessera(const std::string& args) {
+    return Shell(StrCat(TESSERA_BINARY, " ", args, " --kubeconfig ", Cp().kubeconfig()));
+  }
+  json StatusJson(const std::string& extra = "") {
+    Ran r = Tessera(StrCat("status -o json --scheduler-name ", scheduler_name_, " ", extra));
+    EXPECT_EQ(r.status, 0) << r.err;
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  }
+
+  std::string NodeName(const std::string& base) { return StrCat(id_.substr(0, 20), "-", base); }
+  void AddNode(NodeObject node) {
+    node.Label("tessera-e2e/test", id_);
+    json j = node.Json();
+    json status = j["status"];
+    j.erase("status");
+    absl::StatusOr<json> created = api_->Create("/api/v1/nodes", j);
+    ASSERT_TRUE(created.ok()) << created.status();
+    absl::StatusOr<json> patched =
+        api_->Patch(StrCat("/api/v1/nodes/", std::string(j["metadata"]["name"]), "/status"),
+                    k8s::PatchType::kMerge, {{"status", status}});
+    ASSERT_TRUE(patched.ok()) << patched.status();
+  }
+  void AddPod(PodObject pod, const std::string& ns = "") {
+    pod.Scheduler(scheduler_name_);
+    absl::StatusOr<json> created =
+        api_->Create(StrCat("/api/v1/namespaces/", ns.empty() ? ns_ : ns, "/pods"), pod.Json());
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+
+  json Pods() {
+    json all = json::array();
+    for (const std::string& ns : {ns_, StrCat(ns_, "-other")}) {
+      absl::StatusOr<json> list = api_->Get(StrCat("/api/v1/namespaces/", ns, "/pods"));
+      EXPECT_TRUE(list.ok()) << list.status();
+      if (list.ok()) {
+        for (json& p : (*list)["items"]) all.push_back(std::move(p));
+      }
+    }
+    return all;
+  }
+  static std::string Key(const json& pod) {
+    return StrCat(pod["metadata"]["namespace"].get<std::string>(), "/",
+                  pod["metadata"]["name"].get<std::string>());
+  }
+  int BoundCount() {
+    int n = 0;
+    for (const json& p : Pods()) n += p["spec"].value("nodeName", "").empty() ? 0 : 1;
+    return n;
+  }
+  // The PodScheduled=False message of a pod, or "".
+  std::string UnschedulableMessage(const std::string& key) {
+    for (const json& p : Pods()) {
+      if (Key(p) != key) continue;
+      for (const json& c : p["status"].value("conditions", json::array())) {
+        if (c["type"] == "PodScheduled" && c["status"] == "False") return c.value("message", "");
+      }
+    }
+    return "";
+  }
+  // Every bound pod's assignment, by "ns/name".
+  std::map<std::string, records::Assignment> Assignments() {
+    std::map<std::string, records::Assignment> out;
+    for (const json& p : Pods()) {
+      if (p["spec"].value("nodeName", "").empty()) continue;
+      const json& ann = p["metadata"].value("annotations", json::object());
+      auto it = ann.find(std::string(records::kAssignmentAnnotation));
+      if (it == ann.end()) continue;
+      absl::StatusOr<records::Assignment> a = records::AssignmentFromJson(it->get<std::string>());
+      EXPECT_TRUE(a.ok()) << a.status();
+      if (a.ok()) out[Key(p)] = *a;
+    }
+    return out;
+  }
+
+  std::unique_ptr<k8s::ApiClient> api_;
+  std::string id_, ns_, scheduler_name_, dir_;
+  std::unique_ptr<ScopedProcess> scheduler_;
+};
+
+// One GPU's grants as a map pod -> (memory, compute, exclusive).
+using Grants = std::map<std::string, std::tuple<int64_t, int64_t, bool>>;
+
+TEST_F(OperatorTest, StatusShowsTheSchedulersPlacement) {
+  const std::string a = NodeName("a"), b = NodeName("b");
+  AddNode(NodeObject(a).Gpus(4).NvSwitch().Cpu("64").Memory("512Gi").Ready().Unhealthy(
+      3, {79}, "XID 79: GPU has fallen off the bus"));
+  AddNode(NodeObject(b).Gpus(2).Cpu("32").Memory("256Gi").Ready());
+  StartScheduler();
+  for (int i = 0; i < 5; ++i) {
+    AddPod(PodObject(ns_, StrCat("infer-", i))
+               .Limit("tessera.dev/gpu-memory", "20Gi")
+               .Limit("tessera.dev/gpu-compute", "25")
+               .Request("cpu", "1"));
+  }
+  AddPod(PodObject(StrCat(ns_, "-other"), "other-0").Limit("tessera.dev/gpu-memory", "30Gi"),
+         StrCat(ns_, "-other"));
+  AddPod(PodObject(ns_, "whole").Limit("tessera.dev/gpu", "1").Request("cpu", "4"));
+  // More whole GPUs than any node has: pending, with the scheduler's reason.
+  AddPod(PodObject(ns_, "huge").Limit("tessera.dev/gpu", "8"));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() >= 7; }, seconds(60)))
+      << BoundCount() << " of 7 bound\n"
+      << scheduler_->Log();
+  const std::string huge = StrCat(ns_, "/huge");
+  ASSERT_TRUE(WaitUntil([&] { return !UnschedulableMessage(huge).empty(); }, seconds(30)))
+      << scheduler_->Log();
+  const std::map<std::string, records::Assignment> assignments = Assignments();
+  ASSERT_EQ(assignments.size(), 7u);
+
+  // What the assignments say, per GPU.
+  std::map<std::pair<std::string, int>, Grants> expected;
+  int64_t granted = 0;
+  for (const auto& [pod, as] : assignments) {
+    for (const records::AssignedGpu& g : as.gpus) {
+      expected[{as.node, g.grant.gpu}][pod] = {g.grant.memory_mib, g.grant.compute_milli,
+                                               g.grant.exclusive};
+      granted += g.grant.memory_mib;
+    }
+  }
+
+  const int gpus_with_grants = static_cast<int>(expected.size());
+
+  json s = StatusJson();
+  EXPECT_EQ(s["version"], 1);
+  EXPECT_EQ(s["server"], Cp().server());
+  ASSERT_EQ(s["nodes"].size(), 2u) << s.dump(2);
+  for (const json& n : s["nodes"]) {
+    const std::string node = n["name"];
+    EXPECT_TRUE(n["ready"]) << node;
+    EXPECT_EQ(n["gpus"].size(), node == a ? 4u : 2u);
+    EXPECT_EQ(n["interconnect"], node == a ? "NVLink" : "PCIe");
+    for (const json& g : n["gpus"]) {
+      const int index = g["index"];
+      Grants shown;
+      int64_t memory = 0;
+      for (const json& p : g["pods"]) {
+        shown[p["pod"]] = {p["memory_mib"], p["compute_milli"], p["exclusive"]};
+        memory += p["memory_mib"].get<int64_t>();
+      }
+      EXPECT_EQ(shown, (expected[{node, index}])) << node << " GPU " << index;
+      EXPECT_EQ(g["memory_granted_mib"], memory) << node << " GPU " << index;
+      EXPECT_EQ(g["uuid"], StrCat("GPU-", node, "-", index));
+      EXPECT_EQ(g["memory_mib"], 81920);
+      const bool bad = node == a && index == 3;
+      EXPECT_EQ(g["healthy"], !bad) << node << " GPU " << index;
+      if (bad) {
+        EXPECT_EQ(g["xids"], json::array({79}));
+        EXPECT_EQ(g["health_reason"], "XID 79: GPU has fallen off the bus");
+      }
+      if (!shown.empty() && std::get<2>(shown.begin()->second)) {
+        EXPECT_EQ(g["free_memory_mib"], 0) << node << " GPU " << index << " is held whole";
+      } else {
+        EXPECT_EQ(g["free_memory_mib"], 81920 - memory) << node << " GPU " << index;
+      }
+    }
+  }
+  ASSERT_EQ(s["pending"].size(), 1u) << s["pending"].dump(2);
+  EXPECT_EQ(s["pending"][0]["pod"], huge);
+  EXPECT_EQ(s["pending"][0]["gpus"], 8);
+  EXPECT_EQ(s["pending"][0]["reason"], UnschedulableMessage(huge));
+  EXPECT_TRUE(s["pending"][0]["never_fits"]);
+  const json& t = s["totals"];
+  EXPECT_EQ(t["gpu_nodes"], 2);
+  EXPECT_EQ(t["gpus"], 6);
+  EXPECT_EQ(t["gpus_unhealthy"], 1);
+  EXPECT_EQ(t["gpus_in_use"], gpus_with_grants);
+  EXPECT_EQ(t["gpus_exclusive"], 1);
+  EXPECT_EQ(t["memory_mib"], 6 * 81920);
+  EXPECT_EQ(t["memory_granted_mib"], granted);
+  EXPECT_EQ(t["running_gpu_pods"], 7);
+  EXPECT_EQ(t["pending_gpu_pods"], 1);
+  EXPECT_EQ(t["pending_whole_gpus"], 8);
+  EXPECT_LE(t["stranded_too_small_mib"].get<int64_t>(), t["stranded_mib"].get<int64_t>());
+  EXPECT_LE(t["stranded_mib"].get<int64_t>(), t["free_memory_mib"].get<int64_t>());
+
+  // The table a person reads.
+  Ran text = Tessera(StrCat("status --scheduler-name ", scheduler_name_));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr(StrCat("NODE ", a, "  4 x A100-80GB, NVLink  Ready")));
+  EXPECT_THAT(text.out, HasSubstr("XID 79"));
+  EXPECT_THAT(text.out, HasSubstr(StrCat(ns_, "/whole (whole)")));
+  EXPECT_THAT(text.out, HasSubstr(huge));
+  EXPECT_THAT(text.out, HasSubstr(UnschedulableMessage(huge)));
+  EXPECT_THAT(text.out, HasSubstr("TOTALS"));
+
+  // --node, --namespace.
+  json one = StatusJson(StrCat("--node ", b));
+  ASSERT_EQ(one["nodes"].size(), 1u);
+  EXPECT_EQ(one["nodes"][0]["name"], b);
+  EXPECT_EQ(one["totals"], s["totals"]);
+  json other = StatusJson(StrCat("-n ", ns_, "-other"));
+  int shown = 0, hidden = 0;
+  for (const json& n : other["nodes"]) {
+    for (const json& g : n["gpus"]) {
+      for (const json& p : g["pods"]) {
+        EXPECT_EQ(p["pod"], StrCat(ns_, "-other/other-0"));
+        ++shown;
+      }
+      hidden += g["pods_hidden"].get<int>();
+    }
+  }
+  EXPECT_EQ(shown, 1);
+  EXPECT_EQ(hidden, 6);
+  EXPECT_TRUE(other["pending"].empty());
+  Ran missing = Tessera("status --node no-such-node");
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_THAT(missing.err, HasSubstr("node \"no-such-node\" not found"));
+
+  // The kubectl plugin: kubectl finds kubectl-tessera on PATH.
+  const std::string bin_dir = std::filesystem::path(TESSERA_BINARY).parent_path();
+  Ran plugin =
+      Shell(StrCat("PATH=", bin_dir, ":$PATH kubectl tessera status -o json --scheduler-name ",
+                   scheduler_name_, " --kubeconfig ", Cp().kubeconfig()));
+  ASSERT_EQ(plugin.status, 0) << plugin.err;
+  json via_kubectl = json::parse(plugin.out, nullptr, false);
+  ASSERT_FALSE(via_kubectl.is_discarded()) << plugin.out;
+  EXPECT_EQ(via_kubectl["nodes"], s["nodes"]);
+  Ran plugin_help = Shell(StrCat("PATH=", bin_dir, ":$PATH kubectl tessera --help"));
+  EXPECT_THAT(plugin_help.out, HasSubstr("kubectl tessera"));
+
+  // --watch: a JSON line at start, another when something changes.
+  {
+    absl::StatusOr<std::unique_ptr<ScopedProcess>> watch = ScopedProcess::Start(
+        {TESSERA_BINARY, "status", "--watch", "-o", "json", "--interval", "0.2", "--scheduler-name",
+         scheduler_name_, "--kubeconfig", Cp().kubeconfig()},
+        dir_ + "/watch.log");
+    ASSERT_TRUE(watch.ok()) << watch.status();
+    ASSERT_TRUE((*watch)->WaitForLog("\"version\":1", seconds(30))) << (*watch)->Log();
+    AddPod(PodObject(ns_, "late").Limit("tessera.dev/gpu", "16"));
+    EXPECT_TRUE((*watch)->WaitForLog(StrCat(ns_, "/late"), seconds(30))) << (*watch)->Log();
+  }
+
+  // A server that does not answer: exit 1, and the message names it.
+  std::ifstream kc(Cp().kubeconfig());
+  std::string kubeconfig((std::istreambuf_iterator<char>(kc)), {});
+  const std::string server = Cp().server();
+  kubeconfig.replace(kubeconfig.find(server), server.size(), "https://127.0.0.1:1");
+  std::ofstream(dir_ + "/dead.kubeconfig") << kubeconfig;
+  Ran dead = Shell(StrCat(TESSERA_BINARY, " status --kubeconfig ", dir_, "/dead.kubeconfig"));
+  EXPECT_EQ(dead.status, 1);
+  EXPECT_THAT(dead.err, HasSubstr("https://127.0.0.1:1"));
+}
+
+TEST_F(OperatorTest, SimulateFromClusterStartsWhereTheClusterStands) {
+  const std::string a = NodeName("a"), b = NodeName("b");
+  AddNode(NodeObject(a).Gpus(2).Cpu("64").Memory("512Gi").Ready());
+  AddNode(NodeObject(b).Gpus(2).Cpu("64").Memory("512Gi").Ready());
+  StartScheduler();
+  for (int i = 0; i < 3; ++i) {
+    AddPod(PodObject(ns_, StrCat("train-", i))
+               .Limit("tessera.dev/gpu", "1")
+               .Request("cpu", "2")
+               .Request("memory", "8Gi"));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() >= 3; }, seconds(60))) << scheduler_->Log();
+  const std::map<std::string, records::Assignment> assignments = Assignments();
+  ASSERT_EQ(assignments.size(), 3u);
+  scheduler_.reset();  // nothing moves from here on
+
+  // 3 of 4 GPUs are held whole, so of two more whole-GPU pods one fits.
+  const std::string workload = dir_ + "/workload.yaml";
+  std::ofstream(workload) << "jobs:\n  - {name: more, replicas: 2, cpu: 1, memory: 1Gi, "
+                             "gpu: {count: 1}}\n";
+  const std::string saved = dir_ + "/snapshot.yaml";
+  Ran live = Tessera(StrCat("simulate --from-cluster --workload ", workload,
+                            " --policy tessera,whole-gpu --json --save ", saved));
+  ASSERT_EQ(live.status, 0) << live.err;
+  json results = json::parse(live.out, nullptr, false);
+  ASSERT_FALSE(results.is_discarded()) << live.out;
+  ASSERT_EQ(results["results"].size(), 2u);
+  for (const json& r : results["results"]) {
+    EXPECT_EQ(r["placed"], 1) << r["policy"];
+    EXPECT_EQ(r["pending"], 1) << r["policy"];
+    EXPECT_EQ(r["gpus_in_use"], 4) << r["policy"];
+  }
+
+  // The saved snapshot: the nodes as the API server has them, every bound pod with its record.
+  absl::StatusOr<sim::ClusterFile> file = sim::LoadClusterFile(saved);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::set<std::string> nodes;
+  for (const core::NodeSpec& n : file->nodes) {
+    nodes.insert(n.name);
+    EXPECT_EQ(n.gpus.at(0).uuid, StrCat("GPU-", n.name, "-0"));
+    EXPECT_EQ(n.cpu_milli, 64000);
+  }
+  EXPECT_EQ(nodes, (std::set<std::string>{a, b}));
+  ASSERT_EQ(file->running.size(), 3u);
+  for (const sim::RunningPod& p : file->running) {
+    ASSERT_TRUE(assignments.contains(p.name)) << p.name;
+    const records::Assignment& want = assignments.at(p.name);
+    EXPECT_EQ(p.assignment.node, want.node) << p.name;
+    ASSERT_EQ(p.assignment.gpus.size(), 1u);
+    EXPECT_EQ(p.assignment.gpus[0].grant, want.gpus[0].grant) << p.name;
+    EXPECT_EQ(p.assignment.gpus[0].uuid, want.gpus[0].uuid) << p.name;
+    EXPECT_EQ(p.cpu_milli, 2000);
+    EXPECT_EQ(p.memory_mib, 8192);
+  }
+
+  // Replayed offline, the saved file gives the same answers.
+  Ran replay = Shell(StrCat(TESSERA_BINARY, " simulate --cluster ", saved, " --workload ", workload,
+                            " --policy tessera,whole-gpu --json"));
+  ASSERT_EQ(replay.status, 0) << replay.err;
+  json replayed = json::parse(replay.out, nullptr, false);
+  ASSERT_FALSE(replayed.is_discarded());
+  EXPECT_EQ(replayed, results);
+
+  // "Or with one more node?"
+  Ran more = Tessera(StrCat("simulate --from-cluster --workload ", workload,
+                            " --policy tessera --json --add-nodes dgx-a100:1"));
+  ASSERT_EQ(more.status, 0) << more.err;
+  json with_more = json::parse(more.out, nullptr, false);
+  ASSERT_FALSE(with_more.is_discarded());
+  EXPECT_EQ(with_more["results"][0]["placed"], 2);
+
+  // The table, and a cordoned node.
+  absl::StatusOr<json> cordoned = api_->Patch(StrCat("/api/v1/nodes/", b), k8s::PatchType::kMerge,
+                                              {{"spec", {{"unschedulable", true}}}});
+  ASSERT_TRUE(cordoned.ok()) << cordoned.status();
+  Ran table = Tessera(StrCat("simulate --from-cluster --workload ", workload, " --policy tessera"));
+  ASSERT_EQ(table.status, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("already there: 3 running pods, 1 cordoned nodes"));
+  EXPECT_THAT(table.out, HasSubstr("workload: 1 jobs, 2 pods"));
+
+  // --save alone writes the snapshot; bad flags say what to do.
+  Ran only_save = Tessera(StrCat("simulate --from-cluster --save ", dir_, "/only.yaml"));
+  EXPECT_EQ(only_save.status, 0) << only_save.err;
+  EXPECT_THAT(only_save.out, HasSubstr("3 running pods"));
+  absl::StatusOr<sim::ClusterFile> only = sim::LoadClusterFile(dir_ + "/only.yaml");
+  ASSERT_TRUE(only.ok()) << only.status();
+  EXPECT_EQ(only->cordoned, std::vector<std::string>{b});
+  Ran no_workload = Tessera("simulate --from-cluster");
+  EXPECT_EQ(no_workload.status, 2);
+  EXPECT_THAT(no_workload.err, HasSubstr("--from-cluster needs --workload"));
+  Ran bad_profile =
+      Tessera(StrCat("simulate --from-cluster --workload ", workload, " --add-nodes nope:2"));
+  EXPECT_EQ(bad_profile.status, 2);
+  EXPECT_THAT(bad_profile.err, HasSubstr("--add-nodes \"nope:2\""));
+}
+
+// The Grafana dashboard queries only metrics and labels a running scheduler's /metrics serves.
+TEST_F(OperatorTest, DashboardQueriesOnlyServedMetrics) {
+  AddNode(NodeObject(NodeName("a")).Gpus(2).Ready());
+  StartScheduler();
+  AddPod(PodObject(ns_, "p").Limit("tessera.dev/gpu-memory", "4Gi"));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() >= 1; }, seconds(60))) << scheduler_->Log();
+  ASSERT_TRUE(scheduler_->WaitForLog("/readyz on http://", seconds(20))) << scheduler_->Log();
+  std::smatch m;
+  const std::string log = scheduler_->Log();
+  ASSERT_TRUE(std::regex_search(log, m, std::regex("/readyz on http://127\\.0\\.0\\.1:([0-9]+)")));
+  k8s::ClientConfig c;
+  c.server = StrCat("http://127.0.0.1:", m[1].str());
+  auto client = k8s::ApiClient::Create(c, k8s::ApiClientOptions{"e2e", 1, {}});
+  ASSERT_TRUE(client.ok()) << client.status();
+  // The per-node gauges appear once the scheduler has published its first node figures.
+  k8s::HttpResponse metrics;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        metrics = (*client)->Call(k8s::HttpRequest{"GET", "/metrics"});
+        return metrics.status == 200 &&
+               metrics.body.find("\ntessera_scheduler_gpu_memory_allocated_mib{") !=
+                   std::string::npos;
+      },
+      seconds(30)))
+      << metrics.status << "\n"
+      << metrics.body;
+
+  std::ifstream in(StrCat(TESSERA_SOURCE_DIR, "/deploy/helm/tessera/dashboards/tessera.json"));
+  json dashboard = json::parse(in, nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded());
+  std::vector<std::string> exprs;
+  std::function<void(const json&)> walk = [&](const json& j) {
+    if (j.is_object()) {
+      for (const auto& [k, v] : j.items()) {
+        if (k == "expr" && v.is_string()) exprs.push_back(v);
+        walk(v);
+      }
+    } else if (j.is_array()) {
+      for (const json& v : j) walk(v);
+    }
+  };
+  walk(dashboard);
+  ASSERT_GE(exprs.size(), 15u);
+  const std::regex metric("tessera_[a-z_]+");
+  const std::regex by("by \\(([a-z_, ]+)\\)");
+  std::set<std::string> names;
+  for (const std::string& e : exprs) {
+    for (auto it = std::sregex_iterator(e.begin(), e.end(), metric); it != std::sregex_iterator();
+         ++it) {
+      const std::string name = it->str();
+      names.insert(name);
+      const bool served = metrics.body.find(StrCat("\n", name, "{")) != std::string::npos ||
+                          metrics.body.find(StrCat("\n", name, " ")) != std::string::npos;
+      EXPECT_TRUE(served) << name << " (in " << e << ") is not in /metrics";
+    }
+    for (auto it = std::sregex_iterator(e.begin(), e.end(), by); it != std::sregex_iterator();
+         ++it) {
+      std::istringstream labels((*it)[1].str());
+      for (std::string l; std::getline(labels, l, ',');) {
+        l.erase(0, l.find_first_not_of(' '));
+        l.erase(l.find_last_not_of(' ') + 1);
+        EXPECT_NE(metrics.body.find(StrCat(l, "=\"")), std::string::npos)
+            << "label " << l << " (in " << e << ") is on no metric";
+      }
+    }
+  }
+  EXPECT_GE(names.size(), 15u);
+}
+
+}  // namespace
+}  // namespace tessera::e2e
