@@ -266,7 +266,10 @@ TEST_F(OperatorTest, StatusShowsTheSchedulersPlacement) {
         EXPECT_EQ(g["xids"], json::array({79}));
         EXPECT_EQ(g["health_reason"], "XID 79: GPU has fallen off the bus");
       }
-      if (!shown.empty() && std::get<2>(shown.begin()->second)) {
+      if (bad) {
+        // The scheduler holds what is free on an unhealthy GPU: nothing new goes there.
+        EXPECT_EQ(g["free_memory_mib"], 0) << node << " GPU " << index << " is unhealthy";
+      } else if (!shown.empty() && std::get<2>(shown.begin()->second)) {
         EXPECT_EQ(g["free_memory_mib"], 0) << node << " GPU " << index << " is held whole";
       } else {
         EXPECT_EQ(g["free_memory_mib"], 81920 - memory) << node << " GPU " << index;
