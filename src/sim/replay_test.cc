@@ -131,8 +131,9 @@ TEST(Timeline, HeaderExample) {
 // Defragmentation in the replay: spread leaves a half-GPU share on every GPU; when the small pod
 // leaves, the 2-GPU pod still fits nowhere, and a plan moves two shares beside the others.
 TEST(Timeline, DefragmentationStartsABigPodSooner) {
-  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\n"
-                          "a,32000,262144,2,V100M16\nb,32000,262144,2,V100M16\n");
+  core::Cluster c = Nodes(
+      "sn,cpu_milli,memory_mib,gpu,model\n"
+      "a,32000,262144,2,V100M16\nb,32000,262144,2,V100M16\n");
   PodTrace t = Pods(std::string(kTimedHeader) +
                     "s1,1000,1024,1,500,,LS,Running,0,100,0\n"
                     "s2,1000,1024,1,500,,LS,Running,0,100,0\n"

@@ -340,8 +340,8 @@ class AgentNodes : public ::testing::Test {
                 << Tail(World::Get().AgentLog(kPcie));
     }
     // No namespace controller runs here: the pods go first, so no test inherits another's GPUs.
-    (void)Cp().Kubectl({"delete", "pods", "--all", "-n", ns_, "--grace-period=1", "--wait=true",
-                        "--timeout=90s"});
+    (void)Cp().Kubectl(
+        {"delete", "pods", "--all", "-n", ns_, "--grace-period=1", "--wait=true", "--timeout=90s"});
     (void)Cp().Kubectl({"delete", "namespace", ns_, "--wait=false"});
   }
   static std::string Tail(const std::string& s) {

@@ -72,8 +72,7 @@ NodeAdvertisement AdvertisementFor(const NodeGpus& gpus) {
   }
   ad.resources[std::string(records::kGpuResource)] = StrCat(n);
   ad.resources[std::string(records::kGpuMemoryResource)] = StrCat(memory_mib, "Mi");
-  ad.resources[std::string(records::kGpuComputeResource)] =
-      StrCat(n * records::kGpuComputePerGpu);
+  ad.resources[std::string(records::kGpuComputeResource)] = StrCat(n * records::kGpuComputePerGpu);
   return ad;
 }
 

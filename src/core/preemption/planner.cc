@@ -78,8 +78,7 @@ void PreemptionPlanner::Reprieve(Context& ctx, std::vector<int> candidates, Fits
   victims->insert(victims->end(), gone.begin(), gone.end());
 }
 
-bool PreemptionPlanner::Allowed(Context& ctx, std::span<const int> victims,
-                                std::string* why) {
+bool PreemptionPlanner::Allowed(Context& ctx, std::span<const int> victims, std::string* why) {
   absl::flat_hash_map<std::string, int64_t> by_budget;
   absl::flat_hash_map<std::string, QueueResources> freed;
   for (int u : victims) {
