@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # probe_image.sh OUT.tar FILE...: the image tessera.local/cuda-probe:1 for the agent's e2e
-# tests, an OCI archive that `ctr images import` takes (as test/controlplane/build.sh writes its
-# images: one uncompressed layer, reproducible).
+# tests, an OCI archive that `ctr images import` takes (scripts/oci_archive.sh: one uncompressed
+# layer, reproducible).
 #
 # What is in it: Debian's static busybox (/bin/sh and its applets), each PROGRAM in /opt/probe/,
 # and the shared libraries they need (ldd) with the dynamic loader, copied from this host, so a
@@ -46,33 +46,6 @@ done
 
 # The archive (as oci_image in test/controlplane/build.sh).
 name=tessera.local/cuda-probe:1
-mkdir -p "$work/oci/blobs/sha256"
-tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$root" -cf "$work/layer.tar" .
-layer_digest=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
-layer_size=$(stat -c %s "$work/layer.tar")
-mv "$work/layer.tar" "$work/oci/blobs/sha256/$layer_digest"
-config=$(jq -cn --arg diff "sha256:$layer_digest" \
-  '{architecture: "amd64", os: "linux", created: "1970-01-01T00:00:00Z",
-    config: {Entrypoint: ["/bin/sh"], Env: ["PATH=/opt/probe:/usr/sbin:/usr/bin:/sbin:/bin"]},
-    rootfs: {type: "layers", diff_ids: [$diff]}}')
-config_digest=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
-printf '%s' "$config" >"$work/oci/blobs/sha256/$config_digest"
-manifest=$(jq -cn --arg c "sha256:$config_digest" --argjson cs "${#config}" \
-  --arg l "sha256:$layer_digest" --argjson ls "$layer_size" \
-  '{schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json",
-    config: {mediaType: "application/vnd.oci.image.config.v1+json", digest: $c, size: $cs},
-    layers: [{mediaType: "application/vnd.oci.image.layer.v1.tar", digest: $l, size: $ls}]}')
-manifest_digest=$(printf '%s' "$manifest" | sha256sum | cut -d' ' -f1)
-printf '%s' "$manifest" >"$work/oci/blobs/sha256/$manifest_digest"
-jq -cn --arg m "sha256:$manifest_digest" --argjson ms "${#manifest}" --arg name "$name" \
-  '{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
-    manifests: [{mediaType: "application/vnd.oci.image.manifest.v1+json", digest: $m,
-                 size: $ms, platform: {architecture: "amd64", os: "linux"},
-                 annotations: {"io.containerd.image.name": $name,
-                               "org.opencontainers.image.ref.name": ($name | sub(".*:"; ""))}}]}' \
-  >"$work/oci/index.json"
-echo '{"imageLayoutVersion":"1.0.0"}' >"$work/oci/oci-layout"
-tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work/oci" \
-  -cf "$out.tmp" oci-layout index.json blobs
-mv "$out.tmp" "$out"
+"$(dirname "${BASH_SOURCE[0]}")/../../scripts/oci_archive.sh" "$root" "$name" \
+  '{"Entrypoint": ["/bin/sh"], "Env": ["PATH=/opt/probe:/usr/sbin:/usr/bin:/sbin:/bin"]}' "$out"
 echo "$name"

@@ -5,7 +5,8 @@
 # by build.sh (Kubernetes and containerd from their Go modules). See README.md.
 #
 # Usage:
-#   cluster.sh start DIR [--with-scheduler] [--with-controller-manager] [--owner-pid PID]
+#   cluster.sh start DIR [--with-scheduler] [--with-controller-manager]
+#                        [--with-service-accounts] [--owner-pid PID]
 #                        [--nodes N] [--node NAME] [--gpus FILE] [--label KEY=VALUE]
 #   cluster.sh stop DIR        stop exactly what `start DIR` started; check nothing is left
 #   cluster.sh status DIR      list the recorded processes; exit 0 only if all of them run
@@ -39,6 +40,13 @@
 # DIR/pids and connection facts to DIR/cluster.env, then waits until the API server is ready and
 # the `default` namespace exists (and the scheduler / controller-manager are healthy), and prints
 # the start-to-healthy time. Everything listens on 127.0.0.1 only, with TLS.
+#
+# --with-service-accounts makes pods in-cluster clients, as a Helm install needs (the scheduler and
+# the agent as pods): the ServiceAccount admission plugin is on (pods get their projected,
+# pod-bound tokens and kube-root-ca.crt), kube-controller-manager runs (implied: it creates each
+# namespace's `default` ServiceAccount and the kube-root-ca.crt ConfigMaps), and the API server
+# also listens on the host's address (pod_api_host= in cluster.env, in its certificate), which
+# pods on the node bridges reach; they name it with KUBERNETES_SERVICE_HOST/PORT (no kube-proxy).
 #
 # --owner-pid PID adds a watchdog: when process PID exits (a test binary that crashed or was
 # killed), the watchdog stops the control plane. Tests pass their own pid.
@@ -245,6 +253,18 @@ pick_ports() {
 
 # --- certificates and kubeconfigs ----------------------------------------------------------
 
+# host_address: the host's IPv4 address that pods on the node bridges reach the API server at: the
+# source address of the default route (the kubelets' InternalIP), else the first global one.
+host_address() {
+  local a
+  a=$(ip -4 -o route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
+  if [[ -z $a || $a == 127.* ]]; then
+    a=$(ip -4 -o addr show scope global 2>/dev/null | awk '{print $4; exit}')
+    a=${a%/*}
+  fi
+  [[ -n $a ]] && echo "$a"
+}
+
 gen_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
 
 # sign NAME SUBJECT EXTENSIONS: key + certificate NAME.{key,crt} signed by the test CA.
@@ -259,7 +279,7 @@ sign() {
 }
 
 make_pki() {
-  local pki=$1
+  local pki=$1 extra_sans=${2:-}
   mkdir -p "$pki"
   chmod 700 "$pki"
   gen_key "$pki/ca.key"
@@ -270,7 +290,7 @@ make_pki() {
   local server_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth,clientAuth
-subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local$extra_sans"
   local client_ext="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
@@ -361,8 +381,14 @@ start_once() {
     --unsafe-no-fsync \
     --log-level=warn
 
+  # Pods as in-cluster clients (--with-service-accounts): ServiceAccount admission on, and the
+  # API server reachable from the node bridges (all addresses; certificate: pod_api_host).
+  local bind_address=127.0.0.1 disabled_admission=ServiceAccount,TaintNodesByCondition,Priority
+  if ((with_sa)); then
+    bind_address=0.0.0.0 disabled_admission=TaintNodesByCondition,Priority
+  fi
   launch kube-apiserver "$bin/kube-apiserver" \
-    --bind-address=127.0.0.1 \
+    --bind-address="$bind_address" \
     --advertise-address=127.0.0.1 \
     --secure-port="$api_port" \
     --cert-dir="$pki" \
@@ -378,7 +404,7 @@ start_once() {
     --endpoint-reconciler-type=none \
     --authorization-mode=RBAC \
     --allow-privileged=true \
-    --disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority \
+    --disable-admission-plugins="$disabled_admission" \
     --max-requests-inflight=2000 --max-mutating-requests-inflight=1000 \
     --runtime-config="$runtime_config" \
     --feature-gates="$feature_gates"
@@ -464,6 +490,8 @@ bin_dir=$bin
 etcd_url=https://127.0.0.1:$etcd_port
 scheduler_url=$( ((with_scheduler)) && echo "https://127.0.0.1:$sched_port")
 controller_manager_url=$( ((with_kcm)) && echo "https://127.0.0.1:$kcm_port")
+pod_api_host=$( ((with_sa)) && echo "$pod_api_host")
+pod_api_port=$( ((with_sa)) && echo "$api_port")
 start_seconds=$secs
 EOF
   return 0
@@ -472,7 +500,7 @@ EOF
 start_cluster() {
   dir=$1
   shift
-  with_scheduler=0 with_kcm=0
+  with_scheduler=0 with_kcm=0 with_sa=0 pod_api_host=""
   node_names=() node_gpus=() node_labels=() prepare_pids=()
   local owner="" group=() i count
   # add_nodes NAME...: new nodes; --gpus and --label apply to the last group added.
@@ -490,6 +518,7 @@ start_cluster() {
     case $1 in
       --with-scheduler) with_scheduler=1 ;;
       --with-controller-manager) with_kcm=1 ;;
+      --with-service-accounts) with_sa=1 with_kcm=1 ;;
       --owner-pid) owner=${2:?--owner-pid needs a pid}; shift ;;
       --owner-pid=*) owner=${1#*=} ;;
       --nodes | --nodes=*)
@@ -547,7 +576,13 @@ start_cluster() {
   rm -rf "$dir/nodes"
   echo "$bin" >"$dir/bin_dir"
   pki=$dir/pki
-  make_pki "$pki"
+  local extra_sans=""
+  if ((with_sa)); then
+    pod_api_host=$(host_address) ||
+      die "--with-service-accounts: this host has no IPv4 address besides loopback for pods to reach"
+    extra_sans=",IP:$pod_api_host"
+  fi
+  make_pki "$pki" "$extra_sans"
 
   if ((${#node_names[@]})); then
     # From here on a failure (or SIGINT/SIGTERM) stops everything started so far.

@@ -318,6 +318,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
                                    std::to_string(owner)};
   if (options.with_scheduler) argv.push_back("--with-scheduler");
   if (options.with_controller_manager) argv.push_back("--with-controller-manager");
+  if (options.with_service_accounts) argv.push_back("--with-service-accounts");
   for (std::string& a : NodeArgs(options.nodes)) argv.push_back(std::move(a));
 
   CommandOptions run;
@@ -342,6 +343,8 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
   cp->client_cert_file_ = kv["client_cert_file"];
   cp->client_key_file_ = kv["client_key_file"];
   cp->bin_dir_ = kv["bin_dir"];
+  cp->pod_api_host_ = kv["pod_api_host"];
+  cp->pod_api_port_ = std::atoi(kv["pod_api_port"].c_str());
   cp->start_seconds_ = kv.count("start_seconds") ? std::atof(kv["start_seconds"].c_str()) : 0;
   std::ifstream pids(dir + "/pids");
   std::string name;

@@ -84,10 +84,14 @@ std::vector<std::string> NodeArgs(const std::vector<NodeOptions>& nodes);
 struct ControlPlaneOptions {
   bool with_scheduler = false;           // the stock kube-scheduler (QPS 5000, burst 10000)
   bool with_controller_manager = false;  // kube-controller-manager (no node lifecycle)
-  std::vector<NodeOptions> nodes;        // real nodes (kubelet + containerd); needs root
-  std::string dir;                       // empty: a new folder under $TMPDIR (or /tmp)
-  pid_t owner_pid = 0;                   // the watchdog stops the plane when it exits; 0: us
-  bool keep_dir = false;                 // keep dir (certificates, logs) after a clean stop
+  // Pods as in-cluster API clients (a Helm install's scheduler and agent): ServiceAccount
+  // admission on (projected pod-bound tokens, kube-root-ca.crt), kube-controller-manager (implied),
+  // and the API server also on the host's address (pod_api_host(), pod_api_port()).
+  bool with_service_accounts = false;
+  std::vector<NodeOptions> nodes;  // real nodes (kubelet + containerd); needs root
+  std::string dir;                 // empty: a new folder under $TMPDIR (or /tmp)
+  pid_t owner_pid = 0;             // the watchdog stops the plane when it exits; 0: us
+  bool keep_dir = false;           // keep dir (certificates, logs) after a clean stop
 };
 
 // A running test node: a real kubelet and containerd in a mount namespace of their own. The paths
@@ -141,6 +145,11 @@ class ControlPlane {
   const std::string& client_cert_file() const { return client_cert_file_; }  // system:masters
   const std::string& client_key_file() const { return client_key_file_; }
   const std::string& bin_dir() const { return bin_dir_; }  // etcd, kube-*, kubectl
+  // With with_service_accounts: where pods reach the API server (the host's address, which the
+  // serving certificate names); pods set KUBERNETES_SERVICE_HOST/PORT to these, as there is no
+  // kube-proxy. Empty / 0 without.
+  const std::string& pod_api_host() const { return pod_api_host_; }
+  int pod_api_port() const { return pod_api_port_; }
   std::string kubectl_path() const { return bin_dir_ + "/kubectl"; }
   double start_seconds() const { return start_seconds_; }  // start to healthy, as cluster.sh saw
   // The processes that start recorded: ("etcd", pid), ("kube-apiserver", pid), ...
@@ -191,6 +200,8 @@ class ControlPlane {
   ControlPlane() = default;
 
   std::string dir_, kubeconfig_, server_, ca_file_, client_cert_file_, client_key_file_, bin_dir_;
+  std::string pod_api_host_;
+  int pod_api_port_ = 0;
   double start_seconds_ = 0;
   std::vector<std::pair<std::string, pid_t>> pids_;
   std::vector<Node> nodes_;

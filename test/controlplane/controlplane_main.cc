@@ -1,6 +1,7 @@
 // main() of every tessera_e2e_test binary: one control plane (and its nodes) for the whole binary.
 //
 //   test_binary [gtest flags] [--with-scheduler] [--with-controller-manager]
+//               [--with-service-accounts]
 //               [--nodes N] [--node NAME] [--gpus FILE] [--label KEY=VALUE]
 //
 // tessera_e2e_test(... WITH_SCHEDULER / WITH_CONTROLLER_MANAGER / NODES / NODE_ARGS) passes these
@@ -22,6 +23,9 @@ int main(int argc, char** argv) {
       options.with_scheduler = true;
     } else if (std::strcmp(argv[i], "--with-controller-manager") == 0) {
       options.with_controller_manager = true;
+    } else if (std::strcmp(argv[i], "--with-service-accounts") == 0) {
+      options.with_service_accounts = true;
+      options.with_controller_manager = true;
     } else {
       node_args.emplace_back(argv[i]);
     }
@@ -29,7 +33,9 @@ int main(int argc, char** argv) {
   auto nodes = tessera::e2e::ParseNodeArgs(node_args);
   if (!nodes.ok()) {
     std::cerr << argv[0] << ": " << nodes.status().message()
-              << " (expected gtest flags, --with-scheduler, --with-controller-manager, --nodes N,"
+              << " (expected gtest flags, --with-scheduler, --with-controller-manager, "
+                 "--with-service-accounts,"
+                 " --nodes N,"
                  " --node NAME, --gpus FILE, --label KEY=VALUE)\n";
     return 2;
   }

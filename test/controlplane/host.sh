@@ -29,7 +29,7 @@ host_sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_
 # Bind-mount targets of every node's mount namespace (node.sh), in creation order. /var/run is
 # a link to /run on Debian; the real paths are used so that the mount points are real folders.
 host_mountpoints=(/var/lib/kubelet /var/lib/cni /var/log/containers /run/containerd /run/nri
-                  /run/cdi /etc/cdi)
+                  /run/cdi /etc/cdi /run/tessera)
 subnet_prefix=10.213   # node subnets are $subnet_prefix.INDEX.0/24, INDEX 1..254
 
 sysctl_file() { echo "/proc/sys/${1//.//}"; }

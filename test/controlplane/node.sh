@@ -13,6 +13,11 @@
 #   /var/log/containers   <- N/container-logs   (the kubelet's log symlinks)
 #   /run/nri              <- N/nri              (nri.sock: NRI plugins connect here)
 #   /run/cdi, /etc/cdi    <- N/cdi/run, N/cdi/etc   (containerd's cdi_spec_dirs)
+#   /run/tessera          <- N/tessera          (the tessera agent's per-pod files, its shim copy)
+#
+# Mounts in the namespace are shared (within it, as systemd makes them on a real host), so that
+# containers may ask for HostToContainer propagation (the agent's /host); none is a peer of the
+# host's.
 #
 # The folders are also reachable from the host under N (so tests need not enter the namespace to
 # find a socket); the mounts themselves vanish with the namespace, when its last process exits.
@@ -85,7 +90,7 @@ make_fake_gpus() {
 # write_node_files N NAME ID INDEX BRIDGE: the node's folders and configuration.
 write_node_files() {
   local n=$1 name=$2 id=$3 index=$4 bridge=$5
-  mkdir -p "$n"/{svc,kubelet,run,cni-cache,container-logs,nri,cdi/run,cdi/etc,containerd,tmp,opt} \
+  mkdir -p "$n"/{svc,kubelet,run,cni-cache,container-logs,nri,cdi/run,cdi/etc,containerd,tmp,opt,tessera} \
     "$n"/{cni-conf,ipam,pod-logs,nri-plugins,nri-conf.d,volume-plugins}
   cat >"$n/containerd.toml" <<EOF
 # containerd of test node $name (written by cluster.sh). Paths under /run and /var are the
@@ -259,11 +264,15 @@ node_ns() {
   mount --bind "$n/nri" /run/nri
   mount --bind "$n/cdi/run" /run/cdi
   mount --bind "$n/cdi/etc" /etc/cdi
+  mount --bind "$n/tessera" /run/tessera
   # containerd always imports /etc/containerd/conf.d/*.toml: hide a host's drop-ins.
   if [[ -d /etc/containerd/conf.d ]]; then
     mkdir -p "$n/containerd-conf.d"
     mount --bind "$n/containerd-conf.d" /etc/containerd/conf.d
   fi
+  # Shared inside the namespace only (it was made private first): a container's rslave mount of
+  # a host path (HostToContainer) needs its source to be a shared or slave mount.
+  mount --make-rshared /
   echo $$ >"$n/ns.ready"
   exec -a "tessera-node-ns $n" sleep infinity
 }

@@ -42,7 +42,7 @@ const char* const kSysctls[] = {
     "net.ipv4.ip_forward"};
 const char* const kMountPoints[] = {"/var/lib/kubelet", "/var/lib/cni", "/var/log/containers",
                                     "/run/containerd",  "/run/nri",     "/run/cdi",
-                                    "/etc/cdi"};
+                                    "/etc/cdi",         "/run/tessera"};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

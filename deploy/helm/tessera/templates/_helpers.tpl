@@ -17,3 +17,14 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- define "tessera.saUser" -}}
 system:serviceaccount:{{ .root.Release.Namespace }}:{{ .name }}
 {{- end }}
+
+{{/* KUBERNETES_SERVICE_HOST/PORT from apiServer.host/port, when set (else nothing: the kubelet's
+     values for the kubernetes Service apply). */}}
+{{- define "tessera.apiServerEnv" -}}
+{{- with .Values.apiServer.host -}}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ . | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ $.Values.apiServer.port | default 443 | quote }}
+{{- end }}
+{{- end }}
