@@ -38,7 +38,8 @@ constexpr char kUsage[] =
     "  trace      a pod list of " TESSERA_SHARED_DIR
     "/traces/alibaba-gpu-v2023 (default openb_pod_list_default.csv)\n"
     "  speedups   arrival gaps are divided by each (default 30000 100000)\n"
-    "  --nodes N  replay on N of the trace's nodes, spread evenly over its node list (default: all)\n";
+    "  --nodes N  replay on N of the trace's nodes, spread evenly over its node list (default: "
+    "all)\n";
 
 int Main(int argc, char** argv) {
   std::string trace_name = "openb_pod_list_default.csv";
