@@ -15,6 +15,7 @@
 #include "common/strings.h"
 #include "k8s/client/informer.h"
 #include "k8s/snapshot/snapshot.h"
+#include "records/queue.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::cli {
@@ -37,11 +38,35 @@ struct StatusFlags {
   int page_size = 500;
 };
 
-absl::Status Print(const k8s::ClusterSnapshot& snapshot, const StatusFlags& f, bool watching) {
+// The Queue objects into `o` (left unread, so every queue implicit as in the scheduler, when
+// they cannot be listed: no CRD, or no permission).
+void ReadQueues(k8s::ApiClient& client, k8s::StatusOptions* o) {
+  absl::StatusOr<nlohmann::json> list = client.Get(std::string(records::kQueuesPath));
+  if (!list.ok() || !list->contains("items") || !(*list)["items"].is_array()) return;
+  std::vector<core::QueueSpec> specs;
+  for (const nlohmann::json& item : (*list)["items"]) {
+    absl::StatusOr<core::QueueSpec> spec = records::QueueFromObject(item);
+    if (spec.ok()) {
+      specs.push_back(*std::move(spec));
+    } else {
+      std::string name = "?";
+      if (item.contains("metadata") && item["metadata"].is_object() &&
+          item["metadata"].contains("name") && item["metadata"]["name"].is_string()) {
+        name = item["metadata"]["name"];
+      }
+      o->queue_errors.emplace_back(name, std::string(spec.status().message()));
+    }
+  }
+  o->queues = std::move(specs);
+}
+
+absl::Status Print(k8s::ApiClient& client, const k8s::ClusterSnapshot& snapshot,
+                   const StatusFlags& f, bool watching) {
   k8s::StatusOptions o;
   o.scheduler_name = f.scheduler_name;
   o.node = f.node;
   o.ns = f.ns;
+  ReadQueues(client, &o);
   absl::StatusOr<k8s::ClusterStatus> status = k8s::ComputeStatus(snapshot, o);
   if (!status.ok()) return status.status();
   if (f.output == "json") {
@@ -111,7 +136,7 @@ absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
     k8s::ClusterSnapshot snapshot(std::move(n), pods.List());
     snapshot.server = client.config().server;
     snapshot.taken_at = std::chrono::system_clock::now();
-    absl::Status st = Print(snapshot, f, /*watching=*/true);
+    absl::Status st = Print(client, snapshot, f, /*watching=*/true);
     if (!st.ok()) return st;
   }
   return absl::OkStatus();
@@ -125,10 +150,12 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
       "status",
       "Show every GPU of the live cluster: per node and GPU the model, health, memory and\n"
       "compute granted against capacity (bars), the pods on it and its MIG instances; then the\n"
-      "pods waiting for GPUs with the scheduler's reason, per-queue rows, and cluster totals\n"
+      "pods waiting for GPUs with the scheduler's reason, per queue what it deserves, its fair\n"
+      "share, what it holds and borrows and what its waiting pods ask (the Queue objects and\n"
+      "pods, counted as the scheduler counts them), and cluster totals\n"
       "(GPUs in use; GPU memory granted, asked and free; the free memory no pending pod can use,\n"
-      "and how much of it is in pieces too small for every pending ask). Reads one list of nodes\n"
-      "and one of pods. Installed as the kubectl plugin kubectl-tessera too:\n"
+      "and how much of it is in pieces too small for every pending ask). Reads one list of nodes,\n"
+      "one of pods and one of Queues. Installed as the kubectl plugin kubectl-tessera too:\n"
       "`kubectl tessera status`.\n"
       "Exit status: 0 shown, 1 the cluster could not be read, 2 bad flags or an unknown --node.");
   AddClusterAccessFlags(cmd, &f->access);
@@ -178,7 +205,7 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
         *exit_code = kExitFailure;
         return;
       }
-      st = Print(*snapshot, *f, /*watching=*/false);
+      st = Print(**client, *snapshot, *f, /*watching=*/false);
     }
     if (!st.ok()) {
       std::cerr << "tessera status: " << st.message() << "\n";

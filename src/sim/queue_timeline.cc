@@ -62,6 +62,10 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
   if (!(options.speedup > 0)) {
     return absl::InvalidArgumentError(StrCat("speedup must be positive, not ", options.speedup));
   }
+  if (options.periods < 1) {
+    return absl::InvalidArgumentError(
+        StrCat("the arrival window needs at least 1 period, not ", options.periods));
+  }
   if (options.latency_deserved_percent < 0 || options.latency_deserved_percent > 100) {
     return absl::InvalidArgumentError(
         StrCat("the latency queue's deserved share must be 0..100%, not ",
@@ -151,6 +155,11 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
   std::vector<double> fair(kQueues, 0);
   double jain = 1, jain_integral = 0, contended = 0, total_integral = 0;
   bool is_contended = false;
+  // Per period: the same integrals over its part of the window.
+  const int periods = options.periods;
+  const double period_length = static_cast<double>(window_end - first) / periods;
+  std::vector<std::vector<double>> period_alloc(periods, std::vector<double>(kQueues, 0));
+  std::vector<std::vector<double>> period_fair(periods, std::vector<double>(kQueues, 0));
   auto advance = [&](int64_t t) {
     if (t <= now) return;
     const int64_t to = std::min(t, window_end);
@@ -160,6 +169,20 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
         alloc_integral[q] += static_cast<double>(allocated[q][core::kQueueGpu]) * dt;
         fair_integral[q] += fair[q] * dt;
         total_integral += static_cast<double>(allocated[q][core::kQueueGpu]) * dt;
+      }
+      // [now, to) split over the periods it spans.
+      double at = static_cast<double>(now - first);
+      const double stop = static_cast<double>(to - first);
+      while (at < stop) {
+        const int k = std::min(periods - 1, static_cast<int>(at / period_length));
+        const double edge = k == periods - 1 ? stop : std::min(stop, (k + 1) * period_length);
+        const double part = std::max(0.0, edge - at);
+        for (int q = 0; q < kQueues; ++q) {
+          period_alloc[k][q] += static_cast<double>(allocated[q][core::kQueueGpu]) * part;
+          period_fair[k][q] += fair[q] * part;
+        }
+        if (edge <= at) break;
+        at = edge;
       }
       if (is_contended) {
         jain_integral += jain * dt;
@@ -321,6 +344,16 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
     s.pending_p99 = Percentile(pending[q], 0.99);
     s.mean_allocated_gpus = alloc_integral[q] / window / 1000.0;
     s.mean_fair_share_gpus = fair_integral[q] / window / 1000.0;
+  }
+  for (int k = 0; k < periods; ++k) {
+    QueueTimelinePeriod p;
+    p.from_hours = k * period_length / 3600.0;
+    p.to_hours = (k + 1) * period_length / 3600.0;
+    for (int q = 0; q < kQueues; ++q) {
+      p.allocated_gpus.push_back(period_alloc[k][q] / period_length / 1000.0);
+      p.fair_share_gpus.push_back(period_fair[k][q] / period_length / 1000.0);
+    }
+    r.periods.push_back(std::move(p));
   }
   r.jain = contended > 0 ? jain_integral / contended : 1.0;
   r.contended_hours = contended / 3600.0;

@@ -37,6 +37,17 @@ struct QueueTimelineOptions {
   double speedup = 1;   // arrival gaps divided by this
   bool preempt = true;  // reclaim and priority preemption
   int latency_deserved_percent = 50;
+  // The arrival window is cut into this many equal periods, each reported with its queues'
+  // time-weighted allocation and fair share (allocation against deserved share over time).
+  int periods = 12;
+};
+
+// One period of the arrival window: per queue (in QueueTimelineResult::queues' order), the
+// time-weighted mean GPUs allocated and fair share over it.
+struct QueueTimelinePeriod {
+  double from_hours = 0, to_hours = 0;  // since the first arrival (compressed time)
+  std::vector<double> allocated_gpus;
+  std::vector<double> fair_share_gpus;
 };
 
 struct QueueTimelineStats {
@@ -65,6 +76,7 @@ struct QueueTimelineResult {
   double contended_hours = 0;  // time at least two queues wanted GPUs
   double mean_allocation = 0;  // % of GPUs, time-weighted
   std::vector<QueueTimelineStats> queues;
+  std::vector<QueueTimelinePeriod> periods;
   double seconds = 0;  // wall time of the run
 };
 

@@ -55,6 +55,23 @@ TEST(QueueTimeline, ReclaimServesTheQueueBelowItsShareAtOnce) {
   EXPECT_DOUBLE_EQ(with->jain, 1);
   EXPECT_DOUBLE_EQ(without->queues[1].mean_allocated_gpus, 2);
   EXPECT_DOUBLE_EQ(with->queues[0].mean_allocated_gpus, 10.0 / 50);
+
+  // Over time, in five periods of 10 s: with reclaim latency holds its GPU during 10..20 only,
+  // batch gives it back then; without, batch holds both throughout.
+  o.preempt = true;
+  o.periods = 5;
+  absl::StatusOr<QueueTimelineResult> periods = RunQueueTimeline(c, trace, o);
+  ASSERT_TRUE(periods.ok()) << periods.status();
+  ASSERT_EQ(periods->periods.size(), 5u);
+  const std::vector<double> latency = {0, 1, 0, 0, 0}, batch = {2, 1, 2, 2, 2};
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_DOUBLE_EQ(periods->periods[k].from_hours, k * 10 / 3600.0);
+    EXPECT_DOUBLE_EQ(periods->periods[k].allocated_gpus[0], latency[k]) << k;
+    EXPECT_DOUBLE_EQ(periods->periods[k].allocated_gpus[1], batch[k]) << k;
+  }
+  EXPECT_DOUBLE_EQ(periods->periods[1].fair_share_gpus[0], 1);
+  o.periods = 0;
+  EXPECT_FALSE(RunQueueTimeline(c, trace, o).ok());
 }
 
 TEST(QueueTimeline, PriorityPreemptionInsideAQueue) {

@@ -392,6 +392,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     std::vector<int> freeable(node_count, 0);
     for (int n = 0; n < node_count; ++n) {
       if (ctx.units_on[n].empty() && ctx.terminating_on[n].empty()) continue;
+      if (request.nodes != nullptr && !request.nodes->Contains(NodeId(n))) continue;
       bool any = false;
       for (const PodRequest& m : request.members) {
         any = any || could_fit(n, engine_.policy().Effective(m), false);

@@ -58,7 +58,7 @@ struct PreemptionRequest {
   std::string queue;
   int32_t priority = 0;
   QueueResources demand;  // what the members will hold (for the reclaim rule)
-  // One pod only: the nodes it may use at all (nullptr: any), as for Engine::Place.
+  // The nodes it (every member of a gang) may use at all (nullptr: any), as for Engine::Place.
   const NodeSet* nodes = nullptr;
   // Evictions each budget allows now (a budget missing here allows none).
   absl::flat_hash_map<std::string, int64_t> budgets;

@@ -170,6 +170,8 @@ void ClusterLedger::ApplyNodeChanges() {
   }
   RestoreAll(restore);
   for (const std::string& name : changed) HoldUnhealthy(name);
+  ++node_changes_applied_;
+  if (!released.empty() || !restore.empty()) ++holdings_moved_;
 }
 
 std::string UnhealthyKey(const std::string& node, int gpu) {

@@ -87,6 +87,10 @@ class ClusterLedger {
   bool OnNode(Change change, std::shared_ptr<const NodeInfo> node);
   // Brings the engine up to date with the nodes (before deciding).
   void Sync();
+  // Counts of Syncs that changed the engine's nodes, and of those that also released or restored
+  // pods' placements (what a pod holds in the engine may differ from before).
+  uint64_t node_changes_applied() const { return node_changes_applied_; }
+  uint64_t holdings_moved() const { return holdings_moved_; }
 
   // --- what pods hold ---
   // Records what `key` holds and accounts it in the engine (now, or at the next Sync). `bound`:
@@ -179,6 +183,8 @@ class ClusterLedger {
   std::unique_ptr<core::Engine> engine_;
   NodeIndex index_;
   int bad_inventory_ = 0;
+  uint64_t node_changes_applied_ = 0;
+  uint64_t holdings_moved_ = 0;
 
   absl::flat_hash_map<std::string, Entry> held_;
   // The pods held on each node (by name), to restore them when the node comes or changes.

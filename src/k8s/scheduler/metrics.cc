@@ -63,6 +63,11 @@ void SchedulerMetrics::SetNodes(std::vector<NodeGauges> nodes) {
   nodes_ = std::move(nodes);
 }
 
+void SchedulerMetrics::SetQueues(std::vector<QueueGauges> queues) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queues_ = std::move(queues);
+}
+
 void SchedulerMetrics::SetExtra(std::function<std::string()> extra) {
   std::lock_guard<std::mutex> lock(mu_);
   extra_ = std::move(extra);
@@ -161,6 +166,45 @@ std::string SchedulerMetrics::Render() const {
   for (const NodeGauges& n : nodes_) {
     StrAppend(&out, "tessera_scheduler_node_inventory_valid{node=\"", EscapeLabel(n.node), "\"} ",
               n.inventory_valid ? 1 : 0, "\n");
+  }
+  struct QueueFamily {
+    const char* name;
+    const char* help;
+    core::QueueResources QueueGauges::*field;
+  };
+  const QueueFamily queue_families[] = {
+      {"tessera_scheduler_queue_deserved", "What the queue deserves (its Queue's deserved).",
+       &QueueGauges::deserved},
+      {"tessera_scheduler_queue_fair_share",
+       "The queue's fair share now: deserved, capped by its demand and limit, plus its weighted "
+       "part of what others leave.",
+       &QueueGauges::fair_share},
+      {"tessera_scheduler_queue_allocated",
+       "What the queue's pods hold (bound and being bound); a share counts its fraction of a GPU.",
+       &QueueGauges::allocated},
+      {"tessera_scheduler_queue_borrowed", "What the queue holds beyond what it deserves.",
+       &QueueGauges::borrowed},
+      {"tessera_scheduler_queue_pending", "What the queue's waiting pods ask.",
+       &QueueGauges::pending},
+  };
+  const char* resources[] = {"gpu_milli", "gpu_memory_mib", "gpu_compute_milli"};
+  for (const QueueFamily& f : queue_families) {
+    Header(&out, f.name, "gauge",
+           StrCat(f.help,
+                  " resource: gpu_milli (1000 = one GPU), gpu_memory_mib, "
+                  "gpu_compute_milli."));
+    for (const QueueGauges& q : queues_) {
+      for (int r = 0; r < core::kQueueResourceCount; ++r) {
+        StrAppend(&out, f.name, "{queue=\"", EscapeLabel(q.queue), "\",resource=\"", resources[r],
+                  "\"} ", (q.*(f.field))[r], "\n");
+      }
+    }
+  }
+  Header(&out, "tessera_scheduler_queue_pending_pods", "gauge",
+         "Pods of the queue waiting to be scheduled.");
+  for (const QueueGauges& q : queues_) {
+    StrAppend(&out, "tessera_scheduler_queue_pending_pods{queue=\"", EscapeLabel(q.queue), "\"} ",
+              q.pending_pods, "\n");
   }
   if (extra_) out += extra_();
   return out;

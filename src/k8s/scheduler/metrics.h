@@ -24,6 +24,12 @@
 //                                                             CPU time in the same decisions
 //   tessera_scheduler_pending_pods{state}                     active, backoff, unschedulable,
 //                                                             gang_waiting, binding
+//   tessera_scheduler_queue_{deserved,fair_share,allocated,borrowed,pending}{queue,resource}
+//                                                             per queue (queue_book.h), resource
+//                                                             gpu_milli (1000 = a GPU; a share
+//                                                             counts its fraction),
+//                                                             gpu_memory_mib, gpu_compute_milli
+//   tessera_scheduler_queue_pending_pods{queue}               its pods waiting
 //   tessera_scheduler_is_leader, _restore_failures_total, _node_changes_total, and what the
 //   informers report (lists, relists after "too old", watch failures).
 #pragma once
@@ -34,6 +40,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "core/queues/resources.h"
 
 namespace tessera::k8s {
 
@@ -60,6 +68,14 @@ struct NodeGauges {
   int64_t gpu_compute_allocated_milli = 0;
   int64_t gpu_compute_capacity_milli = 0;
   bool inventory_valid = true;
+};
+
+struct QueueGauges {
+  std::string queue;
+  std::string parent;
+  bool usable = true;
+  core::QueueResources deserved, fair_share, allocated, borrowed, pending;
+  int64_t pending_pods = 0;
 };
 
 // Escapes a label value ("\\", "\"", newline).
@@ -89,6 +105,7 @@ class SchedulerMetrics {
   Histogram decision_cpu;
 
   void SetNodes(std::vector<NodeGauges> nodes);
+  void SetQueues(std::vector<QueueGauges> queues);
   // Further lines to append (informer counters), produced by the caller.
   void SetExtra(std::function<std::string()> extra);
 
@@ -97,6 +114,7 @@ class SchedulerMetrics {
  private:
   mutable std::mutex mu_;
   std::vector<NodeGauges> nodes_;
+  std::vector<QueueGauges> queues_;
   std::function<std::string()> extra_;
 };
 

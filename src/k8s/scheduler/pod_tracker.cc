@@ -42,6 +42,7 @@ PodTracker::Pod& PodTracker::Upsert(const std::string& key, TimePoint now) {
   auto [it, inserted] = pods_.try_emplace(key);
   if (inserted) {
     it->second.first_seen = now;
+    it->second.seen_seq = next_seq_++;
     ++counts_[static_cast<int>(Stage::kNew)];
   }
   return it->second;
@@ -53,14 +54,17 @@ void PodTracker::Erase(const std::string& key) {
   --counts_[static_cast<int>(it->second.stage)];
   pods_.erase(it);
   Publish();
+  if (listener_) listener_(key, nullptr);
 }
 
 void PodTracker::SetStage(Pod& pod, Stage stage) {
-  if (pod.stage == stage) return;
-  --counts_[static_cast<int>(pod.stage)];
-  ++counts_[static_cast<int>(stage)];
-  pod.stage = stage;
-  Publish();
+  if (pod.stage != stage) {
+    --counts_[static_cast<int>(pod.stage)];
+    ++counts_[static_cast<int>(stage)];
+    pod.stage = stage;
+    Publish();
+  }
+  if (listener_ && pod.info) listener_(pod.info->key, &pod);
 }
 
 void PodTracker::Publish() {

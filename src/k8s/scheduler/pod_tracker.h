@@ -14,6 +14,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,7 +51,8 @@ class PodTracker {
     uint64_t attempt = 0;  // binds started
     bool counted = false;  // counted as scheduled (once per pod)
     TimePoint first_seen;
-    TimePoint retry_at;  // bind-conflict: when to stop waiting for the watch
+    uint64_t seen_seq = 0;  // order of first sight (ties between equal creation times)
+    TimePoint retry_at;     // bind-conflict: when to stop waiting for the watch
     int bind_failures = 0;
     std::string gang;      // the gang it is a member of ("" none)
     std::string reported;  // last failure reported
@@ -59,6 +61,10 @@ class PodTracker {
 
   // `metrics` may be null.
   explicit PodTracker(SchedulerMetrics* metrics) : metrics_(metrics) {}
+  // Told after every SetStage (even to the same stage: the pod may have changed) and Erase
+  // (pod nullptr), so that figures kept per pod elsewhere follow the stages.
+  using Listener = std::function<void(const std::string& key, const Pod* pod)>;
+  void set_listener(Listener listener) { listener_ = std::move(listener); }
 
   Pod* Find(const std::string& key);
   const Pod* Find(const std::string& key) const;
@@ -76,8 +82,10 @@ class PodTracker {
   void Publish();
 
   SchedulerMetrics* metrics_;
+  Listener listener_;
   absl::flat_hash_map<std::string, Pod> pods_;
   std::array<int64_t, kStageCount> counts_{};
+  uint64_t next_seq_ = 1;
 };
 
 }  // namespace tessera::k8s

@@ -75,11 +75,6 @@ std::vector<PreemptionWriter::Refusal> ApiPreemptionWriter::TakeRefusals() {
 
 // --- deciding --------------------------------------------------------------------------------
 
-void Preemption::SetQueues(std::vector<core::QueueSpec> specs, bool known) {
-  specs_ = std::move(specs);
-  queues_known_ = known;
-}
-
 void Preemption::Placing(std::shared_ptr<const PodInfo> pod) {
   const std::string key = pod->key;
   placing_[key] = std::move(pod);
@@ -132,23 +127,21 @@ void Preemption::NoteRefusals(const std::vector<PreemptionWriter::Refusal>& refu
   }
 }
 
-core::QueueSet Preemption::BuildQueues(const core::Engine& engine) const {
-  core::QueueSet q;
-  q.SetSpecs(specs_);
-  q.set_implicit(!queues_known_ || specs_.empty());
-  q.SetCapacity(core::CapacityOf(engine.cluster()));
-  for (const auto* pods : {&bound_, &placing_}) {
-    for (const auto& [key, info] : *pods) {
-      const core::Placement* p = engine.Find(key);
-      if (p != nullptr) q.AddAllocated(info->queue, core::UsageOf(engine.cluster(), *p));
-    }
-  }
-  return q;
+Preemption::Decision Preemption::Plan(core::Engine& engine, core::QueueSet& queues,
+                                      const PodInfo& pod, const core::NodeSet* nodes,
+                                      TimePoint now) {
+  return PlanGang(engine, queues, {&pod}, nodes, now);
 }
 
-Preemption::Decision Preemption::Plan(core::Engine& engine, const PodInfo& pod,
-                                      const core::NodeSet* nodes, TimePoint now) {
+Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& queues,
+                                          const std::vector<const PodInfo*>& members,
+                                          const core::NodeSet* nodes, TimePoint now) {
   Decision d;
+  if (members.empty()) {
+    d.reason = "no members";
+    return d;
+  }
+  const PodInfo& pod = *members[0];
   // Shares with a memory ask count against the largest GPU (the smallest fraction they could be).
   int64_t gpu_memory = 0;
   const core::Cluster& cluster = engine.cluster();
@@ -158,12 +151,15 @@ Preemption::Decision Preemption::Plan(core::Engine& engine, const PodInfo& pod,
       gpu_memory = std::max(gpu_memory, g.memory_mib);
     }
   }
-  core::QueueSet queues = BuildQueues(engine);
+  std::vector<core::PodRequest> requests;
   core::PreemptionRequest request;
-  request.members = std::span<const core::PodRequest>(&pod.request, 1);
+  for (const PodInfo* m : members) {
+    requests.push_back(m->request);
+    request.demand += core::DemandOf(m->request, gpu_memory > 0 ? gpu_memory : 1);
+  }
+  request.members = requests;
   request.queue = pod.queue;
   request.priority = pod.priority;
-  request.demand = core::DemandOf(pod.request, gpu_memory > 0 ? gpu_memory : 1);
   request.nodes = nodes;
 
   std::vector<core::RunningPod> running;
@@ -186,17 +182,30 @@ Preemption::Decision Preemption::Plan(core::Engine& engine, const PodInfo& pod,
     d.reason = plan.reason;
     return d;
   }
-  const std::string node = cluster.node(plan.nodes[0]).name;
+  std::vector<std::string> member_nodes;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const core::NodeId id =
+        i < plan.placements.size() ? plan.placements[i].placement.node : plan.nodes[0];
+    member_nodes.push_back(cluster.node(id).name);
+  }
   if (plan.victims.empty()) {
     for (const auto& [key, n] : nominations_) {
-      if (key == pod.key || n.node != node || !n.pod || n.pod->priority < pod.priority) continue;
-      d.reason = StrCat("the room being made on node ", node, " is claimed by pod ", key,
+      if (!n.pod || n.pod->priority < pod.priority) continue;
+      if (std::any_of(members.begin(), members.end(),
+                      [&](const PodInfo* m) { return m->key == key; })) {
+        continue;
+      }
+      if (std::find(member_nodes.begin(), member_nodes.end(), n.node) == member_nodes.end()) {
+        continue;
+      }
+      d.reason = StrCat("the room being made on node ", n.node, " is claimed by pod ", key,
                         " (priority ", n.pod->priority, "); planning again once it has landed");
       return d;
     }
   }
   d.found = true;
-  d.node = node;
+  d.node = member_nodes[0];
+  d.nodes = member_nodes;
   d.awaited = plan.awaited.size();
   for (const std::string& v : plan.victims) {
     auto it = bound_.find(v);
@@ -204,7 +213,7 @@ Preemption::Decision Preemption::Plan(core::Engine& engine, const PodInfo& pod,
     d.evict.push_back(it->second);
     evicted_at_[v] = now;
   }
-  Nominate(pod.key).node = d.node;
+  for (size_t i = 0; i < members.size(); ++i) Nominate(members[i]->key).node = member_nodes[i];
   return d;
 }
 

@@ -97,10 +97,6 @@ class Preemption {
   // a pod whose eviction was refused is no candidate for as long.
   static constexpr std::chrono::seconds kEvictingFor{30};
 
-  // The Queue objects (valid ones; `errors` by queue name for those that are not). `known`:
-  // the Queue list has been read (until then, and when none exist, queues are implicit).
-  void SetQueues(std::vector<core::QueueSpec> specs, bool known);
-
   // Bound pods, as the API server shows them (and our binds, once confirmed).
   void Track(std::shared_ptr<const PodInfo> pod);
   void Untrack(const std::string& key);
@@ -113,16 +109,24 @@ class Preemption {
 
   struct Decision {
     bool found = false;
-    std::string node;
+    std::string node;                                   // the (first member's) node
+    std::vector<std::string> nodes;                     // per member, in member order
     std::vector<std::shared_ptr<const PodInfo>> evict;  // victims to evict now
     size_t awaited = 0;                                 // victims already leaving
     std::string reason;                                 // why not (when !found)
   };
-  // Plans for `pod` (which did not fit) on `engine`; `nodes`: the nodes it may use (nullptr:
-  // any). On a plan, the nomination is recorded and the victims marked as being evicted; the
-  // caller writes both (PreemptionWriter).
-  Decision Plan(core::Engine& engine, const PodInfo& pod, const core::NodeSet* nodes,
-                TimePoint now);
+  // Plans for `pod` (which did not fit) on `engine`, with `queues` (the scheduler's QueueBook:
+  // what each queue holds, for reclaim); `nodes`: the nodes it may use (nullptr: any). On a plan,
+  // the nomination is recorded and the victims marked as being evicted; the caller writes both
+  // (PreemptionWriter).
+  Decision Plan(core::Engine& engine, core::QueueSet& queues, const PodInfo& pod,
+                const core::NodeSet* nodes, TimePoint now);
+  // The same for every member of a gang at once (all of one queue and priority: the first
+  // member's): whole gangs or none as victims, room for every member (in one domain when the gang
+  // asks), each member nominated to its node.
+  Decision PlanGang(core::Engine& engine, core::QueueSet& queues,
+                    const std::vector<const PodInfo*>& members, const core::NodeSet* nodes,
+                    TimePoint now);
 
   // Why `pod`, just placed at `placement` (committed in `engine`), would take room nominated for
   // a pod of higher or equal priority ("" if it does not).
@@ -141,10 +145,7 @@ class Preemption {
     uint64_t seq = 0;  // order of nomination: of equal priorities the earlier keeps the room
   };
   Nomination& Nominate(const std::string& key);
-  core::QueueSet BuildQueues(const core::Engine& engine) const;
 
-  std::vector<core::QueueSpec> specs_;
-  bool queues_known_ = false;
   absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> bound_;
   absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> placing_;
   absl::flat_hash_map<std::string, Nomination> nominations_;

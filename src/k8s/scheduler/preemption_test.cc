@@ -8,6 +8,7 @@
 #include "k8s/scheduler/scheduler_core.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
+#include "records/names.h"
 
 namespace tessera::k8s {
 namespace {
@@ -263,6 +264,77 @@ TEST_F(PreemptionTest, ARefusedEvictionTurnsThePlanElsewhere) {
   Advance(30'000);  // the retry period
   core_->ScheduleSome();
   EXPECT_THAT(rec_.evicted, ElementsAre("ns/a", "ns/b"));
+}
+
+// A pending gang evicts for all of its members at once: a running gang is evicted whole (the
+// cheaper victims: two pods of priority 0, against two singles of priority 50), every member is
+// nominated to its node in the one rack the gang asks, and the gang lands there once they are
+// gone.
+TEST_F(PreemptionTest, AGangEvictsAWholeGangAndEveryMemberIsNominated) {
+  Node(NodeObject("n1").Gpus(2).Label(std::string(records::kRackLabel), "r1").Json());
+  Node(NodeObject("n2").Gpus(2).Label(std::string(records::kRackLabel), "r2").Json());
+  core_->SetSynced(true, true);
+  auto member = [](const std::string& name, const std::string& gang, int priority) {
+    return PodObject("ns", name)
+        .Limit("tessera.dev/gpu", "1")
+        .Priority(priority)
+        .Gang(gang, 2, "rack")
+        .Json();
+  };
+  Pod(member("o0", "old", 0));
+  Pod(member("o1", "old", 0));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 2u);
+  const std::string old_node = BoundTo("ns/o0");
+  ASSERT_EQ(BoundTo("ns/o1"), old_node);
+  Pod(Whole("s0", 50));
+  Pod(Whole("s1", 50));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 4u);
+
+  Pod(member("g0", "new", 100));
+  Pod(member("g1", "new", 100));
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/o0", "ns/o1"));
+  EXPECT_THAT(rec_.nominated, UnorderedElementsAre("ns/g0->" + old_node, "ns/g1->" + old_node));
+  EXPECT_THAT(rec_.failures["ns/g0"], HasSubstr("gang ns/new nominated to node(s) " + old_node));
+  EXPECT_THAT(rec_.failures["ns/g1"], HasSubstr("2 evicted now for this gang"));
+  EXPECT_THAT(rec_.warnings[0], HasSubstr("for gang ns/new (2 pods, priority 100"));
+
+  // Retried while the victims terminate: nobody more is evicted, nothing nominated again.
+  Terminating("ns/o0");
+  Terminating("ns/o1");
+  Advance(30'000);
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 2u);
+  EXPECT_EQ(rec_.nominated.size(), 2u);
+  Gone("ns/o0");
+  Gone("ns/o1");
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/g0"), old_node);
+  EXPECT_EQ(BoundTo("ns/g1"), old_node);
+}
+
+// A gang whose members could only fit by evicting pods of higher priority evicts nobody.
+TEST_F(PreemptionTest, AGangEvictsNobodyWhenItWouldNotHelp) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  core_->SetSynced(true, true);
+  Pod(Whole("high", 500));
+  Pod(Whole("low", 0));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    Pod(PodObject("ns", StrCat("g", i))
+            .Limit("tessera.dev/gpu", "1")
+            .Priority(100)
+            .Gang("g", 2)
+            .Json());
+  }
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  EXPECT_THAT(rec_.nominated, IsEmpty());
+  EXPECT_THAT(rec_.failures["ns/g0"], HasSubstr("preemption would not help"));
 }
 
 }  // namespace

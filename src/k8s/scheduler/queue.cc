@@ -1,24 +1,34 @@
 #include "k8s/scheduler/queue.h"
 
+#include <vector>
+
 namespace tessera::k8s {
 
 SchedulingQueue::Entry& SchedulingQueue::Put(const std::string& key, Part part, int32_t priority,
-                                             const std::string& queue) {
+                                             const std::string& queue, Arrival arrival) {
   auto [it, inserted] = where_.try_emplace(key);
   if (!inserted) Take(key, it->second);
   Entry& e = it->second;
   e.part = part;
   e.priority = priority;
   e.queue = queue;
+  e.arrival = arrival;
   return e;
 }
 
 void SchedulingQueue::Take(const std::string& key, Entry& e) {
   switch (e.part) {
-    case Part::kActive:
+    case Part::kActive: {
       --active_count_;
-      e.seq = 0;  // its entry in levels_ is dropped when it reaches the front
+      auto level = levels_.find(e.priority);
+      if (level == levels_.end()) break;
+      auto q = level->second.find(e.queue);
+      if (q == level->second.end()) break;
+      q->second.erase({e.arrival, key});
+      if (q->second.empty()) level->second.erase(q);
+      if (level->second.empty()) levels_.erase(level);
       break;
+    }
     case Part::kBackoff:
       backoff_.erase({e.until, key});
       break;
@@ -28,23 +38,23 @@ void SchedulingQueue::Take(const std::string& key, Entry& e) {
   }
 }
 
-void SchedulingQueue::Push(const std::string& key, int32_t priority, const std::string& queue) {
-  Entry& e = Put(key, Part::kActive, priority, queue);
-  e.seq = ++seq_;
+void SchedulingQueue::Push(const std::string& key, int32_t priority, const std::string& queue,
+                           Arrival arrival) {
+  Entry& e = Put(key, Part::kActive, priority, queue, arrival);
   ++active_count_;
-  levels_[priority].queues[queue].emplace_back(e.seq, key);
+  levels_[priority][queue].emplace(e.arrival, key);
 }
 
 void SchedulingQueue::Backoff(const std::string& key, int32_t priority, const std::string& queue,
-                              TimePoint until) {
-  Entry& e = Put(key, Part::kBackoff, priority, queue);
+                              Arrival arrival, TimePoint until) {
+  Entry& e = Put(key, Part::kBackoff, priority, queue, arrival);
   e.until = until;
   backoff_.emplace(until, key);
 }
 
 void SchedulingQueue::Unschedulable(const std::string& key, int32_t priority,
-                                    const std::string& queue) {
-  Entry& e = Put(key, Part::kUnschedulable, priority, queue);
+                                    const std::string& queue, Arrival arrival) {
+  Entry& e = Put(key, Part::kUnschedulable, priority, queue, arrival);
   e.tried_epoch = change_epoch_;
   unschedulable_.insert(key);
 }
@@ -58,34 +68,25 @@ bool SchedulingQueue::Remove(const std::string& key) {
 }
 
 std::optional<std::string> SchedulingQueue::Pop() {
-  while (!levels_.empty()) {
-    auto level_it = levels_.begin();
-    Level& level = level_it->second;
-    // Next queue after the one served last (wrapping round).
-    auto q = level.served_any ? level.queues.upper_bound(level.last) : level.queues.begin();
-    if (q == level.queues.end()) q = level.queues.begin();
-    while (!level.queues.empty()) {
-      auto& fifo = q->second;
-      while (!fifo.empty()) {
-        auto [seq, key] = std::move(fifo.front());
-        fifo.pop_front();
-        auto e = where_.find(key);
-        // Removed, moved to another part, or pushed again (a later entry is the live one).
-        if (e == where_.end() || e->second.part != Part::kActive || e->second.seq != seq) continue;
-        where_.erase(e);
-        --active_count_;
-        level.last = q->first;
-        level.served_any = true;
-        if (fifo.empty()) level.queues.erase(q);
-        if (level.queues.empty()) levels_.erase(level_it);
-        return key;
-      }
-      q = level.queues.erase(q);
-      if (q == level.queues.end()) q = level.queues.begin();
+  if (levels_.empty()) return std::nullopt;
+  Level& level = levels_.begin()->second;
+  // The queue to serve: furthest below its fair share (the order's), else the earliest head.
+  auto chosen = level.begin();
+  if (level.size() > 1) {
+    std::vector<core::QueueSet::Candidate> candidates;
+    std::vector<Level::iterator> at;
+    candidates.reserve(level.size());
+    at.reserve(level.size());
+    for (auto q = level.begin(); q != level.end(); ++q) {
+      candidates.push_back({q->first, q->second.begin()->first});
+      at.push_back(q);
+      if (q->second.begin()->first < chosen->second.begin()->first) chosen = q;
     }
-    levels_.erase(level_it);
+    if (order_ != nullptr) chosen = at[order_->Pick(candidates)];
   }
-  return std::nullopt;
+  std::string key = chosen->second.begin()->second;
+  Remove(key);
+  return key;
 }
 
 bool SchedulingQueue::ChangeUnseen() {
@@ -101,7 +102,7 @@ bool SchedulingQueue::Flush(TimePoint now) {
   while (!backoff_.empty() && backoff_.begin()->first <= now) {
     std::string key = backoff_.begin()->second;
     const Entry& e = where_.at(key);
-    Push(key, e.priority, e.queue);  // takes it out of backoff_
+    Push(key, e.priority, e.queue, e.arrival);  // takes it out of backoff_
   }
   const bool due = now - last_flush_ >= options_.period;
   const bool requested = now - last_flush_ >= options_.min_interval && ChangeUnseen();
@@ -111,7 +112,7 @@ bool SchedulingQueue::Flush(TimePoint now) {
   while (!unschedulable_.empty()) {
     std::string key = *unschedulable_.begin();
     const Entry& e = where_.at(key);
-    Push(key, e.priority, e.queue);
+    Push(key, e.priority, e.queue, e.arrival);
   }
   return due;
 }

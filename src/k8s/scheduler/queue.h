@@ -1,11 +1,19 @@
 // The pods waiting to be scheduled, kept as kube-scheduler's scheduling queue keeps them: three
 // parts, a pod in at most one of them.
 //
-//   active         ready to be tried. Higher spec.priority first; within one priority the named
-//                  queues (tessera.dev/queue) take turns, one pod each, in name order, so that a
-//                  queue with thousands of pods cannot hold back another's; within a queue, first
-//                  in, first out. Worked example: pushes a1 a2 a3 (queue a, priority 0), b1 (queue
-//                  b, priority 0), h1 (queue a, priority 10) pop as h1, a1, b1, a2, a3.
+//   active         ready to be tried. Higher spec.priority first; within one priority, the
+//                  queue (tessera.dev/queue) furthest below its fair share by dominant-resource
+//                  fairness over GPUs, GPU memory and GPU compute (core::QueueSet::Pick on the
+//                  scheduler's QueueBook, which counts what every queue holds as pods are placed,
+//                  so each pop sees the placements before it); ties, and pods of one queue, by
+//                  arrival (creation time, then when the scheduler first saw the pod). A queue
+//                  holding nothing goes before any that holds something, so no queue starves
+//                  behind another's backlog. Worked example (queue_test.cc): 8 GPUs; queues a
+//                  and b deserve 4 each; a holds 2, b holds 1. Active, priority 0: a1 a2 a3 (queue
+//                  a), then b1 b2 b3 (queue b), whole GPUs; and ah (queue a, priority 10). Pops as
+//                  each is placed: ah (priority; a now 3/4), b1 (b 1/4 < a 3/4), b2 (2/4), a1 (a
+//                  3/4 = b 3/4: a1 arrived before b3), b3 (b 3/4 < a 4/4), a2, a3. Without an
+//                  order (set_order not called) every queue is at 0: pods go by arrival.
 //   backoff        not to be tried before a time (a failed bind: Backoff::Delay of its failures);
 //                  moved to active when the time comes.
 //   unschedulable  tried, did not fit: moved to active when something changed that could make
@@ -13,13 +21,13 @@
 //                  been tried since, at most once per `min_interval`; and every `period` in any
 //                  case. Never a busy loop: with no change, an unschedulable pod waits a period.
 //
-// Adding a pod to a part takes it out of the others. Remove is O(1) (active entries are dropped
-// lazily when they reach the front). Time is passed in (Flush, NextWakeup). Not thread-safe.
+// Adding a pod to a part takes it out of the others. Push, Remove and Pop are O(log n) plus, for
+// Pop, the queues with pods at the top priority. Time is passed in (Flush, NextWakeup). Not
+// thread-safe.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -28,6 +36,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "core/queues/queue_set.h"
 
 namespace tessera::k8s {
 
@@ -39,15 +48,23 @@ class SchedulingQueue {
     std::chrono::milliseconds period{30'000};
   };
 
+  using Arrival = core::Arrival;
+
   SchedulingQueue() : SchedulingQueue(Options{}, TimePoint()) {}
   SchedulingQueue(Options options, TimePoint now) : options_(options), last_flush_(now) {}
 
-  // To active (at the back of its place).
-  void Push(const std::string& key, int32_t priority, const std::string& queue);
+  // The queues' fair shares and what they hold, for the order between queues (nullptr: every
+  // queue at 0, pods by arrival). Must outlive this queue.
+  void set_order(core::QueueSet* order) { order_ = order; }
+
+  // To active, in its place by arrival.
+  void Push(const std::string& key, int32_t priority, const std::string& queue, Arrival arrival);
   // To backoff until `until`.
-  void Backoff(const std::string& key, int32_t priority, const std::string& queue, TimePoint until);
+  void Backoff(const std::string& key, int32_t priority, const std::string& queue, Arrival arrival,
+               TimePoint until);
   // To unschedulable, tried under the current change count.
-  void Unschedulable(const std::string& key, int32_t priority, const std::string& queue);
+  void Unschedulable(const std::string& key, int32_t priority, const std::string& queue,
+                     Arrival arrival);
   // Out of every part; false if it was in none.
   bool Remove(const std::string& key);
 
@@ -77,30 +94,28 @@ class SchedulingQueue {
   enum class Part : uint8_t { kActive, kBackoff, kUnschedulable };
   struct Entry {
     Part part = Part::kActive;
-    uint64_t seq = 0;  // the live active entry
     int32_t priority = 0;
     std::string queue;
+    Arrival arrival;
     TimePoint until;           // backoff
     uint64_t tried_epoch = 0;  // unschedulable: change count when it was tried
   };
-  struct Level {
-    std::map<std::string, std::deque<std::pair<uint64_t, std::string>>> queues;
-    std::string last;  // the queue served last, for turns
-    bool served_any = false;
-  };
+  // One priority's active pods, per queue by arrival (never empty sets).
+  using Level = std::map<std::string, std::set<std::pair<Arrival, std::string>>>;
 
-  Entry& Put(const std::string& key, Part part, int32_t priority, const std::string& queue);
+  Entry& Put(const std::string& key, Part part, int32_t priority, const std::string& queue,
+             Arrival arrival);
   void Take(const std::string& key, Entry& e);
   // True if some unschedulable pod was tried before the latest change.
   bool ChangeUnseen();
 
   Options options_;
+  core::QueueSet* order_ = nullptr;
   std::map<int32_t, Level, std::greater<>> levels_;
   absl::flat_hash_map<std::string, Entry> where_;
   size_t active_count_ = 0;
   std::set<std::pair<TimePoint, std::string>> backoff_;
   std::set<std::string> unschedulable_;
-  uint64_t seq_ = 0;
   uint64_t change_epoch_ = 0;   // bumped by every change that could free room
   uint64_t checked_epoch_ = 0;  // changes up to here were seen by every unschedulable pod
   TimePoint last_flush_;        // when unschedulable pods were last moved to active

@@ -45,12 +45,75 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
                     *s->info, "GpuAssignmentUnreadable",
                     StrCat(why, "; node ", node,
                            " takes no GPU pods until this pod is gone or its record is readable"));
-              }) {}
+              }) {
+  queue_.set_order(&book_.set());
+  pods_.set_listener([this](const std::string& key, const Pod* pod) { OnStage(key, pod); });
+}
+
+// --- queues ----------------------------------------------------------------------------------
+
+void SchedulerCore::OnStage(const std::string& key, const Pod* pod) {
+  if (pod == nullptr) {
+    book_.Waiting(key, "", nullptr);
+    return;
+  }
+  switch (pod->stage) {
+    case Stage::kQueued:
+    case Stage::kUnschedulable:
+    case Stage::kGangWaiting:
+    case Stage::kBackoff:
+      book_.Waiting(key, pod->info->queue, &pod->info->request);
+      return;
+    default:
+      book_.Waiting(key, "", nullptr);
+  }
+}
+
+void SchedulerCore::CountHeld(const std::string& key) {
+  const Pod* s = pods_.Find(key);
+  const Holding* h = ledger_.Find(key);
+  if (s == nullptr || !s->info || h == nullptr || h->gpus.gpus.empty()) {
+    book_.Held(key, "", {});
+    return;
+  }
+  core::QueueResources usage;
+  if (ledger_.Accounted(key)) {
+    if (const core::Placement* p = ledger_.engine().Find(key)) {
+      usage = core::UsageOf(ledger_.engine().cluster(), *p);
+    }
+  }
+  book_.Held(key, s->info->queue, usage);
+}
+
+SchedulingQueue::Arrival SchedulerCore::ArrivalOf(const Pod& s) {
+  // metadata.creationTimestamp is RFC 3339 in UTC ("2026-01-02T03:04:05Z"): its digits, read as
+  // one number, order as the times do. Unknown: after every known one.
+  int64_t created = 0;
+  int digits = 0;
+  for (char c : s.info ? s.info->created : std::string()) {
+    if (c < '0' || c > '9') continue;
+    if (++digits > 14) break;
+    created = created * 10 + (c - '0');
+  }
+  if (digits < 14) created = INT64_MAX;
+  return {created, static_cast<int64_t>(s.seen_seq)};
+}
+
+std::string SchedulerCore::QueueRefusal(const std::vector<const PodInfo*>& members) {
+  if (members.empty()) return "";
+  const std::string& queue = members[0]->queue;
+  std::string why;
+  if (!book_.set().Usable(queue, &why)) return why;
+  core::QueueResources demand;
+  for (const PodInfo* m : members) demand += book_.DemandOf(m->request);
+  return book_.set().OverLimit(queue, demand);
+}
 
 // --- nodes -----------------------------------------------------------------------------------
 
 void SchedulerCore::SetQueues(std::vector<core::QueueSpec> specs, bool known) {
-  preemption_.SetQueues(std::move(specs), known);
+  book_.SetSpecs(std::move(specs), known);
+  queue_.NoteChange();  // a queue made usable, or a limit raised, may let pods go on
 }
 
 void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) {
@@ -80,6 +143,7 @@ void SchedulerCore::OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo>
 
 void SchedulerCore::Release(const std::string& key) {
   if (ledger_.Drop(key)) queue_.NoteChange();
+  book_.Held(key, "", {});
 }
 
 void SchedulerCore::AccountBound(const std::string& key, Pod& s) {
@@ -93,6 +157,7 @@ void SchedulerCore::AccountBound(const std::string& key, Pod& s) {
                  key, pod.node_name, records::kAssignmentAnnotation);
   }
   ledger_.Hold(key, std::move(h), /*bound=*/true);
+  CountHeld(key);
 }
 
 void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
@@ -173,11 +238,12 @@ void SchedulerCore::Forget(const std::string& key) {
   preemption_.Forget(key);
   warned_.erase(key);
   pods_.Erase(key);
+  book_.Forget(key);
 }
 
 void SchedulerCore::Enqueue(const std::string& key, Pod& s) {
   pods_.SetStage(s, Stage::kQueued);
-  queue_.Push(key, s.info->priority, s.info->queue);
+  queue_.Push(key, s.info->priority, s.info->queue, ArrivalOf(s));
   gangs_.Join(key, s);
 }
 
@@ -234,7 +300,7 @@ void SchedulerCore::OnBindResult(const std::string& key, uint64_t attempt,
   Release(key);
   ++s.bind_failures;
   pods_.SetStage(s, Stage::kBackoff);
-  queue_.Backoff(key, s.info->priority, s.info->queue,
+  queue_.Backoff(key, s.info->priority, s.info->queue, ArrivalOf(s),
                  clock_() + Backoff::Delay(options_.bind_backoff, s.bind_failures, 0.0));
   gangs_.Join(key, s);
   Report(s, "SchedulerError",
@@ -266,13 +332,14 @@ void SchedulerCore::Report(Pod& s, std::string_view reason, const std::string& m
 
 void SchedulerCore::MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason) {
   pods_.SetStage(s, Stage::kUnschedulable);
-  queue_.Unschedulable(key, s.info->priority, s.info->queue);
+  queue_.Unschedulable(key, s.info->priority, s.info->queue, ArrivalOf(s));
   if (metrics_ != nullptr) metrics_->failed_unschedulable++;
   Report(s, "Unschedulable", reason);
 }
 
 void SchedulerCore::StartBind(const std::string& key, Pod& s, const core::Placement& placement) {
   ledger_.HoldPlaced(key, placement);
+  CountHeld(key);
   preemption_.Placing(s.info);
   pods_.SetStage(s, Stage::kBinding);
   ++s.attempt;
@@ -322,12 +389,17 @@ void SchedulerCore::PlaceWithClaims(const std::string& key, Pod& s) {
 void SchedulerCore::StartClaimBind(const std::string& key, Pod& s,
                                    const DraAllocator::Decision& d) {
   dra_->Hold(*s.info, d);
+  CountHeld(key);
   pods_.SetStage(s, Stage::kBinding);
   ++s.attempt;
   claim_binder_->Bind(*s.info, ledger_.Find(key)->node, d.writes, s.attempt);
 }
 
 void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
+  if (std::string refused = QueueRefusal({s.info.get()}); !refused.empty()) {
+    MarkUnschedulable(key, s, refused);
+    return;
+  }
   if (!s.info->claims.empty()) {
     PlaceWithClaims(key, s);
     return;
@@ -356,7 +428,7 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
   const std::string* nominated = preemption_.NominatedNode(key);
   const std::string before = nominated ? *nominated : s.info->nominated_node;
   const DecisionStart start = StartDecision();
-  Preemption::Decision d = preemption_.Plan(ledger_.mutable_engine(), *s.info,
+  Preemption::Decision d = preemption_.Plan(ledger_.mutable_engine(), book_.set(), *s.info,
                                             allowed ? &allowed->nodes : nullptr, clock_());
   Observe(start);
   if (!d.found) {
@@ -412,6 +484,11 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   if (!round.ready) return 0;
   std::vector<const PodInfo*> members;
   for (const std::string& m : round.pending) members.push_back(pods_.Get(m).info.get());
+  if (std::string refused = QueueRefusal(members); !refused.empty()) {
+    for (const std::string& m : round.pending) MarkUnschedulable(m, pods_.Get(m), refused);
+    gangs_.Assembled(gang_key);
+    return static_cast<int>(round.pending.size());
+  }
   const bool claims = std::any_of(members.begin(), members.end(),
                                   [](const PodInfo* m) { return !m->claims.empty(); });
   if (claims && dra_) {
@@ -449,10 +526,75 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
     }
   } else {
     std::string reason = results.empty() ? "no members" : results[0].reason;
-    for (const std::string& m : round.pending) MarkUnschedulable(m, pods_.Get(m), reason);
+    const bool not_now = !results.empty() && results[0].outcome == core::Outcome::kNoFitNow;
+    if (!not_now || !TryPreemptGang(gang_key, round.pending, members, reason)) {
+      for (const std::string& m : round.pending) MarkUnschedulable(m, pods_.Get(m), reason);
+    }
   }
   gangs_.Assembled(gang_key);
   return static_cast<int>(round.pending.size());
+}
+
+bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
+                                   const std::vector<std::string>& keys,
+                                   const std::vector<const PodInfo*>& members,
+                                   const std::string& reason) {
+  if (preemption_writer_ == nullptr || members.empty()) return false;
+  // The nodes every member may use.
+  std::optional<core::NodeSet> allowed;
+  for (const PodInfo* m : members) {
+    std::shared_ptr<const ClusterLedger::Allowed> a = ledger_.AllowedFor(*m);
+    if (!a) continue;
+    if (!allowed) {
+      allowed = a->nodes;
+      continue;
+    }
+    for (int n = 0; n < ledger_.engine().cluster().node_count(); ++n) {
+      if (allowed->Contains(core::NodeId(n)) && !a->nodes.Contains(core::NodeId(n))) {
+        allowed->Set(core::NodeId(n), false);
+      }
+    }
+  }
+  std::vector<std::string> before;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string* nominated = preemption_.NominatedNode(keys[i]);
+    before.push_back(nominated ? *nominated : members[i]->nominated_node);
+  }
+  const DecisionStart start = StartDecision();
+  Preemption::Decision d = preemption_.PlanGang(ledger_.mutable_engine(), book_.set(), members,
+                                                allowed ? &*allowed : nullptr, clock_());
+  Observe(start);
+  if (!d.found) {
+    for (const std::string& m : keys) {
+      MarkUnschedulable(m, pods_.Get(m), StrCat(reason, "; preemption would not help: ", d.reason));
+    }
+    return true;
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (before[i] != d.nodes[i]) preemption_writer_->Nominate(*members[i], d.nodes[i]);
+  }
+  const PodInfo& first = *members[0];
+  for (const std::shared_ptr<const PodInfo>& v : d.evict) {
+    spdlog::info("preemption: evicting pod {} from node {} for gang {}", v->key, v->node_name,
+                 gang_key);
+    preemption_writer_->Evict(*v);
+    reporter_->ReportWarning(
+        *v, "Preempted",
+        StrCat("evicted by ", options_.scheduler_name, " to make room on node ", v->node_name,
+               " for gang ", gang_key, " (", members.size(), " pods, priority ", first.priority,
+               ", queue ", first.queue, ")"));
+  }
+  std::vector<std::string> distinct = d.nodes;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    MarkUnschedulable(
+        keys[i], pods_.Get(keys[i]),
+        StrCat("gang ", gang_key, " nominated to node(s) ", StrJoin(distinct, ", "),
+               " (this pod to ", d.nodes[i], "): waiting for ", d.evict.size() + d.awaited,
+               " pod(s) there to end (", d.evict.size(), " evicted now for this gang)"));
+  }
+  return true;
 }
 
 void SchedulerCore::FlushRetries(std::chrono::steady_clock::time_point now) {
@@ -487,6 +629,14 @@ void SchedulerCore::FlushRetries(std::chrono::steady_clock::time_point now) {
 int SchedulerCore::ScheduleSome() {
   if (!synced()) return 0;
   ledger_.Sync();
+  if (ledger_.node_changes_applied() != seen_node_changes_) {
+    seen_node_changes_ = ledger_.node_changes_applied();
+    book_.SetCluster(ledger_.engine().cluster());
+  }
+  if (ledger_.holdings_moved() != seen_holdings_moved_) {
+    seen_holdings_moved_ = ledger_.holdings_moved();
+    for (const std::string& key : book_.HeldKeys()) CountHeld(key);
+  }
   if (dra_) dra_->OnNodesChanged();
   if (preemption_writer_ != nullptr) {
     preemption_.NoteRefusals(preemption_writer_->TakeRefusals(), clock_());
@@ -519,7 +669,10 @@ std::optional<std::chrono::steady_clock::time_point> SchedulerCore::NextWakeup()
   return next;
 }
 
-void SchedulerCore::PublishMetrics() { ledger_.PublishMetrics(); }
+void SchedulerCore::PublishMetrics() {
+  ledger_.PublishMetrics();
+  if (metrics_ != nullptr) metrics_->SetQueues(book_.Gauges());
+}
 
 std::optional<Stage> SchedulerCore::StageOf(const std::string& key) const {
   const Pod* s = pods_.Find(key);

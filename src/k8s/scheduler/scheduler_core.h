@@ -8,6 +8,8 @@
 //   SchedulingQueue active / back-off / unschedulable pods, and when each is tried again
 //   GangAssembler   gang membership and when a gang is ready
 //   ClusterLedger   the engine over the nodes, what every pod holds, allowed nodes
+//   QueueBook       what each queue holds and asks: the scheduling queue's order between
+//                   queues (DRF), queue limits, reclaim, per-queue metrics
 //   Binder          writing a decision (classic mode: the assignment annotation)
 //
 // Invariants (each kept by its owner, see their comments):
@@ -43,6 +45,7 @@
 #include "k8s/scheduler/pod_tracker.h"
 #include "k8s/scheduler/preemption.h"
 #include "k8s/scheduler/queue.h"
+#include "k8s/scheduler/queue_book.h"
 
 namespace tessera::k8s {
 
@@ -128,6 +131,7 @@ class SchedulerCore {
   // The placement the engine holds for a pod, as an assignment (node and grants).
   std::optional<records::Assignment> HeldFor(const std::string& key) const;
   const Preemption& preemption() const { return preemption_; }
+  QueueBook& queue_book() { return book_; }
   size_t queued() const { return queue_.active_size(); }
 
  private:
@@ -137,6 +141,15 @@ class SchedulerCore {
                 SchedulerMetrics* metrics, Clock clock);
 
   void Forget(const std::string& key);
+  // Counts what `key` holds in the engine in its queue (QueueBook::Held).
+  void CountHeld(const std::string& key);
+  // A pod's stage changed (PodTracker's listener): counts it as waiting in its queue or not.
+  void OnStage(const std::string& key, const Pod* pod);
+  // Where a pod stands in its queue: creation time, then first seen.
+  static SchedulingQueue::Arrival ArrivalOf(const Pod& s);
+  // Why these pods may not be placed now by their queue ("" they may): an unusable queue, or
+  // one that would go over its (or an ancestor's) limit.
+  std::string QueueRefusal(const std::vector<const PodInfo*>& members);
   // Gives up what the pod holds; a release of held resources may let pending pods fit.
   void Release(const std::string& key);
   void AccountBound(const std::string& key, Pod& s);
@@ -149,6 +162,9 @@ class SchedulerCore {
   void StartClaimBind(const std::string& key, Pod& s, const DraAllocator::Decision& decision);
   // Plans preemption for a pod that does not fit now; false when preemption is off.
   bool TryPreempt(const std::string& key, Pod& s, const std::string& reason);
+  // The same for a gang that does not fit now (every member nominated); false when off.
+  bool TryPreemptGang(const std::string& gang_key, const std::vector<std::string>& keys,
+                      const std::vector<const PodInfo*>& members, const std::string& reason);
   int TryGang(const std::string& gang_key);
   void Report(Pod& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
@@ -167,6 +183,7 @@ class SchedulerCore {
   SchedulerMetrics* metrics_;
   Clock clock_;
 
+  QueueBook book_;
   PodTracker pods_;
   SchedulingQueue queue_;
   GangAssembler gangs_;
@@ -180,6 +197,8 @@ class SchedulerCore {
   bool dra_synced_ = false;
   bool nodes_synced_ = false;
   bool pods_synced_ = false;
+  uint64_t seen_node_changes_ = 0;  // the ledger's counts last acted on
+  uint64_t seen_holdings_moved_ = 0;
 };
 
 }  // namespace tessera::k8s

@@ -49,6 +49,13 @@ class Recorder : public Binder, public Reporter {
                      const std::string& message) override {
     warnings.push_back({pod.key, std::string(reason), message, false});
   }
+  // The last failure reported for `key` ("" none).
+  std::string LastFailure(const std::string& key) const {
+    for (auto it = reports.rbegin(); it != reports.rend(); ++it) {
+      if (it->key == key) return it->message;
+    }
+    return "";
+  }
   std::vector<BindCall> binds;
   std::vector<ReportCall> reports;
   std::vector<ReportCall> warnings;
@@ -654,6 +661,113 @@ TEST_F(CoreTest, HigherPriorityGoesFirst) {
   core_->ScheduleSome();
   ASSERT_EQ(actions_.binds.size(), 1u);
   EXPECT_EQ(actions_.binds[0].key, "ns/high");
+}
+
+// The queue furthest below its fair share goes first, seeing the placements made before it in
+// the same cycle: `big` holds 3 GPUs (bound by others); 4 of its pods wait, then 2 of `small`'s
+// arrive; 2 GPUs are free. Implicit queues share 5 GPUs by demand (big 7, small 2): fair shares
+// big 3, small 2; small is at 0: both of its pods get the GPUs.
+TEST_F(CoreTest, TheQueueFurthestBelowItsFairShareGoesFirst) {
+  Node(NodeObject("n1").Gpus(5).Json());
+  for (int i = 0; i < 3; ++i) {
+    records::Assignment a;
+    a.node = "n1";
+    records::AssignedGpu g;
+    g.grant.gpu = i;
+    g.grant.memory_mib = 81920;
+    g.grant.compute_milli = 1000;
+    g.grant.exclusive = true;
+    g.uuid = StrCat("GPU-n1-", i);
+    a.gpus.push_back(g);
+    Pod(PodObject("ns", StrCat("held-", i))
+            .Limit("tessera.dev/gpu", "1")
+            .Annotation("tessera.dev/queue", "big")
+            .Assigned(a)
+            .Json());
+  }
+  for (int i = 0; i < 4; ++i) {
+    Pod(PodObject("ns", StrCat("big-", i))
+            .Limit("tessera.dev/gpu", "1")
+            .Annotation("tessera.dev/queue", "big")
+            .Created("2026-03-01T10:00:00Z")
+            .Json());
+  }
+  for (int i = 0; i < 2; ++i) {
+    Pod(PodObject("ns", StrCat("small-", i))
+            .Limit("tessera.dev/gpu", "1")
+            .Annotation("tessera.dev/queue", "small")
+            .Created("2026-03-01T10:00:05Z")
+            .Json());
+  }
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 2u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/small-0");
+  EXPECT_EQ(actions_.binds[1].key, "ns/small-1");
+
+  // The per-queue figures, as /metrics shows them.
+  core_->PublishMetrics();
+  const std::string m = metrics_.Render();
+  EXPECT_THAT(m,
+              HasSubstr("tessera_scheduler_queue_allocated{queue=\"big\",resource=\"gpu_milli\"} "
+                        "3000\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_allocated{queue=\"small\",resource=\"gpu_"
+                           "memory_mib\"} 163840\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_fair_share{queue=\"big\",resource=\"gpu_"
+                           "milli\"} 3000\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_pending{queue=\"big\",resource=\"gpu_"
+                           "compute_milli\"} 4000\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_pending_pods{queue=\"big\"} 4\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_pending_pods{queue=\"small\"} 0\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_borrowed{queue=\"small\",resource=\"gpu_"
+                           "milli\"} 2000\n"));
+
+  // The node goes: nothing is held any more, in the queues either.
+  core_->OnNode(Change::kDeleted, DecodeNode(NodeObject("n1").Gpus(5).Json()));
+  core_->ScheduleSome();
+  core_->PublishMetrics();
+  EXPECT_THAT(metrics_.Render(),
+              HasSubstr("tessera_scheduler_queue_allocated{queue=\"big\",resource=\"gpu_milli\"} "
+                        "0\n"));
+}
+
+// A queue's limit and an unusable queue stop its pods before the engine is asked, with why.
+TEST_F(CoreTest, QueueLimitsAndUnusableQueuesAreReported) {
+  core::QueueSpec capped;
+  capped.name = "capped";
+  capped.limit[core::kQueueGpu] = 1000;
+  core::QueueSpec parent;
+  parent.name = "team";
+  core::QueueSpec child;
+  child.name = "team-a";
+  child.parent = "team";
+  core_->SetQueues({capped, parent, child}, true);
+  Node(NodeObject("n1").Gpus(4).Json());
+  Pod(PodObject("ns", "one")
+          .Limit("tessera.dev/gpu", "1")
+          .Annotation("tessera.dev/queue", "capped")
+          .Json());
+  Pod(PodObject("ns", "two")
+          .Limit("tessera.dev/gpu", "1")
+          .Annotation("tessera.dev/queue", "capped")
+          .Created("2026-03-01T10:00:05Z")
+          .Json());
+  Pod(PodObject("ns", "lost")
+          .Limit("tessera.dev/gpu", "1")
+          .Annotation("tessera.dev/queue", "nope")
+          .Json());
+  Pod(PodObject("ns", "mid")
+          .Limit("tessera.dev/gpu", "1")
+          .Annotation("tessera.dev/queue", "team")
+          .Json());
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  const std::string other = actions_.binds[0].key == "ns/one" ? "two" : "one";
+  EXPECT_EQ(core_->StageOf("ns/" + other), Stage::kUnschedulable);
+  EXPECT_THAT(actions_.LastFailure("ns/" + other), HasSubstr("over its limit of 1 GPU"));
+  EXPECT_THAT(actions_.LastFailure("ns/lost"), HasSubstr("queue nope does not exist"));
+  EXPECT_THAT(actions_.LastFailure("ns/mid"), HasSubstr("has child queues (team-a)"));
 }
 
 TEST_F(CoreTest, PodsBoundByOthersCountTheirCpuAndMemory) {

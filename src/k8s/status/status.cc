@@ -12,6 +12,7 @@
 #include "core/model/quantity.h"
 #include "core/topology/gpu_select.h"
 #include "fmt/format.h"
+#include "k8s/scheduler/queue_book.h"
 
 namespace tessera::k8s {
 namespace {
@@ -274,8 +275,58 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
             [](const PendingPodStatus& a, const PendingPodStatus& b) {
               return std::tie(a.created, a.pod) < std::tie(b.created, b.pod);
             });
-  for (auto& [name, q] : queues) {
-    if (q.running > 0 || q.pending > 0) out.queues.push_back(q);
+  // The queues' figures, counted as the scheduler counts them (QueueBook).
+  {
+    QueueBook book;
+    book.SetSpecs(options.queues.value_or(std::vector<core::QueueSpec>{}),
+                  options.queues.has_value());
+    const core::Engine& engine = ledger->engine();
+    book.SetCluster(engine.cluster());
+    for (const PodInfo* p : snapshot.BoundPods()) {
+      const Holding* h = ledger->Find(p->key);
+      if (h == nullptr || h->gpus.gpus.empty()) continue;
+      const core::Placement* placed = ledger->Accounted(p->key) ? engine.Find(p->key) : nullptr;
+      book.Held(p->key, p->queue,
+                placed ? core::UsageOf(engine.cluster(), *placed) : core::QueueResources{});
+    }
+    for (const PodInfo* p : snapshot.PendingPods(options.scheduler_name)) {
+      if (!p->input_error.empty() || p->gated || p->deleting ||
+          p->request.gpu.kind == core::GpuAsk::Kind::kNone) {
+        continue;
+      }
+      book.Waiting(p->key, p->queue, &p->request);
+    }
+    for (const QueueGauges& g : book.Gauges()) {
+      QueueStatus q = queues[g.queue];
+      q.name = g.queue;
+      q.parent = g.parent;
+      q.deserved = g.deserved;
+      q.fair_share = g.fair_share;
+      q.allocated = g.allocated;
+      q.borrowed = g.borrowed;
+      q.pending_ask = g.pending;
+      q.pending_pods = g.pending_pods;
+      if (!g.usable) {
+        std::string why;
+        (void)book.set().Usable(g.queue, &why);
+        q.invalid = why;
+      }
+      queues.erase(g.queue);
+      out.queues.push_back(std::move(q));
+    }
+    for (const auto& [name, error] : options.queue_errors) {
+      QueueStatus q;
+      q.name = name;
+      q.invalid = StrCat("queue ", name, " cannot be read: ", error);
+      out.queues.push_back(std::move(q));
+    }
+    // Queues pods name that the scheduler would not count (no Queue object while others exist).
+    for (auto& [name, q] : queues) {
+      if (q.running == 0 && q.pending == 0) continue;
+      std::string why;
+      if (!book.set().Usable(name, &why)) q.invalid = why;
+      out.queues.push_back(std::move(q));
+    }
   }
 
   // --- free memory the pending pods cannot use ---
@@ -512,15 +563,29 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
   }
 
   if (!s.queues.empty()) {
-    out += "\nQUEUES\n";
+    // GPUs as the queues count them (a share is its fraction of its GPU); -o json has memory and
+    // compute too.
+    out += "\nQUEUES (GPUs; a share counts its fraction)\n";
     Table t("  ");
-    t.Row({"QUEUE", "RUNNING", "PENDING", "WHOLE GPUS", "MEMORY GRANTED", "COMPUTE GRANTED"});
+    t.Row({"QUEUE", "PARENT", "DESERVED", "FAIR SHARE", "ALLOCATED", "BORROWED", "PENDING",
+           "RUNNING", "MEMORY GRANTED"});
+    auto gpus = [](int64_t milli) {
+      std::string v = fmt::format("{:.3f}", static_cast<double>(milli) / 1000.0);
+      while (v.back() == '0') v.pop_back();
+      if (v.back() == '.') v.pop_back();
+      return v;
+    };
     for (const QueueStatus& q : s.queues) {
-      t.Row({q.name, StrCat(q.running), StrCat(q.pending), StrCat(q.gpus_whole),
-             core::FormatMiB(q.memory_granted_mib),
-             fmt::format("{:.1f} GPUs", static_cast<double>(q.compute_granted_milli) / 1000.0)});
+      t.Row({q.name, q.parent.empty() ? "-" : q.parent, gpus(q.deserved[core::kQueueGpu]),
+             gpus(q.fair_share[core::kQueueGpu]), gpus(q.allocated[core::kQueueGpu]),
+             gpus(q.borrowed[core::kQueueGpu]),
+             StrCat(gpus(q.pending_ask[core::kQueueGpu]), " (", q.pending_pods, " pods)"),
+             StrCat(q.running), core::FormatMiB(q.memory_granted_mib)});
     }
     out += t.Render();
+    for (const QueueStatus& q : s.queues) {
+      if (!q.invalid.empty()) StrAppend(&out, "  ", q.name, ": ", q.invalid, "\n");
+    }
   }
 
   const StatusTotals& t = s.totals;
@@ -634,12 +699,25 @@ json StatusToJson(const ClusterStatus& s) {
   }
   json queues = json::array();
   for (const QueueStatus& q : s.queues) {
+    auto amounts = [](const core::QueueResources& r) {
+      return json{{"gpu_milli", r[core::kQueueGpu]},
+                  {"gpu_memory_mib", r[core::kQueueGpuMemory]},
+                  {"gpu_compute_milli", r[core::kQueueGpuCompute]}};
+    };
     queues.push_back({{"name", q.name},
                       {"running", q.running},
                       {"pending", q.pending},
                       {"gpus_whole", q.gpus_whole},
                       {"memory_granted_mib", q.memory_granted_mib},
-                      {"compute_granted_milli", q.compute_granted_milli}});
+                      {"compute_granted_milli", q.compute_granted_milli},
+                      {"parent", q.parent},
+                      {"invalid", q.invalid},
+                      {"deserved", amounts(q.deserved)},
+                      {"fair_share", amounts(q.fair_share)},
+                      {"allocated", amounts(q.allocated)},
+                      {"borrowed", amounts(q.borrowed)},
+                      {"pending_ask", amounts(q.pending_ask)},
+                      {"pending_pods", q.pending_pods}});
   }
   const StatusTotals& t = s.totals;
   json totals = {{"nodes", t.nodes},

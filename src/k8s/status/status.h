@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/queues/queue_set.h"
 #include "k8s/snapshot/snapshot.h"
 #include "nlohmann/json.hpp"
 
@@ -91,15 +93,24 @@ struct PendingPodStatus {
   int64_t waiting_seconds = -1;  // since creation; -1 when unknown
 };
 
-// One row per queue (the tessera.dev/queue annotation; "default" when absent). Room for the
-// queues engineer's fair shares and quotas: more fields are added here and in the JSON.
+// One row per queue: every Queue object (queues.tessera.dev) and every queue a pod names (the
+// tessera.dev/queue annotation; "default" when absent), parents before children. The figures
+// are the scheduler's (k8s/scheduler/queue_book.h over core::QueueSet, from the same listed
+// objects): cluster-wide, whatever --namespace shows. Resources are in queue units
+// (core/queues/resources.h): gpu in milli-GPU (a share counts its fraction), gpuMemory in MiB,
+// gpuCompute in milli-GPU.
 struct QueueStatus {
   std::string name;
-  int running = 0;     // bound pods holding GPUs
-  int pending = 0;     // pending GPU pods
-  int gpus_whole = 0;  // whole GPUs held
+  int running = 0;     // bound pods holding GPUs (of the namespace shown)
+  int pending = 0;     // pending GPU pods (of the namespace shown)
+  int gpus_whole = 0;  // whole GPUs held (of the namespace shown)
   int64_t memory_granted_mib = 0;
   int64_t compute_granted_milli = 0;
+  std::string parent;   // "" top level
+  std::string invalid;  // why pods may not use it ("" usable)
+  core::QueueResources deserved, fair_share, allocated, borrowed;
+  core::QueueResources pending_ask;  // what its waiting pods ask
+  int64_t pending_pods = 0;          // its waiting pods (all namespaces)
 };
 
 struct StatusTotals {
@@ -152,6 +163,11 @@ struct StatusOptions {
   // whole). Empty: all.
   std::string ns;
   std::chrono::system_clock::time_point now = std::chrono::system_clock::now();
+  // The Queue objects (queues.tessera.dev) as read; nullopt when they could not be (no CRD):
+  // then, as in the scheduler, every queue is implicit (nothing deserved, no limit).
+  std::optional<std::vector<core::QueueSpec>> queues;
+  // Queue objects that could not be decoded, by name, with why.
+  std::vector<std::pair<std::string, std::string>> queue_errors;
 };
 
 // NotFound when options.node names no node of the snapshot.

@@ -219,6 +219,56 @@ TEST(Status, Queues) {
   EXPECT_EQ(s->queues[1].gpus_whole, 1);
 }
 
+// The queues' figures, counted as the scheduler counts them: a share is its fraction of its GPU
+// (p1: 4Gi with 25% compute = 250 milli-GPU; p2: 8Gi = 100; p4: 76Gi = 950), pending asks of
+// pods the scheduler would try (q3's request cannot be read), fair shares over the 6 GPUs, and
+// every Queue object, even one with no pods, or one that cannot be read.
+TEST(Status, QueueFiguresWithQueueObjects) {
+  StatusOptions o = At();
+  core::QueueSpec train, idle;
+  train.name = "train";
+  train.deserved[core::kQueueGpu] = 2000;
+  idle.name = "idle";
+  idle.deserved[core::kQueueGpu] = 1000;
+  o.queues = std::vector<core::QueueSpec>{train, idle};
+  o.queue_errors = {{"broken", "spec.deserved.gpu: \"x\" is not a quantity"}};
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->queues.size(), 4u);
+  const QueueStatus& d = s->queues[0];
+  EXPECT_EQ(d.name, "default");
+  EXPECT_EQ(d.allocated, core::QueueResources::Of(1300, 88 * kGi, 250));
+  EXPECT_EQ(d.pending_ask, core::QueueResources::Of(125 + 2000, 10 * kGi + 160 * kGi, 2000));
+  EXPECT_EQ(d.pending_pods, 2);
+  EXPECT_EQ(d.deserved, core::QueueResources{});
+  EXPECT_EQ(d.borrowed, d.allocated);
+  EXPECT_EQ(d.fair_share[core::kQueueGpu], 3425);  // all it wants: 6000 - train's 1000
+  EXPECT_EQ(d.running, 3);
+  const QueueStatus& i = s->queues[1];
+  EXPECT_EQ(i.name, "idle");
+  EXPECT_EQ(i.deserved[core::kQueueGpu], 1000);
+  EXPECT_EQ(i.allocated, core::QueueResources{});
+  EXPECT_EQ(i.fair_share[core::kQueueGpu], 0);  // it wants nothing
+  const QueueStatus& t = s->queues[2];
+  EXPECT_EQ(t.name, "train");
+  EXPECT_EQ(t.allocated, core::QueueResources::Of(1000, 80 * kGi, 1000));
+  EXPECT_EQ(t.borrowed[core::kQueueGpu], 0);
+  EXPECT_EQ(t.fair_share[core::kQueueGpu], 1000);
+  EXPECT_EQ(s->queues[3].name, "broken");
+  EXPECT_THAT(s->queues[3].invalid, HasSubstr("cannot be read"));
+
+  const std::string text = RenderStatusText(*s);
+  EXPECT_THAT(text, HasSubstr("QUEUES (GPUs; a share counts its fraction)"));
+  EXPECT_THAT(text, HasSubstr("DESERVED  FAIR SHARE  ALLOCATED  BORROWED  PENDING"));
+  EXPECT_THAT(text, HasSubstr("2.125 (2 pods)"));
+  EXPECT_THAT(text, HasSubstr("broken: queue broken cannot be read"));
+  const nlohmann::json j = StatusToJson(*s);
+  EXPECT_EQ(j["queues"][0]["allocated"]["gpu_milli"], 1300);
+  EXPECT_EQ(j["queues"][0]["pending_ask"]["gpu_memory_mib"], 170 * kGi);
+  EXPECT_EQ(j["queues"][2]["deserved"]["gpu_milli"], 2000);
+  EXPECT_EQ(j["queues"][0]["pending_pods"], 2);
+}
+
 TEST(Status, ProblemsBlockTheNode) {
   nlohmann::json pod =
       PodObject("ns", "bad").Limit("tessera.dev/gpu-memory", "4Gi").Node("n").Json();

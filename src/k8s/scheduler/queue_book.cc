@@ -1,0 +1,88 @@
+#include "k8s/scheduler/queue_book.h"
+
+#include <algorithm>
+
+namespace tessera::k8s {
+
+void QueueBook::SetSpecs(std::vector<core::QueueSpec> specs, bool known) {
+  set_.set_implicit(!known || specs.empty());
+  set_.SetSpecs(std::move(specs));
+}
+
+void QueueBook::SetCluster(const core::Cluster& cluster) {
+  set_.SetCapacity(core::CapacityOf(cluster));
+  int64_t largest = 0;
+  for (int n = 0; n < cluster.node_count(); ++n) {
+    if (!cluster.live(core::NodeId(n))) continue;
+    for (const core::GpuSpec& g : cluster.node(core::NodeId(n)).gpus) {
+      largest = std::max(largest, g.memory_mib);
+    }
+  }
+  largest_gpu_mib_ = largest;
+}
+
+core::QueueResources QueueBook::DemandOf(const core::PodRequest& request) const {
+  return core::DemandOf(request, largest_gpu_mib_ > 0 ? largest_gpu_mib_ : 1);
+}
+
+void QueueBook::Held(const std::string& key, const std::string& queue,
+                     const core::QueueResources& usage) {
+  auto it = held_.find(key);
+  if (it != held_.end()) {
+    if (it->second.queue == queue && it->second.amount == usage) return;
+    if (!it->second.amount.zero()) set_.SubAllocated(it->second.queue, it->second.amount);
+    held_.erase(it);
+  }
+  if (queue.empty()) return;
+  if (!usage.zero()) set_.AddAllocated(queue, usage);
+  held_.emplace(key, Counted{queue, usage});
+}
+
+void QueueBook::Waiting(const std::string& key, const std::string& queue,
+                        const core::PodRequest* request) {
+  auto it = waiting_.find(key);
+  if (request != nullptr && it != waiting_.end() && it->second.queue == queue &&
+      it->second.amount == DemandOf(*request)) {
+    return;
+  }
+  if (it != waiting_.end()) {
+    set_.SubPending(it->second.queue, it->second.amount, 1);
+    waiting_.erase(it);
+  }
+  if (request == nullptr || queue.empty()) return;
+  const core::QueueResources demand = DemandOf(*request);
+  set_.AddPending(queue, demand, 1);
+  waiting_.emplace(key, Counted{queue, demand});
+}
+
+void QueueBook::Forget(const std::string& key) {
+  Held(key, "", {});
+  Waiting(key, "", nullptr);
+}
+
+std::vector<std::string> QueueBook::HeldKeys() const {
+  std::vector<std::string> out;
+  out.reserve(held_.size());
+  for (const auto& [key, c] : held_) out.push_back(key);
+  return out;
+}
+
+std::vector<QueueGauges> QueueBook::Gauges() {
+  std::vector<QueueGauges> out;
+  for (const core::QueueSet::Report& r : set_.Snapshot()) {
+    QueueGauges g;
+    g.queue = r.name;
+    g.parent = r.parent;
+    g.usable = r.invalid.empty();
+    g.deserved = r.deserved;
+    g.fair_share = r.fair_share;
+    g.allocated = r.allocated;
+    g.borrowed = r.borrowed;
+    g.pending = r.pending;
+    g.pending_pods = r.pending_pods;
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+}  // namespace tessera::k8s
