@@ -72,6 +72,7 @@ struct AgentFlags {
   std::string claims_dir = "/run/tessera/claims";
   std::string share_enforcement = "shim";
   bool no_mig_devices = false;
+  bool dra_mig_mode_switch = false;
   std::string dra_resync = "10s";
 };
 
@@ -263,6 +264,8 @@ int RunAgent(const AgentFlags& f) {
     dra_options.cdi_dir = f.cdi_dir;
     dra_options.claims_dir = f.claims_dir;
     dra_options.mig_devices = !f.no_mig_devices;
+    dra_options.mig = mig;
+    dra_options.mig_mode_switch = f.dra_mig_mode_switch;
     absl::StatusOr<std::chrono::milliseconds> resync = ParseDuration(f.dra_resync);
     if (!resync.ok()) {
       return fail(kExitBadInput, StrCat("--dra-resync-interval: ", resync.status().message()));
@@ -271,8 +274,12 @@ int RunAgent(const AgentFlags& f) {
     dra_options.edits.dev_dir = f.dev_dir;
     dra_options.edits.nvidia_cdi_kind = f.cdi_kind;
     dra_options.edits.shares.shim = f.share_enforcement == "shim";
-    // The same shim and driver libraries as classic delivery (--shim-dir, --driver-lib-dir).
-    dra_options.edits.shares.shim_dir = driver_options.shim_dir;
+    // The same shim and driver libraries as classic delivery: the shim as installed on the host
+    // (--shim-install-dir; --shim-dir if it could not be), the driver's found libraries.
+    dra_options.edits.host_root = f.host_root;
+    dra_options.edits.shares.shim_dir =
+        !driver->shim_cuda.empty() ? std::filesystem::path(driver->shim_cuda).parent_path().string()
+                                   : driver_options.shim_dir;
     dra_options.edits.shares.driver_lib_dir =
         !driver->cuda.host_path.empty()
             ? std::filesystem::path(driver->cuda.host_path).parent_path().string()
@@ -459,6 +466,11 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-mig-devices", f->no_mig_devices,
                 "DRA: do not publish MIG placements as partitionable devices");
+  cmd->add_flag("--dra-mig-mode-switch", f->dra_mig_mode_switch,
+                "DRA: a claim for a MIG placement on a GPU that is not in MIG mode turns MIG mode "
+                "on (when nothing else is prepared on the GPU), and off again when its last "
+                "instance is gone; without it such a claim is refused with a message saying how "
+                "to turn MIG mode on");
 
   auto c = std::make_shared<CompareFlags>();
   CLI::App* compare = cmd->add_subcommand(

@@ -7,6 +7,7 @@
 //   - a real `helm install` creates the objects and `helm uninstall` removes them.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 
@@ -142,6 +143,8 @@ TEST_F(HelmTest, DefaultValuesPassServerDryRun) {
   }
   EXPECT_EQ(manifests.find("kind: DeviceClass"), std::string::npos);
   EXPECT_EQ(manifests.find("kind: Namespace"), std::string::npos);
+  EXPECT_EQ(manifests.find("--dra"), std::string::npos);  // classic mode
+  EXPECT_EQ(manifests.find("resource.k8s.io"), std::string::npos);
   absl::StatusOr<k8s::SchedulerConfig> config =
       RenderedConfig(manifests, "tessera-scheduler-config");
   ASSERT_TRUE(config.ok()) << config.status();
@@ -160,9 +163,47 @@ TEST_F(HelmTest, DraValuesPassServerDryRun) {
       "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-assignment-guard"));
   EXPECT_THAT(manifests, HasSubstr("replicas: 3"));
   EXPECT_THAT(manifests, HasSubstr("image: registry.example/tessera:0.1.0-test"));
+  // The DRA driver's RBAC, and the allocator's.
+  EXPECT_TRUE(names.contains("clusterrole.rbac.authorization.k8s.io/tessera-agent-dra"));
+  EXPECT_TRUE(names.contains("clusterrolebinding.rbac.authorization.k8s.io/tessera-agent-dra"));
+  EXPECT_TRUE(names.contains("clusterrole.rbac.authorization.k8s.io/tessera-scheduler-dra"));
+  EXPECT_TRUE(names.contains("clusterrolebinding.rbac.authorization.k8s.io/tessera-scheduler-dra"));
+  // The agent's DaemonSet in DRA mode: its flags and the kubelet's and runtime's folders.
+  json daemonset;
+  {
+    CommandResult r =
+        Cp().Kubectl({"apply", "--dry-run=client", "-o", "json", "-f", "-"}, manifests);
+    ASSERT_TRUE(r.ok()) << r.err;
+    json list = json::parse(r.out);
+    for (const json& item : list.value("items", json::array({list}))) {
+      if (item["kind"] == "DaemonSet") daemonset = item;
+    }
+  }
+  ASSERT_FALSE(daemonset.is_null());
+  const json& pod = daemonset["spec"]["template"]["spec"];
+  const json& args = pod["containers"][0]["args"];
+  for (const char* want :
+       {"--dra", "--kubelet-dir=/var/lib/k0s/kubelet", "--cdi-dir=/var/run/cdi",
+        "--claims-dir=/run/tessera/claims", "--share-enforcement=shim", "--dra-mig-mode-switch"}) {
+    EXPECT_NE(std::find(args.begin(), args.end(), json(want)), args.end()) << want << args.dump();
+  }
+  std::map<std::string, std::string> host_paths;  // mount path -> host path
+  for (const json& m : pod["containers"][0]["volumeMounts"]) {
+    for (const json& v : pod["volumes"]) {
+      if (v["name"] == m["name"]) host_paths[m["mountPath"]] = v["hostPath"].value("path", "");
+    }
+  }
+  EXPECT_EQ(host_paths["/var/lib/k0s/kubelet/plugins_registry"],
+            "/var/lib/k0s/kubelet/plugins_registry");
+  EXPECT_EQ(host_paths["/var/lib/k0s/kubelet/plugins/gpu.tessera.dev"],
+            "/var/lib/k0s/kubelet/plugins/gpu.tessera.dev");
+  EXPECT_EQ(host_paths["/var/run/cdi"], "/var/run/cdi");
+  EXPECT_EQ(host_paths["/run/tessera"], "/run/tessera");  // the claims' shim folders
   absl::StatusOr<k8s::SchedulerConfig> config =
       RenderedConfig(manifests, "tessera-scheduler-config");
   ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->core.dra);
+  EXPECT_EQ(config->core.dra_driver, "gpu.tessera.dev");
   EXPECT_EQ(config->core.scheduler_name, "tessera-gpu");
   EXPECT_EQ(config->core.policy, "binpack");
   EXPECT_EQ(config->node_selector, "pool=gpu");
@@ -196,6 +237,32 @@ TEST_F(HelmTest, InstallsAndUninstalls) {
   EXPECT_THAT(*objects, HasSubstr("deployment.apps/tessera-scheduler"));
   EXPECT_THAT(*objects, HasSubstr("daemonset.apps/tessera-agent"));
   EXPECT_TRUE(Cp().KubectlOk({"get", "deviceclass", "gpu.tessera.dev"}).ok());
+  // DRA mode's RBAC grants the requests the scheduler's allocator and the agent's driver make.
+  auto can = [](const std::string& sa, std::vector<std::string> what) {
+    what.insert(what.begin(), "auth");
+    what.insert(what.begin() + 1, "can-i");
+    what.push_back(StrCat("--as=system:serviceaccount:tessera-install:", sa));
+    return Cp().Kubectl(what).out.rfind("yes", 0) == 0;
+  };
+  for (const auto& verb_resource : std::vector<std::vector<std::string>>{
+           {"list", "resourceslices.resource.k8s.io"},
+           {"watch", "resourceslices.resource.k8s.io"},
+           {"list", "deviceclasses.resource.k8s.io"},
+           {"watch", "resourceclaims.resource.k8s.io"},
+           {"patch", "resourceclaims.resource.k8s.io", "-n", "default"},
+           {"patch", "resourceclaims.resource.k8s.io", "--subresource=status", "-n", "default"}}) {
+    EXPECT_TRUE(can("tessera-scheduler", verb_resource)) << StrJoin(verb_resource, " ");
+  }
+  EXPECT_FALSE(can("tessera-scheduler", {"delete", "resourceclaims.resource.k8s.io", "-n", "x"}));
+  for (const auto& verb_resource : std::vector<std::vector<std::string>>{
+           {"list", "resourceslices.resource.k8s.io"},
+           {"create", "resourceslices.resource.k8s.io"},
+           {"update", "resourceslices.resource.k8s.io"},
+           {"delete", "resourceslices.resource.k8s.io"},
+           {"get", "resourceclaims.resource.k8s.io", "-n", "default"}}) {
+    EXPECT_TRUE(can("tessera-agent", verb_resource)) << StrJoin(verb_resource, " ");
+  }
+  EXPECT_FALSE(can("tessera-agent", {"patch", "resourceclaims.resource.k8s.io", "-n", "x"}));
   CommandResult list = RunHelm({"list", "-n", "tessera-install", "-o", "json"});
   ASSERT_TRUE(list.ok()) << list.err;
   EXPECT_EQ(json::parse(list.out).at(0).at("status"), "deployed");

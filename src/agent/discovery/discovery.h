@@ -93,17 +93,25 @@ class GpuDiscovery {
   [[nodiscard]] virtual absl::StatusOr<WaitResult> Wait(std::chrono::milliseconds timeout) = 0;
 };
 
-// Carries out a MIG re-partitioning on one GPU: what the agent does for an assignment whose
-// mig_plan creates the pod's instance. A backend that can implements it (the description file's;
-// NVML's does not yet).
+// Carries out MIG changes on one GPU: what the agent does for an assignment whose mig_plan creates
+// the pod's instance, and for a DRA claim of a MIG placement (create it when the claim is
+// prepared, destroy it when it is unprepared). A backend that can implements it (the description
+// file's; NVML's does not yet). Every call returns the GPU as it is afterwards (its MIG mode, its
+// instances and their identities) and is thread-safe.
 class MigReconfigurer {
  public:
   virtual ~MigReconfigurer() = default;
-  // Destroys the idle instances `destroy`, then creates `create`, on the GPU `uuid`; returns the
-  // GPU as it is afterwards (its instances and their identities). Thread-safe.
+  // Destroys the idle instances `destroy`, then creates `create` (a GPU instance of the profile
+  // at the placement, and its compute instance), on the GPU `uuid`.
   [[nodiscard]] virtual absl::StatusOr<DiscoveredGpu> ReconfigureMig(
       const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,
       const records::MigInstanceRecord& create) = 0;
+  // Destroys the instance `instance` (its compute instances, then the GPU instance).
+  [[nodiscard]] virtual absl::StatusOr<DiscoveredGpu> DestroyMig(
+      const std::string& uuid, const records::MigInstanceRecord& instance) = 0;
+  // Turns MIG mode on or off; off only with no instance left on the GPU.
+  [[nodiscard]] virtual absl::StatusOr<DiscoveredGpu> SetMigMode(const std::string& uuid,
+                                                                 bool enabled) = 0;
 };
 
 }  // namespace tessera::agent

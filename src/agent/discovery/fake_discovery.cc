@@ -56,9 +56,9 @@ absl::StatusOr<WaitResult> FakeDiscovery::Wait(std::chrono::milliseconds timeout
   }
 }
 
-absl::StatusOr<DiscoveredGpu> FakeDiscovery::ReconfigureMig(
-    const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,
-    const records::MigInstanceRecord& create) {
+absl::StatusOr<DiscoveredGpu> FakeDiscovery::Rewrite(
+    const std::string& uuid, const std::string& what,
+    const std::function<absl::Status(nlohmann::json& gpu)>& change) {
   std::lock_guard<std::mutex> lock(mig_mu_);
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
@@ -76,35 +76,11 @@ absl::StatusOr<DiscoveredGpu> FakeDiscovery::ReconfigureMig(
     if (g.value("uuid", "") == uuid) gpu = &g;
   }
   if (gpu == nullptr) return absl::NotFoundError(StrCat("no GPU ", uuid, " in ", path_));
-  nlohmann::json& mig = (*gpu)["mig"];
-  if (!mig.is_object() || !mig.value("enabled", false)) {
-    return absl::FailedPreconditionError(StrCat("GPU ", uuid, " is not in MIG mode"));
-  }
-  nlohmann::json instances = mig.value("instances", nlohmann::json::array());
-  for (const records::MigInstanceRecord& d : destroy) {
-    bool found = false;
-    for (auto it = instances.begin(); it != instances.end(); ++it) {
-      if (it->value("profile", "") == d.profile && it->value("start", -1) == d.start) {
-        instances.erase(it);
-        found = true;
-        break;
-      }
-    }
-    if (!found) {
-      return absl::NotFoundError(
-          StrCat("GPU ", uuid, " has no MIG instance ", d.profile, "@", d.start, " to destroy"));
-    }
-  }
-  instances.push_back({{"profile", create.profile},
-                       {"start", create.start},
-                       {"uuid", FakeMigUuid(uuid, create.profile, create.start)}});
-  mig["instances"] = instances;
+  TESSERA_RETURN_IF_ERROR(change(*gpu));
   const std::string next = doc.dump(1);
   absl::StatusOr<NodeGpus> check = ParseFakeGpusFile(next, path_);
   if (!check.ok()) {
-    return absl::FailedPreconditionError(StrCat("MIG instance ", create.profile, "@", create.start,
-                                                " cannot be created on GPU ", uuid, ": ",
-                                                check.status().message()));
+    return absl::FailedPreconditionError(StrCat(what, ": ", check.status().message()));
   }
   const std::string tmp = path_ + ".tmp";
   {
@@ -119,6 +95,82 @@ absl::StatusOr<DiscoveredGpu> FakeDiscovery::ReconfigureMig(
     if (g.spec.uuid == uuid) return g;
   }
   return absl::InternalError("the GPU vanished");
+}
+
+namespace {
+
+// The GPU's MIG instances (its "mig" object must say enabled).
+absl::StatusOr<nlohmann::json*> MigInstances(nlohmann::json& gpu, const std::string& uuid) {
+  nlohmann::json& mig = gpu["mig"];
+  if (!mig.is_object() || !mig.value("enabled", false)) {
+    return absl::FailedPreconditionError(StrCat("GPU ", uuid, " is not in MIG mode"));
+  }
+  if (!mig.contains("instances") || !mig["instances"].is_array()) {
+    mig["instances"] = nlohmann::json::array();
+  }
+  return &mig["instances"];
+}
+
+absl::Status EraseInstance(nlohmann::json& instances, const std::string& uuid,
+                           const records::MigInstanceRecord& d) {
+  for (auto it = instances.begin(); it != instances.end(); ++it) {
+    if (it->value("profile", "") == d.profile && it->value("start", -1) == d.start) {
+      instances.erase(it);
+      return absl::OkStatus();
+    }
+  }
+  return absl::NotFoundError(
+      StrCat("GPU ", uuid, " has no MIG instance ", d.profile, "@", d.start, " to destroy"));
+}
+
+}  // namespace
+
+absl::StatusOr<DiscoveredGpu> FakeDiscovery::ReconfigureMig(
+    const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,
+    const records::MigInstanceRecord& create) {
+  return Rewrite(
+      uuid,
+      StrCat("MIG instance ", create.profile, "@", create.start, " cannot be created on GPU ",
+             uuid),
+      [&](nlohmann::json& gpu) -> absl::Status {
+        TESSERA_ASSIGN_OR_RETURN(nlohmann::json * instances, MigInstances(gpu, uuid));
+        for (const records::MigInstanceRecord& d : destroy) {
+          TESSERA_RETURN_IF_ERROR(EraseInstance(*instances, uuid, d));
+        }
+        instances->push_back({{"profile", create.profile},
+                              {"start", create.start},
+                              {"uuid", FakeMigUuid(uuid, create.profile, create.start)}});
+        return absl::OkStatus();
+      });
+}
+
+absl::StatusOr<DiscoveredGpu> FakeDiscovery::DestroyMig(
+    const std::string& uuid, const records::MigInstanceRecord& instance) {
+  return Rewrite(uuid,
+                 StrCat("MIG instance ", instance.profile, "@", instance.start, " of GPU ", uuid,
+                        " cannot be destroyed"),
+                 [&](nlohmann::json& gpu) -> absl::Status {
+                   TESSERA_ASSIGN_OR_RETURN(nlohmann::json * instances, MigInstances(gpu, uuid));
+                   return EraseInstance(*instances, uuid, instance);
+                 });
+}
+
+absl::StatusOr<DiscoveredGpu> FakeDiscovery::SetMigMode(const std::string& uuid, bool enabled) {
+  return Rewrite(
+      uuid, StrCat("MIG mode of GPU ", uuid, " cannot be turned ", enabled ? "on" : "off"),
+      [&](nlohmann::json& gpu) -> absl::Status {
+        nlohmann::json& mig = gpu["mig"];
+        if (!mig.is_object() || !mig.value("capable", false)) {
+          return absl::FailedPreconditionError(StrCat("GPU ", uuid, " is not MIG-capable"));
+        }
+        if (!enabled && !mig.value("instances", nlohmann::json::array()).empty()) {
+          return absl::FailedPreconditionError(
+              StrCat("GPU ", uuid, " still has MIG instances; destroy them first"));
+        }
+        mig["enabled"] = enabled;
+        mig["instances"] = nlohmann::json::array();
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace tessera::agent

@@ -45,6 +45,8 @@ json PreparedClaimToJson(const PreparedClaim& c) {
       dev["mig"] = true;
       dev["mig_profile"] = d.mig_profile;
       dev["mig_start"] = d.mig_start;
+      if (!d.mig_uuid.empty()) dev["mig_uuid"] = d.mig_uuid;
+      if (d.mig_created) dev["mig_created"] = true;
     }
     devices.push_back(std::move(dev));
   }
@@ -84,6 +86,8 @@ absl::StatusOr<PreparedClaim> PreparedClaimFromJson(const json& j) {
     TESSERA_RETURN_IF_ERROR(Read(dj, "mig", w, &d.mig));
     TESSERA_RETURN_IF_ERROR(Read(dj, "mig_profile", w, &d.mig_profile));
     TESSERA_RETURN_IF_ERROR(Read(dj, "mig_start", w, &d.mig_start));
+    TESSERA_RETURN_IF_ERROR(Read(dj, "mig_uuid", w, &d.mig_uuid));
+    TESSERA_RETURN_IF_ERROR(Read(dj, "mig_created", w, &d.mig_created));
     TESSERA_RETURN_IF_ERROR(Read(dj, "exclusive", w, &d.exclusive));
     TESSERA_RETURN_IF_ERROR(Read(dj, "memory_mib", w, &d.memory_mib));
     TESSERA_RETURN_IF_ERROR(Read(dj, "compute_percent", w, &d.compute_percent));
@@ -100,12 +104,11 @@ absl::StatusOr<PreparedClaim> PreparedClaimFromJson(const json& j) {
   return c;
 }
 
-absl::StatusOr<std::map<std::string, PreparedClaim>> Checkpoint::Load(
-    const std::string& node) const {
-  std::map<std::string, PreparedClaim> claims;
+absl::StatusOr<CheckpointState> Checkpoint::Load(const std::string& node) const {
+  CheckpointState state;
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
-    if (errno == ENOENT) return claims;
+    if (errno == ENOENT) return state;
     return absl::UnavailableError(StrCat(path_, ": ", std::strerror(errno)));
   }
   std::stringstream text;
@@ -129,16 +132,36 @@ absl::StatusOr<std::map<std::string, PreparedClaim>> Checkpoint::Load(
   for (const json& c : list) {
     absl::StatusOr<PreparedClaim> claim = PreparedClaimFromJson(c);
     if (!claim.ok()) return absl::DataLossError(StrCat(path_, ": ", claim.status().message()));
-    claims[claim->uid] = std::move(*claim);
+    state.claims[claim->uid] = std::move(*claim);
   }
-  return claims;
+  const json owned = j.value("mig_instances", json::array());
+  if (!owned.is_array()) return absl::DataLossError(StrCat(path_, ": mig_instances is not a list"));
+  for (size_t i = 0; i < owned.size(); ++i) {
+    const std::string w = StrCat(path_, ": mig_instances[", i, "]");
+    OwnedMigInstance m;
+    absl::Status read = Read(owned[i], "gpu", w, &m.gpu_uuid);
+    if (read.ok()) read = Read(owned[i], "profile", w, &m.profile);
+    if (read.ok()) read = Read(owned[i], "start", w, &m.start);
+    if (!read.ok()) return absl::DataLossError(read.message());
+    state.mig_instances.push_back(std::move(m));
+  }
+  absl::Status modes = Read(j, "mig_mode_gpus", path_, &state.mig_mode_gpus);
+  if (!modes.ok()) return absl::DataLossError(modes.message());
+  return state;
 }
 
-absl::Status Checkpoint::Save(const std::string& node,
-                              const std::map<std::string, PreparedClaim>& claims) const {
+absl::Status Checkpoint::Save(const std::string& node, const CheckpointState& state) const {
   json list = json::array();
-  for (const auto& [uid, c] : claims) list.push_back(PreparedClaimToJson(c));
-  json doc = {{"version", kCheckpointVersion}, {"node", node}, {"claims", list}};
+  for (const auto& [uid, c] : state.claims) list.push_back(PreparedClaimToJson(c));
+  json owned = json::array();
+  for (const OwnedMigInstance& m : state.mig_instances) {
+    owned.push_back({{"gpu", m.gpu_uuid}, {"profile", m.profile}, {"start", m.start}});
+  }
+  json doc = {{"version", kCheckpointVersion},
+              {"node", node},
+              {"claims", list},
+              {"mig_instances", owned},
+              {"mig_mode_gpus", state.mig_mode_gpus}};
   return WriteFileAtomic(path_, doc.dump(1) + "\n");
 }
 

@@ -13,8 +13,15 @@
 // gpu.tessera.dev/prepared-claim), so an unreadable checkpoint is rebuilt from the specs instead
 // of forgetting what runs.
 //
+// MIG: the instances the driver created for claims are recorded before they are created
+// ("mig_instances": a crash right after creating one leaves it recorded, and the restart
+// destroys it if no claim holds it), and so are the GPUs it put into MIG mode ("mig_mode_gpus":
+// turned off again when their last instance goes). Each MIG device of a claim also records its
+// instance's identity (MIG-...) and whether the driver created it, so a rebuilt checkpoint knows.
+//
 // File: <kubelet dir>/plugins/gpu.tessera.dev/checkpoint.json, {"version": 1, "node": "...",
-// "claims": [PreparedClaim...]}, written atomically and durably.
+// "claims": [PreparedClaim...], "mig_instances": [{"gpu", "profile", "start"}...],
+// "mig_mode_gpus": [GPU UUID...]}, written atomically and durably.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +49,8 @@ struct PreparedDevice {
   bool mig = false;
   std::string mig_profile;
   int32_t mig_start = -1;
+  std::string mig_uuid;         // the instance's identity ("MIG-..."), once it exists
+  bool mig_created = false;     // the driver created the instance for this claim (and destroys it)
   bool exclusive = true;        // the whole device (no other claim may have it)
   int64_t memory_mib = 0;       // a share: its memory; exclusive: the device's
   int32_t compute_percent = 0;  // a share: its compute (0: time-sharing); exclusive: 100
@@ -74,16 +83,28 @@ nlohmann::json PreparedClaimToJson(const PreparedClaim& c);
 // Accepts fields it does not know (a newer agent may add some); errors name the field.
 [[nodiscard]] absl::StatusOr<PreparedClaim> PreparedClaimFromJson(const nlohmann::json& j);
 
+// A MIG instance the driver created (and destroys when no claim holds it any more).
+struct OwnedMigInstance {
+  std::string gpu_uuid;
+  std::string profile;
+  int32_t start = -1;
+  bool operator==(const OwnedMigInstance&) const = default;
+};
+
+struct CheckpointState {
+  std::map<std::string, PreparedClaim> claims;  // by claim UID
+  std::vector<OwnedMigInstance> mig_instances;
+  std::vector<std::string> mig_mode_gpus;  // GPU UUIDs the driver put into MIG mode
+};
+
 class Checkpoint {
  public:
   explicit Checkpoint(std::string path) : path_(std::move(path)) {}
 
   const std::string& path() const { return path_; }
   // Missing file: no claims (a first start). Unreadable: an error naming the file and why.
-  [[nodiscard]] absl::StatusOr<std::map<std::string, PreparedClaim>> Load(
-      const std::string& node) const;
-  [[nodiscard]] absl::Status Save(const std::string& node,
-                                  const std::map<std::string, PreparedClaim>& claims) const;
+  [[nodiscard]] absl::StatusOr<CheckpointState> Load(const std::string& node) const;
+  [[nodiscard]] absl::Status Save(const std::string& node, const CheckpointState& state) const;
 
  private:
   std::string path_;

@@ -44,17 +44,21 @@ const DiscoveredGpu* FindGpu(const NodeGpus& gpus, const std::string& uuid) {
 }
 
 absl::StatusOr<CdiDeviceNode> Node(const EditOptions& o, const std::string& name) {
-  const std::string host = StrCat(o.dev_dir, "/", name);
-  absl::StatusOr<DeviceNumber> number = o.lookup(host);
+  const std::string seen = StrCat(o.dev_dir, "/", name);
+  absl::StatusOr<DeviceNumber> number = o.lookup(seen);
   if (!number.ok()) return number.status();
+  std::string host = seen;  // as the host names it
+  if (!o.host_root.empty() && host.rfind(o.host_root + "/", 0) == 0) {
+    host = host.substr(o.host_root.size());
+  }
   return CdiDeviceNode{StrCat("/dev/", name), host,          number->type,
                        number->major,         number->minor, "rw"};
 }
 
 // A host file that must exist, for an error that says which and why.
-absl::Status NeedFile(const std::string& path, const std::string& what) {
+absl::Status NeedFile(const EditOptions& o, const std::string& path, const std::string& what) {
   std::error_code ec;
-  if (fs::exists(path, ec)) return absl::OkStatus();
+  if (fs::exists(o.host_root + path, ec)) return absl::OkStatus();
   return absl::FailedPreconditionError(StrCat(what, " ", path, " is missing on this node"));
 }
 
@@ -66,8 +70,8 @@ void AssignCdiIds(const EditOptions& options, PreparedClaim* claim) {
   for (size_t i = 0; i < claim->devices.size(); ++i) {
     PreparedDevice& d = claim->devices[i];
     d.cdi_ids.clear();
-    if (!options.nvidia_cdi_kind.empty() && !d.mig) {
-      d.cdi_ids.push_back(StrCat(options.nvidia_cdi_kind, "=", d.gpu_uuid));
+    if (!options.nvidia_cdi_kind.empty()) {
+      d.cdi_ids.push_back(StrCat(options.nvidia_cdi_kind, "=", d.mig ? d.mig_uuid : d.gpu_uuid));
     }
     d.cdi_ids.push_back(spec.QualifiedName(names[i]));
   }
@@ -87,14 +91,15 @@ absl::StatusOr<CdiSpec> ClaimCdiSpec(const PreparedClaim& claim, const NodeGpus&
       return absl::NotFoundError(StrCat("device ", d.device, " is GPU ", d.gpu_uuid,
                                         ", which this node does not have (any more)"));
     }
-    if (d.mig) {
-      return absl::UnimplementedError(
+    if (d.mig && d.mig_uuid.empty()) {
+      return absl::FailedPreconditionError(
           StrCat("device ", d.device, " is MIG instance ", d.mig_profile, "@", d.mig_start,
                  " of GPU ", g->spec.index, " (", g->spec.uuid,
-                 "): this agent does not create or deliver MIG instances yet; ask for a "
-                 "whole GPU (DeviceClass gpu.tessera.dev) or a share "
-                 "(gpu-share.tessera.dev) instead"));
+                 "), whose identity (MIG-...) this node's GPU backend does not report"));
     }
+    // What NVIDIA_VISIBLE_DEVICES names: the GPU, or the MIG instance on it (whose device node
+    // is its GPU's, as the NVIDIA container toolkit gives it).
+    const std::string& visible = d.mig ? d.mig_uuid : d.gpu_uuid;
     CdiDevice device;
     device.name = names[i];
     if (own_nodes) {
@@ -107,10 +112,8 @@ absl::StatusOr<CdiSpec> ClaimCdiSpec(const PreparedClaim& claim, const NodeGpus&
       device.edits.device_nodes.push_back(*node);
     }
     spec.devices.push_back(std::move(device));
-    if (std::find(uuids.begin(), uuids.end(), d.gpu_uuid) == uuids.end()) {
-      uuids.push_back(d.gpu_uuid);
-    }
-    if (!d.exclusive) {
+    if (std::find(uuids.begin(), uuids.end(), visible) == uuids.end()) uuids.push_back(visible);
+    if (!d.exclusive && !d.mig) {
       auto& [memory, compute] = shares[d.gpu_uuid];
       memory += d.memory_mib;
       compute += d.compute_percent;
@@ -149,7 +152,7 @@ absl::StatusOr<CdiSpec> ClaimCdiSpec(const PreparedClaim& claim, const NodeGpus&
        {std::pair{shim_cuda, "the CUDA shim"}, std::pair{shim_nvml, "the NVML shim"},
         std::pair{real_cuda, "the driver's CUDA library"},
         std::pair{real_nvml, "the driver's NVML library"}}) {
-    absl::Status have = NeedFile(path, what);
+    absl::Status have = NeedFile(options, path, what);
     if (!have.ok()) {
       return absl::FailedPreconditionError(
           StrCat(have.message(),

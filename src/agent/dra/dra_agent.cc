@@ -56,7 +56,9 @@ DraAgent::DraAgent(k8s::ApiClient& client, DraAgentOptions options)
                             .claims_dir = options_.claims_dir,
                             .checkpoint_path = StrCat(options_.kubelet_dir, "/", kPluginsSubdir,
                                                       "/", kDriverName, "/checkpoint.json"),
-                            .edits = options_.edits}),
+                            .edits = options_.edits,
+                            .mig = options_.mig,
+                            .mig_mode_switch = options_.mig_mode_switch}),
       slices_(client, options_.node_name),
       plugin_(driver_,
               PluginServerOptions{.kubelet_dir = options_.kubelet_dir, .on_registered = [this] {

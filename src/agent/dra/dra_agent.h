@@ -39,6 +39,8 @@ struct DraAgentOptions {
   std::string claims_dir = "/run/tessera/claims";
   std::string sysfs_pci_dir = "/sys/bus/pci/devices";  // for resource.kubernetes.io/pcieRoot
   bool mig_devices = true;
+  MigReconfigurer* mig = nullptr;  // the GPU backend's, when it can change MIG (driver.h)
+  bool mig_mode_switch = false;    // driver.h DriverOptions::mig_mode_switch
   EditOptions edits;
   std::chrono::milliseconds resync{10'000};
 };

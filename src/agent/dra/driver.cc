@@ -7,8 +7,10 @@
 #include <set>
 
 #include "agent/dra/names.h"
+#include "agent/pods/grant.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "core/model/mig.h"
 #include "core/model/quantity.h"
 #include "spdlog/spdlog.h"
 
@@ -138,16 +140,16 @@ bool DraDriver::WaitForHealthChange(uint64_t seen, std::chrono::milliseconds tim
 std::vector<PreparedClaim> DraDriver::Prepared() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<PreparedClaim> out;
-  for (const auto& [uid, c] : prepared_) out.push_back(c);
+  for (const auto& [uid, c] : state_.claims) out.push_back(c);
   return out;
 }
 
 absl::Status DraDriver::SetDeletionReported(const std::string& uid) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = prepared_.find(uid);
-  if (it == prepared_.end() || it->second.deletion_reported) return absl::OkStatus();
+  auto it = state_.claims.find(uid);
+  if (it == state_.claims.end() || it->second.deletion_reported) return absl::OkStatus();
   it->second.deletion_reported = true;
-  absl::Status saved = checkpoint_.Save(options_.node_name, prepared_);
+  absl::Status saved = SaveCheckpoint();
   if (!saved.ok()) it->second.deletion_reported = false;
   return saved;
 }
@@ -238,7 +240,7 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
 std::string DraDriver::Conflict(const PreparedClaim& claim) const {
   // Everything else prepared, by GPU.
   std::map<std::string, std::vector<Use>> by_gpu;
-  for (const auto& [uid, other] : prepared_) {
+  for (const auto& [uid, other] : state_.claims) {
     if (uid == claim.uid) continue;
     for (const PreparedDevice& d : other.devices) by_gpu[d.gpu_uuid].push_back({&other, &d});
   }
@@ -340,6 +342,7 @@ absl::Status DraDriver::WriteSpec(const PreparedClaim& claim) const {
 }
 
 absl::Status DraDriver::Materialize(PreparedClaim* claim) {
+  TESSERA_RETURN_IF_ERROR(PrepareMig(claim));
   AssignCdiIds(options_.edits, claim);
   claim->cdi_file = TransientSpecFileName(kCdiVendor, kCdiClass, claim->uid);
   const bool shares = std::any_of(claim->devices.begin(), claim->devices.end(),
@@ -366,6 +369,219 @@ void DraDriver::RemoveFiles(const PreparedClaim& claim) {
   }
 }
 
+absl::Status DraDriver::SaveCheckpoint() { return checkpoint_.Save(options_.node_name, state_); }
+
+const DiscoveredGpu* DraDriver::FindGpuLocked(const std::string& uuid) const {
+  if (!gpus_) return nullptr;
+  for (const DiscoveredGpu& g : gpus_->gpus) {
+    if (g.spec.uuid == uuid) return &g;
+  }
+  return nullptr;
+}
+
+void DraDriver::UpdateGpuLocked(const DiscoveredGpu& gpu) {
+  // The node's view follows the change at once; discovery reports it too, a moment later.
+  auto next = std::make_shared<NodeGpus>(*gpus_);
+  for (DiscoveredGpu& g : next->gpus) {
+    if (g.spec.uuid == gpu.spec.uuid) g = gpu;
+  }
+  gpus_ = std::move(next);
+}
+
+absl::Status DraDriver::PrepareMig(PreparedClaim* claim) {
+  for (PreparedDevice& d : claim->devices) {
+    if (!d.mig) continue;
+    absl::Status status = PrepareMigDevice(*claim, &d);
+    if (!status.ok()) {
+      return absl::Status(status.code(), StrCat("device ", d.device, ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DraDriver::PrepareMigDevice(const PreparedClaim& claim, PreparedDevice* d) {
+  const DiscoveredGpu* gpu = FindGpuLocked(d->gpu_uuid);
+  if (gpu == nullptr) {
+    return absl::NotFoundError(StrCat("GPU ", d->gpu_uuid, " is not on this node (any more)"));
+  }
+  const core::MigModel* model = core::FindMigModel(gpu->spec.model);
+  const int profile = model ? model->Find(d->mig_profile) : -1;
+  if (profile < 0) {
+    return absl::FailedPreconditionError(StrCat("GPU ", gpu->spec.index, " (", gpu->spec.model,
+                                                ") has no MIG profile ", d->mig_profile));
+  }
+  const std::string instance = StrCat("MIG instance ", d->mig_profile, "@", d->mig_start);
+  const std::string on_gpu = StrCat("GPU ", gpu->spec.index, " (", gpu->spec.uuid, ")");
+  const std::string uuid = gpu->spec.uuid;
+  auto owned = [&](const std::string& p, int start) {
+    return std::find(state_.mig_instances.begin(), state_.mig_instances.end(),
+                     OwnedMigInstance{uuid, p, start}) != state_.mig_instances.end();
+  };
+
+  if (gpu->spec.mig_enabled) {
+    const int k = FindMigInstance(*gpu, d->mig_profile, d->mig_start);
+    if (k >= 0) {  // configured already (by mig-parted, or created before a crash)
+      if (static_cast<size_t>(k) >= gpu->mig_uuids.size() || gpu->mig_uuids[k].empty()) {
+        return absl::FailedPreconditionError(
+            StrCat(instance, " exists on ", on_gpu,
+                   ", but this node's GPU backend does not report its identity (MIG-...), which "
+                   "the container needs"));
+      }
+      d->mig_uuid = gpu->mig_uuids[k];
+      d->mig_created = owned(d->mig_profile, d->mig_start);
+      spdlog::info("claim {}: {} on {} exists already ({}); used as it is", claim.Describe(),
+                   instance, on_gpu, d->mig_uuid);
+      return absl::OkStatus();
+    }
+  } else {
+    if (!options_.mig_mode_switch) {
+      return absl::FailedPreconditionError(StrCat(
+          on_gpu, " is not in MIG mode, so ", instance,
+          " cannot be created on it: turn MIG mode on (nvidia-smi -i ", gpu->spec.index,
+          " -mig 1 while no process uses the GPU, or the GPU operator's MIG manager), or run the "
+          "agent with --dra-mig-mode-switch so that it turns MIG mode on for idle GPUs itself"));
+    }
+    if (options_.mig == nullptr) {
+      return absl::UnimplementedError(
+          StrCat(on_gpu, " is not in MIG mode and this node's GPU backend cannot change it"));
+    }
+    // Recorded first: a crash after the switch leaves it known, and turned off again later.
+    const bool recorded = std::find(state_.mig_mode_gpus.begin(), state_.mig_mode_gpus.end(),
+                                    uuid) != state_.mig_mode_gpus.end();
+    if (!recorded) state_.mig_mode_gpus.push_back(uuid);
+    absl::Status saved = SaveCheckpoint();
+    absl::StatusOr<DiscoveredGpu> after =
+        saved.ok() ? options_.mig->SetMigMode(uuid, true) : absl::StatusOr<DiscoveredGpu>(saved);
+    if (!after.ok()) {
+      if (!recorded) std::erase(state_.mig_mode_gpus, uuid);
+      (void)SaveCheckpoint();
+      return absl::Status(after.status().code(), StrCat("turning MIG mode on for ", on_gpu, ": ",
+                                                        after.status().message()));
+    }
+    UpdateGpuLocked(*after);
+    spdlog::info("claim {}: MIG mode turned on for {}", claim.Describe(), on_gpu);
+    gpu = FindGpuLocked(uuid);
+  }
+
+  if (options_.mig == nullptr) {
+    return absl::UnimplementedError(StrCat(
+        instance, " is not configured on ", on_gpu,
+        " and this node's GPU backend cannot create MIG instances (tessera creates them through "
+        "NVML not yet): configure it beforehand (nvidia-smi mig -cgi ",
+        d->mig_profile, " -C, or mig-parted), or ask for a whole GPU or a share instead"));
+  }
+  // Instances in the way: the driver's own idle ones go; anyone else's stay, and the claim waits.
+  const core::MigPlacement want{static_cast<int8_t>(profile), static_cast<int8_t>(d->mig_start)};
+  std::vector<records::MigInstanceRecord> destroy;
+  for (size_t i = 0; i < gpu->spec.mig_layout.size(); ++i) {
+    const core::MigPlacement& m = gpu->spec.mig_layout[i];
+    if (!core::MigInstancesConflict(*model, m, want)) continue;
+    const std::string name(model->profiles[m.profile].name);
+    if (owned(name, m.start)) {
+      destroy.push_back({name, m.start});
+      continue;
+    }
+    return absl::FailedPreconditionError(
+        StrCat(on_gpu, " has MIG instance ", name, "@", static_cast<int>(m.start),
+               i < gpu->mig_uuids.size() ? StrCat(" (", gpu->mig_uuids[i], ")") : "",
+               ", which overlaps ", instance,
+               " and was not created by tessera's DRA driver: destroy it (nvidia-smi mig -dci, "
+               "-dgi) or reconfigure the GPU so that the allocated placement is free"));
+  }
+  state_.mig_instances.push_back({uuid, d->mig_profile, d->mig_start});
+  absl::Status saved = SaveCheckpoint();
+  absl::StatusOr<DiscoveredGpu> after =
+      saved.ok() ? options_.mig->ReconfigureMig(uuid, destroy, {d->mig_profile, d->mig_start})
+                 : absl::StatusOr<DiscoveredGpu>(saved);
+  if (!after.ok()) {
+    state_.mig_instances.pop_back();
+    (void)SaveCheckpoint();
+    return absl::Status(after.status().code(), StrCat("creating ", instance, " on ", on_gpu, ": ",
+                                                      after.status().message()));
+  }
+  for (const records::MigInstanceRecord& r : destroy) {
+    std::erase(state_.mig_instances, OwnedMigInstance{uuid, r.profile, r.start});
+  }
+  UpdateGpuLocked(*after);
+  const int k = FindMigInstance(*after, d->mig_profile, d->mig_start);
+  if (k < 0 || static_cast<size_t>(k) >= after->mig_uuids.size() || after->mig_uuids[k].empty()) {
+    return absl::InternalError(
+        StrCat(instance, " is not on ", on_gpu, " with an identity after creating it"));
+  }
+  d->mig_uuid = after->mig_uuids[k];
+  d->mig_created = true;
+  spdlog::info("claim {}: created {} on {}: {}", claim.Describe(), instance, on_gpu, d->mig_uuid);
+  return absl::OkStatus();
+}
+
+void DraDriver::ReleaseMig() {
+  auto held = [&](const std::string& gpu, const std::string& profile, int start) {
+    for (const auto& [uid, c] : state_.claims) {
+      for (const PreparedDevice& d : c.devices) {
+        if (d.mig && d.gpu_uuid == gpu && d.mig_profile == profile && d.mig_start == start) {
+          return true;
+        }
+      }
+    }
+    return false;
+  };
+  bool changed = false;
+  for (const OwnedMigInstance& m : std::vector<OwnedMigInstance>(state_.mig_instances)) {
+    if (held(m.gpu_uuid, m.profile, m.start)) continue;
+    const DiscoveredGpu* gpu = FindGpuLocked(m.gpu_uuid);
+    const std::string what =
+        StrCat("MIG instance ", m.profile, "@", m.start, " of GPU ",
+               gpu ? StrCat(gpu->spec.index, " (", m.gpu_uuid, ")") : m.gpu_uuid);
+    if (gpu != nullptr && FindMigInstance(*gpu, m.profile, m.start) < 0) {
+      std::erase(state_.mig_instances, m);  // gone already
+      changed = true;
+      continue;
+    }
+    if (options_.mig == nullptr) {
+      spdlog::error("{} is no longer used but this node's GPU backend cannot destroy it", what);
+      continue;
+    }
+    absl::StatusOr<DiscoveredGpu> after =
+        options_.mig->DestroyMig(m.gpu_uuid, {m.profile, m.start});
+    if (!after.ok() && !absl::IsNotFound(after.status())) {
+      spdlog::error("destroying {}: {} (tried again at the next release or restart)", what,
+                    after.status().message());
+      continue;
+    }
+    if (after.ok()) UpdateGpuLocked(*after);
+    std::erase(state_.mig_instances, m);
+    changed = true;
+    spdlog::info("destroyed {}", what);
+  }
+  for (const std::string& uuid : std::vector<std::string>(state_.mig_mode_gpus)) {
+    const DiscoveredGpu* gpu = FindGpuLocked(uuid);
+    if (gpu == nullptr) continue;
+    bool in_use = !gpu->spec.mig_layout.empty();
+    for (const auto& [uid, c] : state_.claims) {
+      for (const PreparedDevice& d : c.devices) in_use = in_use || d.gpu_uuid == uuid;
+    }
+    if (gpu->spec.mig_enabled && in_use) continue;
+    if (gpu->spec.mig_enabled) {
+      const int index = gpu->spec.index;  // gpu does not outlive UpdateGpuLocked
+      if (options_.mig == nullptr) continue;
+      absl::StatusOr<DiscoveredGpu> after = options_.mig->SetMigMode(uuid, false);
+      if (!after.ok()) {
+        spdlog::error("turning MIG mode off for GPU {} ({}): {}", index, uuid,
+                      after.status().message());
+        continue;
+      }
+      UpdateGpuLocked(*after);
+      spdlog::info("MIG mode turned off for GPU {} ({}): its last instance is gone", index, uuid);
+    }
+    std::erase(state_.mig_mode_gpus, uuid);
+    changed = true;
+  }
+  if (changed) {
+    absl::Status saved = SaveCheckpoint();
+    if (!saved.ok()) spdlog::error("recording released MIG instances: {}", saved.message());
+  }
+}
+
 std::map<std::string, DraDriver::ClaimAnswer> DraDriver::Prepare(
     const std::vector<ClaimRef>& claims) {
   std::map<std::string, ClaimAnswer> out;
@@ -373,8 +589,8 @@ std::map<std::string, DraDriver::ClaimAnswer> DraDriver::Prepare(
     ClaimAnswer& answer = out[ref.uid];
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto it = prepared_.find(ref.uid);
-      if (it != prepared_.end()) {
+      auto it = state_.claims.find(ref.uid);
+      if (it != state_.claims.end()) {
         answer.devices = it->second.devices;  // prepared before (a kubelet retry or restart)
         continue;
       }
@@ -396,7 +612,8 @@ std::map<std::string, DraDriver::ClaimAnswer> DraDriver::Prepare(
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = prepared_.find(ref.uid); it != prepared_.end()) {  // a parallel call did it
+    if (auto it = state_.claims.find(ref.uid);
+        it != state_.claims.end()) {  // a parallel call did it
       answer.devices = it->second.devices;
       continue;
     }
@@ -409,12 +626,14 @@ std::map<std::string, DraDriver::ClaimAnswer> DraDriver::Prepare(
     } else if (absl::Status made = Materialize(&*built); !made.ok()) {
       error = StrCat("ResourceClaim ", built->Describe(), ": ", made.message());
       RemoveFiles(*built);
+      ReleaseMig();  // an instance created for it before the failure
     } else {
-      prepared_[built->uid] = *built;
-      absl::Status saved = checkpoint_.Save(options_.node_name, prepared_);
+      state_.claims[built->uid] = *built;
+      absl::Status saved = SaveCheckpoint();
       if (!saved.ok()) {
-        prepared_.erase(built->uid);
+        state_.claims.erase(built->uid);
         RemoveFiles(*built);
+        ReleaseMig();
         error = StrCat("ResourceClaim ", built->Describe(),
                        ": cannot record it in the "
                        "checkpoint (",
@@ -431,7 +650,8 @@ std::map<std::string, DraDriver::ClaimAnswer> DraDriver::Prepare(
     ++prepared_total_;
     std::vector<std::string> what;
     for (const PreparedDevice& d : built->devices) {
-      what.push_back(d.exclusive
+      what.push_back(d.mig ? StrCat(d.device, " (MIG ", d.mig_uuid, ")")
+                     : d.exclusive
                          ? StrCat(d.device, " (whole)")
                          : StrCat(d.device, " (", d.memory_mib, " MiB, ", d.compute_percent, "%)"));
     }
@@ -445,19 +665,23 @@ std::map<std::string, std::string> DraDriver::Unprepare(const std::vector<ClaimR
   std::lock_guard<std::mutex> lock(mu_);
   for (const ClaimRef& ref : claims) {
     out[ref.uid] = "";
-    auto it = prepared_.find(ref.uid);
-    if (it == prepared_.end()) continue;  // not prepared (or already unprepared): done
+    auto it = state_.claims.find(ref.uid);
+    if (it == state_.claims.end()) continue;  // not prepared (or already unprepared): done
     PreparedClaim claim = it->second;
-    prepared_.erase(it);
-    absl::Status saved = checkpoint_.Save(options_.node_name, prepared_);
+    state_.claims.erase(it);
+    absl::Status saved = SaveCheckpoint();
     if (!saved.ok()) {
-      prepared_[claim.uid] = claim;
+      state_.claims[claim.uid] = claim;
       out[ref.uid] = StrCat("cannot record the release of ResourceClaim ", claim.Describe(),
                             " in the checkpoint: ", saved.message());
       spdlog::error("unprepare: {}", out[ref.uid]);
       continue;
     }
     RemoveFiles(claim);
+    if (std::any_of(claim.devices.begin(), claim.devices.end(),
+                    [](const PreparedDevice& d) { return d.mig; })) {
+      ReleaseMig();
+    }
     ++unprepared_total_;
     spdlog::info("unprepared claim {}", claim.Describe());
   }
@@ -481,12 +705,11 @@ absl::StatusOr<RestoreReport> DraDriver::Restore() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!gpus_) return absl::FailedPreconditionError("Restore needs the node's GPUs first");
   RestoreReport report;
-  absl::StatusOr<std::map<std::string, PreparedClaim>> loaded =
-      checkpoint_.Load(options_.node_name);
+  absl::StatusOr<CheckpointState> loaded = checkpoint_.Load(options_.node_name);
   const std::vector<std::string> spec_ids =
       ListTransientSpecIds(options_.cdi_dir, kCdiVendor, kCdiClass);
   if (loaded.ok()) {
-    prepared_ = std::move(*loaded);
+    state_ = std::move(*loaded);
   } else {
     // Rebuild from the specs, which carry the same record; keep the bad file for a person.
     report.checkpoint_error = std::string(loaded.status().message());
@@ -494,7 +717,7 @@ absl::StatusOr<RestoreReport> DraDriver::Restore() {
     std::error_code ec;
     fs::rename(checkpoint_.path(), report.moved_to, ec);
     if (ec) report.moved_to.clear();
-    prepared_.clear();
+    state_ = CheckpointState();
     for (const std::string& id : spec_ids) {
       absl::StatusOr<CdiSpec> spec = ReadCdiSpec(
           (fs::path(options_.cdi_dir) / TransientSpecFileName(kCdiVendor, kCdiClass, id)).string());
@@ -503,14 +726,22 @@ absl::StatusOr<RestoreReport> DraDriver::Restore() {
       if (it == spec->annotations.end()) continue;
       json record = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
       absl::StatusOr<PreparedClaim> claim = PreparedClaimFromJson(record);
-      if (claim.ok() && claim->uid == id) prepared_[claim->uid] = std::move(*claim);
+      if (claim.ok() && claim->uid == id) state_.claims[claim->uid] = std::move(*claim);
     }
-    TESSERA_RETURN_IF_ERROR(checkpoint_.Save(options_.node_name, prepared_));
+    // The MIG instances the prepared claims' records say the driver created stay its own.
+    for (const auto& [uid, claim] : state_.claims) {
+      for (const PreparedDevice& d : claim.devices) {
+        if (d.mig && d.mig_created) {
+          state_.mig_instances.push_back({d.gpu_uuid, d.mig_profile, d.mig_start});
+        }
+      }
+    }
+    TESSERA_RETURN_IF_ERROR(SaveCheckpoint());
   }
-  report.claims = static_cast<int>(prepared_.size());
+  report.claims = static_cast<int>(state_.claims.size());
   // Leftovers of work that never finished.
   for (const std::string& id : spec_ids) {
-    if (prepared_.count(id)) continue;
+    if (state_.claims.count(id)) continue;
     if (RemoveCdiSpec(options_.cdi_dir, TransientSpecFileName(kCdiVendor, kCdiClass, id)).ok()) {
       ++report.leaked_specs_removed;
     }
@@ -518,14 +749,16 @@ absl::StatusOr<RestoreReport> DraDriver::Restore() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.claims_dir, ec)) {
     const std::string uid = entry.path().filename().string();
-    if (!entry.is_directory() || !ValidUid(uid) || prepared_.count(uid)) continue;
+    if (!entry.is_directory() || !ValidUid(uid) || state_.claims.count(uid)) continue;
     (void)shim::RemovePodSegments(entry.path().string());
     std::error_code rm;
     fs::remove_all(entry.path(), rm);
     ++report.leaked_dirs_removed;
   }
+  // MIG instances created for claims that were never recorded, or whose release did not finish.
+  ReleaseMig();
   // What is prepared has its files.
-  for (auto& [uid, claim] : prepared_) {
+  for (auto& [uid, claim] : state_.claims) {
     absl::Status seg = OpenSegments(claim);
     if (!seg.ok()) spdlog::error("restoring claim {}: {}", claim.Describe(), seg.message());
     const std::string spec = (fs::path(options_.cdi_dir) / claim.cdi_file).string();

@@ -10,14 +10,17 @@
 //      device given to two unrelated claims (an allocator's bug, or a claim deleted while its pod
 //      still runs and its device allocated again). A whole GPU, a MIG instance and shares of one
 //      GPU exclude each other; shares of one GPU together stay within its memory and compute;
-//   3. for shares: the shim's segments (src/shim/segments.h) in <claims dir>/<claim UID>;
+//   3. for shares: the shim's segments (src/shim/segments.h) in <claims dir>/<claim UID>; for a
+//      MIG placement: its instance (mig.h: created through the GPU backend's MigReconfigurer,
+//      or taken as it is when it is configured already);
 //   4. the claim's CDI spec (claim_edits.h) in the node's CDI directory, then the checkpoint;
 //   5. answer with each device's CDI ids.
 // A failure names the claim, the device and what to do; the kubelet shows it in the pod's
 // FailedPrepareDynamicResources event and retries.
 //
-// NodeUnprepareResources removes the record (checkpoint first), the spec and the segments; a
-// claim that is not prepared is not an error.
+// NodeUnprepareResources removes the record (checkpoint first), the spec and the segments, and
+// destroys the MIG instances the driver created for the claim; a claim that is not prepared is
+// not an error.
 //
 // Thread-safe: the kubelet calls in parallel; API reads happen outside the lock, the checks and
 // writes under it, so two claims racing for one device are decided one after the other.
@@ -63,6 +66,12 @@ struct DriverOptions {
   std::string claims_dir = "/run/tessera/claims";  // host tmpfs: <claim UID>/{limits,ledger}
   std::string checkpoint_path;                     // required
   EditOptions edits;
+  // Creates and destroys MIG instances (the GPU backend's; nullptr: a MIG claim is prepared only
+  // on an instance configured already, e.g. by mig-parted).
+  MigReconfigurer* mig = nullptr;
+  // May put a GPU that is not in MIG mode into it for a MIG claim (nothing else is prepared on
+  // it), and take it out again when its last instance goes. Off: such a claim is refused.
+  bool mig_mode_switch = false;
 };
 
 struct DeviceHealthInfo {
@@ -125,6 +134,17 @@ class DraDriver {
   absl::Status WriteSpec(const PreparedClaim& claim) const;  // under mu_
   void RemoveFiles(const PreparedClaim& claim);              // under mu_
   absl::Status OpenSegments(const PreparedClaim& claim);     // under mu_
+  absl::Status SaveCheckpoint();                             // under mu_
+  // Under mu_: the claim's MIG instances, created when they do not exist (mig.h).
+  absl::Status PrepareMig(PreparedClaim* claim);
+  absl::Status PrepareMigDevice(const PreparedClaim& claim, PreparedDevice* device);
+  // Under mu_: destroys the owned instances no prepared claim holds (the claim's own, once it is
+  // no longer prepared; leftovers of a crash) and takes GPUs the driver put into MIG mode out of
+  // it when they have no instance left. Best effort: failures are logged and retried at the next
+  // unprepare or restart.
+  void ReleaseMig();
+  const DiscoveredGpu* FindGpuLocked(const std::string& uuid) const;
+  void UpdateGpuLocked(const DiscoveredGpu& gpu);
 
   ClaimSource& claims_;
   DriverOptions options_;
@@ -135,7 +155,7 @@ class DraDriver {
   std::shared_ptr<const Pool> pool_;
   uint64_t health_version_ = 0;
   std::vector<DeviceHealthInfo> health_;
-  std::map<std::string, PreparedClaim> prepared_;  // by claim UID
+  CheckpointState state_;  // the prepared claims (by UID), the owned MIG instances and modes
   std::map<std::string, std::vector<std::unique_ptr<shim::Segment>>> segments_;
   std::atomic<int64_t> prepared_total_{0}, refused_total_{0}, unprepared_total_{0};
 };

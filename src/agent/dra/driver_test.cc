@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/fake_gpus_file.h"
 #include "agent/dra/names.h"
 #include "common/strings.h"
@@ -128,6 +129,53 @@ class DriverTest : public ::testing::Test {
     return answers[ref.uid];
   }
 
+  // The node's GPUs from a copy of the description file that FakeDiscovery (the MIG backend of
+  // these tests) rewrites; `edit` changes the copy first (MIG mode, configured instances).
+  void UseFakeFile(const std::function<void(json&)>& edit) {
+    const std::string source =
+        std::string(TESSERA_SOURCE_DIR) + "/test/controlplane/gpus/h100-8x-nvswitch.json";
+    json doc = json::parse(ReadText(source));
+    edit(doc);
+    fake_file_ = (dir_ / "gpus.json").string();
+    std::ofstream(fake_file_) << doc.dump(1);
+    fake_ = std::make_unique<FakeDiscovery>(fake_file_);
+    options_.mig = fake_.get();
+    Rediscover();
+  }
+  // What discovery finds now (as the agent's loop gives it to the driver).
+  void Rediscover() {
+    absl::StatusOr<NodeGpus> found = fake_->Discover();
+    ASSERT_TRUE(found.ok()) << found.status();
+    gpus_ = std::make_shared<const NodeGpus>(*found);
+    pool_ = std::make_shared<const Pool>(BuildPool(*gpus_, {.node_name = "node-a"}));
+  }
+  // The instances the description file lists on GPU `index`: "profile@start=uuid".
+  std::vector<std::string> FileInstances(int index) {
+    json doc = json::parse(ReadText(fake_file_));
+    std::vector<std::string> out;
+    for (const json& g : doc["gpus"]) {
+      if (g["index"] != index) continue;
+      for (const json& m : g["mig"].value("instances", json::array())) {
+        out.push_back(StrCat(m["profile"].get<std::string>(), "@", m["start"].get<int>(), "=",
+                             m.value("uuid", "")));
+      }
+    }
+    return out;
+  }
+  bool FileMigEnabled(int index) {
+    json doc = json::parse(ReadText(fake_file_));
+    for (const json& g : doc["gpus"]) {
+      if (g["index"] == index) return g["mig"].value("enabled", false);
+    }
+    return false;
+  }
+  static void EnableMig(json& doc, int index, json instances = json::array()) {
+    for (json& g : doc["gpus"]) {
+      if (g["index"] == index)
+        g["mig"] = {{"capable", true}, {"enabled", true}, {"instances", instances}};
+    }
+  }
+
   json SpecOf(const std::string& uid) {
     return json::parse(ReadText(options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + uid + ".json"));
   }
@@ -138,6 +186,8 @@ class DriverTest : public ::testing::Test {
   std::shared_ptr<const NodeGpus> gpus_;
   std::shared_ptr<const Pool> pool_;
   RestoreReport report_;
+  std::string fake_file_;
+  std::unique_ptr<FakeDiscovery> fake_;
 };
 
 TEST_F(DriverTest, AWholeGpuClaimGetsItsDeviceNodeAndVisibleDevices) {
@@ -365,15 +415,147 @@ TEST_F(DriverTest, ClaimsThatCannotBePreparedSayWhy) {
   // A bad consumed capacity.
   claims_.claims["ns/bad"] = Claim("bad", 37, {Share("gpu-0", "lots", "")});
   EXPECT_THAT(PrepareOne(*d, "bad").error, HasSubstr("consumedCapacity.memory \"lots\""));
-  // MIG instances are published but not delivered yet.
+  // A MIG placement on a GPU that is not in MIG mode (and the agent may not switch it).
   claims_.claims["ns/mig"] = Claim("mig", 38, {{{"device", "gpu-7-mig-3g-40gb-4"}}});
-  EXPECT_THAT(
-      PrepareOne(*d, "mig").error,
-      HasSubstr("is MIG instance 3g.40gb@4 of GPU 7 (GPU-89fb1806-dc3f-e287-2a16-2b8dc835698d): "
-                "this agent does not create or deliver MIG instances yet"));
+  EXPECT_THAT(PrepareOne(*d, "mig").error,
+              HasSubstr("device gpu-7-mig-3g-40gb-4: GPU 7 "
+                        "(GPU-89fb1806-dc3f-e287-2a16-2b8dc835698d) is not in MIG mode, so MIG "
+                        "instance 3g.40gb@4 cannot be created on it: turn MIG mode on "
+                        "(nvidia-smi -i 7 -mig 1"));
   EXPECT_THAT(d->Prepared(), IsEmpty());
   EXPECT_THAT(ListTransientSpecIds(options_.cdi_dir, kCdiVendor, kCdiClass), IsEmpty());
   EXPECT_FALSE(fs::exists(options_.claims_dir + "/" + Uid(38)));
+}
+
+// A MIG placement on a GPU in MIG mode: the instance is created when the claim is prepared (its
+// MIG-<uuid> in the container's NVIDIA_VISIBLE_DEVICES, its GPU's device node), survives a
+// restart of the agent without a second one, and is destroyed when the claim is unprepared.
+TEST_F(DriverTest, AMigClaimCreatesItsInstanceAndUnprepareDestroysIt) {
+  UseFakeFile([](json& doc) { EnableMig(doc, 1); });
+  const std::string gpu1 = gpus_->gpus[1].spec.uuid;
+  const std::string mig_uuid = FakeMigUuid(gpu1, "3g.40gb", 4);
+  auto d = NewDriver();
+  claims_.claims["ns/mig"] = Claim("mig", 40, {{{"device", "gpu-1-mig-3g-40gb-4"}}});
+  DraDriver::ClaimAnswer answer = PrepareOne(*d, "mig");
+  ASSERT_EQ(answer.error, "");
+  EXPECT_THAT(FileInstances(1), ElementsAre("3g.40gb@4=" + mig_uuid));
+  ASSERT_EQ(answer.devices.size(), 1u);
+  EXPECT_TRUE(answer.devices[0].mig_created);
+  EXPECT_EQ(answer.devices[0].mig_uuid, mig_uuid);
+  EXPECT_THAT(answer.devices[0].cdi_ids,
+              ElementsAre("k8s.gpu.tessera.dev/gpu=" + Uid(40) + "-gpu-1-mig-3g-40gb-4"));
+  json spec = SpecOf(Uid(40));
+  EXPECT_EQ(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidia1");
+  EXPECT_THAT(spec["containerEdits"]["env"].dump(),
+              HasSubstr("NVIDIA_VISIBLE_DEVICES=" + mig_uuid + "\""));
+  EXPECT_THAT(spec["containerEdits"]["env"].dump(), ::testing::Not(HasSubstr("TESSERA_GPU")));
+  json checkpoint = json::parse(ReadText(options_.checkpoint_path));
+  EXPECT_EQ(checkpoint["mig_instances"],
+            json::parse(R"([{"gpu": ")" + gpu1 + R"(", "profile": "3g.40gb", "start": 4}])"));
+
+  // The agent restarts (discovery sees the instance now): the claim is answered from the record.
+  Rediscover();
+  d = NewDriver();
+  EXPECT_EQ(report_.claims, 1);
+  answer = PrepareOne(*d, "mig");
+  ASSERT_EQ(answer.error, "");
+  EXPECT_EQ(answer.devices[0].mig_uuid, mig_uuid);
+  EXPECT_THAT(FileInstances(1), ElementsAre("3g.40gb@4=" + mig_uuid));  // not a second one
+  // Another placement that overlaps it is refused; one beside it is created.
+  claims_.claims["ns/over"] = Claim("over", 41, {{{"device", "gpu-1-mig-1g-10gb-5"}}});
+  EXPECT_THAT(PrepareOne(*d, "over").error, HasSubstr("still prepared on this node"));
+  claims_.claims["ns/beside"] = Claim("beside", 42, {{{"device", "gpu-1-mig-2g-20gb-0"}}});
+  ASSERT_EQ(PrepareOne(*d, "beside").error, "");
+  EXPECT_EQ(FileInstances(1).size(), 2u);
+
+  // Unprepared: the instances go, MIG mode stays (an administrator turned it on).
+  EXPECT_EQ(d->Unprepare({{"ns", Uid(40), "mig"}, {"ns", Uid(42), "beside"}})[Uid(40)], "");
+  EXPECT_THAT(FileInstances(1), IsEmpty());
+  EXPECT_TRUE(FileMigEnabled(1));
+  checkpoint = json::parse(ReadText(options_.checkpoint_path));
+  EXPECT_EQ(checkpoint["mig_instances"], json::array());
+  EXPECT_THAT(ListTransientSpecIds(options_.cdi_dir, kCdiVendor, kCdiClass), IsEmpty());
+}
+
+// MIG mode: refused with what to do, unless the agent may switch it; then it is turned on for the
+// claim and off again when the GPU's last instance goes.
+TEST_F(DriverTest, AGpuNotInMigModeIsSwitchedOnlyWhenThePolicyAllowsIt) {
+  UseFakeFile([](json&) {});
+  auto d = NewDriver();
+  claims_.claims["ns/mig"] = Claim("mig", 50, {{{"device", "gpu-2-mig-1g-10gb-3"}}});
+  EXPECT_THAT(PrepareOne(*d, "mig").error,
+              HasSubstr("is not in MIG mode, so MIG instance 1g.10gb@3 cannot be created on it"));
+  EXPECT_THAT(PrepareOne(*d, "mig").error, HasSubstr("--dra-mig-mode-switch"));
+  EXPECT_FALSE(FileMigEnabled(2));
+
+  options_.mig_mode_switch = true;
+  d = NewDriver();
+  ASSERT_EQ(PrepareOne(*d, "mig").error, "");
+  EXPECT_TRUE(FileMigEnabled(2));
+  EXPECT_EQ(FileInstances(2).size(), 1u);
+  json checkpoint = json::parse(ReadText(options_.checkpoint_path));
+  EXPECT_EQ(checkpoint["mig_mode_gpus"], json::array({gpus_->gpus[2].spec.uuid}));
+  // While it is in MIG mode, a whole-GPU claim of it is refused by the driver as well.
+  claims_.claims["ns/whole"] = Claim("whole", 51, {{{"device", "gpu-2"}}});
+  EXPECT_THAT(PrepareOne(*d, "whole").error, HasSubstr("still prepared on this node"));
+
+  EXPECT_EQ(d->Unprepare({{"ns", Uid(50), "mig"}})[Uid(50)], "");
+  EXPECT_THAT(FileInstances(2), IsEmpty());
+  EXPECT_FALSE(FileMigEnabled(2));
+  checkpoint = json::parse(ReadText(options_.checkpoint_path));
+  EXPECT_EQ(checkpoint["mig_mode_gpus"], json::array());
+}
+
+// Instances someone else configured: the allocated one is used as it is and kept afterwards; one
+// in the way is never destroyed (the claim says which and how to free it). Without a backend that
+// can create instances, only configured ones are served.
+TEST_F(DriverTest, InstancesConfiguredByOthersAreUsedButNeverDestroyed) {
+  UseFakeFile([](json& doc) {
+    EnableMig(doc, 3, json::parse(R"([{"profile": "1g.10gb", "start": 6},
+                                      {"profile": "2g.20gb", "start": 4}])"));
+  });
+  auto d = NewDriver();
+  claims_.claims["ns/taken"] = Claim("taken", 60, {{{"device", "gpu-3-mig-1g-10gb-6"}}});
+  DraDriver::ClaimAnswer answer = PrepareOne(*d, "taken");
+  ASSERT_EQ(answer.error, "");
+  EXPECT_FALSE(answer.devices[0].mig_created);
+  EXPECT_EQ(answer.devices[0].mig_uuid, FakeMigUuid(gpus_->gpus[3].spec.uuid, "1g.10gb", 6));
+  claims_.claims["ns/blocked"] = Claim("blocked", 61, {{{"device", "gpu-3-mig-1g-10gb-5"}}});
+  EXPECT_THAT(PrepareOne(*d, "blocked").error, HasSubstr("has MIG instance 2g.20gb@4 (MIG-"));
+  EXPECT_THAT(PrepareOne(*d, "blocked").error,
+              HasSubstr("was not created by tessera's DRA driver: destroy it"));
+  EXPECT_EQ(d->Unprepare({{"ns", Uid(60), "taken"}})[Uid(60)], "");
+  EXPECT_EQ(FileInstances(3).size(), 2u);  // kept
+
+  options_.mig = nullptr;  // a backend that cannot change MIG (NVML's, today)
+  d = NewDriver();
+  ASSERT_EQ(PrepareOne(*d, "taken").error, "");
+  claims_.claims["ns/new"] = Claim("new", 62, {{{"device", "gpu-3-mig-1g-10gb-0"}}});
+  EXPECT_THAT(PrepareOne(*d, "new").error,
+              HasSubstr("MIG instance 1g.10gb@0 is not configured on GPU 3"));
+  EXPECT_THAT(PrepareOne(*d, "new").error, HasSubstr("cannot create MIG instances"));
+}
+
+// A crash between creating an instance and recording the claim: the restart destroys the
+// instance (no claim holds it), and the kubelet's retry creates it again, once.
+TEST_F(DriverTest, AnInstanceCreatedBeforeACrashIsNotLeaked) {
+  UseFakeFile(
+      [](json& doc) { EnableMig(doc, 4, json::parse(R"([{"profile": "2g.20gb", "start": 2}])")); });
+  const std::string gpu4 = gpus_->gpus[4].spec.uuid;
+  fs::create_directories(fs::path(options_.checkpoint_path).parent_path());
+  std::ofstream(options_.checkpoint_path)
+      << json{{"version", 1},
+              {"node", "node-a"},
+              {"claims", json::array()},
+              {"mig_instances", {{{"gpu", gpu4}, {"profile", "2g.20gb"}, {"start", 2}}}}}
+             .dump();
+  auto d = NewDriver();
+  EXPECT_THAT(FileInstances(4), IsEmpty());
+  json checkpoint = json::parse(ReadText(options_.checkpoint_path));
+  EXPECT_EQ(checkpoint["mig_instances"], json::array());
+  claims_.claims["ns/retry"] = Claim("retry", 70, {{{"device", "gpu-4-mig-2g-20gb-2"}}});
+  ASSERT_EQ(PrepareOne(*d, "retry").error, "");
+  EXPECT_EQ(FileInstances(4).size(), 1u);
 }
 
 TEST_F(DriverTest, AShareWithoutTheShimInstalledIsRefusedUnlessEnforcementIsOff) {
