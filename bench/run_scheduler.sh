@@ -19,6 +19,8 @@
 #                                 applied by the end (churn_patches_applied[_per_second]): on a
 #                                 busy machine it falls behind the asked rate
 #   stock-churn, koord-churn      the peers under the same churn
+#   churn-alone  (none)           the churn alone for --churn-seconds, no pods and no scheduler:
+#                                 how many of the asked patches this API server applies at all
 #
 # Every scheduler uses the control plane's admin kubeconfig (koord-scheduler reads Koordinator's
 # custom resources, which kube-scheduler's RBAC role does not cover) and the same client limits.
@@ -39,10 +41,11 @@
 # and the scheduler thread's CPU time in the same decisions (tessera_scheduler_decision_cpu_seconds).
 #
 # Usage: bench/run_scheduler.sh [--rounds N] [--nodes N] [--pods N] [--share-pods N] [--gangs N]
-#            [--gang-size N] [--churn-rate N] [--limit S] [--phases a,b,...] [--build-dir DIR]
+#            [--gang-size N] [--churn-rate N] [--churn-seconds S] [--limit S] [--phases a,b,...]
+#            [--build-dir DIR]
 #            [--tessera-config FILE] [--out DIR] [--report-only]
 # Defaults: 1 round; 10,000 nodes; 80,000 pods; 40,000 shares; 1,000 gangs of 8; churn 100
-# nodes/s; limit 1,800 s; phases stock,koord,tessera,koord-share,share,koord-gang,gang,churn.
+# nodes/s (churn-alone: for 60 s); limit 1,800 s; phases stock,koord,tessera,koord-share,share,koord-gang,gang,churn.
 # Prints one JSON line per run and Markdown tables of medians and ratios. --report-only runs
 # nothing: it prints the tables from --out DIR's results.jsonl (runs appended there by earlier
 # invocations, or a run stopped part-way), for the phases found in it.
@@ -50,6 +53,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rounds=1 nodes=10000 pods=80000 share_pods=40000 gangs=1000 gang_size=8 churn_rate=100
+churn_seconds=60
 limit=1800 phases=stock,koord,tessera,koord-share,share,koord-gang,gang,churn
 build=$root/build/release
 tessera_config="" out="" report_only=0
@@ -62,6 +66,7 @@ while (($#)); do
     --gangs) gangs=$2; shift 2 ;;
     --gang-size) gang_size=$2; shift 2 ;;
     --churn-rate) churn_rate=$2; shift 2 ;;
+    --churn-seconds) churn_seconds=$2; shift 2 ;;
     --limit) limit=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
@@ -141,6 +146,44 @@ quantiles() {
       printf "\"%s\" \"%s\" %d\n", p50, p99, total }' "$1"
 }
 
+# The churn client alone on a fresh cluster of --nodes nodes, for --churn-seconds.
+run_churn_alone() {
+  local round=$1 phase=churn-alone
+  dir=$out/$phase-$round
+  mkdir -p "$dir"
+  local load_start
+  load_start=$(load1)
+  "$cluster" start "$dir" --owner-pid $$ >/dev/null 2>"$dir/start.err"
+  local k=$dir/kubeconfig
+  "$bench" nodes --kubeconfig "$k" --count "$nodes" --gpus 8 2>>"$dir/load.log"
+  local api_pid etcd_pid api0 etcd0
+  api_pid=$(pid_of "$dir" kube-apiserver) etcd_pid=$(pid_of "$dir" etcd)
+  api0=$(cpu_s "$api_pid") etcd0=$(cpu_s "$etcd_pid")
+  "$bench" churn --kubeconfig "$k" --count "$nodes" --rate "$churn_rate" \
+    --stop-file "$dir/churn.stop" >"$dir/churn.json" 2>"$dir/churn.log" &
+  churn_pid=$!
+  sleep "$churn_seconds"
+  touch "$dir/churn.stop"
+  for _ in $(seq 100); do [[ -s $dir/churn.json ]] && break; sleep 0.1; done
+  local load_end api_cpu etcd_cpu
+  load_end=$(load1)
+  api_cpu=$(awk -v a="$(cpu_s "$api_pid")" -v b="$api0" 'BEGIN { printf "%.1f", a - b }')
+  etcd_cpu=$(awk -v a="$(cpu_s "$etcd_pid")" -v b="$etcd0" 'BEGIN { printf "%.1f", a - b }')
+  stop_pid "$churn_pid"
+  churn_pid=""
+  "$cluster" stop "$dir" >/dev/null 2>&1 || echo "cluster.sh stop $dir failed" >&2
+  rm -rf "$dir/etcd-data"
+  local churn_json='{}'
+  [[ -s $dir/churn.json ]] && churn_json=$(cat "$dir/churn.json")
+  dir=""
+  jq -nc --arg phase "$phase" --argjson round "$round" --argjson nodes "$nodes" \
+    --argjson api_cpu "$api_cpu" --argjson etcd_cpu "$etcd_cpu" \
+    --argjson load_start "$load_start" --argjson load_end "$load_end" --argjson churn "$churn_json" \
+    '{phase: $phase, scheduler: "none", round: $round, nodes: $nodes,
+      apiserver_cpu_s: $api_cpu, etcd_cpu_s: $etcd_cpu,
+      load_start: $load_start, load_end: $load_end} + $churn' | tee -a "$out/results.jsonl"
+}
+
 run_phase() {
   local phase=$1 round=$2 n sched flavour=tessera scheduler_name ask=() koord=0 churn=0
   case $phase in
@@ -153,6 +196,7 @@ run_phase() {
                 ask=(--gpu 1 --gang-size "$gang_size") ;;
     gang) sched=tessera; n=$((gangs * gang_size))
           ask=(--gpu 1 --gang-size "$gang_size" --gang-topology nvlink-domain) ;;
+    churn-alone) run_churn_alone "$round"; return ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
   [[ $phase == *churn ]] && churn=1
@@ -290,6 +334,7 @@ echo "| phase | pods | bound | pods/s | last bind s | scheduler CPU s | RSS MiB 
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 first() { jq -r "select(.phase == \"$1\") | $2 // \"-\"" "$out/results.jsonl" | head -1; }
 for p in "${phase_list[@]}"; do
+  [[ $p == churn-alone ]] && continue
   printf '| %s | %s | %s | %.1f | %.1f | %s | %s (%s) | %s / %s | %s / %s | %s | %s | %s / %s |\n' "$p" \
     "$(m "$p" .pods)" "$(m "$p" .bound)" "$(m "$p" .pods_per_second)" "$(m "$p" .last_bind_s)" \
     "$(m "$p" .scheduler_cpu_s)" "$(m "$p" .scheduler_rss_mib)" "$(m "$p" .scheduler_peak_rss_mib)" \
@@ -309,4 +354,10 @@ echo "| 10Gi shares | $(rate share) | $(rate koord-share) | $(ratio "$(rate shar
 echo "| gangs of $gang_size | $(rate gang) | $(rate koord-gang) | $(ratio "$(rate gang)" "$(rate koord-gang)") |"
 echo "| 1 GPU, churn | $(rate churn) | $(better "$(rate stock-churn)" "$(rate koord-churn)") | $(ratio "$(rate churn)" "$(better "$(rate stock-churn)" "$(rate koord-churn)")") |"
 echo
+for p in churn churn-alone stock-churn koord-churn; do
+  asked=$(m "$p" 'if .churn_patches_submitted then .churn_patches_submitted / .churn_seconds else null end')
+  [[ $asked == - ]] && continue
+  printf '%s: the API server applied %.1f of the %.1f node patches a second asked (%s changes a second)\n' \
+    "$p" "$(m "$p" .churn_patches_applied_per_second)" "$asked" "$(m "$p" .node_changes_per_second)"
+done
 echo "churn cost (tessera): $(awk -v a="$(rate churn)" -v b="$(rate tessera)" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.1f%% of its throughput", 100 * (1 - a / b) }')"

@@ -306,6 +306,13 @@ TEST(Informer, TooOldResourceVersionFromTheServerLeadsToARelist) {
   inf.Start();
   ASSERT_TRUE(WaitFor([&] { return inf.too_old() >= 1 && inf.lists() >= 2; }))
       << "too_old " << inf.too_old() << " lists " << inf.lists();
+  {
+    // The relist reports the objects it finds again as updates, not as new ones.
+    std::lock_guard<std::mutex> lock(rec.mu);
+    EXPECT_EQ(std::count(rec.log.begin(), rec.log.end(), StrCat("~", ns, "/c")), 1)
+        << StrJoin(rec.log, " ");
+    EXPECT_EQ(std::count(rec.log.begin(), rec.log.end(), StrCat("+", ns, "/c")), 1);
+  }
   ASSERT_TRUE(c->Create(base, Event(ns, "after")).ok());
   ASSERT_TRUE(WaitFor([&] { return rec.Snapshot().size() == 8; }));
   EXPECT_EQ(rec.Snapshot().count(ns + "/after"), 1u);

@@ -8,10 +8,16 @@
 // with code 410) starts a new list. The thread only decodes and hands events on: it never
 // touches the consumer's state (STYLE.md "Concurrency").
 //
+// A list is read page by page (`page_size` objects, limit/continue): each page is handed on as
+// soon as it is parsed, and the next page is asked for before this one is parsed (its continue
+// token is read from the head of the body, ReadListHead), so that the API server prepares page
+// k+1 while this thread parses and decodes page k.
+//
 // Informer<T> decodes each object into an immutable T on that thread, keeps key -> T, and tells
-// its handler what changed: Added / Updated / Deleted per object, then Synced after every
-// complete list. After a relist the differences to the previous cache are reported (objects gone
-// meanwhile as Deleted), so a consumer that applies events in order always mirrors the server.
+// its handler what changed: Added / Updated per object as each page arrives, then, when the list
+// is complete, Deleted for every object the list no longer holds, then Synced. So a consumer that
+// applies events in order mirrors the server after every Synced (between a list's pages it holds
+// the newer objects of the pages read so far and the older ones of the rest, as during a watch).
 #pragma once
 
 #include <atomic>
@@ -24,6 +30,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "k8s/client/backoff.h"
 #include "k8s/client/http.h"
@@ -70,8 +77,12 @@ class ListWatch {
   int64_t events() const { return events_.load(); }
 
  protected:
-  // A complete list (the first, or after "too old"): replaces everything known.
-  virtual void OnList(std::vector<nlohmann::json>&& items) = 0;
+  // A complete list (the first, or after "too old") replaces everything known: OnListBegin, then
+  // OnListPage for each page in order, then OnListEnd. A list that fails part-way is started
+  // again from OnListBegin.
+  virtual void OnListBegin() = 0;
+  virtual void OnListPage(std::vector<nlohmann::json>&& items) = 0;
+  virtual void OnListEnd() = 0;
   // ADDED, MODIFIED or DELETED.
   virtual void OnEvent(WatchEventType type, nlohmann::json&& object) = 0;
 
@@ -133,26 +144,44 @@ class Informer final : public ListWatch {
   }
 
  protected:
-  void OnList(std::vector<nlohmann::json>&& items) override {
-    absl::flat_hash_map<std::string, std::shared_ptr<const T>> fresh;
-    fresh.reserve(items.size());
-    for (const nlohmann::json& item : items) fresh[KeyOf(item)] = decode_(item);
+  void OnListBegin() override { listed_.clear(); }
+
+  void OnListPage(std::vector<nlohmann::json>&& items) override {
+    std::vector<Event> out;
+    out.reserve(items.size());
+    for (const nlohmann::json& item : items) {
+      std::string key = KeyOf(item);
+      out.push_back(Event{Event::kAdded, key, nullptr, decode_(item)});
+      listed_.insert(std::move(key));
+    }
+    {
+      std::lock_guard<std::mutex> lock(store_mu_);
+      for (Event& e : out) {
+        std::shared_ptr<const T>& slot = store_[e.key];
+        if (slot) {
+          e.kind = Event::kUpdated;
+          e.old_object = std::move(slot);
+        }
+        slot = e.object;
+      }
+    }
+    for (Event& e : out) handler_(std::move(e));
+  }
+
+  void OnListEnd() override {
     std::vector<Event> out;
     {
       std::lock_guard<std::mutex> lock(store_mu_);
-      for (auto& [key, old] : store_) {
-        if (!fresh.contains(key)) out.push_back(Event{Event::kDeleted, key, old, old});
-      }
-      for (auto& [key, obj] : fresh) {
-        auto it = store_.find(key);
-        if (it == store_.end()) {
-          out.push_back(Event{Event::kAdded, key, nullptr, obj});
-        } else {
-          out.push_back(Event{Event::kUpdated, key, it->second, obj});
+      for (auto it = store_.begin(); it != store_.end();) {
+        if (listed_.contains(it->first)) {
+          ++it;
+          continue;
         }
+        out.push_back(Event{Event::kDeleted, it->first, it->second, it->second});
+        store_.erase(it++);
       }
-      store_ = std::move(fresh);
     }
+    listed_.clear();
     for (Event& e : out) handler_(std::move(e));
     handler_(Event{Event::kSynced, "", nullptr, nullptr});
   }
@@ -186,6 +215,7 @@ class Informer final : public ListWatch {
   Handler handler_;
   mutable std::mutex store_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const T>> store_;
+  absl::flat_hash_set<std::string> listed_;  // keys of the list being read (list thread only)
 };
 
 }  // namespace tessera::k8s

@@ -43,6 +43,75 @@ absl::StatusOr<nlohmann::json> ParseApiJson(std::string_view text, bool drop_man
   }
 }
 
+namespace {
+
+// SAX reader of a list's top-level metadata; it stops at the top-level "items".
+class ListHeadReader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool string(string_t& value) override {
+    if (in_metadata_ && depth_ == 2) {
+      if (key_ == "resourceVersion") head_.resource_version = value;
+      if (key_ == "continue") head_.continue_token = value;
+    }
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    ++depth_;
+    if (depth_ == 2 && key_ == "metadata") in_metadata_ = true;
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (depth_ == 1 && k == "items") return false;  // done: the rest is the items
+    if (depth_ <= 2) key_ = k;
+    return true;
+  }
+  bool end_object() override {
+    if (depth_ == 2 && in_metadata_) {
+      in_metadata_ = false;
+      metadata_done_ = true;
+    }
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+  std::optional<ListHead> head() const {
+    if (!metadata_done_) return std::nullopt;
+    return head_;
+  }
+
+ private:
+  int depth_ = 0;
+  std::string key_;
+  bool in_metadata_ = false;
+  bool metadata_done_ = false;
+  ListHead head_;
+};
+
+}  // namespace
+
+std::optional<ListHead> ReadListHead(std::string_view body) {
+  ListHeadReader reader;
+  (void)nlohmann::json::sax_parse(body.begin(), body.end(), &reader);
+  return reader.head();
+}
+
 absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line, bool drop_managed_fields) {
   absl::StatusOr<nlohmann::json> parsed = ParseApiJson(line, drop_managed_fields);
   if (!parsed.ok())

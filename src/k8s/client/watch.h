@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,17 @@ struct WatchEvent {
 // informers in kube-scheduler strip it too.
 [[nodiscard]] absl::StatusOr<nlohmann::json> ParseApiJson(std::string_view text,
                                                           bool drop_managed_fields);
+
+// A list page's metadata, read from the head of its body without parsing the items.
+struct ListHead {
+  std::string resource_version;
+  std::string continue_token;  // empty on the last page
+};
+// The list's metadata when its object closes before "items" begins (the API server writes
+// kind, apiVersion, metadata, then items), so that the next page can be asked for while this one
+// is parsed. nullopt when the body is not such a list (items first, no metadata, not JSON): the
+// caller then reads the metadata from the whole parsed page.
+std::optional<ListHead> ReadListHead(std::string_view body);
 
 // One line of a watch stream (without the newline).
 [[nodiscard]] absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line,

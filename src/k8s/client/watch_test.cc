@@ -100,4 +100,29 @@ TEST(TooOld, InStreamErrorWithCode410OrReasonExpiredOrGone) {
 }
 
 }  // namespace
+TEST(ReadListHead, ReadsTheMetadataBeforeTheItems) {
+  std::optional<ListHead> head =
+      ReadListHead(R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"42",)"
+                   R"("continue":"abc","remainingItemCount":7},"items":[{"metadata":{"name":"n1",)"
+                   R"("resourceVersion":"9","continue":"not-this"}})");  // cut short: never read
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->resource_version, "42");
+  EXPECT_EQ(head->continue_token, "abc");
+
+  head = ReadListHead(R"({"kind":"PodList","metadata":{"resourceVersion":"7"},"items":[]})");
+  ASSERT_TRUE(head.has_value());
+  EXPECT_EQ(head->resource_version, "7");
+  EXPECT_EQ(head->continue_token, "");  // the last page
+}
+
+TEST(ReadListHead, RefusesWhatItCannotReadFromTheHead) {
+  // Items before the metadata: the caller must parse the whole page.
+  EXPECT_FALSE(ReadListHead(R"({"items":[],"metadata":{"continue":"x"}})").has_value());
+  EXPECT_FALSE(ReadListHead(R"({"kind":"List","items":[]})").has_value());
+  EXPECT_FALSE(ReadListHead("not json").has_value());
+  EXPECT_FALSE(ReadListHead(R"({"metadata":{"continue":)").has_value());
+  // A nested "metadata" or "items" does not count.
+  EXPECT_FALSE(ReadListHead(R"({"spec":{"metadata":{"continue":"x"}},"items":[]})").has_value());
+}
+
 }  // namespace tessera::k8s

@@ -263,6 +263,7 @@ Scheduler::Scheduler(ApiClient& client, SchedulerConfig config)
 Scheduler::~Scheduler() = default;
 
 absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
+  const auto started = Clock::now();
   if (config_.lease.identity.empty()) config_.lease.identity = DefaultIdentity();
   if (config_.leader_elect) TESSERA_RETURN_IF_ERROR(ValidateLeaderElection(config_.lease));
   EventQueue events;
@@ -418,7 +419,11 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
 
   absl::Status result = absl::OkStatus();
   auto last_publish = Clock::time_point();
+  auto since_start = [&started] {
+    return std::chrono::duration<double>(Clock::now() - started).count();
+  };
   bool was_synced = false;
+  bool decided = false;
   while (!stop.load()) {
     heartbeat = Clock::now().time_since_epoch().count();
     auto deadline = Clock::now() + std::chrono::milliseconds(500);
@@ -489,9 +494,13 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     if (core->synced() && !was_synced) {
       was_synced = true;
       ready = true;
-      spdlog::info("caches synced: {} nodes, {} pods", nodes.size(), pods.size());
+      spdlog::info("caches synced: {} nodes, {} pods ({:.2f} s after start)", nodes.size(),
+                   pods.size(), since_start());
     }
-    if (leading) core->ScheduleSome();
+    if (leading && core->ScheduleSome() > 0 && !decided) {
+      decided = true;
+      spdlog::info("first decisions {:.2f} s after start", since_start());
+    }
     if (Clock::now() - last_publish >= std::chrono::seconds(1)) {
       core->PublishMetrics();
       last_publish = Clock::now();
