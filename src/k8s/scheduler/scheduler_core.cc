@@ -328,7 +328,7 @@ void SchedulerCore::StartClaimBind(const std::string& key, Pod& s,
 }
 
 void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
-  if (!s.info->claims.empty()) {
+  if (!s.info->claims.empty() || (dra_ && dra_->ServesExtended(*s.info))) {
     PlaceWithClaims(key, s);
     return;
   }
