@@ -418,6 +418,7 @@ struct AsyncClient::Impl {
   struct Transfer {
     HttpRequest request;
     Done done;
+    Lane lane = Lane::kFirst;
     int attempts = 0;
     std::chrono::steady_clock::time_point ready_at;
     CURL* easy = nullptr;
@@ -438,11 +439,16 @@ struct AsyncClient::Impl {
   bool stop = false;                                // guarded by mu
 
   // Owned by the client's thread.
-  std::deque<std::unique_ptr<Transfer>> ready;  // in submission order
+  std::deque<std::unique_ptr<Transfer>> ready;  // kFirst, in submission order
+  std::deque<std::unique_ptr<Transfer>> next;   // kNext, in submission order; start first
   std::multimap<std::chrono::steady_clock::time_point, std::unique_ptr<Transfer>> delayed;
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> running;
   std::vector<CURL*> idle;
   std::thread thread;
+
+  void Queue(std::unique_ptr<Transfer> t) {
+    (t->lane == Lane::kNext ? next : ready).push_back(std::move(t));
+  }
 
   void Complete(std::unique_ptr<Transfer> t) {
     t->done(t->response);
@@ -506,18 +512,20 @@ struct AsyncClient::Impl {
         std::lock_guard<std::mutex> lock(mu);
         if (stop) break;
         while (!submitted.empty()) {
-          ready.push_back(std::move(submitted.front()));
+          Queue(std::move(submitted.front()));
           submitted.pop_front();
         }
       }
       auto now = std::chrono::steady_clock::now();
       while (!delayed.empty() && delayed.begin()->first <= now) {
-        ready.push_back(std::move(delayed.begin()->second));
+        Queue(std::move(delayed.begin()->second));
         delayed.erase(delayed.begin());
       }
-      while (!ready.empty() && static_cast<int>(running.size()) < options.max_in_flight) {
-        Start(std::move(ready.front()));
-        ready.pop_front();
+      while (static_cast<int>(running.size()) < options.max_in_flight) {
+        std::deque<std::unique_ptr<Transfer>>& from = next.empty() ? ready : next;
+        if (from.empty()) break;
+        Start(std::move(from.front()));
+        from.pop_front();
       }
       int still = 0;
       curl_multi_perform(multi, &still);
@@ -530,7 +538,7 @@ struct AsyncClient::Impl {
         }
       }
       // Room freed and work waiting: go round again without waiting.
-      if (finished && !ready.empty()) continue;
+      if (finished && (!ready.empty() || !next.empty())) continue;
       int timeout_ms = running.empty() ? 1000 : 100;
       if (!delayed.empty()) {
         auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -548,6 +556,8 @@ struct AsyncClient::Impl {
       cancelled.push_back(std::move(t));
     }
     running.clear();
+    for (auto& t : next) cancelled.push_back(std::move(t));
+    next.clear();
     for (auto& t : ready) cancelled.push_back(std::move(t));
     ready.clear();
     for (auto& [at, t] : delayed) cancelled.push_back(std::move(t));
@@ -590,10 +600,11 @@ AsyncClient::~AsyncClient() {
   curl_multi_cleanup(impl_->multi);
 }
 
-void AsyncClient::Submit(HttpRequest request, Done done) {
+void AsyncClient::Submit(HttpRequest request, Done done, Lane lane) {
   auto t = std::make_unique<Impl::Transfer>();
   t->request = std::move(request);
   t->done = std::move(done);
+  t->lane = lane;
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     if (impl_->stop) {

@@ -1,10 +1,17 @@
-// What can be checked of the HTTP layer without a server: how answers become statuses, escaping,
-// request bodies. Real exchanges are in client_e2e_test.cc against the real API server.
+// What can be checked of the HTTP layer without the API server: how answers become statuses,
+// escaping, request bodies, and the AsyncClient's order of requests against a small local HTTP
+// server. Real exchanges are in client_e2e_test.cc against the real API server.
 #include "k8s/client/http.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 
 namespace tessera::k8s {
 namespace {
@@ -73,6 +80,60 @@ TEST(PatchTypes, ContentTypes) {
   EXPECT_EQ(ContentTypeOf(PatchType::kMerge), "application/merge-patch+json");
   EXPECT_EQ(ContentTypeOf(PatchType::kStrategic), "application/strategic-merge-patch+json");
   EXPECT_EQ(ContentTypeOf(PatchType::kJson), "application/json-patch+json");
+}
+
+// A chain's next step (Lane::kNext) starts before first steps that were waiting longer.
+TEST(AsyncClient, NextLaneStartsBeforeWaitingFirstRequests) {
+  httplib::Server server;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool open = false;
+  std::vector<std::string> order;
+  server.Get("/gate", [&](const httplib::Request&, httplib::Response& res) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return open; });
+    res.set_content("{}", "application/json");
+  });
+  server.Get(R"(/step/(\w+))", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(req.matches[1]);
+    res.set_content("{}", "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { server.listen_after_bind(); });
+  {
+    ClientConfig config;
+    config.server = StrCat("http://127.0.0.1:", port);
+    absl::StatusOr<std::shared_ptr<Transport>> transport = Transport::Create(config, "test");
+    ASSERT_TRUE(transport.ok()) << transport.status();
+    AsyncClientOptions options;
+    options.max_in_flight = 1;  // one at a time: the order is the client's
+    options.http2 = false;
+    AsyncClient client(*transport, options);
+    std::atomic<int> done{0};
+    auto count = [&](const HttpResponse& r) {
+      EXPECT_TRUE(r.ok()) << r.status << " " << r.error;
+      ++done;
+    };
+    client.Submit(HttpRequest{"GET", "/gate", "", ""}, count);
+    // Queued behind the gate, in this order.
+    client.Submit(HttpRequest{"GET", "/step/first1", "", ""}, count);
+    client.Submit(HttpRequest{"GET", "/step/first2", "", ""}, count);
+    client.Submit(HttpRequest{"GET", "/step/next1", "", ""}, count, AsyncClient::Lane::kNext);
+    client.Submit(HttpRequest{"GET", "/step/first3", "", ""}, count);
+    client.Submit(HttpRequest{"GET", "/step/next2", "", ""}, count, AsyncClient::Lane::kNext);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      open = true;
+    }
+    cv.notify_all();
+    EXPECT_TRUE(client.Drain(std::chrono::seconds(10)));
+    EXPECT_EQ(done.load(), 6);
+  }
+  server.stop();
+  serving.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"next1", "next2", "first1", "first2", "first3"}));
 }
 
 }  // namespace

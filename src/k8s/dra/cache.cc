@@ -149,7 +149,8 @@ bool DraCache::OnClass(bool deleted, std::shared_ptr<const ClassInfo> device_cla
   } else {
     auto it = classes_.find(device_class->name);
     if (it != classes_.end() && it->second->selectors == device_class->selectors &&
-        it->second->config == device_class->config) {
+        it->second->config == device_class->config &&
+        it->second->extended_resource_name == device_class->extended_resource_name) {
       it->second = std::move(device_class);
       return false;
     }
@@ -164,12 +165,35 @@ std::shared_ptr<const ClaimInfo> DraCache::OnClaim(bool deleted,
   std::shared_ptr<const ClaimInfo> old;
   auto it = claims_.find(claim->key);
   if (it != claims_.end()) old = it->second;
+  if (old && old->extended_resource && !old->owner_pod_uid.empty()) {
+    extended_claims_.erase(old->owner_pod_uid);
+  }
   if (deleted) {
     if (it != claims_.end()) claims_.erase(it);
   } else {
+    if (claim->extended_resource && !claim->owner_pod_uid.empty()) {
+      extended_claims_[claim->owner_pod_uid] = claim->key;
+    }
     claims_[claim->key] = std::move(claim);
   }
   return old;
+}
+
+std::shared_ptr<const ClaimInfo> DraCache::ExtendedClaimOf(const std::string& pod_uid) const {
+  auto it = extended_claims_.find(pod_uid);
+  return it == extended_claims_.end() ? nullptr : Claim(it->second);
+}
+
+std::shared_ptr<const ClassInfo> DraCache::ClassForExtendedResource(std::string_view name) const {
+  std::shared_ptr<const ClassInfo> found;
+  for (const auto& [class_name, c] : classes_) {
+    if (c->extended_resource_name == name && (!found || c->name < found->name)) found = c;
+  }
+  if (found) return found;
+  if (name.starts_with(kImplicitExtendedPrefix)) {
+    return Class(std::string(name.substr(kImplicitExtendedPrefix.size())));
+  }
+  return nullptr;
 }
 
 std::shared_ptr<const ClaimInfo> DraCache::Claim(const std::string& key) const {

@@ -58,6 +58,13 @@ class DraCache {
 
   std::shared_ptr<const ClaimInfo> Claim(const std::string& key) const;
   std::shared_ptr<const ClassInfo> Class(const std::string& name) const;
+  // The class serving extended resource `name` (DRAExtendedResource): the one whose
+  // spec.extendedResourceName it is (the first by name when several claim it), else the class
+  // `<c>` of an implicit name deviceclass.resource.kubernetes.io/<c>; nullptr when none.
+  std::shared_ptr<const ClassInfo> ClassForExtendedResource(std::string_view name) const;
+  // The extended-resource claim a scheduler made for pod `pod_uid` (annotated, the pod its
+  // controlling owner), or nullptr.
+  std::shared_ptr<const ClaimInfo> ExtendedClaimOf(const std::string& pod_uid) const;
   // The node's devices (nullptr: no complete pool of the driver names it).
   const NodeDevices* Devices(const std::string& node) const;
   // Nodes with devices.
@@ -86,6 +93,7 @@ class DraCache {
   std::map<std::string, std::string> pool_problems_;
   absl::flat_hash_map<std::string, std::shared_ptr<const ClassInfo>> classes_;
   absl::flat_hash_map<std::string, std::shared_ptr<const ClaimInfo>> claims_;
+  absl::flat_hash_map<std::string, std::string> extended_claims_;  // owner pod uid -> claim key
   uint64_t generation_ = 1;
 };
 

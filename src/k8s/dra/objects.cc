@@ -342,6 +342,8 @@ void DecodeClaimInto(const json& claim, ClaimInfo* c) {
       }
     }
   }
+  c->extended_resource =
+      StringField(Field(meta, "annotations"), kExtendedResourceClaimAnnotation) == "true";
   absl::Status spec = DecodeClaimSpec(Field(Field(claim, "spec"), "devices"), c);
   if (!spec.ok()) c->error = std::string(FromAbsl(spec.message()));
   const json& status = Field(claim, "status");
@@ -505,6 +507,53 @@ PodClaims DecodePodClaims(const json& pod) {
   } catch (const std::exception& e) {
     out.error = StrCat("spec.resourceClaims: ", e.what());
     out.refs.clear();
+  }
+  return out;
+}
+
+PodExtended DecodePodExtended(const json& pod) {
+  PodExtended out;
+  const json& spec = Field(pod, "spec");
+  out.claim =
+      StringField(Field(Field(pod, "status"), "extendedResourceClaimStatus"), "resourceClaimName");
+  int index = 0;
+  for (const char* list : {"initContainers", "containers"}) {
+    const json& containers = Field(spec, list);
+    if (!containers.is_array()) continue;
+    const bool init = std::string_view(list) == "initContainers";
+    for (const json& c : containers) {
+      const int i = index++;
+      const json& requests = Field(Field(c, "resources"), "requests");
+      if (!requests.is_object()) continue;
+      // nlohmann's objects iterate in key order: the place of a name is its sorted index.
+      int place = 0;
+      for (auto it = requests.begin(); it != requests.end(); ++it, ++place) {
+        const std::string& name = it.key();
+        const size_t slash = name.find('/');
+        if (slash == std::string::npos) continue;  // cpu, memory, hugepages-*: native
+        const std::string domain = name.substr(0, slash);
+        if (domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")) {
+          if (!name.starts_with(kImplicitExtendedPrefix)) continue;  // native
+        }
+        absl::StatusOr<int64_t> milli = QuantityField(it.value(), name);
+        if (!milli.ok() || *milli % 1000 != 0) {
+          out.error =
+              StrCat(init ? "spec.initContainers" : "spec.containers", "[", StringField(c, "name"),
+                     "].resources.requests[", name, "]: an extended resource is a whole number");
+          out.requests.clear();
+          return out;
+        }
+        if (*milli == 0) continue;
+        ExtendedRequest r;
+        r.container_index = i;
+        r.container = StringField(c, "name");
+        r.resource = name;
+        r.request_index = place;
+        r.count = *milli / 1000;
+        r.short_lived = init && StringField(c, "restartPolicy") != "Always";
+        out.requests.push_back(std::move(r));
+      }
+    }
   }
   return out;
 }

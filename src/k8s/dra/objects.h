@@ -30,6 +30,12 @@ namespace tessera::k8s::dra {
 // allocation, removed by the resourceclaim controller once the claim is deallocated.
 inline constexpr std::string_view kClaimFinalizer = "resource.kubernetes.io/delete-protection";
 inline constexpr std::string_view kResourceApi = "/apis/resource.k8s.io/v1";
+// DRAExtendedResource: the claim a scheduler makes for a pod's extended resources served by a
+// DeviceClass carries this annotation ("true") and the pod as its controlling owner; a class
+// without spec.extendedResourceName serves `kImplicitExtendedPrefix<class name>`.
+inline constexpr std::string_view kExtendedResourceClaimAnnotation =
+    "resource.kubernetes.io/extended-resource-claim";
+inline constexpr std::string_view kImplicitExtendedPrefix = "deviceclass.resource.kubernetes.io/";
 
 // --- quantities --------------------------------------------------------------------------------
 
@@ -183,6 +189,7 @@ struct ClaimInfo {
   // The pod that owns it (a claim made from a template: ownerReferences, controller, kind Pod).
   std::string owner_pod_uid;
   std::string owner_pod_name;
+  bool extended_resource = false;  // annotated kExtendedResourceClaimAnnotation: "true"
 
   std::vector<ClaimRequest> requests;
   std::vector<ClaimConstraint> constraints;
@@ -225,5 +232,29 @@ struct PodClaims {
   bool empty() const { return refs.empty(); }
 };
 PodClaims DecodePodClaims(const nlohmann::json& pod);
+
+// One container's request of an extended resource (a name with a domain other than
+// kubernetes.io), as DRAExtendedResource maps it to a device request: containers are numbered
+// over initContainers then containers, and the request by the name's place among the container's
+// sorted resources.requests names ("container-<index>-request-<place>").
+struct ExtendedRequest {
+  int container_index = 0;
+  std::string container;
+  std::string resource;  // "tessera.dev/gpu"
+  int request_index = 0;
+  int64_t count = 0;
+  bool short_lived = false;  // an init container that is not a sidecar
+  bool operator==(const ExtendedRequest&) const = default;
+};
+
+// What a pod asks of extended resources, and the claim a scheduler made for them
+// (status.extendedResourceClaimStatus.resourceClaimName; empty until recorded).
+struct PodExtended {
+  std::vector<ExtendedRequest> requests;
+  std::string claim;
+  std::string error;  // a quantity that is not a whole number
+  bool operator==(const PodExtended&) const = default;
+};
+PodExtended DecodePodExtended(const nlohmann::json& pod);
 
 }  // namespace tessera::k8s::dra

@@ -363,7 +363,8 @@ std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> c
 }
 
 PodPlan ClaimPlanner::Plan(const PodClaims& claims, const std::string& ns,
-                           const std::string& pod_uid, const core::Cluster& cluster) {
+                           const std::string& pod_uid, const core::Cluster& cluster,
+                           std::shared_ptr<const ClaimInfo> extra) {
   PodPlan plan;
   auto fail = [&](PodPlan::Kind kind, std::string reason) {
     plan.kind = kind;
@@ -375,6 +376,8 @@ PodPlan ClaimPlanner::Plan(const PodClaims& claims, const std::string& ns,
   std::vector<PlannedClaim> planned;
   // The alternatives of every firstAvailable request to allocate, as (claim, request) slots.
   std::vector<std::pair<size_t, const ClaimRequest*>> slots;
+  // The claims in order: the pod's, then `extra`.
+  std::vector<std::pair<std::shared_ptr<const ClaimInfo>, bool>> found;  // claim, from a template
   for (const PodClaimRef& ref : claims.refs) {
     if (ref.not_needed) continue;
     if (ref.claim.empty()) {
@@ -387,13 +390,19 @@ PodPlan ClaimPlanner::Plan(const PodClaims& claims, const std::string& ns,
     if (!c) {
       return fail(PodPlan::Kind::kWait, StrCat("ResourceClaim ", key, " does not exist (yet)"));
     }
+    found.emplace_back(std::move(c), ref.from_template());
+  }
+  if (extra) found.emplace_back(std::move(extra), false);
+  for (auto& [c, from_template] : found) {
+    const std::string& key = c->key;
     if (!c->error.empty()) {
       return fail(PodPlan::Kind::kInvalid, StrCat("ResourceClaim ", key, ": ", c->error));
     }
     if (c->deleting) {
       return fail(PodPlan::Kind::kWait, StrCat("ResourceClaim ", key, " is being deleted"));
     }
-    if (ref.from_template() && !c->owner_pod_uid.empty() && c->owner_pod_uid != pod_uid) {
+    if ((from_template || c->extended_resource) && !c->owner_pod_uid.empty() &&
+        c->owner_pod_uid != pod_uid) {
       return fail(PodPlan::Kind::kWait,
                   StrCat("ResourceClaim ", key, " was not created for this pod"));
     }

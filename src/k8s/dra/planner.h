@@ -114,8 +114,10 @@ class ClaimPlanner {
   explicit ClaimPlanner(DraCache& cache) : cache_(cache) {}
 
   // The plan for a pod's claims against the engine's cluster. `pod_uid` finds reservations.
+  // `extra`: one more claim after the pod's own (its extended-resource claim, which may exist
+  // only in memory until the binder creates it).
   PodPlan Plan(const PodClaims& claims, const std::string& ns, const std::string& pod_uid,
-               const core::Cluster& cluster);
+               const core::Cluster& cluster, std::shared_ptr<const ClaimInfo> extra = nullptr);
 
   // The allocations for `option`'s claims to allocate, given where the engine placed its ask
   // (`placement`: node and grants, handed out to the requests in order). Fails when the choice

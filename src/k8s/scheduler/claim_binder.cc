@@ -30,9 +30,24 @@ struct ClaimBinder::Job {
   PodInfo pod;
   std::vector<ClaimWrite> writes;
   uint64_t attempt = 0;
-  size_t next = 0;         // the claim being written
-  bool finalized = false;  // its finalizer step is done
+  size_t next = 0;  // the claim being written
+  // The claim's steps, in order; each done once.
+  enum class Phase { kCreate, kFinalizer, kStatus, kPodStatus };
+  Phase phase = Phase::kCreate;
+  bool started = false;  // a request of this attempt went out
   std::string resource_version;
+  // The lane of the job's next request: a pod whose writes have begun goes before pods waiting
+  // for their first, so that it is bound a few round trips later (AsyncClient::Lane).
+  AsyncClient::Lane Lane() {
+    const bool next_step = started;
+    started = true;
+    return next_step ? AsyncClient::Lane::kNext : AsyncClient::Lane::kFirst;
+  }
+  // Done with the current claim: on to the next.
+  void NextClaim() {
+    ++next;
+    phase = Phase::kCreate;
+  }
 };
 
 std::optional<HttpRequest> ClaimBinder::FinalizerRequest(const dra::ClaimInfo& claim) {
@@ -99,63 +114,147 @@ void ClaimBinder::Finish(const std::shared_ptr<Job>& job, absl::Status status) {
   done_(job->key, job->attempt, std::move(status));
 }
 
+HttpRequest ClaimBinder::PodStatusRequest(const PodInfo& pod, const dra::ClaimInfo& claim,
+                                          const nlohmann::json& request_mappings) {
+  nlohmann::json patch = {
+      {"status",
+       {{"extendedResourceClaimStatus",
+         {{"resourceClaimName", claim.name}, {"requestMappings", request_mappings}}}}}};
+  return HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
+                     patch.dump(), std::string(ContentTypeOf(PatchType::kMerge))};
+}
+
 void ClaimBinder::Step(std::shared_ptr<Job> job) {
+  using Phase = Job::Phase;
   // Skip what needs no write.
-  while (job->next < job->writes.size() && job->writes[job->next].allocation.is_null() &&
-         !job->writes[job->next].reserve) {
-    ++job->next;
+  while (job->next < job->writes.size() && job->phase == Phase::kCreate &&
+         job->writes[job->next].create.is_null() && job->writes[job->next].allocation.is_null() &&
+         !job->writes[job->next].reserve && job->writes[job->next].request_mappings.is_null()) {
+    job->NextClaim();
   }
   if (job->next == job->writes.size()) {
     HttpRequest req{
         "POST", StrCat("/api/v1/namespaces/", job->pod.ns, "/pods/", job->pod.name, "/binding"),
         BindingBody(job->pod.ns, job->pod.name, job->pod.uid, job->node, nullptr).dump(),
         "application/json"};
+    const AsyncClient::Lane lane = job->Lane();
     client_.Submit(
-        req, [this, job, req](const HttpResponse& r) { Finish(job, StatusFromResponse(req, r)); });
+        req, [this, job, req](const HttpResponse& r) { Finish(job, StatusFromResponse(req, r)); },
+        lane);
     return;
   }
-  const ClaimWrite& w = job->writes[job->next];
+  ClaimWrite& w = job->writes[job->next];
   const dra::ClaimInfo& claim = *w.claim;
-  if (!job->finalized) {
-    job->finalized = true;
+  if (job->phase == Phase::kCreate) {
+    job->phase = Phase::kFinalizer;
     job->resource_version = claim.resource_version;
+    if (!w.create.is_null()) {
+      // An extended-resource claim: created (with its finalizer) before it is allocated.
+      HttpRequest req{"POST",
+                      StrCat(dra::kResourceApi, "/namespaces/", claim.ns, "/resourceclaims"),
+                      w.create.dump(), "application/json"};
+      const AsyncClient::Lane lane = job->Lane();
+      client_.Submit(
+          req,
+          [this, job, req](const HttpResponse& r) {
+            ClaimWrite& cw = job->writes[job->next];
+            absl::Status st = StatusFromResponse(req, r);
+            if (!st.ok()) {
+              // 409: the name is taken; the next attempt picks another.
+              Finish(job, r.status == 409 ? Stale(*cw.claim, st) : st);
+              return;
+            }
+            std::shared_ptr<const dra::ClaimInfo> created;
+            try {
+              created = dra::DecodeClaim(nlohmann::json::parse(r.body));
+            } catch (const std::exception& e) {
+              Finish(job, absl::InternalError(
+                              StrCat("ResourceClaim ", cw.claim->key,
+                                     ": unreadable answer to its creation: ", e.what())));
+              return;
+            }
+            cw.claim = std::move(created);
+            job->resource_version = cw.claim->resource_version;
+            Step(job);
+          },
+          lane);
+      return;
+    }
+  }
+  if (job->phase == Phase::kFinalizer) {
+    job->phase = Phase::kStatus;
     std::optional<HttpRequest> fin =
         w.allocation.is_null() ? std::nullopt : FinalizerRequest(claim);
     if (fin) {
-      client_.Submit(*fin, [this, job, req = *fin](const HttpResponse& r) {
-        absl::Status st = StatusFromResponse(req, r);
-        const dra::ClaimInfo& c = *job->writes[job->next].claim;
-        if (!st.ok()) {
-          Finish(job, r.status == 409 ? Stale(c, st) : st);
-          return;
-        }
-        try {
-          job->resource_version =
-              nlohmann::json::parse(r.body).at("metadata").at("resourceVersion").get<std::string>();
-        } catch (const std::exception& e) {
-          Finish(job, absl::InternalError(
-                          StrCat("ResourceClaim ", c.key,
-                                 ": unreadable answer to the finalizer patch: ", e.what())));
-          return;
-        }
-        Step(job);
-      });
+      const AsyncClient::Lane lane = job->Lane();
+      client_.Submit(
+          *fin,
+          [this, job, req = *fin](const HttpResponse& r) {
+            absl::Status st = StatusFromResponse(req, r);
+            const dra::ClaimInfo& c = *job->writes[job->next].claim;
+            if (!st.ok()) {
+              Finish(job, r.status == 409 ? Stale(c, st) : st);
+              return;
+            }
+            try {
+              job->resource_version = nlohmann::json::parse(r.body)
+                                          .at("metadata")
+                                          .at("resourceVersion")
+                                          .get<std::string>();
+            } catch (const std::exception& e) {
+              Finish(job, absl::InternalError(
+                              StrCat("ResourceClaim ", c.key,
+                                     ": unreadable answer to the finalizer patch: ", e.what())));
+              return;
+            }
+            Step(job);
+          },
+          lane);
       return;
     }
   }
-  HttpRequest req = StatusRequest(claim, job->resource_version, job->pod, w);
-  client_.Submit(req, [this, job, req](const HttpResponse& r) {
-    absl::Status st = StatusFromResponse(req, r);
-    const dra::ClaimInfo& c = *job->writes[job->next].claim;
-    if (!st.ok()) {
-      // 409: stale resourceVersion; 422 from a JSON patch whose test failed: changed meanwhile.
-      Finish(job, r.status == 409 || r.status == 422 ? Stale(c, st) : st);
+  if (job->phase == Phase::kStatus) {
+    job->phase = Phase::kPodStatus;
+    if (!w.allocation.is_null() || w.reserve) {
+      HttpRequest req = StatusRequest(claim, job->resource_version, job->pod, w);
+      const AsyncClient::Lane lane = job->Lane();
+      client_.Submit(
+          req,
+          [this, job, req](const HttpResponse& r) {
+            absl::Status st = StatusFromResponse(req, r);
+            const dra::ClaimInfo& c = *job->writes[job->next].claim;
+            if (!st.ok()) {
+              // 409: stale resourceVersion; 422 from a JSON patch whose test failed: changed
+              // meanwhile.
+              Finish(job, r.status == 409 || r.status == 422 ? Stale(c, st) : st);
+              return;
+            }
+            Step(job);
+          },
+          lane);
       return;
     }
-    ++job->next;
-    job->finalized = false;
+  }
+  // kPodStatus: the pod names its extended-resource claim, which the kubelet reads.
+  if (w.request_mappings.is_null()) {
+    job->NextClaim();
     Step(job);
-  });
+    return;
+  }
+  HttpRequest req = PodStatusRequest(job->pod, claim, w.request_mappings);
+  const AsyncClient::Lane lane = job->Lane();
+  client_.Submit(
+      req,
+      [this, job, req](const HttpResponse& r) {
+        absl::Status st = StatusFromResponse(req, r);
+        if (!st.ok()) {
+          Finish(job, st);
+          return;
+        }
+        job->NextClaim();
+        Step(job);
+      },
+      lane);
 }
 
 }  // namespace tessera::k8s

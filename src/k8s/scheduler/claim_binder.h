@@ -1,5 +1,7 @@
 // DRA mode's binder: what a pod was granted is recorded in its ResourceClaims, not on the pod.
 // For each claim, in order, as kube-scheduler's DynamicResources plugin does (PreBind):
+//   0. for the extended-resource claim of a classic pod (DRAExtendedResource) not created yet:
+//      its creation (POST, with the finalizer, the annotation and the pod as controlling owner);
 //   1. the finalizer resource.kubernetes.io/delete-protection, when missing (a merge patch of
 //      metadata carrying the claim's resourceVersion: the claim cannot change unseen);
 //   2. status.allocation and the pod in status.reservedFor (a merge patch of /status carrying
@@ -7,11 +9,15 @@
 //      pods, or written by an earlier attempt), the pod appended to status.reservedFor (a JSON
 //      patch that first tests the allocation is still the one planned, so that concurrent pods
 //      sharing one claim do not conflict);
+//   3. for the extended-resource claim: the pod's status.extendedResourceClaimStatus (claim name
+//      and requestMappings, a merge patch of the pod's /status), which the kubelet reads;
 // then the pod is bound (POST .../binding, no annotations). Any step that fails ends the attempt
 // with its error; a claim that changed meanwhile (409, or a failed test) is Unavailable, so that
 // the scheduler tries the pod again once the watch has shown the claim as it is. What was
 // written stays written: a retry finds the claims allocated and reserved for the pod and only
 // binds, and so does a scheduler restarted between the claim writes and the binding.
+// Every step after a pod's first goes on the AsyncClient's kNext lane: many pods' writes are in
+// flight at once, and a pod once begun is bound a few round trips later.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,12 @@ struct ClaimWrite {
   std::shared_ptr<const dra::ClaimInfo> claim;  // as the scheduler last saw it
   nlohmann::json allocation;                    // to write; null: allocated already
   bool reserve = true;                          // add the pod to status.reservedFor
+  // An extended-resource claim (DRAExtendedResource) not created yet: the object to create
+  // first (with its finalizer); `claim` is then what the scheduler planned with.
+  nlohmann::json create;
+  // Non-null: after the claim's writes, record it with these requestMappings in the pod's
+  // status.extendedResourceClaimStatus.
+  nlohmann::json request_mappings;
 };
 
 class ClaimBinder {
@@ -47,6 +59,8 @@ class ClaimBinder {
   static std::optional<HttpRequest> FinalizerRequest(const dra::ClaimInfo& claim);
   static HttpRequest StatusRequest(const dra::ClaimInfo& claim, const std::string& resource_version,
                                    const PodInfo& pod, const ClaimWrite& write);
+  static HttpRequest PodStatusRequest(const PodInfo& pod, const dra::ClaimInfo& claim,
+                                      const nlohmann::json& request_mappings);
 
  private:
   struct Job;

@@ -72,5 +72,20 @@ TEST(ClaimBinder, ASharedClaimIsReservedByAppendingAfterTestingItsAllocation) {
   EXPECT_EQ(ops[2]["value"]["uid"], "uid-p");
 }
 
+TEST(ClaimBinder, TheExtendedResourceClaimIsNamedInThePodsStatus) {
+  auto claim = dra::DecodeClaim(ClaimObject("ns", "p-extended-resources-x2b4z").Json());
+  json mappings = json::array({{{"containerName", "main"},
+                                {"resourceName", "tessera.dev/gpu"},
+                                {"requestName", "container-0-request-0"}}});
+  HttpRequest r = ClaimBinder::PodStatusRequest(Pod(), *claim, mappings);
+  EXPECT_EQ(r.method, "PATCH");
+  EXPECT_EQ(r.path, "/api/v1/namespaces/ns/pods/p/status");
+  EXPECT_EQ(r.content_type, ContentTypeOf(PatchType::kMerge));
+  json body = json::parse(r.body);
+  EXPECT_EQ(body["status"]["extendedResourceClaimStatus"]["resourceClaimName"],
+            "p-extended-resources-x2b4z");
+  EXPECT_EQ(body["status"]["extendedResourceClaimStatus"]["requestMappings"], mappings);
+}
+
 }  // namespace
 }  // namespace tessera::k8s

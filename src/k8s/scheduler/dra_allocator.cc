@@ -4,6 +4,8 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "k8s/dra/extended.h"
+#include "records/names.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
@@ -20,6 +22,7 @@ bool DraAllocator::OnClass(Change change, std::shared_ptr<const dra::ClassInfo> 
 
 bool DraAllocator::OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo> claim) {
   const std::string key = claim->key;
+  awaiting_.erase(key);
   cache_.OnClaim(change == Change::kDeleted, std::move(claim));
   Account(key);
   return true;  // a claim created, allocated or freed may let a pod go on
@@ -33,6 +36,7 @@ bool DraAllocator::Account(const std::string& key) {
     // succeeded until the watch shows the allocation (or the claim is gone).
     const bool written = written_.contains(key);
     if (!written || (claim && !claim->allocation)) return false;
+    if (!claim && awaiting_.contains(key)) return false;  // created by us, not seen yet
     inflight_.erase(f);
     written_.erase(key);
   }
@@ -60,18 +64,75 @@ void DraAllocator::Reconsider() {
   for (const std::string& k : keys) Account(k);
 }
 
+bool DraAllocator::ServesExtended(const PodInfo& pod) const {
+  if (!pod.extended.error.empty()) return false;
+  for (const dra::ExtendedRequest& r : pod.extended.requests) {
+    if (cache_.ClassForExtendedResource(r.resource)) return true;
+  }
+  return false;
+}
+
 DraAllocator::Decision DraAllocator::Decide(const PodInfo& pod) {
   Decision d;
   core::PlacementResult& r = d.result;
   const core::Cluster& cluster = ledger_.engine().cluster();
-  if (pod.request.gpu.kind != core::GpuAsk::Kind::kNone) {
+  // Extended resources a DeviceClass serves (extended.h): one more claim, made for the pod.
+  dra::ExtendedClaimPlan ext = dra::PlanExtendedClaim(pod.extended, cache_);
+  if (!ext.error.empty()) {
     r.outcome = core::Outcome::kNeverFits;
-    r.reason =
-        "invalid pod: it asks for GPUs both in resources.limits (tessera.dev/gpu...) and "
-        "through spec.resourceClaims; use one or the other";
+    r.reason = StrCat("invalid pod: ", ext.error);
     return d;
   }
-  dra::PodPlan plan = planner_.Plan(pod.claims, pod.ns, pod.uid, cluster);
+  bool gpus_served = false;
+  for (const nlohmann::json& m : ext.mappings) {
+    gpus_served |= m.value("resourceName", "") == records::kGpuResource;
+  }
+  if (pod.request.gpu.kind != core::GpuAsk::Kind::kNone &&
+      !(gpus_served && pod.request.gpu.kind == core::GpuAsk::Kind::kWhole)) {
+    r.outcome = core::Outcome::kNeverFits;
+    r.reason = ext.served()
+                   ? StrCat(
+                         "invalid pod: it asks for GPU shares or MIG (tessera.dev/gpu-memory, "
+                         "tessera.dev/gpu-compute, tessera.dev/mig), which no DeviceClass "
+                         "serves as an extended resource in DRA mode; ask them through a "
+                         "ResourceClaim")
+                   : "invalid pod: it asks for GPUs both in resources.limits (tessera.dev/gpu...) "
+                     "and through spec.resourceClaims; use one or the other";
+    return d;
+  }
+  std::shared_ptr<const dra::ClaimInfo> extended;
+  nlohmann::json create;
+  if (ext.served()) {
+    if (!pod.extended.claim.empty()) {
+      extended = cache_.Claim(StrCat(pod.ns, "/", pod.extended.claim));
+      if (!extended) {
+        r.reason = StrCat("waiting for ResourceClaim ", pod.ns, "/", pod.extended.claim,
+                          " (the pod's extended-resource claim) to show in the watch");
+        return d;
+      }
+    } else {
+      extended = cache_.ExtendedClaimOf(pod.uid);  // made by an earlier attempt
+    }
+    if (!extended) {
+      extended = dra::ExtendedClaimInMemory(pod.ns, dra::NewExtendedClaimName(pod.name), pod.name,
+                                            pod.uid, ext);
+      create = dra::ExtendedClaimObject(*extended);
+    }
+  }
+  // The writes for one planned claim (none when it is allocated and reserved for the pod and,
+  // for the extended-resource claim, the pod names it already).
+  auto add_write = [&](const dra::PlannedClaim& c, const nlohmann::json& allocation) {
+    ClaimWrite w{c.claim, allocation, c.allocate || !c.reserved};
+    if (extended && c.claim == extended) {
+      w.create = create;
+      if (pod.extended.claim != c.claim->name) w.request_mappings = ext.mappings;
+    }
+    if (!w.allocation.is_null() || w.reserve || !w.create.is_null() ||
+        !w.request_mappings.is_null()) {
+      d.writes.push_back(std::move(w));
+    }
+  };
+  dra::PodPlan plan = planner_.Plan(pod.claims, pod.ns, pod.uid, cluster, extended);
   if (plan.kind != dra::PodPlan::Kind::kReady) {
     r.outcome = plan.kind == dra::PodPlan::Kind::kInvalid ? core::Outcome::kNeverFits
                                                           : core::Outcome::kNoFitNow;
@@ -93,9 +154,7 @@ DraAllocator::Decision DraAllocator::Decide(const PodInfo& pod) {
       r.reason = StrCat("the pod's claims are allocated on node ", plan.fixed_node, ": ", r.reason);
       return d;
     }
-    for (const dra::PlannedClaim& c : plan.options[0].claims) {
-      if (!c.reserved) d.writes.push_back(ClaimWrite{c.claim, nullptr, true});
-    }
+    for (const dra::PlannedClaim& c : plan.options[0].claims) add_write(c, nullptr);
     return d;
   }
   std::vector<std::string> reasons;
@@ -123,10 +182,10 @@ DraAllocator::Decision DraAllocator::Decide(const PodInfo& pod) {
     for (const dra::PlannedClaim& c : o.claims) {
       if (c.allocate) {
         const dra::ClaimAllocation& a = (*allocs)[next++];
-        d.writes.push_back(ClaimWrite{c.claim, a.allocation, true});
+        add_write(c, a.allocation);
         d.holdings.emplace_back(c.claim->key, a.holding);
-      } else if (!c.reserved) {
-        d.writes.push_back(ClaimWrite{c.claim, nullptr, true});
+      } else {
+        add_write(c, nullptr);
       }
     }
     return d;
@@ -239,6 +298,9 @@ void DraAllocator::Hold(const PodInfo& pod, const Decision& d) {
     inflight_[claim] = pod.key;
     inflight_of_[pod.key].insert(claim);
   }
+  for (const ClaimWrite& w : d.writes) {
+    if (!w.create.is_null()) awaiting_.insert(w.claim->key);
+  }
 }
 
 void DraAllocator::BindDone(const std::string& pod_key, bool ok) {
@@ -256,6 +318,7 @@ void DraAllocator::BindDone(const std::string& pod_key, bool ok) {
       // failed is accounted again when its event comes.)
       inflight_.erase(f);
       written_.erase(c);
+      awaiting_.erase(c);
     }
     Account(c);
   }

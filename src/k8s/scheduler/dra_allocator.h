@@ -11,6 +11,11 @@
 // once no pod reserves it, and deletes claims made from templates with their pods), and a
 // restarted scheduler rebuilds everything from the claims it lists.
 //
+// Classic pods whose extended resources a DeviceClass serves (`tessera.dev/gpu: 1` with class
+// gpu.tessera.dev's extendedResourceName) get an extended-resource claim (k8s/dra/extended.h),
+// planned like any other claim; the pod itself then holds only its CPU and memory, as pods with
+// claims do.
+//
 // Invariants:
 //  - a claim this scheduler is writing (tentative: placed, writes in flight) keeps its holding
 //    whatever the watch shows until the writes are done; after a failed attempt the holding
@@ -50,7 +55,11 @@ class DraAllocator {
     std::vector<ClaimWrite> writes;
     std::vector<std::pair<std::string, records::Assignment>> holdings;  // claim key -> GPUs
   };
-  // One pod with claims.
+  // Whether a DeviceClass serves one of the pod's extended resources (DRAExtendedResource,
+  // k8s/dra/extended.h): the pod then goes through Decide like a pod with claims.
+  bool ServesExtended(const PodInfo& pod) const;
+  // One pod with claims, or with extended resources a DeviceClass serves (its extended-resource
+  // claim is found, or made in memory and created by the ClaimBinder).
   Decision Decide(const PodInfo& pod);
   // A gang whose members have claims (all or none placed).
   std::vector<Decision> DecideGang(const std::vector<const PodInfo*>& members,
@@ -77,6 +86,9 @@ class DraAllocator {
   std::map<std::string, std::string> inflight_;
   std::map<std::string, std::set<std::string>> inflight_of_;  // pod -> claims
   std::set<std::string> written_;  // inflight_ claims whose writes succeeded
+  // inflight_ claims this scheduler creates (extended-resource claims) that the watch has not
+  // shown yet: their holding stays until it does.
+  std::set<std::string> awaiting_;
   // Allocated claims that could not be accounted (devices unknown yet).
   std::set<std::string> unresolved_;
 };

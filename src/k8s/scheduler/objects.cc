@@ -445,6 +445,7 @@ std::shared_ptr<const PodInfo> DecodePod(const json& pod) {
   try {
     DecodePodInto(pod, p.get());
     p->claims = dra::DecodePodClaims(pod);
+    p->extended = dra::DecodePodExtended(pod);
   } catch (const std::exception& e) {
     // Only a pod object the API server would never send gets here; keep it harmless.
     p->input_error = StrCat("pod object: ", e.what());

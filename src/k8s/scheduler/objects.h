@@ -107,6 +107,9 @@ struct PodInfo {
 
   // spec.resourceClaims, resolved through status.resourceClaimStatuses (DRA mode).
   dra::PodClaims claims;
+  // Extended resources a DeviceClass may serve (DRA mode, DRAExtendedResource), and the claim
+  // made for them.
+  dra::PodExtended extended;
 
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
   // Whether `other` (the same pod, updated) asks the scheduler for something else: its request,
@@ -114,7 +117,8 @@ struct PodInfo {
   // because it changed.
   bool SameAsk(const PodInfo& other) const {
     return input_error == other.input_error && request == other.request && queue == other.queue &&
-           constraints == other.constraints && claims == other.claims;
+           constraints == other.constraints && claims == other.claims &&
+           extended.requests == other.extended.requests;
   }
   bool bound() const { return !node_name.empty(); }
 };

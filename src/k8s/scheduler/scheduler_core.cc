@@ -400,7 +400,7 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
     MarkUnschedulable(key, s, refused);
     return;
   }
-  if (!s.info->claims.empty()) {
+  if (!s.info->claims.empty() || (dra_ && dra_->ServesExtended(*s.info))) {
     PlaceWithClaims(key, s);
     return;
   }
