@@ -1,6 +1,10 @@
 #include "k8s/snapshot/snapshot.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/strings.h"
@@ -28,49 +32,170 @@ bool NodeReady(const json& node) {
   return false;
 }
 
+}  // namespace
+
+std::optional<std::string> PeekContinue(std::string_view body) {
+  // A list's JSON as the API server writes it: kind, apiVersion, metadata, then items. Only the
+  // part before "items" is searched; metadata holds no strings of users.
+  const size_t items = body.find("\"items\":");
+  if (items == std::string_view::npos) return std::nullopt;
+  const std::string_view head = body.substr(0, items);
+  if (head.find("\"metadata\":{") == std::string_view::npos) return std::nullopt;
+  constexpr std::string_view kKey = "\"continue\":\"";
+  const size_t at = head.find(kKey);
+  if (at == std::string_view::npos) return std::string();
+  const size_t from = at + kKey.size();
+  const size_t to = head.find('"', from);
+  if (to == std::string_view::npos) return std::nullopt;
+  const std::string_view token = head.substr(from, to - from);
+  if (token.find('\\') != std::string_view::npos) return std::nullopt;  // escaped: parse it
+  return std::string(token);
+}
+
+namespace {
+
+// Fetches the pages of one list on a thread of its own, a page ahead of the reader, so that the
+// API server serves page N+1 while this process parses and decodes page N. The next page's
+// continue token is read from the page's metadata, which the API server writes before the items
+// (PeekContinue); when it cannot be read there, the fetcher waits for the reader's (Continue).
+// At most kQueued pages wait in memory.
+class ListPager {
+ public:
+  struct Page {
+    HttpRequest request;
+    HttpResponse response;
+    std::optional<std::string> peeked;  // the next page's token as read ahead; "" on the last
+    bool later = false;                 // not the first page (a 410 there: the token expired)
+    bool end = false;                   // no more pages
+  };
+
+  ListPager(ApiClient& client, std::string path, const SnapshotOptions& options)
+      : connection_(client.NewConnection()), path_(std::move(path)), options_(options) {
+    thread_ = std::thread([this] { Fetch(); });
+  }
+  ~ListPager() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  Page Next() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !queue_.empty(); });
+    Page page = std::move(queue_.front());
+    queue_.pop_front();
+    cv_.notify_all();
+    return page;
+  }
+  // The next page's token, parsed by the reader from a page whose token could not be peeked.
+  void Continue(std::string token) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      token_ = std::move(token);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  static constexpr size_t kQueued = 3;
+
+  void Fetch() {
+    std::string cont;
+    for (bool later = false;; later = true) {
+      const char sep = path_.find('?') == std::string::npos ? '?' : '&';
+      Page page;
+      page.later = later;
+      page.request =
+          HttpRequest{"GET", StrCat(path_, std::string(1, sep), "limit=", options_.page_size), "",
+                      "", options_.page_timeout};
+      if (!cont.empty()) StrAppend(&page.request.path, "&continue=", QueryEscape(cont));
+      // Transient failures (no answer, 429, 5xx) are retried as ApiClient retries them.
+      for (int tries = 0;; ++tries) {
+        page.response = connection_->Do(page.request);
+        if (!IsTransient(page.response) || tries >= 4) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200 << tries));
+      }
+      const bool ok = page.response.status == 200;
+      if (ok) page.peeked = PeekContinue(page.response.body);
+      const std::optional<std::string> peeked = page.peeked;
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || queue_.size() < kQueued; });
+      if (stop_) return;
+      queue_.push_back(std::move(page));
+      cv_.notify_all();
+      if (!ok) return;  // the reader reports it (or restarts the list)
+      if (peeked.has_value()) {
+        cont = *peeked;
+      } else {
+        cv_.wait(lock, [this] { return stop_ || token_.has_value(); });
+        if (stop_) return;
+        cont = *std::exchange(token_, std::nullopt);
+      }
+      if (cont.empty()) {
+        Page end;
+        end.end = true;
+        queue_.push_back(std::move(end));
+        cv_.notify_all();
+        return;
+      }
+    }
+  }
+
+  std::unique_ptr<Connection> connection_;
+  const std::string path_;
+  const SnapshotOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Page> queue_;
+  std::optional<std::string> token_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // Lists `path` page by page, handing each item to `on_item`. A continue token that expired
 // (HTTP 410 on a later page: the list took longer than etcd keeps its revision) restarts the list
 // from the beginning, at most twice; `reset` is called before each restart.
 absl::Status ListAll(ApiClient& client, const std::string& path, std::string_view what,
                      const SnapshotOptions& options, const std::function<void()>& reset,
                      const std::function<void(json&&)>& on_item, int64_t* pages) {
-  std::unique_ptr<Connection> connection = client.NewConnection();
   for (int attempt = 0;; ++attempt) {
-    std::string cont;
+    ListPager pager(client, path, options);
     bool expired = false;
-    do {
-      const char sep = path.find('?') == std::string::npos ? '?' : '&';
-      std::string page = StrCat(path, std::string(1, sep), "limit=", options.page_size);
-      if (!cont.empty()) StrAppend(&page, "&continue=", QueryEscape(cont));
-      HttpRequest request{"GET", page, "", "", options.page_timeout};
-      // Transient failures (no answer, 429, 5xx) are retried as ApiClient retries them.
-      HttpResponse response;
-      for (int tries = 0;; ++tries) {
-        response = connection->Do(request);
-        if (!IsTransient(response) || tries >= 4) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200 << tries));
-      }
+    for (;;) {
+      ListPager::Page page = pager.Next();
+      if (page.end) break;
       ++*pages;
-      if (response.status == 410 && !cont.empty() && attempt < 2) {
+      if (page.response.status == 410 && page.later && attempt < 2) {
         expired = true;
         break;
       }
-      absl::Status status = StatusFromResponse(request, response);
+      absl::Status status = StatusFromResponse(page.request, page.response);
       if (!status.ok()) {
         return absl::Status(status.code(), StrCat("list ", what, ": ", FromAbsl(status.message())));
       }
-      absl::StatusOr<json> parsed = ParseApiJson(response.body, /*drop_managed_fields=*/true);
+      absl::StatusOr<json> parsed = ParseApiJson(page.response.body, /*drop_managed_fields=*/true);
       if (!parsed.ok()) {
         return absl::DataLossError(StrCat(
             "list ", what, ": the answer is not JSON: ", FromAbsl(parsed.status().message())));
+      }
+      page.response.body.clear();
+      page.response.body.shrink_to_fit();
+      const json& next = Field(Field(*parsed, "metadata"), "continue");
+      const std::string cont = next.is_string() ? next.get<std::string>() : "";
+      if (!page.peeked.has_value()) {
+        pager.Continue(cont);
+      } else if (*page.peeked != cont) {
+        return absl::InternalError(StrCat("list ", what, ": the continue token read ahead (",
+                                          *page.peeked, ") is not the page's (", cont, ")"));
       }
       json& items = (*parsed)["items"];
       if (items.is_array()) {
         for (json& item : items) on_item(std::move(item));
       }
-      const json& next = Field(Field(*parsed, "metadata"), "continue");
-      cont = next.is_string() ? next.get<std::string>() : "";
-    } while (!cont.empty());
+    }
     if (!expired) return absl::OkStatus();
     reset();
   }

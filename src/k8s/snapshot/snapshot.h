@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +48,12 @@ struct SnapshotNode {
     return static_cast<size_t>(gpu) >= health.size() || health[static_cast<size_t>(gpu)].healthy;
   }
 };
+
+// The continue token of a list page, read without parsing the page: from the metadata the API
+// server writes before the items. "" when the page is the last; nullopt when it cannot be read
+// there (a different layout, an escaped token), and the page must be parsed for it. ReadSnapshot
+// uses it to ask for the next page while it decodes this one.
+std::optional<std::string> PeekContinue(std::string_view body);
 
 // Decodes one Node object (never fails: problems are kept in info->inventory_error and
 // info->capacity_error).

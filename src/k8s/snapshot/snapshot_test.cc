@@ -120,3 +120,35 @@ TEST(Snapshot, LedgerReportsPodsWhoseGpusCannotBeAccounted) {
 
 }  // namespace
 }  // namespace tessera::k8s
+
+namespace tessera::k8s {
+namespace {
+
+// The next page's token as the API server writes it before the items (a page of a pod list of
+// kube-apiserver v1.37.2, shortened), without parsing the page.
+TEST(PeekContinue, ReadsTheTokenBeforeTheItems) {
+  EXPECT_EQ(
+      PeekContinue(
+          R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"58191","continue":"eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NTgxOTF9","remainingItemCount":37793},"items":[{"metadata":{"name":"a","annotations":{"x":"\"continue\":\"no\""}}}]})"),
+      std::optional<std::string>("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NTgxOTF9"));
+  // The last page: no token.
+  EXPECT_EQ(
+      PeekContinue(
+          R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"annotations":{"k":"\"continue\":\"x\""}}}]})"),
+      std::optional<std::string>(""));
+  EXPECT_EQ(
+      PeekContinue(
+          R"({"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]})"),
+      std::optional<std::string>(""));
+}
+
+TEST(PeekContinue, LeavesOtherLayoutsToTheParser) {
+  // Items before metadata, no items, an escaped token: the page is parsed for its token.
+  EXPECT_EQ(PeekContinue(R"({"items":[],"metadata":{"continue":"abc"}})"), std::nullopt);
+  EXPECT_EQ(PeekContinue(R"({"kind":"Status","metadata":{},"message":"gone"})"), std::nullopt);
+  EXPECT_EQ(PeekContinue(R"({"metadata":{"continue":"a\"b"},"items":[]})"), std::nullopt);
+  EXPECT_EQ(PeekContinue(""), std::nullopt);
+}
+
+}  // namespace
+}  // namespace tessera::k8s
