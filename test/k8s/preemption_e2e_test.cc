@@ -361,6 +361,39 @@ TEST_F(PreemptionE2e, RestartMidPreemption) {
   EXPECT_FALSE(Bound(GetPod("late")));  // the room was kept for urgent
 }
 
+// A pending gang evicts a whole running gang (two pods of priority 0, cheaper than the two
+// singles of priority 50), both of its members are nominated, and both land once the victims are
+// gone; nobody else is evicted.
+TEST_F(PreemptionE2e, AGangEvictsAWholeGang) {
+  const std::string node = AddNode("n", 4);
+  ScopedProcess* s = StartScheduler("a");
+  AddPod(Whole("old-0", 0).Gang("old", 2));
+  AddPod(Whole("old-1", 0).Gang("old", 2));
+  AddPod(Whole("single-0", 50));
+  AddPod(Whole("single-1", 50));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 4; }, seconds(60))) << s->Log();
+  for (const char* p : {"old-0", "old-1", "single-0", "single-1"}) Running(p);
+  AddPod(Whole("new-0", 100).Gang("new", 2));
+  AddPod(Whole("new-1", 100).Gang("new", 2));
+  ASSERT_TRUE(WaitUntil([&] { return Evicted().size() >= 2; }, seconds(60))) << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return Nominated("new-0") == node && Nominated("new-1") == node; },
+                        seconds(30)))
+      << s->Log();
+  std::this_thread::sleep_for(seconds(3));
+  EXPECT_EQ(Evicted(), (std::set<std::string>{"old-0", "old-1"}));
+  EXPECT_THAT(Message("new-0"),
+              HasSubstr(StrCat("gang ", ns_, "/new nominated to node(s) ", node)));
+  EXPECT_TRUE(
+      WaitUntil([&] { return EventOn("old-0", "Preempted", StrCat("for gang ", ns_, "/new")); },
+                seconds(20)));
+  RemoveTerminating();
+  ASSERT_TRUE(
+      WaitUntil([&] { return Bound(GetPod("new-0")) && Bound(GetPod("new-1")); }, seconds(60)))
+      << s->Log();
+  EXPECT_EQ(BoundCount(), 4u);
+  EXPECT_TRUE(Evicted().empty());
+}
+
 // The scheduling queue serves the queue furthest below its fair share first (dominant-resource
 // fairness), not the one whose pods came first nor queues in turns. `big` holds 3 GPUs; the
 // scheduler is down while 4 more of its pods and then 2 of `small`'s arrive, and a node with 2
