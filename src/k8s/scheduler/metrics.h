@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,13 @@ struct NodeGauges {
   bool inventory_valid = true;
 };
 
+// The scale-up signal of one node template (scale_up_signal.h).
+struct ScaleUpGauges {
+  std::string template_name;
+  int64_t nodes = 0;  // nodes of it to add
+  int64_t pods = 0;   // waiting pods they would run
+};
+
 // Escapes a label value ("\\", "\"", newline).
 std::string EscapeLabel(const std::string& value);
 
@@ -89,6 +97,8 @@ class SchedulerMetrics {
   Histogram decision_cpu;
 
   void SetNodes(std::vector<NodeGauges> nodes);
+  // The scale-up signal (rendered once set): per template, and the pods it was computed for.
+  void SetScaleUp(std::vector<ScaleUpGauges> templates, int64_t waiting_pods);
   // Further lines to append (informer counters), produced by the caller.
   void SetExtra(std::function<std::string()> extra);
 
@@ -97,6 +107,7 @@ class SchedulerMetrics {
  private:
   mutable std::mutex mu_;
   std::vector<NodeGauges> nodes_;
+  std::optional<std::pair<std::vector<ScaleUpGauges>, int64_t>> scale_up_;
   std::function<std::string()> extra_;
 };
 
