@@ -624,5 +624,38 @@ TEST_F(OperatorTest, PlanFromClusterNamesTheMoves) {
   EXPECT_THAT(down.err, HasSubstr("cannot read the cluster at https://127.0.0.1:1"));
 }
 
+// The scheduler's scale-up signal on the real API server: a pod too big for the cluster gets the
+// tessera.dev/ScaleUp condition naming the template, and `tessera status` shows it.
+TEST_F(OperatorTest, ScaleUpSignalReachesTheStatus) {
+  std::ofstream(dir_ + "/config.yaml", std::ios::app)
+      << "scaleUp: {templates: [{name: h100, profile: hgx-h100}], interval: 1s}\n";
+  AddNode(NodeObject(NodeName("a")).Gpus(4).Cpu("64").Memory("512Gi").Ready());
+  StartScheduler();
+  AddPod(PodObject(ns_, "big").Limit("tessera.dev/gpu", "8"));
+  const std::string want = "adding 1 node of template h100 (8 GPUs) would let it run";
+  json s;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        s = StatusJson();
+        return s["pending"].size() == 1 && s["pending"][0]["scale_up"].is_string() &&
+               s["pending"][0]["scale_up"].get<std::string>().find(want) != std::string::npos;
+      },
+      seconds(60)))
+      << s.dump(2) << scheduler_->Log();
+  bool condition = false;
+  for (const json& p : Pods()) {
+    for (const json& c : p["status"].value("conditions", json::array())) {
+      if (c["type"] == "tessera.dev/ScaleUp") {
+        condition = c["status"] == "True" && c["reason"] == "NodesWouldHelp";
+      }
+    }
+  }
+  EXPECT_TRUE(condition);
+  Ran text = Tessera(StrCat("status --scheduler-name ", scheduler_name_));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("SCALE-UP SIGNAL"));
+  EXPECT_THAT(text.out, HasSubstr(want));
+}
+
 }  // namespace
 }  // namespace tessera::e2e
