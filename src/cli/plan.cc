@@ -1,7 +1,10 @@
 // `tessera plan`: plans computed with the engine's what-if on a cluster file and a workload file
-// (the formats `tessera simulate` reads). The workload is placed in file order, as `simulate`
-// places it (sim::RunScenario); the pods that do not fit are the ones that wait, and the plans
-// are for them.
+// (the formats `tessera simulate` reads), or on the live cluster (--from-cluster). From files, the
+// workload is placed in file order, as `simulate` places it (sim::RunScenario); the pods that do
+// not fit are the ones that wait. From the cluster, a snapshot (k8s/snapshot: one list of nodes,
+// one of pods) gives the ledger a scheduler starting now would have; what runs and what waits for
+// --scheduler-name are read from it (k8s/scheduler/plan_inputs.h, the scheduler's own reading).
+// Either way the plans are for the pods that wait, and are printed alike.
 //   plan defrag:   the fewest pod moves after which a waiting pod or gang fits (core/plan/defrag.h)
 //   plan scale-up: which node templates, and how many, would let the waiting pods run
 //                  (core/plan/scale_up.h)
@@ -10,6 +13,7 @@
 #include <set>
 
 #include "absl/strings/str_split.h"
+#include "cli/cluster_access.h"
 #include "cli/command.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -19,11 +23,14 @@
 #include "core/plan/defrag.h"
 #include "core/plan/scale_up.h"
 #include "core/policy/policy.h"
+#include "k8s/scheduler/plan_inputs.h"
+#include "k8s/snapshot/snapshot.h"
 #include "nlohmann/json.hpp"
 #include "sim/cluster_file.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
 #include "sim/workload_file.h"
+#include "spdlog/spdlog.h"
 
 namespace tessera::cli {
 namespace {
@@ -31,6 +38,10 @@ namespace {
 struct PlanOptions {
   std::string cluster_file;
   std::string workload_file;
+  bool from_cluster = false;
+  ClusterAccessFlags access;
+  std::string scheduler_name = "tessera";
+  std::string node_selector;
   std::string policy = std::string(core::kDefaultPolicy);
   std::vector<std::string> jobs;  // only these jobs' waiting pods
   bool json = false;
@@ -44,14 +55,6 @@ struct PlanOptions {
   int max_nodes = 64;
 };
 
-// The cluster as the workload leaves it: what runs, and what waits.
-struct Situation {
-  sim::ClusterFile file;
-  std::unique_ptr<core::Cluster> cluster;
-  sim::Workload workload;
-  sim::ScenarioResult result;
-};
-
 // One pod, or one gang, that waits; `more` counts the other waiting pods of its job that the
 // first stands for (pods of one job are alike).
 struct Waiting {
@@ -60,70 +63,208 @@ struct Waiting {
   int more = 0;
 };
 
+// What the plans are made on: the cluster, what runs on it (and may move), what waits.
+struct Situation {
+  const core::Cluster* cluster = nullptr;
+  std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
+  std::vector<plan::RunningPod> running;
+  std::vector<core::NodeId> cordoned;
+  // Per job, the first waiting pod or gang (defrag plans one per job); and every waiting pod
+  // or gang (scale-up: each needs room), in the order they would be placed.
+  std::vector<Waiting> waiting;
+  std::vector<std::vector<core::PodRequest>> all_waiting;
+  int placed = 0;      // pods placed (files) or running (cluster)
+  int pending = 0;     // pods that wait
+  std::string header;  // "cluster: ...\nworkload: ...\n"
+
+  // Owners of what `cluster` points into.
+  std::unique_ptr<core::Cluster> own_cluster;
+  k8s::ClusterSnapshot snapshot;
+  std::unique_ptr<k8s::ClusterLedger> ledger;
+};
+
 absl::StatusOr<std::unique_ptr<core::Policy>> MakePolicy(const std::string& name) {
   return core::CreatePolicy(name, {});
 }
 
-absl::StatusOr<Situation> Load(const PlanOptions& o) {
-  Situation s;
-  TESSERA_ASSIGN_OR_RETURN(s.file, sim::LoadClusterFile(o.cluster_file));
-  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(s.file.nodes);
-  if (!cluster.ok()) {
-    return absl::InvalidArgumentError(StrCat(o.cluster_file, ": ", cluster.status().message()));
-  }
-  s.cluster = std::make_unique<core::Cluster>(*std::move(cluster));
-  TESSERA_ASSIGN_OR_RETURN(s.workload, sim::LoadWorkloadFile(o.workload_file));
-  TESSERA_RETURN_IF_ERROR(
-      sim::ValidateWorkload(*s.cluster, s.file.levels, s.workload, o.workload_file));
-  std::set<std::string> names;
-  for (const sim::Job& j : s.workload.jobs) names.insert(j.name);
+absl::Status CheckNames(const PlanOptions& o, const std::set<std::string>& names,
+                        std::string_view where) {
   for (const std::vector<std::string>* list : {&o.jobs, &o.pinned}) {
     for (const std::string& j : *list) {
       if (!names.contains(j)) {
-        return absl::InvalidArgumentError(StrCat("no job \"", j, "\" in ", o.workload_file,
-                                                 " (jobs: ", StrJoin(names, ", "), ")"));
+        return absl::InvalidArgumentError(
+            StrCat("no job \"", j, "\" in ", where, " (jobs: ", StrJoin(names, ", "), ")"));
       }
     }
   }
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy, MakePolicy(o.policy));
-  s.result = sim::RunScenario(*s.cluster, s.file.levels, s.workload, std::move(policy));
-  return s;
+  return absl::OkStatus();
 }
 
-std::vector<plan::RunningPod> Running(const Situation& s, const PlanOptions& o) {
-  std::set<std::string> pinned(o.pinned.begin(), o.pinned.end());
-  std::vector<plan::RunningPod> running;
-  for (const sim::PodOutcome& p : s.result.pods) {
-    if (!p.result.placed()) continue;
-    running.push_back(plan::RunningPod{p.request, p.result.placement, !pinned.contains(p.job)});
+absl::StatusOr<Situation> LoadFiles(const PlanOptions& o) {
+  for (const auto& [value, flag] :
+       {std::pair{&o.cluster_file, "--cluster"}, std::pair{&o.workload_file, "--workload"}}) {
+    if (value->empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(flag, " is required (or plan on the live cluster with --from-cluster)"));
+    }
   }
-  return running;
-}
+  Situation s;
+  TESSERA_ASSIGN_OR_RETURN(sim::ClusterFile file, sim::LoadClusterFile(o.cluster_file));
+  absl::StatusOr<core::Cluster> cluster = core::Cluster::Create(file.nodes);
+  if (!cluster.ok()) {
+    return absl::InvalidArgumentError(StrCat(o.cluster_file, ": ", cluster.status().message()));
+  }
+  s.own_cluster = std::make_unique<core::Cluster>(*std::move(cluster));
+  s.cluster = s.own_cluster.get();
+  s.levels = file.levels;
+  TESSERA_ASSIGN_OR_RETURN(sim::Workload workload, sim::LoadWorkloadFile(o.workload_file));
+  TESSERA_RETURN_IF_ERROR(sim::ValidateWorkload(*s.cluster, s.levels, workload, o.workload_file));
+  std::set<std::string> names;
+  for (const sim::Job& j : workload.jobs) names.insert(j.name);
+  TESSERA_RETURN_IF_ERROR(CheckNames(o, names, o.workload_file));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy, MakePolicy(o.policy));
+  sim::ScenarioResult result = sim::RunScenario(*s.cluster, s.levels, workload, std::move(policy));
+  s.placed = result.placed;
+  s.pending = result.pending;
+  s.header =
+      StrCat("cluster: ", sim::DescribeCluster(*s.cluster), "\nworkload: ", result.placed,
+             " pods placed, ", result.pending, " wait (policy ", o.policy, ", in file order)\n");
 
-std::vector<Waiting> WaitingPods(const Situation& s, const PlanOptions& o) {
+  std::set<std::string> pinned(o.pinned.begin(), o.pinned.end());
+  for (const sim::PodOutcome& p : result.pods) {
+    if (!p.result.placed()) continue;
+    s.running.push_back(plan::RunningPod{p.request, p.result.placement, !pinned.contains(p.job)});
+  }
   std::set<std::string> only(o.jobs.begin(), o.jobs.end());
-  std::vector<Waiting> out;
   std::map<std::string, size_t> first_of_job;  // non-gang jobs: their first waiting pod
-  for (size_t i = 0; i < s.result.pods.size(); ++i) {
-    const sim::PodOutcome& p = s.result.pods[i];
+  for (const sim::PodOutcome& p : result.pods) {
     if (p.result.placed() || (!only.empty() && !only.contains(p.job))) continue;
+    // Every waiting pod counts for scale-up (each needs room).
+    if (p.request.gang && !s.all_waiting.empty() &&
+        s.all_waiting.back()[0].gang == p.request.gang) {
+      s.all_waiting.back().push_back(p.request);
+    } else {
+      s.all_waiting.push_back({p.request});
+    }
     if (p.request.gang) {
-      if (!out.empty() && out.back().pods[0].gang == p.request.gang && out.back().job == p.job) {
-        out.back().pods.push_back(p.request);
+      if (!s.waiting.empty() && s.waiting.back().pods[0].gang == p.request.gang &&
+          s.waiting.back().job == p.job) {
+        s.waiting.back().pods.push_back(p.request);
       } else {
-        out.push_back(Waiting{p.job, {p.request}, 0});
+        s.waiting.push_back(Waiting{p.job, {p.request}, 0});
       }
       continue;
     }
     auto it = first_of_job.find(p.job);
     if (it != first_of_job.end()) {
-      ++out[it->second].more;
+      ++s.waiting[it->second].more;
       continue;
     }
-    first_of_job[p.job] = out.size();
-    out.push_back(Waiting{p.job, {p.request}, 0});
+    first_of_job[p.job] = s.waiting.size();
+    s.waiting.push_back(Waiting{p.job, {p.request}, 0});
   }
-  return out;
+  return s;
+}
+
+// --pin with --from-cluster: a namespace, or a pod "ns/name".
+bool Pinned(const PlanOptions& o, const k8s::PodInfo& pod) {
+  for (const std::string& p : o.pinned) {
+    if (p == pod.ns || p == pod.key) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<Situation> LoadCluster(const PlanOptions& o) {
+  if (!o.cluster_file.empty() || !o.workload_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--from-cluster plans on the live cluster's running and waiting pods: leave out "
+        "--cluster and --workload");
+  }
+  TESSERA_RETURN_IF_ERROR(MakePolicy(o.policy).status());
+  absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = ConnectToCluster(o.access);
+  if (!client.ok()) return absl::InvalidArgumentError(client.status().message());
+  // The ledger's restore messages are for the scheduler's log; problems are told below.
+  spdlog::set_level(spdlog::level::off);
+  k8s::SnapshotOptions so;
+  so.node_selector = o.node_selector;
+  absl::StatusOr<k8s::ClusterSnapshot> snapshot = k8s::ReadSnapshot(**client, so);
+  if (!snapshot.ok()) {
+    return absl::UnavailableError(StrCat("cannot read the cluster at ", (*client)->config().server,
+                                         " (", (*client)->config().source,
+                                         "): ", FromAbsl(snapshot.status().message())));
+  }
+  Situation s;
+  s.snapshot = *std::move(snapshot);
+  std::vector<k8s::SnapshotProblem> problems;
+  k8s::LedgerOptions lo;
+  lo.policy = o.policy;
+  s.ledger = s.snapshot.Ledger(lo, &problems);
+  for (const k8s::SnapshotProblem& p : problems) {
+    std::cerr << "tessera plan: " << p.object << ": " << p.message << "\n";
+  }
+  std::map<std::string, const k8s::PodInfo*> by_key;
+  for (const auto& p : s.snapshot.pods()) by_key[p->key] = p.get();
+  k8s::PlanView view = k8s::ViewForPlans(
+      *s.ledger,
+      [&by_key](const std::string& key) -> const k8s::PodInfo* {
+        auto it = by_key.find(key);
+        return it == by_key.end() ? nullptr : it->second;
+      },
+      [&o](const k8s::PodInfo& pod) { return Pinned(o, pod); });
+  s.cluster = view.cluster;
+  s.running = std::move(view.running);
+  s.cordoned = std::move(view.cordoned);
+  s.levels = lo.levels;
+  for (const plan::RunningPod& r : s.running) {
+    if (by_key.contains(r.request.name)) ++s.placed;
+  }
+
+  std::vector<std::string> incomplete;
+  std::vector<k8s::WaitingGroup> groups =
+      k8s::GroupWaiting(s.snapshot.PendingPods(o.scheduler_name), &incomplete);
+  std::set<std::string> names;
+  for (const k8s::WaitingGroup& g : groups) names.insert(g.name);
+  for (const std::string& j : o.jobs) {
+    if (!names.contains(j)) {
+      return absl::InvalidArgumentError(StrCat(
+          "--job ", j, ": no pod or gang of that name waits for scheduler ", o.scheduler_name,
+          names.empty() ? std::string(" (none waits)")
+                        : StrCat(" (waiting: ", StrJoin(names, ", "), ")")));
+    }
+  }
+  std::set<std::string> only(o.jobs.begin(), o.jobs.end());
+  std::map<std::string, size_t> first_of_controller;  // alike pods of one controller
+  for (const k8s::WaitingGroup& g : groups) {
+    s.pending += static_cast<int>(g.pods.size());
+    if (!only.empty() && !only.contains(g.name)) continue;
+    s.all_waiting.push_back(g.requests());
+    const k8s::PodInfo& first = *g.pods.front();
+    if (!g.gang() && !first.controller.empty()) {
+      const std::string owner = StrCat(first.ns, "/", first.controller);
+      auto it = first_of_controller.find(owner);
+      if (it != first_of_controller.end()) {  // pods of one controller are alike
+        ++s.waiting[it->second].more;
+        continue;
+      }
+      first_of_controller[owner] = s.waiting.size();
+      s.waiting.push_back(Waiting{owner, g.requests(), 0});
+      continue;
+    }
+    s.waiting.push_back(Waiting{g.name, g.requests(), 0});
+  }
+  for (const std::string& gang : incomplete) {
+    std::cerr << "tessera plan: gang " << gang
+              << ": fewer of its members wait than its size; not planned for\n";
+  }
+  s.header = StrCat("cluster: ", s.snapshot.server, " (", s.snapshot.nodes().size(), " nodes",
+                    o.node_selector.empty() ? "" : StrCat(" matching ", o.node_selector),
+                    "): ", sim::DescribeCluster(*s.cluster), "\npods: ", s.placed, " running, ",
+                    s.pending, " wait for scheduler ", o.scheduler_name, "\n");
+  return s;
+}
+
+absl::StatusOr<Situation> Load(const PlanOptions& o) {
+  return o.from_cluster ? LoadCluster(o) : LoadFiles(o);
 }
 
 std::string DescribeWaiting(const Waiting& w) {
@@ -141,19 +282,8 @@ std::string DescribeWaiting(const Waiting& w) {
   return StrCat("pod ", w.pods[0].name, " (", core::DescribeAsk(w.pods[0]), more, ")");
 }
 
-// "dgx-0 GPU 5 (20Gi)", "dgx-0 GPUs 0,1,2,3", "cpu-0 (no GPU)".
 std::string Where(const core::Cluster& cluster, const core::Placement& p) {
-  std::string out = cluster.node(p.node).name;
-  if (p.gpus.empty()) return out + " (no GPU)";
-  std::vector<int> idx;
-  for (const core::GpuGrant& g : p.gpus) idx.push_back(g.gpu);
-  StrAppend(&out, idx.size() == 1 ? " GPU " : " GPUs ", StrJoin(idx, ","));
-  if (p.gpus.size() == 1 && !p.gpus[0].exclusive) {
-    StrAppend(&out, " (", core::FormatMiB(p.gpus[0].memory_mib));
-    if (p.gpus[0].compute_milli > 0) StrAppend(&out, ", ", p.gpus[0].compute_milli / 10, "%");
-    out += ")";
-  }
-  return out;
+  return plan::DescribePlacement(cluster, p);
 }
 
 nlohmann::json PlacementJson(const core::Cluster& cluster, const core::Placement& p) {
@@ -176,8 +306,7 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
   // Checked here for a message that names the flag; the planner itself runs it again.
   TESSERA_RETURN_IF_ERROR(MakePolicy(o.policy).status());
   const core::Cluster& cluster = *s.cluster;
-  std::vector<plan::RunningPod> running = Running(s, o);
-  std::vector<Waiting> waiting = WaitingPods(s, o);
+  const std::vector<Waiting>& waiting = s.waiting;
   plan::DefragOptions options;
   options.max_moves = o.max_moves;
   options.max_checks = o.max_checks;
@@ -185,9 +314,7 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
 
   nlohmann::json plans = nlohmann::json::array();
   if (!o.json) {
-    std::cout << "cluster: " << sim::DescribeCluster(cluster) << "\n"
-              << "workload: " << s.result.placed << " pods placed, " << s.result.pending
-              << " wait (policy " << o.policy << ", in file order)\n";
+    std::cout << s.header;
     if (waiting.empty()) {
       std::cout << (o.jobs.empty() ? "nothing waits: nothing to plan\n"
                                    : "nothing of the named jobs waits: nothing to plan\n");
@@ -200,9 +327,10 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
   for (const Waiting& w : waiting) {
     plan::DefragInput in;
     in.cluster = &cluster;
-    in.levels = s.file.levels;
+    in.levels = s.levels;
     in.make_policy = [&o] { return *MakePolicy(o.policy); };
-    in.running = running;
+    in.running = s.running;
+    in.cordoned = s.cordoned;
     in.target = w.pods;
     TESSERA_ASSIGN_OR_RETURN(plan::DefragPlan p, plan::PlanDefrag(in, options));
     all_planned = all_planned && Planned(p.verdict);
@@ -254,8 +382,8 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
   if (o.json) {
     nlohmann::json doc = {{"policy", o.policy},
                           {"max_moves", o.max_moves},
-                          {"placed", s.result.placed},
-                          {"waiting", s.result.pending},
+                          {"placed", s.placed},
+                          {"waiting", s.pending},
                           {"plans", std::move(plans)}};
     std::cout << doc.dump(2) << "\n";
   }
@@ -272,19 +400,11 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
   const core::Cluster& cluster = *s.cluster;
   plan::ScaleUpInput in;
   in.cluster = &cluster;
-  in.levels = s.file.levels;
+  in.levels = s.levels;
   in.make_policy = [&o] { return *MakePolicy(o.policy); };
-  for (const plan::RunningPod& r : Running(s, o)) in.running.push_back(r);
-  // Every waiting pod counts here (not one per job): each needs room.
-  std::set<std::string> only(o.jobs.begin(), o.jobs.end());
-  for (const sim::PodOutcome& p : s.result.pods) {
-    if (p.result.placed() || (!only.empty() && !only.contains(p.job))) continue;
-    if (p.request.gang && !in.waiting.empty() && in.waiting.back()[0].gang == p.request.gang) {
-      in.waiting.back().push_back(p.request);
-    } else {
-      in.waiting.push_back({p.request});
-    }
-  }
+  in.running = s.running;
+  in.cordoned = s.cordoned;
+  in.waiting = s.all_waiting;
   in.templates = templates.nodes;
   plan::ScaleUpOptions options;
   options.max_nodes = o.max_nodes;
@@ -306,17 +426,15 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
     }
     nlohmann::json doc = {
         {"policy", o.policy},
-        {"placed", s.result.placed},
-        {"waiting", s.result.pending},
+        {"placed", s.placed},
+        {"waiting", s.pending},
         {"recommended", p.recommended >= 0 ? nlohmann::json(p.options[p.recommended].name)
                                            : nlohmann::json(nullptr)},
         {"reason", p.reason},
         {"options", std::move(options_json)}};
     std::cout << doc.dump(2) << "\n";
   } else {
-    std::cout << "cluster: " << sim::DescribeCluster(cluster) << "\n"
-              << "workload: " << s.result.placed << " pods placed, " << s.result.pending
-              << " wait (policy " << o.policy << ", in file order)\n";
+    std::cout << s.header;
     if (in.waiting.empty()) {
       std::cout << "nothing waits: no nodes needed\n";
     } else {
@@ -342,19 +460,32 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
 void AddCommonFlags(CLI::App* cmd, PlanOptions* o) {
   cmd->add_option("--cluster", o->cluster_file,
                   "Cluster file (YAML, as `tessera simulate --cluster` reads it)")
-      ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--workload", o->workload_file,
                   "Workload file (YAML, as `tessera simulate --workload` reads it): its jobs are "
                   "placed in file order; the pods that do not fit are the ones that wait")
-      ->required()
       ->check(CLI::ExistingFile);
+  cmd->add_flag("--from-cluster", o->from_cluster,
+                "Plan on the live cluster instead of --cluster/--workload: its nodes with their "
+                "GPU inventories and every bound pod where it runs (one list of nodes and one of "
+                "pods, read as a tessera scheduler starting now would read them); the pods that "
+                "wait are those of --scheduler-name that are not bound. Only pods with a "
+                "controller (ReplicaSet, Job, StatefulSet, ...) are moved: a bare pod evicted "
+                "would not come back");
+  AddClusterAccessFlags(cmd, &o->access);
+  cmd->add_option("--scheduler-name", o->scheduler_name,
+                  "With --from-cluster: the waiting pods are those with this spec.schedulerName")
+      ->capture_default_str();
+  cmd->add_option("--node-selector", o->node_selector,
+                  "With --from-cluster: only the nodes with these labels (a label selector, as the "
+                  "scheduler's nodeSelector: \"gpu=true,pool=a\"); default every node");
   cmd->add_option("--policy", o->policy,
                   StrCat("Placement policy, as the scheduler runs it (known: ",
                          StrJoin(core::PolicyNames(), ", "), ")"))
       ->capture_default_str();
   cmd->add_option("--job", o->jobs,
-                  "Plan only for the waiting pods of this job (repeatable; default: every job)")
+                  "Plan only for the waiting pods of this job (repeatable; default: every job). "
+                  "With --from-cluster: a waiting pod \"ns/name\", or a gang \"ns/gang\"")
       ->delimiter(',');
   cmd->add_flag("--json", o->json,
                 "Print one JSON document instead of text (format in the README)");
@@ -363,7 +494,10 @@ void AddCommonFlags(CLI::App* cmd, PlanOptions* o) {
 void Finish(const char* name, absl::Status status, int* exit_code) {
   if (status.ok()) return;
   std::cerr << "tessera plan " << name << ": " << status.message() << "\n";
-  *exit_code = status.code() == absl::StatusCode::kInternal ? kExitFailure : kExitBadInput;
+  *exit_code = status.code() == absl::StatusCode::kInternal ||
+                       status.code() == absl::StatusCode::kUnavailable
+                   ? kExitFailure
+                   : kExitBadInput;
 }
 
 }  // namespace
@@ -372,9 +506,9 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
   CLI::App* plan = app.add_subcommand(
       "plan",
       "Plans for pods that wait, computed with the engine's what-if on a cluster file and a\n"
-      "workload file: `plan defrag` (which pods to move so that one fits) and `plan scale-up`\n"
-      "(which nodes to add). Nothing is changed anywhere: a plan is for a person or a tool to\n"
-      "carry out.");
+      "workload file, or on the live cluster (--from-cluster): `plan defrag` (which pods to move\n"
+      "so that one fits) and `plan scale-up` (which nodes to add). Nothing is changed anywhere:\n"
+      "a plan is for a person or a tool to carry out.");
   plan->require_subcommand(1);
 
   auto d = std::make_shared<PlanOptions>();
@@ -390,7 +524,7 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
       "--max-moves), search-limit, needs-capacity (impossible without more capacity: even with\n"
       "every movable pod moved away; see `tessera plan scale-up`).\n"
       "Exit status: 0 every pod or gang planned for fits now or has a plan, 3 some has none,\n"
-      "2 bad input, 1 a failure.");
+      "2 bad input, 1 a failure (the cluster could not be read).");
   AddCommonFlags(defrag, d.get());
   defrag->add_option("--max-moves", d->max_moves, "Most pod moves in one plan")
       ->capture_default_str()
@@ -401,7 +535,10 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
                    "search-limit)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  defrag->add_option("--pin", d->pinned, "Never move the pods of this job (repeatable)")
+  defrag
+      ->add_option("--pin", d->pinned,
+                   "Never move the pods of this job (repeatable). With --from-cluster: the pods of "
+                   "a namespace, or one pod \"ns/name\"")
       ->delimiter(',');
   defrag->add_flag("--move-higher-priority", d->move_higher_priority,
                    "Also move pods of a higher priority than the one waiting");
@@ -419,7 +556,7 @@ void AddPlanCommand(CLI::App& app, int* exit_code) {
       "the fewest nodes (then the fewest GPUs). Pods that no number of a template can run are\n"
       "named with the engine's reason.\n"
       "Exit status: 0 some template runs every waiting pod (or nothing waits), 3 none does,\n"
-      "2 bad input, 1 a failure.");
+      "2 bad input, 1 a failure (the cluster could not be read).");
   AddCommonFlags(scale, u.get());
   scale
       ->add_option("--templates", u->templates_file,

@@ -183,11 +183,7 @@ absl::Status ReadNode(const YamlContext& ctx, const YAML::Node& entry, ClusterFi
     TESSERA_ASSIGN_OR_RETURN(std::string name, ctx.String(entry["profile"], "profile"));
     absl::StatusOr<core::Profile> p = core::FindProfile(name);
     if (!p.ok()) return ctx.Error(entry["profile"], FromAbsl(p.status().message()));
-    node.gpus = p->gpus;
-    node.links = p->links;
-    node.nics = p->nics;
-    node.cpu_milli = p->cpu_milli;
-    node.memory_mib = p->memory_mib;
+    node = core::NodeOfProfile(*p, std::move(node.name));
     shared_domain = p->shared_nvlink_domain;
   } else if (entry["gpus"]) {
     TESSERA_ASSIGN_OR_RETURN(node.gpus, ReadGpus(ctx, entry["gpus"], &node.links));

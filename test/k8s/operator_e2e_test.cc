@@ -496,5 +496,134 @@ TEST_F(OperatorTest, DashboardQueriesOnlyServedMetrics) {
   EXPECT_GE(check.metrics.size(), 15u);
 }
 
+// `tessera plan defrag --from-cluster` and `plan scale-up --from-cluster` on a known fragmented
+// placement, written as the scheduler writes it (spec.nodeName and tessera.dev/assignment): node
+// a holds three 20Gi shares on GPUs 0..2, node b one on GPU 0; a 4-GPU pod waits. The only
+// one-move plan moves b's share to a; then the pod takes b.
+TEST_F(OperatorTest, PlanFromClusterNamesTheMoves) {
+  const std::string a = NodeName("a"), b = NodeName("b");
+  AddNode(NodeObject(a).Gpus(4).NvSwitch().Cpu("64").Memory("512Gi").Ready());
+  AddNode(NodeObject(b).Gpus(4).NvSwitch().Cpu("64").Memory("512Gi").Ready());
+  auto share = [](const std::string& node, int gpu) {
+    records::Assignment as;
+    as.node = node;
+    records::AssignedGpu g;
+    g.grant.gpu = gpu;
+    g.grant.memory_mib = 20480;
+    g.uuid = StrCat("GPU-", node, "-", gpu);
+    as.gpus.push_back(g);
+    return as;
+  };
+  for (int g = 0; g < 3; ++g) {
+    AddPod(PodObject(ns_, StrCat("a", g))
+               .Limit("tessera.dev/gpu-memory", "20Gi")
+               .Controller("ReplicaSet", "infer")
+               .Assigned(share(a, g)));
+  }
+  AddPod(PodObject(ns_, "b0")
+             .Limit("tessera.dev/gpu-memory", "20Gi")
+             .Controller("ReplicaSet", "infer")
+             .Assigned(share(b, 0)));
+  AddPod(PodObject(ns_, "big").Limit("tessera.dev/gpu", "4").Controller("Job", "train"));
+  const std::string from = StrCat("--from-cluster --scheduler-name ", scheduler_name_,
+                                  " --node-selector tessera-e2e/test=", id_);
+
+  Ran json_run = Tessera(StrCat("plan defrag --json ", from));
+  ASSERT_EQ(json_run.status, 0) << json_run.out << json_run.err;
+  json doc = json::parse(json_run.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << json_run.out;
+  EXPECT_EQ(doc["placed"], 4);
+  EXPECT_EQ(doc["waiting"], 1);
+  ASSERT_EQ(doc["plans"].size(), 1u) << doc.dump(2);
+  const json& plan = doc["plans"][0];
+  EXPECT_EQ(plan["pods"], json::array({StrCat(ns_, "/big")}));
+  EXPECT_EQ(plan["verdict"], "plan") << plan.dump(2);
+  EXPECT_TRUE(plan["proven_minimal"]);
+  ASSERT_EQ(plan["moves"].size(), 1u) << plan.dump(2);
+  EXPECT_EQ(plan["moves"][0]["pod"], StrCat(ns_, "/b0"));
+  EXPECT_EQ(plan["moves"][0]["from"]["node"], b);
+  EXPECT_EQ(plan["moves"][0]["from"]["gpus"][0]["index"], 0);
+  EXPECT_EQ(plan["moves"][0]["to"]["node"], a);
+  EXPECT_EQ(plan["moves"][0]["whole_gpus"], 0);
+  ASSERT_EQ(plan["placements"].size(), 1u);
+  EXPECT_EQ(plan["placements"][0]["node"], b);
+  EXPECT_EQ(plan["placements"][0]["gpus"].size(), 4u);
+
+  // The text a person reads says the same.
+  Ran text = Tessera(StrCat("plan defrag ", from));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out,
+              HasSubstr(StrCat("1. move ", ns_, "/b0  from ", b, " GPU 0 (20Gi)  to ", a)));
+  EXPECT_THAT(text.out, HasSubstr(StrCat("then it goes to: ", b, " GPUs 0,1,2,3")));
+  EXPECT_THAT(text.out, HasSubstr("4 running, 1 wait"));
+
+  // Pinning b0 (or a bare pod: nothing would recreate it) leaves three moves on a: over a
+  // budget of two.
+  Ran pinned = Tessera(StrCat("plan defrag --json --max-moves 2 --pin ", ns_, "/b0 ", from));
+  EXPECT_EQ(pinned.status, 3) << pinned.out << pinned.err;
+  json p = json::parse(pinned.out, nullptr, false);
+  ASSERT_FALSE(p.is_discarded()) << pinned.out;
+  EXPECT_EQ(p["plans"][0]["verdict"], "over-budget") << p.dump(2);
+
+  // Scale-up on the same cluster: one hgx-h100 runs the 4-GPU pod.
+  std::ofstream(dir_ + "/templates.yaml")
+      << "nodes:\n  - name: h100\n    profile: hgx-h100\n  - name: l4\n    gpus: {model: L4, "
+         "count: 1}\n    cpu: 16\n    memory: 64Gi\n";
+  Ran up = Tessera(StrCat("plan scale-up --json --templates ", dir_, "/templates.yaml ", from));
+  ASSERT_EQ(up.status, 0) << up.out << up.err;
+  json u = json::parse(up.out, nullptr, false);
+  ASSERT_FALSE(u.is_discarded()) << up.out;
+  EXPECT_EQ(u["recommended"], "h100") << u.dump(2);
+  EXPECT_EQ(u["options"][0]["nodes"], 1);
+  EXPECT_EQ(u["options"][0]["pods_placed"], 1);
+  EXPECT_EQ(u["options"][1]["pods_placed"], 0);
+
+  // Flags that contradict each other, and a cluster that cannot be read.
+  Ran both = Tessera(StrCat("plan defrag --cluster ", dir_, "/templates.yaml ", from));
+  EXPECT_EQ(both.status, 2);
+  EXPECT_THAT(both.err, HasSubstr("leave out --cluster and --workload"));
+  std::ifstream kc(Cp().kubeconfig());
+  std::string kubeconfig((std::istreambuf_iterator<char>(kc)), {});
+  kubeconfig.replace(kubeconfig.find(Cp().server()), Cp().server().size(), "https://127.0.0.1:1");
+  std::ofstream(dir_ + "/nowhere.kubeconfig") << kubeconfig;
+  Ran down = Shell(StrCat(TESSERA_BINARY, " plan defrag --from-cluster --kubeconfig ", dir_,
+                          "/nowhere.kubeconfig"));
+  EXPECT_EQ(down.status, 1) << down.err;
+  EXPECT_THAT(down.err, HasSubstr("cannot read the cluster at https://127.0.0.1:1"));
+}
+
+// The scheduler's scale-up signal on the real API server: a pod too big for the cluster gets the
+// tessera.dev/ScaleUp condition naming the template, and `tessera status` shows it.
+TEST_F(OperatorTest, ScaleUpSignalReachesTheStatus) {
+  std::ofstream(dir_ + "/config.yaml", std::ios::app)
+      << "scaleUp: {templates: [{name: h100, profile: hgx-h100}], interval: 1s}\n";
+  AddNode(NodeObject(NodeName("a")).Gpus(4).Cpu("64").Memory("512Gi").Ready());
+  StartScheduler();
+  AddPod(PodObject(ns_, "big").Limit("tessera.dev/gpu", "8"));
+  const std::string want = "adding 1 node of template h100 (8 GPUs) would let it run";
+  json s;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        s = StatusJson();
+        return s["pending"].size() == 1 && s["pending"][0]["scale_up"].is_string() &&
+               s["pending"][0]["scale_up"].get<std::string>().find(want) != std::string::npos;
+      },
+      seconds(60)))
+      << s.dump(2) << scheduler_->Log();
+  bool condition = false;
+  for (const json& p : Pods()) {
+    for (const json& c : p["status"].value("conditions", json::array())) {
+      if (c["type"] == "tessera.dev/ScaleUp") {
+        condition = c["status"] == "True" && c["reason"] == "NodesWouldHelp";
+      }
+    }
+  }
+  EXPECT_TRUE(condition);
+  Ran text = Tessera(StrCat("status --scheduler-name ", scheduler_name_));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("SCALE-UP SIGNAL"));
+  EXPECT_THAT(text.out, HasSubstr(want));
+}
+
 }  // namespace
 }  // namespace tessera::e2e

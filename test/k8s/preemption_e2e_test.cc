@@ -19,6 +19,7 @@
 #include "k8s/client/config.h"
 #include "k8s/client/http.h"
 #include "k8s/testing/objects.h"
+#include "records/assignment.h"
 #include "scoped_process.h"
 
 namespace tessera::e2e {
@@ -440,6 +441,93 @@ TEST_F(PreemptionE2e, TheQueueFurthestBelowItsShareGoesFirst) {
       },
       seconds(20)))
       << body;
+}
+
+// The defragmentation executor (defrag: in the scheduler's configuration): node a holds three
+// 20Gi shares on GPUs 0..2, node b one on GPU 0, all of one ReplicaSet; a 4-GPU pod of the same
+// priority waits (preemption cannot help). Once it has waited `after`, the scheduler evicts b's
+// share (a disruption budget first refuses it, and nothing is evicted while it does), nominates
+// the pod to b, says so in Events, and the pod lands on b once the share is gone.
+TEST_F(PreemptionE2e, DefragmentationMovesAShareAndThePodLands) {
+  std::ofstream(dir_ + "/config.yaml", std::ios::app)
+      << "defrag: {enabled: true, after: 3s, maxMoves: 2}\n";
+  const std::string a = AddNode("a", 4), b = AddNode("b", 4);
+  auto share = [](const std::string& node, int gpu) {
+    records::Assignment as;
+    as.node = node;
+    records::AssignedGpu g;
+    g.grant.gpu = gpu;
+    g.grant.memory_mib = 20480;
+    g.uuid = StrCat("GPU-", node, "-", gpu);
+    as.gpus.push_back(g);
+    return as;
+  };
+  for (int g = 0; g < 3; ++g) {
+    AddPod(Share(StrCat("a", g), 0).Controller("ReplicaSet", "infer").Assigned(share(a, g)),
+           {{"app", "infer"}});
+  }
+  AddPod(Share("b0", 0).Controller("ReplicaSet", "infer").Assigned(share(b, 0)),
+         {{"app", "infer-b"}});
+  for (const char* p : {"a0", "a1", "a2", "b0"}) Running(p);
+  // A budget that allows no disruption of b0 (what the disruption controller would write).
+  absl::StatusOr<json> pdb = api_->Create(
+      StrCat("/apis/policy/v1/namespaces/", ns_, "/poddisruptionbudgets"),
+      {{"apiVersion", "policy/v1"},
+       {"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "infer-b"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "infer-b"}}}}}}}});
+  ASSERT_TRUE(pdb.ok()) << pdb.status();
+  ASSERT_TRUE(api_->Patch(StrCat("/apis/policy/v1/namespaces/", ns_,
+                                 "/poddisruptionbudgets/infer-b/status"),
+                          k8s::PatchType::kMerge,
+                          {{"status",
+                            {{"observedGeneration", (*pdb)["metadata"]["generation"]},
+                             {"disruptionsAllowed", 0},
+                             {"currentHealthy", 1},
+                             {"desiredHealthy", 1},
+                             {"expectedPods", 1}}}})
+                  .ok());
+  ScopedProcess* s = StartScheduler("a");
+  AddPod(Whole("big", 0).Limit("tessera.dev/gpu", "4"));
+  ASSERT_TRUE(
+      WaitUntil([&] { return s->Log().find("defragmentation: evicting pod") != std::string::npos; },
+                seconds(60)))
+      << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return s->Log().find("refused") != std::string::npos; }, seconds(30)))
+      << s->Log();
+  EXPECT_TRUE(Evicted().empty());  // the budget holds b0
+  EXPECT_FALSE(Bound(GetPod("big")));
+
+  // The budget allows one now: the next plan's eviction goes through.
+  ASSERT_TRUE(api_->Patch(StrCat("/apis/policy/v1/namespaces/", ns_,
+                                 "/poddisruptionbudgets/infer-b/status"),
+                          k8s::PatchType::kMerge, {{"status", {{"disruptionsAllowed", 1}}}})
+                  .ok());
+  ASSERT_TRUE(WaitUntil([&] { return Evicted() == std::set<std::string>{"b0"}; }, seconds(90)))
+      << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return Nominated("big") == b; }, seconds(30))) << s->Log();
+  EXPECT_THAT(Message("big"), HasSubstr("nominated to node " + b));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return EventOn("b0", "DefragmentationMove",
+                       StrCat("to defragment: pod ", ns_, "/big (priority 0, 4 whole GPUs)"));
+      },
+      seconds(20)))
+      << s->Log();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return EventOn(
+            "big", "Defragmentation",
+            StrCat("to make room on node ", b, ": ", ns_, "/b0 from ", b, " GPU 0 (20Gi) to ", a));
+      },
+      seconds(20)))
+      << s->Log();
+  std::this_thread::sleep_for(seconds(4));
+  EXPECT_EQ(Evicted(), std::set<std::string>{"b0"});  // nothing more, nothing twice
+  RemoveTerminating();
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("big")); }, seconds(60))) << s->Log();
+  EXPECT_EQ(GetPod("big")["spec"]["nodeName"], b);
+  EXPECT_EQ(BoundCount(), 4u);  // a0..a2 stay where they were
 }
 
 }  // namespace

@@ -174,6 +174,17 @@ absl::StatusOr<Profile> FindProfile(std::string_view name) {
       StrCat("unknown profile \"", name, "\"; built-in profiles: ", StrJoin(ProfileNames(), ", ")));
 }
 
+NodeSpec NodeOfProfile(const Profile& profile, std::string name) {
+  NodeSpec node;
+  node.name = std::move(name);
+  node.gpus = profile.gpus;
+  node.links = profile.links;
+  node.nics = profile.nics;
+  node.cpu_milli = profile.cpu_milli;
+  node.memory_mib = profile.memory_mib;
+  return node;
+}
+
 std::vector<std::string> KnownGpuModels() {
   std::vector<std::string> out;
   for (const ModelFacts& f : kModels) out.emplace_back(f.model);

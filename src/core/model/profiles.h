@@ -28,6 +28,9 @@ struct Profile {
 
 std::vector<std::string> ProfileNames();
 [[nodiscard]] absl::StatusOr<Profile> FindProfile(std::string_view name);
+// A node of `profile` named `name`, with no labels: its GPUs, links, NICs, CPU and memory (what
+// a cluster file's `profile:` and the scheduler's scale-up templates give).
+NodeSpec NodeOfProfile(const Profile& profile, std::string name);
 
 // GPU model names tessera knows the memory and SM count of.
 std::vector<std::string> KnownGpuModels();

@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "core/engine.h"
 #include "core/fit.h"
+#include "core/model/quantity.h"
 
 namespace tessera::plan {
 namespace {
@@ -141,7 +142,7 @@ absl::Status Planner::Load() {
       movable_.push_back(static_cast<int>(i));
     }
   }
-  return absl::OkStatus();
+  return Cordon(engine_, in_.cordoned);
 }
 
 std::vector<std::vector<Candidate>> Planner::Sites() const {
@@ -163,7 +164,7 @@ std::vector<std::vector<Candidate>> Planner::Sites() const {
   const core::Cluster& cluster = *in_.cluster;
   for (int n = 0; n < cluster.node_count(); ++n) {
     NodeId id(n);
-    if (!cluster.live(id)) continue;
+    if (!engine_.state().accepts_pods(id)) continue;
     sites.push_back({Candidate{id, ~0ULL}});
   }
   return sites;
@@ -521,6 +522,33 @@ std::string_view VerdictName(DefragVerdict v) {
       return "needs-capacity";
   }
   return "?";
+}
+
+std::string DescribePlacement(const core::Cluster& cluster, const core::Placement& p) {
+  std::string out = cluster.node(p.node).name;
+  if (p.gpus.empty()) return out + " (no GPU)";
+  std::vector<int> idx;
+  for (const core::GpuGrant& g : p.gpus) idx.push_back(g.gpu);
+  StrAppend(&out, idx.size() == 1 ? " GPU " : " GPUs ", StrJoin(idx, ","));
+  if (p.gpus.size() == 1 && !p.gpus[0].exclusive) {
+    StrAppend(&out, " (", core::FormatMiB(p.gpus[0].memory_mib));
+    if (p.gpus[0].compute_milli > 0) StrAppend(&out, ", ", p.gpus[0].compute_milli / 10, "%");
+    out += ")";
+  }
+  return out;
+}
+
+absl::Status Cordon(core::Engine& engine, const std::vector<core::NodeId>& cordoned) {
+  if (cordoned.empty()) return absl::OkStatus();
+  core::NodeChanges changes;
+  for (NodeId id : cordoned) {
+    if (id.value() < 0 || id.value() >= engine.cluster().node_count() ||
+        !engine.cluster().live(id)) {
+      return absl::InvalidArgumentError(StrCat("cordoned node id ", id.value(), " is no node"));
+    }
+    changes.cordon.emplace_back(id, true);
+  }
+  return engine.ChangeNodes(std::move(changes));
 }
 
 absl::StatusOr<DefragPlan> PlanDefrag(const DefragInput& input, const DefragOptions& options) {

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/engine.h"
 #include "core/model/cluster.h"
 #include "core/model/placement.h"
 #include "core/model/request.h"
@@ -61,6 +62,9 @@ struct DefragInput {
   // Makes the policy of the planner's scratch engine (the scheduler's policy, fresh).
   std::function<std::unique_ptr<core::Policy>()> make_policy;
   std::vector<RunningPod> running;
+  // Nodes that take no new pods (cordoned; a live cluster's nodes whose GPUs are blocked): what
+  // runs there stays and may be moved away, nothing is moved or placed there.
+  std::vector<core::NodeId> cordoned;
   // One pod, or every member of one gang (all with the same GangAsk).
   std::vector<core::PodRequest> target;
 };
@@ -105,5 +109,12 @@ std::string_view VerdictName(DefragVerdict v);  // "fits-now", "plan", ...
 // together, a target named like a running pod, members of different gangs, a MIG target).
 [[nodiscard]] absl::StatusOr<DefragPlan> PlanDefrag(const DefragInput& input,
                                                     const DefragOptions& options = {});
+
+// Where a pod is, for people: "dgx-0 GPU 5 (20Gi)", "dgx-0 GPUs 0,1,2,3", "cpu-0 (no GPU)".
+std::string DescribePlacement(const core::Cluster& cluster, const core::Placement& p);
+
+// Makes the nodes of `cordoned` take no new pods in a planner's scratch engine (after the running
+// pods are restored: what runs there stays). InvalidArgument for an id that is no live node.
+[[nodiscard]] absl::Status Cordon(core::Engine& engine, const std::vector<core::NodeId>& cordoned);
 
 }  // namespace tessera::plan

@@ -130,6 +130,43 @@ TEST(Defrag, OneShareMovedFreesAServer) {
   ExpectPlanApplies(s, in, *plan);
 }
 
+TEST(Defrag, NothingGoesToACordonedNode) {
+  // As OneShareMovedFreesAServer, but a third node c (4 free GPUs) is cordoned and a is too:
+  // the pod cannot take c, and b's share cannot move to a: no plan within the budget, since the
+  // only place the share could go is cordoned.
+  Cluster cluster = ClusterBuilder()
+                        .Node("a")
+                        .Gpus(4, "A100-80GB")
+                        .NvSwitch()
+                        .Node("b")
+                        .Gpus(4, "A100-80GB")
+                        .NvSwitch()
+                        .Node("c")
+                        .Gpus(4, "A100-80GB")
+                        .NvSwitch()
+                        .Build();
+  World s(std::move(cluster));
+  for (int g = 0; g < 3; ++g) s.At(Pod(StrCat("a", g), GpuAsk::Share(20 * kGi, 0)), 0, 1 << g);
+  s.At(Pod("b0", GpuAsk::Share(20 * kGi, 0)), 1, 0b0001);
+  DefragInput in = s.Input({Pod("t", GpuAsk::Whole(4))});
+  in.cordoned = {core::NodeId(2)};
+  absl::StatusOr<DefragPlan> plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->verdict, DefragVerdict::kPlan) << plan->reason;
+  ASSERT_EQ(plan->moves.size(), 1u);
+  EXPECT_EQ(plan->moves[0].to.node, core::NodeId(0));
+  EXPECT_EQ(plan->target[0].node, core::NodeId(1));
+
+  in.cordoned = {core::NodeId(0), core::NodeId(2)};
+  plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NE(plan->verdict, DefragVerdict::kPlan) << plan->reason;
+  EXPECT_NE(plan->verdict, DefragVerdict::kFitsNow) << plan->reason;
+
+  in.cordoned = {core::NodeId(7)};
+  EXPECT_FALSE(PlanDefrag(in).ok());
+}
+
 TEST(Defrag, PrefersMovingASharesOverAWholeGpu) {
   // a: GPU 0 held whole, GPUs 1..3 free; b: GPU 0 with a share, GPU 1..3 free. A 4-GPU pod:
   // one move either way; the share is the cheaper one.

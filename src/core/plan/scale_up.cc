@@ -52,6 +52,7 @@ absl::StatusOr<TemplateOption> Evaluate(const ScaleUpInput& in, const core::Node
           StrCat("the running pods do not fit the cluster together: ", s.message()));
     }
   }
+  TESSERA_RETURN_IF_ERROR(Cordon(engine, in.cordoned));
   TemplateOption out;
   out.name = t.name;
   std::vector<const std::vector<PodRequest>*> left;

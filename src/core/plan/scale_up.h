@@ -41,7 +41,8 @@ struct ScaleUpInput {
   const core::Cluster* cluster = nullptr;
   std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
   std::function<std::unique_ptr<core::Policy>()> make_policy;
-  std::vector<RunningPod> running;  // `movable` is not used
+  std::vector<RunningPod> running;     // `movable` is not used
+  std::vector<core::NodeId> cordoned;  // nodes that take no new pods
   // What waits, in the order it would be placed: each entry one pod, or every member of a gang.
   std::vector<std::vector<core::PodRequest>> waiting;
   std::vector<core::NodeSpec> templates;  // names unique; added nodes are NAME-new-0, -1, ...

@@ -144,5 +144,37 @@ TEST(ScaleUp, BadTemplatesAreRefused) {
   EXPECT_THAT(PlanScaleUp(in).status().message(), HasSubstr("node template hgx"));
 }
 
+TEST(ScaleUp, CordonedNodesTakeNothing) {
+  // A full server and an idle one that is cordoned: a waiting GPU pod needs a new node.
+  Cluster cluster = ClusterBuilder()
+                        .Node("dgx")
+                        .Gpus(8, "A100-80GB")
+                        .NvSwitch()
+                        .Node("spare")
+                        .Gpus(8, "A100-80GB")
+                        .NvSwitch()
+                        .Build();
+  core::Engine e(cluster, Make());
+  PodRequest job = Pod("job", GpuAsk::Whole(8));
+  core::PlacementResult r = e.Place(job, core::Mode::kCommit);
+  ASSERT_TRUE(r.placed());
+  ScaleUpInput in;
+  in.cluster = &cluster;
+  in.make_policy = Make;
+  in.running = {RunningPod{job, r.placement, true}};
+  in.waiting = {{Pod("infer", GpuAsk::Whole(1))}};
+  in.templates = Templates();
+  absl::StatusOr<ScaleUpPlan> open = PlanScaleUp(in);
+  ASSERT_TRUE(open.ok()) << open.status();
+  ASSERT_GE(open->recommended, 0);
+  EXPECT_EQ(open->options[open->recommended].nodes, 0) << open->reason;
+  in.cordoned = {r.placement.node == core::NodeId(0) ? core::NodeId(1) : core::NodeId(0)};
+  absl::StatusOr<ScaleUpPlan> closed = PlanScaleUp(in);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  ASSERT_GE(closed->recommended, 0);
+  EXPECT_EQ(closed->options[closed->recommended].nodes, 1) << closed->reason;
+  EXPECT_TRUE(closed->all_placed);
+}
+
 }  // namespace
 }  // namespace tessera::plan

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <set>
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "core/model/profiles.h"
 #include "core/policy/policy.h"
 #include "k8s/client/config.h"
 #include "yaml-cpp/yaml.h"
@@ -105,7 +107,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
       r.OnlyKeys(root, "the configuration",
                  {"apiVersion", "kind", "schedulerName", "policy", "seed", "nodeSelector",
                   "topologyLevels", "leaderElection", "metrics", "bindConcurrency", "http2",
-                  "retry", "maxPodsPerCycle", "dra"}));
+                  "retry", "maxPodsPerCycle", "dra", "scaleUp", "defrag"}));
   if (YAML::Node n = root["apiVersion"]) {
     TESSERA_ASSIGN_OR_RETURN(std::string v, r.String(n, "apiVersion"));
     if (v != "tessera.dev/v1alpha1") {
@@ -219,6 +221,78 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     if (n["driver"]) {
       TESSERA_ASSIGN_OR_RETURN(c.core.dra_driver, r.String(n["driver"], "dra.driver"));
       if (c.core.dra_driver.empty()) return r.Error(n, "dra.driver: must not be empty");
+    }
+  }
+  if (YAML::Node n = root["scaleUp"]) {
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "scaleUp", {"templates", "interval", "maxNodes"}));
+    ScaleUpSignalOptions& su = c.core.scale_up;
+    if (n["interval"]) {
+      TESSERA_ASSIGN_OR_RETURN(su.interval, r.Duration(n["interval"], "scaleUp.interval"));
+    }
+    if (n["maxNodes"]) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t v, r.Int(n["maxNodes"], "scaleUp.maxNodes", 1, 10'000));
+      su.max_nodes = static_cast<int>(v);
+    }
+    if (YAML::Node t = n["templates"]) {
+      if (!t.IsSequence()) return r.Error(t, "scaleUp.templates: expected a list");
+      std::set<std::string> names;
+      for (size_t i = 0; i < t.size(); ++i) {
+        const std::string where = StrCat("scaleUp.templates[", i, "]");
+        TESSERA_RETURN_IF_ERROR(r.OnlyKeys(t[i], where, {"name", "profile", "labels"}));
+        if (!t[i]["profile"]) {
+          return r.Error(t[i], StrCat(where, ": needs a profile (built-in profiles: ",
+                                      StrJoin(core::ProfileNames(), ", "), ")"));
+        }
+        TESSERA_ASSIGN_OR_RETURN(std::string profile,
+                                 r.String(t[i]["profile"], StrCat(where, ".profile")));
+        absl::StatusOr<core::Profile> found = core::FindProfile(profile);
+        if (!found.ok()) {
+          return r.Error(t[i]["profile"],
+                         StrCat(where, ".profile: ", FromAbsl(found.status().message())));
+        }
+        std::string name = profile;
+        if (t[i]["name"]) {
+          TESSERA_ASSIGN_OR_RETURN(name, r.String(t[i]["name"], StrCat(where, ".name")));
+        }
+        if (name.empty() || !names.insert(name).second) {
+          return r.Error(t[i], StrCat(where, ": the name \"", name,
+                                      "\" is empty or taken by another template"));
+        }
+        core::NodeSpec node = core::NodeOfProfile(*found, name);
+        if (YAML::Node labels = t[i]["labels"]) {
+          if (!labels.IsMap()) return r.Error(labels, StrCat(where, ".labels: expected a map"));
+          for (const auto& kv : labels) {
+            TESSERA_ASSIGN_OR_RETURN(std::string k, r.String(kv.first, StrCat(where, ".labels")));
+            TESSERA_ASSIGN_OR_RETURN(node.labels[k],
+                                     r.String(kv.second, StrCat(where, ".labels.", k)));
+          }
+        }
+        su.templates.push_back(std::move(node));
+      }
+    }
+  }
+  if (YAML::Node n = root["defrag"]) {
+    TESSERA_RETURN_IF_ERROR(
+        r.OnlyKeys(n, "defrag", {"enabled", "minPriority", "after", "maxMoves", "maxChecks"}));
+    DefragExecutorOptions& d = c.core.defrag;
+    if (n["enabled"]) {
+      TESSERA_ASSIGN_OR_RETURN(d.enabled, r.Bool(n["enabled"], "defrag.enabled"));
+    }
+    if (n["minPriority"]) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t v,
+                               r.Int(n["minPriority"], "defrag.minPriority", INT32_MIN, INT32_MAX));
+      d.min_priority = static_cast<int32_t>(v);
+    }
+    if (n["after"]) {
+      TESSERA_ASSIGN_OR_RETURN(d.after, r.Duration(n["after"], "defrag.after"));
+    }
+    if (n["maxMoves"]) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t v, r.Int(n["maxMoves"], "defrag.maxMoves", 1, 16));
+      d.max_moves = static_cast<int>(v);
+    }
+    if (n["maxChecks"]) {
+      TESSERA_ASSIGN_OR_RETURN(d.max_checks,
+                               r.Int(n["maxChecks"], "defrag.maxChecks", 1, 100'000'000));
     }
   }
   if (YAML::Node n = root["maxPodsPerCycle"]) {

@@ -25,6 +25,17 @@
 //   maxPodsPerCycle: 512
 //   dra: {enabled: false, driver: gpu.tessera.dev}   # DRA mode: allocate pods' ResourceClaims
 //                                   # (dra_allocator.h; needs RBAC on resource.k8s.io)
+//   scaleUp:                        # the scale-up signal (scale_up_signal.h); off without
+//     templates:                    # templates: the nodes an operator or autoscaler can add
+//       - {name: h100, profile: hgx-h100, labels: {tessera.dev/rack: new}}
+//     interval: 30s                 # recomputed at most this often while pods wait
+//     maxNodes: 64                  # most nodes of one template
+//   defrag:                         # the defragmentation executor (defrag_executor.h)
+//     enabled: false                # off by default
+//     minPriority: 0                # pods of at least this priority trigger a plan
+//     after: 5m                     # ... once they have waited this long
+//     maxMoves: 2                   # the move budget of one plan
+//     maxChecks: 20000              # sets of pods one search checks at most
 //
 // Durations are integers with a unit: ms, s, m (500ms, 15s, 2m).
 #pragma once

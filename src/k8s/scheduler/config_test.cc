@@ -83,6 +83,36 @@ TEST(SchedulerConfig, ErrorsNameTheLineAndKey) {
   EXPECT_THAT(err("a: [\n"), HasSubstr("cfg.yaml:"));
 }
 
+TEST(SchedulerConfig, ScaleUpTemplates) {
+  absl::StatusOr<SchedulerConfig> off = ParseSchedulerConfig("schedulerName: x\n", "cfg.yaml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_TRUE(off->core.scale_up.templates.empty());  // off by default
+  absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(
+      "scaleUp:\n  templates:\n    - {name: h100, profile: hgx-h100, labels: {tessera.dev/rack: "
+      "new}}\n    - {profile: l40s-4gpu}\n  interval: 1m\n  maxNodes: 8\n",
+      "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const ScaleUpSignalOptions& s = c->core.scale_up;
+  ASSERT_EQ(s.templates.size(), 2u);
+  EXPECT_EQ(s.templates[0].name, "h100");
+  EXPECT_EQ(s.templates[0].gpu_count(), 8);
+  EXPECT_EQ(s.templates[0].labels.at("tessera.dev/rack"), "new");
+  EXPECT_EQ(s.templates[1].name, "l40s-4gpu");
+  EXPECT_EQ(s.templates[1].gpu_count(), 4);
+  EXPECT_EQ(s.interval.count(), 60'000);
+  EXPECT_EQ(s.max_nodes, 8);
+  auto err = [](const std::string& text) {
+    absl::StatusOr<SchedulerConfig> bad = ParseSchedulerConfig(text, "cfg.yaml");
+    EXPECT_FALSE(bad.ok());
+    return std::string(bad.status().message());
+  };
+  EXPECT_THAT(err("scaleUp: {templates: [{name: x}]}\n"), HasSubstr("needs a profile"));
+  EXPECT_THAT(err("scaleUp: {templates: [{profile: nope}]}\n"), HasSubstr("unknown profile"));
+  EXPECT_THAT(err("scaleUp: {templates: [{profile: dgx-a100}, {profile: dgx-a100}]}\n"),
+              HasSubstr("taken by another template"));
+  EXPECT_THAT(err("scaleUp: {every: 1s}\n"), HasSubstr("unknown key \"every\""));
+}
+
 TEST(ParseDuration, Units) {
   EXPECT_EQ(ParseDuration("250ms")->count(), 250);
   EXPECT_EQ(ParseDuration("15s")->count(), 15000);

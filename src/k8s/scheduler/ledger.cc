@@ -364,6 +364,20 @@ bool ClusterLedger::Accounted(const std::string& key) const {
   return it != held_.end() && it->second.accounted;
 }
 
+std::vector<std::string> ClusterLedger::EngineKeys() const {
+  std::vector<std::string> out;
+  for (const auto& [key, e] : held_) {
+    if (e.accounted) out.push_back(key);
+  }
+  std::sort(out.begin(), out.end());
+  for (const auto& [node, keys] : unhealthy_held_) {
+    for (const std::string& k : keys) {
+      if (engine_->Find(k) != nullptr) out.push_back(k);
+    }
+  }
+  return out;
+}
+
 void ClusterLedger::Block(const std::string& key, Entry& e, const std::string& node,
                           const std::string& why) {
   if (e.blocks == node) return;

@@ -104,6 +104,9 @@ class ClusterLedger {
   const Holding* Find(const std::string& key) const;
   // Held and accounted in the engine.
   bool Accounted(const std::string& key) const;
+  // Every key the engine holds something under: the pods accounted, then the keys holding what
+  // is free on unhealthy GPUs (UnhealthyKey); sorted within each part.
+  std::vector<std::string> EngineKeys() const;
 
   // --- deciding ---
   struct Allowed {

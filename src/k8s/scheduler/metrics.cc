@@ -58,6 +58,11 @@ SchedulerMetrics::SchedulerMetrics()
       decision_cpu({0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                     0.025, 0.05, 0.1, 0.25, 1}) {}
 
+void SchedulerMetrics::SetScaleUp(std::vector<ScaleUpGauges> templates, int64_t waiting_pods) {
+  std::lock_guard<std::mutex> lock(mu_);
+  scale_up_.emplace(std::move(templates), waiting_pods);
+}
+
 void SchedulerMetrics::SetNodes(std::vector<NodeGauges> nodes) {
   std::lock_guard<std::mutex> lock(mu_);
   nodes_ = std::move(nodes);
@@ -205,6 +210,23 @@ std::string SchedulerMetrics::Render() const {
   for (const QueueGauges& q : queues_) {
     StrAppend(&out, "tessera_scheduler_queue_pending_pods{queue=\"", EscapeLabel(q.queue), "\"} ",
               q.pending_pods, "\n");
+  }
+  if (scale_up_) {
+    Header(&out, "tessera_scheduler_scale_up_nodes", "gauge",
+           "Scale-up signal: nodes of this template that would let the most waiting pods run "
+           "(0: none helps, or nothing waits).");
+    for (const ScaleUpGauges& t : scale_up_->first) {
+      StrAppend(&out, "tessera_scheduler_scale_up_nodes{template=\"", EscapeLabel(t.template_name),
+                "\"} ", t.nodes, "\n");
+    }
+    Header(&out, "tessera_scheduler_scale_up_pods", "gauge",
+           "Scale-up signal: waiting pods that those nodes of this template would run.");
+    for (const ScaleUpGauges& t : scale_up_->first) {
+      StrAppend(&out, "tessera_scheduler_scale_up_pods{template=\"", EscapeLabel(t.template_name),
+                "\"} ", t.pods, "\n");
+    }
+    Scalar(&out, "tessera_scheduler_scale_up_waiting_pods", "gauge",
+           "Waiting pods the scale-up signal was last computed for.", scale_up_->second);
   }
   if (extra_) out += extra_();
   return out;

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,11 @@ struct QueueGauges {
   bool usable = true;
   core::QueueResources deserved, fair_share, allocated, borrowed, pending;
   int64_t pending_pods = 0;
+// The scale-up signal of one node template (scale_up_signal.h).
+struct ScaleUpGauges {
+  std::string template_name;
+  int64_t nodes = 0;  // nodes of it to add
+  int64_t pods = 0;   // waiting pods they would run
 };
 
 // Escapes a label value ("\\", "\"", newline).
@@ -106,6 +112,8 @@ class SchedulerMetrics {
 
   void SetNodes(std::vector<NodeGauges> nodes);
   void SetQueues(std::vector<QueueGauges> queues);
+  // The scale-up signal (rendered once set): per template, and the pods it was computed for.
+  void SetScaleUp(std::vector<ScaleUpGauges> templates, int64_t waiting_pods);
   // Further lines to append (informer counters), produced by the caller.
   void SetExtra(std::function<std::string()> extra);
 
@@ -115,6 +123,7 @@ class SchedulerMetrics {
   mutable std::mutex mu_;
   std::vector<NodeGauges> nodes_;
   std::vector<QueueGauges> queues_;
+  std::optional<std::pair<std::vector<ScaleUpGauges>, int64_t>> scale_up_;
   std::function<std::string()> extra_;
 };
 

@@ -397,6 +397,14 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   p->created = StringField(meta, "creationTimestamp");
   p->deleting = !Field(meta, "deletionTimestamp").is_null();
   p->nominated_node = StringField(status, "nominatedNodeName");
+  if (const json& owners = Field(meta, "ownerReferences"); owners.is_array()) {
+    for (const json& o : owners) {
+      if (Field(o, "controller") == true) {
+        p->controller = StrCat(StringField(o, "kind"), "/", StringField(o, "name"));
+        break;
+      }
+    }
+  }
   p->scheduler_name = StringField(spec, "schedulerName");
   p->node_name = StringField(spec, "nodeName");
   p->phase = StringField(status, "phase");
@@ -424,6 +432,8 @@ void DecodePodInto(const json& pod, PodInfo* p) {
     for (const json& c : conditions) {
       if (StringField(c, "type") == "PodScheduled" && StringField(c, "status") == "False") {
         p->unschedulable_message = StringField(c, "message");
+      } else if (StringField(c, "type") == kScaleUpCondition) {
+        p->scale_up_message = StringField(c, "message");
       }
     }
   }

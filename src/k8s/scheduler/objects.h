@@ -78,6 +78,10 @@ struct NodeConstraints {
   }
 };
 
+// The pod condition type in which the scheduler's scale-up signal tells a waiting pod which
+// nodes would let it run (scale_up_signal.h); `tessera status` shows it.
+inline constexpr std::string_view kScaleUpCondition = "tessera.dev/ScaleUp";
+
 struct PodInfo {
   std::string ns, name, uid, key;  // key: "ns/name"
   std::string resource_version;
@@ -90,6 +94,9 @@ struct PodInfo {
   std::string queue = "default";
   std::string created;         // metadata.creationTimestamp
   std::string nominated_node;  // status.nominatedNodeName: room being made for it (preemption)
+  // "Kind/name" of the ownerReference with controller: true (the ReplicaSet, Job, ... that
+  // recreates the pod when it is evicted); empty for a bare pod.
+  std::string controller;
 
   // What the pod asks for; meaningful when input_error is empty. request.name == key.
   core::PodRequest request;
@@ -102,6 +109,8 @@ struct PodInfo {
   std::string assignment_error;
   // The message of a PodScheduled=False condition already on the pod (so it is not rewritten).
   std::string unschedulable_message;
+  // The message of the scheduler's scale-up signal on the pod (condition tessera.dev/ScaleUp).
+  std::string scale_up_message;
 
   NodeConstraints constraints;
 

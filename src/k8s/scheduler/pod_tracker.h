@@ -76,6 +76,11 @@ class PodTracker {
 
   void SetStage(Pod& pod, Stage stage);
   int64_t count(Stage stage) const { return counts_[static_cast<int>(stage)]; }
+  // Calls `f(key, pod)` for every pod, in no particular order.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const auto& [key, pod] : pods_) f(key, pod);
+  }
   size_t size() const { return pods_.size(); }
 
  private:

@@ -217,6 +217,41 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
   return d;
 }
 
+std::vector<std::shared_ptr<const PodInfo>> Preemption::NominateForMoves(
+    std::shared_ptr<const PodInfo> pod, const std::string& node,
+    const std::vector<std::string>& movers, TimePoint now) {
+  std::vector<std::shared_ptr<const PodInfo>> out;
+  for (const std::string& m : movers) {
+    auto it = bound_.find(m);
+    if (it == bound_.end()) return {};  // not bound as far as we know: no part of the plan runs
+    out.push_back(it->second);
+  }
+  for (const std::string& m : movers) evicted_at_[m] = now;
+  Nomination& n = Nominate(pod->key);
+  n.node = node;
+  n.pod = std::move(pod);
+  return out;
+}
+
+bool Preemption::Evicting(const std::string& key, TimePoint now) const {
+  auto it = evicted_at_.find(key);
+  return it != evicted_at_.end() && now - it->second < kEvictingFor;
+}
+
+bool Preemption::RoomBeingMade(const core::Engine& engine, const std::string& key,
+                               TimePoint now) const {
+  auto n = nominations_.find(key);
+  if (n == nominations_.end() || n->second.node.empty()) return false;
+  const core::NodeId id = engine.cluster().FindNode(n->second.node);
+  if (!id.valid()) return false;
+  for (const auto& [k, info] : bound_) {
+    if (!info->deleting && !Evicting(k, now)) continue;
+    const core::Placement* p = engine.Find(k);
+    if (p != nullptr && p->node == id) return true;
+  }
+  return false;
+}
+
 std::string Preemption::Guard(core::Engine& engine, const PodInfo& pod,
                               const core::Placement& placement) {
   if (nominations_.empty()) return "";

@@ -134,6 +134,19 @@ class Preemption {
 
   void NoteRefusals(const std::vector<PreemptionWriter::Refusal>& refusals, TimePoint now);
 
+  // Defragmentation (defrag_executor.h): `pod` is nominated to `node`, for which the bound pods
+  // `movers` are evicted. Recorded as a preemption plan's nomination and victims are: Guard keeps
+  // the room, the movers count as leaving. Returns the movers (to evict); none, and nothing
+  // recorded, unless every one is a bound pod this tracks.
+  std::vector<std::shared_ptr<const PodInfo>> NominateForMoves(
+      std::shared_ptr<const PodInfo> pod, const std::string& node,
+      const std::vector<std::string>& movers, TimePoint now);
+  // Evicted by this scheduler within kEvictingFor (the watch may not show it terminating yet).
+  bool Evicting(const std::string& key, TimePoint now) const;
+  // `key` is nominated and some pod on that node is leaving (terminating, or evicted lately):
+  // the room for it is still being made.
+  bool RoomBeingMade(const core::Engine& engine, const std::string& key, TimePoint now) const;
+
   // For tests and logs.
   const std::string* NominatedNode(const std::string& key) const;
   size_t nominations() const { return nominations_.size(); }

@@ -101,6 +101,33 @@ class ApiReporter final : public Reporter {
            pod.key);
   }
 
+  void ReportNormal(const PodInfo& pod, std::string_view reason,
+                    const std::string& message) override {
+    const std::string now_text = FormatTime(std::chrono::system_clock::now());
+    Submit(
+        HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"),
+                    EventJson(pod, reason, message, now_text, "Normal").dump(), "application/json"},
+        pod.key);
+  }
+
+  void ReportScaleUp(const PodInfo& pod, const std::string& message, bool helps) override {
+    ReportNormal(pod, "ScaleUpSignal", message);
+    nlohmann::json patch = {
+        {"status",
+         {{"conditions",
+           nlohmann::json::array(
+               {{{"type", kScaleUpCondition},
+                 {"status", helps ? "True" : "False"},
+                 {"reason", helps ? "NodesWouldHelp" : "NoTemplateHelps"},
+                 {"message", message},
+                 {"lastProbeTime", nullptr},
+                 {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}}})}}}};
+    Submit(
+        HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
+                    patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
+        pod.key);
+  }
+
   void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
                      bool repeat) override {
     const auto now = std::chrono::system_clock::now();
@@ -144,9 +171,10 @@ class ApiReporter final : public Reporter {
     std::string message;
     int count = 1;
   };
-  // A core/v1 Warning Event about `pod`, named as the event recorder names them.
+  // A core/v1 Event (Warning unless `type` says otherwise) about `pod`, named as the event
+  // recorder names them.
   nlohmann::json EventJson(const PodInfo& pod, std::string_view reason, const std::string& message,
-                           const std::string& now_text) const {
+                           const std::string& now_text, std::string_view type = "Warning") const {
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::system_clock::now().time_since_epoch());
     return {{"apiVersion", "v1"},
@@ -162,7 +190,7 @@ class ApiReporter final : public Reporter {
               {"resourceVersion", pod.resource_version}}},
             {"reason", reason},
             {"message", message},
-            {"type", "Warning"},
+            {"type", type},
             {"source", {{"component", component_}}},
             {"firstTimestamp", now_text},
             {"lastTimestamp", now_text},

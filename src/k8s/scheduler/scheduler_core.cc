@@ -6,6 +6,8 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "core/fit.h"
+#include "core/plan/defrag.h"
 #include "records/assignment.h"
 #include "records/names.h"
 #include "spdlog/spdlog.h"
@@ -45,7 +47,9 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
                     *s->info, "GpuAssignmentUnreadable",
                     StrCat(why, "; node ", node,
                            " takes no GPU pods until this pod is gone or its record is readable"));
-              }) {
+              }),
+      scale_up_(options_.scale_up, metrics),
+      defrag_(options_.defrag) {
   queue_.set_order(&book_.set());
   pods_.set_listener([this](const std::string& key, const Pod* pod) { OnStage(key, pod); });
 }
@@ -236,6 +240,7 @@ void SchedulerCore::Forget(const std::string& key) {
   Dequeue(key, *s);
   gangs_.Leave(key, *s);
   preemption_.Forget(key);
+  defrag_.Forget(key);
   warned_.erase(key);
   pods_.Erase(key);
   book_.Forget(key);
@@ -432,6 +437,7 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
                                             allowed ? &allowed->nodes : nullptr, clock_());
   Observe(start);
   if (!d.found) {
+    if (TryDefrag(key, s, reason)) return true;
     MarkUnschedulable(key, s, StrCat(reason, "; preemption would not help: ", d.reason));
     return true;
   }
@@ -449,6 +455,65 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
       key, s,
       StrCat("nominated to node ", d.node, ": waiting for ", d.evict.size() + d.awaited,
              " pod(s) there to end (", d.evict.size(), " evicted now for this pod)"));
+  return true;
+}
+
+bool SchedulerCore::TryDefrag(const std::string& key, Pod& s, const std::string& reason) {
+  const auto now = clock_();
+  if (preemption_writer_ == nullptr || !defrag_.Eligible(*s.info, s.first_seen, now)) return false;
+  if (preemption_.RoomBeingMade(ledger_.engine(), key, now)) return false;  // a plan under way
+  const DecisionStart start = StartDecision();
+  DefragExecutor::Decision d = defrag_.Plan(
+      ledger_,
+      [this](const std::string& k) -> const PodInfo* {
+        const Pod* p = pods_.Find(k);
+        return p == nullptr ? nullptr : p->info.get();
+      },
+      [this, now](const PodInfo& p) { return !preemption_.Evicting(p.key, now); }, *s.info,
+      [this] {
+        core::PolicyOptions po;
+        po.seed = options_.seed;
+        return *core::CreatePolicy(options_.policy, po);
+      },
+      options_.levels, now);
+  Observe(start);
+  if (!d.found) {
+    spdlog::info("defragmentation: no plan for pod {}: {}", key, d.reason);
+    return false;
+  }
+  std::vector<std::string> movers;
+  for (const plan::Move& m : d.moves) movers.push_back(m.pod);
+  std::vector<std::shared_ptr<const PodInfo>> moving =
+      preemption_.NominateForMoves(s.info, d.node, movers, now);
+  if (moving.size() != movers.size()) return false;
+  const PodInfo& pod = *s.info;
+  const int64_t waited =
+      std::chrono::duration_cast<std::chrono::seconds>(now - s.first_seen).count();
+  const core::Cluster& cluster = ledger_.engine().cluster();
+  preemption_writer_->Nominate(pod, d.node);
+  std::vector<std::string> said;
+  for (size_t i = 0; i < d.moves.size(); ++i) {
+    const plan::Move& m = d.moves[i];
+    const std::string from = plan::DescribePlacement(cluster, m.from);
+    const std::string to = plan::DescribePlacement(cluster, m.to);
+    said.push_back(StrCat(m.pod, " from ", from, " to ", to));
+    spdlog::info("defragmentation: evicting pod {} ({} -> {}) for pod {} on node {}", m.pod, from,
+                 to, key, d.node);
+    preemption_writer_->Evict(*moving[i]);
+    reporter_->ReportWarning(
+        *moving[i], "DefragmentationMove",
+        StrCat("evicted by ", options_.scheduler_name, " to defragment: pod ", key, " (priority ",
+               pod.priority, ", ", core::DescribeAsk(pod.request), ") has waited ", waited,
+               "s and fits on node ", d.node, " once this pod moves from ", from, " to ", to,
+               " (its controller recreates it; the scheduler places the new pod)"));
+  }
+  reporter_->ReportNormal(
+      pod, "Defragmentation",
+      StrCat("waited ", waited, "s: moving ", d.moves.size(), " pod(s) to make room on node ",
+             d.node, ": ", StrJoin(said, "; ")));
+  MarkUnschedulable(key, s,
+                    StrCat("nominated to node ", d.node, ": waiting for ", d.moves.size(),
+                           " pod(s) moved away for defragmentation (", reason, ")"));
   return true;
 }
 
@@ -656,7 +721,36 @@ int SchedulerCore::ScheduleSome() {
       ++tried;
     }
   }
+  if (scale_up_.enabled()) UpdateScaleUp(clock_());
   return tried;
+}
+
+void SchedulerCore::UpdateScaleUp(std::chrono::steady_clock::time_point now) {
+  if (!scale_up_.Due(now, pods_.count(Stage::kUnschedulable) > 0)) return;
+  std::vector<const PodInfo*> waiting;
+  pods_.ForEach([&](const std::string&, const Pod& p) {
+    if (p.stage == Stage::kUnschedulable) waiting.push_back(p.info.get());
+  });
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<ScaleUpSignal::Notice> notices = scale_up_.Update(
+      ledger_,
+      [this](const std::string& key) -> const PodInfo* {
+        const Pod* p = pods_.Find(key);
+        return p == nullptr ? nullptr : p->info.get();
+      },
+      waiting,
+      [this] {
+        core::PolicyOptions po;
+        po.seed = options_.seed;
+        return *core::CreatePolicy(options_.policy, po);
+      },
+      options_.levels, now);
+  for (const ScaleUpSignal::Notice& n : notices) {
+    reporter_->ReportScaleUp(*n.pod, n.message, n.helps);
+  }
+  spdlog::debug("scale-up signal for {} waiting pods in {:.3f}s: {}", waiting.size(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+                scale_up_.last().reason);
 }
 
 std::optional<std::chrono::steady_clock::time_point> SchedulerCore::NextWakeup() const {

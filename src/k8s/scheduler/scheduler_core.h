@@ -37,6 +37,7 @@
 #include "k8s/client/backoff.h"
 #include "k8s/scheduler/binder.h"
 #include "k8s/scheduler/claim_binder.h"
+#include "k8s/scheduler/defrag_executor.h"
 #include "k8s/scheduler/dra_allocator.h"
 #include "k8s/scheduler/gang_assembler.h"
 #include "k8s/scheduler/ledger.h"
@@ -46,6 +47,7 @@
 #include "k8s/scheduler/preemption.h"
 #include "k8s/scheduler/queue.h"
 #include "k8s/scheduler/queue_book.h"
+#include "k8s/scheduler/scale_up_signal.h"
 
 namespace tessera::k8s {
 
@@ -67,6 +69,11 @@ struct SchedulerCoreOptions {
   // DRA mode: pods with spec.resourceClaims get devices of this driver (EnableDra).
   bool dra = false;
   std::string dra_driver = "gpu.tessera.dev";
+  // The scale-up signal (scale_up_signal.h): off without templates.
+  ScaleUpSignalOptions scale_up;
+  // The defragmentation executor (defrag_executor.h): off unless enabled; needs preemption's
+  // writer (EnablePreemption) for its evictions and nominations.
+  DefragExecutorOptions defrag;
 };
 
 // Where failures go: the pod's owner reads them with kubectl describe.
@@ -81,6 +88,18 @@ class Reporter {
   // A Warning Event on `pod` (bound or not) with `reason` and `message`; no condition.
   virtual void ReportWarning(const PodInfo& pod, std::string_view reason,
                              const std::string& message) = 0;
+  // A Normal Event on `pod` (information, not a problem: the scale-up signal). Default: none.
+  virtual void ReportNormal(const PodInfo& pod, std::string_view reason,
+                            const std::string& message) {
+    (void)pod, (void)reason, (void)message;
+  }
+  // The scale-up signal's word on a waiting pod (scale_up_signal.h): a Normal Event (reason
+  // ScaleUpSignal) and the pod condition tessera.dev/ScaleUp, which `tessera status` shows.
+  // `helps`: some template lets the pod run. Default: the Event only.
+  virtual void ReportScaleUp(const PodInfo& pod, const std::string& message, bool helps) {
+    (void)helps;
+    ReportNormal(pod, "ScaleUpSignal", message);
+  }
 };
 
 class SchedulerCore {
@@ -132,6 +151,7 @@ class SchedulerCore {
   std::optional<records::Assignment> HeldFor(const std::string& key) const;
   const Preemption& preemption() const { return preemption_; }
   QueueBook& queue_book() { return book_; }
+  const ScaleUpSignal& scale_up() const { return scale_up_; }
   size_t queued() const { return queue_.active_size(); }
 
  private:
@@ -165,10 +185,15 @@ class SchedulerCore {
   // The same for a gang that does not fit now (every member nominated); false when off.
   bool TryPreemptGang(const std::string& gang_key, const std::vector<std::string>& keys,
                       const std::vector<const PodInfo*>& members, const std::string& reason);
+  // Carries out a defragmentation plan for a pod that waited long enough; false when there is
+  // none (or the executor is off).
+  bool TryDefrag(const std::string& key, Pod& s, const std::string& reason);
   int TryGang(const std::string& gang_key);
   void Report(Pod& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
   void FlushRetries(std::chrono::steady_clock::time_point now);
+  // Recomputes the scale-up signal when it is due, and posts what changed as Events.
+  void UpdateScaleUp(std::chrono::steady_clock::time_point now);
   // The start of a decision: the wall clock and this thread's CPU clock.
   struct DecisionStart {
     std::chrono::steady_clock::time_point wall;
@@ -190,6 +215,8 @@ class SchedulerCore {
   ClusterLedger ledger_;
   Preemption preemption_;
   PreemptionWriter* preemption_writer_ = nullptr;
+  ScaleUpSignal scale_up_;
+  DefragExecutor defrag_;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
   std::unique_ptr<DraAllocator> dra_;

@@ -4,6 +4,7 @@
 #include "k8s/scheduler/scheduler_core.h"
 
 #include "common/strings.h"
+#include "core/model/profiles.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/testing/objects.h"
@@ -56,7 +57,12 @@ class Recorder : public Binder, public Reporter {
     }
     return "";
   }
+  void ReportNormal(const PodInfo& pod, std::string_view reason,
+                    const std::string& message) override {
+    normals.push_back({pod.key, std::string(reason), message, false});
+  }
   std::vector<BindCall> binds;
+  std::vector<ReportCall> normals;
   std::vector<ReportCall> reports;
   std::vector<ReportCall> warnings;
 };
@@ -783,6 +789,69 @@ TEST_F(CoreTest, PodsBoundByOthersCountTheirCpuAndMemory) {
   core_->ScheduleSome();
   EXPECT_TRUE(actions_.binds.empty());
   EXPECT_EQ(core_->StageOf("ns/mine"), Stage::kUnschedulable);
+}
+
+// The scale-up signal: the pods that wait, which configured template and how many nodes of it
+// would let them run (the what-if of `tessera plan scale-up`), as a metric and one Event per
+// pod whenever what it says about the pod changes.
+TEST_F(CoreTest, ScaleUpSignalNamesTemplatesAsMetricAndEvent) {
+  SchedulerCoreOptions o;
+  o.scale_up.templates = {core::NodeOfProfile(*core::FindProfile("hgx-h100"), "h100"),
+                          core::NodeOfProfile(*core::FindProfile("l40s-4gpu"), "l40s")};
+  o.scale_up.interval = std::chrono::milliseconds(10'000);
+  Make(o);
+  Node(NodeObject("n1").Gpus(4).Json());
+  Pod(PodObject("ns", "small").Limit("tessera.dev/gpu", "2").Json());
+  Pod(PodObject("ns", "big").Limit("tessera.dev/gpu", "8").Json());
+  Pod(PodObject("ns", "mid").Limit("tessera.dev/gpu", "4").Json());
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);  // small; big and mid wait
+  ASSERT_EQ(actions_.normals.size(), 2u);
+  for (const ReportCall& n : actions_.normals) {
+    EXPECT_EQ(n.reason, "ScaleUpSignal");
+    // One h100 (8 GPUs) runs big; a second runs mid: 2 nodes run both (l40s: 4 GPUs a node,
+    // never big).
+    EXPECT_THAT(n.message, HasSubstr("adding 2 nodes of template h100 (16 GPUs)")) << n.message;
+  }
+  const plan::ScaleUpPlan& last = core_->scale_up().last();
+  EXPECT_EQ(last.waiting_pods, 2);
+  ASSERT_EQ(last.options.size(), 2u);
+  EXPECT_EQ(last.options[1].pods_placed, 1);  // l40s: one node runs mid
+  std::string metrics = metrics_.Render();
+  EXPECT_THAT(metrics, HasSubstr("tessera_scheduler_scale_up_nodes{template=\"h100\"} 2\n"));
+  EXPECT_THAT(metrics, HasSubstr("tessera_scheduler_scale_up_nodes{template=\"l40s\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("tessera_scheduler_scale_up_pods{template=\"l40s\"} 1\n"));
+  EXPECT_THAT(metrics, HasSubstr("tessera_scheduler_scale_up_waiting_pods 2\n"));
+
+  // Recomputed after the interval; nothing changed, so no new Event.
+  Advance(31'000);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.normals.size(), 2u);
+
+  // mid goes away: one h100 is enough, and big is told so.
+  Pod(PodObject("ns", "mid").Limit("tessera.dev/gpu", "4").Json(), Change::kDeleted);
+  Advance(31'000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.normals.size(), 3u);
+  EXPECT_EQ(actions_.normals[2].key, "ns/big");
+  EXPECT_THAT(actions_.normals[2].message, HasSubstr("adding 1 node of template h100 (8 GPUs)"));
+
+  // Nothing waits: the signal is cleared at once.
+  Pod(PodObject("ns", "big").Limit("tessera.dev/gpu", "8").Json(), Change::kDeleted);
+  core_->ScheduleSome();
+  metrics = metrics_.Render();
+  EXPECT_THAT(metrics, HasSubstr("tessera_scheduler_scale_up_nodes{template=\"h100\"} 0\n"));
+  EXPECT_THAT(metrics, HasSubstr("tessera_scheduler_scale_up_waiting_pods 0\n"));
+}
+
+TEST_F(CoreTest, ScaleUpSignalIsOffWithoutTemplates) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  Pod(PodObject("ns", "big").Limit("tessera.dev/gpu", "8").Json());
+  Sync();
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.normals.empty());
+  EXPECT_THAT(metrics_.Render(), ::testing::Not(HasSubstr("scale_up")));
 }
 
 }  // namespace

@@ -312,7 +312,11 @@ absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOp
   // Nodes on a second thread while this one lists pods (each with its own connection).
   std::thread node_thread([&] {
     node_status = ListAll(
-        client, "/api/v1/nodes", "nodes", options, [&] { nodes.clear(); },
+        client,
+        options.node_selector.empty()
+            ? std::string("/api/v1/nodes")
+            : StrCat("/api/v1/nodes?labelSelector=", QueryEscape(options.node_selector)),
+        "nodes", options, [&] { nodes.clear(); },
         [&](json&& item) { nodes.push_back(DecodeSnapshotNode(item)); }, &node_pages);
   });
   absl::Status pod_status = ListAll(

@@ -71,6 +71,9 @@ struct SnapshotOptions {
   int page_size = 500;
   // The request timeout of each page.
   std::chrono::milliseconds page_timeout{120'000};
+  // Only the nodes with these labels (a label selector, as the scheduler's nodeSelector); empty:
+  // every node. Pods bound elsewhere are still listed; the ledger ignores them.
+  std::string node_selector;
 };
 
 class ClusterSnapshot {

@@ -1,6 +1,9 @@
 #include "k8s/snapshot/snapshot.h"
 
+#include <map>
+
 #include "gtest/gtest.h"
+#include "k8s/scheduler/plan_inputs.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
 
@@ -116,6 +119,100 @@ TEST(Snapshot, LedgerReportsPodsWhoseGpusCannotBeAccounted) {
   EXPECT_EQ(problems[1].object, "pod/ns/lost");
   EXPECT_EQ(problems[1].node, "n");
   EXPECT_NE(problems[1].message.find("names node m"), std::string::npos) << problems[1].message;
+}
+
+// What `tessera plan --from-cluster` plans on: the snapshot's ledger read as the planners take
+// it (k8s/scheduler/plan_inputs.h), then a plan on it.
+TEST(Snapshot, PlanViewAndWaitingGroups) {
+  ClusterSnapshot s = ClusterSnapshot::FromObjects(
+      {NodeObject("a").Gpus(4).NvSwitch().Json(), NodeObject("b").Gpus(4).NvSwitch().Json(),
+       NodeObject("c").Gpus(4).NvSwitch().Cordoned().Json(),
+       NodeObject("d").Gpus(2).Unhealthy(1, {79}, "XID 79").Json()},
+      {PodObject("ns", "a0")
+           .Limit("tessera.dev/gpu-memory", "20Gi")
+           .Controller("ReplicaSet", "web")
+           .Assigned(Share("a", 0, 20480))
+           .Json(),
+       PodObject("ns", "a1")
+           .Limit("tessera.dev/gpu-memory", "20Gi")
+           .Controller("ReplicaSet", "web")
+           .Assigned(Share("a", 1, 20480))
+           .Json(),
+       PodObject("ns", "a2")
+           .Limit("tessera.dev/gpu-memory", "20Gi")
+           .Controller("ReplicaSet", "web")
+           .Assigned(Share("a", 2, 20480))
+           .Json(),
+       PodObject("ns", "b0")
+           .Limit("tessera.dev/gpu-memory", "20Gi")
+           .Controller("ReplicaSet", "web")
+           .Assigned(Share("b", 0, 20480))
+           .Json(),
+       PodObject("ns", "bare")
+           .Limit("tessera.dev/gpu-memory", "10Gi")
+           .Assigned(Share("b", 1, 10240))
+           .Json(),
+       PodObject("ns", "big")
+           .Limit("tessera.dev/gpu", "4")
+           .Priority(10)
+           .Created("2026-01-01T00:00:02Z")
+           .Json(),
+       PodObject("ns", "g-0")
+           .Limit("tessera.dev/gpu", "1")
+           .Gang("g", 2)
+           .Created("2026-01-01T00:00:01Z")
+           .Json(),
+       PodObject("ns", "g-1")
+           .Limit("tessera.dev/gpu", "1")
+           .Gang("g", 2)
+           .Created("2026-01-01T00:00:01Z")
+           .Json(),
+       PodObject("ns", "h-0").Limit("tessera.dev/gpu", "1").Gang("h", 3).Json()});
+  std::unique_ptr<ClusterLedger> ledger = s.Ledger({});
+  std::map<std::string, const PodInfo*> by_key;
+  for (const auto& p : s.pods()) by_key[p->key] = p.get();
+  auto find = [&](const std::string& k) -> const PodInfo* {
+    auto it = by_key.find(k);
+    return it == by_key.end() ? nullptr : it->second;
+  };
+  PlanView view = ViewForPlans(*ledger, find, [](const PodInfo& p) { return p.name != "a2"; });
+  ASSERT_EQ(view.running.size(), 6u);  // five pods and the unhealthy GPU's free part
+  std::map<std::string, bool> movable;
+  for (const plan::RunningPod& r : view.running) movable[r.request.name] = r.movable;
+  EXPECT_TRUE(movable["ns/a0"]);
+  EXPECT_FALSE(movable["ns/a2"]);    // refused by the caller (--pin)
+  EXPECT_FALSE(movable["ns/bare"]);  // no controller would bring it back
+  EXPECT_FALSE(movable[UnhealthyKey("d", 1)]);
+  ASSERT_EQ(view.cordoned.size(), 1u);
+  EXPECT_EQ(view.cluster->node(view.cordoned[0]).name, "c");
+
+  std::vector<std::string> incomplete;
+  std::vector<WaitingGroup> groups = GroupWaiting(s.PendingPods("tessera"), &incomplete);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].name, "ns/big");  // the highest priority first
+  EXPECT_EQ(groups[1].name, "ns/g");
+  EXPECT_EQ(groups[1].pods.size(), 2u);
+  EXPECT_EQ(incomplete, std::vector<std::string>{"ns/h"});
+
+  // The 4-GPU pod: c is cordoned and d has 2 GPUs; b keeps its bare pod (nothing would bring
+  // it back) and a keeps a2 (pinned): no move can make room.
+  plan::DefragInput in;
+  in.cluster = view.cluster;
+  in.make_policy = [] { return *core::CreatePolicy("tessera", {}); };
+  in.running = view.running;
+  in.cordoned = view.cordoned;
+  in.target = groups[0].requests();
+  absl::StatusOr<plan::DefragPlan> p = plan::PlanDefrag(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->verdict, plan::DefragVerdict::kNeedsCapacity) << p->reason;
+  // Without the pin, a's three shares move (to b's free GPUs 2, 3 and beside b0 or bare).
+  view = ViewForPlans(*ledger, find);
+  in.running = view.running;
+  p = plan::PlanDefrag(in);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->verdict, plan::DefragVerdict::kPlan) << p->reason;
+  EXPECT_EQ(p->moves.size(), 3u);
+  EXPECT_EQ(view.cluster->node(p->target[0].node).name, "a");
 }
 
 }  // namespace

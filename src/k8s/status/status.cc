@@ -264,6 +264,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
     } else {
       ps.reason = "not tried by the scheduler yet";
     }
+    ps.scale_up = p->scale_up_message;
     QueueStatus& qs = queues[p->queue];
     qs.name = p->queue;
     if (shown_ns(*p)) {
@@ -560,6 +561,16 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
       t.Row({p.pod, ask, p.queue, Duration(p.waiting_seconds), reason});
     }
     out += t.Render();
+    // The scheduler's scale-up signal (scaleUp in its configuration), where it gave one.
+    Table su("  ");
+    su.Row({"POD", "SCALE-UP SIGNAL"});
+    int signals = 0;
+    for (const PendingPodStatus& p : s.pending) {
+      if (p.scale_up.empty()) continue;
+      su.Row({p.pod, p.scale_up});
+      ++signals;
+    }
+    if (signals > 0) out += "\n" + su.Render();
   }
 
   if (!s.queues.empty()) {
@@ -694,6 +705,7 @@ json StatusToJson(const ClusterStatus& s) {
                        {"priority", p.priority},
                        {"reason", p.reason},
                        {"never_fits", p.never_fits},
+                       {"scale_up", p.scale_up.empty() ? json(nullptr) : json(p.scale_up)},
                        {"created", p.created},
                        {"waiting_seconds", p.waiting_seconds}});
   }

@@ -88,7 +88,9 @@ struct PendingPodStatus {
   // The scheduler's last word (the PodScheduled=False message), the pod's own input error, or
   // "waiting for scheduling gates" / "not tried yet".
   std::string reason;
-  bool never_fits = false;       // the engine says no node of this cluster could ever take it
+  bool never_fits = false;  // the engine says no node of this cluster could ever take it
+  // The scheduler's scale-up signal for it (condition tessera.dev/ScaleUp); empty when none.
+  std::string scale_up;
   std::string created;           // metadata.creationTimestamp
   int64_t waiting_seconds = -1;  // since creation; -1 when unknown
 };

@@ -319,6 +319,36 @@ TEST(Status, JsonIsStable) {
   EXPECT_EQ(j["queues"][1]["name"], "train");
 }
 
+TEST(Status, ScaleUpSignalFromTheScheduler) {
+  nlohmann::json waiting = PodObject("ns", "big").Limit("tessera.dev/gpu", "8").Json();
+  waiting["status"]["conditions"] = {
+      {{"type", "PodScheduled"}, {"status", "False"}, {"message", "no node has 8 free GPUs"}},
+      {{"type", "tessera.dev/ScaleUp"},
+       {"status", "True"},
+       {"reason", "NodesWouldHelp"},
+       {"message", "adding 1 node of template h100 (8 GPUs) would let it run"}}};
+  ClusterSnapshot snap = ClusterSnapshot::FromObjects(
+      {NodeObject("a").Gpus(4).Json()},
+      {waiting, PodObject("ns", "small").Limit("tessera.dev/gpu", "1").Json()});
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snap, At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->pending.size(), 2u);
+  EXPECT_EQ(s->pending[0].pod, "ns/big");
+  EXPECT_EQ(s->pending[0].reason, "no node has 8 free GPUs");
+  EXPECT_EQ(s->pending[0].scale_up, "adding 1 node of template h100 (8 GPUs) would let it run");
+  EXPECT_EQ(s->pending[1].scale_up, "");
+  nlohmann::json j = StatusToJson(*s);
+  EXPECT_EQ(j["pending"][0]["scale_up"], s->pending[0].scale_up);
+  EXPECT_EQ(j["pending"][1]["scale_up"], nullptr);
+  std::string text = RenderStatusText(*s);
+  EXPECT_THAT(text, HasSubstr("SCALE-UP SIGNAL"));
+  EXPECT_THAT(text, HasSubstr("ns/big  adding 1 node of template h100 (8 GPUs) would let it run"));
+  // Without any signal, no section.
+  absl::StatusOr<ClusterStatus> plain = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(RenderStatusText(*plain), ::testing::Not(HasSubstr("SCALE-UP")));
+}
+
 TEST(Status, Bar) {
   EXPECT_EQ(Bar(0, 100, 4), "[....]");
   EXPECT_EQ(Bar(1, 100, 4), "[#...]");  // anything granted shows

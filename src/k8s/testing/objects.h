@@ -170,6 +170,11 @@ class PodObject {
     created_ = std::move(t);
     return *this;
   }
+  // Owned by a controller (ownerReferences, controller: true), as a ReplicaSet's pods are.
+  PodObject& Controller(std::string kind, std::string name) {
+    controller_ = {std::move(kind), std::move(name)};
+    return *this;
+  }
 
   nlohmann::json Json() const {
     nlohmann::json container = {{"name", "main"}, {"image", "registry.invalid/app:1"}};
@@ -185,6 +190,13 @@ class PodObject {
     if (!uid_.empty()) meta["uid"] = uid_;
     if (!created_.empty()) meta["creationTimestamp"] = created_;
     if (!annotations_.empty()) meta["annotations"] = annotations_;
+    if (controller_) {
+      meta["ownerReferences"] = {{{"apiVersion", "apps/v1"},
+                                  {"kind", controller_->first},
+                                  {"name", controller_->second},
+                                  {"uid", StrCat("uid-", controller_->second)},
+                                  {"controller", true}}};
+    }
     nlohmann::json pod = {
         {"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", spec}};
     if (!phase_.empty()) pod["status"] = {{"phase", phase_}};
@@ -207,6 +219,7 @@ class PodObject {
   std::string uid_;
   std::string created_;
   std::string unschedulable_;
+  std::optional<std::pair<std::string, std::string>> controller_;
 };
 
 }  // namespace tessera::k8s::testing

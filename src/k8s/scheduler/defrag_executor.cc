@@ -1,0 +1,49 @@
+#include "k8s/scheduler/defrag_executor.h"
+
+#include "common/strings.h"
+#include "k8s/scheduler/plan_inputs.h"
+
+namespace tessera::k8s {
+
+bool DefragExecutor::Eligible(const PodInfo& pod, TimePoint first_seen, TimePoint now) const {
+  if (!options_.enabled || pod.priority < options_.min_priority) return false;
+  if (pod.request.gang || !pod.claims.empty()) return false;
+  if (pod.request.gpu.kind == core::GpuAsk::Kind::kMig) return false;
+  if (now - first_seen < options_.after) return false;
+  auto it = searched_.find(pod.key);
+  return it == searched_.end() || now - it->second >= options_.after;
+}
+
+DefragExecutor::Decision DefragExecutor::Plan(
+    const ClusterLedger& ledger, const std::function<const PodInfo*(const std::string&)>& find,
+    const std::function<bool(const PodInfo&)>& may_move, const PodInfo& pod,
+    const std::function<std::unique_ptr<core::Policy>()>& make_policy,
+    const std::vector<core::TopologyLevel>& levels, TimePoint now) {
+  searched_[pod.key] = now;
+  if (searched_.size() > 100'000) searched_.clear();  // bounded; pacing only
+  Decision d;
+  PlanView view = ViewForPlans(ledger, find, may_move);
+  plan::DefragInput in;
+  in.cluster = view.cluster;
+  in.levels = levels;
+  in.make_policy = make_policy;
+  in.running = std::move(view.running);
+  in.cordoned = std::move(view.cordoned);
+  in.target = {pod.request};
+  plan::DefragOptions o;
+  o.max_moves = options_.max_moves;
+  o.max_checks = options_.max_checks;
+  absl::StatusOr<plan::DefragPlan> p = plan::PlanDefrag(in, o);
+  if (!p.ok()) {
+    d.reason = std::string(p.status().message());
+    return d;
+  }
+  d.reason = p->reason;
+  if (p->verdict != plan::DefragVerdict::kPlan || p->moves.empty()) return d;
+  d.found = true;
+  d.node = view.cluster->node(p->target[0].node).name;
+  d.moves = std::move(p->moves);
+  return d;
+}
+
+}  // namespace tessera::k8s
