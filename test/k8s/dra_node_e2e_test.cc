@@ -111,7 +111,12 @@ class DraNode : public ::testing::Test {
     ASSERT_TRUE(p.ok()) << p.status();
     scheduler_ = std::move(*p);
   }
-  static void TearDownTestSuite() { scheduler_.reset(); }
+  static void TearDownTestSuite() {
+    scheduler_.reset();
+    if (::testing::UnitTest::GetInstance()->failed_test_count() == 0) {
+      std::filesystem::remove_all(dir_);  // kept for reading when a test failed
+    }
+  }
 
   static std::string SchedulerLog() { return ReadFile(dir_ + "/scheduler.log"); }
   static std::string AgentLog() { return ReadFile(GpuNode().dir + "/agent.log"); }

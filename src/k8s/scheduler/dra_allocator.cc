@@ -141,6 +141,7 @@ DraAllocator::Decision DraAllocator::Decide(const PodInfo& pod) {
     return d;
   }
   core::PodRequest request = pod.request;
+  request.gpu = core::GpuAsk{};  // the GPUs come from the claims (extended: no longer asked)
   if (!plan.fixed_node.empty()) {
     const core::NodeId id = cluster.FindNode(plan.fixed_node);
     if (!id.valid() || !cluster.live(id)) {
