@@ -101,6 +101,16 @@ class ApiReporter final : public Reporter {
            pod.key);
   }
 
+  void ReportNormal(const PodInfo& pod, std::string_view reason,
+                    const std::string& message) override {
+    const std::string now_text = FormatTime(std::chrono::system_clock::now());
+    nlohmann::json event = EventJson(pod, reason, message, now_text);
+    event["type"] = "Normal";
+    Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"), event.dump(),
+                       "application/json"},
+           pod.key);
+  }
+
   void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
                      bool repeat) override {
     const auto now = std::chrono::system_clock::now();
@@ -144,7 +154,8 @@ class ApiReporter final : public Reporter {
     std::string message;
     int count = 1;
   };
-  // A core/v1 Warning Event about `pod`, named as the event recorder names them.
+  // A core/v1 Warning Event about `pod` (Normal: the caller sets type), named as the event
+  // recorder names them.
   nlohmann::json EventJson(const PodInfo& pod, std::string_view reason, const std::string& message,
                            const std::string& now_text) const {
     auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -78,6 +78,12 @@ class Reporter {
   // A Warning Event on `pod` (bound or not) with `reason` and `message`; no condition.
   virtual void ReportWarning(const PodInfo& pod, std::string_view reason,
                              const std::string& message) = 0;
+  // A Normal Event on `pod`: news, not a problem (an elastic gang's members running). A reporter
+  // that only keeps problems may drop it.
+  virtual void ReportNormal(const PodInfo& pod, std::string_view reason,
+                            const std::string& message) {
+    (void)pod, (void)reason, (void)message;
+  }
 };
 
 class SchedulerCore {
@@ -143,7 +149,9 @@ class SchedulerCore {
   void Enqueue(const std::string& key, Pod& s);
   void Dequeue(const std::string& key, Pod& s);
   void Confirm(Pod& s);
-  void StartBind(const std::string& key, Pod& s, const core::Placement& placement);
+  // `gang`: the member's gang, for its assignment record (nullptr: not a gang member).
+  void StartBind(const std::string& key, Pod& s, const core::Placement& placement,
+                 const records::GangRecord* gang = nullptr);
   void PlaceOne(const std::string& key, Pod& s);
   void PlaceWithClaims(const std::string& key, Pod& s);
   void StartClaimBind(const std::string& key, Pod& s, const DraAllocator::Decision& decision);
