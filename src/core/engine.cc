@@ -534,6 +534,141 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
                          most_free, " fully free in one)"));
 }
 
+int Engine::DomainHolding(int level, std::span<const Placement> placements) const {
+  absl::flat_hash_map<int, int> count;
+  for (const Placement& p : placements) {
+    if (!p.node.valid() || p.node.value() >= static_cast<int>(node_domains_.size())) continue;
+    const uint64_t mask = p.gpu_mask();
+    for (const NodeDomain& nd : node_domains_[p.node.value()]) {
+      if (nd.level != level || (mask != 0 && (nd.mask & mask) == 0)) continue;
+      ++count[nd.domain];
+      break;
+    }
+  }
+  int best = -1, best_n = 0;
+  for (const auto& [d, n] : count) {
+    if (n > best_n || (n == best_n && d < best)) {
+      best = d;
+      best_n = n;
+    }
+  }
+  return best;
+}
+
+std::vector<PlacementResult> Engine::PlaceElasticGang(std::span<const PodRequest> pending,
+                                                      std::span<const std::string> running,
+                                                      Mode mode,
+                                                      const std::vector<Candidate>* allowed) {
+  std::vector<PlacementResult> results(pending.size());
+  if (pending.empty()) return results;
+  const GangAsk gang = pending[0].gang.value_or(GangAsk{});
+  std::vector<Placement> held;
+  absl::flat_hash_set<std::string_view> seen;
+  for (const std::string& name : running) {
+    if (!seen.insert(name).second) continue;
+    if (const Placement* p = Find(name)) held.push_back(*p);
+  }
+  const int r = static_cast<int>(held.size());
+  const int size = gang.size > 0 ? gang.size : r + static_cast<int>(pending.size());
+  const int most = std::min(static_cast<int>(pending.size()), std::max(size - r, 0));
+  const int need = std::max(1, gang.min_members() - r);
+  auto fail_all = [&](Outcome outcome, const std::string& reason) {
+    for (PlacementResult& x : results) {
+      x.outcome = outcome;
+      x.reason = reason;
+      x.placement = Placement{};
+    }
+    return results;
+  };
+  if (most < need) {
+    return fail_all(
+        Outcome::kNoFitNow,
+        r >= size ? StrCat("gang ", gang.name, " already runs its ", size, " members")
+                  : StrCat("gang ", gang.name, " has ", r, " members running and ", pending.size(),
+                           " waiting; it needs ", need, " more to start together"));
+  }
+  // Where: the running members' domain, when the gang has a level and members running.
+  std::vector<Candidate> kept;
+  bool keep = false;
+  if (!gang.level.empty() && r > 0) {
+    const int level = domains_.LevelIndex(gang.level);
+    const int d = level < 0 ? -1 : DomainHolding(level, held);
+    if (d >= 0) {
+      keep = true;
+      const Domain& domain = domains_.domains(level)[d];
+      int gpus = 0;
+      kept = allowed == nullptr ? domain.candidates : Restrict(cluster_, domain, *allowed, &gpus);
+    }
+  }
+  // The first n pending members as a gang of their own: all or none.
+  std::vector<PodRequest> members(pending.begin(), pending.begin() + most);
+  auto attempt = [&](int n, bool in_kept, Mode m) {
+    std::vector<PodRequest> some(members.begin(), members.begin() + n);
+    for (PodRequest& x : some) {
+      GangAsk g = x.gang.value_or(GangAsk{});
+      g.size = n;
+      g.min = 0;
+      if (in_kept) g.level.clear();  // the domain is given as candidates
+      x.gang = g;
+    }
+    return PlaceGang(some, m, in_kept ? &kept : allowed);
+  };
+  auto fits = [](const std::vector<PlacementResult>& rs) { return !rs.empty() && rs[0].placed(); };
+  // The largest n that fits placed (in `mode`) into *placed; false, with the failure of `need`
+  // members in *placed, when not even they fit. All of them first (the common case, and the
+  // only one for a gang that is not elastic), then halving.
+  int lo = 0;
+  std::string more;  // why one more does not fit
+  std::vector<PlacementResult> placed;
+  auto place = [&](bool in_kept) {
+    placed = attempt(most, in_kept, mode);
+    if (fits(placed)) {
+      lo = most;
+      return true;
+    }
+    if (most == need) return false;
+    more = placed.empty() ? "" : placed[0].reason;
+    placed = attempt(need, in_kept, Mode::kTestOnly);
+    if (!fits(placed)) return false;
+    lo = need;
+    int hi = most - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      std::vector<PlacementResult> t = attempt(mid, in_kept, Mode::kTestOnly);
+      if (fits(t)) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+        if (!t.empty()) more = t[0].reason;
+      }
+    }
+    placed = attempt(lo, in_kept, mode);
+    TESSERA_CHECK(fits(placed));
+    return true;
+  };
+  bool ok = place(keep);
+  if (!ok && keep && !gang.required) ok = place(false);
+  if (!ok) {
+    std::string reason = placed.empty() ? "no members" : placed[0].reason;
+    if (keep && gang.required) {
+      reason = StrCat("gang ", gang.name, ": ", r, " of ", size, " members run in one ", gang.level,
+                      ", and it has no room for ", need, " more now (", reason, ")");
+    }
+    return fail_all(placed.empty() ? Outcome::kNoFitNow : placed[0].outcome, reason);
+  }
+  for (int i = 0; i < lo; ++i) results[i] = std::move(placed[i]);
+  for (size_t i = lo; i < pending.size(); ++i) {
+    results[i].outcome = Outcome::kNoFitNow;
+    results[i].reason =
+        static_cast<int>(i) >= most
+            ? StrCat("gang ", gang.name, " already has its ", size, " members")
+            : StrCat("gang ", gang.name, ": ", r + lo, " of ", size, " members running (min ",
+                     gang.min_members(), "); no room for more now",
+                     more.empty() ? "" : StrCat(": ", more));
+  }
+  return results;
+}
+
 template <typename F>
 auto Engine::Without(std::span<const std::string> pods, F what_if) {
   // Copies, not pointers into the ledger: a what-if may insert into it and erase again

@@ -102,6 +102,25 @@ class Engine {
                                          Mode mode = Mode::kCommit,
                                          const std::vector<Candidate>* allowed = nullptr);
 
+  // The one owner of the elastic gang rules (GangAsk::min below size), also used for any gang
+  // some of whose members already run (after a restart, say). `pending`: members not placed, in
+  // the order they should go (oldest first); `running`: the names of the gang's members placed
+  // earlier (names the engine does not hold are ignored). With r of them held, the gang needs
+  // need = max(1, min - r) more members together, all or none, and takes at most size - r:
+  // the largest n (need <= n <= that) such that the first n pending members fit together, found
+  // by halving (for members that ask alike, n fitting means fewer fit). Where: a gang that runs
+  // members keeps their domain of its level (the one holding most of them): required, only
+  // there; preferred, there first, then as PlaceGang would place n members. A gang starting
+  // chooses its domain as PlaceGang does for n members, so it starts with as many as one domain
+  // takes. Results are in pending order: the first n placed, the others kNoFitNow saying how
+  // many run; when fewer than `need` fit, every result fails and the state is as before.
+  // Example: size 8, min 4, nothing running, one NVLink domain with 5 GPUs free: 5 placed there,
+  // 3 wait; later 2 GPUs of that domain free up: 2 more placed there (7 of 8 run).
+  std::vector<PlacementResult> PlaceElasticGang(std::span<const PodRequest> pending,
+                                                std::span<const std::string> running,
+                                                Mode mode = Mode::kCommit,
+                                                const std::vector<Candidate>* allowed = nullptr);
+
   // What-ifs for planners (preemption, defragmentation): the decision Place or PlaceGang would
   // make (test-only: nothing recorded) were the pods in `without` gone. Their placements are taken
   // out exactly (Revert) and put back afterwards in reverse order, so the engine, its policy's
@@ -170,7 +189,9 @@ class Engine {
     uint64_t mask = 0;  // the node's GPUs inside the domain
     DomainFree free;    // their contribution, as last counted
   };
-  void IndexDomains();              // after domains_ was (re)built
+  void IndexDomains();  // after domains_ was (re)built
+  // The domain of `level` holding most of `placements` (ties: the lower), or -1 for none.
+  int DomainHolding(int level, std::span<const Placement> placements) const;
   void UpdateDomains(NodeId node);  // after the node's state changed
 
   Cluster cluster_;

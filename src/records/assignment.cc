@@ -47,6 +47,12 @@ std::string AssignmentToJson(const Assignment& a) {
     }
     doc["mig_plan"] = {{"create", a.mig_create}, {"destroy", std::move(destroy)}};
   }
+  if (a.gang) {
+    doc["gang"] = {{"name", a.gang->name},
+                   {"size", a.gang->size},
+                   {"min", a.gang->min},
+                   {"running", a.gang->running}};
+  }
   return doc.dump();
 }
 
@@ -96,6 +102,25 @@ absl::StatusOr<Assignment> AssignmentFromJson(std::string_view text) {
     if (a.gpus.size() != 1 || a.gpus[0].mig_profile.empty()) {
       return r.Error("mig_plan", "only with exactly one GPU that has a MIG instance");
     }
+  }
+  if (r.Has("gang")) {
+    JsonReader g(r.At("gang"), r.Path("gang"));
+    TESSERA_RETURN_IF_ERROR(g.ExpectObject());
+    GangRecord gang;
+    TESSERA_ASSIGN_OR_RETURN(gang.name, g.String("name"));
+    if (gang.name.empty()) return g.Error("name", "must not be empty");
+    TESSERA_ASSIGN_OR_RETURN(int64_t size, g.Int("size"));
+    if (size < 1 || size > 1'000'000) return g.Error("size", "must be 1..1000000");
+    TESSERA_ASSIGN_OR_RETURN(int64_t min, g.Int("min"));
+    if (min < 1 || min > size) return g.Error("min", StrCat("must be 1..", size, " (size)"));
+    TESSERA_ASSIGN_OR_RETURN(int64_t running, g.Int("running"));
+    if (running < 1 || running > size) {
+      return g.Error("running", StrCat("must be 1..", size, " (size)"));
+    }
+    gang.size = static_cast<int32_t>(size);
+    gang.min = static_cast<int32_t>(min);
+    gang.running = static_cast<int32_t>(running);
+    a.gang = std::move(gang);
   }
   return a;
 }

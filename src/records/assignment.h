@@ -12,6 +12,12 @@
 //              "mig": {"profile": "3g.40gb", "start": 4}}],
 //    "mig_plan": {"create": true, "destroy": [{"profile": "1g.10gb", "start": 4}, ...]}}
 //
+// A member of a gang says which, and how many of its members run with it placed (for an elastic
+// gang, tessera.dev/gang-min, between min and size; written when the member is placed and not
+// updated later: the Event "gang ns/g: 6 of 8 members running (min 4)" follows the growth):
+//   "gang": {"name": "train", "size": 8, "min": 4, "running": 5}
+// Records written before this field existed have none, and read as before.
+//
 // Reading follows the Kubernetes API conventions for machine-written objects: fields this
 // version does not know are ignored (a newer scheduler may add some, and a rollback must still
 // read its records); what cannot be interpreted (another version, a missing or malformed field,
@@ -19,6 +25,7 @@
 // must never treat its GPUs as free (see k8s/scheduler: the node stays blocked for GPU work).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,6 +53,16 @@ struct MigInstanceRecord {
   bool operator==(const MigInstanceRecord&) const = default;
 };
 
+// The gang of a member: its name (tessera.dev/gang), size, min (size when not elastic), and the
+// members running once this one was placed, it included.
+struct GangRecord {
+  std::string name;
+  int32_t size = 0;
+  int32_t min = 0;
+  int32_t running = 0;
+  bool operator==(const GangRecord&) const = default;
+};
+
 struct Assignment {
   std::string node;
   std::vector<AssignedGpu> gpus;
@@ -53,6 +70,8 @@ struct Assignment {
   // instances (a re-partitioning plan).
   bool mig_create = false;
   std::vector<MigInstanceRecord> mig_destroy;
+  // For a gang member; not what the pod holds (ledgers comparing holdings leave it out).
+  std::optional<GangRecord> gang;
   bool operator==(const Assignment&) const = default;
 };
 

@@ -31,6 +31,8 @@ inline constexpr std::string_view kMigAnnotation = "tessera.dev/mig";
 inline constexpr std::string_view kGpuModelAnnotation = "tessera.dev/gpu-model";
 inline constexpr std::string_view kGangAnnotation = "tessera.dev/gang";           // gang name
 inline constexpr std::string_view kGangSizeAnnotation = "tessera.dev/gang-size";  // 1..10000
+// An elastic gang: it starts once this many members fit together (1..gang-size; absent: all).
+inline constexpr std::string_view kGangMinAnnotation = "tessera.dev/gang-min";
 // A topology level ("nvlink-domain", "rack", ...) the whole gang stays inside.
 inline constexpr std::string_view kGangTopologyAnnotation = "tessera.dev/gang-topology";
 // required | preferred (default required).

@@ -184,6 +184,43 @@ TEST(Assignment, RoundTripsAndValidates) {
               HasSubstr("assignment.gpus[0].compute_milli: must be 0..1000"));
 }
 
+TEST(Assignment, GangMemberRecordRoundTripsAndOldRecordsStillRead) {
+  Assignment a;
+  a.node = "n1";
+  a.gpus.push_back(AssignedGpu{core::GpuGrant{0, 81920, 1000, true}, "GPU-0"});
+  a.gang = GangRecord{"train", 8, 4, 5};
+  absl::StatusOr<Assignment> back = AssignmentFromJson(AssignmentToJson(a));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, a);
+  EXPECT_THAT(AssignmentToJson(a),
+              HasSubstr(R"("gang":{"min":4,"name":"train","running":5,"size":8})"));
+  // A record without it (written before elastic gangs) reads as before.
+  Assignment old = a;
+  old.gang.reset();
+  EXPECT_THAT(AssignmentToJson(old), ::testing::Not(HasSubstr("gang")));
+  absl::StatusOr<Assignment> o = AssignmentFromJson(
+      R"({"version":1,"node":"n1","gpus":[{"index":0,"uuid":"GPU-0","memory_mib":81920,)"
+      R"("compute_milli":1000,"exclusive":true}]})");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(*o, old);
+  // Unknown fields inside it are ignored; what cannot be interpreted names the field.
+  absl::StatusOr<Assignment> newer = AssignmentFromJson(
+      R"({"version":1,"node":"n","gpus":[],"gang":{"name":"g","size":8,"min":4,"running":6,)"
+      R"("epoch":3}})");
+  ASSERT_TRUE(newer.ok()) << newer.status();
+  EXPECT_EQ(newer->gang->running, 6);
+  absl::StatusOr<Assignment> bad = AssignmentFromJson(
+      R"({"version":1,"node":"n","gpus":[],"gang":{"name":"g","size":8,"min":4,"running":9}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("assignment.gang.running: must be 1..8 (size)"));
+  EXPECT_FALSE(
+      AssignmentFromJson(R"({"version":1,"node":"n","gpus":[],"gang":{"name":"g","size":8,"min":9,)"
+                         R"("running":5}})")
+          .ok());
+  EXPECT_FALSE(AssignmentFromJson(R"({"version":1,"node":"n","gpus":[],"gang":"g"})").ok());
+}
+
 TEST(Inventory, MigInstancesRoundTripAndAreValidated) {
   Inventory inv = TwoGpus();
   inv.gpus[1].mig_enabled = true;

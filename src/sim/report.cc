@@ -132,6 +132,9 @@ std::string FormatComparison(const std::vector<ScenarioResult>& results) {
             const GangOutcome& o = r.gangs[g];
             if (!o.placed && o.where.empty()) return "not placed";
             return StrCat(o.one_nvlink_domain ? "yes" : "no", " (", o.where,
+                          o.running < o.members && o.placed
+                              ? StrCat(", ", o.running, " of ", o.members, " running, min ", o.min)
+                              : "",
                           o.placed ? "" : ", incomplete", ")");
           });
     }
@@ -206,6 +209,8 @@ nlohmann::json ResultToJson(const core::Cluster& cluster, const ScenarioResult& 
                      {"job", g.job},
                      {"members", g.members},
                      {"placed", g.placed},
+                     {"running", g.running},
+                     {"min", g.min},
                      {"one_nvlink_domain", g.one_nvlink_domain},
                      {"level", g.level},
                      {"one_domain", g.one_domain}});

@@ -74,16 +74,15 @@ GangOutcome Summarise(const core::Engine& engine, const std::string& job,
   g.job = job;
   g.gang = members.front().request.gang->name;
   g.members = static_cast<int>(members.size());
-  g.placed = true;
+  g.min = members.front().request.gang->min_members();
+  for (const PodOutcome& m : members) g.running += m.result.placed() ? 1 : 0;
+  g.placed = g.running >= g.min;  // all members; an elastic gang runs from its min
   std::map<std::string, int> per_node;
   std::optional<std::string> domain;
   bool one = true;
   bool any_gpu = false;
   for (const PodOutcome& m : members) {
-    if (!m.result.placed()) {
-      g.placed = false;
-      continue;
-    }
+    if (!m.result.placed()) continue;
     const core::Placement& p = m.result.placement;
     ++per_node[engine.cluster().node(p.node).name];
     for (const core::GpuGrant& grant : p.gpus) {
@@ -107,6 +106,7 @@ GangOutcome Summarise(const core::Engine& engine, const std::string& job,
   bool inside = g.placed && level >= 0;
   for (const PodOutcome& m : members) {
     if (!inside) break;
+    if (!m.result.placed()) continue;  // an elastic gang's members still waiting
     const core::Placement& p = m.result.placement;
     std::vector<int> gpus;
     for (const core::GpuGrant& grant : p.gpus) gpus.push_back(grant.gpu);
@@ -188,7 +188,10 @@ ScenarioResult Run(const core::Cluster& cluster, const Workload& workload, core:
     const size_t size = static_cast<size_t>(job.gang->size);
     for (size_t begin = 0; begin < pods.size(); begin += size) {
       std::span<const core::PodRequest> members(pods.data() + begin, size);
-      std::vector<core::PlacementResult> results = engine.PlaceGang(members);
+      // Elastic gangs start with as many members as fit (at least their min); the engine owns
+      // the rule, as for the scheduler.
+      std::vector<core::PlacementResult> results =
+          job.gang->elastic() ? engine.PlaceElasticGang(members, {}) : engine.PlaceGang(members);
       for (size_t i = 0; i < size; ++i) {
         if (!results[i].placed()) continue;
         std::string plan = core::DescribeMigPlan(engine.state(), results[i].placement);

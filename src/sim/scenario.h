@@ -25,7 +25,9 @@ struct GangOutcome {
   std::string gang;
   std::string job;
   int members = 0;
-  bool placed = false;
+  bool placed = false;  // all members (an elastic gang: at least its min)
+  int running = 0;      // members placed
+  int min = 0;          // the fewest it runs with (members when not elastic)
   // Every GPU of the gang in one NVLink domain (see core/topology/domains.h).
   bool one_nvlink_domain = false;
   // Every GPU of the gang in one domain of its topology level (nvlink-domain when it names none).

@@ -90,3 +90,57 @@ TEST_F(RealityCheck, JsonHasTheDocumentedShape) {
 
 }  // namespace
 }  // namespace tessera::sim
+
+namespace tessera::sim {
+namespace {
+
+// An elastic gang in a workload file starts with as many members as one domain takes (at least
+// its min), as the scheduler's does (the same Engine::PlaceElasticGang).
+TEST_F(RealityCheck, ElasticGangStartsWithWhatFitsFromItsMin) {
+  absl::StatusOr<Workload> w = ParseWorkloadYaml(R"(jobs:
+  - name: first
+    replicas: 3
+    gpu: {count: 1}
+    gang: {size: 3, topology: nvlink-domain}
+  - name: train
+    replicas: 8
+    gpu: {count: 1}
+    gang: {size: 8, min: 4, topology: nvlink-domain}
+  - name: late
+    replicas: 4
+    gpu: {count: 1}
+    gang: {size: 4, min: 2, topology: nvlink-domain}
+)",
+                                                 "w");
+  ASSERT_TRUE(w.ok()) << w.status();
+  ScenarioResult t = RunScenario(*cluster_, file_.levels, *w, *core::CreatePolicy("tessera", {}));
+  ASSERT_EQ(t.gangs.size(), 3u);
+  const GangOutcome& train = t.gangs[1];
+  EXPECT_TRUE(train.placed);
+  EXPECT_EQ(train.running, 5);
+  EXPECT_EQ(train.min, 4);
+  EXPECT_EQ(train.where, "nvswitch-server x5");
+  EXPECT_TRUE(train.one_domain);
+  const GangOutcome& late = t.gangs[2];
+  EXPECT_FALSE(late.placed);
+  EXPECT_EQ(late.running, 0);
+  EXPECT_EQ(t.placed, 8);
+  EXPECT_EQ(t.pending, 7);
+  std::string text = ResultToJson(*cluster_, t).dump();
+  EXPECT_NE(text.find(R"("min":4)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("running":5)"), std::string::npos) << text;
+
+  absl::StatusOr<Workload> bad = ParseWorkloadYaml(R"(jobs:
+  - name: t
+    replicas: 8
+    gang: {size: 8, min: 9}
+)",
+                                                   "bad.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("gang.min: 9 is more than gang.size 8"),
+            std::string::npos)
+      << bad.status();
+}
+
+}  // namespace
+}  // namespace tessera::sim

@@ -137,7 +137,7 @@ absl::StatusOr<Job> ReadJob(const YamlContext& ctx, const YAML::Node& j) {
   if (j["gang"]) {
     const YAML::Node& g = j["gang"];
     TESSERA_RETURN_IF_ERROR(ctx.ExpectMap(g, "gang"));
-    TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(g, "gang", {"size", "topology", "mode"}));
+    TESSERA_RETURN_IF_ERROR(ctx.OnlyKeys(g, "gang", {"size", "min", "topology", "mode"}));
     core::GangAsk gang;
     gang.size = job.replicas;
     if (g["size"]) {
@@ -165,6 +165,14 @@ absl::StatusOr<Job> ReadJob(const YamlContext& ctx, const YAML::Node& j) {
       }
       if (gang.level.empty()) return ctx.Error(g["mode"], "gang.mode: needs gang.topology");
       gang.required = m == "required";
+    }
+    if (g["min"]) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t min, ctx.Int(g["min"], "gang.min", 1, kMaxReplicas));
+      if (min > gang.size) {
+        return ctx.Error(g["min"],
+                         StrCat("gang.min: ", min, " is more than gang.size ", gang.size));
+      }
+      gang.min = min < gang.size ? static_cast<int32_t>(min) : 0;  // min = size: all or nothing
     }
     job.gang = gang;
   }

@@ -13,6 +13,7 @@
 //       # topology "node" (all on one node) is what any multi-GPU pod gets anyway
 //       model: A100-80GB           # optional GPU model constraint (a name or a list)
 //       gang: {size: 8, topology: nvlink-domain, mode: required}   # optional
+//       # gang: {size: 8, min: 4, ...}   # elastic: starts with 4 or more members, up to 8
 //       priority: 100              # optional
 #pragma once
 

@@ -416,6 +416,88 @@ TEST_F(SchedulerTest, GangIsAllOrNothing) {
   for (const auto& [pod, a] : Assignments()) EXPECT_EQ(a.node, big) << pod;
 }
 
+// An elastic gang (tessera.dev/gang-size 8, tessera.dev/gang-min 4) on a cluster with room for 4
+// in one NVLink domain: 4 start together; room on another node does not pull the gang apart;
+// room in its own domain lets the other 4 join. The assignments and Events say how many run.
+TEST_F(SchedulerTest, ElasticGangStartsWithFourAndGrowsToEight) {
+  const std::string dgx = NodeName("dgx");
+  AddNode(NodeObject(dgx).Gpus(8).NvSwitch());
+  ScopedProcess* s = StartScheduler("elastic");
+  AddPod(Pod("filler").Limit("tessera.dev/gpu", "4"));
+  ASSERT_TRUE(WaitBound(1, seconds(30))) << s->Log();
+  for (int i = 0; i < 8; ++i) {
+    AddPod(Pod(StrCat("w-", i))
+               .Limit("tessera.dev/gpu", "1")
+               .Gang("train", 8, "nvlink-domain")
+               .Annotation("tessera.dev/gang-min", "4"));
+  }
+  // 4 fit: they start, on dgx, and their records say 4 of 8 (min 4).
+  ASSERT_TRUE(WaitBound(5, seconds(30))) << s->Log();
+  auto waiting = [&](const std::string& text) {
+    int n = 0;
+    for (const json& p : Pods()) {
+      if (!IsBound(p) && std::get<2>(Scheduled(p)).find(text) != std::string::npos) ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(
+      WaitUntil([&] { return waiting("4 of 8 members running (min 4)") == 4; }, seconds(30)))
+      << s->Log();
+  EXPECT_EQ(BoundCount(), 5);
+  std::map<std::string, records::Assignment> first = Assignments();
+  int members = 0;
+  for (const auto& [pod, a] : first) {
+    if (pod == "filler") continue;
+    ++members;
+    EXPECT_EQ(a.node, dgx) << pod;
+    ASSERT_TRUE(a.gang.has_value()) << pod;
+    EXPECT_EQ(*a.gang, (records::GangRecord{"train", 8, 4, 4})) << pod;
+  }
+  EXPECT_EQ(members, 4);
+  const std::string started =
+      first.begin()->first == "filler" ? std::next(first.begin())->first : first.begin()->first;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const json& e : EventsFor(started)) {
+          if (e["reason"] == "GangMembers" && e["type"] == "Normal" &&
+              e["message"] == StrCat("gang ", ns_, "/train: 4 of 8 members running (min 4)")) {
+            return true;
+          }
+        }
+        return false;
+      },
+      seconds(10)));
+
+  // Room on another node: the gang keeps its NVLink domain, nothing moves there.
+  AddNode(NodeObject(NodeName("other")).Gpus(8).NvSwitch());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return waiting("4 of 8 members run in one nvlink-domain, and it has no room") == 4; },
+      seconds(30)))
+      << s->Log();
+  EXPECT_EQ(BoundCount(), 5);
+
+  // Room in its domain: the filler goes, the other 4 join the gang on dgx.
+  ASSERT_TRUE(
+      api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/filler?gracePeriodSeconds=0")).ok());
+  ASSERT_TRUE(WaitBound(8, seconds(30))) << s->Log();
+  std::map<std::string, records::Assignment> all = Assignments();
+  ASSERT_EQ(all.size(), 8u);
+  std::set<int> gpus;
+  int joined = 0;
+  for (const auto& [pod, a] : all) {
+    EXPECT_EQ(a.node, dgx) << pod;
+    gpus.insert(a.gpus[0].grant.gpu);
+    ASSERT_TRUE(a.gang.has_value()) << pod;
+    if (a.gang->running == 8) ++joined;
+  }
+  EXPECT_EQ(gpus.size(), 8u);
+  EXPECT_EQ(joined, 4);
+  CheckNoOvercommit(all);
+  CommandResult describe = Cp().Kubectl({"describe", "pod", "-n", ns_, "w-7"});
+  ASSERT_TRUE(describe.ok()) << describe.err;
+  EXPECT_THAT(describe.out, HasSubstr("8 of 8 members running (min 4)"));
+}
+
 TEST_F(SchedulerTest, UnschedulableConditionAndEventAsKubectlDescribeShows) {
   AddNode(NodeObject(NodeName("small")).Gpus(2));
   ScopedProcess* s = StartScheduler("unsched");

@@ -114,16 +114,22 @@ struct GpuAsk {
   }
 };
 
-// Membership in a gang: all `size` members are placed together or none is.
+// Membership in a gang: all `size` members are placed together or none is. An elastic gang
+// (0 < min < size) starts once `min` members fit together and grows to `size` as room appears
+// (Engine::PlaceElasticGang); under preemption it keeps at least `min` (core/preemption).
 struct GangAsk {
   std::string name;
   int32_t size = 0;
   std::string level;      // topology level ("nvlink-domain", "rack", ...); empty = anywhere
   bool required = false;  // required: inside one domain of `level` or not at all
+  int32_t min = 0;        // elastic: the fewest members it runs with; 0 = size (all or nothing)
+  // The fewest members the gang runs with (size when not elastic).
+  int32_t min_members() const { return min > 0 && min < size ? min : size; }
+  bool elastic() const { return min > 0 && min < size; }
   bool operator==(const GangAsk&) const = default;
   template <typename H>
   friend H AbslHashValue(H h, const GangAsk& g) {
-    return H::combine(std::move(h), g.name, g.size, g.level, g.required);
+    return H::combine(std::move(h), g.name, g.size, g.min, g.level, g.required);
   }
 };
 

@@ -62,7 +62,7 @@ void PreemptionPlanner::Reprieve(Context& ctx, std::vector<int> candidates, Fits
                                  std::vector<int>* victims) {
   auto key = [&](int u) {
     const Unit& x = ctx.units[u];
-    return std::make_tuple(!x.budgeted, -x.priority, x.usage,
+    return std::make_tuple(!x.budgeted, -x.priority, x.elastic ? x.order_usage : x.usage, x.elastic,
                            std::string_view(ctx.running[x.pods[0]].name));
   };
   std::sort(candidates.begin(), candidates.end(), [&](int a, int b) { return key(a) < key(b); });
@@ -81,8 +81,10 @@ void PreemptionPlanner::Reprieve(Context& ctx, std::vector<int> candidates, Fits
 bool PreemptionPlanner::Allowed(Context& ctx, std::span<const int> victims, std::string* why) {
   absl::flat_hash_map<std::string, int64_t> by_budget;
   absl::flat_hash_map<std::string, QueueResources> freed;
+  absl::flat_hash_set<int> counted;  // an elastic gang's member may be in two units
   for (int u : victims) {
     for (int p : ctx.units[u].pods) {
+      if (!counted.insert(p).second) continue;
       const RunningPod& pod = ctx.running[p];
       if (!pod.budget.empty()) ++by_budget[pod.budget];
       if (pod.queue != ctx.request.queue) freed[pod.queue] += ctx.Usage(p);
@@ -174,6 +176,43 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       unit.nodes.push_back(p->node);
     }
   }
+  // Elastic gangs running more than their min: each member above it is also a unit of its own.
+  std::vector<int> gang_units;
+  for (const auto& [name, gu] : gang_unit) gang_units.push_back(gu);
+  std::sort(gang_units.begin(), gang_units.end());  // the same unit numbers every time
+  for (int gu : gang_units) {
+    const std::vector<int> members = ctx.units[gu].pods;
+    const int32_t min = running[members[0]].gang_min;
+    if (min <= 0 || static_cast<int>(members.size()) <= min) continue;
+    std::vector<int> order = members;
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return std::tie(running[a].created, running[a].name) <
+             std::tie(running[b].created, running[b].name);
+    });
+    int64_t smallest = INT64_MAX;
+    for (size_t k = static_cast<size_t>(min); k < order.size(); ++k) {
+      const int i = order[k];
+      const int u = static_cast<int>(ctx.units.size());
+      ctx.units.emplace_back();
+      Unit& unit = ctx.units[u];
+      const RunningPod& pod = running[i];
+      const Placement* p = ctx.placement[i];
+      if (!eligible(pod)) spoiled.insert(u);
+      unit.priority = pod.priority;
+      unit.pods.push_back(i);
+      for (const GpuGrant& g : p->gpus) {
+        unit.usage += g.exclusive ? 1000 : std::max<int64_t>(g.compute_milli, g.memory_mib / 80);
+      }
+      unit.budgeted = !pod.budget.empty();
+      unit.reclaim = pod.queue != request.queue;
+      unit.nodes.push_back(p->node);
+      unit.elastic = 2;
+      unit.order_usage = unit.usage;
+      smallest = std::min(smallest, unit.usage);
+    }
+    ctx.units[gu].elastic = 1;
+    ctx.units[gu].order_usage = smallest;
+  }
   // A reclaim victim that alone would take its queue below its deserved share never qualifies.
   std::string why_not;
   absl::flat_hash_map<std::string, bool> alone_allowed;
@@ -228,9 +267,12 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
   };
   for (int n = 0; n < node_count; ++n) {
     for (int t : ctx.terminating_on[n]) add_extra(t, INT32_MIN);
+    absl::flat_hash_set<int> added;  // an elastic gang's member may be in two units
     for (int u : ctx.units_on[n]) {
       for (int p : ctx.units[u].pods) {
-        if (ctx.placement[p]->node.value() == n) add_extra(p, ctx.units[u].priority);
+        if (ctx.placement[p]->node.value() == n && added.insert(p).second) {
+          add_extra(p, ctx.units[u].priority);
+        }
       }
     }
   }
@@ -486,6 +528,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     }
   }
   std::sort(plan.victims.begin(), plan.victims.end());
+  plan.victims.erase(std::unique(plan.victims.begin(), plan.victims.end()), plan.victims.end());
   std::sort(plan.awaited.begin(), plan.awaited.end());
   plan.found = true;
   return plan;

@@ -9,10 +9,14 @@
 //    share with the preemptor, the other queue is above its own), whatever its priority, and
 //    only so far that no queue is taken below its deserved share.
 // A victim that belongs to a running gang is evicted with every other member or not at all; a
-// gang with a member that may not be a victim is no candidate. Pods already terminating (evicted
-// earlier, by us or anyone) are counted as gone at no cost: a restarted scheduler finds the plan
-// it had made and evicts nobody twice. Disruption budgets (PodDisruptionBudgets) cap how many of
-// their pods one plan may evict.
+// gang with a member that may not be a victim is no candidate. An elastic gang (gang_min) running
+// more than its min members is the exception: each member above the min (the newest, by
+// `created`) may also be evicted alone, so that it shrinks to no fewer than min members; its
+// core of min members still goes only with the whole gang. Its members above the min are tried
+// as victims before the whole gang (the whole gang is reprieved first). Pods already terminating
+// (evicted earlier, by us or anyone) are counted as gone at no cost: a restarted scheduler finds
+// the plan it had made and evicts nobody twice. Disruption budgets (PodDisruptionBudgets) cap how
+// many of their pods one plan may evict.
 //
 // The search. One pod: for every node holding candidates (or terminating pods), every candidate
 // there is taken away at once; if the pod then fits on the node, the candidates are given back
@@ -51,6 +55,10 @@ struct RunningPod {
   std::string gang;    // "" none; members of one gang go together
   std::string budget;  // the disruption budget covering it ("" none)
   bool terminating = false;
+  // Elastic gangs (GangAsk::min): the fewest members the gang runs with (0: all of them), and
+  // the order of its members (metadata.creationTimestamp): the newest are above the min.
+  int32_t gang_min = 0;
+  std::string created;
 };
 
 struct PreemptionRequest {
@@ -91,6 +99,11 @@ class PreemptionPlanner {
     int64_t usage = 0;     // milli-GPU held
     bool budgeted = false;
     bool reclaim = false;  // of another queue
+    // An elastic gang's member above its min (alone, also in the gang's unit), or the gang's
+    // whole unit when it has such members: reprieved just before them (order_usage: the
+    // smallest of theirs).
+    int elastic = 0;  // 0 none, 1 the whole gang, 2 a member above the min
+    int64_t order_usage = 0;
   };
   struct Context;
   // The units `candidates` minus those reprieved while `fits` stays true (all of them taken

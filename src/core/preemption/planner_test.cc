@@ -164,6 +164,56 @@ TEST(PreemptionPlanner, AGangPreemptorEvictsWhereItLands) {
   EXPECT_THAT(three.reason, HasSubstr("evicting would not help"));
 }
 
+// An elastic gang of min 4 running 6: its two newest members may go one by one; its core of 4
+// goes only with the whole gang.
+TEST(PreemptionPlanner, AnElasticGangShrinksToItsMinNeverBelow) {
+  auto world = [](int members) {
+    auto w = std::make_unique<World>(
+        ClusterBuilder().Node("a").Gpus(4, "A100-80GB").Node("b").Gpus(4, "A100-80GB").Build());
+    for (int i = 0; i < members; ++i) {
+      RunningPod& m = w->Run(StrCat("g-", i), i < 4 ? "a" : "b", i % 4);
+      m.gang = "g";
+      m.gang_min = 4;
+      m.created = StrCat("2026-01-01T00:00:0", i, "Z");
+    }
+    w->Run("x2", "b", 2, 0, 50);
+    w->Run("x3", "b", 3, 0, 50);
+    return w;
+  };
+  std::unique_ptr<World> w = world(6);
+  // One GPU: one member above the min, not the whole gang.
+  PreemptionPlan one = w->Plan({Whole("p")}, 5);
+  ASSERT_TRUE(one.found) << one.reason;
+  EXPECT_THAT(one.victims, ElementsAre("g-5"));
+  // Two GPUs on one node: both members above the min (6 -> 4).
+  PreemptionPlan two = w->Plan({Whole("p", 2)}, 5);
+  ASSERT_TRUE(two.found) << two.reason;
+  EXPECT_THAT(two.victims, ElementsAre("g-4", "g-5"));
+  // Three GPUs: only node a can free them, where the gang's core of 4 runs: the whole gang goes
+  // (as any gang does), never 3 of its core alone.
+  PreemptionPlan three = w->Plan({Whole("p", 3)}, 5);
+  ASSERT_TRUE(three.found) << three.reason;
+  EXPECT_THAT(three.victims, ElementsAre("g-0", "g-1", "g-2", "g-3", "g-4", "g-5"));
+  // Which members are above the min: the newest, whatever their names or nodes.
+  std::unique_ptr<World> order = world(6);
+  order->running()[0].created = "2026-01-01T00:00:09Z";  // g-0 (on a) is the newest now
+  PreemptionPlan newest = order->Plan({Whole("p")}, 5);
+  ASSERT_TRUE(newest.found) << newest.reason;
+  // g-0 and g-5 are above the min; of the two equal choices, the lower node (a).
+  EXPECT_THAT(newest.victims, ElementsAre("g-0"));
+  // At its min, a gang has nothing to give one by one.
+  std::unique_ptr<World> at_min = world(4);
+  PreemptionPlan whole = at_min->Plan({Whole("p")}, 5);
+  ASSERT_TRUE(whole.found) << whole.reason;
+  EXPECT_THAT(whole.victims, ElementsAre("g-0", "g-1", "g-2", "g-3"));
+  // A member above the min that the preemptor may not evict stays; the other still may go.
+  std::unique_ptr<World> guarded = world(6);
+  guarded->running()[5].priority = 10;
+  PreemptionPlan spared = guarded->Plan({Whole("p")}, 5);
+  ASSERT_TRUE(spared.found) << spared.reason;
+  EXPECT_THAT(spared.victims, ElementsAre("g-4"));
+}
+
 QueueSpec Deserving(std::string name, int64_t gpus) {
   QueueSpec s;
   s.name = std::move(name);

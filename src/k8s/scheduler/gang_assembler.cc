@@ -17,7 +17,10 @@ void GangAssembler::Join(const std::string& key, PodTracker::Pod& pod) {
   if (gang.empty() || pod.gang == gang) return;
   Leave(key, pod);
   Gang& g = gangs_[gang];
-  if (g.members.empty()) g.size = pod.info->request.gang->size;
+  if (g.members.empty()) {
+    g.size = pod.info->request.gang->size;
+    g.min = pod.info->request.gang->min;
+  }
   g.members.insert(key);
   pod.gang = gang;
 }
@@ -39,9 +42,11 @@ GangAssembler::Round GangAssembler::Assemble(const std::string& gang_key,
   if (it == gangs_.end()) return r;
   const Gang& g = it->second;
   r.size = g.size;
+  const core::GangAsk ask{"", g.size, "", false, g.min};
+  r.min = ask.min_members();
   for (const std::string& m : g.members) {
     const PodTracker::Pod& p = *pods.Find(m);
-    if (p.info->request.gang->size != g.size) {
+    if (p.info->request.gang->size != g.size || p.info->request.gang->min != g.min) {
       r.wrong_size.push_back(m);
       continue;
     }
@@ -55,13 +60,14 @@ GangAssembler::Round GangAssembler::Assemble(const std::string& gang_key,
       case Stage::kBindConflict:
       case Stage::kBound:
         ++r.placed;
+        r.running.push_back(m);
         break;
       default:
         break;
     }
   }
-  const int need = g.size - r.placed;
-  if (r.pending.empty() || static_cast<int>(r.pending.size()) < need) return r;
+  const int need = g.size - r.placed;  // at most this many more
+  if (r.pending.empty() || r.placed + static_cast<int>(r.pending.size()) < r.min) return r;
   // Oldest first; members beyond the gang's size wait.
   std::sort(r.pending.begin(), r.pending.end(), [&](const std::string& a, const std::string& b) {
     const PodInfo& pa = *pods.Find(a)->info;
@@ -83,13 +89,13 @@ std::vector<GangAssembler::Shortage> GangAssembler::TakeShortages(const PodTrack
   std::vector<Shortage> out;
   for (auto& [gk, g] : gangs_) {
     if (g.shortage_reported) continue;
-    Shortage s{gk, g.size, 0, {}};
+    Shortage s{gk, g.size, core::GangAsk{"", g.size, "", false, g.min}.min_members(), 0, {}};
     for (const std::string& m : g.members) {
       const PodTracker::Pod& p = *pods.Find(m);
       if (p.stage != Stage::kIgnored && p.stage != Stage::kBadInput) ++s.present;
       if (p.stage == Stage::kGangWaiting) s.waiting.push_back(m);
     }
-    if (s.waiting.empty() || s.present >= g.size) continue;
+    if (s.waiting.empty() || s.present >= s.min) continue;
     g.shortage_reported = true;
     out.push_back(std::move(s));
   }

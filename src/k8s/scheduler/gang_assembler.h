@@ -2,12 +2,15 @@
 // which gang, and when a gang is ready to be placed. It decides nothing about where: the engine
 // places a ready gang all-or-nothing (Engine::PlaceGang).
 //
-// A gang's size is the size its first member gave; members giving another size are bad input.
-// A gang is ready when its pending members and those already placed (binding or bound, after a
-// restart say) number at least its size: then the oldest pending members, as many as are still
-// needed, are placed together; members beyond the size wait, and say so. Example: gang g of size
-// 4 with members a (bound), b, c (pending): not ready (3 of 4); d arrives: b, c, d are placed
-// together, with a where it is.
+// A gang's size (and min, tessera.dev/gang-min) are those its first member gave; members giving
+// others are bad input. A gang is ready when its pending members and those already placed
+// (binding or bound) number at least its min (its size when not elastic) and fewer than its
+// size are placed: then the oldest pending members, up to the size, are handed to the engine
+// (Engine::PlaceElasticGang owns the rules: how many of them start together, where); members
+// beyond the size wait, and say so. Example: gang g of size 4 with members a (bound), b, c
+// (pending): not ready (3 of 4); d arrives: b, c, d are placed together, with a where it is. An
+// elastic gang of size 8 and min 4 with 5 members pending is ready: as many as fit (at least 4)
+// start; the others are retried as room appears.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,9 @@ class GangAssembler {
 
   struct Round {
     int32_t size = 0;                     // the gang's size
+    int32_t min = 0;                      // the fewest it starts with (size when not elastic)
     int placed = 0;                       // members binding or bound
+    std::vector<std::string> running;     // their keys
     std::vector<std::string> wrong_size;  // members asking another size: bad input
     std::vector<std::string> pending;     // members waiting to be placed
     std::vector<std::string> extra;       // pending members beyond the size (after `ready`)
@@ -45,6 +50,7 @@ class GangAssembler {
   struct Shortage {
     std::string gang;
     int32_t size = 0;
+    int32_t min = 0;  // the fewest it starts with (size when not elastic)
     int present = 0;
     std::vector<std::string> waiting;
   };
@@ -56,6 +62,7 @@ class GangAssembler {
  private:
   struct Gang {
     int32_t size = 0;
+    int32_t min = 0;                // GangAsk::min as the first member gave it
     std::set<std::string> members;  // pod keys
     bool shortage_reported = false;
   };

@@ -23,6 +23,7 @@ Holding Holding::OfBoundPod(const PodInfo& pod) {
                             pod.assignment->node, " but the pod is bound to ", pod.node_name);
     } else {
       h.gpus = *pod.assignment;
+      h.gpus.gang.reset();  // who it runs with, not what it holds
     }
   } else if (!pod.assignment_error.empty()) {
     h.unreadable =
@@ -491,23 +492,21 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGang(
   return DecideGangWith(members, std::move(requests), gang_key, nullptr);
 }
 
-std::vector<core::PlacementResult> ClusterLedger::DecideGangWith(
-    const std::vector<const PodInfo*>& members, std::vector<core::PodRequest> requests,
-    const std::string& gang_key, const std::vector<core::Candidate>* candidates) {
-  for (core::PodRequest& r : requests) {
-    r.gang->size = static_cast<int32_t>(members.size());  // the members not yet placed
-  }
+std::optional<std::vector<core::Candidate>> ClusterLedger::GangAllowed(
+    const std::vector<const PodInfo*>& members, const std::vector<core::PodRequest>& requests,
+    const std::string& gang_key, const std::vector<core::Candidate>* candidates,
+    std::string* none) {
   // Every member's node restrictions at once: the nodes all of them may use.
   std::vector<std::shared_ptr<const Allowed>> sets;
-  std::string none;
   for (size_t i = 0; i < members.size(); ++i) {
     std::shared_ptr<const Allowed> a =
         AllowedFor(members[i]->constraints, requests[i].gpu.kind != core::GpuAsk::Kind::kNone);
     if (!a || std::find(sets.begin(), sets.end(), a) != sets.end()) continue;  // shared sets
-    if (a->nodes.size() == 0) none = a->none;
+    if (a->nodes.size() == 0) *none = a->none;
     sets.push_back(std::move(a));
   }
   const bool restricted = !sets.empty() || candidates != nullptr;
+  if (!restricted) return std::nullopt;
   std::vector<core::Candidate> allowed;
   auto member_allowed = [&](core::NodeId id) {
     return std::all_of(sets.begin(), sets.end(),
@@ -518,21 +517,58 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGangWith(
       if (member_allowed(c.node)) allowed.push_back(c);
     }
   } else {
-    for (int i = 0; restricted && i < engine_->cluster().node_count(); ++i) {
+    for (int i = 0; i < engine_->cluster().node_count(); ++i) {
       if (member_allowed(core::NodeId(i))) allowed.push_back(core::Candidate{core::NodeId(i)});
     }
   }
-  if (restricted && allowed.empty()) {
-    if (none.empty()) {
-      none = candidates != nullptr
-                 ? "no node both takes every member and has devices their claims may use"
-                 : "no node may take every member (taints, nodeSelector, affinity)";
+  if (allowed.empty()) {
+    if (none->empty()) {
+      *none = candidates != nullptr
+                  ? "no node both takes every member and has devices their claims may use"
+                  : "no node may take every member (taints, nodeSelector, affinity)";
     }
+    *none = StrCat("gang ", gang_key, ": ", *none);
+  }
+  return allowed;
+}
+
+std::vector<core::PlacementResult> ClusterLedger::DecideGangWith(
+    const std::vector<const PodInfo*>& members, std::vector<core::PodRequest> requests,
+    const std::string& gang_key, const std::vector<core::Candidate>* candidates) {
+  for (core::PodRequest& r : requests) {
+    r.gang->size = static_cast<int32_t>(members.size());  // the members not yet placed
+  }
+  std::string none;
+  std::optional<std::vector<core::Candidate>> allowed =
+      GangAllowed(members, requests, gang_key, candidates, &none);
+  if (allowed && allowed->empty()) {
     core::PlacementResult r;
-    r.reason = StrCat("gang ", gang_key, ": ", none);
+    r.reason = none;
     return std::vector<core::PlacementResult>(members.size(), r);
   }
-  return engine_->PlaceGang(requests, core::Mode::kCommit, restricted ? &allowed : nullptr);
+  return engine_->PlaceGang(requests, core::Mode::kCommit, allowed ? &*allowed : nullptr);
+}
+
+std::vector<core::PlacementResult> ClusterLedger::DecideGangMembers(
+    const std::vector<const PodInfo*>& members, const std::vector<std::string>& running,
+    const std::string& gang_key) {
+  std::vector<core::PodRequest> requests;
+  for (const PodInfo* m : members) requests.push_back(m->request);
+  std::string none;
+  std::optional<std::vector<core::Candidate>> allowed =
+      GangAllowed(members, requests, gang_key, nullptr, &none);
+  if (allowed && allowed->empty()) {
+    core::PlacementResult r;
+    r.reason = none;
+    return std::vector<core::PlacementResult>(members.size(), r);
+  }
+  // The running members the engine accounts (a member bound on a node not synced yet is not).
+  std::vector<std::string> held;
+  for (const std::string& key : running) {
+    if (Accounted(key)) held.push_back(key);
+  }
+  return engine_->PlaceElasticGang(requests, held, core::Mode::kCommit,
+                                   allowed ? &*allowed : nullptr);
 }
 
 core::PlacementResult ClusterLedger::DecideWith(const PodInfo& pod, const core::PodRequest& request,

@@ -123,6 +123,12 @@ class ClusterLedger {
   // All members or none (committed when placed).
   std::vector<core::PlacementResult> DecideGang(const std::vector<const PodInfo*>& members,
                                                 const std::string& gang_key);
+  // A gang's next members (Engine::PlaceElasticGang: elastic gangs, and gangs some of whose
+  // members already run): `members` pending, oldest first; `running` the keys of its members
+  // placed earlier. The members placed are committed (HoldPlaced follows); the others fail.
+  std::vector<core::PlacementResult> DecideGangMembers(const std::vector<const PodInfo*>& members,
+                                                       const std::vector<std::string>& running,
+                                                       const std::string& gang_key);
   // DRA mode: the engine's decision for `request` (the pod's, with the GPUs its claims ask),
   // restricted to `candidates` (nodes and GPUs), or `nodes`, besides the pod's own constraints
   // (committed when placed, under request.name; HoldPlaced or Unplace follows).
@@ -166,6 +172,11 @@ class ClusterLedger {
   void Block(const std::string& key, Entry& e, const std::string& node, const std::string& why);
   void Unblock(const std::string& key, Entry& e);
   void PublishBlocked();
+  // The nodes every member may use (nullopt: any), or why none (*none set, empty vector).
+  std::optional<std::vector<core::Candidate>> GangAllowed(
+      const std::vector<const PodInfo*>& members, const std::vector<core::PodRequest>& requests,
+      const std::string& gang_key, const std::vector<core::Candidate>* candidates,
+      std::string* none);
 
   LedgerOptions options_;
   SchedulerMetrics* metrics_;

@@ -282,6 +282,7 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   std::optional<std::string> gang_size = annotation(records::kGangSizeAnnotation);
   std::optional<std::string> gang_topology = annotation(records::kGangTopologyAnnotation);
   std::optional<std::string> gang_mode = annotation(records::kGangTopologyModeAnnotation);
+  std::optional<std::string> gang_min = annotation(records::kGangMinAnnotation);
   if (gang) {
     if (gang->empty())
       return AnnotationError(records::kGangAnnotation, *gang, "must name the gang");
@@ -317,11 +318,26 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
       }
       g.required = *gang_mode == "required";
     }
+    if (gang_min) {
+      absl::StatusOr<int64_t> min = core::ParseCount(*gang_min);
+      if (!min.ok() || *min < 1) {
+        return AnnotationError(
+            records::kGangMinAnnotation, *gang_min,
+            StrCat("is not a whole number 1..", g.size, " (", records::kGangSizeAnnotation, ")"));
+      }
+      if (*min > g.size) {
+        return AnnotationError(records::kGangMinAnnotation, *gang_min,
+                               StrCat("is more than ", records::kGangSizeAnnotation, " ", g.size,
+                                      "; a gang starts with at most all its members"));
+      }
+      g.min = *min < g.size ? static_cast<int32_t>(*min) : 0;  // min = size: all or nothing
+    }
     r.gang = g;
   } else {
     for (auto [k, v] : {std::pair{records::kGangSizeAnnotation, gang_size},
                         std::pair{records::kGangTopologyAnnotation, gang_topology},
-                        std::pair{records::kGangTopologyModeAnnotation, gang_mode}}) {
+                        std::pair{records::kGangTopologyModeAnnotation, gang_mode},
+                        std::pair{records::kGangMinAnnotation, gang_min}}) {
       if (v) return AnnotationError(k, *v, StrCat("needs ", records::kGangAnnotation));
     }
   }

@@ -9,7 +9,8 @@
 //                                tessera.dev/gpu-memory: 4Gi  a share of one GPU with this memory
 //                                tessera.dev/gpu-compute: 25  percent of one GPU's compute (1..100)
 //   annotations  tessera.dev/topology: nvlink|pcie-switch|numa|node (+ -mode: required|preferred)
-//                tessera.dev/gang: NAME, tessera.dev/gang-size: K,
+//                tessera.dev/gang: NAME, tessera.dev/gang-size: K (+ tessera.dev/gang-min: M,
+//                1..K: an elastic gang that starts with M members and grows to K),
 //                tessera.dev/gang-topology: LEVEL (+ tessera.dev/gang-topology-mode, default
 //                required), tessera.dev/queue: NAME; spec.priority orders the queue.
 // CPU and memory requests are what kube-scheduler computes (component-helpers PodRequests):

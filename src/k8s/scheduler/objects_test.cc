@@ -118,6 +118,36 @@ TEST(DecodePod, GangAnnotations) {
   EXPECT_FALSE(preferred->request.gang->required);
 }
 
+TEST(DecodePod, ElasticGangMinAndItsBadValues) {
+  auto gang = [](std::string_view min) {
+    return PodObject("ns", "w-0")
+        .Limit("tessera.dev/gpu", "1")
+        .Gang("train", 8, "nvlink-domain")
+        .Annotation("tessera.dev/gang-min", std::string(min))
+        .Json();
+  };
+  auto p = DecodePod(gang("4"));
+  ASSERT_TRUE(p->input_error.empty()) << p->input_error;
+  EXPECT_EQ(p->request.gang->min, 4);
+  EXPECT_TRUE(p->request.gang->elastic());
+  EXPECT_EQ(p->request.gang->min_members(), 4);
+  // min = size is an ordinary gang.
+  auto all = DecodePod(gang("8"));
+  ASSERT_TRUE(all->input_error.empty()) << all->input_error;
+  EXPECT_FALSE(all->request.gang->elastic());
+  EXPECT_EQ(all->request.gang->min_members(), 8);
+  EXPECT_THAT(DecodePod(gang("9"))->input_error,
+              HasSubstr("metadata.annotations[tessera.dev/gang-min]: \"9\" is more than "
+                        "tessera.dev/gang-size 8"));
+  EXPECT_THAT(DecodePod(gang("0"))->input_error,
+              HasSubstr("tessera.dev/gang-min]: \"0\" is not a whole number 1..8"));
+  EXPECT_THAT(DecodePod(gang("half"))->input_error,
+              HasSubstr("tessera.dev/gang-min]: \"half\" is not a whole number 1..8"));
+  EXPECT_THAT(
+      DecodePod(PodObject("ns", "p").Annotation("tessera.dev/gang-min", "2").Json())->input_error,
+      HasSubstr("tessera.dev/gang-min]: \"2\" needs tessera.dev/gang"));
+}
+
 // kube-scheduler's PodRequests: containers add up; an init container needs its own request plus
 // the restartable (sidecar) init containers started before it; overhead on top.
 TEST(DecodePod, CpuAndMemoryAsKubeSchedulerComputesThem) {

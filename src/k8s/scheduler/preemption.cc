@@ -172,7 +172,11 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
     rp.name = key;
     rp.queue = info->queue;
     rp.priority = info->priority;
-    if (info->request.gang) rp.gang = StrCat(info->ns, "/", info->request.gang->name);
+    if (info->request.gang) {
+      rp.gang = StrCat(info->ns, "/", info->request.gang->name);
+      rp.gang_min = info->request.gang->min;  // elastic: members above it may go alone
+      rp.created = info->created;
+    }
     auto e = evicted_at_.find(key);
     rp.terminating = info->deleting || (e != evicted_at_.end() && now - e->second < kEvictingFor);
     running.push_back(std::move(rp));

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -342,7 +343,8 @@ void SchedulerCore::MarkUnschedulable(const std::string& key, Pod& s, const std:
   Report(s, "Unschedulable", reason);
 }
 
-void SchedulerCore::StartBind(const std::string& key, Pod& s, const core::Placement& placement) {
+void SchedulerCore::StartBind(const std::string& key, Pod& s, const core::Placement& placement,
+                              const records::GangRecord* gang) {
   ledger_.HoldPlaced(key, placement);
   CountHeld(key);
   preemption_.Placing(s.info);
@@ -351,6 +353,7 @@ void SchedulerCore::StartBind(const std::string& key, Pod& s, const core::Placem
   const Holding& held = *ledger_.Find(key);
   records::Assignment record = held.gpus;
   record.node = held.node;
+  if (gang != nullptr) record.gang = *gang;
   binder_->Bind(*s.info, record, s.attempt);
 }
 
@@ -525,10 +528,15 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
     gangs_.Leave(m, ms);
     pods_.SetStage(ms, Stage::kBadInput);
     if (metrics_ != nullptr) metrics_->failed_invalid_pod++;
+    const core::GangAsk& ask = *ms.info->request.gang;
     Report(ms, "Unschedulable",
-           StrCat("invalid pod: metadata.annotations[", records::kGangSizeAnnotation,
-                  "]: ", ms.info->request.gang->size, " differs from ", round.size,
-                  ", the size other members of gang ", gang_key, " give"));
+           ask.size != round.size
+               ? StrCat("invalid pod: metadata.annotations[", records::kGangSizeAnnotation,
+                        "]: ", ask.size, " differs from ", round.size,
+                        ", the size other members of gang ", gang_key, " give")
+               : StrCat("invalid pod: metadata.annotations[", records::kGangMinAnnotation,
+                        "]: ", ask.min_members(), " differs from ", round.min,
+                        ", the min other members of gang ", gang_key, " give"));
   }
   for (const std::string& m : round.pending) queue_.Remove(m);
   for (const std::string& m : round.extra) queue_.Remove(m);
@@ -556,6 +564,16 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   }
   const bool claims = std::any_of(members.begin(), members.end(),
                                   [](const PodInfo* m) { return !m->claims.empty(); });
+  if (claims && round.min < round.size) {
+    for (const std::string& m : round.pending) {
+      MarkUnschedulable(m, pods_.Get(m),
+                        StrCat(records::kGangMinAnnotation,
+                               " is not supported yet for gangs whose pods have "
+                               "spec.resourceClaims; remove it to place the gang all or nothing"));
+    }
+    gangs_.Assembled(gang_key);
+    return static_cast<int>(round.pending.size());
+  }
   if (claims && dra_) {
     const DecisionStart start = StartDecision();
     std::vector<DraAllocator::Decision> ds = dra_->DecideGang(members, gang_key);
@@ -582,19 +600,50 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
     return static_cast<int>(round.pending.size());
   }
   const DecisionStart start = StartDecision();
-  std::vector<core::PlacementResult> results = ledger_.DecideGang(members, gang_key);
+  std::vector<core::PlacementResult> results =
+      ledger_.DecideGangMembers(members, round.running, gang_key);
   Observe(start);
-  if (!results.empty() && results[0].placed()) {
-    spdlog::info("gang {}: placed {} members", gang_key, round.pending.size());
-    for (size_t i = 0; i < round.pending.size(); ++i) {
-      StartBind(round.pending[i], pods_.Get(round.pending[i]), results[i].placement);
+  int placed = 0;
+  for (const core::PlacementResult& r : results) placed += r.placed() ? 1 : 0;
+  records::GangRecord record{members[0]->request.gang->name, round.size, round.min,
+                             round.placed + placed};
+  for (size_t i = 0; i < round.pending.size(); ++i) {
+    if (!results[i].placed()) continue;
+    StartBind(round.pending[i], pods_.Get(round.pending[i]), results[i].placement, &record);
+  }
+  if (placed > 0) {
+    spdlog::info("gang {}: placed {} members", gang_key, placed);
+    if (round.min < round.size) {
+      // An elastic gang: the members placed now, and the oldest running one (so that one pod
+      // always tells the latest count), hear how many run.
+      const std::string message = StrCat("gang ", gang_key, ": ", record.running, " of ",
+                                         round.size, " members running (min ", round.min, ")");
+      std::vector<const PodInfo*> told;
+      for (size_t i = 0; i < round.pending.size(); ++i) {
+        if (results[i].placed()) told.push_back(pods_.Get(round.pending[i]).info.get());
+      }
+      const PodInfo* oldest = nullptr;
+      for (const std::string& m : round.running) {
+        const PodInfo* p = pods_.Get(m).info.get();
+        if (!oldest || std::tie(p->created, p->name) < std::tie(oldest->created, oldest->name)) {
+          oldest = p;
+        }
+      }
+      if (oldest) told.push_back(oldest);
+      for (const PodInfo* p : told) reporter_->ReportNormal(*p, "GangMembers", message);
+      spdlog::info("{}", message);
     }
-  } else {
-    std::string reason = results.empty() ? "no members" : results[0].reason;
-    const bool not_now = !results.empty() && results[0].outcome == core::Outcome::kNoFitNow;
-    if (!not_now || !TryPreemptGang(gang_key, round.pending, members, reason)) {
-      for (const std::string& m : round.pending) MarkUnschedulable(m, pods_.Get(m), reason);
+  } else if (!results.empty() && results[0].outcome == core::Outcome::kNoFitNow) {
+    // Nothing of the gang fits now: preemption may make room for all its pending members (for
+    // an elastic gang that is more than its minimum needs; see the README's elastic gangs).
+    if (TryPreemptGang(gang_key, round.pending, members, results[0].reason)) {
+      gangs_.Assembled(gang_key);
+      return static_cast<int>(round.pending.size());
     }
+  }
+  for (size_t i = 0; i < round.pending.size(); ++i) {
+    if (results[i].placed()) continue;
+    MarkUnschedulable(round.pending[i], pods_.Get(round.pending[i]), results[i].reason);
   }
   gangs_.Assembled(gang_key);
   return static_cast<int>(round.pending.size());
@@ -684,8 +733,11 @@ void SchedulerCore::FlushRetries(std::chrono::steady_clock::time_point now) {
     for (const GangAssembler::Shortage& g : gangs_.TakeShortages(pods_)) {
       for (const std::string& m : g.waiting) {
         Report(pods_.Get(m), "Unschedulable",
-               StrCat("gang ", g.gang, ": ", g.present, " of its ", g.size,
-                      " members exist; waiting for the rest"));
+               g.min < g.size
+                   ? StrCat("gang ", g.gang, ": ", g.present, " of its ", g.size,
+                            " members exist; it starts with ", g.min, "; waiting for more")
+                   : StrCat("gang ", g.gang, ": ", g.present, " of its ", g.size,
+                            " members exist; waiting for the rest"));
       }
     }
   }

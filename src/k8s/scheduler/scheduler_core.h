@@ -176,7 +176,9 @@ class SchedulerCore {
   void Enqueue(const std::string& key, Pod& s);
   void Dequeue(const std::string& key, Pod& s);
   void Confirm(Pod& s);
-  void StartBind(const std::string& key, Pod& s, const core::Placement& placement);
+  // `gang`: the member's gang, for its assignment record (nullptr: not a gang member).
+  void StartBind(const std::string& key, Pod& s, const core::Placement& placement,
+                 const records::GangRecord* gang = nullptr);
   void PlaceOne(const std::string& key, Pod& s);
   void PlaceWithClaims(const std::string& key, Pod& s);
   void StartClaimBind(const std::string& key, Pod& s, const DraAllocator::Decision& decision);

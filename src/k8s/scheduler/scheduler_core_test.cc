@@ -65,6 +65,7 @@ class Recorder : public Binder, public Reporter {
   std::vector<ReportCall> normals;
   std::vector<ReportCall> reports;
   std::vector<ReportCall> warnings;
+  std::vector<ReportCall> normals;
 };
 
 class CoreTest : public ::testing::Test {
@@ -384,6 +385,112 @@ TEST_F(CoreTest, GangThatCannotFitBindsNothingAndIsReported) {
   Advance(2000);
   core_->ScheduleSome();
   EXPECT_EQ(actions_.binds.size(), 6u);
+}
+
+// tessera.dev/gang-min: the gang starts with the 4 members that fit, stays in its NVLink domain
+// when room appears elsewhere, and grows to 8 there when room appears; the records and Events say
+// how many run.
+TEST_F(CoreTest, ElasticGangStartsAtMinAndGrowsInItsDomain) {
+  Node(NodeObject("dgx").Gpus(8).NvSwitch().Json());
+  json filler = PodObject("ns", "filler").Limit("tessera.dev/gpu", "4").Json();
+  Pod(filler);
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  AckBinds();
+  Pod(Bound(filler, actions_.binds[0]), Change::kUpdated);
+
+  std::vector<json> members;
+  for (int i = 0; i < 8; ++i) {
+    members.push_back(PodObject("ns", StrCat("w-", i))
+                          .Limit("tessera.dev/gpu", "1")
+                          .Gang("train", 8, "nvlink-domain")
+                          .Annotation("tessera.dev/gang-min", "4")
+                          .Json());
+  }
+  for (int i = 0; i < 3; ++i) Pod(members[i]);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 1u);  // 3 of min 4: waits
+  EXPECT_EQ(core_->StageOf("ns/w-0"), Stage::kGangWaiting);
+  for (int i = 3; i < 8; ++i) Pod(members[i]);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 5u);
+  for (size_t i = 1; i < 5; ++i) {
+    const BindCall& b = actions_.binds[i];
+    EXPECT_EQ(b.key, StrCat("ns/w-", i - 1));  // the oldest first
+    EXPECT_EQ(b.node, "dgx");
+    ASSERT_TRUE(b.assignment.gang.has_value());
+    EXPECT_EQ(*b.assignment.gang, (records::GangRecord{"train", 8, 4, 4}));
+  }
+  ASSERT_EQ(actions_.normals.size(), 4u);
+  EXPECT_EQ(actions_.normals[0].reason, "GangMembers");
+  EXPECT_EQ(actions_.normals[0].message, "gang ns/train: 4 of 8 members running (min 4)");
+  for (int i = 4; i < 8; ++i) {
+    EXPECT_EQ(core_->StageOf(StrCat("ns/w-", i)), Stage::kUnschedulable);
+  }
+  ASSERT_FALSE(actions_.reports.empty());
+  EXPECT_THAT(actions_.reports.back().message,
+              HasSubstr("gang train: 4 of 8 members running (min 4); no room for more now"));
+  AckBinds(1);
+  for (size_t i = 1; i < 5; ++i) {
+    Pod(Bound(members[i - 1], actions_.binds[i]), Change::kUpdated);
+  }
+
+  // Room elsewhere: a second NVSwitch node. The gang's domain is dgx: nothing moves.
+  Node(NodeObject("dgx2").Gpus(8).NvSwitch().Json());
+  Advance(2000);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 5u);
+  EXPECT_THAT(actions_.reports.back().message,
+              HasSubstr("4 of 8 members run in one nvlink-domain, and it has no room for 1 more"));
+
+  // Room in its domain: the filler ends; the other 4 join on dgx.
+  Pod(Bound(filler, actions_.binds[0]), Change::kDeleted);
+  Advance(2000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 9u);
+  std::set<int> gpus;
+  for (size_t i = 1; i < 9; ++i) {
+    EXPECT_EQ(actions_.binds[i].node, "dgx");
+    gpus.insert(actions_.binds[i].assignment.gpus[0].grant.gpu);
+  }
+  EXPECT_EQ(gpus.size(), 8u);
+  EXPECT_EQ(actions_.binds[8].assignment.gang->running, 8);
+  // The members placed now and the oldest running one hear it.
+  ASSERT_EQ(actions_.normals.size(), 9u);
+  EXPECT_EQ(actions_.normals.back().key, "ns/w-0");
+  EXPECT_EQ(actions_.normals.back().message, "gang ns/train: 8 of 8 members running (min 4)");
+
+  // Never beyond its size: a ninth member waits and says why.
+  Pod(PodObject("ns", "w-8")
+          .Limit("tessera.dev/gpu", "1")
+          .Gang("train", 8, "nvlink-domain")
+          .Annotation("tessera.dev/gang-min", "4")
+          .Json());
+  Advance(2000);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 9u);
+  EXPECT_EQ(core_->StageOf("ns/w-8"), Stage::kGangWaiting);
+  EXPECT_THAT(actions_.reports.back().message, HasSubstr("already has its 8 members"));
+}
+
+TEST_F(CoreTest, GangMembersWithAnotherMinAreBadInput) {
+  Node(NodeObject("a").Gpus(4).Json());
+  Sync();
+  Pod(PodObject("ns", "m1")
+          .Limit("tessera.dev/gpu", "1")
+          .Gang("g", 4)
+          .Annotation("tessera.dev/gang-min", "2")
+          .Json());
+  Pod(PodObject("ns", "m2")
+          .Limit("tessera.dev/gpu", "1")
+          .Gang("g", 4)
+          .Annotation("tessera.dev/gang-min", "3")
+          .Json());
+  core_->ScheduleSome();
+  EXPECT_EQ(core_->StageOf("ns/m2"), Stage::kBadInput);
+  ASSERT_EQ(actions_.reports.size(), 1u);
+  EXPECT_THAT(actions_.reports[0].message, HasSubstr("tessera.dev/gang-min]: 3 differs from 2"));
 }
 
 TEST_F(CoreTest, GangMembersWithAnotherSizeAreBadInput) {
