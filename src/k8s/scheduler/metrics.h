@@ -77,6 +77,8 @@ struct QueueGauges {
   bool usable = true;
   core::QueueResources deserved, fair_share, allocated, borrowed, pending;
   int64_t pending_pods = 0;
+};
+
 // The scale-up signal of one node template (scale_up_signal.h).
 struct ScaleUpGauges {
   std::string template_name;
