@@ -41,6 +41,8 @@
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
 #include "records/names.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
 namespace {
@@ -446,6 +448,8 @@ int main(int argc, char** argv) {
   churn->add_option("--rate", rate, "Node changes per second");
   churn->add_option("--stop-file", stop_file)->required();
   CLI11_PARSE(app, argc, argv);
+  // stdout carries the JSON results; the client library's logs go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("k8s_bench"));
   auto client = tessera::k8s::Connect(kubeconfig);
   if (*nodes) {
     return tessera::k8s::CreateNodes(*client, count, gpus, node_prefix, concurrency, koordinator);

@@ -219,7 +219,8 @@ run_phase() {
   "$bench" nodes --kubeconfig "$k" --count "$nodes" --gpus 8 "${node_args[@]}" 2>>"$dir/load.log"
   local created
   created=$("$bench" pods --kubeconfig "$k" --namespace bench --count "$n" \
-              --scheduler "$scheduler_name" --flavour "$flavour" "${ask[@]}" 2>>"$dir/load.log")
+              --scheduler "$scheduler_name" --flavour "$flavour" "${ask[@]}" 2>>"$dir/load.log" |
+            grep '^{' | tail -n 1)
   "$bench" watch --kubeconfig "$k" --namespace bench --count "$n" --timeout "$limit" \
     --ready-file "$dir/watch.ready" --start-file "$dir/start" >"$dir/watch.json" 2>"$dir/watch.log" &
   watch_pid=$!
@@ -313,7 +314,7 @@ EOF
                decision_p50_s: $p50, decision_p99_s: $p99, decisions: $decisions,
                decision_cpu_p50_s: $cpu50, decision_cpu_p99_s: $cpu99,
                load_start: $load_start, load_end: $load_end} + $churn + .' \
-             "$out/$phase-$round/watch.json")
+             <(grep '^{' "$out/$phase-$round/watch.json" | tail -n 1))
   echo "$result" | tee -a "$out/results.jsonl"
   ((rc == 0)) || echo "phase $phase round $round: not every pod was bound within ${limit}s" >&2
 }
