@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -173,6 +174,8 @@ class DraDriver : public ::testing::Test {
                              state + "/claims",
                              "--shim-dir",
                              TESSERA_SHIM_DIR,
+                             "--shim-install-dir",
+                             state + "/lib",
                              "--driver-lib-dir",
                              TESSERA_FAKE_DRIVER_DIR,
                              "--dra-resync-interval",
@@ -430,19 +433,92 @@ TEST_F(DraDriver, AClaimOfTwoGpusInOneNvlinkDomainGetsBoth) {
   DeletePod("pair");
 }
 
-// 8. A claim the driver cannot prepare (a MIG placement: the agent does not create MIG
-// instances) fails with an event that says why.
-TEST_F(DraDriver, AClaimThatCannotBePreparedSaysWhyInThePodsEvents) {
+// The description file of the node, rewritten atomically (what an administrator's nvidia-smi or
+// the driver does to the fake GPUs).
+void RewriteFakeGpus(const std::string& text) {
+  const std::string file = GpuNode().fake_gpus;
+  const std::string tmp = file + ".tmp";
+  std::ofstream(tmp) << text;
+  fs::rename(tmp, file);
+}
+
+// The MIG instances the node's description lists on GPU `index`.
+json FakeMigInstances(int index) {
+  json desc = json::parse(ReadFile(GpuNode().fake_gpus));
+  for (const json& g : desc["gpus"]) {
+    if (g["index"] == index) return g["mig"].value("instances", json::array());
+  }
+  return json::array();
+}
+
+// 8. MIG: an administrator turns MIG mode on for GPU 6; a claim of the class mig.tessera.dev
+// allocated there by kube-scheduler gets its instance created when the pod's claim is prepared
+// (the container sees MIG-<uuid> and GPU 6's device node), kept across an agent restart without a
+// second instance, and destroyed when the pod is deleted. A MIG claim on a GPU not in MIG mode is
+// refused with an event that says how to turn it on.
+TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
   ControlPlane& cp = ControlPlane::Shared();
-  Create(ClaimObject("mig", "mig.tessera.dev"));
-  Create(ClaimPod("mig", "mig", "true"));
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  const std::string original = ReadFile(GpuNode().fake_gpus);
+  json desc = json::parse(original);
+  for (json& g : desc["gpus"]) {
+    if (g["index"] == 6)
+      g["mig"] = {{"capable", true}, {"enabled", true}, {"instances", json::array()}};
+  }
+  RewriteFakeGpus(desc.dump(1));
+  // gpu-6 itself is no longer published; its MIG placements are.
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 207; })) << ReadFile(AgentLog());
+
+  Create(ClaimObject("mig", "mig.tessera.dev", nullptr,
+                     "device.attributes[\"gpu.tessera.dev\"].parentIndex == 6"));
+  Create(ClaimPod("mig", "mig", StrCat(kReport, "; sleep 3600")));
+  json pod = WaitForPod(cp, kNs, "mig", PodRunning, std::chrono::seconds(120));
+  ASSERT_TRUE(PodRunning(pod)) << pod["status"].dump(2) << ReadFile(AgentLog()).substr(0, 20000);
+  const json result = Claim("mig")["status"]["allocation"]["devices"]["results"][0];
+  const std::string device = result.value("device", "");
+  ASSERT_EQ(device.rfind("gpu-6-mig-", 0), 0u) << result.dump();
+  // The instance exists on the GPU, and it is the container's.
+  json instances = FakeMigInstances(6);
+  ASSERT_EQ(instances.size(), 1u) << instances.dump();
+  const std::string mig_uuid = instances[0].value("uuid", "");
+  EXPECT_EQ(device, StrCat("gpu-6-mig-",
+                           std::regex_replace(instances[0]["profile"].get<std::string>(),
+                                              std::regex("[.+]"), "-"),
+                           "-", instances[0]["start"].get<int>()));
+  std::string logs;
+  ASSERT_TRUE(Eventually([&] {
+    CommandResult r = cp.Kubectl({"logs", "mig", "-n", kNs});
+    logs = r.ok() ? r.out : "";
+    return logs.find("NVIDIA_VISIBLE_DEVICES=") != std::string::npos;
+  })) << logs;
+  EXPECT_THAT(logs, HasSubstr("NVIDIA_VISIBLE_DEVICES=" + mig_uuid + "\n"));
+  EXPECT_THAT(logs, HasSubstr("nvidia6\n"));
+  EXPECT_THAT(logs, ::testing::Not(HasSubstr("TESSERA_GPU_SHARING")));
+  EXPECT_EQ(CountInFile(AgentLog(), StrCat("created MIG instance ")), 1) << ReadFile(AgentLog());
+
+  // The agent restarts while the pod runs: the claim is restored, no second instance.
+  const int restored = CountInFile(AgentLog(), "prepared claim(s) restored");
+  ASSERT_TRUE(cp.NodeRestart(kNode, "agent").ok());
+  EXPECT_TRUE(Eventually([&] {
+    return CountInFile(AgentLog(), "prepared claim(s) restored") > restored;
+  })) << ReadFile(AgentLog());
+  EXPECT_TRUE(
+      Eventually([] { return CountInFile(AgentLog(), "registered with the kubelet") >= 1; }));
+  EXPECT_EQ(FakeMigInstances(6).size(), 1u);
+  EXPECT_TRUE(PodRunning(GetJson(cp, {"pod", "mig", "-n", kNs})));
+
+  // A MIG placement on GPU 5, which is not in MIG mode: refused, with what to do.
+  Create(ClaimObject("mig-off", "mig.tessera.dev", nullptr,
+                     "device.attributes[\"gpu.tessera.dev\"].parentIndex == 5"));
+  Create(ClaimPod("mig-off", "mig-off", "true"));
   EXPECT_TRUE(Eventually(
       [&] {
         json events =
-            GetJson(cp, {"events", "-n", kNs, "--field-selector", "involvedObject.name=mig"});
+            GetJson(cp, {"events", "-n", kNs, "--field-selector", "involvedObject.name=mig-off"});
         for (const json& e : events["items"]) {
-          if (e.value("message", "").find("does not create or deliver MIG instances yet") !=
-              std::string::npos) {
+          const std::string m = e.value("message", "");
+          if (m.find("is not in MIG mode, so MIG instance") != std::string::npos &&
+              m.find("nvidia-smi -i 5 -mig 1") != std::string::npos) {
             return true;
           }
         }
@@ -450,7 +526,149 @@ TEST_F(DraDriver, AClaimThatCannotBePreparedSaysWhyInThePodsEvents) {
       },
       std::chrono::seconds(90)))
       << ReadFile(AgentLog()).substr(0, 10000);
+  EXPECT_THAT(FakeMigInstances(5), ::testing::IsEmpty());
+  DeletePod("mig-off");
+
+  // The pod is deleted: the kubelet unprepares the claim, the instance is destroyed.
   DeletePod("mig");
+  EXPECT_TRUE(Eventually([] { return FakeMigInstances(6).empty(); }, std::chrono::seconds(90)))
+      << ReadFile(AgentLog());
+  EXPECT_TRUE(Eventually([] { return CdiSpecs().empty(); }));
+  EXPECT_GE(CountInFile(AgentLog(), "destroyed MIG instance "), 1);
+  EXPECT_TRUE(Eventually([] { return PodGone("mig") && PodGone("mig-off"); }));
+  RewriteFakeGpus(original);
+  EXPECT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; })) << ReadFile(AgentLog());
+}
+
+// The YAML between the dra-examples markers of README.md, as a list of JSON objects.
+std::vector<json> ReadmeExamples() {
+  const std::string readme = ReadFile(StrCat(TESSERA_SOURCE_DIR, "/README.md"));
+  const size_t begin = readme.find("<!-- dra-examples: begin");
+  const size_t end = readme.find("<!-- dra-examples: end -->");
+  EXPECT_NE(begin, std::string::npos);
+  EXPECT_NE(end, std::string::npos);
+  if (begin == std::string::npos || end == std::string::npos) return {};
+  std::string block = readme.substr(begin, end - begin);
+  const size_t open = block.find("```yaml\n");
+  const size_t close = block.rfind("```");
+  EXPECT_NE(open, std::string::npos);
+  block = block.substr(open + 8, close - open - 8);
+  CommandResult r = ControlPlane::Shared().Kubectl(
+      {"create", "--dry-run=client", "-o", "json", "-f", "-"}, block);
+  EXPECT_TRUE(r.ok()) << r.err << block;
+  if (!r.ok()) return {};
+  json list = json::parse(r.out);
+  std::vector<json> out;
+  for (const json& item : list.value("items", json::array({list}))) out.push_back(item);
+  return out;
+}
+
+// 8b. The README's DRA examples, applied as they are written (the test's image and a report in
+// place of my/image), with tessera's scheduler in DRA mode beside kube-scheduler: a whole GPU, a
+// 10Gi share, a MIG slice on a GPU an administrator put in MIG mode, a gang of two in one NVLink
+// domain; every container gets what its claim says.
+TEST_F(DraDriver, ReadmeExamplesRun) {
+  ControlPlane& cp = ControlPlane::Shared();
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  // tessera's scheduler, allocating claims.
+  const std::string config = GpuNode().dir + "/tessera/scheduler.yaml";
+  std::ofstream(config) << R"(apiVersion: tessera.dev/v1alpha1
+kind: SchedulerConfiguration
+schedulerName: tessera
+leaderElection: {leaderElect: false}
+metrics: {bindAddress: 127.0.0.1, port: 0}
+retry: {minInterval: 200ms, period: 5s}
+dra: {enabled: true}
+)";
+  auto scheduler = cp.NodeSpawn(kNode, "tessera-scheduler",
+                                {TESSERA_BINARY, "scheduler", "--kubeconfig", cp.kubeconfig(),
+                                 "--config", config, "--log-level", "debug"});
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  const std::string scheduler_log = GpuNode().dir + "/tessera-scheduler.log";
+  // An administrator turns MIG mode on for GPU 6.
+  const std::string original = ReadFile(GpuNode().fake_gpus);
+  json desc = json::parse(original);
+  for (json& g : desc["gpus"]) {
+    if (g["index"] == 6)
+      g["mig"] = {{"capable", true}, {"enabled", true}, {"instances", json::array()}};
+  }
+  RewriteFakeGpus(desc.dump(1));
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 207; })) << ReadFile(AgentLog());
+
+  std::vector<std::string> pods;
+  for (json object : ReadmeExamples()) {
+    object["metadata"]["namespace"] = kNs;
+    if (object["kind"] == "Pod") {
+      pods.push_back(object["metadata"]["name"]);
+      json& spec = object["spec"];
+      ASSERT_EQ(spec["containers"][0]["image"], "my/image");
+      spec["containers"][0]["image"] = ControlPlane::kTestImage;
+      spec["containers"][0]["imagePullPolicy"] = "Never";
+      spec["containers"][0]["command"] = {"/bin/sh", "-c", StrCat(kReport, "; sleep 3600")};
+      spec["restartPolicy"] = "Never";
+      spec["terminationGracePeriodSeconds"] = 1;
+      spec["automountServiceAccountToken"] = false;
+    }
+    Create(object);
+  }
+  ASSERT_EQ(pods, (std::vector<std::string>{"trainer", "notebook", "mig-worker", "worker-0",
+                                            "worker-1"}));
+  std::map<std::string, std::string> logs;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const std::string& p : pods) {
+          if (!PodRunning(GetJson(cp, {"pod", p, "-n", kNs}))) return false;
+          CommandResult r = cp.Kubectl({"logs", p, "-n", kNs});
+          if (!r.ok() || r.out.find("NVIDIA_VISIBLE_DEVICES=") == std::string::npos) return false;
+          logs[p] = r.out;
+        }
+        return true;
+      },
+      std::chrono::seconds(180)))
+      << ReadFile(scheduler_log).substr(0, 20000) << ReadFile(AgentLog()).substr(0, 20000);
+  // A whole GPU: no shim.
+  const int trainer = GpuIndexIn(logs["trainer"]);
+  EXPECT_GE(trainer, 0) << logs["trainer"];
+  EXPECT_THAT(logs["trainer"], ::testing::Not(HasSubstr("TESSERA_GPU_SHARING")));
+  // The share: 10Gi, enforced by the shim.
+  EXPECT_THAT(logs["notebook"], HasSubstr("TESSERA_GPU_SHARING=shim\n"));
+  EXPECT_THAT(logs["notebook"], HasSubstr("TESSERA_GPU_MEMORY_LIMIT_MIB=10240\n"));
+  // The MIG slice: a 1g.10gb instance created on GPU 6.
+  json instances = FakeMigInstances(6);
+  ASSERT_EQ(instances.size(), 1u) << instances.dump();
+  EXPECT_EQ(instances[0]["profile"], "1g.10gb");
+  EXPECT_THAT(logs["mig-worker"],
+              HasSubstr(StrCat("NVIDIA_VISIBLE_DEVICES=", instances[0].value("uuid", ""), "\n")));
+  EXPECT_THAT(logs["mig-worker"], HasSubstr("nvidia6\n"));
+  // The gang: two GPUs, neither the trainer's nor GPU 6, placed by tessera.
+  const int w0 = GpuIndexIn(logs["worker-0"]), w1 = GpuIndexIn(logs["worker-1"]);
+  EXPECT_GE(w0, 0);
+  EXPECT_GE(w1, 0);
+  EXPECT_NE(w0, w1);
+  for (int w : {w0, w1}) {
+    EXPECT_NE(w, trainer);
+    EXPECT_NE(w, 6);
+  }
+  for (const std::string& p : {"trainer", "notebook", "worker-0", "worker-1"}) {
+    EXPECT_EQ(GetJson(cp, {"pod", p, "-n", kNs})["spec"]["schedulerName"], "tessera");
+  }
+
+  for (const std::string& p : pods) DeletePod(p);
+  EXPECT_TRUE(Eventually([] { return CdiSpecs().empty() && FakeMigInstances(6).empty(); },
+                         std::chrono::seconds(120)))
+      << ReadFile(AgentLog());
+  EXPECT_TRUE(Eventually([&] {
+    for (const std::string& p : pods) {
+      if (!PodGone(p)) return false;
+    }
+    return true;
+  }));
+  (void)cp.NodeKill(kNode, "tessera-scheduler");
+  for (const char* t : {"one-gpu", "share-10gi", "mig-1g"}) {
+    (void)cp.Kubectl({"delete", "resourceclaimtemplate", t, "-n", kNs});
+  }
+  RewriteFakeGpus(original);
+  EXPECT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; })) << ReadFile(AgentLog());
 }
 
 // 9. A GPU turns unhealthy (XID 79 in the node's description): its devices get the NoSchedule
