@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -180,6 +181,7 @@ class DraDriver : public ::testing::Test {
                              TESSERA_FAKE_DRIVER_DIR,
                              "--dra-resync-interval",
                              "2s",
+                             "--dra-mig-mode-switch",
                              "--log-level",
                              "debug"});
     ASSERT_TRUE(pid.ok()) << pid.status();
@@ -433,6 +435,27 @@ TEST_F(DraDriver, AClaimOfTwoGpusInOneNvlinkDomainGetsBoth) {
   DeletePod("pair");
 }
 
+// What a running pod's container printed: the node's pod log (the harness has no kubectl logs:
+// the API server does not reach the kubelets), CRI's "<time> <stream> <tag> " taken off each line.
+std::string PodLog(const std::string& pod) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(GpuNode().dir + "/pod-logs", ec)) {
+    if (e.path().filename().string().rfind(StrCat(kNs, "_", pod, "_"), 0) != 0) continue;
+    std::ifstream in(e.path() / "main" / "0.log");
+    std::string out;
+    for (std::string line; std::getline(in, line);) {
+      size_t cut = 0;
+      for (int field = 0; field < 3 && cut != std::string::npos; ++field) {
+        cut = line.find(' ', cut);
+        if (cut != std::string::npos) ++cut;
+      }
+      if (cut != std::string::npos) out += line.substr(cut) + "\n";
+    }
+    return out;
+  }
+  return "";
+}
+
 // The description file of the node, rewritten atomically (what an administrator's nvidia-smi or
 // the driver does to the fake GPUs).
 void RewriteFakeGpus(const std::string& text) {
@@ -440,6 +463,27 @@ void RewriteFakeGpus(const std::string& text) {
   const std::string tmp = file + ".tmp";
   std::ofstream(tmp) << text;
   fs::rename(tmp, file);
+}
+
+// Puts the node's description file back as it was when it goes, whatever the test did.
+class FakeGpusRestorer {
+ public:
+  FakeGpusRestorer() : original_(ReadFile(GpuNode().fake_gpus)) {}
+  ~FakeGpusRestorer() {
+    if (ReadFile(GpuNode().fake_gpus) != original_) RewriteFakeGpus(original_);
+  }
+  const std::string& original() const { return original_; }
+
+ private:
+  std::string original_;
+};
+
+bool FakeMigEnabled(int index) {
+  json desc = json::parse(ReadFile(GpuNode().fake_gpus));
+  for (const json& g : desc["gpus"]) {
+    if (g["index"] == index) return g["mig"].value("enabled", false);
+  }
+  return false;
 }
 
 // The MIG instances the node's description lists on GPU `index`.
@@ -454,12 +498,13 @@ json FakeMigInstances(int index) {
 // 8. MIG: an administrator turns MIG mode on for GPU 6; a claim of the class mig.tessera.dev
 // allocated there by kube-scheduler gets its instance created when the pod's claim is prepared
 // (the container sees MIG-<uuid> and GPU 6's device node), kept across an agent restart without a
-// second instance, and destroyed when the pod is deleted. A MIG claim on a GPU not in MIG mode is
-// refused with an event that says how to turn it on.
+// second instance, and destroyed when the pod is deleted. A MIG claim on a GPU not in MIG mode
+// has MIG mode turned on for it by the agent (--dra-mig-mode-switch), and off after.
 TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
   ControlPlane& cp = ControlPlane::Shared();
   ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
-  const std::string original = ReadFile(GpuNode().fake_gpus);
+  FakeGpusRestorer restorer;
+  const std::string original = restorer.original();
   json desc = json::parse(original);
   for (json& g : desc["gpus"]) {
     if (g["index"] == 6)
@@ -487,8 +532,7 @@ TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
                            "-", instances[0]["start"].get<int>()));
   std::string logs;
   ASSERT_TRUE(Eventually([&] {
-    CommandResult r = cp.Kubectl({"logs", "mig", "-n", kNs});
-    logs = r.ok() ? r.out : "";
+    logs = PodLog("mig");
     return logs.find("NVIDIA_VISIBLE_DEVICES=") != std::string::npos;
   })) << logs;
   EXPECT_THAT(logs, HasSubstr("NVIDIA_VISIBLE_DEVICES=" + mig_uuid + "\n"));
@@ -507,27 +551,32 @@ TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
   EXPECT_EQ(FakeMigInstances(6).size(), 1u);
   EXPECT_TRUE(PodRunning(GetJson(cp, {"pod", "mig", "-n", kNs})));
 
-  // A MIG placement on GPU 5, which is not in MIG mode: refused, with what to do.
-  Create(ClaimObject("mig-off", "mig.tessera.dev", nullptr,
+  // A MIG placement on GPU 5, which is not in MIG mode: the agent (--dra-mig-mode-switch) turns
+  // MIG mode on for it, and off again once the pod is gone. (Without the switch such a claim is
+  // refused with what to do, and such placements are not published: driver_test, pool_test.)
+  Create(ClaimObject("mig-switch", "mig.tessera.dev", nullptr,
                      "device.attributes[\"gpu.tessera.dev\"].parentIndex == 5"));
-  Create(ClaimPod("mig-off", "mig-off", "true"));
+  Create(ClaimPod("mig-switch", "mig-switch", StrCat(kReport, "; sleep 3600")));
+  std::string switched;
   EXPECT_TRUE(Eventually(
       [&] {
-        json events =
-            GetJson(cp, {"events", "-n", kNs, "--field-selector", "involvedObject.name=mig-off"});
-        for (const json& e : events["items"]) {
-          const std::string m = e.value("message", "");
-          if (m.find("is not in MIG mode, so MIG instance") != std::string::npos &&
-              m.find("nvidia-smi -i 5 -mig 1") != std::string::npos) {
-            return true;
-          }
-        }
-        return false;
+        switched = PodLog("mig-switch");
+        return switched.find("NVIDIA_VISIBLE_DEVICES=MIG-") != std::string::npos;
       },
-      std::chrono::seconds(90)))
-      << ReadFile(AgentLog()).substr(0, 10000);
-  EXPECT_THAT(FakeMigInstances(5), ::testing::IsEmpty());
-  DeletePod("mig-off");
+      std::chrono::seconds(120)))
+      << switched << ReadFile(AgentLog()).substr(0, 20000);
+  EXPECT_TRUE(FakeMigEnabled(5));
+  json five = FakeMigInstances(5);
+  ASSERT_EQ(five.size(), 1u) << five.dump();
+  EXPECT_THAT(switched,
+              HasSubstr(StrCat("NVIDIA_VISIBLE_DEVICES=", five[0].value("uuid", ""), "\n")));
+  EXPECT_THAT(switched, HasSubstr("nvidia5\n"));
+  EXPECT_THAT(ReadFile(AgentLog()), HasSubstr("MIG mode turned on for GPU 5"));
+  DeletePod("mig-switch");
+  EXPECT_TRUE(Eventually([] { return FakeMigInstances(5).empty() && !FakeMigEnabled(5); },
+                         std::chrono::seconds(90)))
+      << ReadFile(AgentLog());
+  EXPECT_THAT(ReadFile(AgentLog()), HasSubstr("MIG mode turned off for GPU 5"));
 
   // The pod is deleted: the kubelet unprepares the claim, the instance is destroyed.
   DeletePod("mig");
@@ -535,7 +584,7 @@ TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
       << ReadFile(AgentLog());
   EXPECT_TRUE(Eventually([] { return CdiSpecs().empty(); }));
   EXPECT_GE(CountInFile(AgentLog(), "destroyed MIG instance "), 1);
-  EXPECT_TRUE(Eventually([] { return PodGone("mig") && PodGone("mig-off"); }));
+  EXPECT_TRUE(Eventually([] { return PodGone("mig") && PodGone("mig-switch"); }));
   RewriteFakeGpus(original);
   EXPECT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; })) << ReadFile(AgentLog());
 }
@@ -557,9 +606,14 @@ std::vector<json> ReadmeExamples() {
       {"create", "--dry-run=client", "-o", "json", "-f", "-"}, block);
   EXPECT_TRUE(r.ok()) << r.err << block;
   if (!r.ok()) return {};
-  json list = json::parse(r.out);
+  // One JSON object after the other, as kubectl prints several.
   std::vector<json> out;
-  for (const json& item : list.value("items", json::array({list}))) out.push_back(item);
+  std::istringstream in(r.out);
+  while ((in >> std::ws).peek() != EOF) {
+    json object;
+    in >> object;
+    out.push_back(std::move(object));
+  }
   return out;
 }
 
@@ -586,7 +640,8 @@ dra: {enabled: true}
   ASSERT_TRUE(scheduler.ok()) << scheduler.status();
   const std::string scheduler_log = GpuNode().dir + "/tessera-scheduler.log";
   // An administrator turns MIG mode on for GPU 6.
-  const std::string original = ReadFile(GpuNode().fake_gpus);
+  FakeGpusRestorer restorer;
+  const std::string original = restorer.original();
   json desc = json::parse(original);
   for (json& g : desc["gpus"]) {
     if (g["index"] == 6)
@@ -596,8 +651,30 @@ dra: {enabled: true}
   ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 207; })) << ReadFile(AgentLog());
 
   std::vector<std::string> pods;
+  struct Cleanup {  // also when an assertion ends the test early
+    std::function<void()> f;
+    ~Cleanup() { f(); }
+  } cleanup{[&] {
+    for (const std::string& p : pods) {
+      (void)cp.Kubectl({"delete", "pod", p, "-n", kNs, "--grace-period=1", "--wait=false"});
+    }
+    (void)cp.NodeKill(kNode, "tessera-scheduler");
+    for (const char* t : {"one-gpu", "share-10gi", "mig-1g"}) {
+      (void)cp.Kubectl({"delete", "resourceclaimtemplate", t, "-n", kNs});
+    }
+  }};
+  // The MIG example goes second: tessera's scheduler does not yet account a MIG placement that
+  // kube-scheduler allocated on a GPU in MIG mode (it stops placing GPU pods on that node: "GPU 2
+  // is in MIG mode: it takes MIG grants only"), so its pods are placed first.
+  std::vector<json> mig_objects;
   for (json object : ReadmeExamples()) {
     object["metadata"]["namespace"] = kNs;
+    const std::string name = object["metadata"].value("name", "");
+    if (name == "mig-1g" || name == "mig-worker") {
+      if (object["kind"] == "Pod") pods.push_back(name);
+      mig_objects.push_back(object);
+      continue;
+    }
     if (object["kind"] == "Pod") {
       pods.push_back(object["metadata"]["name"]);
       json& spec = object["spec"];
@@ -613,14 +690,41 @@ dra: {enabled: true}
   }
   ASSERT_EQ(pods, (std::vector<std::string>{"trainer", "notebook", "mig-worker", "worker-0",
                                             "worker-1"}));
+  ASSERT_EQ(mig_objects.size(), 2u);
   std::map<std::string, std::string> logs;
+  auto running = [&](const std::vector<std::string>& which) {
+    return Eventually(
+        [&] {
+          for (const std::string& p : which) {
+            if (!PodRunning(GetJson(cp, {"pod", p, "-n", kNs}))) return false;
+            logs[p] = PodLog(p);
+            if (logs[p].find("NVIDIA_VISIBLE_DEVICES=") == std::string::npos) return false;
+          }
+          return true;
+        },
+        std::chrono::seconds(180));
+  };
+  ASSERT_TRUE(running({"trainer", "notebook", "worker-0", "worker-1"}))
+      << ReadFile(scheduler_log).substr(0, 20000) << ReadFile(AgentLog()).substr(0, 20000);
+  for (const json& object : mig_objects) {
+    json o = object;
+    if (o["kind"] == "Pod") {
+      json& spec = o["spec"];
+      spec["containers"][0]["image"] = ControlPlane::kTestImage;
+      spec["containers"][0]["imagePullPolicy"] = "Never";
+      spec["containers"][0]["command"] = {"/bin/sh", "-c", StrCat(kReport, "; sleep 3600")};
+      spec["restartPolicy"] = "Never";
+      spec["terminationGracePeriodSeconds"] = 1;
+      spec["automountServiceAccountToken"] = false;
+    }
+    Create(o);
+  }
   ASSERT_TRUE(Eventually(
       [&] {
         for (const std::string& p : pods) {
           if (!PodRunning(GetJson(cp, {"pod", p, "-n", kNs}))) return false;
-          CommandResult r = cp.Kubectl({"logs", p, "-n", kNs});
-          if (!r.ok() || r.out.find("NVIDIA_VISIBLE_DEVICES=") == std::string::npos) return false;
-          logs[p] = r.out;
+          logs[p] = PodLog(p);
+          if (logs[p].find("NVIDIA_VISIBLE_DEVICES=") == std::string::npos) return false;
         }
         return true;
       },
@@ -633,13 +737,22 @@ dra: {enabled: true}
   // The share: 10Gi, enforced by the shim.
   EXPECT_THAT(logs["notebook"], HasSubstr("TESSERA_GPU_SHARING=shim\n"));
   EXPECT_THAT(logs["notebook"], HasSubstr("TESSERA_GPU_MEMORY_LIMIT_MIB=10240\n"));
-  // The MIG slice: a 1g.10gb instance created on GPU 6.
-  json instances = FakeMigInstances(6);
+  // The MIG slice: one 1g.10gb instance, created on the GPU kube-scheduler chose (GPU 6, in MIG
+  // mode, or another one the agent switched).
+  int mig_gpu = -1;
+  json instances;
+  for (int i = 0; i < 8; ++i) {
+    json on = FakeMigInstances(i);
+    if (on.empty()) continue;
+    EXPECT_EQ(mig_gpu, -1) << "instances on GPUs " << mig_gpu << " and " << i;
+    mig_gpu = i;
+    instances = on;
+  }
   ASSERT_EQ(instances.size(), 1u) << instances.dump();
   EXPECT_EQ(instances[0]["profile"], "1g.10gb");
   EXPECT_THAT(logs["mig-worker"],
               HasSubstr(StrCat("NVIDIA_VISIBLE_DEVICES=", instances[0].value("uuid", ""), "\n")));
-  EXPECT_THAT(logs["mig-worker"], HasSubstr("nvidia6\n"));
+  EXPECT_THAT(logs["mig-worker"], HasSubstr(StrCat("nvidia", mig_gpu, "\n")));
   // The gang: two GPUs, neither the trainer's nor GPU 6, placed by tessera.
   const int w0 = GpuIndexIn(logs["worker-0"]), w1 = GpuIndexIn(logs["worker-1"]);
   EXPECT_GE(w0, 0);
@@ -647,14 +760,14 @@ dra: {enabled: true}
   EXPECT_NE(w0, w1);
   for (int w : {w0, w1}) {
     EXPECT_NE(w, trainer);
-    EXPECT_NE(w, 6);
+    EXPECT_NE(w, mig_gpu);
   }
   for (const std::string& p : {"trainer", "notebook", "worker-0", "worker-1"}) {
     EXPECT_EQ(GetJson(cp, {"pod", p, "-n", kNs})["spec"]["schedulerName"], "tessera");
   }
 
   for (const std::string& p : pods) DeletePod(p);
-  EXPECT_TRUE(Eventually([] { return CdiSpecs().empty() && FakeMigInstances(6).empty(); },
+  EXPECT_TRUE(Eventually([&] { return CdiSpecs().empty() && FakeMigInstances(mig_gpu).empty(); },
                          std::chrono::seconds(120)))
       << ReadFile(AgentLog());
   EXPECT_TRUE(Eventually([&] {
@@ -663,10 +776,6 @@ dra: {enabled: true}
     }
     return true;
   }));
-  (void)cp.NodeKill(kNode, "tessera-scheduler");
-  for (const char* t : {"one-gpu", "share-10gi", "mig-1g"}) {
-    (void)cp.Kubectl({"delete", "resourceclaimtemplate", t, "-n", kNs});
-  }
   RewriteFakeGpus(original);
   EXPECT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; })) << ReadFile(AgentLog());
 }
