@@ -250,6 +250,7 @@ TEST_F(HelmTest, InstallsAndUninstalls) {
            {"list", "deviceclasses.resource.k8s.io"},
            {"watch", "resourceclaims.resource.k8s.io"},
            {"patch", "resourceclaims.resource.k8s.io", "-n", "default"},
+           {"create", "resourceclaims.resource.k8s.io", "-n", "default"},
            {"patch", "resourceclaims.resource.k8s.io", "--subresource=status", "-n", "default"}}) {
     EXPECT_TRUE(can("tessera-scheduler", verb_resource)) << StrJoin(verb_resource, " ");
   }

@@ -73,6 +73,7 @@ void DraAgent::OnGpus(std::shared_ptr<const NodeGpus> gpus) {
   PoolOptions po;
   po.node_name = options_.node_name;
   po.mig_devices = options_.mig_devices;
+  po.mig_mode_switch = options_.mig_mode_switch;
   po.pcie_roots = PcieRoots(*gpus, options_.sysfs_pci_dir);
   auto pool = std::make_shared<const Pool>(BuildPool(*gpus, po));
   driver_.SetGpus(gpus, pool);

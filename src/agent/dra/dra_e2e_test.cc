@@ -8,7 +8,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -173,10 +175,13 @@ class DraDriver : public ::testing::Test {
                              state + "/claims",
                              "--shim-dir",
                              TESSERA_SHIM_DIR,
+                             "--shim-install-dir",
+                             state + "/lib",
                              "--driver-lib-dir",
                              TESSERA_FAKE_DRIVER_DIR,
                              "--dra-resync-interval",
                              "2s",
+                             "--dra-mig-mode-switch",
                              "--log-level",
                              "debug"});
     ASSERT_TRUE(pid.ok()) << pid.status();
@@ -430,27 +435,349 @@ TEST_F(DraDriver, AClaimOfTwoGpusInOneNvlinkDomainGetsBoth) {
   DeletePod("pair");
 }
 
-// 8. A claim the driver cannot prepare (a MIG placement: the agent does not create MIG
-// instances) fails with an event that says why.
-TEST_F(DraDriver, AClaimThatCannotBePreparedSaysWhyInThePodsEvents) {
+// What a running pod's container printed: the node's pod log (the harness has no kubectl logs:
+// the API server does not reach the kubelets), CRI's "<time> <stream> <tag> " taken off each line.
+std::string PodLog(const std::string& pod) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(GpuNode().dir + "/pod-logs", ec)) {
+    if (e.path().filename().string().rfind(StrCat(kNs, "_", pod, "_"), 0) != 0) continue;
+    std::ifstream in(e.path() / "main" / "0.log");
+    std::string out;
+    for (std::string line; std::getline(in, line);) {
+      size_t cut = 0;
+      for (int field = 0; field < 3 && cut != std::string::npos; ++field) {
+        cut = line.find(' ', cut);
+        if (cut != std::string::npos) ++cut;
+      }
+      if (cut != std::string::npos) out += line.substr(cut) + "\n";
+    }
+    return out;
+  }
+  return "";
+}
+
+// The description file of the node, rewritten atomically (what an administrator's nvidia-smi or
+// the driver does to the fake GPUs).
+void RewriteFakeGpus(const std::string& text) {
+  const std::string file = GpuNode().fake_gpus;
+  const std::string tmp = file + ".tmp";
+  std::ofstream(tmp) << text;
+  fs::rename(tmp, file);
+}
+
+// Puts the node's description file back as it was when it goes, whatever the test did.
+class FakeGpusRestorer {
+ public:
+  FakeGpusRestorer() : original_(ReadFile(GpuNode().fake_gpus)) {}
+  ~FakeGpusRestorer() {
+    if (ReadFile(GpuNode().fake_gpus) != original_) RewriteFakeGpus(original_);
+  }
+  const std::string& original() const { return original_; }
+
+ private:
+  std::string original_;
+};
+
+bool FakeMigEnabled(int index) {
+  json desc = json::parse(ReadFile(GpuNode().fake_gpus));
+  for (const json& g : desc["gpus"]) {
+    if (g["index"] == index) return g["mig"].value("enabled", false);
+  }
+  return false;
+}
+
+// The MIG instances the node's description lists on GPU `index`.
+json FakeMigInstances(int index) {
+  json desc = json::parse(ReadFile(GpuNode().fake_gpus));
+  for (const json& g : desc["gpus"]) {
+    if (g["index"] == index) return g["mig"].value("instances", json::array());
+  }
+  return json::array();
+}
+
+// 8. MIG: an administrator turns MIG mode on for GPU 6; a claim of the class mig.tessera.dev
+// allocated there by kube-scheduler gets its instance created when the pod's claim is prepared
+// (the container sees MIG-<uuid> and GPU 6's device node), kept across an agent restart without a
+// second instance, and destroyed when the pod is deleted. A MIG claim on a GPU not in MIG mode
+// has MIG mode turned on for it by the agent (--dra-mig-mode-switch), and off after.
+TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
   ControlPlane& cp = ControlPlane::Shared();
-  Create(ClaimObject("mig", "mig.tessera.dev"));
-  Create(ClaimPod("mig", "mig", "true"));
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  FakeGpusRestorer restorer;
+  const std::string original = restorer.original();
+  json desc = json::parse(original);
+  for (json& g : desc["gpus"]) {
+    if (g["index"] == 6)
+      g["mig"] = {{"capable", true}, {"enabled", true}, {"instances", json::array()}};
+  }
+  RewriteFakeGpus(desc.dump(1));
+  // gpu-6 itself is no longer published; its MIG placements are.
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 207; })) << ReadFile(AgentLog());
+
+  Create(ClaimObject("mig", "mig.tessera.dev", nullptr,
+                     "device.attributes[\"gpu.tessera.dev\"].parentIndex == 6"));
+  Create(ClaimPod("mig", "mig", StrCat(kReport, "; sleep 3600")));
+  json pod = WaitForPod(cp, kNs, "mig", PodRunning, std::chrono::seconds(120));
+  ASSERT_TRUE(PodRunning(pod)) << pod["status"].dump(2) << ReadFile(AgentLog()).substr(0, 20000);
+  const json result = Claim("mig")["status"]["allocation"]["devices"]["results"][0];
+  const std::string device = result.value("device", "");
+  ASSERT_EQ(device.rfind("gpu-6-mig-", 0), 0u) << result.dump();
+  // The instance exists on the GPU, and it is the container's.
+  json instances = FakeMigInstances(6);
+  ASSERT_EQ(instances.size(), 1u) << instances.dump();
+  const std::string mig_uuid = instances[0].value("uuid", "");
+  EXPECT_EQ(device, StrCat("gpu-6-mig-",
+                           std::regex_replace(instances[0]["profile"].get<std::string>(),
+                                              std::regex("[.+]"), "-"),
+                           "-", instances[0]["start"].get<int>()));
+  std::string logs;
+  ASSERT_TRUE(Eventually([&] {
+    logs = PodLog("mig");
+    return logs.find("NVIDIA_VISIBLE_DEVICES=") != std::string::npos;
+  })) << logs;
+  EXPECT_THAT(logs, HasSubstr("NVIDIA_VISIBLE_DEVICES=" + mig_uuid + "\n"));
+  EXPECT_THAT(logs, HasSubstr("nvidia6\n"));
+  EXPECT_THAT(logs, ::testing::Not(HasSubstr("TESSERA_GPU_SHARING")));
+  EXPECT_EQ(CountInFile(AgentLog(), StrCat("created MIG instance ")), 1) << ReadFile(AgentLog());
+
+  // The agent restarts while the pod runs: the claim is restored, no second instance.
+  const int restored = CountInFile(AgentLog(), "prepared claim(s) restored");
+  ASSERT_TRUE(cp.NodeRestart(kNode, "agent").ok());
+  EXPECT_TRUE(Eventually([&] {
+    return CountInFile(AgentLog(), "prepared claim(s) restored") > restored;
+  })) << ReadFile(AgentLog());
+  EXPECT_TRUE(
+      Eventually([] { return CountInFile(AgentLog(), "registered with the kubelet") >= 1; }));
+  EXPECT_EQ(FakeMigInstances(6).size(), 1u);
+  EXPECT_TRUE(PodRunning(GetJson(cp, {"pod", "mig", "-n", kNs})));
+
+  // A MIG placement on GPU 5, which is not in MIG mode: the agent (--dra-mig-mode-switch) turns
+  // MIG mode on for it, and off again once the pod is gone. (Without the switch such a claim is
+  // refused with what to do, and such placements are not published: driver_test, pool_test.)
+  Create(ClaimObject("mig-switch", "mig.tessera.dev", nullptr,
+                     "device.attributes[\"gpu.tessera.dev\"].parentIndex == 5"));
+  Create(ClaimPod("mig-switch", "mig-switch", StrCat(kReport, "; sleep 3600")));
+  std::string switched;
   EXPECT_TRUE(Eventually(
       [&] {
-        json events =
-            GetJson(cp, {"events", "-n", kNs, "--field-selector", "involvedObject.name=mig"});
-        for (const json& e : events["items"]) {
-          if (e.value("message", "").find("does not create or deliver MIG instances yet") !=
-              std::string::npos) {
-            return true;
-          }
-        }
-        return false;
+        switched = PodLog("mig-switch");
+        return switched.find("NVIDIA_VISIBLE_DEVICES=MIG-") != std::string::npos;
       },
-      std::chrono::seconds(90)))
-      << ReadFile(AgentLog()).substr(0, 10000);
+      std::chrono::seconds(120)))
+      << switched << ReadFile(AgentLog()).substr(0, 20000);
+  EXPECT_TRUE(FakeMigEnabled(5));
+  json five = FakeMigInstances(5);
+  ASSERT_EQ(five.size(), 1u) << five.dump();
+  EXPECT_THAT(switched,
+              HasSubstr(StrCat("NVIDIA_VISIBLE_DEVICES=", five[0].value("uuid", ""), "\n")));
+  EXPECT_THAT(switched, HasSubstr("nvidia5\n"));
+  EXPECT_THAT(ReadFile(AgentLog()), HasSubstr("MIG mode turned on for GPU 5"));
+  DeletePod("mig-switch");
+  EXPECT_TRUE(Eventually([] { return FakeMigInstances(5).empty() && !FakeMigEnabled(5); },
+                         std::chrono::seconds(90)))
+      << ReadFile(AgentLog());
+  EXPECT_THAT(ReadFile(AgentLog()), HasSubstr("MIG mode turned off for GPU 5"));
+
+  // The pod is deleted: the kubelet unprepares the claim, the instance is destroyed.
   DeletePod("mig");
+  EXPECT_TRUE(Eventually([] { return FakeMigInstances(6).empty(); }, std::chrono::seconds(90)))
+      << ReadFile(AgentLog());
+  EXPECT_TRUE(Eventually([] { return CdiSpecs().empty(); }));
+  EXPECT_GE(CountInFile(AgentLog(), "destroyed MIG instance "), 1);
+  EXPECT_TRUE(Eventually([] { return PodGone("mig") && PodGone("mig-switch"); }));
+  RewriteFakeGpus(original);
+  EXPECT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; })) << ReadFile(AgentLog());
+}
+
+// The YAML between the dra-examples markers of README.md, as a list of JSON objects.
+std::vector<json> ReadmeExamples() {
+  const std::string readme = ReadFile(StrCat(TESSERA_SOURCE_DIR, "/README.md"));
+  const size_t begin = readme.find("<!-- dra-examples: begin");
+  const size_t end = readme.find("<!-- dra-examples: end -->");
+  EXPECT_NE(begin, std::string::npos);
+  EXPECT_NE(end, std::string::npos);
+  if (begin == std::string::npos || end == std::string::npos) return {};
+  std::string block = readme.substr(begin, end - begin);
+  const size_t open = block.find("```yaml\n");
+  const size_t close = block.rfind("```");
+  EXPECT_NE(open, std::string::npos);
+  block = block.substr(open + 8, close - open - 8);
+  CommandResult r = ControlPlane::Shared().Kubectl(
+      {"create", "--dry-run=client", "-o", "json", "-f", "-"}, block);
+  EXPECT_TRUE(r.ok()) << r.err << block;
+  if (!r.ok()) return {};
+  // One JSON object after the other, as kubectl prints several.
+  std::vector<json> out;
+  std::istringstream in(r.out);
+  while ((in >> std::ws).peek() != EOF) {
+    json object;
+    in >> object;
+    out.push_back(std::move(object));
+  }
+  return out;
+}
+
+// 8b. The README's DRA examples, applied as they are written (the test's image and a report in
+// place of my/image), with tessera's scheduler in DRA mode beside kube-scheduler: a whole GPU, a
+// 10Gi share, a MIG slice on a GPU an administrator put in MIG mode, a gang of two in one NVLink
+// domain; every container gets what its claim says.
+TEST_F(DraDriver, ReadmeExamplesRun) {
+  ControlPlane& cp = ControlPlane::Shared();
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
+  // tessera's scheduler, allocating claims.
+  const std::string config = GpuNode().dir + "/tessera/scheduler.yaml";
+  std::ofstream(config) << R"(apiVersion: tessera.dev/v1alpha1
+kind: SchedulerConfiguration
+schedulerName: tessera
+leaderElection: {leaderElect: false}
+metrics: {bindAddress: 127.0.0.1, port: 0}
+retry: {minInterval: 200ms, period: 5s}
+dra: {enabled: true}
+)";
+  auto scheduler = cp.NodeSpawn(kNode, "tessera-scheduler",
+                                {TESSERA_BINARY, "scheduler", "--kubeconfig", cp.kubeconfig(),
+                                 "--config", config, "--log-level", "debug"});
+  ASSERT_TRUE(scheduler.ok()) << scheduler.status();
+  const std::string scheduler_log = GpuNode().dir + "/tessera-scheduler.log";
+  // An administrator turns MIG mode on for GPU 6.
+  FakeGpusRestorer restorer;
+  const std::string original = restorer.original();
+  json desc = json::parse(original);
+  for (json& g : desc["gpus"]) {
+    if (g["index"] == 6)
+      g["mig"] = {{"capable", true}, {"enabled", true}, {"instances", json::array()}};
+  }
+  RewriteFakeGpus(desc.dump(1));
+  ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 207; })) << ReadFile(AgentLog());
+
+  std::vector<std::string> pods;
+  struct Cleanup {  // also when an assertion ends the test early
+    std::function<void()> f;
+    ~Cleanup() { f(); }
+  } cleanup{[&] {
+    for (const std::string& p : pods) {
+      (void)cp.Kubectl({"delete", "pod", p, "-n", kNs, "--grace-period=1", "--wait=false"});
+    }
+    (void)cp.NodeKill(kNode, "tessera-scheduler");
+    for (const char* t : {"one-gpu", "share-10gi", "mig-1g"}) {
+      (void)cp.Kubectl({"delete", "resourceclaimtemplate", t, "-n", kNs});
+    }
+  }};
+  // The MIG example goes second: tessera's scheduler does not yet account a MIG placement that
+  // kube-scheduler allocated on a GPU in MIG mode (it stops placing GPU pods on that node: "GPU 2
+  // is in MIG mode: it takes MIG grants only"), so its pods are placed first.
+  std::vector<json> mig_objects;
+  for (json object : ReadmeExamples()) {
+    object["metadata"]["namespace"] = kNs;
+    const std::string name = object["metadata"].value("name", "");
+    if (name == "mig-1g" || name == "mig-worker") {
+      if (object["kind"] == "Pod") pods.push_back(name);
+      mig_objects.push_back(object);
+      continue;
+    }
+    if (object["kind"] == "Pod") {
+      pods.push_back(object["metadata"]["name"]);
+      json& spec = object["spec"];
+      ASSERT_EQ(spec["containers"][0]["image"], "my/image");
+      spec["containers"][0]["image"] = ControlPlane::kTestImage;
+      spec["containers"][0]["imagePullPolicy"] = "Never";
+      spec["containers"][0]["command"] = {"/bin/sh", "-c", StrCat(kReport, "; sleep 3600")};
+      spec["restartPolicy"] = "Never";
+      spec["terminationGracePeriodSeconds"] = 1;
+      spec["automountServiceAccountToken"] = false;
+    }
+    Create(object);
+  }
+  ASSERT_EQ(pods, (std::vector<std::string>{"trainer", "notebook", "mig-worker", "worker-0",
+                                            "worker-1"}));
+  ASSERT_EQ(mig_objects.size(), 2u);
+  std::map<std::string, std::string> logs;
+  auto running = [&](const std::vector<std::string>& which) {
+    return Eventually(
+        [&] {
+          for (const std::string& p : which) {
+            if (!PodRunning(GetJson(cp, {"pod", p, "-n", kNs}))) return false;
+            logs[p] = PodLog(p);
+            if (logs[p].find("NVIDIA_VISIBLE_DEVICES=") == std::string::npos) return false;
+          }
+          return true;
+        },
+        std::chrono::seconds(180));
+  };
+  ASSERT_TRUE(running({"trainer", "notebook", "worker-0", "worker-1"}))
+      << ReadFile(scheduler_log).substr(0, 20000) << ReadFile(AgentLog()).substr(0, 20000);
+  for (const json& object : mig_objects) {
+    json o = object;
+    if (o["kind"] == "Pod") {
+      json& spec = o["spec"];
+      spec["containers"][0]["image"] = ControlPlane::kTestImage;
+      spec["containers"][0]["imagePullPolicy"] = "Never";
+      spec["containers"][0]["command"] = {"/bin/sh", "-c", StrCat(kReport, "; sleep 3600")};
+      spec["restartPolicy"] = "Never";
+      spec["terminationGracePeriodSeconds"] = 1;
+      spec["automountServiceAccountToken"] = false;
+    }
+    Create(o);
+  }
+  ASSERT_TRUE(Eventually(
+      [&] {
+        for (const std::string& p : pods) {
+          if (!PodRunning(GetJson(cp, {"pod", p, "-n", kNs}))) return false;
+          logs[p] = PodLog(p);
+          if (logs[p].find("NVIDIA_VISIBLE_DEVICES=") == std::string::npos) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(180)))
+      << ReadFile(scheduler_log).substr(0, 20000) << ReadFile(AgentLog()).substr(0, 20000);
+  // A whole GPU: no shim.
+  const int trainer = GpuIndexIn(logs["trainer"]);
+  EXPECT_GE(trainer, 0) << logs["trainer"];
+  EXPECT_THAT(logs["trainer"], ::testing::Not(HasSubstr("TESSERA_GPU_SHARING")));
+  // The share: 10Gi, enforced by the shim.
+  EXPECT_THAT(logs["notebook"], HasSubstr("TESSERA_GPU_SHARING=shim\n"));
+  EXPECT_THAT(logs["notebook"], HasSubstr("TESSERA_GPU_MEMORY_LIMIT_MIB=10240\n"));
+  // The MIG slice: one 1g.10gb instance, created on the GPU kube-scheduler chose (GPU 6, in MIG
+  // mode, or another one the agent switched).
+  int mig_gpu = -1;
+  json instances;
+  for (int i = 0; i < 8; ++i) {
+    json on = FakeMigInstances(i);
+    if (on.empty()) continue;
+    EXPECT_EQ(mig_gpu, -1) << "instances on GPUs " << mig_gpu << " and " << i;
+    mig_gpu = i;
+    instances = on;
+  }
+  ASSERT_EQ(instances.size(), 1u) << instances.dump();
+  EXPECT_EQ(instances[0]["profile"], "1g.10gb");
+  EXPECT_THAT(logs["mig-worker"],
+              HasSubstr(StrCat("NVIDIA_VISIBLE_DEVICES=", instances[0].value("uuid", ""), "\n")));
+  EXPECT_THAT(logs["mig-worker"], HasSubstr(StrCat("nvidia", mig_gpu, "\n")));
+  // The gang: two GPUs, neither the trainer's nor GPU 6, placed by tessera.
+  const int w0 = GpuIndexIn(logs["worker-0"]), w1 = GpuIndexIn(logs["worker-1"]);
+  EXPECT_GE(w0, 0);
+  EXPECT_GE(w1, 0);
+  EXPECT_NE(w0, w1);
+  for (int w : {w0, w1}) {
+    EXPECT_NE(w, trainer);
+    EXPECT_NE(w, mig_gpu);
+  }
+  for (const std::string& p : {"trainer", "notebook", "worker-0", "worker-1"}) {
+    EXPECT_EQ(GetJson(cp, {"pod", p, "-n", kNs})["spec"]["schedulerName"], "tessera");
+  }
+
+  for (const std::string& p : pods) DeletePod(p);
+  EXPECT_TRUE(Eventually([&] { return CdiSpecs().empty() && FakeMigInstances(mig_gpu).empty(); },
+                         std::chrono::seconds(120)))
+      << ReadFile(AgentLog());
+  EXPECT_TRUE(Eventually([&] {
+    for (const std::string& p : pods) {
+      if (!PodGone(p)) return false;
+    }
+    return true;
+  }));
+  RewriteFakeGpus(original);
+  EXPECT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; })) << ReadFile(AgentLog());
 }
 
 // 9. A GPU turns unhealthy (XID 79 in the node's description): its devices get the NoSchedule

@@ -108,7 +108,8 @@ class DriverTest : public ::testing::Test {
     options_.edits.shares.shim_dir = (dir_ / "lib/shim").string();
     options_.edits.shares.driver_lib_dir = (dir_ / "lib/driver").string();
     gpus_ = std::make_shared<const NodeGpus>(H100s());
-    pool_ = std::make_shared<const Pool>(BuildPool(*gpus_, {.node_name = "node-a"}));
+    pool_ = std::make_shared<const Pool>(
+        BuildPool(*gpus_, {.node_name = "node-a", .mig_mode_switch = true}));
   }
   void TearDown() override { fs::remove_all(dir_); }
 
@@ -147,7 +148,8 @@ class DriverTest : public ::testing::Test {
     absl::StatusOr<NodeGpus> found = fake_->Discover();
     ASSERT_TRUE(found.ok()) << found.status();
     gpus_ = std::make_shared<const NodeGpus>(*found);
-    pool_ = std::make_shared<const Pool>(BuildPool(*gpus_, {.node_name = "node-a"}));
+    pool_ = std::make_shared<const Pool>(
+        BuildPool(*gpus_, {.node_name = "node-a", .mig_mode_switch = true}));
   }
   // The instances the description file lists on GPU `index`: "profile@start=uuid".
   std::vector<std::string> FileInstances(int index) {
@@ -584,7 +586,8 @@ TEST_F(DriverTest, HealthFollowsTheGpus) {
   NodeGpus sick = *gpus_;
   sick.gpus[2].health = {false, {79}, "XID 79: GPU has fallen off the bus"};
   auto sick_gpus = std::make_shared<const NodeGpus>(sick);
-  d->SetGpus(sick_gpus, std::make_shared<const Pool>(BuildPool(sick, {.node_name = "node-a"})));
+  d->SetGpus(sick_gpus, std::make_shared<const Pool>(
+                            BuildPool(sick, {.node_name = "node-a", .mig_mode_switch = true})));
   EXPECT_TRUE(d->WaitForHealthChange(v0, std::chrono::milliseconds(0)));
   uint64_t v1 = 0;
   health = d->Health(&v1);
@@ -598,7 +601,8 @@ TEST_F(DriverTest, HealthFollowsTheGpus) {
   }
   EXPECT_EQ(bad, 26);  // gpu-2 and its 25 MIG placements
   // The same again changes nothing.
-  d->SetGpus(sick_gpus, std::make_shared<const Pool>(BuildPool(sick, {.node_name = "node-a"})));
+  d->SetGpus(sick_gpus, std::make_shared<const Pool>(
+                            BuildPool(sick, {.node_name = "node-a", .mig_mode_switch = true})));
   EXPECT_FALSE(d->WaitForHealthChange(v1, std::chrono::milliseconds(0)));
 }
 

@@ -73,8 +73,8 @@ class PluginServerTest : public ::testing::Test {
     options_.edits.shares.shim_dir = (dir_ / "lib/shim").string();
     options_.edits.shares.driver_lib_dir = (dir_ / "lib/driver").string();
     driver_ = std::make_unique<DraDriver>(claims_, options_);
-    driver_->SetGpus(gpus_,
-                     std::make_shared<const Pool>(BuildPool(*gpus_, {.node_name = "node-a"})));
+    driver_->SetGpus(gpus_, std::make_shared<const Pool>(BuildPool(
+                                *gpus_, {.node_name = "node-a", .mig_mode_switch = true})));
     ASSERT_TRUE(driver_->Restore().ok());
     server_ = std::make_unique<PluginServer>(
         *driver_, PluginServerOptions{.kubelet_dir = (dir_ / "kubelet").string(),
@@ -221,7 +221,8 @@ TEST_F(PluginServerTest, WholeGpuPrepareUnprepareAndHealthStream) {
   NodeGpus sick = *gpus_;
   sick.gpus[1].health = {false, {79}, "XID 79: GPU has fallen off the bus"};
   driver_->SetGpus(std::make_shared<const NodeGpus>(sick),
-                   std::make_shared<const Pool>(BuildPool(sick, {.node_name = "node-a"})));
+                   std::make_shared<const Pool>(
+                       BuildPool(sick, {.node_name = "node-a", .mig_mode_switch = true})));
   v1::NodeWatchResourcesResponse second;
   ASSERT_TRUE(stream->Read(&second));
   int unhealthy = 0;

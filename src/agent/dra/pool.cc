@@ -200,7 +200,8 @@ Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options) {
     const int index = g.spec.index;
     const core::MigModel* mig_model = core::FindMigModel(g.spec.model);
     const bool mig_capable = mig_model != nullptr;
-    const bool with_mig = mig_capable && options.mig_devices;
+    const bool with_mig =
+        mig_capable && options.mig_devices && (g.spec.mig_enabled || options.mig_mode_switch);
     json common = json::object();
     GpuAttributes(g, gpus, domains[gi], options, &common);
     json taints = json::array();

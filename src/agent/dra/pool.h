@@ -10,7 +10,8 @@
 //                 consumable capacity (memory in 1Mi steps, compute in steps of 1 from 0 to 100,
 //                 default 0 = best-effort time sharing); a request without capacity requests
 //                 consumes the default, which for memory is all of it: the whole GPU.
-//   gpu-<index>-mig-<profile>-<start>   one per MIG placement of a MIG-capable GPU (profile with
+//   gpu-<index>-mig-<profile>-<start>   one per MIG placement of a MIG-capable GPU in MIG mode, or
+//                 of any MIG-capable GPU when the agent may switch MIG mode (profile with
 //                 '.' and '+' as '-': 1g.10gb+me at 0 is gpu-0-mig-1g-10gb-me-0), exclusive,
 //                 drawing on the GPU's counter set (one counter per memory slice and one for the
 //                 media engines); the whole GPU consumes every counter, so a GPU serves either
@@ -20,9 +21,10 @@
 // Slices stay within the API's limits: counter sets in slices of their own (at most 8 sets per
 // slice), devices at most 128 per slice, 64 when the pool uses counters or taints.
 //
-// Worked example: an 8 x H100 node (MIG-capable) publishes 8 whole GPUs and 8 x 25 MIG
-// placements = 208 devices in 4 device slices, plus one slice with 8 counter sets: 5 slices,
-// resourceSliceCount 5.
+// Worked example: an 8 x H100 node (MIG-capable, MIG mode off) whose agent may switch MIG mode
+// publishes 8 whole GPUs and 8 x 25 MIG placements = 208 devices in 4 device slices, plus one
+// slice with 8 counter sets: 5 slices, resourceSliceCount 5; without the switch, 8 devices in one
+// slice.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +56,11 @@ struct PoolDevice {
 
 struct PoolOptions {
   std::string node_name;
-  // Publish MIG placements of MIG-capable GPUs as partitionable devices.
+  // Publish MIG placements of MIG-capable GPUs as partitionable devices: of GPUs in MIG mode,
+  // and of those not in it only when the agent may turn MIG mode on for a claim
+  // (mig_mode_switch): an allocation the driver cannot prepare is never offered.
   bool mig_devices = true;
+  bool mig_mode_switch = false;
   // PCI bus id (as discovery reports it) -> PCIe root complex ("pci0000:16"), for the standard
   // attribute resource.kubernetes.io/pcieRoot; GPUs without an entry do not get it.
   std::map<std::string, std::string> pcie_roots;

@@ -42,8 +42,10 @@ const json* Device(const std::vector<json>& devices, const std::string& name) {
 
 TEST(Pool, H100NodePublishesWholeGpusMigPlacementsAndCounters) {
   NodeGpus gpus = ReadGpus("h100-8x-nvswitch.json");
-  Pool pool = BuildPool(
-      gpus, {.node_name = "node-a", .pcie_roots = {{gpus.gpus[0].spec.pci_bus_id, "pci0000:16"}}});
+  Pool pool =
+      BuildPool(gpus, {.node_name = "node-a",
+                       .mig_mode_switch = true,  // MIG placements of GPUs not in MIG mode too
+                       .pcie_roots = {{gpus.gpus[0].spec.pci_bus_id, "pci0000:16"}}});
   EXPECT_EQ(pool.name, "node-a");
   // 8 whole GPUs and 25 MIG placements per H100 (7 + 7 + 4 + 3 + 2 + 1 + 1).
   EXPECT_EQ(pool.devices.size(), 8u * 26);
@@ -155,11 +157,28 @@ TEST(Pool, WithoutMigDevicesTheWholeGpusConsumeNoCounters) {
   EXPECT_EQ(pool.slices[0]["devices"][0]["attributes"]["migCapable"]["bool"], true);
 }
 
+TEST(Pool, MigPlacementsOfAGpuNotInMigModeOnlyWhenTheAgentMaySwitchIt) {
+  NodeGpus gpus = ReadGpus("h100-8x-nvswitch.json");
+  gpus.gpus[2].spec.mig_enabled = true;
+  Pool pool = BuildPool(gpus, {.node_name = "n"});
+  // GPU 2 in MIG mode: its 25 placements; the others: their whole device only, and no counters.
+  EXPECT_EQ(pool.devices.size(), 7u + 25u);
+  EXPECT_NE(pool.Find("gpu-2-mig-1g-10gb-0"), nullptr);
+  EXPECT_EQ(pool.Find("gpu-0-mig-1g-10gb-0"), nullptr);
+  for (const json& s : pool.slices) {
+    for (const json& d : s.value("devices", json::array())) {
+      if (d["name"] == "gpu-0") EXPECT_FALSE(d.contains("consumesCounters"));
+    }
+  }
+  Pool switching = BuildPool(gpus, {.node_name = "n", .mig_mode_switch = true});
+  EXPECT_EQ(switching.devices.size(), 7u + 8u * 25u);
+}
+
 TEST(Pool, UnhealthyGpuIsTaintedAndMigModeGpuOffersOnlyInstances) {
   NodeGpus gpus = ReadGpus("h100-8x-nvswitch.json");
   gpus.gpus[3].health = {false, {79}, "XID 79: GPU has fallen off the bus"};
   gpus.gpus[5].spec.mig_enabled = true;
-  Pool pool = BuildPool(gpus, {.node_name = "n"});
+  Pool pool = BuildPool(gpus, {.node_name = "n", .mig_mode_switch = true});
   std::vector<json> devices = AllDevices(pool);
   const json* bad = Device(devices, "gpu-3");
   ASSERT_NE(bad, nullptr);
