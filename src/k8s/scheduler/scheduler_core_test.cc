@@ -65,7 +65,6 @@ class Recorder : public Binder, public Reporter {
   std::vector<ReportCall> normals;
   std::vector<ReportCall> reports;
   std::vector<ReportCall> warnings;
-  std::vector<ReportCall> normals;
 };
 
 class CoreTest : public ::testing::Test {
