@@ -219,7 +219,9 @@ void ExpectHostRestored(const std::map<std::string, std::string>& baseline,
     EXPECT_EQ(Sysctls(), baseline);
     EXPECT_FALSE(std::filesystem::exists(std::string(kRegistry) + "/sysctl.saved"));
     for (const auto& [d, existed] : mount_points_before) {
-      if (!existed) EXPECT_FALSE(std::filesystem::exists(d)) << d;
+      if (!existed) {
+        EXPECT_FALSE(std::filesystem::exists(d)) << d;
+      }
     }
   } else {
     // Another engineer's nodes run: the registry still holds the host's values.

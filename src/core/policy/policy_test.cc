@@ -138,7 +138,9 @@ TEST(TesseraPolicy, SharesPairUpOnceThePodsChurn) {
     PlacementResult first = e.Place(Pod("s1", GpuAsk::Fraction(470)));
     ASSERT_TRUE(first.placed());
     ASSERT_TRUE(e.Place(Pod("gone", GpuAsk::Whole(1))).placed());
-    if (churn) ASSERT_TRUE(e.Release("gone").ok());
+    if (churn) {
+      ASSERT_TRUE(e.Release("gone").ok());
+    }
     PlacementResult second = e.Place(Pod("s2", GpuAsk::Fraction(470)));
     ASSERT_TRUE(second.placed());
     EXPECT_EQ(second.placement.gpus[0].gpu == first.placement.gpus[0].gpu, churn)

@@ -117,8 +117,7 @@ std::shared_ptr<const CelProgram> ClaimPlanner::Compiled(const std::string& expr
   return it->second.first;
 }
 
-std::shared_ptr<const Eligibility> ClaimPlanner::EligibilityOf(const ClaimInfo& claim,
-                                                               const ExactRequest& r,
+std::shared_ptr<const Eligibility> ClaimPlanner::EligibilityOf(const ExactRequest& r,
                                                                const core::Cluster& cluster) {
   if (generation_ != cache_.generation() || node_count_ != cluster.node_count() ||
       live_count_ != cluster.live_count()) {
@@ -138,13 +137,12 @@ std::shared_ptr<const Eligibility> ClaimPlanner::EligibilityOf(const ClaimInfo& 
   }
   auto it = eligibility_.find(key);
   if (it != eligibility_.end()) return it->second;
-  std::shared_ptr<const Eligibility> e = Compute(claim, r, cluster);
+  std::shared_ptr<const Eligibility> e = Compute(r, cluster);
   eligibility_[key] = e;
   return e;
 }
 
-std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ClaimInfo& claim,
-                                                         const ExactRequest& r,
+std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ExactRequest& r,
                                                          const core::Cluster& cluster) {
   auto e = std::make_shared<Eligibility>();
   const std::string& driver = cache_.driver();
@@ -288,7 +286,7 @@ std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> c
   }
   std::vector<std::shared_ptr<const Eligibility>> es;
   for (const Req& q : reqs) {
-    std::shared_ptr<const Eligibility> e = EligibilityOf(*q.claim, *q.r, cluster);
+    std::shared_ptr<const Eligibility> e = EligibilityOf(*q.r, cluster);
     if (!e->error.empty()) {
       *invalid = StrCat(RequestLabel(*q.claim, *q.r), ": ", e->error);
       return std::nullopt;

@@ -136,10 +136,9 @@ class ClaimPlanner {
   void Invalidate() { eligibility_.clear(); }
 
  private:
-  std::shared_ptr<const Eligibility> EligibilityOf(const ClaimInfo& claim, const ExactRequest& r,
+  std::shared_ptr<const Eligibility> EligibilityOf(const ExactRequest& r,
                                                    const core::Cluster& cluster);
-  std::shared_ptr<const Eligibility> Compute(const ClaimInfo& claim, const ExactRequest& r,
-                                             const core::Cluster& cluster);
+  std::shared_ptr<const Eligibility> Compute(const ExactRequest& r, const core::Cluster& cluster);
   // The option for these claims; nullopt with `invalid` set when they cannot be combined.
   std::optional<PodPlan::Option> Combine(std::vector<PlannedClaim> claims,
                                          const core::Cluster& cluster, std::string* invalid);
