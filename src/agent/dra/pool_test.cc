@@ -167,7 +167,9 @@ TEST(Pool, MigPlacementsOfAGpuNotInMigModeOnlyWhenTheAgentMaySwitchIt) {
   EXPECT_EQ(pool.Find("gpu-0-mig-1g-10gb-0"), nullptr);
   for (const json& s : pool.slices) {
     for (const json& d : s.value("devices", json::array())) {
-      if (d["name"] == "gpu-0") EXPECT_FALSE(d.contains("consumesCounters"));
+      if (d["name"] == "gpu-0") {
+        EXPECT_FALSE(d.contains("consumesCounters"));
+      }
     }
   }
   Pool switching = BuildPool(gpus, {.node_name = "n", .mig_mode_switch = true});

@@ -281,7 +281,6 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
     QueueBook book;
     book.SetSpecs(options.queues.value_or(std::vector<core::QueueSpec>{}),
                   options.queues.has_value());
-    const core::Engine& engine = ledger->engine();
     book.SetCluster(engine.cluster());
     for (const PodInfo* p : snapshot.BoundPods()) {
       const Holding* h = ledger->Find(p->key);
