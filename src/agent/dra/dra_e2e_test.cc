@@ -762,7 +762,7 @@ dra: {enabled: true}
     EXPECT_NE(w, trainer);
     EXPECT_NE(w, mig_gpu);
   }
-  for (const std::string& p : {"trainer", "notebook", "worker-0", "worker-1"}) {
+  for (const char* p : {"trainer", "notebook", "worker-0", "worker-1"}) {
     EXPECT_EQ(GetJson(cp, {"pod", p, "-n", kNs})["spec"]["schedulerName"], "tessera");
   }
 
