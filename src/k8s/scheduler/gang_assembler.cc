@@ -74,8 +74,10 @@ GangAssembler::Round GangAssembler::Assemble(const std::string& gang_key,
     const PodInfo& pb = *pods.Find(b)->info;
     return std::tie(pa.created, pa.name) < std::tie(pb.created, pb.name);
   });
-  r.extra.assign(r.pending.begin() + std::max(need, 0), r.pending.end());
-  r.pending.resize(std::max(need, 0));
+  // An elastic gang may be ready before all its members exist: fewer pending than `need`.
+  const size_t take = std::min(r.pending.size(), static_cast<size_t>(std::max(need, 0)));
+  r.extra.assign(r.pending.begin() + static_cast<std::ptrdiff_t>(take), r.pending.end());
+  r.pending.resize(take);
   r.ready = !r.pending.empty();
   return r;
 }

@@ -51,6 +51,28 @@ TEST_F(GangTest, ReadyWhenPendingAndPlacedMembersReachTheSize) {
   EXPECT_EQ(r.wrong_size, (std::vector<std::string>{"ns/x"}));
 }
 
+// An elastic gang (size 8, min 4) is ready as soon as 4 of its members exist, before the other 4
+// have been created: all 4 pending go, none is "extra" (found by the e2e test: the round once
+// took the size, not the members present, as the count to keep).
+TEST_F(GangTest, AnElasticGangIsReadyWithFewerMembersThanItsSize) {
+  for (const char* name : {"w-0", "w-1", "w-2", "w-3"}) {
+    const std::string key = StrCat("ns/", name);
+    PodTracker::Pod& p = pods_.Upsert(key, {});
+    p.info = DecodePod(PodObject("ns", name)
+                           .Limit("tessera.dev/gpu", "1")
+                           .Gang("g", 8)
+                           .Annotation("tessera.dev/gang-min", "4")
+                           .Json());
+    pods_.SetStage(p, Stage::kQueued);
+    gangs_.Join(key, p);
+  }
+  GangAssembler::Round r = gangs_.Assemble("ns/g", pods_);
+  ASSERT_TRUE(r.ready);
+  EXPECT_EQ(r.min, 4);
+  EXPECT_EQ(r.pending.size(), 4u);
+  EXPECT_TRUE(r.extra.empty());
+}
+
 TEST_F(GangTest, ShortagesAreReportedOnceUntilTheGangIsAssembledAgain) {
   Member("a", 3, Stage::kGangWaiting);
   Member("b", 3, Stage::kGangWaiting);
