@@ -441,7 +441,7 @@ TEST_F(SchedulerTest, ElasticGangStartsWithFourAndGrowsToEight) {
     return n;
   };
   ASSERT_TRUE(
-      WaitUntil([&] { return waiting("4 of 8 members running (min 4)") == 4; }, seconds(30)))
+      WaitUntil([&] { return waiting("gang train: 4 of 8 members run") == 4; }, seconds(30)))
       << s->Log();
   EXPECT_EQ(BoundCount(), 5);
   std::map<std::string, records::Assignment> first = Assignments();
