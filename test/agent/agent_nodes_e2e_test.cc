@@ -55,16 +55,6 @@ constexpr int64_t kMiB = 1 << 20;
 
 ControlPlane& Cp() { return ControlPlane::Shared(); }
 
-template <typename Pred>
-bool WaitUntil(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  return pred();
-}
-
 std::string Read(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
@@ -359,41 +349,8 @@ class AgentNodes : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.status();
   }
   json Pod(const std::string& name) { return GetJson(Cp(), {"pod", name, "-n", ns_}); }
-  // Waits until every pod of the namespace has finished; returns them by name.
-  // (Names and phases only: a command's output is read after it exits, so a list of every pod
-  // as JSON would not fit the pipe.)
   std::map<std::string, json> WaitAllFinished(size_t count, seconds timeout) {
-    std::string last;
-    const bool all = WaitUntil(
-        [&] {
-          CommandResult r = Cp().Kubectl(
-              {"get", "pods", "-n", ns_, "-o",
-               "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}"});
-          if (!r.ok()) {
-            last = StrCat("kubectl get pods (exit ", r.exit_code, "): ", r.err);
-            return false;
-          }
-          size_t pods = 0, finished = 0;
-          std::istringstream lines(r.out);
-          for (std::string line; std::getline(lines, line);) {
-            if (line.empty()) continue;
-            ++pods;
-            finished += line.ends_with(" Succeeded") || line.ends_with(" Failed") ? 1 : 0;
-          }
-          last = StrCat(pods, " pods, ", finished, " finished");
-          return pods == count && finished == count;
-        },
-        timeout);
-    EXPECT_TRUE(all) << "not all " << count << " pods finished: " << last;
-    std::map<std::string, json> out;
-    CommandResult r = Cp().Kubectl({"get", "pods", "-n", ns_, "-o", "name"});
-    std::istringstream names(r.out);
-    for (std::string name; std::getline(names, name);) {
-      if (name.rfind("pod/", 0) != 0) continue;
-      name = name.substr(4);
-      out[name] = Pod(name);
-    }
-    return out;
+    return WaitAllPodsFinished(Cp(), ns_, count, timeout);
   }
   static records::Assignment AssignmentOf(const json& pod) {
     const json& ann = pod["metadata"].value("annotations", json::object());

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <chrono>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +54,59 @@ inline nlohmann::json GetJson(const ControlPlane& cp, const std::vector<std::str
 inline bool PodFinished(const nlohmann::json& pod) {
   std::string phase = pod["status"].value("phase", "");
   return phase == "Succeeded" || phase == "Failed";
+}
+
+// Polls pred() every `period` until it holds or `timeout` passes; returns its last answer.
+template <typename Pred>
+bool WaitUntil(Pred pred, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds period = std::chrono::milliseconds(250)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(period);
+  }
+  return pred();
+}
+
+// Waits until the namespace holds `count` pods and all have finished (Succeeded or Failed), with
+// a test failure saying how far it got if not; returns the pods by name. Names and phases only
+// while waiting: ControlPlane::Kubectl reads a command's output after it exits, so every pod of a
+// big namespace as JSON would not fit the pipe.
+inline std::map<std::string, nlohmann::json> WaitAllPodsFinished(const ControlPlane& cp,
+                                                                 const std::string& ns,
+                                                                 size_t count,
+                                                                 std::chrono::seconds timeout) {
+  std::string last;
+  const bool all = WaitUntil(
+      [&] {
+        CommandResult r = cp.Kubectl(
+            {"get", "pods", "-n", ns, "-o",
+             "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}"});
+        if (!r.ok()) {
+          last = "kubectl get pods (exit " + std::to_string(r.exit_code) + "): " + r.err;
+          return false;
+        }
+        size_t pods = 0, finished = 0;
+        std::istringstream lines(r.out);
+        for (std::string line; std::getline(lines, line);) {
+          if (line.empty()) continue;
+          ++pods;
+          finished += line.ends_with(" Succeeded") || line.ends_with(" Failed") ? 1 : 0;
+        }
+        last = std::to_string(pods) + " pods, " + std::to_string(finished) + " finished";
+        return pods == count && finished == count;
+      },
+      timeout);
+  EXPECT_TRUE(all) << "not all " << count << " pods finished: " << last;
+  std::map<std::string, nlohmann::json> out;
+  CommandResult r = cp.Kubectl({"get", "pods", "-n", ns, "-o", "name"});
+  std::istringstream names(r.out);
+  for (std::string name; std::getline(names, name);) {
+    if (name.rfind("pod/", 0) != 0) continue;
+    name = name.substr(4);
+    out[name] = GetJson(cp, {"pod", name, "-n", ns});
+  }
+  return out;
 }
 
 // Polls the pod until pred(pod) or the timeout; returns the last state read.

@@ -50,16 +50,6 @@ constexpr int64_t kMiB = 1 << 20;
 
 ControlPlane& Cp() { return ControlPlane::Shared(); }
 
-template <typename Pred>
-bool WaitUntil(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  }
-  return pred();
-}
-
 std::string Read(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
@@ -285,37 +275,9 @@ class HelmInstall : public ::testing::Test {
     EXPECT_TRUE(a.ok()) << pod["metadata"]["name"] << ": " << a.status();
     return a.ok() ? *a : records::Assignment();
   }
-  // Waits until `count` pods of `ns` have finished; returns them by name.
   std::map<std::string, json> WaitAllFinished(const std::string& ns, size_t count,
                                               seconds timeout) {
-    std::string last;
-    const bool all = WaitUntil(
-        [&] {
-          CommandResult r = Cp().Kubectl(
-              {"get", "pods", "-n", ns, "-o",
-               "jsonpath={range .items[*]}{.metadata.name} {.status.phase}{\"\\n\"}{end}"});
-          if (!r.ok()) return false;
-          size_t pods = 0, finished = 0;
-          std::istringstream lines(r.out);
-          for (std::string line; std::getline(lines, line);) {
-            if (line.empty()) continue;
-            ++pods;
-            finished += line.ends_with(" Succeeded") || line.ends_with(" Failed") ? 1 : 0;
-          }
-          last = StrCat(pods, " pods, ", finished, " finished");
-          return pods == count && finished == count;
-        },
-        timeout);
-    EXPECT_TRUE(all) << "not all " << count << " pods finished: " << last;
-    std::map<std::string, json> out;
-    CommandResult r = Cp().Kubectl({"get", "pods", "-n", ns, "-o", "name"});
-    std::istringstream names(r.out);
-    for (std::string name; std::getline(names, name);) {
-      if (name.rfind("pod/", 0) != 0) continue;
-      name = name.substr(4);
-      out[name] = GetJson(Cp(), {"pod", name, "-n", ns});
-    }
-    return out;
+    return WaitAllPodsFinished(Cp(), ns, count, timeout);
   }
 };
 
