@@ -42,6 +42,17 @@ TEST(RunCommand, FeedsStdin) {
   EXPECT_EQ(std::stol(r.out), 1 << 20);
 }
 
+TEST(RunCommand, ReadsOutputsLargerThanAPipeWhileTheCommandRuns) {
+  // 4 MiB on each of stdout and stderr, interleaved: a reader that waited for the exit would
+  // deadlock on the first full pipe (64 KiB).
+  CommandResult r = RunCommand(
+      {"sh", "-c",
+       "for i in 1 2 3 4; do head -c 1048576 /dev/zero; head -c 1048576 /dev/zero >&2; done"});
+  ASSERT_TRUE(r.ok()) << r.exit_code;
+  EXPECT_EQ(r.out.size(), 4u << 20);
+  EXPECT_EQ(r.err.size(), 4u << 20);
+}
+
 TEST(RunCommand, SurvivesACommandThatIgnoresStdin) {
   CommandOptions options;
   options.stdin_data = std::string(1 << 20, 'x');

@@ -69,9 +69,8 @@ bool WaitUntil(Pred pred, std::chrono::milliseconds timeout,
 }
 
 // Waits until the namespace holds `count` pods and all have finished (Succeeded or Failed), with
-// a test failure saying how far it got if not; returns the pods by name. Names and phases only
-// while waiting: ControlPlane::Kubectl reads a command's output after it exits, so every pod of a
-// big namespace as JSON would not fit the pipe.
+// a test failure saying how far it got if not; returns the pods by name. Each poll asks for names
+// and phases only; every pod as JSON is read once, at the end, in one list.
 inline std::map<std::string, nlohmann::json> WaitAllPodsFinished(const ControlPlane& cp,
                                                                  const std::string& ns,
                                                                  size_t count,
@@ -99,12 +98,9 @@ inline std::map<std::string, nlohmann::json> WaitAllPodsFinished(const ControlPl
       timeout);
   EXPECT_TRUE(all) << "not all " << count << " pods finished: " << last;
   std::map<std::string, nlohmann::json> out;
-  CommandResult r = cp.Kubectl({"get", "pods", "-n", ns, "-o", "name"});
-  std::istringstream names(r.out);
-  for (std::string name; std::getline(names, name);) {
-    if (name.rfind("pod/", 0) != 0) continue;
-    name = name.substr(4);
-    out[name] = GetJson(cp, {"pod", name, "-n", ns});
+  nlohmann::json list = GetJson(cp, {"pods", "-n", ns});
+  for (const nlohmann::json& pod : list.value("items", nlohmann::json::array())) {
+    out[pod["metadata"]["name"].get<std::string>()] = pod;
   }
   return out;
 }
