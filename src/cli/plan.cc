@@ -123,13 +123,39 @@ absl::StatusOr<Situation> LoadFiles(const PlanOptions& o) {
   for (const sim::Job& j : workload.jobs) names.insert(j.name);
   TESSERA_RETURN_IF_ERROR(CheckNames(o, names, o.workload_file));
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy, MakePolicy(o.policy));
-  sim::ScenarioResult result = sim::RunScenario(*s.cluster, s.levels, workload, std::move(policy));
+  // The file's running pods hold what they hold and its cordoned nodes take nothing new, as
+  // `simulate` starts from them. They stay where they are: the file records what each pod
+  // holds, not what it asked for, so a planner could not re-place it.
+  absl::StatusOr<sim::StartState> start = sim::ResolveStart(*s.cluster, file);
+  if (!start.ok()) {
+    return absl::InvalidArgumentError(StrCat(o.cluster_file, ": ", start.status().message()));
+  }
+  absl::StatusOr<sim::ScenarioResult> ran =
+      sim::RunScenarioFrom(*s.cluster, s.levels, *start, workload, std::move(policy));
+  if (!ran.ok()) {
+    return absl::InvalidArgumentError(StrCat(o.cluster_file, ": ", ran.status().message()));
+  }
+  const sim::ScenarioResult& result = *ran;
   s.placed = result.placed;
   s.pending = result.pending;
-  s.header =
-      StrCat("cluster: ", sim::DescribeCluster(*s.cluster), "\nworkload: ", result.placed,
-             " pods placed, ", result.pending, " wait (policy ", o.policy, ", in file order)\n");
+  s.cordoned = start->cordoned;
+  s.header = StrCat("cluster: ", sim::DescribeCluster(*s.cluster), "\n");
+  if (!start->running.empty() || !start->cordoned.empty()) {
+    StrAppend(&s.header, "already there: ", start->running.size(), " running pods (not moved), ",
+              start->cordoned.size(), " cordoned nodes (from ", o.cluster_file, ")\n");
+  }
+  StrAppend(&s.header, "workload: ", result.placed, " pods placed, ", result.pending,
+            " wait (policy ", o.policy, ", in file order)\n");
 
+  for (auto& [name, placement] : start->running) {
+    plan::RunningPod r;
+    r.request.name = name;
+    r.request.cpu_milli = placement.cpu_milli;
+    r.request.memory_mib = placement.memory_mib;
+    r.placement = std::move(placement);
+    r.movable = false;
+    s.running.push_back(std::move(r));
+  }
   std::set<std::string> pinned(o.pinned.begin(), o.pinned.end());
   for (const sim::PodOutcome& p : result.pods) {
     if (!p.result.placed()) continue;
@@ -459,7 +485,10 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
 
 void AddCommonFlags(CLI::App* cmd, PlanOptions* o) {
   cmd->add_option("--cluster", o->cluster_file,
-                  "Cluster file (YAML, as `tessera simulate --cluster` reads it)")
+                  "Cluster file (YAML, as `tessera simulate --cluster` reads it, or a snapshot "
+                  "saved by `tessera simulate --from-cluster --save`): its running pods keep "
+                  "their GPUs and are not moved (the file records what they hold, not what they "
+                  "asked for), its cordoned nodes take no new pods")
       ->check(CLI::ExistingFile);
   cmd->add_option("--workload", o->workload_file,
                   "Workload file (YAML, as `tessera simulate --workload` reads it): its jobs are "

@@ -82,6 +82,37 @@ TEST(PlanCli, DefragBudgetPinsAndBadInput) {
   EXPECT_THAT(none.out, HasSubstr("nothing waits: nothing to plan"));
 }
 
+TEST(PlanCli, AClusterFilesRunningPodsAndCordonedNodesCount) {
+  // Two 2-GPU nodes; b is cordoned and a's GPU 0 is held by a running pod: a job of 2 whole GPUs
+  // has no room, and the running pod is not moved (the file says what it holds, not what it
+  // asked for). Read as empty, the file would let the job fit on either node.
+  std::string cluster = TempFile("running_cluster.yaml", R"(nodes:
+  - name: a
+    cpu: 64
+    memory: 512Gi
+    gpus: {model: A100-80GB, count: 2, memory: 80Gi, interconnect: pcie}
+  - name: b
+    cpu: 64
+    memory: 512Gi
+    gpus: {model: A100-80GB, count: 2, memory: 80Gi, interconnect: pcie}
+    cordoned: true
+running:
+  - pod: team/holder
+    node: a
+    assignment: '{"version": 1, "node": "a", "gpus": [{"index": 0, "memory_mib": 81920, "compute_milli": 1000, "exclusive": true}]}'
+)");
+  std::string workload = TempFile("two_gpus.yaml", "jobs:\n  - name: two\n    gpu: {count: 2}\n");
+  Output r = RunTessera("plan defrag --cluster " + cluster + " --workload " + workload);
+  EXPECT_EQ(r.status, 3) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("already there: 1 running pods (not moved), 1 cordoned nodes"));
+  EXPECT_THAT(r.out, HasSubstr("workload: 0 pods placed, 1 wait"));
+  EXPECT_THAT(r.out, HasSubstr("impossible without more capacity"));
+
+  Output up = RunTessera("plan scale-up --cluster " + cluster + " --workload " + workload +
+                         " --templates " + Example("templates.yaml"));
+  EXPECT_THAT(up.out, HasSubstr("already there: 1 running pods"));
+}
+
 TEST(PlanCli, ScaleUpRecommendsATemplate) {
   const std::string templates = " --templates " + Example("templates.yaml");
   Output r = RunTessera("plan scale-up" + Files() + templates);
