@@ -1,26 +1,9 @@
 #include "agent/nri/mux.h"
 
+#include "agent/nri/big_endian.h"
 #include "common/strings.h"
 
 namespace tessera::agent::nrimux {
-namespace {
-
-void PutU32(std::string* out, uint32_t v) {
-  out->push_back(static_cast<char>(v >> 24));
-  out->push_back(static_cast<char>(v >> 16));
-  out->push_back(static_cast<char>(v >> 8));
-  out->push_back(static_cast<char>(v));
-}
-
-uint32_t GetU32(std::string_view s) {
-  return (static_cast<uint32_t>(static_cast<uint8_t>(s[0])) << 24) |
-         (static_cast<uint32_t>(static_cast<uint8_t>(s[1])) << 16) |
-         (static_cast<uint32_t>(static_cast<uint8_t>(s[2])) << 8) |
-         static_cast<uint32_t>(static_cast<uint8_t>(s[3]));
-}
-
-}  // namespace
-
 // Why 4096-byte payloads always fit the Go reader (bufio.Reader of 4096 bytes over the mux
 // connection, reading one ttrpc frame: io.ReadFull of the 10-byte header, then of the data):
 // with nothing buffered, a read shorter than 4096 bytes reads into the whole 4096-byte buffer,
@@ -33,8 +16,8 @@ std::string Encode(uint32_t conn, std::string_view data) {
   size_t pos = 0;
   do {
     const size_t n = std::min(kMaxPayload, data.size() - pos);
-    PutU32(&out, conn);
-    PutU32(&out, static_cast<uint32_t>(n));
+    PutBigEndian32(&out, conn);
+    PutBigEndian32(&out, static_cast<uint32_t>(n));
     out.append(data.substr(pos, n));
     pos += n;
   } while (pos < data.size());
@@ -43,8 +26,8 @@ std::string Encode(uint32_t conn, std::string_view data) {
 
 absl::StatusOr<std::optional<Payload>> Demux::Next() {
   if (buffer_.size() < kHeaderSize) return std::nullopt;
-  const uint32_t conn = GetU32(buffer_);
-  const uint32_t length = GetU32(std::string_view(buffer_).substr(4));
+  const uint32_t conn = BigEndian32(buffer_);
+  const uint32_t length = BigEndian32(std::string_view(buffer_).substr(4));
   if (conn == 0) return absl::InvalidArgumentError("NRI mux: a frame for connection id 0");
   if (length > kMaxAcceptedPayload) {
     return absl::ResourceExhaustedError(StrCat("NRI mux: a frame of ", length, " bytes"));

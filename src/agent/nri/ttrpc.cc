@@ -1,33 +1,16 @@
 #include "agent/nri/ttrpc.h"
 
+#include "agent/nri/big_endian.h"
 #include "agent/nri/protowire.h"
 #include "common/strings.h"
 
 namespace tessera::agent::ttrpc {
-namespace {
-
-void PutU32(std::string* out, uint32_t v) {
-  out->push_back(static_cast<char>(v >> 24));
-  out->push_back(static_cast<char>(v >> 16));
-  out->push_back(static_cast<char>(v >> 8));
-  out->push_back(static_cast<char>(v));
-}
-
-uint32_t GetU32(std::string_view s) {
-  return (static_cast<uint32_t>(static_cast<uint8_t>(s[0])) << 24) |
-         (static_cast<uint32_t>(static_cast<uint8_t>(s[1])) << 16) |
-         (static_cast<uint32_t>(static_cast<uint8_t>(s[2])) << 8) |
-         static_cast<uint32_t>(static_cast<uint8_t>(s[3]));
-}
-
-}  // namespace
-
 std::string EncodeFrame(uint32_t stream_id, MessageType type, std::string_view data,
                         uint8_t flags) {
   std::string out;
   out.reserve(kHeaderSize + data.size());
-  PutU32(&out, static_cast<uint32_t>(data.size()));
-  PutU32(&out, stream_id);
+  PutBigEndian32(&out, static_cast<uint32_t>(data.size()));
+  PutBigEndian32(&out, stream_id);
   out.push_back(static_cast<char>(type));
   out.push_back(static_cast<char>(flags));
   out.append(data);
@@ -36,14 +19,14 @@ std::string EncodeFrame(uint32_t stream_id, MessageType type, std::string_view d
 
 absl::StatusOr<std::optional<Frame>> FrameDecoder::Next() {
   if (buffer_.size() < kHeaderSize) return std::nullopt;
-  const uint32_t length = GetU32(buffer_);
+  const uint32_t length = BigEndian32(buffer_);
   if (length > kMaxDataSize) {
     return absl::ResourceExhaustedError(
         StrCat("ttrpc: a frame of ", length, " bytes; at most ", kMaxDataSize));
   }
   if (buffer_.size() < kHeaderSize + length) return std::nullopt;
   Frame f;
-  f.stream_id = GetU32(std::string_view(buffer_).substr(4));
+  f.stream_id = BigEndian32(std::string_view(buffer_).substr(4));
   f.type = static_cast<uint8_t>(buffer_[8]);
   f.flags = static_cast<uint8_t>(buffer_[9]);
   f.data = buffer_.substr(kHeaderSize, length);
