@@ -36,6 +36,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "probe_pod.h"
 #include "records/assignment.h"
 #include "scoped_process.h"
 
@@ -49,7 +50,6 @@ using ::testing::HasSubstr;
 
 constexpr char kNvswitch[] = "gpu-a";  // 8 x H100, NVSwitch
 constexpr char kPcie[] = "gpu-b";      // 2 x L40S, PCIe
-constexpr char kProbeImage[] = "tessera.local/cuda-probe:1";
 constexpr char kScheduler[] = "tessera-e2e";
 constexpr int64_t kMiB = 1 << 20;
 
@@ -58,43 +58,6 @@ ControlPlane& Cp() { return ControlPlane::Shared(); }
 std::string Read(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-// What the probe reported (its termination message), parsed.
-struct Report {
-  std::string raw;
-  std::map<std::string, std::string> env;  // visible, sharing, limit_mib
-  std::vector<std::string> answers;        // shim_client's, one per command
-  bool ok = false;
-};
-
-// The probe's commands; its answers come in this order.
-//   0 init  1 alloc a 1MiB  2 meminfo  3 totalmem  4 alloc big <cap>  5 status  6 exit
-Report Parse(const std::string& message) {
-  Report r;
-  r.raw = message;
-  std::istringstream in(message);
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t eq = line.find('=');
-    if (line.rfind("ok", 0) == 0 || line.rfind("err", 0) == 0) {
-      r.answers.push_back(line);
-    } else if (eq != std::string::npos && line.find(' ') > eq) {
-      r.env[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-  }
-  r.ok = r.answers.size() >= 6;
-  return r;
-}
-
-// The numbers of an "ok a b c" answer.
-std::vector<int64_t> Numbers(const std::string& answer) {
-  std::vector<int64_t> out;
-  std::istringstream in(
-      answer.substr(answer.find(' ') == std::string::npos ? answer.size() : answer.find(' ')));
-  int64_t v;
-  while (in >> v) out.push_back(v);
-  return out;
 }
 
 // Everything this binary's tests share: the probe image in both nodes, a fake machine per node,
@@ -266,45 +229,16 @@ retry: {minInterval: 200ms, period: 2s}
   std::unique_ptr<ScopedProcess> scheduler_;
 };
 
-// The probe pod: `limits` its tessera resources; `annotations` (gangs).
+// The probe pod (probe_pod.h) for this binary's scheduler, on `node`, or on the node the
+// scheduler picks if `node` is empty: `limits` its tessera resources; `annotations` (gangs).
 json ProbePod(const std::string& ns, const std::string& name, const std::string& node,
               const std::map<std::string, std::string>& limits,
               const std::map<std::string, std::string>& annotations = {},
               const std::string& extra_script = "") {
-  const std::string script = StrCat(R"(export CUDA_VISIBLE_DEVICES="$NVIDIA_VISIBLE_DEVICES"
-cap=$(( ${TESSERA_GPU_MEMORY_LIMIT_MIB:-0} * 1048576 ))
-[ "$cap" -gt 0 ] || cap=1099511627776
-{
-  echo "visible=$NVIDIA_VISIBLE_DEVICES"
-  echo "sharing=${TESSERA_GPU_SHARING:-none}"
-  echo "limit_mib=${TESSERA_GPU_MEMORY_LIMIT_MIB:-}"
-  printf 'init\nalloc a 1048576\nmeminfo\ntotalmem\nalloc big %s\nstatus\nexit\n' "$cap" |
-    shim_client 2>&1 | cut -c1-200
-} >/dev/termination-log 2>&1
-)",
-                                    extra_script);
-  json pod = {
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata", {{"name", name}, {"namespace", ns}, {"annotations", annotations}}},
-      {"spec",
-       {{"schedulerName", kScheduler},
-        {"restartPolicy", "Never"},
-        {"automountServiceAccountToken", false},
-        {"terminationGracePeriodSeconds", 1},
-        {"containers",
-         {{{"name", "main"},
-           {"image", kProbeImage},
-           {"imagePullPolicy", "Never"},
-           {"command", {"/bin/sh", "-c", script}},
-           {"env", {{{"name", "TESSERA_FAKE_GPU_MACHINE"}, {"value", "/run/fake-gpu/machine"}}}},
-           {"resources", {{"limits", limits}}},
-           {"volumeMounts", {{{"name", "fake-gpu"}, {"mountPath", "/run/fake-gpu"}}}}}}},
-        {"volumes",
-         {{{"name", "fake-gpu"},
-           {"hostPath", {{"path", World::Get().MachineDir(node)}, {"type", "Directory"}}}}}}}}};
+  json pod = ProbePodOnAnyNode(ns, name, kScheduler, World::Get().MachinesDir(), limits,
+                               annotations, extra_script);
   // Pods pinned to a node by the label the harness gives it.
-  pod["spec"]["nodeSelector"] = {{"tessera-e2e/node", node}};
+  if (!node.empty()) pod["spec"]["nodeSelector"] = {{"tessera-e2e/node", node}};
   return pod;
 }
 
@@ -367,17 +301,17 @@ class AgentNodes : public ::testing::Test {
     const records::Assignment a = AssignmentOf(pod);
     ASSERT_EQ(a.gpus.size(), 1u);
     EXPECT_EQ(a.node, pod["spec"].value("nodeName", ""));
-    Report r = Parse(TerminationMessage(pod));
+    ProbeReport r = ParseProbeReport(TerminationMessage(pod));
     ASSERT_TRUE(r.ok) << r.raw;
     EXPECT_EQ(r.env["visible"], a.gpus[0].uuid) << r.raw;
     EXPECT_EQ(r.env["sharing"], "shim");
     EXPECT_EQ(r.env["limit_mib"], std::to_string(cap_mib));
     EXPECT_EQ(r.answers[0], "ok") << r.raw;
-    const std::vector<int64_t> info = Numbers(r.answers[2]);
+    const std::vector<int64_t> info = ProbeNumbers(r.answers[2]);
     ASSERT_EQ(info.size(), 2u) << r.raw;
     EXPECT_EQ(info[1], cap_mib * kMiB) << "cuMemGetInfo total is the cap\n" << r.raw;
     EXPECT_EQ(info[0], cap_mib * kMiB - kMiB) << "free = cap - used\n" << r.raw;
-    EXPECT_EQ(Numbers(r.answers[3]), std::vector<int64_t>{cap_mib * kMiB}) << r.raw;
+    EXPECT_EQ(ProbeNumbers(r.answers[3]), std::vector<int64_t>{cap_mib * kMiB}) << r.raw;
     EXPECT_EQ(r.answers[4].rfind("err 2", 0), 0u) << "beyond the cap: out of memory\n" << r.raw;
     EXPECT_TRUE(r.answers[5].rfind("ok {\"", 0) == 0) << "the shim answers\n" << r.raw;
   }
@@ -387,11 +321,11 @@ class AgentNodes : public ::testing::Test {
     EXPECT_EQ(pod["status"].value("phase", ""), "Succeeded") << pod["status"].dump();
     const records::Assignment a = AssignmentOf(pod);
     ASSERT_EQ(a.gpus.size(), 1u);
-    Report r = Parse(TerminationMessage(pod));
+    ProbeReport r = ParseProbeReport(TerminationMessage(pod));
     ASSERT_TRUE(r.ok) << r.raw;
     EXPECT_EQ(r.env["visible"], a.gpus[0].uuid);
     EXPECT_EQ(r.env["sharing"], "none");
-    const std::vector<int64_t> info = Numbers(r.answers[2]);
+    const std::vector<int64_t> info = ProbeNumbers(r.answers[2]);
     ASSERT_EQ(info.size(), 2u) << r.raw;
     EXPECT_EQ(info[1], gpu_mib * kMiB) << r.raw;
     EXPECT_EQ(r.answers[5], "ok {}") << "no shim\n" << r.raw;
@@ -420,28 +354,14 @@ class AgentNodes : public ::testing::Test {
 TEST_F(AgentNodes, RealityCheck) {
   std::vector<json> pods;
   for (int i = 0; i < 20; ++i) {
-    json p = ProbePod(ns_, StrCat("inference-", i), "", {{"tessera.dev/gpu-memory", "4Gi"}});
-    p["spec"].erase("nodeSelector");
-    pods.push_back(p);
+    pods.push_back(ProbePod(ns_, StrCat("inference-", i), "", {{"tessera.dev/gpu-memory", "4Gi"}}));
   }
   for (int i = 0; i < 8; ++i) {
     json p = ProbePod(ns_, StrCat("train-", i), "", {{"tessera.dev/gpu", "1"}},
                       {{"tessera.dev/gang", "train"},
                        {"tessera.dev/gang-size", "8"},
                        {"tessera.dev/gang-topology", "nvlink-domain"}});
-    p["spec"].erase("nodeSelector");
     pods.push_back(p);
-  }
-  // The machine file is per node, and the scheduler picks the node: mount the machines' folder
-  // and pick the node's by the downward API.
-  for (json& p : pods) {
-    p["spec"]["volumes"][0]["hostPath"]["path"] = World::Get().MachinesDir();
-    p["spec"]["containers"][0]["env"][0]["value"] = "/run/fake-gpu/$(NODE)/machine";
-    json node_env = json::object();
-    node_env["name"] = "NODE";
-    node_env["valueFrom"]["fieldRef"]["fieldPath"] = "spec.nodeName";
-    json& env = p["spec"]["containers"][0]["env"];
-    env.insert(env.begin(), node_env);
   }
   const auto start = std::chrono::steady_clock::now();
   CreateAll(pods);
