@@ -17,8 +17,8 @@ namespace {
 std::string Hint(nvml::Return r) {
   switch (r) {
     case nvml::kErrorNoPermission:
-      return ": MIG changes need root (the agent's DaemonSet runs it privileged as root); in a "
-             "container also /dev/nvidia-caps, which the chart mounts";
+      return ": MIG changes need root with access to the driver's MIG capability nodes "
+             "(/dev/nvidia-caps; the chart runs the agent privileged as root)";
     case nvml::kErrorGpuIsLost:
       return ": the GPU has fallen off the bus; it needs a reset or the node a reboot";
     case nvml::kErrorUninitialized:

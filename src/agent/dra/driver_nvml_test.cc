@@ -65,14 +65,6 @@ class DriverNvmlTest : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    // GPU 0 in MIG mode (an administrator turned it on), GPU 1 not.
-    std::ofstream(dir_ / "nvml.json") << json{
-        {"gpus", {Gpu(0, {{"current", 1}}), Gpu(1, {{"current", 0}})}},
-        {"pcie", {{0, 50}, {50, 0}}}}.dump();
-    ::setenv("TESSERA_FAKE_NVML", (dir_ / "nvml.json").c_str(), 1);
-    absl::StatusOr<std::unique_ptr<NvmlDiscovery>> nvml = NvmlDiscovery::Open("libnvidia-ml.so.1");
-    ASSERT_TRUE(nvml.ok()) << nvml.status();
-    nvml_ = std::move(*nvml);
     options_.node_name = "node-a";
     options_.cdi_dir = (dir_ / "cdi").string();
     options_.claims_dir = (dir_ / "claims").string();
@@ -84,6 +76,16 @@ class DriverNvmlTest : public ::testing::Test {
       if (name.rfind("nvidia-", 0) == 0) return absl::NotFoundError(path + ": no such file");
       return DeviceNumber{'c', 195, std::stoll(name.substr(6))};
     };
+  }
+  // GPU 0 in MIG mode (an administrator turned it on) with `instances`, GPU 1 not.
+  void StartNvml(json instances = json::array()) {
+    std::ofstream(dir_ / "nvml.json") << json{
+        {"gpus", {Gpu(0, {{"current", 1}, {"instances", instances}}), Gpu(1, {{"current", 0}})}},
+        {"pcie", {{0, 50}, {50, 0}}}}.dump();
+    ::setenv("TESSERA_FAKE_NVML", (dir_ / "nvml.json").c_str(), 1);
+    absl::StatusOr<std::unique_ptr<NvmlDiscovery>> nvml = NvmlDiscovery::Open("libnvidia-ml.so.1");
+    ASSERT_TRUE(nvml.ok()) << nvml.status();
+    nvml_ = std::move(*nvml);
     options_.mig = nvml_.get();  // what `tessera agent --dra` passes for NVML
   }
   void TearDown() override {
@@ -124,6 +126,7 @@ class DriverNvmlTest : public ::testing::Test {
 };
 
 TEST_F(DriverNvmlTest, AMigClaimGetsItsInstanceFromNvmlAndUnprepareDestroysIt) {
+  StartNvml();
   auto d = NewDriver();
   claims_.claims["ns/mig"] = Claim("mig", 40, "gpu-0-mig-3g-40gb-4");
   DraDriver::ClaimAnswer answer = PrepareOne(*d, "mig");
@@ -154,6 +157,7 @@ TEST_F(DriverNvmlTest, AMigClaimGetsItsInstanceFromNvmlAndUnprepareDestroysIt) {
 
 TEST_F(DriverNvmlTest, MigModeIsSwitchedThroughNvmlWhenThePolicyAllowsIt) {
   options_.mig_mode_switch = true;
+  StartNvml();
   auto d = NewDriver();
   claims_.claims["ns/mig"] = Claim("mig", 50, "gpu-1-mig-1g-10gb-3");
   DraDriver::ClaimAnswer answer = PrepareOne(*d, "mig");
@@ -167,6 +171,23 @@ TEST_F(DriverNvmlTest, MigModeIsSwitchedThroughNvmlWhenThePolicyAllowsIt) {
   node = nvml_->Discover();
   ASSERT_TRUE(node.ok());
   EXPECT_FALSE(node->gpus[1].spec.mig_enabled);  // off again with its last instance
+}
+
+// A GPU instance at the claim's placement without its compute instance (someone's creation cut
+// short): it has no MIG device, so no identity to give the container; the driver has it completed.
+TEST_F(DriverNvmlTest, AGpuInstanceWithoutComputeInstanceIsCompletedForTheClaim) {
+  StartNvml({{{"profile_id", 9}, {"start", 4}, {"compute_instance", false}}});
+  auto d = NewDriver();
+  EXPECT_EQ(gpus_->gpus[0].mig_uuids, std::vector<std::string>{""});
+  claims_.claims["ns/mig"] = Claim("mig", 60, "gpu-0-mig-3g-40gb-4");
+  DraDriver::ClaimAnswer answer = PrepareOne(*d, "mig");
+  ASSERT_EQ(answer.error, "");
+  EXPECT_THAT(answer.devices[0].mig_uuid, StartsWith("MIG-"));
+  EXPECT_FALSE(answer.devices[0].mig_created);  // not the driver's: kept after the claim
+  EXPECT_EQ(d->Unprepare({{"ns", Uid(60), "mig"}})[Uid(60)], "");
+  absl::StatusOr<NodeGpus> node = nvml_->Discover();
+  ASSERT_TRUE(node.ok());
+  EXPECT_EQ(node->gpus[0].mig_uuids, std::vector<std::string>{answer.devices[0].mig_uuid});
 }
 
 }  // namespace
