@@ -472,5 +472,80 @@ current-context: agent
   EXPECT_EQ((*p)->Wait(seconds(10)), 0) << (*p)->Log();
 }
 
+// `tessera agent --dra` with nothing but its pod-bound token, the DRA RBAC and the ResourceSlice
+// policy installed: its node's pool is published (the policy lets its own slices through).
+TEST(AgentDeploy, TheDraAgentPublishesItsSlicesWithItsOwnTokenAlone) {
+  InstallOnce();
+  ASSERT_TRUE(Cp().KubectlOk({"apply", "-f", Deploy("agent-dra-rbac.yaml"), "-f",
+                              Deploy("agent-dra-admission-policy.yaml")})
+                  .ok());
+  auto admin = Admin();
+  CreateNode(*admin, "own-slices");
+  const std::string token = PodBoundToken(*admin, "agent-own-slices", "own-slices");
+  const std::string dir =
+      (std::filesystem::path(::testing::TempDir()) / "agent_own_slices").string();
+  std::filesystem::remove_all(dir);
+  for (const char* sub : {"kubelet/plugins_registry", "kubelet/plugins", "cdi", "claims", "pods"}) {
+    std::filesystem::create_directories(dir + "/" + sub);
+  }
+  std::ofstream(dir + "/token") << token;
+  std::ofstream(dir + "/kubeconfig")
+      << StrCat(R"(apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: ")",
+                Cp().server(), R"(", certificate-authority: ")", Cp().ca_file(), R"("}
+users:
+- name: agent
+  user: {tokenFile: ")",
+                dir, R"(/token"}
+contexts:
+- name: agent
+  context: {cluster: c, user: agent}
+current-context: agent
+)");
+  std::ofstream(dir + "/gpus.json") << R"({"version": 1, "gpus": [
+      {"index": 0, "uuid": "GPU-6f1c2a9e-0000-4000-8000-000000000000", "model": "H100-80GB",
+       "memory_mib": 81559}]})";
+  absl::StatusOr<std::unique_ptr<ScopedProcess>> p = ScopedProcess::Start({TESSERA_BINARY,
+                                                                           "agent",
+                                                                           "--dra",
+                                                                           "--kubeconfig",
+                                                                           dir + "/kubeconfig",
+                                                                           "--node-name",
+                                                                           "own-slices",
+                                                                           "--gpus-file",
+                                                                           dir + "/gpus.json",
+                                                                           "--no-nri",
+                                                                           "--kubelet-dir",
+                                                                           dir + "/kubelet",
+                                                                           "--cdi-dir",
+                                                                           dir + "/cdi",
+                                                                           "--claims-dir",
+                                                                           dir + "/claims",
+                                                                           "--pods-dir",
+                                                                           dir + "/pods",
+                                                                           "--share-enforcement",
+                                                                           "none",
+                                                                           "--metrics-port",
+                                                                           "-1"},
+                                                                          dir + "/agent.log");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<json> list = admin->Get(
+            "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Down-slices");
+        return list.ok() && !(*list)["items"].empty() &&
+               (*list)["items"][0]["spec"]["driver"] == "gpu.tessera.dev";
+      },
+      seconds(30)))
+      << (*p)->Log();
+  EXPECT_THAT((*p)->Log(), ::testing::Not(HasSubstr("forbidden")));
+  EXPECT_THAT((*p)->Log(), ::testing::Not(HasSubstr("resourceslice-scope")));
+  (*p)->Signal(SIGTERM);
+  EXPECT_EQ((*p)->Wait(seconds(10)), 0) << (*p)->Log();
+}
+
 }  // namespace
 }  // namespace tessera::e2e
