@@ -2,8 +2,9 @@
 // the admission policies refuse what they must (a user granting a pod a GPU through
 // tessera.dev/assignment or cdi.k8s.io/*, by create, update, status or binding; an agent writing
 // another node or keys that are not tessera's) and let the scheduler and the agent do their work,
-// the agent's RBAC holds exactly the verbs it uses, and `tessera agent` publishes its node with
-// nothing but its ServiceAccount's pod-bound token.
+// the agent's RBAC holds exactly the verbs it uses, an agent in DRA mode writes only its own node's
+// ResourceSlices, and `tessera agent` publishes its node with nothing but its ServiceAccount's
+// pod-bound token.
 #include <signal.h>
 
 #include <filesystem>
@@ -345,6 +346,85 @@ TEST(AgentDeploy, AnAgentWritesOnlyItsOwnNodeAndOnlyTesserasKeys) {
   EXPECT_THAT(nowhere.status().message(), HasSubstr("(its token names none)"));
 }
 
+// DRA mode: the agent publishes its node's ResourceSlices and nobody else's
+// (tessera-agent-resourceslice-scope, deploy/agent-dra-admission-policy.yaml).
+json Slice(const std::string& name, const std::string& node) {
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceSlice"},
+          {"metadata", {{"name", name}}},
+          {"spec",
+           {{"driver", "gpu.tessera.dev"},
+            {"nodeName", node},
+            {"pool", {{"name", node}, {"generation", 1}, {"resourceSliceCount", 1}}},
+            {"devices", json::array()}}}};
+}
+
+TEST(AgentDeploy, AnAgentWritesOnlyItsOwnNodesResourceSlices) {
+  InstallOnce();
+  absl::StatusOr<std::string> applied =
+      Cp().KubectlOk({"apply", "-f", Deploy("agent-dra-rbac.yaml"), "-f",
+                      Deploy("agent-dra-admission-policy.yaml")});
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  auto admin = Admin();
+  CreateNode(*admin, "slices-a");
+  CreateNode(*admin, "slices-b");
+  auto agent = Client(TokenConfig(PodBoundToken(*admin, "agent-slices-a", "slices-a")));
+  const std::string slices = "/apis/resource.k8s.io/v1/resourceslices";
+  // The policy is enforced a moment after it is created: until then RBAC alone decides.
+  absl::StatusOr<json> other;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        other = agent->Create(slices + "?dryRun=All", Slice("slices-b-gpu", "slices-b"));
+        return !other.ok() && other.status().message().find("tessera-agent-resourceslice-scope") !=
+                                  std::string::npos;
+      },
+      seconds(30)))
+      << (other.ok() ? other->dump() : std::string(other.status().message()));
+  EXPECT_THAT(other.status().message(),
+              HasSubstr("the tessera agent on node slices-a may write only its own node's "
+                        "ResourceSlices, not one of node slices-b (slices-b-gpu)"));
+
+  // Its own: created, updated, deleted.
+  absl::StatusOr<json> own = agent->Create(slices, Slice("slices-a-gpu", "slices-a"));
+  ASSERT_TRUE(own.ok()) << own.status();
+  (*own)["spec"]["pool"]["generation"] = 2;
+  absl::StatusOr<json> updated = agent->Update(slices + "/slices-a-gpu", *own);
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_TRUE(agent->Delete(slices + "/slices-a-gpu").ok());
+
+  // Another node's slice (published by its own agent, here the admin) stays.
+  absl::StatusOr<json> theirs = admin->Create(slices, Slice("slices-b-gpu", "slices-b"));
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  (*theirs)["spec"]["pool"]["generation"] = 7;
+  absl::StatusOr<json> changed = agent->Update(slices + "/slices-b-gpu", *theirs);
+  ASSERT_FALSE(changed.ok());
+  EXPECT_THAT(changed.status().message(), HasSubstr("not one of node slices-b (slices-b-gpu)"));
+  absl::StatusOr<json> gone = agent->Delete(slices + "/slices-b-gpu");
+  ASSERT_FALSE(gone.ok());
+  EXPECT_THAT(gone.status().message(), HasSubstr("not one of node slices-b (slices-b-gpu)"));
+  EXPECT_TRUE(admin->Get(slices + "/slices-b-gpu").ok());
+  // A slice for all nodes is no agent's.
+  json everywhere = Slice("everywhere-gpu", "x");
+  everywhere["spec"].erase("nodeName");
+  everywhere["spec"]["allNodes"] = true;
+  absl::StatusOr<json> all = agent->Create(slices, everywhere);
+  ASSERT_FALSE(all.ok());
+  EXPECT_THAT(all.status().message(), HasSubstr("not one without spec.nodeName"));
+
+  // A token not bound to a pod on a node names no node: no slice at all.
+  absl::StatusOr<json> unbound_token =
+      admin->Create("/api/v1/namespaces/tessera-system/serviceaccounts/tessera-agent/token",
+                    {{"apiVersion", "authentication.k8s.io/v1"},
+                     {"kind", "TokenRequest"},
+                     {"spec", {{"expirationSeconds", 3600}}}});
+  ASSERT_TRUE(unbound_token.ok());
+  auto unbound = Client(TokenConfig((*unbound_token)["status"]["token"]));
+  absl::StatusOr<json> nowhere = unbound->Create(slices, Slice("slices-a-gpu", "slices-a"));
+  ASSERT_FALSE(nowhere.ok());
+  EXPECT_THAT(nowhere.status().message(), HasSubstr("its token names no node"));
+  EXPECT_TRUE(admin->Delete(slices + "/slices-b-gpu").ok());
+}
+
 TEST(AgentDeploy, TheAgentPublishesWithItsOwnTokenAlone) {
   InstallOnce();
   auto admin = Admin();
@@ -388,6 +468,81 @@ current-context: agent
       seconds(30)))
       << (*p)->Log();
   EXPECT_THAT((*p)->Log(), ::testing::Not(HasSubstr("forbidden")));
+  (*p)->Signal(SIGTERM);
+  EXPECT_EQ((*p)->Wait(seconds(10)), 0) << (*p)->Log();
+}
+
+// `tessera agent --dra` with nothing but its pod-bound token, the DRA RBAC and the ResourceSlice
+// policy installed: its node's pool is published (the policy lets its own slices through).
+TEST(AgentDeploy, TheDraAgentPublishesItsSlicesWithItsOwnTokenAlone) {
+  InstallOnce();
+  ASSERT_TRUE(Cp().KubectlOk({"apply", "-f", Deploy("agent-dra-rbac.yaml"), "-f",
+                              Deploy("agent-dra-admission-policy.yaml")})
+                  .ok());
+  auto admin = Admin();
+  CreateNode(*admin, "own-slices");
+  const std::string token = PodBoundToken(*admin, "agent-own-slices", "own-slices");
+  const std::string dir =
+      (std::filesystem::path(::testing::TempDir()) / "agent_own_slices").string();
+  std::filesystem::remove_all(dir);
+  for (const char* sub : {"kubelet/plugins_registry", "kubelet/plugins", "cdi", "claims", "pods"}) {
+    std::filesystem::create_directories(dir + "/" + sub);
+  }
+  std::ofstream(dir + "/token") << token;
+  std::ofstream(dir + "/kubeconfig")
+      << StrCat(R"(apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {server: ")",
+                Cp().server(), R"(", certificate-authority: ")", Cp().ca_file(), R"("}
+users:
+- name: agent
+  user: {tokenFile: ")",
+                dir, R"(/token"}
+contexts:
+- name: agent
+  context: {cluster: c, user: agent}
+current-context: agent
+)");
+  std::ofstream(dir + "/gpus.json") << R"({"version": 1, "gpus": [
+      {"index": 0, "uuid": "GPU-6f1c2a9e-0000-4000-8000-000000000000", "model": "H100-80GB",
+       "memory_mib": 81559}]})";
+  absl::StatusOr<std::unique_ptr<ScopedProcess>> p = ScopedProcess::Start({TESSERA_BINARY,
+                                                                           "agent",
+                                                                           "--dra",
+                                                                           "--kubeconfig",
+                                                                           dir + "/kubeconfig",
+                                                                           "--node-name",
+                                                                           "own-slices",
+                                                                           "--gpus-file",
+                                                                           dir + "/gpus.json",
+                                                                           "--no-nri",
+                                                                           "--kubelet-dir",
+                                                                           dir + "/kubelet",
+                                                                           "--cdi-dir",
+                                                                           dir + "/cdi",
+                                                                           "--claims-dir",
+                                                                           dir + "/claims",
+                                                                           "--pods-dir",
+                                                                           dir + "/pods",
+                                                                           "--share-enforcement",
+                                                                           "none",
+                                                                           "--metrics-port",
+                                                                           "-1"},
+                                                                          dir + "/agent.log");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<json> list = admin->Get(
+            "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Down-slices");
+        return list.ok() && !(*list)["items"].empty() &&
+               (*list)["items"][0]["spec"]["driver"] == "gpu.tessera.dev";
+      },
+      seconds(30)))
+      << (*p)->Log();
+  EXPECT_THAT((*p)->Log(), ::testing::Not(HasSubstr("forbidden")));
+  EXPECT_THAT((*p)->Log(), ::testing::Not(HasSubstr("resourceslice-scope")));
   (*p)->Signal(SIGTERM);
   EXPECT_EQ((*p)->Wait(seconds(10)), 0) << (*p)->Log();
 }

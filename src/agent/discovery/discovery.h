@@ -95,9 +95,9 @@ class GpuDiscovery {
 
 // Carries out MIG changes on one GPU: what the agent does for an assignment whose mig_plan creates
 // the pod's instance, and for a DRA claim of a MIG placement (create it when the claim is
-// prepared, destroy it when it is unprepared). A backend that can implements it (the description
-// file's; NVML's does not yet). Every call returns the GPU as it is afterwards (its MIG mode, its
-// instances and their identities) and is thread-safe.
+// prepared, destroy it when it is unprepared). Both backends implement it (the description file's
+// by rewriting the file, NVML's through the driver: nvml_mig.h). Every call returns the GPU as it
+// is afterwards (its MIG mode, its instances and their identities) and is thread-safe.
 class MigReconfigurer {
  public:
   virtual ~MigReconfigurer() = default;

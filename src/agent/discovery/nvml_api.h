@@ -2,7 +2,8 @@
 // here from NVIDIA's public NVML API reference so that nothing links against the driver: the
 // library is opened with dlopen and each function looked up by its versioned symbol name.
 //
-// ABI facts (NVML API version 13; the layouts below have not changed since they were introduced):
+// ABI facts (NVML API version 13; the layouts below have not changed since they were introduced;
+// the MIG calls and structs were checked against nvml.h of NVIDIA's go-nvml, API version 13):
 //   - every call returns nvmlReturn_t, an int (0 = success);
 //   - handles (nvmlDevice_t, nvmlGpuInstance_t, nvmlEventSet_t) are structs holding one pointer,
 //     passed and returned by value;
@@ -29,7 +30,10 @@ inline constexpr Return kErrorTimeout = 10;
 inline constexpr Return kErrorLibraryNotFound = 12;
 inline constexpr Return kErrorFunctionNotFound = 13;
 inline constexpr Return kErrorGpuIsLost = 15;
+inline constexpr Return kErrorResetRequired = 16;
 inline constexpr Return kErrorLibRmVersionMismatch = 18;
+inline constexpr Return kErrorInUse = 19;
+inline constexpr Return kErrorInsufficientResources = 23;
 inline constexpr Return kErrorArgumentVersionMismatch = 25;
 inline constexpr Return kErrorUnknown = 999;
 
@@ -37,6 +41,9 @@ struct Device {  // nvmlDevice_t
   void* handle;
 };
 struct GpuInstance {  // nvmlGpuInstance_t
+  void* handle;
+};
+struct ComputeInstance {  // nvmlComputeInstance_t
   void* handle;
 };
 struct EventSet {  // nvmlEventSet_t
@@ -173,6 +180,39 @@ struct GpuInstanceInfo {  // nvmlGpuInstanceInfo_t
 };
 static_assert(sizeof(GpuInstanceInfo) == 24);
 
+// Compute instances (inside a GPU instance). NVML_COMPUTE_INSTANCE_PROFILE_* indices run
+// 0..NVML_COMPUTE_INSTANCE_PROFILE_COUNT-1 (9 in API 13: 1, 2, 3, 4, 7, 8, 6 slices, 1 slice rev1,
+// 7 slices NVL); the agent asks up to 16 and skips the ones a GPU instance does not offer.
+inline constexpr unsigned kComputeInstanceProfileIndexMax = 16;
+inline constexpr unsigned kComputeInstanceEngineProfileShared = 0;  // ..._ENGINE_PROFILE_SHARED
+
+struct ComputeInstancePlacement {  // nvmlComputeInstancePlacement_t
+  unsigned int start;              // compute slices within the GPU instance
+  unsigned int size;
+};
+
+struct ComputeInstanceProfileInfo {  // nvmlComputeInstanceProfileInfo_t
+  unsigned int id;                   // what nvmlGpuInstanceCreateComputeInstance takes
+  unsigned int sliceCount;           // compute slices
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+};
+static_assert(sizeof(ComputeInstanceProfileInfo) == 36);
+
+struct ComputeInstanceInfo {  // nvmlComputeInstanceInfo_t (nvmlComputeInstanceGetInfo_v2)
+  Device device;
+  GpuInstance gpuInstance;
+  unsigned int id;
+  unsigned int profileId;
+  ComputeInstancePlacement placement;
+};
+static_assert(sizeof(ComputeInstanceInfo) == 32);
+
 // Events.
 inline constexpr unsigned long long kEventTypeXidCriticalError = 0x0000000000000008ULL;
 inline constexpr unsigned long long kEventMigConfigChange = 0x0000000000000100ULL;
@@ -212,6 +252,25 @@ using DeviceGetMigModeFn = Return (*)(Device, unsigned*, unsigned*);
 using DeviceGetGpuInstanceProfileInfoFn = Return (*)(Device, unsigned, GpuInstanceProfileInfo*);
 using DeviceGetGpuInstancesFn = Return (*)(Device, unsigned, GpuInstance*, unsigned*);
 using GpuInstanceGetInfoFn = Return (*)(GpuInstance, GpuInstanceInfo*);
+// MIG changes (root only).
+using DeviceSetMigModeFn = Return (*)(Device, unsigned, Return*);  // nvmlDeviceSetMigMode
+using DeviceGetGpuInstancePossiblePlacementsFn =                   // .._v2
+    Return (*)(Device, unsigned, GpuInstancePlacement*, unsigned*);
+using DeviceCreateGpuInstanceWithPlacementFn = Return (*)(Device, unsigned,
+                                                          const GpuInstancePlacement*,
+                                                          GpuInstance*);
+using GpuInstanceDestroyFn = Return (*)(GpuInstance);
+using GpuInstanceGetComputeInstanceProfileInfoFn = Return (*)(GpuInstance, unsigned, unsigned,
+                                                              ComputeInstanceProfileInfo*);
+using GpuInstanceCreateComputeInstanceFn = Return (*)(GpuInstance, unsigned, ComputeInstance*);
+using GpuInstanceGetComputeInstancesFn = Return (*)(GpuInstance, unsigned, ComputeInstance*,
+                                                    unsigned*);
+using ComputeInstanceGetInfoFn = Return (*)(ComputeInstance, ComputeInstanceInfo*);  // .._v2
+using ComputeInstanceDestroyFn = Return (*)(ComputeInstance);
+// MIG devices (a compute instance seen as a device: its UUID is the MIG-... one).
+using DeviceGetMaxMigDeviceCountFn = Return (*)(Device, unsigned*);
+using DeviceGetMigDeviceHandleByIndexFn = Return (*)(Device, unsigned, Device*);
+// nvmlDeviceGetGpuInstanceId, nvmlDeviceGetComputeInstanceId: DeviceGetUintFn.
 using DeviceGetSupportedEventTypesFn = Return (*)(Device, unsigned long long*);
 using EventSetCreateFn = Return (*)(EventSet*);
 using DeviceRegisterEventsFn = Return (*)(Device, unsigned long long, EventSet);

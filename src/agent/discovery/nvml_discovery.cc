@@ -10,6 +10,8 @@
 
 #include "agent/discovery/fake_gpus_file.h"
 #include "agent/discovery/model_names.h"
+#include "agent/discovery/nvml_library.h"
+#include "agent/discovery/nvml_mig.h"
 #include "agent/discovery/xid.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -17,57 +19,6 @@
 #include "core/model/profiles.h"
 
 namespace tessera::agent {
-
-// The opened library: dlopen handle and the functions, looked up once. Optional functions (newer
-// drivers only) are null when absent and the queries that need them are skipped.
-class NvmlLibrary {
- public:
-  ~NvmlLibrary() {
-    if (initialized && shutdown) shutdown();
-    if (handle) dlclose(handle);
-  }
-
-  std::string Error(nvml::Return r) const {
-    const char* text = error_string ? error_string(r) : nullptr;
-    return text ? StrCat(text, " (NVML error ", r, ")") : StrCat("NVML error ", r);
-  }
-
-  void* handle = nullptr;
-  std::string path;  // what was opened, as dlinfo would name it
-  bool initialized = false;
-
-  nvml::InitFn init = nullptr;
-  nvml::ShutdownFn shutdown = nullptr;
-  nvml::ErrorStringFn error_string = nullptr;
-  nvml::SystemGetDriverVersionFn driver_version = nullptr;
-  nvml::SystemGetCudaDriverVersionFn cuda_version = nullptr;
-  nvml::DeviceGetCountFn count = nullptr;
-  nvml::DeviceGetHandleByIndexFn by_index = nullptr;
-  nvml::DeviceGetStringFn uuid = nullptr;
-  nvml::DeviceGetStringFn name = nullptr;
-  nvml::DeviceGetUintFn minor = nullptr;
-  nvml::DeviceGetUintFn numa = nullptr;
-  nvml::DeviceGetMemoryInfoFn memory = nullptr;
-  nvml::DeviceGetMemoryInfoV2Fn memory_v2 = nullptr;
-  nvml::DeviceGetAttributesFn attributes = nullptr;
-  nvml::DeviceGetPciInfoFn pci = nullptr;
-  nvml::DeviceGetCpuAffinityFn cpu_affinity = nullptr;
-  nvml::DeviceGetTopologyCommonAncestorFn common_ancestor = nullptr;
-  nvml::DeviceGetNvLinkStateFn nvlink_state = nullptr;
-  nvml::DeviceGetNvLinkRemotePciInfoFn nvlink_remote_pci = nullptr;
-  nvml::DeviceGetNvLinkRemoteDeviceTypeFn nvlink_remote_type = nullptr;
-  nvml::DeviceGetGpuFabricInfoFn fabric = nullptr;
-  nvml::DeviceGetGpuFabricInfoVFn fabric_v = nullptr;
-  nvml::DeviceGetMigModeFn mig_mode = nullptr;
-  nvml::DeviceGetGpuInstanceProfileInfoFn gi_profile = nullptr;
-  nvml::DeviceGetGpuInstancesFn gi_list = nullptr;
-  nvml::GpuInstanceGetInfoFn gi_info = nullptr;
-  nvml::DeviceGetSupportedEventTypesFn supported_events = nullptr;
-  nvml::EventSetCreateFn event_set_create = nullptr;
-  nvml::DeviceRegisterEventsFn register_events = nullptr;
-  nvml::EventSetWaitFn event_set_wait = nullptr;
-  nvml::EventSetFreeFn event_set_free = nullptr;
-};
 
 namespace {
 
@@ -186,6 +137,19 @@ absl::StatusOr<std::unique_ptr<NvmlDiscovery>> NvmlDiscovery::Open(const std::st
   Find(l.handle, "nvmlDeviceGetGpuInstanceProfileInfo", &l.gi_profile);
   Find(l.handle, "nvmlDeviceGetGpuInstances", &l.gi_list);
   Find(l.handle, "nvmlGpuInstanceGetInfo", &l.gi_info);
+  Find(l.handle, "nvmlDeviceSetMigMode", &l.set_mig_mode);
+  Find(l.handle, "nvmlDeviceGetGpuInstancePossiblePlacements_v2", &l.gi_placements);
+  Find(l.handle, "nvmlDeviceCreateGpuInstanceWithPlacement", &l.gi_create);
+  Find(l.handle, "nvmlGpuInstanceDestroy", &l.gi_destroy);
+  Find(l.handle, "nvmlGpuInstanceGetComputeInstanceProfileInfo", &l.ci_profile);
+  Find(l.handle, "nvmlGpuInstanceCreateComputeInstance", &l.ci_create);
+  Find(l.handle, "nvmlGpuInstanceGetComputeInstances", &l.ci_list);
+  Find(l.handle, "nvmlComputeInstanceGetInfo_v2", &l.ci_info);
+  Find(l.handle, "nvmlComputeInstanceDestroy", &l.ci_destroy);
+  Find(l.handle, "nvmlDeviceGetMaxMigDeviceCount", &l.mig_device_count);
+  Find(l.handle, "nvmlDeviceGetMigDeviceHandleByIndex", &l.mig_device);
+  Find(l.handle, "nvmlDeviceGetGpuInstanceId", &l.mig_gi_id);
+  Find(l.handle, "nvmlDeviceGetComputeInstanceId", &l.mig_ci_id);
   Find(l.handle, "nvmlDeviceGetSupportedEventTypes", &l.supported_events);
   Find(l.handle, "nvmlEventSetCreate", &l.event_set_create);
   Find(l.handle, "nvmlDeviceRegisterEvents", &l.register_events);
@@ -252,6 +216,11 @@ std::string NvmlDiscovery::Describe() const {
 }
 
 absl::StatusOr<NodeGpus> NvmlDiscovery::Discover() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return DiscoverLocked();
+}
+
+absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
   NvmlLibrary& l = *lib_;
   NodeGpus out;
   if (l.driver_version) {
@@ -399,6 +368,30 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::Discover() {
               false, {}, "MIG mode is on, but this driver cannot list GPU instances"};
         } else {
           spec.mig_enabled = true;
+          // The MIG devices (compute instances): their UUIDs by GPU instance id, the compute
+          // instance with the lowest id where a GPU instance has several.
+          std::map<unsigned, std::pair<unsigned, std::string>> mig_devices;
+          unsigned max_devices = 0;
+          if (l.mig_device_count && l.mig_device && l.mig_gi_id && l.mig_ci_id &&
+              l.mig_device_count(devices[i], &max_devices) == nvml::kSuccess) {
+            for (unsigned m = 0; m < max_devices; ++m) {
+              nvml::Device mig{nullptr};
+              unsigned gi_id = 0, ci_id = 0;
+              char mig_uuid[nvml::kUuidBufferSize] = {};
+              if (l.mig_device(devices[i], m, &mig) != nvml::kSuccess ||
+                  l.mig_gi_id(mig, &gi_id) != nvml::kSuccess ||
+                  l.mig_ci_id(mig, &ci_id) != nvml::kSuccess ||
+                  l.uuid(mig, mig_uuid, sizeof(mig_uuid)) != nvml::kSuccess) {
+                continue;
+              }
+              auto [it, fresh] =
+                  mig_devices.try_emplace(gi_id, ci_id, CString(mig_uuid, sizeof(mig_uuid)));
+              if (!fresh && ci_id < it->second.first) {
+                it->second = {ci_id, CString(mig_uuid, sizeof(mig_uuid))};
+              }
+            }
+          }
+          std::vector<std::pair<core::MigPlacement, std::string>> placed;
           for (unsigned p = 0; p < nvml::kGpuInstanceProfileIndexMax && gpu.health.healthy; ++p) {
             nvml::GpuInstanceProfileInfo info{};
             if (l.gi_profile(devices[i], p, &info) != nvml::kSuccess) continue;
@@ -432,12 +425,18 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::Discover() {
                            " table: the GPU is not used")};
                 break;
               }
-              spec.mig_layout.push_back(core::MigPlacement{
-                  static_cast<int8_t>(found), static_cast<int8_t>(gi.placement.start)});
+              auto uuid_it = mig_devices.find(gi.id);
+              placed.emplace_back(core::MigPlacement{static_cast<int8_t>(found),
+                                                     static_cast<int8_t>(gi.placement.start)},
+                                  uuid_it == mig_devices.end() ? "" : uuid_it->second.second);
             }
           }
-          std::sort(spec.mig_layout.begin(), spec.mig_layout.end(),
-                    [](core::MigPlacement a, core::MigPlacement b) { return a.start < b.start; });
+          std::sort(placed.begin(), placed.end(),
+                    [](const auto& a, const auto& b) { return a.first.start < b.first.start; });
+          for (auto& [placement, mig_uuid] : placed) {
+            spec.mig_layout.push_back(placement);
+            gpu.mig_uuids.push_back(std::move(mig_uuid));
+          }
           if (absl::Status valid = core::ValidateMigInstances(*model, spec.mig_layout, "");
               gpu.health.healthy && !valid.ok()) {
             gpu.health = records::GpuHealth{
@@ -446,6 +445,7 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::Discover() {
           if (!gpu.health.healthy) {
             spec.mig_enabled = false;
             spec.mig_layout.clear();
+            gpu.mig_uuids.clear();
           }
         }
       }
@@ -587,14 +587,21 @@ absl::Status NvmlDiscovery::RegisterEvents() {
 absl::StatusOr<WaitResult> NvmlDiscovery::Wait(std::chrono::milliseconds timeout) {
   NvmlLibrary& l = *lib_;
   WaitResult result;
-  if (!have_event_set_) {
+  bool have_event_set = false;
+  nvml::EventSet event_set{nullptr};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    have_event_set = have_event_set_;
+    event_set = event_set_;
+  }
+  if (!have_event_set) {
     std::this_thread::sleep_for(timeout);
     return result;
   }
   unsigned wait_ms = static_cast<unsigned>(std::max<int64_t>(0, timeout.count()));
   while (true) {
     nvml::EventData data{};
-    const nvml::Return r = l.event_set_wait(event_set_, &data, wait_ms);
+    const nvml::Return r = l.event_set_wait(event_set, &data, wait_ms);
     if (r == nvml::kErrorTimeout) break;
     if (r != nvml::kSuccess) {
       if (result.events.empty() && !result.changed) {
@@ -603,6 +610,7 @@ absl::StatusOr<WaitResult> NvmlDiscovery::Wait(std::chrono::milliseconds timeout
       break;
     }
     wait_ms = 0;  // collect what else is queued, then return
+    std::lock_guard<std::mutex> lock(mu_);
     int index = -1;
     for (size_t i = 0; i < devices_.size(); ++i) {
       if (devices_[i].handle == data.device.handle) index = static_cast<int>(i);
@@ -626,6 +634,118 @@ absl::StatusOr<WaitResult> NvmlDiscovery::Wait(std::chrono::milliseconds timeout
     }
   }
   return result;
+}
+
+absl::StatusOr<NvmlMigTarget> NvmlDiscovery::MigTargetLocked(const std::string& uuid,
+                                                             const core::MigModel** model) {
+  NvmlLibrary& l = *lib_;
+  unsigned count = 0;
+  if (nvml::Return r = l.count(&count); r != nvml::kSuccess) {
+    return absl::InternalError(StrCat("nvmlDeviceGetCount_v2: ", l.Error(r)));
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    NvmlMigTarget t;
+    char buffer[nvml::kUuidBufferSize] = {};
+    if (l.by_index(i, &t.device) != nvml::kSuccess ||
+        l.uuid(t.device, buffer, sizeof(buffer)) != nvml::kSuccess ||
+        CString(buffer, sizeof(buffer)) != uuid) {
+      continue;
+    }
+    t.index = static_cast<int>(i);
+    t.uuid = uuid;
+    char name[nvml::kNameBufferSize] = {};
+    std::string product;
+    if (l.name(t.device, name, sizeof(name)) == nvml::kSuccess) {
+      product = CString(name, sizeof(name));
+    }
+    *model = core::FindMigModel(product);
+    if (*model == nullptr) *model = core::FindMigModel(ModelFromProductName(product));
+    if (*model == nullptr) {
+      return absl::FailedPreconditionError(StrCat(
+          t.Describe(), " (", product, "): tessera has no MIG profile table for it (it has: ",
+          StrJoin(core::MigModelNames(), ", "), ")"));
+    }
+    return t;
+  }
+  return absl::NotFoundError(StrCat("NVML reports no GPU ", uuid, " on this node (any more)"));
+}
+
+absl::StatusOr<DiscoveredGpu> NvmlDiscovery::RediscoverLocked(const std::string& uuid) {
+  TESSERA_ASSIGN_OR_RETURN(NodeGpus node, DiscoverLocked());
+  for (DiscoveredGpu& g : node.gpus) {
+    if (g.spec.uuid == uuid) return std::move(g);
+  }
+  return absl::NotFoundError(StrCat("GPU ", uuid, " is gone after the MIG change"));
+}
+
+namespace {
+
+absl::StatusOr<const core::MigProfile*> MigProfileOf(const core::MigModel& model,
+                                                     const NvmlMigTarget& t,
+                                                     const records::MigInstanceRecord& r) {
+  const int p = model.Find(r.profile);
+  if (p < 0) {
+    return absl::InvalidArgumentError(StrCat(t.Describe(), " (", model.model,
+                                             ") has no MIG profile ", r.profile, " (it has ",
+                                             StrJoin(model.ProfileNames(), ", "), ")"));
+  }
+  return &model.profiles[p];
+}
+
+}  // namespace
+
+absl::StatusOr<DiscoveredGpu> NvmlDiscovery::ReconfigureMig(
+    const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,
+    const records::MigInstanceRecord& create) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const core::MigModel* model = nullptr;
+  TESSERA_ASSIGN_OR_RETURN(NvmlMigTarget t, MigTargetLocked(uuid, &model));
+  TESSERA_ASSIGN_OR_RETURN(const core::MigProfile* want, MigProfileOf(*model, t, create));
+  std::vector<const core::MigProfile*> go;
+  for (const records::MigInstanceRecord& d : destroy) {
+    TESSERA_ASSIGN_OR_RETURN(const core::MigProfile* p, MigProfileOf(*model, t, d));
+    go.push_back(p);
+  }
+  std::vector<std::string> destroyed;
+  for (size_t k = 0; k < destroy.size(); ++k) {
+    absl::Status gone = NvmlDestroyMigInstance(*lib_, t, *go[k], destroy[k].start);
+    if (!gone.ok() && !absl::IsNotFound(gone)) {
+      return absl::Status(
+          gone.code(),
+          StrCat("destroying what is in the way: ", gone.message(),
+                 destroyed.empty()
+                     ? ""
+                     : StrCat(" (destroyed already: ", StrJoin(destroyed, ", "), ")")));
+    }
+    destroyed.push_back(StrCat(destroy[k].profile, "@", destroy[k].start));
+  }
+  absl::Status made = NvmlCreateMigInstance(*lib_, t, *want, create.start);
+  if (!made.ok()) {
+    return absl::Status(
+        made.code(),
+        StrCat(made.message(),
+               destroyed.empty() ? ""
+                                 : StrCat(" (destroyed before: ", StrJoin(destroyed, ", "), ")")));
+  }
+  return RediscoverLocked(uuid);
+}
+
+absl::StatusOr<DiscoveredGpu> NvmlDiscovery::DestroyMig(
+    const std::string& uuid, const records::MigInstanceRecord& instance) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const core::MigModel* model = nullptr;
+  TESSERA_ASSIGN_OR_RETURN(NvmlMigTarget t, MigTargetLocked(uuid, &model));
+  TESSERA_ASSIGN_OR_RETURN(const core::MigProfile* p, MigProfileOf(*model, t, instance));
+  TESSERA_RETURN_IF_ERROR(NvmlDestroyMigInstance(*lib_, t, *p, instance.start));
+  return RediscoverLocked(uuid);
+}
+
+absl::StatusOr<DiscoveredGpu> NvmlDiscovery::SetMigMode(const std::string& uuid, bool enabled) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const core::MigModel* model = nullptr;
+  TESSERA_ASSIGN_OR_RETURN(NvmlMigTarget t, MigTargetLocked(uuid, &model));
+  TESSERA_RETURN_IF_ERROR(NvmlSetMigMode(*lib_, t, enabled));
+  return RediscoverLocked(uuid);
 }
 
 }  // namespace tessera::agent

@@ -14,11 +14,16 @@
 // table for the model, an unknown profile) is marked unhealthy with the reason, so that nothing
 // is placed on it by mistake.
 //
-// Thread-compatible: one thread calls Discover() and Wait().
+// MIG changes (MigReconfigurer, nvml_mig.h): MIG mode on and off, GPU instances created at an exact
+// placement with their compute instance, destroyed compute instances first; each answers the GPU
+// as a discovery right after the change finds it (with its instances' MIG device UUIDs).
+//
+// Thread-safe: Discover() and the MIG changes take one lock; Wait() blocks outside it.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,7 +34,9 @@ namespace tessera::agent {
 
 class NvmlLibrary;  // the opened library and its functions (nvml_discovery.cc)
 
-class NvmlDiscovery : public GpuDiscovery {
+struct NvmlMigTarget;
+
+class NvmlDiscovery : public GpuDiscovery, public MigReconfigurer {
  public:
   // Opens `library` (a soname searched as the dynamic loader does, or a path) and initialises
   // NVML. Errors: the library is missing (the NVIDIA driver is not installed, or not mounted into
@@ -43,9 +50,24 @@ class NvmlDiscovery : public GpuDiscovery {
   absl::StatusOr<NodeGpus> Discover() override;
   absl::StatusOr<WaitResult> Wait(std::chrono::milliseconds timeout) override;
 
+  absl::StatusOr<DiscoveredGpu> ReconfigureMig(
+      const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,
+      const records::MigInstanceRecord& create) override;
+  absl::StatusOr<DiscoveredGpu> DestroyMig(const std::string& uuid,
+                                           const records::MigInstanceRecord& instance) override;
+  absl::StatusOr<DiscoveredGpu> SetMigMode(const std::string& uuid, bool enabled) override;
+
  private:
   explicit NvmlDiscovery(std::unique_ptr<NvmlLibrary> lib);
+  absl::StatusOr<NodeGpus> DiscoverLocked();
   absl::Status RegisterEvents();
+  // The GPU `uuid` now (a fresh handle: a MIG mode change may reset the GPU) and its MIG table.
+  absl::StatusOr<NvmlMigTarget> MigTargetLocked(const std::string& uuid,
+                                                const core::MigModel** model);
+  // The GPU `uuid` as discovery finds it after a change.
+  absl::StatusOr<DiscoveredGpu> RediscoverLocked(const std::string& uuid);
+
+  std::mutex mu_;  // guards everything below, and serialises MIG changes
 
   std::unique_ptr<NvmlLibrary> lib_;
   std::vector<nvml::Device> devices_;                          // from the last Discover(), by index

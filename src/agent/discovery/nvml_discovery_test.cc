@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/model/mig.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -17,7 +18,9 @@ namespace tessera::agent {
 namespace {
 
 using nlohmann::json;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 constexpr unsigned long long kMiB = 1ULL << 20;
 
@@ -367,6 +370,197 @@ TEST_F(NvmlDiscoveryTest, ShutsNvmlDownWhenDone) {
     EXPECT_EQ(init_count_(), 1);
   }
   EXPECT_EQ(init_count_(), 0);
+}
+
+// MIG changes through NVML, against the fake's driver-like MIG state (placements, overlaps,
+// compute instances, MIG device UUIDs).
+class NvmlMigTest : public NvmlDiscoveryTest {
+ protected:
+  // GPU 0: an H100 in MIG mode with `instances`; GPU 1: an H100 with MIG off.
+  std::unique_ptr<NvmlDiscovery> OpenH100s(json instances = json::array(),
+                                           json extra = json::object()) {
+    h100_ = Gpu(0, "NVIDIA H100 80GB HBM3", 81559);
+    h100_["mig"] = {{"current", 1}, {"instances", instances}};
+    off_ = Gpu(1, "NVIDIA H100 80GB HBM3", 81559);
+    off_["mig"] = {{"current", 0}};
+    json config = {{"gpus", {h100_, off_}}, {"pcie", AllPcie(2, 50)}};
+    config.update(extra);
+    Configure(config);
+    auto d = Open();
+    if (d) {
+      EXPECT_TRUE(d->Discover().ok());  // registers for MIG events
+    }
+    return d;
+  }
+  static std::vector<std::string> Layout(const DiscoveredGpu& g) {
+    const core::MigModel* model = core::FindMigModel(g.spec.model);
+    std::vector<std::string> out;
+    for (const core::MigPlacement& p : g.spec.mig_layout) {
+      out.push_back(core::MigPlacementName(*model, p));
+    }
+    return out;
+  }
+  std::string Uuid(int i) { return Gpu(i, "", 1)["uuid"]; }
+  json h100_, off_;
+};
+
+TEST_F(NvmlMigTest, CreatesAnInstanceAtItsPlacementAndDiscoveryListsIt) {
+  auto d = OpenH100s();
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<DiscoveredGpu> after = d->ReconfigureMig(Uuid(0), {}, {"3g.40gb", 4});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(Layout(*after), ElementsAre("3g.40gb@4"));
+  ASSERT_EQ(after->mig_uuids.size(), 1u);
+  EXPECT_THAT(after->mig_uuids[0], StartsWith("MIG-"));
+  after = d->ReconfigureMig(Uuid(0), {}, {"1g.10gb", 0});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(Layout(*after), ElementsAre("1g.10gb@0", "3g.40gb@4"));
+  // Discovery sees what was created, with the same identities (read from the MIG devices).
+  absl::StatusOr<NodeGpus> node = d->Discover();
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_THAT(Layout(node->gpus[0]), ElementsAre("1g.10gb@0", "3g.40gb@4"));
+  EXPECT_EQ(node->gpus[0].mig_uuids, after->mig_uuids);
+  EXPECT_NE(node->gpus[0].mig_uuids[0], node->gpus[0].mig_uuids[1]);
+  EXPECT_TRUE(node->gpus[0].health.healthy);
+  // Each creation was a MIG configuration change for the agent's loop.
+  absl::StatusOr<WaitResult> w = d->Wait(std::chrono::seconds(5));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(w->changed);
+}
+
+TEST_F(NvmlMigTest, OverlapsAndBadPlacementsAreRefusedAsTheDriverRefusesThem) {
+  auto d = OpenH100s({{{"profile_id", 9}, {"start", 4}, {"uuid", "MIG-admin"}}});
+  ASSERT_NE(d, nullptr);
+  // Slices 4-5 belong to the 3g at 4.
+  absl::StatusOr<DiscoveredGpu> over = d->ReconfigureMig(Uuid(0), {}, {"2g.20gb", 4});
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(over.status().message(), HasSubstr("MIG instance 2g.20gb@4 on GPU 0 (" + Uuid(0) +
+                                                 "): the driver has no room for it"));
+  EXPECT_THAT(over.status().message(), HasSubstr("memory slices 4-5 overlap"));
+  EXPECT_THAT(over.status().message(), HasSubstr("profile 9 at slice 4"));
+  EXPECT_THAT(over.status().message(), HasSubstr("nvidia-smi mig -i 0 -dci"));
+  // A 3g starts at 0 or 4 only.
+  absl::StatusOr<DiscoveredGpu> odd = d->ReconfigureMig(Uuid(0), {}, {"3g.40gb", 2});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(odd.status().message(), HasSubstr("does not place 3g.40gb at slice 2 (its "
+                                                "placements start at 0, 4"));
+  // A profile the GPU does not have.
+  absl::StatusOr<DiscoveredGpu> unknown = d->ReconfigureMig(Uuid(0), {}, {"3g.20gb", 0});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.status().message(), HasSubstr("has no MIG profile 3g.20gb"));
+  // Nothing changed, and the administrator's instance is untouched.
+  absl::StatusOr<NodeGpus> node = d->Discover();
+  ASSERT_TRUE(node.ok());
+  EXPECT_THAT(Layout(node->gpus[0]), ElementsAre("3g.40gb@4"));
+  EXPECT_THAT(node->gpus[0].mig_uuids, ElementsAre("MIG-admin"));
+}
+
+TEST_F(NvmlMigTest, DestroyTakesTheComputeInstanceThenTheGpuInstance) {
+  auto d = OpenH100s({{{"profile_id", 19}, {"start", 0}}, {{"profile_id", 9}, {"start", 4}}});
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<DiscoveredGpu> after = d->DestroyMig(Uuid(0), {"3g.40gb", 4});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(Layout(*after), ElementsAre("1g.10gb@0"));
+  absl::StatusOr<DiscoveredGpu> again = d->DestroyMig(Uuid(0), {"3g.40gb", 4});
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kNotFound);
+  // What a plan does: the idle 1g goes, a 7g over the whole GPU comes.
+  after = d->ReconfigureMig(Uuid(0), {{"1g.10gb", 0}}, {"7g.80gb", 0});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(Layout(*after), ElementsAre("7g.80gb@0"));
+  ASSERT_EQ(after->mig_uuids.size(), 1u);
+  EXPECT_THAT(after->mig_uuids[0], StartsWith("MIG-"));
+}
+
+TEST_F(NvmlMigTest, AnInstanceInUseIsNotDestroyed) {
+  auto d = OpenH100s({{{"profile_id", 9}, {"start", 0}, {"busy", true}}});
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<DiscoveredGpu> busy = d->DestroyMig(Uuid(0), {"3g.40gb", 0});
+  ASSERT_FALSE(busy.ok());
+  EXPECT_THAT(busy.status().message(), HasSubstr("MIG instance 3g.40gb@0 on GPU 0 (" + Uuid(0) +
+                                                 "): a process still runs on it"));
+  EXPECT_THAT(Layout(d->Discover()->gpus[0]), ElementsAre("3g.40gb@0"));
+}
+
+TEST_F(NvmlMigTest, AGpuInstanceLeftWithoutComputeInstanceIsCompleted) {
+  // A creation interrupted between its two steps (the agent killed): the GPU instance is there
+  // without a MIG device, so without an identity.
+  auto d = OpenH100s({{{"profile_id", 14}, {"start", 2}, {"compute_instance", false}}});
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<NodeGpus> node = d->Discover();
+  ASSERT_TRUE(node.ok());
+  EXPECT_THAT(Layout(node->gpus[0]), ElementsAre("2g.20gb@2"));
+  EXPECT_THAT(node->gpus[0].mig_uuids, ElementsAre(""));
+  absl::StatusOr<DiscoveredGpu> after = d->ReconfigureMig(Uuid(0), {}, {"2g.20gb", 2});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_THAT(Layout(*after), ElementsAre("2g.20gb@2"));
+  EXPECT_THAT(after->mig_uuids[0], StartsWith("MIG-"));
+}
+
+TEST_F(NvmlMigTest, AComputeInstanceThatCannotBeMadeTakesItsGpuInstanceWithIt) {
+  auto d = OpenH100s(json::array(), {{"errors", {{"nvmlGpuInstanceCreateComputeInstance", 23}}}});
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<DiscoveredGpu> after = d->ReconfigureMig(Uuid(0), {}, {"4g.40gb", 0});
+  ASSERT_FALSE(after.ok());
+  EXPECT_THAT(after.status().message(),
+              HasSubstr("its compute instance (profile 3, 4 slices): "
+                        "nvmlGpuInstanceCreateComputeInstance: Insufficient resources"));
+  EXPECT_TRUE(d->Discover()->gpus[0].spec.mig_layout.empty());  // rolled back
+}
+
+TEST_F(NvmlMigTest, NvmlErrorsSayWhatToDo) {
+  auto d =
+      OpenH100s(json::array(), {{"errors", {{"nvmlDeviceCreateGpuInstanceWithPlacement", 4}}}});
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<DiscoveredGpu> denied = d->ReconfigureMig(Uuid(0), {}, {"1g.10gb", 3});
+  ASSERT_FALSE(denied.ok());
+  EXPECT_THAT(denied.status().message(),
+              HasSubstr("nvmlDeviceCreateGpuInstanceWithPlacement: Insufficient Permissions (NVML "
+                        "error 4): MIG changes need root"));
+  absl::StatusOr<DiscoveredGpu> off = d->ReconfigureMig(Uuid(1), {}, {"1g.10gb", 3});
+  ASSERT_FALSE(off.ok());
+  EXPECT_THAT(off.status().message(),
+              HasSubstr("the GPU is not in MIG mode (nvidia-smi -i 1 -mig 1)"));
+  absl::StatusOr<DiscoveredGpu> nowhere = d->SetMigMode("GPU-not-here", true);
+  ASSERT_FALSE(nowhere.ok());
+  EXPECT_EQ(nowhere.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(NvmlMigTest, MigModeTurnsOnAndOffAndSaysWhenAResetIsPending) {
+  auto d = OpenH100s();
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<DiscoveredGpu> on = d->SetMigMode(Uuid(1), true);
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->spec.mig_enabled);
+  ASSERT_TRUE(d->ReconfigureMig(Uuid(1), {}, {"1g.20gb", 6}).ok());
+  absl::StatusOr<DiscoveredGpu> busy = d->SetMigMode(Uuid(1), false);
+  ASSERT_FALSE(busy.ok());
+  EXPECT_THAT(busy.status().message(), HasSubstr("still has GPU instances (profile 15 at slice 6"));
+  ASSERT_TRUE(d->DestroyMig(Uuid(1), {"1g.20gb", 6}).ok());
+  absl::StatusOr<DiscoveredGpu> off = d->SetMigMode(Uuid(1), false);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->spec.mig_enabled);
+
+  // A GPU whose mode change needs a reset (a VM with the GPU passed through), or is busy.
+  off_["mig"]["activation"] = 16;
+  h100_["mig"] = {{"current", 0}, {"activation", 19}};
+  std::ofstream(path_) << json{{"gpus", {h100_, off_}}, {"pcie", AllPcie(2, 50)}}.dump();
+  ASSERT_EQ(reload_(), 0);
+  absl::StatusOr<DiscoveredGpu> pending = d->SetMigMode(Uuid(1), true);
+  ASSERT_FALSE(pending.ok());
+  EXPECT_THAT(pending.status().message(), HasSubstr("MIG mode of GPU 1 (" + Uuid(1) +
+                                                    ") is set on but takes effect only "
+                                                    "after a GPU reset"));
+  EXPECT_THAT(pending.status().message(), HasSubstr("nvidia-smi -i 1 -r"));
+  EXPECT_FALSE(d->Discover()->gpus[1].spec.mig_enabled);
+  absl::StatusOr<DiscoveredGpu> later = d->ReconfigureMig(Uuid(1), {}, {"1g.10gb", 0});
+  ASSERT_FALSE(later.ok());
+  EXPECT_THAT(later.status().message(), HasSubstr("MIG mode is set on but waits for a GPU reset"));
+  absl::StatusOr<DiscoveredGpu> in_use = d->SetMigMode(Uuid(0), true);
+  ASSERT_FALSE(in_use.ok());
+  EXPECT_THAT(in_use.status().message(), HasSubstr("cannot be turned on now: the GPU is in use"));
 }
 
 }  // namespace

@@ -419,9 +419,25 @@ absl::Status DraDriver::PrepareMigDevice(const PreparedClaim& claim, PreparedDev
   };
 
   if (gpu->spec.mig_enabled) {
-    const int k = FindMigInstance(*gpu, d->mig_profile, d->mig_start);
+    int k = FindMigInstance(*gpu, d->mig_profile, d->mig_start);
+    auto no_identity = [&] {
+      return static_cast<size_t>(k) >= gpu->mig_uuids.size() || gpu->mig_uuids[k].empty();
+    };
+    if (k >= 0 && no_identity() && options_.mig != nullptr) {
+      // A GPU instance without its compute instance (a creation cut short): the backend
+      // completes it.
+      absl::StatusOr<DiscoveredGpu> after =
+          options_.mig->ReconfigureMig(uuid, {}, {d->mig_profile, d->mig_start});
+      if (!after.ok()) {
+        return absl::Status(after.status().code(), StrCat("completing ", instance, " on ", on_gpu,
+                                                          ": ", after.status().message()));
+      }
+      UpdateGpuLocked(*after);
+      gpu = FindGpuLocked(uuid);
+      k = FindMigInstance(*gpu, d->mig_profile, d->mig_start);
+    }
     if (k >= 0) {  // configured already (by mig-parted, or created before a crash)
-      if (static_cast<size_t>(k) >= gpu->mig_uuids.size() || gpu->mig_uuids[k].empty()) {
+      if (no_identity()) {
         return absl::FailedPreconditionError(
             StrCat(instance, " exists on ", on_gpu,
                    ", but this node's GPU backend does not report its identity (MIG-...), which "
@@ -464,11 +480,11 @@ absl::Status DraDriver::PrepareMigDevice(const PreparedClaim& claim, PreparedDev
   }
 
   if (options_.mig == nullptr) {
-    return absl::UnimplementedError(StrCat(
-        instance, " is not configured on ", on_gpu,
-        " and this node's GPU backend cannot create MIG instances (tessera creates them through "
-        "NVML not yet): configure it beforehand (nvidia-smi mig -cgi ",
-        d->mig_profile, " -C, or mig-parted), or ask for a whole GPU or a share instead"));
+    return absl::UnimplementedError(
+        StrCat(instance, " is not configured on ", on_gpu,
+               " and this node's GPU backend cannot create MIG instances: configure it beforehand "
+               "(nvidia-smi mig -cgi ",
+               d->mig_profile, " -C, or mig-parted), or ask for a whole GPU or a share instead"));
   }
   // Instances in the way: the driver's own idle ones go; anyone else's stay, and the claim waits.
   const core::MigPlacement want{static_cast<int8_t>(profile), static_cast<int8_t>(d->mig_start)};

@@ -529,7 +529,7 @@ TEST_F(DriverTest, InstancesConfiguredByOthersAreUsedButNeverDestroyed) {
   EXPECT_EQ(d->Unprepare({{"ns", Uid(60), "taken"}})[Uid(60)], "");
   EXPECT_EQ(FileInstances(3).size(), 2u);  // kept
 
-  options_.mig = nullptr;  // a backend that cannot change MIG (NVML's, today)
+  options_.mig = nullptr;  // a backend that cannot change MIG
   d = NewDriver();
   ASSERT_EQ(PrepareOne(*d, "taken").error, "");
   claims_.claims["ns/new"] = Claim("new", 62, {{{"device", "gpu-3-mig-1g-10gb-0"}}});

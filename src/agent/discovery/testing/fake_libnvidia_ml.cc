@@ -9,6 +9,7 @@
 //   {"driver_version": "580.95.05", "cuda_version": 13000,
 //    "init_error": 0,                        nvmlInit_v2's answer (9 = driver not loaded)
 //    "unsupported": ["nvmlDeviceGetMemoryInfo_v2", ...],   answer NOT_SUPPORTED
+//    "errors": {"nvmlDeviceCreateGpuInstanceWithPlacement": 4, ...},   answer that error
 //    "gpus": [{"uuid": "GPU-...", "name": "NVIDIA H100 80GB HBM3",
 //              "memory_bytes": 85520809984, "pci_bus_id": "00000000:18:00.0", "minor": 0,
 //              "numa_node": 0,               absent: NOT_SUPPORTED
@@ -18,7 +19,14 @@
 //              "fabric": {"cluster_uuid": "<32 hex digits>", "clique_id": 3, "state": 3,
 //                         "status": 0},
 //              "mig": {"current": 1, "pending": 1,
-//                      "instances": [{"profile_id": 9, "start": 4, "size": 4}]},
+//                      "activation": 0,      nvmlDeviceSetMigMode's activationStatus: 0 the mode
+//                                            changes at once, 16 (RESET_REQUIRED) or 19 (IN_USE)
+//                                            it stays pending
+//                      "instances": [{"profile_id": 9, "start": 4, "size": 4,
+//                                     "uuid": "MIG-...",   its compute instance's MIG device
+//                                     "compute_instance": true,   false: a GPU instance alone
+//                                     "busy": false}]},    destroying its compute instance
+//                                                          answers IN_USE (a process runs there)
 //              "events": 264}],              supported event types (default XID | MIG change)
 //    "pcie": [[0, 10], [10, 0]]}            common-ancestor levels per pair
 //
@@ -28,10 +36,21 @@
 //   tessera_fake_nvml_reload()                re-read the file; a GPU whose MIG instances changed
 //                                             gets a MIG-configuration-change event
 //   tessera_fake_nvml_init_count()            nvmlInit_v2 calls not yet matched by nvmlShutdown
+//
+// MIG as the driver does it (A100/H100-class profile table, placements on 8 memory slices): GPU
+// instances are created at a placement the profile allows (else INVALID_ARGUMENT) and not over
+// another instance's slices or past a profile's count (INSUFFICIENT_RESOURCES); compute instances
+// within their GPU instance's compute slices; a GPU instance with compute instances, or a compute
+// instance a process uses, is not destroyed (IN_USE); each compute instance is a MIG device with a
+// UUID of its own (a new one per creation), listed by nvmlDeviceGetMigDeviceHandleByIndex. Every
+// creation and destruction raises a MIG-configuration-change event. Created instances live in
+// memory until the file is read again.
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <list>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -52,21 +71,30 @@ enum : int {
   NVML_ERROR_UNINITIALIZED = 1,
   NVML_ERROR_INVALID_ARGUMENT = 2,
   NVML_ERROR_NOT_SUPPORTED = 3,
+  NVML_ERROR_NO_PERMISSION = 4,
+  NVML_ERROR_NOT_FOUND = 6,
   NVML_ERROR_INSUFFICIENT_SIZE = 7,
   NVML_ERROR_DRIVER_NOT_LOADED = 9,
   NVML_ERROR_TIMEOUT = 10,
   NVML_ERROR_GPU_IS_LOST = 15,
+  NVML_ERROR_RESET_REQUIRED = 16,
+  NVML_ERROR_IN_USE = 19,
+  NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
   NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
   NVML_ERROR_UNKNOWN = 999,
 };
 struct FakeGpu;
 struct FakeInstance;
+struct FakeCompute;
 typedef struct {
   FakeGpu* handle;
 } nvmlDevice_t;
 typedef struct {
   FakeInstance* handle;
 } nvmlGpuInstance_t;
+typedef struct {
+  FakeCompute* handle;
+} nvmlComputeInstance_t;
 typedef struct {
   void* handle;
 } nvmlEventSet_t;
@@ -115,6 +143,20 @@ typedef struct {
   nvmlGpuInstancePlacement_t placement;
 } nvmlGpuInstanceInfo_t;
 typedef struct {
+  unsigned int start, size;
+} nvmlComputeInstancePlacement_t;
+typedef struct {
+  unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
+      sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+typedef struct {
+  nvmlDevice_t device;
+  nvmlGpuInstance_t gpuInstance;
+  unsigned int id, profileId;
+  nvmlComputeInstancePlacement_t placement;
+} nvmlComputeInstanceInfo_t;
+static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32);
+typedef struct {
   nvmlDevice_t device;
   unsigned long long eventType, eventData;
   unsigned int gpuInstanceId, computeInstanceId;
@@ -125,9 +167,17 @@ constexpr unsigned long long kMigEvent = 0x100ULL;
 constexpr unsigned int kMemoryV2 = sizeof(nvmlMemory_v2_t) | (2u << 24);
 constexpr unsigned int kFabricV2 = sizeof(nvmlGpuFabricInfo_v2_t) | (2u << 24);
 
+struct FakeCompute {
+  unsigned id = 0, profile_id = 0, start = 0, slices = 0;
+  std::string uuid;  // the MIG device's
+  bool busy = false;
+  FakeInstance* gi = nullptr;
+};
+
 struct FakeInstance {
   unsigned id = 0, profile_id = 0, start = 0, size = 0;
   FakeGpu* gpu = nullptr;
+  std::list<FakeCompute> cis;  // list: handles stay valid
 };
 
 struct FakeGpu {
@@ -145,7 +195,8 @@ struct FakeGpu {
   int fabric_status = 0;
   bool mig_capable = false;
   unsigned mig_current = 0, mig_pending = 0;
-  std::deque<FakeInstance> instances;  // deque: handles stay valid
+  int mig_activation = 0;             // nvmlDeviceSetMigMode's activationStatus
+  std::list<FakeInstance> instances;  // list: handles stay valid
   unsigned long long events = kXidEvent | kMigEvent;
   bool lost = false;
   unsigned long long registered = 0;  // event types registered in the (one) event set
@@ -158,6 +209,8 @@ struct State {
   int cuda = 13000;
   int init_error = 0;
   std::set<std::string> unsupported;
+  std::map<std::string, int> errors;
+  unsigned long long created = 0;  // MIG devices made, for their UUIDs
   std::deque<FakeGpu> gpus;
   std::vector<std::vector<int>> pcie;
   std::deque<nvmlEventData_t> events;
@@ -169,12 +222,51 @@ State& S() {
   return *state;
 }
 
-// The default GPU instance profile table of A100/H100-class GPUs: profile index -> (id, count).
+// The GPU instance profiles of A100/H100-class GPUs (nvidia-smi mig -lgip, -lgipp): profile index
+// (NVML_GPU_INSTANCE_PROFILE_*), id, instance count, compute slices (sliceCount), memory slices a
+// placement occupies, allowed start slices (bit mask).
 struct ProfileRow {
-  unsigned index, id, count, slices;
+  unsigned index, id, count, slices, size, starts;
 };
-constexpr ProfileRow kProfiles[] = {{0, 19, 7, 1}, {1, 14, 3, 2}, {2, 9, 2, 4}, {3, 5, 1, 4},
-                                    {4, 0, 1, 8},  {7, 20, 1, 1}, {9, 15, 4, 2}};
+constexpr ProfileRow kProfiles[] = {
+    {0, 19, 7, 1, 1, 0x7F}, {1, 14, 3, 2, 2, 0x15}, {2, 9, 2, 3, 4, 0x11}, {3, 5, 1, 4, 4, 0x01},
+    {4, 0, 1, 7, 8, 0x01},  {7, 20, 1, 1, 1, 0x7F}, {9, 15, 4, 1, 2, 0x55}};
+constexpr unsigned kGpuInstanceProfileCount = 0x12;  // NVML_GPU_INSTANCE_PROFILE_COUNT
+// Compute instance profiles: index (NVML_COMPUTE_INSTANCE_PROFILE_*) = id, compute slices.
+struct ComputeRow {
+  unsigned index, slices;
+};
+constexpr ComputeRow kComputeProfiles[] = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 7}};
+constexpr unsigned kComputeInstanceProfileCount = 0x9;  // NVML_COMPUTE_INSTANCE_PROFILE_COUNT
+constexpr unsigned kMaxMigDevices = 7;
+
+const ProfileRow* ProfileById(unsigned id) {
+  for (const ProfileRow& row : kProfiles) {
+    if (row.id == id) return &row;
+  }
+  return nullptr;
+}
+
+// A MIG device UUID, new for each creation (as the driver's are).
+std::string NewMigUuid(State& s) {
+  char text[64];
+  std::snprintf(text, sizeof(text), "MIG-%08llx-7e55-4a00-8000-%012llx", 0x5eed0000ULL + s.created,
+                s.created);
+  ++s.created;
+  return text;
+}
+
+void AddDefaultCompute(State& s, FakeInstance& gi, const std::string& uuid) {
+  FakeCompute ci;
+  ci.id = 0;
+  const ProfileRow* row = ProfileById(gi.profile_id);
+  ci.slices = row ? row->slices : 1;
+  for (const ComputeRow& c : kComputeProfiles) {
+    if (c.slices == ci.slices) ci.profile_id = c.index;
+  }
+  ci.uuid = uuid.empty() ? NewMigUuid(s) : uuid;
+  gi.cis.push_back(ci);
+}
 
 std::string MigKey(const FakeGpu& g) {
   std::string key;
@@ -209,6 +301,7 @@ int Load(State& s, bool reload) {
   s.init_error = doc.value("init_error", 0);
   s.unsupported.clear();
   for (const json& u : doc.value("unsupported", json::array())) s.unsupported.insert(u);
+  s.errors = doc.value("errors", std::map<std::string, int>{});
   s.pcie = doc.value("pcie", std::vector<std::vector<int>>{});
   std::deque<FakeGpu> gpus;
   unsigned index = 0;
@@ -241,13 +334,19 @@ int Load(State& s, bool reload) {
       g.mig_capable = true;
       g.mig_current = m.value("current", 0u);
       g.mig_pending = m.value("pending", g.mig_current);
+      g.mig_activation = m.value("activation", 0);
       unsigned id = 1;
       for (const json& i : m.value("instances", json::array())) {
         FakeInstance inst;
         inst.id = id++;
         inst.profile_id = i.value("profile_id", 0u);
         inst.start = i.value("start", 0u);
-        inst.size = i.value("size", 1u);
+        const ProfileRow* row = ProfileById(inst.profile_id);
+        inst.size = i.value("size", row ? row->size : 1u);
+        if (i.value("compute_instance", true)) {
+          AddDefaultCompute(s, inst, i.value("uuid", ""));
+          inst.cis.back().busy = i.value("busy", false);
+        }
         g.instances.push_back(inst);
       }
     }
@@ -267,7 +366,10 @@ int Load(State& s, bool reload) {
   }
   while (s.gpus.size() > gpus.size()) s.gpus.pop_back();
   for (FakeGpu& g : s.gpus) {
-    for (FakeInstance& inst : g.instances) inst.gpu = &g;
+    for (FakeInstance& inst : g.instances) {
+      inst.gpu = &g;
+      for (FakeCompute& ci : inst.cis) ci.gi = &inst;
+    }
   }
   if (reload) {
     for (size_t i = 0; i < s.gpus.size() && i < old_mig.size(); ++i) {
@@ -287,8 +389,50 @@ nvmlReturn_t Check(State& s, nvmlDevice_t d, const char* fn) {
   if (!known) return NVML_ERROR_INVALID_ARGUMENT;
   if (d.handle->lost) return NVML_ERROR_GPU_IS_LOST;
   if (s.unsupported.count(fn)) return NVML_ERROR_NOT_SUPPORTED;
+  if (auto it = s.errors.find(fn); it != s.errors.end()) return it->second;
   return NVML_SUCCESS;
 }
+
+// The live GPU instance / compute instance a handle names, or nullptr (destroyed, or never one).
+FakeInstance* FindInstance(State& s, FakeInstance* handle) {
+  for (FakeGpu& g : s.gpus) {
+    for (FakeInstance& inst : g.instances) {
+      if (&inst == handle) return &inst;
+    }
+  }
+  return nullptr;
+}
+FakeCompute* FindCompute(State& s, const void* handle) {
+  for (FakeGpu& g : s.gpus) {
+    for (FakeInstance& inst : g.instances) {
+      for (FakeCompute& ci : inst.cis) {
+        if (&ci == handle) return &ci;
+      }
+    }
+  }
+  return nullptr;
+}
+// A MIG device handle is its compute instance (an nvmlDevice_t that is no GPU).
+nvmlDevice_t MigHandle(FakeCompute* ci) { return nvmlDevice_t{reinterpret_cast<FakeGpu*>(ci)}; }
+
+// Checks for calls on a GPU instance (`fn` as in Check).
+nvmlReturn_t CheckInstance(State& s, FakeInstance* handle, const char* fn) {
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  if (!FindInstance(s, handle)) return NVML_ERROR_INVALID_ARGUMENT;
+  if (handle->gpu->lost) return NVML_ERROR_GPU_IS_LOST;
+  if (s.unsupported.count(fn)) return NVML_ERROR_NOT_SUPPORTED;
+  if (auto it = s.errors.find(fn); it != s.errors.end()) return it->second;
+  return NVML_SUCCESS;
+}
+
+void MigChanged(State& s, FakeGpu& g) {
+  if (g.registered & kMigEvent) {
+    s.events.push_back(nvmlEventData_t{{&g}, kMigEvent, 0, 0xFFFFFFFFu, 0xFFFFFFFFu});
+  }
+}
+
+// Memory slices an instance occupies.
+unsigned SliceMask(unsigned start, unsigned size) { return ((1u << size) - 1) << start; }
 
 nvmlReturn_t CopyString(const std::string& value, char* out, unsigned length) {
   if (!out) return NVML_ERROR_INVALID_ARGUMENT;
@@ -348,6 +492,16 @@ FAKE_EXPORT const char* nvmlErrorString(nvmlReturn_t r) {
       return "Driver Not Loaded";
     case NVML_ERROR_GPU_IS_LOST:
       return "GPU is lost";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_RESET_REQUIRED:
+      return "GPU requires restart";
+    case NVML_ERROR_IN_USE:
+      return "In use by another client";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+      return "Insufficient resources";
     default:
       return "Unknown Error";
   }
@@ -393,6 +547,13 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevic
   FakeGpu& g = *device.handle
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned length) {
+  {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (FakeCompute* ci = s.init_count > 0 ? FindCompute(s, device.handle) : nullptr) {
+      return CopyString(ci->uuid, uuid, length);  // a MIG device
+    }
+  }
   DEVICE_CALL("nvmlDeviceGetUUID");
   return CopyString(g.uuid, uuid, length);
 }
@@ -545,19 +706,21 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device
     info->id = row.id;
     info->instanceCount = row.count;
     info->sliceCount = row.slices;
+    info->memorySizeMB = (g.memory_bytes >> 20) * row.size / 8;
     return NVML_SUCCESS;
   }
-  return NVML_ERROR_INVALID_ARGUMENT;
+  // A profile NVML knows that this GPU has not, or past the last one NVML knows.
+  return profile < kGpuInstanceProfileCount ? NVML_ERROR_NOT_SUPPORTED
+                                            : NVML_ERROR_INVALID_ARGUMENT;
 }
 
 FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned profile_id,
                                                    nvmlGpuInstance_t* out, unsigned* count) {
   DEVICE_CALL("nvmlDeviceGetGpuInstances");
   if (!g.mig_capable || g.mig_current != 1) return NVML_ERROR_NOT_SUPPORTED;
-  unsigned capacity = 0;
-  for (const ProfileRow& row : kProfiles) {
-    if (row.id == profile_id) capacity = row.count;
-  }
+  const ProfileRow* row = ProfileById(profile_id);
+  if (!row || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  const unsigned capacity = row->count;
   unsigned n = 0;
   for (FakeInstance& inst : g.instances) {
     if (inst.profile_id != profile_id) continue;
@@ -573,11 +736,248 @@ FAKE_EXPORT nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t instance,
   State& s = S();
   std::lock_guard<std::mutex> lock(s.mu);
   if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
-  if (!instance.handle || !info) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!FindInstance(s, instance.handle) || !info) return NVML_ERROR_INVALID_ARGUMENT;
   info->device.handle = instance.handle->gpu;
   info->id = instance.handle->id;
   info->profileId = instance.handle->profile_id;
   info->placement = {instance.handle->start, instance.handle->size};
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned mode,
+                                              nvmlReturn_t* activation) {
+  DEVICE_CALL("nvmlDeviceSetMigMode");
+  if (!g.mig_capable) return NVML_ERROR_NOT_SUPPORTED;
+  if (mode > 1 || !activation) return NVML_ERROR_INVALID_ARGUMENT;
+  if (mode == 0 && !g.instances.empty()) {
+    *activation = NVML_ERROR_IN_USE;  // the driver keeps MIG on while instances exist
+    return NVML_SUCCESS;
+  }
+  g.mig_pending = mode;
+  *activation = g.mig_activation;
+  if (g.mig_activation == NVML_SUCCESS) g.mig_current = mode;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(
+    nvmlDevice_t device, unsigned profile_id, nvmlGpuInstancePlacement_t* placements,
+    unsigned* count) {
+  DEVICE_CALL("nvmlDeviceGetGpuInstancePossiblePlacements_v2");
+  if (!g.mig_capable) return NVML_ERROR_NOT_SUPPORTED;
+  const ProfileRow* row = ProfileById(profile_id);
+  if (!row || !count) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned n = 0;
+  for (unsigned start = 0; start < 8; ++start) {
+    if (!((row->starts >> start) & 1)) continue;
+    if (placements) placements[n] = {start, row->size};
+    ++n;
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
+    nvmlDevice_t device, unsigned profile_id, const nvmlGpuInstancePlacement_t* placement,
+    nvmlGpuInstance_t* out) {
+  DEVICE_CALL("nvmlDeviceCreateGpuInstanceWithPlacement");
+  if (!g.mig_capable || g.mig_current != 1) return NVML_ERROR_NOT_SUPPORTED;
+  const ProfileRow* row = ProfileById(profile_id);
+  if (!row || !placement || !out) return NVML_ERROR_INVALID_ARGUMENT;
+  if (placement->start >= 8 || !((row->starts >> placement->start) & 1) ||
+      placement->size != row->size) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const unsigned want = SliceMask(placement->start, row->size);
+  unsigned same = 0, used_ids = 0;
+  for (const FakeInstance& inst : g.instances) {
+    if (SliceMask(inst.start, inst.size) & want) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    if (inst.profile_id == profile_id) ++same;
+    used_ids |= 1u << inst.id;
+  }
+  if (same >= row->count) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  FakeInstance inst;
+  inst.id = 1;
+  while (used_ids & (1u << inst.id)) ++inst.id;
+  inst.profile_id = profile_id;
+  inst.start = placement->start;
+  inst.size = row->size;
+  inst.gpu = &g;
+  g.instances.push_back(inst);
+  out->handle = &g.instances.back();
+  MigChanged(s, g);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t instance) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (nvmlReturn_t r = CheckInstance(s, instance.handle, "nvmlGpuInstanceDestroy");
+      r != NVML_SUCCESS) {
+    return r;
+  }
+  if (!instance.handle->cis.empty()) return NVML_ERROR_IN_USE;
+  FakeGpu& g = *instance.handle->gpu;
+  g.instances.remove_if([&](const FakeInstance& i) { return &i == instance.handle; });
+  MigChanged(s, g);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
+    nvmlGpuInstance_t instance, unsigned profile, unsigned engine,
+    nvmlComputeInstanceProfileInfo_t* info) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (nvmlReturn_t r =
+          CheckInstance(s, instance.handle, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+      r != NVML_SUCCESS) {
+    return r;
+  }
+  if (engine != 0 || !info || profile >= kComputeInstanceProfileCount) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  const ProfileRow* gi = ProfileById(instance.handle->profile_id);
+  for (const ComputeRow& row : kComputeProfiles) {
+    if (row.index != profile || !gi || row.slices > gi->slices) continue;
+    std::memset(info, 0, sizeof(*info));
+    info->id = row.index;
+    info->sliceCount = row.slices;
+    info->instanceCount = gi->slices / row.slices;
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t instance,
+                                                              unsigned profile_id,
+                                                              nvmlComputeInstance_t* out) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (nvmlReturn_t r = CheckInstance(s, instance.handle, "nvmlGpuInstanceCreateComputeInstance");
+      r != NVML_SUCCESS) {
+    return r;
+  }
+  FakeInstance& gi = *instance.handle;
+  const ProfileRow* row = ProfileById(gi.profile_id);
+  unsigned slices = 0;
+  for (const ComputeRow& c : kComputeProfiles) {
+    if (c.index == profile_id) slices = c.slices;
+  }
+  if (!out || slices == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!row || slices > row->slices) return NVML_ERROR_NOT_SUPPORTED;
+  unsigned used = 0, used_ids = 0;
+  for (const FakeCompute& ci : gi.cis) {
+    used += ci.slices;
+    used_ids |= 1u << ci.id;
+  }
+  if (used + slices > row->slices) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+  FakeCompute ci;
+  while (used_ids & (1u << ci.id)) ++ci.id;
+  ci.profile_id = profile_id;
+  ci.start = used;
+  ci.slices = slices;
+  ci.uuid = NewMigUuid(s);
+  ci.gi = &gi;
+  gi.cis.push_back(ci);
+  out->handle = &gi.cis.back();
+  MigChanged(s, *gi.gpu);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t instance,
+                                                            unsigned profile_id,
+                                                            nvmlComputeInstance_t* out,
+                                                            unsigned* count) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (nvmlReturn_t r = CheckInstance(s, instance.handle, "nvmlGpuInstanceGetComputeInstances");
+      r != NVML_SUCCESS) {
+    return r;
+  }
+  if (!out || !count || profile_id >= kComputeInstanceProfileCount) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  unsigned n = 0;
+  for (FakeCompute& ci : instance.handle->cis) {
+    if (ci.profile_id == profile_id) out[n++].handle = &ci;
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t instance,
+                                                       nvmlComputeInstanceInfo_t* info) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  FakeCompute* ci = FindCompute(s, instance.handle);
+  if (!ci || !info) return NVML_ERROR_INVALID_ARGUMENT;
+  info->device.handle = ci->gi->gpu;
+  info->gpuInstance.handle = ci->gi;
+  info->id = ci->id;
+  info->profileId = ci->profile_id;
+  info->placement = {ci->start, ci->slices};
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t instance) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  FakeCompute* ci = FindCompute(s, instance.handle);
+  if (!ci) return NVML_ERROR_INVALID_ARGUMENT;
+  if (auto it = s.errors.find("nvmlComputeInstanceDestroy"); it != s.errors.end()) {
+    return it->second;
+  }
+  if (ci->busy) return NVML_ERROR_IN_USE;
+  FakeInstance& gi = *ci->gi;
+  gi.cis.remove_if([&](const FakeCompute& c) { return &c == ci; });
+  MigChanged(s, *gi.gpu);
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned* count) {
+  DEVICE_CALL("nvmlDeviceGetMaxMigDeviceCount");
+  if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = g.mig_capable && g.mig_current == 1 ? kMaxMigDevices : 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned index,
+                                                             nvmlDevice_t* mig) {
+  DEVICE_CALL("nvmlDeviceGetMigDeviceHandleByIndex");
+  if (!mig || index >= kMaxMigDevices) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!g.mig_capable || g.mig_current != 1) return NVML_ERROR_NOT_SUPPORTED;
+  unsigned n = 0;
+  for (FakeInstance& inst : g.instances) {
+    for (FakeCompute& ci : inst.cis) {
+      if (n++ == index) {
+        *mig = MigHandle(&ci);
+        return NVML_SUCCESS;
+      }
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned* id) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  FakeCompute* ci = FindCompute(s, device.handle);
+  if (!id) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!ci) return NVML_ERROR_NOT_SUPPORTED;  // a GPU, not a MIG device
+  *id = ci->gi->id;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned* id) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  FakeCompute* ci = FindCompute(s, device.handle);
+  if (!id) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!ci) return NVML_ERROR_NOT_SUPPORTED;
+  *id = ci->id;
   return NVML_SUCCESS;
 }
 
