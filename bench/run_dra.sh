@@ -34,10 +34,12 @@
 # own), alike for every phase.
 #
 # kube-apiserver's /metrics before and after each phase are kept beside the logs
-# (apiserver-metrics.0, .1: request and etcd latencies by verb and resource).
+# (apiserver-metrics.0, .1: request and etcd latencies by verb and resource); with
+# --apiserver-profile S, also a CPU profile of kube-apiserver over the S seconds after the
+# scheduler under test starts (apiserver.pprof: `go tool pprof -top FILE`).
 #
 # Usage: bench/run_dra.sh [--rounds N] [--nodes N] [--pods N] [--share-pods N]
-#                         [--writes-pods N] [--stock-limit S] [--timeout S]
+#                         [--writes-pods N] [--stock-limit S] [--timeout S] [--apiserver-profile S]
 #                         [--phases stock-whole,tessera-whole,stock-share,tessera-share,...]
 #                         [--build-dir DIR]
 # Defaults: 1 round, 1,000 nodes, 8,000 pods, 10,000 share pods, 2,000 pods for the writes
@@ -48,6 +50,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rounds=1 nodes=1000 pods=8000 share_pods=10000 writes_pods=2000 stock_limit=300 timeout=900
+profile_s=0
 phases=stock-whole,tessera-whole,stock-share,tessera-share
 build=$root/build/release
 while (($#)); do
@@ -58,6 +61,7 @@ while (($#)); do
     --share-pods) share_pods=$2; shift 2 ;;
     --writes-pods) writes_pods=$2; shift 2 ;;
     --stock-limit) stock_limit=$2; shift 2 ;;
+    --apiserver-profile) profile_s=$2; shift 2 ;;
     --phases) phases=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
@@ -148,6 +152,10 @@ run_phase() {
       --leader-elect false --metrics-port 0 >"$dir/scheduler.log" 2>&1 &
   fi
   sched_pid=$!
+  if ((profile_s > 0)); then
+    "$bin/kubectl" --kubeconfig "$k" get --raw "/debug/pprof/profile?seconds=$profile_s" \
+      >"$dir/apiserver.pprof" 2>"$dir/apiserver-pprof.err" &
+  fi
   local rc=0
   local load0
   load0=$(cut -d' ' -f1 /proc/loadavg)
