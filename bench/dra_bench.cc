@@ -14,8 +14,18 @@
 //       times the bindings like k8s_bench watch, then reads every claim's status.allocation:
 //       devices (GPUs) used, claims allocated, and devices whose consumed memory exceeds their
 //       capacity (over-commitment; 0 expected from any correct allocator).
+//   dra_bench writes --kubeconfig K --namespace ns --count 8000 --nodes 1000 --gpus 8
+//                    (--whole | --share-memory 10Gi) [--concurrency 64]
+//       no scheduler: the writes an allocator must make for each pod, and nothing else, through
+//       tessera's own ClaimBinder (the claim's finalizer, its status.allocation and reservedFor,
+//       the binding; 64 in flight over HTTP/1.1, as the scheduler's defaults), with a fixed
+//       placement (pod i on the GPUs in order, 8 shares to a GPU). The API server's ceiling for
+//       these writes: the rate no allocator that makes them can pass on this control plane.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -28,8 +38,13 @@
 #include "k8s/client/http.h"
 #include "k8s/client/informer.h"
 #include "k8s/dra/objects.h"
+#include "k8s/dra/planner.h"
+#include "k8s/scheduler/claim_binder.h"
+#include "k8s/scheduler/objects.h"
 #include "k8s/testing/dra_objects.h"
 #include "k8s/testing/objects.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
 namespace {
@@ -234,12 +249,111 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
     cont = (*list)["metadata"].value("continue", "");
   } while (!cont.empty());
   int over = 0;
-  for (const auto& [dev, u] : use) over += u.first > *dra::ParseMilli("80Gi") ? 1 : 0;
+  const int64_t capacity = *dra::ParseMilli("80Gi");
+  int64_t consumed = 0;
+  for (const auto& [dev, u] : use) {
+    over += u.first > capacity ? 1 : 0;
+    consumed += u.first;
+  }
   out["claims_allocated"] = allocated;
   out["gpus_used"] = use.size();
+  // The fewest GPUs that hold what the claims consume (memory): the optimum for shares.
+  out["gpus_min"] = (consumed + capacity - 1) / capacity;
   out["gpus_overcommitted"] = over;
   std::cout << out.dump() << "\n";
   return static_cast<int>(times.size()) >= count ? 0 : 1;
+}
+
+// Every object of a namespaced list (all pages).
+std::vector<json> ListAll(ApiClient& client, const std::string& path) {
+  std::vector<json> items;
+  std::string cont;
+  do {
+    std::string p = StrCat(path, "?limit=500");
+    if (!cont.empty()) StrAppend(&p, "&continue=", QueryEscape(cont));
+    absl::StatusOr<json> list = client.Get(p);
+    if (!list.ok()) {
+      std::cerr << list.status().message() << "\n";
+      std::exit(2);
+    }
+    for (json& item : (*list)["items"]) items.push_back(std::move(item));
+    cont = (*list)["metadata"].value("continue", "");
+  } while (!cont.empty());
+  return items;
+}
+
+int Writes(ApiClient& client, const std::string& ns, int count, int nodes, int gpus, bool whole,
+           const std::string& share_memory, const std::string& node_prefix, int concurrency,
+           bool linger) {
+  const auto start = std::chrono::steady_clock::now();
+  std::map<std::string, std::shared_ptr<const dra::ClaimInfo>> claims;
+  for (const json& c :
+       ListAll(client, StrCat(dra::kResourceApi, "/namespaces/", ns, "/resourceclaims"))) {
+    std::shared_ptr<const dra::ClaimInfo> info = dra::DecodeClaim(c);
+    claims[info->name] = info;
+  }
+  std::vector<std::shared_ptr<const PodInfo>> pods;
+  for (const json& p : ListAll(client, StrCat("/api/v1/namespaces/", ns, "/pods"))) {
+    pods.push_back(DecodePod(p));
+  }
+  const double listed_s = Seconds(std::chrono::steady_clock::now() - start);
+  if (static_cast<int>(pods.size()) != count) {
+    std::cerr << "writes: " << pods.size() << " pods in namespace " << ns << ", expected " << count
+              << "\n";
+    return 2;
+  }
+  const int per_gpu = whole ? 1 : 8;
+  if (static_cast<int64_t>(pods.size()) > int64_t{nodes} * gpus * per_gpu) {
+    std::cerr << "writes: " << pods.size() << " pods do not fit " << nodes << " nodes of " << gpus
+              << " GPUs\n";
+    return 2;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0, failed = 0;
+  AsyncClientOptions o;
+  o.max_in_flight = concurrency;
+  o.http2 = false;
+  AsyncClient async(client.transport(), o);
+  ClaimBinder binder(async, [&](const std::string& key, uint64_t, absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!status.ok() && failed++ < 5) std::cerr << key << ": " << status.message() << "\n";
+    ++done;
+    cv.notify_all();
+  });
+  int submitted = 0;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const PodInfo& pod = *pods[i];
+    if (pod.claims.refs.size() != 1) continue;
+    auto c = claims.find(pod.claims.refs[0].claim);
+    if (c == claims.end()) continue;
+    const int64_t gpu = static_cast<int64_t>(i) / per_gpu;
+    const std::string node = StrCat(node_prefix, "-", gpu / gpus);
+    json result = {{"request", "gpu"},
+                   {"driver", "gpu.tessera.dev"},
+                   {"pool", node},
+                   {"device", StrCat("gpu-", gpu % gpus)}};
+    if (!whole) {
+      result["shareID"] = dra::NewShareId();
+      result["consumedCapacity"] = {{"memory", share_memory}, {"compute", "0"}};
+    }
+    ClaimWrite w;
+    w.claim = c->second;
+    w.allocation = {{"devices", {{"results", json::array({result})}}},
+                    {"nodeSelector", dra::NodeSelectorFor(node)}};
+    binder.Bind(pod, node, {w}, 1);
+    ++submitted;
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done == submitted; });
+  }
+  const double s = Seconds(std::chrono::steady_clock::now() - start);
+  std::cerr << "writes: " << submitted << " pods (" << failed << " failed) in " << s
+            << " s, the lists " << listed_s << " s of it\n";
+  // Until SIGTERM's default action ends the process.
+  while (linger) pause();
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -276,7 +390,23 @@ int main(int argc, char** argv) {
   watch->add_option("--ready-file", ready_file);
   watch->add_option("--start-file", start_file);
   watch->add_option("--timeout", timeout_s);
+  int node_count = 1000;
+  CLI::App* writes =
+      app.add_subcommand("writes", "no scheduler: each pod's claim writes and binding, only");
+  common(writes);
+  writes->add_option("--namespace", ns);
+  writes->add_option("--nodes", node_count, "nodes made by `nodes`");
+  writes->add_option("--gpus", gpus);
+  writes->add_option("--node-prefix", node_prefix);
+  writes->add_flag("--whole", whole, "claims of one whole GPU");
+  writes->add_option("--share-memory", share_memory, "claims of a share with this memory (10Gi)");
+  writes->add_option("--concurrency", concurrency);
+  bool linger = false;
+  writes->add_flag("--linger", linger,
+                   "when done, wait for SIGTERM (so that the caller can read the CPU time)");
   CLI11_PARSE(app, argc, argv);
+  // stdout carries the JSON results; the client library's logs go to stderr.
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("dra_bench"));
   std::unique_ptr<ApiClient> client = Connect(kubeconfig);
   if (*nodes) return CreateNodes(*client, count, gpus, node_prefix, concurrency);
   if (*pods) {
@@ -285,6 +415,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     return CreatePods(*client, ns, count, scheduler, whole, share_memory, pod_prefix, concurrency);
+  }
+  if (*writes) {
+    if (whole == !share_memory.empty()) {
+      std::cerr << "writes: give exactly one of --whole and --share-memory\n";
+      return 2;
+    }
+    return Writes(*client, ns, count, node_count, gpus, whole, share_memory, node_prefix,
+                  concurrency, linger);
   }
   return Watch(*client, ns, count, ready_file, start_file, timeout_s);
 }
