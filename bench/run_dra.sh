@@ -31,7 +31,8 @@
 # plane's daemons run in sessions of their own (setsid), so `nice -n -10 bench/run_dra.sh` alone
 # would not reach them. When this script runs with a negative nice, it gives the same nice to
 # the session groups of kube-apiserver, etcd and of the scheduler under test (this script's
-# own), alike for every phase.
+# own, which is the caller's session: its nice is put back when the script ends), alike for
+# every phase.
 #
 # kube-apiserver's /metrics before and after each phase are kept beside the logs
 # (apiserver-metrics.0, .1: request and etcd latencies by verb and resource); with
@@ -92,6 +93,8 @@ pid_of() { awk -v n="$2" '$1 == n { print $2 }' "$1/pids"; }
 # This script's nice (field 19 of /proc/PID/stat), given to the session groups of the processes
 # named when it is negative (see Priority above).
 own_nice=$(awk '{ print $19 }' /proc/$$/stat)
+# This script's session group is the caller's: its nice is put back on exit.
+own_group_nice=$(awk '{ print $3 }' /proc/$$/autogroup 2>/dev/null || echo 0)
 prioritize() {
   ((own_nice < 0)) || return 0
   local p
@@ -106,7 +109,13 @@ cleanup() {
   [[ -n $dir && -f $dir/pids ]] && "$cluster" stop "$dir" >/dev/null 2>&1
   sched_pid="" watch_pid="" dir=""
 }
-trap cleanup EXIT INT TERM
+finish() {
+  cleanup
+  ((own_nice < 0)) && echo "$own_group_nice" >"/proc/$$/autogroup" 2>/dev/null
+  return 0
+}
+trap finish EXIT
+trap 'finish; exit 130' INT TERM
 
 run_phase() {
   local phase=$1 round=$2 n sched ask limit=$timeout
