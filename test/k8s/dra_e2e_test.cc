@@ -107,6 +107,7 @@ dra: {enabled: true}
       (void)api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods?gracePeriodSeconds=0"));
       for (const std::string& n : nodes_) {
         (void)api_->Delete(StrCat(kResource, "/resourceslices/", n, "-gpu.tessera.dev"));
+        (void)api_->Delete(StrCat(kResource, "/resourceslices/", n, "-gpu.tessera.dev-counters"));
       }
       (void)api_->Delete(StrCat("/api/v1/nodes?labelSelector=",
                                 k8s::QueryEscape(StrCat("tessera-e2e/test=", id_))));
@@ -144,6 +145,9 @@ dra: {enabled: true}
                                                k8s::PatchType::kMerge, {{"status", status}});
     ASSERT_TRUE(patched.ok()) << patched.status();
     Create(StrCat(kResource, "/resourceslices"), slice.Json());
+    if (slice.Json()["spec"]["pool"]["resourceSliceCount"] == 2) {
+      Create(StrCat(kResource, "/resourceslices"), slice.CountersJson());  // MIG: counter sets
+    }
     nodes_.push_back(name);
   }
 
@@ -430,6 +434,112 @@ TEST_F(DraTest, KubeSchedulerAllocatesTesseraDevicesAndTesseraAccountsThem) {
   AddPod(k8s::testing::WithClaims(Pod("t2").Json(), {{"gpu", "t2"}}));
   ASSERT_TRUE(WaitUntil([&] { return !EventMessages("t2").empty(); }, seconds(60))) << s->Log();
   EXPECT_EQ(NodeOf("t2"), "") << "the other GPU still holds kube-scheduler's share";
+}
+
+}  // namespace
+}  // namespace tessera::e2e
+
+namespace tessera::e2e {
+namespace {
+
+constexpr char kMigSelector[] = "device.attributes[\"gpu.tessera.dev\"].type == \"mig\"";
+
+// MIG through claims, beside kube-scheduler: GPU 0 of the node is in MIG mode (its partitions
+// published on the GPU's counters). kube-scheduler allocates a 3g.40gb partition first; tessera
+// reads it as that instance (not as a node it cannot use), places a whole GPU on GPU 1 and the
+// other 3g.40gb placement on GPU 0, and then has no room left for a third.
+TEST_F(DraTest, MigClaimsBesideKubeSchedulersMigAllocation) {
+  const std::string node = NodeName("n");
+  Create(StrCat(kResource, "/deviceclasses"),
+         k8s::testing::ClassObject("mig.tessera.dev", {kMigSelector}));
+  AddNode(NodeObject(node).Gpus(2, "H100-80GB", 81920).Mig(0).Cpu("32").Memory("256Gi"), node,
+          SliceObject(node).Gpus(2, "H100-80GB", "80Gi").MigMode(0));
+  auto mig_claim = [&](const std::string& name) {
+    AddClaim(ClaimObject(ns_, name)
+                 .Request("gpu", "mig.tessera.dev")
+                 .Selector("device.attributes[\"gpu.tessera.dev\"].profile == \"3g.40gb\""));
+  };
+  mig_claim("ks-mig");
+  mig_claim("t-mig");
+  mig_claim("t-mig-2");
+  AddClaim(ClaimObject(ns_, "t-whole")
+               .Request("gpu", "gpu.tessera.dev")
+               .Selector("device.attributes[\"gpu.tessera.dev\"].type == \"gpu\""));
+  json stock = k8s::testing::WithClaims(PodObject(ns_, "ks-mig").Json(), {{"gpu", "ks-mig"}});
+  stock["spec"].erase("schedulerName");
+  stock.erase("status");
+  AddPod(stock);
+  ASSERT_TRUE(WaitUntil([&] { return NodeOf("ks-mig") == node; }, seconds(60)))
+      << Claim("ks-mig").dump(2);
+  const std::string ks_device =
+      Claim("ks-mig")["status"]["allocation"]["devices"]["results"][0]["device"];
+  ASSERT_THAT(ks_device, ::testing::StartsWith("gpu-0-mig-3g-40gb-"));
+
+  ScopedProcess* s = StartScheduler("mig");
+  AddPod(k8s::testing::WithClaims(Pod("t-whole").Json(), {{"gpu", "t-whole"}}));
+  AddPod(k8s::testing::WithClaims(Pod("t-mig").Json(), {{"gpu", "t-mig"}}));
+  ASSERT_TRUE(
+      WaitUntil([&] { return NodeOf("t-whole") == node && NodeOf("t-mig") == node; }, seconds(60)))
+      << EventMessages("t-whole") << EventMessages("t-mig") << s->Log();
+  EXPECT_EQ(Claim("t-whole")["status"]["allocation"]["devices"]["results"][0]["device"], "gpu-1");
+  const std::string t_device =
+      Claim("t-mig")["status"]["allocation"]["devices"]["results"][0]["device"];
+  EXPECT_EQ((std::set<std::string>{ks_device, t_device}),
+            (std::set<std::string>{"gpu-0-mig-3g-40gb-0", "gpu-0-mig-3g-40gb-4"}));
+  // GPU 0's slices are all taken now.
+  AddPod(k8s::testing::WithClaims(Pod("t-mig-2").Json(), {{"gpu", "t-mig-2"}}));
+  ASSERT_TRUE(WaitUntil([&] { return !EventMessages("t-mig-2").empty(); }, seconds(60)))
+      << s->Log();
+  EXPECT_EQ(NodeOf("t-mig-2"), "");
+  EXPECT_THAT(s->Log(), ::testing::Not(HasSubstr("in MIG mode: it takes MIG grants only")));
+}
+
+// A gang of classic pods (`tessera.dev/gpu: 1` and the gang annotations) in DRA mode: a
+// DeviceClass serves tessera.dev/gpu, so each member gets an extended-resource claim, and the
+// gang is placed all together in one NVLink domain (the NVSwitch node, not the PCIe one); a gang
+// too big for any domain places none of its members and says why.
+TEST_F(DraTest, AGangOfClassicPodsGoesThroughClaims) {
+  const std::string nvswitch = NodeName("nvswitch"), pcie = NodeName("pcie");
+  Create(StrCat(kResource, "/deviceclasses"),
+         k8s::testing::ClassObject("gpu-classic.tessera.dev",
+                                   {"device.attributes[\"gpu.tessera.dev\"].type == \"gpu\""},
+                                   "tessera.dev/gpu"));
+  AddNode(NodeObject(nvswitch).Gpus(4, "H100-80GB", 81920).NvSwitch().Cpu("64").Memory("512Gi"),
+          nvswitch, SliceObject(nvswitch).Gpus(4, "H100-80GB", "80Gi"));
+  AddNode(NodeObject(pcie).Gpus(4, "H100-80GB", 81920).Cpu("64").Memory("512Gi"), pcie,
+          SliceObject(pcie).Gpus(4, "H100-80GB", "80Gi"));
+  ScopedProcess* s = StartScheduler("classic-gang");
+  for (int i = 0; i < 4; ++i) {
+    AddPod(Pod(StrCat("w-", i)).Limit("tessera.dev/gpu", "1").Gang("g", 4, "nvlink-domain").Json());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() >= 4; }, seconds(90)))
+      << BoundCount() << " of 4 bound\n"
+      << s->Log();
+  std::set<std::string> devices;
+  for (const json& p : Pods()) {
+    const std::string name = p["metadata"]["name"];
+    EXPECT_EQ(p["spec"]["nodeName"], nvswitch) << name;
+    const json& ext = p["status"]["extendedResourceClaimStatus"];
+    ASSERT_TRUE(ext.contains("resourceClaimName")) << p.dump(2);
+    EXPECT_EQ(ext["requestMappings"][0]["resourceName"], "tessera.dev/gpu");
+    const json c = Claim(ext["resourceClaimName"]);
+    const json& results = c["status"]["allocation"]["devices"]["results"];
+    ASSERT_EQ(results.size(), 1u) << c.dump(2);
+    EXPECT_EQ(results[0]["pool"], nvswitch);
+    devices.insert(results[0]["device"].get<std::string>());
+    EXPECT_EQ(c["status"]["reservedFor"][0]["name"], name);
+  }
+  EXPECT_EQ(devices.size(), 4u);
+  // Five members in one NVLink domain fit nowhere: none is placed, each hears why.
+  for (int i = 0; i < 5; ++i) {
+    AddPod(Pod(StrCat("big-", i))
+               .Limit("tessera.dev/gpu", "1")
+               .Gang("big", 5, "nvlink-domain")
+               .Json());
+  }
+  ASSERT_TRUE(WaitUntil([&] { return !EventMessages("big-4").empty(); }, seconds(60))) << s->Log();
+  EXPECT_THAT(EventMessages("big-0"), HasSubstr("FailedScheduling"));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(NodeOf(StrCat("big-", i)), "");
 }
 
 }  // namespace

@@ -618,9 +618,10 @@ std::vector<json> ReadmeExamples() {
 }
 
 // 8b. The README's DRA examples, applied as they are written (the test's image and a report in
-// place of my/image), with tessera's scheduler in DRA mode beside kube-scheduler: a whole GPU, a
-// 10Gi share, a MIG slice on a GPU an administrator put in MIG mode, a gang of two in one NVLink
-// domain; every container gets what its claim says.
+// place of my/image), all allocated by tessera's scheduler in DRA mode: a whole GPU, a 10Gi
+// share, a MIG slice on a GPU an administrator put in MIG mode (the kubelet plugin creates the
+// instance tessera placed), a gang of two in one NVLink domain; every container gets what its
+// claim says.
 TEST_F(DraDriver, ReadmeExamplesRun) {
   ControlPlane& cp = ControlPlane::Shared();
   ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
@@ -663,18 +664,8 @@ dra: {enabled: true}
       (void)cp.Kubectl({"delete", "resourceclaimtemplate", t, "-n", kNs});
     }
   }};
-  // The MIG example goes second: tessera's scheduler does not yet account a MIG placement that
-  // kube-scheduler allocated on a GPU in MIG mode (it stops placing GPU pods on that node: "GPU 2
-  // is in MIG mode: it takes MIG grants only"), so its pods are placed first.
-  std::vector<json> mig_objects;
   for (json object : ReadmeExamples()) {
     object["metadata"]["namespace"] = kNs;
-    const std::string name = object["metadata"].value("name", "");
-    if (name == "mig-1g" || name == "mig-worker") {
-      if (object["kind"] == "Pod") pods.push_back(name);
-      mig_objects.push_back(object);
-      continue;
-    }
     if (object["kind"] == "Pod") {
       pods.push_back(object["metadata"]["name"]);
       json& spec = object["spec"];
@@ -690,35 +681,7 @@ dra: {enabled: true}
   }
   ASSERT_EQ(pods, (std::vector<std::string>{"trainer", "notebook", "mig-worker", "worker-0",
                                             "worker-1"}));
-  ASSERT_EQ(mig_objects.size(), 2u);
   std::map<std::string, std::string> logs;
-  auto running = [&](const std::vector<std::string>& which) {
-    return Eventually(
-        [&] {
-          for (const std::string& p : which) {
-            if (!PodRunning(GetJson(cp, {"pod", p, "-n", kNs}))) return false;
-            logs[p] = PodLog(p);
-            if (logs[p].find("NVIDIA_VISIBLE_DEVICES=") == std::string::npos) return false;
-          }
-          return true;
-        },
-        std::chrono::seconds(180));
-  };
-  ASSERT_TRUE(running({"trainer", "notebook", "worker-0", "worker-1"}))
-      << ReadFile(scheduler_log).substr(0, 20000) << ReadFile(AgentLog()).substr(0, 20000);
-  for (const json& object : mig_objects) {
-    json o = object;
-    if (o["kind"] == "Pod") {
-      json& spec = o["spec"];
-      spec["containers"][0]["image"] = ControlPlane::kTestImage;
-      spec["containers"][0]["imagePullPolicy"] = "Never";
-      spec["containers"][0]["command"] = {"/bin/sh", "-c", StrCat(kReport, "; sleep 3600")};
-      spec["restartPolicy"] = "Never";
-      spec["terminationGracePeriodSeconds"] = 1;
-      spec["automountServiceAccountToken"] = false;
-    }
-    Create(o);
-  }
   ASSERT_TRUE(Eventually(
       [&] {
         for (const std::string& p : pods) {
@@ -737,8 +700,8 @@ dra: {enabled: true}
   // The share: 10Gi, enforced by the shim.
   EXPECT_THAT(logs["notebook"], HasSubstr("TESSERA_GPU_SHARING=shim\n"));
   EXPECT_THAT(logs["notebook"], HasSubstr("TESSERA_GPU_MEMORY_LIMIT_MIB=10240\n"));
-  // The MIG slice: one 1g.10gb instance, created on the GPU kube-scheduler chose (GPU 6, in MIG
-  // mode, or another one the agent switched).
+  // The MIG slice: one 1g.10gb instance, created where tessera's MIG policy put it: GPU 6, the
+  // only one in MIG mode, at slice 6 (on an empty GPU the placement that loses no 4g or 2g room).
   int mig_gpu = -1;
   json instances;
   for (int i = 0; i < 8; ++i) {
@@ -749,7 +712,9 @@ dra: {enabled: true}
     instances = on;
   }
   ASSERT_EQ(instances.size(), 1u) << instances.dump();
+  EXPECT_EQ(mig_gpu, 6);
   EXPECT_EQ(instances[0]["profile"], "1g.10gb");
+  EXPECT_EQ(instances[0]["start"], 6);
   EXPECT_THAT(logs["mig-worker"],
               HasSubstr(StrCat("NVIDIA_VISIBLE_DEVICES=", instances[0].value("uuid", ""), "\n")));
   EXPECT_THAT(logs["mig-worker"], HasSubstr(StrCat("nvidia", mig_gpu, "\n")));
@@ -762,9 +727,11 @@ dra: {enabled: true}
     EXPECT_NE(w, trainer);
     EXPECT_NE(w, mig_gpu);
   }
-  for (const char* p : {"trainer", "notebook", "worker-0", "worker-1"}) {
+  for (const char* p : {"trainer", "notebook", "mig-worker", "worker-0", "worker-1"}) {
     EXPECT_EQ(GetJson(cp, {"pod", p, "-n", kNs})["spec"]["schedulerName"], "tessera");
   }
+  // The MIG instance is accounted as one, not as a GPU that blocks its node.
+  EXPECT_THAT(ReadFile(scheduler_log), ::testing::Not(HasSubstr("it takes MIG grants only")));
 
   for (const std::string& p : pods) DeletePod(p);
   EXPECT_TRUE(Eventually([&] { return CdiSpecs().empty() && FakeMigInstances(mig_gpu).empty(); },

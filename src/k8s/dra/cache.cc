@@ -28,6 +28,19 @@ int GpuIndexOf(const Device& device, std::string_view driver, bool* whole) {
   return index;
 }
 
+bool MigPlacementOf(const Device& device, std::string_view driver, std::string* profile,
+                    int* start) {
+  const AttributeValue* p = device.Attribute(StrCat(driver, "/profile"), driver);
+  const AttributeValue* s = device.Attribute(StrCat(driver, "/migStart"), driver);
+  if (p == nullptr || s == nullptr || p->kind != AttributeValue::Kind::kString ||
+      s->kind != AttributeValue::Kind::kInt) {
+    return false;
+  }
+  *profile = p->s;
+  *start = static_cast<int>(s->i);
+  return true;
+}
+
 std::vector<std::string> DraCache::OnSlice(bool deleted, std::shared_ptr<const SliceInfo> slice) {
   std::vector<std::string> changed;
   const std::string name = slice->name;
@@ -127,8 +140,15 @@ void DraCache::RebuildNode(const std::string& node) {
         d.by_name[{pool, dev.name}] = &dev;
         bool whole = false;
         const int index = GpuIndexOf(dev, driver_, &whole);
-        if (index < 0 || !whole) continue;
+        if (index < 0) continue;
         if (static_cast<int>(d.gpus.size()) <= index) d.gpus.resize(index + 1);
+        if (!whole) {
+          NodeDevices::Mig m{&dev, pool};
+          if (MigPlacementOf(dev, driver_, &m.profile, &m.start)) {
+            d.gpus[index].mig.push_back(std::move(m));
+          }
+          continue;
+        }
         if (d.gpus[index].device != nullptr) {
           spdlog::warn(
               "node {}: two devices of driver {} stand for GPU {} ({}/{} and {}/{}); "
@@ -136,7 +156,8 @@ void DraCache::RebuildNode(const std::string& node) {
               node, driver_, index, d.gpus[index].pool, d.gpus[index].device->name, pool, dev.name);
           continue;
         }
-        d.gpus[index] = NodeDevices::Gpu{&dev, pool};
+        d.gpus[index].device = &dev;
+        d.gpus[index].pool = pool;
       }
     }
   }

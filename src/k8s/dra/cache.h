@@ -10,7 +10,8 @@
 // A device is a GPU of its node when it is named `gpu-<index>` (the driver contract) and its
 // `index` attribute, when present, agrees; other devices of the driver (MIG partitions
 // `gpu-<index>-mig-...`) are known by the GPU they are carved from, so that an allocation of one
-// holds that GPU.
+// holds that GPU; a MIG partition's placement (profile and start slice) is read from its
+// attributes `profile` and `migStart` (src/agent/dra/README.md).
 #pragma once
 
 #include <cstdint>
@@ -29,10 +30,23 @@ namespace tessera::k8s::dra {
 // from), or -1. `whole`: the device is the whole GPU.
 int GpuIndexOf(const Device& device, std::string_view driver, bool* whole = nullptr);
 
+// The MIG placement a MIG partition of the driver stands for: its attributes `profile`
+// ("1g.10gb") and `migStart`. False for other devices (and partitions without them).
+bool MigPlacementOf(const Device& device, std::string_view driver, std::string* profile,
+                    int* start);
+
 struct NodeDevices {
+  // A MIG partition carved from a GPU.
+  struct Mig {
+    const Device* device = nullptr;
+    std::string pool;
+    std::string profile;  // "1g.10gb"
+    int start = 0;        // the first memory slice
+  };
   struct Gpu {
     const Device* device = nullptr;  // the whole-GPU device, or nullptr when not published
     std::string pool;
+    std::vector<Mig> mig;  // its MIG partitions, as published
   };
   std::vector<Gpu> gpus;  // by GPU index
   // Every device of the node by (pool, name): allocations name them so.

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -241,6 +242,13 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ExactRequest& r,
     if (mask != cluster.node(id).all_gpus_mask()) full = false;
   }
   if (full && e->devices > 0) e->nodes = std::make_shared<core::NodeSet>(std::move(in_set));
+  if (e->devices == 0 && !share) {
+    ComputeMig(r, cluster, programs, e.get());
+    if (!e->error.empty()) {
+      e->masks.clear();
+      return e;
+    }
+  }
   if (e->devices == 0) {
     // The detail only: eligibilities are shared by claims with equal requests (Combine names it).
     std::vector<std::string> why;
@@ -252,15 +260,111 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ExactRequest& r,
     if (rejected_capacity > 0) {
       why.push_back(StrCat(rejected_capacity, " without the capacity asked"));
     }
-    if (!why.empty()) e->why_none = StrCat(" (", StrJoin(why, ", "), ")");
+    if (!why.empty()) e->why_none = StrCat(" (", StrJoin(why, ", "), ")", e->why_none);
     if (cache_.nodes().empty()) StrAppend(&e->why_none, "; no ResourceSlices published yet");
   }
   return e;
 }
 
-std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> claims,
-                                                     const core::Cluster& cluster,
-                                                     std::string* invalid) {
+void ClaimPlanner::ComputeMig(const ExactRequest& r, const core::Cluster& cluster,
+                              const std::vector<std::shared_ptr<const CelProgram>>& programs,
+                              Eligibility* e) {
+  const std::string& driver = cache_.driver();
+  // Profiles found, with what orders them (smallest first) and their GPUs by node.
+  struct Found {
+    std::tuple<int, int, int64_t, bool> order;
+    std::vector<uint64_t> masks;
+  };
+  std::map<std::string, Found> found;
+  int not_mig_mode = 0, unknown_profile = 0, tainted = 0;
+  std::string not_mig_mode_at;
+  for (const auto& [node, devices] : cache_.nodes()) {
+    const core::NodeId id = cluster.FindNode(node);
+    if (!id.valid() || !cluster.live(id)) continue;
+    const int gpus = std::min<int>(cluster.node(id).gpu_count(), devices.gpus.size());
+    for (int g = 0; g < gpus; ++g) {
+      const std::vector<NodeDevices::Mig>& parts = devices.gpus[g].mig;
+      if (parts.empty()) continue;
+      // Per profile: partitions published, and those the request may take.
+      std::map<std::string, std::pair<int, int>> count;
+      for (const NodeDevices::Mig& m : parts) {
+        bool ok = true;
+        for (const auto& p : programs) {
+          absl::StatusOr<bool> match = p->Matches(CelDevice{driver, m.device});
+          if (!match.ok()) {
+            e->error = StrCat("selector `", p->expression(), "` failed on device ", m.pool, "/",
+                              m.device->name, ": ", FromAbsl(match.status().message()));
+            return;
+          }
+          if (!*match) {
+            ok = false;
+            break;
+          }
+        }
+        if (ok && !std::all_of(m.device->taints.begin(), m.device->taints.end(),
+                               [&](const DeviceTaint& t) { return Tolerated(r.tolerations, t); })) {
+          ok = false;
+          ++tainted;
+        }
+        std::pair<int, int>& c = count[m.profile];
+        ++c.first;
+        if (ok) ++c.second;
+      }
+      const core::MigModel* model = cluster.mig_model(id, g);  // nullptr: not in MIG mode
+      for (const auto& [profile, c] : count) {
+        if (c.second == 0) continue;
+        if (model == nullptr) {
+          not_mig_mode += c.second;
+          if (not_mig_mode_at.empty()) not_mig_mode_at = StrCat("GPU ", g, " of node ", node);
+          continue;
+        }
+        const int index = model->Find(profile);
+        if (index < 0) {
+          unknown_profile += c.second;
+          continue;
+        }
+        if (c.second < c.first) {
+          e->error =
+              StrCat("the selectors take ", c.second, " of the ", c.first,
+                     " placements of MIG profile ", profile, " on GPU ", g, " of node ", node,
+                     "; tessera's allocator chooses the placement (start slice) itself: "
+                     "select MIG partitions by profile and GPU attributes, not by migStart "
+                     "or device name");
+          return;
+        }
+        const core::MigProfile& mp = model->profiles[index];
+        Found& f = found[profile];
+        if (f.masks.empty()) {
+          f.order = {mp.compute_slices, mp.size, mp.memory_mib, mp.media_extensions};
+          f.masks.assign(cluster.node_count(), 0);
+        }
+        f.masks[id.value()] |= 1ULL << g;
+        e->devices += c.second;
+      }
+    }
+  }
+  std::vector<std::pair<std::tuple<int, int, int64_t, bool>, std::string>> order;
+  for (const auto& [profile, f] : found) order.emplace_back(f.order, profile);
+  std::sort(order.begin(), order.end());
+  for (const auto& [key, profile] : order) {
+    e->mig.push_back(Eligibility::MigProfile{profile, std::move(found[profile].masks)});
+  }
+  std::vector<std::string> why;
+  if (not_mig_mode > 0) {
+    why.push_back(StrCat(not_mig_mode, " MIG partitions on GPUs not in MIG mode, such as ",
+                         not_mig_mode_at,
+                         ": tessera's allocator places MIG instances on GPUs in MIG mode only "
+                         "(turn it on with nvidia-smi -i <index> -mig 1)"));
+  }
+  if (unknown_profile > 0) {
+    why.push_back(StrCat(unknown_profile, " MIG partitions of profiles tessera does not know"));
+  }
+  if (tainted > 0) why.push_back(StrCat(tainted, " MIG partitions with untolerated taints"));
+  if (!why.empty()) e->why_none = StrCat("; ", StrJoin(why, "; "));
+}
+
+bool ClaimPlanner::Combine(std::vector<PlannedClaim> claims, const core::Cluster& cluster,
+                           std::vector<PodPlan::Option>* out, std::string* invalid) {
   PodPlan::Option o;
   struct Req {
     const ClaimInfo* claim;
@@ -271,7 +375,10 @@ std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> c
     for (const ExactRequest* r : c.requests) reqs.push_back({c.claim.get(), r});
   }
   o.claims = std::move(claims);
-  if (reqs.empty()) return o;
+  if (reqs.empty()) {
+    out->push_back(std::move(o));
+    return true;
+  }
   bool share = false;
   int64_t count = 0;
   for (const Req& q : reqs) {
@@ -282,21 +389,42 @@ std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> c
     *invalid = StrCat(RequestLabel(*reqs[0].claim, *reqs[0].r),
                       ": a request with capacity requests (a share of one GPU) must ask one "
                       "device and be the pod's only device request");
-    return std::nullopt;
+    return false;
   }
   std::vector<std::shared_ptr<const Eligibility>> es;
   for (const Req& q : reqs) {
     std::shared_ptr<const Eligibility> e = EligibilityOf(*q.r, cluster);
     if (!e->error.empty()) {
       *invalid = StrCat(RequestLabel(*q.claim, *q.r), ": ", e->error);
-      return std::nullopt;
+      return false;
     }
     if (e->devices == 0) {
       o.why_none = StrCat("no device of driver ", cache_.driver(), " can serve ",
                           RequestLabel(*q.claim, *q.r), e->why_none);
-      return o;
+      out->push_back(std::move(o));
+      return true;
+    }
+    if (!e->mig.empty() && (reqs.size() > 1 || q.r->count != 1)) {
+      *invalid = StrCat(RequestLabel(*q.claim, *q.r),
+                        ": a request for MIG partitions must ask one device and be the pod's only "
+                        "device request (tessera places one MIG instance per pod)");
+      return false;
     }
     es.push_back(std::move(e));
+  }
+  if (!es[0]->mig.empty()) {
+    // One option per profile, the smallest first: the engine's MIG policy chooses the GPU and
+    // the start slice among the GPUs whose partitions of that profile the request may take.
+    o.use_candidates = true;
+    for (const Eligibility::MigProfile& m : es[0]->mig) {
+      PodPlan::Option p = o;
+      p.gpu = core::GpuAsk::Mig(m.profile);
+      for (int n = 0; n < cluster.node_count(); ++n) {
+        if (m.masks[n] != 0) p.candidates.push_back(core::Candidate{core::NodeId(n), m.masks[n]});
+      }
+      out->push_back(std::move(p));
+    }
+    return true;
   }
   if (share) {
     const Eligibility& e = *es[0];
@@ -306,7 +434,7 @@ std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> c
     if (count > 64) {
       *invalid = StrCat(RequestLabel(*reqs[0].claim, *reqs[0].r), ": ", count,
                         " devices asked in all; one pod's claims take at most one node's GPUs");
-      return std::nullopt;
+      return false;
     }
     o.gpu = core::GpuAsk::Whole(static_cast<int32_t>(count));
   }
@@ -320,7 +448,8 @@ std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> c
   }
   if (es.size() == 1 && match.empty() && es[0]->nodes) {
     o.nodes = es[0]->nodes;
-    return o;
+    out->push_back(std::move(o));
+    return true;
   }
   o.use_candidates = true;
   const std::string& driver = cache_.driver();
@@ -357,7 +486,8 @@ std::optional<PodPlan::Option> ClaimPlanner::Combine(std::vector<PlannedClaim> c
     o.why_none = StrCat("no node has devices that satisfy every request together",
                         match.empty() ? "" : StrCat(" with equal ", StrJoin(match, ", ")));
   }
-  return o;
+  out->push_back(std::move(o));
+  return true;
 }
 
 PodPlan ClaimPlanner::Plan(const PodClaims& claims, const std::string& ns,
@@ -464,9 +594,10 @@ PodPlan ClaimPlanner::Plan(const PodClaims& claims, const std::string& ns,
     for (size_t s = 0; s < slots.size(); ++s) {
       combo[slots[s].first].requests.push_back(&slots[s].second->alternatives[pick[s]]);
     }
-    std::optional<PodPlan::Option> o = Combine(std::move(combo), cluster, &invalid);
-    if (!o) return fail(PodPlan::Kind::kInvalid, invalid);
-    plan.options.push_back(std::move(*o));
+    if (!Combine(std::move(combo), cluster, &plan.options, &invalid)) {
+      return fail(PodPlan::Kind::kInvalid, invalid);
+    }
+    if (static_cast<int>(plan.options.size()) > kMaxOptions) plan.options.resize(kMaxOptions);
     size_t s = 0;
     for (; s < slots.size(); ++s) {
       if (++pick[s] < slots[s].second->alternatives.size()) break;
@@ -501,6 +632,31 @@ absl::StatusOr<std::vector<ClaimAllocation>> ClaimPlanner::Allocate(
                                             " GPUs, fewer than the claims ask"));
         }
         const core::GpuGrant& g = placement.gpus[next++];
+        if (g.is_mig()) {
+          // The partition at the engine's placement.
+          const core::MigModel* model = cluster.mig_model(placement.node, g.gpu);
+          const NodeDevices::Mig* part = nullptr;
+          if (model != nullptr && g.gpu < static_cast<int>(devices->gpus.size())) {
+            const std::string_view profile = model->profiles[g.mig.profile].name;
+            for (const NodeDevices::Mig& m : devices->gpus[g.gpu].mig) {
+              if (m.profile == profile && m.start == g.mig.start) part = &m;
+            }
+          }
+          if (part == nullptr) {
+            return absl::FailedPreconditionError(
+                StrCat("GPU ", g.gpu, " of ", node, " has no MIG partition of driver ", driver,
+                       " at ", model ? core::MigPlacementName(*model, g.mig) : "the placement",
+                       " (the engine's choice for ", RequestLabel(*c.claim, *r), ")"));
+          }
+          nlohmann::json result = {{"request", r->name},
+                                   {"driver", driver},
+                                   {"pool", part->pool},
+                                   {"device", part->device->name}};
+          results.push_back(std::move(result));
+          mine.gpus.push_back(g);
+          chosen.emplace_back(r, part->device);
+          continue;
+        }
         if (g.gpu >= static_cast<int>(devices->gpus.size()) ||
             devices->gpus[g.gpu].device == nullptr) {
           return absl::InternalError(
@@ -618,6 +774,33 @@ absl::StatusOr<records::Assignment> ClaimPlanner::HoldingOf(const ClaimInfo& cla
     if (g < 0 || g >= cluster.node(id).gpu_count()) {
       return absl::NotFoundError(StrCat("claim ", claim.key, " holds device ", r.device,
                                         " which is no GPU of node ", a.node, "'s inventory"));
+    }
+    // A MIG partition on a GPU in MIG mode: the instance it stands for (kube-scheduler's
+    // allocation, or this scheduler's). On a GPU not in MIG mode (the driver turns MIG mode on
+    // when it prepares the claim) the GPU is held whole until the node shows MIG mode.
+    std::string profile;
+    int start = -1;
+    if (const core::MigModel* model = cluster.mig_model(id, g);
+        !whole && model != nullptr && MigPlacementOf(*d, driver, &profile, &start)) {
+      const int index = model->Find(profile);
+      if (index < 0 || !model->profiles[index].may_start_at(start)) {
+        return absl::NotFoundError(StrCat("claim ", claim.key, " holds MIG partition ", r.device,
+                                          " (", profile, "@", start, "), which is no ",
+                                          model->model, " placement"));
+      }
+      const auto ours = std::count_if(a.results.begin(), a.results.end(),
+                                      [&](const AllocatedDevice& x) { return x.driver == driver; });
+      if (ours > 1) {
+        return absl::UnimplementedError(
+            StrCat("claim ", claim.key, " holds ", ours, " devices, MIG partition ", r.device,
+                   " among them; tessera accounts a MIG partition only as a claim's one device"));
+      }
+      const core::MigProfile& mp = model->profiles[index];
+      p.gpus.push_back(core::GpuGrant{
+          g, mp.memory_mib, mp.compute_milli(), false,
+          core::MigPlacement{static_cast<int8_t>(index), static_cast<int8_t>(start)}});
+      seen.insert(g);
+      continue;
     }
     if (!seen.insert(g).second) continue;  // two results on one GPU: held once, whole below
     const int64_t gpu_memory = cluster.node(id).gpus[g].memory_mib;

@@ -13,6 +13,16 @@
 //     capacity's requestPolicy, the policy's default, or the whole capacity when neither), on a
 //     device that allows multiple allocations. A share that consumes the memory whole is held as
 //     the whole GPU, which it is in effect.
+//   - one MIG instance: one request of count 1 whose class and selectors match MIG partitions
+//     (`gpu-<i>-mig-<profile>-<start>`, consuming the GPU's counters) and no whole GPU. The engine
+//     places it with its MIG policy (core/topology/mig_select.h: which GPU in MIG mode and which
+//     start slice), the same one classic `tessera.dev/mig` pods get, and the allocation names
+//     the partition at that placement. The engine's MIG state is the counters' meaning: an
+//     instance's memory slices and media engine, none shared, and a GPU in MIG mode takes no
+//     whole or shared use. When the partitions matched span several profiles, each is an option,
+//     the smallest first. The selectors must take every placement of a profile on a GPU or none
+//     of them (tessera chooses the start slice); partitions on GPUs not in MIG mode (offered
+//     when the agent may switch MIG mode on) are not used: the message says to turn MIG mode on.
 // matchAttribute keeps a multi-GPU ask inside one value of the attribute on a node (each group of
 // equal values is a candidate set); distinctAttribute is checked on the result. firstAvailable
 // tries the alternatives in order (the first whose ask fits somewhere wins).
@@ -66,6 +76,13 @@ struct Eligibility {
   int64_t share_memory_mib = 0;
   int32_t share_compute_milli = 0;
   bool share_whole = false;
+  // MIG: the request matches MIG partitions and no whole GPU. Per profile, smallest first, the
+  // GPUs in MIG mode whose every partition of that profile is eligible, by node id.
+  struct MigProfile {
+    std::string profile;
+    std::vector<uint64_t> masks;
+  };
+  std::vector<MigProfile> mig;
   // Non-empty: the request cannot be allocated at all, and why (a CEL error, a refused feature).
   std::string error;
   // Why devices were not eligible, for "does not fit" messages.
@@ -139,9 +156,13 @@ class ClaimPlanner {
   std::shared_ptr<const Eligibility> EligibilityOf(const ExactRequest& r,
                                                    const core::Cluster& cluster);
   std::shared_ptr<const Eligibility> Compute(const ExactRequest& r, const core::Cluster& cluster);
-  // The option for these claims; nullopt with `invalid` set when they cannot be combined.
-  std::optional<PodPlan::Option> Combine(std::vector<PlannedClaim> claims,
-                                         const core::Cluster& cluster, std::string* invalid);
+  // Adds the options for these claims to `out` (one, or one per MIG profile); false with
+  // `invalid` set when they cannot be combined.
+  bool Combine(std::vector<PlannedClaim> claims, const core::Cluster& cluster,
+               std::vector<PodPlan::Option>* out, std::string* invalid);
+  // The MIG partitions a request matches, when it matches no whole GPU (Compute's second pass).
+  void ComputeMig(const ExactRequest& r, const core::Cluster& cluster,
+                  const std::vector<std::shared_ptr<const CelProgram>>& programs, Eligibility* e);
   std::shared_ptr<const CelProgram> Compiled(const std::string& expression, std::string* error);
 
   DraCache& cache_;

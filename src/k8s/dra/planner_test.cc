@@ -198,6 +198,164 @@ TEST_F(PlannerTest, WaitsAndRefusals) {
   EXPECT_EQ(planner_.Plan(Refs({"shares"}), "ns", "u", cluster_).kind, PodPlan::Kind::kInvalid);
 }
 
+// MIG partitions (the driver's partitionable devices on shared counters): node m has two H100s
+// in MIG mode; node w two H100s not in MIG mode, whose GPU 1 the driver also offers as MIG
+// partitions (it may switch MIG mode on).
+class MigPlannerTest : public ::testing::Test {
+ protected:
+  MigPlannerTest()
+      : cluster_(core::testing::ClusterBuilder()
+                     .Node("m")
+                     .Gpus(2, "H100-80GB", 81920)
+                     .Mig()
+                     .Node("w")
+                     .Gpus(2, "H100-80GB", 81920)
+                     .Build()) {
+    cache_.OnClass(false, DecodeClass(testing::GpuClass()));
+    cache_.OnClass(
+        false, DecodeClass(testing::ClassObject(
+                   "mig.tessera.dev", {"device.attributes[\"gpu.tessera.dev\"].type == \"mig\""})));
+    const SliceObject m = SliceObject("m").Gpus(2).MigMode(0).MigMode(1);
+    cache_.OnSlice(false, DecodeSlice(m.Json()));
+    cache_.OnSlice(false, DecodeSlice(m.CountersJson()));  // the pool's second slice
+    json w = SliceObject("w").Gpus(2).Json();
+    for (json& d : SliceObject("w").Gpus(2).MigDevices(1)) w["spec"]["devices"].push_back(d);
+    cache_.OnSlice(false, DecodeSlice(w));
+  }
+  void AddClaim(const ClaimObject& c) {
+    auto info = DecodeClaim(c.Json());
+    ASSERT_TRUE(info->error.empty()) << info->error;
+    cache_.OnClaim(false, info);
+  }
+  PodClaims Refs(std::vector<std::string> claims) {
+    PodClaims p;
+    for (const std::string& c : claims) p.refs.push_back(PodClaimRef{c, c});
+    return p;
+  }
+
+  core::Cluster cluster_;
+  DraCache cache_{"gpu.tessera.dev"};
+  ClaimPlanner planner_{cache_};
+};
+
+TEST_F(MigPlannerTest, AMigClaimIsPlacedByTheEnginesMigPolicyAndNamesThePartition) {
+  AddClaim(ClaimObject("ns", "mig")
+               .Request("mig", "mig.tessera.dev")
+               .Selector("device.attributes[\"gpu.tessera.dev\"].profile == \"1g.10gb\""));
+  PodPlan plan = planner_.Plan(Refs({"mig"}), "ns", "uid-1", cluster_);
+  ASSERT_EQ(plan.kind, PodPlan::Kind::kReady) << plan.reason;
+  ASSERT_EQ(plan.options.size(), 1u);
+  const PodPlan::Option& o = plan.options[0];
+  EXPECT_EQ(o.gpu, core::GpuAsk::Mig("1g.10gb"));
+  ASSERT_TRUE(o.use_candidates);
+  // Only node m's GPUs, which are in MIG mode (w's GPU 1 is offered, but not in MIG mode).
+  ASSERT_EQ(o.candidates.size(), 1u);
+  EXPECT_EQ(o.candidates[0].node, cluster_.FindNode("m"));
+  EXPECT_EQ(o.candidates[0].gpu_mask, 0x3u);
+
+  // The engine's MIG policy (tessera's: least slice loss) puts a 1g.10gb at slice 6 of an empty
+  // GPU; the allocation names that partition.
+  auto policy = core::CreatePolicy("tessera", {});
+  ASSERT_TRUE(policy.ok());
+  core::Engine engine(cluster_, std::move(*policy));
+  core::PodRequest req;
+  req.name = "ns/p";
+  req.gpu = o.gpu;
+  core::PlacementResult r = engine.Place(req, core::Mode::kCommit, &o.candidates);
+  ASSERT_TRUE(r.placed()) << r.reason;
+  ASSERT_EQ(r.placement.gpus.size(), 1u);
+  EXPECT_EQ(r.placement.gpus[0].mig.start, 6);
+  absl::StatusOr<std::vector<ClaimAllocation>> a = planner_.Allocate(o, r.placement, cluster_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const json& result = (*a)[0].allocation["devices"]["results"][0];
+  EXPECT_EQ(result["device"], StrCat("gpu-", r.placement.gpus[0].gpu, "-mig-1g-10gb-6"));
+  EXPECT_EQ(result["pool"], "m");
+  EXPECT_FALSE(result.contains("shareID"));
+  EXPECT_FALSE(result.contains("consumedCapacity"));
+  ASSERT_EQ((*a)[0].holding.gpus.size(), 1u);
+  EXPECT_EQ((*a)[0].holding.gpus[0].mig_profile, "1g.10gb");
+  EXPECT_EQ((*a)[0].holding.gpus[0].mig_start, 6);
+  EXPECT_FALSE((*a)[0].holding.mig_create);  // the driver creates the instance: no plan held
+
+  // Read back from the claim (as kube-scheduler's allocation would be read too): the same
+  // MIG instance, not the whole GPU.
+  json claim = ClaimObject("ns", "mig").Request("mig", "mig.tessera.dev").Json();
+  claim["status"]["allocation"] = (*a)[0].allocation;
+  absl::StatusOr<records::Assignment> held = planner_.HoldingOf(*DecodeClaim(claim), cluster_);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(*held, (*a)[0].holding);
+  absl::StatusOr<core::Placement> back = records::AssignmentToPlacement(cluster_, *held);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->gpus[0], r.placement.gpus[0]);
+}
+
+TEST_F(MigPlannerTest, AnyMigPartitionIsOneOptionPerProfileSmallestFirst) {
+  AddClaim(ClaimObject("ns", "any").Request("mig", "mig.tessera.dev"));
+  PodPlan plan = planner_.Plan(Refs({"any"}), "ns", "uid-1", cluster_);
+  ASSERT_EQ(plan.kind, PodPlan::Kind::kReady) << plan.reason;
+  std::vector<std::string> profiles;
+  for (const PodPlan::Option& o : plan.options) profiles.push_back(o.gpu.mig_profile);
+  EXPECT_EQ(profiles, (std::vector<std::string>{"1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb",
+                                                "3g.40gb", "4g.40gb", "7g.80gb"}));
+}
+
+TEST_F(MigPlannerTest, AWholeGpuClassKeepsMeaningWholeGpus) {
+  // GpuClass selects every device of the driver: whole GPUs are published (node w), so the
+  // request means whole GPUs, as before MIG partitions were understood.
+  AddClaim(ClaimObject("ns", "whole").Request("gpu", "gpu.tessera.dev"));
+  PodPlan plan = planner_.Plan(Refs({"whole"}), "ns", "uid-1", cluster_);
+  ASSERT_EQ(plan.kind, PodPlan::Kind::kReady) << plan.reason;
+  EXPECT_EQ(plan.options[0].gpu, core::GpuAsk::Whole(1));
+}
+
+TEST_F(MigPlannerTest, RefusalsSayWhatToDo) {
+  // A selector that picks some placements of a profile: tessera chooses the start itself.
+  AddClaim(ClaimObject("ns", "start")
+               .Request("mig", "mig.tessera.dev")
+               .Selector("device.attributes[\"gpu.tessera.dev\"].migStart == 0"));
+  PodPlan plan = planner_.Plan(Refs({"start"}), "ns", "u", cluster_);
+  EXPECT_EQ(plan.kind, PodPlan::Kind::kInvalid);
+  EXPECT_THAT(plan.reason, HasSubstr("not by migStart"));
+  // Two MIG partitions in one request.
+  AddClaim(ClaimObject("ns", "two").Request("mig", "mig.tessera.dev", 2));
+  plan = planner_.Plan(Refs({"two"}), "ns", "u", cluster_);
+  EXPECT_EQ(plan.kind, PodPlan::Kind::kInvalid);
+  EXPECT_THAT(plan.reason, HasSubstr("one MIG instance per pod"));
+  // Only partitions of a GPU not in MIG mode match: no fit, and why.
+  AddClaim(ClaimObject("ns", "onw")
+               .Request("mig", "mig.tessera.dev")
+               .Selector("device.attributes[\"gpu.tessera.dev\"].nvlinkDomain == \"w\""));
+  plan = planner_.Plan(Refs({"onw"}), "ns", "u", cluster_);
+  ASSERT_EQ(plan.kind, PodPlan::Kind::kReady) << plan.reason;
+  EXPECT_THAT(plan.options[0].why_none, HasSubstr("25 MIG partitions on GPUs not in MIG mode"));
+  EXPECT_THAT(plan.options[0].why_none, HasSubstr("nvidia-smi -i <index> -mig 1"));
+}
+
+TEST_F(MigPlannerTest, AMigPartitionOnAGpuNotInMigModeIsHeldWhole) {
+  // kube-scheduler allocated a partition of w's GPU 1 (the driver turns MIG mode on when it
+  // prepares the claim): until the node shows MIG mode, the GPU is held whole.
+  json claim =
+      ClaimObject("ns", "ks")
+          .Request("mig", "mig.tessera.dev")
+          .Allocated("w", json::array({testing::Result("mig", "w", "gpu-1-mig-3g-40gb-4")}))
+          .Json();
+  absl::StatusOr<records::Assignment> held = planner_.HoldingOf(*DecodeClaim(claim), cluster_);
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->gpus.size(), 1u);
+  EXPECT_TRUE(held->gpus[0].grant.exclusive);
+  EXPECT_TRUE(held->gpus[0].mig_profile.empty());
+  // On m (MIG mode): the instance.
+  claim = ClaimObject("ns", "ks")
+              .Request("mig", "mig.tessera.dev")
+              .Allocated("m", json::array({testing::Result("mig", "m", "gpu-1-mig-3g-40gb-4")}))
+              .Json();
+  held = planner_.HoldingOf(*DecodeClaim(claim), cluster_);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->gpus[0].mig_profile, "3g.40gb");
+  EXPECT_EQ(held->gpus[0].mig_start, 4);
+  EXPECT_FALSE(held->gpus[0].grant.exclusive);
+}
+
 TEST(ConsumedCapacity, RoundsUpAsKubeSchedulerDoes) {
   DeviceCapacity memory{80 * kGi, RequestPolicy{}};
   memory.policy->has_range = true;

@@ -41,7 +41,17 @@ bool DraAllocator::Account(const std::string& key) {
     written_.erase(key);
   }
   unresolved_.erase(key);
+  mig_claims_.erase(key);
   if (!claim || !claim->allocation) return ledger_.Drop(held_key);
+  for (const dra::AllocatedDevice& r : claim->allocation->results) {
+    const dra::NodeDevices* devices = cache_.Devices(claim->allocation->node);
+    const dra::Device* d = devices == nullptr ? nullptr : devices->Find(r.pool, r.device);
+    bool whole = false;
+    if (r.driver == cache_.driver() && d != nullptr &&
+        dra::GpuIndexOf(*d, cache_.driver(), &whole) >= 0 && !whole) {
+      mig_claims_.insert(key);
+    }
+  }
   absl::StatusOr<records::Assignment> gpus = planner_.HoldingOf(*claim, ledger_.engine().cluster());
   Holding h;
   h.node = claim->allocation->node;
@@ -64,6 +74,14 @@ void DraAllocator::Reconsider() {
   for (const std::string& k : keys) Account(k);
 }
 
+void DraAllocator::OnNodesChanged() {
+  Reconsider();
+  if (ledger_.node_changes_applied() == seen_node_changes_) return;
+  seen_node_changes_ = ledger_.node_changes_applied();
+  std::vector<std::string> keys(mig_claims_.begin(), mig_claims_.end());
+  for (const std::string& k : keys) Account(k);
+}
+
 bool DraAllocator::ServesExtended(const PodInfo& pod) const {
   if (!pod.extended.error.empty()) return false;
   for (const dra::ExtendedRequest& r : pod.extended.requests) {
@@ -72,67 +90,80 @@ bool DraAllocator::ServesExtended(const PodInfo& pod) const {
   return false;
 }
 
-DraAllocator::Decision DraAllocator::Decide(const PodInfo& pod) {
-  Decision d;
-  core::PlacementResult& r = d.result;
-  const core::Cluster& cluster = ledger_.engine().cluster();
+DraAllocator::ExtendedClaim DraAllocator::ExtendedOf(const PodInfo& pod) {
+  ExtendedClaim x;
   // Extended resources a DeviceClass serves (extended.h): one more claim, made for the pod.
-  dra::ExtendedClaimPlan ext = dra::PlanExtendedClaim(pod.extended, cache_);
-  if (!ext.error.empty()) {
-    r.outcome = core::Outcome::kNeverFits;
-    r.reason = StrCat("invalid pod: ", ext.error);
-    return d;
+  x.plan = dra::PlanExtendedClaim(pod.extended, cache_);
+  if (!x.plan.error.empty()) {
+    x.invalid = x.plan.error;
+    return x;
   }
   bool gpus_served = false;
-  for (const nlohmann::json& m : ext.mappings) {
+  for (const nlohmann::json& m : x.plan.mappings) {
     gpus_served |= m.value("resourceName", "") == records::kGpuResource;
   }
   if (pod.request.gpu.kind != core::GpuAsk::Kind::kNone &&
       !(gpus_served && pod.request.gpu.kind == core::GpuAsk::Kind::kWhole)) {
+    x.invalid = x.plan.served()
+                    ? "it asks for GPU shares or MIG (tessera.dev/gpu-memory, "
+                      "tessera.dev/gpu-compute, tessera.dev/mig), which no DeviceClass serves as "
+                      "an extended resource in DRA mode; ask them through a ResourceClaim"
+                    : "it asks for GPUs both in resources.limits (tessera.dev/gpu...) and "
+                      "through spec.resourceClaims; use one or the other";
+    return x;
+  }
+  if (!x.plan.served()) return x;
+  if (!pod.extended.claim.empty()) {
+    x.claim = cache_.Claim(StrCat(pod.ns, "/", pod.extended.claim));
+    if (!x.claim) {
+      x.wait = StrCat("waiting for ResourceClaim ", pod.ns, "/", pod.extended.claim,
+                      " (the pod's extended-resource claim) to show in the watch");
+    }
+    return x;
+  }
+  x.claim = cache_.ExtendedClaimOf(pod.uid);  // made by an earlier attempt
+  if (!x.claim) {
+    x.claim = dra::ExtendedClaimInMemory(pod.ns, dra::NewExtendedClaimName(pod.name), pod.name,
+                                         pod.uid, x.plan);
+    x.create = dra::ExtendedClaimObject(*x.claim);
+  }
+  return x;
+}
+
+void DraAllocator::AddWrite(const PodInfo& pod, const ExtendedClaim& ext,
+                            const dra::PlannedClaim& c, const nlohmann::json& allocation,
+                            Decision* d) {
+  ClaimWrite w{c.claim, allocation, c.allocate || !c.reserved};
+  if (ext.claim && c.claim == ext.claim) {
+    w.create = ext.create;
+    if (pod.extended.claim != c.claim->name) w.request_mappings = ext.plan.mappings;
+  }
+  if (!w.allocation.is_null() || w.reserve || !w.create.is_null() ||
+      !w.request_mappings.is_null()) {
+    d->writes.push_back(std::move(w));
+  }
+}
+
+DraAllocator::Decision DraAllocator::Decide(const PodInfo& pod) {
+  Decision d;
+  core::PlacementResult& r = d.result;
+  const core::Cluster& cluster = ledger_.engine().cluster();
+  const ExtendedClaim ext = ExtendedOf(pod);
+  if (!ext.invalid.empty()) {
     r.outcome = core::Outcome::kNeverFits;
-    r.reason = ext.served()
-                   ? StrCat(
-                         "invalid pod: it asks for GPU shares or MIG (tessera.dev/gpu-memory, "
-                         "tessera.dev/gpu-compute, tessera.dev/mig), which no DeviceClass "
-                         "serves as an extended resource in DRA mode; ask them through a "
-                         "ResourceClaim")
-                   : "invalid pod: it asks for GPUs both in resources.limits (tessera.dev/gpu...) "
-                     "and through spec.resourceClaims; use one or the other";
+    r.reason = StrCat("invalid pod: ", ext.invalid);
     return d;
   }
-  std::shared_ptr<const dra::ClaimInfo> extended;
-  nlohmann::json create;
-  if (ext.served()) {
-    if (!pod.extended.claim.empty()) {
-      extended = cache_.Claim(StrCat(pod.ns, "/", pod.extended.claim));
-      if (!extended) {
-        r.reason = StrCat("waiting for ResourceClaim ", pod.ns, "/", pod.extended.claim,
-                          " (the pod's extended-resource claim) to show in the watch");
-        return d;
-      }
-    } else {
-      extended = cache_.ExtendedClaimOf(pod.uid);  // made by an earlier attempt
-    }
-    if (!extended) {
-      extended = dra::ExtendedClaimInMemory(pod.ns, dra::NewExtendedClaimName(pod.name), pod.name,
-                                            pod.uid, ext);
-      create = dra::ExtendedClaimObject(*extended);
-    }
+  if (!ext.wait.empty()) {
+    r.reason = ext.wait;
+    return d;
   }
   // The writes for one planned claim (none when it is allocated and reserved for the pod and,
   // for the extended-resource claim, the pod names it already).
   auto add_write = [&](const dra::PlannedClaim& c, const nlohmann::json& allocation) {
-    ClaimWrite w{c.claim, allocation, c.allocate || !c.reserved};
-    if (extended && c.claim == extended) {
-      w.create = create;
-      if (pod.extended.claim != c.claim->name) w.request_mappings = ext.mappings;
-    }
-    if (!w.allocation.is_null() || w.reserve || !w.create.is_null() ||
-        !w.request_mappings.is_null()) {
-      d.writes.push_back(std::move(w));
-    }
+    AddWrite(pod, ext, c, allocation, &d);
   };
-  dra::PodPlan plan = planner_.Plan(pod.claims, pod.ns, pod.uid, cluster, extended);
+  dra::PodPlan plan = planner_.Plan(pod.claims, pod.ns, pod.uid, cluster, ext.claim);
   if (plan.kind != dra::PodPlan::Kind::kReady) {
     r.outcome = plan.kind == dra::PodPlan::Kind::kInvalid ? core::Outcome::kNeverFits
                                                           : core::Outcome::kNoFitNow;
@@ -208,11 +239,20 @@ std::vector<DraAllocator::Decision> DraAllocator::DecideGang(
     return out;
   };
   std::vector<dra::PodPlan> plans;
+  std::vector<ExtendedClaim> extended;
   std::vector<core::PodRequest> requests;
   // Per node, the GPUs every member may use.
   std::vector<uint64_t> masks(cluster.node_count(), ~0ULL);
   for (const PodInfo* m : members) {
-    dra::PodPlan plan = planner_.Plan(m->claims, m->ns, m->uid, cluster);
+    // Classic members (tessera.dev/gpu: N) served through a DeviceClass's extendedResourceName
+    // get their extended-resource claims, allocated with the rest of the gang.
+    ExtendedClaim ext = ExtendedOf(*m);
+    if (!ext.invalid.empty() || !ext.wait.empty()) {
+      return fail_all(
+          StrCat("gang ", gang_key, ": member ", m->key, ": ",
+                 ext.invalid.empty() ? ext.wait : StrCat("invalid pod: ", ext.invalid)));
+    }
+    dra::PodPlan plan = planner_.Plan(m->claims, m->ns, m->uid, cluster, ext.claim);
     if (plan.kind != dra::PodPlan::Kind::kReady) {
       return fail_all(StrCat("gang ", gang_key, ": member ", m->key, ": ", plan.reason));
     }
@@ -224,10 +264,6 @@ std::vector<DraAllocator::Decision> DraAllocator::DecideGang(
     const dra::PodPlan::Option& o = plan.options[0];
     if (!o.why_none.empty()) {
       return fail_all(StrCat("gang ", gang_key, ": member ", m->key, ": ", o.why_none));
-    }
-    if (m->request.gpu.kind != core::GpuAsk::Kind::kNone) {
-      return fail_all(StrCat("gang ", gang_key, ": member ", m->key,
-                             " asks GPUs both in resources.limits and through claims"));
     }
     std::vector<uint64_t> mine(cluster.node_count(), 0);
     if (o.use_candidates) {
@@ -244,6 +280,7 @@ std::vector<DraAllocator::Decision> DraAllocator::DecideGang(
     req.gpu = o.gpu;
     requests.push_back(std::move(req));
     plans.push_back(std::move(plan));
+    extended.push_back(std::move(ext));
   }
   std::vector<core::Candidate> candidates;
   for (int n = 0; n < cluster.node_count(); ++n) {
@@ -272,10 +309,10 @@ std::vector<DraAllocator::Decision> DraAllocator::DecideGang(
     for (const dra::PlannedClaim& c : o.claims) {
       if (c.allocate) {
         const dra::ClaimAllocation& a = (*allocs)[next++];
-        out[i].writes.push_back(ClaimWrite{c.claim, a.allocation, true});
+        AddWrite(*members[i], extended[i], c, a.allocation, &out[i]);
         out[i].holdings.emplace_back(c.claim->key, a.holding);
-      } else if (!c.reserved) {
-        out[i].writes.push_back(ClaimWrite{c.claim, nullptr, true});
+      } else {
+        AddWrite(*members[i], extended[i], c, nullptr, &out[i]);
       }
     }
   }

@@ -32,6 +32,7 @@
 
 #include "core/model/placement.h"
 #include "k8s/dra/cache.h"
+#include "k8s/dra/extended.h"
 #include "k8s/dra/planner.h"
 #include "k8s/scheduler/claim_binder.h"
 #include "k8s/scheduler/ledger.h"
@@ -47,8 +48,10 @@ class DraAllocator {
   bool OnSlice(Change change, std::shared_ptr<const dra::SliceInfo> slice);
   bool OnClass(Change change, std::shared_ptr<const dra::ClassInfo> device_class);
   bool OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo> claim);
-  // The engine's nodes changed: claims that could not be accounted are tried again.
-  void OnNodesChanged() { Reconsider(); }
+  // The engine's nodes may have changed: claims that could not be accounted are tried again,
+  // and claims holding MIG partitions are read again when nodes changed (a GPU turned to MIG
+  // mode holds them as MIG instances, no longer whole).
+  void OnNodesChanged();
 
   struct Decision {
     core::PlacementResult result;  // placed: committed in the engine under the pod's key
@@ -61,7 +64,8 @@ class DraAllocator {
   // One pod with claims, or with extended resources a DeviceClass serves (its extended-resource
   // claim is found, or made in memory and created by the ClaimBinder).
   Decision Decide(const PodInfo& pod);
-  // A gang whose members have claims (all or none placed).
+  // A gang whose members have claims, or extended resources a DeviceClass serves (all or none
+  // placed, with the gang's topology rules).
   std::vector<Decision> DecideGang(const std::vector<const PodInfo*>& members,
                                    const std::string& gang_key);
   // A placed decision goes to binding: the pod holds CPU and memory, its new claims their GPUs.
@@ -75,6 +79,19 @@ class DraAllocator {
   static std::string ClaimKey(const std::string& claim) { return "claim:" + claim; }
 
  private:
+  // A pod's extended-resource claim (DRAExtendedResource): found, or made in memory with the
+  // object that creates it; `invalid` or `wait` say why the pod cannot go on now.
+  struct ExtendedClaim {
+    dra::ExtendedClaimPlan plan;
+    std::shared_ptr<const dra::ClaimInfo> claim;  // nullptr: no extended resource is served
+    nlohmann::json create;                        // non-null: the claim is to be created
+    std::string invalid, wait;
+  };
+  ExtendedClaim ExtendedOf(const PodInfo& pod);
+  // Adds the writes for planned claim `c` of `pod` (none when it is allocated and reserved for
+  // the pod and, for the extended-resource claim, the pod names it already).
+  void AddWrite(const PodInfo& pod, const ExtendedClaim& ext, const dra::PlannedClaim& c,
+                const nlohmann::json& allocation, Decision* d);
   // Accounts `claim` as it is now (or drops it).
   bool Account(const std::string& key);
   void Reconsider();
@@ -91,6 +108,9 @@ class DraAllocator {
   std::set<std::string> awaiting_;
   // Allocated claims that could not be accounted (devices unknown yet).
   std::set<std::string> unresolved_;
+  // Allocated claims that name MIG partitions, and the ledger's node changes last seen.
+  std::set<std::string> mig_claims_;
+  uint64_t seen_node_changes_ = 0;
 };
 
 }  // namespace tessera::k8s

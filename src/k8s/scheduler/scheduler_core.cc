@@ -562,14 +562,18 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
     gangs_.Assembled(gang_key);
     return static_cast<int>(round.pending.size());
   }
-  const bool claims = std::any_of(members.begin(), members.end(),
-                                  [](const PodInfo* m) { return !m->claims.empty(); });
+  // Members whose GPUs come from claims: their own, or (DRA mode) an extended-resource claim for
+  // `tessera.dev/gpu: N` that a DeviceClass serves; the gang goes through the claim path.
+  const bool claims = std::any_of(members.begin(), members.end(), [&](const PodInfo* m) {
+    return !m->claims.empty() || (dra_ && dra_->ServesExtended(*m));
+  });
   if (claims && round.min < round.size) {
     for (const std::string& m : round.pending) {
       MarkUnschedulable(m, pods_.Get(m),
                         StrCat(records::kGangMinAnnotation,
-                               " is not supported yet for gangs whose pods have "
-                               "spec.resourceClaims; remove it to place the gang all or nothing"));
+                               " is not supported yet for gangs whose GPUs come from "
+                               "ResourceClaims (spec.resourceClaims, or tessera.dev/gpu served by "
+                               "a DeviceClass); remove it to place the gang all or nothing"));
     }
     gangs_.Assembled(gang_key);
     return static_cast<int>(round.pending.size());

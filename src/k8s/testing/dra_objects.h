@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "core/model/mig.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::k8s::testing {
@@ -57,6 +58,13 @@ class SliceObject {
     extra_[index][std::move(name)] = std::move(value);
     return *this;
   }
+  // GPU `index` in MIG mode: its MIG partitions as the driver publishes them (every placement of
+  // every profile of the model, `gpu-<i>-mig-<profile>-<start>`, attributes type "mig",
+  // profile, migStart, parentIndex besides the GPU's) in place of the GPU's own device.
+  SliceObject& MigMode(int index) {
+    mig_.push_back(index);
+    return *this;
+  }
   // Leaves device `index` out (a GPU the driver does not publish).
   SliceObject& Without(int index) {
     without_.push_back(index);
@@ -65,6 +73,7 @@ class SliceObject {
 
   nlohmann::json Device(int i) const {
     nlohmann::json attrs = {
+        {"type", {{"string", "gpu"}}},
         {"uuid", {{"string", StrCat("GPU-", node_, "-", i)}}},
         {"index", {{"int", i}}},
         {"model", {{"string", model_}}},
@@ -94,10 +103,50 @@ class SliceObject {
     return d;
   }
 
+  // The MIG partitions of GPU `i`.
+  std::vector<nlohmann::json> MigDevices(int i) const {
+    std::vector<nlohmann::json> out;
+    const core::MigModel* model = core::FindMigModel(model_);
+    if (model == nullptr) return out;
+    const nlohmann::json gpu = Device(i);
+    for (const core::MigProfile& p : model->profiles) {
+      for (int start = 0; start < core::kMigSlots; ++start) {
+        if (!p.may_start_at(start)) continue;
+        std::string dns(p.name);
+        std::replace(dns.begin(), dns.end(), '.', '-');
+        std::replace(dns.begin(), dns.end(), '+', '-');
+        nlohmann::json attrs = gpu["attributes"];
+        attrs.erase("index");
+        attrs.erase("uuid");
+        attrs["type"] = {{"string", "mig"}};
+        attrs["profile"] = {{"string", std::string(p.name)}};
+        attrs["migStart"] = {{"int", start}};
+        attrs["parentIndex"] = {{"int", i}};
+        nlohmann::json counters = nlohmann::json::object();
+        for (int s = 0; s < core::kMigSlots; ++s) {
+          if ((p.slots(start) >> s) & 1) counters[StrCat("memory-slice-", s)] = {{"value", "1"}};
+        }
+        if (p.media_extensions) counters["media-engine"] = {{"value", "1"}};
+        out.push_back(
+            {{"name", StrCat("gpu-", i, "-mig-", dns, "-", start)},
+             {"attributes", attrs},
+             {"capacity",
+              {{"memory", {{"value", StrCat(p.memory_mib, "Mi")}}},
+               {"compute", {{"value", StrCat(p.compute_milli() / 10)}}}}},
+             {"consumesCounters", {{{"counterSet", StrCat("gpu-", i)}, {"counters", counters}}}}});
+      }
+    }
+    return out;
+  }
+
   nlohmann::json Json() const {
     nlohmann::json devices = nlohmann::json::array();
     for (int i = 0; i < count_; ++i) {
       if (std::find(without_.begin(), without_.end(), i) != without_.end()) continue;
+      if (std::find(mig_.begin(), mig_.end(), i) != mig_.end()) {
+        for (nlohmann::json& d : MigDevices(i)) devices.push_back(std::move(d));
+        continue;
+      }
       devices.push_back(Device(i));
     }
     return {{"apiVersion", "resource.k8s.io/v1"},
@@ -106,8 +155,29 @@ class SliceObject {
             {"spec",
              {{"driver", driver_},
               {"nodeName", node_},
-              {"pool", {{"name", node_}, {"generation", generation_}, {"resourceSliceCount", 1}}},
+              {"pool",
+               {{"name", node_},
+                {"generation", generation_},
+                {"resourceSliceCount", mig_.empty() ? 1 : 2}}},
               {"devices", devices}}}};
+  }
+  // With GPUs in MIG mode the pool has a second slice: the counter sets `gpu-<i>` (one counter
+  // per memory slice, and the media engine) that the partitions consume. Named
+  // "<slice name>-counters".
+  nlohmann::json CountersJson() const {
+    nlohmann::json sets = nlohmann::json::array();
+    for (int i : mig_) {
+      nlohmann::json counters = nlohmann::json::object();
+      for (int s = 0; s < core::kMigSlots; ++s)
+        counters[StrCat("memory-slice-", s)] = {{"value", "1"}};
+      counters["media-engine"] = {{"value", "1"}};
+      sets.push_back({{"name", StrCat("gpu-", i)}, {"counters", counters}});
+    }
+    nlohmann::json slice = Json();
+    slice["metadata"]["name"] = StrCat(slice["metadata"]["name"].get<std::string>(), "-counters");
+    slice["spec"].erase("devices");
+    slice["spec"]["sharedCounters"] = sets;
+    return slice;
   }
 
  private:
@@ -118,6 +188,7 @@ class SliceObject {
   int64_t generation_ = 1;
   std::map<int, std::map<std::string, nlohmann::json>> extra_;
   std::vector<int> without_;
+  std::vector<int> mig_;
 };
 
 inline nlohmann::json ClassObject(const std::string& name, std::vector<std::string> selectors,

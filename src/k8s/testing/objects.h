@@ -45,6 +45,11 @@ class NodeObject {
     for (core::GpuSpec& g : inventory_.gpus) g.mig_enabled = true;
     return *this;
   }
+  // GPU `index` in MIG mode, no instance configured yet.
+  NodeObject& Mig(int index) {
+    inventory_.gpus[static_cast<size_t>(index)].mig_enabled = true;
+    return *this;
+  }
   NodeObject& Cpu(std::string cpu) {
     cpu_ = std::move(cpu);
     return *this;
