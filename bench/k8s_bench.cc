@@ -313,7 +313,8 @@ int Bind(ApiClient& client, const std::string& ns, int count, int nodes, int gpu
     g.uuid = StrCat("GPU-", a.node, "-", g.grant.gpu);
     a.gpus.push_back(g);
     const std::string pod = StrCat(pod_prefix, "-", i);
-    json annotations = {{std::string(records::kAssignmentAnnotation), records::AssignmentToJson(a)}};
+    json annotations = {
+        {std::string(records::kAssignmentAnnotation), records::AssignmentToJson(a)}};
     HttpRequest req{"POST", StrCat("/api/v1/namespaces/", ns, "/pods/", pod, "/binding"),
                     BindingBody(ns, pod, "", a.node, annotations).dump(), "application/json"};
     const auto sent = std::chrono::steady_clock::now();
@@ -335,9 +336,9 @@ int Bind(ApiClient& client, const std::string& ns, int count, int nodes, int gpu
   auto at = [](const std::vector<double>& v, double q) {
     return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
   };
-  std::cerr << "bound " << latencies.size() << " pods in " << s << " s ("
-            << latencies.size() / s << " binds/s, " << concurrency << " in flight, "
-            << (http2 ? "HTTP/2" : "HTTP/1.1") << ")\n";
+  std::cerr << "bound " << latencies.size() << " pods in " << s << " s (" << latencies.size() / s
+            << " binds/s, " << concurrency << " in flight, " << (http2 ? "HTTP/2" : "HTTP/1.1")
+            << ")\n";
   std::cout << json{{"binds", latencies.size()},
                     {"bind_failures", failures.load()},
                     {"bind_seconds", s},
