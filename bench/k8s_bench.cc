@@ -13,6 +13,13 @@
 //       gang.scheduling.koordinator.sh/*.
 //   k8s_bench watch --kubeconfig K --namespace ns --count 80000 --ready-file F --start-file S
 //       Times the bindings.
+//   k8s_bench bind --kubeconfig K --namespace ns --count 8000 --nodes 10000 [--gpus 8]
+//                  [--concurrency 64] [--http2]
+//       The API server's own binding ceiling: no scheduling at all. Binds pod-I (the pods that
+//       `pods` made) to bench-node-(I mod nodes) with a one-GPU tessera.dev/assignment, the same
+//       POST .../binding request and annotation tessera's binder sends, with --concurrency in
+//       flight (HTTP/1.1 keep-alive connections, or multiplexed on HTTP/2 with --http2). Prints
+//       one JSON line: binds, seconds, binds per second, and the latency of one bind (p50, p99).
 //   k8s_bench churn --kubeconfig K --count 10000 --rate 100 --stop-file F
 //       Every second, `rate` nodes change: half a label, half a NoSchedule taint (each tainted
 //       node is untainted the next second), until F exists. Prints what it did.
@@ -28,6 +35,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <semaphore>
 #include <set>
 #include <thread>
 
@@ -278,6 +286,72 @@ int Churn(ApiClient& client, int count, const std::string& prefix, int rate,
   return 0;
 }
 
+// Binds pods pod-0..count-1 to nodes round-robin, nothing else: what this API server (and etcd)
+// sustain for bindings when the binder's client is the only cost. The request is the one
+// AnnotationBinder sends (the same Binding body with a one-GPU assignment record).
+int Bind(ApiClient& client, const std::string& ns, int count, int nodes, int gpus,
+         const std::string& pod_prefix, const std::string& node_prefix, int concurrency,
+         bool http2) {
+  AsyncClient async(client.transport(), AsyncClientOptions{concurrency, 8, {}, http2});
+  std::mutex mu;
+  std::vector<double> latencies;
+  latencies.reserve(count);
+  std::atomic<int> failures{0};
+  // At most `concurrency` submitted at once, so that a bind's latency is the server's answer
+  // time, not a wait in the client's queue.
+  std::counting_semaphore<> slots(concurrency);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < count; ++i) {
+    slots.acquire();
+    const int node = i % nodes;
+    records::Assignment a;
+    a.node = StrCat(node_prefix, "-", node);
+    records::AssignedGpu g;
+    g.grant.gpu = (i / nodes) % gpus;
+    g.grant.memory_mib = kGpuMemoryGi * 1024;
+    g.grant.exclusive = true;
+    g.uuid = StrCat("GPU-", a.node, "-", g.grant.gpu);
+    a.gpus.push_back(g);
+    const std::string pod = StrCat(pod_prefix, "-", i);
+    json annotations = {
+        {std::string(records::kAssignmentAnnotation), records::AssignmentToJson(a)}};
+    HttpRequest req{"POST", StrCat("/api/v1/namespaces/", ns, "/pods/", pod, "/binding"),
+                    BindingBody(ns, pod, "", a.node, annotations).dump(), "application/json"};
+    const auto sent = std::chrono::steady_clock::now();
+    async.Submit(req, [&, req, sent](const HttpResponse& resp) {
+      if (!resp.ok()) {
+        if (failures++ < 5) std::cerr << FromAbsl(StatusFromResponse(req, resp).message()) << "\n";
+      } else {
+        const double s = Seconds(std::chrono::steady_clock::now() - sent);
+        std::lock_guard<std::mutex> lock(mu);
+        latencies.push_back(s);
+      }
+      slots.release();
+    });
+  }
+  async.Drain(std::chrono::hours(1));
+  const double s = Seconds(std::chrono::steady_clock::now() - start);
+  std::lock_guard<std::mutex> lock(mu);
+  std::sort(latencies.begin(), latencies.end());
+  auto at = [](const std::vector<double>& v, double q) {
+    return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+  };
+  std::cerr << "bound " << latencies.size() << " pods in " << s << " s (" << latencies.size() / s
+            << " binds/s, " << concurrency << " in flight, " << (http2 ? "HTTP/2" : "HTTP/1.1")
+            << ")\n";
+  std::cout << json{{"binds", latencies.size()},
+                    {"bind_failures", failures.load()},
+                    {"bind_seconds", s},
+                    {"binds_per_second", latencies.size() / s},
+                    {"bind_latency_p50_s", at(latencies, 0.5)},
+                    {"bind_latency_p99_s", at(latencies, 0.99)},
+                    {"bind_concurrency", concurrency},
+                    {"bind_http2", http2}}
+                   .dump()
+            << std::endl;
+  return failures > 0 ? 1 : 0;
+}
+
 struct PodLite {
   std::string node;
   std::string assignment;  // tessera.dev/assignment
@@ -442,6 +516,18 @@ int main(int argc, char** argv) {
   watch->add_option("--ready-file", ready_file);
   watch->add_option("--start-file", start_file);
   watch->add_option("--timeout", timeout_s);
+  int bind_nodes = 0;
+  bool http2 = false;
+  CLI::App* bind = app.add_subcommand(
+      "bind", "Bind pods to nodes with no scheduling at all: the API server's binding ceiling");
+  common(bind);
+  bind->add_option("--namespace", po.ns);
+  bind->add_option("--prefix", po.prefix, "Pod name prefix");
+  bind->add_option("--node-prefix", node_prefix);
+  bind->add_option("--nodes", bind_nodes, "Nodes to spread the pods over")->required();
+  bind->add_option("--gpus", gpus, "GPUs per node");
+  bind->add_option("--concurrency", concurrency, "Binds in flight");
+  bind->add_flag("--http2", http2, "Multiplex on HTTP/2 instead of HTTP/1.1 keep-alive");
   CLI::App* churn = app.add_subcommand("churn", "Change node labels and taints every second");
   common(churn);
   churn->add_option("--prefix", node_prefix);
@@ -455,6 +541,10 @@ int main(int argc, char** argv) {
     return tessera::k8s::CreateNodes(*client, count, gpus, node_prefix, concurrency, koordinator);
   }
   if (*pods) return tessera::k8s::CreatePods(*client, count, po);
+  if (*bind) {
+    return tessera::k8s::Bind(*client, po.ns, count, bind_nodes, gpus, po.prefix, node_prefix,
+                              concurrency, http2);
+  }
   if (*churn) return tessera::k8s::Churn(*client, count, node_prefix, rate, stop_file);
   return tessera::k8s::Watch(*client, po.ns, count, ready_file, start_file, timeout_s);
 }

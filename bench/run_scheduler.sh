@@ -21,6 +21,12 @@
 #   stock-churn, koord-churn      the peers under the same churn
 #   churn-alone  (none)           the churn alone for --churn-seconds, no pods and no scheduler:
 #                                 how many of the asked patches this API server applies at all
+#   bind         (none)           --pods x tessera.dev/gpu: 1, bound by `k8s_bench bind` with no
+#                                 scheduling at all (pod I to node I mod --nodes, the request and
+#                                 one-GPU assignment record tessera's binder sends, 64 in flight
+#                                 on HTTP/1.1 keep-alive connections, as tessera's default): the
+#                                 API server's own binding ceiling on this machine
+#   bind-h2      (none)           the same multiplexed on HTTP/2
 #
 # Every scheduler uses the control plane's admin kubeconfig (koord-scheduler reads Koordinator's
 # custom resources, which kube-scheduler's RBAC role does not cover) and the same client limits.
@@ -196,6 +202,7 @@ run_phase() {
                 ask=(--gpu 1 --gang-size "$gang_size") ;;
     gang) sched=tessera; n=$((gangs * gang_size))
           ask=(--gpu 1 --gang-size "$gang_size" --gang-topology nvlink-domain) ;;
+    bind | bind-h2) sched=bind; scheduler_name=nobody-bench; ask=(--gpu 1); n=$pods ;;
     churn-alone) run_churn_alone "$round"; return ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
   esac
@@ -204,6 +211,7 @@ run_phase() {
     stock) scheduler_name=stock-bench ;;
     koord) scheduler_name=koord-scheduler; koord=1 ;;
     tessera) scheduler_name=tessera ;;
+    bind) ;;
   esac
   dir=$out/$phase-$round
   mkdir -p "$dir"
@@ -263,6 +271,12 @@ EOF
       "$tessera" scheduler --kubeconfig "$k" "${config_args[@]}" --leader-elect false \
         --metrics-port 0 >"$dir/scheduler.log" 2>&1 &
       ;;
+    bind)
+      local h2=()
+      [[ $phase == bind-h2 ]] && h2=(--http2)
+      "$bench" bind --kubeconfig "$k" --namespace bench --count "$n" --nodes "$nodes" \
+        --concurrency 64 "${h2[@]}" >"$dir/bind.json" 2>"$dir/scheduler.log" &
+      ;;
   esac
   sched_pid=$!
   local rc=0
@@ -284,6 +298,10 @@ EOF
     fi
   fi
   touch "$dir/churn.stop"
+  # The binding client ends by itself once its answers are in (shortly after the stopwatch).
+  if [[ $sched == bind ]]; then
+    for _ in $(seq 300); do kill -0 "$sched_pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   stop_pid "$sched_pid"
   sched_pid=""
   if [[ -n $churn_pid ]]; then
@@ -297,6 +315,7 @@ EOF
   rm -rf "$dir/etcd-data"
   local churn_json='{}'
   [[ -s $dir/churn.json ]] && churn_json=$(cat "$dir/churn.json")
+  [[ -s $dir/bind.json ]] && churn_json=$(grep '^{' "$dir/bind.json" | tail -n 1)
   dir=""
   local result
   result=$(jq -c --arg phase "$phase" --arg scheduler "$sched" --argjson round "$round" \
@@ -360,5 +379,13 @@ for p in churn churn-alone stock-churn koord-churn; do
   [[ $asked == - ]] && continue
   printf '%s: the API server applied %.1f of the %.1f node patches a second asked (%s changes a second)\n' \
     "$p" "$(m "$p" .churn_patches_applied_per_second)" "$asked" "$(m "$p" .node_changes_per_second)"
+done
+for p in bind bind-h2; do
+  b=$(rate "$p")
+  [[ $b == - ]] && continue
+  printf '%s: the API server bound %s pods/s with no scheduling (first to last %s); tessera %s (first to last %s), kube-scheduler %s: 3x kube-scheduler would need %s\n' \
+    "$p" "$b" "$(m "$p" .pods_per_second_first_to_last)" "$(rate tessera)" \
+    "$(m tessera .pods_per_second_first_to_last)" "$(rate stock)" \
+    "$(awk -v s="$(rate stock)" 'BEGIN { if (s == "-") print "-"; else printf "%.1f", 3 * s }')"
 done
 echo "churn cost (tessera): $(awk -v a="$(rate churn)" -v b="$(rate tessera)" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.1f%% of its throughput", 100 * (1 - a / b) }')"

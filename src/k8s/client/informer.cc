@@ -61,12 +61,33 @@ absl::Status ListWatch::List(std::string* resource_version) {
     if (!cont.empty()) StrAppend(&path, "&continue=", QueryEscape(cont));
     return HttpRequest{"GET", path, "", "", std::chrono::milliseconds(120'000)};
   };
-  // The page asked for ahead, on its own thread (the connection serves one request at a time,
-  // and only that thread uses it until the future is read).
-  std::future<HttpResponse> ahead;
+  // The page asked for ahead, on its own thread, which also parses it: while this thread decodes
+  // and hands on one page, the next is fetched and parsed (the connection serves one request at
+  // a time, and only that thread uses it until the future is read).
+  struct Fetched {
+    HttpResponse response;  // its body cleared once parsed
+    std::optional<ListHead> head;
+    absl::StatusOr<nlohmann::json> parsed = absl::UnknownError("not parsed");
+    SteadyClock::duration parse_time{};
+    size_t bytes = 0;
+  };
+  std::future<Fetched> ahead;
   auto fetch = [this](HttpRequest request) {
-    return std::async(std::launch::async,
-                      [this, request = std::move(request)] { return connection_->Do(request); });
+    return std::async(std::launch::async, [this, request = std::move(request)] {
+      Fetched f;
+      f.response = connection_->Do(request);
+      if (!f.response.ok() || stop_) return f;
+      f.bytes = f.response.body.size();
+      const auto t = SteadyClock::now();
+      f.head = ReadListHead(f.response.body);
+      f.parsed = ParseApiJson(f.response.body, options_.drop_managed_fields);
+      f.parse_time = SteadyClock::now() - t;
+      if (f.parsed.ok()) {
+        f.response.body.clear();
+        f.response.body.shrink_to_fit();
+      }
+      return f;
+    });
   };
   OnListBegin();
   HttpRequest request = page_request("");
@@ -74,30 +95,26 @@ absl::Status ListWatch::List(std::string* resource_version) {
   std::string rv;
   while (true) {
     auto t0 = SteadyClock::now();
-    HttpResponse response = ahead.get();
+    Fetched fetched = ahead.get();
     auto t1 = SteadyClock::now();
     waited += t1 - t0;
     if (stop_) return absl::CancelledError("stopped");
-    absl::Status status = StatusFromResponse(request, response);
+    absl::Status status = StatusFromResponse(request, fetched.response);
     if (!status.ok()) return status;
-    bytes += response.body.size();
+    bytes += fetched.bytes;
+    parsed_in += fetched.parse_time;
     ++pages;
-    std::optional<ListHead> head = ReadListHead(response.body);
+    const std::optional<ListHead>& head = fetched.head;
     if (head && !head->continue_token.empty()) {
       request = page_request(head->continue_token);
       ahead = fetch(request);
     }
-    absl::StatusOr<nlohmann::json> parsed =
-        ParseApiJson(response.body, options_.drop_managed_fields);
-    if (!parsed.ok()) {
+    if (!fetched.parsed.ok()) {
       return absl::DataLossError(StrCat("list ", options_.resource, ": the answer is ",
-                                        FromAbsl(parsed.status().message())));
+                                        FromAbsl(fetched.parsed.status().message())));
     }
-    nlohmann::json page = std::move(*parsed);
-    response.body.clear();
-    response.body.shrink_to_fit();
+    nlohmann::json page = std::move(*fetched.parsed);
     auto t2 = SteadyClock::now();
-    parsed_in += t2 - t1;
     std::vector<nlohmann::json> items;
     if (auto it = page.find("items"); it != page.end() && it->is_array()) {
       items.reserve(it->size());
@@ -123,7 +140,8 @@ absl::Status ListWatch::List(std::string* resource_version) {
   auto s = [](SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); };
   spdlog::info(
       "{}: listed {} at resourceVersion {}: {} pages, {:.1f} MB in {:.2f} s ({:.2f} s waiting for "
-      "the API server, {:.2f} s parsing JSON, {:.2f} s decoding and handing on)",
+      "the next page, {:.2f} s parsing JSON beside the decoding, {:.2f} s decoding and handing "
+      "on)",
       options_.resource, n, rv, pages, bytes / 1e6, s(end - start), s(waited), s(parsed_in),
       s(handed_in));
   return absl::OkStatus();

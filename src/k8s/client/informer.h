@@ -9,9 +9,10 @@
 // touches the consumer's state (STYLE.md "Concurrency").
 //
 // A list is read page by page (`page_size` objects, limit/continue): each page is handed on as
-// soon as it is parsed, and the next page is asked for before this one is parsed (its continue
-// token is read from the head of the body, ReadListHead), so that the API server prepares page
-// k+1 while this thread parses and decodes page k.
+// soon as it is decoded. A second thread fetches and parses: it reads page k's continue token
+// from the head of the body (ReadListHead), and the next page is asked for at once, so that the
+// API server prepares page k+1 and the second thread parses it while this thread decodes and
+// hands on page k.
 //
 // Informer<T> decodes each object into an immutable T on that thread, keeps key -> T, and tells
 // its handler what changed: Added / Updated per object as each page arrives, then, when the list
