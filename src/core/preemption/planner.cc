@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -21,6 +22,12 @@ struct PreemptionPlanner::Context {
   std::vector<const Placement*> placement;
   std::vector<std::optional<QueueResources>> usage;
   const Cluster* cluster = nullptr;
+
+  // Evictions `budget` allows now (none when the request does not name it).
+  int64_t BudgetLeft(const std::string& budget) const {
+    auto it = request.budgets.find(budget);
+    return it == request.budgets.end() ? 0 : std::max<int64_t>(0, it->second);
+  }
 
   const QueueResources& Usage(int pod) {
     if (!usage[pod]) usage[pod] = UsageOf(*cluster, *placement[pod]);
@@ -78,6 +85,48 @@ void PreemptionPlanner::Reprieve(Context& ctx, std::vector<int> candidates, Fits
   victims->insert(victims->end(), gone.begin(), gone.end());
 }
 
+template <typename Fits>
+bool PreemptionPlanner::ReprieveWithinBudgets(Context& ctx, std::vector<int> candidates, Fits fits,
+                                              std::vector<int>* victims) {
+  while (true) {
+    std::vector<int> gone;
+    Reprieve(ctx, candidates, fits, &gone);
+    // The first budget (in reprieve order) that these victims take beyond what it allows.
+    absl::flat_hash_map<std::string, int64_t> count;
+    absl::flat_hash_set<int> counted;  // an elastic gang's member may be in two units
+    std::string over;
+    for (int u : gone) {
+      for (int p : ctx.units[u].pods) {
+        const std::string& b = ctx.running[p].budget;
+        if (b.empty() || !counted.insert(p).second) continue;
+        if (++count[b] > ctx.BudgetLeft(b) && over.empty()) over = b;
+      }
+    }
+    if (over.empty()) {
+      victims->insert(victims->end(), gone.begin(), gone.end());
+      return true;
+    }
+    // Of that budget's units, only as many stay candidates as it allows: the victims the
+    // reprieve gave up last (lowest priority, largest), then the search runs again.
+    auto pods_of = [&](int u) {
+      int64_t n = 0;
+      for (int p : ctx.units[u].pods) n += ctx.running[p].budget == over ? 1 : 0;
+      return n;
+    };
+    absl::flat_hash_set<int> keep;
+    int64_t kept = 0;
+    for (auto it = gone.rbegin(); it != gone.rend(); ++it) {
+      const int64_t n = pods_of(*it);
+      if (n > 0 && kept + n <= ctx.BudgetLeft(over)) {
+        keep.insert(*it);
+        kept += n;
+      }
+    }
+    std::erase_if(candidates, [&](int u) { return pods_of(u) > 0 && !keep.contains(u); });
+    if (!fits(std::span<const int>(candidates))) return false;
+  }
+}
+
 bool PreemptionPlanner::Allowed(Context& ctx, std::span<const int> victims, std::string* why) {
   absl::flat_hash_map<std::string, int64_t> by_budget;
   absl::flat_hash_map<std::string, QueueResources> freed;
@@ -91,8 +140,7 @@ bool PreemptionPlanner::Allowed(Context& ctx, std::span<const int> victims, std:
     }
   }
   for (const auto& [budget, count] : by_budget) {
-    auto it = ctx.request.budgets.find(budget);
-    const int64_t allowed = it == ctx.request.budgets.end() ? 0 : it->second;
+    const int64_t allowed = ctx.BudgetLeft(budget);
     if (count > allowed) {
       *why = StrCat("the disruption budget ", budget, " allows ", allowed, " eviction",
                     allowed == 1 ? "" : "s", " now and the pod would need ", count);
@@ -142,6 +190,14 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     }
     return it->second;
   };
+  // A pod whose disruption budget allows no eviction now is no candidate (nor is its gang): the
+  // search goes around it rather than finding a plan the budget would refuse part-way.
+  std::set<std::string> protecting;  // such budgets that held back some eligible pod
+  auto budget_allows = [&](const RunningPod& pod) {  // asked of eligible pods only
+    if (pod.budget.empty() || ctx.BudgetLeft(pod.budget) > 0) return true;
+    protecting.insert(pod.budget);
+    return false;
+  };
   // Units: gangs by name, other pods alone. A gang with an ineligible member is no unit.
   absl::flat_hash_map<std::string, int> gang_unit;
   absl::flat_hash_set<int> spoiled;
@@ -164,7 +220,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       u = it->second;
     }
     Unit& unit = ctx.units[u];
-    if (!eligible(pod)) spoiled.insert(u);
+    if (!eligible(pod) || !budget_allows(pod)) spoiled.insert(u);
     unit.priority = unit.pods.empty() ? pod.priority : std::max(unit.priority, pod.priority);
     unit.pods.push_back(i);
     for (const GpuGrant& g : p->gpus) {  // what it denies others, roughly: for the order only
@@ -197,7 +253,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       Unit& unit = ctx.units[u];
       const RunningPod& pod = running[i];
       const Placement* p = ctx.placement[i];
-      if (!eligible(pod)) spoiled.insert(u);
+      if (!eligible(pod) || !budget_allows(pod)) spoiled.insert(u);
       unit.priority = pod.priority;
       unit.pods.push_back(i);
       for (const GpuGrant& g : p->gpus) {
@@ -307,6 +363,11 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
 
   auto no_plan = [&](std::string reason) {
     plan.reason = std::move(reason);
+    if (!protecting.empty()) {
+      StrAppend(&plan.reason, " (not evicted: the pods of disruption budget",
+                protecting.size() == 1 ? " " : "s ", StrJoin(protecting, ", "), ", which ",
+                protecting.size() == 1 ? "allows" : "allow", " no eviction now)");
+    }
     if (!reclaim_why.empty()) StrAppend(&plan.reason, " (no reclaim: ", reclaim_why, ")");
     return plan;
   };
@@ -390,7 +451,10 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       if (!fits(candidates)) continue;
       fits_somewhere = true;
       std::vector<int> victims;
-      Reprieve(ctx, candidates, fits, &victims);
+      if (!ReprieveWithinBudgets(ctx, candidates, fits, &victims)) {
+        why_not = "the disruption budgets there allow too few evictions now";
+        continue;
+      }
       if (!Allowed(ctx, victims, &why_not)) continue;
       size_t pods = 0;
       int32_t top = INT32_MIN;
@@ -510,7 +574,11 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       return no_plan("evicting would not help: the gang does not fit where it could land");
     }
     std::vector<int> victims;
-    Reprieve(ctx, candidates, fits, &victims);
+    if (!ReprieveWithinBudgets(ctx, candidates, fits, &victims)) {
+      return no_plan(
+          "no eviction would be allowed: the disruption budgets where the gang could land "
+          "allow too few evictions now");
+    }
     if (!Allowed(ctx, victims, &why_not)) {
       return no_plan(StrCat("no eviction would be allowed: ", why_not));
     }

@@ -15,8 +15,13 @@
 // core of min members still goes only with the whole gang. Its members above the min are tried
 // as victims before the whole gang (the whole gang is reprieved first). Pods already terminating
 // (evicted earlier, by us or anyone) are counted as gone at no cost: a restarted scheduler finds
-// the plan it had made and evicts nobody twice. Disruption budgets (PodDisruptionBudgets) cap how
-// many of their pods one plan may evict.
+// the plan it had made and evicts nobody twice. Disruption budgets (PodDisruptionBudgets,
+// PreemptionRequest::budgets: the evictions each allows now) cap how many of their pods one plan
+// may evict, counting every victim of the plan: a pod whose budget allows none is no candidate
+// (nor is its gang), and when the fewest victims on a node would take more of a budget's pods
+// than it allows, only that many of them stay candidates and the search there runs again, so the
+// plan goes around protected pods (other victims, another node, or no plan) instead of relying
+// on the Eviction API to refuse one part-way.
 //
 // The search. One pod: for every node holding candidates (or terminating pods), every candidate
 // there is taken away at once; if the pod then fits on the node, the candidates are given back
@@ -110,6 +115,12 @@ class PreemptionPlanner {
   // away must fit). Appends the remaining victims to *victims.
   template <typename Fits>
   void Reprieve(Context& ctx, std::vector<int> candidates, Fits fits, std::vector<int>* victims);
+  // Reprieve, kept within the disruption budgets: while the victims take more of some budget's
+  // pods than it allows, only that many of its units stay candidates (those the reprieve gave up
+  // last) and the search runs again. False when the candidates left no longer make room.
+  template <typename Fits>
+  bool ReprieveWithinBudgets(Context& ctx, std::vector<int> candidates, Fits fits,
+                             std::vector<int>* victims);
   // Whether evicting `victims` (units) keeps every budget and every queue's deserved share.
   bool Allowed(Context& ctx, std::span<const int> victims, std::string* why);
 

@@ -272,7 +272,71 @@ TEST(PreemptionPlanner, ABudgetIsHonoured) {
   w.running()[1].priority = 10;
   PreemptionPlan none = w.Plan({Whole("p")}, 5);
   EXPECT_FALSE(none.found);
-  EXPECT_THAT(none.reason, HasSubstr("disruption budget pdb allows 0 evictions"));
+  EXPECT_THAT(none.reason, HasSubstr("disruption budget pdb, which allows no eviction now"));
+}
+
+// The fewest victims (node a: two shares) are two pods of one budget: while it allows two, they
+// go; while it allows one, the plan counts both against it and goes around them (node b's three
+// shares) instead of planning evictions the Eviction API would refuse part-way.
+TEST(PreemptionPlanner, ABudgetCountsEveryVictimOfThePlan) {
+  World w(ClusterBuilder().Node("a").Gpus(1, "A100-80GB").Node("b").Gpus(1, "A100-80GB").Build());
+  w.Run("c0", "a", 0, 40).budget = "pdb";
+  w.Run("c1", "a", 0, 40).budget = "pdb";
+  for (int i = 0; i < 3; ++i) w.Run(StrCat("f", i), "b", 0, 26);
+  PreemptionPlan two = w.Plan({Whole("p")}, 5, "default", {{"pdb", 2}});
+  ASSERT_TRUE(two.found) << two.reason;
+  EXPECT_THAT(two.victims, ElementsAre("c0", "c1"));
+  PreemptionPlan one = w.Plan({Whole("p")}, 5, "default", {{"pdb", 1}});
+  ASSERT_TRUE(one.found) << one.reason;
+  EXPECT_THAT(one.victims, ElementsAre("f0", "f1", "f2"));
+  // Node b's shares may not go either: no plan.
+  w.running()[2].priority = 10;
+  PreemptionPlan none = w.Plan({Whole("p")}, 5, "default", {{"pdb", 1}});
+  EXPECT_FALSE(none.found);
+  EXPECT_THAT(none.reason, HasSubstr("disruption budgets there allow too few evictions"));
+}
+
+// Within one node, a budget that allows one of the two pods the fewest victims would take: the
+// other victims on that node are found instead.
+TEST(PreemptionPlanner, ABudgetTurnsThePlanToOtherVictimsOnTheNode) {
+  World w(ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Build());
+  w.Run("c0", "a", 0, 40).budget = "pdb";
+  w.Run("c1", "a", 0, 40).budget = "pdb";
+  w.Run("f0", "a", 1, 40, 3).budget = "other";
+  w.Run("f1", "a", 1, 40, 3).budget = "other";
+  PreemptionPlan plan = w.Plan({Whole("p")}, 5, "default", {{"pdb", 1}, {"other", 2}});
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_THAT(plan.victims, ElementsAre("f0", "f1"));
+  PreemptionPlan back = w.Plan({Whole("p")}, 5, "default", {{"pdb", 2}, {"other", 1}});
+  ASSERT_TRUE(back.found) << back.reason;
+  EXPECT_THAT(back.victims, ElementsAre("c0", "c1"));
+}
+
+// A gang counts its victims against a budget across nodes: two whole-GPU members, and the only
+// victims it may take are two pods of one budget.
+TEST(PreemptionPlanner, AGangPlanStaysWithinABudget) {
+  World w(ClusterBuilder()
+              .Node("a")
+              .Gpus(1, "A100-80GB")
+              .Node("b")
+              .Gpus(1, "A100-80GB")
+              .Node("c")
+              .Gpus(1, "A100-80GB")
+              .Build());
+  w.Run("c0", "a", 0).budget = "pdb";
+  w.Run("c1", "b", 0).budget = "pdb";
+  w.Run("f", "c", 0, 0, 10);
+  std::vector<PodRequest> gang = {Whole("g-0"), Whole("g-1")};
+  for (PodRequest& m : gang) m.gang = GangAsk{"g", 2};
+  PreemptionPlan two = w.Plan(gang, 5, "default", {{"pdb", 2}});
+  ASSERT_TRUE(two.found) << two.reason;
+  EXPECT_THAT(two.victims, ElementsAre("c0", "c1"));
+  PreemptionPlan one = w.Plan(gang, 5, "default", {{"pdb", 1}});
+  EXPECT_FALSE(one.found);
+  EXPECT_THAT(one.reason, HasSubstr("allow too few evictions now"));
+  PreemptionPlan none = w.Plan(gang, 5, "default", {{"pdb", 0}});
+  EXPECT_FALSE(none.found);
+  EXPECT_THAT(none.reason, HasSubstr("disruption budget pdb, which allows no eviction now"));
 }
 
 TEST(PreemptionPlanner, TerminatingPodsAreAwaitedNotEvictedAgain) {

@@ -421,6 +421,11 @@ void DecodePodInto(const json& pod, PodInfo* p) {
       }
     }
   }
+  if (const json& labels = Field(meta, "labels"); labels.is_object()) {
+    for (const auto& [k, v] : labels.items()) {
+      if (v.is_string()) p->labels.emplace(k, v.get<std::string>());
+    }
+  }
   p->scheduler_name = StringField(spec, "schedulerName");
   p->node_name = StringField(spec, "nodeName");
   p->phase = StringField(status, "phase");
@@ -448,6 +453,8 @@ void DecodePodInto(const json& pod, PodInfo* p) {
     for (const json& c : conditions) {
       if (StringField(c, "type") == "PodScheduled" && StringField(c, "status") == "False") {
         p->unschedulable_message = StringField(c, "message");
+      } else if (StringField(c, "type") == "Ready") {
+        p->ready = StringField(c, "status") == "True";
       } else if (StringField(c, "type") == kScaleUpCondition) {
         p->scale_up_message = StringField(c, "message");
       }

@@ -98,6 +98,8 @@ struct PodInfo {
   // "Kind/name" of the ownerReference with controller: true (the ReplicaSet, Job, ... that
   // recreates the pod when it is evicted); empty for a bare pod.
   std::string controller;
+  std::map<std::string, std::string> labels;  // metadata.labels (disruption budgets select by them)
+  bool ready = false;                         // condition Ready is True
 
   // What the pod asks for; meaningful when input_error is empty. request.name == key.
   core::PodRequest request;

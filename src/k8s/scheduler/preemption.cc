@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_set.h"
 #include "common/strings.h"
 #include "core/queues/resources.h"
 #include "nlohmann/json.hpp"
@@ -28,7 +29,8 @@ std::shared_ptr<const QueueInfo> DecodeQueue(const nlohmann::json& object) {
 // --- writing ---------------------------------------------------------------------------------
 
 HttpRequest ApiPreemptionWriter::NominationRequest(const PodInfo& pod, const std::string& node) {
-  nlohmann::json patch = {{"status", {{"nominatedNodeName", node}}}};
+  nlohmann::json patch = {{"status", {{"nominatedNodeName", nullptr}}}};
+  if (!node.empty()) patch["status"]["nominatedNodeName"] = node;
   return HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
                      patch.dump(), std::string(ContentTypeOf(PatchType::kMerge))};
 }
@@ -90,6 +92,10 @@ void Preemption::Track(std::shared_ptr<const PodInfo> pod) {
 void Preemption::Untrack(const std::string& key) { bound_.erase(key); }
 
 void Preemption::Observe(std::shared_ptr<const PodInfo> pod) {
+  if (auto w = withdrawn_.find(pod->key); w != withdrawn_.end()) {
+    if (!pod->nominated_node.empty() && pod->nominated_node == w->second) return;  // not yet
+    withdrawn_.erase(w);
+  }
   if (pod->nominated_node.empty()) {
     auto it = nominations_.find(pod->key);
     if (it != nominations_.end()) it->second.pod = std::move(pod);
@@ -101,17 +107,39 @@ void Preemption::Observe(std::shared_ptr<const PodInfo> pod) {
 }
 
 Preemption::Nomination& Preemption::Nominate(const std::string& key) {
+  withdrawn_.erase(key);
   Nomination& n = nominations_[key];
   if (n.seq == 0) n.seq = next_seq_++;
   return n;
 }
 
+bool Preemption::Withdraw(const PodInfo& pod) {
+  std::string node = pod.nominated_node;
+  if (auto it = nominations_.find(pod.key); it != nominations_.end()) {
+    if (!it->second.node.empty()) node = it->second.node;
+    nominations_.erase(it);
+  } else if (auto w = withdrawn_.find(pod.key); w != withdrawn_.end() && w->second == node) {
+    return false;  // withdrawn already; the watch has not shown it yet
+  }
+  if (node.empty()) return false;
+  withdrawn_[pod.key] = node;
+  return true;
+}
+
 void Preemption::Forget(const std::string& key) {
+  withdrawn_.erase(key);
   nominations_.erase(key);
   evicted_at_.erase(key);
   refused_at_.erase(key);
   bound_.erase(key);
   placing_.erase(key);
+}
+
+bool Preemption::OnBudget(Change change, std::shared_ptr<const BudgetInfo> budget) {
+  const int64_t before = budgets_.Allowed(budget->key);
+  const std::string key = budget->key;
+  budgets_.Apply(change, std::move(budget));
+  return change == Change::kDeleted || budgets_.Allowed(key) > before;
 }
 
 const std::string* Preemption::NominatedNode(const std::string& key) const {
@@ -142,6 +170,13 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
     return d;
   }
   const PodInfo& pod = *members[0];
+  if (!budgets_known_) {
+    d.undecided = true;
+    d.reason =
+        "the PodDisruptionBudgets are not listed yet (the scheduler needs list and watch on "
+        "poddisruptionbudgets.policy)";
+    return d;
+  }
   // Shares with a memory ask count against the largest GPU (the smallest fraction they could be).
   int64_t gpu_memory = 0;
   const core::Cluster& cluster = engine.cluster();
@@ -178,7 +213,17 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
       rp.created = info->created;
     }
     auto e = evicted_at_.find(key);
-    rp.terminating = info->deleting || (e != evicted_at_.end() && now - e->second < kEvictingFor);
+    const bool ours = e != evicted_at_.end() && now - e->second < kEvictingFor;
+    rp.terminating = info->deleting || ours;
+    if (budgets_.size() > 0) {
+      rp.budget = budgets_.Covering(*info);
+      if (!rp.budget.empty()) {
+        auto [b, fresh] = request.budgets.try_emplace(rp.budget, 0);
+        if (fresh) b->second = budgets_.Allowed(rp.budget);
+        // Evicted by us, and the budget's status does not count it yet: it will.
+        if (ours && !budgets_.Counted(rp.budget, info->name)) --b->second;
+      }
+    }
     running.push_back(std::move(rp));
   }
   core::PreemptionPlan plan = core::PreemptionPlanner(engine, queues).Plan(request, running);
@@ -258,29 +303,95 @@ bool Preemption::RoomBeingMade(const core::Engine& engine, const std::string& ke
 
 std::string Preemption::Guard(core::Engine& engine, const PodInfo& pod,
                               const core::Placement& placement) {
-  if (nominations_.empty()) return "";
+  const PodInfo* pods[] = {&pod};
+  const core::Placement placements[] = {placement};
+  return Guard(engine, pods, placements);
+}
+
+std::string Preemption::Guard(core::Engine& engine, std::span<const PodInfo* const> pods,
+                              std::span<const core::Placement> placements) {
+  if (nominations_.empty() || pods.empty()) return "";
   const core::Cluster& cluster = engine.cluster();
-  const std::string& node = cluster.node(placement.node).name;
-  const std::vector<core::Candidate> allowed = {core::Candidate{placement.node, ~0ULL}};
-  std::vector<std::string> leaving;
-  bool listed = false;
-  auto own = nominations_.find(pod.key);
-  const uint64_t own_seq = own == nominations_.end() ? UINT64_MAX : own->second.seq;
-  for (const auto& [key, n] : nominations_) {
-    if (key == pod.key || n.node != node || !n.pod) continue;
-    if (n.pod->priority < pod.priority) continue;
-    if (n.pod->priority == pod.priority && n.seq > own_seq) continue;  // nominated after it
-    if (!listed) {
-      for (const auto& [k, info] : bound_) {
-        const core::Placement* p = engine.Find(k);
-        if (p == nullptr || p->node != placement.node) continue;
-        if (info->deleting || evicted_at_.contains(k)) leaving.push_back(k);
-      }
-      listed = true;
+  // The placed pods go as one: of their priority (a gang's members share it) and nominated as
+  // early as the earliest of them.
+  const int32_t priority = pods[0]->priority;
+  absl::flat_hash_set<std::string> own;
+  uint64_t own_seq = UINT64_MAX;
+  for (const PodInfo* p : pods) {
+    own.insert(p->key);
+    if (auto it = nominations_.find(p->key); it != nominations_.end()) {
+      own_seq = std::min(own_seq, it->second.seq);
     }
-    if (!engine.PlaceWithout(n.pod->request, leaving, &allowed).placed()) {
-      return StrCat("the room on node ", node, " is kept for pod ", key, " (priority ",
-                    n.pod->priority, "), for which pods there are being preempted");
+  }
+  std::vector<core::NodeId> nodes;
+  for (const core::Placement& p : placements) {
+    if (std::find(nodes.begin(), nodes.end(), p.node) == nodes.end()) nodes.push_back(p.node);
+  }
+  for (core::NodeId id : nodes) {
+    const std::string& node = cluster.node(id).name;
+    // The nominations there that outrank the placed pods, in order of nomination.
+    std::vector<std::pair<uint64_t, const std::string*>> kept;
+    for (const auto& [key, n] : nominations_) {
+      if (own.contains(key) || n.node != node || !n.pod) continue;
+      if (n.pod->priority < priority) continue;
+      if (n.pod->priority == priority && n.seq > own_seq) continue;  // nominated after them
+      kept.emplace_back(n.seq, &key);
+    }
+    if (kept.empty()) continue;
+    std::sort(kept.begin(), kept.end());
+    std::vector<std::string> leaving;
+    for (const auto& [k, info] : bound_) {
+      const core::Placement* p = engine.Find(k);
+      if (p == nullptr || p->node != id) continue;
+      if (info->deleting || evicted_at_.contains(k)) leaving.push_back(k);
+    }
+    const std::vector<core::Candidate> allowed = {core::Candidate{id, ~0ULL}};
+    // Each nominated pod, or the members of one gang nominated there together, must still fit
+    // once the pods leaving are gone; several of them must fit all at once.
+    std::vector<core::PodRequest> together;
+    std::vector<std::vector<core::PodRequest>> gangs;
+    absl::flat_hash_map<std::string, size_t> gang_of;
+    size_t singles = 0;
+    for (const auto& [seq, key] : kept) {
+      const PodInfo& p = *nominations_.at(*key).pod;
+      together.push_back(p.request);
+      together.back().gang.reset();
+      if (!p.request.gang) {
+        ++singles;
+        continue;
+      }
+      auto [it, fresh] = gang_of.try_emplace(StrCat(p.ns, "/", p.request.gang->name), gangs.size());
+      if (fresh) gangs.emplace_back();
+      gangs[it->second].push_back(p.request);
+    }
+    const PodInfo& first = *nominations_.at(*kept[0].second).pod;
+    std::string who = StrCat("pod ", first.key, " (priority ", first.priority, ")");
+    if (singles == 0 && gang_of.size() == 1 && kept.size() > 1) {
+      who = StrCat("gang ", gang_of.begin()->first, " (priority ", first.priority, ")");
+    } else if (kept.size() > 1) {
+      who = StrCat(kept.size(), " pods nominated there (the first: ", who, ")");
+    }
+    bool fits = true;
+    if (together.size() == 1) {
+      fits = engine.PlaceWithout(together[0], leaving, &allowed).placed();
+    } else {
+      std::vector<core::PlacementResult> r = engine.PlaceGangWithout(together, leaving, &allowed);
+      fits = !r.empty() && std::all_of(r.begin(), r.end(),
+                                       [](const core::PlacementResult& x) { return x.placed(); });
+    }
+    for (size_t g = 0; fits && g < gangs.size(); ++g) {
+      if (gangs[g].size() < 2) continue;      // one member alone: checked with the others above
+      for (core::PodRequest& m : gangs[g]) {  // the members nominated here, as a gang of their own
+        m.gang->size = static_cast<int32_t>(gangs[g].size());
+        m.gang->min = 0;
+      }
+      std::vector<core::PlacementResult> r = engine.PlaceGangWithout(gangs[g], leaving, &allowed);
+      fits = !r.empty() && std::all_of(r.begin(), r.end(),
+                                       [](const core::PlacementResult& x) { return x.placed(); });
+    }
+    if (!fits) {
+      return StrCat("the room on node ", node, " is kept for ", who,
+                    ", for which pods there are being preempted");
     }
   }
   return "";

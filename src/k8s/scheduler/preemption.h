@@ -7,23 +7,32 @@
 //     tessera.dev/queue, priorities from spec.priority; pods with a deletionTimestamp, or evicted
 //     by us in the last kEvictingFor, count as leaving; pods whose eviction a disruption budget
 //     refused lately are no candidates) and the Queues (queues.tessera.dev; without any, every
-//     queue is implicit: same-queue priority preemption only).
+//     queue is implicit: same-queue priority preemption only), and the PodDisruptionBudgets
+//     (disruption_budgets.h): a pod is under the budget the Eviction API would check, which
+//     allows status.disruptionsAllowed evictions less those of our evictions its status does
+//     not show yet; the planner counts every victim of the plan against it and goes around
+//     pods it protects. No plan is made before the budgets are listed (SetBudgetsKnown).
 //  2. With a plan: the pod is nominated (status.nominatedNodeName = the node), the victims are
-//     evicted through the Eviction API (the API server honours PodDisruptionBudgets and graceful
-//     termination) and get a Warning Event "Preempted" naming the pod they make room for; the
-//     pod is told (PodScheduled=False) that it waits for them. When they are gone the pod is
-//     retried (their release is a change) and lands on the room.
+//     evicted through the Eviction API (the API server honours graceful termination, and
+//     refuses an eviction a budget no longer allows: the last guard, for a budget that changed
+//     since the plan; the refused pod is then no candidate for kEvictingFor) and get a Warning
+//     Event "Preempted" naming the pod they make room for; the pod is told (PodScheduled=False)
+//     that it waits for them. When they are gone the pod is retried (their release is a change) and
+//     lands on the room.
 //  3. Without one: nobody is evicted; the pod's message says why preemption would not help.
 //
-// The nomination keeps the room: a pod of lower or equal priority whose placement would leave a
-// nominated pod no room on its node is not placed there (Guard); of two nominated pods of equal
-// priority the one nominated first keeps it. A plan that would evict nobody new, only await pods
-// already leaving for another nominated pod of at least its priority on that node, is no plan:
-// the pod waits for that one to land and plans again (no two pods count on the same room).
-// Nominations come back from the API server after a restart (status.nominatedNodeName), and victims
-// already terminating are awaited rather than evicted again, so a restart mid-preemption neither
-// evicts twice nor loses the nomination. A nomination ends when its pod is bound, deleted, or
-// planned elsewhere.
+// The nomination keeps the room: a pod, or a gang, of lower or equal priority whose placement
+// would leave the pods nominated on its node no room is not placed there (Guard); the pods
+// nominated to one node must fit there together, a gang's members with its topology; of two
+// nominations of equal priority the one made first keeps it. A gang's members are nominated
+// each to its node and keep their room as one. A nomination whose pod finds no plan any more is
+// withdrawn (status.nominatedNodeName cleared), so that room is not held for nothing. A plan that
+// would evict nobody new, only await pods already leaving for another nominated pod of at least its
+// priority on that node, is no plan: the pod waits for that one to land and plans again (no two
+// pods count on the same room). Nominations come back from the API server after a restart
+// (status.nominatedNodeName), and victims already terminating are awaited rather than evicted
+// again, so a restart mid-preemption neither evicts twice nor loses the nomination. A nomination
+// ends when its pod is bound, deleted, or planned elsewhere.
 //
 // Not thread-safe except PreemptionWriter implementations' result inbox (written on the client
 // thread, drained on the scheduler thread).
@@ -32,6 +41,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +51,7 @@
 #include "core/queues/queue_set.h"
 #include "k8s/client/http.h"
 #include "k8s/eviction/evictor.h"
+#include "k8s/scheduler/disruption_budgets.h"
 #include "k8s/scheduler/objects.h"
 #include "nlohmann/json.hpp"
 
@@ -61,7 +72,7 @@ class PreemptionWriter {
     std::string message;
   };
   virtual ~PreemptionWriter() = default;
-  // status.nominatedNodeName of `pod`.
+  // status.nominatedNodeName of `pod` ("" clears it).
   virtual void Nominate(const PodInfo& pod, const std::string& node) = 0;
   // Evicts `victim`; a refusal by a disruption budget comes back through TakeRefusals.
   virtual void Evict(const PodInfo& victim) = 0;
@@ -106,6 +117,13 @@ class Preemption {
   // A pod not bound: its nomination as the API server shows it (after a restart).
   void Observe(std::shared_ptr<const PodInfo> pod);
   void Forget(const std::string& key);
+  // PodDisruptionBudgets (policy/v1), from their informer. Returns true when the change may allow
+  // an eviction that was not allowed before (a new plan may be possible).
+  bool OnBudget(Change change, std::shared_ptr<const BudgetInfo> budget);
+  // Whether the budgets are known (listed once). Known by default, for a scheduler that reads
+  // none; the live scheduler sets false until its informer has listed.
+  void SetBudgetsKnown(bool known) { budgets_known_ = known; }
+  const DisruptionBudgets& budgets() const { return budgets_; }
 
   struct Decision {
     bool found = false;
@@ -114,6 +132,9 @@ class Preemption {
     std::vector<std::shared_ptr<const PodInfo>> evict;  // victims to evict now
     size_t awaited = 0;                                 // victims already leaving
     std::string reason;                                 // why not (when !found)
+    // Not found because planning cannot be done yet (the budgets are not listed): a nomination
+    // the pod has stays.
+    bool undecided = false;
   };
   // Plans for `pod` (which did not fit) on `engine`, with `queues` (the scheduler's QueueBook:
   // what each queue holds, for reclaim); `nodes`: the nodes it may use (nullptr: any). On a plan,
@@ -131,8 +152,18 @@ class Preemption {
   // Why `pod`, just placed at `placement` (committed in `engine`), would take room nominated for
   // a pod of higher or equal priority ("" if it does not).
   std::string Guard(core::Engine& engine, const PodInfo& pod, const core::Placement& placement);
+  // The same for pods placed together (a gang's members, all committed; one priority): on each
+  // node they use, the pods nominated there that outrank them (higher priority, or equal and
+  // nominated first; never their own nominations) must still fit all at once, and the members
+  // of each nominated gang together (with its topology), once the pods leaving there are gone.
+  std::string Guard(core::Engine& engine, std::span<const PodInfo* const> pods,
+                    std::span<const core::Placement> placements);
 
   void NoteRefusals(const std::vector<PreemptionWriter::Refusal>& refusals, TimePoint now);
+  // `pod` found no plan: its nomination, if it has one here or on the API server, ends. True when
+  // there was one (the caller clears status.nominatedNodeName). Until the watch shows it
+  // cleared, the old value read back does not bring it back.
+  bool Withdraw(const PodInfo& pod);
 
   // Defragmentation (defrag_executor.h): `pod` is nominated to `node`, for which the bound pods
   // `movers` are evicted. Recorded as a preemption plan's nomination and victims are: Guard keeps
@@ -162,8 +193,11 @@ class Preemption {
   absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> bound_;
   absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> placing_;
   absl::flat_hash_map<std::string, Nomination> nominations_;
-  absl::flat_hash_map<std::string, TimePoint> evicted_at_;  // by us
-  absl::flat_hash_map<std::string, TimePoint> refused_at_;  // by a disruption budget
+  absl::flat_hash_map<std::string, TimePoint> evicted_at_;   // by us
+  absl::flat_hash_map<std::string, TimePoint> refused_at_;   // by a disruption budget
+  absl::flat_hash_map<std::string, std::string> withdrawn_;  // key -> node, until seen cleared
+  DisruptionBudgets budgets_;
+  bool budgets_known_ = true;
   uint64_t next_seq_ = 1;
 };
 

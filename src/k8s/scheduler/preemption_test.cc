@@ -116,6 +116,26 @@ class PreemptionTest : public ::testing::Test {
     return p.Json();
   }
 
+  // The watch shows the pod running and ready (as its kubelet reports), with `labels`.
+  void RunningReady(const std::string& key, const std::map<std::string, std::string>& labels = {}) {
+    json pod = objects_.at(key);
+    pod["status"]["phase"] = "Running";
+    pod["status"]["conditions"] = json::array({{{"type", "Ready"}, {"status", "True"}}});
+    for (const auto& [k, v] : labels) pod["metadata"]["labels"][k] = v;
+    Pod(pod, Change::kUpdated);
+  }
+  // A PodDisruptionBudget over pods labelled app=`app`, as the disruption controller left it.
+  void Budget(const std::string& app, int64_t allowed, std::vector<std::string> disrupted = {},
+              Change change = Change::kAdded) {
+    json b = {{"metadata", {{"namespace", "ns"}, {"name", app}, {"generation", 1}}},
+              {"spec", {{"selector", {{"matchLabels", {{"app", app}}}}}}},
+              {"status", {{"observedGeneration", 1}, {"disruptionsAllowed", allowed}}}};
+    for (const std::string& d : disrupted) {
+      b["status"]["disruptedPods"][d] = "2026-12-01T00:00:00Z";
+    }
+    core_->OnBudget(change, DecodeBudget(b));
+  }
+
   Recorder rec_;
   std::map<std::string, json> objects_;
   std::chrono::steady_clock::time_point now_ =
@@ -335,6 +355,190 @@ TEST_F(PreemptionTest, AGangEvictsNobodyWhenItWouldNotHelp) {
   EXPECT_THAT(rec_.evicted, IsEmpty());
   EXPECT_THAT(rec_.nominated, IsEmpty());
   EXPECT_THAT(rec_.failures["ns/g0"], HasSubstr("preemption would not help"));
+}
+
+// A budget that allows no eviction is read before planning: the planner goes around the pod it
+// protects (the lower priority one) and evicts the other, and the Eviction API never has to
+// refuse anything. When the budget allows one again, its pod is a candidate again.
+TEST_F(PreemptionTest, APlanGoesAroundAPodItsBudgetProtects) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  Node(NodeObject("n2").Gpus(1).Json());
+  core_->SetSynced(true, true);
+  Pod(Whole("keep", 0));
+  Pod(Whole("other", 5));
+  ScheduleAndBind();
+  RunningReady("ns/keep", {{"app", "keep"}});
+  RunningReady("ns/other");
+  Budget("keep", 0);
+  Pod(Whole("urgent", 100));
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, ElementsAre("ns/other"));
+  const std::string other_node = BoundTo("ns/other");
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->" + other_node));
+  Terminating("ns/other");
+  Gone("ns/other");
+  Advance(1'000);
+  ScheduleAndBind();
+  ASSERT_EQ(BoundTo("ns/urgent"), other_node);
+
+  // Another urgent pod: the protected pod is all that is left, and its budget allows nothing.
+  Pod(Whole("urgent-2", 100));
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 1u);
+  EXPECT_THAT(rec_.failures["ns/urgent-2"],
+              HasSubstr("disruption budget ns/keep, which allows no eviction now"));
+  // The budget allows one now: a change, so the pod is retried and evicts it.
+  Budget("keep", 1, {}, Change::kUpdated);
+  Advance(1'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, ElementsAre("ns/other", "ns/keep"));
+}
+
+// One plan's victims and the evictions of earlier plans that the budget's status does not show
+// yet both count against it: a budget allowing one eviction gives one, however many pods want
+// its room, until its status says it allows more.
+TEST_F(PreemptionTest, OurEvictionsCountAgainstABudgetUntilItsStatusShowsThem) {
+  Node(NodeObject("n1").Gpus(1).Label("at", "n1").Json());
+  Node(NodeObject("n2").Gpus(1).Label("at", "n2").Json());
+  core_->SetSynced(true, true);
+  Pod(Whole("w0", 0));
+  Pod(Whole("w1", 0));
+  ScheduleAndBind();
+  RunningReady("ns/w0", {{"app", "web"}});
+  RunningReady("ns/w1", {{"app", "web"}});
+  Budget("web", 1);
+  Pod(Whole("u0", 100));
+  core_->ScheduleSome();
+  ASSERT_EQ(rec_.evicted.size(), 1u);
+  const std::string first = rec_.evicted[0];
+  const std::string other = BoundTo(first) == "n1" ? "n2" : "n1";
+  // Pods that may only use the other node: before the budget's status shows the first
+  // eviction, it allows no other.
+  auto there = [&](const std::string& name) {
+    json p = Whole(name, 100);
+    p["spec"]["nodeSelector"] = {{"at", other}};
+    return p;
+  };
+  Pod(there("u1"));
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 1u);
+  EXPECT_THAT(rec_.failures["ns/u1"], HasSubstr("disruption budget ns/web"));
+  // The API server took the eviction: the budget now allows none and lists the pod.
+  Budget("web", 0, {first.substr(3)}, Change::kUpdated);
+  Pod(there("u2"));
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 1u);
+  // The controller saw the pod go and another come up healthy: one more is allowed.
+  Terminating(first);
+  Budget("web", 1, {}, Change::kUpdated);
+  Advance(1'000);
+  core_->ScheduleSome();
+  ASSERT_EQ(rec_.evicted.size(), 2u);
+  EXPECT_EQ(BoundTo(rec_.evicted[1]), other);
+}
+
+// A pod under two budgets is refused by the Eviction API whatever they allow: no candidate.
+// Before the budgets are listed, no plan is made at all.
+TEST_F(PreemptionTest, APodUnderTwoBudgetsIsNoVictimAndNoPlanBeforeTheBudgetsAreKnown) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  core_->SetSynced(true, true);
+  Pod(Whole("both", 0));
+  ScheduleAndBind();
+  RunningReady("ns/both", {{"app", "web"}});
+  json other = {{"metadata", {{"namespace", "ns"}, {"name", "all"}, {"generation", 1}}},
+                {"spec", {{"selector", json::object()}}},
+                {"status", {{"observedGeneration", 1}, {"disruptionsAllowed", 5}}}};
+  core_->OnBudget(Change::kAdded, DecodeBudget(other));
+  Budget("web", 5);
+  core_->SetBudgetsKnown(false);
+  Pod(Whole("urgent", 100));
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  EXPECT_THAT(rec_.failures["ns/urgent"], HasSubstr("PodDisruptionBudgets are not listed yet"));
+  core_->SetBudgetsKnown(true);
+  Advance(30'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  EXPECT_THAT(rec_.failures["ns/urgent"], HasSubstr("disruption budget ns/all+ns/web"));
+}
+
+// A gang's members nominated to a node keep the room being made there, as one: from a single
+// pod that would fit beside either member alone, and from another gang, also after a restart
+// (the nominations read back from the API server), until the gang lands.
+TEST_F(PreemptionTest, AGangsNominatedRoomIsKeptFromPodsAndGangsAcrossARestart) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  core_->SetSynced(true, true);
+  auto member = [](const std::string& name, const std::string& gang, int priority) {
+    return PodObject("ns", name)
+        .Limit("tessera.dev/gpu", "1")
+        .Priority(priority)
+        .Gang(gang, 2)
+        .Json();
+  };
+  Pod(member("o0", "old", 0));
+  Pod(member("o1", "old", 0));
+  ScheduleAndBind();
+  Pod(member("g0", "new", 100));
+  Pod(member("g1", "new", 100));
+  core_->ScheduleSome();
+  ASSERT_THAT(rec_.evicted, UnorderedElementsAre("ns/o0", "ns/o1"));
+  ASSERT_THAT(rec_.nominated, UnorderedElementsAre("ns/g0->n1", "ns/g1->n1"));
+
+  // A restart while the victims terminate: the nominations come back from the API server, and
+  // nobody is evicted or nominated again.
+  Terminating("ns/o0");
+  Terminating("ns/o1");
+  for (const char* g : {"ns/g0", "ns/g1"}) objects_[g]["status"]["nominatedNodeName"] = "n1";
+  rec_.evicted.clear();
+  rec_.nominated.clear();
+  Make();
+  Node(NodeObject("n1").Gpus(2).Json());
+  for (const auto& [key, pod] : objects_) core_->OnPod(Change::kAdded, DecodePod(pod));
+  core_->SetSynced(true, true);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  EXPECT_THAT(rec_.nominated, IsEmpty());
+
+  // The victims are gone. Tried before the gang (tried under a second ago), a single pod and a
+  // gang of lower priority would each take room the gang needs: neither is placed.
+  Gone("ns/o0");
+  Gone("ns/o1");
+  Pod(Whole("single", 1));
+  Pod(member("l0", "late", 1));
+  Pod(member("l1", "late", 1));
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/single"), "");
+  EXPECT_EQ(BoundTo("ns/l0"), "");
+  EXPECT_THAT(rec_.failures["ns/single"], HasSubstr("is kept for gang ns/new (priority 100)"));
+  EXPECT_THAT(rec_.failures["ns/l0"], HasSubstr("is kept for gang ns/new (priority 100)"));
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/g0"), "n1");
+  EXPECT_EQ(BoundTo("ns/g1"), "n1");
+  EXPECT_EQ(core_->preemption().nominations(), 0u);
+}
+
+// A pod that no longer finds a plan gives its nomination up (status.nominatedNodeName cleared),
+// so that no room is held for nothing.
+TEST_F(PreemptionTest, ANominationWithoutAPlanIsWithdrawn) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  core_->SetSynced(true, true);
+  Pod(Whole("high", 500));
+  ScheduleAndBind();
+  json urgent = Whole("urgent", 100);
+  urgent["status"]["nominatedNodeName"] = "n1";  // from an earlier plan
+  Pod(urgent);
+  ASSERT_NE(core_->preemption().NominatedNode("ns/urgent"), nullptr);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->"));
+  EXPECT_EQ(core_->preemption().NominatedNode("ns/urgent"), nullptr);
+  // The old value read back before the watch shows it cleared does not bring it back.
+  Pod(urgent, Change::kUpdated);
+  EXPECT_EQ(core_->preemption().NominatedNode("ns/urgent"), nullptr);
+  Advance(30'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->"));  // not written again
 }
 
 }  // namespace

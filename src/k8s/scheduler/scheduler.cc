@@ -38,6 +38,8 @@ struct LoopEvent {
     kClaim,
     kDraSynced,  // one of the three DRA informers listed
     kQueues,
+    kBudget,
+    kBudgetsSynced,
   };
   Kind kind = kNode;
   Change change = Change::kAdded;
@@ -46,6 +48,7 @@ struct LoopEvent {
   std::shared_ptr<const dra::SliceInfo> slice;
   std::shared_ptr<const dra::ClassInfo> device_class;
   std::shared_ptr<const dra::ClaimInfo> claim;
+  std::shared_ptr<const BudgetInfo> budget;
   std::string key;
   uint64_t attempt = 0;
   absl::Status status;
@@ -371,6 +374,25 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   Informer<QueueInfo> queues(
       client_, queue_options, [](const nlohmann::json& j) { return DecodeQueue(j); },
       [&events](Informer<QueueInfo>::Event&&) { events.Push(LoopEvent{LoopEvent::kQueues}); });
+  // PodDisruptionBudgets: preemption plans around the pods they protect (disruption_budgets.h),
+  // and plans nothing until they are listed.
+  core->SetBudgetsKnown(false);
+  ListWatchOptions budget_options;
+  budget_options.resource = "poddisruptionbudgets";
+  budget_options.path = "/apis/policy/v1/poddisruptionbudgets";
+  Informer<BudgetInfo> budgets(
+      client_, budget_options, [](const nlohmann::json& j) { return DecodeBudget(j); },
+      [&events](Informer<BudgetInfo>::Event&& e) {
+        LoopEvent le;
+        if (e.kind == Informer<BudgetInfo>::Event::kSynced) {
+          le.kind = LoopEvent::kBudgetsSynced;
+        } else {
+          le.kind = LoopEvent::kBudget;
+          le.change = ChangeOf(static_cast<int>(e.kind));
+          le.budget = std::move(e.object);
+        }
+        events.Push(std::move(le));
+      });
 
   ListWatchOptions node_options;
   node_options.resource = "nodes";
@@ -408,8 +430,8 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         events.Push(std::move(le));
       });
 
-  metrics_.SetExtra([&nodes, &pods, &queues, &dra_informers] {
-    std::vector<const ListWatch*> all = {&nodes, &pods, &queues};
+  metrics_.SetExtra([&nodes, &pods, &queues, &budgets, &dra_informers] {
+    std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets};
     for (const auto& lw : dra_informers) all.push_back(lw.get());
     return InformerLines(all);
   });
@@ -429,6 +451,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   for (auto& lw : dra_informers) lw->Start();
   int dra_lists = 0;
   queues.Start();
+  budgets.Start();
   std::unique_ptr<LeaderElector> elector;
   bool leading = !config_.leader_elect;
   if (config_.leader_elect) {
@@ -511,6 +534,12 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
           core->SetQueues(std::move(specs), queues.synced());
           break;
         }
+        case LoopEvent::kBudget:
+          core->OnBudget(e.change, std::move(e.budget));
+          break;
+        case LoopEvent::kBudgetsSynced:
+          core->SetBudgetsKnown(true);
+          break;
       }
     }
     if (lost) {
@@ -543,6 +572,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   nodes.Stop();
   pods.Stop();
   queues.Stop();
+  budgets.Stop();
   spdlog::info("tessera scheduler stopped");
   return result;
 }

@@ -121,6 +121,10 @@ void SchedulerCore::SetQueues(std::vector<core::QueueSpec> specs, bool known) {
   queue_.NoteChange();  // a queue made usable, or a limit raised, may let pods go on
 }
 
+void SchedulerCore::OnBudget(Change change, std::shared_ptr<const BudgetInfo> budget) {
+  if (preemption_.OnBudget(change, std::move(budget))) queue_.NoteChange();
+}
+
 void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) {
   if (ledger_.OnNode(change, std::move(node))) queue_.NoteChange();
 }
@@ -441,10 +445,15 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
   Observe(start);
   if (!d.found) {
     if (TryDefrag(key, s, reason)) return true;
+    if (!d.undecided && !preemption_.RoomBeingMade(ledger_.engine(), key, clock_()) &&
+        preemption_.Withdraw(*s.info)) {
+      preemption_writer_->Nominate(*s.info, "");  // no plan, and nothing under way for it
+    }
     MarkUnschedulable(key, s, StrCat(reason, "; preemption would not help: ", d.reason));
     return true;
   }
   const PodInfo& pod = *s.info;
+  preemption_.Observe(s.info);  // the nomination knows its pod before the watch shows it
   if (before != d.node) preemption_writer_->Nominate(pod, d.node);
   for (const std::shared_ptr<const PodInfo>& v : d.evict) {
     spdlog::info("preemption: evicting pod {} from node {} for pod {}", v->key, d.node, key);
@@ -607,6 +616,11 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   std::vector<core::PlacementResult> results =
       ledger_.DecideGangMembers(members, round.running, gang_key);
   Observe(start);
+  if (std::string kept = KeepNominatedRoom(round.pending, members, results); !kept.empty()) {
+    for (const std::string& m : round.pending) MarkUnschedulable(m, pods_.Get(m), kept);
+    gangs_.Assembled(gang_key);
+    return static_cast<int>(round.pending.size());
+  }
   int placed = 0;
   for (const core::PlacementResult& r : results) placed += r.placed() ? 1 : 0;
   records::GangRecord record{members[0]->request.gang->name, round.size, round.min,
@@ -653,6 +667,25 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   return static_cast<int>(round.pending.size());
 }
 
+std::string SchedulerCore::KeepNominatedRoom(const std::vector<std::string>& keys,
+                                             const std::vector<const PodInfo*>& members,
+                                             const std::vector<core::PlacementResult>& results) {
+  std::vector<const PodInfo*> placed;
+  std::vector<core::Placement> where;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].placed()) continue;
+    placed.push_back(members[i]);
+    where.push_back(results[i].placement);
+  }
+  if (placed.empty()) return "";
+  std::string kept = preemption_.Guard(ledger_.mutable_engine(), placed, where);
+  if (kept.empty()) return "";
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].placed()) ledger_.Unplace(keys[i]);  // the decision is undone
+  }
+  return kept;
+}
+
 bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
                                    const std::vector<std::string>& keys,
                                    const std::vector<const PodInfo*>& members,
@@ -683,12 +716,18 @@ bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
                                                 allowed ? &*allowed : nullptr, clock_());
   Observe(start);
   if (!d.found) {
-    for (const std::string& m : keys) {
-      MarkUnschedulable(m, pods_.Get(m), StrCat(reason, "; preemption would not help: ", d.reason));
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!d.undecided && !preemption_.RoomBeingMade(ledger_.engine(), keys[i], clock_()) &&
+          preemption_.Withdraw(*members[i])) {
+        preemption_writer_->Nominate(*members[i], "");
+      }
+      MarkUnschedulable(keys[i], pods_.Get(keys[i]),
+                        StrCat(reason, "; preemption would not help: ", d.reason));
     }
     return true;
   }
   for (size_t i = 0; i < members.size(); ++i) {
+    preemption_.Observe(pods_.Get(keys[i]).info);  // the nomination knows its pod
     if (before[i] != d.nodes[i]) preemption_writer_->Nominate(*members[i], d.nodes[i]);
   }
   const PodInfo& first = *members[0];

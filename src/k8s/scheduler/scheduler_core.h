@@ -117,6 +117,10 @@ class SchedulerCore {
   void EnablePreemption(PreemptionWriter* writer) { preemption_writer_ = writer; }
   // The Queue objects (queues.tessera.dev); `known`: the list has been read.
   void SetQueues(std::vector<core::QueueSpec> specs, bool known);
+  // PodDisruptionBudgets (disruption_budgets.h), which preemption plans with. Without a call to
+  // SetBudgetsKnown(false) there are none; after it, no preemption until SetBudgetsKnown(true).
+  void OnBudget(Change change, std::shared_ptr<const BudgetInfo> budget);
+  void SetBudgetsKnown(bool known) { preemption_.SetBudgetsKnown(known); }
 
   void OnNode(Change change, std::shared_ptr<const NodeInfo> node);
   void OnPod(Change change, std::shared_ptr<const PodInfo> pod);
@@ -191,6 +195,11 @@ class SchedulerCore {
   // none (or the executor is off).
   bool TryDefrag(const std::string& key, Pod& s, const std::string& reason);
   int TryGang(const std::string& gang_key);
+  // Members of a gang just placed (committed) that would take room nominated for pods that
+  // outrank them (Preemption::Guard) are all taken back; returns why ("" when they keep it).
+  std::string KeepNominatedRoom(const std::vector<std::string>& keys,
+                                const std::vector<const PodInfo*>& members,
+                                const std::vector<core::PlacementResult>& results);
   void Report(Pod& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
   void FlushRetries(std::chrono::steady_clock::time_point now);
