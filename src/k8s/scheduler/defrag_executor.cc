@@ -9,6 +9,12 @@ bool DefragExecutor::Eligible(const std::string& key, const std::vector<const Po
                               TimePoint since, TimePoint now) const {
   if (!options_.enabled || members.empty()) return false;
   if (members[0]->priority < options_.min_priority) return false;
+  // A gang is planned for whole: with members running (or missing), the pending ones must go
+  // where those run, which a plan for the pending ones alone would not know.
+  if (members[0]->request.gang &&
+      static_cast<int>(members.size()) != members[0]->request.gang->size) {
+    return false;
+  }
   for (const PodInfo* m : members) {
     if (!m->claims.empty() || m->request.gpu.kind == core::GpuAsk::Kind::kMig) return false;
   }

@@ -55,10 +55,10 @@ class DefragExecutor {
 
   bool enabled() const { return options_.enabled; }
   const DefragExecutorOptions& options() const { return options_; }
-  // Whether `members` (one pod, or the pending members of one gang, all present), searched for
-  // under `key` (the pod's key, or the gang's "ns/gang"), may get a search now: priority (the
-  // first member's), no claims, no MIG, waited since `since` (for a gang: since its last member
-  // was first seen) at least `after`, and no search for `key` within `after`.
+  // Whether `members` (one pod, or the members of one gang: all of them pending, none running),
+  // searched for under `key` (the pod's key, or the gang's "ns/gang"), may get a search now:
+  // priority (the first member's), no claims, no MIG, waited since `since` (for a gang: since its
+  // last member was first seen) at least `after`, and no search for `key` within `after`.
   bool Eligible(const std::string& key, const std::vector<const PodInfo*>& members, TimePoint since,
                 TimePoint now) const;
 

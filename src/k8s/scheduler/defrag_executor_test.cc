@@ -288,6 +288,54 @@ TEST_F(DefragExecutorTest, GangMovesAShareAndLandsInItsDomain) {
   EXPECT_THAT(binds, ElementsAre("ns/train-0->b", "ns/train-1->b"));
 }
 
+// A gang one of whose members already runs: an elastic gang (2 members of 1 GPU, min 1, in one
+// NVLink domain) starts with one member on a's only free GPU; its other member must join it there,
+// where the other GPUs hold pods that cannot move. A plan for that member alone would move b's
+// share to give it b's GPU 0, where it could not go: no plan is carried out.
+TEST_F(DefragExecutorTest, NoPlanForAGangWithMembersRunning) {
+  objects_.clear();
+  auto whole = [](const std::string& node, int gpu) {
+    records::Assignment a;
+    a.node = node;
+    records::AssignedGpu g;
+    g.grant.gpu = gpu;
+    g.grant.exclusive = true;
+    g.uuid = StrCat("GPU-", node, "-", gpu);
+    a.gpus.push_back(g);
+    return a;
+  };
+  for (int gpu = 0; gpu < 3; ++gpu) {  // bare pods: never moved
+    objects_[StrCat("ns/pa", gpu)] = PodObject("ns", StrCat("pa", gpu))
+                                         .Limit("tessera.dev/gpu", "1")
+                                         .Assigned(whole("a", gpu))
+                                         .Json();
+    objects_[StrCat("ns/pb", gpu)] = PodObject("ns", StrCat("pb", gpu))
+                                         .Limit("tessera.dev/gpu", "1")
+                                         .Assigned(whole("b", gpu + 1))
+                                         .Json();
+  }
+  objects_["ns/b0"] = PodObject("ns", "b0")
+                          .Limit("tessera.dev/gpu-memory", "20Gi")
+                          .Controller("ReplicaSet", "infer")
+                          .Assigned(Share("b", 0))
+                          .Json();
+  for (int i = 0; i < 2; ++i) {
+    objects_[StrCat("ns/train-", i)] = PodObject("ns", StrCat("train-", i))
+                                           .Limit("tessera.dev/gpu", "1")
+                                           .Gang("train", 2, "nvlink-domain")
+                                           .Annotation("tessera.dev/gang-min", "1")
+                                           .Json();
+  }
+  Start();
+  for (int i = 0; i < 4; ++i) {
+    core_->ScheduleSome();
+    Advance(31'000);
+  }
+  ASSERT_EQ(rec_.binds.size(), 1u);
+  EXPECT_THAT(rec_.binds[0], ::testing::EndsWith("->a"));
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+}
+
 // Holds: a whole-GPU pod that comes while the moved share's replacement has not would take the
 // share's destination (a's GPU 3: the shares on a are too big to sit beside); it is kept out of
 // it (and b is kept for the waiting pod), the replacement takes its destination, and once no hold
