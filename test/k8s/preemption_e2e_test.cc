@@ -105,10 +105,11 @@ retry: {minInterval: 200ms, period: 3s}
     return schedulers_.back().get();
   }
 
-  std::string AddNode(const std::string& base, int gpus) {
+  std::string AddNode(const std::string& base, int gpus, bool nvswitch = false) {
     const std::string name = StrCat(id_.substr(0, 30), "-", base);
     NodeObject node(name);
     node.Gpus(gpus).Label("tessera-e2e/test", id_);
+    if (nvswitch) node.NvSwitch();
     json j = node.Json();
     json status = j["status"];
     j.erase("status");
@@ -528,6 +529,93 @@ TEST_F(PreemptionE2e, DefragmentationMovesAShareAndThePodLands) {
   ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("big")); }, seconds(60))) << s->Log();
   EXPECT_EQ(GetPod("big")["spec"]["nodeName"], b);
   EXPECT_EQ(BoundCount(), 4u);  // a0..a2 stay where they were
+}
+
+// A gang under the defragmentation executor, and the moved pod's replacement steered: nodes a and
+// b (4 GPUs on an NVSwitch each); a holds three 70Gi shares on GPUs 0..2, b one 20Gi share on GPU
+// 0, all with a controller. A gang of two pods of 2 GPUs each that must share one NVLink domain
+// fits nowhere (a has one free GPU, b three). Once it has waited, the scheduler evicts b's share,
+// nominates both members to b and says so in Events; the replacement the share's ReplicaSet would
+// make (another name, the same owner and request) goes to the plan's destination, a's GPU 3, not
+// to b's free GPUs; the gang lands on b, both members, once the share is gone.
+TEST_F(PreemptionE2e, DefragmentationMovesAShareForAGangAndSteersItsReplacement) {
+  std::ofstream(dir_ + "/config.yaml", std::ios::app)
+      << "defrag: {enabled: true, after: 3s, maxMoves: 2, holdFor: 60s}\n";
+  const std::string a = AddNode("a", 4, /*nvswitch=*/true);
+  const std::string b = AddNode("b", 4, /*nvswitch=*/true);
+  auto share = [](const std::string& node, int gpu, int64_t gi) {
+    records::Assignment as;
+    as.node = node;
+    records::AssignedGpu g;
+    g.grant.gpu = gpu;
+    g.grant.memory_mib = gi * 1024;
+    g.uuid = StrCat("GPU-", node, "-", gpu);
+    as.gpus.push_back(g);
+    return as;
+  };
+  for (int g = 0; g < 3; ++g) {
+    AddPod(PodObject(ns_, StrCat("a", g))
+               .Limit("tessera.dev/gpu-memory", "70Gi")
+               .Controller("ReplicaSet", "big-infer")
+               .Assigned(share(a, g, 70)));
+  }
+  AddPod(Share("b0", 0).Controller("ReplicaSet", "infer").Assigned(share(b, 0, 20)));
+  for (const char* p : {"a0", "a1", "a2", "b0"}) Running(p);
+  ScopedProcess* s = StartScheduler("a");
+  for (int i = 0; i < 2; ++i) {
+    AddPod(Whole(StrCat("train-", i), 0)
+               .Limit("tessera.dev/gpu", "2")
+               .Gang("train", 2, "nvlink-domain"));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Evicted() == std::set<std::string>{"b0"}; }, seconds(60)))
+      << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return Nominated("train-0") == b && Nominated("train-1") == b; },
+                        seconds(30)))
+      << s->Log();
+  EXPECT_THAT(Message("train-1"),
+              HasSubstr(StrCat("gang ", ns_, "/train nominated to node(s) ", b)));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return EventOn(
+            "b0", "DefragmentationMove",
+            StrCat("to defragment: gang ", ns_, "/train (2 pods, priority 0, 2 whole GPUs each)"));
+      },
+      seconds(20)))
+      << s->Log();
+  for (const char* m : {"train-0", "train-1"}) {
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          return EventOn(m, "Defragmentation",
+                         StrCat("to make room on node ", b, ": ", ns_, "/b0 from ", b,
+                                " GPU 0 (20Gi) to ", a, " GPU 3 (20Gi)"));
+        },
+        seconds(20)))
+        << s->Log();
+  }
+
+  // b0 terminates (its kubelet has not removed it yet); its ReplicaSet's replacement comes now.
+  AddPod(Share("b0-x", 0).Controller("ReplicaSet", "infer"));
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("b0-x")); }, seconds(30))) << s->Log();
+  json replacement = GetPod("b0-x");
+  EXPECT_EQ(replacement["spec"]["nodeName"], a);
+  absl::StatusOr<records::Assignment> placed = records::AssignmentFromJson(
+      replacement["metadata"]["annotations"].value("tessera.dev/assignment", ""));
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_EQ(placed->gpus.size(), 1u);
+  EXPECT_EQ(placed->gpus[0].grant.gpu, 3);
+  EXPECT_TRUE(EventOn("b0-x", "DefragmentationDestination",
+                      StrCat("placed at ", a, " GPU 3 (20Gi), where defragmentation for gang ", ns_,
+                             "/train moved pod ", ns_, "/b0")));
+  EXPECT_FALSE(Bound(GetPod("train-0")));
+
+  RemoveTerminating();
+  ASSERT_TRUE(
+      WaitUntil([&] { return Bound(GetPod("train-0")) && Bound(GetPod("train-1")); }, seconds(60)))
+      << s->Log();
+  EXPECT_EQ(GetPod("train-0")["spec"]["nodeName"], b);
+  EXPECT_EQ(GetPod("train-1")["spec"]["nodeName"], b);
+  EXPECT_EQ(Evicted(), std::set<std::string>{});  // nothing else moved
+  EXPECT_EQ(BoundCount(), 6u);                    // a0..a2, b0-x and the gang
 }
 
 }  // namespace

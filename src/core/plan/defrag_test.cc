@@ -89,16 +89,26 @@ void ExpectPlanApplies(const World& s, const DefragInput& in, const DefragPlan& 
   e.state().CheckInvariants();
 }
 
-Cluster TwoFourGpuNodes() {
-  return ClusterBuilder()
-      .Node("a")
-      .Gpus(4, "A100-80GB")
-      .NvSwitch()
-      .Node("b")
-      .Gpus(4, "A100-80GB")
-      .NvSwitch()
-      .Build();
+// One A100-80GB node of a test cluster: its name, GPU count, whether an NVSwitch joins its GPUs
+// (one NVLink domain), and its rack label (none when empty).
+struct NodeShape {
+  std::string name;
+  int gpus = 4;
+  bool nvswitch = true;
+  std::string rack;
+};
+
+Cluster A100Nodes(const std::vector<NodeShape>& nodes) {
+  ClusterBuilder b;
+  for (const NodeShape& n : nodes) {
+    b.Node(n.name).Gpus(n.gpus, "A100-80GB");
+    if (n.nvswitch) b.NvSwitch();
+    if (!n.rack.empty()) b.Label("tessera.dev/rack", n.rack);
+  }
+  return b.Build();
 }
+
+Cluster TwoFourGpuNodes() { return A100Nodes({{"a"}, {"b"}}); }
 
 TEST(Defrag, FitsNowNeedsNoMoves) {
   World s(TwoFourGpuNodes());
@@ -134,18 +144,7 @@ TEST(Defrag, NothingGoesToACordonedNode) {
   // As OneShareMovedFreesAServer, but a third node c (4 free GPUs) is cordoned and a is too:
   // the pod cannot take c, and b's share cannot move to a: no plan within the budget, since the
   // only place the share could go is cordoned.
-  Cluster cluster = ClusterBuilder()
-                        .Node("a")
-                        .Gpus(4, "A100-80GB")
-                        .NvSwitch()
-                        .Node("b")
-                        .Gpus(4, "A100-80GB")
-                        .NvSwitch()
-                        .Node("c")
-                        .Gpus(4, "A100-80GB")
-                        .NvSwitch()
-                        .Build();
-  World s(std::move(cluster));
+  World s(A100Nodes({{"a"}, {"b"}, {"c"}}));
   for (int g = 0; g < 3; ++g) s.At(Pod(StrCat("a", g), GpuAsk::Share(20 * kGi, 0)), 0, 1 << g);
   s.At(Pod("b0", GpuAsk::Share(20 * kGi, 0)), 1, 0b0001);
   DefragInput in = s.Input({Pod("t", GpuAsk::Whole(4))});
@@ -249,16 +248,7 @@ TEST(Defrag, ChainMoveMakesRoomForAMover) {
   // a (2 GPUs): a 2-GPU pod waits; GPU 0 holds a 60Gi share. b (1 GPU): a 30Gi share. The 60Gi
   // share fits on b only once the 30Gi one moves to a's GPU 1... which the target needs. So the
   // 30Gi share moves to c's GPU (c has one GPU holding 50Gi): two moves, one off the site.
-  Cluster c = ClusterBuilder()
-                  .Node("a")
-                  .Gpus(2, "A100-80GB")
-                  .NvSwitch()
-                  .Node("b")
-                  .Gpus(1, "A100-80GB")
-                  .Node("c")
-                  .Gpus(1, "A100-80GB")
-                  .Build();
-  World s(std::move(c));
+  World s(A100Nodes({{"a", 2}, {"b", 1, false}, {"c", 1, false}}));
   s.At(Pod("big", GpuAsk::Share(60 * kGi, 0)), 0, 0b01);
   s.At(Pod("mid", GpuAsk::Share(30 * kGi, 0)), 1, 0b1);
   s.At(Pod("other", GpuAsk::Share(50 * kGi, 0)), 2, 0b1);
@@ -275,18 +265,7 @@ TEST(Defrag, ChainMoveMakesRoomForAMover) {
 }
 
 TEST(Defrag, GangThatRequiresARackStaysInOne) {
-  Cluster c = ClusterBuilder()
-                  .Node("a")
-                  .Gpus(2, "A100-80GB")
-                  .Label("tessera.dev/rack", "r1")
-                  .Node("b")
-                  .Gpus(2, "A100-80GB")
-                  .Label("tessera.dev/rack", "r1")
-                  .Node("c")
-                  .Gpus(2, "A100-80GB")
-                  .Label("tessera.dev/rack", "r2")
-                  .Build();
-  World s(std::move(c));
+  World s(A100Nodes({{"a", 2, false, "r1"}, {"b", 2, false, "r1"}, {"c", 2, false, "r2"}}));
   s.At(Pod("x", GpuAsk::Share(10 * kGi, 0)), 0, 0b01);
   s.At(Pod("y", GpuAsk::Whole(1)), 2, 0b01);
   std::vector<PodRequest> gang;

@@ -272,8 +272,8 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     }
   }
   if (YAML::Node n = root["defrag"]) {
-    TESSERA_RETURN_IF_ERROR(
-        r.OnlyKeys(n, "defrag", {"enabled", "minPriority", "after", "maxMoves", "maxChecks"}));
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(
+        n, "defrag", {"enabled", "minPriority", "after", "maxMoves", "maxChecks", "holdFor"}));
     DefragExecutorOptions& d = c.core.defrag;
     if (n["enabled"]) {
       TESSERA_ASSIGN_OR_RETURN(d.enabled, r.Bool(n["enabled"], "defrag.enabled"));
@@ -293,6 +293,9 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     if (n["maxChecks"]) {
       TESSERA_ASSIGN_OR_RETURN(d.max_checks,
                                r.Int(n["maxChecks"], "defrag.maxChecks", 1, 100'000'000));
+    }
+    if (n["holdFor"]) {
+      TESSERA_ASSIGN_OR_RETURN(d.hold_for, r.Duration(n["holdFor"], "defrag.holdFor"));
     }
   }
   if (YAML::Node n = root["maxPodsPerCycle"]) {

@@ -36,6 +36,8 @@
 //     after: 5m                     # ... once they have waited this long
 //     maxMoves: 2                   # the move budget of one plan
 //     maxChecks: 20000              # sets of pods one search checks at most
+//     holdFor: 2m                   # a moved pod's destination is kept this long for its
+//                                   # replacement (move_holds.h)
 //
 // Durations are integers with a unit: ms, s, m (500ms, 15s, 2m).
 #pragma once

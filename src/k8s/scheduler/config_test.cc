@@ -83,6 +83,28 @@ TEST(SchedulerConfig, ErrorsNameTheLineAndKey) {
   EXPECT_THAT(err("a: [\n"), HasSubstr("cfg.yaml:"));
 }
 
+TEST(SchedulerConfig, Defrag) {
+  absl::StatusOr<SchedulerConfig> off = ParseSchedulerConfig("schedulerName: x\n", "cfg.yaml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_FALSE(off->core.defrag.enabled);  // off by default
+  EXPECT_EQ(off->core.defrag.hold_for.count(), 120'000);
+  absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(
+      "defrag: {enabled: true, minPriority: 100, after: 2m, maxMoves: 3, maxChecks: 500, "
+      "holdFor: 45s}\n",
+      "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const DefragExecutorOptions& d = c->core.defrag;
+  EXPECT_TRUE(d.enabled);
+  EXPECT_EQ(d.min_priority, 100);
+  EXPECT_EQ(d.after.count(), 120'000);
+  EXPECT_EQ(d.max_moves, 3);
+  EXPECT_EQ(d.max_checks, 500);
+  EXPECT_EQ(d.hold_for.count(), 45'000);
+  absl::StatusOr<SchedulerConfig> bad = ParseSchedulerConfig("defrag: {holdFor: 5}\n", "cfg.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("defrag.holdFor"));
+}
+
 TEST(SchedulerConfig, ScaleUpTemplates) {
   absl::StatusOr<SchedulerConfig> off = ParseSchedulerConfig("schedulerName: x\n", "cfg.yaml");
   ASSERT_TRUE(off.ok());

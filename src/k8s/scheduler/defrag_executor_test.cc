@@ -20,6 +20,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::NodeObject;
+using ::testing::Not;
 using testing::PodObject;
 
 class Recorder : public Binder, public Reporter, public PreemptionWriter {
@@ -49,12 +50,12 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
   std::map<std::string, std::string> failures;
 };
 
-records::Assignment Share(const std::string& node, int gpu) {
+records::Assignment Share(const std::string& node, int gpu, int64_t memory_mib = 20480) {
   records::Assignment a;
   a.node = node;
   records::AssignedGpu g;
   g.grant.gpu = gpu;
-  g.grant.memory_mib = 20480;
+  g.grant.memory_mib = memory_mib;
   g.uuid = StrCat("GPU-", node, "-", gpu);
   a.gpus.push_back(g);
   return a;
@@ -85,12 +86,14 @@ class DefragExecutorTest : public ::testing::Test {
     o.defrag.enabled = true;
     o.defrag.after = std::chrono::milliseconds(60'000);
     o.defrag.max_moves = 2;
+    o.defrag.hold_for = hold_for_;
     auto c = SchedulerCore::Create(o, &rec_, &rec_, nullptr, [this] { return now_; });
     ASSERT_TRUE(c.ok()) << c.status();
     core_ = std::move(*c);
     core_->EnablePreemption(&rec_);
     for (const char* n : {"a", "b"}) {
-      core_->OnNode(Change::kAdded, DecodeNode(NodeObject(n).Gpus(4).NvSwitch().Json()));
+      core_->OnNode(Change::kAdded,
+                    DecodeNode(NodeObject(n).Gpus(4).NvSwitch().Label("test/node", n).Json()));
     }
     for (const auto& [key, pod] : objects_) core_->OnPod(Change::kAdded, DecodePod(pod));
     core_->SetSynced(true, true);
@@ -99,6 +102,30 @@ class DefragExecutorTest : public ::testing::Test {
     core_->OnPod(Change::kUpdated, DecodePod(objects_.at(key)));
   }
   void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
+  void Add(const json& pod) {
+    const std::string key = StrCat(pod["metadata"]["namespace"].get<std::string>(), "/",
+                                   pod["metadata"]["name"].get<std::string>());
+    objects_[key] = pod;
+    core_->OnPod(Change::kAdded, DecodePod(pod));
+  }
+  // As the API server shows an evicted pod: terminating, then gone.
+  void Terminating(const std::string& key) {
+    objects_[key]["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
+    Update(key);
+  }
+  void Gone(const std::string& key) {
+    core_->OnPod(Change::kDeleted, DecodePod(objects_.at(key)));
+    objects_.erase(key);
+  }
+  // The replacement a ReplicaSet makes for a moved 20Gi share of ReplicaSet `rs`.
+  json Replacement(const std::string& name, const std::string& rs = "infer",
+                   const std::string& memory = "20Gi") {
+    return PodObject("ns", name)
+        .Limit("tessera.dev/gpu-memory", memory)
+        .Controller("ReplicaSet", rs)
+        .Json();
+  }
+  std::chrono::milliseconds hold_for_{120'000};
 
   Recorder rec_;
   std::map<std::string, json> objects_;
@@ -187,6 +214,220 @@ TEST_F(DefragExecutorTest, OffByDefaultAndNeverMovesBarePodsOrForLowPriority) {
     core_->ScheduleSome();
   }
   EXPECT_THAT(rec_.evicted, IsEmpty());
+}
+
+// A gang: two members of 2 whole GPUs each that must share one NVLink domain (a node here): a has
+// one free GPU, b three. Once the gang has waited, b's share moves to a: both members are
+// nominated to b, the share's replacement goes where the plan said (a), not to b's free GPUs,
+// and the gang lands on b, all or nothing. A restart evicts nothing twice.
+TEST_F(DefragExecutorTest, GangMovesAShareAndLandsInItsDomain) {
+  objects_.erase("ns/big");
+  for (int i = 0; i < 2; ++i) {
+    objects_[StrCat("ns/train-", i)] = PodObject("ns", StrCat("train-", i))
+                                           .Limit("tessera.dev/gpu", "2")
+                                           .Gang("train", 2, "nvlink-domain")
+                                           .Json();
+  }
+  Start();
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.evicted, IsEmpty());  // it has not waited long enough
+  Advance(61'000);
+  core_->ScheduleSome();
+  ASSERT_THAT(rec_.evicted, ElementsAre("ns/b0"));
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/train-0->b", "ns/train-1->b"));
+  ASSERT_EQ(rec_.warnings.size(), 1u);
+  EXPECT_THAT(rec_.warnings[0],
+              HasSubstr("ns/b0 DefragmentationMove: evicted by tessera to defragment: gang "
+                        "ns/train (2 pods, priority 0, 2 whole GPUs each) has waited 61s and "
+                        "fits on node b once this pod moves from b GPU 0 (20Gi) to a"));
+  ASSERT_EQ(rec_.normals.size(), 2u);  // one on each member
+  EXPECT_THAT(rec_.normals[1],
+              HasSubstr("ns/train-1 Defragmentation: gang ns/train waited 61s: moving 1 pod(s) "
+                        "to make room on node b: ns/b0 from b GPU 0 (20Gi) to a"));
+  EXPECT_THAT(rec_.failures["ns/train-0"],
+              HasSubstr("gang ns/train nominated to node(s) b (this pod to b): waiting for 1 "
+                        "pod(s) moved away for defragmentation"));
+  ASSERT_EQ(core_->move_holds().holds().size(), 1u);
+  const std::string destination = core_->move_holds().holds()[0].where;
+  EXPECT_THAT(destination, ::testing::StartsWith("a GPU "));
+
+  // b0 terminates; its ReplicaSet makes a replacement at once: it goes to the plan's destination.
+  Terminating("ns/b0");
+  Add(Replacement("b0-x"));
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.binds, ElementsAre("ns/b0-x->a"));
+  EXPECT_EQ(core_->HeldFor("ns/b0-x")->node, "a");
+  EXPECT_THAT(rec_.normals.back(),
+              HasSubstr(StrCat("ns/b0-x DefragmentationDestination: placed at ", destination,
+                               ", where defragmentation for gang ns/train moved pod ns/b0")));
+  EXPECT_TRUE(core_->move_holds().empty());  // taken
+  objects_["ns/b0-x"] = PodObject("ns", "b0-x")
+                            .Limit("tessera.dev/gpu-memory", "20Gi")
+                            .Controller("ReplicaSet", "infer")
+                            .Assigned(*core_->HeldFor("ns/b0-x"))
+                            .Json();
+
+  // A restart while b0 terminates: the nominations come back, nothing is evicted again.
+  for (int i = 0; i < 2; ++i) objects_[StrCat("ns/train-", i)]["status"]["nominatedNodeName"] = "b";
+  rec_ = Recorder();
+  Start();
+  for (int i = 0; i < 3; ++i) {
+    Advance(61'000);
+    core_->ScheduleSome();
+  }
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+
+  // b0 is gone: the whole gang lands on b.
+  Gone("ns/b0");
+  Advance(2'000);
+  core_->ScheduleSome();
+  std::vector<std::string> binds = rec_.binds;
+  std::sort(binds.begin(), binds.end());
+  EXPECT_THAT(binds, ElementsAre("ns/train-0->b", "ns/train-1->b"));
+}
+
+// A gang one of whose members already runs: an elastic gang (2 members of 1 GPU, min 1, in one
+// NVLink domain) starts with one member on a's only free GPU; its other member must join it there,
+// where the other GPUs hold pods that cannot move. A plan for that member alone would move b's
+// share to give it b's GPU 0, where it could not go: no plan is carried out.
+TEST_F(DefragExecutorTest, NoPlanForAGangWithMembersRunning) {
+  objects_.clear();
+  auto whole = [](const std::string& node, int gpu) {
+    records::Assignment a;
+    a.node = node;
+    records::AssignedGpu g;
+    g.grant.gpu = gpu;
+    g.grant.exclusive = true;
+    g.uuid = StrCat("GPU-", node, "-", gpu);
+    a.gpus.push_back(g);
+    return a;
+  };
+  for (int gpu = 0; gpu < 3; ++gpu) {  // bare pods: never moved
+    objects_[StrCat("ns/pa", gpu)] = PodObject("ns", StrCat("pa", gpu))
+                                         .Limit("tessera.dev/gpu", "1")
+                                         .Assigned(whole("a", gpu))
+                                         .Json();
+    objects_[StrCat("ns/pb", gpu)] = PodObject("ns", StrCat("pb", gpu))
+                                         .Limit("tessera.dev/gpu", "1")
+                                         .Assigned(whole("b", gpu + 1))
+                                         .Json();
+  }
+  objects_["ns/b0"] = PodObject("ns", "b0")
+                          .Limit("tessera.dev/gpu-memory", "20Gi")
+                          .Controller("ReplicaSet", "infer")
+                          .Assigned(Share("b", 0))
+                          .Json();
+  for (int i = 0; i < 2; ++i) {
+    objects_[StrCat("ns/train-", i)] = PodObject("ns", StrCat("train-", i))
+                                           .Limit("tessera.dev/gpu", "1")
+                                           .Gang("train", 2, "nvlink-domain")
+                                           .Annotation("tessera.dev/gang-min", "1")
+                                           .Json();
+  }
+  Start();
+  for (int i = 0; i < 4; ++i) {
+    core_->ScheduleSome();
+    Advance(31'000);
+  }
+  ASSERT_EQ(rec_.binds.size(), 1u);
+  EXPECT_THAT(rec_.binds[0], ::testing::EndsWith("->a"));
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+}
+
+// Holds: a whole-GPU pod that comes while the moved share's replacement has not would take the
+// share's destination (a's GPU 3: the shares on a are too big to sit beside); it is kept out of
+// it (and b is kept for the waiting pod), the replacement takes its destination, and once no hold
+// is left the whole-GPU pod is placed. Without a replacement, a hold ends after holdFor.
+TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime) {
+  for (int g = 0; g < 3; ++g) {
+    objects_[StrCat("ns/a", g)] = PodObject("ns", StrCat("a", g))
+                                      .Limit("tessera.dev/gpu-memory", "70Gi")
+                                      .Controller("ReplicaSet", "big-infer")
+                                      .Assigned(Share("a", g, 70 * 1024))
+                                      .Json();
+  }
+  hold_for_ = std::chrono::milliseconds(90'000);
+  Start();
+  core_->ScheduleSome();
+  Advance(61'000);
+  core_->ScheduleSome();
+  ASSERT_THAT(rec_.evicted, ElementsAre("ns/b0"));
+  ASSERT_EQ(core_->move_holds().holds().size(), 1u);
+  EXPECT_EQ(core_->move_holds().holds()[0].where, "a GPU 3 (20Gi)");
+  Terminating("ns/b0");
+
+  // Another pod of the same priority, for node a, that GPU 3 would fit: kept out of it, it waits.
+  json whole = PodObject("ns", "whole").Limit("tessera.dev/gpu", "1").Json();
+  whole["spec"]["nodeSelector"] = {{"test/node", "a"}};
+  Add(whole);
+  // A pod like the moved one but of another controller is no replacement: kept out too (20Gi
+  // fits nowhere else but b, which is kept for ns/big).
+  Add(Replacement("other", "another-rs"));
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.failures["ns/whole"],
+              HasSubstr("the room at a GPU 3 (20Gi) is kept 88s more for the replacement of pod "
+                        "ns/b0, moved there by defragmentation for pod ns/big"));
+
+  // The replacement comes: it takes its destination. The hold is over: `other` may go to a.
+  Add(Replacement("b0-x"));
+  Advance(2'000);
+  core_->ScheduleSome();
+  ASSERT_FALSE(rec_.binds.empty());
+  EXPECT_EQ(rec_.binds[0], "ns/b0-x->a");
+  EXPECT_EQ(core_->HeldFor("ns/b0-x")->gpus[0].grant.gpu, 3);
+  EXPECT_TRUE(core_->move_holds().empty());
+
+  // b0 is gone: the waiting pod lands where the plan said.
+  Gone("ns/b0");
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.binds, ::testing::Contains("ns/big->b"));
+}
+
+TEST_F(DefragExecutorTest, AHoldEndsAfterHoldForAndAReplacementWaitsOnlyThatLong) {
+  hold_for_ = std::chrono::milliseconds(30'000);
+  Start();
+  core_->ScheduleSome();
+  Advance(61'000);
+  core_->ScheduleSome();
+  ASSERT_THAT(rec_.evicted, ElementsAre("ns/b0"));
+  ASSERT_EQ(core_->move_holds().holds().size(), 1u);
+  // The destination is taken by a pod of a higher priority (holds keep out no such pod).
+  const std::string where = core_->move_holds().holds()[0].where;
+  ASSERT_THAT(where, ::testing::StartsWith("a GPU "));
+  const int gpu = where[6] - '0';  // "a GPU n (20Gi)"; GPUs 0..2 hold a 20Gi share each
+  const int vip_gi = gpu < 3 ? 50 : 70;
+  Add(PodObject("ns", "vip")
+          .Limit("tessera.dev/gpu-memory", StrCat(vip_gi, "Gi"))
+          .Priority(10)
+          .Assigned(Share("a", gpu, vip_gi * 1024))
+          .Json());
+  // The replacement comes: its destination is full: it waits for it, saying why.
+  Add(Replacement("b0-x"));
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.failures["ns/b0-x"],
+              HasSubstr(StrCat("replacement of pod ns/b0, moved by defragmentation for pod "
+                               "ns/big: waiting for its destination ",
+                               where, " (kept for it 28s more, then placed anywhere)")));
+  // holdFor passes: the hold ends (the scheduler wakes for it), and the replacement is placed
+  // where the engine chooses.
+  ASSERT_TRUE(core_->NextWakeup().has_value());
+  EXPECT_LE(*core_->NextWakeup(), now_ + std::chrono::milliseconds(28'000));
+  Advance(29'000);
+  core_->ScheduleSome();
+  EXPECT_TRUE(core_->move_holds().empty());
+  EXPECT_THAT(rec_.failures["ns/b0-x"], Not(HasSubstr("replacement of pod")));
+  Gone("ns/b0");
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.binds, ::testing::Contains("ns/big->b"));
+  EXPECT_THAT(rec_.binds, ::testing::Contains(::testing::StartsWith("ns/b0-x->")));
 }
 
 }  // namespace

@@ -416,8 +416,31 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
     PlaceWithClaims(key, s);
     return;
   }
+  const auto now = clock_();
+  if (!holds_.empty()) {
+    std::vector<const MoveHolds::Hold*> held = holds_.Matching(*s.info, now);
+    if (!held.empty()) {
+      PlaceReplacement(key, s, held);
+      return;
+    }
+  }
   const DecisionStart start = StartDecision();
   core::PlacementResult r = ledger_.Decide(*s.info);
+  if (r.placed() && !holds_.empty()) {
+    // A destination held for a moved pod's replacement stays free for it: elsewhere, or wait.
+    if (std::string kept = holds_.Intrudes(ledger_.mutable_engine(), *s.info, r.placement, now);
+        !kept.empty()) {
+      ledger_.HoldPlaced(key, r.placement);
+      ledger_.Drop(key);
+      const core::NodeSet others = holds_.NodesOutside(ledger_.engine().cluster(), *s.info, now);
+      r = ledger_.DecideWith(*s.info, s.info->request, nullptr, &others);
+      if (!r.placed()) {
+        Observe(start);
+        MarkUnschedulable(key, s, kept);
+        return;
+      }
+    }
+  }
   Observe(start);
   if (r.placed()) {
     if (std::string kept = preemption_.Guard(ledger_.mutable_engine(), *s.info, r.placement);
@@ -444,7 +467,7 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
                                             allowed ? &allowed->nodes : nullptr, clock_());
   Observe(start);
   if (!d.found) {
-    if (TryDefrag(key, s, reason)) return true;
+    if (TryDefrag(key, {key}, {s.info.get()}, reason)) return true;
     if (!d.undecided && !preemption_.RoomBeingMade(ledger_.engine(), key, clock_()) &&
         preemption_.Withdraw(*s.info)) {
       preemption_writer_->Nominate(*s.info, "");  // no plan, and nothing under way for it
@@ -470,10 +493,19 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
   return true;
 }
 
-bool SchedulerCore::TryDefrag(const std::string& key, Pod& s, const std::string& reason) {
+bool SchedulerCore::TryDefrag(const std::string& what, const std::vector<std::string>& keys,
+                              const std::vector<const PodInfo*>& members,
+                              const std::string& reason) {
   const auto now = clock_();
-  if (preemption_writer_ == nullptr || !defrag_.Eligible(*s.info, s.first_seen, now)) return false;
-  if (preemption_.RoomBeingMade(ledger_.engine(), key, now)) return false;  // a plan under way
+  if (preemption_writer_ == nullptr || !defrag_.enabled() || members.empty()) return false;
+  // The gang has waited since its last member came; a pod since it came.
+  auto since = std::chrono::steady_clock::time_point::min();
+  for (const std::string& k : keys) since = std::max(since, pods_.Get(k).first_seen);
+  if (!defrag_.Eligible(what, members, since, now)) return false;
+  for (const std::string& k : keys) {
+    if (preemption_.RoomBeingMade(ledger_.engine(), k, now)) return false;  // a plan under way
+  }
+  const bool gang = members[0]->request.gang.has_value();
   const DecisionStart start = StartDecision();
   DefragExecutor::Decision d = defrag_.Plan(
       ledger_,
@@ -481,7 +513,7 @@ bool SchedulerCore::TryDefrag(const std::string& key, Pod& s, const std::string&
         const Pod* p = pods_.Find(k);
         return p == nullptr ? nullptr : p->info.get();
       },
-      [this, now](const PodInfo& p) { return !preemption_.Evicting(p.key, now); }, *s.info,
+      [this, now](const PodInfo& p) { return !preemption_.Evicting(p.key, now); }, what, members,
       [this] {
         core::PolicyOptions po;
         po.seed = options_.seed;
@@ -490,43 +522,108 @@ bool SchedulerCore::TryDefrag(const std::string& key, Pod& s, const std::string&
       options_.levels, now);
   Observe(start);
   if (!d.found) {
-    spdlog::info("defragmentation: no plan for pod {}: {}", key, d.reason);
+    spdlog::info("defragmentation: no plan for {} {}: {}", gang ? "gang" : "pod", what, d.reason);
     return false;
   }
   std::vector<std::string> movers;
   for (const plan::Move& m : d.moves) movers.push_back(m.pod);
+  // The first member is nominated with the movers (all bound, or nothing is recorded), then the
+  // others to their nodes.
   std::vector<std::shared_ptr<const PodInfo>> moving =
-      preemption_.NominateForMoves(s.info, d.node, movers, now);
+      preemption_.NominateForMoves(pods_.Get(keys[0]).info, d.nodes[0], movers, now);
   if (moving.size() != movers.size()) return false;
-  const PodInfo& pod = *s.info;
-  const int64_t waited =
-      std::chrono::duration_cast<std::chrono::seconds>(now - s.first_seen).count();
+  for (size_t i = 1; i < keys.size() && i < d.nodes.size(); ++i) {
+    preemption_.NominateForMoves(pods_.Get(keys[i]).info, d.nodes[i], {}, now);
+  }
+  const PodInfo& first = *members[0];
+  const int64_t waited = std::chrono::duration_cast<std::chrono::seconds>(now - since).count();
   const core::Cluster& cluster = ledger_.engine().cluster();
-  preemption_writer_->Nominate(pod, d.node);
+  for (size_t i = 0; i < members.size() && i < d.nodes.size(); ++i) {
+    preemption_writer_->Nominate(*members[i], d.nodes[i]);
+  }
+  std::vector<std::string> distinct = d.nodes;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const std::string nodes = StrJoin(distinct, ", ");
+  const std::string for_what = StrCat(gang ? "gang " : "pod ", what);
+  const std::string asks =
+      gang ? StrCat(members.size(), " pods, priority ", first.priority, ", ",
+                    core::DescribeAsk(first.request), " each")
+           : StrCat("priority ", first.priority, ", ", core::DescribeAsk(first.request));
+  const int64_t hold_s =
+      std::chrono::duration_cast<std::chrono::seconds>(defrag_.options().hold_for).count();
   std::vector<std::string> said;
   for (size_t i = 0; i < d.moves.size(); ++i) {
     const plan::Move& m = d.moves[i];
     const std::string from = plan::DescribePlacement(cluster, m.from);
     const std::string to = plan::DescribePlacement(cluster, m.to);
     said.push_back(StrCat(m.pod, " from ", from, " to ", to));
-    spdlog::info("defragmentation: evicting pod {} ({} -> {}) for pod {} on node {}", m.pod, from,
-                 to, key, d.node);
+    spdlog::info("defragmentation: evicting pod {} ({} -> {}) for {} on node(s) {}", m.pod, from,
+                 to, for_what, nodes);
     preemption_writer_->Evict(*moving[i]);
+    holds_.Add(*moving[i], cluster.node(m.to.node).name, m.to.gpu_mask(), to, for_what,
+               now + defrag_.options().hold_for);
     reporter_->ReportWarning(
         *moving[i], "DefragmentationMove",
-        StrCat("evicted by ", options_.scheduler_name, " to defragment: pod ", key, " (priority ",
-               pod.priority, ", ", core::DescribeAsk(pod.request), ") has waited ", waited,
-               "s and fits on node ", d.node, " once this pod moves from ", from, " to ", to,
-               " (its controller recreates it; the scheduler places the new pod)"));
+        StrCat("evicted by ", options_.scheduler_name, " to defragment: ", for_what, " (", asks,
+               ") has waited ", waited, "s and fits on node", distinct.size() > 1 ? "s " : " ",
+               nodes, " once this pod moves from ", from, " to ", to,
+               " (its controller recreates it; the new pod is placed at ", to,
+               " if it comes within ", hold_s, "s)"));
   }
-  reporter_->ReportNormal(
-      pod, "Defragmentation",
-      StrCat("waited ", waited, "s: moving ", d.moves.size(), " pod(s) to make room on node ",
-             d.node, ": ", StrJoin(said, "; ")));
-  MarkUnschedulable(key, s,
-                    StrCat("nominated to node ", d.node, ": waiting for ", d.moves.size(),
-                           " pod(s) moved away for defragmentation (", reason, ")"));
+  const std::string moved =
+      StrCat("moving ", d.moves.size(), " pod(s) to make room on node",
+             distinct.size() > 1 ? "s " : " ", nodes, ": ", StrJoin(said, "; "));
+  for (const PodInfo* m : members) {
+    reporter_->ReportNormal(*m, "Defragmentation",
+                            gang ? StrCat("gang ", what, " waited ", waited, "s: ", moved)
+                                 : StrCat("waited ", waited, "s: ", moved));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string node = i < d.nodes.size() ? d.nodes[i] : d.nodes[0];
+    MarkUnschedulable(keys[i], pods_.Get(keys[i]),
+                      gang ? StrCat("gang ", what, " nominated to node(s) ", nodes,
+                                    " (this pod to ", node, "): waiting for ", d.moves.size(),
+                                    " pod(s) moved away for defragmentation (", reason, ")")
+                           : StrCat("nominated to node ", node, ": waiting for ", d.moves.size(),
+                                    " pod(s) moved away for defragmentation (", reason, ")"));
+  }
   return true;
+}
+
+void SchedulerCore::PlaceReplacement(const std::string& key, Pod& s,
+                                     const std::vector<const MoveHolds::Hold*>& held) {
+  const core::Cluster& cluster = ledger_.engine().cluster();
+  const DecisionStart start = StartDecision();
+  std::string why;
+  for (const MoveHolds::Hold* h : held) {
+    const core::NodeId id = cluster.FindNode(h->node);
+    if (!id.valid()) continue;
+    const std::vector<core::Candidate> at = {
+        core::Candidate{id, h->gpu_mask ? h->gpu_mask : ~0ULL}};
+    core::PlacementResult r = ledger_.DecideWith(*s.info, s.info->request, &at, nullptr);
+    if (!r.placed()) {
+      if (why.empty()) why = r.reason;
+      continue;
+    }
+    Observe(start);
+    const std::string moved = h->moved, where = h->where, for_what = h->for_what;
+    holds_.End(moved);
+    spdlog::info("defragmentation: pod {} replaces moved pod {}: placed at {}", key, moved, where);
+    reporter_->ReportNormal(*s.info, "DefragmentationDestination",
+                            StrCat("placed at ", where, ", where defragmentation for ", for_what,
+                                   " moved pod ", moved, " (this pod replaces it)"));
+    StartBind(key, s, r.placement);
+    return;
+  }
+  Observe(start);
+  const MoveHolds::Hold& h = *held[0];
+  MarkUnschedulable(
+      key, s,
+      StrCat("replacement of pod ", h.moved, ", moved by defragmentation for ", h.for_what,
+             ": waiting for its destination ", h.where, " (kept for it ",
+             std::chrono::duration_cast<std::chrono::seconds>(h.until - clock_()).count(),
+             "s more, then placed anywhere)", why.empty() ? "" : StrCat(": ", why)));
 }
 
 int SchedulerCore::TryGang(const std::string& gang_key) {
@@ -716,6 +813,7 @@ bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
                                                 allowed ? &*allowed : nullptr, clock_());
   Observe(start);
   if (!d.found) {
+    if (TryDefrag(gang_key, keys, members, reason)) return true;
     for (size_t i = 0; i < keys.size(); ++i) {
       if (!d.undecided && !preemption_.RoomBeingMade(ledger_.engine(), keys[i], clock_()) &&
           preemption_.Withdraw(*members[i])) {
@@ -799,8 +897,11 @@ int SchedulerCore::ScheduleSome() {
   }
   if (dra_) dra_->OnNodesChanged();
   if (preemption_writer_ != nullptr) {
-    preemption_.NoteRefusals(preemption_writer_->TakeRefusals(), clock_());
+    std::vector<PreemptionWriter::Refusal> refused = preemption_writer_->TakeRefusals();
+    for (const PreemptionWriter::Refusal& r : refused) holds_.End(r.key);  // it stays: no move
+    preemption_.NoteRefusals(refused, clock_());
   }
+  if (holds_.Expire(clock_())) queue_.NoteChange();  // replacements waiting for them go anywhere
   FlushRetries(clock_());
   int tried = 0;
   while (tried < options_.max_pods_per_cycle) {
@@ -854,6 +955,7 @@ std::optional<std::chrono::steady_clock::time_point> SchedulerCore::NextWakeup()
     if (!next || t < *next) next = t;
   };
   for (const std::string& key : conflicts_) consider(pods_.Find(key)->retry_at);
+  if (std::optional<std::chrono::steady_clock::time_point> t = holds_.NextExpiry()) consider(*t);
   if (!gangs_.empty()) consider(queue_.next_period());  // the report of gangs short of members
   return next;
 }

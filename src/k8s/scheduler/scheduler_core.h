@@ -42,6 +42,7 @@
 #include "k8s/scheduler/gang_assembler.h"
 #include "k8s/scheduler/ledger.h"
 #include "k8s/scheduler/metrics.h"
+#include "k8s/scheduler/move_holds.h"
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/pod_tracker.h"
 #include "k8s/scheduler/preemption.h"
@@ -156,6 +157,7 @@ class SchedulerCore {
   const Preemption& preemption() const { return preemption_; }
   QueueBook& queue_book() { return book_; }
   const ScaleUpSignal& scale_up() const { return scale_up_; }
+  const MoveHolds& move_holds() const { return holds_; }
   size_t queued() const { return queue_.active_size(); }
 
  private:
@@ -191,9 +193,15 @@ class SchedulerCore {
   // The same for a gang that does not fit now (every member nominated); false when off.
   bool TryPreemptGang(const std::string& gang_key, const std::vector<std::string>& keys,
                       const std::vector<const PodInfo*>& members, const std::string& reason);
-  // Carries out a defragmentation plan for a pod that waited long enough; false when there is
-  // none (or the executor is off).
-  bool TryDefrag(const std::string& key, Pod& s, const std::string& reason);
+  // Carries out a defragmentation plan for a pod, or the pending members of a gang (`what`: the
+  // pod's key or the gang's, `keys` and `members` in member order), that waited long enough;
+  // false when there is none (or the executor is off).
+  bool TryDefrag(const std::string& what, const std::vector<std::string>& keys,
+                 const std::vector<const PodInfo*>& members, const std::string& reason);
+  // A replacement of a pod moved by defragmentation (`held`: the holds it matches): placed at a
+  // held destination, or waiting for one.
+  void PlaceReplacement(const std::string& key, Pod& s,
+                        const std::vector<const MoveHolds::Hold*>& held);
   int TryGang(const std::string& gang_key);
   // Members of a gang just placed (committed) that would take room nominated for pods that
   // outrank them (Preemption::Guard) are all taken back; returns why ("" when they keep it).
@@ -228,6 +236,7 @@ class SchedulerCore {
   PreemptionWriter* preemption_writer_ = nullptr;
   ScaleUpSignal scale_up_;
   DefragExecutor defrag_;
+  MoveHolds holds_;                  // destinations of moved pods, kept for their replacements
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
   std::unique_ptr<DraAllocator> dra_;
