@@ -162,9 +162,24 @@ absl::StatusOr<Situation> LoadFiles(const PlanOptions& o) {
     s.running.push_back(plan::RunningPod{p.request, p.result.placement, !pinned.contains(p.job)});
   }
   std::set<std::string> only(o.jobs.begin(), o.jobs.end());
+  // Elastic gangs that started with some members: the others join as room frees up, no plan.
+  std::set<std::string> started;
+  for (const sim::PodOutcome& p : result.pods) {
+    if (p.result.placed() && p.request.gang) started.insert(p.request.gang->name);
+  }
+  for (const std::string& gang : started) {
+    for (const sim::PodOutcome& p : result.pods) {
+      if (p.result.placed() || !p.request.gang || p.request.gang->name != gang) continue;
+      std::cerr << "tessera plan: gang " << gang << " starts with some of its members"
+                << "; the others join as room frees up (an elastic gang grows with no moves and "
+                   "no new nodes): not planned for\n";
+      break;
+    }
+  }
   std::map<std::string, size_t> first_of_job;  // non-gang jobs: their first waiting pod
   for (const sim::PodOutcome& p : result.pods) {
     if (p.result.placed() || (!only.empty() && !only.contains(p.job))) continue;
+    if (p.request.gang && started.contains(p.request.gang->name)) continue;
     // Every waiting pod counts for scale-up (each needs room).
     if (p.request.gang && !s.all_waiting.empty() &&
         s.all_waiting.back()[0].gang == p.request.gang) {
@@ -248,6 +263,8 @@ absl::StatusOr<Situation> LoadCluster(const PlanOptions& o) {
   std::vector<std::string> incomplete;
   std::vector<k8s::WaitingGroup> groups =
       k8s::GroupWaiting(s.snapshot.PendingPods(o.scheduler_name), &incomplete);
+  std::vector<std::string> running_gangs;
+  k8s::DropRunningGangs(s.running, &groups, &running_gangs);
   std::set<std::string> names;
   for (const k8s::WaitingGroup& g : groups) names.insert(g.name);
   for (const std::string& j : o.jobs) {
@@ -280,7 +297,12 @@ absl::StatusOr<Situation> LoadCluster(const PlanOptions& o) {
   }
   for (const std::string& gang : incomplete) {
     std::cerr << "tessera plan: gang " << gang
-              << ": fewer of its members wait than its size; not planned for\n";
+              << ": fewer of its members wait than it starts with; not planned for\n";
+  }
+  for (const std::string& gang : running_gangs) {
+    std::cerr << "tessera plan: gang " << gang
+              << ": some of its members run, and the others join where they run as room frees up "
+                 "(an elastic gang grows with no moves and no new nodes); not planned for\n";
   }
   s.header = StrCat("cluster: ", s.snapshot.server, " (", s.snapshot.nodes().size(), " nodes",
                     o.node_selector.empty() ? "" : StrCat(" matching ", o.node_selector),
@@ -300,9 +322,10 @@ std::string DescribeWaiting(const Waiting& w) {
     if (!g.level.empty()) {
       where = StrCat(", ", g.required ? "inside one " : "preferably inside one ", g.level);
     }
-    return StrCat("gang ", g.name, " (", w.pods.size(),
-                  w.pods.size() == 1 ? " pod of " : " pods of ", core::DescribeAsk(w.pods[0]),
-                  where, ")");
+    return StrCat(
+        "gang ", g.name, " (", w.pods.size(), w.pods.size() == 1 ? " pod of " : " pods of ",
+        core::DescribeAsk(w.pods[0]), where,
+        g.elastic() ? StrCat(", starts with ", g.min_members(), " of ", g.size) : "", ")");
   }
   std::string more = w.more > 0 ? StrCat("; ", w.more, " more of job ", w.job, " wait") : "";
   return StrCat("pod ", w.pods[0].name, " (", core::DescribeAsk(w.pods[0]), more, ")");
@@ -387,7 +410,9 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
                        {"whole_gpus_moved", p.whole_gpus_moved},
                        {"sets_checked", p.checks},
                        {"moves", std::move(moves)},
-                       {"placements", std::move(target)}});
+                       {"placements", std::move(target)},
+                       {"starts_with", p.starts_with > 0 ? nlohmann::json(p.starts_with)
+                                                         : nlohmann::json(nullptr)}});
       continue;
     }
     std::cout << "\n" << DescribeWaiting(w) << ":\n  " << p.reason << "\n";
@@ -403,6 +428,12 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
                   << Where(cluster, p.target[i]);
       }
       std::cout << "\n";
+      if (p.starts_with > 0) {
+        std::cout << "  gang " << w.pods[0].gang->name << " starts with these " << p.starts_with
+                  << " of its " << w.pods[0].gang->size << " members (its min); the other "
+                  << w.pods[0].gang->size - p.starts_with
+                  << " join as room frees up, with no moves\n";
+      }
     }
   }
   if (o.json) {
@@ -443,12 +474,21 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
       for (const plan::Unplaced& u : t.unplaced) {
         unplaced.push_back({{"pods", u.pods}, {"reason", u.reason}});
       }
+      nlohmann::json partial = nlohmann::json::array();  // elastic gangs starting with some
+      for (const plan::PartialGang& g : t.partial) {
+        partial.push_back({{"gang", g.gang},
+                           {"started", g.started},
+                           {"size", g.size},
+                           {"min", g.min},
+                           {"waiting", g.waiting}});
+      }
       options_json.push_back({{"template", t.name},
                               {"nodes", t.nodes},
                               {"gpus", t.gpus},
                               {"pods_placed", t.pods_placed},
                               {"gpu_memory_granted_mib", t.memory_granted_mib},
-                              {"unplaced", std::move(unplaced)}});
+                              {"unplaced", std::move(unplaced)},
+                              {"partial", std::move(partial)}});
     }
     nlohmann::json doc = {
         {"policy", o.policy},
@@ -474,6 +514,9 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
                   << " waiting pods\n";
         for (const plan::Unplaced& u : t.unplaced) {
           std::cout << "      still waiting: " << StrJoin(u.pods, ", ") << ": " << u.reason << "\n";
+        }
+        for (const plan::PartialGang& g : t.partial) {
+          std::cout << "      " << plan::Describe(g) << "\n";
         }
       }
       std::cout << "\n" << p.reason << "\n";

@@ -185,5 +185,19 @@ TEST(ElasticGang, BelowMinAfterALossItNeedsTheMissingMembersTogether) {
   for (const PlacementResult& x : back) EXPECT_EQ(c.node(x.placement.node).name, "a");
 }
 
+// A gang at or above its min that finds no room to grow says how many of its members run (no
+// domain to keep: the reason is the engine's, after the count).
+TEST(ElasticGang, AGangThatCannotGrowSaysHowManyRun) {
+  Cluster c = ClusterBuilder().Node("a").Gpus(4, "A100-80GB").Build();
+  Engine e(c, Make("tessera"));
+  std::vector<PodRequest> m = Members("g", 0, 6, 6, 2, /*required=*/false);
+  EXPECT_EQ(Placed(e.PlaceElasticGang(m, {})), 4);
+  std::vector<PodRequest> rest(m.begin() + 4, m.end());
+  std::vector<PlacementResult> more = e.PlaceElasticGang(rest, Names(m, 4));
+  EXPECT_EQ(Placed(more), 0);
+  EXPECT_THAT(more[0].reason, HasSubstr("gang g: 4 of 6 members running (min 2); no room for "
+                                        "more now: "));
+}
+
 }  // namespace
 }  // namespace tessera::core

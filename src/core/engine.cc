@@ -653,6 +653,9 @@ std::vector<PlacementResult> Engine::PlaceElasticGang(std::span<const PodRequest
     if (keep && gang.required) {
       reason = StrCat("gang ", gang.name, ": ", r, " of ", size, " members run in one ", gang.level,
                       ", and it has no room for ", need, " more now (", reason, ")");
+    } else if (r >= gang.min_members()) {  // an elastic gang that cannot grow now
+      reason = StrCat("gang ", gang.name, ": ", r, " of ", size, " members running (min ",
+                      gang.min_members(), "); no room for more now: ", reason);
     }
     return fail_all(placed.empty() ? Outcome::kNoFitNow : placed[0].outcome, reason);
   }
@@ -697,6 +700,13 @@ std::vector<PlacementResult> Engine::PlaceGangWithout(std::span<const PodRequest
                                                       std::span<const std::string> without,
                                                       const std::vector<Candidate>* allowed) {
   return Without(without, [&] { return PlaceGang(members, Mode::kTestOnly, allowed); });
+}
+
+std::vector<PlacementResult> Engine::PlaceElasticGangWithout(
+    std::span<const PodRequest> pending, std::span<const std::string> running,
+    std::span<const std::string> without, const std::vector<Candidate>* allowed) {
+  return Without(without,
+                 [&] { return PlaceElasticGang(pending, running, Mode::kTestOnly, allowed); });
 }
 
 }  // namespace tessera::core

@@ -131,6 +131,10 @@ class Engine {
   std::vector<PlacementResult> PlaceGangWithout(std::span<const PodRequest> members,
                                                 std::span<const std::string> without,
                                                 const std::vector<Candidate>* allowed = nullptr);
+  // PlaceElasticGang's decision (test-only) were the pods in `without` gone.
+  std::vector<PlacementResult> PlaceElasticGangWithout(
+      std::span<const PodRequest> pending, std::span<const std::string> running,
+      std::span<const std::string> without, const std::vector<Candidate>* allowed = nullptr);
 
   // Frees what `pod` holds. NotFound if it holds nothing.
   absl::Status Release(std::string_view pod);

@@ -1,5 +1,7 @@
 // `tessera plan defrag` and `tessera plan scale-up` as a user runs them, on the example files in
 // examples/plan (the README's examples): text a person can act on, JSON, exit statuses.
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -55,6 +57,48 @@ TEST(PlanCli, DefragJsonNamesEveryMoveAndPlacement) {
   ASSERT_EQ(train["placements"].size(), 4u);
   for (const nlohmann::json& p : train["placements"]) EXPECT_EQ(p["node"], "dgx-0");
   EXPECT_EQ(doc["plans"][1]["verdict"], "needs-capacity");
+}
+
+// The example's train gang made elastic (12 members, min 4; 12 never fit one NVLink domain): the
+// defrag plan is for the 4 it starts with, a new 8-GPU node starts it with 8; both say so.
+TEST(PlanCli, AnElasticGangIsPlannedForItsMin) {
+  std::ifstream in(Example("workload.yaml"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string train = "    replicas: 4\n";
+  const std::string gang = "    gang: {size: 4, topology: nvlink-domain, mode: required}\n";
+  size_t at = text.find(gang);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, gang.size(),
+               "    gang: {size: 12, min: 4, topology: nvlink-domain, mode: required}\n");
+  at = text.rfind(train, at);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, train.size(), "    replicas: 12\n");
+  const std::string files = " --cluster " + Example("cluster.yaml") + " --workload " +
+                            TempFile("plan_cli_elastic.yaml", text);
+
+  Output d = RunTessera("plan defrag --job train" + files);
+  EXPECT_EQ(d.status, 0) << d.out;
+  EXPECT_THAT(d.out, HasSubstr("gang train (12 pods of 1 whole GPU, inside one nvlink-domain, "
+                               "starts with 4 of 12):\n"
+                               "  gang train (4 pods of 1 whole GPU: it starts with 4 of its 12 "
+                               "members) fits after 1 move"));
+  EXPECT_THAT(d.out, HasSubstr("  gang train starts with these 4 of its 12 members (its min); the "
+                               "other 8 join as room frees up, with no moves"));
+  Output j = RunTessera("plan defrag --json --job train" + files, Stderr::kDiscarded);
+  ASSERT_EQ(j.status, 0) << j.out;
+  nlohmann::json doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["plans"][0]["starts_with"], 4);
+  EXPECT_EQ(doc["plans"][0]["pods"].size(), 12u);
+  EXPECT_EQ(doc["plans"][0]["placements"].size(), 4u);
+
+  Output s =
+      RunTessera("plan scale-up --job train --templates " + Example("templates.yaml") + files);
+  EXPECT_EQ(s.status, 0) << s.out;
+  EXPECT_THAT(s.out, HasSubstr("  * hgx-h100: 1 node (8 GPUs) run 8 of 12 waiting pods\n"
+                               "      gang train starts with 8 of its 12 members (min 4); the "
+                               "others join as room frees up"));
+  EXPECT_THAT(s.out, HasSubstr("add 1 x hgx-h100 (8 GPUs): every waiting pod or gang starts (8 of "
+                               "the 12 waiting pods run)"));
 }
 
 TEST(PlanCli, DefragBudgetPinsAndBadInput) {

@@ -93,6 +93,10 @@ class Planner {
 
   const DefragInput& in_;
   const DefragOptions& opts_;
+  // What the plan makes room for: in_.target, or an elastic gang's first min members as a gang
+  // of that size (it starts with them; the others join as room frees up, with no plan).
+  std::vector<PodRequest> target_;
+  int starts_with_ = 0;  // an elastic gang: its min; else 0
   Engine engine_;
   std::vector<int> movable_;  // indexes into in_.running
   int64_t tries_left_ = 0;
@@ -123,6 +127,21 @@ absl::Status Planner::Load() {
       engine_.domains().LevelIndex(first.gang->level) < 0) {
     return absl::InvalidArgumentError(StrCat(
         "gang ", first.gang->name, " asks for unknown topology level \"", first.gang->level, "\""));
+  }
+  target_ = in_.target;
+  if (first.gang && first.gang->elastic()) {
+    const int min = first.gang->min_members();
+    if (static_cast<int>(target_.size()) < min) {
+      return absl::InvalidArgumentError(StrCat("gang ", first.gang->name, ": ", target_.size(),
+                                               " members to plan for, fewer than its min ", min,
+                                               " (it starts with at least ", min, ")"));
+    }
+    target_.resize(min);  // the oldest first, as the scheduler starts them
+    for (PodRequest& t : target_) {
+      t.gang->size = min;
+      t.gang->min = 0;
+    }
+    starts_with_ = min;
   }
   for (size_t i = 0; i < in_.running.size(); ++i) {
     const RunningPod& r = in_.running[i];
@@ -197,22 +216,22 @@ bool Planner::Greedy(const std::vector<Candidate>* site, const std::vector<int>&
   std::vector<std::string> placed;
   auto undo = [&] { ReleaseNamed(placed); };
   target->clear();
-  if (in_.target.size() == 1 && !in_.target[0].gang) {
-    core::PlacementResult r = engine_.Place(in_.target[0], Mode::kCommit, site);
+  if (target_.size() == 1 && !target_[0].gang) {
+    core::PlacementResult r = engine_.Place(target_[0], Mode::kCommit, site);
     if (!r.placed()) return false;
-    placed.push_back(in_.target[0].name);
+    placed.push_back(target_[0].name);
     target->push_back(r.placement);
   } else {
     // A policy that does not keep gangs together (whole-gpu) places members one by one and may
     // leave some placed: all of them, or none.
-    std::vector<core::PlacementResult> rs = engine_.PlaceGang(in_.target, Mode::kCommit, site);
+    std::vector<core::PlacementResult> rs = engine_.PlaceGang(target_, Mode::kCommit, site);
     bool all = !rs.empty();
     for (size_t i = 0; i < rs.size(); ++i) {
       if (!rs[i].placed()) {
         all = false;
         continue;
       }
-      placed.push_back(in_.target[i].name);
+      placed.push_back(target_[i].name);
       target->push_back(rs[i].placement);
     }
     if (!all) {
@@ -314,7 +333,7 @@ bool Planner::TryPlace(const std::vector<Candidate>* site, const std::vector<int
   // Every destination in turn: the target's members first (inside the site), then the movers,
   // largest first.
   std::vector<ToPlace> order;
-  for (const PodRequest& t : in_.target) order.push_back({&t, site});
+  for (const PodRequest& t : target_) order.push_back({&t, site});
   std::vector<int> sorted = movers;
   std::sort(sorted.begin(), sorted.end(),
             [&](int a, int b) { return Larger(in_.running[a].request, in_.running[b].request); });
@@ -329,27 +348,32 @@ bool Planner::TryPlace(const std::vector<Candidate>* site, const std::vector<int
   if (!Backtrack(order, 0, &out)) return false;
   // A gang that requires a domain: every member inside the site (a domain) already; one that
   // does not stays anywhere.
-  target->assign(out.begin(), out.begin() + in_.target.size());
+  target->assign(out.begin(), out.begin() + target_.size());
   moved->assign(movers.size(), Placement{});
   for (size_t k = 0; k < sorted.size(); ++k) {
     size_t pos = std::find(movers.begin(), movers.end(), sorted[k]) - movers.begin();
-    (*moved)[pos] = out[in_.target.size() + k];
+    (*moved)[pos] = out[target_.size() + k];
   }
   return true;
 }
 
-std::string DescribeTarget(const std::vector<PodRequest>& target) {
+// `size`: an elastic gang's size (target holds the min it starts with), else 0.
+std::string DescribeTarget(const std::vector<PodRequest>& target, int size) {
   if (target.size() == 1 && !target[0].gang) {
     return StrCat("pod ", target[0].name, " (", core::DescribeAsk(target[0]), ")");
   }
+  const std::string starts =
+      size > 0 ? StrCat(": it starts with ", target.size(), " of its ", size, " members") : "";
   return StrCat("gang ", target[0].gang->name, " (", target.size(),
-                target.size() == 1 ? " pod of " : " pods of ", core::DescribeAsk(target[0]), ")");
+                target.size() == 1 ? " pod of " : " pods of ", core::DescribeAsk(target[0]), starts,
+                ")");
 }
 
 absl::StatusOr<DefragPlan> Planner::Run() {
   TESSERA_RETURN_IF_ERROR(Load());
   DefragPlan plan;
-  const std::string what = DescribeTarget(in_.target);
+  const std::string what = DescribeTarget(target_, starts_with_ > 0 ? in_.target[0].gang->size : 0);
+  plan.starts_with = starts_with_;
   std::vector<Placement> target, moved;
 
   // Fits now?
@@ -363,7 +387,7 @@ absl::StatusOr<DefragPlan> Planner::Run() {
 
   // Fundamentally too big, or too big for what the unmovable pods leave?
   {
-    core::Query query(engine_.state(), engine_.policy().Effective(in_.target[0]));
+    core::Query query(engine_.state(), engine_.policy().Effective(target_[0]));
     std::optional<std::string> never = core::NeverFitsReason(engine_.state(), query);
     if (never) {
       plan.verdict = DefragVerdict::kNeedsCapacity;

@@ -27,6 +27,14 @@
 // b one (GPU 0); a 4-GPU pod waits. Site a needs 3 moves; site b needs 1: its share moves to
 // a's free GPU 3 (or beside one of a's shares), and the pod takes b. The plan: 1 move.
 //
+// An elastic gang (GangAsk::min below its size) starts once its min members fit together
+// (Engine::PlaceElasticGang): the plan makes room for its first min members only (the oldest, in
+// one domain when it asks), and DefragPlan::starts_with says so; its other members join as room
+// frees up, with no moves. Example: a gang of size 8 and min 4 of whole GPUs in one NVLink domain,
+// on two 8-GPU servers each holding five single-GPU pods: one move (a pod from one server to the
+// other) frees 4 GPUs of one server, where no set of moves makes room for all 8 (10 pods and 8
+// members on 16 GPUs).
+//
 // What is movable: pods the caller marks movable, of no higher priority than the target (unless
 // DefragOptions::move_higher_priority). Gang members and pods holding a MIG instance
 // are never moved (moving one member alone can break its gang's domain; a MIG instance moved is
@@ -65,7 +73,8 @@ struct DefragInput {
   // Nodes that take no new pods (cordoned; a live cluster's nodes whose GPUs are blocked): what
   // runs there stays and may be moved away, nothing is moved or placed there.
   std::vector<core::NodeId> cordoned;
-  // One pod, or every member of one gang (all with the same GangAsk).
+  // One pod, or every member of one gang (all with the same GangAsk), the oldest first: an
+  // elastic gang is planned for its first min members.
   std::vector<core::PodRequest> target;
 };
 
@@ -95,9 +104,11 @@ enum class DefragVerdict {
 struct DefragPlan {
   DefragVerdict verdict = DefragVerdict::kOverBudget;
   std::vector<Move> moves;
-  // Where the target goes (member order) after the moves; empty unless kFitsNow or kPlan.
+  // Where the target goes (member order) after the moves; empty unless kFitsNow or kPlan. An
+  // elastic gang: its first starts_with members only.
   std::vector<core::Placement> target;
-  std::string reason;           // for people, always set
+  int starts_with = 0;  // an elastic gang: the members it starts with (its min); 0 otherwise
+  std::string reason;   // for people, always set
   bool proven_minimal = false;  // every smaller set was checked completely
   int whole_gpus_moved = 0;
   int64_t checks = 0;  // sets of pods checked

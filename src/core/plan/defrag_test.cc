@@ -77,8 +77,10 @@ void ExpectPlanApplies(const World& s, const DefragInput& in, const DefragPlan& 
   Engine e(s.cluster(), Make("tessera"), in.levels);
   for (const RunningPod& r : s.running()) ASSERT_TRUE(e.Restore(r.request.name, r.placement).ok());
   for (const Move& m : plan.moves) ASSERT_TRUE(e.Release(m.pod).ok()) << m.pod;
-  ASSERT_EQ(plan.target.size(), in.target.size());
-  for (size_t i = 0; i < in.target.size(); ++i) {
+  // Every member, or an elastic gang's first (its min).
+  const size_t members = plan.starts_with > 0 ? plan.starts_with : in.target.size();
+  ASSERT_EQ(plan.target.size(), members);
+  for (size_t i = 0; i < members; ++i) {
     absl::Status st = e.Restore(in.target[i].name, plan.target[i]);
     ASSERT_TRUE(st.ok()) << st.message();
   }
@@ -283,6 +285,58 @@ TEST(Defrag, GangThatRequiresARackStaysInOne) {
   EXPECT_EQ(plan->moves[0].to.node, core::NodeId(2));
   for (const Placement& p : plan->target) EXPECT_NE(p.node, core::NodeId(2));
   ExpectPlanApplies(s, in, *plan);
+}
+
+// defrag.h's example: an elastic gang (size 8, min 4, one NVLink domain) on two 8-GPU servers
+// each holding five single-GPU pods: one move makes room for the 4 it starts with; no set of
+// moves makes room for all 8.
+TEST(Defrag, AnElasticGangIsPlannedForItsMin) {
+  Cluster c = ClusterBuilder()
+                  .Node("a")
+                  .Gpus(8, "A100-80GB")
+                  .NvSwitch()
+                  .Node("b")
+                  .Gpus(8, "A100-80GB")
+                  .NvSwitch()
+                  .Build();
+  World s(std::move(c));
+  for (int g = 0; g < 5; ++g) {
+    s.At(Pod(StrCat("a", g), GpuAsk::Whole(1)), 0, 1 << g);
+    s.At(Pod(StrCat("b", g), GpuAsk::Whole(1)), 1, 1 << g);
+  }
+  auto gang = [](int min) {
+    std::vector<PodRequest> out;
+    for (int i = 0; i < 8; ++i) {
+      PodRequest m = Pod(StrCat("t-", i), GpuAsk::Whole(1));
+      m.gang = core::GangAsk{"t", 8, "nvlink-domain", true, min};
+      out.push_back(m);
+    }
+    return out;
+  };
+  DefragInput in = s.Input(gang(4));
+  absl::StatusOr<DefragPlan> plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->verdict, DefragVerdict::kPlan) << plan->reason;
+  EXPECT_EQ(plan->starts_with, 4);
+  ASSERT_EQ(plan->moves.size(), 1u);
+  EXPECT_TRUE(plan->proven_minimal);
+  ASSERT_EQ(plan->target.size(), 4u);  // t-0 .. t-3
+  for (const Placement& p : plan->target) EXPECT_EQ(p.node, plan->target[0].node);
+  EXPECT_NE(plan->moves[0].to.node, plan->target[0].node);
+  EXPECT_THAT(plan->reason, HasSubstr("gang t (4 pods of 1 whole GPU: it starts with 4 of its 8 "
+                                      "members) fits after 1 move"));
+  ExpectPlanApplies(s, in, *plan);
+  // The same gang all or nothing: no plan (the budget's 4 moves, and no more could help).
+  absl::StatusOr<DefragPlan> all = PlanDefrag(s.Input(gang(0)));
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->verdict, DefragVerdict::kOverBudget) << all->reason;
+  EXPECT_EQ(all->starts_with, 0);
+  // Fewer members to plan for than the min: refused, saying why.
+  std::vector<PodRequest> three = gang(4);
+  three.resize(3);
+  absl::StatusOr<DefragPlan> few = PlanDefrag(s.Input(three));
+  EXPECT_EQ(few.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(few.status().message(), HasSubstr("fewer than its min 4"));
 }
 
 TEST(Defrag, GangMembersAndMigAreNeverMoved) {

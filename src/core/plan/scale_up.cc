@@ -1,6 +1,7 @@
 #include "core/plan/scale_up.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -20,18 +21,35 @@ int GroupGpus(const std::vector<PodRequest>& group) {
   return gpus;
 }
 
-// Places what waits in order; returns how many pods were placed, and removes their groups.
+// Places what waits in order; returns how many pods were placed, and removes their groups. An
+// elastic gang starts with as many members as fit, at least its min (Engine::PlaceElasticGang),
+// and is then done: its other members join as room frees up (`partial` names it).
 int PlaceWaiting(Engine& engine, std::vector<const std::vector<PodRequest>*>& left,
-                 std::vector<std::string>* reasons, int64_t* memory) {
+                 std::vector<std::string>* reasons, int64_t* memory,
+                 std::vector<PartialGang>* partial) {
   int placed = 0;
   std::vector<const std::vector<PodRequest>*> still;
   reasons->clear();
   for (const std::vector<PodRequest>* group : left) {
-    std::vector<core::PlacementResult> r = engine.PlaceGang(*group, core::Mode::kCommit);
+    const std::optional<core::GangAsk>& gang = group->front().gang;
+    const bool elastic = gang && gang->elastic();
+    std::vector<core::PlacementResult> r =
+        elastic ? engine.PlaceElasticGang(*group, {}, core::Mode::kCommit)
+                : engine.PlaceGang(*group, core::Mode::kCommit);
     if (!r.empty() && r[0].placed()) {
-      placed += static_cast<int>(group->size());
+      int n = 0;
       for (const core::PlacementResult& x : r) {
+        if (!x.placed()) continue;
+        ++n;
         for (const core::GpuGrant& g : x.placement.gpus) *memory += g.memory_mib;
+      }
+      placed += n;
+      if (n < static_cast<int>(group->size())) {
+        PartialGang g{gang->name, n, gang->size, gang->min_members(), {}};
+        for (size_t i = 0; i < r.size(); ++i) {
+          if (!r[i].placed()) g.waiting.push_back((*group)[i].name);
+        }
+        partial->push_back(std::move(g));
       }
       continue;
     }
@@ -60,7 +78,7 @@ absl::StatusOr<TemplateOption> Evaluate(const ScaleUpInput& in, const core::Node
   std::vector<std::string> reasons;
   int64_t memory = 0;
   // What already fits (pods that waited only because of the order they came in).
-  out.pods_placed = PlaceWaiting(engine, left, &reasons, &memory);
+  out.pods_placed = PlaceWaiting(engine, left, &reasons, &memory, &out.partial);
   int idle = 0;  // nodes added in a row that ran nothing
   for (int n = 1; n <= max_nodes && !left.empty(); ++n) {
     core::NodeSpec spec = t;
@@ -71,7 +89,7 @@ absl::StatusOr<TemplateOption> Evaluate(const ScaleUpInput& in, const core::Node
     if (!s.ok()) {
       return absl::InvalidArgumentError(StrCat("node template ", t.name, ": ", s.message()));
     }
-    int placed = PlaceWaiting(engine, left, &reasons, &memory);
+    int placed = PlaceWaiting(engine, left, &reasons, &memory, &out.partial);
     if (placed > 0) {
       out.pods_placed += placed;
       out.nodes = n;
@@ -99,6 +117,11 @@ absl::StatusOr<TemplateOption> Evaluate(const ScaleUpInput& in, const core::Node
 }
 
 }  // namespace
+
+std::string Describe(const PartialGang& g) {
+  return StrCat("gang ", g.gang, " starts with ", g.started, " of its ", g.size, " members (min ",
+                g.min, "); the others join as room frees up");
+}
 
 absl::StatusOr<ScaleUpPlan> PlanScaleUp(const ScaleUpInput& in, const ScaleUpOptions& options) {
   if (in.cluster == nullptr || !in.make_policy) {
@@ -146,14 +169,18 @@ absl::StatusOr<ScaleUpPlan> PlanScaleUp(const ScaleUpInput& in, const ScaleUpOpt
     return plan;
   }
   const TemplateOption& best = plan.options[plan.recommended];
-  plan.all_placed = best.pods_placed == plan.waiting_pods;
+  plan.all_placed = best.unplaced.empty();
   const std::string add = best.nodes == 0
                               ? std::string("no new node")
                               : StrCat(best.nodes, " x ", best.name, " (", best.gpus, " GPUs)");
-  plan.reason = plan.all_placed
+  plan.reason = !plan.all_placed
+                    ? StrCat("add ", add, ": ", best.pods_placed, " of the ", plan.waiting_pods,
+                             " waiting pods run; no template runs them all")
+                : best.partial.empty()
                     ? StrCat("add ", add, ": every waiting pod (", plan.waiting_pods, ") runs")
-                    : StrCat("add ", add, ": ", best.pods_placed, " of the ", plan.waiting_pods,
-                             " waiting pods run; no template runs them all");
+                    : StrCat("add ", add, ": every waiting pod or gang starts (", best.pods_placed,
+                             " of the ", plan.waiting_pods, " waiting pods run)");
+  for (const PartialGang& g : best.partial) StrAppend(&plan.reason, "; ", Describe(g));
   return plan;
 }
 

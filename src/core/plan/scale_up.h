@@ -17,6 +17,13 @@
 // reason. The estimate is greedy (nodes added one at a time, pods placed as they fit), as the
 // autoscaler's is: an upper bound on the nodes needed, exact for alike pods.
 //
+// An elastic gang (GangAsk::min below its size) is placed as the scheduler starts it
+// (Engine::PlaceElasticGang): it counts as run once at least its min members fit together; the
+// nodes are for that, and its other members, which join as room frees up, are named in
+// TemplateOption::partial (and in the reason), not counted as placed. Example: a gang of size 8,
+// min 4, one NVLink domain, on a full cluster; template `hgx4` (4 GPUs, one NVSwitch): 1 node, the
+// gang starts with 4 of 8.
+//
 // A waiting pod that no number of a template could run (a share larger than its GPUs, a gang
 // needing a domain the template's labels never make) is named with the engine's reason.
 #pragma once
@@ -57,6 +64,17 @@ struct Unplaced {
   std::string reason;  // the engine's, after the last node was added
 };
 
+// An elastic gang that starts with fewer than all its members.
+struct PartialGang {
+  std::string gang;
+  int started = 0;  // members placed: at least its min
+  int size = 0;
+  int min = 0;
+  std::vector<std::string> waiting;  // its members not started
+};
+// "gang t starts with 4 of its 8 members (min 4); the others join as room frees up".
+std::string Describe(const PartialGang& g);
+
 struct TemplateOption {
   std::string name;
   int nodes = 0;  // nodes to add: after the last one, nothing more ran
@@ -64,14 +82,16 @@ struct TemplateOption {
   int pods_placed = 0;
   int64_t memory_granted_mib = 0;  // GPU memory granted to the waiting pods placed
   std::vector<Unplaced> unplaced;
+  std::vector<PartialGang> partial;  // elastic gangs started with fewer than all their members
 };
 
 struct ScaleUpPlan {
   int waiting_pods = 0;
   std::vector<TemplateOption> options;  // template order
   int recommended = -1;                 // index into options; -1 when no template helps
-  bool all_placed = false;              // the recommended option runs every waiting pod
-  std::string reason;                   // for people
+  // The recommended option runs every waiting pod (an elastic gang: at least its min).
+  bool all_placed = false;
+  std::string reason;  // for people
 };
 
 // InvalidArgument for inconsistent input (running pods that do not fit together, a template

@@ -94,6 +94,39 @@ TEST(ScaleUp, CountsNodesOfEachTemplateAndRecommendsTheFewest) {
   EXPECT_EQ(plan->reason, "add 2 x hgx (16 GPUs): every waiting pod (13) runs");
 }
 
+// An elastic gang (size 12, min 6, one rack) needs nodes for its min, not its size: one hgx
+// starts it with 8 members, six L4s with 6; the plan says so and counts it as running.
+TEST(ScaleUp, AnElasticGangNeedsNodesForItsMin) {
+  Full f;
+  ScaleUpInput in = f.Input();
+  std::vector<PodRequest> gang = RackGang(12);
+  for (PodRequest& m : gang) m.gang->min = 6;
+  in.waiting = {gang};
+  in.templates = Templates();
+  ScaleUpOptions opts;
+  opts.max_nodes = 8;
+  absl::StatusOr<ScaleUpPlan> plan = PlanScaleUp(in, opts);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const TemplateOption& hgx = plan->options[0];
+  EXPECT_EQ(hgx.nodes, 1);  // all 12 would need 2
+  EXPECT_EQ(hgx.pods_placed, 8);
+  EXPECT_TRUE(hgx.unplaced.empty());
+  ASSERT_EQ(hgx.partial.size(), 1u);
+  EXPECT_EQ(hgx.partial[0].started, 8);
+  const TemplateOption& l4 = plan->options[1];
+  EXPECT_EQ(l4.nodes, 6);
+  EXPECT_EQ(l4.pods_placed, 6);
+  ASSERT_EQ(l4.partial.size(), 1u);
+  EXPECT_EQ(Describe(l4.partial[0]),
+            "gang train starts with 6 of its 12 members (min 6); the others join as room frees up");
+  EXPECT_EQ(plan->recommended, 0);
+  EXPECT_TRUE(plan->all_placed);
+  EXPECT_EQ(plan->reason,
+            "add 1 x hgx (8 GPUs): every waiting pod or gang starts (8 of the 12 waiting pods "
+            "run); gang train starts with 8 of its 12 members (min 6); the others join as room "
+            "frees up");
+}
+
 TEST(ScaleUp, SharesPackOntoFewNodes) {
   // 20 shares of 4Gi wait: one L4 (24Gi) takes 6; four take them all. One hgx takes all 20.
   Full f;

@@ -64,6 +64,13 @@ bool AllPlaced(const std::vector<PlacementResult>& results) {
 
 }  // namespace
 
+int PreemptionMembers(const GangAsk& gang, int running, int pending) {
+  if (!gang.elastic() && running == 0) return pending;
+  const int need = gang.min_members() - running;
+  if (need <= 0) return 0;  // an elastic gang at its min grows only into free room
+  return std::min(pending, need);
+}
+
 template <typename Fits>
 void PreemptionPlanner::Reprieve(Context& ctx, std::vector<int> candidates, Fits fits,
                                  std::vector<int>* victims) {
@@ -162,8 +169,28 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     plan.reason = "nothing to place";
     return plan;
   }
-  const bool gang = request.members.size() > 1 || request.members[0].gang.has_value();
-  for (const PodRequest& m : request.members) {
+  // An elastic gang, or one some of whose members run: the members it needs next only.
+  std::span<const PodRequest> members = request.members;
+  absl::flat_hash_set<std::string_view> own;  // the gang's members running: never its victims
+  for (const std::string& name : request.gang_running) {
+    if (engine_.Find(name) != nullptr) own.insert(name);
+  }
+  const bool partial = members[0].gang.has_value() && (members[0].gang->elastic() || !own.empty());
+  if (partial) {
+    const GangAsk& ask = *members[0].gang;
+    const int running_count = static_cast<int>(own.size());
+    const int need =
+        PreemptionMembers(ask, running_count, static_cast<int>(request.members.size()));
+    if (need == 0) {
+      plan.reason = StrCat("gang ", ask.name, " runs ", running_count, " of its ", ask.size,
+                           " members, at least its min ", ask.min_members(),
+                           ": it grows into room that frees up and evicts nobody to grow");
+      return plan;
+    }
+    members = members.first(static_cast<size_t>(need));
+  }
+  const bool gang = members.size() > 1 || members[0].gang.has_value();
+  for (const PodRequest& m : members) {
     if (std::optional<std::string> never = engine_.NeverFitsReason(m)) {
       plan.reason = StrCat("evicting would not help: ", *never);
       return plan;
@@ -204,7 +231,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
   for (int i = 0; i < static_cast<int>(running.size()); ++i) {
     const RunningPod& pod = running[i];
     const Placement* p = engine_.Find(pod.name);
-    if (p == nullptr) continue;
+    if (p == nullptr || own.contains(pod.name)) continue;
     ctx.placement[i] = p;
     if (pod.terminating) {
       ctx.terminating_on[p->node.value()].push_back(i);
@@ -237,10 +264,9 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
   for (const auto& [name, gu] : gang_unit) gang_units.push_back(gu);
   std::sort(gang_units.begin(), gang_units.end());  // the same unit numbers every time
   for (int gu : gang_units) {
-    const std::vector<int> members = ctx.units[gu].pods;
-    const int32_t min = running[members[0]].gang_min;
-    if (min <= 0 || static_cast<int>(members.size()) <= min) continue;
-    std::vector<int> order = members;
+    std::vector<int> order = ctx.units[gu].pods;
+    const int32_t min = running[order[0]].gang_min;
+    if (min <= 0 || static_cast<int>(order.size()) <= min) continue;
     std::sort(order.begin(), order.end(), [&](int a, int b) {
       return std::tie(running[a].created, running[a].name) <
              std::tie(running[b].created, running[b].name);
@@ -373,7 +399,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
   };
 
   if (!gang) {
-    const PodRequest& pod = request.members[0];
+    const PodRequest& pod = members[0];
     struct Best {
       std::tuple<size_t, int32_t, int, int> cost;
       NodeId node;
@@ -489,8 +515,15 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     // first (fewest candidate pods per GPU they could free, then the lowest victim priority);
     // the gang is tried on the first few with every candidate there away, then on twice as
     // many, up to all of them. Whole clusters are not emptied for a gang that needs four nodes.
+    // The gang's what-if: all members together, or an elastic gang's next ones by its rules.
+    auto place_without = [&](std::span<const std::string> without,
+                             const std::vector<Candidate>* allowed) {
+      return partial
+                 ? engine_.PlaceElasticGangWithout(members, request.gang_running, without, allowed)
+                 : engine_.PlaceGangWithout(members, without, allowed);
+    };
     int64_t whole_demand = 0;
-    for (const PodRequest& m : request.members) {
+    for (const PodRequest& m : members) {
       const GpuAsk& a = engine_.policy().Effective(m).gpu;
       whole_demand += a.kind == GpuAsk::Kind::kWhole ? a.count : 1;
     }
@@ -500,7 +533,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       if (ctx.units_on[n].empty() && ctx.terminating_on[n].empty()) continue;
       if (request.nodes != nullptr && !request.nodes->Contains(NodeId(n))) continue;
       bool any = false;
-      for (const PodRequest& m : request.members) {
+      for (const PodRequest& m : members) {
         any = any || could_fit(n, engine_.policy().Effective(m), false);
       }
       if (!any) continue;
@@ -541,7 +574,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       }
       std::sort(nodes.begin(), nodes.end());
       const std::vector<Candidate> allowed = Everything(nodes);
-      first = engine_.PlaceGangWithout(request.members, ctx.Names(units, terminating), &allowed);
+      first = place_without(ctx.Names(units, terminating), &allowed);
       if (AllPlaced(first)) break;
     }
     if (!AllPlaced(first)) {
@@ -567,8 +600,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       terminating.insert(terminating.end(), t.begin(), t.end());
     }
     auto fits = [&](std::span<const int> gone) {
-      return AllPlaced(
-          engine_.PlaceGangWithout(request.members, ctx.Names(gone, terminating), &allowed));
+      return AllPlaced(place_without(ctx.Names(gone, terminating), &allowed));
     };
     if (!fits(candidates)) {
       return no_plan("evicting would not help: the gang does not fit where it could land");
@@ -582,8 +614,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     if (!Allowed(ctx, victims, &why_not)) {
       return no_plan(StrCat("no eviction would be allowed: ", why_not));
     }
-    plan.placements =
-        engine_.PlaceGangWithout(request.members, ctx.Names(victims, terminating), &allowed);
+    plan.placements = place_without(ctx.Names(victims, terminating), &allowed);
     TESSERA_CHECK(AllPlaced(plan.placements));
     for (int t : terminating) plan.awaited.push_back(running[t].name);
     for (int u : victims) {

@@ -13,7 +13,17 @@
 // more than its min members is the exception: each member above the min (the newest, by
 // `created`) may also be evicted alone, so that it shrinks to no fewer than min members; its
 // core of min members still goes only with the whole gang. Its members above the min are tried
-// as victims before the whole gang (the whole gang is reprieved first). Pods already terminating
+// as victims before the whole gang (the whole gang is reprieved first).
+//
+// An elastic gang as the preemptor (GangAsk::min below its size) makes room only for the members
+// it needs to run (PreemptionMembers): a gang not running yet for its first min members, together
+// (in one domain when it asks), so the victims are the fewest that let it start; a gang running
+// fewer than its min (members lost) for the ones it lacks, in its running members' domain
+// (Engine::PlaceElasticGang decides where); a gang running at least its min evicts nobody to
+// grow: its other members wait for room that frees up. The gang's own members are never its
+// victims. Example: size 8, min 4, nothing running, one 8-GPU server full of low-priority
+// single-GPU pods: 4 of them are evicted, not 8; the gang starts with 4 and the other members
+// join as the remaining pods end. Pods already terminating
 // (evicted earlier, by us or anyone) are counted as gone at no cost: a restarted scheduler finds
 // the plan it had made and evicts nobody twice. Disruption budgets (PodDisruptionBudgets,
 // PreemptionRequest::budgets: the evictions each allows now) cap how many of their pods one plan
@@ -75,15 +85,27 @@ struct PreemptionRequest {
   const NodeSet* nodes = nullptr;
   // Evictions each budget allows now (a budget missing here allows none).
   absl::flat_hash_map<std::string, int64_t> budgets;
+  // The names of the gang's members placed earlier (the engine's), when some run: an elastic
+  // gang, or any gang some of whose members run, plans for the members it needs next only
+  // (PreemptionMembers), where those run.
+  std::span<const std::string> gang_running;
 };
+
+// How many of a gang's pending members preemption makes room for, given `running` of its members
+// placed: an elastic gang (or one some of whose members run) the ones it lacks to reach its min
+// (at least 1), none when it runs at least its min (it grows only into free room); any other gang
+// all `pending` of them. The planner and the scheduler both ask this.
+int PreemptionMembers(const GangAsk& gang, int running, int pending);
 
 struct PreemptionPlan {
   bool found = false;
   std::vector<std::string> victims;  // to evict now (gang members together), sorted
   std::vector<std::string> awaited;  // terminating pods on the chosen nodes the plan counts on
-  std::vector<PlacementResult> placements;  // where the members would go, in member order
-  std::vector<NodeId> nodes;                // the nodes to nominate (the placements' nodes)
-  std::string reason;                       // why no plan (when !found)
+  // Where the members would go, in member order: all of them, or an elastic gang's first
+  // PreemptionMembers (the others get room only as it frees up).
+  std::vector<PlacementResult> placements;
+  std::vector<NodeId> nodes;  // the nodes to nominate (the placements' nodes)
+  std::string reason;         // why no plan (when !found)
 };
 
 class PreemptionPlanner {

@@ -48,8 +48,10 @@ class World {
   }
   PreemptionPlan Plan(std::vector<PodRequest> members, int32_t priority,
                       std::string queue = "default",
-                      absl::flat_hash_map<std::string, int64_t> budgets = {}) {
+                      absl::flat_hash_map<std::string, int64_t> budgets = {},
+                      std::vector<std::string> gang_running = {}) {
     PreemptionRequest r;
+    r.gang_running = gang_running;
     for (PodRequest& m : members) m.priority = priority;
     r.members = members;
     r.queue = std::move(queue);
@@ -65,7 +67,10 @@ class World {
     engine_.state().CheckInvariants();
     if (plan.found) {
       EXPECT_TRUE(plan.reason.empty());
-      EXPECT_EQ(plan.placements.size(), members.size());
+      // Every member, or an elastic gang's first ones (the tests say how many).
+      EXPECT_FALSE(plan.placements.empty());
+      EXPECT_LE(plan.placements.size(), members.size());
+      for (const PlacementResult& p : plan.placements) EXPECT_TRUE(p.placed()) << p.reason;
     } else {
       EXPECT_THAT(plan.victims, IsEmpty());
       EXPECT_FALSE(plan.reason.empty());
@@ -212,6 +217,102 @@ TEST(PreemptionPlanner, AnElasticGangShrinksToItsMinNeverBelow) {
   PreemptionPlan spared = guarded->Plan({Whole("p")}, 5);
   ASSERT_TRUE(spared.found) << spared.reason;
   EXPECT_THAT(spared.victims, ElementsAre("g-4"));
+}
+
+// Two 8-GPU NVSwitch servers (one NVLink domain each), every GPU held by a pod of priority 0 (on
+// b, one of them priority 1), and an elastic gang of size 8, min 4 in one NVLink domain.
+std::unique_ptr<World> FullServers() {
+  auto w = std::make_unique<World>(ClusterBuilder()
+                                       .Node("a")
+                                       .Gpus(8, "A100-80GB")
+                                       .NvSwitch()
+                                       .Node("b")
+                                       .Gpus(8, "A100-80GB")
+                                       .NvSwitch()
+                                       .Build());
+  for (int g = 0; g < 8; ++g) w->Run(StrCat("a", g), "a", g);
+  for (int g = 0; g < 8; ++g) w->Run(StrCat("b", g), "b", g, 0, g == 0 ? 1 : 0);
+  return w;
+}
+
+std::vector<PodRequest> ElasticMembers(int from, int to, int min = 4) {
+  std::vector<PodRequest> out;
+  for (int i = from; i < to; ++i) {
+    out.push_back(Whole(StrCat("t-", i)));
+    out.back().gang = GangAsk{"t", 8, "nvlink-domain", true, min};
+  }
+  return out;
+}
+
+// A pending elastic gang makes room for its min, not its size: 4 victims in one domain.
+TEST(PreemptionPlanner, APendingElasticGangPreemptsForItsMinOnly) {
+  std::unique_ptr<World> w = FullServers();
+  PreemptionPlan plan = w->Plan(ElasticMembers(0, 8), 10);
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_EQ(plan.placements.size(), 4u);  // t-0 .. t-3, the oldest
+  EXPECT_EQ(plan.victims.size(), 4u);
+  ASSERT_EQ(plan.nodes.size(), 1u);  // one NVLink domain, as the gang asks
+  // Node a: there every victim has priority 0 (b has one of priority 1 among its 8).
+  EXPECT_EQ(w->NodeName(plan.nodes[0]), "a");
+  for (const std::string& v : plan.victims) EXPECT_EQ(v[0], 'a') << v;
+  // The same gang all or nothing (min = size) needs all 8 GPUs of a server.
+  PreemptionPlan whole = w->Plan(ElasticMembers(0, 8, 8), 10);
+  ASSERT_TRUE(whole.found) << whole.reason;
+  EXPECT_EQ(whole.placements.size(), 8u);
+  EXPECT_EQ(whole.victims.size(), 8u);
+  // With 2 members present of a min of 4 the gang cannot start: nobody is evicted.
+  EXPECT_FALSE(w->Plan(ElasticMembers(0, 2), 10).found);
+}
+
+// A running elastic gang at its min grows only into free room; below its min (a member lost), it
+// makes room for the members it lacks, in its domain, and never evicts its own members.
+TEST(PreemptionPlanner, ARunningElasticGangPreemptsOnlyBackToItsMin) {
+  auto world = [](int running) {
+    auto w = std::make_unique<World>(ClusterBuilder()
+                                         .Node("a")
+                                         .Gpus(8, "A100-80GB")
+                                         .NvSwitch()
+                                         .Node("b")
+                                         .Gpus(8, "A100-80GB")
+                                         .NvSwitch()
+                                         .Build());
+    for (int g = 0; g < 8; ++g) {
+      if (g < running) {
+        RunningPod& m = w->Run(StrCat("t-", g), "b", g);  // the gang, on b
+        m.gang = "t";
+        m.gang_min = 4;
+        m.created = StrCat("2026-01-01T00:00:0", g, "Z");
+      } else {
+        w->Run(StrCat("b", g), "b", g, 0, 1);
+      }
+      w->Run(StrCat("a", g), "a", g);  // priority 0: cheaper victims, in another domain
+    }
+    return w;
+  };
+  auto names = [](int n) {
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(StrCat("t-", i));
+    return out;
+  };
+  std::unique_ptr<World> at_min = world(4);
+  PreemptionPlan grow = at_min->Plan(ElasticMembers(4, 8), 10, "default", {}, names(4));
+  EXPECT_FALSE(grow.found);
+  EXPECT_THAT(grow.reason, HasSubstr("evicts nobody to grow"));
+  // Three of 4 run (one was lost): room for one more, next to them on b (a's pods are cheaper
+  // but in another NVLink domain).
+  std::unique_ptr<World> below = world(3);
+  PreemptionPlan back = below->Plan(ElasticMembers(3, 8), 10, "default", {}, names(3));
+  ASSERT_TRUE(back.found) << back.reason;
+  EXPECT_EQ(back.placements.size(), 1u);
+  ASSERT_EQ(back.victims.size(), 1u);
+  EXPECT_EQ(back.victims[0][0], 'b');
+  EXPECT_EQ(below->NodeName(back.nodes[0]), "b");
+  // With nobody on b it may evict, a's pods do not help: the gang stays in its domain.
+  std::unique_ptr<World> kept = world(3);
+  for (int g = 3; g < 8; ++g) kept->running()[2 * g].priority = 20;  // b's other pods
+  PreemptionPlan none = kept->Plan(ElasticMembers(3, 8), 10, "default", {}, names(3));
+  EXPECT_FALSE(none.found);
+  EXPECT_THAT(none.reason, HasSubstr("evicting would not help"));
 }
 
 QueueSpec Deserving(std::string name, int64_t gpus) {

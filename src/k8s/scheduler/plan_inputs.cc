@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "common/strings.h"
@@ -73,13 +74,29 @@ std::vector<WaitingGroup> GroupWaiting(const std::vector<const PodInfo*>& pendin
   }
   std::vector<WaitingGroup> complete;
   for (WaitingGroup& g : out) {
-    if (g.gang() && static_cast<int>(g.pods.size()) < g.pods.front()->request.gang->size) {
+    if (g.gang() && static_cast<int>(g.pods.size()) < g.pods.front()->request.gang->min_members()) {
       if (incomplete != nullptr) incomplete->push_back(g.name);
       continue;
     }
     complete.push_back(std::move(g));
   }
   return complete;
+}
+
+void DropRunningGangs(const std::vector<plan::RunningPod>& running,
+                      std::vector<WaitingGroup>* groups, std::vector<std::string>* dropped) {
+  std::set<std::string> gangs;  // "ns/gang"
+  for (const plan::RunningPod& r : running) {
+    if (!r.request.gang) continue;
+    const std::string& key = r.request.name;  // "ns/pod"
+    gangs.insert(StrCat(key.substr(0, key.find('/')), "/", r.request.gang->name));
+  }
+  if (gangs.empty()) return;
+  std::erase_if(*groups, [&](const WaitingGroup& g) {
+    if (!g.gang() || !gangs.contains(g.name)) return false;
+    if (dropped != nullptr) dropped->push_back(g.name);
+    return true;
+  });
 }
 
 }  // namespace tessera::k8s

@@ -47,8 +47,17 @@ struct WaitingGroup {
 // Groups the pods that wait (unbound, not deleting, not gated, readable) into pods and gangs, in
 // the order a scheduler would take them: priority (highest first), then creation time, then key.
 // A gang is listed once all its waiting members are (a gang with fewer members waiting than its
-// size, some already bound or not created, is left out: `incomplete` gets its name).
+// size, some already bound or not created, is left out: `incomplete` gets its name); an elastic
+// gang (tessera.dev/gang-min) once at least its min wait, the oldest first (the planners plan for
+// the min it starts with). See DropRunningGangs for gangs some of whose members run.
 std::vector<WaitingGroup> GroupWaiting(const std::vector<const PodInfo*>& pending,
                                        std::vector<std::string>* incomplete = nullptr);
+
+// Leaves out of `groups` the gangs some of whose members run (PlanView::running): an elastic gang
+// running grows into room that frees up, with no plan; a gang restarted is placed where its
+// members run. `dropped` (optional) gets their names.
+void DropRunningGangs(const std::vector<plan::RunningPod>& running,
+                      std::vector<WaitingGroup>* groups,
+                      std::vector<std::string>* dropped = nullptr);
 
 }  // namespace tessera::k8s

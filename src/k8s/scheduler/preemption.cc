@@ -163,7 +163,8 @@ Preemption::Decision Preemption::Plan(core::Engine& engine, core::QueueSet& queu
 
 Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& queues,
                                           const std::vector<const PodInfo*>& members,
-                                          const core::NodeSet* nodes, TimePoint now) {
+                                          const core::NodeSet* nodes, TimePoint now,
+                                          const std::vector<std::string>& running_members) {
   Decision d;
   if (members.empty()) {
     d.reason = "no members";
@@ -196,6 +197,7 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
   request.queue = pod.queue;
   request.priority = pod.priority;
   request.nodes = nodes;
+  request.gang_running = running_members;
 
   std::vector<core::RunningPod> running;
   running.reserve(bound_.size());
@@ -231,11 +233,9 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
     d.reason = plan.reason;
     return d;
   }
-  std::vector<std::string> member_nodes;
-  for (size_t i = 0; i < members.size(); ++i) {
-    const core::NodeId id =
-        i < plan.placements.size() ? plan.placements[i].placement.node : plan.nodes[0];
-    member_nodes.push_back(cluster.node(id).name);
+  std::vector<std::string> member_nodes;  // the members planned for (an elastic gang: some)
+  for (const core::PlacementResult& r : plan.placements) {
+    member_nodes.push_back(cluster.node(r.placement.node).name);
   }
   if (plan.victims.empty()) {
     for (const auto& [key, n] : nominations_) {
@@ -262,7 +262,9 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
     d.evict.push_back(it->second);
     evicted_at_[v] = now;
   }
-  for (size_t i = 0; i < members.size(); ++i) Nominate(members[i]->key).node = member_nodes[i];
+  for (size_t i = 0; i < member_nodes.size(); ++i) {
+    Nominate(members[i]->key).node = member_nodes[i];
+  }
   return d;
 }
 

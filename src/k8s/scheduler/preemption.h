@@ -127,8 +127,10 @@ class Preemption {
 
   struct Decision {
     bool found = false;
-    std::string node;                                   // the (first member's) node
-    std::vector<std::string> nodes;                     // per member, in member order
+    std::string node;  // the (first member's) node
+    // Per member planned for, in member order: every member, or an elastic gang's first
+    // core::PreemptionMembers (its other members get no nomination and wait for room).
+    std::vector<std::string> nodes;
     std::vector<std::shared_ptr<const PodInfo>> evict;  // victims to evict now
     size_t awaited = 0;                                 // victims already leaving
     std::string reason;                                 // why not (when !found)
@@ -142,12 +144,15 @@ class Preemption {
   // (PreemptionWriter).
   Decision Plan(core::Engine& engine, core::QueueSet& queues, const PodInfo& pod,
                 const core::NodeSet* nodes, TimePoint now);
-  // The same for every member of a gang at once (all of one queue and priority: the first
-  // member's): whole gangs or none as victims, room for every member (in one domain when the gang
-  // asks), each member nominated to its node.
+  // The same for the pending members of a gang at once (all of one queue and priority: the first
+  // member's; oldest first): whole gangs or none as victims, room for every member (in one
+  // domain when the gang asks), each member nominated to its node. `running`: the keys of the
+  // gang's members placed earlier; an elastic gang (or one some of whose members run) gets room
+  // only for the members it lacks to reach its min, and none to grow beyond it
+  // (core::PreemptionMembers).
   Decision PlanGang(core::Engine& engine, core::QueueSet& queues,
                     const std::vector<const PodInfo*>& members, const core::NodeSet* nodes,
-                    TimePoint now);
+                    TimePoint now, const std::vector<std::string>& running = {});
 
   // Why `pod`, just placed at `placement` (committed in `engine`), would take room nominated for
   // a pod of higher or equal priority ("" if it does not).

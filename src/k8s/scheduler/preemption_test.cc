@@ -336,6 +336,63 @@ TEST_F(PreemptionTest, AGangEvictsAWholeGangAndEveryMemberIsNominated) {
   EXPECT_EQ(BoundTo("ns/g1"), old_node);
 }
 
+// A pending elastic gang (size 4, min 2) evicts for its min only: 2 of the 4 low-priority pods,
+// its two oldest members nominated; the others are told they join as room frees up. Once it runs
+// at its min it evicts nobody to grow: its third member lands only when a pod ends by itself.
+TEST_F(PreemptionTest, AnElasticGangEvictsForItsMinOnlyAndNobodyToGrow) {
+  Node(NodeObject("n1").Gpus(4).NvSwitch().Json());
+  core_->SetSynced(true, true);
+  for (int i = 0; i < 4; ++i) Pod(Whole(StrCat("low", i), 0));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    Pod(PodObject("ns", StrCat("e", i))
+            .Limit("tessera.dev/gpu", "1")
+            .Priority(100)
+            .Gang("e", 4, "nvlink-domain")
+            .Annotation("tessera.dev/gang-min", "2")
+            .Created(StrCat("2026-12-01T00:00:0", i, "Z"))
+            .Json());
+  }
+  core_->ScheduleSome();
+  ASSERT_EQ(rec_.evicted.size(), 2u);
+  EXPECT_THAT(rec_.nominated, UnorderedElementsAre("ns/e0->n1", "ns/e1->n1"));
+  EXPECT_THAT(rec_.failures["ns/e0"], HasSubstr("gang ns/e nominated to node(s) n1"));
+  EXPECT_THAT(rec_.failures["ns/e3"],
+              HasSubstr("gang ns/e: 2 of its members nominated to node(s) n1, the 2 it needs to "
+                        "reach its min of 2"));
+  EXPECT_THAT(rec_.failures["ns/e3"], HasSubstr("joins when room frees up"));
+  ASSERT_EQ(rec_.warnings.size(), 2u);
+  EXPECT_THAT(rec_.warnings[0], HasSubstr("for gang ns/e (2 pods, priority 100"));
+
+  const std::vector<std::string> victims = rec_.evicted;
+  for (const std::string& v : victims) Terminating(v);
+  for (const std::string& v : victims) Gone(v);
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/e0"), "n1");
+  EXPECT_EQ(BoundTo("ns/e1"), "n1");
+  EXPECT_EQ(BoundTo("ns/e2"), "");
+  // Running at its min: retried, it evicts nobody more.
+  Advance(30'000);
+  ScheduleAndBind();
+  EXPECT_EQ(rec_.evicted.size(), 2u);
+  EXPECT_EQ(rec_.nominated.size(), 2u);
+  EXPECT_THAT(rec_.failures["ns/e2"], HasSubstr("gang e: 2 of 4 members run in one nvlink-domain"));
+  EXPECT_THAT(rec_.failures["ns/e2"], ::testing::Not(HasSubstr("preemption")));
+  // A low-priority pod ends by itself: the gang grows into its GPU.
+  std::string left;
+  for (int i = 0; i < 4 && left.empty(); ++i) {
+    const std::string key = StrCat("ns/low", i);
+    if (std::find(victims.begin(), victims.end(), key) == victims.end()) left = key;
+  }
+  Gone(left);
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/e2"), "n1");
+  EXPECT_EQ(BoundTo("ns/e3"), "");
+}
+
 // A gang whose members could only fit by evicting pods of higher priority evicts nobody.
 TEST_F(PreemptionTest, AGangEvictsNobodyWhenItWouldNotHelp) {
   Node(NodeObject("n1").Gpus(2).Json());

@@ -41,6 +41,12 @@ std::string ScaleUpSignal::MessageFor(const plan::ScaleUpPlan& plan, const std::
   if (best.nodes == 0) {
     return StrCat("it fits without new nodes (the cluster changed since it was last tried)");
   }
+  for (const plan::PartialGang& g : best.partial) {
+    if (std::find(g.waiting.begin(), g.waiting.end(), pod_key) != g.waiting.end()) {
+      return StrCat("adding ", best.nodes, " node", best.nodes == 1 ? "" : "s", " of template ",
+                    best.name, " (", best.gpus, " GPUs) would start ", plan::Describe(g));
+    }
+  }
   return StrCat("adding ", best.nodes, " node", best.nodes == 1 ? "" : "s", " of template ",
                 best.name, " (", best.gpus, " GPUs) would let it run, with ", best.pods_placed - 1,
                 " of the other ", plan.waiting_pods - 1, " waiting pods");
@@ -78,6 +84,7 @@ std::vector<ScaleUpSignal::Notice> ScaleUpSignal::Update(
     return notices;
   }
   PlanView view = ViewForPlans(ledger, find);
+  DropRunningGangs(view.running, &groups);  // an elastic gang running grows with no new nodes
   plan::ScaleUpInput in;
   in.cluster = view.cluster;
   in.levels = levels;

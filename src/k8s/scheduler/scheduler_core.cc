@@ -9,6 +9,7 @@
 #include "common/strings.h"
 #include "core/fit.h"
 #include "core/plan/defrag.h"
+#include "core/preemption/planner.h"
 #include "records/assignment.h"
 #include "records/names.h"
 #include "spdlog/spdlog.h"
@@ -749,9 +750,12 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
       spdlog::info("{}", message);
     }
   } else if (!results.empty() && results[0].outcome == core::Outcome::kNoFitNow) {
-    // Nothing of the gang fits now: preemption may make room for all its pending members (for
-    // an elastic gang that is more than its minimum needs; see the README's elastic gangs).
-    if (TryPreemptGang(gang_key, round.pending, members, results[0].reason)) {
+    // Nothing of the gang fits now: preemption may make room for its pending members (an
+    // elastic gang's only up to its min; at its min it grows into free room alone).
+    const int want = core::PreemptionMembers(*members[0]->request.gang, round.placed,
+                                             static_cast<int>(members.size()));
+    if (want > 0 &&
+        TryPreemptGang(gang_key, round.pending, members, results[0].reason, round.running)) {
       gangs_.Assembled(gang_key);
       return static_cast<int>(round.pending.size());
     }
@@ -786,7 +790,8 @@ std::string SchedulerCore::KeepNominatedRoom(const std::vector<std::string>& key
 bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
                                    const std::vector<std::string>& keys,
                                    const std::vector<const PodInfo*>& members,
-                                   const std::string& reason) {
+                                   const std::string& reason,
+                                   const std::vector<std::string>& running) {
   if (preemption_writer_ == nullptr || members.empty()) return false;
   // The nodes every member may use.
   std::optional<core::NodeSet> allowed;
@@ -810,7 +815,7 @@ bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
   }
   const DecisionStart start = StartDecision();
   Preemption::Decision d = preemption_.PlanGang(ledger_.mutable_engine(), book_.set(), members,
-                                                allowed ? &*allowed : nullptr, clock_());
+                                                allowed ? &*allowed : nullptr, clock_(), running);
   Observe(start);
   if (!d.found) {
     if (TryDefrag(gang_key, keys, members, reason)) return true;
@@ -824,7 +829,8 @@ bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
     }
     return true;
   }
-  for (size_t i = 0; i < members.size(); ++i) {
+  const size_t planned = d.nodes.size();  // an elastic gang: its first members only
+  for (size_t i = 0; i < planned; ++i) {
     preemption_.Observe(pods_.Get(keys[i]).info);  // the nomination knows its pod
     if (before[i] != d.nodes[i]) preemption_writer_->Nominate(*members[i], d.nodes[i]);
   }
@@ -836,18 +842,29 @@ bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
     reporter_->ReportWarning(
         *v, "Preempted",
         StrCat("evicted by ", options_.scheduler_name, " to make room on node ", v->node_name,
-               " for gang ", gang_key, " (", members.size(), " pods, priority ", first.priority,
+               " for gang ", gang_key, " (", planned, " pods, priority ", first.priority,
                ", queue ", first.queue, ")"));
   }
   std::vector<std::string> distinct = d.nodes;
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
   for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string waiting =
+        StrCat(": waiting for ", d.evict.size() + d.awaited, " pod(s) there to end (",
+               d.evict.size(), " evicted now for this gang)");
+    if (i < planned) {
+      MarkUnschedulable(keys[i], pods_.Get(keys[i]),
+                        StrCat("gang ", gang_key, " nominated to node(s) ", StrJoin(distinct, ", "),
+                               " (this pod to ", d.nodes[i], ")", waiting));
+      continue;
+    }
     MarkUnschedulable(
         keys[i], pods_.Get(keys[i]),
-        StrCat("gang ", gang_key, " nominated to node(s) ", StrJoin(distinct, ", "),
-               " (this pod to ", d.nodes[i], "): waiting for ", d.evict.size() + d.awaited,
-               " pod(s) there to end (", d.evict.size(), " evicted now for this gang)"));
+        StrCat("gang ", gang_key, ": ", planned, " of its members nominated to node(s) ",
+               StrJoin(distinct, ", "), ", the ", planned, " it needs to reach its min of ",
+               first.request.gang->min_members(), waiting,
+               "; this pod joins when room frees up (an elastic gang "
+               "evicts nobody to grow)"));
   }
   return true;
 }

@@ -190,9 +190,11 @@ class SchedulerCore {
   void StartClaimBind(const std::string& key, Pod& s, const DraAllocator::Decision& decision);
   // Plans preemption for a pod that does not fit now; false when preemption is off.
   bool TryPreempt(const std::string& key, Pod& s, const std::string& reason);
-  // The same for a gang that does not fit now (every member nominated); false when off.
+  // The same for a gang that does not fit now (the members planned for nominated: all, or an
+  // elastic gang's first ones; `running`: its members placed); false when off.
   bool TryPreemptGang(const std::string& gang_key, const std::vector<std::string>& keys,
-                      const std::vector<const PodInfo*>& members, const std::string& reason);
+                      const std::vector<const PodInfo*>& members, const std::string& reason,
+                      const std::vector<std::string>& running);
   // Carries out a defragmentation plan for a pod, or the pending members of a gang (`what`: the
   // pod's key or the gang's, `keys` and `members` in member order), that waited long enough;
   // false when there is none (or the executor is off).
