@@ -161,6 +161,8 @@ TEST_F(HelmTest, DraValuesPassServerDryRun) {
   EXPECT_TRUE(names.contains("deviceclass.resource.k8s.io/mig.gpu.tessera.dev"));
   EXPECT_FALSE(names.contains(
       "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-assignment-guard"));
+  EXPECT_FALSE(names.contains(
+      "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-agent-resourceslice-scope"));
   EXPECT_THAT(manifests, HasSubstr("replicas: 3"));
   EXPECT_THAT(manifests, HasSubstr("image: registry.example/tessera:0.1.0-test"));
   // The DRA driver's RBAC, and the allocator's.
@@ -237,6 +239,13 @@ TEST_F(HelmTest, InstallsAndUninstalls) {
   EXPECT_THAT(*objects, HasSubstr("deployment.apps/tessera-scheduler"));
   EXPECT_THAT(*objects, HasSubstr("daemonset.apps/tessera-agent"));
   EXPECT_TRUE(Cp().KubectlOk({"get", "deviceclass", "gpu.tessera.dev"}).ok());
+  // Each agent writes only its own node's slices (test/k8s/agent_deploy_e2e_test.cc tries it).
+  EXPECT_TRUE(
+      Cp().KubectlOk({"get", "validatingadmissionpolicy", "tessera-agent-resourceslice-scope"})
+          .ok());
+  EXPECT_TRUE(Cp().KubectlOk({"get", "validatingadmissionpolicybinding",
+                              "tessera-agent-resourceslice-scope"})
+                  .ok());
   // DRA mode's RBAC grants the requests the scheduler's allocator and the agent's driver make.
   auto can = [](const std::string& sa, std::vector<std::string> what) {
     what.insert(what.begin(), "auth");

@@ -186,11 +186,6 @@ static_assert(sizeof(GpuInstanceInfo) == 24);
 inline constexpr unsigned kComputeInstanceProfileIndexMax = 16;
 inline constexpr unsigned kComputeInstanceEngineProfileShared = 0;  // ..._ENGINE_PROFILE_SHARED
 
-struct ComputeInstancePlacement {  // nvmlComputeInstancePlacement_t
-  unsigned int start;              // compute slices within the GPU instance
-  unsigned int size;
-};
-
 struct ComputeInstanceProfileInfo {  // nvmlComputeInstanceProfileInfo_t
   unsigned int id;                   // what nvmlGpuInstanceCreateComputeInstance takes
   unsigned int sliceCount;           // compute slices
@@ -203,15 +198,6 @@ struct ComputeInstanceProfileInfo {  // nvmlComputeInstanceProfileInfo_t
   unsigned int sharedOfaCount;
 };
 static_assert(sizeof(ComputeInstanceProfileInfo) == 36);
-
-struct ComputeInstanceInfo {  // nvmlComputeInstanceInfo_t (nvmlComputeInstanceGetInfo_v2)
-  Device device;
-  GpuInstance gpuInstance;
-  unsigned int id;
-  unsigned int profileId;
-  ComputeInstancePlacement placement;
-};
-static_assert(sizeof(ComputeInstanceInfo) == 32);
 
 // Events.
 inline constexpr unsigned long long kEventTypeXidCriticalError = 0x0000000000000008ULL;
@@ -265,7 +251,6 @@ using GpuInstanceGetComputeInstanceProfileInfoFn = Return (*)(GpuInstance, unsig
 using GpuInstanceCreateComputeInstanceFn = Return (*)(GpuInstance, unsigned, ComputeInstance*);
 using GpuInstanceGetComputeInstancesFn = Return (*)(GpuInstance, unsigned, ComputeInstance*,
                                                     unsigned*);
-using ComputeInstanceGetInfoFn = Return (*)(ComputeInstance, ComputeInstanceInfo*);  // .._v2
 using ComputeInstanceDestroyFn = Return (*)(ComputeInstance);
 // MIG devices (a compute instance seen as a device: its UUID is the MIG-... one).
 using DeviceGetMaxMigDeviceCountFn = Return (*)(Device, unsigned*);

@@ -144,7 +144,6 @@ absl::StatusOr<std::unique_ptr<NvmlDiscovery>> NvmlDiscovery::Open(const std::st
   Find(l.handle, "nvmlGpuInstanceGetComputeInstanceProfileInfo", &l.ci_profile);
   Find(l.handle, "nvmlGpuInstanceCreateComputeInstance", &l.ci_create);
   Find(l.handle, "nvmlGpuInstanceGetComputeInstances", &l.ci_list);
-  Find(l.handle, "nvmlComputeInstanceGetInfo_v2", &l.ci_info);
   Find(l.handle, "nvmlComputeInstanceDestroy", &l.ci_destroy);
   Find(l.handle, "nvmlDeviceGetMaxMigDeviceCount", &l.mig_device_count);
   Find(l.handle, "nvmlDeviceGetMigDeviceHandleByIndex", &l.mig_device);

@@ -64,7 +64,6 @@ class NvmlLibrary {
   nvml::GpuInstanceGetComputeInstanceProfileInfoFn ci_profile = nullptr;
   nvml::GpuInstanceCreateComputeInstanceFn ci_create = nullptr;
   nvml::GpuInstanceGetComputeInstancesFn ci_list = nullptr;
-  nvml::ComputeInstanceGetInfoFn ci_info = nullptr;
   nvml::ComputeInstanceDestroyFn ci_destroy = nullptr;
   nvml::DeviceGetMaxMigDeviceCountFn mig_device_count = nullptr;
   nvml::DeviceGetMigDeviceHandleByIndexFn mig_device = nullptr;
