@@ -78,6 +78,9 @@ void DraAllocator::OnNodesChanged() {
   Reconsider();
   if (ledger_.node_changes_applied() == seen_node_changes_) return;
   seen_node_changes_ = ledger_.node_changes_applied();
+  // Which GPUs are in MIG mode is the nodes' (the inventory), not the slices': eligibilities of
+  // MIG requests computed before may be stale.
+  planner_.Invalidate();
   std::vector<std::string> keys(mig_claims_.begin(), mig_claims_.end());
   for (const std::string& k : keys) Account(k);
 }

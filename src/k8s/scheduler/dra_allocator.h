@@ -49,8 +49,8 @@ class DraAllocator {
   bool OnClass(Change change, std::shared_ptr<const dra::ClassInfo> device_class);
   bool OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo> claim);
   // The engine's nodes may have changed: claims that could not be accounted are tried again,
-  // and claims holding MIG partitions are read again when nodes changed (a GPU turned to MIG
-  // mode holds them as MIG instances, no longer whole).
+  // and when nodes changed, claims holding MIG partitions are read again (a GPU turned to MIG
+  // mode holds them as MIG instances, no longer whole) and eligibilities recomputed.
   void OnNodesChanged();
 
   struct Decision {

@@ -298,6 +298,24 @@ TEST_F(DraMigTest, KubeSchedulersMigAllocationIsReadAsItsInstance) {
   EXPECT_FALSE(alloc_.Decide(*PodWithClaim("x", "mig.tessera.dev", "3g.40gb")).result.placed());
 }
 
+// The slices may show a GPU's MIG partitions before its node shows it in MIG mode: a MIG claim
+// waits, and fits once the node does (eligibilities follow the nodes, not only the slices).
+TEST_F(DraMigTest, AMigClaimFitsOnceTheNodeShowsMigMode) {
+  ledger_.OnNode(Change::kUpdated, DecodeNode(NodeObject("n1").Gpus(2, "H100-80GB").Json()));
+  ledger_.Sync();
+  alloc_.OnNodesChanged();
+  std::shared_ptr<const PodInfo> pod = PodWithClaim("m", "mig.tessera.dev", "1g.10gb");
+  DraAllocator::Decision before = alloc_.Decide(*pod);
+  ASSERT_FALSE(before.result.placed());
+  EXPECT_THAT(before.result.reason, HasSubstr("not in MIG mode"));
+  ledger_.OnNode(Change::kUpdated, DecodeNode(NodeObject("n1").Gpus(2, "H100-80GB").Mig(0).Json()));
+  ledger_.Sync();
+  alloc_.OnNodesChanged();
+  DraAllocator::Decision after = alloc_.Decide(*pod);
+  ASSERT_TRUE(after.result.placed()) << after.result.reason;
+  EXPECT_EQ(Device(after), "gpu-0-mig-1g-10gb-6");
+}
+
 // A partition kube-scheduler allocated on a GPU not in MIG mode (the driver may switch it on)
 // holds the GPU whole; once the node shows the GPU in MIG mode, it holds its instance.
 TEST_F(DraMigTest, APartitionOnAGpuSwitchedToMigModeIsReadAgain) {
