@@ -453,6 +453,50 @@ TEST_F(PreemptionE2e, AGangEvictsAWholeGang) {
   EXPECT_TRUE(Evicted().empty());
 }
 
+// An elastic gang (size 4, min 2) evicts for its min only: 2 of the 4 low-priority pods go, its
+// two oldest members are nominated and land; the other two wait and evict nobody (an elastic gang
+// grows into room that frees up), until a low-priority pod ends by itself.
+TEST_F(PreemptionE2e, AnElasticGangEvictsForItsMinOnly) {
+  const std::string node = AddNode("n", 4);
+  ScopedProcess* s = StartScheduler("a");
+  for (int i = 0; i < 4; ++i) AddPod(Whole(StrCat("low-", i), 0));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 4; }, seconds(60))) << s->Log();
+  for (int i = 0; i < 4; ++i) Running(StrCat("low-", i));
+  for (int i = 0; i < 4; ++i) {
+    AddPod(Whole(StrCat("e-", i), 100).Gang("e", 4).Annotation("tessera.dev/gang-min", "2"));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return Evicted().size() >= 2; }, seconds(60))) << s->Log();
+  ASSERT_TRUE(
+      WaitUntil([&] { return Nominated("e-0") == node && Nominated("e-1") == node; }, seconds(30)))
+      << s->Log();
+  std::this_thread::sleep_for(seconds(3));
+  EXPECT_EQ(Evicted().size(), 2u);
+  EXPECT_EQ(Nominated("e-2"), "");
+  EXPECT_THAT(Message("e-3"), HasSubstr(StrCat("gang ", ns_, "/e: 2 of its members nominated")));
+  EXPECT_THAT(Message("e-3"), HasSubstr("joins when room frees up"));
+  EXPECT_TRUE(
+      WaitUntil([&] { return EventOn(*Evicted().begin(), "Preempted", "(2 pods, priority 100"); },
+                seconds(20)));
+  RemoveTerminating();
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("e-0")) && Bound(GetPod("e-1")); }, seconds(60)))
+      << s->Log();
+  // Running at its min: retried (a period), it evicts nobody to grow.
+  std::this_thread::sleep_for(seconds(4));
+  EXPECT_TRUE(Evicted().empty());
+  EXPECT_FALSE(Bound(GetPod("e-2")));
+  EXPECT_THAT(Message("e-2"), HasSubstr("2 of 4 members running (min 2); no room for more now"));
+  std::string left;
+  for (int i = 0; i < 4 && left.empty(); ++i) {
+    if (Bound(GetPod(StrCat("low-", i)))) left = StrCat("low-", i);
+  }
+  ASSERT_FALSE(left.empty());
+  (void)api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/", left),
+                     {{"gracePeriodSeconds", 0}});
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("e-2")); }, seconds(60))) << s->Log();
+  EXPECT_FALSE(Bound(GetPod("e-3")));
+  EXPECT_TRUE(Evicted().empty());
+}
+
 // The scheduling queue serves the queue furthest below its fair share first (dominant-resource
 // fairness), not the one whose pods came first nor queues in turns. `big` holds 3 GPUs; the
 // scheduler is down while 4 more of its pods and then 2 of `small`'s arrive, and a node with 2

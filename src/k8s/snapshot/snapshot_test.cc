@@ -247,5 +247,41 @@ TEST(PeekContinue, LeavesOtherLayoutsToTheParser) {
   EXPECT_EQ(PeekContinue(""), std::nullopt);
 }
 
+// Elastic gangs (tessera.dev/gang-min) wait as a group once their min members do; a gang some of
+// whose members run is left to grow (DropRunningGangs), not planned for.
+TEST(Snapshot, ElasticGangsWaitFromTheirMinAndNotWhileRunning) {
+  auto member = [](const std::string& gang, int i) {
+    return PodObject("ns", StrCat(gang, "-", i))
+        .Limit("tessera.dev/gpu-memory", "20Gi")
+        .Gang(gang, 4)
+        .Annotation("tessera.dev/gang-min", "2");
+  };
+  ClusterSnapshot s = ClusterSnapshot::FromObjects(
+      {NodeObject("a").Gpus(4).Json()},
+      {member("e", 0).Json(), member("e", 1).Json(),          // 2 of 4 wait: its min
+       member("f", 0).Json(),                                 // 1 of min 2 waits
+       member("r", 0).Assigned(Share("a", 0, 20480)).Json(),  // r runs one member
+       member("r", 1).Json(), member("r", 2).Json(), member("r", 3).Json()});
+  std::vector<std::string> incomplete;
+  std::vector<WaitingGroup> groups = GroupWaiting(s.PendingPods("tessera"), &incomplete);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].name, "ns/e");
+  EXPECT_EQ(groups[0].pods.size(), 2u);
+  EXPECT_EQ(groups[1].name, "ns/r");
+  EXPECT_EQ(incomplete, std::vector<std::string>{"ns/f"});
+  std::unique_ptr<ClusterLedger> ledger = s.Ledger({});
+  std::map<std::string, const PodInfo*> by_key;
+  for (const auto& p : s.pods()) by_key[p->key] = p.get();
+  PlanView view = ViewForPlans(*ledger, [&](const std::string& k) -> const PodInfo* {
+    auto it = by_key.find(k);
+    return it == by_key.end() ? nullptr : it->second;
+  });
+  std::vector<std::string> dropped;
+  DropRunningGangs(view.running, &groups, &dropped);
+  ASSERT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups[0].name, "ns/e");
+  EXPECT_EQ(dropped, std::vector<std::string>{"ns/r"});
+}
+
 }  // namespace
 }  // namespace tessera::k8s
