@@ -151,7 +151,8 @@ TEST_F(ComputeTest, WorkConservingShareUsesIdleTime) {
   Client app(*node_, "wc30");
   ASSERT_EQ(app.Do(Dev(4)), "ok");
   const int64_t from = fake::MonoNs();
-  ASSERT_EQ(app.Do("spin 2000000 2000 10"), "ok");
+  // 100 kernels in flight between syncs, as in UncappedProcessUsesTheWholeGpu.
+  ASSERT_EQ(app.Do("spin 2000000 2000 100"), "ok");
   const int64_t to = fake::MonoNs();
   // The controller takes a second or two to open the window (it follows a moving average).
   EXPECT_GT(ShareOf(app.pid(), 4, from + 2'000'000'000, to), 0.7);
