@@ -8,6 +8,7 @@
 
 #include "agent/dra/names.h"
 #include "agent/pods/grant.h"
+#include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/mig.h"
@@ -19,18 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-const json& Field(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-std::string Str(const json& j, const char* key) {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
 
 // A claim UID (a UUID), the only names made and removed under the claims dir.
 bool ValidUid(std::string_view uid) {
@@ -59,14 +48,14 @@ struct Use {
 
 absl::StatusOr<Consumption> ConsumptionOf(const json& result, int64_t device_memory_mib) {
   Consumption c;
-  const json& consumed = Field(result, "consumedCapacity");
+  const json& consumed = JsonField(result, "consumedCapacity");
   if (!consumed.is_object() || consumed.empty()) {
     c.memory_mib = device_memory_mib;
     c.compute_percent = 100;
     return c;
   }
-  const json& memory = Field(consumed, std::string(kCapMemory).c_str());
-  const json& compute = Field(consumed, std::string(kCapCompute).c_str());
+  const json& memory = JsonField(consumed, std::string(kCapMemory).c_str());
+  const json& compute = JsonField(consumed, std::string(kCapCompute).c_str());
   if (memory.is_string()) {
     absl::StatusOr<int64_t> mib = core::ParseMemoryMiB(memory.get<std::string>());
     if (!mib.ok()) {
@@ -155,15 +144,15 @@ absl::Status DraDriver::SetDeletionReported(const std::string& uid) {
 }
 
 absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& claim) const {
-  const json& meta = Field(claim, "metadata");
+  const json& meta = JsonField(claim, "metadata");
   const std::string who = StrCat("ResourceClaim ", ref.ns, "/", ref.name);
-  if (Str(meta, "uid") != ref.uid) {
+  if (JsonStringField(meta, "uid") != ref.uid) {
     return absl::FailedPreconditionError(
-        StrCat(who, " has UID ", Str(meta, "uid"), ", not ", ref.uid,
+        StrCat(who, " has UID ", JsonStringField(meta, "uid"), ", not ", ref.uid,
                ": the claim the pod was allocated was deleted and another one made under its "
                "name; delete the pod so that it is scheduled with the new claim"));
   }
-  const json& allocation = Field(Field(claim, "status"), "allocation");
+  const json& allocation = JsonField(JsonField(claim, "status"), "allocation");
   if (!allocation.is_object()) {
     return absl::FailedPreconditionError(StrCat(who, " is not allocated"));
   }
@@ -171,24 +160,25 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
   out.uid = ref.uid;
   out.ns = ref.ns;
   out.name = ref.name;
-  for (const json& r : Field(Field(claim, "status"), "reservedFor")) {
-    if (Str(r, "resource") == "pods") out.pods.push_back({Str(r, "name"), Str(r, "uid")});
+  for (const json& r : JsonField(JsonField(claim, "status"), "reservedFor")) {
+    if (JsonStringField(r, "resource") == "pods")
+      out.pods.push_back({JsonStringField(r, "name"), JsonStringField(r, "uid")});
   }
-  for (const json& config : Field(Field(allocation, "devices"), "config")) {
-    if (Str(Field(config, "opaque"), "driver") == kDriverName) {
+  for (const json& config : JsonField(JsonField(allocation, "devices"), "config")) {
+    if (JsonStringField(JsonField(config, "opaque"), "driver") == kDriverName) {
       return absl::InvalidArgumentError(
           StrCat(who, " carries opaque configuration for ", kDriverName, " (from its ",
-                 Str(config, "source") == "FromClass" ? "DeviceClass" : "claim",
+                 JsonStringField(config, "source") == "FromClass" ? "DeviceClass" : "claim",
                  "), which tessera does not take: remove it; ask for shares with capacity "
                  "requests (memory, compute)"));
     }
   }
-  const json& results = Field(Field(allocation, "devices"), "results");
+  const json& results = JsonField(JsonField(allocation, "devices"), "results");
   for (size_t i = 0; i < results.size(); ++i) {
     const json& r = results[i];
-    if (Str(r, "driver") != kDriverName) continue;
-    const std::string device = Str(r, "device");
-    const std::string pool = Str(r, "pool");
+    if (JsonStringField(r, "driver") != kDriverName) continue;
+    const std::string device = JsonStringField(r, "device");
+    const std::string pool = JsonStringField(r, "pool");
     if (pool != pool_->name) {
       return absl::FailedPreconditionError(StrCat(who, ": device ", device, " is in pool ", pool,
                                                   ", not in this node's pool ", pool_->name));
@@ -205,10 +195,10 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
                    d->health_reason);
     }
     PreparedDevice p;
-    p.request = Str(r, "request");
+    p.request = JsonStringField(r, "request");
     p.pool = pool;
     p.device = device;
-    p.share_id = Str(r, "shareID");
+    p.share_id = JsonStringField(r, "shareID");
     p.gpu_uuid = d->gpu_uuid;
     p.gpu_index = gpus_->gpus[d->gpu_index].spec.index;
     if (d->mig) {

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "agent/dra/names.h"
+#include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "records/names.h"
@@ -23,15 +24,8 @@ uint64_t Fnv1a(std::string_view s) {
   return h;
 }
 
-const json& Field(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
 int64_t GenerationOf(const json& slice) {
-  const json& g = Field(Field(Field(slice, "spec"), "pool"), "generation");
+  const json& g = JsonField(JsonField(JsonField(slice, "spec"), "pool"), "generation");
   return g.is_number_integer() ? g.get<int64_t>() : 0;
 }
 
@@ -60,13 +54,13 @@ absl::StatusOr<json> SlicePublisher::ListSlices() {
 absl::StatusOr<SliceOutcome> SlicePublisher::Reconcile(const Pool& pool) {
   if (node_uid_.empty()) {
     TESSERA_ASSIGN_OR_RETURN(json node, client_.Get(StrCat("/api/v1/nodes/", node_)));
-    node_uid_ = Field(Field(node, "metadata"), "uid").get<std::string>();
+    node_uid_ = JsonField(JsonField(node, "metadata"), "uid").get<std::string>();
   }
   TESSERA_ASSIGN_OR_RETURN(json list, ListSlices());
   std::map<std::string, json> have;
   int64_t generation = last_generation_;
-  for (const json& s : Field(list, "items")) {
-    have[Field(s, "metadata").value("name", "")] = s;
+  for (const json& s : JsonField(list, "items")) {
+    have[JsonField(s, "metadata").value("name", "")] = s;
     generation = std::max(generation, GenerationOf(s));
   }
   SliceOutcome out;
@@ -79,7 +73,7 @@ absl::StatusOr<SliceOutcome> SlicePublisher::Reconcile(const Pool& pool) {
       same = false;
       break;
     }
-    const json& annotations = Field(Field(it->second, "metadata"), "annotations");
+    const json& annotations = JsonField(JsonField(it->second, "metadata"), "annotations");
     const int64_t g = GenerationOf(it->second);
     if (have_generation == -1) have_generation = g;
     same = g == have_generation &&
@@ -118,7 +112,7 @@ absl::StatusOr<SliceOutcome> SlicePublisher::Reconcile(const Pool& pool) {
       ++out.created;
     } else {
       object["metadata"]["resourceVersion"] =
-          Field(it->second, "metadata").value("resourceVersion", "");
+          JsonField(it->second, "metadata").value("resourceVersion", "");
       absl::StatusOr<json> updated =
           client_.Update(StrCat(kResourceApi, "/resourceslices/", name), object);
       if (!updated.ok()) {
@@ -145,8 +139,8 @@ absl::StatusOr<SliceOutcome> SlicePublisher::Reconcile(const Pool& pool) {
 
 absl::Status SlicePublisher::DeleteAll() {
   TESSERA_ASSIGN_OR_RETURN(json list, ListSlices());
-  for (const json& s : Field(list, "items")) {
-    const std::string name = Field(s, "metadata").value("name", "");
+  for (const json& s : JsonField(list, "items")) {
+    const std::string name = JsonField(s, "metadata").value("name", "");
     absl::StatusOr<json> gone = client_.Delete(StrCat(kResourceApi, "/resourceslices/", name));
     if (!gone.ok() && !absl::IsNotFound(gone.status())) return gone.status();
   }
@@ -158,8 +152,8 @@ absl::StatusOr<int> SlicePublisher::RemoveClassicResources() {
   json capacity = json::object();
   for (std::string_view r :
        {records::kGpuResource, records::kGpuMemoryResource, records::kGpuComputeResource}) {
-    if (Field(Field(node, "status"), "capacity").contains(std::string(r)) ||
-        Field(Field(node, "status"), "allocatable").contains(std::string(r))) {
+    if (JsonField(JsonField(node, "status"), "capacity").contains(std::string(r)) ||
+        JsonField(JsonField(node, "status"), "allocatable").contains(std::string(r))) {
       capacity[std::string(r)] = nullptr;
     }
   }

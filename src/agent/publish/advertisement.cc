@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/json_fields.h"
 #include "common/strings.h"
 #include "core/model/quantity.h"
 #include "records/inventory.h"
@@ -11,18 +12,6 @@ namespace tessera::agent {
 namespace {
 
 using nlohmann::json;
-
-const json& Field(const json& j, std::string_view key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-std::string StringField(const json& j, std::string_view key) {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : "";
-}
 
 // Two quantities of one resource are the same amount.
 bool SameQuantity(std::string_view resource, const json& have, const std::string& want) {
@@ -78,14 +67,14 @@ NodeAdvertisement AdvertisementFor(const NodeGpus& gpus) {
 
 NodePatches DiffNode(const json& node, const NodeAdvertisement& ad) {
   NodePatches out;
-  const json& metadata = Field(node, "metadata");
-  const json& annotations = Field(metadata, "annotations");
-  const json& labels = Field(metadata, "labels");
+  const json& metadata = JsonField(node, "metadata");
+  const json& annotations = JsonField(metadata, "annotations");
+  const json& labels = JsonField(metadata, "labels");
   json meta_annotations = json::object();
   json meta_labels = json::object();
 
   const std::string inventory_key(records::kInventoryAnnotation);
-  const std::string have_inventory = StringField(annotations, inventory_key);
+  const std::string have_inventory = JsonStringField(annotations, inventory_key);
   bool same_inventory = false;
   if (!have_inventory.empty()) {
     try {
@@ -100,16 +89,16 @@ NodePatches DiffNode(const json& node, const NodeAdvertisement& ad) {
   }
 
   for (const auto& [key, value] : ad.labels) {
-    const std::string have = StringField(labels, key);
-    if (have != value || !Field(labels, key).is_string()) {
+    const std::string have = JsonStringField(labels, key);
+    if (have != value || !JsonField(labels, key).is_string()) {
       meta_labels[key] = value;
       out.changes.push_back(
           StrCat("label ", key, ": ", have.empty() ? "(none)" : have, " -> ", value));
     }
   }
   const std::string owned_key(records::kAgentLabelsAnnotation);
-  for (const std::string& key : SplitKeys(StringField(annotations, owned_key))) {
-    if (ad.labels.count(key) == 0 && Field(labels, key).is_string()) {
+  for (const std::string& key : SplitKeys(JsonStringField(annotations, owned_key))) {
+    if (ad.labels.count(key) == 0 && JsonField(labels, key).is_string()) {
       meta_labels[key] = nullptr;  // a label the agent wrote and that no longer applies
       out.changes.push_back(StrCat("label ", key, ": removed"));
     }
@@ -117,7 +106,7 @@ NodePatches DiffNode(const json& node, const NodeAdvertisement& ad) {
   std::vector<std::string> keys;
   for (const auto& [key, value] : ad.labels) keys.push_back(key);
   const std::string owned = StrJoin(keys, ",");
-  if (StringField(annotations, owned_key) != owned) meta_annotations[owned_key] = owned;
+  if (JsonStringField(annotations, owned_key) != owned) meta_annotations[owned_key] = owned;
 
   if (!meta_annotations.empty() || !meta_labels.empty()) {
     out.metadata = json::object();
@@ -125,12 +114,12 @@ NodePatches DiffNode(const json& node, const NodeAdvertisement& ad) {
     if (!meta_labels.empty()) out.metadata["metadata"]["labels"] = meta_labels;
   }
 
-  const json& status = Field(node, "status");
+  const json& status = JsonField(node, "status");
   json capacity = json::object();
   json allocatable = json::object();
   for (const auto& [resource, quantity] : ad.resources) {
-    const json& have_capacity = Field(Field(status, "capacity"), resource);
-    const json& have_allocatable = Field(Field(status, "allocatable"), resource);
+    const json& have_capacity = JsonField(JsonField(status, "capacity"), resource);
+    const json& have_allocatable = JsonField(JsonField(status, "allocatable"), resource);
     if (!SameQuantity(resource, have_capacity, quantity) ||
         !SameQuantity(resource, have_allocatable, quantity)) {
       capacity[resource] = quantity;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/quantity.h"
@@ -10,18 +11,6 @@ namespace tessera::k8s::dra {
 namespace {
 
 using nlohmann::json;
-
-const json& Field(const json& j, std::string_view key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-std::string StringField(const json& j, std::string_view key) {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
 
 std::vector<std::string> Strings(const json& j) {
   std::vector<std::string> out;
@@ -57,20 +46,20 @@ std::pair<std::string, std::string> SplitQualified(const std::string& name,
 
 absl::StatusOr<AttributeValue> DecodeAttribute(const json& a, const std::string& path) {
   AttributeValue v;
-  if (const json& i = Field(a, "int"); i.is_number_integer()) {
+  if (const json& i = JsonField(a, "int"); i.is_number_integer()) {
     v.kind = AttributeValue::Kind::kInt;
     v.i = i.get<int64_t>();
-  } else if (const json& b = Field(a, "bool"); b.is_boolean()) {
+  } else if (const json& b = JsonField(a, "bool"); b.is_boolean()) {
     v.kind = AttributeValue::Kind::kBool;
     v.b = b.get<bool>();
-  } else if (const json& s = Field(a, "string"); s.is_string()) {
+  } else if (const json& s = JsonField(a, "string"); s.is_string()) {
     v.kind = AttributeValue::Kind::kString;
     v.s = s.get<std::string>();
-  } else if (const json& ver = Field(a, "version"); ver.is_string()) {
+  } else if (const json& ver = JsonField(a, "version"); ver.is_string()) {
     v.kind = AttributeValue::Kind::kVersion;
     v.s = ver.get<std::string>();
-  } else if (Field(a, "ints").is_array() || Field(a, "bools").is_array() ||
-             Field(a, "strings").is_array() || Field(a, "versions").is_array()) {
+  } else if (JsonField(a, "ints").is_array() || JsonField(a, "bools").is_array() ||
+             JsonField(a, "strings").is_array() || JsonField(a, "versions").is_array()) {
     v.kind = AttributeValue::Kind::kList;
   } else {
     return absl::InvalidArgumentError(
@@ -81,10 +70,10 @@ absl::StatusOr<AttributeValue> DecodeAttribute(const json& a, const std::string&
 
 absl::StatusOr<RequestPolicy> DecodePolicy(const json& p, const std::string& path) {
   RequestPolicy policy;
-  if (const json& d = Field(p, "default"); !d.is_null()) {
+  if (const json& d = JsonField(p, "default"); !d.is_null()) {
     TESSERA_ASSIGN_OR_RETURN(policy.default_milli, QuantityField(d, path + ".default"));
   }
-  const json& values = Field(p, "validValues");
+  const json& values = JsonField(p, "validValues");
   if (values.is_array()) {
     for (size_t i = 0; i < values.size(); ++i) {
       TESSERA_ASSIGN_OR_RETURN(int64_t v,
@@ -93,12 +82,12 @@ absl::StatusOr<RequestPolicy> DecodePolicy(const json& p, const std::string& pat
     }
     std::sort(policy.valid_values.begin(), policy.valid_values.end());
   }
-  const json& range = Field(p, "validRange");
+  const json& range = JsonField(p, "validRange");
   if (range.is_object()) {
     policy.has_range = true;
     for (auto [key, out] : {std::pair{"min", &policy.min}, std::pair{"max", &policy.max},
                             std::pair{"step", &policy.step}}) {
-      const json& q = Field(range, key);
+      const json& q = JsonField(range, key);
       if (q.is_null()) continue;
       TESSERA_ASSIGN_OR_RETURN(*out, QuantityField(q, StrCat(path, ".validRange.", key)));
     }
@@ -112,9 +101,9 @@ absl::StatusOr<RequestPolicy> DecodePolicy(const json& p, const std::string& pat
 absl::StatusOr<Device> DecodeDevice(const json& d, const std::string& path,
                                     const std::string& driver) {
   Device dev;
-  dev.name = StringField(d, "name");
+  dev.name = JsonStringField(d, "name");
   if (dev.name.empty()) return absl::InvalidArgumentError(StrCat(path, ".name: missing"));
-  const json& attributes = Field(d, "attributes");
+  const json& attributes = JsonField(d, "attributes");
   if (attributes.is_object()) {
     for (const auto& [name, a] : attributes.items()) {
       TESSERA_ASSIGN_OR_RETURN(AttributeValue v,
@@ -123,13 +112,13 @@ absl::StatusOr<Device> DecodeDevice(const json& d, const std::string& path,
       dev.attributes[domain][id] = std::move(v);
     }
   }
-  const json& capacity = Field(d, "capacity");
+  const json& capacity = JsonField(d, "capacity");
   if (capacity.is_object()) {
     for (const auto& [name, c] : capacity.items()) {
       const std::string cpath = StrCat(path, ".capacity[", name, "]");
       DeviceCapacity cap;
-      TESSERA_ASSIGN_OR_RETURN(cap.value, QuantityField(Field(c, "value"), cpath + ".value"));
-      if (const json& p = Field(c, "requestPolicy"); p.is_object()) {
+      TESSERA_ASSIGN_OR_RETURN(cap.value, QuantityField(JsonField(c, "value"), cpath + ".value"));
+      if (const json& p = JsonField(c, "requestPolicy"); p.is_object()) {
         TESSERA_ASSIGN_OR_RETURN(cap.policy, DecodePolicy(p, cpath + ".requestPolicy"));
       }
       auto [domain, id] = SplitQualified(name, driver);
@@ -137,39 +126,40 @@ absl::StatusOr<Device> DecodeDevice(const json& d, const std::string& path,
       dev.capacity_by_name[name] = cap;
     }
   }
-  dev.allow_multiple_allocations = Field(d, "allowMultipleAllocations") == true;
-  const json& counters = Field(d, "consumesCounters");
+  dev.allow_multiple_allocations = JsonField(d, "allowMultipleAllocations") == true;
+  const json& counters = JsonField(d, "consumesCounters");
   dev.consumes_counters = counters.is_array() && !counters.empty();
-  const json& conditions = Field(d, "bindingConditions");
+  const json& conditions = JsonField(d, "bindingConditions");
   dev.binding_conditions = conditions.is_array() && !conditions.empty();
-  dev.per_device_node = !Field(d, "nodeName").is_null() || !Field(d, "nodeSelector").is_null() ||
-                        !Field(d, "allNodes").is_null();
-  const json& taints = Field(d, "taints");
+  dev.per_device_node = !JsonField(d, "nodeName").is_null() ||
+                        !JsonField(d, "nodeSelector").is_null() ||
+                        !JsonField(d, "allNodes").is_null();
+  const json& taints = JsonField(d, "taints");
   if (taints.is_array()) {
     for (const json& t : taints) {
-      dev.taints.push_back(
-          DeviceTaint{StringField(t, "key"), StringField(t, "value"), StringField(t, "effect")});
+      dev.taints.push_back(DeviceTaint{JsonStringField(t, "key"), JsonStringField(t, "value"),
+                                       JsonStringField(t, "effect")});
     }
   }
   return dev;
 }
 
 void DecodeSliceInto(const json& slice, SliceInfo* s) {
-  const json& meta = Field(slice, "metadata");
-  const json& spec = Field(slice, "spec");
-  s->name = StringField(meta, "name");
-  s->resource_version = StringField(meta, "resourceVersion");
-  s->driver = StringField(spec, "driver");
-  const json& pool = Field(spec, "pool");
-  s->pool = StringField(pool, "name");
-  if (const json& g = Field(pool, "generation"); g.is_number_integer()) {
+  const json& meta = JsonField(slice, "metadata");
+  const json& spec = JsonField(slice, "spec");
+  s->name = JsonStringField(meta, "name");
+  s->resource_version = JsonStringField(meta, "resourceVersion");
+  s->driver = JsonStringField(spec, "driver");
+  const json& pool = JsonField(spec, "pool");
+  s->pool = JsonStringField(pool, "name");
+  if (const json& g = JsonField(pool, "generation"); g.is_number_integer()) {
     s->generation = g.get<int64_t>();
   }
-  if (const json& c = Field(pool, "resourceSliceCount"); c.is_number_integer()) {
+  if (const json& c = JsonField(pool, "resourceSliceCount"); c.is_number_integer()) {
     s->slice_count = c.get<int64_t>();
   }
-  s->node_name = StringField(spec, "nodeName");
-  const json& devices = Field(spec, "devices");
+  s->node_name = JsonStringField(spec, "nodeName");
+  const json& devices = JsonField(spec, "devices");
   if (!devices.is_array()) return;
   for (size_t i = 0; i < devices.size(); ++i) {
     absl::StatusOr<Device> d = DecodeDevice(devices[i], StrCat("spec.devices[", i, "]"), s->driver);
@@ -187,11 +177,11 @@ absl::StatusOr<std::vector<DeviceToleration>> DecodeTolerations(const json& list
   if (!list.is_array()) return out;
   for (const json& t : list) {
     DeviceToleration tol;
-    tol.key = StringField(t, "key");
-    tol.op = StringField(t, "operator");
+    tol.key = JsonStringField(t, "key");
+    tol.op = JsonStringField(t, "operator");
     if (tol.op.empty()) tol.op = "Equal";
-    tol.value = StringField(t, "value");
-    tol.effect = StringField(t, "effect");
+    tol.value = JsonStringField(t, "value");
+    tol.effect = JsonStringField(t, "effect");
     out.push_back(std::move(tol));
   }
   return out;
@@ -200,15 +190,15 @@ absl::StatusOr<std::vector<DeviceToleration>> DecodeTolerations(const json& list
 absl::StatusOr<ExactRequest> DecodeExact(const json& r, std::string name, const std::string& path) {
   ExactRequest e;
   e.name = std::move(name);
-  e.device_class = StringField(r, "deviceClassName");
+  e.device_class = JsonStringField(r, "deviceClassName");
   if (e.device_class.empty()) {
     return absl::InvalidArgumentError(StrCat(path, ".deviceClassName: missing"));
   }
-  const json& selectors = Field(r, "selectors");
+  const json& selectors = JsonField(r, "selectors");
   if (selectors.is_array()) {
     for (size_t i = 0; i < selectors.size(); ++i) {
-      const json& cel = Field(selectors[i], "cel");
-      const json& expr = Field(cel, "expression");
+      const json& cel = JsonField(selectors[i], "cel");
+      const json& expr = JsonField(cel, "expression");
       if (!expr.is_string()) {
         return absl::InvalidArgumentError(
             StrCat(path, ".selectors[", i, "]: no cel.expression (the only selector kind)"));
@@ -216,13 +206,13 @@ absl::StatusOr<ExactRequest> DecodeExact(const json& r, std::string name, const 
       e.selectors.push_back(expr.get<std::string>());
     }
   }
-  if (const std::string mode = StringField(r, "allocationMode"); !mode.empty()) {
+  if (const std::string mode = JsonStringField(r, "allocationMode"); !mode.empty()) {
     e.allocation_mode = mode;
   }
-  if (const json& c = Field(r, "count"); c.is_number_integer()) e.count = c.get<int64_t>();
-  e.admin_access = Field(r, "adminAccess") == true;
-  TESSERA_ASSIGN_OR_RETURN(e.tolerations, DecodeTolerations(Field(r, "tolerations")));
-  const json& requests = Field(Field(r, "capacity"), "requests");
+  if (const json& c = JsonField(r, "count"); c.is_number_integer()) e.count = c.get<int64_t>();
+  e.admin_access = JsonField(r, "adminAccess") == true;
+  TESSERA_ASSIGN_OR_RETURN(e.tolerations, DecodeTolerations(JsonField(r, "tolerations")));
+  const json& requests = JsonField(JsonField(r, "capacity"), "requests");
   if (requests.is_object()) {
     for (const auto& [cap, q] : requests.items()) {
       TESSERA_ASSIGN_OR_RETURN(e.capacity[cap],
@@ -233,22 +223,22 @@ absl::StatusOr<ExactRequest> DecodeExact(const json& r, std::string name, const 
 }
 
 absl::Status DecodeClaimSpec(const json& devices, ClaimInfo* c) {
-  const json& requests = Field(devices, "requests");
+  const json& requests = JsonField(devices, "requests");
   if (requests.is_array()) {
     for (size_t i = 0; i < requests.size(); ++i) {
       const std::string path = StrCat("spec.devices.requests[", i, "]");
       ClaimRequest req;
-      req.name = StringField(requests[i], "name");
+      req.name = JsonStringField(requests[i], "name");
       if (req.name.empty()) return absl::InvalidArgumentError(StrCat(path, ".name: missing"));
-      const json& exactly = Field(requests[i], "exactly");
-      const json& first = Field(requests[i], "firstAvailable");
+      const json& exactly = JsonField(requests[i], "exactly");
+      const json& first = JsonField(requests[i], "firstAvailable");
       if (exactly.is_object()) {
         TESSERA_ASSIGN_OR_RETURN(ExactRequest e, DecodeExact(exactly, req.name, path + ".exactly"));
         req.alternatives.push_back(std::move(e));
       } else if (first.is_array() && !first.empty()) {
         req.first_available = true;
         for (size_t k = 0; k < first.size(); ++k) {
-          const std::string sub = StringField(first[k], "name");
+          const std::string sub = JsonStringField(first[k], "name");
           const std::string spath = StrCat(path, ".firstAvailable[", k, "]");
           if (sub.empty()) return absl::InvalidArgumentError(spath + ".name: missing");
           TESSERA_ASSIGN_OR_RETURN(ExactRequest e,
@@ -264,34 +254,34 @@ absl::Status DecodeClaimSpec(const json& devices, ClaimInfo* c) {
       c->requests.push_back(std::move(req));
     }
   }
-  const json& constraints = Field(devices, "constraints");
+  const json& constraints = JsonField(devices, "constraints");
   if (constraints.is_array()) {
     for (const json& k : constraints) {
       ClaimConstraint con;
-      con.requests = Strings(Field(k, "requests"));
-      con.match_attribute = StringField(k, "matchAttribute");
-      con.distinct_attribute = StringField(k, "distinctAttribute");
+      con.requests = Strings(JsonField(k, "requests"));
+      con.match_attribute = JsonStringField(k, "matchAttribute");
+      con.distinct_attribute = JsonStringField(k, "distinctAttribute");
       c->constraints.push_back(std::move(con));
     }
   }
-  if (const json& config = Field(devices, "config"); config.is_array()) c->config = config;
+  if (const json& config = JsonField(devices, "config"); config.is_array()) c->config = config;
   return absl::OkStatus();
 }
 
 void DecodeAllocation(const json& a, ClaimInfo* c) {
   Allocation alloc;
   alloc.raw = a;
-  const json& results = Field(Field(a, "devices"), "results");
+  const json& results = JsonField(JsonField(a, "devices"), "results");
   if (results.is_array()) {
     for (size_t i = 0; i < results.size(); ++i) {
       const json& r = results[i];
       AllocatedDevice d;
-      d.request = StringField(r, "request");
-      d.driver = StringField(r, "driver");
-      d.pool = StringField(r, "pool");
-      d.device = StringField(r, "device");
-      d.share_id = StringField(r, "shareID");
-      const json& consumed = Field(r, "consumedCapacity");
+      d.request = JsonStringField(r, "request");
+      d.driver = JsonStringField(r, "driver");
+      d.pool = JsonStringField(r, "pool");
+      d.device = JsonStringField(r, "device");
+      d.share_id = JsonStringField(r, "shareID");
+      const json& consumed = JsonField(r, "consumedCapacity");
       if (consumed.is_object()) {
         for (const auto& [name, q] : consumed.items()) {
           absl::StatusOr<int64_t> v = QuantityField(
@@ -307,14 +297,14 @@ void DecodeAllocation(const json& a, ClaimInfo* c) {
     }
   }
   // kube-scheduler's allocator writes matchFields metadata.name In [node] for node-local pools.
-  const json& terms = Field(Field(a, "nodeSelector"), "nodeSelectorTerms");
+  const json& terms = JsonField(JsonField(a, "nodeSelector"), "nodeSelectorTerms");
   if (terms.is_array() && terms.size() == 1) {
-    const json& fields = Field(terms[0], "matchFields");
+    const json& fields = JsonField(terms[0], "matchFields");
     if (fields.is_array()) {
       for (const json& f : fields) {
-        std::vector<std::string> values = Strings(Field(f, "values"));
-        if (StringField(f, "key") == "metadata.name" && StringField(f, "operator") == "In" &&
-            values.size() == 1) {
+        std::vector<std::string> values = Strings(JsonField(f, "values"));
+        if (JsonStringField(f, "key") == "metadata.name" &&
+            JsonStringField(f, "operator") == "In" && values.size() == 1) {
           alloc.node = values[0];
         }
       }
@@ -324,35 +314,36 @@ void DecodeAllocation(const json& a, ClaimInfo* c) {
 }
 
 void DecodeClaimInto(const json& claim, ClaimInfo* c) {
-  const json& meta = Field(claim, "metadata");
-  c->ns = StringField(meta, "namespace");
-  c->name = StringField(meta, "name");
-  c->uid = StringField(meta, "uid");
+  const json& meta = JsonField(claim, "metadata");
+  c->ns = JsonStringField(meta, "namespace");
+  c->name = JsonStringField(meta, "name");
+  c->uid = JsonStringField(meta, "uid");
   c->key = StrCat(c->ns, "/", c->name);
-  c->resource_version = StringField(meta, "resourceVersion");
-  c->finalizers = Strings(Field(meta, "finalizers"));
-  c->deleting = !Field(meta, "deletionTimestamp").is_null();
-  const json& owners = Field(meta, "ownerReferences");
+  c->resource_version = JsonStringField(meta, "resourceVersion");
+  c->finalizers = Strings(JsonField(meta, "finalizers"));
+  c->deleting = !JsonField(meta, "deletionTimestamp").is_null();
+  const json& owners = JsonField(meta, "ownerReferences");
   if (owners.is_array()) {
     for (const json& o : owners) {
-      if (Field(o, "controller") == true && StringField(o, "kind") == "Pod" &&
-          StringField(o, "apiVersion") == "v1") {
-        c->owner_pod_uid = StringField(o, "uid");
-        c->owner_pod_name = StringField(o, "name");
+      if (JsonField(o, "controller") == true && JsonStringField(o, "kind") == "Pod" &&
+          JsonStringField(o, "apiVersion") == "v1") {
+        c->owner_pod_uid = JsonStringField(o, "uid");
+        c->owner_pod_name = JsonStringField(o, "name");
       }
     }
   }
   c->extended_resource =
-      StringField(Field(meta, "annotations"), kExtendedResourceClaimAnnotation) == "true";
-  absl::Status spec = DecodeClaimSpec(Field(Field(claim, "spec"), "devices"), c);
+      JsonStringField(JsonField(meta, "annotations"), kExtendedResourceClaimAnnotation) == "true";
+  absl::Status spec = DecodeClaimSpec(JsonField(JsonField(claim, "spec"), "devices"), c);
   if (!spec.ok()) c->error = std::string(FromAbsl(spec.message()));
-  const json& status = Field(claim, "status");
-  if (const json& a = Field(status, "allocation"); a.is_object()) DecodeAllocation(a, c);
-  const json& reserved = Field(status, "reservedFor");
+  const json& status = JsonField(claim, "status");
+  if (const json& a = JsonField(status, "allocation"); a.is_object()) DecodeAllocation(a, c);
+  const json& reserved = JsonField(status, "reservedFor");
   if (reserved.is_array()) {
     for (const json& r : reserved) {
-      c->reserved_for.push_back(ConsumerRef{StringField(r, "apiGroup"), StringField(r, "resource"),
-                                            StringField(r, "name"), StringField(r, "uid")});
+      c->reserved_for.push_back(ConsumerRef{JsonStringField(r, "apiGroup"),
+                                            JsonStringField(r, "resource"),
+                                            JsonStringField(r, "name"), JsonStringField(r, "uid")});
     }
   }
 }
@@ -415,27 +406,27 @@ std::shared_ptr<const SliceInfo> DecodeSlice(const json& slice) {
 std::shared_ptr<const ClassInfo> DecodeClass(const json& device_class) {
   auto c = std::make_shared<ClassInfo>();
   try {
-    const json& meta = Field(device_class, "metadata");
-    const json& spec = Field(device_class, "spec");
-    c->name = StringField(meta, "name");
-    c->resource_version = StringField(meta, "resourceVersion");
-    const json& selectors = Field(spec, "selectors");
+    const json& meta = JsonField(device_class, "metadata");
+    const json& spec = JsonField(device_class, "spec");
+    c->name = JsonStringField(meta, "name");
+    c->resource_version = JsonStringField(meta, "resourceVersion");
+    const json& selectors = JsonField(spec, "selectors");
     if (selectors.is_array()) {
       for (const json& s : selectors) {
-        const json& expr = Field(Field(s, "cel"), "expression");
+        const json& expr = JsonField(JsonField(s, "cel"), "expression");
         // A selector kind this version does not know selects nothing (never everything).
         c->selectors.push_back(expr.is_string() ? expr.get<std::string>() : std::string("false"));
       }
     }
-    const json& config = Field(spec, "config");
+    const json& config = JsonField(spec, "config");
     if (config.is_array()) {
       for (const json& entry : config) {
-        if (const json& opaque = Field(entry, "opaque"); opaque.is_object()) {
+        if (const json& opaque = JsonField(entry, "opaque"); opaque.is_object()) {
           c->config.push_back(opaque);
         }
       }
     }
-    c->extended_resource_name = StringField(spec, "extendedResourceName");
+    c->extended_resource_name = JsonStringField(spec, "extendedResourceName");
   } catch (const std::exception& e) {
     c->selectors = {"false"};
   }
@@ -478,14 +469,14 @@ std::shared_ptr<const ClaimInfo> DecodeClaim(const json& claim) {
 PodClaims DecodePodClaims(const json& pod) {
   PodClaims out;
   try {
-    const json& claims = Field(Field(pod, "spec"), "resourceClaims");
+    const json& claims = JsonField(JsonField(pod, "spec"), "resourceClaims");
     if (!claims.is_array()) return out;
-    const json& statuses = Field(Field(pod, "status"), "resourceClaimStatuses");
+    const json& statuses = JsonField(JsonField(pod, "status"), "resourceClaimStatuses");
     for (size_t i = 0; i < claims.size(); ++i) {
       PodClaimRef ref;
-      ref.name = StringField(claims[i], "name");
-      const std::string direct = StringField(claims[i], "resourceClaimName");
-      ref.template_name = StringField(claims[i], "resourceClaimTemplateName");
+      ref.name = JsonStringField(claims[i], "name");
+      const std::string direct = JsonStringField(claims[i], "resourceClaimName");
+      ref.template_name = JsonStringField(claims[i], "resourceClaimTemplateName");
       if (ref.name.empty() || direct.empty() == ref.template_name.empty()) {
         out.error = StrCat("spec.resourceClaims[", i,
                            "]: needs a name and exactly one of resourceClaimName, "
@@ -497,8 +488,8 @@ PodClaims DecodePodClaims(const json& pod) {
         ref.claim = direct;
       } else if (statuses.is_array()) {
         for (const json& st : statuses) {
-          if (StringField(st, "name") != ref.name) continue;
-          ref.claim = StringField(st, "resourceClaimName");
+          if (JsonStringField(st, "name") != ref.name) continue;
+          ref.claim = JsonStringField(st, "resourceClaimName");
           ref.not_needed = ref.claim.empty();
         }
       }
@@ -513,17 +504,17 @@ PodClaims DecodePodClaims(const json& pod) {
 
 PodExtended DecodePodExtended(const json& pod) {
   PodExtended out;
-  const json& spec = Field(pod, "spec");
-  out.claim =
-      StringField(Field(Field(pod, "status"), "extendedResourceClaimStatus"), "resourceClaimName");
+  const json& spec = JsonField(pod, "spec");
+  out.claim = JsonStringField(JsonField(JsonField(pod, "status"), "extendedResourceClaimStatus"),
+                              "resourceClaimName");
   int index = 0;
   for (const char* list : {"initContainers", "containers"}) {
-    const json& containers = Field(spec, list);
+    const json& containers = JsonField(spec, list);
     if (!containers.is_array()) continue;
     const bool init = std::string_view(list) == "initContainers";
     for (const json& c : containers) {
       const int i = index++;
-      const json& requests = Field(Field(c, "resources"), "requests");
+      const json& requests = JsonField(JsonField(c, "resources"), "requests");
       if (!requests.is_object()) continue;
       // nlohmann's objects iterate in key order: the place of a name is its sorted index.
       int place = 0;
@@ -537,20 +528,20 @@ PodExtended DecodePodExtended(const json& pod) {
         }
         absl::StatusOr<int64_t> milli = QuantityField(it.value(), name);
         if (!milli.ok() || *milli % 1000 != 0) {
-          out.error =
-              StrCat(init ? "spec.initContainers" : "spec.containers", "[", StringField(c, "name"),
-                     "].resources.requests[", name, "]: an extended resource is a whole number");
+          out.error = StrCat(init ? "spec.initContainers" : "spec.containers", "[",
+                             JsonStringField(c, "name"), "].resources.requests[", name,
+                             "]: an extended resource is a whole number");
           out.requests.clear();
           return out;
         }
         if (*milli == 0) continue;
         ExtendedRequest r;
         r.container_index = i;
-        r.container = StringField(c, "name");
+        r.container = JsonStringField(c, "name");
         r.resource = name;
         r.request_index = place;
         r.count = *milli / 1000;
-        r.short_lived = init && StringField(c, "restartPolicy") != "Always";
+        r.short_lived = init && JsonStringField(c, "restartPolicy") != "Always";
         out.requests.push_back(std::move(r));
       }
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/json_fields.h"
 #include "common/strings.h"
 
 namespace tessera::k8s {
@@ -9,20 +10,8 @@ namespace {
 
 using nlohmann::json;
 
-const json& Field(const json& j, std::string_view key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-std::string StringField(const json& j, std::string_view key) {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
-
 int64_t IntField(const json& j, std::string_view key) {
-  const json& v = Field(j, key);
+  const json& v = JsonField(j, key);
   return v.is_number_integer() ? v.get<int64_t>() : 0;
 }
 
@@ -34,7 +23,7 @@ bool DecodeSelector(const json& selector, BudgetInfo* b) {
     b->selector_error = "spec.selector: not an object";
     return false;
   }
-  const json& labels = Field(selector, "matchLabels");
+  const json& labels = JsonField(selector, "matchLabels");
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
       if (!v.is_string()) {
@@ -44,14 +33,14 @@ bool DecodeSelector(const json& selector, BudgetInfo* b) {
       b->match_labels[k] = v.get<std::string>();
     }
   }
-  const json& exprs = Field(selector, "matchExpressions");
+  const json& exprs = JsonField(selector, "matchExpressions");
   if (!exprs.is_array()) return true;
   for (size_t i = 0; i < exprs.size(); ++i) {
     LabelRequirement r;
-    r.key = StringField(exprs[i], "key");
-    r.op = StringField(exprs[i], "operator");
+    r.key = JsonStringField(exprs[i], "key");
+    r.op = JsonStringField(exprs[i], "operator");
     const std::string where = StrCat("spec.selector.matchExpressions[", i, "]");
-    if (const json& values = Field(exprs[i], "values"); values.is_array()) {
+    if (const json& values = JsonField(exprs[i], "values"); values.is_array()) {
       for (const json& v : values) {
         if (v.is_string()) r.values.push_back(v.get<std::string>());
       }
@@ -98,18 +87,18 @@ bool BudgetInfo::Selects(const std::map<std::string, std::string>& labels) const
 
 std::shared_ptr<const BudgetInfo> DecodeBudget(const json& object) {
   auto b = std::make_shared<BudgetInfo>();
-  const json& meta = Field(object, "metadata");
-  const json& spec = Field(object, "spec");
-  const json& status = Field(object, "status");
-  b->ns = StringField(meta, "namespace");
-  b->name = StringField(meta, "name");
+  const json& meta = JsonField(object, "metadata");
+  const json& spec = JsonField(object, "spec");
+  const json& status = JsonField(object, "status");
+  b->ns = JsonStringField(meta, "namespace");
+  b->name = JsonStringField(meta, "name");
   b->key = StrCat(b->ns, "/", b->name);
   b->generation = IntField(meta, "generation");
-  DecodeSelector(Field(spec, "selector"), b.get());
-  b->always_allow_unhealthy = StringField(spec, "unhealthyPodEvictionPolicy") == "AlwaysAllow";
+  DecodeSelector(JsonField(spec, "selector"), b.get());
+  b->always_allow_unhealthy = JsonStringField(spec, "unhealthyPodEvictionPolicy") == "AlwaysAllow";
   b->observed_generation = IntField(status, "observedGeneration");
   b->disruptions_allowed = IntField(status, "disruptionsAllowed");
-  if (const json& d = Field(status, "disruptedPods"); d.is_object()) {
+  if (const json& d = JsonField(status, "disruptedPods"); d.is_object()) {
     for (const auto& [name, at] : d.items()) b->disrupted.insert(name);
   }
   return b;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
+#include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/cluster.h"
@@ -16,18 +17,6 @@ namespace tessera::k8s {
 namespace {
 
 using nlohmann::json;
-
-const json& Field(const json& j, std::string_view key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-std::string StringField(const json& j, std::string_view key) {
-  const json& v = Field(j, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
 
 // A quantity field as text ("4Gi"); numbers are accepted as JSON sometimes sends them.
 std::optional<std::string> QuantityText(const json& v) {
@@ -63,10 +52,10 @@ struct Demand {
 // Reads cpu/memory from `requests` and the tessera resources from `limits` (else `requests`).
 absl::StatusOr<Demand> ReadResources(const json& resources, const std::string& path) {
   Demand d;
-  const json& requests = Field(resources, "requests");
-  const json& limits = Field(resources, "limits");
+  const json& requests = JsonField(resources, "requests");
+  const json& limits = JsonField(resources, "limits");
   auto read = [&](const json& list, std::string_view name) -> std::optional<std::string> {
-    const json& v = Field(list, name);
+    const json& v = JsonField(list, name);
     if (v.is_null()) return std::nullopt;
     return QuantityText(v).value_or("<not a quantity>");
   };
@@ -125,22 +114,22 @@ absl::StatusOr<Demand> ReadResources(const json& resources, const std::string& p
 // (alongside the restartable ones started before them), overhead on top.
 absl::StatusOr<Demand> PodDemand(const json& spec) {
   Demand total;
-  const json& containers = Field(spec, "containers");
+  const json& containers = JsonField(spec, "containers");
   if (containers.is_array()) {
     for (size_t i = 0; i < containers.size(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(Field(containers[i], "resources"),
+      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(JsonField(containers[i], "resources"),
                                                        StrCat("spec.containers[", i, "]")));
       total.Add(d);
     }
   }
   Demand restartable;
   Demand init_max;
-  const json& inits = Field(spec, "initContainers");
+  const json& inits = JsonField(spec, "initContainers");
   if (inits.is_array()) {
     for (size_t i = 0; i < inits.size(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(Field(inits[i], "resources"),
+      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(JsonField(inits[i], "resources"),
                                                        StrCat("spec.initContainers[", i, "]")));
-      if (StringField(inits[i], "restartPolicy") == "Always") {
+      if (JsonStringField(inits[i], "restartPolicy") == "Always") {
         total.Add(d);
         restartable.Add(d);
         init_max.Max(restartable);
@@ -152,13 +141,15 @@ absl::StatusOr<Demand> PodDemand(const json& spec) {
   }
   total.Max(init_max);
   // Pod-level resources (spec.resources) replace the aggregate for CPU and memory when set.
-  const json& pod_level = Field(spec, "resources");
+  const json& pod_level = JsonField(spec, "resources");
   if (!pod_level.is_null()) {
     TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(pod_level, "spec"));
-    if (!Field(Field(pod_level, "requests"), "cpu").is_null()) total.cpu_milli = d.cpu_milli;
-    if (!Field(Field(pod_level, "requests"), "memory").is_null()) total.memory_mib = d.memory_mib;
+    if (!JsonField(JsonField(pod_level, "requests"), "cpu").is_null())
+      total.cpu_milli = d.cpu_milli;
+    if (!JsonField(JsonField(pod_level, "requests"), "memory").is_null())
+      total.memory_mib = d.memory_mib;
   }
-  const json& overhead = Field(spec, "overhead");
+  const json& overhead = JsonField(spec, "overhead");
   if (overhead.is_object()) {
     TESSERA_ASSIGN_OR_RETURN(Demand d,
                              ReadResources(json{{"requests", overhead}}, "spec.overhead"));
@@ -174,10 +165,10 @@ absl::Status AnnotationError(std::string_view key, std::string_view value, std::
 }
 
 absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string& key) {
-  const json& spec = Field(pod, "spec");
-  const json& annotations = Field(Field(pod, "metadata"), "annotations");
+  const json& spec = JsonField(pod, "spec");
+  const json& annotations = JsonField(JsonField(pod, "metadata"), "annotations");
   auto annotation = [&](std::string_view k) -> std::optional<std::string> {
-    const json& v = Field(annotations, k);
+    const json& v = JsonField(annotations, k);
     if (v.is_string()) return v.get<std::string>();
     return std::nullopt;
   };
@@ -345,40 +336,40 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
 }
 
 absl::Status DecodeConstraints(const json& spec, NodeConstraints* p) {
-  const json& selector = Field(spec, "nodeSelector");
+  const json& selector = JsonField(spec, "nodeSelector");
   if (selector.is_object()) {
     for (const auto& [k, v] : selector.items()) {
       if (v.is_string()) p->node_selector[k] = v.get<std::string>();
     }
   }
-  const json& tolerations = Field(spec, "tolerations");
+  const json& tolerations = JsonField(spec, "tolerations");
   if (tolerations.is_array()) {
     for (const json& t : tolerations) {
       Toleration tol;
-      tol.key = StringField(t, "key");
-      tol.op = StringField(t, "operator");
+      tol.key = JsonStringField(t, "key");
+      tol.op = JsonStringField(t, "operator");
       if (tol.op.empty()) tol.op = "Equal";
-      tol.value = StringField(t, "value");
-      tol.effect = StringField(t, "effect");
+      tol.value = JsonStringField(t, "value");
+      tol.effect = JsonStringField(t, "effect");
       p->tolerations.push_back(std::move(tol));
     }
   }
-  const json& required = Field(Field(Field(Field(spec, "affinity"), "nodeAffinity"),
-                                     "requiredDuringSchedulingIgnoredDuringExecution"),
-                               "nodeSelectorTerms");
+  const json& required = JsonField(JsonField(JsonField(JsonField(spec, "affinity"), "nodeAffinity"),
+                                             "requiredDuringSchedulingIgnoredDuringExecution"),
+                                   "nodeSelectorTerms");
   if (!required.is_array()) return absl::OkStatus();
   p->has_affinity = true;
   for (size_t i = 0; i < required.size(); ++i) {
     NodeSelectorTerm term;
     for (const char* kind : {"matchExpressions", "matchFields"}) {
-      const json& list = Field(required[i], kind);
+      const json& list = JsonField(required[i], kind);
       if (!list.is_array()) continue;
       for (size_t j = 0; j < list.size(); ++j) {
         NodeSelectorRequirement r;
         r.field = std::string_view(kind) == "matchFields";
-        r.key = StringField(list[j], "key");
-        r.op = StringField(list[j], "operator");
-        const json& values = Field(list[j], "values");
+        r.key = JsonStringField(list[j], "key");
+        r.op = JsonStringField(list[j], "operator");
+        const json& values = JsonField(list[j], "values");
         if (values.is_array()) {
           for (const json& v : values) {
             if (v.is_string()) r.values.push_back(v.get<std::string>());
@@ -402,44 +393,44 @@ absl::Status DecodeConstraints(const json& spec, NodeConstraints* p) {
 }
 
 void DecodePodInto(const json& pod, PodInfo* p) {
-  const json& meta = Field(pod, "metadata");
-  const json& spec = Field(pod, "spec");
-  const json& status = Field(pod, "status");
-  p->ns = StringField(meta, "namespace");
-  p->name = StringField(meta, "name");
-  p->uid = StringField(meta, "uid");
+  const json& meta = JsonField(pod, "metadata");
+  const json& spec = JsonField(pod, "spec");
+  const json& status = JsonField(pod, "status");
+  p->ns = JsonStringField(meta, "namespace");
+  p->name = JsonStringField(meta, "name");
+  p->uid = JsonStringField(meta, "uid");
   p->key = StrCat(p->ns, "/", p->name);
-  p->resource_version = StringField(meta, "resourceVersion");
-  p->created = StringField(meta, "creationTimestamp");
-  p->deleting = !Field(meta, "deletionTimestamp").is_null();
-  p->nominated_node = StringField(status, "nominatedNodeName");
-  if (const json& owners = Field(meta, "ownerReferences"); owners.is_array()) {
+  p->resource_version = JsonStringField(meta, "resourceVersion");
+  p->created = JsonStringField(meta, "creationTimestamp");
+  p->deleting = !JsonField(meta, "deletionTimestamp").is_null();
+  p->nominated_node = JsonStringField(status, "nominatedNodeName");
+  if (const json& owners = JsonField(meta, "ownerReferences"); owners.is_array()) {
     for (const json& o : owners) {
-      if (Field(o, "controller") == true) {
-        p->controller = StrCat(StringField(o, "kind"), "/", StringField(o, "name"));
+      if (JsonField(o, "controller") == true) {
+        p->controller = StrCat(JsonStringField(o, "kind"), "/", JsonStringField(o, "name"));
         break;
       }
     }
   }
-  if (const json& labels = Field(meta, "labels"); labels.is_object()) {
+  if (const json& labels = JsonField(meta, "labels"); labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
       if (v.is_string()) p->labels.emplace(k, v.get<std::string>());
     }
   }
-  p->scheduler_name = StringField(spec, "schedulerName");
-  p->node_name = StringField(spec, "nodeName");
-  p->phase = StringField(status, "phase");
-  const json& gates = Field(spec, "schedulingGates");
+  p->scheduler_name = JsonStringField(spec, "schedulerName");
+  p->node_name = JsonStringField(spec, "nodeName");
+  p->phase = JsonStringField(status, "phase");
+  const json& gates = JsonField(spec, "schedulingGates");
   p->gated = gates.is_array() && !gates.empty();
-  if (const json& prio = Field(spec, "priority"); prio.is_number_integer()) {
+  if (const json& prio = JsonField(spec, "priority"); prio.is_number_integer()) {
     p->priority = prio.get<int32_t>();
   }
-  const json& annotations = Field(meta, "annotations");
-  if (const json& q = Field(annotations, records::kQueueAnnotation);
+  const json& annotations = JsonField(meta, "annotations");
+  if (const json& q = JsonField(annotations, records::kQueueAnnotation);
       q.is_string() && !q.get<std::string>().empty()) {
     p->queue = q.get<std::string>();
   }
-  if (const json& a = Field(annotations, records::kAssignmentAnnotation); a.is_string()) {
+  if (const json& a = JsonField(annotations, records::kAssignmentAnnotation); a.is_string()) {
     absl::StatusOr<records::Assignment> assignment =
         records::AssignmentFromJson(a.get<std::string>());
     if (assignment.ok()) {
@@ -448,15 +439,15 @@ void DecodePodInto(const json& pod, PodInfo* p) {
       p->assignment_error = std::string(FromAbsl(assignment.status().message()));
     }
   }
-  const json& conditions = Field(status, "conditions");
+  const json& conditions = JsonField(status, "conditions");
   if (conditions.is_array()) {
     for (const json& c : conditions) {
-      if (StringField(c, "type") == "PodScheduled" && StringField(c, "status") == "False") {
-        p->unschedulable_message = StringField(c, "message");
-      } else if (StringField(c, "type") == "Ready") {
-        p->ready = StringField(c, "status") == "True";
-      } else if (StringField(c, "type") == kScaleUpCondition) {
-        p->scale_up_message = StringField(c, "message");
+      if (JsonStringField(c, "type") == "PodScheduled" && JsonStringField(c, "status") == "False") {
+        p->unschedulable_message = JsonStringField(c, "message");
+      } else if (JsonStringField(c, "type") == "Ready") {
+        p->ready = JsonStringField(c, "status") == "True";
+      } else if (JsonStringField(c, "type") == kScaleUpCondition) {
+        p->scale_up_message = JsonStringField(c, "message");
       }
     }
   }
@@ -489,30 +480,31 @@ std::shared_ptr<const PodInfo> DecodePod(const json& pod) {
 namespace {
 
 void DecodeNodeInto(const json& node, NodeInfo* n) {
-  const json& meta = Field(node, "metadata");
-  const json& status = Field(node, "status");
-  n->name = StringField(meta, "name");
+  const json& meta = JsonField(node, "metadata");
+  const json& status = JsonField(node, "status");
+  n->name = JsonStringField(meta, "name");
   n->spec.name = n->name;
-  n->unschedulable = Field(Field(node, "spec"), "unschedulable") == true;
-  const json& taints = Field(Field(node, "spec"), "taints");
+  n->unschedulable = JsonField(JsonField(node, "spec"), "unschedulable") == true;
+  const json& taints = JsonField(JsonField(node, "spec"), "taints");
   if (taints.is_array()) {
     for (const json& t : taints) {
-      Taint taint{StringField(t, "key"), StringField(t, "value"), StringField(t, "effect")};
+      Taint taint{JsonStringField(t, "key"), JsonStringField(t, "value"),
+                  JsonStringField(t, "effect")};
       if (taint.effect == "NoSchedule" || taint.effect == "NoExecute") {
         n->taints.push_back(std::move(taint));
       }
     }
   }
-  const json& labels = Field(meta, "labels");
+  const json& labels = JsonField(meta, "labels");
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
       if (v.is_string()) n->spec.labels[k] = v.get<std::string>();
     }
   }
-  const json* allocatable = &Field(status, "allocatable");
-  if (allocatable->is_null()) allocatable = &Field(status, "capacity");
+  const json* allocatable = &JsonField(status, "allocatable");
+  if (allocatable->is_null()) allocatable = &JsonField(status, "capacity");
   std::vector<std::string> errors;
-  if (auto cpu = QuantityText(Field(*allocatable, "cpu"))) {
+  if (auto cpu = QuantityText(JsonField(*allocatable, "cpu"))) {
     absl::StatusOr<int64_t> v = core::ParseCpuMilli(*cpu, core::Rounding::kDown);
     if (v.ok()) {
       n->spec.cpu_milli = *v;
@@ -521,7 +513,7 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
           StrCat("status.allocatable.cpu: \"", *cpu, "\" ", FromAbsl(v.status().message())));
     }
   }
-  if (auto mem = QuantityText(Field(*allocatable, "memory"))) {
+  if (auto mem = QuantityText(JsonField(*allocatable, "memory"))) {
     absl::StatusOr<int64_t> v = core::ParseMemoryMiB(*mem, core::Rounding::kDown);
     if (v.ok()) {
       n->spec.memory_mib = *v;
@@ -531,7 +523,7 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
     }
   }
   n->capacity_error = StrJoin(errors, "; ");
-  const json& inventory = Field(Field(meta, "annotations"), records::kInventoryAnnotation);
+  const json& inventory = JsonField(JsonField(meta, "annotations"), records::kInventoryAnnotation);
   std::string inventory_text;
   if (!inventory.is_null()) {
     n->has_inventory = true;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/json_fields.h"
 #include "common/strings.h"
 #include "k8s/client/watch.h"
 #include "records/names.h"
@@ -16,18 +17,11 @@ namespace {
 
 using nlohmann::json;
 
-const json& Field(const json& j, std::string_view key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
 bool NodeReady(const json& node) {
-  const json& conditions = Field(Field(node, "status"), "conditions");
+  const json& conditions = JsonField(JsonField(node, "status"), "conditions");
   if (!conditions.is_array()) return false;
   for (const json& c : conditions) {
-    if (Field(c, "type") == "Ready") return Field(c, "status") == "True";
+    if (JsonField(c, "type") == "Ready") return JsonField(c, "status") == "True";
   }
   return false;
 }
@@ -183,7 +177,7 @@ absl::Status ListAll(ApiClient& client, const std::string& path, std::string_vie
       }
       page.response.body.clear();
       page.response.body.shrink_to_fit();
-      const json& next = Field(Field(*parsed, "metadata"), "continue");
+      const json& next = JsonField(JsonField(*parsed, "metadata"), "continue");
       const std::string cont = next.is_string() ? next.get<std::string>() : "";
       if (!page.peeked.has_value()) {
         pager.Continue(cont);
@@ -210,8 +204,8 @@ SnapshotNode DecodeSnapshotNode(const json& node) {
   // Health is only in the record when some GPU is unhealthy; DecodeNode keeps only what placing
   // needs, so it is read here, from the same annotation, when it is there at all.
   if (n.info->inventory_error.empty() && n.info->has_inventory) {
-    const json& text =
-        Field(Field(Field(node, "metadata"), "annotations"), records::kInventoryAnnotation);
+    const json& text = JsonField(JsonField(JsonField(node, "metadata"), "annotations"),
+                                 records::kInventoryAnnotation);
     if (text.is_string() &&
         text.get_ref<const std::string&>().find("\"health\"") != std::string::npos) {
       absl::StatusOr<records::Inventory> inventory =
