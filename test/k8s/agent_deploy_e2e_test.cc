@@ -425,14 +425,9 @@ TEST(AgentDeploy, AnAgentWritesOnlyItsOwnNodesResourceSlices) {
   EXPECT_TRUE(admin->Delete(slices + "/slices-b-gpu").ok());
 }
 
-TEST(AgentDeploy, TheAgentPublishesWithItsOwnTokenAlone) {
-  InstallOnce();
-  auto admin = Admin();
-  CreateNode(*admin, "own-token");
-  const std::string token = PodBoundToken(*admin, "agent-own-token", "own-token");
-  const std::string dir =
-      (std::filesystem::path(::testing::TempDir()) / "agent_own_token").string();
-  std::filesystem::create_directories(dir);
+// What an agent started by hand reads in `dir`: its token, a kubeconfig that uses it, and a
+// description of one fake H100.
+void WriteAgentFiles(const std::string& dir, const std::string& token) {
   std::ofstream(dir + "/token") << token;
   std::ofstream(dir + "/kubeconfig")
       << StrCat(R"(apiVersion: v1
@@ -453,6 +448,17 @@ current-context: agent
   std::ofstream(dir + "/gpus.json") << R"({"version": 1, "gpus": [
       {"index": 0, "uuid": "GPU-6f1c2a9e-0000-4000-8000-000000000000", "model": "H100-80GB",
        "memory_mib": 81559}]})";
+}
+
+TEST(AgentDeploy, TheAgentPublishesWithItsOwnTokenAlone) {
+  InstallOnce();
+  auto admin = Admin();
+  CreateNode(*admin, "own-token");
+  const std::string token = PodBoundToken(*admin, "agent-own-token", "own-token");
+  const std::string dir =
+      (std::filesystem::path(::testing::TempDir()) / "agent_own_token").string();
+  std::filesystem::create_directories(dir);
+  WriteAgentFiles(dir, token);
   absl::StatusOr<std::unique_ptr<ScopedProcess>> p = ScopedProcess::Start(
       {TESSERA_BINARY, "agent", "--kubeconfig", dir + "/kubeconfig", "--node-name", "own-token",
        "--gpus-file", dir + "/gpus.json", "--no-nri", "--rediscover-interval", "500ms"},
@@ -488,26 +494,7 @@ TEST(AgentDeploy, TheDraAgentPublishesItsSlicesWithItsOwnTokenAlone) {
   for (const char* sub : {"kubelet/plugins_registry", "kubelet/plugins", "cdi", "claims", "pods"}) {
     std::filesystem::create_directories(dir + "/" + sub);
   }
-  std::ofstream(dir + "/token") << token;
-  std::ofstream(dir + "/kubeconfig")
-      << StrCat(R"(apiVersion: v1
-kind: Config
-clusters:
-- name: c
-  cluster: {server: ")",
-                Cp().server(), R"(", certificate-authority: ")", Cp().ca_file(), R"("}
-users:
-- name: agent
-  user: {tokenFile: ")",
-                dir, R"(/token"}
-contexts:
-- name: agent
-  context: {cluster: c, user: agent}
-current-context: agent
-)");
-  std::ofstream(dir + "/gpus.json") << R"({"version": 1, "gpus": [
-      {"index": 0, "uuid": "GPU-6f1c2a9e-0000-4000-8000-000000000000", "model": "H100-80GB",
-       "memory_mib": 81559}]})";
+  WriteAgentFiles(dir, token);
   absl::StatusOr<std::unique_ptr<ScopedProcess>> p = ScopedProcess::Start({TESSERA_BINARY,
                                                                            "agent",
                                                                            "--dra",
