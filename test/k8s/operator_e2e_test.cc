@@ -505,14 +505,7 @@ TEST_F(OperatorTest, PlanFromClusterNamesTheMoves) {
   AddNode(NodeObject(a).Gpus(4).NvSwitch().Cpu("64").Memory("512Gi").Ready());
   AddNode(NodeObject(b).Gpus(4).NvSwitch().Cpu("64").Memory("512Gi").Ready());
   auto share = [](const std::string& node, int gpu) {
-    records::Assignment as;
-    as.node = node;
-    records::AssignedGpu g;
-    g.grant.gpu = gpu;
-    g.grant.memory_mib = 20480;
-    g.uuid = StrCat("GPU-", node, "-", gpu);
-    as.gpus.push_back(g);
-    return as;
+    return k8s::testing::OneGpuAssignment(node, gpu, 20480);
   };
   for (int g = 0; g < 3; ++g) {
     AddPod(PodObject(ns_, StrCat("a", g))

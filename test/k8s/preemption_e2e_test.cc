@@ -555,14 +555,7 @@ TEST_F(PreemptionE2e, DefragmentationMovesAShareAndThePodLands) {
       << "defrag: {enabled: true, after: 3s, maxMoves: 2}\n";
   const std::string a = AddNode("a", 4), b = AddNode("b", 4);
   auto share = [](const std::string& node, int gpu) {
-    records::Assignment as;
-    as.node = node;
-    records::AssignedGpu g;
-    g.grant.gpu = gpu;
-    g.grant.memory_mib = 20480;
-    g.uuid = StrCat("GPU-", node, "-", gpu);
-    as.gpus.push_back(g);
-    return as;
+    return k8s::testing::OneGpuAssignment(node, gpu, 20480);
   };
   for (int g = 0; g < 3; ++g) {
     AddPod(Share(StrCat("a", g), 0).Controller("ReplicaSet", "infer").Assigned(share(a, g)),
@@ -645,14 +638,7 @@ TEST_F(PreemptionE2e, DefragmentationMovesAShareForAGangAndSteersItsReplacement)
   const std::string a = AddNode("a", 4, /*nvswitch=*/true);
   const std::string b = AddNode("b", 4, /*nvswitch=*/true);
   auto share = [](const std::string& node, int gpu, int64_t gi) {
-    records::Assignment as;
-    as.node = node;
-    records::AssignedGpu g;
-    g.grant.gpu = gpu;
-    g.grant.memory_mib = gi * 1024;
-    g.uuid = StrCat("GPU-", node, "-", gpu);
-    as.gpus.push_back(g);
-    return as;
+    return k8s::testing::OneGpuAssignment(node, gpu, gi * 1024);
   };
   for (int g = 0; g < 3; ++g) {
     AddPod(PodObject(ns_, StrCat("a", g))

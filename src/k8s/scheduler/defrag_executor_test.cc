@@ -51,14 +51,7 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
 };
 
 records::Assignment Share(const std::string& node, int gpu, int64_t memory_mib = 20480) {
-  records::Assignment a;
-  a.node = node;
-  records::AssignedGpu g;
-  g.grant.gpu = gpu;
-  g.grant.memory_mib = memory_mib;
-  g.uuid = StrCat("GPU-", node, "-", gpu);
-  a.gpus.push_back(g);
-  return a;
+  return testing::OneGpuAssignment(node, gpu, memory_mib);
 }
 
 class DefragExecutorTest : public ::testing::Test {
@@ -295,14 +288,7 @@ TEST_F(DefragExecutorTest, GangMovesAShareAndLandsInItsDomain) {
 TEST_F(DefragExecutorTest, NoPlanForAGangWithMembersRunning) {
   objects_.clear();
   auto whole = [](const std::string& node, int gpu) {
-    records::Assignment a;
-    a.node = node;
-    records::AssignedGpu g;
-    g.grant.gpu = gpu;
-    g.grant.exclusive = true;
-    g.uuid = StrCat("GPU-", node, "-", gpu);
-    a.gpus.push_back(g);
-    return a;
+    return testing::OneGpuAssignment(node, gpu, 0, 0, /*exclusive=*/true);
   };
   for (int gpu = 0; gpu < 3; ++gpu) {  // bare pods: never moved
     objects_[StrCat("ns/pa", gpu)] = PodObject("ns", StrCat("pa", gpu))

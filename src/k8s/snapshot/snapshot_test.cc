@@ -15,15 +15,7 @@ using testing::PodObject;
 
 records::Assignment Share(const std::string& node, int gpu, int64_t memory_mib,
                           int32_t compute_milli = 0) {
-  records::Assignment a;
-  a.node = node;
-  records::AssignedGpu g;
-  g.grant.gpu = gpu;
-  g.grant.memory_mib = memory_mib;
-  g.grant.compute_milli = compute_milli;
-  g.uuid = StrCat("GPU-", node, "-", gpu);
-  a.gpus.push_back(g);
-  return a;
+  return testing::OneGpuAssignment(node, gpu, memory_mib, compute_milli);
 }
 
 TEST(Snapshot, SortsNodesAndPodsAndDropsTerminalPods) {

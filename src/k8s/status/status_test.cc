@@ -16,16 +16,7 @@ constexpr int64_t kGi = 1024;
 
 records::Assignment Grant(const std::string& node, int gpu, int64_t memory_mib,
                           int32_t compute_milli, bool exclusive) {
-  records::Assignment a;
-  a.node = node;
-  records::AssignedGpu g;
-  g.grant.gpu = gpu;
-  g.grant.memory_mib = memory_mib;
-  g.grant.compute_milli = compute_milli;
-  g.grant.exclusive = exclusive;
-  g.uuid = StrCat("GPU-", node, "-", gpu);
-  a.gpus.push_back(g);
-  return a;
+  return testing::OneGpuAssignment(node, gpu, memory_mib, compute_milli, exclusive);
 }
 
 // Node a: 4 x A100-80GB (GPU 0 shared by two pods, GPU 1 held whole, GPU 2 unhealthy, GPU 3

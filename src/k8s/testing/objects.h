@@ -13,6 +13,7 @@
 #include "common/strings.h"
 #include "core/model/node.h"
 #include "nlohmann/json.hpp"
+#include "records/assignment.h"
 #include "records/inventory.h"
 #include "records/names.h"
 
@@ -118,6 +119,22 @@ class NodeObject {
   bool unschedulable_ = false;
   std::optional<bool> ready_;
 };
+
+// An assignment of one GPU of a node that NodeObject made (its UUID is "GPU-<node>-<gpu>"): a
+// share of `memory_mib` and `compute_milli`, or, `exclusive`, the whole GPU.
+inline records::Assignment OneGpuAssignment(const std::string& node, int gpu, int64_t memory_mib,
+                                            int32_t compute_milli = 0, bool exclusive = false) {
+  records::Assignment a;
+  a.node = node;
+  records::AssignedGpu g;
+  g.grant.gpu = gpu;
+  g.grant.memory_mib = memory_mib;
+  g.grant.compute_milli = compute_milli;
+  g.grant.exclusive = exclusive;
+  g.uuid = StrCat("GPU-", node, "-", gpu);
+  a.gpus.push_back(g);
+  return a;
+}
 
 class PodObject {
  public:
