@@ -9,6 +9,7 @@
 
 #include "agent/discovery/nvml_discovery.h"
 #include "agent/dra/driver.h"
+#include "agent/dra/driver_testing.h"
 #include "agent/dra/names.h"
 #include "fmt/format.h"
 #include "gmock/gmock.h"
@@ -19,32 +20,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::FakeClaims;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
+using testing::Uid;
 
-class FakeClaims : public ClaimSource {
- public:
-  absl::StatusOr<json> GetClaim(const std::string& ns, const std::string& name) override {
-    auto it = claims.find(ns + "/" + name);
-    if (it == claims.end()) return absl::NotFoundError("resourceclaims \"" + name + "\" not found");
-    return it->second;
-  }
-  std::map<std::string, json> claims;
-};
-
-std::string Uid(int n) { return fmt::format("0e1c2a9e-0000-4000-8000-{:012d}", n); }
-
+// A claim allocated one device of this node's pool.
 json Claim(const std::string& name, int uid, const std::string& device) {
-  json result = {{"driver", std::string(kDriverName)},
-                 {"pool", "node-a"},
-                 {"request", "gpu"},
-                 {"device", device}};
-  return {{"metadata", {{"name", name}, {"namespace", "ns"}, {"uid", Uid(uid)}}},
-          {"status",
-           {{"allocation", {{"devices", {{"results", {result}}}}}},
-            {"reservedFor",
-             {{{"resource", "pods"}, {"name", name + "-pod"}, {"uid", Uid(1000 + uid)}}}}}}};
+  return testing::Claim(name, uid, {{{"device", device}}});
 }
 
 json Gpu(int i, json mig) {

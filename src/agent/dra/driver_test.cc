@@ -8,6 +8,7 @@
 
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/fake_gpus_file.h"
+#include "agent/dra/driver_testing.h"
 #include "agent/dra/names.h"
 #include "common/strings.h"
 #include "gmock/gmock.h"
@@ -19,22 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::Claim;
 using ::testing::ElementsAre;
+using testing::FakeClaims;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-// The API server's claims as the test writes them; counts reads.
-class FakeClaims : public ClaimSource {
- public:
-  absl::StatusOr<json> GetClaim(const std::string& ns, const std::string& name) override {
-    ++reads;
-    auto it = claims.find(ns + "/" + name);
-    if (it == claims.end()) return absl::NotFoundError("resourceclaims \"" + name + "\" not found");
-    return it->second;
-  }
-  std::map<std::string, json> claims;
-  int reads = 0;
-};
+using testing::Uid;
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path);
@@ -49,27 +40,6 @@ NodeGpus H100s() {
   absl::StatusOr<NodeGpus> gpus = ParseFakeGpusFile(ReadText(path), path);
   EXPECT_TRUE(gpus.ok()) << gpus.status();
   return *gpus;
-}
-
-std::string Uid(int n) { return fmt::format("0e1c2a9e-0000-4000-8000-{:012d}", n); }
-
-// A claim as kube-scheduler leaves it: allocated, reserved for a pod.
-json Claim(const std::string& name, int uid, const std::vector<json>& results,
-           const std::string& node = "node-a") {
-  json r = json::array();
-  for (json result : results) {
-    result["driver"] = std::string(kDriverName);
-    if (!result.contains("pool")) result["pool"] = node;
-    if (!result.contains("request")) result["request"] = "gpu";
-    r.push_back(result);
-  }
-  return {{"apiVersion", "resource.k8s.io/v1"},
-          {"kind", "ResourceClaim"},
-          {"metadata", {{"name", name}, {"namespace", "ns"}, {"uid", Uid(uid)}}},
-          {"status",
-           {{"allocation", {{"devices", {{"results", r}}}}},
-            {"reservedFor",
-             {{{"resource", "pods"}, {"name", name + "-pod"}, {"uid", Uid(1000 + uid)}}}}}}};
 }
 
 json Share(const std::string& device, const std::string& memory, const std::string& compute) {

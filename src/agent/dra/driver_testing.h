@@ -1,0 +1,53 @@
+// What the DRA driver's unit tests share: the API server's claims as a test writes them, and a
+// claim as kube-scheduler leaves it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agent/dra/driver.h"
+#include "agent/dra/names.h"
+#include "fmt/format.h"
+#include "nlohmann/json.hpp"
+
+namespace tessera::agent::dra::testing {
+
+using nlohmann::json;
+
+// The API server's claims as the test writes them; counts reads.
+class FakeClaims : public ClaimSource {
+ public:
+  absl::StatusOr<json> GetClaim(const std::string& ns, const std::string& name) override {
+    ++reads;
+    auto it = claims.find(ns + "/" + name);
+    if (it == claims.end()) return absl::NotFoundError("resourceclaims \"" + name + "\" not found");
+    return it->second;
+  }
+  std::map<std::string, json> claims;
+  int reads = 0;
+};
+
+// A claim or pod UID numbered n.
+inline std::string Uid(int n) { return fmt::format("0e1c2a9e-0000-4000-8000-{:012d}", n); }
+
+// A claim as kube-scheduler leaves it: allocated, reserved for a pod.
+inline json Claim(const std::string& name, int uid, const std::vector<json>& results,
+                  const std::string& node = "node-a") {
+  json r = json::array();
+  for (json result : results) {
+    result["driver"] = std::string(kDriverName);
+    if (!result.contains("pool")) result["pool"] = node;
+    if (!result.contains("request")) result["request"] = "gpu";
+    r.push_back(result);
+  }
+  return {{"apiVersion", "resource.k8s.io/v1"},
+          {"kind", "ResourceClaim"},
+          {"metadata", {{"name", name}, {"namespace", "ns"}, {"uid", Uid(uid)}}},
+          {"status",
+           {{"allocation", {{"devices", {{"results", r}}}}},
+            {"reservedFor",
+             {{{"resource", "pods"}, {"name", name + "-pod"}, {"uid", Uid(1000 + uid)}}}}}}};
+}
+
+}  // namespace tessera::agent::dra::testing
