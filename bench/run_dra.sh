@@ -90,19 +90,8 @@ cpu_s() {
   awk -v u="${f[11]}" -v s="${f[12]}" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.1f", (u + s) / hz }'
 }
 pid_of() { awk -v n="$2" '$1 == n { print $2 }' "$1/pids"; }
-# This script's nice (field 19 of /proc/PID/stat), given to the session groups of the processes
-# named when it is negative (see Priority above).
-own_nice=$(awk '{ print $19 }' /proc/$$/stat)
-# This script's session group is the caller's: its nice is put back on exit.
-own_group_nice=$(awk '{ print $3 }' /proc/$$/autogroup 2>/dev/null || echo 0)
-prioritize() {
-  ((own_nice < 0)) || return 0
-  local p
-  for p in "$@"; do
-    echo "$own_nice" >"/proc/$p/autogroup" 2>/dev/null ||
-      echo "could not set the session group's nice of process $p" >&2
-  done
-}
+# shellcheck source=bench/priority.sh
+source "$root/bench/priority.sh"
 cleanup() {
   [[ -n $sched_pid ]] && kill -KILL "$sched_pid" 2>/dev/null && wait "$sched_pid" 2>/dev/null
   [[ -n $watch_pid ]] && kill -KILL "$watch_pid" 2>/dev/null && wait "$watch_pid" 2>/dev/null
@@ -111,8 +100,7 @@ cleanup() {
 }
 finish() {
   cleanup
-  ((own_nice < 0)) && echo "$own_group_nice" >"/proc/$$/autogroup" 2>/dev/null
-  return 0
+  restore_priority
 }
 trap finish EXIT
 trap 'finish; exit 130' INT TERM
