@@ -402,10 +402,13 @@ done
 for p in bind bind-h2 bind-churn; do
   b=$(rate "$p")
   [[ $b == - ]] && continue
-  printf '%s: the API server bound %s pods/s with no scheduling (first to last %s); tessera %s (first to last %s), kube-scheduler %s: 3x kube-scheduler would need %s\n' \
-    "$p" "$b" "$(m "$p" .pods_per_second_first_to_last)" "$(rate tessera)" \
-    "$(m tessera .pods_per_second_first_to_last)" "$(rate stock)" \
-    "$(awk -v s="$(rate stock)" 'BEGIN { if (s == "-") print "-"; else printf "%.1f", 3 * s }')"
+  # Under churn, the schedulers' churn phases are the ones to set beside the ceiling.
+  t=tessera s=stock
+  [[ $p == bind-churn ]] && t=churn s=stock-churn
+  printf '%s: the API server bound %s pods/s with no scheduling (first to last %s); in phases %s/%s tessera %s (first to last %s), kube-scheduler %s: 3x kube-scheduler would need %s\n' \
+    "$p" "$b" "$(m "$p" .pods_per_second_first_to_last)" "$t" "$s" "$(rate "$t")" \
+    "$(m "$t" .pods_per_second_first_to_last)" "$(rate "$s")" \
+    "$(awk -v s="$(rate "$s")" 'BEGIN { if (s == "-") print "-"; else printf "%.1f", 3 * s }')"
 done
 cost() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.1f%%", 100 * (1 - a / b) }'; }
 echo "churn cost (tessera): $(cost "$(rate churn)" "$(rate tessera)") of its throughput"
