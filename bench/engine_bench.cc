@@ -5,7 +5,10 @@
 // tessera-off-node0-* rows keep every pod off one node (a tainted control plane), given to the
 // engine as a candidate list or as a NodeSet. GangPlaceRelease does the same with gangs of 8 whole
 // GPUs that must each land inside one NVLink domain (the scheduler benchmark's gang phase): one
-// iteration releases the oldest gang and places a new one, so its time is one gang decision.
+// iteration releases the oldest gang and places a new one, so its time is one gang decision; its
+// tessera-off-0.5%-* rows keep the gangs off every 200th node (the nodes a churn of taints has
+// tainted at one moment), as a candidate list (every domain tried against the list) or as a
+// NodeSet (the domain index counts each domain's room inside the set).
 //
 //   bench/run_engine.sh   (build/release/bench/engine_bench with 5 repetitions, medians)
 #include <memory>
@@ -111,11 +114,20 @@ void BM_PlaceRelease(benchmark::State& state, std::string policy_name, Restrict 
 
 // Gangs of `size` pods x 1 GPU, required inside one NVLink domain, on a cluster filled to ~60%
 // of its GPUs with such gangs; each iteration releases the oldest gang and places a new one.
-void BM_GangPlaceRelease(benchmark::State& state) {
+void BM_GangPlaceRelease(benchmark::State& state, Restrict restrict) {
   const int nodes = static_cast<int>(state.range(0));
   const int size = static_cast<int>(state.range(1));
   const Cluster& cluster = ClusterOf(nodes);
   Engine engine(cluster, *CreatePolicy("tessera", {}));
+  std::vector<bool> allows(cluster.node_count(), true);
+  std::vector<Candidate> candidates;
+  for (int i = 0; i < cluster.node_count(); ++i) {
+    allows[i] = i % 200 != 0;
+    if (allows[i]) candidates.push_back(Candidate{NodeId(i)});
+  }
+  const NodeSet node_set(allows);
+  const std::vector<Candidate>* allowed = restrict == Restrict::kCandidates ? &candidates : nullptr;
+  const NodeSet* set = restrict == Restrict::kNodeSet ? &node_set : nullptr;
   auto gang = [&](int g) {
     std::vector<PodRequest> members(size);
     for (int m = 0; m < size; ++m) {
@@ -132,7 +144,7 @@ void BM_GangPlaceRelease(benchmark::State& state) {
   int next = 0;
   while (static_cast<int64_t>(live.size()) * size < cluster.total_gpus() * 6 / 10) {
     std::vector<PodRequest> members = gang(next++);
-    if (!engine.PlaceGang(members)[0].placed()) break;
+    if (!engine.PlaceGang(members, Mode::kCommit, nullptr, set)[0].placed()) break;
     live.push_back(std::move(members));
   }
   size_t oldest = 0;
@@ -140,7 +152,7 @@ void BM_GangPlaceRelease(benchmark::State& state) {
   for (auto _ : state) {
     std::vector<PodRequest>& slot = live[oldest];
     for (const PodRequest& p : slot) (void)engine.Release(p.name);
-    if (engine.PlaceGang(slot)[0].placed()) {
+    if (engine.PlaceGang(slot, Mode::kCommit, allowed, set)[0].placed()) {
       ++placed;
     } else {
       ++failed;
@@ -177,10 +189,16 @@ void Register() {
     b->Unit(benchmark::kMicrosecond);
     if (how == Restrict::kCandidates) b->MinTime(0.2);
   }
-  auto* g = benchmark::RegisterBenchmark("GangPlaceRelease/tessera", BM_GangPlaceRelease);
-  g->ArgNames({"nodes", "size"});
-  for (int nodes : {1000, 10000}) g->Args({nodes, 8});
-  g->Unit(benchmark::kMicrosecond);
+  for (auto [label, how] : {std::pair{"tessera", Restrict::kNone},
+                            std::pair{"tessera-off-0.5%-candidates", Restrict::kCandidates},
+                            std::pair{"tessera-off-0.5%-nodeset", Restrict::kNodeSet}}) {
+    auto* g = benchmark::RegisterBenchmark(StrCat("GangPlaceRelease/", label).c_str(),
+                                           BM_GangPlaceRelease, how);
+    g->ArgNames({"nodes", "size"});
+    for (int nodes : {1000, 10000}) g->Args({nodes, 8});
+    g->Unit(benchmark::kMicrosecond);
+    if (how == Restrict::kCandidates) g->MinTime(0.2);
+  }
 }
 
 }  // namespace

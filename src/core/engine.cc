@@ -72,6 +72,22 @@ void Engine::UpdateDomains(NodeId node) {
   }
 }
 
+Engine::DomainFree Engine::FreeInSet(int level, int domain, const NodeSet& nodes, int* gpus) const {
+  DomainFree free;
+  *gpus = 0;
+  for (const Candidate& c : domains_.domains(level)[domain].candidates) {
+    if (!nodes.Contains(c.node)) continue;
+    for (const NodeDomain& nd : node_domains_[c.node.value()]) {
+      if (nd.level != level || nd.domain != domain) continue;
+      free.compute += nd.free.compute;
+      free.whole += nd.free.whole;
+      *gpus += __builtin_popcountll(nd.mask);
+      break;
+    }
+  }
+  return free;
+}
+
 void Engine::TouchNode(NodeId node) {
   state_.Touch(node);
   policy_->OnNodeChanged(state_, node);
@@ -280,14 +296,14 @@ const Placement* Engine::Find(std::string_view pod) const {
 }
 
 bool Engine::PlaceAll(std::span<const PodRequest> members, const std::vector<size_t>& order,
-                      const std::vector<Candidate>* candidates, std::vector<Placement>* placed,
-                      std::string* failure) {
+                      const std::vector<Candidate>* candidates, const NodeSet* nodes,
+                      std::vector<Placement>* placed, std::string* failure) {
   placed->assign(members.size(), Placement{});
   std::vector<size_t> done;
   for (size_t i : order) {
     const PodRequest& m = members[i];
     const PodRequest& effective = policy_->Effective(m);
-    Query query(state_, effective, candidates);
+    Query query(state_, effective, candidates, nodes);
     std::vector<NodeId> declined;
     std::optional<NodeChoice> choice = policy_->Choose(state_, query, &declined);
     if (!choice) {
@@ -327,9 +343,10 @@ int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
 
 std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodRequest> members,
                                                             Mode mode,
-                                                            const std::vector<Candidate>* allowed) {
+                                                            const std::vector<Candidate>* allowed,
+                                                            const NodeSet* nodes) {
   std::vector<PlacementResult> results;
-  for (const PodRequest& m : members) results.push_back(Place(m, Mode::kCommit, allowed));
+  for (const PodRequest& m : members) results.push_back(Place(m, Mode::kCommit, allowed, nodes));
   if (mode == Mode::kTestOnly) {
     // A what-if leaves nothing behind: undone newest first with Revert, which also removes the
     // MIG instances the members created and brings back those they destroyed (Release would
@@ -363,7 +380,8 @@ static std::vector<Candidate> Restrict(const Cluster& cluster, const Domain& dom
 }
 
 std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> members, Mode mode,
-                                               const std::vector<Candidate>* allowed) {
+                                               const std::vector<Candidate>* allowed,
+                                               const NodeSet* nodes) {
   std::vector<PlacementResult> results(members.size());
   if (members.empty()) return results;
   auto fail_all = [&](Outcome outcome, const std::string& reason) {
@@ -380,7 +398,9 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
       return fail_all(Outcome::kNoFitNow, StrCat("pod ", m.name, " is already placed"));
     }
   }
-  if (!policy_->places_gangs_together()) return PlaceGangIndependently(members, mode, allowed);
+  if (!policy_->places_gangs_together()) {
+    return PlaceGangIndependently(members, mode, allowed, nodes);
+  }
   if (gang.size > 0 && static_cast<size_t>(gang.size) != members.size()) {
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, " has ", members.size(),
                                                " of its ", gang.size, " members"));
@@ -427,19 +447,27 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     for (auto it = order.rbegin(); it != order.rend(); ++it) Undo(placed[*it]);
   };
 
-  // A topology domain as this gang may use it: all of it, or what `allowed` leaves of it.
+  // A topology domain as this gang may use it: all of it, or what `allowed` and `nodes` leave
+  // of it.
   std::vector<Candidate> restricted;
   auto usable = [&](const Domain& d, int* gpus) -> const std::vector<Candidate>& {
-    if (allowed == nullptr) {
+    if (allowed == nullptr && nodes == nullptr) {
       *gpus = d.gpu_count;
       return d.candidates;
     }
-    restricted = Restrict(cluster_, d, *allowed, gpus);
+    restricted = allowed != nullptr ? Restrict(cluster_, d, *allowed, gpus) : d.candidates;
+    if (nodes != nullptr) {
+      std::erase_if(restricted, [&](const Candidate& c) { return !nodes->Contains(c.node); });
+      *gpus = 0;
+      for (const Candidate& c : restricted) {
+        *gpus += __builtin_popcountll(c.gpu_mask & cluster_.node(c.node).all_gpus_mask());
+      }
+    }
     return restricted;
   };
   std::string failure;
   if (gang.level.empty()) {
-    if (PlaceAll(members, order, allowed, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, nodes, &placed, &failure)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   const int level = domains_.LevelIndex(gang.level);
@@ -478,14 +506,58 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   }
   for (int l : levels) {
     const std::vector<Domain>& domains = domains_.domains(l);
-    if (allowed == nullptr && !any_mig) {
+    if (allowed == nullptr && nodes == nullptr && !any_mig) {
       // The index: from the least free compute that could hold the gang upwards; the first
-      // domain it fits in is the best fit (ties: the lower domain, as the scan below).
-      for (auto it = by_free_[l].lower_bound({compute_demand, -1}); it != by_free_[l].end(); ++it) {
-        const int d = it->second;
+      // domain it fits in is the best fit (ties: the lower domain, as the scan below). A
+      // placement tried and undone re-inserts its domain's entry, so the walk goes on from the
+      // key, not from an iterator.
+      for (std::pair<int64_t, int> key{compute_demand, -1};;) {
+        auto it = by_free_[l].upper_bound(key);
+        if (it == by_free_[l].end()) break;
+        key = *it;
+        const int d = key.second;
         if (domains[d].gpu_count < demand_gpus) continue;
         if (domain_free_[l][d].whole < whole_demand) continue;
-        if (PlaceAll(members, order, &domains[d].candidates, &placed, nullptr)) return finish();
+        if (PlaceAll(members, order, &domains[d].candidates, nullptr, &placed, nullptr)) {
+          return finish();
+        }
+      }
+      continue;
+    }
+    if (allowed == nullptr && !any_mig) {
+      // The index with a node set: a domain's room in the set is at most its free compute, so
+      // the domains that could hold the gang are still those from the least free compute that
+      // could upwards. Each one's room in the set comes from the index (no placement tried where
+      // it is too little); a placement is tried only where the room is less than the best so
+      // far. The best: least room (left after the gang), then least free compute overall, then
+      // the lower domain (the walk's order); a domain whose room is the gang's demand exactly is
+      // the best possible and ends the walk.
+      int best = -1;
+      int64_t best_room = INT64_MAX;
+      for (std::pair<int64_t, int> key{compute_demand, -1}; best_room > compute_demand;) {
+        auto it = by_free_[l].upper_bound(key);
+        if (it == by_free_[l].end()) break;
+        key = *it;
+        const int d = key.second;
+        if (domains[d].gpu_count < demand_gpus) continue;
+        int gpus = 0;
+        const DomainFree room = FreeInSet(l, d, *nodes, &gpus);
+        if (gpus < demand_gpus || room.whole < whole_demand || room.compute < compute_demand ||
+            room.compute >= best_room) {
+          continue;
+        }
+        if (!PlaceAll(members, order, &usable(domains[d], &gpus), nodes, &placed, nullptr)) {
+          continue;
+        }
+        undo_all();
+        best = d;
+        best_room = room.compute;
+      }
+      if (best >= 0) {
+        int gpus = 0;
+        TESSERA_CHECK(
+            PlaceAll(members, order, &usable(domains[best], &gpus), nodes, &placed, nullptr));
+        return finish();
       }
       continue;
     }
@@ -496,7 +568,7 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
       const std::vector<Candidate>& candidates = usable(domains[d], &gpus);
       if (gpus < demand_gpus) continue;
       if (FreeWholeGpusIn(candidates) < whole_demand) continue;
-      if (!PlaceAll(members, order, &candidates, &placed, nullptr)) continue;
+      if (!PlaceAll(members, order, &candidates, nodes, &placed, nullptr)) continue;
       int64_t left = FreeComputeIn(candidates);
       undo_all();
       if (left < best_left) {
@@ -506,12 +578,13 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     }
     if (best >= 0) {
       int gpus = 0;
-      TESSERA_CHECK(PlaceAll(members, order, &usable(domains[best], &gpus), &placed, nullptr));
+      TESSERA_CHECK(
+          PlaceAll(members, order, &usable(domains[best], &gpus), nodes, &placed, nullptr));
       return finish();
     }
   }
   if (!gang.required) {
-    if (PlaceAll(members, order, allowed, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, nodes, &placed, &failure)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   // Required and nothing fits: never (no domain is big enough) or not now.
@@ -558,7 +631,8 @@ int Engine::DomainHolding(int level, std::span<const Placement> placements) cons
 std::vector<PlacementResult> Engine::PlaceElasticGang(std::span<const PodRequest> pending,
                                                       std::span<const std::string> running,
                                                       Mode mode,
-                                                      const std::vector<Candidate>* allowed) {
+                                                      const std::vector<Candidate>* allowed,
+                                                      const NodeSet* nodes) {
   std::vector<PlacementResult> results(pending.size());
   if (pending.empty()) return results;
   const GangAsk gang = pending[0].gang.value_or(GangAsk{});
@@ -611,7 +685,7 @@ std::vector<PlacementResult> Engine::PlaceElasticGang(std::span<const PodRequest
       if (in_kept) g.level.clear();  // the domain is given as candidates
       x.gang = g;
     }
-    return PlaceGang(some, m, in_kept ? &kept : allowed);
+    return PlaceGang(some, m, in_kept ? &kept : allowed, nodes);
   };
   auto fits = [](const std::vector<PlacementResult>& rs) { return !rs.empty() && rs[0].placed(); };
   // The largest n that fits placed (in `mode`) into *placed; false, with the failure of `need`

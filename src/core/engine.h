@@ -98,9 +98,16 @@ class Engine {
   // rack gang of 8 whole GPUs: both fit, r2 is left with 0 and r1 with 4, so r2.
   //
   // `allowed` (optional) restricts every member, and every domain, to those nodes and GPUs.
+  // `nodes` (optional) excludes every node outside the set (the members' taints, nodeSelector,
+  // affinity) and keeps the domain index in use: the domains are still walked by their free
+  // compute, each one's room counted over its nodes in the set (no trial placement where the set
+  // leaves too little). With `nodes`, ties between domains left with the same room go to the
+  // domain with less free compute overall, then the lower. MIG asks and `allowed` lists are
+  // tried domain by domain.
   std::vector<PlacementResult> PlaceGang(std::span<const PodRequest> members,
                                          Mode mode = Mode::kCommit,
-                                         const std::vector<Candidate>* allowed = nullptr);
+                                         const std::vector<Candidate>* allowed = nullptr,
+                                         const NodeSet* nodes = nullptr);
 
   // The one owner of the elastic gang rules (GangAsk::min below size), also used for any gang
   // some of whose members already run (after a restart, say). `pending`: members not placed, in
@@ -119,7 +126,8 @@ class Engine {
   std::vector<PlacementResult> PlaceElasticGang(std::span<const PodRequest> pending,
                                                 std::span<const std::string> running,
                                                 Mode mode = Mode::kCommit,
-                                                const std::vector<Candidate>* allowed = nullptr);
+                                                const std::vector<Candidate>* allowed = nullptr,
+                                                const NodeSet* nodes = nullptr);
 
   // What-ifs for planners (preemption, defragmentation): the decision Place or PlaceGang would
   // make (test-only: nothing recorded) were the pods in `without` gone. Their placements are taken
@@ -164,15 +172,16 @@ class Engine {
   // in `order`), and commits them all, or returns false having undone what it placed. `placed`
   // is in member order; `failure` gets the reason.
   bool PlaceAll(std::span<const PodRequest> members, const std::vector<size_t>& order,
-                const std::vector<Candidate>* candidates, std::vector<Placement>* placed,
-                std::string* failure);
+                const std::vector<Candidate>* candidates, const NodeSet* nodes,
+                std::vector<Placement>* placed, std::string* failure);
   // Free compute (milli-GPU) left inside a domain's candidates: what a best-fit choice minimises.
   int64_t FreeComputeIn(const std::vector<Candidate>& domain) const;
   // Fully free GPUs inside a domain: a domain with fewer than a gang's whole GPUs is skipped.
   int FreeWholeGpusIn(const std::vector<Candidate>& domain) const;
   std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
                                                       Mode mode,
-                                                      const std::vector<Candidate>* allowed);
+                                                      const std::vector<Candidate>* allowed,
+                                                      const NodeSet* nodes);
   // Takes the placements of `pods` out (Revert), runs `what_if`, and puts them back.
   template <typename F>
   auto Without(std::span<const std::string> pods, F what_if);
@@ -197,6 +206,9 @@ class Engine {
   // The domain of `level` holding most of `placements` (ties: the lower), or -1 for none.
   int DomainHolding(int level, std::span<const Placement> placements) const;
   void UpdateDomains(NodeId node);  // after the node's state changed
+  // Domain `domain` of `level` as `nodes` leaves it: its room (free compute and fully free GPUs
+  // over its nodes in the set, from the index) and in *gpus its GPU count there.
+  DomainFree FreeInSet(int level, int domain, const NodeSet& nodes, int* gpus) const;
 
   Cluster cluster_;
   std::unique_ptr<Policy> policy_;

@@ -558,6 +558,118 @@ TEST(Engine, GangDomainIndexChoosesAsTheFullScan) {
   }
 }
 
+// A gang restricted by a NodeSet counts each domain's room over its nodes in the set: rack r1
+// has 16 GPUs free but only 8 in the set, r2 has 12 free, all in the set. Without the set, r2 is
+// the best fit for 8 GPUs (4 left against 8); with it, r1 is (none left).
+TEST(Engine, GangWithANodeSetCountsEachDomainsRoomInsideTheSet) {
+  Cluster c = ClusterBuilder()
+                  .Node("a")
+                  .Gpus(8, "A100-80GB")
+                  .Label("tessera.dev/rack", "r1")
+                  .Node("b")
+                  .Gpus(8, "A100-80GB")
+                  .Label("tessera.dev/rack", "r1")
+                  .Node("c")
+                  .Gpus(8, "A100-80GB")
+                  .Label("tessera.dev/rack", "r2")
+                  .Node("d")
+                  .Gpus(8, "A100-80GB")
+                  .Label("tessera.dev/rack", "r2")
+                  .Build();
+  Engine e(c, Make("tessera"));
+  std::vector<bool> on_d(4, false);
+  on_d[c.FindNode("d").value()] = true;
+  const NodeSet only_d(on_d);
+  ASSERT_TRUE(e.Place(Pod("busy", GpuAsk::Whole(4)), Mode::kCommit, nullptr, &only_d).placed());
+  const NodeSet not_b({true, false, true, true});
+  const std::vector<PodRequest> gang = Gang("g", 8, GpuAsk::Whole(1), "rack", true);
+  for (const PlacementResult& r : e.PlaceGang(gang, Mode::kTestOnly)) {
+    ASSERT_TRUE(r.placed()) << r.reason;
+    EXPECT_EQ(c.node(r.placement.node).labels.at("tessera.dev/rack"), "r2");
+  }
+  for (const PlacementResult& r : e.PlaceGang(gang, Mode::kCommit, nullptr, &not_b)) {
+    ASSERT_TRUE(r.placed()) << r.reason;
+    EXPECT_EQ(r.placement.node, c.FindNode("a"));
+  }
+  // r1 has nothing left in the set and r2 12 GPUs of its 16: a gang of 13 does not fit now.
+  std::vector<PlacementResult> none =
+      e.PlaceGang(Gang("h", 13, GpuAsk::Whole(1), "rack", true), Mode::kCommit, nullptr, &not_b);
+  EXPECT_EQ(none[0].outcome, Outcome::kNoFitNow);
+  EXPECT_THAT(none[0].reason, HasSubstr("no rack has room for all 13 members now"));
+  EXPECT_EQ(e.placed_count(), 9u);
+  e.state().CheckInvariants();
+}
+
+// The domain index with a NodeSet finds a domain as good as the scan over the same nodes given
+// as candidates (least room left inside the set; the two may break ties differently), places
+// only on nodes in the set, and leaves the engine as it was in test-only mode, on many random
+// states, gang shapes and sets.
+TEST(Engine, GangDomainIndexWithANodeSetChoosesAsWellAsTheScan) {
+  Cluster c = MixedCluster(30);
+  for (std::string_view policy : {"tessera", "binpack", "spread"}) {
+    Engine e(c, Make(policy));
+    Random rnd(11);
+    for (int round = 0; round < 80; ++round) {
+      for (int k = 0; k < 6; ++k) {
+        PodRequest p =
+            Pod(StrCat("f", round, "-", k),
+                Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 4))
+                                : GpuAsk::Share(Pick(rnd, 1, 60) * 1024, Pick(rnd, 0, 5) * 100));
+        e.Place(p);
+        if (Pick(rnd, 0, 3) == 0) (void)e.Release(StrCat("f", round - 1, "-", k));
+      }
+      // A set leaving out a tenth to a half of the nodes.
+      std::vector<bool> allows(c.node_count());
+      std::vector<Candidate> listed;
+      const int out_of_ten = Pick(rnd, 1, 6);
+      for (int n = 0; n < c.node_count(); ++n) {
+        allows[n] = Pick(rnd, 0, 10) >= out_of_ten;
+        if (allows[n]) listed.push_back(Candidate{NodeId(n)});
+      }
+      const NodeSet set(allows);
+      const std::string level = Pick(rnd, 0, 2) ? "rack" : "nvlink-domain";
+      const bool required = Pick(rnd, 0, 3) != 0;
+      GpuAsk ask = Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 3))
+                                   : GpuAsk::Share(Pick(rnd, 1, 40) * 1024, 250);
+      std::vector<PodRequest> gang =
+          Gang(StrCat("g", round), Pick(rnd, 2, 9), ask, level, required);
+      const std::string trace = StrCat(policy, " round ", round);
+      const int64_t allocated_before = e.state().allocated_gpu_memory_mib();
+      std::vector<PlacementResult> indexed = e.PlaceGang(gang, Mode::kTestOnly, nullptr, &set);
+      std::vector<PlacementResult> scanned = e.PlaceGang(gang, Mode::kTestOnly, &listed);
+      EXPECT_EQ(e.state().allocated_gpu_memory_mib(), allocated_before) << trace;
+      ASSERT_EQ(indexed[0].outcome, scanned[0].outcome)
+          << trace << ": " << indexed[0].reason << " / " << scanned[0].reason;
+      if (!indexed[0].placed()) continue;
+      // The room each choice left in its domain, inside the set: the same (best fit).
+      auto room_left = [&](const std::vector<PlacementResult>& results) {
+        const int l = e.domains().LevelIndex(level);
+        const Placement& first = results[0].placement;
+        for (const Domain& d : e.domains().domains(l)) {
+          int64_t room = 0;
+          bool holds = false;
+          for (const Candidate& cand : d.candidates) {
+            if (cand.node == first.node && (cand.gpu_mask & first.gpu_mask()) != 0) holds = true;
+            if (!set.Contains(cand.node)) continue;
+            std::span<const GpuState> gpus = e.state().gpus(cand.node);
+            for (uint64_t m = cand.gpu_mask & c.node(cand.node).all_gpus_mask(); m; m &= m - 1) {
+              if (!gpus[__builtin_ctzll(m)].exclusive)
+                room += gpus[__builtin_ctzll(m)].free_compute_milli;
+            }
+          }
+          if (holds) return room;
+        }
+        return int64_t{-1};
+      };
+      if (required) {
+        EXPECT_EQ(room_left(indexed), room_left(scanned)) << trace;
+      }
+      for (const PlacementResult& r : indexed) EXPECT_TRUE(set.Contains(r.placement.node)) << trace;
+    }
+    e.state().CheckInvariants();
+  }
+}
+
 // The what-if of preemption: the decision were some pods gone, with the engine left exactly as
 // it was (MIG instances included), for every policy.
 TEST(Engine, PlaceWithoutDecidesAsIfPodsWereGoneAndChangesNothing) {

@@ -492,22 +492,26 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGang(
   return DecideGangWith(members, std::move(requests), gang_key, nullptr);
 }
 
-std::optional<std::vector<core::Candidate>> ClusterLedger::GangAllowed(
+ClusterLedger::GangNodes ClusterLedger::GangAllowed(
     const std::vector<const PodInfo*>& members, const std::vector<core::PodRequest>& requests,
-    const std::string& gang_key, const std::vector<core::Candidate>* candidates,
-    std::string* none) {
+    const std::string& gang_key, const std::vector<core::Candidate>* candidates) {
+  GangNodes out;
   // Every member's node restrictions at once: the nodes all of them may use.
   std::vector<std::shared_ptr<const Allowed>> sets;
   for (size_t i = 0; i < members.size(); ++i) {
     std::shared_ptr<const Allowed> a =
         AllowedFor(members[i]->constraints, requests[i].gpu.kind != core::GpuAsk::Kind::kNone);
     if (!a || std::find(sets.begin(), sets.end(), a) != sets.end()) continue;  // shared sets
-    if (a->nodes.size() == 0) *none = a->none;
+    if (a->nodes.size() == 0) out.none = a->none;
     sets.push_back(std::move(a));
   }
-  const bool restricted = !sets.empty() || candidates != nullptr;
-  if (!restricted) return std::nullopt;
-  std::vector<core::Candidate> allowed;
+  if (sets.empty() && candidates == nullptr) return out;  // anywhere
+  if (sets.size() == 1 && candidates == nullptr && out.none.empty()) {
+    // The members share one set (members with no restriction may use its nodes too).
+    out.set = std::move(sets[0]);
+    return out;
+  }
+  std::vector<core::Candidate>& allowed = out.list.emplace();
   auto member_allowed = [&](core::NodeId id) {
     return std::all_of(sets.begin(), sets.end(),
                        [&](const auto& a) { return a->nodes.Contains(id); });
@@ -522,14 +526,14 @@ std::optional<std::vector<core::Candidate>> ClusterLedger::GangAllowed(
     }
   }
   if (allowed.empty()) {
-    if (none->empty()) {
-      *none = candidates != nullptr
-                  ? "no node both takes every member and has devices their claims may use"
-                  : "no node may take every member (taints, nodeSelector, affinity)";
+    if (out.none.empty()) {
+      out.none = candidates != nullptr
+                     ? "no node both takes every member and has devices their claims may use"
+                     : "no node may take every member (taints, nodeSelector, affinity)";
     }
-    *none = StrCat("gang ", gang_key, ": ", *none);
+    out.none = StrCat("gang ", gang_key, ": ", out.none);
   }
-  return allowed;
+  return out;
 }
 
 std::vector<core::PlacementResult> ClusterLedger::DecideGangWith(
@@ -538,15 +542,13 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGangWith(
   for (core::PodRequest& r : requests) {
     r.gang->size = static_cast<int32_t>(members.size());  // the members not yet placed
   }
-  std::string none;
-  std::optional<std::vector<core::Candidate>> allowed =
-      GangAllowed(members, requests, gang_key, candidates, &none);
-  if (allowed && allowed->empty()) {
+  const GangNodes allowed = GangAllowed(members, requests, gang_key, candidates);
+  if (!allowed.none.empty()) {
     core::PlacementResult r;
-    r.reason = none;
+    r.reason = allowed.none;
     return std::vector<core::PlacementResult>(members.size(), r);
   }
-  return engine_->PlaceGang(requests, core::Mode::kCommit, allowed ? &*allowed : nullptr);
+  return engine_->PlaceGang(requests, core::Mode::kCommit, allowed.candidates(), allowed.nodes());
 }
 
 std::vector<core::PlacementResult> ClusterLedger::DecideGangMembers(
@@ -554,12 +556,10 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGangMembers(
     const std::string& gang_key) {
   std::vector<core::PodRequest> requests;
   for (const PodInfo* m : members) requests.push_back(m->request);
-  std::string none;
-  std::optional<std::vector<core::Candidate>> allowed =
-      GangAllowed(members, requests, gang_key, nullptr, &none);
-  if (allowed && allowed->empty()) {
+  const GangNodes allowed = GangAllowed(members, requests, gang_key, nullptr);
+  if (!allowed.none.empty()) {
     core::PlacementResult r;
-    r.reason = none;
+    r.reason = allowed.none;
     return std::vector<core::PlacementResult>(members.size(), r);
   }
   // The running members the engine accounts (a member bound on a node not synced yet is not).
@@ -567,8 +567,8 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGangMembers(
   for (const std::string& key : running) {
     if (Accounted(key)) held.push_back(key);
   }
-  return engine_->PlaceElasticGang(requests, held, core::Mode::kCommit,
-                                   allowed ? &*allowed : nullptr);
+  return engine_->PlaceElasticGang(requests, held, core::Mode::kCommit, allowed.candidates(),
+                                   allowed.nodes());
 }
 
 core::PlacementResult ClusterLedger::DecideWith(const PodInfo& pod, const core::PodRequest& request,

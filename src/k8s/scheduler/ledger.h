@@ -172,11 +172,20 @@ class ClusterLedger {
   void Block(const std::string& key, Entry& e, const std::string& node, const std::string& why);
   void Unblock(const std::string& key, Entry& e);
   void PublishBlocked();
-  // The nodes every member may use (nullopt: any), or why none (*none set, empty vector).
-  std::optional<std::vector<core::Candidate>> GangAllowed(
-      const std::vector<const PodInfo*>& members, const std::vector<core::PodRequest>& requests,
-      const std::string& gang_key, const std::vector<core::Candidate>* candidates,
-      std::string* none);
+  // Where a gang's members may go, as the engine takes it: `set` when one allowed set covers
+  // every member (they share their constraints: the engine's domain index stays in use), else
+  // `list` (members with different constraints, or DRA candidates: their intersection), else
+  // anywhere. `none` says why no node is allowed (then the gang fails without asking the engine).
+  struct GangNodes {
+    std::shared_ptr<const Allowed> set;
+    std::optional<std::vector<core::Candidate>> list;
+    std::string none;
+    const core::NodeSet* nodes() const { return set ? &set->nodes : nullptr; }
+    const std::vector<core::Candidate>* candidates() const { return list ? &*list : nullptr; }
+  };
+  GangNodes GangAllowed(const std::vector<const PodInfo*>& members,
+                        const std::vector<core::PodRequest>& requests, const std::string& gang_key,
+                        const std::vector<core::Candidate>* candidates);
 
   LedgerOptions options_;
   SchedulerMetrics* metrics_;
