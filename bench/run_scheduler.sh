@@ -19,6 +19,9 @@
 #                                 applied by the end (churn_patches_applied[_per_second]): on a
 #                                 busy machine it falls behind the asked rate
 #   stock-churn, koord-churn      the peers under the same churn
+#   gang-churn   tessera          `gang` under the same churn (the tainted nodes change every
+#                                 second: each gang's domain is found inside the nodes its
+#                                 members tolerate)
 #   churn-alone  (none)           the churn alone for --churn-seconds, no pods and no scheduler:
 #                                 how many of the asked patches this API server applies at all
 #   bind         (none)           --pods x tessera.dev/gpu: 1, bound by `k8s_bench bind` with no
@@ -216,7 +219,7 @@ run_phase() {
     share) sched=tessera; ask=(--gpu-memory 10Gi); n=$share_pods ;;
     koord-gang) sched=koord; flavour=koordinator; n=$((gangs * gang_size))
                 ask=(--gpu 1 --gang-size "$gang_size") ;;
-    gang) sched=tessera; n=$((gangs * gang_size))
+    gang | gang-churn) sched=tessera; n=$((gangs * gang_size))
           ask=(--gpu 1 --gang-size "$gang_size" --gang-topology nvlink-domain) ;;
     bind | bind-h2 | bind-churn) sched=bind; scheduler_name=nobody-bench; ask=(--gpu 1); n=$pods ;;
     churn-alone) run_churn_alone "$round"; return ;;
@@ -391,9 +394,10 @@ peer=$(better "$(rate stock)" "$(rate koord)")
 echo "| 1 GPU | $(rate tessera) | $peer | $(ratio "$(rate tessera)" "$peer") |"
 echo "| 10Gi shares | $(rate share) | $(rate koord-share) | $(ratio "$(rate share)" "$(rate koord-share)") |"
 echo "| gangs of $gang_size | $(rate gang) | $(rate koord-gang) | $(ratio "$(rate gang)" "$(rate koord-gang)") |"
+echo "| gangs of $gang_size, churn | $(rate gang-churn) | - | - |"
 echo "| 1 GPU, churn | $(rate churn) | $(better "$(rate stock-churn)" "$(rate koord-churn)") | $(ratio "$(rate churn)" "$(better "$(rate stock-churn)" "$(rate koord-churn)")") |"
 echo
-for p in churn churn-alone stock-churn koord-churn bind-churn; do
+for p in churn churn-alone stock-churn koord-churn bind-churn gang-churn; do
   asked=$(m "$p" 'if .churn_patches_submitted then .churn_patches_submitted / .churn_seconds else null end')
   [[ $asked == - ]] && continue
   printf '%s: the API server applied %.1f of the %.1f node patches a second asked (%s changes a second)\n' \
@@ -414,3 +418,4 @@ cost() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) pr
 echo "churn cost (tessera): $(cost "$(rate churn)" "$(rate tessera)") of its throughput"
 echo "churn cost (binding alone, no scheduler): $(cost "$(rate bind-churn)" "$(rate bind)") of the API server's binding rate"
 echo "churn cost (kube-scheduler): $(cost "$(rate stock-churn)" "$(rate stock)") of its throughput"
+echo "churn cost (tessera, gangs): $(cost "$(rate gang-churn)" "$(rate gang)") of its throughput"
