@@ -519,6 +519,29 @@ TEST(Engine, CordonedNodesKeepTheirPodsAndTakeNoNewOnes) {
   EXPECT_TRUE(e.Place(Pod("big", GpuAsk::Whole(4))).placed());
 }
 
+// One round of a random workload: six pods placed (whole GPUs or shares), some of the previous
+// round's released.
+void FillSomeFreeSome(Engine& e, Random& rnd, int round) {
+  for (int k = 0; k < 6; ++k) {
+    PodRequest p =
+        Pod(StrCat("f", round, "-", k),
+            Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 4))
+                            : GpuAsk::Share(Pick(rnd, 1, 60) * 1024, Pick(rnd, 0, 5) * 100));
+    e.Place(p);
+    if (Pick(rnd, 0, 3) == 0) (void)e.Release(StrCat("f", round - 1, "-", k));
+  }
+}
+
+// A gang of 2-8 members asking alike (whole GPUs or shares), in one rack or NVLink domain,
+// required or preferred.
+std::vector<PodRequest> RandomGang(Random& rnd, int round) {
+  const std::string level = Pick(rnd, 0, 2) ? "rack" : "nvlink-domain";
+  const bool required = Pick(rnd, 0, 3) != 0;
+  GpuAsk ask = Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 3))
+                               : GpuAsk::Share(Pick(rnd, 1, 40) * 1024, 250);
+  return Gang(StrCat("g", round), Pick(rnd, 2, 9), ask, level, required);
+}
+
 // The gang domain index finds exactly the domain the full scan finds (the best fit: least free
 // compute left, ties to the first domain), on many random states and gang shapes.
 TEST(Engine, GangDomainIndexChoosesAsTheFullScan) {
@@ -529,21 +552,8 @@ TEST(Engine, GangDomainIndexChoosesAsTheFullScan) {
     std::vector<Candidate> everywhere;
     for (int n = 0; n < c.node_count(); ++n) everywhere.push_back(Candidate{NodeId(n)});
     for (int round = 0; round < 60; ++round) {
-      // Fill some, free some.
-      for (int k = 0; k < 6; ++k) {
-        PodRequest p =
-            Pod(StrCat("f", round, "-", k),
-                Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 4))
-                                : GpuAsk::Share(Pick(rnd, 1, 60) * 1024, Pick(rnd, 0, 5) * 100));
-        e.Place(p);
-        if (Pick(rnd, 0, 3) == 0) (void)e.Release(StrCat("f", round - 1, "-", k));
-      }
-      const std::string level = Pick(rnd, 0, 2) ? "rack" : "nvlink-domain";
-      const bool required = Pick(rnd, 0, 3) != 0;
-      GpuAsk ask = Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 3))
-                                   : GpuAsk::Share(Pick(rnd, 1, 40) * 1024, 250);
-      std::vector<PodRequest> gang =
-          Gang(StrCat("g", round), Pick(rnd, 2, 9), ask, level, required);
+      FillSomeFreeSome(e, rnd, round);
+      const std::vector<PodRequest> gang = RandomGang(rnd, round);
       std::vector<PlacementResult> indexed = e.PlaceGang(gang, Mode::kTestOnly);
       std::vector<PlacementResult> scanned = e.PlaceGang(gang, Mode::kTestOnly, &everywhere);
       ASSERT_EQ(indexed[0].outcome, scanned[0].outcome) << policy << " round " << round;
@@ -610,14 +620,7 @@ TEST(Engine, GangDomainIndexWithANodeSetChoosesAsWellAsTheScan) {
     Engine e(c, Make(policy));
     Random rnd(11);
     for (int round = 0; round < 80; ++round) {
-      for (int k = 0; k < 6; ++k) {
-        PodRequest p =
-            Pod(StrCat("f", round, "-", k),
-                Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 4))
-                                : GpuAsk::Share(Pick(rnd, 1, 60) * 1024, Pick(rnd, 0, 5) * 100));
-        e.Place(p);
-        if (Pick(rnd, 0, 3) == 0) (void)e.Release(StrCat("f", round - 1, "-", k));
-      }
+      FillSomeFreeSome(e, rnd, round);
       // A set leaving out a tenth to a half of the nodes.
       std::vector<bool> allows(c.node_count());
       std::vector<Candidate> listed;
@@ -627,12 +630,9 @@ TEST(Engine, GangDomainIndexWithANodeSetChoosesAsWellAsTheScan) {
         if (allows[n]) listed.push_back(Candidate{NodeId(n)});
       }
       const NodeSet set(allows);
-      const std::string level = Pick(rnd, 0, 2) ? "rack" : "nvlink-domain";
-      const bool required = Pick(rnd, 0, 3) != 0;
-      GpuAsk ask = Pick(rnd, 0, 2) ? GpuAsk::Whole(Pick(rnd, 1, 3))
-                                   : GpuAsk::Share(Pick(rnd, 1, 40) * 1024, 250);
-      std::vector<PodRequest> gang =
-          Gang(StrCat("g", round), Pick(rnd, 2, 9), ask, level, required);
+      const std::vector<PodRequest> gang = RandomGang(rnd, round);
+      const std::string& level = gang[0].gang->level;
+      const bool required = gang[0].gang->required;
       const std::string trace = StrCat(policy, " round ", round);
       const int64_t allocated_before = e.state().allocated_gpu_memory_mib();
       std::vector<PlacementResult> indexed = e.PlaceGang(gang, Mode::kTestOnly, nullptr, &set);
