@@ -200,6 +200,13 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
     }
     gangs_.Leave(key, s);
     AccountBound(key, s);
+    // A gang member bound before this scheduler saw it (by its previous life, before a restart)
+    // runs in its gang: the gang's other members join it there, and it counts toward the
+    // gang's size and min (else a gang bound part-way when the scheduler stopped would wait
+    // forever for members that run already).
+    if (pod->scheduler_name == options_.scheduler_name && pod->input_error.empty()) {
+      gangs_.Join(key, s);
+    }
     return;
   }
 

@@ -200,6 +200,41 @@ TEST_F(CoreTest, RestartRestoresBoundPodsBeforeDecidingSoNoGpuIsGrantedTwice) {
   EXPECT_EQ(core_->StageOf("ns/new2"), Stage::kUnschedulable);
 }
 
+// A gang bound part-way when the scheduler stopped: after the restart, the 5 members bound on
+// dgx-b count as running, and the 3 pending join them there (the gang's NVLink domain), not on
+// the empty dgx-a; without them the gang would wait for 8 pending members forever.
+TEST_F(CoreTest, RestartKeepsAGangsBoundMembersAndPlacesTheRestBesideThem) {
+  Node(NodeObject("dgx-a").Gpus(8).NvSwitch().Json());
+  Node(NodeObject("dgx-b").Gpus(8).NvSwitch().Json());
+  auto member = [](int i) {
+    return PodObject("ns", StrCat("w-", i))
+        .Limit("tessera.dev/gpu", "1")
+        .Gang("train", 8, "nvlink-domain");
+  };
+  for (int i = 0; i < 5; ++i) {
+    json bound = member(i).Node("dgx-b").Phase("Running").Json();
+    bound["metadata"]["annotations"]["tessera.dev/assignment"] =
+        StrCat(R"({"version":1,"node":"dgx-b","gpus":[{"index":)", i,
+               R"(,"memory_mib":81920,"compute_milli":1000,"exclusive":true}]})");
+    Pod(bound);
+  }
+  for (int i = 5; i < 8; ++i) Pod(member(i).Json());
+  Sync();
+  EXPECT_EQ(core_->ScheduleSome(), 3);
+  ASSERT_EQ(actions_.binds.size(), 3u);
+  std::set<int> gpus;
+  for (const BindCall& b : actions_.binds) {
+    EXPECT_EQ(b.node, "dgx-b") << b.key;
+    gpus.insert(b.assignment.gpus[0].grant.gpu);
+  }
+  EXPECT_EQ(gpus, (std::set<int>{5, 6, 7}));
+  // A pod bound by another scheduler with the same gang annotations is not a member.
+  json other = member(8).Node("dgx-a").Phase("Running").Json();
+  other["spec"]["schedulerName"] = "someone-else";
+  Pod(other);
+  EXPECT_EQ(core_->ScheduleSome(), 0);
+}
+
 // A GPU the agent marked unhealthy takes no new pods; a pod already on it keeps it, and what it
 // leaves there is not given to others; once healthy again, the GPU is used.
 TEST_F(CoreTest, UnhealthyGpusTakeNoNewPods) {
