@@ -515,6 +515,9 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     // first (fewest candidate pods per GPU they could free, then the lowest victim priority);
     // the gang is tried on the first few with every candidate there away, then on twice as
     // many, up to all of them. Whole clusters are not emptied for a gang that needs four nodes.
+    // Before all of them, at no cost: nodes with room for a member now and no candidates, the
+    // fewest (most room first) that together hold the gang's GPUs, so that a gang may land on
+    // free nodes and emptied ones together.
     // The gang's what-if: all members together, or an elastic gang's next ones by its rules.
     auto place_without = [&](std::span<const std::string> without,
                              const std::vector<Candidate>* allowed) {
@@ -529,6 +532,36 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     }
     std::vector<std::tuple<double, int32_t, int>> ranked;
     std::vector<int> freeable(node_count, 0);
+    // The members' distinct asks (members mostly ask alike), each asked of every such node;
+    // copies, since a policy's Effective may return the same buffer every time.
+    std::vector<PodRequest> asks;
+    for (const PodRequest& m : members) {
+      const PodRequest& e = engine_.policy().Effective(m);
+      if (std::none_of(asks.begin(), asks.end(), [&](const PodRequest& a) {
+            return a.gpu == e.gpu && a.cpu_milli == e.cpu_milli && a.memory_mib == e.memory_mib;
+          })) {
+        asks.push_back(e);
+      }
+    }
+    std::vector<std::pair<int, int>> roomy;  // (-GPUs with no grant, node)
+    for (int n = 0; n < node_count; ++n) {
+      if (!ctx.units_on[n].empty() || !ctx.terminating_on[n].empty()) continue;
+      if (request.nodes != nullptr && !request.nodes->Contains(NodeId(n))) continue;
+      bool any = false;
+      for (const PodRequest& a : asks) any = any || could_fit(n, a, true);
+      if (!any) continue;
+      int unused = 0;
+      for (const GpuState& g : engine_.state().gpus(NodeId(n))) unused += g.grants == 0 ? 1 : 0;
+      roomy.emplace_back(-std::max(unused, 1), n);
+    }
+    std::sort(roomy.begin(), roomy.end());
+    int64_t room = 0;
+    for (const auto& [minus, n] : roomy) {
+      if (room >= whole_demand) break;
+      freeable[n] = -minus;
+      room += freeable[n];
+      ranked.emplace_back(0.0, INT32_MIN, n);
+    }
     for (int n = 0; n < node_count; ++n) {
       if (ctx.units_on[n].empty() && ctx.terminating_on[n].empty()) continue;
       if (request.nodes != nullptr && !request.nodes->Contains(NodeId(n))) continue;

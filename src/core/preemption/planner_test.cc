@@ -169,6 +169,27 @@ TEST(PreemptionPlanner, AGangPreemptorEvictsWhereItLands) {
   EXPECT_THAT(three.reason, HasSubstr("evicting would not help"));
 }
 
+// A gang that needs one free node and one emptied: the free node is part of the plan, and only
+// the other node's pods are evicted. Pods the preemptor may not evict there: no plan.
+TEST(PreemptionPlanner, AGangUsesAFreeNodeBesideAnEmptiedOne) {
+  World w(
+      ClusterBuilder().Node("busy").Gpus(8, "A100-80GB").Node("free").Gpus(8, "A100-80GB").Build());
+  for (int g = 0; g < 8; ++g) w.Run(StrCat("b", g), "busy", g);
+  std::vector<PodRequest> gang;
+  for (int i = 0; i < 2; ++i) {
+    gang.push_back(Whole(StrCat("t-", i), 8));
+    gang.back().gang = GangAsk{"t", 2, "", false};
+  }
+  PreemptionPlan plan = w.Plan(gang, 10);
+  ASSERT_TRUE(plan.found) << plan.reason;
+  EXPECT_THAT(plan.victims, ElementsAre("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"));
+  ASSERT_EQ(plan.nodes.size(), 2u);
+  EXPECT_THAT((std::vector<std::string>{w.NodeName(plan.nodes[0]), w.NodeName(plan.nodes[1])}),
+              ::testing::UnorderedElementsAre("busy", "free"));
+  for (RunningPod& r : w.running()) r.priority = 20;
+  EXPECT_FALSE(w.Plan(gang, 10).found);
+}
+
 // An elastic gang of min 4 running 6: its two newest members may go one by one; its core of 4
 // goes only with the whole gang.
 TEST(PreemptionPlanner, AnElasticGangShrinksToItsMinNeverBelow) {
