@@ -323,12 +323,17 @@ TEST_F(DraDriver, PluginRestartNeitherLeaksNorPreparesTwice) {
   ASSERT_EQ(CdiSpecs().size(), 1u);
   const std::string spec = CdiSpecs()[0];
 
+  const int registered = CountInFile(AgentLog(), "registered with the kubelet as gpu.tessera.dev");
   ASSERT_TRUE(cp.NodeRestart(kNode, "agent").ok());
   EXPECT_TRUE(Eventually([] {
     return CountInFile(AgentLog(), "1 prepared claim(s) restored") >= 1;
   })) << ReadFile(AgentLog());
   EXPECT_EQ(CdiSpecs(), std::vector<std::string>{spec});
-  // Registered again, and it serves: another claim is prepared beside the running one.
+  // Registered again (a pod that reaches the kubelet before that waits out the kubelet's
+  // back-off, ~90 s), and it serves: another claim is prepared beside the running one.
+  ASSERT_TRUE(Eventually([&] {
+    return CountInFile(AgentLog(), "registered with the kubelet as gpu.tessera.dev") > registered;
+  })) << ReadFile(AgentLog());
   Create(ClaimObject("after-restart", "gpu.tessera.dev"));
   Create(
       ClaimPod("after-restart", "after-restart", StrCat("(", kReport, ") > /dev/termination-log")));
