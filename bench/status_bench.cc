@@ -43,24 +43,9 @@ namespace tessera::k8s {
 namespace {
 
 using nlohmann::json;
+using testing::GpuAssignment;
 using testing::NodeObject;
 using testing::PodObject;
-
-records::Assignment Grant(const std::string& node, const std::vector<int>& gpus, int64_t memory_mib,
-                          int32_t compute_milli, bool exclusive) {
-  records::Assignment a;
-  a.node = node;
-  for (int gpu : gpus) {
-    records::AssignedGpu g;
-    g.grant.gpu = gpu;
-    g.grant.memory_mib = memory_mib;
-    g.grant.compute_milli = compute_milli;
-    g.grant.exclusive = exclusive;
-    g.uuid = StrCat("GPU-", node, "-", gpu);
-    a.gpus.push_back(g);
-  }
-  return a;
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -269,14 +254,14 @@ int Main(int argc, char** argv) {
                                   .Limit("tessera.dev/gpu-memory", "20Gi")
                                   .Limit("tessera.dev/gpu-compute", "25")
                                   .Request("cpu", "2")
-                                  .Assigned(Grant(name, {g}, 20 * 1024, 250, false))
+                                  .Assigned(GpuAssignment(name, {g}, 20 * 1024, 250, false))
                                   .Json());
       }
     }
     pod_objects.push_back(PodObject(StrCat("ns-", n % 100), StrCat("train-", n))
                               .Limit("tessera.dev/gpu", "4")
                               .Request("cpu", "32")
-                              .Assigned(Grant(name, {2, 3, 4, 5}, 81920, 1000, true))
+                              .Assigned(GpuAssignment(name, {2, 3, 4, 5}, 81920, 1000, true))
                               .Json());
   }
   const int pending = std::max(1, nodes / 10);

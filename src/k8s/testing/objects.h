@@ -120,20 +120,30 @@ class NodeObject {
   std::optional<bool> ready_;
 };
 
-// An assignment of one GPU of a node that NodeObject made (its UUID is "GPU-<node>-<gpu>"): a
-// share of `memory_mib` and `compute_milli`, or, `exclusive`, the whole GPU.
-inline records::Assignment OneGpuAssignment(const std::string& node, int gpu, int64_t memory_mib,
-                                            int32_t compute_milli = 0, bool exclusive = false) {
+// An assignment of GPUs `gpus` of a node that NodeObject made (their UUIDs are
+// "GPU-<node>-<gpu>"), each the same grant: a share of `memory_mib` and `compute_milli`, or,
+// `exclusive`, the whole GPU.
+inline records::Assignment GpuAssignment(const std::string& node, const std::vector<int>& gpus,
+                                         int64_t memory_mib, int32_t compute_milli = 0,
+                                         bool exclusive = false) {
   records::Assignment a;
   a.node = node;
-  records::AssignedGpu g;
-  g.grant.gpu = gpu;
-  g.grant.memory_mib = memory_mib;
-  g.grant.compute_milli = compute_milli;
-  g.grant.exclusive = exclusive;
-  g.uuid = StrCat("GPU-", node, "-", gpu);
-  a.gpus.push_back(g);
+  for (int gpu : gpus) {
+    records::AssignedGpu g;
+    g.grant.gpu = gpu;
+    g.grant.memory_mib = memory_mib;
+    g.grant.compute_milli = compute_milli;
+    g.grant.exclusive = exclusive;
+    g.uuid = StrCat("GPU-", node, "-", gpu);
+    a.gpus.push_back(g);
+  }
   return a;
+}
+
+// The same for one GPU.
+inline records::Assignment OneGpuAssignment(const std::string& node, int gpu, int64_t memory_mib,
+                                            int32_t compute_milli = 0, bool exclusive = false) {
+  return GpuAssignment(node, {gpu}, memory_mib, compute_milli, exclusive);
 }
 
 class PodObject {
