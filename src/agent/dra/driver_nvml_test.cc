@@ -21,6 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::FakeClaims;
+using testing::FreshTestDir;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
@@ -44,16 +45,7 @@ json Gpu(int i, json mig) {
 class DriverNvmlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("dra-nvml-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    options_.node_name = "node-a";
-    options_.cdi_dir = (dir_ / "cdi").string();
-    options_.claims_dir = (dir_ / "claims").string();
-    options_.checkpoint_path = (dir_ / "plugin/checkpoint.json").string();
-    options_.edits.dev_dir = "/hostdev";
+    dir_ = FreshTestDir("dra-nvml", &options_);
     options_.edits.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
       const std::string name = path.substr(path.rfind('/') + 1);
       if (name == "nvidiactl") return DeviceNumber{'c', 195, 255};

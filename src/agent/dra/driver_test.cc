@@ -23,6 +23,7 @@ using nlohmann::json;
 using testing::Claim;
 using ::testing::ElementsAre;
 using testing::FakeClaims;
+using testing::FreshTestDir;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::Uid;
@@ -53,21 +54,13 @@ json Share(const std::string& device, const std::string& memory, const std::stri
 class DriverTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("dra-driver-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    dir_ = FreshTestDir("dra-driver", &options_);
     fs::create_directories(dir_ / "lib/shim");
     fs::create_directories(dir_ / "lib/driver");
     for (const char* f : {"lib/shim/libtessera-cuda.so", "lib/shim/libtessera-nvml.so",
                           "lib/driver/libcuda.so.1", "lib/driver/libnvidia-ml.so.1"}) {
       std::ofstream(dir_ / f) << "ELF";
     }
-    options_.node_name = "node-a";
-    options_.cdi_dir = (dir_ / "cdi").string();
-    options_.claims_dir = (dir_ / "claims").string();
-    options_.checkpoint_path = (dir_ / "plugin/checkpoint.json").string();
-    options_.edits.dev_dir = "/hostdev";
     options_.edits.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
       if (path == "/hostdev/nvidia-uvm-tools") return absl::NotFoundError(path + ": no such file");
       const std::string name = path.substr(path.rfind('/') + 1);

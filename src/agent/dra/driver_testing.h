@@ -1,7 +1,10 @@
-// What the DRA driver's unit tests share: the API server's claims as a test writes them, and a
-// claim as kube-scheduler leaves it.
+// What the DRA driver's unit tests share: a fresh folder per test with the driver's paths in it,
+// the API server's claims as a test writes them, and a claim as kube-scheduler leaves it.
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -9,11 +12,30 @@
 #include "agent/dra/driver.h"
 #include "agent/dra/names.h"
 #include "fmt/format.h"
+#include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace tessera::agent::dra::testing {
 
 using nlohmann::json;
+
+// An empty folder of its own for the running test ("<prefix>-<pid>-<test name>" in the test
+// temporary folder), and the driver options of node-a with its CDI specs, claims and checkpoint
+// there and device nodes under /hostdev (the device lookup is the test's).
+inline std::filesystem::path FreshTestDir(const std::string& prefix, DriverOptions* options) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) /
+      (prefix + "-" + std::to_string(getpid()) + "-" +
+       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  options->node_name = "node-a";
+  options->cdi_dir = (dir / "cdi").string();
+  options->claims_dir = (dir / "claims").string();
+  options->checkpoint_path = (dir / "plugin/checkpoint.json").string();
+  options->edits.dev_dir = "/hostdev";
+  return dir;
+}
 
 // The API server's claims as the test writes them; counts reads.
 class FakeClaims : public ClaimSource {
