@@ -42,8 +42,8 @@
 namespace tessera::bench {
 namespace {
 
-const std::string kShared = TESSERA_SHARED_DIR;
-const std::string kTraceDir = kShared + "/traces/alibaba-gpu-v2023/";
+const std::string kData = TESSERA_DATA_DIR;
+const std::string kTraceDir = kData + "/traces/alibaba-gpu-v2023/";
 const std::vector<std::string> kPolicies = {"random",  "dotprod", "gpu-clustering", "gpu-packing",
                                             "bestfit", "fgd",     "tessera"};
 

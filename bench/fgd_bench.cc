@@ -42,8 +42,8 @@
 namespace tessera::bench {
 namespace {
 
-const std::string kShared = TESSERA_SHARED_DIR;
-const std::string kTraceDir = kShared + "/traces/alibaba-gpu-v2023/";
+const std::string kData = TESSERA_DATA_DIR;
+const std::string kTraceDir = kData + "/traces/alibaba-gpu-v2023/";
 const std::vector<std::string> kPolicies = {"random",  "dotprod", "gpu-clustering", "gpu-packing",
                                             "bestfit", "fgd",     "tessera"};
 
@@ -163,7 +163,7 @@ double StdDev(const std::vector<sim::FgdRunResult>& runs) {
 int Table(const std::map<std::string, std::string>& flags) {
   const std::vector<uint64_t> seeds = SeedsFlag(flags);
   const int threads = flags.count("threads") ? std::stoi(flags.at("threads")) : 2;
-  const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kShared + "/reference/fgd-results.md"));
+  const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kData + "/reference/fgd-results.md"));
   std::vector<std::string> workloads = ListFlag(flags, "workloads", {});
   if (workloads.empty()) {
     for (const auto& [w, row] : paper) workloads.push_back(w);
@@ -232,7 +232,7 @@ int Table(const std::map<std::string, std::string>& flags) {
           StdDev(p.runs), paper_std.count(p.policy) ? paper_std.at(p.policy) : "-");
     }
     std::cout << "\n(The paper's per-seed standard deviations are those quoted in "
-                 "../shared/reference/fgd-results.md.)\n";
+                 "data/reference/fgd-results.md.)\n";
   }
   std::cout << "\n" << Machine() << "\n";
   return 0;
@@ -415,7 +415,7 @@ int Bound(const std::map<std::string, std::string>& flags) {
 // tessera's run on the same sequence.
 int Ceiling(const std::map<std::string, std::string>& flags) {
   const std::vector<uint64_t> seeds = SeedsFlag(flags);
-  const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kShared + "/reference/fgd-results.md"));
+  const sim::PaperTable paper = OrDie(sim::ReadFgdReference(kData + "/reference/fgd-results.md"));
   std::vector<std::string> workloads = ListFlag(flags, "workloads", {"default"});
   if (workloads == std::vector<std::string>{"all"}) {
     workloads.clear();

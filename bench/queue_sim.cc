@@ -22,7 +22,7 @@
 namespace tessera::bench {
 namespace {
 
-const std::string kTraceDir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-v2023/";
+const std::string kTraceDir = std::string(TESSERA_DATA_DIR) + "/traces/alibaba-gpu-v2023/";
 
 template <typename T>
 T OrDie(absl::StatusOr<T> v) {
@@ -35,7 +35,7 @@ T OrDie(absl::StatusOr<T> v) {
 
 constexpr char kUsage[] =
     "usage: queue_sim [--nodes N] [trace] [speedups...]\n"
-    "  trace      a pod list of " TESSERA_SHARED_DIR
+    "  trace      a pod list of " TESSERA_DATA_DIR
     "/traces/alibaba-gpu-v2023 (default openb_pod_list_default.csv)\n"
     "  speedups   arrival gaps are divided by each (default 30000 100000)\n"
     "  --nodes N  replay on N of the trace's nodes, spread evenly over its node list (default: "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The FGD paper's table, reproduced: every workload x the six paper policies and tessera, seeds
-# 42..51, beside the paper's figures (../shared/reference/fgd-results.md). Builds the release
+# 42..51, beside the paper's figures (data/reference/fgd-results.md). Builds the release
 # preset and runs `fgd_bench table`. Writes bench/results/fgd_table.md.
 #   bench/run_fgd_table.sh [--threads N] [--seeds 42-51] [--workloads default,cpu050]
 set -euo pipefail

@@ -46,7 +46,7 @@ function(tessera_cc_test)
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${ARG_NAME} PRIVATE
-      TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}"
+      TESSERA_DATA_DIR="${TESSERA_DATA_DIR}"
       TESSERA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   _tessera_common(${ARG_NAME})
   if(NOT ARG_LABELS)
@@ -73,7 +73,7 @@ function(tessera_cc_benchmark)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} benchmark::benchmark)
-  target_compile_definitions(${ARG_NAME} PRIVATE TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}")
+  target_compile_definitions(${ARG_NAME} PRIVATE TESSERA_DATA_DIR="${TESSERA_DATA_DIR}")
   _tessera_common(${ARG_NAME})
 endfunction()
 

@@ -1,6 +1,6 @@
 // Fidelity of the FGD paper's baselines: on the `default` trace with the paper's seeds 42..51,
 // each policy's mean GPU allocation at 130% arrived demand is within 0.5 percentage points of the
-// paper's table (../shared/reference/fgd-results.md), the criterion. And tessera allocates
+// paper's table (data/reference/fgd-results.md), the criterion. And tessera allocates
 // at least as much as FGD. The same runs as `bench/fgd_table.sh default`, in about 20 s.
 #include "gtest/gtest.h"
 #include "sim/fgd_replay.h"
@@ -12,8 +12,8 @@ namespace tessera::sim {
 namespace {
 
 TEST(Fidelity, PaperBaselinesOnDefaultWithinHalfAPoint) {
-  const std::string shared = TESSERA_SHARED_DIR;
-  absl::StatusOr<PaperTable> paper = ReadFgdReference(shared + "/reference/fgd-results.md");
+  const std::string data = TESSERA_DATA_DIR;
+  absl::StatusOr<PaperTable> paper = ReadFgdReference(data + "/reference/fgd-results.md");
   ASSERT_TRUE(paper.ok()) << paper.status();
   ASSERT_TRUE(paper->count("default"));
   absl::StatusOr<testing::AlibabaWorkload> w = testing::LoadAlibaba("default");

@@ -1,4 +1,4 @@
-// The FGD paper's published results (../shared/reference/fgd-results.md): the first markdown
+// The FGD paper's published results (data/reference/fgd-results.md): the first markdown
 // table, GPU allocation ratio (%) at 130% arrived demand per workload and policy. Column names
 // are mapped to tessera's policy names (Random -> random, DotProd -> dotprod, GpuClustering ->
 // gpu-clustering, GpuPacking -> gpu-packing, BestFit -> bestfit, FGD -> fgd).

@@ -29,7 +29,7 @@ function(tessera_e2e_test)
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} tessera_controlplane_main
                         tessera_controlplane_testenv GTest::gtest GTest::gmock)
   target_compile_definitions(${ARG_NAME} PRIVATE
-      TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}"
+      TESSERA_DATA_DIR="${TESSERA_DATA_DIR}"
       TESSERA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   _tessera_common(${ARG_NAME})
   set(cp_args)

@@ -1,7 +1,7 @@
 // Built-in GPU server profiles: realistic GPU models, memory, SM counts, link matrices, NUMA
 // layouts, CPU affinities and NICs of common servers. Sources: the public `nvidia-smi topo -m`
 // samples under core/topology/testdata/ (dgx-a100, hgx-h100 and l40s-4gpu reproduce them link for
-// link; a test checks it) and ../shared/reference/performance-and-topology.md.
+// link; a test checks it) and NVIDIA's published DGX/HGX system specifications.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // Helpers for the trace-replay tests: clusters and pod lists from CSV text (a CHECK failure on bad
-// text: the tests write it), and the Alibaba trace's files from ../shared. Tests only (they use
-// TESSERA_SHARED_DIR, which tessera_cc_test defines).
+// text: the tests write it), and the Alibaba trace's files from data/. Tests only (they use
+// TESSERA_DATA_DIR, which tessera_cc_test defines).
 #pragma once
 
 #include <string>
@@ -37,7 +37,7 @@ struct AlibabaWorkload {
   PodTrace trace;
 };
 inline absl::StatusOr<AlibabaWorkload> LoadAlibaba(const std::string& workload) {
-  const std::string dir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-v2023/";
+  const std::string dir = std::string(TESSERA_DATA_DIR) + "/traces/alibaba-gpu-v2023/";
   TESSERA_ASSIGN_OR_RETURN(std::vector<core::NodeSpec> nodes,
                            ReadAlibabaNodes(dir + "openb_node_list_gpu_node.csv"));
   TESSERA_ASSIGN_OR_RETURN(core::Cluster cluster, core::Cluster::Create(std::move(nodes)));

@@ -1,5 +1,5 @@
 // Readers for Alibaba's GPU cluster trace (cluster-trace-gpu-v2023, "openb"), the workload of the
-// FGD paper (USENIX ATC'23). See ../shared/traces/README.md for the columns.
+// FGD paper (USENIX ATC'23). See data/traces/README.md for the columns.
 //
 // Nodes (`openb_node_list_*.csv`): sn,cpu_milli,memory_mib,gpu,model. GPU memory is not in the
 // trace; each model gets the memory in TraceGpuMemoryMiB (the trace asks for fractions of a GPU,

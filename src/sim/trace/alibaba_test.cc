@@ -147,7 +147,7 @@ TEST(AlibabaPods, BadInputSaysWhereAndWhat) {
 }
 
 TEST(AlibabaTrace, ReadsTheRealFiles) {
-  const std::string dir = std::string(TESSERA_SHARED_DIR) + "/traces/alibaba-gpu-v2023/";
+  const std::string dir = std::string(TESSERA_DATA_DIR) + "/traces/alibaba-gpu-v2023/";
   absl::StatusOr<std::vector<core::NodeSpec>> nodes =
       ReadAlibabaNodes(dir + "openb_node_list_gpu_node.csv");
   ASSERT_TRUE(nodes.ok()) << nodes.status();
