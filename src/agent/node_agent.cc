@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "common/strings.h"
-#include "fmt/chrono.h"
+#include "k8s/client/events.h"
 #include "k8s/client/informer.h"
 #include "records/assignment.h"
 #include "records/node_names.h"
@@ -15,12 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-std::string NowRfc3339() {
-  const auto now = std::chrono::system_clock::now();
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}",
-                     fmt::gmtime(std::chrono::system_clock::to_time_t(now)));
-}
 
 }  // namespace
 
@@ -181,34 +175,19 @@ void NodeAgent::TellPodsOnUnhealthyGpus(const NodeGpus& gpus, const std::vector<
       if (!holds) continue;
       const std::string ns = meta.value("namespace", "");
       const std::string name = meta.value("name", "");
-      const std::string now = NowRfc3339();
       const std::string message = StrCat("GPU ", index, " (", g.spec.uuid, ") on node ",
                                          options_.node_name, " is unhealthy: ", g.health.reason);
-      json event = {{"apiVersion", "v1"},
-                    {"kind", "Event"},
-                    {"metadata", {{"generateName", StrCat(name, ".")}, {"namespace", ns}}},
-                    {"involvedObject",
-                     {{"apiVersion", "v1"},
-                      {"kind", "Pod"},
-                      {"namespace", ns},
-                      {"name", name},
-                      {"uid", meta.value("uid", "")}}},
-                    {"reason", "GPUUnhealthy"},
-                    {"message", message},
-                    {"type", "Warning"},
-                    {"source", {{"component", "tessera-agent"}, {"host", options_.node_name}}},
-                    {"firstTimestamp", now},
-                    {"lastTimestamp", now},
-                    {"count", 1},
-                    {"reportingComponent", "tessera-agent"},
-                    {"reportingInstance", options_.node_name}};
-      absl::StatusOr<json> posted =
-          client_.Create(StrCat("/api/v1/namespaces/", ns, "/events"), event);
+      const absl::Status posted =
+          k8s::PostEvent(client_,
+                         {.object = k8s::PodRef(ns, name, meta.value("uid", "")),
+                          .reason = "GPUUnhealthy",
+                          .message = message},
+                         {"tessera-agent", options_.node_name, options_.node_name});
       if (posted.ok()) {
         ++pod_events_;
         spdlog::info("pod {}/{}: {}", ns, name, message);
       } else {
-        spdlog::error("event for pod {}/{}: {}", ns, name, posted.status().message());
+        spdlog::error("{}", posted.message());
       }
     }
   }

@@ -5,7 +5,7 @@
 #include "agent/dra/names.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "fmt/chrono.h"
+#include "k8s/client/events.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::agent::dra {
@@ -14,12 +14,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-std::string NowRfc3339() {
-  return fmt::format(
-      "{:%Y-%m-%dT%H:%M:%SZ}",
-      fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())));
-}
 
 // "00000000:18:00.0" (NVML) -> "0000:18:00.0" (sysfs).
 std::string SysfsPciId(const std::string& bus_id) { return StandardPciBusId(bus_id); }
@@ -110,30 +104,15 @@ void DraAgent::ReportDeletedClaims() {
                "to release them now");
     bool all_posted = true;
     for (const ClaimConsumer& pod : c.pods) {
-      const std::string now = NowRfc3339();
-      json event = {{"apiVersion", "v1"},
-                    {"kind", "Event"},
-                    {"metadata", {{"generateName", StrCat(pod.name, ".")}, {"namespace", c.ns}}},
-                    {"involvedObject",
-                     {{"apiVersion", "v1"},
-                      {"kind", "Pod"},
-                      {"namespace", c.ns},
-                      {"name", pod.name},
-                      {"uid", pod.uid}}},
-                    {"reason", "ResourceClaimDeleted"},
-                    {"message", message},
-                    {"type", "Warning"},
-                    {"source", {{"component", "tessera-agent"}, {"host", options_.node_name}}},
-                    {"firstTimestamp", now},
-                    {"lastTimestamp", now},
-                    {"count", 1},
-                    {"reportingComponent", "tessera-agent"},
-                    {"reportingInstance", options_.node_name}};
-      absl::StatusOr<json> posted =
-          client_.Create(StrCat("/api/v1/namespaces/", c.ns, "/events"), event);
+      const absl::Status posted =
+          k8s::PostEvent(client_,
+                         {.object = k8s::PodRef(c.ns, pod.name, pod.uid),
+                          .reason = "ResourceClaimDeleted",
+                          .message = message},
+                         {"tessera-agent", options_.node_name, options_.node_name});
       if (!posted.ok()) {
         all_posted = false;
-        spdlog::error("event for pod {}/{}: {}", c.ns, pod.name, posted.status().message());
+        spdlog::error("{}", posted.message());
       }
     }
     spdlog::warn("{}", message);

@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "httplib.h"
+#include "k8s/client/events.h"
 #include "k8s/client/informer.h"
 #include "k8s/client/leader_election.h"
 #include "k8s/scheduler/objects.h"
@@ -98,18 +99,19 @@ class ApiReporter final : public Reporter {
 
   void ReportWarning(const PodInfo& pod, std::string_view reason,
                      const std::string& message) override {
-    const std::string now_text = FormatTime(std::chrono::system_clock::now());
-    Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"),
-                       EventJson(pod, reason, message, now_text).dump(), "application/json"},
+    Submit(HttpRequest{"POST", EventsPath(pod.ns),
+                       EventJson(pod, reason, message, std::chrono::system_clock::now()).dump(),
+                       "application/json"},
            pod.key);
   }
 
   void ReportNormal(const PodInfo& pod, std::string_view reason,
                     const std::string& message) override {
-    const std::string now_text = FormatTime(std::chrono::system_clock::now());
     Submit(
-        HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"),
-                    EventJson(pod, reason, message, now_text, "Normal").dump(), "application/json"},
+        HttpRequest{
+            "POST", EventsPath(pod.ns),
+            EventJson(pod, reason, message, std::chrono::system_clock::now(), "Normal").dump(),
+            "application/json"},
         pod.key);
   }
 
@@ -161,11 +163,9 @@ class ApiReporter final : public Reporter {
       return;
     }
     if (reported_.size() > 200'000) reported_.clear();
-    nlohmann::json event = EventJson(pod, "FailedScheduling", message, now_text);
+    nlohmann::json event = EventJson(pod, "FailedScheduling", message, now);
     reported_[pod.key] = Reported{event["metadata"]["name"].get<std::string>(), message, 1};
-    Submit(HttpRequest{"POST", StrCat("/api/v1/namespaces/", pod.ns, "/events"), event.dump(),
-                       "application/json"},
-           pod.key);
+    Submit(HttpRequest{"POST", EventsPath(pod.ns), event.dump(), "application/json"}, pod.key);
   }
 
  private:
@@ -175,32 +175,18 @@ class ApiReporter final : public Reporter {
     int count = 1;
   };
   // A core/v1 Event (Warning unless `type` says otherwise) about `pod`, named as the event
-  // recorder names them.
+  // recorder names them (a repeat PATCHes its count).
   nlohmann::json EventJson(const PodInfo& pod, std::string_view reason, const std::string& message,
-                           const std::string& now_text, std::string_view type = "Warning") const {
-    auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::system_clock::now().time_since_epoch());
-    return {{"apiVersion", "v1"},
-            {"kind", "Event"},
-            {"metadata",
-             {{"name", fmt::format("{}.{:x}", pod.name, ns.count())}, {"namespace", pod.ns}}},
-            {"involvedObject",
-             {{"apiVersion", "v1"},
-              {"kind", "Pod"},
-              {"namespace", pod.ns},
-              {"name", pod.name},
-              {"uid", pod.uid},
-              {"resourceVersion", pod.resource_version}}},
-            {"reason", reason},
-            {"message", message},
-            {"type", type},
-            {"source", {{"component", component_}}},
-            {"firstTimestamp", now_text},
-            {"lastTimestamp", now_text},
-            {"count", 1},
-            {"action", "Scheduling"},
-            {"reportingComponent", component_},
-            {"reportingInstance", instance_}};
+                           std::chrono::system_clock::time_point now,
+                           std::string_view type = "Warning") const {
+    ObjectRef ref = PodRef(pod.ns, pod.name, pod.uid);
+    ref.resource_version = pod.resource_version;
+    const EventSpec spec{.object = ref,
+                         .reason = std::string(reason),
+                         .message = message,
+                         .type = std::string(type),
+                         .action = "Scheduling"};
+    return k8s::EventJson(spec, EventSource{component_, instance_, ""}, now, EventName(ref, now));
   }
 
   void Submit(HttpRequest req, const std::string& key) {
