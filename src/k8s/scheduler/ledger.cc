@@ -615,6 +615,27 @@ void ClusterLedger::Unplace(const std::string& key) {
   if (!st.ok()) spdlog::error("release {}: {}", key, FromAbsl(st.message()));
 }
 
+// --- what-ifs --------------------------------------------------------------------------------
+
+core::PlacementResult ClusterLedger::WhatIf(const core::PodRequest& request,
+                                            std::span<const std::string> without,
+                                            const std::vector<core::Candidate>* candidates,
+                                            const core::NodeSet* nodes) {
+  return engine_->PlaceWithout(request, without, candidates, nodes);
+}
+
+std::vector<core::PlacementResult> ClusterLedger::WhatIfGang(
+    std::span<const core::PodRequest> members, std::span<const std::string> without,
+    const std::vector<core::Candidate>* candidates) {
+  return engine_->PlaceGangWithout(members, without, candidates);
+}
+
+core::PreemptionPlan ClusterLedger::PlanPreemption(core::QueueSet& queues,
+                                                   const core::PreemptionRequest& request,
+                                                   std::span<const core::RunningPod> running) {
+  return core::PreemptionPlanner(*engine_, queues).Plan(request, running);
+}
+
 void ClusterLedger::PublishMetrics() {
   if (metrics_ == nullptr) return;
   Sync();

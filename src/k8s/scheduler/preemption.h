@@ -138,11 +138,11 @@ class Preemption {
     // the pod has stays.
     bool undecided = false;
   };
-  // Plans for `pod` (which did not fit) on `engine`, with `queues` (the scheduler's QueueBook:
-  // what each queue holds, for reclaim); `nodes`: the nodes it may use (nullptr: any). On a plan,
-  // the nomination is recorded and the victims marked as being evicted; the caller writes both
-  // (PreemptionWriter).
-  Decision Plan(core::Engine& engine, core::QueueSet& queues, const PodInfo& pod,
+  // Plans for `pod` (which did not fit) on `ledger` (its what-ifs), with `queues` (the scheduler's
+  // QueueBook: what each queue holds, for reclaim); `nodes`: the nodes it may use (nullptr: any).
+  // On a plan, the nomination is recorded and the victims marked as being evicted; the caller
+  // writes both (PreemptionWriter).
+  Decision Plan(ClusterLedger& ledger, core::QueueSet& queues, const PodInfo& pod,
                 const core::NodeSet* nodes, TimePoint now);
   // The same for the pending members of a gang at once (all of one queue and priority: the first
   // member's; oldest first): whole gangs or none as victims, room for every member (in one
@@ -150,18 +150,18 @@ class Preemption {
   // gang's members placed earlier; an elastic gang (or one some of whose members run) gets room
   // only for the members it lacks to reach its min, and none to grow beyond it
   // (core::PreemptionMembers).
-  Decision PlanGang(core::Engine& engine, core::QueueSet& queues,
+  Decision PlanGang(ClusterLedger& ledger, core::QueueSet& queues,
                     const std::vector<const PodInfo*>& members, const core::NodeSet* nodes,
                     TimePoint now, const std::vector<std::string>& running = {});
 
-  // Why `pod`, just placed at `placement` (committed in `engine`), would take room nominated for
-  // a pod of higher or equal priority ("" if it does not).
-  std::string Guard(core::Engine& engine, const PodInfo& pod, const core::Placement& placement);
+  // Why `pod`, just placed at `placement` (committed in `ledger`'s engine), would take room
+  // nominated for a pod of higher or equal priority ("" if it does not).
+  std::string Guard(ClusterLedger& ledger, const PodInfo& pod, const core::Placement& placement);
   // The same for pods placed together (a gang's members, all committed; one priority): on each
   // node they use, the pods nominated there that outrank them (higher priority, or equal and
   // nominated first; never their own nominations) must still fit all at once, and the members
   // of each nominated gang together (with its topology), once the pods leaving there are gone.
-  std::string Guard(core::Engine& engine, std::span<const PodInfo* const> pods,
+  std::string Guard(ClusterLedger& ledger, std::span<const PodInfo* const> pods,
                     std::span<const core::Placement> placements);
 
   void NoteRefusals(const std::vector<PreemptionWriter::Refusal>& refusals, TimePoint now);
@@ -181,7 +181,7 @@ class Preemption {
   bool Evicting(const std::string& key, TimePoint now) const;
   // `key` is nominated and some pod on that node is leaving (terminating, or evicted lately):
   // the room for it is still being made.
-  bool RoomBeingMade(const core::Engine& engine, const std::string& key, TimePoint now) const;
+  bool RoomBeingMade(const ClusterLedger& ledger, const std::string& key, TimePoint now) const;
 
   // For tests and logs.
   const std::string* NominatedNode(const std::string& key) const;

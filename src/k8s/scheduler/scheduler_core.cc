@@ -436,8 +436,7 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
   core::PlacementResult r = ledger_.Decide(*s.info);
   if (r.placed() && !holds_.empty()) {
     // A destination held for a moved pod's replacement stays free for it: elsewhere, or wait.
-    if (std::string kept = holds_.Intrudes(ledger_.mutable_engine(), *s.info, r.placement, now);
-        !kept.empty()) {
+    if (std::string kept = holds_.Intrudes(ledger_, *s.info, r.placement, now); !kept.empty()) {
       ledger_.HoldPlaced(key, r.placement);
       ledger_.Drop(key);
       const core::NodeSet others = holds_.NodesOutside(ledger_.engine().cluster(), *s.info, now);
@@ -451,8 +450,7 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
   }
   Observe(start);
   if (r.placed()) {
-    if (std::string kept = preemption_.Guard(ledger_.mutable_engine(), *s.info, r.placement);
-        !kept.empty()) {
+    if (std::string kept = preemption_.Guard(ledger_, *s.info, r.placement); !kept.empty()) {
       ledger_.HoldPlaced(key, r.placement);
       ledger_.Drop(key);  // the decision is undone: room made for another pod
       MarkUnschedulable(key, s, kept);
@@ -471,12 +469,12 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
   const std::string* nominated = preemption_.NominatedNode(key);
   const std::string before = nominated ? *nominated : s.info->nominated_node;
   const DecisionStart start = StartDecision();
-  Preemption::Decision d = preemption_.Plan(ledger_.mutable_engine(), book_.set(), *s.info,
+  Preemption::Decision d = preemption_.Plan(ledger_, book_.set(), *s.info,
                                             allowed ? &allowed->nodes : nullptr, clock_());
   Observe(start);
   if (!d.found) {
     if (TryDefrag(key, {key}, {s.info.get()}, reason)) return true;
-    if (!d.undecided && !preemption_.RoomBeingMade(ledger_.engine(), key, clock_()) &&
+    if (!d.undecided && !preemption_.RoomBeingMade(ledger_, key, clock_()) &&
         preemption_.Withdraw(*s.info)) {
       preemption_writer_->Nominate(*s.info, "");  // no plan, and nothing under way for it
     }
@@ -511,7 +509,7 @@ bool SchedulerCore::TryDefrag(const std::string& what, const std::vector<std::st
   for (const std::string& k : keys) since = std::max(since, pods_.Get(k).first_seen);
   if (!defrag_.Eligible(what, members, since, now)) return false;
   for (const std::string& k : keys) {
-    if (preemption_.RoomBeingMade(ledger_.engine(), k, now)) return false;  // a plan under way
+    if (preemption_.RoomBeingMade(ledger_, k, now)) return false;  // a plan under way
   }
   const bool gang = members[0]->request.gang.has_value();
   const DecisionStart start = StartDecision();
@@ -786,7 +784,7 @@ std::string SchedulerCore::KeepNominatedRoom(const std::vector<std::string>& key
     where.push_back(results[i].placement);
   }
   if (placed.empty()) return "";
-  std::string kept = preemption_.Guard(ledger_.mutable_engine(), placed, where);
+  std::string kept = preemption_.Guard(ledger_, placed, where);
   if (kept.empty()) return "";
   for (size_t i = 0; i < results.size(); ++i) {
     if (results[i].placed()) ledger_.Unplace(keys[i]);  // the decision is undone
@@ -821,13 +819,13 @@ bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
     before.push_back(nominated ? *nominated : members[i]->nominated_node);
   }
   const DecisionStart start = StartDecision();
-  Preemption::Decision d = preemption_.PlanGang(ledger_.mutable_engine(), book_.set(), members,
+  Preemption::Decision d = preemption_.PlanGang(ledger_, book_.set(), members,
                                                 allowed ? &*allowed : nullptr, clock_(), running);
   Observe(start);
   if (!d.found) {
     if (TryDefrag(gang_key, keys, members, reason)) return true;
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (!d.undecided && !preemption_.RoomBeingMade(ledger_.engine(), keys[i], clock_()) &&
+      if (!d.undecided && !preemption_.RoomBeingMade(ledger_, keys[i], clock_()) &&
           preemption_.Withdraw(*members[i])) {
         preemption_writer_->Nominate(*members[i], "");
       }
