@@ -77,14 +77,8 @@ std::vector<PreemptionWriter::Refusal> ApiPreemptionWriter::TakeRefusals() {
 
 // --- deciding --------------------------------------------------------------------------------
 
-void Preemption::Placing(std::shared_ptr<const PodInfo> pod) {
-  const std::string key = pod->key;
-  placing_[key] = std::move(pod);
-}
-
 void Preemption::Track(std::shared_ptr<const PodInfo> pod) {
   nominations_.erase(pod->key);
-  placing_.erase(pod->key);
   const std::string key = pod->key;
   bound_[key] = std::move(pod);
 }
@@ -132,7 +126,6 @@ void Preemption::Forget(const std::string& key) {
   evicted_at_.erase(key);
   refused_at_.erase(key);
   bound_.erase(key);
-  placing_.erase(key);
 }
 
 bool Preemption::OnBudget(Change change, std::shared_ptr<const BudgetInfo> budget) {

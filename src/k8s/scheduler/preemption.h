@@ -2,7 +2,8 @@
 // evict so that it does (core/preemption/planner.h decides, with the engine's what-ifs and the
 // queues' rules), and keeping the room made for it.
 //
-// For a pod that does not fit now (SchedulerCore::PlaceOne):
+// For a pod that does not fit now (the first answer of the scheduler's "does not fit" chain,
+// preemption_answer.h, which carries out what is decided here):
 //  1. The planner is asked, given every bound pod the scheduler accounts (their queues from
 //     tessera.dev/queue, priorities from spec.priority; pods with a deletionTimestamp, or evicted
 //     by us in the last kEvictingFor, count as leaving; pods whose eviction a disruption budget
@@ -111,9 +112,6 @@ class Preemption {
   // Bound pods, as the API server shows them (and our binds, once confirmed).
   void Track(std::shared_ptr<const PodInfo> pod);
   void Untrack(const std::string& key);
-  // A pod this scheduler placed and is binding: counted in its queue (not a victim) while the
-  // engine holds it.
-  void Placing(std::shared_ptr<const PodInfo> pod);
   // A pod not bound: its nomination as the API server shows it (after a restart).
   void Observe(std::shared_ptr<const PodInfo> pod);
   void Forget(const std::string& key);
@@ -196,7 +194,6 @@ class Preemption {
   Nomination& Nominate(const std::string& key);
 
   absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> bound_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> placing_;
   absl::flat_hash_map<std::string, Nomination> nominations_;
   absl::flat_hash_map<std::string, TimePoint> evicted_at_;   // by us
   absl::flat_hash_map<std::string, TimePoint> refused_at_;   // by a disruption budget

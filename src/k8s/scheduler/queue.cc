@@ -1,8 +1,22 @@
 #include "k8s/scheduler/queue.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace tessera::k8s {
+
+SchedulingQueue::Arrival SchedulingQueue::ArrivalOf(std::string_view created, uint64_t seen) {
+  // Its digits, read as one number, order as the times do.
+  int64_t at = 0;
+  int digits = 0;
+  for (char c : created) {
+    if (c < '0' || c > '9') continue;
+    if (++digits > 14) break;
+    at = at * 10 + (c - '0');
+  }
+  if (digits < 14) at = INT64_MAX;
+  return {at, static_cast<int64_t>(seen)};
+}
 
 SchedulingQueue::Entry& SchedulingQueue::Put(const std::string& key, Part part, int32_t priority,
                                              const std::string& queue, Arrival arrival) {

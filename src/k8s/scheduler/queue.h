@@ -33,6 +33,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -49,6 +50,10 @@ class SchedulingQueue {
   };
 
   using Arrival = core::Arrival;
+  // A pod's arrival: its metadata.creationTimestamp (RFC 3339 in UTC, "2026-01-02T03:04:05Z"),
+  // then `seen` (the order the scheduler first saw it: ties between equal creation times). An
+  // unknown or unreadable creation time goes after every known one.
+  static Arrival ArrivalOf(std::string_view created, uint64_t seen);
 
   SchedulingQueue() : SchedulingQueue(Options{}, TimePoint()) {}
   SchedulingQueue(Options options, TimePoint now) : options_(options), last_flush_(now) {}
