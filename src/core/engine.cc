@@ -190,15 +190,15 @@ const std::optional<std::string>& Engine::NeverFits(const Query& query) {
 }
 
 std::optional<std::string> Engine::NeverFitsReason(const PodRequest& request) {
-  const PodRequest& effective = policy_->Effective(request);
-  return NeverFits(Query(state_, effective));
+  const EffectiveRequest effective(*policy_, request);
+  return NeverFits(Query(state_, effective.get()));
 }
 
 PlacementResult Engine::Decide(const PodRequest& request, const std::vector<Candidate>* allowed,
                                const NodeSet* nodes, bool explain) {
   PlacementResult result;
-  const PodRequest& effective = policy_->Effective(request);
-  Query query(state_, effective, allowed, nodes);
+  const EffectiveRequest effective(*policy_, request);
+  Query query(state_, effective.get(), allowed, nodes);
   std::vector<NodeId> declined;
   std::optional<NodeChoice> choice = policy_->Choose(state_, query, explain ? &declined : nullptr);
   if (!choice) {
@@ -302,8 +302,8 @@ bool Engine::PlaceAll(std::span<const PodRequest> members, const std::vector<siz
   std::vector<size_t> done;
   for (size_t i : order) {
     const PodRequest& m = members[i];
-    const PodRequest& effective = policy_->Effective(m);
-    Query query(state_, effective, candidates, nodes);
+    const EffectiveRequest effective(*policy_, m);
+    Query query(state_, effective.get(), candidates, nodes);
     std::vector<NodeId> declined;
     std::optional<NodeChoice> choice = policy_->Choose(state_, query, &declined);
     if (!choice) {
@@ -409,7 +409,8 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   int demand_gpus = 0;
   bool any_share = false;
   for (const PodRequest& m : members) {
-    const PodRequest& effective = policy_->Effective(m);
+    const EffectiveRequest as_placed(*policy_, m);
+    const PodRequest& effective = as_placed.get();
     if (effective.gpu.kind == GpuAsk::Kind::kWhole) {
       demand_gpus += effective.gpu.count;
     } else if (effective.gpu.kind != GpuAsk::Kind::kNone) {
@@ -488,8 +489,8 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   const int whole_demand = [&] {
     int n = 0;
     for (const PodRequest& m : members) {
-      const PodRequest& e = policy_->Effective(m);
-      if (e.gpu.kind == GpuAsk::Kind::kWhole) n += e.gpu.count;
+      const EffectiveRequest e(*policy_, m);
+      if (e.get().gpu.kind == GpuAsk::Kind::kWhole) n += e.get().gpu.count;
     }
     return n;
   }();
@@ -500,7 +501,8 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   int64_t compute_demand = 0;
   bool any_mig = false;
   for (const PodRequest& m : members) {
-    const GpuAsk& a = policy_->Effective(m).gpu;
+    const EffectiveRequest e(*policy_, m);
+    const GpuAsk& a = e.get().gpu;
     any_mig = any_mig || a.kind == GpuAsk::Kind::kMig;
     compute_demand += a.compute_milli_total();
   }

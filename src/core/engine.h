@@ -161,9 +161,9 @@ class Engine {
  private:
   void Commit(const Placement& p);
   void Undo(const Placement& p);
-  // The one decision of Place and PlaceUnnamed: the policy's choice for `request` (Effective
-  // applied), else why not (kNeverFits with its reason; kNoFitNow with the per-node explanation
-  // when `explain`).
+  // The one decision of Place and PlaceUnnamed: the policy's choice for `request` (as it places
+  // it: EffectiveRequest), else why not (kNeverFits with its reason; kNoFitNow with the per-node
+  // explanation when `explain`).
   PlacementResult Decide(const PodRequest& request, const std::vector<Candidate>* allowed,
                          const NodeSet* nodes, bool explain);
   // NeverFitsReason of an effective request's query, remembered per shape.

@@ -264,7 +264,8 @@ std::vector<Candidate> Planner::Options(const PodRequest& request,
     if (!cluster.live(node)) return;
     const core::ClusterState& state = engine_.state();
     allowed &= cluster.node(node).all_gpus_mask();
-    const GpuAsk& ask = engine_.policy().Effective(request).gpu;
+    const core::EffectiveRequest effective(engine_.policy(), request);
+    const GpuAsk& ask = effective.get().gpu;
     switch (ask.kind) {
       case GpuAsk::Kind::kNone:
         out.push_back(Candidate{node, allowed});
@@ -387,7 +388,8 @@ absl::StatusOr<DefragPlan> Planner::Run() {
 
   // Fundamentally too big, or too big for what the unmovable pods leave?
   {
-    core::Query query(engine_.state(), engine_.policy().Effective(target_[0]));
+    const core::EffectiveRequest effective(engine_.policy(), target_[0]);
+    core::Query query(engine_.state(), effective.get());
     std::optional<std::string> never = core::NeverFitsReason(engine_.state(), query);
     if (never) {
       plan.verdict = DefragVerdict::kNeedsCapacity;
