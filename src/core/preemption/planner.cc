@@ -472,7 +472,11 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       const std::vector<int>& terminating = ctx.terminating_on[n];
       const std::vector<Candidate> allowed = Everything(std::vector<NodeId>{NodeId(n)});
       auto fits = [&](std::span<const int> gone) {
-        return engine_.PlaceWithout(pod, ctx.Names(gone, terminating), &allowed, request.nodes)
+        return engine_
+            .DecideOne(Ask::Pod(pod)
+                           .In({&allowed, request.nodes})
+                           .Without(ctx.Names(gone, terminating))
+                           .TestOnly())
             .placed();
       };
       if (!fits(candidates)) continue;
@@ -501,9 +505,10 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
           "it may evict");
     }
     const std::vector<Candidate> allowed = Everything(std::vector<NodeId>{best->node});
+    const std::vector<std::string> gone =
+        ctx.Names(best->victims, ctx.terminating_on[best->node.value()]);
     PlacementResult where =
-        engine_.PlaceWithout(pod, ctx.Names(best->victims, ctx.terminating_on[best->node.value()]),
-                             &allowed, request.nodes);
+        engine_.DecideOne(Ask::Pod(pod).In({&allowed, request.nodes}).Without(gone).TestOnly());
     TESSERA_CHECK(where.placed());
     for (int t : ctx.terminating_on[best->node.value()]) plan.awaited.push_back(running[t].name);
     for (int u : best->victims) {
@@ -522,9 +527,8 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     // The gang's what-if: all members together, or an elastic gang's next ones by its rules.
     auto place_without = [&](std::span<const std::string> without,
                              const std::vector<Candidate>* allowed) {
-      return partial
-                 ? engine_.PlaceElasticGangWithout(members, request.gang_running, without, allowed)
-                 : engine_.PlaceGangWithout(members, without, allowed);
+      Ask ask = partial ? Ask::ElasticGang(members, request.gang_running) : Ask::Gang(members);
+      return engine_.Decide(ask.In({allowed, nullptr}).Without(without).TestOnly());
     };
     int64_t whole_demand = 0;
     for (const PodRequest& m : members) {
