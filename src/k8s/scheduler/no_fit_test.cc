@@ -4,7 +4,10 @@
 // (preemption_test.cc, defrag_executor_test.cc, scheduler_core_test.cc).
 #include "k8s/scheduler/no_fit.h"
 
+#include <chrono>
 #include <functional>
+#include <initializer_list>
+#include <optional>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -33,10 +36,22 @@ class Scripted final : public NoFitAnswer {
     ++admits;
     return admit ? admit(placed) : Admission{};
   }
+  bool PlaceKept(const std::string& key, const PodInfo&) override {
+    log_->push_back(name_ + ".PlaceKept " + key);
+    return keeps;
+  }
+  bool StartCycle(TimePoint) override {
+    log_->push_back(name_ + ".StartCycle");
+    return changed;
+  }
+  std::optional<TimePoint> NextWakeup() const override { return wakeup; }
 
   Verdict verdict;
   std::function<Admission(const Placed&)> admit;
   int admits = 0;
+  bool keeps = false;    // PlaceKept's answer
+  bool changed = false;  // StartCycle's answer
+  std::optional<TimePoint> wakeup;
 
  private:
   std::string name_;
@@ -45,16 +60,23 @@ class Scripted final : public NoFitAnswer {
 
 NoFit OnePod(const PodInfo& pod) { return NoFit{pod.key, {pod.key}, {&pod}, {}, "no room"}; }
 
+// A chain of `answers`, in that order.
+NoFitChain ChainOf(std::initializer_list<NoFitAnswer*> answers) {
+  NoFitChain chain;
+  for (NoFitAnswer* a : answers) chain.Add(a);
+  return chain;
+}
+
+std::shared_ptr<const PodInfo> OneGpuPod() {
+  return DecodePod(testing::PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json());
+}
+
 TEST(NoFitChain, AsksInOrderUntilOneAnswers) {
   std::vector<std::string> log;
   Scripted first("first", &log), second("second", &log), third("third", &log);
   second.verdict = NoFitAnswer::Verdict::Answered();
-  NoFitChain chain;
-  chain.Add(&first);
-  chain.Add(&second);
-  chain.Add(&third);
-  std::shared_ptr<const PodInfo> pod =
-      DecodePod(testing::PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json());
+  NoFitChain chain = ChainOf({&first, &second, &third});
+  std::shared_ptr<const PodInfo> pod = OneGpuPod();
   NoFitChain::Outcome out = chain.Answer(OnePod(*pod));
   EXPECT_TRUE(out.answered);
   EXPECT_THAT(log, ElementsAre("first.Answer ns/p", "second.Answer ns/p"));
@@ -65,16 +87,44 @@ TEST(NoFitChain, WithNoAnswerTheNotesAddUpAndEveryAnswerAskedHearsUnanswered) {
   Scripted first("first", &log), second("second", &log);
   first.verdict = NoFitAnswer::Verdict::Pass("; first could not");
   second.verdict = NoFitAnswer::Verdict::Pass("; nor second");
-  NoFitChain chain;
-  chain.Add(&first);
-  chain.Add(&second);
-  std::shared_ptr<const PodInfo> pod =
-      DecodePod(testing::PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json());
+  NoFitChain chain = ChainOf({&first, &second});
+  std::shared_ptr<const PodInfo> pod = OneGpuPod();
   NoFitChain::Outcome out = chain.Answer(OnePod(*pod));
   EXPECT_FALSE(out.answered);
   EXPECT_EQ(out.notes, "; first could not; nor second");
   EXPECT_THAT(log, ElementsAre("first.Answer ns/p", "second.Answer ns/p", "first.Unanswered ns/p",
                                "second.Unanswered ns/p"));
+}
+
+TEST(NoFitChain, RoomKeptForAPodIsAskedInOrderUntilOneAnswerPlacesIt) {
+  std::vector<std::string> log;
+  Scripted first("first", &log), second("second", &log), third("third", &log);
+  second.keeps = true;
+  NoFitChain chain = ChainOf({&first, &second, &third});
+  std::shared_ptr<const PodInfo> pod = OneGpuPod();
+  EXPECT_TRUE(chain.PlaceKept(pod->key, *pod));
+  EXPECT_THAT(log, ElementsAre("first.PlaceKept ns/p", "second.PlaceKept ns/p"));
+  second.keeps = false;
+  log.clear();
+  EXPECT_FALSE(chain.PlaceKept(pod->key, *pod));
+  EXPECT_EQ(log.size(), 3u);
+}
+
+TEST(NoFitChain, EveryAnswerStartsTheCycleAndTheEarliestWakeupWins) {
+  std::vector<std::string> log;
+  Scripted first("first", &log), second("second", &log), third("third", &log);
+  NoFitChain chain = ChainOf({&first, &second, &third});
+  const NoFitAnswer::TimePoint t0{};
+  EXPECT_FALSE(chain.StartCycle(t0));
+  first.changed = true;  // one answer's change is enough, and every answer still hears it
+  log.clear();
+  EXPECT_TRUE(chain.StartCycle(t0));
+  EXPECT_THAT(log, ElementsAre("first.StartCycle", "second.StartCycle", "third.StartCycle"));
+
+  EXPECT_EQ(chain.NextWakeup(), std::nullopt);
+  second.wakeup = t0 + std::chrono::seconds(30);
+  third.wakeup = t0 + std::chrono::seconds(5);
+  EXPECT_EQ(chain.NextWakeup(), t0 + std::chrono::seconds(5));
 }
 
 // A ledger with two 1-GPU nodes, a and b.
@@ -85,7 +135,7 @@ class KeptRoom : public ::testing::Test {
       ledger_.OnNode(Change::kAdded, DecodeNode(testing::NodeObject(name).Gpus(1).Json()));
     }
     ledger_.Sync();
-    pod_ = DecodePod(testing::PodObject("ns", "p").Limit("tessera.dev/gpu", "1").Json());
+    pod_ = OneGpuPod();
   }
   core::NodeId Id(const std::string& node) const {
     return ledger_.engine().cluster().FindNode(node);
@@ -118,9 +168,8 @@ TEST_F(KeptRoom, ASteeringRefusalGoesBeforeAPlainOneAndThePodIsDecidedAgainThere
     if (NodeOf(placed.placements[0]) == "b") return NoFitAnswer::Admission{};
     return NoFitAnswer::Admission{"not here", Only("b")};
   };
-  NoFitChain chain;
-  chain.Add(&keeps_a);  // first in the chain, but its refusal cannot be gone around
-  chain.Add(&steers_to_b);
+  // keeps-a is first in the chain, but its refusal cannot be gone around.
+  NoFitChain chain = ChainOf({&keeps_a, &steers_to_b});
   core::PlacementResult r = PlacedOn("a");
   ASSERT_TRUE(r.placed());
   EXPECT_EQ(chain.AdmitPod(ledger_, pod_->key, *pod_, &r), "");
@@ -135,11 +184,21 @@ TEST_F(KeptRoom, APlainRefusalTakesThePlacementBack) {
   keeps_a.admit = [&](const NoFitAnswer::Placed&) {
     return NoFitAnswer::Admission{"a is kept", {}};
   };
-  NoFitChain chain;
-  chain.Add(&keeps_a);
+  NoFitChain chain = ChainOf({&keeps_a});
   core::PlacementResult r = PlacedOn("a");
   EXPECT_EQ(chain.AdmitPod(ledger_, pod_->key, *pod_, &r), "a is kept");
   EXPECT_FALSE(r.placed());
+  EXPECT_EQ(ledger_.engine().Find(pod_->key), nullptr);
+}
+
+TEST_F(KeptRoom, OfPlainRefusalsThePodIsToldTheFirstInChainOrder) {
+  Scripted first("first", &log_), second("second", &log_);
+  first.admit = [&](const NoFitAnswer::Placed&) { return NoFitAnswer::Admission{"first's", {}}; };
+  second.admit = [&](const NoFitAnswer::Placed&) { return NoFitAnswer::Admission{"second's", {}}; };
+  NoFitChain chain = ChainOf({&first, &second});
+  core::PlacementResult r = PlacedOn("a");
+  EXPECT_EQ(chain.AdmitPod(ledger_, pod_->key, *pod_, &r), "first's");
+  EXPECT_EQ(second.admits, 1);  // every answer is shown the placement
   EXPECT_EQ(ledger_.engine().Find(pod_->key), nullptr);
 }
 
@@ -150,8 +209,7 @@ TEST_F(KeptRoom, AnAnswerSteersAPodOnceThenItsRefusalStands) {
     return NoFitAnswer::Admission{"elsewhere",
                                   Only(NodeOf(placed.placements[0]) == "a" ? "b" : "a")};
   };
-  NoFitChain chain;
-  chain.Add(&steers);
+  NoFitChain chain = ChainOf({&steers});
   core::PlacementResult r = PlacedOn("a");
   EXPECT_EQ(chain.AdmitPod(ledger_, pod_->key, *pod_, &r), "elsewhere");
   EXPECT_FALSE(r.placed());
@@ -172,8 +230,7 @@ TEST_F(KeptRoom, AGangIsNeverSteeredAndARefusalTakesBackEveryMember) {
     EXPECT_EQ(placed.pods.size(), 2u);
     return NoFitAnswer::Admission{"kept", Only("a")};
   };
-  NoFitChain chain;
-  chain.Add(&steers);
+  NoFitChain chain = ChainOf({&steers});
   EXPECT_EQ(chain.AdmitGang(ledger_, {m0->key, m1->key}, {m0.get(), m1.get()}, results), "kept");
   EXPECT_EQ(ledger_.engine().Find(m0->key), nullptr);
   EXPECT_EQ(ledger_.engine().Find(m1->key), nullptr);
