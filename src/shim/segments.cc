@@ -42,6 +42,22 @@ bool Exists(int dir_fd, const std::string& name) {
   return ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+// True when the folder open on `dir_fd` has no entry.
+bool IsEmptyFolder(int dir_fd) {
+  int listing = ::dup(dir_fd);
+  DIR* d = listing >= 0 ? ::fdopendir(listing) : nullptr;
+  if (d == nullptr) {
+    if (listing >= 0) ::close(listing);
+    return false;
+  }
+  bool empty = true;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
+  }
+  ::closedir(d);
+  return empty;
+}
+
 // Puts the fixed part of a ledger's header back and gives the file the length of `slots` slots:
 // for a file already checked to be a regular file the agent owns (OpenFileAt).
 absl::Status RewriteLedgerHeader(int fd, const std::string& uuid, uint32_t slots,
@@ -95,7 +111,10 @@ absl::StatusOr<std::unique_ptr<Segment>> Segment::Create(const std::string& pod_
   const std::string ledger_path = absl::StrCat(pod_dir, "/", contract::kLedgerSubdir);
   absl::StatusOr<Fd> ledger_dir = MakeDirAt(pod->get(), contract::kLedgerSubdir, 0755, ledger_path);
   if (!ledger_dir.ok()) return ledger_dir.status();
-  if (options.ledger_folder_bytes > 0 && !IsMountPointAt(pod->get(), contract::kLedgerSubdir)) {
+  // Sized when it is made: a folder that already holds ledgers (a pod an agent of the earlier
+  // layout started, whose containers map those files) keeps them where they are.
+  if (options.ledger_folder_bytes > 0 && !IsMountPointAt(pod->get(), contract::kLedgerSubdir) &&
+      IsEmptyFolder(ledger_dir->get())) {
     if (absl::Status s = MountSizedTmpfsAt(pod->get(), contract::kLedgerSubdir,
                                            options.ledger_folder_bytes, ledger_path);
         !s.ok()) {

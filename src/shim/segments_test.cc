@@ -304,6 +304,15 @@ TEST_F(SegmentsTest, ASizedLedgerFolderHoldsItsLedgersAndNoMore) {
   EXPECT_LE(written, 2u * 4096);  // no more than the pages of the folder
   ASSERT_TRUE(RemovePodSegments(pod_dir_).ok());
   EXPECT_NE(::stat(pod_dir_.c_str(), &pod), 0);
+
+  // A pod of the earlier layout (its ledger in a plain folder, mapped by its containers) keeps
+  // its ledger where it is: nothing is mounted over it.
+  ASSERT_TRUE(Segment::Create(pod_dir_, kUuid, Options(1000, 0)).ok());
+  auto adopted = Segment::Create(pod_dir_, kUuid, o);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  ASSERT_EQ(::stat((pod_dir_ + "/ledger").c_str(), &folder), 0);
+  ASSERT_EQ(::stat(pod_dir_.c_str(), &pod), 0);
+  EXPECT_EQ(folder.st_dev, pod.st_dev);
 }
 
 // A slot names whatever identity and host PID its writer chose. The agent reports only the host
