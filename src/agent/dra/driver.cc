@@ -706,9 +706,22 @@ std::vector<DraDriver::LedgerTampered> DraDriver::ReapSegments() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<LedgerTampered> tampered;
   const auto now = std::chrono::steady_clock::now();
+  processes_.Refresh();  // every 2 s (DraAgent's cadence): one /proc scan at most, when asked
   for (auto& [uid, segs] : segments_) {
+    auto prepared = state_.claims.find(uid);
+    // A slot's host PID counts only if it is a process of one of the claim's pods.
+    const shim::HostPidLookup lookup = [&](uint64_t inode,
+                                           uint32_t pid) -> std::optional<uint32_t> {
+      std::optional<uint32_t> host = processes_.HostPidOf(inode, pid);
+      if (!host || prepared == state_.claims.end()) return std::nullopt;
+      std::optional<ProcessOwner> owner = processes_.OwnerOf(*host);
+      for (const ClaimConsumer& pod : prepared->second.pods) {
+        if (owner && owner->pod_uid == pod.uid) return host;
+      }
+      return std::nullopt;
+    };
     for (auto& s : segs) {
-      shim::ReapResult r = s->Reap();
+      shim::ReapResult r = s->Reap(lookup);
       if (!r.tampered.empty()) {
         spdlog::warn(
             "claim {} GPU {}: the ledger was changed under the agent ({}); its header "

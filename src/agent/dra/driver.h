@@ -40,6 +40,7 @@
 #include "agent/dra/checkpoint.h"
 #include "agent/dra/claim_edits.h"
 #include "agent/dra/pool.h"
+#include "agent/procs/host_processes.h"
 #include "nlohmann/json.hpp"
 #include "shim/segments.h"
 
@@ -168,6 +169,7 @@ class DraDriver {
   CheckpointState state_;  // the prepared claims (by UID), the owned MIG instances and modes
   std::map<std::string, std::vector<std::unique_ptr<shim::Segment>>> segments_;
   std::map<std::string, std::chrono::steady_clock::time_point> tamper_reported_;  // uid/GPU
+  HostProcesses processes_;  // the host's /proc: host PIDs of the claims' ledger slots
   std::atomic<int64_t> prepared_total_{0}, refused_total_{0}, unprepared_total_{0};
 };
 
