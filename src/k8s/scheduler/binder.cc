@@ -1,7 +1,7 @@
 #include "k8s/scheduler/binder.h"
 
 #include "common/strings.h"
-#include "records/names.h"
+#include "records/required_plugins.h"
 
 namespace tessera::k8s {
 
@@ -9,7 +9,7 @@ HttpRequest AnnotationBinder::BindingRequest(const PodInfo& pod,
                                              const records::Assignment& assignment) {
   nlohmann::json annotations = {
       {std::string(records::kAssignmentAnnotation), records::AssignmentToJson(assignment)}};
-  // Fail closed: no container of a GPU pod starts without the agent (records/names.h).
+  // Fail closed: no container of a GPU pod starts without the agent (records/required_plugins.h).
   if (!assignment.gpus.empty()) {
     annotations[std::string(records::kRequiredNriPluginsAnnotation)] =
         nlohmann::json::array({records::kAgentNriPluginName}).dump();

@@ -1,7 +1,7 @@
 #include "k8s/scheduler/binder.h"
 
 #include "gtest/gtest.h"
-#include "records/names.h"
+#include "records/required_plugins.h"
 
 namespace tessera::k8s {
 namespace {
