@@ -141,10 +141,11 @@ echo attacked >$M)");
   EXPECT_THAT(EventsOf("hostile"), HasSubstr("slot count 4294967295 (was 1024)"));
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return TheWorld().AgentMetrics(kNode).find(StrCat(
-                   "tessera_agent_pod_ledger_tampered_total{node=\"", kNode)) != std::string::npos;
+        return MetricValue(TheWorld().AgentMetrics(kNode),
+                           "tessera_agent_pod_ledger_tampered_total", "pod=\"hostile\"") >= 1;
       },
-      seconds(10)));
+      seconds(10)))
+      << TheWorld().AgentMetrics(kNode);
   // Put back on the host: the agent's slot count.
   uint32_t slots = 0;
   std::ifstream in(HostLedger(hostile), std::ios::binary);
