@@ -229,17 +229,21 @@ std::unique_ptr<Ledger> Ledger::Private(const std::string& gpu_uuid) {
   return ledger;
 }
 
-bool Ledger::Create(const std::string& path, const std::string& gpu_uuid, uint32_t slot_count,
-                    std::string* error) {
+int OpenParentFolder(const std::string& path, std::string* name, std::string* error) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) {
-    *error = Errno("cannot open", dir);
-    return false;
-  }
-  bool ok = CreateAt(dir_fd, slash == std::string::npos ? path : path.substr(slash + 1), gpu_uuid,
-                     slot_count, error);
+  *name = slash == std::string::npos ? path : path.substr(slash + 1);
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) *error = Errno("cannot open", dir);
+  return fd;
+}
+
+bool Ledger::Create(const std::string& path, const std::string& gpu_uuid, uint32_t slot_count,
+                    std::string* error) {
+  std::string name;
+  int dir_fd = OpenParentFolder(path, &name, error);
+  if (dir_fd < 0) return false;
+  bool ok = CreateAt(dir_fd, name, gpu_uuid, slot_count, error);
   ::close(dir_fd);
   return ok;
 }

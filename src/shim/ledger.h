@@ -185,6 +185,10 @@ class Ledger {
 std::string DescribeHeaderChange(const LedgerShape& shape, const LedgerHeader& now,
                                  uint64_t file_bytes);
 
+// Opens the folder of `path` (trusted: the agent's own) and returns its descriptor, the last
+// component in `name`; -1 with `error` on failure. For the path-taking Create functions.
+int OpenParentFolder(const std::string& path, std::string* name, std::string* error);
+
 // Creates a new file named `prefix` + 16 random hex digits in `dir_fd` (O_EXCL, O_NOFOLLOW,
 // read-write, `mode`) and returns its descriptor, its name in `name`; -1 with errno on failure.
 // For files the agent writes in a directory someone else may be able to write.

@@ -67,15 +67,10 @@ std::unique_ptr<LimitsMap> LimitsMap::MapFd(int fd, const std::string& path, boo
 
 bool LimitsMap::Create(const std::string& path, const std::string& gpu_uuid,
                        const std::string& pod_uid, const ShareLimits& limits, std::string* error) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) {
-    *error = "cannot open " + dir + ": " + std::strerror(errno);
-    return false;
-  }
-  bool ok = CreateAt(dir_fd, slash == std::string::npos ? path : path.substr(slash + 1), gpu_uuid,
-                     pod_uid, limits, error);
+  std::string name;
+  int dir_fd = OpenParentFolder(path, &name, error);
+  if (dir_fd < 0) return false;
+  bool ok = CreateAt(dir_fd, name, gpu_uuid, pod_uid, limits, error);
   ::close(dir_fd);
   return ok;
 }

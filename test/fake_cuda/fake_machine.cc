@@ -19,10 +19,9 @@
 namespace tessera::fake {
 namespace {
 
-uint64_t StartTicks(uint32_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+// Field 22 of a /proc/<pid>/stat (clock ticks since boot); 0 when unreadable.
+uint64_t StartTicksAt(const char* stat_path) {
+  int fd = ::open(stat_path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[1024];
   ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
@@ -38,6 +37,15 @@ uint64_t StartTicks(uint32_t pid) {
   }
   return std::strtoull(p, nullptr, 10);
 }
+
+uint64_t StartTicks(uint32_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  return StartTicksAt(path);
+}
+
+// This process's: /proc/self, which is right whatever PID namespace /proc shows.
+uint64_t StartTicksOfSelf() { return StartTicksAt("/proc/self/stat"); }
 
 uint64_t PidNamespaceOf(const char* ns_link) {
   char link[64] = {};
@@ -73,25 +81,6 @@ uint32_t OwnNsPid(const char* status_path, int* levels = nullptr) {
   }
   if (levels != nullptr) *levels = count;
   return last;
-}
-
-// This process's start ticks: /proc/self, which is right whatever PID namespace /proc shows.
-uint64_t StartTicksOfSelf() {
-  int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  char* p = std::strrchr(buf, ')');
-  if (p == nullptr) return 0;
-  ++p;
-  for (int field = 3; field < 22; ++field) {
-    while (*p == ' ') ++p;
-    while (*p != ' ' && *p != '\0') ++p;
-  }
-  return std::strtoull(p, nullptr, 10);
 }
 
 void InitDevices(FakeMachine* m, const std::vector<DeviceSpec>& devices, int driver_version) {
