@@ -1,34 +1,40 @@
 #!/usr/bin/env bash
 # The node agent's maintenance step (PodManager::Maintain, every 250 ms) before and after the
 # tenant-boundary hardening of issue 27, side by side: agent_bench built from this tree and from
-# BASE (default: the branch point with main, `git merge-base HEAD main`, in a temporary worktree),
-# release preset, run alternately REPS times (default 5) at 8 and 64 share pods of 4 processes;
+# BASE (default: the branch point with main, `git merge-base HEAD main`, in a temporary worktree
+# under build/, where the shared compile cache serves it), PRESET (default dev: -O2, the unit
+# tests' build; release when the machine is free enough to build it twice), run alternately REPS
+# times (default 5) at 8 and 64 share pods of 4 processes;
 # this tree also with the NVML sampler over the fake driver (the memory backstop and the
 # controller's measurements). Medians of each run's per-step p50 to bench/results/agent.md.
-# Needs root (agent_bench: mount namespace, pod cgroups). Run it alone:
-#   flock /work/wt/notes/bench.lock bench/run_agent.sh [REPS] [BASE]
+# Needs root (agent_bench: mount namespace, pod cgroups). Build first, then run it alone:
+#   BUILD_ONLY=1 bench/run_agent.sh && flock /work/wt/notes/bench.lock bench/run_agent.sh [REPS] [BASE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-5}
 base=${2:-$(git merge-base HEAD main)}
 steps=400
+preset=${PRESET:-dev}
 work=$(mktemp -d /tmp/tessera-agent-bench-run-XXXXXX)
-basetree=$work/base
-cleanup() {
-  git worktree remove --force "$basetree" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-git worktree add --detach "$basetree" "$base" >/dev/null 2>&1
-cp bench/agent_bench.cc "$basetree/bench/"
-sed -n '/^# The node agent.s maintenance step/,$p' bench/CMakeLists.txt >>"$basetree/bench/CMakeLists.txt"
+basetree=$(pwd)/build/agent-bench-base
+trap 'rm -rf "$work"' EXIT
+# The base tree is kept between runs at the same BASE (BUILD_ONLY=1 builds both trees and stops, so
+# that the measured run under the bench lock builds nothing), and removed after a measured run.
+if [[ "$(git -C "$basetree" rev-parse HEAD 2>/dev/null)" != "$(git rev-parse "$base")" ]]; then
+  git worktree remove --force "$basetree" >/dev/null 2>&1 || rm -rf "$basetree"
+  git worktree add --detach "$basetree" "$base" >/dev/null 2>&1
+  cp bench/agent_bench.cc "$basetree/bench/"
+  sed -n '/^# The node agent.s maintenance step/,$p' bench/CMakeLists.txt >>"$basetree/bench/CMakeLists.txt"
+fi
 for tree in . "$basetree"; do
-  (cd "$tree" && cmake --preset release >/dev/null &&
-     cmake --build --preset release -j "$(nproc)" --target agent_bench fake_nvml >/dev/null)
+  (cd "$tree" && cmake --preset "$preset" >/dev/null &&
+     cmake --build --preset "$preset" -j "$(nproc)" --target agent_bench fake_nvml >/dev/null)
 done
-new=build/release/bench/agent_bench
-old=$basetree/build/release/bench/agent_bench
-nvml=$(pwd)/build/release/test/fake_cuda/lib/libnvidia-ml.so.1
+[[ ${BUILD_ONLY:-0} == 1 ]] && exit 0
+trap 'rm -rf "$work"; git worktree remove --force "$basetree" >/dev/null 2>&1 || true' EXIT
+new=build/$preset/bench/agent_bench
+old=$basetree/build/$preset/bench/agent_bench
+nvml=$(pwd)/build/$preset/test/fake_cuda/lib/libnvidia-ml.so.1
 raw=$work/raw.jsonl
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 0; r < reps; r++)); do
@@ -45,7 +51,7 @@ median() { jq -s "[.[] | select(.tree == \"$1\" and .pods == $2) | .$3] | sort |
 {
   echo "# The node agent's maintenance step, before and after the tenant-boundary hardening"
   echo
-  echo "Command: \`flock /work/wt/notes/bench.lock bench/run_agent.sh $reps\` (agent_bench, release"
+  echo "Command: \`flock /work/wt/notes/bench.lock bench/run_agent.sh $reps\` (agent_bench, $preset"
   echo "preset; before: $(git rev-parse --short "$base"), the branch point; after: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' plus uncommitted changes'))."
   echo
   echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
