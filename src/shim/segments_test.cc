@@ -339,10 +339,12 @@ TEST_F(SegmentsTest, HostPidsAreTheAgentsOwnNeverTheSlots) {
   ASSERT_EQ(info.processes.size(), 1u);
   EXPECT_EQ(info.processes[0].host_pid, 0u);
   EXPECT_EQ(lookups, 2) << "once, then again after kLookupRetryReaps reaps";
-  // Resolved by the agent: that one is reported.
-  (*seg)->Reap([](uint64_t inode, uint32_t pid) {
+  // Resolved by the agent (at the next look-up, within kLookupRetryReaps reaps): that one is
+  // reported, and kept.
+  const HostPidLookup agent = [](uint64_t inode, uint32_t pid) {
     return inode == 77 && pid == 4242 ? std::optional<uint32_t>(31337) : std::nullopt;
-  });
+  };
+  for (int i = 0; i < 8; ++i) (*seg)->Reap(agent);
   for (int i = 0; i < 8; ++i) (*seg)->Reap(nobody);
   EXPECT_EQ((*seg)->Inspect().processes[0].host_pid, 31337u);
 }
