@@ -238,13 +238,12 @@ echo "appended_mib=$n" >$M)");
 // noticed.
 TEST_F(NodeSecurity, ARealDriverLoadedByItsPathIsCaughtByTheBackstop) {
   StartNeighbour();
-  CreateHostile("hostile", "2Gi", R"(
+  CreateHostile("hostile", "2Gi", R"sh(
 ( printf 'init\nalloc big 4294967296\n'; sleep 3600 ) |
   shim_client --libcuda=/usr/local/lib/tessera/libtessera-real-cuda.so.1 >/tmp/answers 2>&1 &
 sleep 2
-echo "$(head -2 /tmp/answers | tr '\n' ' ')" > $M) ");
-      EXPECT_EQ(WaitForMarker("hostile"), "ok ok \n")
-      << "the real driver gave it 4 GiB";
+echo "$(head -2 /tmp/answers | tr '\n' ' ')" >$M)sh");
+  EXPECT_EQ(WaitForMarker("hostile"), "ok ok \n") << "the real driver gave it 4 GiB";
   EXPECT_TRUE(WaitUntil(
       [&] { return EventsOf("hostile").find("GPUMemoryOverShareKilled") != std::string::npos; },
       seconds(60)))
