@@ -212,7 +212,7 @@ json HandBound(const std::string& ns, const std::string& name, const std::string
   return pod;
 }
 
-std::pair<std::string, std::string> Waiting(const json& pod) { return WaitingReason(pod); }
+std::pair<std::string, std::string> Waiting(const json& pod) { return WaitingState(pod); }
 bool Running(const json& pod) { return PodRunning(pod); }
 
 // Killing the agent (SIGKILL) does not disturb running pods; a restarted agent takes them back

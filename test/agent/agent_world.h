@@ -268,8 +268,9 @@ echo "visible=$NVIDIA_VISIBLE_DEVICES" >/dev/termination-log
 )");
 }
 
-// The waiting container's (reason, message), as kubectl describe shows them.
-inline std::pair<std::string, std::string> WaitingReason(const nlohmann::json& pod) {
+// The waiting container's (reason, message), as kubectl describe shows them (pod_testing.h
+// WaitingReason: the reason alone).
+inline std::pair<std::string, std::string> WaitingState(const nlohmann::json& pod) {
   const nlohmann::json& statuses =
       pod["status"].value("containerStatuses", nlohmann::json::array());
   if (statuses.empty()) return {"", ""};

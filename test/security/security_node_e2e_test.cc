@@ -278,10 +278,10 @@ TEST_F(NodeSecurity, AGpuPodCreatedWhileTheAgentIsDownWaitsForIt) {
   } restart{TheWorld().AgentLog(kNode).size()};
   Create(WorldProbePod(TheWorld(), ns_, "early", kNode, {{"tessera.dev/gpu-memory", "1Gi"}}));
   json pod = WaitForPod(
-      Cp(), ns_, "early", [](const json& p) { return !WaitingReason(p).second.empty(); },
+      Cp(), ns_, "early", [](const json& p) { return !WaitingState(p).second.empty(); },
       seconds(120));
-  EXPECT_EQ(WaitingReason(pod).first, "CreateContainerError") << pod["status"].dump();
-  EXPECT_THAT(WaitingReason(pod).second, HasSubstr("required plugin \"tessera\" not present"));
+  EXPECT_EQ(WaitingState(pod).first, "CreateContainerError") << pod["status"].dump();
+  EXPECT_THAT(WaitingState(pod).second, HasSubstr("required plugin \"tessera\" not present"));
   EXPECT_EQ(pod["metadata"]["annotations"].value("required-plugins.noderesource.dev/pod", ""),
             "[\"tessera\"]");
   std::this_thread::sleep_for(seconds(3));
