@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent_world.h"
 #include "common/strings.h"
@@ -109,6 +111,33 @@ class NodeSecurity : public AgentWorldTest {
   void ExpectAgentAlive() {
     EXPECT_NE(TheWorld().AgentMetrics(kNode), "") << TheWorld().AgentLog(kNode);
   }
+  // What `argv` prints in the node's mount namespace, where the agent mounts each pod's ledger
+  // folder (a tmpfs): the test's own namespace sees the folder under it.
+  std::string OnNode(const std::vector<std::string>& argv) {
+    CommandResult r = Cp().NodeExec(kNode, argv);
+    EXPECT_TRUE(r.ok()) << StrJoin(argv, " ") << ": " << r.out << r.err;
+    return r.out;
+  }
+  // A number the node prints (-1: none).
+  int64_t NodeNumber(const std::vector<std::string>& argv) {
+    const std::string out = OnNode(argv);
+    return out.find_first_of("0123456789") == std::string::npos ? -1 : std::stoll(out);
+  }
+  // The slot count in the header of a ledger, and a file's size, as the node sees them.
+  int64_t NodeLedgerSlots(const std::string& ledger) {
+    return NodeNumber({"od", "-An", "-tu4", "-j20", "-N4", ledger});
+  }
+  int64_t NodeFileSize(const std::string& path) { return NodeNumber({"stat", "-c", "%s", path}); }
+  // "<name> <type>" per entry of a folder as the node sees it (find's %y: f a regular file, l a
+  // symbolic link, d a folder).
+  std::vector<std::string> NodeFolder(const std::string& dir) {
+    std::vector<std::string> out;
+    std::istringstream in(
+        OnNode({"find", dir, "-mindepth", "1", "-maxdepth", "1", "-printf", "%f %y\n"}));
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
   // The host side of a pod's ledger.
   std::string HostLedgerDir(const json& pod) {
     return StrCat(TheWorld().PodsDir(kNode), "/", pod["metadata"].value("uid", ""), "/ledger");
@@ -147,11 +176,7 @@ echo attacked >$M)");
       seconds(10)))
       << TheWorld().AgentMetrics(kNode);
   // Put back on the host: the agent's slot count.
-  uint32_t slots = 0;
-  std::ifstream in(HostLedger(hostile), std::ios::binary);
-  in.seekg(20);
-  in.read(reinterpret_cast<char*>(&slots), sizeof(slots));
-  EXPECT_EQ(slots, 1024u);
+  EXPECT_EQ(NodeLedgerSlots(HostLedger(hostile)), 1024);
   ExpectAgentAlive();
   ExpectNeighboursUnharmed();
 }
@@ -189,12 +214,8 @@ echo planted >$M)"));
   EXPECT_THAT(TheWorld().AgentLog(kNode).substr(from), HasSubstr("taken back"));
   std::this_thread::sleep_for(seconds(2));
   // Nothing of the container's on the host: the ledger folder holds the ledger, a regular file.
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(HostLedgerDir(hostile))) {
-    names.push_back(e.path().filename().string());
-    EXPECT_TRUE(e.is_regular_file() && !e.is_symlink()) << e.path();
-  }
-  EXPECT_EQ(names, std::vector<std::string>{AssignmentOfPod(hostile).gpus.at(0).uuid + ".ledger"});
+  EXPECT_EQ(NodeFolder(HostLedgerDir(hostile)),
+            std::vector<std::string>{AssignmentOfPod(hostile).gpus.at(0).uuid + ".ledger f"});
   EXPECT_EQ(ReadFile(victim), "root:x:0:0::/root:/bin/sh\n");
   struct stat st {};
   ASSERT_EQ(::stat(victim.c_str(), &st), 0);
@@ -225,9 +246,10 @@ echo "appended_mib=$n" >$M)");
                        static_cast<int64_t>(after.f_bavail * after.f_frsize);
   EXPECT_LT(used, 256 * kMiB) << "the host's filesystem took the pod's writes";
   const json hostile = Pod("hostile");
-  EXPECT_TRUE(
-      WaitUntil([&] { return fs::file_size(HostLedger(hostile)) == kLedgerBytes; }, seconds(10)))
-      << fs::file_size(HostLedger(hostile));
+  EXPECT_TRUE(WaitUntil(
+      [&] { return NodeFileSize(HostLedger(hostile)) == static_cast<int64_t>(kLedgerBytes); },
+      seconds(10)))
+      << NodeFileSize(HostLedger(hostile));
   ExpectAgentAlive();
   ExpectNeighboursUnharmed();
 }
