@@ -74,7 +74,7 @@ class DriverTest : public ::testing::Test {
     pool_ = std::make_shared<const Pool>(
         BuildPool(*gpus_, {.node_name = "node-a", .mig_mode_switch = true}));
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { testing::RemoveTestDir(dir_); }
 
   std::unique_ptr<DraDriver> NewDriver() {
     auto d = std::make_unique<DraDriver>(claims_, options_);
@@ -220,6 +220,7 @@ TEST_F(DriverTest, AShareGetsTheShimItsSegmentsAndItsLimits) {
             json::parse(R"(["NVIDIA_VISIBLE_DEVICES=GPU-3fcb4b70-f79a-7ffc-e71b-9592244ececa",
                                       "TESSERA_GPU_SHARING=shim", "TESSERA_GPU_MEMORY_LIMIT_MIB=4096",
                                       "TESSERA_GPU_COMPUTE_PERCENT=25"])"));
+  const std::string gpu0 = "GPU-3fcb4b70-f79a-7ffc-e71b-9592244ececa";
   std::vector<std::string> mounts;
   for (const json& m : e["mounts"]) {
     mounts.push_back(m["containerPath"].get<std::string>() + " <- " +
@@ -229,8 +230,12 @@ TEST_F(DriverTest, AShareGetsTheShimItsSegmentsAndItsLimits) {
   EXPECT_THAT(
       mounts,
       ElementsAre(
-          "/run/tessera/limits <- /claims/" + Uid(2) + "/limits ro",
-          "/run/tessera/ledger <- /claims/" + Uid(2) + "/ledger rw",
+          // The share's files one by one, never their folders: a container cannot create a
+          // name on the host (no symlink planted for the agent to follow).
+          "/run/tessera/limits/" + gpu0 + ".limits <- /claims/" + Uid(2) + "/limits/" + gpu0 +
+              ".limits ro",
+          "/run/tessera/ledger/" + gpu0 + ".ledger <- /claims/" + Uid(2) + "/ledger/" + gpu0 +
+              ".ledger rw",
           "/usr/local/lib/tessera/libtessera-real-cuda.so.1 <- /lib/driver/libcuda.so.1 ro",
           "/usr/local/lib/tessera/libtessera-real-nvml.so.1 <- /lib/driver/libnvidia-ml.so.1 ro",
           "/usr/lib/x86_64-linux-gnu/libcuda.so.1 <- /lib/shim/libtessera-cuda.so ro",
