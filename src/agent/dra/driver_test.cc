@@ -74,7 +74,7 @@ class DriverTest : public ::testing::Test {
     pool_ = std::make_shared<const Pool>(
         BuildPool(*gpus_, {.node_name = "node-a", .mig_mode_switch = true}));
   }
-  void TearDown() override { testing::RemoveTestDir(dir_); }
+  void TearDown() override { shim::RemoveTestTree(dir_); }
 
   std::unique_ptr<DraDriver> NewDriver() {
     auto d = std::make_unique<DraDriver>(claims_, options_);

@@ -2,7 +2,6 @@
 // the API server's claims as a test writes them, and a claim as kube-scheduler leaves it.
 #pragma once
 
-#include <sys/mount.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -43,19 +42,6 @@ inline std::filesystem::path FreshTestDir(const std::string& prefix, DriverOptio
   options->edits.dev_dir = "/hostdev";
   options->sized_ledger_folders = kPrivateMounts;
   return dir;
-}
-
-// Removes a test's folder: first the claims' ledger folders the driver mounted under it (tmpfs in
-// this process's mount namespace, which a plain remove_all cannot take away), then the files.
-inline void RemoveTestDir(const std::filesystem::path& dir) {
-  std::vector<std::string> mounts;
-  std::ifstream in("/proc/self/mounts");
-  for (std::string device, target, rest; in >> device >> target && std::getline(in, rest);) {
-    if (target.rfind(dir.string() + "/", 0) == 0) mounts.push_back(target);
-  }
-  for (auto it = mounts.rbegin(); it != mounts.rend(); ++it)
-    (void)::umount2(it->c_str(), MNT_DETACH);
-  std::filesystem::remove_all(dir);
 }
 
 // The API server's claims as the test writes them; counts reads.
