@@ -18,8 +18,9 @@ absl::StatusOr<sim::Workload> WorkloadFromManifests(const k8s::Manifests& manife
       auto key = std::make_pair(w.ns, r.gang->name);
       if (auto it = bare_gangs.find(key); it != bare_gangs.end()) {
         sim::Job& job = out.jobs[it->second];
-        core::PodRequest mine = r, theirs = job.pod;
+        core::PodRequest mine = r, theirs = job.pod;  // the job's pod holds no gang
         mine.name = theirs.name = "";
+        mine.gang.reset();
         if (mine != theirs) {
           return absl::InvalidArgumentError(
               StrCat(where, ": members of gang ", r.gang->name,

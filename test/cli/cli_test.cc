@@ -18,6 +18,10 @@ using tessera::cli_testing::TempFile;
 
 // stdout and stderr together.
 Output Tessera(const std::string& args) { return tessera::cli_testing::RunTessera(args); }
+// stdout alone (a JSON document); stderr dropped.
+Output TesseraStdout(const std::string& args) {
+  return tessera::cli_testing::RunTessera(args, tessera::cli_testing::Stderr::kDiscarded);
+}
 
 TEST(Cli, HelpExplainsEveryFlag) {
   Output top = Tessera("--help");
@@ -63,8 +67,8 @@ TEST(Cli, ShowDefaultPrintsFilesThatRunAsIs) {
 
 // -o json everywhere, --json kept as its alias; a format that does not exist is bad input.
 TEST(Cli, OutputFlagOnEveryCommandThatPrints) {
-  Output o = Tessera("simulate -o json --policy tessera 2>/dev/null");
-  Output alias = Tessera("simulate --json --policy tessera 2>/dev/null");
+  Output o = TesseraStdout("simulate -o json --policy tessera");
+  Output alias = TesseraStdout("simulate --json --policy tessera");
   ASSERT_EQ(o.status, 0) << o.out;
   nlohmann::json a = nlohmann::json::parse(o.out), b = nlohmann::json::parse(alias.out);
   for (nlohmann::json* doc : {&a, &b}) {
@@ -116,8 +120,8 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: settings}
 )");
-  Output r = Tessera("simulate --cluster " + cluster + " -f " + manifests +
-                     " --policy tessera -o json 2>/dev/null");
+  Output r = TesseraStdout("simulate --cluster " + cluster + " -f " + manifests +
+                           " --policy tessera -o json");
   ASSERT_EQ(r.status, 0) << r.out;
   nlohmann::json doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["results"][0]["placed"], 20);  // 8 x 80Gi: four 20Gi shares per GPU
