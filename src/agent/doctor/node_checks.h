@@ -11,8 +11,9 @@
 //                   GPUs into containers through it)
 //   cdi-dir         DRA mode: the CDI spec folder exists and the agent can write it
 //   kubelet-plugins DRA mode: the kubelet's plugins_registry folder exists
-//   cgroup          the unified cgroup v2 hierarchy (kubelet 1.35+ refuses cgroup v1 by default:
-//                   KubeletConfiguration failCgroupV1, true since 1.35)
+//   cgroup          the unified cgroup v2 hierarchy; cgroup v1 is a warning (kubelet 1.35+
+//                   refuses it unless KubeletConfiguration failCgroupV1 is false, which this
+//                   check cannot see), an unreadable /sys/fs/cgroup an error
 //
 // Nothing is changed on the node; every path is a flag, so a test plants a fault by pointing one
 // at a folder it prepared.
