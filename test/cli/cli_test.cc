@@ -93,7 +93,8 @@ TEST(Cli, HelpExplainsTheKubectlSideCommands) {
       {"doctor", {"Preflight checks", "doctor node", "4 errors found", "--namespace", "--mode"}},
       {"doctor node", {"This node's checks", "--nri-socket", "--cdi-dir", "--gpus-file"}},
       {"explain", {"Why a pod waits", "explain pod NS/NAME"}},
-      {"explain pod", {"Why this pod waits", "queue", "2 bad flags or no such pod", "--kubeconfig"}},
+      {"explain pod",
+       {"Why this pod waits", "queue", "2 bad flags or no such pod", "--kubeconfig"}},
       {"simulate", {"-f,--filename", "your own manifests", "-n,--namespace"}},
       {"status", {"-n,--namespace", "RBAC covers one namespace"}}};
   for (const auto& [cmd, texts] : want) {
@@ -129,8 +130,8 @@ metadata: {name: settings}
   EXPECT_THAT(skipped.out, HasSubstr("skipped ConfigMap settings"));
   EXPECT_THAT(skipped.out, HasSubstr("workload: 1 jobs, 20 pods"));
   EXPECT_EQ(Tessera("simulate -f " + manifests).status, 2);  // no cluster
-  Output both = Tessera("simulate --cluster " + cluster + " -f " + manifests + " --workload " +
-                        cluster);
+  Output both =
+      Tessera("simulate --cluster " + cluster + " -f " + manifests + " --workload " + cluster);
   EXPECT_EQ(both.status, 2);
   EXPECT_THAT(both.out, HasSubstr("--workload and -f do not mix"));
 }

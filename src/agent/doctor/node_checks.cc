@@ -211,18 +211,18 @@ Finding CheckCgroup(const std::string& cgroup_root) {
   // A warning, not an error: a kubelet with failCgroupV1: false runs on cgroup v1 (or hybrid), as
   // the project's own test nodes do (test/controlplane/node.sh); only the kubelet's setting,
   // which this check cannot read, decides whether it starts.
-  return Finding{"cgroup",
-                 Severity::kWarning,
-                 cgroup_root,
-                 StrCat(cgroup_root, " is not cgroup v2 (filesystem type 0x",
-                        fmt::format("{:x}", static_cast<unsigned long>(fs.f_type)),
-                        "): cgroup v1 or hybrid"),
-                 "kubelet 1.35+ refuses to start on cgroup v1 unless its KubeletConfiguration "
-                 "sets failCgroupV1: false (true by default), and cgroup v1 is deprecated in "
-                 "Kubernetes and containerd",
-                 "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2), then restart the "
-                 "kubelet and the runtime; or keep cgroup v1 with failCgroupV1: false in the "
-                 "kubelet's configuration"};
+  return Finding{
+      "cgroup",
+      Severity::kWarning,
+      cgroup_root,
+      StrCat(cgroup_root, " is not cgroup v2 (filesystem type 0x",
+             fmt::format("{:x}", static_cast<unsigned long>(fs.f_type)), "): cgroup v1 or hybrid"),
+      "kubelet 1.35+ refuses to start on cgroup v1 unless its KubeletConfiguration "
+      "sets failCgroupV1: false (true by default), and cgroup v1 is deprecated in "
+      "Kubernetes and containerd",
+      "boot with systemd.unified_cgroup_hierarchy=1 (cgroup v2), then restart the "
+      "kubelet and the runtime; or keep cgroup v1 with failCgroupV1: false in the "
+      "kubelet's configuration"};
 }
 
 k8s::DoctorReport CheckNode(const NodeCheckOptions& o) {

@@ -229,8 +229,7 @@ contexts:
 current-context: one
 )");
   const std::string third = b.Write("third", "current-context: two\n");
-  absl::StatusOr<ClientConfig> c =
-      LoadKubeconfigs({first, a.path() + "/missing", second, third});
+  absl::StatusOr<ClientConfig> c = LoadKubeconfigs({first, a.path() + "/missing", second, third});
   ASSERT_TRUE(c.ok()) << c.status();
   // current-context "one" (the second file is the first to set it) is the first file's context.
   EXPECT_EQ(c->server, "https://from-a");
@@ -252,9 +251,10 @@ current-context: one
 
   EXPECT_EQ(LoadKubeconfigs({a.path() + "/x", b.path() + "/y"}).status().code(),
             absl::StatusCode::kNotFound);
-  const std::string dup = a.Write(
-      "dup", "clusters:\n- {name: c, cluster: {server: https://a}}\n- {name: c, cluster: "
-             "{server: https://b}}\n");
+  const std::string dup =
+      a.Write("dup",
+              "clusters:\n- {name: c, cluster: {server: https://a}}\n- {name: c, cluster: "
+              "{server: https://b}}\n");
   EXPECT_THAT(std::string(FromAbsl(LoadKubeconfigs({dup, first}, "one").status().message())),
               HasSubstr("duplicate name \"c\" in clusters"));
 }
