@@ -891,24 +891,28 @@ __attribute__((visibility("default"))) CUresult cuLaunchGridAsync(CUfunction f, 
 // pointer the driver returned). It never picks a variant itself, so it cannot hand a caller an
 // entry point with the wrong ABI.
 
+namespace {
+CUresult AnswerProcAddress(CUresult r, const char* symbol, void** pfn, int version,
+                           cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  if (r != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) return r;
+  auto answer = tessera::shim::ResolveProcAddress(symbol, *pfn, version, flags);
+  *pfn = answer.fn;
+  if (!answer.refused) return r;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+  return CUDA_ERROR_NOT_FOUND;
+}
+}  // namespace
+
 __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
     const char* symbol, void** pfn, int version, cuuint64_t flags,
     CUdriverProcAddressQueryResult* status) {
   CUresult r =
       TESSERA_CALL_OR_UNSUPPORTED(cuGetProcAddress_v2, symbol, pfn, version, flags, status);
-  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
-    *pfn = tessera::shim::HookFor(*pfn);
-    tessera::shim::NoteProcAddress(symbol, *pfn);
-  }
-  return r;
+  return AnswerProcAddress(r, symbol, pfn, version, flags, status);
 }
 
 __attribute__((visibility("default"))) CUresult cuGetProcAddress(const char* symbol, void** pfn,
                                                                  int version, cuuint64_t flags) {
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuGetProcAddress, symbol, pfn, version, flags);
-  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
-    *pfn = tessera::shim::HookFor(*pfn);
-    tessera::shim::NoteProcAddress(symbol, *pfn);
-  }
-  return r;
+  return AnswerProcAddress(r, symbol, pfn, version, flags, nullptr);
 }

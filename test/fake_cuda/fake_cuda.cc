@@ -17,8 +17,11 @@
 //   - cuGetProcAddress picks the variant of a symbol by version and stream flag (the newest
 //     variant introduced at or before the requested version; _ptsz under
 //     CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
+//   - With TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS=1, cuGetProcAddress returns internal entry
+//     points (same behaviour, an address dlsym never gives), as real drivers may.
 //   - CUDA_VISIBLE_DEVICES (indices or UUIDs) selects and orders devices.
-// tessera_fake_symbol_name(fn) names any function this library exports (for the loader tests).
+// tessera_fake_symbol_name(fn) names any function this library exports, or an internal entry
+// point by the export it stands for (for the loader tests).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -73,6 +76,7 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigne
   X(cuCtxCreate_v2, PFN_cuCtxCreate_v2, 3020)                                             \
   X(cuCtxCreate_v3, PFN_cuCtxCreate_v3, 0)                                                \
   X(cuCtxCreate_v4, PFN_cuCtxCreate_v4, 13000)                                            \
+  X(cuCtxDestroy, PFN_cuCtxDestroy_v2, 2000)                                              \
   X(cuCtxDestroy_v2, PFN_cuCtxDestroy_v2, 4000)                                           \
   X(cuCtxGetCurrent, PFN_cuCtxGetCurrent, 4000)                                           \
   X(cuCtxSetCurrent, PFN_cuCtxSetCurrent, 4000)                                           \
@@ -616,15 +620,37 @@ CUresult SyncStream(CUstream s, bool ptsz) {
   return CUDA_SUCCESS;
 }
 
+// A driver-internal entry point that does what export F does at a different address: what a
+// real driver's cuGetProcAddress may hand out instead of the function dlsym finds.
+template <auto F>
+struct Internal;
+template <typename R, typename... A, R (*F)(A...)>
+struct Internal<F> {
+  static R Call(A... a) { return F(a...); }
+};
+
 struct ExportEntry {
   const char* name;
   void* fn;
+  void* internal;  // the same function at an address dlsym never returns
   int since;
 };
 
-#define FAKE_ENTRY(name, type, since) {#name, reinterpret_cast<void*>(&::name), since},
+#define FAKE_ENTRY(name, type, since)       \
+  {#name, reinterpret_cast<void*>(&::name), \
+   reinterpret_cast<void*>(&Internal<static_cast<type>(&::name)>::Call), since},
 const ExportEntry kExports[] = {FAKE_EXPORTS(FAKE_ENTRY)};
 #undef FAKE_ENTRY
+
+// TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS=1: cuGetProcAddress answers with internal entry
+// points, never the exported ones (read once).
+bool InternalEntryPoints() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 
 std::string BaseName(const std::string& name, bool* ptsz) {
   std::string s = name;
@@ -668,7 +694,7 @@ CUresult ProcAddress(const char* symbol, void** pfn, int version, cuuint64_t fla
     }
     return CUDA_ERROR_NOT_FOUND;
   }
-  *pfn = chosen->fn;
+  *pfn = InternalEntryPoints() ? chosen->internal : chosen->fn;
   if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
   return CUDA_SUCCESS;
 }
@@ -919,6 +945,9 @@ FAKE_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   }
   return CUDA_SUCCESS;
 }
+
+// The CUDA 2.0 variant (the shim intercepts only _v2): what cuGetProcAddress picks below 4000.
+FAKE_API CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
 
 FAKE_API CUresult cuCtxGetCurrent(CUcontext* ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1859,7 +1888,7 @@ FAKE_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
 // The exported name of one of this library's functions (loader tests), or null.
 FAKE_API const char* tessera_fake_symbol_name(const void* fn) {
   for (const auto& e : kExports) {
-    if (e.fn == fn) return e.name;
+    if (e.fn == fn || e.internal == fn) return e.name;
   }
   return nullptr;
 }

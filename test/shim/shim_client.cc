@@ -32,6 +32,9 @@
 //   nvmlmem -> ok <used> <free> <total>     nvmlprocs -> ok pid:bytes,...
 //   hookname SYMBOL -> ok <name the shim gives the pointer dlsym returns, or "-">
 //   procmatrix -> one line per symbol/version/flag, then "ok <checked> <mismatches>"
+//   procaddr SYMBOL VERSION [ptsz] -> cuGetProcAddress_v2 through libcuda.so.1:
+//                             ok <the hook's name, or "-" for a pointer that is not a hook>,
+//                             or err <CUresult> <query status>
 //   forkrun CMD... -> runs one command in a forked child, ok <child's answer>
 //   pid -> ok <pid>           status -> ok <shim status JSON>    exit
 #include <dlfcn.h>
@@ -359,7 +362,7 @@ std::string ProcMatrix() {
     return "err missing introspection";
   }
   std::vector<std::string> bases;
-#define BASE(name, type)                                                                \
+#define BASE(name, type, ...)                                                           \
   {                                                                                     \
     std::string b = #name;                                                              \
     for (const char* suf : {"_ptsz", "_v2", "_v3", "_v4"}) {                            \
@@ -711,6 +714,23 @@ std::string Run(const std::vector<std::string>& a) {
     return std::string("ok ") + (n ? n : "-");
   }
   if (c == "procmatrix") return ProcMatrix();
+  if (c == "procaddr") {
+    void* self = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (self == nullptr || a.size() < 3) return "err usage";
+    auto gpa = reinterpret_cast<PFN_cuGetProcAddress_v2>(::dlsym(self, "cuGetProcAddress_v2"));
+    auto name_of =
+        reinterpret_cast<const char* (*)(const void*)>(::dlsym(self, "tessera_shim_hook_name"));
+    if (gpa == nullptr) return "err no cuGetProcAddress_v2";
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    cuuint64_t flags = a.size() > 3 && a[3] == "ptsz"
+                           ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                           : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    r = gpa(a[1].c_str(), &fn, static_cast<int>(Num(a[2])), flags, &status);
+    if (r != CUDA_SUCCESS) return Err(r) + " " + std::to_string(status);
+    const char* n = (name_of != nullptr && fn != nullptr) ? name_of(fn) : nullptr;
+    return std::string("ok ") + (n ? n : "-");
+  }
   if (c == "forkrun") {
     int fds[2];
     if (::pipe(fds) != 0) return "err pipe";
