@@ -368,6 +368,8 @@ typedef CUresult (*PFN_cuMemExportToShareableHandle)(void*, CUmemGenericAllocati
                                                      CUmemAllocationHandleType, unsigned long long);
 typedef CUresult (*PFN_cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle*, void*,
                                                        CUmemAllocationHandleType);
+typedef CUresult (*PFN_cuMemGetAllocationPropertiesFromHandle)(CUmemAllocationProp*,
+                                                               CUmemGenericAllocationHandle);
 typedef CUresult (*PFN_cuMemAllocAsync)(CUdeviceptr*, size_t, CUstream);
 typedef CUresult (*PFN_cuMemAllocFromPoolAsync)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
 typedef CUresult (*PFN_cuMemFreeAsync)(CUdeviceptr, CUstream);

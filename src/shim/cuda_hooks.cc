@@ -10,12 +10,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shim/export_tag.h"
 #include "shim/hooks.h"
 #include "shim/shim_state.h"
 
 using tessera::shim::Allocation;
 using tessera::shim::AllocKind;
 using tessera::shim::Log;
+using tessera::shim::Physical;
 using tessera::shim::PoolState;
 using tessera::shim::Share;
 using tessera::shim::Shim;
@@ -55,12 +57,16 @@ Share* CurrentShare(CUdevice* dev) {
   return s.ShareForDevice(*dev);
 }
 
-// Before refusing an allocation: pool reservations that a sync released may still be charged.
-void RefreshPools(int device, PoolState* skip = nullptr);
+// Before refusing an allocation: pool reservations that a sync released may still be charged,
+// and exported allocations whose last descriptor has closed may still be held.
+void RefreshPools(int device);
+void SweepLingering();
+void EndPhysical(const Physical& p);
 
 bool ChargeOrRefresh(Share* share, int device, uint64_t bytes) {
   if (share->Charge(bytes)) return true;
   RefreshPools(device);
+  SweepLingering();
   if (share->Charge(bytes)) return true;
   Log(1, "%s: refused %llu bytes, the pod holds %llu of its %llu", share->uuid().c_str(),
       static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(share->Used()),
@@ -104,15 +110,23 @@ bool RefreshPoolLocked(CUmemoryPool pool, PoolState* ps) {
          reserved > used;
 }
 
-// Re-reads every pool of `device` (-1: all) but `skip` (whose mutex the caller holds).
-void RefreshPools(int device, PoolState* skip) {
+// Re-reads every pool of `device` (-1: all), each under its own mutex. The caller holds no pool's
+// mutex (see PoolAlloc's lock order).
+void RefreshPools(int device) {
   bool cached = false;
   for (auto& [pool, ps] : S().tracker.Pools()) {
-    if ((device >= 0 && ps->device != device) || ps == skip) continue;
+    if (device >= 0 && ps->device != device) continue;
     std::lock_guard<std::mutex> lock(ps->mu);
     cached |= RefreshPoolLocked(pool, ps);
   }
   if (cached) S().pools_stale.store(true, std::memory_order_relaxed);
+}
+
+// Exported allocations this process let go of while a descriptor of them was open: let go of
+// their shared slots once the descriptors have closed.
+void SweepLingering() {
+  if (!S().tracker.any_lingering()) return;
+  for (const Physical& p : S().tracker.TakeLingering()) EndPhysical(p);
 }
 
 // At a synchronisation point: pools with cached memory may have released some.
@@ -141,18 +155,25 @@ int PoolDevice(const CUmemPoolProps* props) {
 // One stream-ordered allocation from `pool` on a shared device. The pool's reservation, not the
 // allocation's size, is what the GPU holds: the worst-case growth is reserved first, then the
 // ledger is set to what the pool really reserved afterwards.
+//
+// Lock order: a thread holds at most one pool's mutex at a time. Near the cap the other pools
+// are re-read with this pool's mutex released (two threads allocating from two pools, each
+// holding its own pool's mutex and waiting for the other's, deadlocked before).
 template <typename Call>
 CUresult PoolAlloc(Share* share, CUdevice dev, CUmemoryPool pool, PoolState* ps, size_t size,
                    CUdeviceptr* dptr, Call call) {
-  std::lock_guard<std::mutex> lock(ps->mu);
+  std::unique_lock<std::mutex> lock(ps->mu);
   RefreshPoolLocked(pool, ps);
   const uint64_t worst = RoundUp(std::max<uint64_t>(size, 1), kPoolGranule);
   if (!share->Charge(worst)) {
     // The pool's cached free memory, or stale charges of other pools, may be what stands in
     // the way: give the cached memory back and retry.
     if (S().real.cuMemPoolTrimTo != nullptr) S().real.cuMemPoolTrimTo(pool, 0);
+    lock.unlock();
+    RefreshPools(dev);  // this pool too, each under its own mutex alone
+    SweepLingering();
+    lock.lock();
     RefreshPoolLocked(pool, ps);
-    RefreshPools(dev, ps);
     if (!share->Charge(worst)) {
       Log(1, "%s: refused %zu stream-ordered bytes, the pod holds %llu of its %llu",
           share->uuid().c_str(), size, static_cast<unsigned long long>(share->Used()),
@@ -449,6 +470,7 @@ __attribute__((visibility("default"))) CUresult cuMemGetInfo_v2(size_t* free, si
   Share* share = CurrentShare(&dev);
   if (share == nullptr) return r;
   RefreshStalePools();
+  SweepLingering();
   uint64_t t = 0, f = 0;
   share->Report(*total, *free, &t, &f);
   *total = t;
@@ -567,6 +589,22 @@ std::mutex g_vmm_mu;
 // Held across driver calls: never inherited locked by a fork child.
 const bool g_vmm_mu_registered = (Shim::Get().AddForkMutex(&g_vmm_mu), true);
 
+// A share's allocation ended in this process: give back its charge, or let go of its shared
+// slot, unless a descriptor this process exported is still open somewhere (it keeps the memory
+// alive in the driver): then keep holding the slot until SweepLingering finds it closed.
+void EndPhysical(const Physical& p) {
+  if (p.shared_slot < 0) {
+    UnchargeDevice(p.device, p.bytes);
+    return;
+  }
+  if (p.probe >= 0 && tessera::shim::ExportedDescriptorOpen(p.probe, p.share_key)) {
+    S().tracker.Linger(p);
+    return;
+  }
+  if (p.probe >= 0) ::close(p.probe);
+  if (Share* share = S().ShareForDevice(p.device)) share->LeaveShared(p.shared_slot);
+}
+
 int AllocationDevice(const CUmemAllocationProp* prop) {
   switch (prop->location.type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
@@ -609,7 +647,7 @@ __attribute__((visibility("default"))) CUresult cuMemRelease(CUmemGenericAllocat
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemRelease, h);
   if (r != CUDA_SUCCESS) return r;
-  if (auto freed = S().tracker.ReleasePhysical(h)) UnchargeDevice(freed->device, freed->bytes);
+  if (auto freed = S().tracker.ReleasePhysical(h)) EndPhysical(*freed);
   return r;
 }
 
@@ -619,8 +657,19 @@ __attribute__((visibility("default"))) CUresult cuMemMap(CUdeviceptr ptr, size_t
                                                          unsigned long long flags) {
   if (!S().any_share()) return TESSERA_CALL_OR_UNSUPPORTED(cuMemMap, ptr, size, offset, h, flags);
   std::lock_guard<std::mutex> lock(g_vmm_mu);
+  // An allocation imported from outside the pod is charged by how far its mappings reach.
+  auto p = S().tracker.FindPhysical(h);
+  Share* share = p && p->sized_by_mappings ? S().ShareForDevice(p->device) : nullptr;
+  const uint64_t reach = uint64_t{offset} + size;
+  const uint64_t grow = share != nullptr && reach > p->bytes ? reach - p->bytes : 0;
+  if (grow > 0 && !ChargeOrRefresh(share, p->device, grow)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemMap, ptr, size, offset, h, flags);
-  if (r == CUDA_SUCCESS) S().tracker.Map(ptr, size, h);
+  if (r != CUDA_SUCCESS) {
+    if (grow > 0) share->Uncharge(grow);
+    return r;
+  }
+  if (grow > 0) S().tracker.SetPhysicalBytes(h, reach);
+  S().tracker.Map(ptr, size, h);
   return r;
 }
 
@@ -629,9 +678,7 @@ __attribute__((visibility("default"))) CUresult cuMemUnmap(CUdeviceptr ptr, size
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemUnmap, ptr, size);
   if (r != CUDA_SUCCESS) return r;
-  for (const auto& freed : S().tracker.Unmap(ptr, size)) {
-    UnchargeDevice(freed.device, freed.bytes);
-  }
+  for (const auto& freed : S().tracker.Unmap(ptr, size)) EndPhysical(freed);
   return r;
 }
 
@@ -642,6 +689,79 @@ __attribute__((visibility("default"))) CUresult cuMemRetainAllocationHandle(
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemRetainAllocationHandle, handle, addr);
   if (r == CUDA_SUCCESS && handle != nullptr) S().tracker.RetainPhysical(*handle);
+  return r;
+}
+
+// Shareable handles. An allocation exported as a file descriptor may outlive its creator's
+// handle: the driver frees it when every handle, mapping and exported descriptor of it, in any
+// process, is gone. Its charge moves to a shared slot of the pod's ledger that each holder holds
+// (export_tag.h says how an importer finds it), so it counts once, for as long as it lives.
+// Other handle types (fabric, Win32) carry no descriptor to follow: refused on a shared GPU.
+
+__attribute__((visibility("default"))) CUresult cuMemExportToShareableHandle(
+    void* out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+    unsigned long long flags) {
+  if (!S().any_share()) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemExportToShareableHandle, out, h, type, flags);
+  }
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto p = S().tracker.FindPhysical(h);
+  Share* share = p && p->device >= 0 ? S().ShareForDevice(p->device) : nullptr;
+  if (share == nullptr) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemExportToShareableHandle, out, h, type, flags);
+  }
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    Log(0,
+        "%s: refused to export an allocation as handle type %d: only file descriptors are "
+        "counted across processes on a shared GPU",
+        share->uuid().c_str(), static_cast<int>(type));
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemExportToShareableHandle, out, h, type, flags);
+  if (r != CUDA_SUCCESS || out == nullptr) return r;
+  const int fd = *static_cast<int*>(out);
+  uint64_t key = p->share_key;
+  if (p->shared_slot < 0) {
+    key = tessera::shim::NewExportKey();
+    int slot = share->CreateShared(key, p->bytes);
+    if (slot < 0) {
+      // No slot for it: it stays on this process's charge, and an importer pays again (counted
+      // twice rather than not at all).
+      Log(1, "%s: no ledger slot for an exported allocation", share->uuid().c_str());
+      return r;
+    }
+    S().tracker.SetShared(h, slot, key, tessera::shim::OpenProbe(fd));
+  } else if (p->probe < 0) {  // an importer exporting it on
+    S().tracker.SetShared(h, p->shared_slot, key, tessera::shim::OpenProbe(fd));
+  }
+  if (!tessera::shim::TagDescriptor(fd, key)) {
+    Log(1, "%s: cannot tag an exported descriptor; an importer pays for it again",
+        share->uuid().c_str());
+  }
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemImportFromShareableHandle(
+    CUmemGenericAllocationHandle* handle, void* os_handle, CUmemAllocationHandleType type) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemImportFromShareableHandle, handle, os_handle, type);
+  if (r != CUDA_SUCCESS || handle == nullptr || !S().any_share()) return r;
+  CUmemAllocationProp prop{};
+  auto props = S().real.cuMemGetAllocationPropertiesFromHandle;
+  if (props == nullptr || props(&prop, *handle) != CUDA_SUCCESS) return r;
+  const int dev = AllocationDevice(&prop);
+  Share* share = dev >= 0 ? S().ShareForDevice(dev) : nullptr;
+  if (share == nullptr) return r;  // host memory, or a GPU without a share
+  Physical p;
+  p.device = dev;
+  if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    int fd = static_cast<int>(reinterpret_cast<intptr_t>(os_handle));
+    uint64_t key = tessera::shim::ReadExportTag(fd);
+    p.shared_slot = key != 0 ? share->JoinShared(key, &p.bytes) : -1;
+    if (p.shared_slot >= 0) p.share_key = key;
+  }
+  p.sized_by_mappings = p.shared_slot < 0;  // another pod's, or unmarked: charged here
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  S().tracker.AddPhysical(*handle, p);
   return r;
 }
 

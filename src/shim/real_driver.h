@@ -48,6 +48,8 @@ typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
   X(cuMemMap, PFN_cuMemMap, 10020)                                                        \
   X(cuMemUnmap, PFN_cuMemUnmap, 10020)                                                    \
   X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle, 11000)                  \
+  X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle, 10020)                \
+  X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle, 10020)            \
   X(cuMemAllocAsync, PFN_cuMemAllocAsync, 11020)                                          \
   X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync, 11020)                                     \
   X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync, 11020)                          \
@@ -93,7 +95,8 @@ typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
   X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode) \
   X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute)                         \
   X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool)                               \
-  X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState)
+  X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState)               \
+  X(cuMemGetAllocationPropertiesFromHandle, PFN_cuMemGetAllocationPropertiesFromHandle)
 
 // NVML has no cuGetProcAddress: its version column is 0.
 #define TESSERA_NVML_HOOKS(X)                                                                \

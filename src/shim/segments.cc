@@ -147,6 +147,10 @@ SegmentInfo Segment::Inspect() const {
   info.gate_wait_ns = h->gate_wait_ns.load();
   info.gated_launches = h->gated_launches.load();
   for (const SlotInfo& s : ledger_->Slots(/*check_alive=*/true)) {
+    if (s.shared) {
+      info.shared_bytes += s.used_bytes;
+      continue;
+    }
     ProcessUsage p;
     p.slot = s.index;
     p.pid = s.pid;
@@ -166,7 +170,7 @@ ReapResult Segment::Reap(const std::string& proc_root) {
   result.slots = r.slots;
   result.bytes = r.bytes;
   for (const SlotInfo& s : ledger_->Slots(/*check_alive=*/false)) {
-    if (s.host_pid != 0) continue;
+    if (s.host_pid != 0 || s.shared) continue;
     if (auto host = ResolveHostPid(s.pidns_inode, s.pid, proc_root)) {
       ledger_->SetHostPid(s.index, *host);
       ++result.resolved;

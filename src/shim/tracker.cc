@@ -1,5 +1,7 @@
 #include "shim/tracker.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace tessera::shim {
@@ -95,6 +97,47 @@ std::vector<Allocation> Tracker::TakeContext(CUcontext ctx) {
 void Tracker::AddPhysical(CUmemGenericAllocationHandle h, uint64_t bytes, int device) {
   std::lock_guard<std::mutex> lock(mu_);
   physical_[h] = Physical{bytes, device, 1, 0};
+}
+
+void Tracker::AddPhysical(CUmemGenericAllocationHandle h, const Physical& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  physical_[h] = p;
+}
+
+std::optional<Physical> Tracker::FindPhysical(CUmemGenericAllocationHandle h) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it == physical_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Tracker::SetShared(CUmemGenericAllocationHandle h, int slot, uint64_t key, int probe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it == physical_.end()) return;
+  it->second.shared_slot = slot;
+  it->second.share_key = key;
+  it->second.probe = probe;
+}
+
+void Tracker::SetPhysicalBytes(CUmemGenericAllocationHandle h, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it != physical_.end()) it->second.bytes = bytes;
+}
+
+void Tracker::Linger(const Physical& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lingering_.push_back(p);
+  lingering_count_.store(lingering_.size(), std::memory_order_relaxed);
+}
+
+std::vector<Physical> Tracker::TakeLingering() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Physical> out;
+  out.swap(lingering_);
+  lingering_count_.store(0, std::memory_order_relaxed);
+  return out;
 }
 
 void Tracker::RetainPhysical(CUmemGenericAllocationHandle h) {
@@ -208,8 +251,16 @@ void Tracker::Clear() {
   // the prepare handler and released by the child handler before this.
   std::lock_guard<std::mutex> lock(mu_);
   allocations_.clear();
+  for (const auto& [h, p] : physical_) {
+    if (p.probe >= 0) ::close(p.probe);
+  }
   physical_.clear();
   mappings_.clear();
+  for (const Physical& p : lingering_) {
+    if (p.probe >= 0) ::close(p.probe);
+  }
+  lingering_.clear();
+  lingering_count_.store(0, std::memory_order_relaxed);
   // Another thread of the parent may have held a pool's mutex at fork: the states are kept,
   // never destroyed while locked (the shim's tracker lives as long as the process).
   for (auto& [handle, state] : pools_) abandoned_.push_back(std::move(state));

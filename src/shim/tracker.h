@@ -10,11 +10,17 @@
 //     is when the driver frees the memory;
 //   - stream-ordered pools: what the driver reserved for the pool (its RESERVED_MEM_CURRENT),
 //     set by the hooks after each operation that can change it (PoolState);
-//   - imported memory (IPC handles, imported pool pointers, imported shareable handles) is never
-//     added: the exporting process counts it, so nothing is counted twice.
+//   - virtual memory exported as a file descriptor: in the pod's shared slot for it, held by every
+//     process of the pod that holds the allocation (its creator until its last reference,
+//     mapping and exported descriptor are gone; each importer until its own are), so it counts
+//     once, for as long as the driver keeps it; imported from outside the pod: by the extent of
+//     this process's mappings of it;
+//   - other imported memory (IPC handles, imported pool pointers) is never added: the exporting
+//     process counts it, so nothing is counted twice.
 // Thread-safe (one mutex; allocation-rate operations only, never the launch path).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -37,12 +43,21 @@ struct Allocation {
   CUmemoryPool pool = nullptr;  // kPool only
 };
 
-// A cuMemCreate allocation. device -1: host memory (HOST, HOST_NUMA, ...), never charged.
+// A cuMemCreate allocation, or one imported from a shareable handle. device -1: host memory
+// (HOST, HOST_NUMA, ...), never charged.
 struct Physical {
   uint64_t bytes = 0;
   int device = -1;
   uint32_t refs = 1;  // handle references
   uint32_t maps = 0;  // live mappings
+  // Exported or imported within the pod: its bytes are charged to the pod's shared slot
+  // `shared_slot` (Ledger::CreateShared), named by `share_key`, which this process holds.
+  int shared_slot = -1;
+  uint64_t share_key = 0;
+  int probe = -1;  // the exporter's probe of its exported descriptors (export_tag.h), or -1
+  // Imported from outside the pod's ledger: charged to this process by how far its mappings
+  // reach (the driver does not say how large an imported allocation is).
+  bool sized_by_mappings = false;
 };
 
 // A stream-ordered memory pool this process allocated from. The hooks hold `mu` around an
@@ -74,6 +89,18 @@ class Tracker {
 
   // Virtual memory.
   void AddPhysical(CUmemGenericAllocationHandle h, uint64_t bytes, int device);
+  void AddPhysical(CUmemGenericAllocationHandle h, const Physical& p);
+  std::optional<Physical> FindPhysical(CUmemGenericAllocationHandle h) const;
+  // The allocation behind `h` became shared (exported): see Physical.
+  void SetShared(CUmemGenericAllocationHandle h, int slot, uint64_t key, int probe);
+  // A mapping-sized import now charges `bytes`.
+  void SetPhysicalBytes(CUmemGenericAllocationHandle h, uint64_t bytes);
+  // Exported allocations this process let go of while an exported descriptor of them is still
+  // open somewhere (it keeps the memory alive in the driver): their shared slot stays held until
+  // the hooks find the descriptors closed.
+  void Linger(const Physical& p);
+  std::vector<Physical> TakeLingering();
+  bool any_lingering() const { return lingering_count_.load(std::memory_order_relaxed) > 0; }
   // A retain of the allocation behind `h` (cuMemRetainAllocationHandle returned h).
   void RetainPhysical(CUmemGenericAllocationHandle h);
   // A cuMemRelease; returns the allocation when that was its last reference and mapping.
@@ -108,6 +135,8 @@ class Tracker {
   };
   std::map<CUdeviceptr, Mapping> mappings_;  // by start address
   std::unordered_map<CUmemoryPool, std::unique_ptr<PoolState>> pools_;
+  std::vector<Physical> lingering_;
+  std::atomic<size_t> lingering_count_{0};
   std::vector<std::unique_ptr<PoolState>> abandoned_;  // a fork child's parent pools
 };
 

@@ -6,9 +6,11 @@
 //     read it (cuMemcpy*, or directly) and export it over IPC.
 //   - Every device byte is recorded in the shared fake machine (fake_machine.h), per process;
 //     a dying process's bytes stop counting, as a real driver frees them.
-//   - Virtual memory: reservations are PROT_NONE mappings, physical allocations are memfds mapped
+//   - Virtual memory: reservations are PROT_NONE mappings, physical allocations are files mapped
 //     into them; an allocation is freed when its last handle reference and its last mapping are
-//     gone. DEVICE locations count on the device; HOST and HOST_NUMA are host memory.
+//     gone. DEVICE locations count on the device; HOST and HOST_NUMA are host memory. Exported
+//     as a file descriptor, it lives on (counted in the machine, FakeShared) until no process
+//     holds a handle, a mapping or a descriptor of it, as a real driver frees it.
 //   - Stream-ordered pools grow by whole chunks (size rounded up to 2 MiB), reuse free chunks,
 //     release what is above their release threshold at synchronisation and when trimmed.
 //   - Kernels run on the machine's per-device engine: "spin" takes the nanoseconds in its first
@@ -58,114 +60,115 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigne
 }
 
 // X(name, pfn type, introduced in CUDA version)
-#define FAKE_EXPORTS(X)                                                                   \
-  X(cuInit, PFN_cuInit, 2000)                                                             \
-  X(cuDriverGetVersion, PFN_cuDriverGetVersion, 2020)                                     \
-  X(cuGetErrorString, PFN_cuGetErrorString, 6000)                                         \
-  X(cuGetErrorName, PFN_cuGetErrorName, 6000)                                             \
-  X(cuGetProcAddress, PFN_cuGetProcAddress, 11030)                                        \
-  X(cuGetProcAddress_v2, PFN_cuGetProcAddress_v2, 12000)                                  \
-  X(cuDeviceGet, PFN_cuDeviceGet, 2000)                                                   \
-  X(cuDeviceGetCount, PFN_cuDeviceGetCount, 2000)                                         \
-  X(cuDeviceGetName, PFN_cuDeviceGetName, 2000)                                           \
-  X(cuDeviceGetUuid, PFN_cuDeviceGetUuid, 9020)                                           \
-  X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid, 11040)                                       \
-  X(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute, 2000)                                 \
-  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem, 2000)                                         \
-  X(cuDeviceTotalMem_v2, PFN_cuDeviceTotalMem_v2, 3020)                                   \
-  X(cuCtxCreate_v2, PFN_cuCtxCreate_v2, 3020)                                             \
-  X(cuCtxCreate_v3, PFN_cuCtxCreate_v3, 0)                                                \
-  X(cuCtxCreate_v4, PFN_cuCtxCreate_v4, 13000)                                            \
-  X(cuCtxDestroy, PFN_cuCtxDestroy_v2, 2000)                                              \
-  X(cuCtxDestroy_v2, PFN_cuCtxDestroy_v2, 4000)                                           \
-  X(cuCtxGetCurrent, PFN_cuCtxGetCurrent, 4000)                                           \
-  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent, 4000)                                           \
-  X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v2, 4000)                                   \
-  X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v2, 4000)                                     \
-  X(cuCtxGetDevice, PFN_cuCtxGetDevice, 2000)                                             \
-  X(cuCtxSynchronize, PFN_cuCtxSynchronize, 2000)                                         \
-  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain, 7000)                         \
-  X(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v2, 11000)                \
-  X(cuDevicePrimaryCtxReset_v2, PFN_cuDevicePrimaryCtxReset_v2, 11000)                    \
-  X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState, 7000)                     \
-  X(cuMemGetInfo, PFN_cuMemGetInfo, 2000)                                                 \
-  X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v2, 3020)                                           \
-  X(cuMemAlloc_v2, PFN_cuMemAlloc_v2, 3020)                                               \
-  X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v2, 3020)                                     \
-  X(cuMemAllocManaged, PFN_cuMemAllocManaged, 6000)                                       \
-  X(cuMemFree_v2, PFN_cuMemFree_v2, 3020)                                                 \
-  X(cuMemcpyHtoD_v2, PFN_cuMemcpyHtoD_v2, 3020)                                           \
-  X(cuMemcpyDtoH_v2, PFN_cuMemcpyDtoH_v2, 3020)                                           \
-  X(cuMemsetD8_v2, PFN_cuMemsetD8_v2, 3020)                                               \
-  X(cuArrayCreate_v2, PFN_cuArrayCreate_v2, 3020)                                         \
-  X(cuArray3DCreate_v2, PFN_cuArray3DCreate_v2, 3020)                                     \
-  X(cuArrayDestroy, PFN_cuArrayDestroy, 2000)                                             \
-  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate, 5000)                             \
-  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy, 5000)                           \
-  X(cuMemAddressReserve, PFN_cuMemAddressReserve, 10020)                                  \
-  X(cuMemAddressFree, PFN_cuMemAddressFree, 10020)                                        \
-  X(cuMemCreate, PFN_cuMemCreate, 10020)                                                  \
-  X(cuMemRelease, PFN_cuMemRelease, 10020)                                                \
-  X(cuMemMap, PFN_cuMemMap, 10020)                                                        \
-  X(cuMemUnmap, PFN_cuMemUnmap, 10020)                                                    \
-  X(cuMemSetAccess, PFN_cuMemSetAccess, 10020)                                            \
-  X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle, 11000)                  \
-  X(cuMemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity, 10020)              \
-  X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle, 10020)                \
-  X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle, 10020)            \
-  X(cuMemAllocAsync, PFN_cuMemAllocAsync, 11020)                                          \
-  X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync, 11020)                                     \
-  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync, 11020)                          \
-  X(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync, 11020)                     \
-  X(cuMemFreeAsync, PFN_cuMemFreeAsync, 11020)                                            \
-  X(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync, 11020)                                       \
-  X(cuMemPoolCreate, PFN_cuMemPoolCreate, 11020)                                          \
-  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy, 11020)                                        \
-  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo, 11020)                                          \
-  X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute, 11020)                              \
-  X(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute, 11020)                              \
-  X(cuMemPoolImportFromShareableHandle, PFN_cuMemPoolImportFromShareableHandle, 11020)    \
-  X(cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool, 11020)                      \
-  X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool, 11020)                                    \
-  X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool, 11020)                                    \
-  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle, 4010)                                       \
-  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle, 4010)                                     \
-  X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v2, 11000)                              \
-  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle, 4010)                                   \
-  X(cuStreamCreate, PFN_cuStreamCreate, 2000)                                             \
-  X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v2, 4000)                                     \
-  X(cuStreamSynchronize, PFN_cuStreamSynchronize, 2000)                                   \
-  X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize, 7000)                              \
-  X(cuStreamQuery, PFN_cuStreamQuery, 2000)                                               \
-  X(cuStreamGetCtx, PFN_cuStreamGetCtx, 9020)                                             \
-  X(cuStreamIsCapturing, PFN_cuStreamIsCapturing, 10000)                                  \
-  X(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v2, 10010)                          \
-  X(cuStreamEndCapture, PFN_cuStreamEndCapture, 10000)                                    \
-  X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode, 10010)      \
-  X(cuEventCreate, PFN_cuEventCreate, 2000)                                               \
-  X(cuEventRecord, PFN_cuEventRecord, 2000)                                               \
-  X(cuEventQuery, PFN_cuEventQuery, 2000)                                                 \
-  X(cuEventSynchronize, PFN_cuEventSynchronize, 2000)                                     \
-  X(cuEventElapsedTime, PFN_cuEventElapsedTime, 2000)                                     \
-  X(cuEventDestroy_v2, PFN_cuEventDestroy_v2, 4000)                                       \
-  X(cuModuleLoadData, PFN_cuModuleLoadData, 2000)                                         \
-  X(cuModuleGetFunction, PFN_cuModuleGetFunction, 2000)                                   \
-  X(cuModuleUnload, PFN_cuModuleUnload, 2000)                                             \
-  X(cuLaunchKernel, PFN_cuLaunchKernel, 4000)                                             \
-  X(cuLaunchKernel_ptsz, PFN_cuLaunchKernel, 7000)                                        \
-  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx, 11060)                                        \
-  X(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx, 11060)                                   \
-  X(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel, 9000)                       \
-  X(cuLaunchCooperativeKernel_ptsz, PFN_cuLaunchCooperativeKernel, 9000)                  \
-  X(cuLaunchCooperativeKernelMultiDevice, PFN_cuLaunchCooperativeKernelMultiDevice, 9000) \
-  X(cuLaunch, PFN_cuLaunch, 2000)                                                         \
-  X(cuLaunchGrid, PFN_cuLaunchGrid, 2000)                                                 \
-  X(cuLaunchGridAsync, PFN_cuLaunchGridAsync, 2000)                                       \
-  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags, 11040)                  \
-  X(cuGraphLaunch, PFN_cuGraphLaunch, 10000)                                              \
-  X(cuGraphLaunch_ptsz, PFN_cuGraphLaunch, 10000)                                         \
-  X(cuGraphUpload, PFN_cuGraphUpload, 11010)                                              \
-  X(cuGraphDestroy, PFN_cuGraphDestroy, 10000)                                            \
+#define FAKE_EXPORTS(X)                                                                        \
+  X(cuInit, PFN_cuInit, 2000)                                                                  \
+  X(cuDriverGetVersion, PFN_cuDriverGetVersion, 2020)                                          \
+  X(cuGetErrorString, PFN_cuGetErrorString, 6000)                                              \
+  X(cuGetErrorName, PFN_cuGetErrorName, 6000)                                                  \
+  X(cuGetProcAddress, PFN_cuGetProcAddress, 11030)                                             \
+  X(cuGetProcAddress_v2, PFN_cuGetProcAddress_v2, 12000)                                       \
+  X(cuDeviceGet, PFN_cuDeviceGet, 2000)                                                        \
+  X(cuDeviceGetCount, PFN_cuDeviceGetCount, 2000)                                              \
+  X(cuDeviceGetName, PFN_cuDeviceGetName, 2000)                                                \
+  X(cuDeviceGetUuid, PFN_cuDeviceGetUuid, 9020)                                                \
+  X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid, 11040)                                            \
+  X(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute, 2000)                                      \
+  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem, 2000)                                              \
+  X(cuDeviceTotalMem_v2, PFN_cuDeviceTotalMem_v2, 3020)                                        \
+  X(cuCtxCreate_v2, PFN_cuCtxCreate_v2, 3020)                                                  \
+  X(cuCtxCreate_v3, PFN_cuCtxCreate_v3, 0)                                                     \
+  X(cuCtxCreate_v4, PFN_cuCtxCreate_v4, 13000)                                                 \
+  X(cuCtxDestroy, PFN_cuCtxDestroy_v2, 2000)                                                   \
+  X(cuCtxDestroy_v2, PFN_cuCtxDestroy_v2, 4000)                                                \
+  X(cuCtxGetCurrent, PFN_cuCtxGetCurrent, 4000)                                                \
+  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent, 4000)                                                \
+  X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v2, 4000)                                        \
+  X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v2, 4000)                                          \
+  X(cuCtxGetDevice, PFN_cuCtxGetDevice, 2000)                                                  \
+  X(cuCtxSynchronize, PFN_cuCtxSynchronize, 2000)                                              \
+  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain, 7000)                              \
+  X(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v2, 11000)                     \
+  X(cuDevicePrimaryCtxReset_v2, PFN_cuDevicePrimaryCtxReset_v2, 11000)                         \
+  X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState, 7000)                          \
+  X(cuMemGetInfo, PFN_cuMemGetInfo, 2000)                                                      \
+  X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v2, 3020)                                                \
+  X(cuMemAlloc_v2, PFN_cuMemAlloc_v2, 3020)                                                    \
+  X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v2, 3020)                                          \
+  X(cuMemAllocManaged, PFN_cuMemAllocManaged, 6000)                                            \
+  X(cuMemFree_v2, PFN_cuMemFree_v2, 3020)                                                      \
+  X(cuMemcpyHtoD_v2, PFN_cuMemcpyHtoD_v2, 3020)                                                \
+  X(cuMemcpyDtoH_v2, PFN_cuMemcpyDtoH_v2, 3020)                                                \
+  X(cuMemsetD8_v2, PFN_cuMemsetD8_v2, 3020)                                                    \
+  X(cuArrayCreate_v2, PFN_cuArrayCreate_v2, 3020)                                              \
+  X(cuArray3DCreate_v2, PFN_cuArray3DCreate_v2, 3020)                                          \
+  X(cuArrayDestroy, PFN_cuArrayDestroy, 2000)                                                  \
+  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate, 5000)                                  \
+  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy, 5000)                                \
+  X(cuMemAddressReserve, PFN_cuMemAddressReserve, 10020)                                       \
+  X(cuMemAddressFree, PFN_cuMemAddressFree, 10020)                                             \
+  X(cuMemCreate, PFN_cuMemCreate, 10020)                                                       \
+  X(cuMemRelease, PFN_cuMemRelease, 10020)                                                     \
+  X(cuMemMap, PFN_cuMemMap, 10020)                                                             \
+  X(cuMemUnmap, PFN_cuMemUnmap, 10020)                                                         \
+  X(cuMemSetAccess, PFN_cuMemSetAccess, 10020)                                                 \
+  X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle, 11000)                       \
+  X(cuMemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity, 10020)                   \
+  X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle, 10020)                     \
+  X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle, 10020)                 \
+  X(cuMemGetAllocationPropertiesFromHandle, PFN_cuMemGetAllocationPropertiesFromHandle, 10020) \
+  X(cuMemAllocAsync, PFN_cuMemAllocAsync, 11020)                                               \
+  X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync, 11020)                                          \
+  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync, 11020)                               \
+  X(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync, 11020)                          \
+  X(cuMemFreeAsync, PFN_cuMemFreeAsync, 11020)                                                 \
+  X(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync, 11020)                                            \
+  X(cuMemPoolCreate, PFN_cuMemPoolCreate, 11020)                                               \
+  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy, 11020)                                             \
+  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo, 11020)                                               \
+  X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute, 11020)                                   \
+  X(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute, 11020)                                   \
+  X(cuMemPoolImportFromShareableHandle, PFN_cuMemPoolImportFromShareableHandle, 11020)         \
+  X(cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool, 11020)                           \
+  X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool, 11020)                                         \
+  X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool, 11020)                                         \
+  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle, 4010)                                            \
+  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle, 4010)                                          \
+  X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v2, 11000)                                   \
+  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle, 4010)                                        \
+  X(cuStreamCreate, PFN_cuStreamCreate, 2000)                                                  \
+  X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v2, 4000)                                          \
+  X(cuStreamSynchronize, PFN_cuStreamSynchronize, 2000)                                        \
+  X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize, 7000)                                   \
+  X(cuStreamQuery, PFN_cuStreamQuery, 2000)                                                    \
+  X(cuStreamGetCtx, PFN_cuStreamGetCtx, 9020)                                                  \
+  X(cuStreamIsCapturing, PFN_cuStreamIsCapturing, 10000)                                       \
+  X(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v2, 10010)                               \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture, 10000)                                         \
+  X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode, 10010)           \
+  X(cuEventCreate, PFN_cuEventCreate, 2000)                                                    \
+  X(cuEventRecord, PFN_cuEventRecord, 2000)                                                    \
+  X(cuEventQuery, PFN_cuEventQuery, 2000)                                                      \
+  X(cuEventSynchronize, PFN_cuEventSynchronize, 2000)                                          \
+  X(cuEventElapsedTime, PFN_cuEventElapsedTime, 2000)                                          \
+  X(cuEventDestroy_v2, PFN_cuEventDestroy_v2, 4000)                                            \
+  X(cuModuleLoadData, PFN_cuModuleLoadData, 2000)                                              \
+  X(cuModuleGetFunction, PFN_cuModuleGetFunction, 2000)                                        \
+  X(cuModuleUnload, PFN_cuModuleUnload, 2000)                                                  \
+  X(cuLaunchKernel, PFN_cuLaunchKernel, 4000)                                                  \
+  X(cuLaunchKernel_ptsz, PFN_cuLaunchKernel, 7000)                                             \
+  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx, 11060)                                             \
+  X(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx, 11060)                                        \
+  X(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel, 9000)                            \
+  X(cuLaunchCooperativeKernel_ptsz, PFN_cuLaunchCooperativeKernel, 9000)                       \
+  X(cuLaunchCooperativeKernelMultiDevice, PFN_cuLaunchCooperativeKernelMultiDevice, 9000)      \
+  X(cuLaunch, PFN_cuLaunch, 2000)                                                              \
+  X(cuLaunchGrid, PFN_cuLaunchGrid, 2000)                                                      \
+  X(cuLaunchGridAsync, PFN_cuLaunchGridAsync, 2000)                                            \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags, 11040)                       \
+  X(cuGraphLaunch, PFN_cuGraphLaunch, 10000)                                                   \
+  X(cuGraphLaunch_ptsz, PFN_cuGraphLaunch, 10000)                                              \
+  X(cuGraphUpload, PFN_cuGraphUpload, 11010)                                                   \
+  X(cuGraphDestroy, PFN_cuGraphDestroy, 10000)                                                 \
   X(cuGraphExecDestroy, PFN_cuGraphExecDestroy, 10000)
 
 #define FAKE_DECLARE(name, type, since) std::remove_pointer_t<type> name;
@@ -272,10 +275,12 @@ struct ArrayObj {
 
 struct Physical {
   uint64_t size = 0;
-  int device = -1;  // machine index; -1 host; -2 imported (the exporter's)
+  int device = -1;  // machine index; -1 host; -2 imported from something the fake does not know
   int fd = -1;
   uint32_t refs = 1;
   uint32_t maps = 0;
+  std::string path;     // the backing file, when it has a name (device memory on a machine file)
+  bool shared = false;  // exported, or imported from an export: its bytes are the machine's entry
 };
 
 struct Mapping {
@@ -578,13 +583,41 @@ void DestroyContextLocked(Ctx* c) {
   c->alive = false;
 }
 
-// Caller holds D().mu.
+// A physical allocation's backing store: a named file next to the machine file for device memory
+// (so that an exported allocation's liveness can be tested from any process, FakeShared), else a
+// memfd. Returns the descriptor, or -1.
+int CreateBacking(uint64_t size, bool device, std::string* path) {
+  static std::atomic<uint64_t> seq{0};
+  const char* machine = std::getenv("TESSERA_FAKE_GPU_MACHINE");
+  int fd = -1;
+  if (device && machine != nullptr && machine[0] != '\0') {
+    std::string dir = std::string(machine) + ".vmm";
+    ::mkdir(dir.c_str(), 0700);
+    *path = dir + "/" + std::to_string(::getpid()) + "-" + std::to_string(seq.fetch_add(1));
+    fd = ::open(path->c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) path->clear();
+  }
+  if (fd < 0) fd = ::memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
+  if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    ::close(fd);
+    if (!path->empty()) ::unlink(path->c_str());
+    return -1;
+  }
+  return fd;
+}
+
+// Caller holds D().mu. A private allocation is freed with this process's last handle and
+// mapping; a shared one lives on in the machine until no description of it is open anywhere.
 void MaybeFreePhysical(CUmemGenericAllocationHandle h) {
   auto it = D().physical.find(h);
   if (it == D().physical.end()) return;
-  if (it->second.refs > 0 || it->second.maps > 0) return;
-  if (it->second.fd >= 0) ::close(it->second.fd);
-  if (it->second.device >= 0) Uncharge(it->second.device, it->second.size);
+  Physical& p = it->second;
+  if (p.refs > 0 || p.maps > 0) return;
+  if (p.fd >= 0) ::close(p.fd);
+  if (!p.shared) {
+    if (p.device >= 0) Uncharge(p.device, p.size);
+    if (!p.path.empty()) ::unlink(p.path.c_str());
+  }
   D().physical.erase(it);
 }
 
@@ -1300,9 +1333,8 @@ FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   Physical p;
   p.size = size;
   p.device = device;
-  p.fd = ::memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
-  if (p.fd < 0 || ::ftruncate(p.fd, static_cast<off_t>(size)) != 0) {
-    if (p.fd >= 0) ::close(p.fd);
+  p.fd = CreateBacking(size, device >= 0, &p.path);
+  if (p.fd < 0) {
     if (device >= 0) Uncharge(device, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -1380,6 +1412,10 @@ FAKE_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* hand
   return CUDA_SUCCESS;
 }
 
+// Exporting makes device memory shared: from then on the machine's entry holds its bytes, and it
+// lives while any description of its backing file is open (this process's, the exported
+// descriptor and its copies in other processes, their mappings), as the driver frees an
+// allocation only when every handle, mapping and shareable handle of it is gone.
 FAKE_API CUresult cuMemExportToShareableHandle(void* out, CUmemGenericAllocationHandle h,
                                                CUmemAllocationHandleType type,
                                                unsigned long long flags) {
@@ -1390,7 +1426,22 @@ FAKE_API CUresult cuMemExportToShareableHandle(void* out, CUmemGenericAllocation
   std::lock_guard<std::mutex> lock(D().mu);
   auto it = D().physical.find(h);
   if (it == D().physical.end()) return CUDA_ERROR_INVALID_HANDLE;
-  *static_cast<int*>(out) = ::dup(it->second.fd);
+  Physical& p = it->second;
+  if (!p.shared && p.device >= 0 && !p.path.empty()) {
+    struct flock fl {};
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    struct stat st {};
+    if (::fcntl(p.fd, F_OFD_SETLK, &fl) != 0 || ::fstat(p.fd, &st) != 0 ||
+        tessera::fake::AddShared(p.device, p.size, st.st_ino, p.path) == nullptr) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    Uncharge(p.device, p.size);  // the machine's entry holds it now
+    p.shared = true;
+  }
+  *static_cast<int*>(out) = ::dup(p.fd);
   return CUDA_SUCCESS;
 }
 
@@ -1405,10 +1456,46 @@ FAKE_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* h
   std::lock_guard<std::mutex> lock(D().mu);
   Physical p;
   p.size = static_cast<uint64_t>(st.st_size);
-  p.device = -2;  // the exporter's memory: its ledger holds it
-  p.fd = ::dup(fd);
+  p.device = -2;  // not an export the fake knows: nobody's memory
+  p.fd = -1;
+  if (const tessera::fake::FakeShared* shared = tessera::fake::FindShared(st.st_ino)) {
+    // A handle of its own (a description of its own, locked like every holder's), as a driver's
+    // import does not depend on the descriptor it was given, which the program may close.
+    struct flock fl {};
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    p.fd = ::open(shared->path, O_RDWR | O_CLOEXEC);
+    if (p.fd < 0 || ::fcntl(p.fd, F_OFD_SETLK, &fl) != 0) {
+      if (p.fd >= 0) ::close(p.fd);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    p.size = shared->bytes;
+    p.device = static_cast<int>(shared->device);
+    p.shared = true;
+  }
+  if (p.fd < 0) p.fd = ::dup(fd);
   *handle = D().next_handle++;
   D().physical[*handle] = p;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                         CUmemGenericAllocationHandle h) {
+  if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(D().mu);
+  auto it = D().physical.find(h);
+  if (it == D().physical.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *prop = CUmemAllocationProp{};
+  prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  if (it->second.device >= 0) {
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = Ordinal(it->second.device);
+  } else {
+    prop->location.type = CU_MEM_LOCATION_TYPE_HOST;
+  }
+  prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return CUDA_SUCCESS;
 }
 

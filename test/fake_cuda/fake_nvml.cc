@@ -69,7 +69,7 @@ std::vector<ProcUse> Processes(int device) {
   for (const auto& p : m.procs) {
     uint32_t pid = p.pid.load();
     if (pid == 0 || !tessera::fake::Alive(p)) continue;
-    uint64_t bytes = p.bytes[device].load();
+    uint64_t bytes = p.bytes[device].load() + tessera::fake::SharedBytes(m, pid, device);
     if (bytes == 0 && p.has_context[device].load() == 0) continue;
     out.push_back({pid, bytes});
   }

@@ -19,6 +19,12 @@
 //                             + map + set access;  vmmfree NAME: unmap, release, free the range
 //   vmmearly NAME B           create, map, release the handle at once (NCCL); vmmfree unmaps
 //   vmmretain NAME            cuMemRetainAllocationHandle + cuMemRelease on its address
+//   fdlisten PATH             binds a datagram socket at PATH to receive descriptors on
+//   vmmsend NAME PATH         cuMemExportToShareableHandle (file descriptor), sends it and the
+//                             size to the socket at PATH (SCM_RIGHTS), closes its own copy
+//   vmmexport NAME            exports and keeps the descriptor;   fdclose NAME: closes it
+//   vmmimport NAME            receives a descriptor on the fdlisten socket, imports it, closes
+//                             the descriptor, maps it (vmmfree NAME unmaps and releases it)
 //   async NAME B | asyncfree NAME      cuMemAllocAsync / cuMemFreeAsync on the default stream
 //   poolcreate | poolalloc NAME B | pooldestroy | trim     an explicit pool of device 0
 //   sync                      cuCtxSynchronize
@@ -29,6 +35,9 @@
 //   spinex NS COUNT SYNC_EVERY | coop NS COUNT SYNC_EVERY   (cuLaunchKernelEx, cooperative)
 //   graph NS NODES COUNT      captures NODES kernels into a graph, launches it COUNT times
 //   threads N B ROUNDS        N threads allocating and freeing B ROUNDS times each
+//   bgthreads N B ROUNDS      the same in the background; bgjoin waits for them
+//   poolrace ROUNDS B         two threads allocating B from two pools of their own, ROUNDS times
+//                             each  -> ok <granted> <refused>
 //   nvmlmem -> ok <used> <free> <total>     nvmlprocs -> ok pid:bytes,...
 //   hookname SYMBOL -> ok <name the shim gives the pointer dlsym returns, or "-">
 //   procmatrix -> one line per symbol/version/flag, then "ok <checked> <mismatches>"
@@ -38,6 +47,8 @@
 //   forkrun CMD... -> runs one command in a forked child, ok <child's answer>
 //   pid -> ok <pid>           status -> ok <shim status JSON>    exit
 #include <dlfcn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,58 +74,60 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
 }
 
 // Every entry point the client uses.
-#define CLIENT_CUDA(X)                                            \
-  X(cuInit, PFN_cuInit)                                           \
-  X(cuDeviceGet, PFN_cuDeviceGet)                                 \
-  X(cuDeviceGetCount, PFN_cuDeviceGetCount)                       \
-  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem_v2)                    \
-  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain)       \
-  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent)                         \
-  X(cuCtxCreate, PFN_cuCtxCreate_v4)                              \
-  X(cuCtxSynchronize, PFN_cuCtxSynchronize)                       \
-  X(cuCtxDestroy, PFN_cuCtxDestroy_v2)                            \
-  X(cuDevicePrimaryCtxReset, PFN_cuDevicePrimaryCtxReset_v2)      \
-  X(cuMemGetInfo, PFN_cuMemGetInfo_v2)                            \
-  X(cuMemAlloc, PFN_cuMemAlloc_v2)                                \
-  X(cuMemAllocPitch, PFN_cuMemAllocPitch_v2)                      \
-  X(cuMemAllocManaged, PFN_cuMemAllocManaged)                     \
-  X(cuMemFree, PFN_cuMemFree_v2)                                  \
-  X(cuMemsetD8, PFN_cuMemsetD8_v2)                                \
-  X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v2)                            \
-  X(cuArrayCreate, PFN_cuArrayCreate_v2)                          \
-  X(cuArray3DCreate, PFN_cuArray3DCreate_v2)                      \
-  X(cuArrayDestroy, PFN_cuArrayDestroy)                           \
-  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate)           \
-  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy)         \
-  X(cuMemAddressReserve, PFN_cuMemAddressReserve)                 \
-  X(cuMemAddressFree, PFN_cuMemAddressFree)                       \
-  X(cuMemCreate, PFN_cuMemCreate)                                 \
-  X(cuMemRelease, PFN_cuMemRelease)                               \
-  X(cuMemMap, PFN_cuMemMap)                                       \
-  X(cuMemUnmap, PFN_cuMemUnmap)                                   \
-  X(cuMemSetAccess, PFN_cuMemSetAccess)                           \
-  X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle) \
-  X(cuMemAllocAsync, PFN_cuMemAllocAsync)                         \
-  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync)         \
-  X(cuMemFreeAsync, PFN_cuMemFreeAsync)                           \
-  X(cuMemPoolCreate, PFN_cuMemPoolCreate)                         \
-  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy)                       \
-  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo)                         \
-  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle)                     \
-  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle_v2_)               \
-  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle)                 \
-  X(cuStreamCreate, PFN_cuStreamCreate)                           \
-  X(cuStreamSynchronize, PFN_cuStreamSynchronize)                 \
-  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v2)            \
-  X(cuStreamEndCapture, PFN_cuStreamEndCapture)                   \
-  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags) \
-  X(cuGraphLaunch, PFN_cuGraphLaunch)                             \
-  X(cuGraphDestroy, PFN_cuGraphDestroy)                           \
-  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy)                   \
-  X(cuModuleLoadData, PFN_cuModuleLoadData)                       \
-  X(cuModuleGetFunction, PFN_cuModuleGetFunction)                 \
-  X(cuLaunchKernel, PFN_cuLaunchKernel)                           \
-  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx)                       \
+#define CLIENT_CUDA(X)                                                  \
+  X(cuInit, PFN_cuInit)                                                 \
+  X(cuDeviceGet, PFN_cuDeviceGet)                                       \
+  X(cuDeviceGetCount, PFN_cuDeviceGetCount)                             \
+  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem_v2)                          \
+  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain)             \
+  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent)                               \
+  X(cuCtxCreate, PFN_cuCtxCreate_v4)                                    \
+  X(cuCtxSynchronize, PFN_cuCtxSynchronize)                             \
+  X(cuCtxDestroy, PFN_cuCtxDestroy_v2)                                  \
+  X(cuDevicePrimaryCtxReset, PFN_cuDevicePrimaryCtxReset_v2)            \
+  X(cuMemGetInfo, PFN_cuMemGetInfo_v2)                                  \
+  X(cuMemAlloc, PFN_cuMemAlloc_v2)                                      \
+  X(cuMemAllocPitch, PFN_cuMemAllocPitch_v2)                            \
+  X(cuMemAllocManaged, PFN_cuMemAllocManaged)                           \
+  X(cuMemFree, PFN_cuMemFree_v2)                                        \
+  X(cuMemsetD8, PFN_cuMemsetD8_v2)                                      \
+  X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v2)                                  \
+  X(cuArrayCreate, PFN_cuArrayCreate_v2)                                \
+  X(cuArray3DCreate, PFN_cuArray3DCreate_v2)                            \
+  X(cuArrayDestroy, PFN_cuArrayDestroy)                                 \
+  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate)                 \
+  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy)               \
+  X(cuMemAddressReserve, PFN_cuMemAddressReserve)                       \
+  X(cuMemAddressFree, PFN_cuMemAddressFree)                             \
+  X(cuMemCreate, PFN_cuMemCreate)                                       \
+  X(cuMemRelease, PFN_cuMemRelease)                                     \
+  X(cuMemMap, PFN_cuMemMap)                                             \
+  X(cuMemUnmap, PFN_cuMemUnmap)                                         \
+  X(cuMemSetAccess, PFN_cuMemSetAccess)                                 \
+  X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle)       \
+  X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle)     \
+  X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle) \
+  X(cuMemAllocAsync, PFN_cuMemAllocAsync)                               \
+  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync)               \
+  X(cuMemFreeAsync, PFN_cuMemFreeAsync)                                 \
+  X(cuMemPoolCreate, PFN_cuMemPoolCreate)                               \
+  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy)                             \
+  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo)                               \
+  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle)                           \
+  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle_v2_)                     \
+  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle)                       \
+  X(cuStreamCreate, PFN_cuStreamCreate)                                 \
+  X(cuStreamSynchronize, PFN_cuStreamSynchronize)                       \
+  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v2)                  \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture)                         \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags)       \
+  X(cuGraphLaunch, PFN_cuGraphLaunch)                                   \
+  X(cuGraphDestroy, PFN_cuGraphDestroy)                                 \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy)                         \
+  X(cuModuleLoadData, PFN_cuModuleLoadData)                             \
+  X(cuModuleGetFunction, PFN_cuModuleGetFunction)                       \
+  X(cuLaunchKernel, PFN_cuLaunchKernel)                                 \
+  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx)                             \
   X(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel)
 
 // The exported names a linked program binds to (cuda.h's #defines).
@@ -150,6 +163,8 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
   X(cuMemUnmap, cuMemUnmap) \
   X(cuMemSetAccess, cuMemSetAccess) \
   X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle) \
+  X(cuMemExportToShareableHandle, cuMemExportToShareableHandle) \
+  X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle) \
   X(cuMemAllocAsync, cuMemAllocAsync) \
   X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync) \
   X(cuMemFreeAsync, cuMemFreeAsync) \
@@ -292,6 +307,10 @@ std::map<std::string, void*> g_arrays;
 std::map<std::string, bool> g_mipmapped;
 std::map<std::string, Vmm> g_vmm;
 std::map<std::string, CUdeviceptr> g_ipc;
+std::map<std::string, int> g_fds;
+int g_listen = -1;
+std::thread g_background;
+std::atomic<int> g_background_failures{0};
 CUmemoryPool g_pool = nullptr;
 CUfunction g_spin = nullptr;
 CUdevice g_dev = 0;
@@ -411,6 +430,59 @@ std::string ProcMatrix() {
 
 std::string Run(const std::vector<std::string>& a);
 
+// Reserves an address range for a VMM allocation, maps it whole and makes it accessible.
+CUresult MapAll(Vmm* v) {
+  CUresult r;
+  if ((r = api.cuMemAddressReserve(&v->va, v->size, 0, 0, 0)) != CUDA_SUCCESS) return r;
+  if ((r = api.cuMemMap(v->va, v->size, 0, v->handle, 0)) != CUDA_SUCCESS) return r;
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = g_dev;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return api.cuMemSetAccess(v->va, v->size, &access, 1);
+}
+
+// One descriptor and a size over a datagram socket, as NCCL and PyTorch pass exported handles.
+bool SendFd(const std::string& path, int fd, uint64_t size) {
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&size, sizeof(size)};
+  msghdr msg{};
+  msg.msg_name = &addr;
+  msg.msg_namelen = sizeof(addr);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  bool ok = ::sendmsg(s, &msg, 0) == static_cast<ssize_t>(sizeof(size));
+  ::close(s);
+  return ok;
+}
+
+int ReceiveFd(int socket, uint64_t* size) {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{size, sizeof(*size)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof(*size))) return -1;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  if (cm == nullptr || cm->cmsg_type != SCM_RIGHTS) return -1;
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  return fd;
+}
+
 void ThreadsWork(int n, uint64_t bytes, int rounds, std::atomic<int>* failures) {
   std::vector<std::thread> threads;
   for (int t = 0; t < n; ++t) {
@@ -437,6 +509,42 @@ void ThreadsWork(int n, uint64_t bytes, int rounds, std::atomic<int>* failures) 
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// Two threads, each allocating `bytes` from a pool of its own and freeing it, `rounds` times:
+// near the cap both are refused at once and re-read each other's pool.
+std::string PoolRace(int rounds, uint64_t bytes) {
+  CUmemoryPool pools[2] = {};
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = g_dev;
+  for (auto& pool : pools) {
+    if (CUresult r = api.cuMemPoolCreate(&pool, &props); r != CUDA_SUCCESS) return Err(r);
+  }
+  std::atomic<int> granted{0}, refused{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (CUmemoryPool pool : pools) {
+    threads.emplace_back([&, pool] {
+      CUcontext ctx = nullptr;
+      api.cuDevicePrimaryCtxRetain(&ctx, g_dev);
+      api.cuCtxSetCurrent(ctx);
+      for (int i = 0; i < rounds; ++i) {
+        CUdeviceptr p = 0;
+        CUresult r = api.cuMemAllocFromPoolAsync(&p, bytes, pool, nullptr);
+        if (r == CUDA_SUCCESS) {
+          ++granted;
+          api.cuMemFreeAsync(p, nullptr);
+        } else {
+          ++(r == CUDA_ERROR_OUT_OF_MEMORY ? refused : failed);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (CUmemoryPool pool : pools) api.cuMemPoolDestroy(pool);
+  if (failed > 0) return "err " + std::to_string(failed.load()) + " failures";
+  return "ok " + std::to_string(granted.load()) + " " + std::to_string(refused.load());
 }
 
 std::string Run(const std::vector<std::string>& a) {
@@ -542,13 +650,7 @@ std::string Run(const std::vector<std::string>& a) {
                                                       : 77;
     prop.location.id = loc == "device" ? g_dev : 0;
     if ((r = api.cuMemCreate(&v.handle, v.size, &prop, 0)) != CUDA_SUCCESS) return Err(r);
-    if ((r = api.cuMemAddressReserve(&v.va, v.size, 0, 0, 0)) != CUDA_SUCCESS) return Err(r);
-    if ((r = api.cuMemMap(v.va, v.size, 0, v.handle, 0)) != CUDA_SUCCESS) return Err(r);
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = g_dev;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if ((r = api.cuMemSetAccess(v.va, v.size, &access, 1)) != CUDA_SUCCESS) return Err(r);
+    if ((r = MapAll(&v)) != CUDA_SUCCESS) return Err(r);
     if (c == "vmmearly") {
       if ((r = api.cuMemRelease(v.handle)) != CUDA_SUCCESS) return Err(r);
       v.released = true;
@@ -563,6 +665,47 @@ std::string Run(const std::vector<std::string>& a) {
       return Err(r);
     }
     return (r = api.cuMemRelease(h)) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "fdlisten") {
+    g_listen = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", a[1].c_str());
+    if (::bind(g_listen, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return "err bind";
+    }
+    return "ok";
+  }
+  if (c == "vmmexport" || c == "vmmsend") {
+    Vmm& v = g_vmm[a[1]];
+    int fd = -1;
+    r = api.cuMemExportToShareableHandle(&fd, v.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                         0);
+    if (r != CUDA_SUCCESS) return Err(r);
+    if (c == "vmmexport") {
+      g_fds[a[1]] = fd;
+      return "ok";
+    }
+    bool sent = SendFd(a[2], fd, v.size);
+    ::close(fd);
+    return sent ? "ok" : "err send";
+  }
+  if (c == "fdclose") {
+    ::close(g_fds[a[1]]);
+    g_fds.erase(a[1]);
+    return "ok";
+  }
+  if (c == "vmmimport") {
+    Vmm v;
+    int fd = ReceiveFd(g_listen, &v.size);
+    if (fd < 0) return "err receive";
+    r = api.cuMemImportFromShareableHandle(&v.handle, reinterpret_cast<void*>(intptr_t{fd}),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    ::close(fd);
+    if (r != CUDA_SUCCESS) return Err(r);
+    if ((r = MapAll(&v)) != CUDA_SUCCESS) return Err(r);
+    g_vmm[a[1]] = v;
+    return "ok";
   }
   if (c == "vmmfree") {
     Vmm v = g_vmm[a[1]];
@@ -663,6 +806,18 @@ std::string Run(const std::vector<std::string>& a) {
     api.cuGraphDestroy(g);
     return r == CUDA_SUCCESS ? "ok" : Err(r);
   }
+  if (c == "bgthreads") {  // threads, in the background (bgjoin waits for them)
+    int n = static_cast<int>(Num(a[1]));
+    uint64_t bytes = Num(a[2]);
+    int rounds = static_cast<int>(Num(a[3]));
+    g_background = std::thread([=] { ThreadsWork(n, bytes, rounds, &g_background_failures); });
+    return "ok";
+  }
+  if (c == "bgjoin") {
+    if (g_background.joinable()) g_background.join();
+    return g_background_failures == 0 ? "ok" : "err failures";
+  }
+  if (c == "poolrace") return PoolRace(static_cast<int>(Num(a[1])), Num(a[2]));
   if (c == "threads") {
     std::atomic<int> failures{0};
     ThreadsWork(static_cast<int>(Num(a[1])), Num(a[2]), static_cast<int>(Num(a[3])), &failures);

@@ -137,6 +137,66 @@ TEST_F(MemoryPathsTest, ExplicitPools) {
   ExpectConsistent(0);
 }
 
+// The attack: export a cuMemCreate allocation as a file descriptor, import it in another
+// process, release the original. The driver keeps the memory while any process holds it, so the
+// pod's usage must too: counted once (in a shared slot of the ledger) from export until the last
+// holder lets go.
+TEST_F(MemoryPathsTest, ExportedVirtualMemoryCountsOnceWhileAnyProcessHoldsIt) {
+  Client importer(node_, "pod");
+  ASSERT_EQ(importer.Do("init"), "ok");
+  const std::string sock = node_.dir() + "/vmm.sock";
+  ASSERT_EQ(importer.Do("fdlisten " + sock), "ok");
+  ASSERT_EQ(app_.Do("vmm x 314572800 device"), "ok");  // 300 MiB
+  ASSERT_EQ(app_.Do("vmmsend x " + sock), "ok");
+  ASSERT_EQ(importer.Do("vmmimport x"), "ok");
+  ExpectConsistent(300 * kMiB);  // once, though two processes hold it
+  EXPECT_EQ(importer.Values("meminfo"), (std::vector<uint64_t>{724 * kMiB, 1 * kGiB}));
+  ASSERT_EQ(app_.Do("vmmfree x"), "ok");  // the creator lets go; the importer still holds it
+  ExpectConsistent(300 * kMiB);
+  EXPECT_EQ(importer.Do("alloc y 838860800"), "err 2");  // 800 MiB: the cap still holds
+  ASSERT_EQ(importer.Do("vmmfree x"), "ok");
+  ExpectConsistent(0);
+  EXPECT_EQ(importer.Do("alloc y 838860800"), "ok");
+}
+
+// A descriptor exported and kept (not imported) holds the memory in the driver after its creator
+// released the handle: it stays counted until the descriptor is closed.
+TEST_F(MemoryPathsTest, AnOpenExportedDescriptorKeepsItsMemoryCounted) {
+  ASSERT_EQ(app_.Do("vmm x 419430400 device"), "ok");  // 400 MiB
+  ASSERT_EQ(app_.Do("vmmexport x"), "ok");
+  ASSERT_EQ(app_.Do("vmmfree x"), "ok");
+  ExpectConsistent(400 * kMiB);
+  EXPECT_EQ(app_.Do("alloc y 734003200"), "err 2");  // 700 MiB
+  ASSERT_EQ(app_.Do("fdclose x"), "ok");
+  EXPECT_EQ(app_.Do("alloc y 734003200"), "ok");
+  ExpectConsistent(700 * kMiB);
+}
+
+// Another pod's export imported here: charged to the importer by what it maps, as long as it
+// holds it (the exporter's pod counts its own holding).
+TEST(SharingTest, AnImportFromAnotherPodIsChargedToTheImporter) {
+  Node node;
+  Segment& a = node.Share("a", 0, 1 * kGiB);
+  Segment& b = node.Share("b", 0, 1 * kGiB);
+  Client exporter(node, "a"), importer(node, "b");
+  ASSERT_EQ(exporter.Do("init"), "ok");
+  ASSERT_EQ(importer.Do("init"), "ok");
+  const std::string sock = node.dir() + "/vmm.sock";
+  ASSERT_EQ(importer.Do("fdlisten " + sock), "ok");
+  ASSERT_EQ(exporter.Do("vmm x 209715200 device"), "ok");  // 200 MiB
+  ASSERT_EQ(exporter.Do("vmmsend x " + sock), "ok");
+  ASSERT_EQ(importer.Do("vmmimport x"), "ok");
+  EXPECT_EQ(a.Inspect().used_bytes, 200 * kMiB);
+  EXPECT_EQ(b.Inspect().used_bytes, 200 * kMiB);
+  ASSERT_EQ(exporter.Do("vmmfree x"), "ok");
+  EXPECT_EQ(a.Inspect().used_bytes, 0u);
+  EXPECT_EQ(b.Inspect().used_bytes, 200 * kMiB);
+  EXPECT_EQ(node.PhysicalBytes(0), 200 * kMiB);
+  ASSERT_EQ(importer.Do("vmmfree x"), "ok");
+  EXPECT_EQ(b.Inspect().used_bytes, 0u);
+  EXPECT_EQ(node.PhysicalBytes(0), 0u);
+}
+
 // IPC: the importer's view of the exporter's memory is not counted again.
 TEST_F(MemoryPathsTest, IpcImportsAreNotCountedTwice) {
   Client importer(node_, "pod");
