@@ -88,6 +88,24 @@ uint64_t PoolReserved(CUmemoryPool pool, bool* ok) {
   return v;
 }
 
+// Sets what `ps` charges to what the driver reports it reserves, after `worst` was charged for
+// an operation that may have grown it: the reservation is memory the driver already holds, so
+// growth beyond the worst case is charged without a check. Holds ps->mu.
+void SettleReservation(Share* share, PoolState* ps, uint64_t worst, uint64_t reserved) {
+  const uint64_t before = ps->charged + worst;
+  if (reserved > before) {
+    share->ForceCharge(reserved - before);
+    if (worst > 0) {
+      Log(1, "a reservation grew by %llu bytes beyond the %llu expected",
+          static_cast<unsigned long long>(reserved - before),
+          static_cast<unsigned long long>(worst));
+    }
+  } else if (reserved < before) {
+    share->Uncharge(before - reserved);
+  }
+  ps->charged = reserved;
+}
+
 // Re-reads a pool's reservation and moves the ledger by the difference. Holds ps->mu. Returns
 // whether the pool holds cached memory (reserved beyond what is in use), which a later
 // synchronisation may release.
@@ -98,12 +116,7 @@ bool RefreshPoolLocked(CUmemoryPool pool, PoolState* ps) {
   bool ok = false;
   uint64_t reserved = PoolReserved(pool, &ok);
   if (!ok) return false;
-  if (reserved > ps->charged) {
-    share->ForceCharge(reserved - ps->charged);  // memory the driver already holds
-  } else if (reserved < ps->charged) {
-    share->Uncharge(ps->charged - reserved);
-  }
-  ps->charged = reserved;
+  SettleReservation(share, ps, 0, reserved);
   cuuint64_t used = 0;
   auto get = S().real.cuMemPoolGetAttribute;
   return get != nullptr && get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS &&
@@ -130,8 +143,11 @@ void SweepLingering() {
 }
 
 // At a synchronisation point: pools with cached memory may have released some.
+void RefreshGraphMemory();
 void RefreshStalePools() {
-  if (S().pools_stale.exchange(false, std::memory_order_relaxed)) RefreshPools(-1);
+  if (!S().pools_stale.exchange(false, std::memory_order_relaxed)) return;
+  RefreshPools(-1);
+  RefreshGraphMemory();
 }
 
 // The device a pool's memory lives on: -1 for host pools; unknown location types (a newer
@@ -189,18 +205,7 @@ CUresult PoolAlloc(Share* share, CUdevice dev, CUmemoryPool pool, PoolState* ps,
   bool ok = false;
   uint64_t reserved = PoolReserved(pool, &ok);
   if (!ok) reserved = ps->charged + worst;  // cannot read it: keep the worst case
-  if (reserved >= ps->charged) {
-    uint64_t growth = reserved - ps->charged;
-    if (growth <= worst) {
-      share->Uncharge(worst - growth);
-    } else {
-      share->ForceCharge(growth - worst);
-      Log(1, "pool grew by %llu bytes for %zu", static_cast<unsigned long long>(growth), size);
-    }
-  } else {
-    share->Uncharge(worst + (ps->charged - reserved));
-  }
-  ps->charged = reserved;
+  SettleReservation(share, ps, worst, reserved);
   ++ps->live;
   S().pools_stale.store(true, std::memory_order_relaxed);  // a later sync may release some
   Allocation a;
@@ -220,6 +225,14 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t size, CUstream stream, bool ptsz) 
   Share* share = nullptr;
   if (s.any_share() && s.StreamDevice(Effective(stream, ptsz), &dev)) {
     share = s.ShareForDevice(dev);
+  }
+  // Into a capturing stream it only records a graph allocation node: counted when a launch of
+  // the graph maps it (GraphMemoryLaunch).
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (share != nullptr && s.real.cuStreamIsCapturing != nullptr &&
+      s.real.cuStreamIsCapturing(Effective(stream, ptsz), &capture) == CUDA_SUCCESS &&
+      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return real(dptr, size, stream);
   }
   CUmemoryPool pool = nullptr;
   if (share == nullptr || dptr == nullptr || s.real.cuDeviceGetMemPool == nullptr ||
@@ -292,6 +305,114 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
       UnchargeDevice(a->device, a->bytes);
     }
   }
+  return r;
+}
+
+// ------------------------------------------------------------------------- graph memory
+//
+// A graph's allocation nodes take their memory from the device's graph memory when a launch (or
+// an upload) maps them; the driver keeps it reserved for the next launch until
+// cuDeviceGraphMemTrim. Counted like a pool: what the device's graph memory reserves
+// (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), re-read after each launch, at synchronisations and
+// trims; before a launch, what the graph's allocation nodes add up to (read at instantiation)
+// is reserved in the ledger, so a graph that would pass the cap is refused, not run.
+
+uint64_t GraphReserved(int device, bool* ok) {
+  cuuint64_t v = 0;
+  auto get = S().real.cuDeviceGetGraphMemAttribute;
+  *ok = get != nullptr && get(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS;
+  return v;
+}
+
+void RefreshGraphMemoryLocked(int device, PoolState* gs) {
+  Share* share = S().ShareForDevice(device);
+  bool ok = false;
+  uint64_t reserved = GraphReserved(device, &ok);
+  if (share != nullptr && ok) SettleReservation(share, gs, 0, reserved);
+}
+
+void RefreshGraphMemory() {
+  for (auto& [device, gs] : S().tracker.GraphMemories()) {
+    std::lock_guard<std::mutex> lock(gs->mu);
+    RefreshGraphMemoryLocked(device, gs);
+  }
+}
+
+// Bytes the allocation nodes of `graph` (and of its child graphs) take, by device.
+void GraphAllocations(CUgraph graph, std::vector<std::pair<int, uint64_t>>* out, int depth = 0) {
+  const auto& real = S().real;
+  size_t n = 0;
+  if (depth > 8 || real.cuGraphGetNodes == nullptr || real.cuGraphNodeGetType == nullptr ||
+      real.cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) {
+    return;
+  }
+  std::vector<CUgraphNode> nodes(n);
+  if (real.cuGraphGetNodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
+  nodes.resize(std::min(n, nodes.size()));
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type = -1;
+    if (real.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
+    CUDA_MEM_ALLOC_NODE_PARAMS params{};
+    CUgraph child = nullptr;
+    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && real.cuGraphMemAllocNodeGetParams != nullptr &&
+        real.cuGraphMemAllocNodeGetParams(node, &params) == CUDA_SUCCESS &&
+        params.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+      out->emplace_back(params.poolProps.location.id, params.bytesize);
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && real.cuGraphChildGraphNodeGetGraph != nullptr &&
+               real.cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS) {
+      GraphAllocations(child, out, depth + 1);
+    }
+  }
+}
+
+// A launch or upload of `exec`: what its allocation nodes take on a shared device is reserved
+// first (refused over the cap, after trimming the graph memory the driver keeps), then the ledger
+// follows what the device's graph memory really reserved.
+template <typename Call>
+CUresult GraphMemoryLaunch(CUgraphExec exec, Call call) {
+  if (!S().any_share()) return call();
+  auto allocations = S().tracker.GraphExecAllocations(exec);
+  int device = -1;
+  uint64_t worst = 0;
+  for (const auto& [dev, bytes] : allocations) {
+    if (S().ShareForDevice(dev) == nullptr) continue;
+    if (device < 0) device = dev;
+    if (dev == device) worst += bytes;  // a second shared device is settled after the launch
+  }
+  if (device < 0) {
+    CUresult r = call();
+    if (r == CUDA_SUCCESS && !allocations.empty()) RefreshGraphMemory();
+    return r;
+  }
+  Share* share = S().ShareForDevice(device);
+  PoolState* gs = S().tracker.GraphMemory(device);
+  std::unique_lock<std::mutex> lock(gs->mu);
+  RefreshGraphMemoryLocked(device, gs);
+  if (!share->Charge(worst)) {
+    if (S().real.cuDeviceGraphMemTrim != nullptr) S().real.cuDeviceGraphMemTrim(device);
+    RefreshGraphMemoryLocked(device, gs);
+    lock.unlock();  // one reservation's mutex at a time (PoolAlloc's lock order)
+    RefreshPools(device);
+    SweepLingering();
+    lock.lock();
+    if (!share->Charge(worst)) {
+      Log(1, "%s: refused a graph launch that allocates %llu bytes, the pod holds %llu of its %llu",
+          share->uuid().c_str(), static_cast<unsigned long long>(worst),
+          static_cast<unsigned long long>(share->Used()),
+          static_cast<unsigned long long>(share->memory_limit()));
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  CUresult r = call();
+  bool ok = false;
+  uint64_t reserved = GraphReserved(device, &ok);
+  if (r != CUDA_SUCCESS || !ok) {
+    share->Uncharge(worst);
+    if (ok) SettleReservation(share, gs, 0, reserved);
+    return r;
+  }
+  SettleReservation(share, gs, worst, reserved);
+  S().pools_stale.store(true, std::memory_order_relaxed);
   return r;
 }
 
@@ -917,6 +1038,45 @@ __attribute__((visibility("default"))) CUresult cuDevicePrimaryCtxReset_v2(CUdev
   return r;
 }
 
+// --------------------------------------------------------------------------- context limits
+//
+// Raising the stack, printf FIFO or device-malloc heap limit makes the driver reserve device
+// memory for the context: charged like an allocation of the context (given back when it is
+// destroyed or reset), beyond what a context holds by default.
+
+__attribute__((visibility("default"))) CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr || limit < CU_LIMIT_STACK_SIZE || limit > CU_LIMIT_MALLOC_HEAP_SIZE) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuCtxSetLimit, limit, value);
+  }
+  const CUcontext ctx = S().CurrentContext();
+  const uint64_t key = tessera::shim::LimitKey(ctx, limit);
+  auto& real = S().real;
+  int sms = 0, threads_per_sm = 0;
+  if (limit == CU_LIMIT_STACK_SIZE && real.cuDeviceGetAttribute != nullptr) {
+    real.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    real.cuDeviceGetAttribute(&threads_per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                              dev);
+  }
+  const uint64_t after = tessera::shim::LimitReservation(
+      limit, value, uint64_t(std::max(sms, 0)) * uint64_t(std::max(threads_per_sm, 0)));
+  auto held = S().tracker.Find(key);
+  const uint64_t before = held ? held->bytes : 0;
+  if (after > before && !ChargeOrRefresh(share, dev, after - before)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuCtxSetLimit, limit, value);
+  if (r != CUDA_SUCCESS) {
+    if (after > before) share->Uncharge(after - before);
+    return r;
+  }
+  if (after < before) share->Uncharge(before - after);
+  S().tracker.Take(key);
+  if (after > 0) S().tracker.Add(key, Allocation{after, dev, ctx, AllocKind::kLimit});
+  return r;
+}
+
 // -------------------------------------------------------------------------------- launches
 
 __attribute__((visibility("default"))) CUresult cuLaunchKernel(CUfunction f, unsigned int gx,
@@ -979,13 +1139,46 @@ __attribute__((visibility("default"))) CUresult cuLaunchCooperativeKernelMultiDe
 
 __attribute__((visibility("default"))) CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   Gate(stream, false);
-  return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch, exec, stream);
+  return GraphMemoryLaunch(
+      exec, [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch, exec, stream); });
 }
 
 __attribute__((visibility("default"))) CUresult cuGraphLaunch_ptsz(CUgraphExec exec,
                                                                    CUstream stream) {
   Gate(stream, true);
-  return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch_ptsz, exec, stream);
+  return GraphMemoryLaunch(
+      exec, [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch_ptsz, exec, stream); });
+}
+
+__attribute__((visibility("default"))) CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {
+  return GraphMemoryLaunch(
+      exec, [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuGraphUpload, exec, stream); });
+}
+
+__attribute__((visibility("default"))) CUresult cuGraphInstantiateWithFlags(
+    CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuGraphInstantiateWithFlags, exec, graph, flags);
+  if (r != CUDA_SUCCESS || exec == nullptr || !S().any_share()) return r;
+  std::vector<std::pair<int, uint64_t>> allocations;
+  GraphAllocations(graph, &allocations);
+  S().tracker.SetGraphExecAllocations(*exec, std::move(allocations));
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuGraphExecDestroy, exec);
+  if (r == CUDA_SUCCESS && S().any_share()) S().tracker.SetGraphExecAllocations(exec, {});
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuDeviceGraphMemTrim, dev);
+  if (r == CUDA_SUCCESS && S().any_share() && S().ShareForDevice(dev) != nullptr) {
+    PoolState* gs = S().tracker.GraphMemory(dev);
+    std::lock_guard<std::mutex> lock(gs->mu);
+    RefreshGraphMemoryLocked(dev, gs);
+  }
+  return r;
 }
 
 __attribute__((visibility("default"))) CUresult cuLaunch(CUfunction f) {

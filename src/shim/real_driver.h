@@ -77,26 +77,37 @@ typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
   X(cuLaunchCooperativeKernelMultiDevice, PFN_cuLaunchCooperativeKernelMultiDevice, 9000) \
   X(cuGraphLaunch, PFN_cuGraphLaunch, 10000)                                              \
   X(cuGraphLaunch_ptsz, PFN_cuGraphLaunch, 10000)                                         \
+  X(cuGraphUpload, PFN_cuGraphUpload, 11010)                                              \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags, 11040)                  \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy, 10000)                                    \
+  X(cuDeviceGraphMemTrim, PFN_cuDeviceGraphMemTrim, 11040)                                \
+  X(cuCtxSetLimit, PFN_cuCtxSetLimit, 3010)                                               \
   X(cuLaunch, PFN_cuLaunch, 2000)                                                         \
   X(cuLaunchGrid, PFN_cuLaunchGrid, 2000)                                                 \
   X(cuLaunchGridAsync, PFN_cuLaunchGridAsync, 2000)
 
-#define TESSERA_CUDA_USED(X)                                                  \
-  X(cuDeviceGetUuid, PFN_cuDeviceGetUuid)                                     \
-  X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid)                                  \
-  X(cuDeviceGetCount, PFN_cuDeviceGetCount)                                   \
-  X(cuCtxGetDevice, PFN_cuCtxGetDevice)                                       \
-  X(cuCtxGetCurrent, PFN_cuCtxGetCurrent)                                     \
-  X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v2)                             \
-  X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v2)                               \
-  X(cuStreamGetCtx, PFN_cuStreamGetCtx)                                       \
-  X(cuStreamGetDevice, PFN_cuStreamGetDevice)                                 \
-  X(cuStreamIsCapturing, PFN_cuStreamIsCapturing)                             \
-  X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode) \
-  X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute)                         \
-  X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool)                               \
-  X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState)               \
-  X(cuMemGetAllocationPropertiesFromHandle, PFN_cuMemGetAllocationPropertiesFromHandle)
+#define TESSERA_CUDA_USED(X)                                                            \
+  X(cuDeviceGetUuid, PFN_cuDeviceGetUuid)                                               \
+  X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid)                                            \
+  X(cuDeviceGetCount, PFN_cuDeviceGetCount)                                             \
+  X(cuCtxGetDevice, PFN_cuCtxGetDevice)                                                 \
+  X(cuCtxGetCurrent, PFN_cuCtxGetCurrent)                                               \
+  X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v2)                                       \
+  X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v2)                                         \
+  X(cuStreamGetCtx, PFN_cuStreamGetCtx)                                                 \
+  X(cuStreamGetDevice, PFN_cuStreamGetDevice)                                           \
+  X(cuStreamIsCapturing, PFN_cuStreamIsCapturing)                                       \
+  X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode)           \
+  X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute)                                   \
+  X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool)                                         \
+  X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState)                         \
+  X(cuMemGetAllocationPropertiesFromHandle, PFN_cuMemGetAllocationPropertiesFromHandle) \
+  X(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute)                                     \
+  X(cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute)                     \
+  X(cuGraphGetNodes, PFN_cuGraphGetNodes)                                               \
+  X(cuGraphNodeGetType, PFN_cuGraphNodeGetType)                                         \
+  X(cuGraphMemAllocNodeGetParams, PFN_cuGraphMemAllocNodeGetParams)                     \
+  X(cuGraphChildGraphNodeGetGraph, PFN_cuGraphChildGraphNodeGetGraph)
 
 // NVML has no cuGetProcAddress: its version column is 0.
 #define TESSERA_NVML_HOOKS(X)                                                                \

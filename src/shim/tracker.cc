@@ -99,6 +99,57 @@ void Tracker::AddPhysical(CUmemGenericAllocationHandle h, uint64_t bytes, int de
   physical_[h] = Physical{bytes, device, 1, 0};
 }
 
+uint64_t LimitReservation(CUlimit limit, uint64_t value, uint64_t device_threads) {
+  switch (limit) {
+    case CU_LIMIT_STACK_SIZE:
+      return value > 1024 ? (value - 1024) * device_threads : 0;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+      return value > (1ULL << 20) ? value - (1ULL << 20) : 0;
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+      return value > (8ULL << 20) ? value - (8ULL << 20) : 0;
+    default:
+      return 0;
+  }
+}
+
+uint64_t LimitKey(CUcontext ctx, CUlimit limit) {
+  return (uint64_t{1} << 63) | (reinterpret_cast<uint64_t>(ctx) << 3) |
+         (static_cast<uint64_t>(limit) & 7);
+}
+
+PoolState* Tracker::GraphMemory(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = graph_memory_[device];
+  if (!slot) {
+    slot = std::make_unique<PoolState>();
+    slot->device = device;
+  }
+  return slot.get();
+}
+
+std::vector<std::pair<int, PoolState*>> Tracker::GraphMemories() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<int, PoolState*>> out;
+  for (const auto& [device, state] : graph_memory_) out.emplace_back(device, state.get());
+  return out;
+}
+
+void Tracker::SetGraphExecAllocations(CUgraphExec exec,
+                                      std::vector<std::pair<int, uint64_t>> bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes.empty()) {
+    graph_execs_.erase(exec);
+  } else {
+    graph_execs_[exec] = std::move(bytes);
+  }
+}
+
+std::vector<std::pair<int, uint64_t>> Tracker::GraphExecAllocations(CUgraphExec exec) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graph_execs_.find(exec);
+  return it == graph_execs_.end() ? std::vector<std::pair<int, uint64_t>>{} : it->second;
+}
+
 void Tracker::AddPhysical(CUmemGenericAllocationHandle h, const Physical& p) {
   std::lock_guard<std::mutex> lock(mu_);
   physical_[h] = p;
@@ -265,6 +316,8 @@ void Tracker::Clear() {
   // never destroyed while locked (the shim's tracker lives as long as the process).
   for (auto& [handle, state] : pools_) abandoned_.push_back(std::move(state));
   pools_.clear();
+  for (auto& [device, state] : graph_memory_) abandoned_.push_back(std::move(state));
+  graph_memory_.clear();
 }
 
 }  // namespace tessera::shim

@@ -9,7 +9,10 @@
 //     (create + retains - releases) AND the last mapping (cuMemMap - cuMemUnmap) are gone, which
 //     is when the driver frees the memory;
 //   - stream-ordered pools: what the driver reserved for the pool (its RESERVED_MEM_CURRENT),
-//     set by the hooks after each operation that can change it (PoolState);
+//     set by the hooks after each operation that can change it (PoolState); graph memory the
+//     same way, per device (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
+//   - memory a context reserves for a raised limit (stack, printf FIFO, heap): until the limit
+//     is lowered or the context destroyed;
 //   - virtual memory exported as a file descriptor: in the pod's shared slot for it, held by every
 //     process of the pod that holds the allocation (its creator until its last reference,
 //     mapping and exported descriptor are gone; each importer until its own are), so it counts
@@ -33,7 +36,17 @@
 
 namespace tessera::shim {
 
-enum class AllocKind : uint8_t { kLinear, kPitch, kManaged, kArray, kMipmappedArray, kPool };
+// kLimit: device memory a context reserves for a raised limit (cuCtxSetLimit), keyed by
+// LimitKey(context, limit).
+enum class AllocKind : uint8_t {
+  kLinear,
+  kPitch,
+  kManaged,
+  kArray,
+  kMipmappedArray,
+  kPool,
+  kLimit
+};
 
 struct Allocation {
   uint64_t bytes = 0;
@@ -78,6 +91,16 @@ struct PoolState {
 uint64_t ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned int mip_levels);
 uint64_t ArrayBytes(const CUDA_ARRAY_DESCRIPTOR& desc);
 
+// Device memory a context reserves for `limit` set to `value`, beyond what every context holds
+// (its defaults: 1 KiB of stack per thread, a 1 MiB printf FIFO, an 8 MiB device-malloc heap).
+// The stack is reserved for every thread the device can hold (`device_threads`: SMs x threads
+// per SM). An estimate, as the driver does not publish its own. Example: a 4 KiB stack on 132 SMs
+// of 2048 threads reserves 3 KiB x 270336 = 792 MiB.
+uint64_t LimitReservation(CUlimit limit, uint64_t value, uint64_t device_threads);
+// The tracker key of a context's reservation for `limit`: above every user-space address, so it
+// never collides with a device pointer or an array handle.
+uint64_t LimitKey(CUcontext ctx, CUlimit limit);
+
 class Tracker {
  public:
   // Linear allocations and arrays, keyed by device pointer or array handle.
@@ -111,6 +134,13 @@ class Tracker {
   // The allocation handle mapped at `addr`, if this process mapped it.
   std::optional<CUmemGenericAllocationHandle> HandleAt(CUdeviceptr addr) const;
 
+  // Graph memory: the state of a device's graph allocations (charged = the driver's reservation
+  // for them), and what the allocation nodes of an instantiated graph take, by device.
+  PoolState* GraphMemory(int device);
+  std::vector<std::pair<int, PoolState*>> GraphMemories() const;
+  void SetGraphExecAllocations(CUgraphExec exec, std::vector<std::pair<int, uint64_t>> bytes);
+  std::vector<std::pair<int, uint64_t>> GraphExecAllocations(CUgraphExec exec) const;
+
   // Pools (the state object lives until the tracker is cleared).
   PoolState* Pool(CUmemoryPool pool, int device_if_new, bool imported_if_new);
   PoolState* FindPool(CUmemoryPool pool) const;
@@ -135,6 +165,8 @@ class Tracker {
   };
   std::map<CUdeviceptr, Mapping> mappings_;  // by start address
   std::unordered_map<CUmemoryPool, std::unique_ptr<PoolState>> pools_;
+  std::unordered_map<int, std::unique_ptr<PoolState>> graph_memory_;
+  std::unordered_map<CUgraphExec, std::vector<std::pair<int, uint64_t>>> graph_execs_;
   std::vector<Physical> lingering_;
   std::atomic<size_t> lingering_count_{0};
   std::vector<std::unique_ptr<PoolState>> abandoned_;  // a fork child's parent pools

@@ -13,6 +13,9 @@
 //     holds a handle, a mapping or a descriptor of it, as a real driver frees it.
 //   - Stream-ordered pools grow by whole chunks (size rounded up to 2 MiB), reuse free chunks,
 //     release what is above their release threshold at synchronisation and when trimmed.
+//   - Graph memory: cuMemAllocAsync/cuMemFreeAsync into a capturing stream record allocation and
+//     free nodes; a launch maps them from the device's graph memory, which stays reserved (and
+//     charged) until cuDeviceGraphMemTrim. cuCtxSetLimit reserves the stack, FIFO and heap.
 //   - Kernels run on the machine's per-device engine: "spin" takes the nanoseconds in its first
 //     parameter, anything else takes no time. Stream capture records launches into graphs; a
 //     graph launch runs them in order.
@@ -169,7 +172,13 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigne
   X(cuGraphLaunch_ptsz, PFN_cuGraphLaunch, 10000)                                              \
   X(cuGraphUpload, PFN_cuGraphUpload, 11010)                                                   \
   X(cuGraphDestroy, PFN_cuGraphDestroy, 10000)                                                 \
-  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy, 10000)
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy, 10000)                                         \
+  X(cuGraphGetNodes, PFN_cuGraphGetNodes, 10000)                                               \
+  X(cuGraphNodeGetType, PFN_cuGraphNodeGetType, 10000)                                         \
+  X(cuGraphMemAllocNodeGetParams, PFN_cuGraphMemAllocNodeGetParams, 11040)                     \
+  X(cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute, 11040)                     \
+  X(cuDeviceGraphMemTrim, PFN_cuDeviceGraphMemTrim, 11040)                                     \
+  X(cuCtxSetLimit, PFN_cuCtxSetLimit, 3010)
 
 #define FAKE_DECLARE(name, type, since) std::remove_pointer_t<type> name;
 extern "C" {
@@ -206,10 +215,17 @@ struct Ctx {
   int device;  // machine index
   bool primary = false;
   bool alive = true;
+  uint64_t limit_bytes[3] = {};  // reserved for cuCtxSetLimit's stack, printf FIFO and heap
 };
 
+// A kernel (duration), or a graph memory node: an allocation of `bytes` on `device` at `dptr`
+// (CU_GRAPH_NODE_TYPE_MEM_ALLOC), or the free of one (MEM_FREE).
 struct GraphNode {
-  int64_t duration_ns;
+  int64_t duration_ns = 0;
+  int type = CU_GRAPH_NODE_TYPE_KERNEL;
+  uint64_t bytes = 0;
+  int device = 0;  // machine index
+  CUdeviceptr dptr = 0;
 };
 struct Graph {
   std::vector<GraphNode> nodes;
@@ -320,6 +336,14 @@ struct Driver {
   std::unordered_map<int, Pool*> current_pool;
   std::vector<std::unique_ptr<Pool>> pools;
   std::vector<std::unique_ptr<Module>> modules;  // kept: their functions may still be launched
+  // Graph memory, per machine device: what graph allocations use and what the driver reserved
+  // for them (kept after they are freed, for the next launch, until trimmed).
+  struct GraphMemory {
+    uint64_t used = 0, reserved = 0, used_high = 0, reserved_high = 0;
+  };
+  std::unordered_map<int, GraphMemory> graph_memory;
+  std::unordered_map<CUdeviceptr, GraphNode> graph_live;  // graph allocations not freed yet
+  CUdeviceptr next_graph_ptr = 0x7e0000000000ULL;
 };
 
 Driver& D() {
@@ -564,6 +588,10 @@ void FreeBacking(const Alloc& a) {
 
 // A context's allocations are freed when it is destroyed. Caller holds D().mu.
 void DestroyContextLocked(Ctx* c) {
+  for (uint64_t& reserved : c->limit_bytes) {
+    Uncharge(c->device, reserved);
+    reserved = 0;
+  }
   for (auto it = D().allocs.begin(); it != D().allocs.end();) {
     if (it->second.ctx == c && it->second.kind != Kind::kPool) {
       FreeBacking(it->second);
@@ -636,7 +664,7 @@ CUresult Launch(CUfunction f, CUstream s, void** params, bool ptsz) {
   Stream* st = StreamOf(s, ptsz);
   int64_t duration = KernelDuration(f, params);
   if (st->capture != nullptr) {
-    st->capture->nodes.push_back(GraphNode{duration});
+    st->capture->nodes.push_back(GraphNode{duration});  // a kernel node
     return CUDA_SUCCESS;
   }
   if (duration > 0) {
@@ -898,6 +926,9 @@ FAKE_API CUresult cuDeviceGetAttribute(int* value, int attrib, CUdevice dev) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
       *value = 1024;
       return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+      *value = 2048;
+      return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
       *value = 512;
       return CUDA_SUCCESS;
@@ -976,6 +1007,25 @@ FAKE_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   for (auto it = t_ctx_stack.begin(); it != t_ctx_stack.end();) {
     it = (*it == ctx) ? t_ctx_stack.erase(it) : it + 1;
   }
+  return CUDA_SUCCESS;
+}
+
+// Raising a limit reserves device memory for the context: the heap and the printf FIFO at their
+// size, the stack for every thread the device can hold; the defaults (1 KiB of stack, 1 MiB of
+// FIFO, 8 MiB of heap) come with the context.
+FAKE_API CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  Ctx* c = Current();
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (limit < CU_LIMIT_STACK_SIZE || limit > CU_LIMIT_MALLOC_HEAP_SIZE) return CUDA_SUCCESS;
+  const uint64_t threads = uint64_t{Machine()->devices[c->device].sm_count} * 2048;
+  const uint64_t base[] = {1024, 1ULL << 20, 8ULL << 20};
+  uint64_t extra = value > base[limit] ? value - base[limit] : 0;
+  if (limit == CU_LIMIT_STACK_SIZE) extra *= threads;
+  std::lock_guard<std::mutex> lock(D().mu);
+  uint64_t& reserved = c->limit_bytes[limit];
+  if (extra > reserved && !Charge(c->device, extra - reserved)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (extra < reserved) Uncharge(c->device, reserved - extra);
+  reserved = extra;
   return CUDA_SUCCESS;
 }
 
@@ -1508,12 +1558,36 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUstream 
   if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   Stream* st = StreamOf(s, ptsz);
   std::lock_guard<std::mutex> lock(D().mu);
+  if (st->capture != nullptr) {  // recorded as a graph allocation, made when the graph runs
+    GraphNode n;
+    n.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    n.bytes = RoundUp(size, kGranule);
+    n.device = st->device;
+    n.dptr = D().next_graph_ptr;
+    D().next_graph_ptr += n.bytes;
+    st->capture->nodes.push_back(n);
+    *dptr = n.dptr;
+    return CUDA_SUCCESS;
+  }
   Pool* p = pool != nullptr ? reinterpret_cast<Pool*>(pool) : CurrentPool(Ordinal(st->device));
   return PoolAllocLocked(p, size, dptr, c);
 }
 
-CUresult FreeAsync(CUdeviceptr dptr) {
+CUresult FreeAsync(CUdeviceptr dptr, CUstream s, bool ptsz) {
+  Stream* st = StreamOf(s, ptsz);
   std::lock_guard<std::mutex> lock(D().mu);
+  if (st->capture != nullptr) {  // a free node
+    GraphNode n;
+    n.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+    n.dptr = dptr;
+    st->capture->nodes.push_back(n);
+    return CUDA_SUCCESS;
+  }
+  if (auto g = D().graph_live.find(dptr); g != D().graph_live.end()) {  // a graph's allocation
+    D().graph_memory[g->second.device].used -= g->second.bytes;
+    D().graph_live.erase(g);
+    return CUDA_SUCCESS;
+  }
   auto it = D().allocs.find(dptr);
   if (it == D().allocs.end() || it->second.kind != Kind::kPool) return CUDA_ERROR_INVALID_VALUE;
   PoolFreeLocked(it->second);
@@ -1538,13 +1612,9 @@ FAKE_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t size, C
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return AllocAsync(dptr, size, pool, s, true);
 }
-FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-  (void)s;
-  return FreeAsync(dptr);
-}
+FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) { return FreeAsync(dptr, s, false); }
 FAKE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
-  (void)s;
-  return FreeAsync(dptr);
+  return FreeAsync(dptr, s, true);
 }
 
 FAKE_API CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
@@ -1941,10 +2011,43 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
 }
 
 namespace {
+// A graph's allocations come from the device's graph memory, which grows (and is charged) when
+// what they use passes what is reserved; freed, they stay reserved for the next launch.
+// Caller holds D().mu.
+CUresult MapGraphMemory(const GraphExec& e) {
+  for (const auto& node : e.nodes) {
+    if (node.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+      auto& gm = D().graph_memory[node.device];
+      if (gm.used + node.bytes > gm.reserved) {
+        if (!Charge(node.device, gm.used + node.bytes - gm.reserved)) {
+          return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        gm.reserved = gm.used + node.bytes;
+        gm.reserved_high = std::max(gm.reserved_high, gm.reserved);
+      }
+      gm.used += node.bytes;
+      gm.used_high = std::max(gm.used_high, gm.used);
+      D().graph_live[node.dptr] = node;
+    } else if (node.type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+      auto g = D().graph_live.find(node.dptr);
+      if (g == D().graph_live.end()) continue;
+      D().graph_memory[g->second.device].used -= g->second.bytes;
+      D().graph_live.erase(g);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult GraphLaunch(CUgraphExec exec, CUstream s, bool ptsz) {
   if (exec == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   Stream* st = StreamOf(s, ptsz);
+  {
+    std::lock_guard<std::mutex> lock(D().mu);
+    if (CUresult r = MapGraphMemory(*reinterpret_cast<GraphExec*>(exec)); r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
   for (const auto& node : reinterpret_cast<GraphExec*>(exec)->nodes) {
     if (node.duration_ns > 0)
       st->tail.store(Execute(st->device, st->tail.load(), node.duration_ns));
@@ -1963,6 +2066,75 @@ FAKE_API CUresult cuGraphUpload(CUgraphExec exec, CUstream s) {
   (void)s;
   return exec == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
 }
+FAKE_API CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                               void* value) {
+  if (!ValidOrdinal(dev) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(D().mu);
+  const auto& gm = D().graph_memory[D().visible[dev]];
+  uint64_t v = 0;
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+      v = gm.used;
+      break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      v = gm.used_high;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      v = gm.reserved;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      v = gm.reserved_high;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  *static_cast<cuuint64_t*>(value) = v;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  if (!ValidOrdinal(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(D().mu);
+  const int device = D().visible[dev];
+  auto& gm = D().graph_memory[device];
+  Uncharge(device, gm.reserved - gm.used);
+  gm.reserved = gm.used;
+  return CUDA_SUCCESS;
+}
+
+// Node handles are pointers to the graph's nodes.
+FAKE_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+  if (graph == nullptr || count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& all = reinterpret_cast<Graph*>(graph)->nodes;
+  if (nodes != nullptr) {
+    for (size_t i = 0; i < std::min(*count, all.size()); ++i) {
+      nodes[i] = reinterpret_cast<CUgraphNode>(&all[i]);
+    }
+  }
+  *count = all.size();
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  if (node == nullptr || type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *type = reinterpret_cast<GraphNode*>(node)->type;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node,
+                                               CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  if (node == nullptr || params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* n = reinterpret_cast<GraphNode*>(node);
+  if (n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) return CUDA_ERROR_INVALID_VALUE;
+  *params = CUDA_MEM_ALLOC_NODE_PARAMS{};
+  params->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params->poolProps.location.id = Ordinal(n->device);
+  params->bytesize = n->bytes;
+  params->dptr = n->dptr;
+  return CUDA_SUCCESS;
+}
+
 FAKE_API CUresult cuGraphDestroy(CUgraph graph) {
   delete reinterpret_cast<Graph*>(graph);
   return CUDA_SUCCESS;

@@ -34,6 +34,11 @@
 //   spin NS COUNT SYNC_EVERY  launches COUNT kernels of NS each (cuLaunchKernel), syncing
 //   spinex NS COUNT SYNC_EVERY | coop NS COUNT SYNC_EVERY   (cuLaunchKernelEx, cooperative)
 //   graph NS NODES COUNT      captures NODES kernels into a graph, launches it COUNT times
+//   graphalloc NAME B FREE    captures a graph whose allocation node takes B (FREE=1: and a
+//                             free node), instantiates it; graphlaunch NAME launches it and
+//                             syncs; graphfree NAME frees what it allocated; graphtrim:
+//                             cuDeviceGraphMemTrim
+//   setlimit stack|fifo|heap V    cuCtxSetLimit
 //   threads N B ROUNDS        N threads allocating and freeing B ROUNDS times each
 //   bgthreads N B ROUNDS      the same in the background; bgjoin waits for them
 //   poolrace ROUNDS B         two threads allocating B from two pools of their own, ROUNDS times
@@ -113,6 +118,8 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
   X(cuMemPoolCreate, PFN_cuMemPoolCreate)                               \
   X(cuMemPoolDestroy, PFN_cuMemPoolDestroy)                             \
   X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo)                               \
+  X(cuDeviceGraphMemTrim, PFN_cuDeviceGraphMemTrim)                     \
+  X(cuCtxSetLimit, PFN_cuCtxSetLimit)                                   \
   X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle)                           \
   X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle_v2_)                     \
   X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle)                       \
@@ -171,6 +178,8 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
   X(cuMemPoolCreate, cuMemPoolCreate) \
   X(cuMemPoolDestroy, cuMemPoolDestroy) \
   X(cuMemPoolTrimTo, cuMemPoolTrimTo) \
+  X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim) \
+  X(cuCtxSetLimit, cuCtxSetLimit) \
   X(cuIpcGetMemHandle, cuIpcGetMemHandle) \
   X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2) \
   X(cuIpcCloseMemHandle, cuIpcCloseMemHandle) \
@@ -307,6 +316,12 @@ std::map<std::string, void*> g_arrays;
 std::map<std::string, bool> g_mipmapped;
 std::map<std::string, Vmm> g_vmm;
 std::map<std::string, CUdeviceptr> g_ipc;
+struct GraphRun {
+  CUgraphExec exec = nullptr;
+  CUstream stream = nullptr;
+  CUdeviceptr dptr = 0;  // what its allocation node allocates
+};
+std::map<std::string, GraphRun> g_graphs;
 std::map<std::string, int> g_fds;
 int g_listen = -1;
 std::thread g_background;
@@ -805,6 +820,40 @@ std::string Run(const std::vector<std::string>& a) {
     api.cuGraphExecDestroy(e);
     api.cuGraphDestroy(g);
     return r == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "graphalloc") {  // captures a graph that allocates B (and frees it, with FREE=1)
+    CUstream s = nullptr;
+    if ((r = api.cuStreamCreate(&s, 0)) != CUDA_SUCCESS) return Err(r);
+    if ((r = api.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL)) != CUDA_SUCCESS) {
+      return Err(r);
+    }
+    CUdeviceptr p = 0;
+    if ((r = api.cuMemAllocAsync(&p, Num(a[2]), s)) != CUDA_SUCCESS) return Err(r);
+    if (Num(a[3]) != 0 && (r = api.cuMemFreeAsync(p, s)) != CUDA_SUCCESS) return Err(r);
+    CUgraph g = nullptr;
+    if ((r = api.cuStreamEndCapture(s, &g)) != CUDA_SUCCESS) return Err(r);
+    CUgraphExec e = nullptr;
+    if ((r = api.cuGraphInstantiateWithFlags(&e, g, 0)) != CUDA_SUCCESS) return Err(r);
+    g_graphs[a[1]] = {e, s, p};
+    return "ok";
+  }
+  if (c == "graphlaunch") {
+    const GraphRun& run = g_graphs[a[1]];
+    if ((r = api.cuGraphLaunch(run.exec, run.stream)) != CUDA_SUCCESS) return Err(r);
+    return (r = api.cuStreamSynchronize(run.stream)) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "graphfree") {  // frees what the graph allocated and did not free
+    const GraphRun& run = g_graphs[a[1]];
+    return (r = api.cuMemFreeAsync(run.dptr, run.stream)) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "graphtrim") {
+    return (r = api.cuDeviceGraphMemTrim(g_dev)) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "setlimit") {
+    CUlimit limit = a[1] == "stack"  ? CU_LIMIT_STACK_SIZE
+                    : a[1] == "fifo" ? CU_LIMIT_PRINTF_FIFO_SIZE
+                                     : CU_LIMIT_MALLOC_HEAP_SIZE;
+    return (r = api.cuCtxSetLimit(limit, Num(a[2]))) == CUDA_SUCCESS ? "ok" : Err(r);
   }
   if (c == "bgthreads") {  // threads, in the background (bgjoin waits for them)
     int n = static_cast<int>(Num(a[1]));

@@ -197,6 +197,45 @@ TEST(SharingTest, AnImportFromAnotherPodIsChargedToTheImporter) {
   EXPECT_EQ(node.PhysicalBytes(0), 0u);
 }
 
+// Memory the driver reserves for a context's raised limits (device malloc heap, stack for every
+// resident thread, printf FIFO) is counted: a 4 KiB stack on this GPU would take 792 MiB.
+TEST_F(MemoryPathsTest, RaisedContextLimitsAreChargedAsReservations) {
+  ASSERT_EQ(app_.Do("setlimit heap 268435456"), "ok");  // 256 MiB: 248 MiB beyond the default
+  ExpectConsistent(248 * kMiB);
+  // 3 KiB of stack: 2 KiB beyond the default, for 132 SMs x 2048 threads = 528 MiB.
+  ASSERT_EQ(app_.Do("setlimit stack 3072"), "ok");
+  ExpectConsistent(776 * kMiB);
+  EXPECT_EQ(app_.Do("setlimit stack 8192"), "err 2");  // 1848 MiB more: over the cap
+  ExpectConsistent(776 * kMiB);
+  EXPECT_EQ(app_.Do("alloc a 314572800"), "err 2");   // 300 MiB: the reservations hold the cap
+  ASSERT_EQ(app_.Do("setlimit heap 8388608"), "ok");  // back to the default
+  ExpectConsistent(528 * kMiB);
+  ASSERT_EQ(app_.Do("reset"), "ok");  // the context goes, and its reservations with it
+  ASSERT_EQ(app_.Do("init"), "ok");
+  ExpectConsistent(0);
+}
+
+// A graph's allocation nodes take memory when it is launched, and the driver keeps it reserved
+// for the next launch until trimmed: counted from the launch; a launch that would pass the cap
+// is refused instead of run.
+TEST_F(MemoryPathsTest, GraphAllocationsAreCountedAndCapped) {
+  ASSERT_EQ(app_.Do("graphalloc g 314572800 1"), "ok");  // 300 MiB, freed inside the graph
+  ExpectConsistent(0);                                   // nothing until it runs
+  ASSERT_EQ(app_.Do("graphlaunch g"), "ok");
+  ExpectConsistent(300 * kMiB);                          // freed, but still reserved
+  EXPECT_EQ(app_.Do("alloc a 838860800"), "err 2");      // 800 MiB
+  ASSERT_EQ(app_.Do("graphalloc h 943718400 0"), "ok");  // 900 MiB, kept after the graph
+  ASSERT_EQ(app_.Do("graphlaunch h"), "ok");  // fits once the reserved 300 MiB are trimmed
+  ExpectConsistent(900 * kMiB);
+  EXPECT_EQ(app_.Do("graphlaunch g"), "err 2");  // 300 MiB more: refused, not run
+  ExpectConsistent(900 * kMiB);
+  ASSERT_EQ(app_.Do("graphfree h"), "ok");
+  ASSERT_EQ(app_.Do("sync"), "ok");
+  ExpectConsistent(900 * kMiB);  // free, still reserved
+  ASSERT_EQ(app_.Do("graphtrim"), "ok");
+  ExpectConsistent(0);
+}
+
 // IPC: the importer's view of the exporter's memory is not counted again.
 TEST_F(MemoryPathsTest, IpcImportsAreNotCountedTwice) {
   Client importer(node_, "pod");
