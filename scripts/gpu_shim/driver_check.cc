@@ -6,11 +6,20 @@
 //   driver_check ROOT            checks against the share under ROOT (TESSERA_SHIM_ROOT); prints
 //                                one JSON object: {"cap":..., "checks":[{"name","pass","detail"}]}
 //   driver_check --ipc-child HEX (used by the IPC check: a second process of the pod)
+//   driver_check --vmm-child     (used by the export check: imports the descriptor on fd 3)
+//
+// The checks of issue 27 also report what only a real driver can say (in their detail): whether
+// its cuGetProcAddress hands out entry points dlsym does not (the shim must stand its hooks in),
+// whether its exported descriptors carry the shim's tag (fdinfo lists OFD locks on them), and how
+// much memory a raised context limit and graph allocations really take next to what the shim
+// charges.
 #include <dlfcn.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,7 +28,9 @@
 
 #include "shim/contract.h"
 #include "shim/cuda_abi.h"
+#include "shim/export_tag.h"
 #include "shim/ledger.h"
+#include "shim/real_driver.h"
 
 extern char** environ;
 
@@ -61,7 +72,19 @@ namespace {
   X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle, "cuIpcGetMemHandle")          \
   X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle_v2") \
   X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle, "cuIpcCloseMemHandle")    \
-  X(cuGetProcAddress, PFN_cuGetProcAddress_v2, "cuGetProcAddress_v2")
+  X(cuGetProcAddress, PFN_cuGetProcAddress_v2, "cuGetProcAddress_v2")          \
+  X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle, "cuMemExportToShareableHandle") \
+  X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle") \
+  X(cuStreamCreate, PFN_cuStreamCreate, "cuStreamCreate")                   \
+  X(cuStreamSynchronize, PFN_cuStreamSynchronize, "cuStreamSynchronize")    \
+  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v2, "cuStreamBeginCapture_v2") \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture, "cuStreamEndCapture")       \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags") \
+  X(cuGraphLaunch, PFN_cuGraphLaunch, "cuGraphLaunch")                      \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy, "cuGraphExecDestroy")       \
+  X(cuGraphDestroy, PFN_cuGraphDestroy, "cuGraphDestroy")                   \
+  X(cuDeviceGraphMemTrim, PFN_cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim") \
+  X(cuCtxSetLimit, PFN_cuCtxSetLimit, "cuCtxSetLimit")
 // clang-format on
 
 struct Api {
@@ -194,6 +217,204 @@ int IpcChild(const std::string& hex) {
   return 0;
 }
 
+// The real driver under the shim (the shim's DT_NEEDED library), for what it answers itself.
+void* RealDriver() { return ::dlopen("libtessera-real-cuda.so.1", RTLD_NOW | RTLD_NOLOAD); }
+
+// Every symbol the shim intercepts, at 12000 and 13000 with both stream flags: through the shim
+// it is always a hook, whatever the driver returns; the detail counts the driver's answers that
+// were not its exported function (internal entry points the shim cannot know by address).
+void ProcAddressCheck() {
+  void* real = RealDriver();
+  auto real_gpa =
+      real ? reinterpret_cast<PFN_cuGetProcAddress_v2>(::dlsym(real, "cuGetProcAddress_v2"))
+           : nullptr;
+  const std::vector<std::string> bases = tessera::shim::InterceptedProcAddressNames();
+  int asked = 0, hooked = 0, internal = 0;
+  std::string missing;
+  for (const std::string& base : bases) {
+    for (int version : {12000, 13000}) {
+      for (cuuint64_t flags :
+           {CU_GET_PROC_ADDRESS_LEGACY_STREAM, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM}) {
+        void* fn = nullptr;
+        CUdriverProcAddressQueryResult status = 0;
+        if (api.cuGetProcAddress(base.c_str(), &fn, version, flags, &status) != CUDA_SUCCESS ||
+            fn == nullptr) {
+          continue;  // the driver does not have it at this version
+        }
+        ++asked;
+        if (api.hook_name != nullptr && api.hook_name(fn) != nullptr) {
+          ++hooked;
+        } else if (missing.size() < 200) {
+          missing += " " + base;
+        }
+        void* raw = nullptr;
+        if (real_gpa != nullptr &&
+            real_gpa(base.c_str(), &raw, version, flags, &status) == CUDA_SUCCESS && raw) {
+          Dl_info info{};
+          if (::dladdr(raw, &info) == 0 || info.dli_sname == nullptr ||
+              ::dlsym(real, info.dli_sname) != raw) {
+            ++internal;
+          }
+        }
+      }
+    }
+  }
+  Check("cuGetProcAddress_every_hooked_symbol", asked > 0 && hooked == asked,
+        N(hooked) + " of " + N(asked) + " answers are the shim's hooks;" + " the driver answered " +
+            N(internal) + " of them with internal entry points" +
+            (missing.empty() ? "" : "; not hooked:" + missing));
+}
+
+CUmemGenericAllocationHandle CreateDevice(size_t* size) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  size_t gran = 2 << 20;
+  api.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  *size = ((128ULL << 20) + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle h = 0;
+  return api.cuMemCreate(&h, *size, &prop, 0) == CUDA_SUCCESS ? h : 0;
+}
+
+// The second process of the export check: imports the descriptor on fd 3, maps it, and reports
+// the pod's usage at each step the parent asks for (one byte on stdin per step).
+int VmmChild() {
+  if (!Load()) return 1;
+  CUmemGenericAllocationHandle h = 0;
+  CUresult r = api.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(intptr_t{3}),
+                                                  CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  ::close(3);
+  size_t size = 128ULL << 20;
+  CUdeviceptr va = 0;
+  if (r == CUDA_SUCCESS) r = api.cuMemAddressReserve(&va, size, 0, 0, 0);
+  if (r == CUDA_SUCCESS) r = api.cuMemMap(va, size, 0, h, 0);
+  std::printf("%d %llu\n", r, static_cast<unsigned long long>(PodUsed()));
+  std::fflush(stdout);
+  char step = 0;
+  if (::read(0, &step, 1) != 1) return 1;  // the parent released its handle
+  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
+  std::fflush(stdout);
+  if (r == CUDA_SUCCESS) {
+    api.cuMemUnmap(va, size);
+    api.cuMemRelease(h);
+    api.cuMemAddressFree(va, size);
+  }
+  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
+  return 0;
+}
+
+// Export a cuMemCreate allocation as a file descriptor, import it in another process, release the
+// original: the pod stays charged for it until the importer lets go (shim README, "Shared
+// allocations"). The detail says what the real driver's descriptor is and whether it carries the
+// shim's tag.
+void ExportCheck(const char* self) {
+  const uint64_t before = PodUsed();
+  size_t size = 0;
+  CUmemGenericAllocationHandle h = CreateDevice(&size);
+  int fd = -1;
+  CUresult r =
+      h != 0 ? api.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
+             : CUDA_ERROR_OUT_OF_MEMORY;
+  if (r != CUDA_SUCCESS || fd < 0) {
+    Check("vmm_export_import_release", false, "create/export: " + N(r));
+    if (h != 0) api.cuMemRelease(h);
+    return;
+  }
+  struct stat st {};
+  ::fstat(fd, &st);
+  const uint64_t key = tessera::shim::ReadExportTag(fd);
+  const std::string kind = S_ISCHR(st.st_mode)   ? "a character device"
+                           : S_ISREG(st.st_mode) ? "a regular file"
+                                                 : "another kind of file";
+  Check("vmm_export_tagged", key != 0,
+        "the exported descriptor is " + kind + " (inode " + N(st.st_ino) + "); tag " + N(key));
+  int to_child[2], from_child[2];
+  if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, fd, 3);
+  char* child_argv[] = {const_cast<char*>(self), const_cast<char*>("--vmm-child"), nullptr};
+  pid_t pid = 0;
+  bool spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, child_argv, environ) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  ::close(fd);
+  FILE* in = ::fdopen(from_child[0], "r");
+  int cr = -1;
+  unsigned long long imported = 0, after_release = 0, after_all = 0;
+  bool read_all = spawned && std::fscanf(in, "%d %llu", &cr, &imported) == 2;
+  api.cuMemRelease(h);  // the creator lets go: the importer holds it
+  const uint64_t creator_gone = PodUsed();
+  read_all = read_all && ::write(to_child[1], "x", 1) == 1 &&
+             std::fscanf(in, "%llu", &after_release) == 1 &&
+             std::fscanf(in, "%llu", &after_all) == 1;
+  std::fclose(in);
+  ::close(to_child[1]);
+  int status = 0;
+  if (spawned) ::waitpid(pid, &status, 0);
+  const bool pass = read_all && cr == CUDA_SUCCESS && imported == before + size &&
+                    creator_gone == before + size && after_release == before + size &&
+                    after_all == before;
+  Check("vmm_export_import_release", pass,
+        "pod used " + N(before) + "; imported " + N(imported) + "; creator released " +
+            N(creator_gone) + "/" + N(after_release) + "; importer released " + N(after_all) +
+            " (size " + N(size) + ", child import " + N(cr) + ")");
+}
+
+// Graph allocation nodes: counted from the launch that maps them, given back by a trim.
+void GraphMemoryCheck() {
+  CUstream s = nullptr;
+  CUgraph g = nullptr;
+  CUgraphExec e = nullptr;
+  CUdeviceptr p = 0;
+  const uint64_t before = PodUsed();
+  CUresult r = api.cuStreamCreate(&s, 0);
+  if (r == CUDA_SUCCESS) r = api.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  if (r == CUDA_SUCCESS) r = api.cuMemAllocAsync(&p, 192ULL << 20, s);
+  if (r == CUDA_SUCCESS) r = api.cuMemFreeAsync(p, s);
+  if (r == CUDA_SUCCESS) r = api.cuStreamEndCapture(s, &g);
+  if (r == CUDA_SUCCESS) r = api.cuGraphInstantiateWithFlags(&e, g, 0);
+  const uint64_t instantiated = PodUsed();
+  if (r == CUDA_SUCCESS) r = api.cuGraphLaunch(e, s);
+  if (r == CUDA_SUCCESS) r = api.cuStreamSynchronize(s);
+  const uint64_t launched = PodUsed();
+  if (r == CUDA_SUCCESS) r = api.cuDeviceGraphMemTrim(0);
+  api.cuCtxSynchronize();
+  const uint64_t trimmed = PodUsed();
+  if (e != nullptr) api.cuGraphExecDestroy(e);
+  if (g != nullptr) api.cuGraphDestroy(g);
+  Check("graph_allocations",
+        r == CUDA_SUCCESS && instantiated == before && launched >= before + (192ULL << 20) &&
+            trimmed == before,
+        "pod used " + N(before) + " -> " + N(instantiated) + " instantiated -> " + N(launched) +
+            " launched -> " + N(trimmed) + " trimmed (" + N(r) + ")");
+}
+
+// A raised device-malloc heap: charged beyond the 8 MiB default; the detail says what the driver
+// itself took (its free memory before and after, read past the shim).
+void ContextLimitCheck() {
+  void* real = RealDriver();
+  auto real_info =
+      real ? reinterpret_cast<PFN_cuMemGetInfo_v2>(::dlsym(real, "cuMemGetInfo_v2")) : nullptr;
+  size_t free_before = 0, free_after = 0, total = 0;
+  if (real_info) real_info(&free_before, &total);
+  const uint64_t before = PodUsed();
+  CUresult r = api.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 264ULL << 20);  // 256 MiB beyond
+  const uint64_t raised = PodUsed();
+  if (real_info) real_info(&free_after, &total);
+  CUresult back = api.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8ULL << 20);
+  Check("context_heap_limit",
+        r == CUDA_SUCCESS && back == CUDA_SUCCESS && raised == before + (256ULL << 20) &&
+            PodUsed() == before,
+        "pod used " + N(before) + " -> " + N(raised) + " -> " + N(PodUsed()) +
+            "; the driver's free memory fell by " +
+            N(free_before > free_after ? free_before - free_after : 0));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,8 +423,14 @@ int main(int argc, char** argv) {
     g_root = root != nullptr ? root : tessera::shim::contract::kRootDir;
     return IpcChild(argv[2]);
   }
+  if (argc == 2 && std::strcmp(argv[1], "--vmm-child") == 0) {
+    const char* root = std::getenv(tessera::shim::contract::kEnvRoot);
+    g_root = root != nullptr ? root : tessera::shim::contract::kRootDir;
+    return VmmChild();
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: driver_check ROOT | driver_check --ipc-child HANDLE\n");
+    std::fprintf(stderr,
+                 "usage: driver_check ROOT | driver_check --ipc-child HANDLE | --vmm-child\n");
     return 2;
   }
   g_root = argv[1];
@@ -360,6 +587,11 @@ int main(int argc, char** argv) {
     }
     Check("ipc_not_counted_twice", pass, detail);
   }
+  // Issue 27: what a hostile tenant would try, and what only a real driver can tell.
+  ProcAddressCheck();
+  ExportCheck(argv[0]);
+  GraphMemoryCheck();
+  ContextLimitCheck();
   std::string status = "{}";
   if (api.status != nullptr) {
     char buf[4096];

@@ -41,27 +41,12 @@ void FillTable() {
   (void)filled;
 }
 
-bool EndsWith(const std::string& s, const char* suffix) {
-  size_t n = std::strlen(suffix);
-  return s.size() > n && s.compare(s.size() - n, n, suffix) == 0;
-}
-
-// "cuMemAlloc_v2" -> "cuMemAlloc", "cuLaunchKernel_ptsz" -> "cuLaunchKernel": the name a caller
-// passes to cuGetProcAddress. `per_thread`: the variant is the per-thread-stream one.
-std::string BaseName(const char* name, bool* per_thread = nullptr) {
-  std::string s = name;
-  bool pt = false;
-  for (const char* suffix : {"_ptsz", "_ptds"}) {
-    if (EndsWith(s, suffix)) {
-      s.resize(s.size() - std::strlen(suffix));
-      pt = true;
-    }
-  }
-  for (const char* suffix : {"_v2", "_v3", "_v4"}) {
-    if (EndsWith(s, suffix)) s.resize(s.size() - std::strlen(suffix));
-  }
-  if (per_thread != nullptr) *per_thread = pt;
-  return s;
+// ProcAddressName, and whether the variant is the per-thread-stream one.
+std::string BaseName(const char* name, bool* per_thread) {
+  const std::string s = name;
+  *per_thread = s.size() > 5 && (s.compare(s.size() - 5, 5, "_ptsz") == 0 ||
+                                 s.compare(s.size() - 5, 5, "_ptds") == 0);
+  return ProcAddressName(s);
 }
 
 // Says something about `symbol` once.

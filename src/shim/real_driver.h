@@ -9,7 +9,9 @@
 // CUDA_ERROR_NOT_SUPPORTED instead of crashing.
 #pragma once
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "shim/cuda_abi.h"
 #include "shim/nvml_abi.h"
@@ -120,6 +122,36 @@ typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
 #define TESSERA_NVML_USED(X) X(nvmlDeviceGetUUID, PFN_nvmlDeviceGetUUID)
 
 namespace tessera::shim {
+
+// The name a caller passes to cuGetProcAddress for a variant: "cuMemAlloc" for cuMemAlloc_v2,
+// "cuLaunchKernel" for cuLaunchKernel_ptsz.
+inline std::string ProcAddressName(std::string name) {
+  auto strip = [&name](const char* suffix) {
+    const size_t n = std::char_traits<char>::length(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) {
+      name.resize(name.size() - n);
+      return true;
+    }
+    return false;
+  };
+  for (const char* suffix : {"_ptsz", "_ptds"}) strip(suffix);
+  for (const char* suffix : {"_v2", "_v3", "_v4"}) strip(suffix);
+  return name;
+}
+
+// The cuGetProcAddress names of every driver function the shim intercepts, once each, in the
+// order of TESSERA_CUDA_HOOKS (for the checks that ask for all of them).
+inline std::vector<std::string> InterceptedProcAddressNames() {
+  std::vector<std::string> names;
+#define TESSERA_PROC_NAME(name, type, since)                     \
+  if (std::string n = ProcAddressName(#name);                    \
+      std::find(names.begin(), names.end(), n) == names.end()) { \
+    names.push_back(std::move(n));                               \
+  }
+  TESSERA_CUDA_HOOKS(TESSERA_PROC_NAME)
+#undef TESSERA_PROC_NAME
+  return names;
+}
 
 struct RealDriver {
 #define TESSERA_REAL_FIELD(name, type, ...) type name = nullptr;

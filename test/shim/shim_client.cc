@@ -395,18 +395,7 @@ std::string ProcMatrix() {
   if (!shim_name || !fake_name || !shim_gpa2 || !shim_gpa1 || !real_gpa2 || !real_gpa1) {
     return "err missing introspection";
   }
-  std::vector<std::string> bases;
-#define BASE(name, type, ...)                                                           \
-  {                                                                                     \
-    std::string b = #name;                                                              \
-    for (const char* suf : {"_ptsz", "_v2", "_v3", "_v4"}) {                            \
-      size_t n = std::strlen(suf);                                                      \
-      if (b.size() > n && b.compare(b.size() - n, n, suf) == 0) b.resize(b.size() - n); \
-    }                                                                                   \
-    if (std::find(bases.begin(), bases.end(), b) == bases.end()) bases.push_back(b);    \
-  }
-  TESSERA_CUDA_HOOKS(BASE)
-#undef BASE
+  const std::vector<std::string> bases = tessera::shim::InterceptedProcAddressNames();
   int checked = 0, mismatches = 0, hooked = 0;
   for (const auto& base : bases) {
     for (int version : {11080, 12000, 12080, 13000}) {
