@@ -18,7 +18,10 @@ With the shim in front of the real driver and an 8 GiB share (the cap), it check
      answered with internal entry points), a VMM allocation exported as a descriptor carries the
      shim's tag and stays charged while another process holds it after its creator released it,
      graph allocation nodes are charged from their launch, a raised device-malloc heap is
-     charged (with what the driver really took);
+     charged (with what the driver really took), IPC memory freed by its exporter stays charged
+     while another process has it open (with what the driver gave back at the free and at the
+     close), and CUDA 2.x's cuMemAlloc reached by name is refused (with what the driver itself
+     answers);
   6. a bf16 8192x8192 matmul loop capped at 30% runs at 0.30 +- 0.05 of its uncapped speed,
      30% + 70% pods split the GPU about 3:7, and a CUDA graph of the loop is capped too;
 and measures the overheads against no shim: driver-call latencies (shim_bench), time to first

@@ -7,13 +7,16 @@
 //                                one JSON object: {"cap":..., "checks":[{"name","pass","detail"}]}
 //   driver_check --ipc-child HEX (used by the IPC check: a second process of the pod)
 //   driver_check --vmm-child     (used by the export check: imports the descriptor on fd 3)
+//   driver_check --ipc-hold HEX  (used by the IPC free check: opens, closes when told)
 //
 // The checks of issue 27 also report what only a real driver can say (in their detail): whether
 // its cuGetProcAddress hands out entry points dlsym does not (the shim must stand its hooks in),
-// whether its exported descriptors carry the shim's tag (fdinfo lists OFD locks on them), and how
+// whether its exported descriptors carry the shim's tag (fdinfo lists OFD locks on them), how
 // much memory a raised context limit and graph allocations really take next to what the shim
-// charges.
+// charges, whether it keeps IPC memory for an opener after the exporter freed it, and whether it
+// still serves CUDA 2.x's cuMemAlloc.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -304,6 +307,51 @@ int VmmChild() {
   return 0;
 }
 
+// A second process of the pod in the checks where an allocation outlives its creator's hold
+// (VmmChild, IpcHoldChild): this program again with `mode` and `arg`, on pipes. It takes the
+// allocation and prints "<result> <pod used>"; then `let_go` runs here (the creator lets go); one
+// byte tells the child to print the pod's usage, let go too, and print it again. `fd3`, when not
+// -1, becomes the child's descriptor 3 and is closed here before `let_go`.
+struct HolderReport {
+  bool read_all = false;
+  int result = -1;
+  unsigned long long held = 0, after_creator = 0, after_child = 0;
+};
+template <typename LetGo>
+HolderReport RunHolder(const char* self, const char* mode, const char* arg, int fd3,
+                       LetGo let_go) {
+  HolderReport out;
+  // The child gets exactly stdin, stdout and fd 3: any other copy of the exported descriptor
+  // open in it would keep the creator's hold (the shim's probe sees it) and hide the release.
+  int to_child[2], from_child[2];
+  if (::pipe2(to_child, O_CLOEXEC) != 0 || ::pipe2(from_child, O_CLOEXEC) != 0) return out;
+  if (fd3 >= 0) ::fcntl(fd3, F_SETFD, FD_CLOEXEC);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+  if (fd3 >= 0) posix_spawn_file_actions_adddup2(&actions, fd3, 3);
+  char* child_argv[] = {const_cast<char*>(self), const_cast<char*>(mode), const_cast<char*>(arg),
+                        nullptr};
+  pid_t pid = 0;
+  bool spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, child_argv, environ) == 0;
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  if (fd3 >= 0) ::close(fd3);
+  FILE* in = ::fdopen(from_child[0], "r");
+  out.read_all = spawned && std::fscanf(in, "%d %llu", &out.result, &out.held) == 2;
+  let_go();
+  out.read_all = out.read_all && ::write(to_child[1], "x", 1) == 1 &&
+                 std::fscanf(in, "%llu", &out.after_creator) == 1 &&
+                 std::fscanf(in, "%llu", &out.after_child) == 1;
+  std::fclose(in);
+  ::close(to_child[1]);
+  int status = 0;
+  if (spawned) ::waitpid(pid, &status, 0);
+  return out;
+}
+
 // Export a cuMemCreate allocation as a file descriptor, import it in another process, release the
 // original: the pod stays charged for it until the importer lets go (shim README, "Shared
 // allocations"). The detail says what the real driver's descriptor is and whether it carries the
@@ -329,40 +377,114 @@ void ExportCheck(const char* self) {
                                                  : "another kind of file";
   Check("vmm_export_tagged", key != 0,
         "the exported descriptor is " + kind + " (inode " + N(st.st_ino) + "); tag " + N(key));
-  int to_child[2], from_child[2];
-  if (::pipe(to_child) != 0 || ::pipe(from_child) != 0) return;
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, fd, 3);
-  char* child_argv[] = {const_cast<char*>(self), const_cast<char*>("--vmm-child"), nullptr};
-  pid_t pid = 0;
-  bool spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, child_argv, environ) == 0;
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(to_child[0]);
-  ::close(from_child[1]);
-  ::close(fd);
-  FILE* in = ::fdopen(from_child[0], "r");
-  int cr = -1;
-  unsigned long long imported = 0, after_release = 0, after_all = 0;
-  bool read_all = spawned && std::fscanf(in, "%d %llu", &cr, &imported) == 2;
-  api.cuMemRelease(h);  // the creator lets go: the importer holds it
-  const uint64_t creator_gone = PodUsed();
-  read_all = read_all && ::write(to_child[1], "x", 1) == 1 &&
-             std::fscanf(in, "%llu", &after_release) == 1 &&
-             std::fscanf(in, "%llu", &after_all) == 1;
-  std::fclose(in);
-  ::close(to_child[1]);
-  int status = 0;
-  if (spawned) ::waitpid(pid, &status, 0);
-  const bool pass = read_all && cr == CUDA_SUCCESS && imported == before + size &&
+  uint64_t creator_gone = 0;
+  const HolderReport child = RunHolder(self, "--vmm-child", nullptr, fd, [&] {
+    api.cuMemRelease(h);  // the creator lets go: the importer holds it
+    creator_gone = PodUsed();
+  });
+  const int cr = child.result;
+  const unsigned long long imported = child.held, after_release = child.after_creator,
+                           after_all = child.after_child;
+  const bool pass = child.read_all && cr == CUDA_SUCCESS && imported == before + size &&
                     creator_gone == before + size && after_release == before + size &&
                     after_all == before;
   Check("vmm_export_import_release", pass,
         "pod used " + N(before) + "; imported " + N(imported) + "; creator released " +
             N(creator_gone) + "/" + N(after_release) + "; importer released " + N(after_all) +
             " (size " + N(size) + ", child import " + N(cr) + ")");
+}
+
+// The second process of the IPC free check: opens the handle, reports, and closes it when the
+// parent says (one byte on stdin), reporting the pod's usage before and after.
+int IpcHoldChild(const std::string& hex) {
+  if (!Load()) return 1;
+  CUipcMemHandle h{};
+  for (size_t i = 0; i < sizeof(h) && 2 * i + 1 < hex.size(); ++i) {
+    h.reserved[i] = static_cast<char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  CUdeviceptr p = 0;
+  CUresult r = api.cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  std::printf("%d %llu\n", r, static_cast<unsigned long long>(PodUsed()));
+  std::fflush(stdout);
+  char step = 0;
+  if (::read(0, &step, 1) != 1) return 1;  // the parent freed its memory
+  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
+  std::fflush(stdout);
+  if (r == CUDA_SUCCESS) api.cuIpcCloseMemHandle(p);
+  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
+  return 0;
+}
+
+// Export linear memory over IPC, open it in a second process, free it in the first: the pod stays
+// charged for it until the opener closes it (CUDA leaves a free before the close undefined). The
+// detail says what the real driver did: how much of its free memory came back at the exporter's
+// free and at the opener's close.
+void IpcFreeCheck(const char* self) {
+  void* real = RealDriver();
+  auto real_info =
+      real ? reinterpret_cast<PFN_cuMemGetInfo_v2>(::dlsym(real, "cuMemGetInfo_v2")) : nullptr;
+  auto real_free = [&] {
+    size_t f = 0, t = 0;
+    if (real_info) real_info(&f, &t);
+    return uint64_t{f};
+  };
+  const uint64_t size = 256ULL << 20;
+  const uint64_t before = PodUsed();
+  CUdeviceptr p = 0;
+  CUipcMemHandle h{};
+  CUresult r = api.cuMemAlloc(&p, size);
+  if (r == CUDA_SUCCESS) r = api.cuIpcGetMemHandle(&h, p);
+  if (r != CUDA_SUCCESS) {
+    Check("ipc_free_while_opened", false, "alloc/export: " + N(r));
+    if (p != 0) api.cuMemFree(p);
+    return;
+  }
+  const std::string hex = Hex(&h, sizeof(h));
+  uint64_t free_opened = 0, exporter_gone = 0, free_after_free = 0;
+  const HolderReport child = RunHolder(self, "--ipc-hold", hex.c_str(), -1, [&] {
+    free_opened = real_free();
+    api.cuMemFree(p);  // the exporter lets go while the opener still maps it
+    exporter_gone = PodUsed();
+    free_after_free = real_free();
+  });
+  const uint64_t free_after_close = real_free();
+  const int cr = child.result;
+  const unsigned long long opened = child.held, after_free = child.after_creator,
+                           after_close = child.after_child;
+  auto gained = [](uint64_t from, uint64_t to) { return N(to > from ? to - from : 0); };
+  const bool pass = child.read_all && cr == CUDA_SUCCESS && opened == before + size &&
+                    exporter_gone == before + size && after_free == before + size &&
+                    after_close == before;
+  Check("ipc_free_while_opened", pass,
+        "pod used " + N(before) + "; opened " + N(opened) + "; exporter freed " +
+            N(exporter_gone) + "/" + N(after_free) + "; opener closed " + N(after_close) +
+            " (child open " + N(cr) + "); the driver gave back " +
+            gained(free_opened, free_after_free) + " bytes at the exporter's free and " +
+            gained(free_after_free, free_after_close) + " at the opener's close");
+}
+
+// CUDA 2.x's allocators (32-bit ABI), reached by name: refused on a shared GPU. The detail says
+// whether the driver itself still serves cuMemAlloc (v1).
+void LegacyAllocatorCheck() {
+  void* self = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  auto alloc = self ? reinterpret_cast<PFN_cuMemAlloc_v1>(::dlsym(self, "cuMemAlloc")) : nullptr;
+  CUdeviceptr_v1 p = 0;
+  const uint64_t before = PodUsed();
+  CUresult r = alloc ? alloc(&p, 64U << 20) : CUDA_ERROR_NOT_FOUND;
+  void* real = RealDriver();
+  auto real_alloc =
+      real ? reinterpret_cast<PFN_cuMemAlloc_v1>(::dlsym(real, "cuMemAlloc")) : nullptr;
+  auto real_free_v1 =
+      real ? reinterpret_cast<CUresult (*)(CUdeviceptr_v1)>(::dlsym(real, "cuMemFree")) : nullptr;
+  std::string driver = "not exported by the driver";
+  if (real_alloc != nullptr) {
+    CUdeviceptr_v1 q = 0;
+    CUresult rr = real_alloc(&q, 1U << 20);
+    driver = "the driver answers cuMemAlloc (v1) with " + N(rr);
+    if (rr == CUDA_SUCCESS && real_free_v1 != nullptr) real_free_v1(q);
+  }
+  Check("cuda2_allocators_refused", r == CUDA_ERROR_NOT_SUPPORTED && PodUsed() == before,
+        "cuMemAlloc (v1) through libcuda.so.1: " + N(r) + "; " + driver);
 }
 
 // Graph allocation nodes: counted from the launch that maps them, given back by a trim.
@@ -423,6 +545,11 @@ int main(int argc, char** argv) {
     g_root = root != nullptr ? root : tessera::shim::contract::kRootDir;
     return IpcChild(argv[2]);
   }
+  if (argc == 3 && std::strcmp(argv[1], "--ipc-hold") == 0) {
+    const char* root = std::getenv(tessera::shim::contract::kEnvRoot);
+    g_root = root != nullptr ? root : tessera::shim::contract::kRootDir;
+    return IpcHoldChild(argv[2]);
+  }
   if (argc == 2 && std::strcmp(argv[1], "--vmm-child") == 0) {
     const char* root = std::getenv(tessera::shim::contract::kEnvRoot);
     g_root = root != nullptr ? root : tessera::shim::contract::kRootDir;
@@ -430,7 +557,8 @@ int main(int argc, char** argv) {
   }
   if (argc != 2) {
     std::fprintf(stderr,
-                 "usage: driver_check ROOT | driver_check --ipc-child HANDLE | --vmm-child\n");
+                 "usage: driver_check ROOT | driver_check --ipc-child HANDLE | --ipc-hold HANDLE | "
+                 "--vmm-child\n");
     return 2;
   }
   g_root = argv[1];
@@ -590,6 +718,8 @@ int main(int argc, char** argv) {
   // Issue 27: what a hostile tenant would try, and what only a real driver can tell.
   ProcAddressCheck();
   ExportCheck(argv[0]);
+  IpcFreeCheck(argv[0]);
+  LegacyAllocatorCheck();
   GraphMemoryCheck();
   ContextLimitCheck();
   std::string status = "{}";

@@ -414,6 +414,15 @@ typedef CUresult (*PFN_cuMemPoolImportPointer)(CUdeviceptr*, CUmemoryPool, CUmem
 typedef CUresult (*PFN_cuIpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr);
 typedef CUresult (*PFN_cuIpcOpenMemHandle_v2)(CUdeviceptr*, CUipcMemHandle, unsigned int);
 typedef CUresult (*PFN_cuIpcCloseMemHandle)(CUdeviceptr);
+typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned int);
+// The CUDA 2.x ABI (32-bit device pointers and sizes) that CUDA 3.2 replaced with the _v2
+// functions; drivers still export it. The array descriptors are passed through unread.
+typedef unsigned int CUdeviceptr_v1;
+typedef CUresult (*PFN_cuMemAlloc_v1)(CUdeviceptr_v1*, unsigned int);
+typedef CUresult (*PFN_cuMemAllocPitch_v1)(CUdeviceptr_v1*, unsigned int*, unsigned int,
+                                           unsigned int, unsigned int);
+typedef CUresult (*PFN_cuArrayCreate_v1)(CUarray*, const void*);
+typedef CUresult (*PFN_cuArray3DCreate_v1)(CUarray*, const void*);
 typedef CUresult (*PFN_cuStreamCreate)(CUstream*, unsigned int);
 typedef CUresult (*PFN_cuStreamDestroy_v2)(CUstream);
 typedef CUresult (*PFN_cuStreamSynchronize)(CUstream);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "shim/export_tag.h"
@@ -288,6 +289,18 @@ void PoolAllocationEnded(const Allocation& a) {
   S().pools_stale.store(true, std::memory_order_relaxed);
 }
 
+// An allocation of the tracker ended (freed, destroyed, closed, or its context went): give back
+// its charge, or let go of the shared slot that holds it.
+void EndAllocation(const Allocation& a) {
+  if (a.kind == AllocKind::kPool) {
+    PoolAllocationEnded(a);
+  } else if (a.shared_slot >= 0) {
+    if (Share* share = S().ShareForDevice(a.device)) share->LeaveShared(a.shared_slot);
+  } else {
+    UnchargeDevice(a.device, a.bytes);
+  }
+}
+
 CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
   auto real = ptsz ? S().real.cuMemFreeAsync_ptsz : S().real.cuMemFreeAsync;
   if (real == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
@@ -298,13 +311,7 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
     if (a) S().tracker.Add(dptr, *a);
     return r;
   }
-  if (a) {
-    if (a->kind == AllocKind::kPool) {
-      PoolAllocationEnded(*a);
-    } else {
-      UnchargeDevice(a->device, a->bytes);
-    }
-  }
+  if (a) EndAllocation(*a);
   return r;
 }
 
@@ -572,13 +579,139 @@ __attribute__((visibility("default"))) CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (a) S().tracker.Add(dptr, *a);
     return r;
   }
-  if (a) {
-    if (a->kind == AllocKind::kPool) {
-      PoolAllocationEnded(*a);
-    } else {
-      UnchargeDevice(a->device, a->bytes);
-    }
+  if (a) EndAllocation(*a);
+  return r;
+}
+
+// ------------------------------------------------------------------ the CUDA 2.x allocators
+//
+// cuMemAlloc, cuMemAllocPitch, cuArrayCreate and cuArray3DCreate without a suffix are the 32-bit
+// ABI that CUDA 3.2 replaced with the _v2 functions. Drivers still export them, so a program
+// could reach them by name (dlsym) past the _v2 hooks and allocate uncounted. Nothing built for
+// CUDA 3.2 or later calls them: refused on a shared GPU, passed through elsewhere.
+
+namespace {
+// CUDA_SUCCESS when the current device has no share; otherwise the refusal, said once.
+CUresult RefuseLegacyAllocator(const char* name) {
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr) return CUDA_SUCCESS;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    Log(0,
+        "%s: refused %s, an allocator of CUDA 2.x's 32-bit ABI that the share does not count; "
+        "the program must call the _v2 functions (any CUDA since 3.2 does)",
+        share->uuid().c_str(), name);
   }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+}  // namespace
+
+__attribute__((visibility("default"))) CUresult cuMemAlloc(CUdeviceptr_v1* dptr,
+                                                           unsigned int bytesize) {
+  if (CUresult refused = RefuseLegacyAllocator("cuMemAlloc"); refused != CUDA_SUCCESS) {
+    return refused;
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuMemAlloc, dptr, bytesize);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr,
+                                                                unsigned int* pitch,
+                                                                unsigned int width,
+                                                                unsigned int height,
+                                                                unsigned int element_size) {
+  if (CUresult refused = RefuseLegacyAllocator("cuMemAllocPitch"); refused != CUDA_SUCCESS) {
+    return refused;
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuMemAllocPitch, dptr, pitch, width, height, element_size);
+}
+
+__attribute__((visibility("default"))) CUresult cuArrayCreate(CUarray* array, const void* desc) {
+  if (CUresult refused = RefuseLegacyAllocator("cuArrayCreate"); refused != CUDA_SUCCESS) {
+    return refused;
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuArrayCreate, array, desc);
+}
+
+__attribute__((visibility("default"))) CUresult cuArray3DCreate(CUarray* array, const void* desc) {
+  if (CUresult refused = RefuseLegacyAllocator("cuArray3DCreate"); refused != CUDA_SUCCESS) {
+    return refused;
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuArray3DCreate, array, desc);
+}
+
+// ------------------------------------------------------------------------------------ IPC
+//
+// Linear memory exported with cuIpcGetMemHandle and opened by another process of the pod: its
+// charge moves to a shared slot of the pod's ledger named by the handle's bytes
+// (IpcHandleKey), held by the exporter until it frees the memory and by each opener until it
+// closes it (or their contexts go, or they die), so it counts once for as long as anyone holds
+// it. Without this, the exporter's cuMemFree gave the charge back while an opener still mapped
+// the memory (CUDA calls that undefined; a driver may keep the memory for the opener).
+
+__attribute__((visibility("default"))) CUresult cuIpcGetMemHandle(CUipcMemHandle* handle,
+                                                                  CUdeviceptr dptr) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuIpcGetMemHandle, handle, dptr);
+  if (r != CUDA_SUCCESS || handle == nullptr || !S().any_share()) return r;
+  auto a = S().tracker.Find(dptr);
+  if (!a || a->shared_slot >= 0 || a->bytes == 0 ||
+      (a->kind != AllocKind::kLinear && a->kind != AllocKind::kPitch)) {
+    return r;
+  }
+  Share* share = S().ShareForDevice(a->device);
+  if (share == nullptr) return r;
+  const uint64_t key = tessera::shim::IpcHandleKey(handle, sizeof(*handle));
+  int slot = share->CreateShared(key, a->bytes);
+  if (slot < 0) {
+    // It stays on this process's charge; an opener of the pod pays nothing (the driver may keep
+    // the memory after this process frees it: the agent's backstop sees that).
+    Log(1, "%s: no ledger slot for memory exported over IPC", share->uuid().c_str());
+    return r;
+  }
+  if (!S().tracker.SetAllocationShared(dptr, slot)) share->LeaveShared(slot);  // freed meanwhile
+  return r;
+}
+
+namespace {
+template <typename Call>
+CUresult IpcOpen(CUdeviceptr* dptr, const CUipcMemHandle& handle, Call call) {
+  CUresult r = call();
+  if (r != CUDA_SUCCESS || dptr == nullptr || !S().any_share()) return r;
+  if (S().tracker.OpenAgain(*dptr)) return r;  // the same handle again: the same pointer
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr) return r;
+  Allocation a;
+  a.device = dev;
+  a.ctx = S().CurrentContext();
+  a.kind = AllocKind::kIpcOpened;
+  uint64_t bytes = 0;
+  a.shared_slot = share->JoinShared(tessera::shim::IpcHandleKey(&handle, sizeof(handle)), &bytes);
+  // No slot: exported by a process outside the pod's ledger, which counts it.
+  S().tracker.Add(*dptr, a);
+  return r;
+}
+}  // namespace
+
+__attribute__((visibility("default"))) CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr,
+                                                                   CUipcMemHandle handle,
+                                                                   unsigned int flags) {
+  return IpcOpen(dptr, handle,
+                 [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuIpcOpenMemHandle, dptr, handle, flags); });
+}
+
+__attribute__((visibility("default"))) CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr,
+                                                                      CUipcMemHandle handle,
+                                                                      unsigned int flags) {
+  return IpcOpen(dptr, handle, [&] {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuIpcOpenMemHandle_v2, dptr, handle, flags);
+  });
+}
+
+__attribute__((visibility("default"))) CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuIpcCloseMemHandle, dptr);
+  if (r != CUDA_SUCCESS || !S().any_share()) return r;
+  if (auto a = S().tracker.CloseOpened(dptr)) EndAllocation(*a);
   return r;
 }
 
@@ -662,7 +795,7 @@ CUresult CountedDestroy(uint64_t key, Call call) {
     if (a) S().tracker.Add(key, *a);
     return r;
   }
-  if (a) UnchargeDevice(a->device, a->bytes);
+  if (a) EndAllocation(*a);
   return r;
 }
 }  // namespace
@@ -1003,7 +1136,7 @@ __attribute__((visibility("default"))) CUresult cuEventSynchronize(CUevent event
 namespace {
 void DropContext(CUcontext ctx) {
   if (ctx == nullptr) return;
-  for (const auto& a : S().tracker.TakeContext(ctx)) UnchargeDevice(a.device, a.bytes);
+  for (const auto& a : S().tracker.TakeContext(ctx)) EndAllocation(a);
 }
 }  // namespace
 

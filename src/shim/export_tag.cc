@@ -88,4 +88,15 @@ bool ExportedDescriptorOpen(int probe, uint64_t key) {
   return ::fcntl(probe, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
+uint64_t IpcHandleKey(const void* handle, size_t size) {
+  // FNV-1a over the handle's bytes.
+  uint64_t h = 0xcbf29ce484222325ULL;
+  const auto* bytes = static_cast<const unsigned char*>(handle);
+  for (size_t i = 0; i < size; ++i) {
+    h ^= bytes[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h | (uint64_t{1} << 63);
+}
+
 }  // namespace tessera::shim

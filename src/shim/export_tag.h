@@ -17,6 +17,7 @@
 // 2^62 + 0x2a; the importer, handed a copy of fd, gets ReadExportTag(copy) == 0x2a.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace tessera::shim {
@@ -34,5 +35,10 @@ uint64_t ReadExportTag(int fd);
 int OpenProbe(int fd);
 // Whether a description tagged with `key` is open anywhere, tested through `probe`.
 bool ExportedDescriptorOpen(int probe, uint64_t key);
+
+// Linear memory exported over CUDA IPC has no descriptor to tag: its handle (cuIpcGetMemHandle's
+// 64 bytes, which the exporter hands on as they are) names it. The key of the pod's shared slot
+// for it is a hash of those bytes, in [2^63, 2^64): never a key of NewExportKey's.
+uint64_t IpcHandleKey(const void* handle, size_t size);
 
 }  // namespace tessera::shim

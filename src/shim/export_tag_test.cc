@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -68,6 +69,20 @@ TEST(ExportTagTest, TheKeyTravelsWithTheDescriptorAndTellsWhetherItIsOpen) {
   }
   EXPECT_FALSE(ExportedDescriptorOpen(probe, key));
   ::close(probe);
+}
+
+// An IPC handle names its memory by its bytes: the same bytes give the same key in every process,
+// other bytes another key, and no key is one NewExportKey could give.
+TEST(ExportTagTest, IpcHandlesAreKeyedByTheirBytes) {
+  unsigned char a[64] = {}, b[64] = {};
+  for (int i = 0; i < 64; ++i) a[i] = b[i] = static_cast<unsigned char>(i * 7);
+  EXPECT_EQ(IpcHandleKey(a, sizeof(a)), IpcHandleKey(b, sizeof(b)));
+  b[63] ^= 1;
+  EXPECT_NE(IpcHandleKey(a, sizeof(a)), IpcHandleKey(b, sizeof(b)));
+  unsigned char zero[64] = {};
+  for (const unsigned char* h : std::initializer_list<const unsigned char*>{a, b, zero}) {
+    EXPECT_GT(IpcHandleKey(h, 64), kExportKeyMask);
+  }
 }
 
 }  // namespace

@@ -34,6 +34,10 @@ typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
   X(cuGetProcAddress_v2, PFN_cuGetProcAddress_v2, 12000)                                  \
   X(cuMemAlloc_v2, PFN_cuMemAlloc_v2, 3020)                                               \
   X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v2, 3020)                                     \
+  X(cuMemAlloc, PFN_cuMemAlloc_v1, 2000)                                                  \
+  X(cuMemAllocPitch, PFN_cuMemAllocPitch_v1, 2000)                                        \
+  X(cuArrayCreate, PFN_cuArrayCreate_v1, 2000)                                            \
+  X(cuArray3DCreate, PFN_cuArray3DCreate_v1, 2000)                                        \
   X(cuMemAllocManaged, PFN_cuMemAllocManaged, 6000)                                       \
   X(cuMemFree_v2, PFN_cuMemFree_v2, 3020)                                                 \
   X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v2, 3020)                                           \
@@ -52,6 +56,10 @@ typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
   X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle, 11000)                  \
   X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle, 10020)                \
   X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle, 10020)            \
+  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle, 4010)                                       \
+  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle, 4010)                                     \
+  X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v2, 11000)                              \
+  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle, 4010)                                   \
   X(cuMemAllocAsync, PFN_cuMemAllocAsync, 11020)                                          \
   X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync, 11020)                                     \
   X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync, 11020)                          \

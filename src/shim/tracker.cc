@@ -94,6 +94,33 @@ std::vector<Allocation> Tracker::TakeContext(CUcontext ctx) {
   return out;
 }
 
+bool Tracker::SetAllocationShared(uint64_t key, int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end()) return false;
+  it->second.shared_slot = slot;
+  it->second.bytes = 0;  // the shared slot holds them now
+  return true;
+}
+
+bool Tracker::OpenAgain(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end() || it->second.kind != AllocKind::kIpcOpened) return false;
+  ++it->second.opens;
+  return true;
+}
+
+std::optional<Allocation> Tracker::CloseOpened(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end() || it->second.kind != AllocKind::kIpcOpened) return std::nullopt;
+  if (--it->second.opens > 0) return std::nullopt;
+  Allocation a = it->second;
+  allocations_.erase(it);
+  return a;
+}
+
 void Tracker::AddPhysical(CUmemGenericAllocationHandle h, uint64_t bytes, int device) {
   std::lock_guard<std::mutex> lock(mu_);
   physical_[h] = Physical{bytes, device, 1, 0};

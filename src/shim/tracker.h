@@ -18,8 +18,12 @@
 //     mapping and exported descriptor are gone; each importer until its own are), so it counts
 //     once, for as long as the driver keeps it; imported from outside the pod: by the extent of
 //     this process's mappings of it;
-//   - other imported memory (IPC handles, imported pool pointers) is never added: the exporting
-//     process counts it, so nothing is counted twice.
+//   - linear memory exported over CUDA IPC (cuIpcGetMemHandle): in the pod's shared slot for it
+//     (named by IpcHandleKey), held by the exporter until it frees it and by each process of the
+//     pod that opened it until it closes it, so a free by the exporter while another process still
+//     maps it (which CUDA leaves undefined) does not end the count; an opened handle whose
+//     exporter is not of the pod (no such slot) is not added: the exporting process counts it;
+//   - imported pool pointers are never added: the exporting process counts them.
 // Thread-safe (one mutex; allocation-rate operations only, never the launch path).
 #pragma once
 
@@ -37,7 +41,8 @@
 namespace tessera::shim {
 
 // kLimit: device memory a context reserves for a raised limit (cuCtxSetLimit), keyed by
-// LimitKey(context, limit).
+// LimitKey(context, limit). kIpcOpened: another process's memory this one opened over CUDA IPC
+// (cuIpcOpenMemHandle), keyed by the pointer it got.
 enum class AllocKind : uint8_t {
   kLinear,
   kPitch,
@@ -45,15 +50,21 @@ enum class AllocKind : uint8_t {
   kArray,
   kMipmappedArray,
   kPool,
-  kLimit
+  kLimit,
+  kIpcOpened
 };
 
 struct Allocation {
-  uint64_t bytes = 0;
+  uint64_t bytes = 0;  // charged to this process's own slot (0 for what a shared slot holds)
   int device = -1;
   CUcontext ctx = nullptr;
   AllocKind kind = AllocKind::kLinear;
   CUmemoryPool pool = nullptr;  // kPool only
+  // Exported over CUDA IPC (kLinear, kPitch) or opened from such an export (kIpcOpened): the
+  // pod's shared slot (Ledger::CreateShared) that holds its bytes, which this process holds once
+  // for it; -1: none.
+  int shared_slot = -1;
+  uint32_t opens = 1;  // kIpcOpened: cuIpcOpenMemHandle calls not yet closed
 };
 
 // A cuMemCreate allocation, or one imported from a shareable handle. device -1: host memory
@@ -109,6 +120,15 @@ class Tracker {
   std::optional<Allocation> Find(uint64_t key) const;
   // Everything `ctx` owned (the context was destroyed or reset).
   std::vector<Allocation> TakeContext(CUcontext ctx);
+  // The allocation at `key` was exported over CUDA IPC: its bytes now sit in the pod's shared
+  // slot `slot`. False (nothing changed) when there is no such allocation any more.
+  bool SetAllocationShared(uint64_t key, int slot);
+  // One more cuIpcOpenMemHandle of the memory already opened at `key` (the driver counts opens
+  // of one handle in a context and hands back the same pointer); false when none is.
+  bool OpenAgain(uint64_t key);
+  // One cuIpcCloseMemHandle of `key`: the allocation when that was its last open (removed), else
+  // nothing (the open count goes down).
+  std::optional<Allocation> CloseOpened(uint64_t key);
 
   // Virtual memory.
   void AddPhysical(CUmemGenericAllocationHandle h, uint64_t bytes, int device);

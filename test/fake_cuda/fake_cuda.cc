@@ -59,7 +59,6 @@ typedef CUresult (*PFN_cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*);
 typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
                                                            CUmemAllocationHandleType,
                                                            unsigned long long);
-typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned int);
 }
 
 // X(name, pfn type, introduced in CUDA version)
@@ -95,6 +94,10 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigne
   X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState, 7000)                          \
   X(cuMemGetInfo, PFN_cuMemGetInfo, 2000)                                                      \
   X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v2, 3020)                                                \
+  X(cuMemAlloc, PFN_cuMemAlloc_v1, 2000)                                                       \
+  X(cuMemAllocPitch, PFN_cuMemAllocPitch_v1, 2000)                                             \
+  X(cuArrayCreate, PFN_cuArrayCreate_v1, 2000)                                                 \
+  X(cuArray3DCreate, PFN_cuArray3DCreate_v1, 2000)                                             \
   X(cuMemAlloc_v2, PFN_cuMemAlloc_v2, 3020)                                                    \
   X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v2, 3020)                                          \
   X(cuMemAllocManaged, PFN_cuMemAllocManaged, 6000)                                            \
@@ -1200,6 +1203,31 @@ FAKE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t wi
   return r;
 }
 
+// The CUDA 2.x ABI, as drivers still export it: 32-bit pointers and sizes. The memory is held
+// like any allocation's (what a program reaching these past the shim's _v2 hooks would get); the
+// pointer handed back is the low half of the fake's 64-bit address, so it serves to hold memory,
+// not to use it.
+FAKE_API CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  CUresult r = AllocLinear(&p, bytesize, Kind::kLinear);
+  if (r == CUDA_SUCCESS) *dptr = static_cast<CUdeviceptr_v1>(p);
+  return r;
+}
+
+FAKE_API CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width,
+                                  unsigned int height, unsigned int element_size) {
+  if (dptr == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  size_t p_pitch = 0;
+  CUresult r = cuMemAllocPitch_v2(&p, &p_pitch, width, height, element_size);
+  if (r == CUDA_SUCCESS) {
+    *dptr = static_cast<CUdeviceptr_v1>(p);
+    *pitch = static_cast<unsigned int>(p_pitch);
+  }
+  return r;
+}
+
 FAKE_API CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   return AllocLinear(dptr, bytesize, Kind::kManaged);
@@ -1304,6 +1332,42 @@ FAKE_API CUresult cuArrayCreate_v2(CUarray* array, const CUDA_ARRAY_DESCRIPTOR* 
 FAKE_API CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return CreateArray(reinterpret_cast<void**>(array), FakeArrayBytes(*desc, 1));
+}
+
+// The CUDA 2.x array descriptors: 32-bit extents.
+struct ArrayDescriptorV1 {
+  unsigned int Width, Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+};
+struct Array3DDescriptorV1 {
+  unsigned int Width, Height, Depth;
+  CUarray_format Format;
+  unsigned int NumChannels, Flags;
+};
+
+FAKE_API CUresult cuArrayCreate(CUarray* array, const void* desc) {
+  if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* d = static_cast<const ArrayDescriptorV1*>(desc);
+  CUDA_ARRAY_DESCRIPTOR d2{};
+  d2.Width = d->Width;
+  d2.Height = d->Height;
+  d2.Format = d->Format;
+  d2.NumChannels = d->NumChannels;
+  return cuArrayCreate_v2(array, &d2);
+}
+
+FAKE_API CUresult cuArray3DCreate(CUarray* array, const void* desc) {
+  if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* d = static_cast<const Array3DDescriptorV1*>(desc);
+  CUDA_ARRAY3D_DESCRIPTOR d3{};
+  d3.Width = d->Width;
+  d3.Height = d->Height;
+  d3.Depth = d->Depth;
+  d3.Format = d->Format;
+  d3.NumChannels = d->NumChannels;
+  d3.Flags = d->Flags;
+  return cuArray3DCreate_v2(array, &d3);
 }
 
 FAKE_API CUresult cuArrayDestroy(CUarray array) { return DestroyArray(array); }

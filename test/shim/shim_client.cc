@@ -30,6 +30,8 @@
 //   sync                      cuCtxSynchronize
 //   meminfo                   -> ok <free> <total>      totalmem -> ok <total>
 //   ipcget NAME -> ok <hex>   ipcopen NAME <hex>        ipcclose NAME
+//   legacy SYMBOL B           a CUDA 2.x allocator (cuMemAlloc, cuMemAllocPitch, cuArrayCreate,
+//                             cuArray3DCreate) by dlsym from libcuda.so.1, for B bytes (kept)
 //   write NAME BYTE | read NAME -> ok <first byte>     (through cuMemsetD8 / cuMemcpyDtoH)
 //   spin NS COUNT SYNC_EVERY  launches COUNT kernels of NS each (cuLaunchKernel), syncing
 //   spinex NS COUNT SYNC_EVERY | coop NS COUNT SYNC_EVERY   (cuLaunchKernelEx, cooperative)
@@ -890,6 +892,38 @@ std::string Run(const std::vector<std::string>& a) {
              std::to_string(infos[i].usedGpuMemory);
     }
     return out;
+  }
+  if (c == "legacy") {
+    // A CUDA 2.x allocator (32-bit ABI) by name from libcuda.so.1, as a program could dlsym it.
+    void* self = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void* fn = self != nullptr ? ::dlsym(self, a[1].c_str()) : nullptr;
+    if (fn == nullptr) return "err missing " + a[1];
+    const auto bytes = static_cast<unsigned int>(Num(a[2]));
+    unsigned int ptr = 0, pitch = 0;
+    CUarray array = nullptr;
+    // Descriptors of CUDA 2.x: 32-bit extents. One byte per element, rows of 16 KiB.
+    struct {
+      unsigned int width, height, depth;
+      CUarray_format format;
+      unsigned int channels, flags;
+    } desc3{16384, bytes / 16384, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
+    struct {
+      unsigned int width, height;
+      CUarray_format format;
+      unsigned int channels;
+    } desc{16384, bytes / 16384, CU_AD_FORMAT_UNSIGNED_INT8, 1};
+    if (a[1] == "cuMemAlloc") {
+      r = reinterpret_cast<PFN_cuMemAlloc_v1>(fn)(&ptr, bytes);
+    } else if (a[1] == "cuMemAllocPitch") {
+      r = reinterpret_cast<PFN_cuMemAllocPitch_v1>(fn)(&ptr, &pitch, 16384, bytes / 16384, 4);
+    } else if (a[1] == "cuArrayCreate") {
+      r = reinterpret_cast<PFN_cuArrayCreate_v1>(fn)(&array, &desc);
+    } else if (a[1] == "cuArray3DCreate") {
+      r = reinterpret_cast<PFN_cuArray3DCreate_v1>(fn)(&array, &desc3);
+    } else {
+      return "err unknown " + a[1];
+    }
+    return r == CUDA_SUCCESS ? "ok" : Err(r);
   }
   if (c == "hookname") {
     void* self = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);

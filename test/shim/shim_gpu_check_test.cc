@@ -51,7 +51,9 @@ TEST(GpuCheckTest, DriverChecksPassThroughTheShim) {
                             "vmm_export_tagged",
                             "vmm_export_import_release",
                             "graph_allocations",
-                            "context_heap_limit"}) {
+                            "context_heap_limit",
+                            "ipc_free_while_opened",
+                            "cuda2_allocators_refused"}) {
     EXPECT_NE(out.find(std::string("\"name\":\"") + check + "\",\"pass\":true"), std::string::npos)
         << check << ": " << out;
   }

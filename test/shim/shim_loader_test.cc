@@ -135,6 +135,8 @@ TEST(LoaderTest, AVariantOlderThanTheShimsHooksIsRefusedOnASharedGpu) {
     EXPECT_EQ(app.Do("procaddr cuCtxDestroy 3000"), "err 500 2");  // NOT_FOUND, version
     EXPECT_EQ(app.Do("procaddr cuCtxDestroy 4000"), "ok cuCtxDestroy_v2");
     EXPECT_EQ(app.Do("procaddr cuMemAlloc 12000"), "ok cuMemAlloc_v2");
+    // CUDA 2.x's cuMemAlloc: its own hook, which refuses to allocate on a shared GPU.
+    EXPECT_EQ(app.Do("procaddr cuMemAlloc 3000"), "ok cuMemAlloc");
     EXPECT_EQ(app.Do("procaddr cuMemAllocAsync 12000 ptsz"), "ok cuMemAllocAsync_ptsz");
     EXPECT_EQ(app.Do("procaddr cuMemsetD8 12000"), "ok -");  // not intercepted: the driver's
   }

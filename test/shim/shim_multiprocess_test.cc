@@ -78,6 +78,28 @@ TEST(MultiProcessTest, ExportedMemoryStaysCountedAfterItsCreatorIsKilled) {
   EXPECT_EQ(seg.Inspect().used_bytes, 0u);
 }
 
+// Memory exported over CUDA IPC outlives its exporter, killed after handing the handle on: the
+// opener's hold keeps it counted, until the opener dies too.
+TEST(MultiProcessTest, IpcMemoryStaysCountedAfterItsExporterIsKilled) {
+  Node node;
+  Segment& seg = node.Share("pod", 0, 1 * kGiB);
+  Client exporter(node, "pod"), opener(node, "pod");
+  ASSERT_EQ(exporter.Do("init"), "ok");
+  ASSERT_EQ(opener.Do("init"), "ok");
+  ASSERT_EQ(exporter.Do("alloc x 314572800"), "ok");  // 300 MiB
+  std::string handle = exporter.Do("ipcget x");
+  ASSERT_EQ(handle.rfind("ok ", 0), 0u) << handle;
+  ASSERT_EQ(opener.Do("ipcopen x " + handle.substr(3)), "ok");
+  exporter.Kill();
+  seg.Reap();
+  EXPECT_EQ(seg.Inspect().used_bytes, 300 * kMiB);
+  EXPECT_EQ(seg.Inspect().shared_bytes, 300 * kMiB);
+  EXPECT_EQ(opener.Do("alloc y 838860800"), "err 2");  // 800 MiB
+  opener.Kill();
+  seg.Reap();
+  EXPECT_EQ(seg.Inspect().used_bytes, 0u);
+}
+
 // The fallback when a process has no slot in the pod's ledger used to be the whole cap for that
 // process alone, so N such processes got N caps. Missing, malformed or full: each gets only the
 // small allowance, and says why.
