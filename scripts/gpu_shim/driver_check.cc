@@ -318,8 +318,7 @@ struct HolderReport {
   unsigned long long held = 0, after_creator = 0, after_child = 0;
 };
 template <typename LetGo>
-HolderReport RunHolder(const char* self, const char* mode, const char* arg, int fd3,
-                       LetGo let_go) {
+HolderReport RunHolder(const char* self, const char* mode, const char* arg, int fd3, LetGo let_go) {
   HolderReport out;
   // The child gets exactly stdin, stdout and fd 3: any other copy of the exported descriptor
   // open in it would keep the creator's hold (the shim's probe sees it) and hide the release.
@@ -456,11 +455,11 @@ void IpcFreeCheck(const char* self) {
                     exporter_gone == before + size && after_free == before + size &&
                     after_close == before;
   Check("ipc_free_while_opened", pass,
-        "pod used " + N(before) + "; opened " + N(opened) + "; exporter freed " +
-            N(exporter_gone) + "/" + N(after_free) + "; opener closed " + N(after_close) +
-            " (child open " + N(cr) + "); the driver gave back " +
-            gained(free_opened, free_after_free) + " bytes at the exporter's free and " +
-            gained(free_after_free, free_after_close) + " at the opener's close");
+        "pod used " + N(before) + "; opened " + N(opened) + "; exporter freed " + N(exporter_gone) +
+            "/" + N(after_free) + "; opener closed " + N(after_close) + " (child open " + N(cr) +
+            "); the driver gave back " + gained(free_opened, free_after_free) +
+            " bytes at the exporter's free and " + gained(free_after_free, free_after_close) +
+            " at the opener's close");
 }
 
 // CUDA 2.x's allocators (32-bit ABI), reached by name: refused on a shared GPU. The detail says

@@ -696,8 +696,9 @@ CUresult IpcOpen(CUdeviceptr* dptr, const CUipcMemHandle& handle, Call call) {
 __attribute__((visibility("default"))) CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr,
                                                                    CUipcMemHandle handle,
                                                                    unsigned int flags) {
-  return IpcOpen(dptr, handle,
-                 [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuIpcOpenMemHandle, dptr, handle, flags); });
+  return IpcOpen(dptr, handle, [&] {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuIpcOpenMemHandle, dptr, handle, flags);
+  });
 }
 
 __attribute__((visibility("default"))) CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr,
