@@ -205,14 +205,19 @@ void VmmCheck(const char* name, CUmemLocationType type, bool charged) {
         "pod used " + N(before) + " -> " + N(during) + " -> " + N(after) + " for " + N(size));
 }
 
-int IpcChild(const std::string& hex) {
-  if (!Load()) return 1;
+// Opens the IPC handle written in hex (as Hex wrote it) in this process.
+CUresult OpenIpcHandle(const std::string& hex, CUdeviceptr* p) {
   CUipcMemHandle h{};
   for (size_t i = 0; i < sizeof(h) && 2 * i + 1 < hex.size(); ++i) {
     h.reserved[i] = static_cast<char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
   }
+  return api.cuIpcOpenMemHandle(p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+}
+
+int IpcChild(const std::string& hex) {
+  if (!Load()) return 1;
   CUdeviceptr p = 0;
-  CUresult r = api.cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+  CUresult r = OpenIpcHandle(hex, &p);
   unsigned char b = 0;
   if (r == CUDA_SUCCESS) r = api.cuMemcpyDtoH(&b, p, 1);
   std::printf("%d %u %llu\n", r, b, static_cast<unsigned long long>(PodUsed()));
@@ -280,6 +285,21 @@ CUmemGenericAllocationHandle CreateDevice(size_t* size) {
   return api.cuMemCreate(&h, *size, &prop, 0) == CUDA_SUCCESS ? h : 0;
 }
 
+// The child's side of RunHolder, once it took the allocation (`r`, its result): reports, waits
+// for the parent's byte (the creator let go), reports, lets go itself, reports.
+template <typename LetGo>
+int HoldUntilTold(CUresult r, LetGo let_go) {
+  std::printf("%d %llu\n", r, static_cast<unsigned long long>(PodUsed()));
+  std::fflush(stdout);
+  char step = 0;
+  if (::read(0, &step, 1) != 1) return 1;
+  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
+  std::fflush(stdout);
+  let_go();
+  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
+  return 0;
+}
+
 // The second process of the export check: imports the descriptor on fd 3, maps it, and reports
 // the pod's usage at each step the parent asks for (one byte on stdin per step).
 int VmmChild() {
@@ -292,19 +312,12 @@ int VmmChild() {
   CUdeviceptr va = 0;
   if (r == CUDA_SUCCESS) r = api.cuMemAddressReserve(&va, size, 0, 0, 0);
   if (r == CUDA_SUCCESS) r = api.cuMemMap(va, size, 0, h, 0);
-  std::printf("%d %llu\n", r, static_cast<unsigned long long>(PodUsed()));
-  std::fflush(stdout);
-  char step = 0;
-  if (::read(0, &step, 1) != 1) return 1;  // the parent released its handle
-  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
-  std::fflush(stdout);
-  if (r == CUDA_SUCCESS) {
+  return HoldUntilTold(r, [&] {
+    if (r != CUDA_SUCCESS) return;
     api.cuMemUnmap(va, size);
     api.cuMemRelease(h);
     api.cuMemAddressFree(va, size);
-  }
-  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
-  return 0;
+  });
 }
 
 // A second process of the pod in the checks where an allocation outlives its creator's hold
@@ -397,21 +410,11 @@ void ExportCheck(const char* self) {
 // parent says (one byte on stdin), reporting the pod's usage before and after.
 int IpcHoldChild(const std::string& hex) {
   if (!Load()) return 1;
-  CUipcMemHandle h{};
-  for (size_t i = 0; i < sizeof(h) && 2 * i + 1 < hex.size(); ++i) {
-    h.reserved[i] = static_cast<char>(std::stoul(hex.substr(2 * i, 2), nullptr, 16));
-  }
   CUdeviceptr p = 0;
-  CUresult r = api.cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-  std::printf("%d %llu\n", r, static_cast<unsigned long long>(PodUsed()));
-  std::fflush(stdout);
-  char step = 0;
-  if (::read(0, &step, 1) != 1) return 1;  // the parent freed its memory
-  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
-  std::fflush(stdout);
-  if (r == CUDA_SUCCESS) api.cuIpcCloseMemHandle(p);
-  std::printf("%llu\n", static_cast<unsigned long long>(PodUsed()));
-  return 0;
+  CUresult r = OpenIpcHandle(hex, &p);
+  return HoldUntilTold(r, [&] {
+    if (r == CUDA_SUCCESS) api.cuIpcCloseMemHandle(p);
+  });
 }
 
 // Export linear memory over IPC, open it in a second process, free it in the first: the pod stays
