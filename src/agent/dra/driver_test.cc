@@ -354,6 +354,35 @@ TEST_F(DriverTest, AnUnreadableCheckpointIsRebuiltFromTheSpecs) {
   EXPECT_EQ(json::parse(ReadText(options_.checkpoint_path))["claims"].size(), 1u);
 }
 
+// Files the plugin reads back after a restart hold whatever a crash or another version left: a
+// field of the wrong type is an error naming it, and the plugin carries on (the reads threw
+// nlohmann's type_error before, which ended the plugin; found by dra_checkpoint_fuzz).
+TEST(DraFiles, WrongTypesInTheCheckpointOrACdiSpecAreErrorsNotExceptions) {
+  char tmpl[] = "/tmp/tessera-dra-files-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string path = dir + "/checkpoint.json";
+  for (
+      const char* text :
+      {R"({"version": "1", "node": "node-a"})", R"({"version": 1, "node": 7})",
+       R"({"version": 1, "node": "node-a", "claims": [{"uid": 5}]})",
+       R"({"version": 1, "node": "node-a", "claims": [{"uid": "u", "devices": [{"gpu_index": "x"}]}]})"}) {
+    std::ofstream(path) << text;
+    absl::StatusOr<CheckpointState> state = Checkpoint(path).Load("node-a");
+    EXPECT_FALSE(state.ok()) << text;
+  }
+  const std::string cdi = dir + "/spec.json";
+  for (const char* text :
+       {R"({"kind": 5})", R"({"kind": "v/c", "devices": {"name": "x"}})",
+        R"({"kind": "v/c", "devices": [7]})", R"({"kind": "v/c", "devices": [{"name": 7}]})",
+        R"({"kind": "v/c", "devices": [{"name": "x", "containerEdits": {"deviceNodes": [1]}}]})"}) {
+    std::ofstream(cdi) << text;
+    absl::StatusOr<CdiSpec> spec = ReadCdiSpec(cdi);
+    EXPECT_FALSE(spec.ok()) << text;
+  }
+  fs::remove_all(dir);
+}
+
 TEST_F(DriverTest, ClaimsThatCannotBePreparedSayWhy) {
   auto d = NewDriver();
   // Gone from the API server.

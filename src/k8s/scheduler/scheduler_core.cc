@@ -101,6 +101,9 @@ std::string SchedulerCore::QueueRefusal(const std::vector<const PodInfo*>& membe
   const std::string& queue = members[0]->queue;
   std::string why;
   if (!book_.set().Usable(queue, &why)) return why;
+  for (const PodInfo* m : members) {
+    if (!book_.set().Admits(queue, m->ns, &why)) return why;
+  }
   core::QueueResources demand;
   for (const PodInfo* m : members) demand += book_.DemandOf(m->request);
   return book_.set().OverLimit(queue, demand);
