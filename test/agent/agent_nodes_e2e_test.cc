@@ -31,11 +31,11 @@
 #include "common/strings.h"
 #include "controlplane/controlplane.h"
 #include "controlplane/pod_testing.h"
-#include "fake_cuda/fake_machine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "probe_nodes.h"
 #include "probe_pod.h"
 #include "records/assignment.h"
 #include "scoped_process.h"
@@ -86,7 +86,6 @@ class World {
   std::string SchedulerLog() const { return scheduler_ ? scheduler_->Log() : ""; }
   std::string PodsDir(const std::string& node) const { return dir_ + "/pods-" + node; }
   std::string MachinesDir() const { return dir_ + "/machines"; }
-  std::string MachineDir(const std::string& node) const { return MachinesDir() + "/" + node; }
 
   // The agent's command line on `node`.
   std::vector<std::string> AgentArgv(const std::string& node) const {
@@ -111,6 +110,8 @@ class World {
             dir_ + "/mps-" + node,
             "--rediscover-interval",
             "1s",
+            "--gpu-quiet-period",
+            "2s",
             "--metrics-bind-address",
             "127.0.0.1",
             "--metrics-port",
@@ -141,31 +142,12 @@ class World {
   }
 
   std::string Setup() {
-    // The probe image, into both nodes.
-    const std::string image = dir_ + "/cuda-probe.tar";
-    CommandResult built =
-        RunCommand({TESSERA_SOURCE_DIR "/test/agent/probe_image.sh", image, TESSERA_SHIM_CLIENT,
-                    TESSERA_FAKE_CUDA, TESSERA_FAKE_NVML, TESSERA_SHIM_LIBRARY});
-    if (!built.ok()) return StrCat("probe_image.sh: ", built.out, built.err);
+    // The probe image and a fake machine in both nodes, an agent in each.
+    const std::string prepared = PrepareProbeNodes(
+        Cp(), {kNvswitch, kPcie}, dir_, MachinesDir(),
+        {TESSERA_SHIM_CLIENT, TESSERA_FAKE_CUDA, TESSERA_FAKE_NVML, TESSERA_SHIM_LIBRARY});
+    if (!prepared.empty()) return prepared;
     for (const char* node : {kNvswitch, kPcie}) {
-      CommandResult imported =
-          Cp().NodeExec(node, {"ctr", "-n", "k8s.io", "images", "import", image});
-      if (!imported.ok()) return StrCat("import into ", node, ": ", imported.out, imported.err);
-      // The fake driver's machine: the node's GPUs.
-      json gpus = json::parse(Read(Cp().FindNode(node)->fake_gpus));
-      std::vector<fake::DeviceSpec> devices;
-      for (const json& g : gpus["gpus"]) {
-        fake::DeviceSpec d;
-        d.uuid = g["uuid"];
-        d.name = g.value("name", "fake");
-        d.total_bytes = g["memory_mib"].get<uint64_t>() << 20;
-        d.sm_count = g.value("sm_count", 100);
-        devices.push_back(d);
-      }
-      fs::create_directories(MachineDir(node));
-      std::string err = fake::CreateMachine(MachineDir(node) + "/machine", devices);
-      if (!err.empty()) return StrCat("fake machine of ", node, ": ", err);
-      ::chmod((MachineDir(node) + "/machine").c_str(), 0666);
       absl::Status started = StartAgent(node);
       if (!started.ok()) return StrCat("agent on ", node, ": ", started.message());
     }
@@ -208,21 +190,6 @@ retry: {minInterval: 200ms, period: 2s}
       if (!published) return StrCat("node ", node, " not published:\n", AgentLog(node));
     }
     return "";
-  }
-
-  static CommandResult RunCommand(const std::vector<std::string>& argv) {
-    CommandResult r;
-    std::string cmd;
-    for (const std::string& a : argv) cmd += "'" + a + "' ";
-    cmd += "2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
   }
 
   std::string error_, dir_;
