@@ -770,6 +770,9 @@ void Soak::InjectorLoop(Clock::time_point start) {
     }
     faults_.push_back(std::move(rec));
   }
+  // The schedulers this thread started die with it (ScopedProcess: PR_SET_PDEATHSIG follows the
+  // thread that forked): it lives as long as the workload.
+  while (Clock::now() < start + duration_) std::this_thread::sleep_for(milliseconds(200));
 }
 
 void Soak::Run() {

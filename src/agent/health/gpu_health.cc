@@ -19,6 +19,21 @@ std::string FormatDuration(std::chrono::milliseconds d) {
   return StrCat(d.count(), "ms");
 }
 
+// A change of the link between GPUs i and k of `gpus`.
+HealthChange LinkChange(HealthChange::Kind kind, const NodeGpus& gpus, int i, int k,
+                        std::string reason, std::chrono::steady_clock::time_point since) {
+  HealthChange c;
+  c.kind = kind;
+  c.gpu = i;
+  c.uuid = gpus.gpus[i].spec.uuid;
+  c.peer = k;
+  c.peer_uuid = gpus.gpus[k].spec.uuid;
+  c.effect = FaultEffect::kLinks;
+  c.reason = std::move(reason);
+  c.since = since;
+  return c;
+}
+
 }  // namespace
 
 std::string_view HealthChangeName(HealthChange::Kind kind) {
@@ -61,7 +76,7 @@ void GpuHealthTracker::Observe(const NodeGpus& found, Clock::time_point now) {
   for (int i = 0; i < n; ++i) {
     for (int k = i + 1; k < n; ++k) {
       const core::Link now_link = found.links.at(i, k);
-      auto [it, fresh] = links_.try_emplace({i, k});
+      auto [it, fresh] = links_.try_emplace(std::make_pair(i, k));
       LinkState& l = it->second;
       if (fresh || LinkRank(now_link) > LinkRank(l.best)) l.best = now_link;
       l.down_now = l.best.kind == core::LinkKind::kNvLink && LinkRank(now_link) < LinkRank(l.best);
@@ -69,17 +84,11 @@ void GpuHealthTracker::Observe(const NodeGpus& found, Clock::time_point now) {
       if (!l.held) {
         l.held = true;
         l.first_seen = now;
-        HealthChange c;
-        c.kind = HealthChange::Kind::kLinkDown;
-        c.gpu = i;
-        c.uuid = found.gpus[i].spec.uuid;
-        c.peer = k;
-        c.peer_uuid = found.gpus[k].spec.uuid;
-        c.effect = FaultEffect::kLinks;
-        c.reason = StrCat("the NVLink between GPU ", i, " and GPU ", k, " is down (",
-                          core::LinkName(now_link), " instead of ", core::LinkName(l.best), ")");
-        c.since = now;
-        changes_.push_back(std::move(c));
+        changes_.push_back(LinkChange(
+            HealthChange::Kind::kLinkDown, found, i, k,
+            StrCat("the NVLink between GPU ", i, " and GPU ", k, " is down (",
+                   core::LinkName(now_link), " instead of ", core::LinkName(l.best), ")"),
+            now));
       }
       l.degraded = now_link;
       l.last_seen = now;
@@ -126,17 +135,11 @@ void GpuHealthTracker::Release(Clock::time_point now) {
     l.held = false;
     const auto [i, k] = pair;
     if (static_cast<size_t>(k) >= found_.gpus.size()) continue;
-    HealthChange c;
-    c.kind = HealthChange::Kind::kLinkUp;
-    c.gpu = i;
-    c.uuid = found_.gpus[i].spec.uuid;
-    c.peer = k;
-    c.peer_uuid = found_.gpus[k].spec.uuid;
-    c.effect = FaultEffect::kLinks;
-    c.reason = StrCat("the NVLink between GPU ", i, " and GPU ", k, " is back (",
-                      core::LinkName(l.best), ") for ", FormatDuration(options_.quiet_period));
-    c.since = l.first_seen;
-    changes_.push_back(std::move(c));
+    changes_.push_back(
+        LinkChange(HealthChange::Kind::kLinkUp, found_, i, k,
+                   StrCat("the NVLink between GPU ", i, " and GPU ", k, " is back (",
+                          core::LinkName(l.best), ") for ", FormatDuration(options_.quiet_period)),
+                   l.first_seen));
   }
 }
 
