@@ -330,9 +330,10 @@ int RunAgent(const AgentFlags& f) {
       std::vector<agent::GpuPod> out;
       for (const agent::dra::PreparedClaim& c : dra->driver().Prepared()) {
         for (const agent::dra::PreparedDevice& d : c.devices) {
-          const std::string mig = d.mig ? StrCat(d.mig_profile, "@", d.mig_start) : std::string();
+          const std::string instance =
+              d.mig ? StrCat(d.mig_profile, "@", d.mig_start) : std::string();
           for (const agent::dra::ClaimConsumer& pod : c.pods) {
-            out.push_back({c.ns, pod.name, pod.uid, d.gpu_uuid, mig, -1});
+            out.push_back({c.ns, pod.name, pod.uid, d.gpu_uuid, instance, -1});
           }
         }
       }
