@@ -216,6 +216,7 @@ std::map<std::string, std::vector<Holding>> Checker::Holdings(const Snapshot& s)
         h.node = d != devices.end() ? d->second.node : node;
         h.gpu_uuid = d != devices.end() ? d->second.uuid : "";
         h.mig = d != devices.end() ? d->second.mig : "";
+        h.unresolved = d == devices.end() || h.gpu_uuid.empty();
         h.holder = "claim " + ns + "/" + name;
         const json& consumed = Field(r, "consumedCapacity");
         int64_t gpu_memory = 0;
@@ -266,6 +267,7 @@ std::vector<Violation> Checker::Check(const Snapshot& s) {
   std::map<std::string, GpuUse> gpus;  // "node/uuid"
   for (const auto& [uid, held] : holdings) {
     for (const Holding& h : held) {
+      if (h.unresolved) continue;
       const std::string key = h.node + "/" + h.gpu_uuid + "/" + h.holder + "/" + h.mig;
       gpus[h.node + "/" + h.gpu_uuid].by_holder.emplace(key, h);
     }
@@ -339,7 +341,10 @@ std::vector<Violation> Checker::Check(const Snapshot& s) {
     auto held = holdings.find(uid);
 
     // What the container received.
-    if (phase == "Running" && held != holdings.end() && s.reports.contains(uid)) {
+    const bool resolved =
+        held == holdings.end() || std::none_of(held->second.begin(), held->second.end(),
+                                               [](const Holding& h) { return h.unresolved; });
+    if (phase == "Running" && held != holdings.end() && resolved && s.reports.contains(uid)) {
       const auto report = ParseReport(s.reports.at(uid));
       if (!report.empty()) {
         std::set<std::string> want, got;
@@ -382,6 +387,7 @@ std::vector<Violation> Checker::Check(const Snapshot& s) {
     // On an unhealthy GPU.
     if (held != holdings.end()) {
       for (const Holding& h : held->second) {
+        if (h.unresolved) continue;
         auto since = unhealthy_since_.find(h.node + "/" + h.gpu_uuid);
         if (since == unhealthy_since_.end()) continue;
         // How long this pod has been there since the GPU turned unhealthy (or since it came).

@@ -62,6 +62,10 @@ struct Holding {
   bool whole = false;  // the GPU whole
   std::string mig;     // "1g.10gb@0" for a MIG instance
   std::string holder;  // "pod ns/name" or "claim ns/name" (a claim counts once)
+  // A DRA device the snapshot's ResourceSlices do not list (its pool is being published again:
+  // after a kubelet or agent restart): which GPU it is cannot be told, so it is left out of the
+  // per-GPU invariants and its pod's container-sees check until the slices list it again.
+  bool unresolved = false;
 };
 
 // Quantities as Kubernetes writes them ("4Gi", "81559Mi", "100", "1500m"), in MiB or units.

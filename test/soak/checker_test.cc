@@ -181,6 +181,17 @@ TEST(Checker, DraAllocationsCountAsTheirClaimOnce) {
   s.claims = {{"items", {claim("whole", json()), claim("share", {{"memory", "4Gi"}})}}};
   s.pods = {{"items", {pod("a", "whole"), pod("c", "share")}}};
   EXPECT_THAT(Invariants(c.Check(s)), ::testing::Contains("no-double-grant"));
+
+  // The pool is being published again (a kubelet restarted): the slices do not list the claims'
+  // devices for a moment. Which GPU each claim holds is unknown then, not a GPU with no UUID that
+  // every claim of the node shares.
+  Checker c2;
+  s.slices = {{"items", json::array()}};
+  s.claims = {{"items", {claim("one", json()), claim("two", json())}}};
+  s.pods = {{"items", {pod("a", "one"), pod("b", "two")}}};
+  s.reports["uid-a"] = std::string("visible=") + kGpu0 + " limit_mib=\n";
+  s.reports["uid-b"] = std::string("visible=") + kGpu1 + " limit_mib=\n";
+  EXPECT_TRUE(c2.Check(s).empty());
 }
 
 TEST(Checker, LeftoversAreLeaks) {
