@@ -531,15 +531,16 @@ int64_t Soak::ReapedTotal(const std::string& node) {
   httplib::Client client("127.0.0.1", std::stoi(log.substr(at + mark.size())));
   auto got = client.Get("/metrics");
   if (!got || got->status != 200) return -1;
+  // The sample line: `tessera_agent_reaped_processes_total{node="soak-b"} 1` (the # HELP and
+  // # TYPE lines name the metric too).
   const std::string key = "tessera_agent_reaped_processes_total";
-  const size_t k = got->body.find(key + " ");
-  if (k == std::string::npos) {
-    const size_t any = got->body.find(key);
-    if (any == std::string::npos) return -1;
-    const size_t sp = got->body.find(' ', any);
-    return std::atoll(got->body.c_str() + sp + 1);
+  std::istringstream lines(got->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t sp = line.rfind(' ');
+    if (sp != std::string::npos) return std::atoll(line.c_str() + sp + 1);
   }
-  return std::atoll(got->body.c_str() + k + key.size() + 1);
+  return -1;
 }
 
 FaultRecord Soak::Inject(const soak::PlannedFault& f) {
@@ -572,9 +573,12 @@ FaultRecord Soak::Inject(const soak::PlannedFault& f) {
       const int leader = holder == "soak-1" ? 1 : 0;
       rec.target = StrCat("soak-", leader);
       if (f.kind == FaultKind::kLeaseSkew) {
-        // The standby comes back with its wall clock an hour off, then the leader dies: the
-        // skewed replica must take over on its own clock and nothing may be granted twice.
-        const std::string skew = f.pick % 2 ? "3600" : "-3600";
+        // The standby comes back with its wall clock an hour ahead, then the leader dies: the
+        // skewed replica must take over on its own clock and nothing may be granted twice. Never
+        // behind: the harness's certificates are minutes old, so a client an hour behind finds
+        // them "not yet valid" and reaches no API server at all (the first soak's lease-skew
+        // fault did exactly that), which tests TLS, not the lease.
+        const std::string skew = "3600";
         rec.note = StrCat("standby's clock ", skew, " s");
         (void)StartScheduler(1 - leader, {{"LD_PRELOAD", TESSERA_CLOCK_SKEW_LIBRARY},
                                           {"SOAK_CLOCK_SKEW_SECONDS", skew}});
@@ -741,7 +745,8 @@ FaultRecord Soak::Inject(const soak::PlannedFault& f) {
         rec.target = StrCat(node_of, " pod ", pod["metadata"].value("name", ""), " pid ", victim);
         const int64_t before = ReapedTotal(node_of);
         ::kill(victim, SIGKILL);
-        rec.ok = WaitUntil([&] { return ReapedTotal(node_of) > before; }, kRecover);
+        rec.ok = before >= 0 && WaitUntil([&] { return ReapedTotal(node_of) > before; }, kRecover);
+        if (before < 0) rec.note = "the agent's metrics could not be read";
         rec.recovered = Clock::now();
         break;
       }
@@ -756,6 +761,9 @@ FaultRecord Soak::Inject(const soak::PlannedFault& f) {
 void Soak::InjectorLoop(Clock::time_point start) {
   for (const soak::PlannedFault& f : plan_) {
     const auto when = start + f.at;
+    // A fault that waited for its recovery can push the rest of the plan past the workload's
+    // end: what is left is not injected (the report counts what was).
+    if (Clock::now() >= start + duration_) break;
     while (Clock::now() < when) std::this_thread::sleep_for(milliseconds(200));
     std::cerr << "soak: t+" << Seconds(Clock::now() - start) << "s injecting "
               << soak::FaultKindName(f.kind) << "\n";
