@@ -278,7 +278,9 @@ TEST(NodeAgentE2e, RepublishesWhatChangesAndRestoresWhatOthersUndo) {
   ASSERT_TRUE(c->Delete("/api/v1/nodes/" + name).ok());
 }
 
-// A pod bound to `node` whose assignment holds GPU `gpu` (as the scheduler's Binding writes it).
+// A running pod bound to `node` whose assignment holds GPU `gpu` (as the scheduler's Binding
+// writes it). Running as a kubelet would report it (no kubelet runs here): the Eviction API
+// ignores the budgets of a Pending pod.
 void CreateGpuPod(k8s::ApiClient& c, const std::string& ns, const std::string& name,
                   const std::string& node, int gpu, const json& labels = json::object()) {
   records::Assignment a;
@@ -300,6 +302,9 @@ void CreateGpuPod(k8s::ApiClient& c, const std::string& ns, const std::string& n
                {{"nodeName", node},
                 {"containers", {{{"name", "c"}, {"image", "tessera.local/busybox:1"}}}}}}};
   ASSERT_TRUE(c.Create("/api/v1/namespaces/" + ns + "/pods", pod).ok());
+  ASSERT_TRUE(c.Patch(StrCat("/api/v1/namespaces/", ns, "/pods/", name, "/status"),
+                      k8s::PatchType::kMerge, {{"status", {{"phase", "Running"}}}})
+                  .ok());
 }
 
 // The Events with `reason` about the object `name` in `ns`.
@@ -333,7 +338,8 @@ TEST(NodeAgentE2e, FromAnXidToEvictionsAndBackWithoutARestart) {
   CreateGpuPod(*c, ns, "victim", name, 1);
   CreateGpuPod(*c, ns, "guarded", name, 1, {{"app", "guarded"}});
   // No disruption controller runs here: the budget's status is never computed, so the Eviction
-  // API refuses every eviction it covers (429), as a budget with no disruption allowed does.
+  // API refuses every eviction of a running pod it covers (429), as a budget with no disruption
+  // allowed does.
   ASSERT_TRUE(
       c->Create(
            StrCat("/apis/policy/v1/namespaces/", ns, "/poddisruptionbudgets"),
