@@ -269,7 +269,11 @@ void FaultResponder::ActOn(Episode& episode, const std::string& key, const NodeP
   evicted_at_[pod.uid] = now;
   const k8s::EvictionTarget target{pod.ns, pod.name, pod.uid, std::nullopt};
   const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
-  const k8s::EvictionResult result = k8s::ApiEvictor::Classify(request, client_.Call(request));
+  // One attempt: the API server answers a budget's refusal with 429 and Retry-After (10 s), which
+  // ApiClient::Call would retry for ~40 s with the agent's loop blocked; this pod is tried again
+  // after retry_interval instead.
+  const k8s::EvictionResult result =
+      k8s::ApiEvictor::Classify(request, client_.NewConnection()->Do(request));
   switch (result.outcome) {
     case k8s::EvictionOutcome::kEvicted:
       ++evictions_;
