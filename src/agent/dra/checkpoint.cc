@@ -94,6 +94,12 @@ absl::StatusOr<PreparedClaim> PreparedClaimFromJson(const json& j) {
     TESSERA_RETURN_IF_ERROR(Read(dj, "memory_mib", w, &d.memory_mib));
     TESSERA_RETURN_IF_ERROR(Read(dj, "compute_percent", w, &d.compute_percent));
     TESSERA_RETURN_IF_ERROR(Read(dj, "cdi_ids", w, &d.cdi_ids));
+    if (!d.mig) {  // an instance's fields mean nothing without "mig" (and are never written then)
+      d.mig_profile.clear();
+      d.mig_start = -1;
+      d.mig_uuid.clear();
+      d.mig_created = false;
+    }
     c.devices.push_back(std::move(d));
   }
   const json pods = j.value("pods", json::array());

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pluginregistration.grpc.pb.h"
+#include "shim/mount_namespace_testing.h"
 
 namespace tessera::agent::dra {
 namespace {
@@ -26,6 +27,10 @@ namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+// A prepared share's ledger folder is a tmpfs: mounted in this test's own mount namespace, never
+// the host's, and unmounted with the test's folder (RemoveTestTree).
+const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
 
 class FakeClaims : public ClaimSource {
  public:
@@ -50,8 +55,9 @@ class PluginServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // Short: unix socket paths are limited to 107 bytes.
+    ASSERT_TRUE(kPrivateMounts) << "the test needs a mount namespace of its own (root)";
     dir_ = fs::path("/tmp") / StrCat("tdra-", getpid());
-    fs::remove_all(dir_);
+    shim::RemoveTestTree(dir_);
     const std::string path =
         std::string(TESSERA_SOURCE_DIR) + "/test/controlplane/gpus/h100-8x-nvswitch.json";
     absl::StatusOr<NodeGpus> gpus = ParseFakeGpusFile(ReadText(path), path);
@@ -86,7 +92,7 @@ class PluginServerTest : public ::testing::Test {
   }
   void TearDown() override {
     server_.reset();
-    fs::remove_all(dir_);
+    shim::RemoveTestTree(dir_);
   }
 
   std::shared_ptr<grpc::Channel> Dial(const std::string& socket) {
