@@ -182,8 +182,11 @@ TEST(AgentDeploy, QueueHijackTheQueueAnnotationIsFixedWhenThePodIsCreated) {
   CommandResult admin = Cp().Kubectl(
       {"annotate", "--overwrite", "-n", "team", "pod/queued", "tessera.dev/queue=other"});
   EXPECT_FALSE(admin.ok());
-  CommandResult binding = As(kScheduler, {"create", "-f", "-"},
-                             Binding("unqueued", {{"tessera.dev/queue", "other"}}).dump());
+  // Posted to the pod's binding subresource as the scheduler does (kubectl's own `create -f` would
+  // first list CRDs, which the scheduler may not).
+  CommandResult binding = As(
+      kScheduler, {"create", "--raw", "/api/v1/namespaces/team/pods/unqueued/binding", "-f", "-"},
+      Binding("unqueued", {{"tessera.dev/queue", "other"}}).dump());
   EXPECT_FALSE(binding.ok());
   EXPECT_THAT(binding.err, HasSubstr("tessera-queue-guard"));
   // Everything else about the pod may still change.
