@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "agent/discovery/fake_gpus_file.h"
+#include "agent/dra/driver_testing.h"
 #include "agent/dra/names.h"
 #include "common/strings.h"
 #include "dra_health_v1.grpc.pb.h"
@@ -17,7 +18,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "pluginregistration.grpc.pb.h"
-#include "shim/mount_namespace_testing.h"
 
 namespace tessera::agent::dra {
 namespace {
@@ -28,9 +28,10 @@ using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A prepared share's ledger folder is a tmpfs: mounted in this test's own mount namespace, never
-// the host's, and unmounted with the test's folder (RemoveTestTree).
-const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
+// A prepared share's ledger folder is a tmpfs, mounted in this test's own mount namespace (as for
+// the driver's other tests, driver_testing.h) and unmounted with the test's folder
+// (RemoveTestTree).
+using testing::kPrivateMounts;
 
 class FakeClaims : public ClaimSource {
  public:
