@@ -5,17 +5,16 @@
 
 namespace tessera::k8s {
 
-SchedulingQueue::Arrival SchedulingQueue::ArrivalOf(std::string_view created, uint64_t seen) {
-  // Its digits, read as one number, order as the times do.
-  int64_t at = 0;
+core::Arrival ArrivalOfCreation(std::string_view created_text, int64_t seq) {
+  int64_t created = 0;
   int digits = 0;
-  for (char c : created) {
+  for (char c : created_text) {
     if (c < '0' || c > '9') continue;
     if (++digits > 14) break;
-    at = at * 10 + (c - '0');
+    created = created * 10 + (c - '0');
   }
-  if (digits < 14) at = INT64_MAX;
-  return {at, static_cast<int64_t>(seen)};
+  if (digits < 14) created = INT64_MAX;
+  return {created, seq};
 }
 
 SchedulingQueue::Entry& SchedulingQueue::Put(const std::string& key, Part part, int32_t priority,

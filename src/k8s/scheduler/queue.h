@@ -41,6 +41,12 @@
 
 namespace tessera::k8s {
 
+// A pod's place in arrival order: its metadata.creationTimestamp (RFC 3339 in UTC, whose digits
+// read as one number order as the times do; unknown: after every known one), then `seq` (the
+// order in which the pod was first seen) between equal times. The scheduler's order, and what
+// `tessera explain` reproduces.
+core::Arrival ArrivalOfCreation(std::string_view created, int64_t seq);
+
 class SchedulingQueue {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
@@ -49,11 +55,7 @@ class SchedulingQueue {
     std::chrono::milliseconds period{30'000};
   };
 
-  using Arrival = core::Arrival;
-  // A pod's arrival: its metadata.creationTimestamp (RFC 3339 in UTC, "2026-01-02T03:04:05Z"),
-  // then `seen` (the order the scheduler first saw it: ties between equal creation times). An
-  // unknown or unreadable creation time goes after every known one.
-  static Arrival ArrivalOf(std::string_view created, uint64_t seen);
+  using Arrival = core::Arrival;  // ArrivalOfCreation makes one
 
   SchedulingQueue() : SchedulingQueue(Options{}, TimePoint()) {}
   SchedulingQueue(Options options, TimePoint now) : options_(options), last_flush_(now) {}

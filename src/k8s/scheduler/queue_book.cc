@@ -90,6 +90,9 @@ std::string QueueBook::Refusal(std::span<const PodInfo* const> pods) {
   const std::string& queue = pods[0]->queue;
   std::string why;
   if (!set_.Usable(queue, &why)) return why;
+  for (const PodInfo* p : pods) {
+    if (!set_.Admits(queue, p->ns, &why)) return why;
+  }
   core::QueueResources demand;
   for (const PodInfo* p : pods) demand += DemandOf(p->request);
   return set_.OverLimit(queue, demand);

@@ -51,8 +51,8 @@ class QueueBook {
   // What `request` will hold (DemandOf against the largest GPU).
   core::QueueResources DemandOf(const core::PodRequest& request) const;
   // Why `pods` (one pod, or the members of a gang placed together: of the first one's queue) may
-  // not be placed now ("" they may): their queue is unusable, or they would take it (or an
-  // ancestor) over its limit.
+  // not be placed now ("" they may): their queue is unusable, does not admit a pod's namespace,
+  // or they would take it (or an ancestor) over its limit.
   std::string Refusal(std::span<const PodInfo* const> pods);
 
   core::QueueSet& set() { return set_; }

@@ -81,7 +81,8 @@ void SchedulerCore::CountHeld(const std::string& key) {
 }
 
 SchedulingQueue::Arrival SchedulerCore::ArrivalOf(const Pod& s) {
-  return SchedulingQueue::ArrivalOf(s.info ? std::string_view(s.info->created) : "", s.seen_seq);
+  return ArrivalOfCreation(s.info ? std::string_view(s.info->created) : std::string_view(),
+                           static_cast<int64_t>(s.seen_seq));
 }
 
 // --- nodes -----------------------------------------------------------------------------------
