@@ -24,6 +24,7 @@ for k in 8 32 128; do
                       <(echo "$a" | awk -F'|' '{gsub(/ /,""); print $3"|"$4"|"$6}') |
           awk -F'|' '{printf "| %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $5, $3, $6, $4, $7}')
   rows+=$'\n'
+  echo "$rows" | tail -2 >&2  # as it goes
 done
 end=$(cut -d' ' -f1-3 /proc/loadavg)
 section=$(cat <<TXT
