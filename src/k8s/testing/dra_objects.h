@@ -1,6 +1,6 @@
 // Builders of DRA API objects (resource.k8s.io/v1 JSON, as the API server sends them) for the
 // scheduler's unit and e2e tests and the DRA benchmark. The devices follow the driver contract
-// (notes: dra-contract.md; src/agent/dra when it lands): one device `gpu-<index>` per GPU, with
+// (src/agent/dra/README.md, names.h): one device `gpu-<index>` per GPU, with
 // attributes uuid, index, model, productName, numaNode, pciBusID, pcieRoot, nvlinkDomain,
 // migCapable, driverVersion, and consumable capacities memory (1Mi steps) and compute (percent,
 // default 0), allowMultipleAllocations.
