@@ -46,6 +46,9 @@ void ReadQueues(k8s::ApiClient& client, k8s::StatusOptions* o) {
   std::vector<core::QueueSpec> specs;
   for (const nlohmann::json& item : (*list)["items"]) {
     absl::StatusOr<core::QueueSpec> spec = records::QueueFromObject(item);
+    absl::StatusOr<std::optional<records::QueueUsageStatus>> usage =
+        records::QueueUsageFromObject(item);
+    if (usage.ok() && usage->has_value()) o->queue_usage.push_back(**std::move(usage));
     if (spec.ok()) {
       specs.push_back(*std::move(spec));
     } else {
