@@ -11,9 +11,11 @@
 # and 1 day; writes bench/results/queues_decay.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target queue_sim >/dev/null
-cmd="build/release/bench/queue_sim $*"
+# PRESET=dev uses the development build instead (the same figures; the replay is deterministic).
+preset=${PRESET:-release}
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)" --target queue_sim >/dev/null
+cmd="build/$preset/bench/queue_sim $*"
 echo "running: $cmd" >&2
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 if [[ "${1:-}" == "--teams" ]]; then
