@@ -49,9 +49,12 @@ tsan: setup
 	cmake --build --preset tsan -j $(JOBS) --target tsan_tests
 	ctest --preset tsan -j $(JOBS)
 
+# Builds the libFuzzer targets and fuzzes each for FUZZ_SECONDS (fuzz/run.sh).
+FUZZ_SECONDS ?= 30
 fuzz: setup
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS)
+	./fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build

@@ -5,6 +5,7 @@
 //                                                    the GPU check (scripts/gpu_check.sh)
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <csignal>
@@ -24,12 +25,16 @@
 #include "agent/nri/delivery.h"
 #include "agent/nri/plugin.h"
 #include "agent/pods/driver_files.h"
+#include "agent/pods/memory_backstop.h"
 #include "agent/pods/pod_manager.h"
+#include "agent/procs/gpu_processes.h"
 #include "cli/command.h"
 #include "common/strings.h"
 #include "core/topology/topo_text.h"
 #include "k8s/client/config.h"
+#include "k8s/client/events.h"
 #include "k8s/client/http.h"
+#include "k8s/eviction/evictor.h"
 #include "sim/yaml_util.h"
 #include "spdlog/spdlog.h"
 
@@ -62,6 +67,7 @@ struct AgentFlags {
   std::string container_lib_dir = agent::kDefaultContainerLibDir;
   std::string mps_control = "nvidia-cuda-mps-control";
   std::string mps_root = "/run/tessera/mps";
+  int mps_shm_mib = 1024;
   std::string nvidia_smi = "nvidia-smi";
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 9402;
@@ -74,6 +80,12 @@ struct AgentFlags {
   bool no_mig_devices = false;
   bool dra_mig_mode_switch = false;
   std::string dra_resync = "10s";
+  // Host processes and the memory backstop.
+  std::string proc_root = "/proc";
+  std::string backstop_action = "kill";
+  std::string backstop_grace = "30s";
+  int backstop_tolerance_percent = 5;
+  int backstop_process_mib = 512;
 };
 
 struct CompareFlags {
@@ -205,23 +217,65 @@ int RunAgent(const AgentFlags& f) {
   pod_options.edits.driver = *driver;
   pod_options.mps.control = f.mps_control;
   pod_options.mps.root = f.mps_root;
+  pod_options.mps.shm_bytes = static_cast<uint64_t>(std::max(1, f.mps_shm_mib)) << 20;
   pod_options.mps.exclusive_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "EXCLUSIVE_PROCESS"};
   pod_options.mps.restore_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "DEFAULT"};
+  pod_options.proc_root = f.proc_root;
+  absl::StatusOr<agent::BackstopAction> action = agent::ParseBackstopAction(f.backstop_action);
+  if (!action.ok())
+    return fail(kExitBadInput, StrCat("--memory-backstop: ", action.status().message()));
+  absl::StatusOr<std::chrono::milliseconds> grace = ParseDuration(f.backstop_grace);
+  if (!grace.ok()) {
+    return fail(kExitBadInput, StrCat("--memory-backstop-grace: ", grace.status().message()));
+  }
+  if (f.backstop_tolerance_percent < 0 || f.backstop_tolerance_percent > 1000 ||
+      f.backstop_process_mib < 0) {
+    return fail(kExitBadInput,
+                "--memory-backstop-tolerance-percent and --memory-backstop-process-mib take "
+                "0..1000 and a size >= 0");
+  }
+  pod_options.backstop.action = *action;
+  pod_options.backstop.grace = std::chrono::duration_cast<std::chrono::seconds>(*grace);
+  pod_options.backstop.tolerance_permille =
+      static_cast<uint32_t>(f.backstop_tolerance_percent) * 10;
+  pod_options.backstop.per_process_bytes = static_cast<uint64_t>(f.backstop_process_mib) << 20;
   agent::MigReconfigurer* mig = dynamic_cast<agent::MigReconfigurer*>(discovery->get());
-  std::unique_ptr<shim::NvmlUtilization> utilization;
-  if (f.gpus_file.empty()) {
-    absl::StatusOr<std::unique_ptr<shim::NvmlUtilization>> u =
-        shim::NvmlUtilization::Load(f.nvml_library);
-    if (u.ok()) {
-      utilization = std::move(*u);
+  // NVML's per-process view (host PIDs): the compute controller's measurements and the memory
+  // backstop. With --gpus-file too, when --nvml-library names a library that loads (the fake
+  // NVML of a test node).
+  std::unique_ptr<agent::NvmlProcessSampler> sampler;
+  {
+    absl::StatusOr<std::unique_ptr<agent::NvmlProcessSampler>> loaded =
+        agent::NvmlProcessSampler::Load(f.nvml_library);
+    if (loaded.ok()) {
+      sampler = std::move(*loaded);
     } else {
       spdlog::warn(
-          "compute shares run without measurement (the shims' windows stay at the "
-          "caps): {}",
-          u.status().message());
+          "no per-process GPU view: compute shares run without measurement (the shims' windows "
+          "stay at the caps) and there is no memory backstop: {}",
+          loaded.status().message());
     }
   }
-  agent::PodManager pods(pod_options, mig, utilization.get());
+  // What pods must be told (a ledger their processes tampered with, ...): Warning Events.
+  pod_options.notify = [&client, node = options.node_name](std::vector<agent::PodNotice> notices) {
+    for (const agent::PodNotice& n : notices) {
+      if (n.evict) {
+        const k8s::EvictionTarget target{n.pod.ns, n.pod.name, n.pod.uid, std::nullopt};
+        const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
+        const k8s::EvictionResult r = k8s::ApiEvictor::Classify(request, (*client)->Call(request));
+        spdlog::warn("evicting pod {}: {}{}", n.pod.Name(), k8s::EvictionOutcomeName(r.outcome),
+                     r.message.empty() ? "" : StrCat(" (", r.message, ")"));
+      }
+      const absl::Status posted =
+          k8s::PostEvent(**client,
+                         {.object = k8s::PodRef(n.pod.ns, n.pod.name, n.pod.uid),
+                          .reason = n.reason,
+                          .message = n.message},
+                         {"tessera-agent", node, node});
+      if (!posted.ok()) spdlog::error("{}", posted.message());
+    }
+  };
+  agent::PodManager pods(pod_options, mig, sampler.get());
   options.on_gpus = [&pods](std::shared_ptr<const agent::NodeGpus> gpus) {
     pods.SetGpus(std::move(gpus));
   };
@@ -235,8 +289,10 @@ int RunAgent(const AgentFlags& f) {
   if (f.metrics_port >= 0) {
     absl::Status listening =
         metrics.Start(f.metrics_address, f.metrics_port, [&pods, &delivery, &options] {
-          return agent::MetricsText(pods.Use(), {options.node_name, delivery.delivered(),
-                                                 delivery.refused(), pods.reaped_slots()});
+          return agent::MetricsText(
+              pods.Use(),
+              {options.node_name, delivery.delivered(), delivery.refused(), pods.reaped_slots(),
+               pods.backstop_over(), pods.backstop_actions(), pods.sees_host_pids()});
         });
     if (!listening.ok()) {
       g_stop.store(true);
@@ -423,6 +479,9 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--mps-root", f->mps_root,
                   "Host folder for the MPS daemons' pipes, logs and /dev/shm (one per node)")
       ->capture_default_str();
+  cmd->add_option("--mps-shm-mib", f->mps_shm_mib,
+                  "Size of each MPS daemon's /dev/shm (a tmpfs shared by its clients), in MiB")
+      ->capture_default_str();
   cmd->add_option("--nvidia-smi", f->nvidia_smi,
                   "nvidia-smi, to put a GPU in EXCLUSIVE_PROCESS mode for MPS and back")
       ->capture_default_str();
@@ -471,6 +530,27 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                 "on (when nothing else is prepared on the GPU), and off again when its last "
                 "instance is gone; without it such a claim is refused with a message saying how "
                 "to turn MIG mode on");
+
+  cmd->add_option("--proc-root", f->proc_root,
+                  "The host's /proc as the agent sees it: the agent needs the host's PID "
+                  "namespace (hostPID: true) to tell which pod a GPU process belongs to")
+      ->capture_default_str();
+  cmd->add_option("--memory-backstop", f->backstop_action,
+                  "What to do with a pod whose processes hold more GPU memory than its share "
+                  "(by the driver's count, NVML) past the grace period: kill its processes on that "
+                  "GPU, evict the pod, or only report (Events and metrics)")
+      ->check(CLI::IsMember({"kill", "evict", "report"}))
+      ->capture_default_str();
+  cmd->add_option("--memory-backstop-grace", f->backstop_grace,
+                  "How long a pod may stay over its share before the backstop acts (30s, 2m)")
+      ->capture_default_str();
+  cmd->add_option("--memory-backstop-tolerance-percent", f->backstop_tolerance_percent,
+                  "Tolerance over the share, in percent of it")
+      ->capture_default_str();
+  cmd->add_option("--memory-backstop-process-mib", f->backstop_process_mib,
+                  "Tolerance per process on the GPU, in MiB (its context and modules, which the "
+                  "CUDA shim does not count)")
+      ->capture_default_str();
 
   auto c = std::make_shared<CompareFlags>();
   CLI::App* compare = cmd->add_subcommand(

@@ -5,6 +5,8 @@
 //   shim_client                  dlopen("libcuda.so.1") + dlsym, like the CUDA runtime and ctypes
 //   shim_client --procaddr=V[,ptsz]   dlsym("cuGetProcAddress[_v2]") only, then every entry
 //                                point through it at CUDA version V (and the per-thread flag)
+//   shim_client --libcuda=PATH   dlopen(PATH) instead of "libcuda.so.1": a tenant loading the
+//                                real driver by the path it is mounted at (the security tests)
 // Which libcuda.so.1 it gets (the shim or the fake driver alone) is up to LD_LIBRARY_PATH.
 //
 // Commands (sizes in bytes; NAME labels an allocation):
@@ -197,10 +199,14 @@ std::string Err(CUresult r) { return "err " + std::to_string(r); }
 PFN_cuGetProcAddress_v2 g_gpa2 = nullptr;
 PFN_cuGetProcAddress g_gpa1 = nullptr;
 
+// What dlopen is given: the soname, or (--libcuda=PATH) a file by its path, as a tenant that
+// loads the real driver from where it is mounted and bypasses the shim would.
+std::string g_libcuda = "libcuda.so.1";
+
 bool LoadDlopen() {
-  api.cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  api.cuda = ::dlopen(g_libcuda.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (api.cuda == nullptr) {
-    std::fprintf(stderr, "dlopen libcuda.so.1: %s\n", ::dlerror());
+    std::fprintf(stderr, "dlopen %s: %s\n", g_libcuda.c_str(), ::dlerror());
     return false;
   }
   std::map<std::string, std::string> exported = {
@@ -757,6 +763,9 @@ int main(int argc, char** argv) {
       if (v.find("ptsz") != std::string::npos)
         g_flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     }
+#ifndef SHIM_CLIENT_LINKED
+    if (arg.rfind("--libcuda=", 0) == 0) g_libcuda = arg.substr(10);
+#endif
   }
 #ifdef SHIM_CLIENT_LINKED
   if (procaddr) return 2;  // the linked client binds at load time

@@ -11,9 +11,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "records/assignment.h"
+#include "shim/mount_namespace_testing.h"
 
 namespace tessera::agent {
 namespace {
+
+// Pods' ledger folders are tmpfs mounts: this process's own, gone with it.
+const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -78,6 +82,7 @@ class DeliveryTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     options_.node_name = "n1";
+    options_.sized_ledger_folders = kPrivateMounts;
     options_.edits.dev_dir = "/host/dev";
     options_.edits.pods_dir = (dir_ / "pods").string();
     options_.mps.root = (dir_ / "mps").string();
