@@ -12,7 +12,16 @@ With the shim in front of the real driver and an 8 GiB share (the cap), it check
   4. two processes share one cap (5 + 5 GiB): the second is refused, and succeeds at once after
      the first is SIGKILLed;
   5. the driver-API program (scripts/gpu_shim/driver_check.cc) passes: pitch, arrays, VMM on
-     device and host locations, pools, cuGetProcAddress at 12000 and 13000, IPC;
+     device and host locations, pools, cuGetProcAddress at 12000 and 13000, IPC; and what only a
+     real driver settles for a hostile tenant (issue 27, bench/results/security.md): every
+     intercepted symbol resolves to a hook through cuGetProcAddress (and how many the driver
+     answered with internal entry points), a VMM allocation exported as a descriptor carries the
+     shim's tag and stays charged while another process holds it after its creator released it,
+     graph allocation nodes are charged from their launch, a raised device-malloc heap is
+     charged (with what the driver really took), IPC memory freed by its exporter stays charged
+     while another process has it open (with what the driver gave back at the free and at the
+     close), and CUDA 2.x's cuMemAlloc reached by name is refused (with what the driver itself
+     answers);
   6. a bf16 8192x8192 matmul loop capped at 30% runs at 0.30 +- 0.05 of its uncapped speed,
      30% + 70% pods split the GPU about 3:7, and a CUDA graph of the loop is capped too;
   7. the node agent's memory backstop can see what the shim cannot (bench/results/security.md):
@@ -49,7 +58,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SHIM_CORE = ["ledger.cc", "limits.cc", "tracker.cc", "compute_gate.cc"]
+SHIM_CORE = ["ledger.cc", "limits.cc", "tracker.cc", "compute_gate.cc", "export_tag.cc"]
 SHIM_PART = ["shim_state.cc", "real_driver.cc", "proc_address.cc", "glibc_compat.cc"]
 
 

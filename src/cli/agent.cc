@@ -80,6 +80,10 @@ struct AgentFlags {
   bool no_mig_devices = false;
   bool dra_mig_mode_switch = false;
   std::string dra_resync = "10s";
+  // GPU faults (src/agent/health).
+  std::string gpu_fault_policy = "evict";
+  std::string gpu_quiet_period = "5m";
+  std::string gpu_fault_retry = "5s";
   // Host processes and the memory backstop.
   std::string proc_root = "/proc";
   std::string backstop_action = "kill";
@@ -133,8 +137,10 @@ absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const AgentFlags& f) {
   if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
   absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
   if (in_cluster.ok()) return in_cluster;
-  if (std::string path = k8s::DefaultKubeconfigPath(); !path.empty()) {
-    return k8s::LoadKubeconfig(path, f.context);
+  if (absl::StatusOr<k8s::ClientConfig> c =
+          k8s::LoadKubeconfigs(k8s::DefaultKubeconfigPaths(), f.context);
+      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
+    return c;
   }
   return absl::InvalidArgumentError(
       StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
@@ -178,6 +184,23 @@ int RunAgent(const AgentFlags& f) {
   if (options.node_name.empty()) {
     return fail(kExitBadInput, "no node name: pass --node-name or set NODE_NAME");
   }
+  absl::StatusOr<agent::FaultPolicy> policy = agent::ParseFaultPolicy(f.gpu_fault_policy);
+  if (!policy.ok()) {
+    return fail(kExitBadInput, StrCat("--gpu-fault-policy: ", policy.status().message()));
+  }
+  options.faults.policy = *policy;
+  absl::StatusOr<std::chrono::milliseconds> quiet = ParseDuration(f.gpu_quiet_period);
+  if (!quiet.ok()) {
+    return fail(kExitBadInput, StrCat("--gpu-quiet-period: ", quiet.status().message()));
+  }
+  options.health.quiet_period = *quiet;
+  absl::StatusOr<std::chrono::milliseconds> retry = ParseDuration(f.gpu_fault_retry);
+  if (!retry.ok() || retry->count() == 0) {
+    return fail(kExitBadInput,
+                StrCat("--gpu-fault-retry: ",
+                       retry.ok() ? "must be more than 0" : retry.status().message()));
+  }
+  options.faults.retry_interval = *retry;
   absl::StatusOr<k8s::ClientConfig> config = ClientConfigFor(f);
   if (!config.ok()) return fail(kExitBadInput, config.status().message());
   absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = k8s::ApiClient::Create(*config);
@@ -279,6 +302,23 @@ int RunAgent(const AgentFlags& f) {
   options.on_gpus = [&pods](std::shared_ptr<const agent::NodeGpus> gpus) {
     pods.SetGpus(std::move(gpus));
   };
+  // The node's own record of the pods on its GPUs, for GPU faults: the pod manager's grants with
+  // the shim's ledger (and, in DRA mode, the prepared claims' pods, added below).
+  std::function<std::vector<agent::GpuPod>()> dra_pods;
+  options.faults.local_pods = [&pods, &dra_pods] {
+    std::vector<agent::GpuPod> out;
+    for (const agent::GpuUse& u : pods.Use()) {
+      for (const agent::GpuUse::Pod& p : u.pods) {
+        const bool ledger = p.sharing == agent::Sharing::kShim;
+        out.push_back(
+            {p.ns, p.name, p.uid, u.uuid, p.mig, ledger ? static_cast<int64_t>(p.processes) : -1});
+      }
+    }
+    if (dra_pods) {
+      for (agent::GpuPod& p : dra_pods()) out.push_back(std::move(p));
+    }
+    return out;
+  };
   std::thread maintenance([&pods] { pods.RunMaintenance(g_stop); });
 
   // Delivery into containers: the NRI plugin, on its own thread.
@@ -342,7 +382,21 @@ int RunAgent(const AgentFlags& f) {
             : (f.driver_lib_dirs.empty() ? agent::kDefaultContainerLibDir
                                          : f.driver_lib_dirs.front());
     dra_options.edits.shares.container_lib_dir = f.container_lib_dir;
+    dra_options.no_execute_on_failure = *policy == agent::FaultPolicy::kEvict;
     dra = std::make_unique<agent::dra::DraAgent>(**client, dra_options);
+    dra_pods = [&dra] {
+      std::vector<agent::GpuPod> out;
+      for (const agent::dra::PreparedClaim& c : dra->driver().Prepared()) {
+        for (const agent::dra::PreparedDevice& d : c.devices) {
+          const std::string instance =
+              d.mig ? StrCat(d.mig_profile, "@", d.mig_start) : std::string();
+          for (const agent::dra::ClaimConsumer& pod : c.pods) {
+            out.push_back({c.ns, pod.name, pod.uid, d.gpu_uuid, instance, -1});
+          }
+        }
+      }
+      return out;
+    };
     options.extended_resources = false;
     options.on_gpus = [&pods, &dra](std::shared_ptr<const agent::NodeGpus> gpus) {
       pods.SetGpus(gpus);
@@ -525,6 +579,21 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-mig-devices", f->no_mig_devices,
                 "DRA: do not publish MIG placements as partitionable devices");
+  cmd->add_option("--gpu-fault-policy", f->gpu_fault_policy,
+                  "What happens to the pods of a GPU that fails (a hardware XID, a lost GPU, a "
+                  "reset the driver asks for) or that hold both GPUs of an NVLink that went down: "
+                  "evict (through the Eviction API, PodDisruptionBudgets honoured; in DRA mode the "
+                  "devices are also tainted NoExecute), cordon-gpu (they keep running; no new pods "
+                  "go to the GPU), none (they are only told)")
+      ->capture_default_str();
+  cmd->add_option("--gpu-quiet-period", f->gpu_quiet_period,
+                  "How long a GPU (or an NVLink) must be free of faults before it returns to "
+                  "service, without a restart")
+      ->capture_default_str();
+  cmd->add_option("--gpu-fault-retry", f->gpu_fault_retry,
+                  "How often the pods of a failed GPU are looked at again (an eviction a "
+                  "PodDisruptionBudget refused is tried again)")
+      ->capture_default_str();
   cmd->add_flag("--dra-mig-mode-switch", f->dra_mig_mode_switch,
                 "DRA: a claim for a MIG placement on a GPU that is not in MIG mode turns MIG mode "
                 "on (when nothing else is prepared on the GPU), and off again when its last "

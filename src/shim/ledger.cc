@@ -310,6 +310,16 @@ bool Ledger::TryLock(uint32_t i) const {
   return ::fcntl(fd_, F_OFD_SETLK, &fl) == 0;
 }
 
+bool Ledger::TryReadLock(uint32_t i) const {
+  if (private_) return true;
+  struct flock fl {};
+  fl.l_type = F_RDLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(LockOffset(i));
+  fl.l_len = 1;
+  return ::fcntl(fd_, F_OFD_SETLK, &fl) == 0;
+}
+
 void Ledger::Unlock(uint32_t i) const {
   if (private_) return;
   struct flock fl {};
@@ -339,6 +349,93 @@ void Ledger::FreeSlot(uint32_t i, LedgerSlot* s) {
   header_->live_bitmap[i / 64].fetch_and(~(uint64_t{1} << (i % 64)), std::memory_order_seq_cst);
   s->state.store(kSlotFree, std::memory_order_seq_cst);
   s->used_bytes.store(0, std::memory_order_seq_cst);
+  s->share_key.store(0, std::memory_order_relaxed);
+}
+
+int Ledger::CreateShared(uint64_t key, uint64_t bytes) {
+  if (private_ || slot_ == nullptr || key == 0) return -1;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t n = shape_.slot_count;
+  const uint32_t start = header_->claim_hint.fetch_add(1, std::memory_order_relaxed) % n;
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t i = (start + k) % n;
+    LedgerSlot* s = SlotAt(i);
+    if (s->state.load(std::memory_order_acquire) != kSlotFree || !TryLock(i)) continue;
+    if (s->state.load(std::memory_order_acquire) != kSlotFree) {  // taken meanwhile
+      Unlock(i);
+      continue;
+    }
+    // Filled in under the write lock, then held like any holder's (a read lock; the conversion
+    // is atomic, so no one can take it as unheld in between).
+    s->used_bytes.store(bytes, std::memory_order_seq_cst);
+    s->peak_bytes.store(bytes, std::memory_order_relaxed);
+    s->pid.store(0, std::memory_order_relaxed);
+    s->pidns_inode.store(0, std::memory_order_relaxed);
+    s->start_time_ticks.store(0, std::memory_order_relaxed);
+    s->host_pid.store(0, std::memory_order_relaxed);
+    s->claimed_at_unix_ns.store(UnixNowNs(), std::memory_order_relaxed);
+    s->share_key.store(key, std::memory_order_relaxed);
+    s->state.store(kSlotShared, std::memory_order_seq_cst);
+    header_->live_bitmap[i / 64].fetch_or(uint64_t{1} << (i % 64), std::memory_order_seq_cst);
+    TryReadLock(i);
+    ++held_[i];
+    // The bytes count in the shared slot now: take them off the own slot (briefly counted twice,
+    // which errs on the side of refusing).
+    uint64_t cur = slot_->used_bytes.load(std::memory_order_relaxed);
+    uint64_t next;
+    do {
+      next = cur >= bytes ? cur - bytes : 0;
+    } while (!slot_->used_bytes.compare_exchange_weak(cur, next, std::memory_order_seq_cst));
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int Ledger::JoinShared(uint64_t key, uint64_t* bytes) {
+  if (private_ || slot_ == nullptr || key == 0) return -1;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint32_t n = shape_.slot_count;
+  for (uint32_t i = 0; i < n; ++i) {
+    LedgerSlot* s = SlotAt(i);
+    if (s->state.load(std::memory_order_acquire) != kSlotShared ||
+        s->share_key.load(std::memory_order_acquire) != key) {
+      continue;
+    }
+    if (held_.count(i) == 0) {
+      // A reclaimer testing whether anyone holds it has it write-locked for an instant.
+      bool locked = false;
+      for (int attempt = 0; attempt < 64 && !(locked = TryReadLock(i)); ++attempt) sched_yield();
+      if (!locked) continue;
+      // Freed (and perhaps reused) before the lock: not this allocation any more.
+      if (s->state.load(std::memory_order_acquire) != kSlotShared ||
+          s->share_key.load(std::memory_order_acquire) != key) {
+        Unlock(i);
+        continue;
+      }
+    }
+    ++held_[i];
+    *bytes = s->used_bytes.load(std::memory_order_seq_cst);
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void Ledger::LeaveShared(int index) {
+  if (private_ || index < 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(static_cast<uint32_t>(index));
+  if (it == held_.end()) return;
+  if (--it->second > 0) return;
+  held_.erase(it);
+  Unlock(static_cast<uint32_t>(index));
+  FreeSharedIfUnheld(static_cast<uint32_t>(index));
+}
+
+void Ledger::FreeSharedIfUnheld(uint32_t i) {
+  if (!TryLock(i)) return;  // another process still holds it
+  LedgerSlot* s = SlotAt(i);
+  if (s->state.load(std::memory_order_acquire) == kSlotShared) FreeSlot(i, s);
+  Unlock(i);
 }
 
 bool Ledger::Claim(const ProcessIdentity& me, std::string* error) {
@@ -357,8 +454,8 @@ bool Ledger::Claim(const ProcessIdentity& me, std::string* error) {
       uint32_t i = (start + k) % n;
       LedgerSlot* s = SlotAt(i);
       if (pass == 0 && s->state.load(std::memory_order_acquire) != kSlotFree) continue;
-      if (!TryLock(i)) continue;
-      if (s->state.load(std::memory_order_acquire) == kSlotLive) {
+      if (held_.count(i) != 0 || !TryLock(i)) continue;
+      if (s->state.load(std::memory_order_acquire) != kSlotFree) {  // a dead process's, or unheld
         uint64_t bytes = s->used_bytes.load(std::memory_order_seq_cst);
         FreeSlot(i, s);
         header_->reclaimed_slots.fetch_add(1, std::memory_order_relaxed);
@@ -457,11 +554,12 @@ ReclaimResult Ledger::ReclaimDeadLocked() {
     while (bits != 0) {
       uint32_t i = w * 64 + static_cast<uint32_t>(__builtin_ctzll(bits));
       bits &= bits - 1;
-      // Our own descriptor would be granted our own slot's lock: never test it.
-      if (i >= n || static_cast<int>(i) == slot_index_) continue;
-      if (!TryLock(i)) continue;  // its owner is alive
+      // Our own descriptor would be granted our own slot's lock (and would turn a shared slot's
+      // read lock of ours into a write lock): never test those.
+      if (i >= n || static_cast<int>(i) == slot_index_ || held_.count(i) != 0) continue;
+      if (!TryLock(i)) continue;  // its owner is alive, or someone holds the shared allocation
       LedgerSlot* s = SlotAt(i);
-      if (s->state.load(std::memory_order_acquire) == kSlotLive) {
+      if (s->state.load(std::memory_order_acquire) != kSlotFree) {
         uint64_t bytes = s->used_bytes.load(std::memory_order_seq_cst);
         FreeSlot(i, s);
         ++result.slots;
@@ -482,6 +580,9 @@ ReclaimResult Ledger::ReclaimDeadLocked() {
 }
 
 std::vector<SlotInfo> Ledger::Slots(bool check_alive) const {
+  // This process's holds of shared slots (held_) are read under mu_; CopySlots alone is for the
+  // agent, which holds none (and must not take a lock under its SIGBUS guard).
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<SlotInfo> out(shape_.slot_count);
   out.resize(CopySlots(out.data(), static_cast<uint32_t>(out.size()), check_alive));
   return out;
@@ -503,8 +604,9 @@ uint32_t Ledger::CopySlots(SlotInfo* out, uint32_t capacity, bool check_alive) c
     info.used_bytes = s->used_bytes.load(std::memory_order_relaxed);
     info.peak_bytes = s->peak_bytes.load(std::memory_order_relaxed);
     info.claimed_at_unix_ns = s->claimed_at_unix_ns.load(std::memory_order_relaxed);
+    info.shared = s->state.load(std::memory_order_relaxed) == kSlotShared;
     if (check_alive) {
-      if (private_ || static_cast<int>(i) == slot_index_) {
+      if (private_ || static_cast<int>(i) == slot_index_ || held_.count(i) != 0) {
         info.alive = true;
       } else {
         struct flock fl {};
@@ -530,6 +632,11 @@ void Ledger::SetHostPid(uint32_t slot, uint32_t host_pid) {
 
 void Ledger::Release() {
   std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [index, holds] : held_) {
+    Unlock(index);
+    FreeSharedIfUnheld(index);
+  }
+  held_.clear();
   if (slot_ == nullptr) return;
   FreeSlot(static_cast<uint32_t>(slot_index_), slot_);
   Unlock(static_cast<uint32_t>(slot_index_));
@@ -540,6 +647,7 @@ void Ledger::Release() {
 void Ledger::AbandonAfterFork() {
   slot_ = nullptr;
   slot_index_ = -1;
+  held_.clear();  // the parent's holds (its descriptor's locks)
   if (fd_ >= 0) {
     ::close(fd_);  // the parent's open file description keeps the parent's lock
     fd_ = -1;

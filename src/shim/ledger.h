@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "shim/segment_format.h"
@@ -53,7 +54,8 @@ struct SlotInfo {
   uint64_t used_bytes = 0;
   uint64_t peak_bytes = 0;
   uint64_t claimed_at_unix_ns = 0;
-  bool alive = false;  // its owner still holds the lock (only when checked)
+  bool alive = false;   // its owner still holds the lock (only when checked)
+  bool shared = false;  // an allocation held by several processes, not a process (kSlotShared)
 };
 
 // The header fields a ledger was validated with at open, kept by this process: every index into
@@ -112,6 +114,21 @@ class Ledger {
   // Gives back; never below zero (an unbalanced release is logged by the caller).
   void Uncharge(uint64_t bytes);
 
+  // Shared allocations: memory several of the pod's processes may hold at once (a virtual-memory
+  // allocation exported as a file descriptor and imported elsewhere). Its bytes sit in a slot of
+  // their own (kSlotShared, named by `key`), which each holding process holds with an OFD read
+  // lock; it counts until the last holder lets go or dies, whichever process created it, so the
+  // pod's usage is what the driver holds, once. Requires claimed(); a private ledger has none.
+  //
+  // Moves `bytes` of this process's own charge into a new shared slot named `key` (nonzero) and
+  // holds it. -1 when no slot is free: the bytes then stay on the own slot.
+  int CreateShared(uint64_t key, uint64_t bytes);
+  // Holds the live shared slot named `key` (again, if this process already does); -1 when there
+  // is none. `bytes`: what it charges.
+  int JoinShared(uint64_t key, uint64_t* bytes);
+  // Lets go of one hold (from CreateShared or JoinShared); the last holder of the pod frees it.
+  void LeaveShared(int index);
+
   uint64_t Used() const;     // the pod's usage: sum of live slots
   uint64_t OwnUsed() const;  // this process's slot
 
@@ -162,7 +179,10 @@ class Ledger {
   ReclaimResult ReclaimDeadLocked();
   LedgerSlot* SlotAt(uint32_t i) const;
   bool TryLock(uint32_t i) const;
+  bool TryReadLock(uint32_t i) const;
   void Unlock(uint32_t i) const;
+  // Frees shared slot i if no process holds it. Caller holds mu_ and no hold of its own on it.
+  void FreeSharedIfUnheld(uint32_t i);
   void FreeSlot(uint32_t i, LedgerSlot* s);
   void InitSlot(uint32_t i, const ProcessIdentity& me);
 
@@ -176,7 +196,8 @@ class Ledger {
   LedgerHeader* header_ = nullptr;
   LedgerSlot* slot_ = nullptr;
   int slot_index_ = -1;
-  std::mutex mu_;
+  std::unordered_map<uint32_t, uint32_t> held_;  // shared slots this process holds: holds each
+  mutable std::mutex mu_;
 };
 
 // What differs between `now` (a copy of a ledger's header, the file `file_bytes` long) and the

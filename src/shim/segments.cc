@@ -275,6 +275,12 @@ SegmentInfo Segment::Inspect() const {
     info.used_bytes = info.used_bytes + s.used_bytes < info.used_bytes
                           ? UINT64_MAX
                           : info.used_bytes + s.used_bytes;
+    if (s.shared) {  // an allocation several processes hold (Ledger::CreateShared)
+      info.shared_bytes = info.shared_bytes + s.used_bytes < info.shared_bytes
+                              ? UINT64_MAX
+                              : info.shared_bytes + s.used_bytes;
+      continue;
+    }
     ProcessUsage p;
     p.slot = s.index;
     p.pid = s.pid;
@@ -340,6 +346,7 @@ ReapResult Segment::Reap(const HostPidLookup& lookup) {
   std::map<uint32_t, Resolved> resolved;
   for (uint32_t i = 0; i < count; ++i) {
     const SlotInfo& s = slots[i];
+    if (s.shared) continue;  // an allocation, not a process: no host PID
     auto known = resolved_.find(s.index);
     if (known != resolved_.end() && known->second.pid == s.pid &&
         known->second.pidns_inode == s.pidns_inode &&

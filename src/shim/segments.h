@@ -66,7 +66,8 @@ struct SegmentInfo {
   uint32_t duty_permille = 0;
   uint32_t phase_permille = 0;
   uint32_t slots = 0;
-  uint64_t used_bytes = 0;
+  uint64_t used_bytes = 0;    // the pod's usage: its processes' and shared allocations'
+  uint64_t shared_bytes = 0;  // of which allocations several processes hold (not in processes)
   uint64_t peak_used_bytes = 0;
   uint64_t oom_count = 0;
   uint64_t reclaimed_slots = 0;
@@ -77,7 +78,7 @@ struct SegmentInfo {
 };
 
 struct ReapResult {
-  uint32_t slots = 0;     // slots of dead processes freed
+  uint32_t slots = 0;     // slots of dead processes (and of shared allocations no one holds) freed
   uint64_t bytes = 0;     // what they held
   uint32_t resolved = 0;  // host PIDs newly filled in
   // Non-empty when the ledger's header or length was changed under the agent (by the pod's own

@@ -1,10 +1,10 @@
 // Places and releases the pods of a trace replay with core::Engine's one decision
-// (Engine::PlaceUnnamed: the policy's choice exactly as Engine::Place makes it), minus what a
-// replay of ten thousand pods cannot afford and does not use: the engine's ledger keyed by pod
-// name (the replay keeps placements by trace index) and the per-node explanation built for every
-// pod that does not fit. Gang members are the exception: the engine's gang rules find the members
-// running by name, so they are placed and released by name. Whether a pod can never fit is the
-// engine's answer, remembered per request shape.
+// (Engine::Decide in Mode::kApply: the policy's choice exactly as Mode::kCommit makes it), minus
+// what a replay of ten thousand pods cannot afford and does not use: the engine's ledger keyed by
+// pod name (the replay keeps placements by trace index) and the per-node explanation built for
+// every pod that does not fit. Gang members are the exception: the engine's gang rules find the
+// members running by name, so they are placed and released by name. Whether a pod can never fit
+// is the engine's answer, remembered per request shape.
 #pragma once
 
 #include <memory>
@@ -26,7 +26,9 @@ class Placer {
 
   // kPlaced (and *placement set), kNoFitNow or kNeverFits.
   core::Outcome Place(const core::PodRequest& request, core::Placement* placement) {
-    return engine_.PlaceUnnamed(request, placement);
+    core::PlacementResult r = engine_.DecideOne(core::Ask::Pod(request).As(core::Mode::kApply));
+    if (r.placed()) *placement = std::move(r.placement);
+    return r.outcome;
   }
   // Takes a placement decided elsewhere (a defragmentation plan's); Release returns it.
   absl::Status Apply(const core::Placement& placement) { return engine_.ApplyUnnamed(placement); }

@@ -354,5 +354,93 @@ TEST_F(AgentNodes, ASelfGrantedGpuHeldByAnotherPodIsRefused) {
                                              "never gives a GPU twice"));
 }
 
+// --- attacks of a hostile tenant (issue 27; ctest label `security`: security_shim_attacks) ---
+//
+// Each pod reports as the probe does, then performs the attack with test/shim's shim_client and
+// appends "attack step=answer" lines to its termination message.
+
+// Lines "name=answer" the attack script appended (ParseProbeReport keeps them in env).
+std::string Step(const ProbeReport& r, const std::string& name) {
+  auto it = r.env.find(name);
+  return it == r.env.end() ? "(missing)" : it->second;
+}
+
+// Sends one command to a shim_client started on fifos (fd 3 in, fd 4 out, or 5/6) and records
+// its answer as `name`.
+constexpr char kAttackHelpers[] = R"(
+ask() { echo "$2" >&"$3"; read -r answer <&"$4"; echo "$1=$answer" >>/dev/termination-log; }
+start_client() {  # start_client NAME "ENV=VALUE..." "ARGS...": on fifos /tmp/NAME.{in,out}
+  mkfifo /tmp/$1.in /tmp/$1.out
+  env $2 shim_client $3 </tmp/$1.in >/tmp/$1.out 2>/dev/null &
+}
+)";
+
+// A compute-only share used to run with no memory cap: it is reserved, and capped at, the same
+// fraction of its GPU's memory as of its compute.
+TEST_F(AgentNodes, ShimAttacksAComputeOnlyShareCannotTakeTheWholeGpu) {
+  Create(ProbePod(ns_, "grab", kNvswitch, {{"tessera.dev/gpu-compute", "30"}}));
+  std::map<std::string, json> done = WaitAllFinished(1, seconds(180));
+  ASSERT_EQ(done.size(), 1u);
+  const records::Assignment a = AssignmentOf(done["grab"]);
+  ASSERT_EQ(a.gpus.size(), 1u);
+  EXPECT_EQ(a.gpus[0].grant.memory_mib, 81559 * 300 / 1000);
+  ExpectShare("grab", done["grab"], 81559 * 300 / 1000);  // the cap holds; beyond it: OOM
+}
+
+// A driver (or an interposer) whose cuGetProcAddress hands out entry points the shim has never
+// seen: the allocation through them is still counted, so the second half of the cap is refused.
+TEST_F(AgentNodes, ShimAttacksUnknownProcAddressesAreStillCounted) {
+  const std::string attack = StrCat(kAttackHelpers, R"(
+start_client p TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS=1 --procaddr=12000
+exec 3>/tmp/p.in 4</tmp/p.out
+ask procaddr_init init 3 4
+ask procaddr_hook "hookname cuMemAlloc" 3 4
+ask procaddr_first "alloc a 629145600" 3 4
+ask procaddr_second "alloc b 629145600" 3 4
+echo exit >&3
+)");
+  Create(ProbePod(ns_, "procaddr", kNvswitch, {{"tessera.dev/gpu-memory", "1Gi"}}, {}, attack));
+  std::map<std::string, json> done = WaitAllFinished(1, seconds(180));
+  ASSERT_EQ(done.size(), 1u);
+  ProbeReport r = ParseProbeReport(TerminationMessage(done["procaddr"]));
+  EXPECT_EQ(Step(r, "procaddr_init"), "ok") << r.raw;
+  EXPECT_EQ(Step(r, "procaddr_hook"), "ok cuMemAlloc_v2") << r.raw;
+  EXPECT_EQ(Step(r, "procaddr_first"), "ok") << r.raw;
+  EXPECT_EQ(Step(r, "procaddr_second"), "err 2") << r.raw;  // over the 1 GiB cap
+}
+
+// Export a cuMemCreate allocation as a file descriptor, import it in another process, release the
+// original: the importer's hold keeps it counted, so the cap still holds.
+TEST_F(AgentNodes, ShimAttacksAnExportedAllocationStaysCounted) {
+  const std::string attack = StrCat(kAttackHelpers, R"(
+start_client importer "" ""
+start_client exporter "" ""
+exec 3>/tmp/importer.in 4</tmp/importer.out 5>/tmp/exporter.in 6</tmp/exporter.out
+ask vmm_importer_init init 3 4
+ask vmm_listen "fdlisten /tmp/vmm.sock" 3 4
+ask vmm_exporter_init init 5 6
+ask vmm_create "vmm x 629145600 device" 5 6
+ask vmm_send "vmmsend x /tmp/vmm.sock" 5 6
+ask vmm_import "vmmimport x" 3 4
+ask vmm_release "vmmfree x" 5 6
+ask vmm_grab "alloc y 629145600" 5 6
+ask vmm_importer_free "vmmfree x" 3 4
+ask vmm_after "alloc y 629145600" 5 6
+echo exit >&3
+echo exit >&5
+)");
+  Create(ProbePod(ns_, "vmm", kNvswitch, {{"tessera.dev/gpu-memory", "1Gi"}}, {}, attack));
+  std::map<std::string, json> done = WaitAllFinished(1, seconds(180));
+  ASSERT_EQ(done.size(), 1u);
+  ProbeReport r = ParseProbeReport(TerminationMessage(done["vmm"]));
+  for (const char* step : {"vmm_importer_init", "vmm_listen", "vmm_exporter_init", "vmm_create",
+                           "vmm_send", "vmm_import", "vmm_release"}) {
+    EXPECT_EQ(Step(r, step), "ok") << step << "\n" << r.raw;
+  }
+  EXPECT_EQ(Step(r, "vmm_grab"), "err 2") << "the importer still holds 600 MiB\n" << r.raw;
+  EXPECT_EQ(Step(r, "vmm_importer_free"), "ok") << r.raw;
+  EXPECT_EQ(Step(r, "vmm_after"), "ok") << "given back by its last holder\n" << r.raw;
+}
+
 }  // namespace
 }  // namespace tessera::e2e

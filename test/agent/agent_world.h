@@ -114,6 +114,8 @@ class AgentWorld {
         dir_ + "/mps-" + node,
         "--rediscover-interval",
         "1s",
+        "--gpu-quiet-period",
+        "2s",
         "--metrics-bind-address",
         "127.0.0.1",
         "--metrics-port",

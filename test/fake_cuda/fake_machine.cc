@@ -270,8 +270,70 @@ FakeProc* Self() {
   std::abort();
 }
 
-uint64_t LiveBytes(const FakeMachine& m, int device) {
+namespace {
+// Whether some open description of an exported allocation's backing file remains (see
+// FakeShared). A dead entry is freed and its file removed.
+bool SharedAlive(const FakeShared& s) {
+  if (s.state.load(std::memory_order_acquire) != 2) return false;
+  int fd = ::open(s.path, O_RDWR | O_CLOEXEC);
+  bool alive = false;
+  if (fd >= 0) {
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    alive = ::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    ::close(fd);
+  }
+  if (!alive) {
+    auto& entry = const_cast<FakeShared&>(s);
+    uint32_t live = 2;
+    if (entry.state.compare_exchange_strong(live, 0, std::memory_order_acq_rel)) {
+      ::unlink(entry.path);
+    }
+  }
+  return alive;
+}
+}  // namespace
+
+uint64_t SharedBytes(const FakeMachine& m, uint32_t pid, int device) {
   uint64_t sum = 0;
+  for (const auto& s : m.shared) {
+    if (s.state.load(std::memory_order_acquire) != 2 || static_cast<int>(s.device) != device) {
+      continue;
+    }
+    if (pid != 0 && s.owner_pid.load(std::memory_order_relaxed) != pid) continue;
+    if (SharedAlive(s)) sum += s.bytes;
+  }
+  return sum;
+}
+
+FakeShared* AddShared(int device, uint64_t bytes, uint64_t ino, const std::string& path) {
+  FakeMachine* m = Machine();
+  for (auto& s : m->shared) {
+    uint32_t free = 0;
+    if (!s.state.compare_exchange_strong(free, 1, std::memory_order_acq_rel)) continue;
+    s.device = static_cast<uint32_t>(device);
+    s.bytes = bytes;
+    s.ino = ino;
+    s.owner_pid.store(static_cast<uint32_t>(::getpid()), std::memory_order_relaxed);
+    std::snprintf(s.path, sizeof(s.path), "%s", path.c_str());
+    s.state.store(2, std::memory_order_release);
+    return &s;
+  }
+  return nullptr;
+}
+
+const FakeShared* FindShared(uint64_t ino) {
+  for (const auto& s : Machine()->shared) {
+    if (s.state.load(std::memory_order_acquire) == 2 && s.ino == ino && SharedAlive(s)) return &s;
+  }
+  return nullptr;
+}
+
+uint64_t LiveBytes(const FakeMachine& m, int device) {
+  uint64_t sum = SharedBytes(m, 0, device);
   PidView view;
   for (const auto& p : m.procs) {
     uint32_t pid = p.pid.load(std::memory_order_acquire);
@@ -298,7 +360,9 @@ uint64_t ProcBytes(const FakeMachine& m, uint32_t pid, int device) {
     uint32_t reader_pid = 0;
     if (p.pid.load(std::memory_order_acquire) != 0 &&
         view.Check(p, &reader_pid) == PidView::State::kAlive && reader_pid == pid) {
-      return p.bytes[device].load(std::memory_order_acquire);
+      // With the exported allocations it created that are still alive (by its own PID).
+      return p.bytes[device].load(std::memory_order_acquire) +
+             SharedBytes(m, p.pid.load(std::memory_order_acquire), device);
     }
   }
   return 0;

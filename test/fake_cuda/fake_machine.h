@@ -36,6 +36,7 @@ inline constexpr uint32_t kMachineVersion = 2;
 inline constexpr int kMaxDevices = 8;
 inline constexpr int kMaxProcs = 256;
 inline constexpr uint32_t kRingSize = 1u << 16;
+inline constexpr int kMaxShared = 256;
 
 struct FakeDevice {
   char uuid[96];
@@ -65,6 +66,22 @@ struct FakeKernel {
   int64_t end_ns;
 };
 
+// A virtual-memory allocation exported as a file descriptor. The driver frees it when no process
+// holds a handle or a mapping of it and no exported descriptor of it is open anywhere, which is
+// when the last open description of its backing file (`path`) goes: each holds a read lock on
+// byte 0 (taken at export, shared by every dup and by the mappings), so it is alive while a lock
+// test on that byte from a new description fails. Its bytes count here, not in a process's
+// entry; NVML attributes them to the process that created it while that process lives.
+struct FakeShared {
+  std::atomic<uint32_t> state;  // 0 free, 1 being filled in, 2 live
+  uint32_t device;
+  uint64_t bytes;
+  uint64_t ino;  // the backing file's inode (how an import finds it)
+  std::atomic<uint32_t> owner_pid;
+  uint32_t reserved;
+  char path[240];
+};
+
 struct FakeMachine {
   uint64_t magic;
   uint32_t version;
@@ -73,6 +90,7 @@ struct FakeMachine {
   uint32_t reserved;
   FakeDevice devices[kMaxDevices];
   FakeProc procs[kMaxProcs];
+  FakeShared shared[kMaxShared];
   std::atomic<uint64_t> ring_head;
   FakeKernel ring[kRingSize];
 };
@@ -118,10 +136,19 @@ class PidView {
 uint64_t OwnPidNamespace();
 // Whether the process of an entry is alive (a process this reader cannot see counts as alive).
 bool Alive(const FakeProc& p);
-// Bytes held on `device` by living processes.
+// Bytes held on `device` by living processes and by exported allocations still alive.
 uint64_t LiveBytes(const FakeMachine& m, int device);
-// Bytes held on `device` by one living process (0 when dead).
+// Bytes held on `device` by one living process (0 when dead), with the exported allocations it
+// created that are still alive.
 uint64_t ProcBytes(const FakeMachine& m, uint32_t pid, int device);
+// Exported allocations on `device` still alive that `pid` created (0: any creator).
+uint64_t SharedBytes(const FakeMachine& m, uint32_t pid, int device);
+
+// Registers an exported allocation whose backing file is `path` (already locked by the caller);
+// returns its entry, or null when the table is full.
+FakeShared* AddShared(int device, uint64_t bytes, uint64_t ino, const std::string& path);
+// The live exported allocation whose backing file has inode `ino`, or null.
+const FakeShared* FindShared(uint64_t ino);
 
 int64_t MonoNs();
 uint64_t RealtimeUs();

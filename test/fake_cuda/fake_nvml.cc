@@ -72,7 +72,8 @@ std::vector<ProcUse> Processes(int device) {
   for (const auto& p : m.procs) {
     uint32_t pid = 0;
     if (p.pid.load() == 0 || view.Check(p, &pid) != tessera::fake::PidView::State::kAlive) continue;
-    uint64_t bytes = p.bytes[device].load();
+    // With the exported allocations it created that are still alive (FakeShared: by its own PID).
+    uint64_t bytes = p.bytes[device].load() + tessera::fake::SharedBytes(m, p.pid.load(), device);
     if (bytes == 0 && p.has_context[device].load() == 0) continue;
     out.push_back({pid, bytes});
   }

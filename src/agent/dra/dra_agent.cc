@@ -69,6 +69,7 @@ void DraAgent::OnGpus(std::shared_ptr<const NodeGpus> gpus) {
   po.mig_devices = options_.mig_devices;
   po.mig_mode_switch = options_.mig_mode_switch;
   po.pcie_roots = PcieRoots(*gpus, options_.sysfs_pci_dir);
+  po.no_execute_on_failure = options_.no_execute_on_failure;
   auto pool = std::make_shared<const Pool>(BuildPool(*gpus, po));
   driver_.SetGpus(gpus, pool);
   std::lock_guard<std::mutex> lock(mu_);

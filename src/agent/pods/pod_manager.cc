@@ -143,6 +143,19 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
   TESSERA_RETURN_IF_ERROR(CheckNotGivenLocked(*grant));
   if (grant->has_mig()) TESSERA_RETURN_IF_ERROR(CarryOutMigPlan(&*grant));
 
+  // No share runs without a memory cap: the scheduler reserves one for every share (a
+  // compute-only ask gets the same fraction of the GPU's memory as of its compute). A grant
+  // without one (written by an older scheduler, or by hand) is refused, not run uncapped.
+  for (const GrantedGpu& g : grant->gpus) {
+    if (g.share() && g.assigned.grant.memory_mib <= 0) {
+      return absl::FailedPreconditionError(
+          StrCat("pod ", pod.Name(), ": its share of GPU ", g.gpu.spec.index, " (", g.gpu.spec.uuid,
+                 ") has no memory reserved, and tessera runs no share without a memory cap; the "
+                 "scheduler reserves one for every share (ask ",
+                 records::kGpuMemoryResource, ", or update the scheduler)"));
+    }
+  }
+
   // A GPU serves MPS pods or shim pods, not both.
   for (const GrantedGpu& g : grant->gpus) {
     if (!g.share()) continue;

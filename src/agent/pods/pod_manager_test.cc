@@ -386,6 +386,23 @@ TEST_F(PodManagerTest, MpsPodsShareTheGpusDaemonAndNeverAGpuWithShimPods) {
   EXPECT_TRUE(m->Prepare(Pod(3, {Share(0, 1024)})).ok());  // the GPU serves shim pods again
 }
 
+// A share whose grant reserves no memory (compute only, from a scheduler before the scheduler
+// reserved memory for those) used to run with no memory cap: refused, shim or MPS, and nothing
+// is left behind.
+TEST_F(PodManagerTest, AShareWithoutAMemoryCapIsRefused) {
+  auto m = Manager();
+  for (const auto& annotations :
+       std::vector<std::map<std::string, std::string>>{{}, {{"tessera.dev/gpu-sharing", "mps"}}}) {
+    absl::StatusOr<std::optional<ContainerEdits>> p =
+        m->Prepare(Pod(1, {Share(0, /*memory_mib=*/0, /*compute_milli=*/300)}, annotations));
+    ASSERT_FALSE(p.ok());
+    EXPECT_THAT(p.status().message(), HasSubstr("has no memory reserved, and tessera runs no "
+                                                "share without a memory cap"));
+    EXPECT_FALSE(fs::exists(PodDir(1)));
+  }
+  EXPECT_TRUE(m->Prepare(Pod(1, {Share(0, 24576, 300)})).ok());  // what the scheduler grants now
+}
+
 TEST_F(PodManagerTest, AMigPlanIsCarriedOutBeforeTheContainerStarts) {
   FakeDiscovery backend(gpus_file_.string());
   auto m = Manager(&backend);
