@@ -465,6 +465,7 @@ void PodManager::Maintain() {
   if (now - processes_refreshed_ >= std::chrono::seconds(1)) {
     processes_.Refresh();
     processes_refreshed_ = now;
+    ReleasePodsWithoutProcessesLocked(now);
   }
   std::map<std::string, std::vector<shim::Segment*>> capped;  // by GPU UUID
   for (auto& [uid, p] : pods_) {
@@ -501,6 +502,28 @@ void PodManager::Maintain() {
     next_backstop_ = now + options_.backstop.interval;
     RunBackstopLocked(now);
   }
+}
+
+void PodManager::ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now) {
+  if (!sees_host_pids_ || pods_.empty()) return;
+  const std::set<std::string> running = processes_.PodsWithProcesses();
+  std::vector<std::string> ended;
+  for (auto& [uid, p] : pods_) {
+    if (running.contains(uid)) {
+      p.processes_seen = now;
+    } else if (p.processes_seen != std::chrono::steady_clock::time_point{} &&
+               now - p.processes_seen >= options_.released_without_processes) {
+      ended.push_back(uid);
+    }
+  }
+  for (const std::string& uid : ended) {
+    spdlog::info(
+        "pod {} has had no process on this node for {} s, although the runtime did not say it "
+        "ended (containerd does not, for pods it had before it restarted)",
+        pods_.at(uid).grant.pod.Name(), options_.released_without_processes.count());
+    ReleaseLocked(uid);
+  }
+  if (!ended.empty()) StopIdleMpsLocked();
 }
 
 void PodManager::RunBackstopLocked(std::chrono::steady_clock::time_point now) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/fake_gpus_file.h"
@@ -115,7 +116,7 @@ class PodManagerTest : public ::testing::Test {
         if (d.ok()) (void)(*d)->Stop();
       }
     }
-    fs::remove_all(dir_, ec_);
+    shim::RemoveTestTree(dir_);  // a pod left prepared keeps its ledger folder's tmpfs
   }
 
   std::shared_ptr<const NodeGpus> Gpus() {
@@ -354,6 +355,71 @@ TEST_F(PodManagerTest, ARestartedAgentTakesBackRunningPodsAndDropsEndedOnes) {
   EXPECT_EQ(use[0].pods[0].used_bytes, 1 << 20);  // the ledger survived, untouched
   // The pod's next container gets the same edits as before.
   EXPECT_TRUE(second->Prepare(running).ok());
+}
+
+// The mounts under `dir` in this process's mount namespace (a pod's sized ledger folder).
+std::vector<std::string> MountsUnder(const std::string& dir) {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mounts");
+  for (std::string device, target, rest; in >> device >> target && std::getline(in, rest);) {
+    if (target.rfind(dir + "/", 0) == 0) out.push_back(target);
+  }
+  return out;
+}
+
+// The soak's leak (seed 30): containerd, restarted, never tells plugins that the pods it had before
+// ended (no StopPodSandbox, no RemovePodSandbox), so an agent that took them back kept their files,
+// their ledger tmpfs and their grants (the next share on the GPU was refused as over-committed).
+// A pod whose processes, its pause process included, are all gone from the host is released;
+// one never seen with a process is left to the runtime's word. Failed before the fix: the ended
+// pod stayed (3 pods served, its folder and mount there).
+TEST_F(PodManagerTest, APodWithNoProcessLeftIsReleasedWhenTheRuntimeNeverSaysItEnded) {
+  // A fake host /proc: the agent's own status, and each running pod's pause process.
+  const fs::path proc = dir_ / "proc";
+  fs::create_directories(proc / "self");
+  std::ofstream(proc / "self" / "status") << "Name:\ttessera\nNSpid:\t4242\n";
+  auto process = [&](uint32_t pid, const std::string& uid) {
+    const fs::path d = proc / std::to_string(pid);
+    fs::create_directories(d);
+    std::ofstream(d / "stat") << pid << " (pause) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 "
+                              << 1000 + pid << " 20";
+    std::ofstream(d / "cgroup") << "0::/kubepods/besteffort/pod" << uid << "/"
+                                << std::string(64, 'a') << "\n";
+  };
+  process(100, Uid(1));
+  process(200, Uid(2));
+  options_.proc_root = proc.string();
+  options_.released_without_processes = std::chrono::seconds(0);
+  PodRef ends = Pod(1, {Share(0, 4096)});
+  PodRef runs = Pod(2, {Share(0, 8192)});
+  PodRef unseen = Pod(3, {Share(0, 4096)});  // its processes are not where the agent can see them
+  {
+    auto first = Manager();
+    for (const PodRef& p : {ends, runs, unseen}) ASSERT_TRUE(first->Prepare(p).ok());
+  }  // the agent restarts
+  auto second = Manager();
+  ASSERT_TRUE(second->sees_host_pids());
+  second->Synchronize({ends, runs, unseen});
+  ASSERT_EQ(second->pod_count(), 3u);
+  second->Maintain();
+  EXPECT_EQ(second->pod_count(), 3u);
+  if (kPrivateMounts) EXPECT_EQ(MountsUnder(PodDir(1)).size(), 1u);
+
+  fs::remove_all(proc / "100");  // the pod's sandbox is stopped; the runtime says nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the next scan of /proc
+  second->Maintain();
+  EXPECT_EQ(second->pod_count(), 2u);
+  EXPECT_FALSE(fs::exists(PodDir(1)));
+  EXPECT_THAT(MountsUnder(PodDir(1)), ::testing::IsEmpty());
+  EXPECT_TRUE(fs::exists(PodDir(2)));
+  EXPECT_TRUE(fs::exists(PodDir(3)));
+  // Its GPU memory is free again: a share the ended pod's would not have fitted beside.
+  EXPECT_TRUE(second->Prepare(Pod(4, {Share(0, 81559 - 8192 - 4096)})).ok());
+
+  // A pod taken back after the restart ends the ordinary way: its tmpfs goes with its folder.
+  second->Release(Uid(2));
+  EXPECT_FALSE(fs::exists(PodDir(2)));
+  EXPECT_THAT(MountsUnder(PodDir(2)), ::testing::IsEmpty());
 }
 
 TEST_F(PodManagerTest, MpsPodsShareTheGpusDaemonAndNeverAGpuWithShimPods) {
