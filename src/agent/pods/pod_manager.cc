@@ -422,6 +422,7 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
   }
   // Running pods this agent has not served yet (it restarted): take them back.
   int adopted = 0;
+  std::optional<std::set<std::string>> host_pods;  // the pods with processes, scanned once
   for (const PodRef& p : live) {
     if (pods_.contains(p.uid) ||
         !p.annotations.contains(std::string(records::kAssignmentAnnotation))) {
@@ -433,6 +434,14 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
                    e.status().message());
     } else if (e->has_value()) {
       ++adopted;
+      // The runtime lists stopped sandboxes too (containerd until the kubelet removes them), and
+      // may never say they ended: a pod taken back counts as seen with a process now, so that one
+      // with none is released like any other. Only where the host's processes show pods at all
+      // (the cgroup names are understood); otherwise it is left to the runtime's word.
+      if (sees_host_pids_) {
+        if (!host_pods) host_pods = processes_.PodsWithProcesses();
+        if (!host_pods->empty()) pods_.at(p.uid).processes_seen = std::chrono::steady_clock::now();
+      }
     }
   }
   // MPS daemons an earlier agent left for GPUs without MPS pods now.

@@ -15,9 +15,11 @@
 // files a previous agent left, and takes back the running ones (segments reopened, MPS daemons
 // adopted), so a restarted agent keeps reaping and serving. The runtime may also never say that a
 // pod ended (containerd keeps what it told plugins about pod sandboxes in memory only: after it
-// restarts it sends no StopPodSandbox or RemovePodSandbox for the pods it had before), so
-// maintenance releases a pod whose processes it saw and which has had none on the host (not even
-// its sandbox's pause process) for options.released_without_processes.
+// restarts it sends no StopPodSandbox or RemovePodSandbox for the pods it had before, and its list
+// includes stopped sandboxes), so maintenance releases a pod that has had no process on the host
+// (not even its sandbox's pause process) for options.released_without_processes since it was
+// last seen with one or taken back (a pod taken back counts as seen where the host's processes
+// show any pod at all).
 //
 // Rules it keeps: a GPU serves MPS pods or shim pods, never both at once (MPS puts the GPU in
 // EXCLUSIVE_PROCESS mode); a MIG plan never destroys an instance a running pod holds; nothing is
@@ -75,9 +77,9 @@ struct PodManagerOptions {
   std::string proc_root = "/proc";
   // The driver's view of each pod's GPU memory (needs a GpuProcessSampler): memory_backstop.h.
   BackstopOptions backstop;
-  // A pod whose processes were seen on the host and have all been gone this long is released as
-  // if the runtime had said it ended (needs the host's PID namespace; a pod never seen with a
-  // process is left to the runtime's word).
+  // A pod whose processes were seen on the host (or that was taken back after a restart) and have
+  // all been gone this long is released as if the runtime had said it ended (needs the host's PID
+  // namespace; a pod prepared but never seen with a process is left to the runtime's word).
   std::chrono::seconds released_without_processes{10};
   // Called by RunMaintenance, outside the pod manager's lock, with what pods should be told.
   std::function<void(std::vector<PodNotice>)> notify;
