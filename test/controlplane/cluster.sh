@@ -49,7 +49,9 @@
 # the start-to-healthy time. Everything listens on 127.0.0.1 only, with TLS.
 #
 # --with-workloads serves the Workload and PodGroup APIs (scheduling.k8s.io/v1beta1, beta and off
-# by default in 1.37): feature gate GenericWorkload on every component, and the API version on.
+# by default in 1.37): feature gate GenericWorkload on every component, and the API version on;
+# also TopologyAwareWorkloadScheduling (alpha), without which the API server drops a PodGroup's
+# spec.schedulingConstraints (pkg/registry/scheduling/podgroup/strategy.go).
 #
 # --with-service-accounts makes pods in-cluster clients, as a Helm install needs (the scheduler and
 # the agent as pods): the ServiceAccount admission plugin is on (pods get their projected,
@@ -585,7 +587,7 @@ start_cluster() {
       --with-controller-manager) with_kcm=1 ;;
       --with-service-accounts) with_sa=1 with_kcm=1 ;;
       --with-workloads)
-        feature_gates+=,GenericWorkload=true
+        feature_gates+=,GenericWorkload=true,TopologyAwareWorkloadScheduling=true
         runtime_config+=,scheduling.k8s.io/v1beta1=true
         ;;
       --owner-pid) owner=${2:?--owner-pid needs a pid}; shift ;;
