@@ -566,6 +566,7 @@ void SchedulerCore::PlaceGang(const std::string& gang_key, const GangAssembler::
     for (const PodInfo* p : told) reporter_->ReportNormal(*p, "GangMembers", message);
     spdlog::info("{}", message);
   }
+  if (placed == 0 && !results.empty()) ReportGroup(*members[0], false, results[0].reason);
   for (size_t i = 0; i < round.pending.size(); ++i) {
     if (!results[i].placed()) {
       MarkUnschedulable(round.pending[i], pods_.Get(round.pending[i]), results[i].reason);
