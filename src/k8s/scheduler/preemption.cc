@@ -23,6 +23,13 @@ std::shared_ptr<const QueueInfo> DecodeQueue(const nlohmann::json& object) {
       q->spec.name = object["metadata"]["name"];
     }
   }
+  absl::StatusOr<std::optional<records::QueueUsageStatus>> usage =
+      records::QueueUsageFromObject(object);
+  if (usage.ok()) {
+    q->usage = *std::move(usage);
+  } else {
+    q->usage_error = std::string(FromAbsl(usage.status().message()));
+  }
   return q;
 }
 

@@ -55,6 +55,7 @@
 #include "k8s/scheduler/disruption_budgets.h"
 #include "k8s/scheduler/objects.h"
 #include "nlohmann/json.hpp"
+#include "records/queue.h"
 
 namespace tessera::k8s {
 
@@ -62,6 +63,10 @@ namespace tessera::k8s {
 struct QueueInfo {
   core::QueueSpec spec;
   std::string error;
+  // status.usage as the scheduler last wrote it (records/queue.h); nullopt when absent or
+  // unreadable (usage_error says why).
+  std::optional<records::QueueUsageStatus> usage;
+  std::string usage_error;
 };
 std::shared_ptr<const QueueInfo> DecodeQueue(const nlohmann::json& object);
 

@@ -14,6 +14,7 @@
 #include "k8s/client/leader_election.h"
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/preemption.h"
+#include "k8s/scheduler/queue_usage_writer.h"
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
 #include "records/queue.h"
@@ -336,6 +337,24 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
                           });
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCore> core,
                            SchedulerCore::Create(config_.core, &binder, &reporter, &metrics_));
+  // Fair share that remembers (queue_usage_writer.h): the usage's half-life; what Queue objects
+  // say they held is taken once the pods are in (so a restart's gap counts as holding what the
+  // queues then hold), and the leader writes it back at a bounded rate.
+  core->queue_book().SetHalfLife(config_.queue_usage_half_life.count());
+  QueueUsageWriter usage_writer(
+      [&writes](const records::QueueUsageStatus& u, std::function<void(bool)> done) {
+        HttpRequest req = QueueUsageRequest(u);
+        writes.Submit(req, [req, done = std::move(done)](const HttpResponse& r) {
+          if (!r.ok()) {
+            spdlog::warn("writing a queue's usage: {}",
+                         FromAbsl(StatusFromResponse(req, r).message()));
+          }
+          done(r.ok());
+        });
+      },
+      config_.queue_usage_write_interval.count());
+  // The usage the Queue objects say they held (latest per queue), until it is taken.
+  absl::flat_hash_map<std::string, records::QueueUsageStatus> usage_read;
   ClaimBinder claim_binder(
       writes, [&events](const std::string& key, uint64_t attempt, absl::Status status) {
         LoopEvent e;
@@ -572,6 +591,23 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
             }
           }
           core->SetQueues(std::move(specs), queues.synced());
+          if (config_.queue_usage_half_life.count() > 0) {
+            for (const std::shared_ptr<const QueueInfo>& q : queues.List()) {
+              if (!q->usage_error.empty()) {
+                spdlog::warn("queue {}: its usage is not read back (it starts afresh): {}",
+                             q->spec.name, q->usage_error);
+              } else if (q->usage && q->usage->half_life_seconds * 1000 !=
+                                         config_.queue_usage_half_life.count()) {
+                spdlog::info(
+                    "queue {}: its usage was kept with a half-life of {} s, not {} s; "
+                    "it starts afresh",
+                    q->spec.name, q->usage->half_life_seconds,
+                    config_.queue_usage_half_life.count() / 1000);
+              } else if (q->usage) {
+                usage_read[q->spec.name] = *q->usage;
+              }
+            }
+          }
           break;
         }
         case LoopEvent::kBudget:
@@ -600,9 +636,22 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
       spdlog::info("caches synced: {} nodes, {} pods ({:.2f} s after start)", nodes.size(),
                    pods.size(), since_start());
     }
+    if (core->synced() && !usage_read.empty()) {
+      // Usage read back once the pods are in (before any decision counts them).
+      for (const auto& [queue, u] : usage_read) core->queue_book().RestoreUsage(u);
+      usage_read.clear();
+    }
     if (leading && core->ScheduleSome() > 0 && !decided) {
       decided = true;
       spdlog::info("first decisions {:.2f} s after start", since_start());
+    }
+    if (core->synced() && leading && config_.queue_usage_half_life.count() > 0) {
+      usage_writer.MaybeWrite(
+          std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::system_clock::now().time_since_epoch())
+              .count(),
+          [&core] { return core->queue_book().UsageNow(); },
+          [&queues](std::string_view q) { return queues.Get(std::string(q)) != nullptr; });
     }
     if (Clock::now() - last_publish >= std::chrono::seconds(1)) {
       core->PublishMetrics();
