@@ -42,6 +42,8 @@ struct LoopEvent {
     kQueues,
     kBudget,
     kBudgetsSynced,
+    kPodGroup,
+    kPodGroupsSynced,
   };
   Kind kind = kNode;
   Change change = Change::kAdded;
@@ -51,6 +53,7 @@ struct LoopEvent {
   std::shared_ptr<const dra::ClassInfo> device_class;
   std::shared_ptr<const dra::ClaimInfo> claim;
   std::shared_ptr<const BudgetInfo> budget;
+  std::shared_ptr<const PodGroupInfo> pod_group;
   std::string key;
   uint64_t attempt = 0;
   absl::Status status;
@@ -134,6 +137,35 @@ class ApiReporter final : public Reporter {
         pod.key);
   }
 
+  void ReportPodGroup(const PodGroupInfo& group, bool scheduled,
+                      const std::string& message) override {
+    // The whole list (a merge patch replaces it): the group's other conditions as they are, ours
+    // replaced, its transition time kept when its status does not change.
+    const std::string status = scheduled ? "True" : "False";
+    nlohmann::json condition = {
+        {"type", kPodGroupScheduledCondition},
+        {"status", status},
+        {"reason", scheduled ? "Scheduled" : "Unschedulable"},
+        {"message", message},
+        {"observedGeneration", group.generation},
+        {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}};
+    nlohmann::json conditions = nlohmann::json::array();
+    for (const nlohmann::json& c : group.conditions) {
+      if (c.value("type", "") != kPodGroupScheduledCondition) {
+        conditions.push_back(c);
+      } else if (c.value("status", "") == status && c.contains("lastTransitionTime")) {
+        condition["lastTransitionTime"] = c["lastTransitionTime"];
+      }
+    }
+    conditions.push_back(std::move(condition));
+    nlohmann::json patch = {{"status", {{"conditions", std::move(conditions)}}}};
+    Submit(HttpRequest{"PATCH",
+                       StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", group.ns,
+                              "/podgroups/", group.name, "/status"),
+                       patch.dump(), std::string(ContentTypeOf(PatchType::kMerge))},
+           StrCat("PodGroup ", group.key));
+  }
+
   void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
                      bool repeat) override {
     const auto now = std::chrono::system_clock::now();
@@ -193,7 +225,7 @@ class ApiReporter final : public Reporter {
   void Submit(HttpRequest req, const std::string& key) {
     async_.Submit(req, [req, key](const HttpResponse& r) {
       if (r.ok() || r.status == 404) return;  // a pod deleted meanwhile needs no report
-      spdlog::warn("reporting on pod {}: {}", key, FromAbsl(StatusFromResponse(req, r).message()));
+      spdlog::warn("reporting on {}: {}", key, FromAbsl(StatusFromResponse(req, r).message()));
     });
   }
 
@@ -399,6 +431,27 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         events.Push(std::move(le));
       });
 
+  // Upstream PodGroups (pod_groups.h). Without the GenericWorkload gate the API server does not
+  // serve them (404): none here, asked again every minute.
+  ListWatchOptions group_options;
+  group_options.resource = "podgroups";
+  group_options.path = std::string(kPodGroupsPath);
+  group_options.absent_retry = std::chrono::seconds(60);
+  Informer<PodGroupInfo> pod_groups(
+      client_, group_options, [](const nlohmann::json& j) { return DecodePodGroup(j); },
+      [&events](Informer<PodGroupInfo>::Event&& e) {
+        LoopEvent le;
+        if (e.kind == Informer<PodGroupInfo>::Event::kSynced) {
+          le.kind = LoopEvent::kPodGroupsSynced;
+        } else {
+          le.kind = LoopEvent::kPodGroup;
+          le.change = ChangeOf(static_cast<int>(e.kind));
+          le.pod_group = std::move(e.object);
+        }
+        events.Push(std::move(le));
+      });
+  core->SetPodGroupsKnown(false);
+
   ListWatchOptions node_options;
   node_options.resource = "nodes";
   node_options.path = "/api/v1/nodes";
@@ -435,8 +488,8 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         events.Push(std::move(le));
       });
 
-  metrics_.SetExtra([&nodes, &pods, &queues, &budgets, &dra_informers] {
-    std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets};
+  metrics_.SetExtra([&nodes, &pods, &queues, &budgets, &pod_groups, &dra_informers] {
+    std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets, &pod_groups};
     for (const auto& lw : dra_informers) all.push_back(lw.get());
     return InformerLines(all);
   });
@@ -457,6 +510,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   int dra_lists = 0;
   queues.Start();
   budgets.Start();
+  pod_groups.Start();
   std::unique_ptr<LeaderElector> elector;
   bool leading = !config_.leader_elect;
   if (config_.leader_elect) {
@@ -562,6 +616,12 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         case LoopEvent::kBudgetsSynced:
           core->SetBudgetsKnown(true);
           break;
+        case LoopEvent::kPodGroup:
+          core->OnPodGroup(e.change, std::move(e.pod_group));
+          break;
+        case LoopEvent::kPodGroupsSynced:
+          core->SetPodGroupsKnown(true);
+          break;
       }
     }
     if (lost) {
@@ -608,6 +668,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   pods.Stop();
   queues.Stop();
   budgets.Stop();
+  pod_groups.Stop();
   spdlog::info("tessera scheduler stopped");
   return result;
 }
