@@ -126,7 +126,8 @@ int Teams(int nodes_wanted, int days, uint64_t seed) {
       cluster.live_count(), cluster.total_gpus(), days, static_cast<long long>(steady),
       static_cast<long long>(trace.pods.size() - steady), static_cast<unsigned long long>(seed));
   std::printf(
-      "| half-life | reclaim | steady: pending after a burst, mean / worst hour's mean s (pods) | steady: all, "
+      "| half-life | reclaim | steady: pending after a burst, mean / worst hour's mean s (pods) | "
+      "steady: all, "
       "mean / p99 s | burst: all, mean / p99 s | Jain, 6 h windows: min / mean | Jain while "
       "both want GPUs | allocation %% |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
   struct Run {
