@@ -109,6 +109,17 @@ class PreemptionTest : public ::testing::Test {
     if (!queue.empty()) p.Annotation("tessera.dev/queue", queue);
     return p.Json();
   }
+  // Queues that deserve whole GPUs, by name, made known to the scheduler.
+  void QueuesDeserving(const std::vector<std::pair<std::string, int64_t>>& gpus) {
+    std::vector<core::QueueSpec> specs;
+    for (const auto& [name, n] : gpus) {
+      core::QueueSpec q;
+      q.name = name;
+      q.deserved[core::kQueueGpu] = n * 1000;
+      specs.push_back(q);
+    }
+    core_->SetQueues(specs, true);
+  }
   json Whole(const std::string& name, int priority, const std::string& queue = "", int n = 1) {
     PodObject p("ns", name);
     p.Limit("tessera.dev/gpu", std::to_string(n)).Priority(priority);
@@ -234,12 +245,7 @@ TEST_F(PreemptionTest, TheNominatedRoomIsKeptAndARestartNeitherEvictsTwiceNorLos
 TEST_F(PreemptionTest, AQueueOverItsShareGivesBackToOneUnder) {
   Node(NodeObject("n1").Gpus(4).Json());
   core_->SetSynced(true, true);
-  core::QueueSpec train, infer;
-  train.name = "train";
-  train.deserved[core::kQueueGpu] = 2000;
-  infer.name = "infer";
-  infer.deserved[core::kQueueGpu] = 2000;
-  core_->SetQueues({train, infer}, true);
+  QueuesDeserving({{"train", 2}, {"infer", 2}});
   for (int i = 0; i < 4; ++i) Pod(Whole(StrCat("t", i), 100, "train"));
   ScheduleAndBind();
   ASSERT_EQ(rec_.binds.size(), 4u);
@@ -587,12 +593,7 @@ TEST_F(PreemptionTest, AGangsNominatedRoomIsKeptFromPodsAndGangsAcrossARestart) 
 TEST_F(PreemptionTest, FourPodsOfAQueueReclaimTheirShareInOneCycle) {
   Node(NodeObject("n1").Gpus(8).Json());
   core_->SetSynced(true, true);
-  core::QueueSpec ta, tb;
-  ta.name = "ta";
-  ta.deserved[core::kQueueGpu] = 4000;
-  tb.name = "tb";
-  tb.deserved[core::kQueueGpu] = 4000;
-  core_->SetQueues({ta, tb}, true);
+  QueuesDeserving({{"ta", 4}, {"tb", 4}});
   for (int i = 0; i < 8; ++i) Pod(Whole(StrCat("a", i), 0, "ta"));
   ScheduleAndBind();
   ASSERT_EQ(rec_.binds.size(), 8u);
@@ -632,12 +633,7 @@ TEST_F(PreemptionTest, FourPodsOfAQueueReclaimTheirShareInOneCycle) {
 TEST_F(PreemptionTest, TwoGangsOfAQueueReclaimInOneCycleEachWhole) {
   Node(NodeObject("n1").Gpus(8).Json());
   core_->SetSynced(true, true);
-  core::QueueSpec ta, tb;
-  ta.name = "ta";
-  ta.deserved[core::kQueueGpu] = 4000;
-  tb.name = "tb";
-  tb.deserved[core::kQueueGpu] = 4000;
-  core_->SetQueues({ta, tb}, true);
+  QueuesDeserving({{"ta", 4}, {"tb", 4}});
   for (int i = 0; i < 8; ++i) Pod(Whole(StrCat("a", i), 0, "ta"));
   ScheduleAndBind();
   ASSERT_EQ(rec_.binds.size(), 8u);
