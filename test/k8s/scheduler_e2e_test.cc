@@ -443,11 +443,12 @@ TEST_F(SchedulerTest, PodGroupGangIsAllOrNothingAndItsConditionIsWritten) {
   ASSERT_TRUE(created.ok()) << created.status();
   auto condition = [&]() -> json {
     absl::StatusOr<json> g = api_->Get(StrCat(groups, "/train"));
-    if (!g.ok()) return json();
-    for (const json& c : (*g)["status"].value("conditions", json::array())) {
+    // An empty object until the condition is written (value() throws on null).
+    if (!g.ok()) return json::object();
+    for (const json& c : g->value("status", json::object()).value("conditions", json::array())) {
       if (c["type"] == "PodGroupInitiallyScheduled") return c;
     }
-    return json();
+    return json::object();
   };
   // Six GPUs are free but no NVLink domain has six: nothing binds, the PodGroup says why.
   ASSERT_TRUE(WaitUntil([&] { return condition().value("status", "") == "False"; }, seconds(30)))
