@@ -405,6 +405,22 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   // Preemption and reclaim (preemption.h): evictions and nominations through the same client.
   ApiPreemptionWriter preemption_writer(writes);
   core->EnablePreemption(&preemption_writer);
+  // An informer's events as loop events: each object as `kind` in `field`, the end of its first
+  // full list as `synced`.
+  auto forward = [&events]<typename T>(LoopEvent::Kind synced, LoopEvent::Kind kind,
+                                       std::shared_ptr<const T> LoopEvent::*field) {
+    return [&events, synced, kind, field](typename Informer<T>::Event&& e) {
+      LoopEvent le;
+      if (e.kind == Informer<T>::Event::kSynced) {
+        le.kind = synced;
+      } else {
+        le.kind = kind;
+        le.change = ChangeOf(static_cast<int>(e.kind));
+        le.*field = std::move(e.object);
+      }
+      events.Push(std::move(le));
+    };
+  };
   ListWatchOptions queue_options;
   queue_options.resource = "queues";
   queue_options.path = std::string(records::kQueuesPath);
@@ -419,17 +435,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   budget_options.path = "/apis/policy/v1/poddisruptionbudgets";
   Informer<BudgetInfo> budgets(
       client_, budget_options, [](const nlohmann::json& j) { return DecodeBudget(j); },
-      [&events](Informer<BudgetInfo>::Event&& e) {
-        LoopEvent le;
-        if (e.kind == Informer<BudgetInfo>::Event::kSynced) {
-          le.kind = LoopEvent::kBudgetsSynced;
-        } else {
-          le.kind = LoopEvent::kBudget;
-          le.change = ChangeOf(static_cast<int>(e.kind));
-          le.budget = std::move(e.object);
-        }
-        events.Push(std::move(le));
-      });
+      forward(LoopEvent::kBudgetsSynced, LoopEvent::kBudget, &LoopEvent::budget));
 
   // Upstream PodGroups (pod_groups.h). Without the GenericWorkload gate the API server does not
   // serve them (404): none here, asked again every minute.
@@ -439,17 +445,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   group_options.absent_retry = std::chrono::seconds(60);
   Informer<PodGroupInfo> pod_groups(
       client_, group_options, [](const nlohmann::json& j) { return DecodePodGroup(j); },
-      [&events](Informer<PodGroupInfo>::Event&& e) {
-        LoopEvent le;
-        if (e.kind == Informer<PodGroupInfo>::Event::kSynced) {
-          le.kind = LoopEvent::kPodGroupsSynced;
-        } else {
-          le.kind = LoopEvent::kPodGroup;
-          le.change = ChangeOf(static_cast<int>(e.kind));
-          le.pod_group = std::move(e.object);
-        }
-        events.Push(std::move(le));
-      });
+      forward(LoopEvent::kPodGroupsSynced, LoopEvent::kPodGroup, &LoopEvent::pod_group));
   core->SetPodGroupsKnown(false);
 
   ListWatchOptions node_options;
@@ -458,17 +454,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   node_options.label_selector = config_.node_selector;
   Informer<NodeInfo> nodes(
       client_, node_options, [](const nlohmann::json& j) { return DecodeNode(j); },
-      [&events](Informer<NodeInfo>::Event&& e) {
-        LoopEvent le;
-        if (e.kind == Informer<NodeInfo>::Event::kSynced) {
-          le.kind = LoopEvent::kNodesSynced;
-        } else {
-          le.kind = LoopEvent::kNode;
-          le.change = ChangeOf(static_cast<int>(e.kind));
-          le.node = std::move(e.object);
-        }
-        events.Push(std::move(le));
-      });
+      forward(LoopEvent::kNodesSynced, LoopEvent::kNode, &LoopEvent::node));
   ListWatchOptions pod_options;
   pod_options.resource = "pods";
   pod_options.path = "/api/v1/pods";
@@ -476,17 +462,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   pod_options.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
   Informer<PodInfo> pods(
       client_, pod_options, [](const nlohmann::json& j) { return DecodePod(j); },
-      [&events](Informer<PodInfo>::Event&& e) {
-        LoopEvent le;
-        if (e.kind == Informer<PodInfo>::Event::kSynced) {
-          le.kind = LoopEvent::kPodsSynced;
-        } else {
-          le.kind = LoopEvent::kPod;
-          le.change = ChangeOf(static_cast<int>(e.kind));
-          le.pod = std::move(e.object);
-        }
-        events.Push(std::move(le));
-      });
+      forward(LoopEvent::kPodsSynced, LoopEvent::kPod, &LoopEvent::pod));
 
   metrics_.SetExtra([&nodes, &pods, &queues, &budgets, &pod_groups, &dra_informers] {
     std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets, &pod_groups};
