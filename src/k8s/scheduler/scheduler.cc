@@ -39,7 +39,8 @@ struct LoopEvent {
     kDeviceClass,
     kClaim,
     kDraSynced,  // one of the three DRA informers listed
-    kQueues,
+    kQueues,        // a Queue changed: the loop reads them all from the informer
+    kQueuesListed,  // the same, and the Queues' first list is complete
     kBudget,
     kBudgetsSynced,
     kPodGroup,
@@ -431,7 +432,13 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   queue_options.absent_retry = std::chrono::seconds(60);
   Informer<QueueInfo> queues(
       client_, queue_options, [](const nlohmann::json& j) { return DecodeQueue(j); },
-      [&events](Informer<QueueInfo>::Event&&) { events.Push(LoopEvent{LoopEvent::kQueues}); });
+      [&events](Informer<QueueInfo>::Event&& e) {
+        // The end of the list is its own event: the informer counts the list (synced()) only
+        // after this handler returns, so the loop must not read it from there.
+        events.Push(LoopEvent{e.kind == Informer<QueueInfo>::Event::kSynced
+                                  ? LoopEvent::kQueuesListed
+                                  : LoopEvent::kQueues});
+      });
   // PodDisruptionBudgets: preemption plans around the pods they protect (disruption_budgets.h),
   // and plans nothing until they are listed.
   core->SetBudgetsKnown(false);
@@ -515,6 +522,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   };
   bool was_synced = false;
   bool decided = false;
+  bool queues_listed = false;
   while (!stop.load()) {
     heartbeat = Clock::now().time_since_epoch().count();
     auto deadline = Clock::now() + std::chrono::milliseconds(500);
@@ -562,6 +570,9 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         case LoopEvent::kDraSynced:
           if (++dra_lists >= 3) core->SetDraSynced();
           break;
+        case LoopEvent::kQueuesListed:
+          queues_listed = true;
+          [[fallthrough]];
         case LoopEvent::kQueues: {
           std::vector<core::QueueSpec> specs;
           for (const std::shared_ptr<const QueueInfo>& q : queues.List()) {
@@ -571,7 +582,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
               spdlog::warn("queue {} is unusable: {}", q->spec.name, q->error);
             }
           }
-          core->SetQueues(std::move(specs), queues.synced());
+          core->SetQueues(std::move(specs), queues_listed);
           if (config_.queue_usage_half_life.count() > 0) {
             for (const std::shared_ptr<const QueueInfo>& q : queues.List()) {
               if (!q->usage_error.empty()) {
