@@ -17,8 +17,10 @@
 // clock an hour off.
 //
 // Environment: SOAK_DURATION (seconds of workload and faults, default 300), SOAK_SEED (default
-// 30), SOAK_FAULT_GAP (mean seconds between faults, default 25), SOAK_REPORT (write the figures
-// as markdown there). A failure prints the seed and the fault plan; the same seed replays it.
+// 30), SOAK_FAULT_GAP (mean seconds between faults, default 25), SOAK_FAULTS (the fault kinds to
+// draw from, comma-separated, default all: a run aimed at a few kinds), SOAK_REPORT (write the
+// figures as markdown there). A failure prints the seed and the fault plan; the same seed replays
+// it.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -321,8 +323,13 @@ dra: {enabled: true}
         seconds(120));
     if (!ready) return StrCat("the agent on ", node, " is not ready:\n", AgentLog(node));
   }
+  std::vector<FaultKind> kinds;
+  std::string bad;
+  const char* chosen = std::getenv("SOAK_FAULTS");
+  if (!soak::ParseFaultKinds(chosen ? chosen : "", &kinds, &bad))
+    return StrCat("SOAK_FAULTS: ", bad);
   plan_ = soak::PlanFaults(seed_, duration_ - std::min(duration_, seconds(30)), gap_, seconds(8),
-                           soak::AllFaultKinds());
+                           kinds);
   return "";
 }
 
@@ -857,6 +864,9 @@ std::string Soak::Report() const {
   std::ostringstream out;
   out << "| | |\n| --- | --- |\n";
   out << "| seed | " << seed_ << " |\n";
+  if (const char* chosen = std::getenv("SOAK_FAULTS"); chosen && *chosen) {
+    out << "| fault kinds | " << chosen << " (SOAK_FAULTS) |\n";
+  }
   out << "| duration | " << duration_.count() << " s of workload and faults (" << seconds_run_
       << " s with the drain and the leak check) |\n";
   out << "| pods | " << pods_created_ << " created, " << pods_ran_.size() << " ran |\n";
@@ -908,7 +918,8 @@ TEST(Soak, NothingLostOrGrantedTwiceWhateverFails) {
   std::cerr << report;
   if (const char* path = std::getenv("SOAK_REPORT"); path && *path) std::ofstream(path) << report;
   EXPECT_TRUE(soak.violations().empty())
-      << "replay with SOAK_SEED=" << soak.seed() << " (same SOAK_DURATION and SOAK_FAULT_GAP); "
+      << "replay with SOAK_SEED=" << soak.seed()
+      << " (same SOAK_DURATION, SOAK_FAULT_GAP and SOAK_FAULTS); "
       << "fault plan: " << soak.PlanText() << "; logs in " << soak.dir() << " and the control "
       << "plane's folder";
 }
