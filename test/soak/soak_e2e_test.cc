@@ -143,6 +143,9 @@ class Soak {
   absl::Status OnReplicasThread(std::function<absl::Status()> task);
   void ReplicasLoop();
   void StopReplicas();
+  // The node's ResourceSlices of gpu.tessera.dev list a whole pool: every slice of its newest
+  // generation, with devices.
+  bool PoolPublished(const std::string& node);
   std::string AgentLog(const std::string& node) const {
     return Read(Cp().FindNode(node)->dir + "/agent.log");
   }
@@ -336,6 +339,31 @@ void Soak::StopReplicas() {
   stop_replicas_.store(true);
   replicas_thread_.join();
   for (Replica& r : replicas_) r.process.reset();
+}
+
+bool Soak::PoolPublished(const std::string& node) {
+  CommandResult r = Cp().Kubectl({"get", "resourceslices", "-o", "json", "--request-timeout=10s"});
+  if (!r.ok()) return false;
+  const json slices = json::parse(r.out, nullptr, false);
+  if (slices.is_discarded()) return false;
+  int64_t newest = -1, count = 0, listed = 0, devices = 0;
+  for (const json& s : slices.value("items", json::array())) {
+    const json& spec = s["spec"];
+    if (spec.value("nodeName", "") != node || spec.value("driver", "") != "gpu.tessera.dev")
+      continue;
+    const json& pool = spec["pool"];
+    const int64_t g = pool.value("generation", int64_t{-1});
+    if (g > newest) {
+      newest = g;
+      count = pool.value("resourceSliceCount", int64_t{0});
+      listed = devices = 0;
+    }
+    if (g == newest) {
+      ++listed;
+      devices += static_cast<int64_t>(spec.value("devices", json::array()).size());
+    }
+  }
+  return newest >= 0 && listed == count && devices > 0;
 }
 
 std::string Soak::Setup() {
@@ -718,8 +746,19 @@ FaultRecord Soak::Inject(const soak::PlannedFault& f) {
       rec.target = node;
       const size_t from = AgentLog(node).size();
       (void)Cp().NodeKill(node, "agent", SIGKILL);
+      // DRA: the kubelet took the restarted plugin, and the pool is on the API server. Not the
+      // log's "dra: pool" line: the agent writes it only when it changes the slices, and a
+      // restarted agent finds its own still there (the kubelet deletes them only when it
+      // restarts itself), so it rightly writes nothing; judged by that line, the 1500-s run of
+      // 2026-12-04 found both agent-kills on soak-c not recovered while the agent prepared claims.
+      const auto deadline = rec.start + kRecover;
       rec.ok = Cp().NodeRestart(node, "agent").ok() &&
-               log_has_after(node, from, node == kDra ? "dra: pool" : "NRI: configured by");
+               (node == kDra
+                    ? log_has_after(node, from, "dra: registered with the kubelet as") &&
+                          WaitUntil([&] { return PoolPublished(node); },
+                                    std::chrono::duration_cast<milliseconds>(std::max(
+                                        deadline - Clock::now(), Clock::duration(milliseconds(1)))))
+                    : log_has_after(node, from, "NRI: configured by"));
       rec.recovered = Clock::now();
       break;
     }
