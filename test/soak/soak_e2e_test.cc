@@ -538,9 +538,13 @@ void Soak::CreateUnit(const soak::PlannedUnit& u, Clock::time_point now) {
 void Soak::WorkloadLoop(Clock::time_point end) {
   soak::WorkloadDraws draws(seed_ * 7919 + 1);
   constexpr size_t kMaxUnits = 14;
+  // Pods whose time is up, kept until a delete of them succeeds: a delete sent while the API
+  // server restarts fails, and dropping it left pods running for the rest of the soak (the
+  // 2100-s run of 2026-12-04: dra-whole-33 held soak-c's only whole GPU for 20 minutes), as no
+  // client that means to delete would.
+  std::vector<std::string> done;
   while (Clock::now() < end) {
     const auto now = Clock::now();
-    std::vector<std::string> done;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = units_.begin(); it != units_.end();) {
@@ -556,7 +560,7 @@ void Soak::WorkloadLoop(Clock::time_point end) {
       std::vector<std::string> args = {
           "delete", "pods", "-n", kNs, "--grace-period=1", "--wait=false", "--ignore-not-found"};
       args.insert(args.end(), done.begin(), done.end());
-      (void)Cp().Kubectl(args);
+      if (Cp().Kubectl(args).ok()) done.clear();
     }
     size_t live;
     {
