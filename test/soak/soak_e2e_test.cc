@@ -529,7 +529,13 @@ void Soak::CreateUnit(const soak::PlannedUnit& u, Clock::time_point now) {
   }
   CommandResult r = Cp().Kubectl({"create", "-f", "-"}, list.dump());
   std::lock_guard<std::mutex> lock(mu_);
-  if (!r.ok()) return;  // the API server may be down: this arrival is lost, as a client's would be
+  if (!r.ok()) {
+    // The API server may be down: this arrival is lost, as a client's would be. What it may have
+    // created before failing (a gang's first members) is deleted with the units whose time is up.
+    unit.end = now;
+    units_.push_back(std::move(unit));
+    return;
+  }
   ++units_by_kind_[std::string(soak::UnitKindName(u.kind))];
   pods_created_ += u.members;
   units_.push_back(std::move(unit));
