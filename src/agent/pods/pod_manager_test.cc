@@ -525,6 +525,37 @@ TEST_F(PodManagerTest, ARestartedAgentTakesBackARunningPodOnAGpuItsAccountingOve
   EXPECT_THAT(MountsUnder(PodDir(1)), ::testing::IsEmpty());
 }
 
+// The same with whole GPUs: a pod that ended (released, but still listed by a restarted runtime)
+// and the pod given its GPU afterwards. Taken back in the runtime's order, the running pod is the
+// one the accounting says gets a GPU another pod holds: taken back and told, not refused.
+TEST_F(PodManagerTest, ARestartedAgentTakesBackARunningPodOnAWholeGpuAnEndedPodStillHolds) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(200, Uid(2));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.released_without_processes = std::chrono::seconds(0);
+  records::AssignedGpu whole = Share(0, 81559, 1000);
+  whole.grant.exclusive = true;
+  PodRef ended = Pod(1, {whole});
+  PodRef runs = Pod(2, {whole});
+  {
+    auto first = Manager();
+    ASSERT_TRUE(first->Prepare(ended).ok());
+    first->Release(Uid(1));
+    ASSERT_TRUE(first->Prepare(runs).ok());
+  }
+  auto second = Manager();
+  second->Synchronize({ended, runs});
+  EXPECT_EQ(second->pod_count(), 2u);
+  std::vector<PodNotice> notices = second->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].pod.Name(), "team/p2");
+  EXPECT_THAT(notices[0].message, HasSubstr("but pod team/p1 holds all of it"));
+  second->Maintain();  // the ended pod has no process
+  EXPECT_EQ(second->pod_count(), 1u);
+  EXPECT_FALSE(fs::exists(PodDir(1)));
+  EXPECT_TRUE(second->Prepare(runs).ok());  // its next container: nothing is held twice now
+}
+
 // A running pod the restarted agent cannot serve again (here: its GPU was replaced while no agent
 // ran, so its record names a GPU the node no longer has) keeps its files while it runs and loses
 // them when it ends, whether the runtime says so or not. Failed before the fix: its folder stayed.
