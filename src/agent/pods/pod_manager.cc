@@ -461,25 +461,34 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
   // Running pods this agent has not served yet (it restarted): take them back.
   int adopted = 0;
   std::optional<std::set<std::string>> host_pods;  // the pods with processes, scanned once
+  // The pods with processes on the host, or null where the host's processes show no pod at all
+  // (cgroup names not understood, or not the host's PID namespace): then nobody can tell.
+  auto shown = [&]() -> const std::set<std::string>* {
+    if (!sees_host_pids_) return nullptr;
+    if (!host_pods) host_pods = processes_.PodsWithProcesses();
+    return host_pods->empty() ? nullptr : &*host_pods;
+  };
   // The runtime lists stopped sandboxes too (containerd until the kubelet removes them), and may
   // never say they ended: a pod taken back (or left unserved) counts as seen with a process now, so
-  // that one with none is released like any other. Only where the host's processes show pods at
-  // all (the cgroup names are understood); otherwise it is left to the runtime's word.
+  // that one with none is released like any other; where nobody can tell, it is left to the
+  // runtime's word.
   auto seen_now = [&](std::chrono::steady_clock::time_point& seen) {
-    if (!sees_host_pids_) return;
-    if (!host_pods) host_pods = processes_.PodsWithProcesses();
-    if (!host_pods->empty()) seen = std::chrono::steady_clock::now();
+    if (shown() != nullptr) seen = std::chrono::steady_clock::now();
   };
   for (const PodRef& p : live) {
     if (pods_.contains(p.uid) ||
         !p.annotations.contains(std::string(records::kAssignmentAnnotation))) {
       continue;
     }
-    absl::StatusOr<std::optional<ContainerEdits>> e = PrepareLocked(p, Admission::kTakeBack);
+    // A pod with no process on the host does not run (it ended, or its sandbox is stopped): it
+    // gets a new pod's check, and holds nothing a running pod is refused for.
+    const bool runs = shown() == nullptr || shown()->contains(p.uid);
+    absl::StatusOr<std::optional<ContainerEdits>> e =
+        PrepareLocked(p, runs ? Admission::kTakeBack : Admission::kNew);
     if (!e.ok()) {
-      spdlog::warn(
-          "pod {} runs, but its GPUs cannot be served again: {}; its files go when it ends",
-          p.Name(), e.status().message());
+      spdlog::warn("pod {} {}, but its GPUs cannot be served again: {}; its files go when it ends",
+                   p.Name(), runs ? "runs" : "is listed by the runtime (no process)",
+                   e.status().message());
       auto [u, added] = unserved_.try_emplace(p.uid, Unserved{p.Name()});
       if (added) seen_now(u->second.processes_seen);
     } else if (e->has_value()) {

@@ -18,15 +18,16 @@
 // and whose share is not yet given back, counted beside the pod the scheduler placed in its room):
 // it already holds what it was given, so its share stays enforced as assigned, the over-commit is
 // logged and told to the pod (a notice, GPUOverCommitted), and its next container gets the check a
-// new pod gets. A running pod that cannot be taken back at all (its GPU gone, an MPS and a shim pod
-// on one GPU...) is not served but is still watched: its files go when it ends, by the runtime's
-// word or by the rule below, as a served pod's do. The runtime may also never say that a
-// pod ended (containerd keeps what it told plugins about pod sandboxes in memory only: after it
-// restarts it sends no StopPodSandbox or RemovePodSandbox for the pods it had before, and its list
-// includes stopped sandboxes), so maintenance releases a pod that has had no process on the host
-// (not even its sandbox's pause process) for options.released_without_processes since it was
-// last seen with one or taken back (a pod taken back counts as seen where the host's processes
-// show any pod at all).
+// new pod gets. A listed pod with no process on the host (where the host shows pods' processes)
+// does not run and gets a new pod's check. A running pod that cannot be taken back at all (its GPU
+// gone, an MPS and a shim pod on one GPU...) is not served but is still watched: its files go when
+// it ends, by the runtime's word or by the rule below, as a served pod's do. The runtime may also
+// never say that a pod ended (containerd keeps what it told plugins about pod sandboxes in memory
+// only: after it restarts it sends no StopPodSandbox or RemovePodSandbox for the pods it had
+// before, and its list includes stopped sandboxes), so maintenance releases a pod that has had no
+// process on the host (not even its sandbox's pause process) for options.released_without_processes
+// since it was last seen with one or taken back (a pod taken back counts as seen where the host's
+// processes show any pod at all).
 //
 // Rules it keeps: a GPU serves MPS pods or shim pods, never both at once (MPS puts the GPU in
 // EXCLUSIVE_PROCESS mode); a MIG plan never destroys an instance a running pod holds; nothing is

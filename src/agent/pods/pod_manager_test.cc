@@ -527,7 +527,8 @@ TEST_F(PodManagerTest, ARestartedAgentTakesBackARunningPodOnAGpuItsAccountingOve
 
 // The same with whole GPUs: a pod that ended (released, but still listed by a restarted runtime)
 // and the pod given its GPU afterwards. Taken back in the runtime's order, the running pod is the
-// one the accounting says gets a GPU another pod holds: taken back and told, not refused.
+// one the accounting says gets a GPU another pod holds: taken back and told, not refused. A pod
+// without a process on the host does not run: it gets a new pod's check.
 TEST_F(PodManagerTest, ARestartedAgentTakesBackARunningPodOnAWholeGpuAnEndedPodStillHolds) {
   FakeHostProc proc(dir_ / "proc");
   proc.Process(200, Uid(2));
@@ -554,6 +555,14 @@ TEST_F(PodManagerTest, ARestartedAgentTakesBackARunningPodOnAWholeGpuAnEndedPodS
   EXPECT_EQ(second->pod_count(), 1u);
   EXPECT_FALSE(fs::exists(PodDir(1)));
   EXPECT_TRUE(second->Prepare(runs).ok());  // its next container: nothing is held twice now
+
+  // Listed the other way round, the pod with no process gets a new pod's check: refused, untold.
+  second.reset();
+  auto third = Manager();
+  third->Synchronize({runs, ended});
+  EXPECT_EQ(third->pod_count(), 1u);
+  EXPECT_THAT(third->TakeNotices(), ::testing::IsEmpty());
+  EXPECT_EQ(third->Use()[0].pods[0].name, "p2");
 }
 
 // A running pod the restarted agent cannot serve again (here: its GPU was replaced while no agent
