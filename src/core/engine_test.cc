@@ -430,6 +430,26 @@ TEST(Engine, NodeSetExcludedNodesAreCountedInTheReason) {
   EXPECT_NE(NodeSet({false, true}).id(), only_b.id());
 }
 
+// A set changed after the engine used it is another set: the decision follows the change (the
+// policies' caches are keyed by the set's id; a scheduler narrows one set as it steers a pod).
+TEST(Engine, ANodeSetChangedAfterUseIsDecidedAnew) {
+  Cluster c =
+      ClusterBuilder().Node("a").Gpus(4, "A100-80GB").Node("b").Gpus(4, "A100-80GB").Build();
+  Engine e(c, Make("tessera"));
+  NodeSet set({false, true});
+  const uint64_t before = set.id();
+  EXPECT_EQ(e.Place(Pod("one", GpuAsk::Whole(1)), Mode::kTestOnly, nullptr, &set).placement.node,
+            c.FindNode("b"));
+  set.Set(c.FindNode("b"), false);
+  set.Set(c.FindNode("a"), true);
+  EXPECT_NE(set.id(), before);
+  PlacementResult r = e.Place(Pod("one", GpuAsk::Whole(1)), Mode::kTestOnly, nullptr, &set);
+  ASSERT_TRUE(r.placed());
+  EXPECT_EQ(r.placement.node, c.FindNode("a"));
+  set.Set(c.FindNode("a"), false);
+  EXPECT_FALSE(e.Place(Pod("one", GpuAsk::Whole(1)), Mode::kTestOnly, nullptr, &set).placed());
+}
+
 // Uniform in [lo, hi).
 int Pick(Random& rnd, int lo, int hi) { return lo + static_cast<int>(rnd.Uniform(hi - lo)); }
 

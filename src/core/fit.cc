@@ -16,9 +16,14 @@ int64_t ShareMemoryFor(const ClusterState& state, const GpuAsk& ask, NodeId node
   return ShareMemoryOn(ask, state.cluster().node(node).gpus[g].memory_mib);
 }
 
-NodeSet::NodeSet(std::vector<bool> allowed) : allowed_(std::move(allowed)) {
+namespace {
+uint64_t NextNodeSetId() {
   static std::atomic<uint64_t> next_id{1};
-  id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+  return next_id.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+NodeSet::NodeSet(std::vector<bool> allowed) : allowed_(std::move(allowed)), id_(NextNodeSetId()) {
   size_ = static_cast<int>(std::count(allowed_.begin(), allowed_.end(), true));
 }
 
@@ -31,6 +36,7 @@ void NodeSet::Set(NodeId node, bool allowed) {
   if (allowed_[i] == allowed) return;
   allowed_[i] = allowed;
   size_ += allowed ? 1 : -1;
+  id_ = NextNodeSetId();  // another set now: nothing cached for the old one applies
 }
 
 NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node, uint64_t allowed) {

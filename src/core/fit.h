@@ -35,7 +35,8 @@ class NodeSet {
   bool Contains(NodeId node) const {
     return static_cast<size_t>(node.value()) < allowed_.size() && allowed_[node.value()];
   }
-  // Adds or removes one node (growing the set for nodes added to the cluster).
+  // Adds or removes one node (growing the set for nodes added to the cluster). A change makes it
+  // another set: it gets a new id (caches keyed by id() never serve the old set's answers).
   void Set(NodeId node, bool allowed);
   int size() const { return size_; }
   uint64_t id() const { return id_; }

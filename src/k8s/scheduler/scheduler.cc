@@ -421,9 +421,14 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
       events.Push(std::move(le));
     };
   };
+  // Queues: nothing is decided until they are listed (SchedulerCore::SetQueues). Without the
+  // Queue CRD the API server answers 404: none here (every queue a pod names is implicit), asked
+  // again every minute.
+  core->SetQueues({}, false);
   ListWatchOptions queue_options;
   queue_options.resource = "queues";
   queue_options.path = std::string(records::kQueuesPath);
+  queue_options.absent_retry = std::chrono::seconds(60);
   Informer<QueueInfo> queues(
       client_, queue_options, [](const nlohmann::json& j) { return DecodeQueue(j); },
       [&events](Informer<QueueInfo>::Event&&) { events.Push(LoopEvent{LoopEvent::kQueues}); });

@@ -89,6 +89,7 @@ SchedulingQueue::Arrival SchedulerCore::ArrivalOf(const Pod& s) {
 // --- nodes -----------------------------------------------------------------------------------
 
 void SchedulerCore::SetQueues(std::vector<core::QueueSpec> specs, bool known) {
+  queues_known_ = known;
   book_.SetSpecs(std::move(specs), known);
   queue_.NoteChange();  // a queue made usable, or a limit raised, may let pods go on
 }

@@ -99,7 +99,11 @@ class SchedulerCore : private NoFitHost {
   // Preemption and reclaim (preemption_answer.h), and defragmentation's moves, which nominate and
   // evict through the same writer: off until a writer is given.
   void EnablePreemption(PreemptionWriter* writer) { preemption_.Enable(writer); }
-  // The Queue objects (queues.tessera.dev); `known`: the list has been read.
+  // The Queue objects (queues.tessera.dev); `known`: the list has been read. Nothing is decided
+  // while a call said not known (default: known; the live scheduler says not known until its first
+  // list): a Queue's namespaces and limits bind every pod that names it, and a pod decided before
+  // they are read would pass them (an intruder's pod created before the scheduler started was
+  // placed on a team's queue).
   void SetQueues(std::vector<core::QueueSpec> specs, bool known);
   // PodDisruptionBudgets (disruption_budgets.h), which preemption plans with. Without a call to
   // SetBudgetsKnown(false) there are none; after it, no preemption until SetBudgetsKnown(true).
@@ -123,9 +127,11 @@ class SchedulerCore : private NoFitHost {
   void OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo> claim);
   // Slices, classes and claims have each listed once (DRA mode waits for them too).
   void SetDraSynced() { dra_synced_ = true; }
-  // Scheduling starts once both caches have listed once.
+  // Scheduling starts once both caches have listed once (and the Queues, SetQueues).
   void SetSynced(bool nodes, bool pods);
-  bool synced() const { return nodes_synced_ && pods_synced_ && (!dra_ || dra_synced_); }
+  bool synced() const {
+    return nodes_synced_ && pods_synced_ && queues_known_ && (!dra_ || dra_synced_);
+  }
 
   // Decides up to max_pods_per_cycle pods (a gang counts its members). Returns how many were
   // tried. Does nothing before synced().
@@ -230,6 +236,7 @@ class SchedulerCore : private NoFitHost {
   ClaimBinder* claim_binder_ = nullptr;
   bool dra_synced_ = false;
   bool groups_known_ = true;
+  bool queues_known_ = true;
   bool nodes_synced_ = false;
   bool pods_synced_ = false;
   uint64_t seen_node_changes_ = 0;  // the ledger's counts last acted on

@@ -925,6 +925,40 @@ TEST_F(CoreTest, QueueLimitsAndUnusableQueuesAreReported) {
   EXPECT_THAT(actions_.LastFailure("ns/mid"), HasSubstr("has child queues (team-a)"));
 }
 
+// The queue hijack at start (issue 27): an intruder's pod, created before the scheduler started,
+// names a team's queue. Until the Queues are listed nothing is decided, so the Queue's namespaces
+// bind it: it is refused, with why, and the team's pod is placed. (Before, the pods were decided
+// as soon as nodes and pods were listed, the queue was implicit, open to every namespace, and the
+// intruder was placed.)
+TEST_F(CoreTest, NothingIsDecidedUntilTheQueuesAreListed) {
+  core_->SetQueues({}, false);
+  Node(NodeObject("n1").Gpus(1).Json());
+  Pod(PodObject("intruders", "intruder")
+          .Limit("tessera.dev/gpu", "1")
+          .Annotation("tessera.dev/queue", "team")
+          .Created("2026-03-01T10:00:00Z")
+          .Json());
+  Pod(PodObject("team-ns", "member")
+          .Limit("tessera.dev/gpu", "1")
+          .Annotation("tessera.dev/queue", "team")
+          .Created("2026-03-01T10:00:05Z")
+          .Json());
+  Sync();
+  EXPECT_FALSE(core_->synced());
+  EXPECT_EQ(core_->ScheduleSome(), 0);
+  EXPECT_TRUE(actions_.binds.empty());
+  core::QueueSpec team;
+  team.name = "team";
+  team.namespaces = {"team-ns"};
+  core_->SetQueues({team}, true);
+  EXPECT_TRUE(core_->synced());
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "team-ns/member");
+  EXPECT_THAT(actions_.LastFailure("intruders/intruder"),
+              HasSubstr("queue team does not admit pods of namespace intruders"));
+}
+
 TEST_F(CoreTest, PodsBoundByOthersCountTheirCpuAndMemory) {
   Node(NodeObject("n1").Gpus(1).Cpu("4").Json());
   Pod(PodObject("ns", "theirs")
