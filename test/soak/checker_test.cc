@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "soak/plan.h"
 
 namespace tessera::soak {
 namespace {
@@ -211,6 +212,27 @@ TEST(Checker, Quantities) {
   EXPECT_EQ(mib, 81559);
   EXPECT_FALSE(ParseMiB("4GB", &mib));
   EXPECT_FALSE(ParseMiB("", &mib));
+}
+
+TEST(Plan, FaultKindsByName) {
+  std::vector<FaultKind> kinds;
+  std::string error;
+  ASSERT_TRUE(ParseFaultKinds("agent-kill,scheduler-kill", &kinds, &error)) << error;
+  EXPECT_EQ(kinds, (std::vector<FaultKind>{FaultKind::kAgentKill, FaultKind::kSchedulerKill}));
+  ASSERT_TRUE(ParseFaultKinds("", &kinds, &error));
+  EXPECT_EQ(kinds, AllFaultKinds());
+  EXPECT_FALSE(ParseFaultKinds("agent-kill,agent-kil", &kinds, &error));
+  EXPECT_THAT(error, ::testing::HasSubstr("unknown fault kind \"agent-kil\""));
+  EXPECT_THAT(error, ::testing::HasSubstr("lease-skew"));
+  // A plan of the chosen kinds holds only those.
+  ASSERT_TRUE(ParseFaultKinds("apiserver-restart,agent-kill", &kinds, &error));
+  const std::vector<PlannedFault> plan = PlanFaults(
+      30, std::chrono::seconds(600), std::chrono::seconds(20), std::chrono::seconds(8), kinds);
+  ASSERT_GT(plan.size(), 10u);
+  for (const PlannedFault& f : plan) {
+    EXPECT_TRUE(f.kind == FaultKind::kApiServerRestart || f.kind == FaultKind::kAgentKill)
+        << FaultKindName(f.kind);
+  }
 }
 
 }  // namespace

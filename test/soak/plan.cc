@@ -40,6 +40,31 @@ std::vector<FaultKind> AllFaultKinds() {
           FaultKind::kShimLockKill,   FaultKind::kLeaseSkew};
 }
 
+bool ParseFaultKinds(std::string_view list, std::vector<FaultKind>* kinds, std::string* error) {
+  kinds->clear();
+  if (list.empty()) {
+    *kinds = AllFaultKinds();
+    return true;
+  }
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    const std::string_view name = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    const std::vector<FaultKind> all = AllFaultKinds();
+    auto known =
+        std::find_if(all.begin(), all.end(), [&](FaultKind k) { return FaultKindName(k) == name; });
+    if (known == all.end()) {
+      std::ostringstream out;
+      out << "unknown fault kind \"" << name << "\"; the kinds are";
+      for (FaultKind k : all) out << " " << FaultKindName(k);
+      *error = out.str();
+      return false;
+    }
+    kinds->push_back(*known);
+  }
+  return true;
+}
+
 std::vector<PlannedFault> PlanFaults(uint64_t seed, std::chrono::seconds duration,
                                      std::chrono::seconds mean_gap, std::chrono::seconds min_gap,
                                      const std::vector<FaultKind>& kinds) {

@@ -27,6 +27,9 @@ enum class FaultKind {
 };
 std::string_view FaultKindName(FaultKind k);
 std::vector<FaultKind> AllFaultKinds();
+// "agent-kill,scheduler-kill" -> those kinds (SOAK_FAULTS: a run aimed at a few kinds); empty ->
+// every kind. False, with `error` naming the unknown kind and the known ones, if one is unknown.
+bool ParseFaultKinds(std::string_view list, std::vector<FaultKind>* kinds, std::string* error);
 
 struct PlannedFault {
   std::chrono::seconds at;  // after the soak's start

@@ -16,9 +16,15 @@
 // SIGKILLed while it holds its ledger slot's lock; a scheduler replica renewing its lease with its
 // clock an hour off.
 //
+// The scheduler replicas are kept as their Deployment's pods would be (ReplicasLoop): a replica
+// that exits on its own (it does when it loses the Lease, and when the API server is away as it
+// starts) is started again after the kubelet's crash-loop back-off.
+//
 // Environment: SOAK_DURATION (seconds of workload and faults, default 300), SOAK_SEED (default
-// 30), SOAK_FAULT_GAP (mean seconds between faults, default 25), SOAK_REPORT (write the figures
-// as markdown there). A failure prints the seed and the fault plan; the same seed replays it.
+// 30), SOAK_FAULT_GAP (mean seconds between faults, default 25), SOAK_FAULTS (the fault kinds to
+// draw from, comma-separated, default all: a run aimed at a few kinds), SOAK_REPORT (write the
+// figures as markdown there). A failure prints the seed and the fault plan; the same seed replays
+// it.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -30,6 +36,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -102,6 +110,7 @@ struct FaultRecord {
 class Soak {
  public:
   Soak() {
+    start_ = Clock::now();  // no other thread yet
     duration_ = seconds(EnvInt("SOAK_DURATION", 300));
     seed_ = static_cast<uint64_t>(EnvInt("SOAK_SEED", 30));
     gap_ = seconds(EnvInt("SOAK_FAULT_GAP", 25));
@@ -112,6 +121,7 @@ class Soak {
     ::chmod(ReportsDir().c_str(), 0777);
   }
 
+  ~Soak() { StopReplicas(); }
   std::string Setup();
   void Run();
   std::string Report() const;
@@ -125,8 +135,17 @@ class Soak {
   std::string MachinesDir() const { return dir_ + "/machines"; }
   std::vector<std::string> AgentArgv(const std::string& node) const;
   std::vector<std::string> SchedulerArgv(const std::string& identity) const;
-  absl::Status StartScheduler(int replica,
-                              const std::vector<std::pair<std::string, std::string>>& env = {});
+  // The scheduler replicas. Every start and the injector's kills run on the replicas thread
+  // (OnReplicasThread): ScopedProcess's PR_SET_PDEATHSIG follows the thread that forked, and this
+  // one lives as long as the soak.
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  absl::Status StartScheduler(int replica, const Env& env = {});  // replicas thread only
+  absl::Status OnReplicasThread(std::function<absl::Status()> task);
+  void ReplicasLoop();
+  void StopReplicas();
+  // The node's ResourceSlices of gpu.tessera.dev list a whole pool: every slice of its newest
+  // generation, with devices.
+  bool PoolPublished(const std::string& node);
   std::string AgentLog(const std::string& node) const {
     return Read(Cp().FindNode(node)->dir + "/agent.log");
   }
@@ -150,8 +169,21 @@ class Soak {
   seconds duration_, gap_;
   uint64_t seed_;
   std::vector<soak::PlannedFault> plan_;
-  std::unique_ptr<ScopedProcess> schedulers_[2];
+  Clock::time_point start_;  // the workload's (guarded by mu_; the soak's until it starts)
+  // A scheduler replica as its Deployment keeps it. Touched on the replicas thread only.
+  struct Replica {
+    std::unique_ptr<ScopedProcess> process;
+    Env env;            // what it was started with; a restart keeps it, as a pod's spec does
+    bool held = false;  // the injector killed it and starts it again itself
+    Clock::time_point started, restart_at;  // restart_at: set while it waits to be restarted
+    seconds backoff{10};
+  };
+  Replica replicas_[2];
   int scheduler_generation_ = 0;
+  std::thread replicas_thread_;
+  std::mutex tasks_mu_;
+  std::vector<std::pair<std::function<absl::Status()>, std::promise<absl::Status>>> tasks_;
+  std::atomic<bool> stop_replicas_{false};
   std::mutex mu_;  // guards everything below
   struct Unit {
     UnitKind kind;
@@ -169,6 +201,7 @@ class Soak {
   soak::Checker checker_;
   std::vector<soak::Violation> violations_;
   std::vector<FaultRecord> faults_;
+  std::vector<std::string> replica_exits_;  // "t+508s soak-0 exited (1): <its last log line>"
   std::atomic<bool> stop_checker_{false};
   int64_t snapshots_ = 0, snapshots_failed_ = 0;
   double seconds_run_ = 0;
@@ -219,8 +252,7 @@ std::vector<std::string> Soak::SchedulerArgv(const std::string& identity) const 
           dir_ + "/scheduler.yaml", "--identity", identity};
 }
 
-absl::Status Soak::StartScheduler(int replica,
-                                  const std::vector<std::pair<std::string, std::string>>& env) {
+absl::Status Soak::StartScheduler(int replica, const Env& env) {
   std::vector<std::string> argv = SchedulerArgv(StrCat("soak-", replica));
   if (!env.empty()) {
     std::vector<std::string> with = {"/usr/bin/env"};
@@ -229,11 +261,109 @@ absl::Status Soak::StartScheduler(int replica,
   }
   const std::string log =
       StrCat(dir_, "/scheduler-", replica, "-", ++scheduler_generation_, ".log");
-  schedulers_[replica].reset();
+  Replica& r = replicas_[replica];
+  r.process.reset();
+  r.env = env;
+  r.held = false;
+  r.restart_at = {};
+  r.started = Clock::now();
   absl::StatusOr<std::unique_ptr<ScopedProcess>> p = ScopedProcess::Start(argv, log);
   if (!p.ok()) return p.status();
-  schedulers_[replica] = std::move(*p);
+  r.process = std::move(*p);
   return absl::OkStatus();
+}
+
+absl::Status Soak::OnReplicasThread(std::function<absl::Status()> task) {
+  std::future<absl::Status> done;
+  {
+    std::lock_guard<std::mutex> lock(tasks_mu_);
+    tasks_.emplace_back(std::move(task), std::promise<absl::Status>());
+    done = tasks_.back().second.get_future();
+  }
+  return done.get();
+}
+
+// What the kubelet does for a Deployment's pod (restartPolicy Always): a container that exited is
+// started again after a back-off of 10 s, doubled on each exit up to 5 minutes, and back to 10 s
+// once it has run 10 minutes. tessera's scheduler exits by design when it loses the Lease (a
+// restart starts from the API server's state) and when it cannot reach the API server as it
+// starts: without this, an API server restart left a replica dead for the rest of the soak, and
+// the next scheduler-kill killed the only one left (the 1500-s run of 2026-12-04: no canary
+// bound for 180 s, twice, and a pod that waited without a reason).
+void Soak::ReplicasLoop() {
+  while (!stop_replicas_.load()) {
+    decltype(tasks_) tasks;
+    {
+      std::lock_guard<std::mutex> lock(tasks_mu_);
+      tasks.swap(tasks_);
+    }
+    for (auto& [task, done] : tasks) done.set_value(task());
+    const auto now = Clock::now();
+    for (int i : {0, 1}) {
+      Replica& r = replicas_[i];
+      if (r.held || !r.process) continue;
+      if (r.restart_at == Clock::time_point{}) {
+        if (r.process->Running()) {
+          if (now - r.started >= std::chrono::minutes(10)) r.backoff = seconds(10);
+          continue;
+        }
+        const int status = r.process->Wait(milliseconds(0));
+        std::string last;
+        std::istringstream lines(r.process->Log());
+        for (std::string line; std::getline(lines, line);) {
+          if (!line.empty()) last = line;
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        const std::string what =
+            StrCat("t+", static_cast<int64_t>(Seconds(now - start_)), "s soak-", i, " exited (",
+                   status, "): ", last.substr(0, 160));
+        std::cerr << "soak: " << what << "; restarting it in " << r.backoff.count() << " s\n";
+        replica_exits_.push_back(what);
+        r.restart_at = now + r.backoff;
+        r.backoff = std::min<seconds>(r.backoff * 2, seconds(300));
+      } else if (now >= r.restart_at) {
+        if (absl::Status s = StartScheduler(i, r.env); !s.ok()) {
+          std::cerr << "soak: restarting soak-" << i << ": " << s.message() << "\n";
+        }
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(200));
+  }
+  std::lock_guard<std::mutex> lock(tasks_mu_);
+  for (auto& [task, done] : tasks_) done.set_value(absl::CancelledError("the soak is ending"));
+  tasks_.clear();
+}
+
+void Soak::StopReplicas() {
+  if (!replicas_thread_.joinable()) return;
+  stop_replicas_.store(true);
+  replicas_thread_.join();
+  for (Replica& r : replicas_) r.process.reset();
+}
+
+bool Soak::PoolPublished(const std::string& node) {
+  CommandResult r = Cp().Kubectl({"get", "resourceslices", "-o", "json", "--request-timeout=10s"});
+  if (!r.ok()) return false;
+  const json slices = json::parse(r.out, nullptr, false);
+  if (slices.is_discarded()) return false;
+  int64_t newest = -1, count = 0, listed = 0, devices = 0;
+  for (const json& s : slices.value("items", json::array())) {
+    const json& spec = s["spec"];
+    if (spec.value("nodeName", "") != node || spec.value("driver", "") != "gpu.tessera.dev")
+      continue;
+    const json& pool = spec["pool"];
+    const int64_t g = pool.value("generation", int64_t{-1});
+    if (g > newest) {
+      newest = g;
+      count = pool.value("resourceSliceCount", int64_t{0});
+      listed = devices = 0;
+    }
+    if (g == newest) {
+      ++listed;
+      devices += static_cast<int64_t>(spec.value("devices", json::array()).size());
+    }
+  }
+  return newest >= 0 && listed == count && devices > 0;
 }
 
 std::string Soak::Setup() {
@@ -305,8 +435,11 @@ metrics: {bindAddress: 127.0.0.1, port: 0}
 retry: {minInterval: 200ms, period: 2s}
 dra: {enabled: true}
 )");
+  replicas_thread_ = std::thread([this] { ReplicasLoop(); });
   for (int r : {0, 1}) {
-    if (absl::Status s = StartScheduler(r); !s.ok()) return std::string(s.message());
+    if (absl::Status s = OnReplicasThread([this, r] { return StartScheduler(r); }); !s.ok()) {
+      return std::string(s.message());
+    }
   }
   for (const std::string& node : all) {
     const bool ready = WaitUntil(
@@ -321,8 +454,13 @@ dra: {enabled: true}
         seconds(120));
     if (!ready) return StrCat("the agent on ", node, " is not ready:\n", AgentLog(node));
   }
+  std::vector<FaultKind> kinds;
+  std::string bad;
+  const char* chosen = std::getenv("SOAK_FAULTS");
+  if (!soak::ParseFaultKinds(chosen ? chosen : "", &kinds, &bad))
+    return StrCat("SOAK_FAULTS: ", bad);
   plan_ = soak::PlanFaults(seed_, duration_ - std::min(duration_, seconds(30)), gap_, seconds(8),
-                           soak::AllFaultKinds());
+                           kinds);
   return "";
 }
 
@@ -391,7 +529,13 @@ void Soak::CreateUnit(const soak::PlannedUnit& u, Clock::time_point now) {
   }
   CommandResult r = Cp().Kubectl({"create", "-f", "-"}, list.dump());
   std::lock_guard<std::mutex> lock(mu_);
-  if (!r.ok()) return;  // the API server may be down: this arrival is lost, as a client's would be
+  if (!r.ok()) {
+    // The API server may be down: this arrival is lost, as a client's would be. What it may have
+    // created before failing (a gang's first members) is deleted with the units whose time is up.
+    unit.end = now;
+    units_.push_back(std::move(unit));
+    return;
+  }
   ++units_by_kind_[std::string(soak::UnitKindName(u.kind))];
   pods_created_ += u.members;
   units_.push_back(std::move(unit));
@@ -400,9 +544,13 @@ void Soak::CreateUnit(const soak::PlannedUnit& u, Clock::time_point now) {
 void Soak::WorkloadLoop(Clock::time_point end) {
   soak::WorkloadDraws draws(seed_ * 7919 + 1);
   constexpr size_t kMaxUnits = 14;
+  // Pods whose time is up, kept until a delete of them succeeds: a delete sent while the API
+  // server restarts fails, and dropping it left pods running for the rest of the soak (the
+  // 2100-s run of 2026-12-04: dra-whole-33 held soak-c's only whole GPU for 20 minutes), as no
+  // client that means to delete would.
+  std::vector<std::string> done;
   while (Clock::now() < end) {
     const auto now = Clock::now();
-    std::vector<std::string> done;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = units_.begin(); it != units_.end();) {
@@ -418,7 +566,7 @@ void Soak::WorkloadLoop(Clock::time_point end) {
       std::vector<std::string> args = {
           "delete", "pods", "-n", kNs, "--grace-period=1", "--wait=false", "--ignore-not-found"};
       args.insert(args.end(), done.begin(), done.end());
-      (void)Cp().Kubectl(args);
+      if (Cp().Kubectl(args).ok()) done.clear();
     }
     size_t live;
     {
@@ -580,19 +728,27 @@ FaultRecord Soak::Inject(const soak::PlannedFault& f) {
         // fault did exactly that), which tests TLS, not the lease.
         const std::string skew = "3600";
         rec.note = StrCat("standby's clock ", skew, " s");
-        (void)StartScheduler(1 - leader, {{"LD_PRELOAD", TESSERA_CLOCK_SKEW_LIBRARY},
-                                          {"SOAK_CLOCK_SKEW_SECONDS", skew}});
+        (void)OnReplicasThread([&] {
+          return StartScheduler(1 - leader, {{"LD_PRELOAD", TESSERA_CLOCK_SKEW_LIBRARY},
+                                             {"SOAK_CLOCK_SKEW_SECONDS", skew}});
+        });
         std::this_thread::sleep_for(seconds(3));
       }
-      if (schedulers_[leader]) {
-        schedulers_[leader]->Signal(SIGKILL);
-        schedulers_[leader]->Wait(seconds(10));
-      }
+      (void)OnReplicasThread([&] {
+        Replica& r = replicas_[leader];
+        r.held = true;  // this fault starts it again, once the canary is judged
+        if (r.process) {
+          r.process->Signal(SIGKILL);
+          r.process->Wait(seconds(10));
+        }
+        return absl::OkStatus();
+      });
       rec.ok = CanaryBound(kRecover, &rec.recovered);
-      (void)StartScheduler(leader);
+      (void)OnReplicasThread([&] { return StartScheduler(leader); });
       if (f.kind == FaultKind::kLeaseSkew) {
         std::this_thread::sleep_for(seconds(10));
-        (void)StartScheduler(1 - leader);  // its clock right again
+        (void)OnReplicasThread(
+            [&] { return StartScheduler(1 - leader); });  // its clock right again
       }
       break;
     }
@@ -600,8 +756,19 @@ FaultRecord Soak::Inject(const soak::PlannedFault& f) {
       rec.target = node;
       const size_t from = AgentLog(node).size();
       (void)Cp().NodeKill(node, "agent", SIGKILL);
+      // DRA: the kubelet took the restarted plugin, and the pool is on the API server. Not the
+      // log's "dra: pool" line: the agent writes it only when it changes the slices, and a
+      // restarted agent finds its own still there (the kubelet deletes them only when it
+      // restarts itself), so it rightly writes nothing; judged by that line, the 1500-s run of
+      // 2026-12-04 found both agent-kills on soak-c not recovered while the agent prepared claims.
+      const auto deadline = rec.start + kRecover;
       rec.ok = Cp().NodeRestart(node, "agent").ok() &&
-               log_has_after(node, from, node == kDra ? "dra: pool" : "NRI: configured by");
+               (node == kDra
+                    ? log_has_after(node, from, "dra: registered with the kubelet as") &&
+                          WaitUntil([&] { return PoolPublished(node); },
+                                    std::chrono::duration_cast<milliseconds>(std::max(
+                                        deadline - Clock::now(), Clock::duration(milliseconds(1)))))
+                    : log_has_after(node, from, "NRI: configured by"));
       rec.recovered = Clock::now();
       break;
     }
@@ -778,13 +945,14 @@ void Soak::InjectorLoop(Clock::time_point start) {
     }
     faults_.push_back(std::move(rec));
   }
-  // The schedulers this thread started die with it (ScopedProcess: PR_SET_PDEATHSIG follows the
-  // thread that forked): it lives as long as the workload.
-  while (Clock::now() < start + duration_) std::this_thread::sleep_for(milliseconds(200));
 }
 
 void Soak::Run() {
   const auto start = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    start_ = start;
+  }
   std::thread checker([this] { CheckerLoop(); });
   std::thread injector([this, start] { InjectorLoop(start); });
   WorkloadLoop(start + duration_);
@@ -808,6 +976,7 @@ void Soak::Run() {
   checker.join();
   seconds_run_ = Seconds(Clock::now() - start);
   load_after_ = Read("/proc/loadavg");
+  StopReplicas();  // the report reads what it recorded
   std::lock_guard<std::mutex> lock(mu_);
   if (!gone) violations_.push_back({"no-leak", "workload pods still there 300 s after deletion"});
   if (!claims_gone)
@@ -857,6 +1026,9 @@ std::string Soak::Report() const {
   std::ostringstream out;
   out << "| | |\n| --- | --- |\n";
   out << "| seed | " << seed_ << " |\n";
+  if (const char* chosen = std::getenv("SOAK_FAULTS"); chosen && *chosen) {
+    out << "| fault kinds | " << chosen << " (SOAK_FAULTS) |\n";
+  }
   out << "| duration | " << duration_.count() << " s of workload and faults (" << seconds_run_
       << " s with the drain and the leak check) |\n";
   out << "| pods | " << pods_created_ << " created, " << pods_ran_.size() << " ran |\n";
@@ -866,6 +1038,9 @@ std::string Soak::Report() const {
   out << "| checker | " << snapshots_ << " snapshots (" << snapshots_failed_
       << " not taken: API server away) |\n";
   out << "| violations | " << violations_.size() << " |\n";
+  out << "| scheduler replicas that exited on their own | " << replica_exits_.size()
+      << " (started again after the kubelet's crash-loop back-off, as their Deployment's pods "
+         "would be) |\n";
   out << "| load average | before: " << load_before_.substr(0, 14)
       << "; after: " << load_after_.substr(0, 14) << " |\n\n";
   out << "| fault | injected | recovered | p50 s | p99 s | max s |\n| --- | --- | --- | --- | --- "
@@ -891,6 +1066,10 @@ std::string Soak::Report() const {
   for (const auto& [pod, reason] : pods_waited_) why[reason.substr(0, 100)]++;
   out << "\nPods that waited more than 10 s before running (" << pods_waited_.size() << "):\n\n";
   for (const auto& [reason, n] : why) out << "- " << n << " x " << reason << "\n";
+  if (!replica_exits_.empty()) {
+    out << "\nScheduler replicas that exited on their own:\n\n";
+    for (const std::string& e : replica_exits_) out << "- " << e << "\n";
+  }
   out << "\nViolations:\n\n";
   if (violations_.empty()) out << "- none\n";
   for (const soak::Violation& v : violations_)
@@ -908,7 +1087,8 @@ TEST(Soak, NothingLostOrGrantedTwiceWhateverFails) {
   std::cerr << report;
   if (const char* path = std::getenv("SOAK_REPORT"); path && *path) std::ofstream(path) << report;
   EXPECT_TRUE(soak.violations().empty())
-      << "replay with SOAK_SEED=" << soak.seed() << " (same SOAK_DURATION and SOAK_FAULT_GAP); "
+      << "replay with SOAK_SEED=" << soak.seed()
+      << " (same SOAK_DURATION, SOAK_FAULT_GAP and SOAK_FAULTS); "
       << "fault plan: " << soak.PlanText() << "; logs in " << soak.dir() << " and the control "
       << "plane's folder";
 }

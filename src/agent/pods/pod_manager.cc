@@ -116,7 +116,7 @@ size_t PodManager::pod_count() const {
 
 absl::StatusOr<std::optional<ContainerEdits>> PodManager::Prepare(const PodRef& pod) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<std::optional<ContainerEdits>> edits = PrepareLocked(pod);
+  absl::StatusOr<std::optional<ContainerEdits>> edits = PrepareLocked(pod, Admission::kNew);
   if (!edits.ok()) {
     ++refused_;
   } else if (edits->has_value()) {
@@ -125,12 +125,19 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::Prepare(const PodRef& 
   return edits;
 }
 
-absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const PodRef& pod) {
+absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const PodRef& pod,
+                                                                        Admission admission) {
   auto record = pod.annotations.find(std::string(records::kAssignmentAnnotation));
   if (record == pod.annotations.end()) return std::optional<ContainerEdits>();
   if (auto it = pods_.find(pod.uid);
       it != pods_.end() && it->second.grant.record == record->second) {
-    return std::optional<ContainerEdits>(it->second.edits);
+    Prepared& p = it->second;
+    // Taken back over the accounting: a new container gets nothing another pod holds.
+    if (p.over_committed && admission == Admission::kNew) {
+      TESSERA_RETURN_IF_ERROR(CheckNotGivenLocked(p.grant));
+      p.over_committed = false;
+    }
+    return std::optional<ContainerEdits>(p.edits);
   }
   if (!gpus_) return absl::UnavailableError("the agent has not discovered this node's GPUs yet");
   TESSERA_ASSIGN_OR_RETURN(std::optional<PodGrant> grant,
@@ -140,7 +147,10 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
     return absl::InvalidArgumentError(
         StrCat("pod ", pod.Name(), " has no usable UID (\"", pod.uid, "\") for its files"));
   }
-  TESSERA_RETURN_IF_ERROR(CheckNotGivenLocked(*grant));
+  // A pod that already runs holds what it was given: refusing it frees nothing, and would leave it
+  // unserved (no reaping, no compute controller). It is taken back, the over-commit told.
+  absl::Status given = CheckNotGivenLocked(*grant);
+  if (!given.ok() && admission == Admission::kNew) return given;
   if (grant->has_mig()) TESSERA_RETURN_IF_ERROR(CarryOutMigPlan(&*grant));
 
   // No share runs without a memory cap: the scheduler reserves one for every share (a
@@ -177,7 +187,9 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
     }
   }
 
-  const bool known = pods_.contains(pod.uid);
+  // Files this call may remove on failure: not those of a pod served already, nor those an earlier
+  // agent made for a running pod (they go when it ends: unserved_).
+  const bool known = pods_.contains(pod.uid) || admission == Admission::kTakeBack;
   TESSERA_RETURN_IF_ERROR(WriteAssignment(options_.edits.pods_dir, pod.uid, record->second));
   Prepared p;
   if (grant->sharing == Sharing::kShim) {
@@ -227,7 +239,25 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
   }
   p.grant = std::move(*grant);
   p.edits = *edits;
-  pods_[pod.uid] = std::move(p);
+  p.over_committed = !given.ok();
+  Prepared& served = pods_[pod.uid] = std::move(p);
+  unserved_.erase(pod.uid);
+  if (served.over_committed) {
+    spdlog::warn(
+        "pod {} runs and is taken back with its GPUs and limits as assigned, although the check "
+        "a new pod gets refuses it: {}; its next container waits until that check passes",
+        pod.Name(), given.message());
+    NoticeLocked(
+        served, "GPUOverCommitted", "GPUOverCommitted",
+        StrCat("the node agent restarted and took this running pod back with its GPUs and limits "
+               "as assigned, although the check a new pod gets refuses it: ",
+               given.message(),
+               ". The pod already holds what it was given, so it is not refused; the pods counted "
+               "with it have probably ended without their shares given back yet (the agent gives "
+               "a pod's share back once it has had no process for ",
+               options_.released_without_processes.count(),
+               " s). A new container of this pod waits until that check passes"));
+  }
   return std::optional<ContainerEdits>(std::move(*edits));
 }
 
@@ -236,6 +266,7 @@ absl::Status PodManager::CheckNotGivenLocked(const PodGrant& grant) const {
     const std::string gpu = StrCat("GPU ", g.gpu.spec.index, " (", g.gpu.spec.uuid, ")");
     int64_t memory_mib = g.share() ? g.assigned.grant.memory_mib : 0;
     int64_t compute_milli = g.share() ? g.assigned.grant.compute_milli : 0;
+    std::vector<std::string> sharing;  // the other pods with a share of the GPU
     for (const auto& [uid, other] : pods_) {
       if (uid == grant.pod.uid) continue;
       for (const GrantedGpu& og : other.grant.gpus) {
@@ -251,6 +282,7 @@ absl::Status PodManager::CheckNotGivenLocked(const PodGrant& grant) const {
         } else {
           memory_mib += og.assigned.grant.memory_mib;
           compute_milli += og.assigned.grant.compute_milli;
+          sharing.push_back(other.grant.pod.Name());
         }
         if (!held.empty()) {
           return absl::FailedPreconditionError(
@@ -262,13 +294,14 @@ absl::Status PodManager::CheckNotGivenLocked(const PodGrant& grant) const {
       }
     }
     if (memory_mib > g.gpu.spec.memory_mib || compute_milli > 1000) {
-      return absl::FailedPreconditionError(
-          StrCat("pod ", grant.pod.Name(), " is assigned a share of ", gpu,
-                 " that, with the shares "
-                 "running there, comes to ",
-                 memory_mib, " MiB of its ", g.gpu.spec.memory_mib, " MiB and ", compute_milli / 10,
-                 "% of its compute; the agent never over-commits a GPU "
-                 "(was the record written by tessera's scheduler?)"));
+      return absl::FailedPreconditionError(StrCat(
+          "pod ", grant.pod.Name(), " is assigned a share of ", gpu,
+          sharing.empty() ? " that"
+                          : StrCat(" that, with the shares of ", StrJoin(sharing, ", "), " there,"),
+          " comes to ", memory_mib, " MiB of its ", g.gpu.spec.memory_mib, " MiB and ",
+          compute_milli / 10,
+          "% of its compute; the agent never over-commits a GPU "
+          "(was the record written by tessera's scheduler?)"));
     }
   }
   return absl::OkStatus();
@@ -380,6 +413,10 @@ void PodManager::ReleaseLocked(const std::string& uid) {
     spdlog::info("pod {} ended: its GPU files go", it->second.grant.pod.Name());
     pods_.erase(it);  // unmaps its segments
   }
+  if (auto u = unserved_.find(uid); u != unserved_.end()) {
+    spdlog::info("pod {} ended: the files an earlier agent made for it go", u->second.name);
+    unserved_.erase(u);
+  }
   RemovePodFiles(options_.edits.pods_dir, uid);
 }
 
@@ -411,6 +448,7 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
     if (!uids.contains(uid)) gone.push_back(uid);
   }
   for (const std::string& uid : gone) ReleaseLocked(uid);
+  std::erase_if(unserved_, [&](const auto& u) { return !uids.contains(u.first); });
   // Files of pods the runtime no longer has (removed while no agent was running).
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.edits.pods_dir, ec)) {
@@ -423,25 +461,39 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
   // Running pods this agent has not served yet (it restarted): take them back.
   int adopted = 0;
   std::optional<std::set<std::string>> host_pods;  // the pods with processes, scanned once
+  // The pods with processes on the host, or null where the host's processes show no pod at all
+  // (cgroup names not understood, or not the host's PID namespace): then nobody can tell.
+  auto shown = [&]() -> const std::set<std::string>* {
+    if (!sees_host_pids_) return nullptr;
+    if (!host_pods) host_pods = processes_.PodsWithProcesses();
+    return host_pods->empty() ? nullptr : &*host_pods;
+  };
+  // The runtime lists stopped sandboxes too (containerd until the kubelet removes them), and may
+  // never say they ended: a pod taken back (or left unserved) counts as seen with a process now, so
+  // that one with none is released like any other; where nobody can tell, it is left to the
+  // runtime's word.
+  auto seen_now = [&](std::chrono::steady_clock::time_point& seen) {
+    if (shown() != nullptr) seen = std::chrono::steady_clock::now();
+  };
   for (const PodRef& p : live) {
     if (pods_.contains(p.uid) ||
         !p.annotations.contains(std::string(records::kAssignmentAnnotation))) {
       continue;
     }
-    absl::StatusOr<std::optional<ContainerEdits>> e = PrepareLocked(p);
+    // A pod with no process on the host does not run (it ended, or its sandbox is stopped): it
+    // gets a new pod's check, and holds nothing a running pod is refused for.
+    const bool runs = shown() == nullptr || shown()->contains(p.uid);
+    absl::StatusOr<std::optional<ContainerEdits>> e =
+        PrepareLocked(p, runs ? Admission::kTakeBack : Admission::kNew);
     if (!e.ok()) {
-      spdlog::warn("pod {} runs, but its GPUs cannot be served again: {}", p.Name(),
+      spdlog::warn("pod {} {}, but its GPUs cannot be served again: {}; its files go when it ends",
+                   p.Name(), runs ? "runs" : "is listed by the runtime (no process)",
                    e.status().message());
+      auto [u, added] = unserved_.try_emplace(p.uid, Unserved{p.Name()});
+      if (added) seen_now(u->second.processes_seen);
     } else if (e->has_value()) {
       ++adopted;
-      // The runtime lists stopped sandboxes too (containerd until the kubelet removes them), and
-      // may never say they ended: a pod taken back counts as seen with a process now, so that one
-      // with none is released like any other. Only where the host's processes show pods at all
-      // (the cgroup names are understood); otherwise it is left to the runtime's word.
-      if (sees_host_pids_) {
-        if (!host_pods) host_pods = processes_.PodsWithProcesses();
-        if (!host_pods->empty()) pods_.at(p.uid).processes_seen = std::chrono::steady_clock::now();
-      }
+      seen_now(pods_.at(p.uid).processes_seen);
     }
   }
   // MPS daemons an earlier agent left for GPUs without MPS pods now.
@@ -514,22 +566,25 @@ void PodManager::Maintain() {
 }
 
 void PodManager::ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now) {
-  if (!sees_host_pids_ || pods_.empty()) return;
+  if (!sees_host_pids_ || (pods_.empty() && unserved_.empty())) return;
   const std::set<std::string> running = processes_.PodsWithProcesses();
-  std::vector<std::string> ended;
-  for (auto& [uid, p] : pods_) {
+  std::vector<std::pair<std::string, std::string>> ended;  // UID, namespace/name
+  auto check = [&](const std::string& uid, const std::string& name,
+                   std::chrono::steady_clock::time_point& seen) {
     if (running.contains(uid)) {
-      p.processes_seen = now;
-    } else if (p.processes_seen != std::chrono::steady_clock::time_point{} &&
-               now - p.processes_seen >= options_.released_without_processes) {
-      ended.push_back(uid);
+      seen = now;
+    } else if (seen != std::chrono::steady_clock::time_point{} &&
+               now - seen >= options_.released_without_processes) {
+      ended.emplace_back(uid, name);
     }
-  }
-  for (const std::string& uid : ended) {
+  };
+  for (auto& [uid, p] : pods_) check(uid, p.grant.pod.Name(), p.processes_seen);
+  for (auto& [uid, u] : unserved_) check(uid, u.name, u.processes_seen);
+  for (const auto& [uid, name] : ended) {
     spdlog::info(
         "pod {} has had no process on this node for {} s, although the runtime did not say it "
         "ended (containerd does not, for pods it had before it restarted)",
-        pods_.at(uid).grant.pod.Name(), options_.released_without_processes.count());
+        name, options_.released_without_processes.count());
     ReleaseLocked(uid);
   }
   if (!ended.empty()) StopIdleMpsLocked();

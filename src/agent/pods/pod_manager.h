@@ -13,19 +13,28 @@
 // files already there. Release (the pod sandbox is removed) undoes all of it; Synchronize (the
 // runtime's list after a (re)connection) releases the pods that are gone, including those whose
 // files a previous agent left, and takes back the running ones (segments reopened, MPS daemons
-// adopted), so a restarted agent keeps reaping and serving. The runtime may also never say that a
-// pod ended (containerd keeps what it told plugins about pod sandboxes in memory only: after it
-// restarts it sends no StopPodSandbox or RemovePodSandbox for the pods it had before, and its list
-// includes stopped sandboxes), so maintenance releases a pod that has had no process on the host
-// (not even its sandbox's pause process) for options.released_without_processes since it was
-// last seen with one or taken back (a pod taken back counts as seen where the host's processes
-// show any pod at all).
+// adopted), so a restarted agent keeps reaping and serving. A running pod is taken back even where
+// the node's accounting says its GPU is given twice or over-committed (typically a pod that ended
+// and whose share is not yet given back, counted beside the pod the scheduler placed in its room):
+// it already holds what it was given, so its share stays enforced as assigned, the over-commit is
+// logged and told to the pod (a notice, GPUOverCommitted), and its next container gets the check a
+// new pod gets. A listed pod with no process on the host (where the host shows pods' processes)
+// does not run and gets a new pod's check. A running pod that cannot be taken back at all (its GPU
+// gone, an MPS and a shim pod on one GPU...) is not served but is still watched: its files go when
+// it ends, by the runtime's word or by the rule below, as a served pod's do. The runtime may also
+// never say that a pod ended (containerd keeps what it told plugins about pod sandboxes in memory
+// only: after it restarts it sends no StopPodSandbox or RemovePodSandbox for the pods it had
+// before, and its list includes stopped sandboxes), so maintenance releases a pod that has had no
+// process on the host (not even its sandbox's pause process) for options.released_without_processes
+// since it was last seen with one or taken back (a pod taken back counts as seen where the host's
+// processes show any pod at all).
 //
 // Rules it keeps: a GPU serves MPS pods or shim pods, never both at once (MPS puts the GPU in
 // EXCLUSIVE_PROCESS mode); a MIG plan never destroys an instance a running pod holds; nothing is
 // given twice: a whole GPU or a MIG instance held by one pod, or more than a GPU's memory and
 // compute in shares, is refused to the next record that asks for it (a record written by someone
-// other than the scheduler, which admission should have stopped, gets nothing another pod has).
+// other than the scheduler, which admission should have stopped, gets nothing another pod has);
+// only a pod taken back at a restart is exempt, and only until its next container.
 //
 // Thread-safe: the runtime's calls, the maintenance loop and the metrics reader may come from
 // different threads (one mutex; nothing in it waits on the network).
@@ -158,12 +167,25 @@ class PodManager {
     std::map<std::string, uint64_t> tampered;  // by GPU UUID: times the ledger was put back
     std::map<std::string, std::chrono::steady_clock::time_point> noticed;  // by reason + GPU
     std::chrono::steady_clock::time_point processes_seen{};  // last seen with one (zero: never)
+    // Taken back at a restart although CheckNotGivenLocked refuses its grant: its next container
+    // is checked as a new pod's would be (and the mark cleared once it passes).
+    bool over_committed = false;
   };
+  // A running pod the runtime lists and the agent could not take back: nothing is served, but its
+  // files (left by an earlier agent) go when it ends.
+  struct Unserved {
+    std::string name;                                        // namespace/name, for the log
+    std::chrono::steady_clock::time_point processes_seen{};  // last seen with one (zero: never)
+  };
+  // How a grant is admitted: kNew for a pod the runtime starts (every check), kTakeBack for a
+  // running pod after a restart (CheckNotGivenLocked's refusal is reported, not enforced).
+  enum class Admission { kNew, kTakeBack };
   // Releases the pods whose processes are gone (options_.released_without_processes).
   void ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now);
   // Queues a notice unless the same one was given within options_.notice_interval.
   void NoticeLocked(Prepared& p, const std::string& key, std::string reason, std::string message);
-  absl::StatusOr<std::optional<ContainerEdits>> PrepareLocked(const PodRef& pod);
+  absl::StatusOr<std::optional<ContainerEdits>> PrepareLocked(const PodRef& pod,
+                                                              Admission admission);
   // The node's own check of a record (a defence against records the scheduler did not write):
   // nothing of the grant is held by another pod here, whole GPUs and MIG instances go to one pod,
   // and the shares of a GPU fit its memory and compute.
@@ -184,6 +206,7 @@ class PodManager {
   mutable std::mutex mu_;
   std::shared_ptr<const NodeGpus> gpus_;
   std::map<std::string, Prepared> pods_;                        // by pod UID
+  std::map<std::string, Unserved> unserved_;                    // by pod UID, none in pods_
   std::map<std::string, std::unique_ptr<mps::MpsDaemon>> mps_;  // by GPU UUID
   shim::ComputeController controller_;
   std::set<std::string> controller_errors_;  // GPUs whose utilisation failed (logged once)

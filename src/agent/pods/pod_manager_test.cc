@@ -456,6 +456,153 @@ TEST_F(PodManagerTest, PodsAreLeftToTheRuntimeWhenTheHostShowsNoPodsProcesses) {
   EXPECT_TRUE(fs::exists(PodDir(1)));
 }
 
+// The soak's leak on soak-b (seed 30): containerd restarted (so it never says that its earlier pods
+// end), then the agent. The restarted agent took back, in the runtime's order, a pod that was
+// deleted (its process gone, its share not yet given back: no process for 10 s) and a pod the
+// scheduler had placed in that room, so the GPU's accounting came to more than the GPU, and the
+// pod that still ran was refused ("the agent never over-commits a GPU") and not tracked: when it
+// ended its folder stayed. A running pod already holds its memory: it is taken back with its share
+// as assigned and the over-commit reported; its next container waits until the accounting fits
+// (a container that never ran gets nothing another pod holds), and its files go when it ends.
+// Failed before the fix: p1 was refused (2 pods served) and its folder was left after it ended.
+TEST_F(PodManagerTest, ARestartedAgentTakesBackARunningPodOnAGpuItsAccountingOverCommits) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(100, Uid(1));
+  proc.Process(200, Uid(2));
+  proc.Process(500, Uid(5));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.released_without_processes = std::chrono::seconds(0);
+  PodRef runs = Pod(1, {Share(0, 40000)});
+  PodRef deleted = Pod(2, {Share(0, 40000)});
+  PodRef placed = Pod(3, {Share(0, 40000)});  // the scheduler's, in the deleted pod's room
+  PodRef small = Pod(5, {Share(0, 1024)});
+  {
+    auto first = Manager();
+    for (const PodRef& p : {runs, deleted, small}) ASSERT_TRUE(first->Prepare(p).ok());
+    // A new pod is refused while the deleted one's share is counted.
+    absl::StatusOr<std::optional<ContainerEdits>> e = first->Prepare(placed);
+    ASSERT_FALSE(e.ok());
+    EXPECT_THAT(e.status().message(), HasSubstr("the agent never over-commits a GPU"));
+    proc.Exit(200);           // the deleted pod's process ends
+  }                           // the agent is killed before it gives the share back
+  proc.Process(300, Uid(3));  // the placed pod's sandbox runs
+
+  auto second = Manager();
+  ASSERT_TRUE(second->sees_host_pids());
+  second->Synchronize({deleted, placed, runs, small});  // the runtime's order
+  EXPECT_EQ(second->pod_count(), 4u);
+  // Its share is enforced as assigned.
+  auto seg = shim::Segment::Open(PodDir(1), Uuid(0));
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  EXPECT_EQ((*seg)->Inspect().limits.memory_limit_bytes, 40000ull << 20);
+  seg->reset();
+  // The over-commit is told to each pod taken back over it.
+  std::map<std::string, std::string> told;  // pod -> message
+  for (const PodNotice& n : second->TakeNotices()) {
+    EXPECT_EQ(n.reason, "GPUOverCommitted");
+    told[n.pod.Name()] = n.message;
+  }
+  EXPECT_EQ(told.size(), 2u);
+  EXPECT_THAT(told["team/p1"], HasSubstr("120000 MiB of its 81559 MiB"));
+  EXPECT_THAT(told["team/p1"], HasSubstr("team/p2, team/p3"));
+  EXPECT_THAT(told["team/p5"], HasSubstr("121024 MiB of its 81559 MiB"));
+  // A new container of such a pod waits until the accounting fits again; new pods are refused.
+  absl::StatusOr<std::optional<ContainerEdits>> again = second->Prepare(runs);
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(), HasSubstr("the agent never over-commits a GPU"));
+  EXPECT_FALSE(second->Prepare(Pod(4, {Share(0, 1024)})).ok());
+
+  second->Maintain();  // the deleted pod has no process: its share goes
+  EXPECT_EQ(second->pod_count(), 3u);
+  EXPECT_FALSE(fs::exists(PodDir(2)));
+  EXPECT_TRUE(second->Prepare(small).ok());  // it fits now
+
+  proc.Exit(100);  // the pod ends; the runtime says nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the next scan of /proc
+  second->Maintain();
+  EXPECT_EQ(second->pod_count(), 2u);
+  EXPECT_FALSE(fs::exists(PodDir(1)));
+  EXPECT_THAT(MountsUnder(PodDir(1)), ::testing::IsEmpty());
+}
+
+// The same with whole GPUs: a pod that ended (released, but still listed by a restarted runtime)
+// and the pod given its GPU afterwards. Taken back in the runtime's order, the running pod is the
+// one the accounting says gets a GPU another pod holds: taken back and told, not refused. A pod
+// without a process on the host does not run: it gets a new pod's check.
+TEST_F(PodManagerTest, ARestartedAgentTakesBackARunningPodOnAWholeGpuAnEndedPodStillHolds) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(200, Uid(2));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.released_without_processes = std::chrono::seconds(0);
+  records::AssignedGpu whole = Share(0, 81559, 1000);
+  whole.grant.exclusive = true;
+  PodRef ended = Pod(1, {whole});
+  PodRef runs = Pod(2, {whole});
+  {
+    auto first = Manager();
+    ASSERT_TRUE(first->Prepare(ended).ok());
+    first->Release(Uid(1));
+    ASSERT_TRUE(first->Prepare(runs).ok());
+  }
+  auto second = Manager();
+  second->Synchronize({ended, runs});
+  EXPECT_EQ(second->pod_count(), 2u);
+  std::vector<PodNotice> notices = second->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].pod.Name(), "team/p2");
+  EXPECT_THAT(notices[0].message, HasSubstr("but pod team/p1 holds all of it"));
+  second->Maintain();  // the ended pod has no process
+  EXPECT_EQ(second->pod_count(), 1u);
+  EXPECT_FALSE(fs::exists(PodDir(1)));
+  EXPECT_TRUE(second->Prepare(runs).ok());  // its next container: nothing is held twice now
+
+  // Listed the other way round, the pod with no process gets a new pod's check: refused, untold.
+  second.reset();
+  auto third = Manager();
+  third->Synchronize({runs, ended});
+  EXPECT_EQ(third->pod_count(), 1u);
+  EXPECT_THAT(third->TakeNotices(), ::testing::IsEmpty());
+  EXPECT_EQ(third->Use()[0].pods[0].name, "p2");
+}
+
+// A running pod the restarted agent cannot serve again (here: its GPU was replaced while no agent
+// ran, so its record names a GPU the node no longer has) keeps its files while it runs and loses
+// them when it ends, whether the runtime says so or not. Failed before the fix: its folder stayed.
+TEST_F(PodManagerTest, APodARestartedAgentCannotServeLosesItsFilesWhenItEnds) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(100, Uid(1));
+  proc.Process(200, Uid(2));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.released_without_processes = std::chrono::seconds(0);
+  PodRef silent = Pod(1, {Share(0, 4096)});  // ends without the runtime saying so
+  PodRef told = Pod(2, {Share(0, 4096)});    // ends with the runtime's word
+  {
+    auto first = Manager();
+    ASSERT_TRUE(first->Prepare(silent).ok());
+    ASSERT_TRUE(first->Prepare(told).ok());
+  }
+  std::string gpus = kGpusFile;
+  gpus.replace(gpus.find(Uuid(0)), Uuid(0).size(), Uuid(5));
+  std::ofstream(gpus_file_, std::ios::trunc) << gpus;
+
+  auto second = Manager();
+  second->Synchronize({silent, told});
+  EXPECT_EQ(second->pod_count(), 0u);
+  second->Maintain();
+  EXPECT_TRUE(fs::exists(PodDir(1)));  // it runs: its containers still use them
+  EXPECT_TRUE(fs::exists(PodDir(2)));
+
+  second->Release(Uid(2));
+  EXPECT_FALSE(fs::exists(PodDir(2)));
+  EXPECT_THAT(MountsUnder(PodDir(2)), ::testing::IsEmpty());
+
+  proc.Exit(100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  second->Maintain();
+  EXPECT_FALSE(fs::exists(PodDir(1)));
+  EXPECT_THAT(MountsUnder(PodDir(1)), ::testing::IsEmpty());
+}
+
 TEST_F(PodManagerTest, MpsPodsShareTheGpusDaemonAndNeverAGpuWithShimPods) {
   auto m = Manager();
   const std::map<std::string, std::string> mps = {{"tessera.dev/gpu-sharing", "mps"}};
