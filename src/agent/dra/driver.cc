@@ -54,8 +54,8 @@ absl::StatusOr<Consumption> ConsumptionOf(const json& result, int64_t device_mem
     c.compute_percent = 100;
     return c;
   }
-  const json& memory = JsonField(consumed, std::string(kCapMemory).c_str());
-  const json& compute = JsonField(consumed, std::string(kCapCompute).c_str());
+  const json& memory = JsonField(consumed, std::string(records::dra::kCapMemory).c_str());
+  const json& compute = JsonField(consumed, std::string(records::dra::kCapCompute).c_str());
   if (memory.is_string()) {
     absl::StatusOr<int64_t> mib = core::ParseMemoryMiB(memory.get<std::string>());
     if (!mib.ok()) {
@@ -165,18 +165,18 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
       out.pods.push_back({JsonStringField(r, "name"), JsonStringField(r, "uid")});
   }
   for (const json& config : JsonField(JsonField(allocation, "devices"), "config")) {
-    if (JsonStringField(JsonField(config, "opaque"), "driver") == kDriverName) {
-      return absl::InvalidArgumentError(
-          StrCat(who, " carries opaque configuration for ", kDriverName, " (from its ",
-                 JsonStringField(config, "source") == "FromClass" ? "DeviceClass" : "claim",
-                 "), which tessera does not take: remove it; ask for shares with capacity "
-                 "requests (memory, compute)"));
+    if (JsonStringField(JsonField(config, "opaque"), "driver") == records::dra::kDriverName) {
+      return absl::InvalidArgumentError(StrCat(
+          who, " carries opaque configuration for ", records::dra::kDriverName, " (from its ",
+          JsonStringField(config, "source") == "FromClass" ? "DeviceClass" : "claim",
+          "), which tessera does not take: remove it; ask for shares with capacity "
+          "requests (memory, compute)"));
     }
   }
   const json& results = JsonField(JsonField(allocation, "devices"), "results");
   for (size_t i = 0; i < results.size(); ++i) {
     const json& r = results[i];
-    if (JsonStringField(r, "driver") != kDriverName) continue;
+    if (JsonStringField(r, "driver") != records::dra::kDriverName) continue;
     const std::string device = JsonStringField(r, "device");
     const std::string pool = JsonStringField(r, "pool");
     if (pool != pool_->name) {
@@ -222,7 +222,7 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
   }
   if (out.devices.empty()) {
     return absl::FailedPreconditionError(
-        StrCat(who, " has no device of driver ", kDriverName, " allocated"));
+        StrCat(who, " has no device of driver ", records::dra::kDriverName, " allocated"));
   }
   return out;
 }

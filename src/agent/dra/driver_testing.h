@@ -58,7 +58,7 @@ inline json Claim(const std::string& name, int uid, const std::vector<json>& res
                   const std::string& node = "node-a") {
   json r = json::array();
   for (json result : results) {
-    result["driver"] = std::string(kDriverName);
+    result["driver"] = std::string(records::dra::kDriverName);
     if (!result.contains("pool")) result["pool"] = node;
     if (!result.contains("request")) result["request"] = "gpu";
     r.push_back(result);

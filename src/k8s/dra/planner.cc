@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "records/dra_names.h"
 
 namespace tessera::k8s::dra {
 namespace {
@@ -164,7 +165,7 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ExactRequest& r,
   const std::map<std::string, int64_t> requested = LocalRequests(r, driver);
   const bool share = !requested.empty();
   for (const auto& [name, v] : requested) {
-    if (name != "memory" && name != "compute") {
+    if (name != records::dra::kCapMemory && name != records::dra::kCapCompute) {
       e->error = StrCat("capacity request '", name,
                         "' is not supported (tessera allocates shares by memory and compute)");
       return e;
@@ -222,16 +223,17 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ExactRequest& r,
             break;
           }
           consumed[local] = *c;
-          if (local == "memory" && *c >= cap.value) e->share_whole = true;
+          if (local == records::dra::kCapMemory && *c >= cap.value) e->share_whole = true;
         }
         for (const auto& [name, v] : requested) ok = ok && consumed.contains(name);
         if (!ok) {
           ++rejected_capacity;
           continue;
         }
-        e->share_memory_mib = std::max(e->share_memory_mib, MemoryMib(consumed["memory"]));
-        e->share_compute_milli =
-            std::max(e->share_compute_milli, ComputeMilli(consumed["compute"]));
+        e->share_memory_mib = std::max(e->share_memory_mib,
+                                       MemoryMib(consumed[std::string(records::dra::kCapMemory)]));
+        e->share_compute_milli = std::max(
+            e->share_compute_milli, ComputeMilli(consumed[std::string(records::dra::kCapCompute)]));
       }
       mask |= 1ULL << g;
       ++e->devices;
@@ -807,11 +809,11 @@ absl::StatusOr<records::Assignment> ClaimPlanner::HoldingOf(const ClaimInfo& cla
     core::GpuGrant grant{g, gpu_memory, 1000, true};
     auto memory = r.consumed.end();
     for (auto it = r.consumed.begin(); it != r.consumed.end(); ++it) {
-      if (LocalCapacityName(it->first, driver) == "memory") memory = it;
+      if (LocalCapacityName(it->first, driver) == records::dra::kCapMemory) memory = it;
     }
     auto cap = d->capacity_by_name.end();
     for (auto it = d->capacity_by_name.begin(); it != d->capacity_by_name.end(); ++it) {
-      if (LocalCapacityName(it->first, driver) == "memory") cap = it;
+      if (LocalCapacityName(it->first, driver) == records::dra::kCapMemory) cap = it;
     }
     if (whole && memory != r.consumed.end() && cap != d->capacity_by_name.end() &&
         memory->second < cap->second.value) {
@@ -819,7 +821,8 @@ absl::StatusOr<records::Assignment> ClaimPlanner::HoldingOf(const ClaimInfo& cla
       grant.memory_mib = MemoryMib(memory->second);
       grant.compute_milli = 0;
       for (const auto& [name, v] : r.consumed) {
-        if (LocalCapacityName(name, driver) == "compute") grant.compute_milli = ComputeMilli(v);
+        if (LocalCapacityName(name, driver) == records::dra::kCapCompute)
+          grant.compute_milli = ComputeMilli(v);
       }
     }
     p.gpus.push_back(grant);
