@@ -12,7 +12,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/mig.h"
-#include "core/model/quantity.h"
+#include "records/dra_allocation.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::agent::dra {
@@ -46,34 +46,27 @@ struct Use {
 
 }  // namespace
 
-absl::StatusOr<Consumption> ConsumptionOf(const json& result, int64_t device_memory_mib) {
+absl::StatusOr<Consumption> ConsumptionOf(const records::dra::AllocatedDevice& result,
+                                          int64_t device_memory_mib) {
+  namespace names = records::dra;
+  if (!result.error.empty()) return absl::InvalidArgumentError(result.error);
   Consumption c;
-  const json& consumed = JsonField(result, "consumedCapacity");
-  if (!consumed.is_object() || consumed.empty()) {
+  if (result.consumed.empty()) {
     c.memory_mib = device_memory_mib;
     c.compute_percent = 100;
     return c;
   }
-  const json& memory = JsonField(consumed, std::string(records::dra::kCapMemory).c_str());
-  const json& compute = JsonField(consumed, std::string(records::dra::kCapCompute).c_str());
-  if (memory.is_string()) {
-    absl::StatusOr<int64_t> mib = core::ParseMemoryMiB(memory.get<std::string>());
-    if (!mib.ok()) {
-      return absl::InvalidArgumentError(StrCat(
-          "consumedCapacity.memory \"", memory.get<std::string>(), "\": ", mib.status().message()));
-    }
-    c.memory_mib = *mib;
-  } else {
-    c.memory_mib = device_memory_mib;  // not consumed as capacity: all of it
-  }
-  if (compute.is_string()) {
-    absl::StatusOr<int64_t> percent = core::ParseCount(compute.get<std::string>());
-    if (!percent.ok() || *percent > 100) {
+  const std::optional<int64_t> memory = result.Consumed(names::kCapMemory, names::kDriverName);
+  const std::optional<int64_t> compute = result.Consumed(names::kCapCompute, names::kDriverName);
+  // Not consumed as capacity: all of the memory.
+  c.memory_mib = memory ? names::MemoryMib(*memory) : device_memory_mib;
+  if (compute) {
+    if (*compute < 0 || *compute > 100'000 || *compute % 1000 != 0) {
       return absl::InvalidArgumentError(StrCat("consumedCapacity.compute \"",
-                                               compute.get<std::string>(),
+                                               names::FormatMilli(*compute),
                                                "\" is not a percentage 0..100"));
     }
-    c.compute_percent = static_cast<int32_t>(*percent);
+    c.compute_percent = static_cast<int32_t>(*compute / 1000);
   }
   c.exclusive = c.memory_mib >= device_memory_mib;
   if (c.exclusive) {
@@ -152,33 +145,33 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
                ": the claim the pod was allocated was deleted and another one made under its "
                "name; delete the pod so that it is scheduled with the new claim"));
   }
-  const json& allocation = JsonField(JsonField(claim, "status"), "allocation");
-  if (!allocation.is_object()) {
+  const records::dra::ClaimStatus status =
+      records::dra::DecodeClaimStatus(JsonField(claim, "status"));
+  if (!status.allocation) {
     return absl::FailedPreconditionError(StrCat(who, " is not allocated"));
   }
   PreparedClaim out;
   out.uid = ref.uid;
   out.ns = ref.ns;
   out.name = ref.name;
-  for (const json& r : JsonField(JsonField(claim, "status"), "reservedFor")) {
-    if (JsonStringField(r, "resource") == "pods")
-      out.pods.push_back({JsonStringField(r, "name"), JsonStringField(r, "uid")});
+  for (const records::dra::ConsumerRef& r : status.reserved_for) {
+    if (r.resource == "pods") out.pods.push_back({r.name, r.uid});
   }
-  for (const json& config : JsonField(JsonField(allocation, "devices"), "config")) {
-    if (JsonStringField(JsonField(config, "opaque"), "driver") == records::dra::kDriverName) {
-      return absl::InvalidArgumentError(StrCat(
-          who, " carries opaque configuration for ", records::dra::kDriverName, " (from its ",
-          JsonStringField(config, "source") == "FromClass" ? "DeviceClass" : "claim",
-          "), which tessera does not take: remove it; ask for shares with capacity "
-          "requests (memory, compute)"));
+  for (const records::dra::AllocationConfig& config : status.allocation->config) {
+    if (config.driver == records::dra::kDriverName) {
+      return absl::InvalidArgumentError(
+          StrCat(who, " carries opaque configuration for ", records::dra::kDriverName,
+                 " (from its ", config.source == "FromClass" ? "DeviceClass" : "claim",
+                 "), which tessera does not take: remove it; ask for shares with capacity "
+                 "requests (memory, compute)"));
     }
   }
-  const json& results = JsonField(JsonField(allocation, "devices"), "results");
+  const std::vector<records::dra::AllocatedDevice>& results = status.allocation->results;
   for (size_t i = 0; i < results.size(); ++i) {
-    const json& r = results[i];
-    if (JsonStringField(r, "driver") != records::dra::kDriverName) continue;
-    const std::string device = JsonStringField(r, "device");
-    const std::string pool = JsonStringField(r, "pool");
+    const records::dra::AllocatedDevice& r = results[i];
+    if (r.driver != records::dra::kDriverName) continue;
+    const std::string& device = r.device;
+    const std::string& pool = r.pool;
     if (pool != pool_->name) {
       return absl::FailedPreconditionError(StrCat(who, ": device ", device, " is in pool ", pool,
                                                   ", not in this node's pool ", pool_->name));
@@ -195,10 +188,10 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
                    d->health_reason);
     }
     PreparedDevice p;
-    p.request = JsonStringField(r, "request");
+    p.request = r.request;
     p.pool = pool;
     p.device = device;
-    p.share_id = JsonStringField(r, "shareID");
+    p.share_id = r.share_id;
     p.gpu_uuid = d->gpu_uuid;
     p.gpu_index = gpus_->gpus[d->gpu_index].spec.index;
     if (d->mig) {

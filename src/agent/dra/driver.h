@@ -41,6 +41,7 @@
 #include "agent/dra/claim_edits.h"
 #include "agent/dra/pool.h"
 #include "nlohmann/json.hpp"
+#include "records/dra_allocation.h"
 #include "shim/segments.h"
 
 namespace tessera::agent::dra {
@@ -160,15 +161,15 @@ class DraDriver {
   std::atomic<int64_t> prepared_total_{0}, refused_total_{0}, unprepared_total_{0};
 };
 
-// The consumed share of one allocation result, from its consumedCapacity ("4Gi", "25"), for a
-// device with `device_memory_mib`: exclusive when it takes all of the memory (or the result has
-// no consumed capacity: an allocator that does not share).
+// The consumed share of one allocation result (records/dra_allocation.h), from its
+// consumedCapacity ("4Gi", "25"), for a device with `device_memory_mib`: exclusive when it takes
+// all of the memory (or the result has no consumed capacity: an allocator that does not share).
 struct Consumption {
   bool exclusive = true;
   int64_t memory_mib = 0;
   int32_t compute_percent = 0;
 };
-[[nodiscard]] absl::StatusOr<Consumption> ConsumptionOf(const nlohmann::json& result,
+[[nodiscard]] absl::StatusOr<Consumption> ConsumptionOf(const records::dra::AllocatedDevice& result,
                                                         int64_t device_memory_mib);
 
 }  // namespace tessera::agent::dra

@@ -570,6 +570,9 @@ TEST_F(DriverTest, HealthFollowsTheGpus) {
 }
 
 TEST(Consumption, FromTheAllocationResult) {
+  auto ConsumptionOf = [](const json& result, int64_t device_memory_mib) {
+    return dra::ConsumptionOf(records::dra::DecodeAllocatedDevice(result), device_memory_mib);
+  };
   auto c = ConsumptionOf(json::parse(R"({"consumedCapacity": {"memory": "4Gi", "compute": "30"}})"),
                          81920);
   ASSERT_TRUE(c.ok());

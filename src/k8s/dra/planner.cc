@@ -8,12 +8,12 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "records/dra_allocation.h"
 #include "records/dra_names.h"
 
 namespace tessera::k8s::dra {
 namespace {
 
-constexpr int64_t kMiMilli = int64_t{1024} * 1024 * 1000;  // 1Mi in milli-units
 constexpr int kMaxOptions = 16;  // firstAvailable combinations tried per pod
 constexpr size_t kMaxConsumers = 256;
 
@@ -34,9 +34,9 @@ bool Tolerated(const std::vector<DeviceToleration>& tolerations, const DeviceTai
   return false;
 }
 
-// Engine units of a consumed memory (milli-units of bytes -> MiB, rounded up) and compute
-// (percent -> milli-GPU).
-int64_t MemoryMib(int64_t milli) { return (milli + kMiMilli - 1) / kMiMilli; }
+using records::dra::MemoryMib;
+
+// Engine units of a consumed compute (percent -> milli-GPU).
 int32_t ComputeMilli(int64_t milli) { return static_cast<int32_t>((milli + 99) / 100); }
 
 // Every request's requested capacity, keyed by its local name.
@@ -47,11 +47,6 @@ std::map<std::string, int64_t> LocalRequests(const ExactRequest& r, const std::s
 }
 
 }  // namespace
-
-std::string LocalCapacityName(const std::string& name, const std::string& driver) {
-  const std::string prefix = StrCat(driver, "/");
-  return name.starts_with(prefix) ? name.substr(prefix.size()) : name;
-}
 
 std::optional<int64_t> ConsumedCapacity(std::optional<int64_t> requested,
                                         const DeviceCapacity& capacity) {
@@ -807,23 +802,15 @@ absl::StatusOr<records::Assignment> ClaimPlanner::HoldingOf(const ClaimInfo& cla
     if (!seen.insert(g).second) continue;  // two results on one GPU: held once, whole below
     const int64_t gpu_memory = cluster.node(id).gpus[g].memory_mib;
     core::GpuGrant grant{g, gpu_memory, 1000, true};
-    auto memory = r.consumed.end();
-    for (auto it = r.consumed.begin(); it != r.consumed.end(); ++it) {
-      if (LocalCapacityName(it->first, driver) == records::dra::kCapMemory) memory = it;
-    }
+    const std::optional<int64_t> memory = r.Consumed(records::dra::kCapMemory, driver);
     auto cap = d->capacity_by_name.end();
     for (auto it = d->capacity_by_name.begin(); it != d->capacity_by_name.end(); ++it) {
       if (LocalCapacityName(it->first, driver) == records::dra::kCapMemory) cap = it;
     }
-    if (whole && memory != r.consumed.end() && cap != d->capacity_by_name.end() &&
-        memory->second < cap->second.value) {
+    if (whole && memory && cap != d->capacity_by_name.end() && *memory < cap->second.value) {
       grant.exclusive = false;
-      grant.memory_mib = MemoryMib(memory->second);
-      grant.compute_milli = 0;
-      for (const auto& [name, v] : r.consumed) {
-        if (LocalCapacityName(name, driver) == records::dra::kCapCompute)
-          grant.compute_milli = ComputeMilli(v);
-      }
+      grant.memory_mib = MemoryMib(*memory);
+      grant.compute_milli = ComputeMilli(r.Consumed(records::dra::kCapCompute, driver).value_or(0));
     }
     p.gpus.push_back(grant);
   }
