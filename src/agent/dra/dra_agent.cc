@@ -51,6 +51,7 @@ DraAgent::DraAgent(k8s::ApiClient& client, DraAgentOptions options)
                                          StrCat(options_.kubelet_dir, "/", kPluginsSubdir, "/",
                                                 records::dra::kDriverName, "/checkpoint.json"),
                                      .edits = options_.edits,
+                                     .enforce_shares = options_.enforce_shares,
                                      .mig = options_.mig,
                                      .mig_mode_switch = options_.mig_mode_switch}),
       slices_(client, options_.node_name),

@@ -7,7 +7,6 @@
 #include <set>
 
 #include "agent/dra/names.h"
-#include "agent/pods/grant.h"
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -292,7 +291,7 @@ std::string DraDriver::Conflict(const PreparedClaim& claim) const {
 }
 
 absl::Status DraDriver::OpenSegments(const PreparedClaim& claim) {
-  if (claim.share_dir.empty() || !options_.edits.shares.shim) return absl::OkStatus();
+  if (claim.share_dir.empty() || !options_.enforce_shares) return absl::OkStatus();
   std::map<std::string, std::pair<int64_t, int32_t>> shares;
   for (const PreparedDevice& d : claim.devices) {
     if (d.exclusive || d.mig) continue;
@@ -318,24 +317,25 @@ absl::Status DraDriver::OpenSegments(const PreparedClaim& claim) {
   return absl::OkStatus();
 }
 
-absl::Status DraDriver::WriteSpec(const PreparedClaim& claim) const {
-  TESSERA_ASSIGN_OR_RETURN(CdiSpec spec, ClaimCdiSpec(claim, *gpus_, options_.edits));
+absl::Status DraDriver::WriteSpec(const PreparedClaim& claim, const ContainerEdits& edits) const {
+  CdiSpec spec = CdiSpecFor(edits, CdiDeviceNames(claim));
   spec.annotations[kPreparedClaimAnnotation] = PreparedClaimToJson(claim).dump();
   return WriteCdiSpec(options_.cdi_dir, claim.cdi_file, spec);
 }
 
 absl::Status DraDriver::Materialize(PreparedClaim* claim) {
   TESSERA_RETURN_IF_ERROR(PrepareMig(claim));
-  AssignCdiIds(options_.edits, claim);
   claim->cdi_file = TransientSpecFileName(kCdiVendor, kCdiClass, claim->uid);
   const bool shares = std::any_of(claim->devices.begin(), claim->devices.end(),
                                   [](const PreparedDevice& d) { return !d.exclusive && !d.mig; });
-  if (shares && options_.edits.shares.shim) {
+  if (shares && options_.enforce_shares) {
     claim->share_dir = (fs::path(options_.claims_dir) / claim->uid).string();
   }
-  absl::Status status = OpenSegments(*claim);
-  if (status.ok()) status = WriteSpec(*claim);
-  return status;
+  TESSERA_ASSIGN_OR_RETURN(ContainerEdits edits, ClaimContainerEdits(*claim, *gpus_, options_.edits,
+                                                                     options_.enforce_shares));
+  AssignCdiIds(edits, claim);
+  TESSERA_RETURN_IF_ERROR(OpenSegments(*claim));
+  return WriteSpec(*claim, edits);
 }
 
 void DraDriver::RemoveFiles(const PreparedClaim& claim) {
@@ -762,7 +762,9 @@ absl::StatusOr<RestoreReport> DraDriver::Restore() {
     if (!seg.ok()) spdlog::error("restoring claim {}: {}", claim.Describe(), seg.message());
     const std::string spec = (fs::path(options_.cdi_dir) / claim.cdi_file).string();
     if (claim.cdi_file.empty() || fs::exists(spec, ec)) continue;
-    absl::Status written = WriteSpec(claim);
+    absl::StatusOr<ContainerEdits> edits =
+        ClaimContainerEdits(claim, *gpus_, options_.edits, options_.enforce_shares);
+    absl::Status written = edits.ok() ? WriteSpec(claim, *edits) : edits.status();
     if (written.ok()) {
       ++report.specs_rewritten;
     } else {

@@ -66,7 +66,9 @@ struct DriverOptions {
   std::string cdi_dir = "/var/run/cdi";
   std::string claims_dir = "/run/tessera/claims";  // host tmpfs: <claim UID>/{limits,ledger}
   std::string checkpoint_path;                     // required
-  EditOptions edits;
+  EditsOptions edits;                              // the node's facts, as classic delivery has them
+  // false (--share-enforcement=none): shares are accounted, not enforced (no shim).
+  bool enforce_shares = true;
   // Creates and destroys MIG instances (the GPU backend's; nullptr: a MIG claim is prepared only
   // on an instance configured already, e.g. by mig-parted).
   MigReconfigurer* mig = nullptr;
@@ -130,12 +132,13 @@ class DraDriver {
 
  private:
   absl::StatusOr<PreparedClaim> Build(const ClaimRef& ref, const nlohmann::json& claim) const;
-  std::string Conflict(const PreparedClaim& claim) const;    // under mu_
-  absl::Status Materialize(PreparedClaim* claim);            // under mu_: segments, spec
-  absl::Status WriteSpec(const PreparedClaim& claim) const;  // under mu_
-  void RemoveFiles(const PreparedClaim& claim);              // under mu_
-  absl::Status OpenSegments(const PreparedClaim& claim);     // under mu_
-  absl::Status SaveCheckpoint();                             // under mu_
+  std::string Conflict(const PreparedClaim& claim) const;  // under mu_
+  absl::Status Materialize(PreparedClaim* claim);          // under mu_: segments, spec
+  // Under mu_: the claim's CDI spec carrying `edits` (ClaimContainerEdits), with its record.
+  absl::Status WriteSpec(const PreparedClaim& claim, const ContainerEdits& edits) const;
+  void RemoveFiles(const PreparedClaim& claim);           // under mu_
+  absl::Status OpenSegments(const PreparedClaim& claim);  // under mu_
+  absl::Status SaveCheckpoint();                          // under mu_
   // Under mu_: the claim's MIG instances, created when they do not exist (mig.h).
   absl::Status PrepareMig(PreparedClaim* claim);
   absl::Status PrepareMigDevice(const PreparedClaim& claim, PreparedDevice* device);

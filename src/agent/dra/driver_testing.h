@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,6 +36,21 @@ inline std::filesystem::path FreshTestDir(const std::string& prefix, DriverOptio
   options->checkpoint_path = (dir / "plugin/checkpoint.json").string();
   options->edits.dev_dir = "/hostdev";
   return dir;
+}
+
+// The driver's libraries (lib/driver) and the installed CUDA shim (lib/shim) in `dir`, as the
+// agent found them when it started (pods/driver_files.h).
+inline void InstallFakeDriver(const std::filesystem::path& dir, DriverOptions* options) {
+  for (const char* f : {"lib/shim/libtessera-cuda.so", "lib/shim/libtessera-nvml.so",
+                        "lib/driver/libcuda.so.1", "lib/driver/libnvidia-ml.so.1"}) {
+    std::filesystem::create_directories((dir / f).parent_path());
+    std::ofstream(dir / f) << "ELF";
+  }
+  DriverLibraries& d = options->edits.driver;
+  d.cuda = {(dir / "lib/driver/libcuda.so.1").string(), "libcuda.so.1"};
+  d.nvml = {(dir / "lib/driver/libnvidia-ml.so.1").string(), "libnvidia-ml.so.1"};
+  d.shim_cuda = (dir / "lib/shim/libtessera-cuda.so").string();
+  d.shim_nvml = (dir / "lib/shim/libtessera-nvml.so").string();
 }
 
 // The API server's claims as the test writes them; counts reads.

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "agent/discovery/fake_gpus_file.h"
+#include "agent/dra/driver_testing.h"
 #include "agent/dra/names.h"
 #include "common/strings.h"
 #include "dra_health_v1.grpc.pb.h"
@@ -26,6 +27,7 @@ namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::InstallFakeDriver;
 
 class FakeClaims : public ClaimSource {
  public:
@@ -65,13 +67,7 @@ class PluginServerTest : public ::testing::Test {
       if (p.find("nvidia-uvm") != std::string::npos) return absl::NotFoundError(p);
       return DeviceNumber{'c', 195, p.find("ctl") != std::string::npos ? 255 : 3};
     };
-    for (const char* f : {"lib/shim/libtessera-cuda.so", "lib/shim/libtessera-nvml.so",
-                          "lib/driver/libcuda.so.1", "lib/driver/libnvidia-ml.so.1"}) {
-      fs::create_directories((dir_ / f).parent_path());
-      std::ofstream(dir_ / f) << "ELF";
-    }
-    options_.edits.shares.shim_dir = (dir_ / "lib/shim").string();
-    options_.edits.shares.driver_lib_dir = (dir_ / "lib/driver").string();
+    InstallFakeDriver(dir_, &options_);
     driver_ = std::make_unique<DraDriver>(claims_, options_);
     driver_->SetGpus(gpus_, std::make_shared<const Pool>(BuildPool(
                                 *gpus_, {.node_name = "node-a", .mig_mode_switch = true})));

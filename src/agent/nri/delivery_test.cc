@@ -79,7 +79,7 @@ class DeliveryTest : public ::testing::Test {
     fs::create_directories(dir_);
     options_.node_name = "n1";
     options_.edits.dev_dir = "/host/dev";
-    options_.edits.pods_dir = (dir_ / "pods").string();
+    options_.pods_dir = (dir_ / "pods").string();
     options_.mps.root = (dir_ / "mps").string();
     // The driver and the installed shim, as host paths (the runtime bind-mounts them).
     options_.edits.driver.cuda = {"/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05", "libcuda.so.1"};
@@ -87,6 +87,8 @@ class DeliveryTest : public ::testing::Test {
                                   "libnvidia-ml.so.1"};
     options_.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
     options_.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
+    // The driver and the shim at these host paths (the edits check that they are there).
+    options_.edits.file_exists = [](const std::string&) { return true; };
     // The host's device nodes: GPUs at 195:<minor>, nvidiactl 195:255, nvidia-uvm 511:0; no
     // nvidia-uvm-tools.
     options_.edits.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
@@ -108,7 +110,7 @@ class DeliveryTest : public ::testing::Test {
     if (gpus) pods->SetGpus(FourGpus());
     return pods;
   }
-  std::string pods_dir() const { return options_.edits.pods_dir; }
+  std::string pods_dir() const { return options_.pods_dir; }
 
   fs::path dir_;
   PodManagerOptions options_;

@@ -173,10 +173,10 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
 
   const bool known = pods_.contains(pod.uid);
   TESSERA_RETURN_IF_ERROR(
-      WriteIfChanged(AssignmentFile(options_.edits.pods_dir, pod.uid), record->second));
+      WriteIfChanged(AssignmentFile(options_.pods_dir, pod.uid), record->second));
   Prepared p;
   if (grant->sharing == Sharing::kShim) {
-    const std::string dir = PodDir(options_.edits.pods_dir, pod.uid);
+    const std::string dir = PodDir(options_.pods_dir, pod.uid);
     for (const GrantedGpu& g : grant->gpus) {
       if (!g.share()) continue;
       shim::SegmentOptions so;
@@ -187,7 +187,7 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
           shim::Segment::Create(dir, g.gpu.spec.uuid, so);
       if (!seg.ok()) {
         p.segments.clear();
-        if (!known) RemovePodFiles(options_.edits.pods_dir, pod.uid);
+        if (!known) RemovePodFiles(options_.pods_dir, pod.uid);
         return absl::InternalError(StrCat("pod ", pod.Name(), ": cannot create the share of GPU ",
                                           g.gpu.spec.uuid, ": ", seg.status().message()));
       }
@@ -198,17 +198,18 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
   if (grant->sharing == Sharing::kMps) {
     absl::StatusOr<mps::ContainerEdits> joined = JoinMps(*grant);
     if (!joined.ok()) {
-      if (!known) RemovePodFiles(options_.edits.pods_dir, pod.uid);
+      if (!known) RemovePodFiles(options_.pods_dir, pod.uid);
       return joined.status();
     }
     mps_edits = std::move(*joined);
   }
   absl::StatusOr<ContainerEdits> edits =
-      ContainerEditsFor(*grant, options_.edits, mps_edits ? &*mps_edits : nullptr);
+      ContainerEditsFor(ContainerGrantOf(*grant, options_.pods_dir), options_.edits,
+                        mps_edits ? &*mps_edits : nullptr);
   if (!edits.ok()) {
     p.segments.clear();
     if (!known) {
-      RemovePodFiles(options_.edits.pods_dir, pod.uid);
+      RemovePodFiles(options_.pods_dir, pod.uid);
       StopIdleMpsLocked();
     }
     return edits.status();
@@ -368,7 +369,7 @@ void PodManager::ReleaseLocked(const std::string& uid) {
     spdlog::info("pod {} ended: its GPU files go", it->second.grant.pod.Name());
     pods_.erase(it);  // unmaps its segments
   }
-  RemovePodFiles(options_.edits.pods_dir, uid);
+  RemovePodFiles(options_.pods_dir, uid);
 }
 
 void PodManager::StopIdleMpsLocked() {
@@ -401,11 +402,11 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
   for (const std::string& uid : gone) ReleaseLocked(uid);
   // Files of pods the runtime no longer has (removed while no agent was running).
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.edits.pods_dir, ec)) {
+  for (const auto& entry : fs::directory_iterator(options_.pods_dir, ec)) {
     const std::string uid = entry.path().filename().string();
     if (entry.is_directory() && !uids.contains(uid) && ValidPodUid(uid)) {
       spdlog::info("removing the files of pod {}, which the runtime no longer has", uid);
-      RemovePodFiles(options_.edits.pods_dir, uid);
+      RemovePodFiles(options_.pods_dir, uid);
     }
   }
   // Running pods this agent has not served yet (it restarted): take them back.

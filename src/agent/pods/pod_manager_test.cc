@@ -83,11 +83,13 @@ class PodManagerTest : public ::testing::Test {
     }
     options_.node_name = "n1";
     options_.edits.dev_dir = (dir_ / "dev").string();
-    options_.edits.pods_dir = (dir_ / "pods").string();
+    options_.pods_dir = (dir_ / "pods").string();
     options_.edits.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
     options_.edits.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
     options_.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
     options_.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
+    // The driver and the shim at these host paths (the edits check that they are there).
+    options_.edits.file_exists = [](const std::string&) { return true; };
     options_.ledger_slots = 8;
     options_.mps.control = TESSERA_FAKE_MPS_CONTROL;
     options_.mps.root = (dir_ / "mps").string();
@@ -120,7 +122,7 @@ class PodManagerTest : public ::testing::Test {
     m->SetGpus(Gpus());
     return m;
   }
-  std::string PodDir(int i) const { return options_.edits.pods_dir + "/" + Uid(i); }
+  std::string PodDir(int i) const { return options_.pods_dir + "/" + Uid(i); }
 
   std::error_code ec_;
   fs::path dir_, gpus_file_;

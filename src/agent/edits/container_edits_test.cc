@@ -1,8 +1,7 @@
-#include "agent/pods/container_edits.h"
+#include "agent/edits/container_edits.h"
 
 #include <map>
 
-#include "agent/discovery/fake_gpus_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,39 +14,33 @@ constexpr char kUid[] = "0f5e3a8c-5f2b-4c1e-9d7a-2b6c8e1f4a30";
 
 std::string Uuid(int i) { return "GPU-6f1c2a9e-0000-4000-8000-00000000000" + std::to_string(i); }
 
-DiscoveredGpu Gpu(int index, int minor) {
-  DiscoveredGpu g;
-  g.spec.index = index;
-  g.spec.uuid = Uuid(index);
-  g.spec.model = "H100-80GB";
+ContainerGrant::Gpu Granted(int index, int minor, int64_t memory_mib, int32_t compute_milli,
+                            bool exclusive) {
+  ContainerGrant::Gpu g;
+  g.index = index;
+  g.uuid = Uuid(index);
   g.minor = minor;
+  g.memory_mib = memory_mib;
+  g.compute_milli = compute_milli;
+  g.exclusive = exclusive;
   return g;
 }
 
-GrantedGpu Granted(int index, int minor, int64_t memory_mib, int32_t compute_milli,
-                   bool exclusive) {
-  GrantedGpu g;
-  g.gpu = Gpu(index, minor);
-  g.assigned.grant.gpu = index;
-  g.assigned.grant.memory_mib = memory_mib;
-  g.assigned.grant.compute_milli = compute_milli;
-  g.assigned.grant.exclusive = exclusive;
-  g.assigned.uuid = Uuid(index);
-  return g;
-}
-
-PodGrant Grant(std::vector<GrantedGpu> gpus, Sharing sharing) {
-  PodGrant p;
-  p.pod = PodRef{"team", "p", kUid, {}};
+// A pod's grant as the pod manager makes it (pods/grant.h ContainerGrantOf).
+ContainerGrant Grant(std::vector<ContainerGrant::Gpu> gpus, Sharing sharing) {
+  ContainerGrant p;
+  p.owner = "pod team/p";
   p.gpus = std::move(gpus);
   p.sharing = sharing;
+  p.record_file = std::string("/run/tessera/pods/") + kUid + "/assignment.json";
+  p.segments_dir = std::string("/run/tessera/pods/") + kUid;
   return p;
 }
 
 EditsOptions Options() {
   EditsOptions o;
   o.dev_dir = "/host/dev";
-  o.pods_dir = "/run/tessera/pods";
+  o.file_exists = [](const std::string&) { return true; };  // the driver and the shim are there
   o.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
     if (path == "/host/dev/nvidiactl") return DeviceNumber{'c', 195, 255};
     const std::string prefix = "/host/dev/nvidia";
@@ -84,12 +77,13 @@ TEST(ContainerEdits, AShimShareGetsTheShimBeforeTheDriverAndItsSegments) {
       ContainerEditsFor(Grant({Granted(1, 5, 4096, 300, false)}, Sharing::kShim), Options());
   ASSERT_TRUE(e.ok()) << e.status();
   ASSERT_EQ(e->devices.size(), 2u);
-  EXPECT_EQ(e->devices[0], (DeviceNode{"/dev/nvidia5", 'c', 195, 5}));
-  EXPECT_EQ(e->devices[1], (DeviceNode{"/dev/nvidiactl", 'c', 195, 255}));
+  EXPECT_EQ(e->devices[0], (DeviceNode{"/dev/nvidia5", 'c', 195, 5, "/host/dev/nvidia5"}));
+  EXPECT_EQ(e->devices[1], (DeviceNode{"/dev/nvidiactl", 'c', 195, 255, "/host/dev/nvidiactl"}));
   EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), Uuid(1));
   EXPECT_EQ(Env(*e, "TESSERA_GPU_SHARING"), "shim");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "4096");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_PERCENT"), "30");
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_MODE"), "hard-cap");
   auto m = Mounts(*e);
   EXPECT_EQ(m.size(), 8u);
   EXPECT_EQ(m["/run/tessera/assignment.json"],
@@ -142,12 +136,12 @@ TEST(ContainerEdits, WithCdiTheShimStandsAtTheFileTheSonameResolvesTo) {
 }
 
 TEST(ContainerEdits, AMigInstanceIsNamedByItsDeviceAndTwoOnOneGpuShareTheNode) {
-  GrantedGpu a = Granted(1, 5, 9984, 0, true);
-  a.assigned.mig_profile = "1g.10gb";
-  a.assigned.mig_start = 0;
+  ContainerGrant::Gpu a = Granted(1, 5, 9984, 0, true);
+  a.mig_profile = "1g.10gb";
+  a.mig_start = 0;
   a.mig_uuid = "MIG-0a1b2c3d-0000-4000-8000-000000000001";
-  GrantedGpu b = a;
-  b.assigned.mig_start = 1;
+  ContainerGrant::Gpu b = a;
+  b.mig_start = 1;
   b.mig_uuid = "MIG-0a1b2c3d-0000-4000-8000-000000000002";
   absl::StatusOr<ContainerEdits> e = ContainerEditsFor(Grant({a, b}, Sharing::kNone), Options());
   ASSERT_TRUE(e.ok()) << e.status();
@@ -189,6 +183,85 @@ TEST(ContainerEdits, AShimShareOnANodeWithoutTheShimIsRefused) {
   EXPECT_THAT(e.status().message(),
               HasSubstr("cannot put the shim into its containers: the driver's libnvidia-ml.so.1, "
                         "libtessera-cuda.so not found"));
+}
+
+TEST(ContainerEdits, TheLimitsInTheEnvironmentAreThoseOfTheSharesOfOneGpu) {
+  // Two shares of one GPU (a DRA claim may hold two) count together; a whole GPU beside them
+  // adds nothing; a compute share of all of the GPU is no cap.
+  ContainerGrant g = Grant({Granted(1, 1, 4096, 250, false), Granted(1, 1, 2048, 0, false),
+                            Granted(2, 2, 81559, 1000, true)},
+                           Sharing::kShim);
+  g.work_conserving = true;
+  absl::StatusOr<ContainerEdits> e = ContainerEditsFor(g, Options());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), Uuid(1) + "," + Uuid(2));
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "6144");
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_PERCENT"), "25");
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_MODE"), "work-conserving");
+  ASSERT_EQ(e->gpu_nodes.size(), 3u);
+  EXPECT_EQ(e->gpu_nodes[0], e->gpu_nodes[1]);  // one node for the GPU of both shares
+  EXPECT_EQ(e->devices[e->gpu_nodes[2]].path, "/dev/nvidia2");
+
+  e = ContainerEditsFor(Grant({Granted(1, 1, 4096, 1000, false)}, Sharing::kShim), Options());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "4096");
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_PERCENT"), "(unset)");
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_MODE"), "(unset)");
+
+  // Shares of two GPUs: no single limit to tell.
+  e = ContainerEditsFor(
+      Grant({Granted(1, 1, 4096, 250, false), Granted(2, 2, 4096, 250, false)}, Sharing::kShim),
+      Options());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_SHARING"), "shim");
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "(unset)");
+}
+
+TEST(ContainerEdits, AnUnenforcedShareGetsItsLimitsToReadAndTheDriverAsItIs) {
+  absl::StatusOr<ContainerEdits> e =
+      ContainerEditsFor(Grant({Granted(1, 5, 4096, 300, false)}, Sharing::kUnenforced), Options());
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_SHARING"), "unenforced");
+  EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "4096");
+  auto m = Mounts(*e);
+  EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libcuda.so.1"].host_path,
+            "/usr/lib64/libcuda.so.580.95.05");
+  EXPECT_EQ(m.count("/run/tessera/limits"), 0u);
+}
+
+TEST(ContainerEdits, AShimFileThatWentMissingRefusesTheShareWithItsPath) {
+  EditsOptions o = Options();
+  o.host_root = "/host";
+  std::vector<std::string> looked;
+  o.file_exists = [&looked](const std::string& path) {
+    looked.push_back(path);
+    return path != "/host/run/tessera/lib/libtessera-nvml.so";
+  };
+  absl::StatusOr<ContainerEdits> e =
+      ContainerEditsFor(Grant({Granted(1, 5, 4096, 0, false)}, Sharing::kShim), o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(),
+              HasSubstr("the NVML shim /run/tessera/lib/libtessera-nvml.so is missing on this "
+                        "node: the share cannot be enforced"));
+  EXPECT_THAT(looked, ::testing::Contains("/host/run/tessera/lib/libtessera-cuda.so"));
+  // Whole GPUs do not need the shim.
+  EXPECT_TRUE(ContainerEditsFor(Grant({Granted(1, 5, 81559, 1000, true)}, Sharing::kNone), o).ok());
+  // A shim share needs its segments' folder.
+  ContainerGrant g = Grant({Granted(1, 5, 4096, 0, false)}, Sharing::kShim);
+  g.segments_dir.clear();
+  e = ContainerEditsFor(g, Options());
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("holds a share but no folder for the shim"));
+}
+
+TEST(ContainerEdits, DeviceNodesAreNamedByTheirHostPaths) {
+  EditsOptions o = Options();
+  o.host_root = "/host";  // the agent sees the host's /dev at /host/dev
+  absl::StatusOr<ContainerEdits> e =
+      ContainerEditsFor(Grant({Granted(1, 5, 81559, 1000, true)}, Sharing::kNone), o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->devices[0], (DeviceNode{"/dev/nvidia5", 'c', 195, 5, "/dev/nvidia5"}));
+  EXPECT_EQ(e->gpu_nodes, std::vector<int>{0});
 }
 
 TEST(ContainerEdits, AMissingDeviceNodeIsNamed) {
