@@ -2,7 +2,7 @@
 // wait. The cluster: --nodes hgx-h100-like nodes (8 GPUs on an NVSwitch), each running one pod of
 // 7 whole GPUs (bound, with its tessera.dev/assignment), so one GPU per node is free and nothing
 // asking 2 or more GPUs fits. W pods wait: 2-GPU pods, every fourth an 8-GPU pod. Two templates
-// (hgx-h100, l40s-4gpu), max 64 nodes each: the scheduler's configuration of the README.
+// (hgx-h100, l40s-4gpu), max 64 nodes each: the scheduler's configuration of docs/planning.md.
 //
 //   BM_PlanScaleUp/W     plan::PlanScaleUp alone (core/plan/scale_up.h): the planner's time on the
 //                        scheduler's view of the cluster (ViewForPlans, as ScaleUpSignal does).

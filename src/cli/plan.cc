@@ -560,7 +560,7 @@ void AddCommonFlags(CLI::App* cmd, PlanOptions* o) {
                   "With --from-cluster: a waiting pod \"ns/name\", or a gang \"ns/gang\"")
       ->delimiter(',');
   cmd->add_flag("--json", o->json,
-                "Print one JSON document instead of text (format in the README)");
+                "Print one JSON document instead of text (format in docs/planning.md)");
 }
 
 void Finish(const char* name, absl::Status status, int* exit_code) {

@@ -163,7 +163,7 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                          StrJoin(core::PolicyNames(), ", "), ")"))
       ->capture_default_str();
   cmd->add_flag("--json", opts->json,
-                "Print one JSON document instead of tables (format in the README)");
+                "Print one JSON document instead of tables (format in docs/simulate.md)");
   cmd->add_flag("--show-default", opts->show_default,
                 "Print the embedded default's cluster and workload files, then exit");
   cmd->add_option("--seed", opts->seed, "Seed for randomised policies")->capture_default_str();

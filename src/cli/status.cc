@@ -161,7 +161,7 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
   AddClusterAccessFlags(cmd, &f->access);
   cmd->add_option("-o,--output", f->output,
                   "table (the first pods of each GPU), wide (every pod), or json (the stable "
-                  "document of the README; one per line with --watch)")
+                  "document of docs/operations.md; one per line with --watch)")
       ->check(CLI::IsMember({"table", "wide", "json"}))
       ->capture_default_str();
   cmd->add_option("--node", f->node, "Show only this node (the totals stay cluster-wide)");

@@ -1,5 +1,5 @@
 // How simulate results are shown: a side-by-side table for people, and the stable JSON document
-// documented in the README.
+// documented in docs/simulate.md.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // `tessera plan defrag` and `tessera plan scale-up` as a user runs them, on the example files in
-// examples/plan (the README's examples): text a person can act on, JSON, exit statuses.
+// examples/plan (the examples of docs/planning.md): text a person can act on, JSON, exit statuses.
 #include <fstream>
 #include <iterator>
 #include <string>

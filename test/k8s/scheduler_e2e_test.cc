@@ -697,10 +697,10 @@ TEST_F(SchedulerTest, RespectsCordonTaintsAndNodeSelectors) {
   EXPECT_EQ(GetPod("big")["spec"]["nodeName"], cordoned);
 }
 
-// The README's MIG and GPU-model asks on the real API server: `tessera.dev/mig: PROFILE` gets a
-// MIG instance of that profile on a MIG-enabled GPU (its assignment names profile and start
-// slice), `tessera.dev/gpu-model` keeps a pod to those models, and a restarted scheduler restores
-// the instances so that no two granted instances ever share a slice.
+// The MIG and GPU-model asks of docs/workloads.md on the real API server: `tessera.dev/mig:
+// PROFILE` gets a MIG instance of that profile on a MIG-enabled GPU (its assignment names profile
+// and start slice), `tessera.dev/gpu-model` keeps a pod to those models, and a restarted scheduler
+// restores the instances so that no two granted instances ever share a slice.
 TEST_F(SchedulerTest, MigProfilesAndGpuModelsFromPodAnnotations) {
   const std::string mig = NodeName("a100-mig"), h100 = NodeName("h100");
   AddNode(NodeObject(mig).Gpus(1, "A100-80GB").Mig());
@@ -756,10 +756,10 @@ TEST_F(SchedulerTest, MigProfilesAndGpuModelsFromPodAnnotations) {
   EXPECT_EQ(as.at("m-1g").gpus[0].mig_profile, "1g.10gb");
 }
 
-// The README's other promises about pods, each checked on the real API server: compute shares,
-// the interconnect a multi-GPU pod asks for, CPU and memory counted as kube-scheduler counts them
-// (init containers included), required node affinity, and the order of pending pods (higher
-// priority first, then queues taking turns).
+// The other promises of docs/workloads.md about pods, each checked on the real API server: compute
+// shares, the interconnect a multi-GPU pod asks for, CPU and memory counted as kube-scheduler
+// counts them (init containers included), required node affinity, and the order of pending pods
+// (higher priority first, then queues taking turns).
 TEST_F(SchedulerTest, ReadmePodPromises) {
   const std::string nv = NodeName("nv"), pcie = NodeName("pcie"), small = NodeName("small");
   AddNode(NodeObject(nv).Gpus(4).NvSwitch().Label("pool", "nv"));

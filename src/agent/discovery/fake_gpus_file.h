@@ -1,6 +1,6 @@
 // The GPU description file: a node's GPUs written down, for machines without GPUs (the node
 // harness's fake GPUs, tests). The agent's fake discovery backend reads it; this parser is the
-// authority on the format (shared contract: /work/wt/notes/fake-gpus.md). One JSON document:
+// authority on the format. One JSON document:
 //
 //   {"version": 1,
 //    "driver_version": "580.95.05",          optional, nvidia-smi's "Driver Version"

@@ -594,15 +594,15 @@ TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
   EXPECT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; })) << ReadFile(AgentLog());
 }
 
-// The YAML between the dra-examples markers of README.md, as a list of JSON objects.
-std::vector<json> ReadmeExamples() {
-  const std::string readme = ReadFile(StrCat(TESSERA_SOURCE_DIR, "/README.md"));
-  const size_t begin = readme.find("<!-- dra-examples: begin");
-  const size_t end = readme.find("<!-- dra-examples: end -->");
+// The YAML between the dra-examples markers of docs/dra.md, as a list of JSON objects.
+std::vector<json> DocsExamples() {
+  const std::string doc = ReadFile(StrCat(TESSERA_SOURCE_DIR, "/docs/dra.md"));
+  const size_t begin = doc.find("<!-- dra-examples: begin");
+  const size_t end = doc.find("<!-- dra-examples: end -->");
   EXPECT_NE(begin, std::string::npos);
   EXPECT_NE(end, std::string::npos);
   if (begin == std::string::npos || end == std::string::npos) return {};
-  std::string block = readme.substr(begin, end - begin);
+  std::string block = doc.substr(begin, end - begin);
   const size_t open = block.find("```yaml\n");
   const size_t close = block.rfind("```");
   EXPECT_NE(open, std::string::npos);
@@ -622,12 +622,12 @@ std::vector<json> ReadmeExamples() {
   return out;
 }
 
-// 8b. The README's DRA examples, applied as they are written (the test's image and a report in
-// place of my/image), all allocated by tessera's scheduler in DRA mode: a whole GPU, a 10Gi
+// 8b. The DRA examples of docs/dra.md, applied as they are written (the test's image and a report
+// in place of my/image), all allocated by tessera's scheduler in DRA mode: a whole GPU, a 10Gi
 // share, a MIG slice on a GPU an administrator put in MIG mode (the kubelet plugin creates the
 // instance tessera placed), a gang of two in one NVLink domain; every container gets what its
 // claim says.
-TEST_F(DraDriver, ReadmeExamplesRun) {
+TEST_F(DraDriver, DocsExamplesRun) {
   ControlPlane& cp = ControlPlane::Shared();
   ASSERT_TRUE(Eventually([] { return DeviceCount(Slices()) == 208; }));
   // tessera's scheduler, allocating claims.
@@ -669,7 +669,7 @@ dra: {enabled: true}
       (void)cp.Kubectl({"delete", "resourceclaimtemplate", t, "-n", kNs});
     }
   }};
-  for (json object : ReadmeExamples()) {
+  for (json object : DocsExamples()) {
     object["metadata"]["namespace"] = kNs;
     if (object["kind"] == "Pod") {
       pods.push_back(object["metadata"]["name"]);

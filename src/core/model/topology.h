@@ -37,7 +37,8 @@ std::string LinkName(Link link);
 enum class NvLinkGeneration : uint8_t { kNv2 = 2, kNv3 = 3, kNv4 = 4, kNv5 = 5 };
 NvLinkGeneration NvLinkGenerationForModel(std::string_view gpu_model);
 
-// The bandwidth model, bidirectional GB/s between two GPUs. One table, documented in the README:
+// The bandwidth model, bidirectional GB/s between two GPUs. One table, documented in
+// docs/topology.md:
 //   NVLink     lanes x per-lane rate: NVLink2/3/4 50 GB/s per lane, NVLink5 100 GB/s per lane
 //              (A100 NV12 = 600, H100 NV18 = 900, B200/GB200 NV18 = 1800)
 //   PIX  64    one PCIe Gen4 x16 switch hop, both directions

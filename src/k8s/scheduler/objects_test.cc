@@ -51,8 +51,8 @@ TEST(DecodePod, ShareWholeAndTopologyAsks) {
   EXPECT_EQ(cpu_only->request.cpu_milli, 2000);
 }
 
-// The README's MIG and GPU-model asks, as annotations; every field of the request counts in
-// SameAsk (a change of either is a change of the ask).
+// The MIG and GPU-model asks of docs/workloads.md, as annotations; every field of the request
+// counts in SameAsk (a change of either is a change of the ask).
 TEST(DecodePod, MigProfileAndGpuModels) {
   auto mig = DecodePod(PodObject("ns", "m").Annotation("tessera.dev/mig", "1g.10gb").Json());
   ASSERT_TRUE(mig->input_error.empty()) << mig->input_error;

@@ -4,8 +4,8 @@
 //
 // Built from a ClusterSnapshot (one list of nodes, one of pods) and the ledger the snapshot
 // rebuilds, so "free" means what the scheduler would consider free. Pure computation: no I/O.
-// Rendered as text for people (RenderStatusText) or as the stable JSON document of the README
-// (StatusToJson: fields are only ever added, never renamed or removed).
+// Rendered as text for people (RenderStatusText) or as the stable JSON document of
+// docs/operations.md (StatusToJson: fields are only ever added, never renamed or removed).
 //
 // Stranded memory, worked example: GPU A has 6Gi free of 80Gi, GPU B is empty (80Gi free), and
 // the pending pods ask a 10Gi share and 2 whole GPUs. A's 6Gi is smaller than every pending ask
