@@ -3,6 +3,7 @@
 #include "common/json_fields.h"
 #include "common/strings.h"
 #include "core/model/quantity.h"
+#include "records/json_util.h"
 
 namespace tessera::records::dra {
 namespace {
@@ -10,32 +11,6 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kMiMilli = int64_t{1024} * 1024 * 1000;  // 1Mi in milli-units
-
-std::vector<std::string> Strings(const json& j) {
-  std::vector<std::string> out;
-  if (!j.is_array()) return out;
-  for (const json& v : j) {
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  }
-  return out;
-}
-
-// A quantity ("4Gi", or a JSON integer) in milli-units; an error says the value and why.
-absl::StatusOr<int64_t> Quantity(const json& v) {
-  std::string text;
-  if (v.is_string()) {
-    text = v.get<std::string>();
-  } else if (v.is_number_integer()) {
-    text = std::to_string(v.get<int64_t>());
-  } else {
-    return absl::InvalidArgumentError(StrCat(v.dump(), ": not a quantity"));
-  }
-  absl::StatusOr<int64_t> m = ParseMilli(text);
-  if (!m.ok()) {
-    return absl::InvalidArgumentError(StrCat("\"", text, "\": ", FromAbsl(m.status().message())));
-  }
-  return *m;
-}
 
 Allocation DecodeAllocation(const json& a, std::string* error) {
   Allocation alloc;
@@ -56,7 +31,7 @@ Allocation DecodeAllocation(const json& a, std::string* error) {
     for (const json& c : config) {
       alloc.config.push_back(AllocationConfig{JsonStringField(c, "source"),
                                               JsonStringField(JsonField(c, "opaque"), "driver"),
-                                              Strings(JsonField(c, "requests"))});
+                                              StringList(JsonField(c, "requests"))});
     }
   }
   // kube-scheduler's allocator writes matchFields metadata.name In [node] for node-local pools.
@@ -65,7 +40,7 @@ Allocation DecodeAllocation(const json& a, std::string* error) {
     const json& fields = JsonField(terms[0], "matchFields");
     if (fields.is_array()) {
       for (const json& f : fields) {
-        std::vector<std::string> values = Strings(JsonField(f, "values"));
+        std::vector<std::string> values = StringList(JsonField(f, "values"));
         if (JsonStringField(f, "key") == "metadata.name" &&
             JsonStringField(f, "operator") == "In" && values.size() == 1) {
           alloc.node = values[0];
@@ -92,6 +67,22 @@ std::string FormatMilli(int64_t milli) {
     if (v % (int64_t{1} << 20) == 0) return StrCat(v >> 20, "Mi");
   }
   return StrCat(v);
+}
+
+absl::StatusOr<int64_t> ParseMilliValue(const json& v) {
+  std::string text;
+  if (v.is_string()) {
+    text = v.get<std::string>();
+  } else if (v.is_number_integer()) {
+    text = std::to_string(v.get<int64_t>());
+  } else {
+    return absl::InvalidArgumentError(StrCat(v.dump(), ": not a quantity"));
+  }
+  absl::StatusOr<int64_t> m = ParseMilli(text);
+  if (!m.ok()) {
+    return absl::InvalidArgumentError(StrCat("\"", text, "\": ", FromAbsl(m.status().message())));
+  }
+  return *m;
 }
 
 int64_t MemoryMib(int64_t milli) { return (milli + kMiMilli - 1) / kMiMilli; }
@@ -123,7 +114,7 @@ AllocatedDevice DecodeAllocatedDevice(const json& r) {
     const json& consumed = JsonField(r, "consumedCapacity");
     if (consumed.is_object()) {
       for (const auto& [name, q] : consumed.items()) {
-        absl::StatusOr<int64_t> v = Quantity(q);
+        absl::StatusOr<int64_t> v = ParseMilliValue(q);
         if (!v.ok()) {
           if (d.error.empty()) {
             d.error = StrCat("consumedCapacity.", name, " ", FromAbsl(v.status().message()));

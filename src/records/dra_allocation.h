@@ -31,6 +31,9 @@ namespace tessera::records::dra {
 
 // A Kubernetes quantity in milli-units, exactly ("4Gi" -> 4294967296000). Errors name the text.
 [[nodiscard]] absl::StatusOr<int64_t> ParseMilli(std::string_view text);
+// A quantity as the API sends it ("80Gi", or a JSON integer) in milli-units; errors say the value
+// and why (`"lots": ...`).
+[[nodiscard]] absl::StatusOr<int64_t> ParseMilliValue(const nlohmann::json& v);
 // Back to a quantity string the API server accepts, exactly: "80Gi", "10Mi", "25", "250m".
 std::string FormatMilli(int64_t milli);
 // Memory in milli-units of bytes as MiB, rounded up (a share never gets less than it took).

@@ -5,32 +5,18 @@
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "records/json_util.h"
 
 namespace tessera::k8s::dra {
 namespace {
 
 using nlohmann::json;
 
-std::vector<std::string> Strings(const json& j) {
-  std::vector<std::string> out;
-  if (!j.is_array()) return out;
-  for (const json& v : j) {
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  }
-  return out;
-}
+using records::StringList;
 
 // A quantity field ("80Gi", or a JSON number) in milli-units; an error names `path`.
 absl::StatusOr<int64_t> QuantityField(const json& v, const std::string& path) {
-  std::string text;
-  if (v.is_string()) {
-    text = v.get<std::string>();
-  } else if (v.is_number_integer()) {
-    text = std::to_string(v.get<int64_t>());
-  } else {
-    return absl::InvalidArgumentError(StrCat(path, ": not a quantity"));
-  }
-  absl::StatusOr<int64_t> m = ParseMilli(text);
+  absl::StatusOr<int64_t> m = records::dra::ParseMilliValue(v);
   if (!m.ok())
     return absl::InvalidArgumentError(StrCat(path, ": ", FromAbsl(m.status().message())));
   return *m;
@@ -257,7 +243,7 @@ absl::Status DecodeClaimSpec(const json& devices, ClaimInfo* c) {
   if (constraints.is_array()) {
     for (const json& k : constraints) {
       ClaimConstraint con;
-      con.requests = Strings(JsonField(k, "requests"));
+      con.requests = StringList(JsonField(k, "requests"));
       con.match_attribute = JsonStringField(k, "matchAttribute");
       con.distinct_attribute = JsonStringField(k, "distinctAttribute");
       c->constraints.push_back(std::move(con));
@@ -274,7 +260,7 @@ void DecodeClaimInto(const json& claim, ClaimInfo* c) {
   c->uid = JsonStringField(meta, "uid");
   c->key = StrCat(c->ns, "/", c->name);
   c->resource_version = JsonStringField(meta, "resourceVersion");
-  c->finalizers = Strings(JsonField(meta, "finalizers"));
+  c->finalizers = StringList(JsonField(meta, "finalizers"));
   c->deleting = !JsonField(meta, "deletionTimestamp").is_null();
   const json& owners = JsonField(meta, "ownerReferences");
   if (owners.is_array()) {
