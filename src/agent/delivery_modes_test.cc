@@ -5,6 +5,7 @@
 // applied, the device nodes by path with their numbers, the mounts by container path with their
 // source and access, and the CDI devices the runtime injects besides.
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "agent/dra/claim_edits.h"
 #include "agent/dra/names.h"
 #include "agent/edits/container_edits.h"
+#include "agent/edits/edits_testing.h"
 #include "agent/nri/delivery.h"
 #include "agent/pods/grant.h"
 #include "common/strings.h"
@@ -21,9 +23,11 @@
 namespace tessera::agent {
 namespace {
 
-constexpr char kUid[] = "0f5e3a8c-5f2b-4c1e-9d7a-2b6c8e1f4a30";
-
-std::string Uuid(int i) { return StrCat("GPU-6f1c2a9e-0000-4000-8000-00000000000", i); }
+using testing::GpuUuid;
+using testing::kPodUid;
+using testing::TestGpu;
+using testing::TestGrant;
+using testing::TestNode;
 
 // What a container sees.
 struct ContainerView {
@@ -67,7 +71,7 @@ ContainerView SeenThroughNri(const ContainerEdits& edits) {
 // applies them to a container that uses the claim: the spec's edits, then each device's.
 ContainerView SeenThroughCdi(const ContainerEdits& edits, size_t gpus) {
   dra::PreparedClaim claim;
-  claim.uid = kUid;
+  claim.uid = kPodUid;
   for (size_t i = 0; i < gpus; ++i) claim.devices.push_back({.device = StrCat("gpu-", i)});
   dra::AssignCdiIds(edits, &claim);
   const dra::CdiSpec spec = dra::CdiSpecFor(edits, dra::CdiDeviceNames(claim));
@@ -100,20 +104,9 @@ ContainerView SeenThroughCdi(const ContainerEdits& edits, size_t gpus) {
   return v;
 }
 
-ContainerGrant::Gpu Whole(int index, int minor) {
-  return {.index = index,
-          .uuid = Uuid(index),
-          .minor = minor,
-          .memory_mib = 81559,
-          .compute_milli = 1000};
-}
+ContainerGrant::Gpu Whole(int index, int minor) { return TestGpu(index, minor, 81559, 1000, true); }
 ContainerGrant::Gpu Share(int index, int minor, int64_t memory_mib, int32_t compute_milli) {
-  return {.index = index,
-          .uuid = Uuid(index),
-          .minor = minor,
-          .exclusive = false,
-          .memory_mib = memory_mib,
-          .compute_milli = compute_milli};
+  return TestGpu(index, minor, memory_mib, compute_milli, false);
 }
 ContainerGrant::Gpu Mig(int index, int minor, int start) {
   ContainerGrant::Gpu g = Whole(index, minor);
@@ -123,37 +116,15 @@ ContainerGrant::Gpu Mig(int index, int minor, int start) {
   return g;
 }
 
-ContainerGrant Grant(std::vector<ContainerGrant::Gpu> gpus, Sharing sharing) {
-  ContainerGrant g;
-  g.owner = "the test";
-  g.gpus = std::move(gpus);
-  g.sharing = sharing;
-  g.record_file = StrCat("/run/tessera/pods/", kUid, "/assignment.json");
-  g.segments_dir = StrCat("/run/tessera/pods/", kUid);
-  return g;
-}
-
+// The node as the edits' tests have it, seen under --host-root /host, with nvidia-uvm loaded (a
+// control node both renderers must pass on).
 EditsOptions Options() {
-  EditsOptions o;
+  EditsOptions o = TestNode();
   o.host_root = "/host";
-  o.dev_dir = "/host/dev";
-  o.file_exists = [](const std::string&) { return true; };
-  o.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
-    if (path == "/host/dev/nvidiactl") return DeviceNumber{'c', 195, 255};
+  o.lookup = [node = o.lookup](const std::string& path) -> absl::StatusOr<DeviceNumber> {
     if (path == "/host/dev/nvidia-uvm") return DeviceNumber{'c', 511, 0};
-    const std::string prefix = "/host/dev/nvidia";
-    if (path.starts_with(prefix) && path.size() == prefix.size() + 1 &&
-        std::isdigit(static_cast<unsigned char>(path.back()))) {
-      return DeviceNumber{'c', 195, path.back() - '0'};
-    }
-    return absl::NotFoundError(path + ": No such file or directory");
+    return node(path);
   };
-  o.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
-  o.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
-  o.driver.others = {
-      {"/usr/lib64/libnvidia-ptxjitcompiler.so.580.95.05", "libnvidia-ptxjitcompiler.so.1"}};
-  o.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
-  o.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
   return o;
 }
 
@@ -166,28 +137,30 @@ struct Case {
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
-  cases.push_back({"two whole GPUs", Grant({Whole(0, 0), Whole(3, 3)}, Sharing::kNone)});
-  cases.push_back({"a shim share", Grant({Share(1, 5, 4096, 300)}, Sharing::kShim)});
-  cases.push_back({"a shim share of memory only", Grant({Share(2, 2, 10240, 0)}, Sharing::kShim)});
+  cases.push_back({"two whole GPUs", TestGrant({Whole(0, 0), Whole(3, 3)}, Sharing::kNone)});
+  cases.push_back({"a shim share", TestGrant({Share(1, 5, 4096, 300)}, Sharing::kShim)});
+  cases.push_back(
+      {"a shim share of memory only", TestGrant({Share(2, 2, 10240, 0)}, Sharing::kShim)});
   cases.push_back(
       {"two shares of one GPU and a whole one",
-       Grant({Share(1, 1, 4096, 250), Share(1, 1, 2048, 0), Whole(2, 2)}, Sharing::kShim)});
-  cases.push_back({"an unenforced share", Grant({Share(4, 4, 4096, 500)}, Sharing::kUnenforced)});
+       TestGrant({Share(1, 1, 4096, 250), Share(1, 1, 2048, 0), Whole(2, 2)}, Sharing::kShim)});
+  cases.push_back(
+      {"an unenforced share", TestGrant({Share(4, 4, 4096, 500)}, Sharing::kUnenforced)});
   cases.push_back({"MIG instances, two on one GPU",
-                   Grant({Mig(1, 5, 0), Mig(1, 5, 1), Mig(6, 6, 4)}, Sharing::kNone)});
+                   TestGrant({Mig(1, 5, 0), Mig(1, 5, 1), Mig(6, 6, 4)}, Sharing::kNone)});
   Case cdi{"a shim share where NVIDIA's CDI spec brings the driver",
-           Grant({Share(1, 5, 4096, 300)}, Sharing::kShim)};
+           TestGrant({Share(1, 5, 4096, 300)}, Sharing::kShim)};
   cdi.options.cdi_kind = "nvidia.com/gpu";
   cdi.options.driver_version = "580.95.05";
   cases.push_back(cdi);
   Case cdi_whole{"whole GPUs where NVIDIA's CDI spec brings them",
-                 Grant({Whole(0, 0), Mig(1, 5, 2)}, Sharing::kNone)};
+                 TestGrant({Whole(0, 0), Mig(1, 5, 2)}, Sharing::kNone)};
   cdi_whole.options.cdi_kind = "nvidia.com/gpu";
   cases.push_back(cdi_whole);
-  Case mps{"an MPS share", Grant({Share(1, 5, 4096, 300)}, Sharing::kMps)};
+  Case mps{"an MPS share", TestGrant({Share(1, 5, 4096, 300)}, Sharing::kMps)};
   mps.mps = mps::ContainerEdits{
       {{"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"}, {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30"}},
-      {{"/run/tessera/mps/" + Uuid(1) + "/pipe", "/tmp/nvidia-mps", false}}};
+      {{"/run/tessera/mps/" + GpuUuid(1) + "/pipe", "/tmp/nvidia-mps", false}}};
   cases.push_back(mps);
   return cases;
 }
@@ -209,17 +182,17 @@ TEST(DeliveryModes, TheSameGrantGivesAContainerTheSameInBothModes) {
 
 TEST(DeliveryModes, AShareSeenThroughEitherRenderer) {
   absl::StatusOr<ContainerEdits> edits =
-      ContainerEditsFor(Grant({Share(1, 5, 4096, 300)}, Sharing::kShim), Options());
+      ContainerEditsFor(TestGrant({Share(1, 5, 4096, 300)}, Sharing::kShim), Options());
   ASSERT_TRUE(edits.ok()) << edits.status();
   ContainerView want;
-  want.env = {{"NVIDIA_VISIBLE_DEVICES", Uuid(1)},
+  want.env = {{"NVIDIA_VISIBLE_DEVICES", GpuUuid(1)},
               {"TESSERA_GPU_SHARING", "shim"},
               {"TESSERA_GPU_MEMORY_LIMIT_MIB", "4096"},
               {"TESSERA_GPU_COMPUTE_PERCENT", "30"},
               {"TESSERA_GPU_COMPUTE_MODE", "hard-cap"}};
   want.devices = {
       {"/dev/nvidia5", "c 195:5"}, {"/dev/nvidiactl", "c 195:255"}, {"/dev/nvidia-uvm", "c 511:0"}};
-  const std::string pod = StrCat("/run/tessera/pods/", kUid);
+  const std::string pod = StrCat("/run/tessera/pods/", kPodUid);
   want.mounts = {
       {"/run/tessera/assignment.json", pod + "/assignment.json ro"},
       {"/run/tessera/limits", pod + "/limits ro"},
@@ -242,31 +215,31 @@ TEST(DeliveryModes, APodAndAClaimOfTheSameGpusAreTheSameGrant) {
   for (int i = 0; i < 4; ++i) {
     DiscoveredGpu g;
     g.spec.index = i;
-    g.spec.uuid = Uuid(i);
+    g.spec.uuid = GpuUuid(i);
     g.spec.model = "H100-80GB";
     g.spec.memory_mib = 81559;
     g.minor = i;
     node.gpus.push_back(g);
   }
   PodGrant pod;
-  pod.pod = PodRef{"team", "p", kUid, {}};
+  pod.pod = PodRef{"team", "p", kPodUid, {}};
   pod.sharing = Sharing::kShim;
-  records::AssignedGpu share{core::GpuGrant{1, 4096, 250, false}, Uuid(1)};
-  records::AssignedGpu whole{core::GpuGrant{2, 81559, 1000, true}, Uuid(2)};
+  records::AssignedGpu share{core::GpuGrant{1, 4096, 250, false}, GpuUuid(1)};
+  records::AssignedGpu whole{core::GpuGrant{2, 81559, 1000, true}, GpuUuid(2)};
   pod.gpus = {GrantedGpu{node.gpus[1], share, ""}, GrantedGpu{node.gpus[2], whole, ""}};
   const ContainerGrant classic = ContainerGrantOf(pod, "/run/tessera/pods");
 
   dra::PreparedClaim claim;
-  claim.uid = kUid;
-  claim.share_dir = "/run/tessera/claims/" + std::string(kUid);
+  claim.uid = kPodUid;
+  claim.share_dir = "/run/tessera/claims/" + std::string(kPodUid);
   claim.devices = {{.device = "gpu-1",
-                    .gpu_uuid = Uuid(1),
+                    .gpu_uuid = GpuUuid(1),
                     .gpu_index = 1,
                     .exclusive = false,
                     .memory_mib = 4096,
                     .compute_percent = 25},
                    {.device = "gpu-2",
-                    .gpu_uuid = Uuid(2),
+                    .gpu_uuid = GpuUuid(2),
                     .gpu_index = 2,
                     .exclusive = true,
                     .memory_mib = 81559,
@@ -278,8 +251,8 @@ TEST(DeliveryModes, APodAndAClaimOfTheSameGpusAreTheSameGrant) {
   EXPECT_EQ(classic.sharing, dra->sharing);
   EXPECT_EQ(classic.work_conserving, dra->work_conserving);
   // Each mode's own files: the pod's record and folder, the claim's folder (no record).
-  EXPECT_EQ(classic.record_file, StrCat("/run/tessera/pods/", kUid, "/assignment.json"));
-  EXPECT_EQ(classic.segments_dir, StrCat("/run/tessera/pods/", kUid));
+  EXPECT_EQ(classic.record_file, StrCat("/run/tessera/pods/", kPodUid, "/assignment.json"));
+  EXPECT_EQ(classic.segments_dir, StrCat("/run/tessera/pods/", kPodUid));
   EXPECT_EQ(dra->record_file, "");
   EXPECT_EQ(dra->segments_dir, claim.share_dir);
 }

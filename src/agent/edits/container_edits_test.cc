@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "agent/edits/edits_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -10,54 +11,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kUid[] = "0f5e3a8c-5f2b-4c1e-9d7a-2b6c8e1f4a30";
-
-std::string Uuid(int i) { return "GPU-6f1c2a9e-0000-4000-8000-00000000000" + std::to_string(i); }
-
-ContainerGrant::Gpu Granted(int index, int minor, int64_t memory_mib, int32_t compute_milli,
-                            bool exclusive) {
-  ContainerGrant::Gpu g;
-  g.index = index;
-  g.uuid = Uuid(index);
-  g.minor = minor;
-  g.memory_mib = memory_mib;
-  g.compute_milli = compute_milli;
-  g.exclusive = exclusive;
-  return g;
-}
-
-// A pod's grant as the pod manager makes it (pods/grant.h ContainerGrantOf).
-ContainerGrant Grant(std::vector<ContainerGrant::Gpu> gpus, Sharing sharing) {
-  ContainerGrant p;
-  p.owner = "pod team/p";
-  p.gpus = std::move(gpus);
-  p.sharing = sharing;
-  p.record_file = std::string("/run/tessera/pods/") + kUid + "/assignment.json";
-  p.segments_dir = std::string("/run/tessera/pods/") + kUid;
-  return p;
-}
-
-EditsOptions Options() {
-  EditsOptions o;
-  o.dev_dir = "/host/dev";
-  o.file_exists = [](const std::string&) { return true; };  // the driver and the shim are there
-  o.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
-    if (path == "/host/dev/nvidiactl") return DeviceNumber{'c', 195, 255};
-    const std::string prefix = "/host/dev/nvidia";
-    if (path.rfind(prefix, 0) == 0 && path.size() == prefix.size() + 1 &&
-        std::isdigit(static_cast<unsigned char>(path.back()))) {
-      return DeviceNumber{'c', 195, path.back() - '0'};
-    }
-    return absl::NotFoundError(path + ": No such file or directory");
-  };
-  o.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
-  o.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
-  o.driver.others = {
-      {"/usr/lib64/libnvidia-ptxjitcompiler.so.580.95.05", "libnvidia-ptxjitcompiler.so.1"}};
-  o.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
-  o.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
-  return o;
-}
+using testing::GpuUuid;
+using testing::kPodUid;
+using testing::TestGpu;
+using testing::TestGrant;
+using testing::TestNode;
 
 std::map<std::string, BindMount> Mounts(const ContainerEdits& e) {
   std::map<std::string, BindMount> m;
@@ -74,12 +32,12 @@ std::string Env(const ContainerEdits& e, const std::string& key) {
 
 TEST(ContainerEdits, AShimShareGetsTheShimBeforeTheDriverAndItsSegments) {
   absl::StatusOr<ContainerEdits> e =
-      ContainerEditsFor(Grant({Granted(1, 5, 4096, 300, false)}, Sharing::kShim), Options());
+      ContainerEditsFor(TestGrant({TestGpu(1, 5, 4096, 300, false)}, Sharing::kShim), TestNode());
   ASSERT_TRUE(e.ok()) << e.status();
   ASSERT_EQ(e->devices.size(), 2u);
   EXPECT_EQ(e->devices[0], (DeviceNode{"/dev/nvidia5", 'c', 195, 5, "/host/dev/nvidia5"}));
   EXPECT_EQ(e->devices[1], (DeviceNode{"/dev/nvidiactl", 'c', 195, 255, "/host/dev/nvidiactl"}));
-  EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), Uuid(1));
+  EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), GpuUuid(1));
   EXPECT_EQ(Env(*e, "TESSERA_GPU_SHARING"), "shim");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "4096");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_PERCENT"), "30");
@@ -87,10 +45,10 @@ TEST(ContainerEdits, AShimShareGetsTheShimBeforeTheDriverAndItsSegments) {
   auto m = Mounts(*e);
   EXPECT_EQ(m.size(), 8u);
   EXPECT_EQ(m["/run/tessera/assignment.json"],
-            (BindMount{std::string("/run/tessera/pods/") + kUid + "/assignment.json",
+            (BindMount{std::string("/run/tessera/pods/") + kPodUid + "/assignment.json",
                        "/run/tessera/assignment.json", true}));
   EXPECT_EQ(m["/run/tessera/limits"].host_path,
-            std::string("/run/tessera/pods/") + kUid + "/limits");
+            std::string("/run/tessera/pods/") + kPodUid + "/limits");
   EXPECT_TRUE(m["/run/tessera/limits"].read_only);
   EXPECT_FALSE(m["/run/tessera/ledger"].read_only);
   EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libcuda.so.1"].host_path,
@@ -107,10 +65,11 @@ TEST(ContainerEdits, AShimShareGetsTheShimBeforeTheDriverAndItsSegments) {
 
 TEST(ContainerEdits, WholeGpusGetTheDriverAsItIs) {
   absl::StatusOr<ContainerEdits> e = ContainerEditsFor(
-      Grant({Granted(0, 0, 81559, 1000, true), Granted(3, 3, 81559, 1000, true)}, Sharing::kNone),
-      Options());
+      TestGrant({TestGpu(0, 0, 81559, 1000, true), TestGpu(3, 3, 81559, 1000, true)},
+                Sharing::kNone),
+      TestNode());
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), Uuid(0) + "," + Uuid(3));
+  EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), GpuUuid(0) + "," + GpuUuid(3));
   EXPECT_EQ(Env(*e, "TESSERA_GPU_SHARING"), "(unset)");
   auto m = Mounts(*e);
   EXPECT_EQ(m.size(), 4u);
@@ -120,14 +79,14 @@ TEST(ContainerEdits, WholeGpusGetTheDriverAsItIs) {
 }
 
 TEST(ContainerEdits, WithCdiTheShimStandsAtTheFileTheSonameResolvesTo) {
-  EditsOptions o = Options();
+  EditsOptions o = TestNode();
   o.cdi_kind = "nvidia.com/gpu";
   o.driver_version = "580.95.05";
   absl::StatusOr<ContainerEdits> e =
-      ContainerEditsFor(Grant({Granted(1, 5, 4096, 0, false)}, Sharing::kShim), o);
+      ContainerEditsFor(TestGrant({TestGpu(1, 5, 4096, 0, false)}, Sharing::kShim), o);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_TRUE(e->devices.empty());
-  EXPECT_EQ(e->cdi_devices, std::vector<std::string>{"nvidia.com/gpu=" + Uuid(1)});
+  EXPECT_EQ(e->cdi_devices, std::vector<std::string>{"nvidia.com/gpu=" + GpuUuid(1)});
   auto m = Mounts(*e);
   EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05"].host_path,
             "/run/tessera/lib/libtessera-cuda.so");
@@ -136,21 +95,22 @@ TEST(ContainerEdits, WithCdiTheShimStandsAtTheFileTheSonameResolvesTo) {
 }
 
 TEST(ContainerEdits, AMigInstanceIsNamedByItsDeviceAndTwoOnOneGpuShareTheNode) {
-  ContainerGrant::Gpu a = Granted(1, 5, 9984, 0, true);
+  ContainerGrant::Gpu a = TestGpu(1, 5, 9984, 0, true);
   a.mig_profile = "1g.10gb";
   a.mig_start = 0;
   a.mig_uuid = "MIG-0a1b2c3d-0000-4000-8000-000000000001";
   ContainerGrant::Gpu b = a;
   b.mig_start = 1;
   b.mig_uuid = "MIG-0a1b2c3d-0000-4000-8000-000000000002";
-  absl::StatusOr<ContainerEdits> e = ContainerEditsFor(Grant({a, b}, Sharing::kNone), Options());
+  absl::StatusOr<ContainerEdits> e =
+      ContainerEditsFor(TestGrant({a, b}, Sharing::kNone), TestNode());
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), a.mig_uuid + "," + b.mig_uuid);
   ASSERT_EQ(e->devices.size(), 2u);
   EXPECT_EQ(e->devices[0].path, "/dev/nvidia5");
 
   b.mig_uuid.clear();
-  e = ContainerEditsFor(Grant({a, b}, Sharing::kNone), Options());
+  e = ContainerEditsFor(TestGrant({a, b}, Sharing::kNone), TestNode());
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(e.status().message(), HasSubstr("whose identity (MIG-...) the agent does not know"));
 }
@@ -159,26 +119,27 @@ TEST(ContainerEdits, MpsClientsGetTheDaemonsEditsAndNoShim) {
   mps::ContainerEdits client;
   client.env = {{"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"},
                 {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "30"}};
-  client.mounts = {{"/run/tessera/mps/" + Uuid(1) + "/pipe", "/tmp/nvidia-mps", false}};
+  client.mounts = {{"/run/tessera/mps/" + GpuUuid(1) + "/pipe", "/tmp/nvidia-mps", false}};
   absl::StatusOr<ContainerEdits> e = ContainerEditsFor(
-      Grant({Granted(1, 5, 4096, 300, false)}, Sharing::kMps), Options(), &client);
+      TestGrant({TestGpu(1, 5, 4096, 300, false)}, Sharing::kMps), TestNode(), &client);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(Env(*e, "TESSERA_GPU_SHARING"), "mps");
   EXPECT_EQ(Env(*e, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "30");
   auto m = Mounts(*e);
-  EXPECT_EQ(m["/tmp/nvidia-mps"].host_path, "/run/tessera/mps/" + Uuid(1) + "/pipe");
+  EXPECT_EQ(m["/tmp/nvidia-mps"].host_path, "/run/tessera/mps/" + GpuUuid(1) + "/pipe");
   EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libcuda.so.1"].host_path,
             "/usr/lib64/libcuda.so.580.95.05");
   EXPECT_FALSE(
-      ContainerEditsFor(Grant({Granted(1, 5, 4096, 300, false)}, Sharing::kMps), Options()).ok());
+      ContainerEditsFor(TestGrant({TestGpu(1, 5, 4096, 300, false)}, Sharing::kMps), TestNode())
+          .ok());
 }
 
 TEST(ContainerEdits, AShimShareOnANodeWithoutTheShimIsRefused) {
-  EditsOptions o = Options();
+  EditsOptions o = TestNode();
   o.driver.shim_cuda.clear();
   o.driver.nvml = {};
   absl::StatusOr<ContainerEdits> e =
-      ContainerEditsFor(Grant({Granted(1, 5, 4096, 0, false)}, Sharing::kShim), o);
+      ContainerEditsFor(TestGrant({TestGpu(1, 5, 4096, 0, false)}, Sharing::kShim), o);
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(e.status().message(),
               HasSubstr("cannot put the shim into its containers: the driver's libnvidia-ml.so.1, "
@@ -188,13 +149,13 @@ TEST(ContainerEdits, AShimShareOnANodeWithoutTheShimIsRefused) {
 TEST(ContainerEdits, TheLimitsInTheEnvironmentAreThoseOfTheSharesOfOneGpu) {
   // Two shares of one GPU (a DRA claim may hold two) count together; a whole GPU beside them
   // adds nothing; a compute share of all of the GPU is no cap.
-  ContainerGrant g = Grant({Granted(1, 1, 4096, 250, false), Granted(1, 1, 2048, 0, false),
-                            Granted(2, 2, 81559, 1000, true)},
-                           Sharing::kShim);
+  ContainerGrant g = TestGrant({TestGpu(1, 1, 4096, 250, false), TestGpu(1, 1, 2048, 0, false),
+                                TestGpu(2, 2, 81559, 1000, true)},
+                               Sharing::kShim);
   g.work_conserving = true;
-  absl::StatusOr<ContainerEdits> e = ContainerEditsFor(g, Options());
+  absl::StatusOr<ContainerEdits> e = ContainerEditsFor(g, TestNode());
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), Uuid(1) + "," + Uuid(2));
+  EXPECT_EQ(Env(*e, "NVIDIA_VISIBLE_DEVICES"), GpuUuid(1) + "," + GpuUuid(2));
   EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "6144");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_PERCENT"), "25");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_MODE"), "work-conserving");
@@ -202,7 +163,7 @@ TEST(ContainerEdits, TheLimitsInTheEnvironmentAreThoseOfTheSharesOfOneGpu) {
   EXPECT_EQ(e->gpu_nodes[0], e->gpu_nodes[1]);  // one node for the GPU of both shares
   EXPECT_EQ(e->devices[e->gpu_nodes[2]].path, "/dev/nvidia2");
 
-  e = ContainerEditsFor(Grant({Granted(1, 1, 4096, 1000, false)}, Sharing::kShim), Options());
+  e = ContainerEditsFor(TestGrant({TestGpu(1, 1, 4096, 1000, false)}, Sharing::kShim), TestNode());
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "4096");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_COMPUTE_PERCENT"), "(unset)");
@@ -210,16 +171,16 @@ TEST(ContainerEdits, TheLimitsInTheEnvironmentAreThoseOfTheSharesOfOneGpu) {
 
   // Shares of two GPUs: no single limit to tell.
   e = ContainerEditsFor(
-      Grant({Granted(1, 1, 4096, 250, false), Granted(2, 2, 4096, 250, false)}, Sharing::kShim),
-      Options());
+      TestGrant({TestGpu(1, 1, 4096, 250, false), TestGpu(2, 2, 4096, 250, false)}, Sharing::kShim),
+      TestNode());
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(Env(*e, "TESSERA_GPU_SHARING"), "shim");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "(unset)");
 }
 
 TEST(ContainerEdits, AnUnenforcedShareGetsItsLimitsToReadAndTheDriverAsItIs) {
-  absl::StatusOr<ContainerEdits> e =
-      ContainerEditsFor(Grant({Granted(1, 5, 4096, 300, false)}, Sharing::kUnenforced), Options());
+  absl::StatusOr<ContainerEdits> e = ContainerEditsFor(
+      TestGrant({TestGpu(1, 5, 4096, 300, false)}, Sharing::kUnenforced), TestNode());
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(Env(*e, "TESSERA_GPU_SHARING"), "unenforced");
   EXPECT_EQ(Env(*e, "TESSERA_GPU_MEMORY_LIMIT_MIB"), "4096");
@@ -230,7 +191,7 @@ TEST(ContainerEdits, AnUnenforcedShareGetsItsLimitsToReadAndTheDriverAsItIs) {
 }
 
 TEST(ContainerEdits, AShimFileThatWentMissingRefusesTheShareWithItsPath) {
-  EditsOptions o = Options();
+  EditsOptions o = TestNode();
   o.host_root = "/host";
   std::vector<std::string> looked;
   o.file_exists = [&looked](const std::string& path) {
@@ -238,27 +199,28 @@ TEST(ContainerEdits, AShimFileThatWentMissingRefusesTheShareWithItsPath) {
     return path != "/host/run/tessera/lib/libtessera-nvml.so";
   };
   absl::StatusOr<ContainerEdits> e =
-      ContainerEditsFor(Grant({Granted(1, 5, 4096, 0, false)}, Sharing::kShim), o);
+      ContainerEditsFor(TestGrant({TestGpu(1, 5, 4096, 0, false)}, Sharing::kShim), o);
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(e.status().message(),
               HasSubstr("the NVML shim /run/tessera/lib/libtessera-nvml.so is missing on this "
                         "node: the share cannot be enforced"));
   EXPECT_THAT(looked, ::testing::Contains("/host/run/tessera/lib/libtessera-cuda.so"));
   // Whole GPUs do not need the shim.
-  EXPECT_TRUE(ContainerEditsFor(Grant({Granted(1, 5, 81559, 1000, true)}, Sharing::kNone), o).ok());
+  EXPECT_TRUE(
+      ContainerEditsFor(TestGrant({TestGpu(1, 5, 81559, 1000, true)}, Sharing::kNone), o).ok());
   // A shim share needs its segments' folder.
-  ContainerGrant g = Grant({Granted(1, 5, 4096, 0, false)}, Sharing::kShim);
+  ContainerGrant g = TestGrant({TestGpu(1, 5, 4096, 0, false)}, Sharing::kShim);
   g.segments_dir.clear();
-  e = ContainerEditsFor(g, Options());
+  e = ContainerEditsFor(g, TestNode());
   ASSERT_FALSE(e.ok());
   EXPECT_THAT(e.status().message(), HasSubstr("holds a share but no folder for the shim"));
 }
 
 TEST(ContainerEdits, DeviceNodesAreNamedByTheirHostPaths) {
-  EditsOptions o = Options();
+  EditsOptions o = TestNode();
   o.host_root = "/host";  // the agent sees the host's /dev at /host/dev
   absl::StatusOr<ContainerEdits> e =
-      ContainerEditsFor(Grant({Granted(1, 5, 81559, 1000, true)}, Sharing::kNone), o);
+      ContainerEditsFor(TestGrant({TestGpu(1, 5, 81559, 1000, true)}, Sharing::kNone), o);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->devices[0], (DeviceNode{"/dev/nvidia5", 'c', 195, 5, "/dev/nvidia5"}));
   EXPECT_EQ(e->gpu_nodes, std::vector<int>{0});
@@ -266,9 +228,9 @@ TEST(ContainerEdits, DeviceNodesAreNamedByTheirHostPaths) {
 
 TEST(ContainerEdits, AMissingDeviceNodeIsNamed) {
   absl::StatusOr<ContainerEdits> e =
-      ContainerEditsFor(Grant({Granted(1, 12, 81559, 1000, true)}, Sharing::kNone), Options());
+      ContainerEditsFor(TestGrant({TestGpu(1, 12, 81559, 1000, true)}, Sharing::kNone), TestNode());
   ASSERT_FALSE(e.ok());
-  EXPECT_THAT(e.status().message(), HasSubstr("the device node of GPU 1 (" + Uuid(1) +
+  EXPECT_THAT(e.status().message(), HasSubstr("the device node of GPU 1 (" + GpuUuid(1) +
                                               ") is missing: /host/dev/nvidia12"));
 }
 
