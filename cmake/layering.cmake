@@ -12,13 +12,15 @@
 #
 # Inside the agent (src/agent/README.md "Parts"), each part uses only these others:
 #   discovery  none (the GPU backends)         mps      none (NVIDIA's MPS control daemon)
-#   edits      mps (what a container gets, for both delivery modes)
+#   procs      none (host and GPU processes)   edits    mps (what a container gets, both modes)
 #   publish    discovery                       metrics  pods, edits
-#   pods       discovery, mps, edits (classic mode's per-pod state)
+#   health     discovery (GPU faults: Events, the fault policy)
+#   pods       discovery, mps, edits, procs (classic mode's per-pod state)
 #   nri        pods, discovery, edits (classic delivery: the NRI plugin)
-#   dra        discovery, edits (DRA mode: never the NRI plugin, nor classic mode's pods)
-# and only publish, dra and the agent's own root (node_agent, the composition) talk to the API
-# server (k8s/client).
+#   dra        discovery, edits, procs (DRA mode: never the NRI plugin, nor classic mode's pods)
+#   doctor     discovery, pods, edits (`tessera doctor node`; k8s's findings, no API server)
+# and only publish, health, dra and the agent's own root (node_agent, the composition) talk to
+# the API server (k8s/client).
 #
 # Two checks: the transitive link closure of every tessera_* library target (after all targets
 # are defined), and the quoted #includes of every source file under src/ (a header-only reach,
@@ -114,22 +116,26 @@ endfunction()
 function(_tessera_check_agent_parts)
   _tessera_forbid_agent_includes(discovery "" OFF "discovery uses no other part of the agent")
   _tessera_forbid_agent_includes(mps "" OFF "the MPS control uses no other part of the agent")
+  _tessera_forbid_agent_includes(procs "" OFF "the process views use no other part of the agent")
+  _tessera_forbid_agent_includes(health "discovery" ON "GPU fault handling uses only discovery")
+  _tessera_forbid_agent_includes(doctor "discovery;pods;edits" ON
+                                 "the node's preflight uses only discovery, pods and the edits")
   _tessera_forbid_agent_includes(edits "mps" OFF
                                  "what a container gets depends only on the grant and the node")
   _tessera_forbid_agent_includes(publish "discovery" ON "publishing uses only discovery")
   _tessera_forbid_agent_includes(metrics "pods;edits" OFF "metrics read only the pod manager")
-  _tessera_forbid_agent_includes(pods "discovery;mps;edits" OFF
+  _tessera_forbid_agent_includes(pods "discovery;mps;edits;procs" OFF
                                  "classic mode's pod state never reaches a delivery mechanism")
   _tessera_forbid_agent_includes(nri "pods;discovery;edits" OFF
                                  "the NRI plugin uses only the pod manager and the edits")
-  _tessera_forbid_agent_includes(dra "discovery;edits" ON
+  _tessera_forbid_agent_includes(dra "discovery;edits;procs" ON
                                  "the DRA driver never includes the NRI plugin nor classic mode's pods")
   _tessera_forbid_links("^tessera_agent_dra" "^tessera_agent_(nri|pods|publish|metrics)$" ""
                         "the DRA driver never uses the NRI plugin nor classic mode's pods")
   _tessera_forbid_links("^tessera_agent_edits$" "^tessera_agent_" "^tessera_agent_mps$"
                         "what a container gets depends only on the grant and the node")
-  _tessera_forbid_links("^tessera_agent_(discovery|mps)$" "^tessera_agent_" ""
-                        "discovery and the MPS control use no other part of the agent")
+  _tessera_forbid_links("^tessera_agent_(discovery|mps|procs)$" "^tessera_agent_" ""
+                        "discovery, the MPS control and the process views use no other part of the agent")
 endfunction()
 
 function(tessera_check_layering)

@@ -195,8 +195,11 @@ TEST(DeliveryModes, AShareSeenThroughEitherRenderer) {
   const std::string pod = StrCat("/run/tessera/pods/", kPodUid);
   want.mounts = {
       {"/run/tessera/assignment.json", pod + "/assignment.json ro"},
-      {"/run/tessera/limits", pod + "/limits ro"},
-      {"/run/tessera/ledger", pod + "/ledger rw"},
+      // Each share's segment files on their own, never their folders.
+      {"/run/tessera/limits/" + GpuUuid(1) + ".limits",
+       pod + "/limits/" + GpuUuid(1) + ".limits ro"},
+      {"/run/tessera/ledger/" + GpuUuid(1) + ".ledger",
+       pod + "/ledger/" + GpuUuid(1) + ".ledger rw"},
       {"/usr/local/lib/tessera/libtessera-real-cuda.so.1", "/usr/lib64/libcuda.so.580.95.05 ro"},
       {"/usr/local/lib/tessera/libtessera-real-nvml.so.1",
        "/usr/lib64/libnvidia-ml.so.580.95.05 ro"},

@@ -26,6 +26,7 @@ plants=(
   "edits/container_edits.cc:agent/pods/grant.h"   # the decision knows no mode
   "pods/grant.cc:agent/nri/delivery.h"            # pods never reach a delivery mechanism
   "discovery/discovery.cc:agent/edits/container_edits.h"
+  "procs/host_processes.cc:agent/pods/grant.h"  # the process views use no other part
   "nri/delivery.cc:k8s/client/http.h"             # the NRI plugin does not talk to the API server
 )
 for plant in "${plants[@]}"; do

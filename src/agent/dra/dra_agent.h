@@ -44,6 +44,7 @@ struct DraAgentOptions {
   EditsOptions edits;              // the node's facts, as classic delivery has them
   bool enforce_shares = true;      // false: --share-enforcement=none
   std::chrono::milliseconds resync{10'000};
+  bool no_execute_on_failure = false;  // pool.h PoolOptions: the fault policy is evict
 };
 
 class DraAgent {

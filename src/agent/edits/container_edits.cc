@@ -10,6 +10,7 @@
 
 #include "common/strings.h"
 #include "shim/contract.h"
+#include "shim/segments.h"
 
 namespace tessera::agent {
 namespace {
@@ -111,6 +112,12 @@ bool FileExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+std::vector<SegmentFile> SegmentFiles(const std::string& segment_dir, const std::string& uuid) {
+  const shim::SegmentPaths host = shim::PathsFor(segment_dir, uuid);
+  return {{host.limits, StrCat(contract::kLimitsDir, "/", uuid, contract::kLimitsSuffix), true},
+          {host.ledger, StrCat(contract::kLedgerDir, "/", uuid, contract::kLedgerSuffix), false}};
+}
+
 absl::StatusOr<ContainerEdits> ContainerEditsFor(const ContainerGrant& grant,
                                                  const EditsOptions& options,
                                                  const mps::ContainerEdits* mps) {
@@ -196,11 +203,18 @@ absl::StatusOr<ContainerEdits> ContainerEditsFor(const ContainerGrant& grant,
   };
   if (grant.sharing == Sharing::kShim) {
     if (absl::Status ok = CheckShimFiles(grant, options); !ok.ok()) return ok;
-    const std::string& segments = grant.segments_dir;
-    e.mounts.push_back(
-        BindMount{StrCat(segments, "/", contract::kLimitsSubdir), contract::kLimitsDir, true});
-    e.mounts.push_back(
-        BindMount{StrCat(segments, "/", contract::kLedgerSubdir), contract::kLedgerDir, false});
+    // The segment files of each shared GPU one by one, never their folders (SegmentFiles).
+    std::vector<std::string> shared;  // GPU UUIDs, each once (two shares of a GPU: one segment)
+    for (const ContainerGrant::Gpu& g : grant.gpus) {
+      if (g.share() && std::find(shared.begin(), shared.end(), g.uuid) == shared.end()) {
+        shared.push_back(g.uuid);
+      }
+    }
+    for (const std::string& uuid : shared) {
+      for (const SegmentFile& f : SegmentFiles(grant.segments_dir, uuid)) {
+        e.mounts.push_back(BindMount{f.host_path, f.container_path, f.read_only});
+      }
+    }
     e.mounts.push_back(BindMount{
         d.cuda.host_path, StrCat(contract::kLibraryDir, "/", contract::kRealCudaLibrary), true});
     e.mounts.push_back(BindMount{

@@ -22,15 +22,16 @@
 //             share enforced by the shim (src/shim/contract.h) the shim libraries at those two
 //             names instead (with a CDI kind, at the files the sonames resolve to:
 //             libcuda.so.<driver version>), the real ones at
-//             /usr/local/lib/tessera/libtessera-real-{cuda,nvml}.so.1, the share's limits
-//             (read-only) and ledger (read-write) folders under /run/tessera; an MPS share: the
-//             daemon's pipe folder and /dev/shm
+//             /usr/local/lib/tessera/libtessera-real-{cuda,nvml}.so.1, and each shared GPU's
+//             limits file (read-only) and ledger file (read-write) under
+//             /run/tessera/{limits,ledger}, files mounted one by one, never their folders
+//             (SegmentFiles); an MPS share: the daemon's pipe folder and /dev/shm
 //
 // Example: a share of 4096 MiB and 30% compute of GPU 1 (minor 5), enforced by the shim, gets
 // /dev/nvidia5 and /dev/nvidiactl; NVIDIA_VISIBLE_DEVICES=<its UUID>, TESSERA_GPU_SHARING=shim,
 // TESSERA_GPU_MEMORY_LIMIT_MIB=4096, TESSERA_GPU_COMPUTE_PERCENT=30,
 // TESSERA_GPU_COMPUTE_MODE=hard-cap; the shim at libcuda.so.1 and libnvidia-ml.so.1, the driver
-// behind it, and its limits and ledger folders. A whole GPU gets its node, the control nodes,
+// behind it, and its limits and ledger files. A whole GPU gets its node, the control nodes,
 // NVIDIA_VISIBLE_DEVICES and the driver's libraries as they are.
 //
 // Pure apart from reading the host: the device nodes' numbers (DeviceLookup) and whether the
@@ -149,6 +150,18 @@ struct BindMount {
   bool read_only = true;
   bool operator==(const BindMount&) const = default;
 };
+
+// The files of one share's segment (its limits, read-only, and its ledger, read-write), as they
+// are mounted into a container: each file on its own, never their folders, so a container can
+// write only into its ledger (fixed names, nothing to create, no symlink to plant). `segment_dir`
+// is the grant's segments_dir (a pod's or a claim's folder).
+struct SegmentFile {
+  std::string host_path;
+  std::string container_path;
+  bool read_only = true;
+  bool operator==(const SegmentFile&) const = default;
+};
+std::vector<SegmentFile> SegmentFiles(const std::string& segment_dir, const std::string& uuid);
 
 struct ContainerEdits {
   std::vector<std::pair<std::string, std::string>> env;

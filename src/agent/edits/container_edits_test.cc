@@ -47,10 +47,17 @@ TEST(ContainerEdits, AShimShareGetsTheShimBeforeTheDriverAndItsSegments) {
   EXPECT_EQ(m["/run/tessera/assignment.json"],
             (BindMount{std::string("/run/tessera/pods/") + kPodUid + "/assignment.json",
                        "/run/tessera/assignment.json", true}));
-  EXPECT_EQ(m["/run/tessera/limits"].host_path,
-            std::string("/run/tessera/pods/") + kPodUid + "/limits");
-  EXPECT_TRUE(m["/run/tessera/limits"].read_only);
-  EXPECT_FALSE(m["/run/tessera/ledger"].read_only);
+  // The segment's files one by one, never their folders (nothing for a container to create).
+  const std::string limits = "/run/tessera/limits/" + GpuUuid(1) + ".limits";
+  const std::string ledger = "/run/tessera/ledger/" + GpuUuid(1) + ".ledger";
+  EXPECT_EQ(m[limits].host_path,
+            std::string("/run/tessera/pods/") + kPodUid + "/limits/" + GpuUuid(1) + ".limits");
+  EXPECT_TRUE(m[limits].read_only);
+  EXPECT_EQ(m[ledger].host_path,
+            std::string("/run/tessera/pods/") + kPodUid + "/ledger/" + GpuUuid(1) + ".ledger");
+  EXPECT_FALSE(m[ledger].read_only);
+  EXPECT_FALSE(m.contains("/run/tessera/limits"));
+  EXPECT_FALSE(m.contains("/run/tessera/ledger"));
   EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libcuda.so.1"].host_path,
             "/run/tessera/lib/libtessera-cuda.so");
   EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"].host_path,
@@ -61,6 +68,25 @@ TEST(ContainerEdits, AShimShareGetsTheShimBeforeTheDriverAndItsSegments) {
             "/usr/lib64/libnvidia-ml.so.580.95.05");
   EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1"].host_path,
             "/usr/lib64/libnvidia-ptxjitcompiler.so.580.95.05");
+}
+
+// Two shares of GPU 1 (one segment) and one of GPU 2: each shared GPU's limits and ledger files
+// once, a whole GPU none, and never a segment folder.
+TEST(ContainerEdits, EachSharedGpusSegmentFilesAreMountedOnce) {
+  absl::StatusOr<ContainerEdits> e =
+      ContainerEditsFor(TestGrant({TestGpu(1, 5, 4096, 300, false), TestGpu(1, 5, 2048, 0, false),
+                                   TestGpu(2, 6, 8192, 0, false), TestGpu(3, 7, 81559, 1000, true)},
+                                  Sharing::kShim),
+                        TestNode());
+  ASSERT_TRUE(e.ok()) << e.status();
+  std::vector<std::string> segments;
+  for (const BindMount& m : e->mounts) {
+    if (m.container_path.starts_with("/run/tessera/l")) segments.push_back(m.container_path);
+  }
+  EXPECT_EQ(segments, (std::vector<std::string>{"/run/tessera/limits/" + GpuUuid(1) + ".limits",
+                                                "/run/tessera/ledger/" + GpuUuid(1) + ".ledger",
+                                                "/run/tessera/limits/" + GpuUuid(2) + ".limits",
+                                                "/run/tessera/ledger/" + GpuUuid(2) + ".ledger"}));
 }
 
 TEST(ContainerEdits, WholeGpusGetTheDriverAsItIs) {

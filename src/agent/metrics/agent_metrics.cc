@@ -91,12 +91,24 @@ std::string MetricsText(const std::vector<GpuUse>& gpus, const AgentCounters& co
                "Live processes of the pod using the GPU through the CUDA shim");
   Family ooms(&out, "tessera_agent_pod_gpu_cap_refusals_total", "counter",
               "Allocations the CUDA shim refused because they would pass the pod's cap");
+  Family tampered(&out, "tessera_agent_pod_ledger_tampered_total", "counter",
+                  "Times the pod's processes changed the header or length of its GPU memory "
+                  "ledger under the agent (which put it back and sent a LedgerTampered Event)");
+  Family driver(&out, "tessera_agent_pod_gpu_memory_driver_bytes", "gauge",
+                "GPU memory the pod's processes hold as the driver counts it (NVML, per process, "
+                "summed by pod): what the memory backstop compares with the share");
+  for (const GpuUse& g : gpus) {
+    for (const GpuUse::Pod& p : g.pods) {
+      if (p.driver_used_bytes >= 0) driver.Add(pod_labels(g, p), p.driver_used_bytes);
+    }
+  }
   for (const GpuUse& g : gpus) {
     for (const GpuUse::Pod& p : g.pods) {
       if (p.used_bytes < 0) continue;
       used.Add(pod_labels(g, p), p.used_bytes);
       procs.Add(pod_labels(g, p), p.processes);
       ooms.Add(pod_labels(g, p), static_cast<int64_t>(p.oom_count));
+      tampered.Add(pod_labels(g, p), static_cast<int64_t>(p.ledger_tampered));
     }
   }
   const Labels node = {{"node", counters.node}};
@@ -110,6 +122,18 @@ std::string MetricsText(const std::vector<GpuUse>& gpus, const AgentCounters& co
   Family reaped(&out, "tessera_agent_reaped_processes_total", "counter",
                 "Processes that died holding GPU memory of a share, given back by the agent");
   reaped.Add(node, counters.reaped_processes);
+  Family over(&out, "tessera_agent_backstop_over_share_total", "counter",
+              "Times a pod's processes were found holding more GPU memory than its share (with "
+              "the tolerance) by the driver's count");
+  over.Add(node, counters.backstop_over);
+  Family actions(&out, "tessera_agent_backstop_actions_total", "counter",
+                 "Times the memory backstop killed a pod's processes or evicted a pod that stayed "
+                 "over its share past the grace period");
+  actions.Add(node, counters.backstop_actions);
+  Family host_pids(&out, "tessera_agent_host_pid_namespace", "gauge",
+                   "1 if the agent sees the host's PID namespace (hostPID), which the compute "
+                   "controller and the memory backstop need");
+  host_pids.Add(node, counters.host_pids ? 1 : 0);
   return out;
 }
 
