@@ -1,5 +1,9 @@
 #include "k8s/scheduler/metrics.h"
 
+#include <time.h>
+
+#include <algorithm>
+
 #include "common/strings.h"
 
 namespace tessera::k8s {
@@ -230,6 +234,27 @@ std::string SchedulerMetrics::Render() const {
   }
   if (extra_) out += extra_();
   return out;
+}
+
+namespace {
+// CPU time this thread has used, in seconds (0 if the clock cannot be read).
+double ThreadCpuSeconds() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
+
+DecisionTimer::DecisionTimer(SchedulerMetrics* metrics)
+    : metrics_(metrics),
+      wall_(std::chrono::steady_clock::now()),
+      cpu_s_(metrics != nullptr ? ThreadCpuSeconds() : 0) {}
+
+void DecisionTimer::Observe() const {
+  if (metrics_ == nullptr) return;
+  metrics_->decision_duration.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_).count());
+  metrics_->decision_cpu.Observe(std::max(0.0, ThreadCpuSeconds() - cpu_s_));
 }
 
 }  // namespace tessera::k8s

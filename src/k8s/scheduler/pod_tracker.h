@@ -76,6 +76,12 @@ class PodTracker {
 
   void SetStage(Pod& pod, Stage stage);
   int64_t count(Stage stage) const { return counts_[static_cast<int>(stage)]; }
+  // Whether a pod in `stage` waits to be placed (queued, unschedulable, gang-waiting, back-off):
+  // what its queue counts as pending.
+  static bool Waits(Stage stage) {
+    return stage == Stage::kQueued || stage == Stage::kUnschedulable ||
+           stage == Stage::kGangWaiting || stage == Stage::kBackoff;
+  }
   // Calls `f(key, pod)` for every pod, in no particular order.
   template <typename F>
   void ForEach(F&& f) const {
