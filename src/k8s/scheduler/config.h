@@ -38,8 +38,14 @@
 //     maxChecks: 20000              # sets of pods one search checks at most
 //     holdFor: 2m                   # a moved pod's destination is kept this long for its
 //                                   # replacement (move_holds.h)
+//   queues:                         # fair share that remembers (core/queues/usage_history.h)
+//     usageHalfLife: 0s             # queues are ordered by what they hold plus what they held
+//                                   # lately, with weights halving every half-life (24h: a day);
+//                                   # 0: by what they hold now
+//     usageWriteInterval: 1m        # each Queue's status.usage is written at most this often
+//                                   # (queue_usage_writer.h), for restarts and `tessera status`
 //
-// Durations are integers with a unit: ms, s, m (500ms, 15s, 2m).
+// Durations are integers with a unit: ms, s, m, h (500ms, 15s, 2m, 24h).
 #pragma once
 
 #include <string>
@@ -60,6 +66,8 @@ struct SchedulerConfig {
   int metrics_port = 10269;
   int bind_concurrency = 64;
   bool http2 = false;
+  std::chrono::milliseconds queue_usage_half_life{0};
+  std::chrono::milliseconds queue_usage_write_interval{60'000};
 };
 
 [[nodiscard]] absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,

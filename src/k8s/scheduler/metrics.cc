@@ -195,6 +195,11 @@ std::string SchedulerMetrics::Render() const {
        &QueueGauges::borrowed},
       {"tessera_scheduler_queue_pending", "What the queue's waiting pods ask.",
        &QueueGauges::pending},
+      {"tessera_scheduler_queue_usage",
+       "What the queue held lately: its allocation averaged with weights that halve every "
+       "queues.usageHalfLife (0 without one); the order between queues counts it with what the "
+       "queue holds.",
+       &QueueGauges::usage},
   };
   const char* resources[] = {"gpu_milli", "gpu_memory_mib", "gpu_compute_milli"};
   for (const QueueFamily& f : queue_families) {
