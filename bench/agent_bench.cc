@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
   agent::PodManagerOptions options;
   options.node_name = "n1";
   options.edits.dev_dir = (dir / "dev").string();
-  options.edits.pods_dir = (dir / "pods").string();
+  options.pods_dir = (dir / "pods").string();
   options.edits.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
   options.edits.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
   options.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
       std::ofstream(cg + "/cgroup.procs") << ::getpid();
       std::vector<std::unique_ptr<shim::Ledger>> slots;
       const std::string ledger =
-          options.edits.pods_dir + "/" + Uid(i) + "/ledger/" + GpuUuid(i % gpus) + ".ledger";
+          options.pods_dir + "/" + Uid(i) + "/ledger/" + GpuUuid(i % gpus) + ".ledger";
       for (int p = 0; p < procs; ++p) {
         std::string error;
         auto l = shim::Ledger::Open(ledger, &error);

@@ -10,6 +10,18 @@
 #             agent side (segments, compute controller, contract)
 #   cli       anything
 #
+# Inside the agent (src/agent/README.md "Parts"), each part uses only these others:
+#   discovery  none (the GPU backends)         mps      none (NVIDIA's MPS control daemon)
+#   procs      none (host and GPU processes)   edits    mps (what a container gets, both modes)
+#   publish    discovery                       metrics  pods, edits
+#   health     discovery (GPU faults: Events, the fault policy)
+#   pods       discovery, mps, edits, procs (classic mode's per-pod state)
+#   nri        pods, discovery, edits (classic delivery: the NRI plugin)
+#   dra        discovery, edits, procs (DRA mode: never the NRI plugin, nor classic mode's pods)
+#   doctor     discovery, pods, edits (`tessera doctor node`; k8s's findings, no API server)
+# and only publish, health, dra and the agent's own root (node_agent, the composition) talk to
+# the API server (k8s/client).
+#
 # Two checks: the transitive link closure of every tessera_* library target (after all targets
 # are defined), and the quoted #includes of every source file under src/ (a header-only reach,
 # which no link would show).
@@ -80,6 +92,52 @@ function(_tessera_forbid_includes dir allowed why)
   endforeach()
 endfunction()
 
+# Fails if a file under src/agent/<part> includes "agent/<x>/..." for a part x not in `allowed`
+# (the part itself is always allowed), or includes "k8s/..." when `k8s` is false.
+function(_tessera_forbid_agent_includes part allowed k8s why)
+  file(GLOB_RECURSE files "${PROJECT_SOURCE_DIR}/src/agent/${part}/*.h"
+                          "${PROJECT_SOURCE_DIR}/src/agent/${part}/*.cc")
+  foreach(f IN LISTS files)
+    file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${f}")
+    file(STRINGS "${f}" lines REGEX "^#include \"(agent/[a-z_]+/|k8s/)")
+    foreach(line IN LISTS lines)
+      if(line MATCHES "^#include \"agent/([a-z_]+)/")
+        if(NOT CMAKE_MATCH_1 STREQUAL part AND NOT CMAKE_MATCH_1 IN_LIST allowed)
+          message(FATAL_ERROR "layering: ${rel}: ${line}, but ${why} (src/agent/README.md, cmake/layering.cmake)")
+        endif()
+      elseif(NOT k8s)
+        message(FATAL_ERROR "layering: ${rel}: ${line}, but the agent's ${part} does not talk to the API server (src/agent/README.md, cmake/layering.cmake)")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+# The agent's inner rules (above), for includes and links.
+function(_tessera_check_agent_parts)
+  _tessera_forbid_agent_includes(discovery "" OFF "discovery uses no other part of the agent")
+  _tessera_forbid_agent_includes(mps "" OFF "the MPS control uses no other part of the agent")
+  _tessera_forbid_agent_includes(procs "" OFF "the process views use no other part of the agent")
+  _tessera_forbid_agent_includes(health "discovery" ON "GPU fault handling uses only discovery")
+  _tessera_forbid_agent_includes(doctor "discovery;pods;edits" ON
+                                 "the node's preflight uses only discovery, pods and the edits")
+  _tessera_forbid_agent_includes(edits "mps" OFF
+                                 "what a container gets depends only on the grant and the node")
+  _tessera_forbid_agent_includes(publish "discovery" ON "publishing uses only discovery")
+  _tessera_forbid_agent_includes(metrics "pods;edits" OFF "metrics read only the pod manager")
+  _tessera_forbid_agent_includes(pods "discovery;mps;edits;procs" OFF
+                                 "classic mode's pod state never reaches a delivery mechanism")
+  _tessera_forbid_agent_includes(nri "pods;discovery;edits" OFF
+                                 "the NRI plugin uses only the pod manager and the edits")
+  _tessera_forbid_agent_includes(dra "discovery;edits;procs" ON
+                                 "the DRA driver never includes the NRI plugin nor classic mode's pods")
+  _tessera_forbid_links("^tessera_agent_dra" "^tessera_agent_(nri|pods|publish|metrics)$" ""
+                        "the DRA driver never uses the NRI plugin nor classic mode's pods")
+  _tessera_forbid_links("^tessera_agent_edits$" "^tessera_agent_" "^tessera_agent_mps$"
+                        "what a container gets depends only on the grant and the node")
+  _tessera_forbid_links("^tessera_agent_(discovery|mps|procs)$" "^tessera_agent_" ""
+                        "discovery, the MPS control and the process views use no other part of the agent")
+endfunction()
+
 function(tessera_check_layering)
   _tessera_forbid_links("^tessera_core$" "^tessera_" "^tessera_common$"
                         "core depends on nothing of ours but common")
@@ -107,5 +165,6 @@ function(tessera_check_layering)
         message(FATAL_ERROR "layering: ${rel} includes the scheduler, but the agent uses k8s's API client, never its scheduler (DESIGN.md, cmake/layering.cmake)")
       endif()
     endforeach()
+    _tessera_check_agent_parts()
   endif()
 endfunction()

@@ -10,7 +10,6 @@
 #include <cctype>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -234,8 +233,9 @@ int RunAgent(const AgentFlags& f) {
   // The pods this node serves: their files, shim segments, MPS daemons and MIG plans.
   agent::PodManagerOptions pod_options;
   pod_options.node_name = options.node_name;
+  pod_options.pods_dir = f.pods_dir;
+  pod_options.edits.host_root = f.host_root;
   pod_options.edits.dev_dir = f.dev_dir;
-  pod_options.edits.pods_dir = f.pods_dir;
   pod_options.edits.cdi_kind = f.cdi_kind;
   pod_options.edits.driver = *driver;
   pod_options.mps.control = f.mps_control;
@@ -367,21 +367,10 @@ int RunAgent(const AgentFlags& f) {
       return fail(kExitBadInput, StrCat("--dra-resync-interval: ", resync.status().message()));
     }
     dra_options.resync = *resync;
-    dra_options.edits.dev_dir = f.dev_dir;
-    dra_options.edits.nvidia_cdi_kind = f.cdi_kind;
-    dra_options.edits.shares.shim = f.share_enforcement == "shim";
-    // The same shim and driver libraries as classic delivery: the shim as installed on the host
-    // (--shim-install-dir; --shim-dir if it could not be), the driver's found libraries.
-    dra_options.edits.host_root = f.host_root;
-    dra_options.edits.shares.shim_dir =
-        !driver->shim_cuda.empty() ? std::filesystem::path(driver->shim_cuda).parent_path().string()
-                                   : driver_options.shim_dir;
-    dra_options.edits.shares.driver_lib_dir =
-        !driver->cuda.host_path.empty()
-            ? std::filesystem::path(driver->cuda.host_path).parent_path().string()
-            : (f.driver_lib_dirs.empty() ? agent::kDefaultContainerLibDir
-                                         : f.driver_lib_dirs.front());
-    dra_options.edits.shares.container_lib_dir = f.container_lib_dir;
+    // Claims' containers get what classic pods get (edits/container_edits.h), from the same
+    // node facts: device nodes, the driver's libraries and the shim as the agent found them.
+    dra_options.edits = pod_options.edits;
+    dra_options.enforce_shares = f.share_enforcement == "shim";
     dra_options.no_execute_on_failure = *policy == agent::FaultPolicy::kEvict;
     dra = std::make_unique<agent::dra::DraAgent>(**client, dra_options);
     dra_pods = [&dra] {

@@ -18,6 +18,15 @@ absl::StatusOr<json> ParseJson(std::string_view text, std::string_view what) {
   }
 }
 
+std::vector<std::string> StringList(const json& j) {
+  std::vector<std::string> out;
+  if (!j.is_array()) return out;
+  for (const json& v : j) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
 absl::Status JsonReader::ExpectObject() const {
   if (!j_.is_object()) return absl::InvalidArgumentError(StrCat(path_, ": expected an object"));
   return absl::OkStatus();

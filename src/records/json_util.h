@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/status.h"
@@ -15,6 +16,10 @@ namespace tessera::records {
 
 [[nodiscard]] absl::StatusOr<nlohmann::json> ParseJson(std::string_view text,
                                                        std::string_view what);
+
+// The strings of a JSON array, leniently (elements that are not strings, and a value that is not
+// an array, give none), as readers of machine-written objects take lists.
+std::vector<std::string> StringList(const nlohmann::json& j);
 
 class JsonReader {
  public:

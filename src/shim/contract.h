@@ -86,7 +86,8 @@ inline constexpr char kEnvLog[] = "TESSERA_SHIM_LOG";
 
 // Environment the agent sets for people and programs in the pod (informational: the shim
 // enforces the files above, never these).
-inline constexpr char kEnvSharing[] = "TESSERA_GPU_SHARING";  // "shim" or "mps"
+// "shim", "mps", or "unenforced" (a DRA share under --share-enforcement=none: no shim).
+inline constexpr char kEnvSharing[] = "TESSERA_GPU_SHARING";
 inline constexpr char kEnvMemoryLimitMib[] = "TESSERA_GPU_MEMORY_LIMIT_MIB";
 inline constexpr char kEnvComputePercent[] = "TESSERA_GPU_COMPUTE_PERCENT";
 inline constexpr char kEnvComputeMode[] = "TESSERA_GPU_COMPUTE_MODE";  // hard-cap|work-conserving

@@ -3,8 +3,21 @@
 #include <algorithm>
 
 #include "common/strings.h"
+#include "core/model/mig.h"
 
 namespace tessera::agent {
+
+int FindMigInstance(const DiscoveredGpu& gpu, const std::string& profile, int start) {
+  const core::MigModel* model = core::FindMigModel(gpu.spec.model);
+  if (model == nullptr) return -1;
+  const int p = model->Find(profile);
+  if (p < 0) return -1;
+  for (size_t i = 0; i < gpu.spec.mig_layout.size(); ++i) {
+    const core::MigPlacement& m = gpu.spec.mig_layout[i];
+    if (m.profile == p && m.start == start) return static_cast<int>(i);
+  }
+  return -1;
+}
 
 GpuCondition Condition(HealthCondition c, std::string detail, std::vector<int32_t> xids) {
   GpuCondition out;

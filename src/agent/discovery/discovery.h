@@ -67,6 +67,10 @@ struct DiscoveredGpu {
   std::vector<std::string> mig_uuids;
 };
 
+// The MIG instance `profile`@`start` among a GPU's configured instances: its index in
+// spec.mig_layout (and mig_uuids), or -1.
+int FindMigInstance(const DiscoveredGpu& gpu, const std::string& profile, int start);
+
 struct NodeGpus {
   std::string driver_version;       // "580.95.05", when known
   std::string cuda_version;         // "13.0", when known

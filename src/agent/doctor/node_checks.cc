@@ -13,7 +13,7 @@
 
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/nvml_discovery.h"
-#include "agent/pods/container_edits.h"
+#include "agent/edits/container_edits.h"
 #include "common/strings.h"
 #include "fmt/format.h"
 

@@ -1,21 +1,19 @@
-// What a container that uses a prepared claim gets, as a CDI spec (cdi.h): the DRA twin of the
-// NRI delivery's adjustment (agent/nri/delivery.h), built from the claim's allocation instead of
-// the pod's tessera.dev/assignment.
+// What a container that uses a prepared claim gets, as a CDI spec (cdi.h). The decision is
+// edits/container_edits.h's, the same one classic delivery makes for a pod's assignment: this file
+// describes the claim as a ContainerGrant (ClaimGrant) and writes the edits in CDI's format
+// (CdiSpecFor). So a claim's containers get what a classic pod with the same GPUs gets: their
+// device nodes and the driver's control nodes, NVIDIA_VISIBLE_DEVICES, the driver's libraries,
+// and for a share the CUDA shim with its limits and ledger folders (src/shim/contract.h) and the
+// share's limits in the environment (TESSERA_GPU_SHARING, TESSERA_GPU_MEMORY_LIMIT_MIB,
+// TESSERA_GPU_COMPUTE_PERCENT, TESSERA_GPU_COMPUTE_MODE=hard-cap: a claim has no compute mode).
+// A claim has no record to mount and no MPS.
 //
 // Per allocated device (CDI device "<claim UID>-<device>", "-<n>" added for a device that serves
-// the claim twice): the GPU's device node /dev/nvidia<minor> (major and minor read from the
-// host's node); for a MIG instance its GPU's node, and the instance's MIG-<uuid> in
-// NVIDIA_VISIBLE_DEVICES. For the claim (the spec's own edits, applied once when any of its devices
-// is used): the driver's control nodes that exist (nvidiactl, nvidia-uvm, nvidia-uvm-tools),
-// NVIDIA_VISIBLE_DEVICES = the claim's GPU UUIDs (MIG instances: theirs), and for a claim that
-// holds a share: TESSERA_GPU_SHARING=shim, the share's limits for people
-// (TESSERA_GPU_MEMORY_LIMIT_MIB, TESSERA_GPU_COMPUTE_PERCENT, when the claim has one shared GPU)
-// and the shim per src/shim/contract.h: the claim's segment folders at /run/tessera/limits
-// (read-only) and /run/tessera/ledger, the shim libraries over libcuda.so.1 and libnvidia-ml.so.1
-// in the container's library folder, and the host's real driver libraries under
-// /usr/local/lib/tessera. On nodes whose driver is described by NVIDIA's CDI spec
-// (nvidia_cdi_kind), the device nodes and driver libraries come from it instead: the claim's ids
-// then include <kind>=<GPU UUID>.
+// the claim twice): its GPU's device node (a MIG instance: its GPU's). Everything else (the
+// control nodes, the environment, the mounts) is the spec's own edits, applied once whichever of
+// the claim's devices a container uses. On nodes whose driver is described by NVIDIA's CDI spec
+// (EditsOptions::cdi_kind), the device nodes and driver libraries come from it instead: the
+// claim's ids then include <kind>=<GPU UUID> (a MIG instance: its MIG-<uuid>) before ours.
 //
 // Limits (inherent to CDI, where edits of several devices are applied one after the other):
 // environment variables do not merge, so a container that uses two tessera claims sees the
@@ -30,37 +28,34 @@
 #include "agent/discovery/discovery.h"
 #include "agent/dra/cdi.h"
 #include "agent/dra/checkpoint.h"
-#include "agent/nri/delivery.h"
+#include "agent/edits/container_edits.h"
 
 namespace tessera::agent::dra {
 
-// How shares are enforced in the containers.
-struct ShareEnforcement {
-  bool shim = true;                           // false: shares are only accounted (no shim mounted)
-  std::string shim_dir = "/run/tessera/lib";  // host: libtessera-cuda.so, libtessera-nvml.so
-  std::string driver_lib_dir = "/usr/lib/x86_64-linux-gnu";     // host: libcuda.so.1, ...nvml.so.1
-  std::string container_lib_dir = "/usr/lib/x86_64-linux-gnu";  // where images load them from
-};
+// The claim's devices as the grant its containers get; `enforce_shares` false
+// (--share-enforcement=none): its shares are only accounted, no shim is mounted. Errors: a device
+// on a GPU this node does not have (any more).
+[[nodiscard]] absl::StatusOr<ContainerGrant> ClaimGrant(const PreparedClaim& claim,
+                                                        const NodeGpus& gpus, bool enforce_shares);
 
-struct EditOptions {
-  // Where the agent sees the host's files ("/host" in the DaemonSet, "" on the host itself): the
-  // files a spec names (shim, driver libraries) are checked there, and a device node found under
-  // it is named by its host path in the spec.
-  std::string host_root;
-  std::string dev_dir = "/dev";  // the host's device nodes, as the agent sees them
-  std::string nvidia_cdi_kind;   // "nvidia.com/gpu": use NVIDIA's CDI spec for nodes and libraries
-  ShareEnforcement shares;
-  DeviceLookup lookup = StatDevice;
-};
+// What the claim's containers get (edits/container_edits.h), with the node's facts as classic
+// delivery has them (the driver version from `gpus`). Errors say what is missing on the node: a
+// GPU the node does not have, a device node, the shim or the driver libraries.
+[[nodiscard]] absl::StatusOr<ContainerEdits> ClaimContainerEdits(const PreparedClaim& claim,
+                                                                 const NodeGpus& gpus,
+                                                                 const EditsOptions& options,
+                                                                 bool enforce_shares);
 
-// Fills each device's cdi_ids: ours ("k8s.gpu.tessera.dev/gpu=<claim UID>-<device>") and, with
-// nvidia_cdi_kind, "<kind>=<GPU UUID>" (a MIG instance's MIG-<uuid>) before it. A MIG device's
-// instance must exist (mig_uuid set) first.
-void AssignCdiIds(const EditOptions& options, PreparedClaim* claim);
+// Our CDI device name for each device of the claim, in order: "<claim UID>-<device>", with "-<n>"
+// added for a device that serves the claim again.
+std::vector<std::string> CdiDeviceNames(const PreparedClaim& claim);
 
-// The claim's CDI spec (devices named as AssignCdiIds named them). Errors say what is missing on
-// the node: a GPU the node does not have, a device node, the shim or the driver libraries.
-[[nodiscard]] absl::StatusOr<CdiSpec> ClaimCdiSpec(const PreparedClaim& claim, const NodeGpus& gpus,
-                                                   const EditOptions& options);
+// Fills each device's cdi_ids from the claim's edits: NVIDIA's ("<kind>=<UUID>", with a CDI
+// kind) and ours ("k8s.gpu.tessera.dev/gpu=<claim UID>-<device>").
+void AssignCdiIds(const ContainerEdits& edits, PreparedClaim* claim);
+
+// The CDI renderer: the spec that carries `edits` for a grant's GPUs, the i-th named
+// `device_names[i]` (its device node goes with it; the rest is the spec's own edits).
+CdiSpec CdiSpecFor(const ContainerEdits& edits, const std::vector<std::string>& device_names);
 
 }  // namespace tessera::agent::dra

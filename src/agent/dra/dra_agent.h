@@ -41,7 +41,8 @@ struct DraAgentOptions {
   bool mig_devices = true;
   MigReconfigurer* mig = nullptr;  // the GPU backend's, when it can change MIG (driver.h)
   bool mig_mode_switch = false;    // driver.h DriverOptions::mig_mode_switch
-  EditOptions edits;
+  EditsOptions edits;              // the node's facts, as classic delivery has them
+  bool enforce_shares = true;      // false: --share-enforcement=none
   std::chrono::milliseconds resync{10'000};
   bool no_execute_on_failure = false;  // pool.h PoolOptions: the fault policy is evict
 };

@@ -7,12 +7,11 @@
 #include <set>
 
 #include "agent/dra/names.h"
-#include "agent/pods/grant.h"
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/mig.h"
-#include "core/model/quantity.h"
+#include "records/dra_allocation.h"
 #include "shim/files_at.h"
 #include "spdlog/spdlog.h"
 
@@ -47,34 +46,27 @@ struct Use {
 
 }  // namespace
 
-absl::StatusOr<Consumption> ConsumptionOf(const json& result, int64_t device_memory_mib) {
+absl::StatusOr<Consumption> ConsumptionOf(const records::dra::AllocatedDevice& result,
+                                          int64_t device_memory_mib) {
+  namespace names = records::dra;
+  if (!result.error.empty()) return absl::InvalidArgumentError(result.error);
   Consumption c;
-  const json& consumed = JsonField(result, "consumedCapacity");
-  if (!consumed.is_object() || consumed.empty()) {
+  if (result.consumed.empty()) {
     c.memory_mib = device_memory_mib;
     c.compute_percent = 100;
     return c;
   }
-  const json& memory = JsonField(consumed, std::string(kCapMemory).c_str());
-  const json& compute = JsonField(consumed, std::string(kCapCompute).c_str());
-  if (memory.is_string()) {
-    absl::StatusOr<int64_t> mib = core::ParseMemoryMiB(memory.get<std::string>());
-    if (!mib.ok()) {
-      return absl::InvalidArgumentError(StrCat(
-          "consumedCapacity.memory \"", memory.get<std::string>(), "\": ", mib.status().message()));
-    }
-    c.memory_mib = *mib;
-  } else {
-    c.memory_mib = device_memory_mib;  // not consumed as capacity: all of it
-  }
-  if (compute.is_string()) {
-    absl::StatusOr<int64_t> percent = core::ParseCount(compute.get<std::string>());
-    if (!percent.ok() || *percent > 100) {
+  const std::optional<int64_t> memory = result.Consumed(names::kCapMemory, names::kDriverName);
+  const std::optional<int64_t> compute = result.Consumed(names::kCapCompute, names::kDriverName);
+  // Not consumed as capacity: all of the memory.
+  c.memory_mib = memory ? names::MemoryMib(*memory) : device_memory_mib;
+  if (compute) {
+    if (*compute < 0 || *compute > 100'000 || *compute % 1000 != 0) {
       return absl::InvalidArgumentError(StrCat("consumedCapacity.compute \"",
-                                               compute.get<std::string>(),
+                                               names::FormatMilli(*compute),
                                                "\" is not a percentage 0..100"));
     }
-    c.compute_percent = static_cast<int32_t>(*percent);
+    c.compute_percent = static_cast<int32_t>(*compute / 1000);
   }
   c.exclusive = c.memory_mib >= device_memory_mib;
   if (c.exclusive) {
@@ -153,33 +145,33 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
                ": the claim the pod was allocated was deleted and another one made under its "
                "name; delete the pod so that it is scheduled with the new claim"));
   }
-  const json& allocation = JsonField(JsonField(claim, "status"), "allocation");
-  if (!allocation.is_object()) {
+  const records::dra::ClaimStatus status =
+      records::dra::DecodeClaimStatus(JsonField(claim, "status"));
+  if (!status.allocation) {
     return absl::FailedPreconditionError(StrCat(who, " is not allocated"));
   }
   PreparedClaim out;
   out.uid = ref.uid;
   out.ns = ref.ns;
   out.name = ref.name;
-  for (const json& r : JsonField(JsonField(claim, "status"), "reservedFor")) {
-    if (JsonStringField(r, "resource") == "pods")
-      out.pods.push_back({JsonStringField(r, "name"), JsonStringField(r, "uid")});
+  for (const records::dra::ConsumerRef& r : status.reserved_for) {
+    if (r.resource == "pods") out.pods.push_back({r.name, r.uid});
   }
-  for (const json& config : JsonField(JsonField(allocation, "devices"), "config")) {
-    if (JsonStringField(JsonField(config, "opaque"), "driver") == kDriverName) {
+  for (const records::dra::AllocationConfig& config : status.allocation->config) {
+    if (config.driver == records::dra::kDriverName) {
       return absl::InvalidArgumentError(
-          StrCat(who, " carries opaque configuration for ", kDriverName, " (from its ",
-                 JsonStringField(config, "source") == "FromClass" ? "DeviceClass" : "claim",
+          StrCat(who, " carries opaque configuration for ", records::dra::kDriverName,
+                 " (from its ", config.source == "FromClass" ? "DeviceClass" : "claim",
                  "), which tessera does not take: remove it; ask for shares with capacity "
                  "requests (memory, compute)"));
     }
   }
-  const json& results = JsonField(JsonField(allocation, "devices"), "results");
+  const std::vector<records::dra::AllocatedDevice>& results = status.allocation->results;
   for (size_t i = 0; i < results.size(); ++i) {
-    const json& r = results[i];
-    if (JsonStringField(r, "driver") != kDriverName) continue;
-    const std::string device = JsonStringField(r, "device");
-    const std::string pool = JsonStringField(r, "pool");
+    const records::dra::AllocatedDevice& r = results[i];
+    if (r.driver != records::dra::kDriverName) continue;
+    const std::string& device = r.device;
+    const std::string& pool = r.pool;
     if (pool != pool_->name) {
       return absl::FailedPreconditionError(StrCat(who, ": device ", device, " is in pool ", pool,
                                                   ", not in this node's pool ", pool_->name));
@@ -196,10 +188,10 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
                    d->health_reason);
     }
     PreparedDevice p;
-    p.request = JsonStringField(r, "request");
+    p.request = r.request;
     p.pool = pool;
     p.device = device;
-    p.share_id = JsonStringField(r, "shareID");
+    p.share_id = r.share_id;
     p.gpu_uuid = d->gpu_uuid;
     p.gpu_index = gpus_->gpus[d->gpu_index].spec.index;
     if (d->mig) {
@@ -223,7 +215,7 @@ absl::StatusOr<PreparedClaim> DraDriver::Build(const ClaimRef& ref, const json& 
   }
   if (out.devices.empty()) {
     return absl::FailedPreconditionError(
-        StrCat(who, " has no device of driver ", kDriverName, " allocated"));
+        StrCat(who, " has no device of driver ", records::dra::kDriverName, " allocated"));
   }
   return out;
 }
@@ -300,7 +292,7 @@ std::string DraDriver::Conflict(const PreparedClaim& claim) const {
 }
 
 absl::Status DraDriver::OpenSegments(const PreparedClaim& claim) {
-  if (claim.share_dir.empty() || !options_.edits.shares.shim) return absl::OkStatus();
+  if (claim.share_dir.empty() || !options_.enforce_shares) return absl::OkStatus();
   std::map<std::string, std::pair<int64_t, int32_t>> shares;
   for (const PreparedDevice& d : claim.devices) {
     if (d.exclusive || d.mig) continue;
@@ -332,24 +324,25 @@ absl::Status DraDriver::OpenSegments(const PreparedClaim& claim) {
   return absl::OkStatus();
 }
 
-absl::Status DraDriver::WriteSpec(const PreparedClaim& claim) const {
-  TESSERA_ASSIGN_OR_RETURN(CdiSpec spec, ClaimCdiSpec(claim, *gpus_, options_.edits));
+absl::Status DraDriver::WriteSpec(const PreparedClaim& claim, const ContainerEdits& edits) const {
+  CdiSpec spec = CdiSpecFor(edits, CdiDeviceNames(claim));
   spec.annotations[kPreparedClaimAnnotation] = PreparedClaimToJson(claim).dump();
   return WriteCdiSpec(options_.cdi_dir, claim.cdi_file, spec);
 }
 
 absl::Status DraDriver::Materialize(PreparedClaim* claim) {
   TESSERA_RETURN_IF_ERROR(PrepareMig(claim));
-  AssignCdiIds(options_.edits, claim);
   claim->cdi_file = TransientSpecFileName(kCdiVendor, kCdiClass, claim->uid);
   const bool shares = std::any_of(claim->devices.begin(), claim->devices.end(),
                                   [](const PreparedDevice& d) { return !d.exclusive && !d.mig; });
-  if (shares && options_.edits.shares.shim) {
+  if (shares && options_.enforce_shares) {
     claim->share_dir = (fs::path(options_.claims_dir) / claim->uid).string();
   }
-  absl::Status status = OpenSegments(*claim);
-  if (status.ok()) status = WriteSpec(*claim);
-  return status;
+  TESSERA_ASSIGN_OR_RETURN(ContainerEdits edits, ClaimContainerEdits(*claim, *gpus_, options_.edits,
+                                                                     options_.enforce_shares));
+  AssignCdiIds(edits, claim);
+  TESSERA_RETURN_IF_ERROR(OpenSegments(*claim));
+  return WriteSpec(*claim, edits);
 }
 
 void DraDriver::RemoveFiles(const PreparedClaim& claim) {
@@ -806,7 +799,9 @@ absl::StatusOr<RestoreReport> DraDriver::Restore() {
     if (!seg.ok()) spdlog::error("restoring claim {}: {}", claim.Describe(), seg.message());
     const std::string spec = (fs::path(options_.cdi_dir) / claim.cdi_file).string();
     if (claim.cdi_file.empty() || fs::exists(spec, ec)) continue;
-    absl::Status written = WriteSpec(claim);
+    absl::StatusOr<ContainerEdits> edits =
+        ClaimContainerEdits(claim, *gpus_, options_.edits, options_.enforce_shares);
+    absl::Status written = edits.ok() ? WriteSpec(claim, *edits) : edits.status();
     if (written.ok()) {
       ++report.specs_rewritten;
     } else {

@@ -42,6 +42,7 @@
 #include "agent/dra/pool.h"
 #include "agent/procs/host_processes.h"
 #include "nlohmann/json.hpp"
+#include "records/dra_allocation.h"
 #include "shim/segments.h"
 
 namespace tessera::agent::dra {
@@ -66,7 +67,9 @@ struct DriverOptions {
   std::string cdi_dir = "/var/run/cdi";
   std::string claims_dir = "/run/tessera/claims";  // host tmpfs: <claim UID>/{limits,ledger}
   std::string checkpoint_path;                     // required
-  EditOptions edits;
+  EditsOptions edits;                              // the node's facts, as classic delivery has them
+  // false (--share-enforcement=none): shares are accounted, not enforced (no shim).
+  bool enforce_shares = true;
   // Creates and destroys MIG instances (the GPU backend's; nullptr: a MIG claim is prepared only
   // on an instance configured already, e.g. by mig-parted).
   MigReconfigurer* mig = nullptr;
@@ -140,12 +143,13 @@ class DraDriver {
 
  private:
   absl::StatusOr<PreparedClaim> Build(const ClaimRef& ref, const nlohmann::json& claim) const;
-  std::string Conflict(const PreparedClaim& claim) const;    // under mu_
-  absl::Status Materialize(PreparedClaim* claim);            // under mu_: segments, spec
-  absl::Status WriteSpec(const PreparedClaim& claim) const;  // under mu_
-  void RemoveFiles(const PreparedClaim& claim);              // under mu_
-  absl::Status OpenSegments(const PreparedClaim& claim);     // under mu_
-  absl::Status SaveCheckpoint();                             // under mu_
+  std::string Conflict(const PreparedClaim& claim) const;  // under mu_
+  absl::Status Materialize(PreparedClaim* claim);          // under mu_: segments, spec
+  // Under mu_: the claim's CDI spec carrying `edits` (ClaimContainerEdits), with its record.
+  absl::Status WriteSpec(const PreparedClaim& claim, const ContainerEdits& edits) const;
+  void RemoveFiles(const PreparedClaim& claim);           // under mu_
+  absl::Status OpenSegments(const PreparedClaim& claim);  // under mu_
+  absl::Status SaveCheckpoint();                          // under mu_
   // Under mu_: the claim's MIG instances, created when they do not exist (mig.h).
   absl::Status PrepareMig(PreparedClaim* claim);
   absl::Status PrepareMigDevice(const PreparedClaim& claim, PreparedDevice* device);
@@ -173,15 +177,15 @@ class DraDriver {
   std::atomic<int64_t> prepared_total_{0}, refused_total_{0}, unprepared_total_{0};
 };
 
-// The consumed share of one allocation result, from its consumedCapacity ("4Gi", "25"), for a
-// device with `device_memory_mib`: exclusive when it takes all of the memory (or the result has
-// no consumed capacity: an allocator that does not share).
+// The consumed share of one allocation result (records/dra_allocation.h), from its
+// consumedCapacity ("4Gi", "25"), for a device with `device_memory_mib`: exclusive when it takes
+// all of the memory (or the result has no consumed capacity: an allocator that does not share).
 struct Consumption {
   bool exclusive = true;
   int64_t memory_mib = 0;
   int32_t compute_percent = 0;
 };
-[[nodiscard]] absl::StatusOr<Consumption> ConsumptionOf(const nlohmann::json& result,
+[[nodiscard]] absl::StatusOr<Consumption> ConsumptionOf(const records::dra::AllocatedDevice& result,
                                                         int64_t device_memory_mib);
 
 }  // namespace tessera::agent::dra

@@ -25,6 +25,7 @@ using ::testing::ElementsAre;
 using testing::FakeClaims;
 using testing::FreshTestDir;
 using ::testing::HasSubstr;
+using testing::InstallFakeDriver;
 using ::testing::IsEmpty;
 using testing::Uid;
 
@@ -55,12 +56,7 @@ class DriverTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = FreshTestDir("dra-driver", &options_);
-    fs::create_directories(dir_ / "lib/shim");
-    fs::create_directories(dir_ / "lib/driver");
-    for (const char* f : {"lib/shim/libtessera-cuda.so", "lib/shim/libtessera-nvml.so",
-                          "lib/driver/libcuda.so.1", "lib/driver/libnvidia-ml.so.1"}) {
-      std::ofstream(dir_ / f) << "ELF";
-    }
+    InstallFakeDriver(dir_, &options_);
     options_.edits.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
       if (path == "/hostdev/nvidia-uvm-tools") return absl::NotFoundError(path + ": no such file");
       const std::string name = path.substr(path.rfind('/') + 1);
@@ -68,8 +64,6 @@ class DriverTest : public ::testing::Test {
       if (name == "nvidia-uvm") return DeviceNumber{'c', 508, 0};
       return DeviceNumber{'c', 195, std::stoll(name.substr(6))};
     };
-    options_.edits.shares.shim_dir = (dir_ / "lib/shim").string();
-    options_.edits.shares.driver_lib_dir = (dir_ / "lib/driver").string();
     gpus_ = std::make_shared<const NodeGpus>(H100s());
     pool_ = std::make_shared<const Pool>(
         BuildPool(*gpus_, {.node_name = "node-a", .mig_mode_switch = true}));
@@ -144,6 +138,16 @@ class DriverTest : public ::testing::Test {
   json SpecOf(const std::string& uid) {
     return json::parse(ReadText(options_.cdi_dir + "/k8s.gpu.tessera.dev-gpu_" + uid + ".json"));
   }
+  // A spec's mounts: "<container path> <- <host path below the test's folder> <ro|rw>".
+  std::vector<std::string> MountsOf(const json& spec) {
+    std::vector<std::string> mounts;
+    for (const json& m : spec["containerEdits"].value("mounts", json::array())) {
+      mounts.push_back(m["containerPath"].get<std::string>() + " <- " +
+                       m["hostPath"].get<std::string>().substr(dir_.string().size()) + " " +
+                       m["options"][0].get<std::string>());
+    }
+    return mounts;
+  }
 
   fs::path dir_;
   FakeClaims claims_;
@@ -179,7 +183,11 @@ TEST_F(DriverTest, AWholeGpuClaimGetsItsDeviceNodeAndVisibleDevices) {
             json::parse(R"(["NVIDIA_VISIBLE_DEVICES=GPU-23eb7164-3ac5-c727-15d2-5341edc5fe85"])"));
   ASSERT_EQ(spec["containerEdits"]["deviceNodes"].size(), 2u);  // nvidiactl, nvidia-uvm
   EXPECT_EQ(spec["containerEdits"]["deviceNodes"][0]["path"], "/dev/nvidiactl");
-  EXPECT_FALSE(spec["containerEdits"].contains("mounts")) << "no shim for a whole GPU";
+  // The driver's libraries as they are: no shim for a whole GPU.
+  EXPECT_THAT(MountsOf(spec),
+              ElementsAre("/usr/lib/x86_64-linux-gnu/libcuda.so.1 <- /lib/driver/libcuda.so.1 ro",
+                          "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 <- "
+                          "/lib/driver/libnvidia-ml.so.1 ro"));
   EXPECT_FALSE(fs::exists(fs::path(options_.claims_dir) / Uid(1)));
 
   // Idempotent: the kubelet asks again (a retry, a restart) and gets the same answer without the
@@ -219,16 +227,11 @@ TEST_F(DriverTest, AShareGetsTheShimItsSegmentsAndItsLimits) {
   EXPECT_EQ(e["env"],
             json::parse(R"(["NVIDIA_VISIBLE_DEVICES=GPU-3fcb4b70-f79a-7ffc-e71b-9592244ececa",
                                       "TESSERA_GPU_SHARING=shim", "TESSERA_GPU_MEMORY_LIMIT_MIB=4096",
-                                      "TESSERA_GPU_COMPUTE_PERCENT=25"])"));
+                                      "TESSERA_GPU_COMPUTE_PERCENT=25",
+                                      "TESSERA_GPU_COMPUTE_MODE=hard-cap"])"));
   const std::string gpu0 = "GPU-3fcb4b70-f79a-7ffc-e71b-9592244ececa";
-  std::vector<std::string> mounts;
-  for (const json& m : e["mounts"]) {
-    mounts.push_back(m["containerPath"].get<std::string>() + " <- " +
-                     m["hostPath"].get<std::string>().substr(dir_.string().size()) + " " +
-                     m["options"][0].get<std::string>());
-  }
   EXPECT_THAT(
-      mounts,
+      MountsOf(spec),
       ElementsAre(
           // The share's files one by one, never their folders: a container cannot create a
           // name on the host (no symlink planted for the agent to follow).
@@ -567,12 +570,17 @@ TEST_F(DriverTest, AShareWithoutTheShimInstalledIsRefusedUnlessEnforcementIsOff)
   EXPECT_THAT(error, HasSubstr("--share-enforcement=none"));
   EXPECT_FALSE(fs::exists(options_.claims_dir + "/" + Uid(40)));
 
-  options_.edits.shares.shim = false;
+  options_.enforce_shares = false;
   auto unenforced = NewDriver();
   ASSERT_EQ(PrepareOne(*unenforced, "share").error, "");
   json spec = SpecOf(Uid(40));
-  EXPECT_FALSE(spec["containerEdits"].contains("mounts"));
+  // No shim: the driver's libraries as they are, the share's limits for people only.
+  EXPECT_THAT(MountsOf(spec),
+              ElementsAre("/usr/lib/x86_64-linux-gnu/libcuda.so.1 <- /lib/driver/libcuda.so.1 ro",
+                          "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1 <- "
+                          "/lib/driver/libnvidia-ml.so.1 ro"));
   EXPECT_THAT(spec["containerEdits"]["env"].dump(), HasSubstr("TESSERA_GPU_MEMORY_LIMIT_MIB=4096"));
+  EXPECT_THAT(spec["containerEdits"]["env"].dump(), HasSubstr("TESSERA_GPU_SHARING=unenforced"));
 }
 
 TEST_F(DriverTest, HealthFollowsTheGpus) {
@@ -604,6 +612,9 @@ TEST_F(DriverTest, HealthFollowsTheGpus) {
 }
 
 TEST(Consumption, FromTheAllocationResult) {
+  auto ConsumptionOf = [](const json& result, int64_t device_memory_mib) {
+    return dra::ConsumptionOf(records::dra::DecodeAllocatedDevice(result), device_memory_mib);
+  };
   auto c = ConsumptionOf(json::parse(R"({"consumedCapacity": {"memory": "4Gi", "compute": "30"}})"),
                          81920);
   ASSERT_TRUE(c.ok());

@@ -44,6 +44,21 @@ inline std::filesystem::path FreshTestDir(const std::string& prefix, DriverOptio
   return dir;
 }
 
+// The driver's libraries (lib/driver) and the installed CUDA shim (lib/shim) in `dir`, as the
+// agent found them when it started (pods/driver_files.h).
+inline void InstallFakeDriver(const std::filesystem::path& dir, DriverOptions* options) {
+  for (const char* f : {"lib/shim/libtessera-cuda.so", "lib/shim/libtessera-nvml.so",
+                        "lib/driver/libcuda.so.1", "lib/driver/libnvidia-ml.so.1"}) {
+    std::filesystem::create_directories((dir / f).parent_path());
+    std::ofstream(dir / f) << "ELF";
+  }
+  DriverLibraries& d = options->edits.driver;
+  d.cuda = {(dir / "lib/driver/libcuda.so.1").string(), "libcuda.so.1"};
+  d.nvml = {(dir / "lib/driver/libnvidia-ml.so.1").string(), "libnvidia-ml.so.1"};
+  d.shim_cuda = (dir / "lib/shim/libtessera-cuda.so").string();
+  d.shim_nvml = (dir / "lib/shim/libtessera-nvml.so").string();
+}
+
 // The API server's claims as the test writes them; counts reads.
 class FakeClaims : public ClaimSource {
  public:
@@ -65,7 +80,7 @@ inline json Claim(const std::string& name, int uid, const std::vector<json>& res
                   const std::string& node = "node-a") {
   json r = json::array();
   for (json result : results) {
-    result["driver"] = std::string(kDriverName);
+    result["driver"] = std::string(records::dra::kDriverName);
     if (!result.contains("pool")) result["pool"] = node;
     if (!result.contains("request")) result["request"] = "gpu";
     r.push_back(result);

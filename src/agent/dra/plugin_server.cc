@@ -127,7 +127,7 @@ class PluginServer::Services final : public drapb::DRAPlugin::Service,
   grpc::Status GetInfo(grpc::ServerContext*, const regpb::InfoRequest*,
                        regpb::PluginInfo* info) override {
     info->set_type("DRAPlugin");
-    info->set_name(std::string(kDriverName));
+    info->set_name(std::string(records::dra::kDriverName));
     info->set_endpoint(server_.dra_socket());
     info->add_supported_versions(kDraService);
     info->add_supported_versions(kHealthService);
@@ -139,7 +139,7 @@ class PluginServer::Services final : public drapb::DRAPlugin::Service,
                                         regpb::RegistrationStatusResponse*) override {
     if (status->plugin_registered()) {
       ++server_.registrations_;
-      spdlog::info("dra: registered with the kubelet as {}", kDriverName);
+      spdlog::info("dra: registered with the kubelet as {}", records::dra::kDriverName);
       {
         std::lock_guard<std::mutex> lock(server_.mu_);
         server_.last_registration_error_.clear();
@@ -163,11 +163,13 @@ PluginServer::PluginServer(DraDriver& driver, PluginServerOptions options)
 PluginServer::~PluginServer() { Stop(); }
 
 std::string PluginServer::dra_socket() const {
-  return StrCat(options_.kubelet_dir, "/", kPluginsSubdir, "/", kDriverName, "/dra.sock");
+  return StrCat(options_.kubelet_dir, "/", kPluginsSubdir, "/", records::dra::kDriverName,
+                "/dra.sock");
 }
 
 std::string PluginServer::registration_socket() const {
-  return StrCat(options_.kubelet_dir, "/", kRegistrySubdir, "/", kDriverName, "-reg.sock");
+  return StrCat(options_.kubelet_dir, "/", kRegistrySubdir, "/", records::dra::kDriverName,
+                "-reg.sock");
 }
 
 std::string PluginServer::last_registration_error() const {
@@ -215,7 +217,8 @@ absl::Status PluginServer::Start() {
     return reg_server.status();
   }
   registration_server_ = std::move(*reg_server);
-  spdlog::info("dra: kubelet plugin {} serving {}, registration {}", kDriverName, dra, reg);
+  spdlog::info("dra: kubelet plugin {} serving {}, registration {}", records::dra::kDriverName, dra,
+               reg);
   return absl::OkStatus();
 }
 

@@ -27,6 +27,7 @@ namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::InstallFakeDriver;
 
 // A prepared share's ledger folder is a tmpfs, mounted in this test's own mount namespace (as for
 // the driver's other tests, driver_testing.h) and unmounted with the test's folder
@@ -72,13 +73,7 @@ class PluginServerTest : public ::testing::Test {
       if (p.find("nvidia-uvm") != std::string::npos) return absl::NotFoundError(p);
       return DeviceNumber{'c', 195, p.find("ctl") != std::string::npos ? 255 : 3};
     };
-    for (const char* f : {"lib/shim/libtessera-cuda.so", "lib/shim/libtessera-nvml.so",
-                          "lib/driver/libcuda.so.1", "lib/driver/libnvidia-ml.so.1"}) {
-      fs::create_directories((dir_ / f).parent_path());
-      std::ofstream(dir_ / f) << "ELF";
-    }
-    options_.edits.shares.shim_dir = (dir_ / "lib/shim").string();
-    options_.edits.shares.driver_lib_dir = (dir_ / "lib/driver").string();
+    InstallFakeDriver(dir_, &options_);
     driver_ = std::make_unique<DraDriver>(claims_, options_);
     driver_->SetGpus(gpus_, std::make_shared<const Pool>(BuildPool(
                                 *gpus_, {.node_name = "node-a", .mig_mode_switch = true})));

@@ -4,13 +4,14 @@
 #include <cctype>
 #include <numeric>
 
-#include "agent/dra/names.h"
 #include "common/strings.h"
+#include "records/dra_names.h"
 
 namespace tessera::agent::dra {
 namespace {
 
 using nlohmann::json;
+namespace names = records::dra;
 
 constexpr size_t kMaxDevicesPerSlice = 128;         // ResourceSliceMaxDevices
 constexpr size_t kMaxAdvancedDevicesPerSlice = 64;  // ...WithAdvancedFeatures
@@ -38,17 +39,6 @@ json IntAttr(int64_t v) { return {{"int", v}}; }
 json BoolAttr(bool v) { return {{"bool", v}}; }
 json VersionAttr(std::string_view v) { return {{"version", std::string(v)}}; }
 
-std::string DnsProfile(std::string_view profile) {
-  std::string out;
-  for (char c : profile) {
-    out.push_back(std::isalnum(static_cast<unsigned char>(c))
-                      ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
-                      : '-');
-  }
-  return out;
-}
-
-std::string CounterSetName(int index) { return StrCat("gpu-", index); }
 std::string MemorySliceCounter(int slice) { return StrCat("memory-slice-", slice); }
 constexpr char kMediaEngineCounter[] = "media-engine";
 
@@ -61,30 +51,30 @@ bool HasMediaProfiles(const core::MigModel& model) {
 void GpuAttributes(const DiscoveredGpu& g, const NodeGpus& gpus, const std::string& nvlink_domain,
                    const PoolOptions& options, json* attrs) {
   json& a = *attrs;
-  a[std::string(kAttrModel)] = StringAttr(FitAttribute(g.spec.model));
+  a[std::string(names::kAttrModel)] = StringAttr(FitAttribute(g.spec.model));
   if (!g.product_name.empty()) {
-    a[std::string(kAttrProductName)] = StringAttr(FitAttribute(g.product_name));
+    a[std::string(names::kAttrProductName)] = StringAttr(FitAttribute(g.product_name));
   }
-  if (g.spec.numa_node >= 0) a[std::string(kAttrNumaNode)] = IntAttr(g.spec.numa_node);
+  if (g.spec.numa_node >= 0) a[std::string(names::kAttrNumaNode)] = IntAttr(g.spec.numa_node);
   if (!g.spec.pci_bus_id.empty()) {
-    a[std::string(kAttrPciBusId)] = StringAttr(g.spec.pci_bus_id);
+    a[std::string(names::kAttrPciBusId)] = StringAttr(g.spec.pci_bus_id);
     if (std::string std_id = StandardPciBusId(g.spec.pci_bus_id); !std_id.empty()) {
-      a[std::string(kStdAttrPciBusId)] = StringAttr(std_id);
+      a[std::string(names::kStdAttrPciBusId)] = StringAttr(std_id);
     }
     auto root = options.pcie_roots.find(g.spec.pci_bus_id);
     if (root != options.pcie_roots.end() && !root->second.empty()) {
-      a[std::string(kStdAttrPcieRoot)] = StringAttr(FitAttribute(root->second));
+      a[std::string(names::kStdAttrPcieRoot)] = StringAttr(FitAttribute(root->second));
     }
   }
-  if (!nvlink_domain.empty()) a[std::string(kAttrNvlinkDomain)] = StringAttr(nvlink_domain);
+  if (!nvlink_domain.empty()) a[std::string(names::kAttrNvlinkDomain)] = StringAttr(nvlink_domain);
   if (std::string v = DriverSemver(gpus.driver_version); !v.empty()) {
-    a[std::string(kAttrDriverVersion)] = VersionAttr(v);
+    a[std::string(names::kAttrDriverVersion)] = VersionAttr(v);
   }
 }
 
 json UnhealthyTaint(const DiscoveredGpu& g, const PoolOptions& options) {
   const bool execute = options.no_execute_on_failure && g.fault == FaultEffect::kFail;
-  json taint = {{"key", std::string(kTaintUnhealthy)},
+  json taint = {{"key", std::string(names::kTaintUnhealthy)},
                 {"effect", execute ? "NoExecute" : "NoSchedule"}};
   if (!g.health.xids.empty()) {
     taint["value"] = StrCat("xid-", g.health.xids.front());
@@ -101,12 +91,6 @@ const PoolDevice* Pool::Find(std::string_view device) const {
     if (d.name == device) return &d;
   }
   return nullptr;
-}
-
-std::string GpuDeviceName(int index) { return StrCat("gpu-", index); }
-
-std::string MigDeviceName(int index, std::string_view profile, int start) {
-  return StrCat("gpu-", index, "-mig-", DnsProfile(profile), "-", start);
 }
 
 std::string MibQuantity(int64_t mib) {
@@ -222,13 +206,13 @@ Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options) {
       for (int s = 0; s < core::kMigSlots; ++s)
         all_counters[MemorySliceCounter(s)] = {{"value", "1"}};
       if (HasMediaProfiles(*mig_model)) all_counters[kMediaEngineCounter] = {{"value", "1"}};
-      counter_sets.push_back({{"name", CounterSetName(index)}, {"counters", all_counters}});
+      counter_sets.push_back({{"name", names::CounterSetName(index)}, {"counters", all_counters}});
       advanced = true;
     }
 
     if (!g.spec.mig_enabled) {
       PoolDevice d;
-      d.name = GpuDeviceName(index);
+      d.name = names::GpuDeviceName(index);
       d.gpu_index = static_cast<int>(gi);
       d.gpu_uuid = g.spec.uuid;
       d.memory_mib = g.spec.memory_mib;
@@ -237,21 +221,21 @@ Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options) {
       d.healthy = g.health.healthy;
       d.health_reason = g.health.reason;
       json attrs = common;
-      attrs[std::string(kAttrType)] = StringAttr(kTypeGpu);
-      attrs[std::string(kAttrUuid)] = StringAttr(g.spec.uuid);
-      attrs[std::string(kAttrIndex)] = IntAttr(index);
-      attrs[std::string(kAttrMigCapable)] = BoolAttr(mig_capable);
-      attrs[std::string(kAttrMigEnabled)] = BoolAttr(false);
+      attrs[std::string(names::kAttrType)] = StringAttr(names::kTypeGpu);
+      attrs[std::string(names::kAttrUuid)] = StringAttr(g.spec.uuid);
+      attrs[std::string(names::kAttrIndex)] = IntAttr(index);
+      attrs[std::string(names::kAttrMigCapable)] = BoolAttr(mig_capable);
+      attrs[std::string(names::kAttrMigEnabled)] = BoolAttr(false);
       const std::string memory = MibQuantity(g.spec.memory_mib);
       json device = {
           {"name", d.name},
           {"attributes", attrs},
           {"capacity",
-           {{std::string(kCapMemory),
+           {{std::string(names::kCapMemory),
              {{"value", memory},
               {"requestPolicy",
                {{"default", memory}, {"validRange", {{"min", "1Mi"}, {"step", "1Mi"}}}}}}},
-            {std::string(kCapCompute),
+            {std::string(names::kCapCompute),
              {{"value", "100"},
               {"requestPolicy",
                {{"default", "0"},
@@ -259,7 +243,7 @@ Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options) {
           {"allowMultipleAllocations", true}};
       if (with_mig) {
         device["consumesCounters"] = {
-            {{"counterSet", CounterSetName(index)}, {"counters", all_counters}}};
+            {{"counterSet", names::CounterSetName(index)}, {"counters", all_counters}}};
       }
       if (!taints.empty()) device["taints"] = taints;
       devices.push_back(std::move(device));
@@ -271,7 +255,7 @@ Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options) {
       for (int start = 0; start < core::kMigSlots; ++start) {
         if (!p.may_start_at(start)) continue;
         PoolDevice d;
-        d.name = MigDeviceName(index, p.name, start);
+        d.name = names::MigDeviceName(index, p.name, start);
         d.gpu_index = static_cast<int>(gi);
         d.gpu_uuid = g.spec.uuid;
         d.mig = true;
@@ -283,24 +267,25 @@ Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options) {
         d.healthy = g.health.healthy;
         d.health_reason = g.health.reason;
         json attrs = common;
-        attrs[std::string(kAttrType)] = StringAttr(kTypeMig);
-        attrs[std::string(kAttrMigProfile)] = StringAttr(p.name);
-        attrs[std::string(kAttrMigStart)] = IntAttr(start);
-        attrs[std::string(kAttrParentUuid)] = StringAttr(g.spec.uuid);
-        attrs[std::string(kAttrParentIndex)] = IntAttr(index);
+        attrs[std::string(names::kAttrType)] = StringAttr(names::kTypeMig);
+        attrs[std::string(names::kAttrMigProfile)] = StringAttr(p.name);
+        attrs[std::string(names::kAttrMigStart)] = IntAttr(start);
+        attrs[std::string(names::kAttrParentUuid)] = StringAttr(g.spec.uuid);
+        attrs[std::string(names::kAttrParentIndex)] = IntAttr(index);
         json counters = json::object();
         const uint8_t slots = p.slots(start);
         for (int s = 0; s < core::kMigSlots; ++s) {
           if ((slots >> s) & 1) counters[MemorySliceCounter(s)] = {{"value", "1"}};
         }
         if (p.media_extensions) counters[kMediaEngineCounter] = {{"value", "1"}};
-        json device = {{"name", d.name},
-                       {"attributes", attrs},
-                       {"capacity",
-                        {{std::string(kCapMemory), {{"value", MibQuantity(p.memory_mib)}}},
-                         {std::string(kCapCompute), {{"value", StrCat(d.compute_percent)}}}}},
-                       {"consumesCounters",
-                        {{{"counterSet", CounterSetName(index)}, {"counters", counters}}}}};
+        json device = {
+            {"name", d.name},
+            {"attributes", attrs},
+            {"capacity",
+             {{std::string(names::kCapMemory), {{"value", MibQuantity(p.memory_mib)}}},
+              {std::string(names::kCapCompute), {{"value", StrCat(d.compute_percent)}}}}},
+            {"consumesCounters",
+             {{{"counterSet", names::CounterSetName(index)}, {"counters", counters}}}}};
         if (!taints.empty()) device["taints"] = taints;
         devices.push_back(std::move(device));
         pool.devices.push_back(std::move(d));
@@ -310,7 +295,7 @@ Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options) {
 
   auto slice = [&](const char* key, json items) {
     return json{
-        {"driver", std::string(kDriverName)},
+        {"driver", std::string(names::kDriverName)},
         {"nodeName", options.node_name},
         {"pool", {{"name", options.node_name}, {"generation", 0}, {"resourceSliceCount", 0}}},
         {key, std::move(items)}};

@@ -83,10 +83,7 @@ struct Pool {
 
 Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options);
 
-// Helpers, exposed for tests and the kubelet plugin.
-// "gpu-3", and the MIG device name for a placement.
-std::string GpuDeviceName(int index);
-std::string MigDeviceName(int index, std::string_view profile, int start);
+// Helpers, exposed for tests and the kubelet plugin (device names: records/dra_names.h).
 // A MiB amount as the API server writes it back (canonical binary suffix): 81920 -> "80Gi",
 // 81559 -> "81559Mi", 1048576 -> "1Ti".
 std::string MibQuantity(int64_t mib);

@@ -288,8 +288,6 @@ TEST(Pool, Helpers) {
   EXPECT_EQ(StandardPciBusId("00000000:1B:00.0"), "0000:1b:00.0");
   EXPECT_EQ(StandardPciBusId("0000:ca:00.0"), "0000:ca:00.0");
   EXPECT_EQ(StandardPciBusId("1B:00.0"), "");
-  EXPECT_EQ(MigDeviceName(1, "1g.10gb+me", 3), "gpu-1-mig-1g-10gb-me-3");
-  EXPECT_EQ(GpuDeviceName(7), "gpu-7");
 }
 
 }  // namespace

@@ -38,13 +38,14 @@ std::string SpecHash(const json& spec) {
 }
 
 std::string SlicePublisher::SliceName(size_t i) const {
-  const std::string suffix = StrCat("-", kDriverName, "-", i);
+  const std::string suffix = StrCat("-", records::dra::kDriverName, "-", i);
   if (node_.size() + suffix.size() <= 253) return node_ + suffix;
   return StrCat("node-", fmt::format("{:016x}", Fnv1a(node_)), suffix);
 }
 
 absl::StatusOr<json> SlicePublisher::ListSlices() {
-  const std::string selector = StrCat("spec.nodeName=", node_, ",spec.driver=", kDriverName);
+  const std::string selector =
+      StrCat("spec.nodeName=", node_, ",spec.driver=", records::dra::kDriverName);
   TESSERA_ASSIGN_OR_RETURN(
       json list, client_.Get(StrCat(kResourceApi,
                                     "/resourceslices?fieldSelector=", k8s::QueryEscape(selector))));

@@ -1,12 +1,12 @@
 // Delivering a pod's assignment into its containers through NRI (src/agent/README.md "Delivering
 // the assignment"): the NRI handler that hands the pod sandbox the runtime passes on every
 // CreateContainer to the pod manager (pods/pod_manager.h), which reads the pod's
-// tessera.dev/assignment and returns the container's edits (pods/container_edits.h: devices,
-// environment, the record, the driver and the CUDA shim, MPS), and turns them into NRI's
-// container adjustment. Exact by construction: what a container gets is read from its own pod's
-// record, which the API server wrote together with spec.nodeName (the Binding), so two pods
-// created at once can never swap GPUs. Every container of the pod gets the pod's GPUs (NRI does
-// not say which containers asked for them).
+// tessera.dev/assignment and returns the container's edits (edits/container_edits.h, the decision
+// DRA mode's CDI specs write too: devices, environment, the record, the driver and the CUDA shim,
+// MPS), and turns them into NRI's container adjustment (AdjustmentFor: the NRI renderer). Exact by
+// construction: what a container gets is read from its own pod's record, which the API server wrote
+// together with spec.nodeName (the Binding), so two pods created at once can never swap GPUs. Every
+// container of the pod gets the pod's GPUs (NRI does not say which containers asked for them).
 //
 // A record that cannot be honoured fails the container's creation with a message that says why
 // (the kubelet shows it as an Event and retries); the pod never gets another GPU. A pod without a
@@ -22,6 +22,7 @@
 #include <set>
 #include <string>
 
+#include "agent/edits/container_edits.h"
 #include "agent/nri/plugin.h"
 #include "agent/pods/pod_manager.h"
 
@@ -32,7 +33,7 @@ struct DeliveryOptions {
                                              "nvidia-gpu-operator"};
 };
 
-// The NRI adjustment that carries `edits`.
+// The NRI renderer: the adjustment that carries `edits`.
 nri::ContainerAdjustment AdjustmentFor(const ContainerEdits& edits);
 
 class Delivery : public nri::NriHandler {

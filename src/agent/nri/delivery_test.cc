@@ -84,7 +84,7 @@ class DeliveryTest : public ::testing::Test {
     options_.node_name = "n1";
     options_.sized_ledger_folders = kPrivateMounts;
     options_.edits.dev_dir = "/host/dev";
-    options_.edits.pods_dir = (dir_ / "pods").string();
+    options_.pods_dir = (dir_ / "pods").string();
     options_.mps.root = (dir_ / "mps").string();
     // The driver and the installed shim, as host paths (the runtime bind-mounts them).
     options_.edits.driver.cuda = {"/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05", "libcuda.so.1"};
@@ -92,6 +92,8 @@ class DeliveryTest : public ::testing::Test {
                                   "libnvidia-ml.so.1"};
     options_.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
     options_.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
+    // The driver and the shim at these host paths (the edits check that they are there).
+    options_.edits.file_exists = [](const std::string&) { return true; };
     // The host's device nodes: GPUs at 195:<minor>, nvidiactl 195:255, nvidia-uvm 511:0; no
     // nvidia-uvm-tools.
     options_.edits.lookup = [](const std::string& path) -> absl::StatusOr<DeviceNumber> {
@@ -113,7 +115,7 @@ class DeliveryTest : public ::testing::Test {
     if (gpus) pods->SetGpus(FourGpus());
     return pods;
   }
-  std::string pods_dir() const { return options_.edits.pods_dir; }
+  std::string pods_dir() const { return options_.pods_dir; }
 
   fs::path dir_;
   PodManagerOptions options_;

@@ -102,13 +102,15 @@ TEST(NriInterop, ContainerdsNriRuntimeGetsEachPodsOwnGpus) {
   options.node_name = "n1";
   options.sized_ledger_folders = kPrivateMounts;
   options.edits.dev_dir = (dir / "dev").string();
-  options.edits.pods_dir = (dir / "pods").string();
+  options.pods_dir = (dir / "pods").string();
   options.mps.root = (dir / "mps").string();
   // The driver and the installed shim, as host paths the runtime would bind-mount.
   options.edits.driver.cuda = {"/usr/lib/libcuda.so.580.95.05", "libcuda.so.1"};
   options.edits.driver.nvml = {"/usr/lib/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
   options.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
   options.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
+  // The driver and the shim at these host paths (the edits check that they are there).
+  options.edits.file_exists = [](const std::string&) { return true; };
   PodManager pods(options);
   pods.SetGpus(std::make_shared<const NodeGpus>(*gpus));
   Delivery delivery(DeliveryOptions{}, pods);

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/pods/container_edits.h"
+#include "agent/edits/container_edits.h"
 
 namespace tessera::agent {
 

@@ -3,22 +3,9 @@
 #include <algorithm>
 
 #include "common/strings.h"
-#include "core/model/mig.h"
 #include "records/names.h"
 
 namespace tessera::agent {
-
-const char* SharingName(Sharing s) {
-  switch (s) {
-    case Sharing::kNone:
-      return "none";
-    case Sharing::kShim:
-      return "shim";
-    case Sharing::kMps:
-      return "mps";
-  }
-  return "?";
-}
 
 bool PodGrant::has_mig() const {
   return std::any_of(gpus.begin(), gpus.end(), [](const GrantedGpu& g) { return g.mig(); });
@@ -30,16 +17,33 @@ std::vector<std::string> PodGrant::uuids() const {
   return out;
 }
 
-int FindMigInstance(const DiscoveredGpu& gpu, const std::string& profile, int start) {
-  const core::MigModel* model = core::FindMigModel(gpu.spec.model);
-  if (model == nullptr) return -1;
-  const int p = model->Find(profile);
-  if (p < 0) return -1;
-  for (size_t i = 0; i < gpu.spec.mig_layout.size(); ++i) {
-    const core::MigPlacement& m = gpu.spec.mig_layout[i];
-    if (m.profile == p && m.start == start) return static_cast<int>(i);
+std::string PodDir(const std::string& pods_dir, const std::string& uid) {
+  return StrCat(pods_dir, "/", uid);
+}
+
+std::string AssignmentFile(const std::string& pods_dir, const std::string& uid) {
+  return StrCat(PodDir(pods_dir, uid), "/assignment.json");
+}
+
+ContainerGrant ContainerGrantOf(const PodGrant& grant, const std::string& pods_dir) {
+  ContainerGrant c;
+  c.owner = StrCat("pod ", grant.pod.Name());
+  for (const GrantedGpu& g : grant.gpus) {
+    c.gpus.push_back(ContainerGrant::Gpu{.index = g.gpu.spec.index,
+                                         .uuid = g.gpu.spec.uuid,
+                                         .minor = g.gpu.minor,
+                                         .mig_profile = g.assigned.mig_profile,
+                                         .mig_start = g.assigned.mig_start,
+                                         .mig_uuid = g.mig_uuid,
+                                         .exclusive = g.assigned.grant.exclusive,
+                                         .memory_mib = g.assigned.grant.memory_mib,
+                                         .compute_milli = g.assigned.grant.compute_milli});
   }
-  return -1;
+  c.sharing = grant.sharing;
+  c.work_conserving = grant.work_conserving;
+  c.record_file = AssignmentFile(pods_dir, grant.pod.uid);
+  c.segments_dir = PodDir(pods_dir, grant.pod.uid);
+  return c;
 }
 
 absl::StatusOr<std::optional<PodGrant>> ResolveGrant(const PodRef& pod,

@@ -6,10 +6,11 @@
 // differs, a MIG instance on a GPU that is not in MIG mode, or a sharing mode that is not known
 // fails with a message that names it, and the pod never gets another GPU.
 //
-// How a share is enforced (Sharing), from the pod's annotation tessera.dev/gpu-sharing
-// (records/names.h): "shim" (the default) puts the CUDA shim into the containers
-// (src/shim/contract.h), "mps" the GPU's MPS daemon (src/agent/mps). Whole GPUs and MIG
-// instances need neither: the hardware is the pod's alone.
+// How a share is enforced (Sharing, edits/container_edits.h), from the pod's annotation
+// tessera.dev/gpu-sharing (records/names.h): "shim" (the default) puts the CUDA shim into the
+// containers (src/shim/contract.h), "mps" the GPU's MPS daemon (src/agent/mps). Whole GPUs and
+// MIG instances need neither: the hardware is the pod's alone. What the containers get is the
+// grant as a ContainerGrant (ContainerGrantOf), decided by edits/container_edits.h.
 #pragma once
 
 #include <map>
@@ -19,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/discovery/discovery.h"
+#include "agent/edits/container_edits.h"
 #include "records/assignment.h"
 
 namespace tessera::agent {
@@ -32,13 +34,6 @@ struct PodRef {
 
   std::string Name() const { return ns + "/" + name; }
 };
-
-enum class Sharing {
-  kNone,  // whole GPUs or a MIG instance: nothing to enforce in the container
-  kShim,  // a share enforced by the CUDA shim
-  kMps,   // a share enforced by the GPU's MPS daemon
-};
-const char* SharingName(Sharing s);
 
 // One GPU of the grant as this node has it.
 struct GrantedGpu {
@@ -70,8 +65,13 @@ struct PodGrant {
                                                                    const std::string& node_name,
                                                                    const NodeGpus& gpus);
 
-// The MIG instance `profile`@`start` among a GPU's configured instances: its index in
-// spec.mig_layout, or -1.
-int FindMigInstance(const DiscoveredGpu& gpu, const std::string& profile, int start);
+// Host paths of a pod's files: its folder under `pods_dir` (the shim's limits/ and ledger/), and
+// its record.
+std::string PodDir(const std::string& pods_dir, const std::string& uid);
+std::string AssignmentFile(const std::string& pods_dir, const std::string& uid);
+
+// What the pod's containers are granted: its GPUs, its record (AssignmentFile) and its segments
+// (PodDir) under `pods_dir`.
+ContainerGrant ContainerGrantOf(const PodGrant& grant, const std::string& pods_dir);
 
 }  // namespace tessera::agent

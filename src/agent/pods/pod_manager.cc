@@ -190,10 +190,10 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
   // Files this call may remove on failure: not those of a pod served already, nor those an earlier
   // agent made for a running pod (they go when it ends: unserved_).
   const bool known = pods_.contains(pod.uid) || admission == Admission::kTakeBack;
-  TESSERA_RETURN_IF_ERROR(WriteAssignment(options_.edits.pods_dir, pod.uid, record->second));
+  TESSERA_RETURN_IF_ERROR(WriteAssignment(options_.pods_dir, pod.uid, record->second));
   Prepared p;
   if (grant->sharing == Sharing::kShim) {
-    const std::string dir = PodDir(options_.edits.pods_dir, pod.uid);
+    const std::string dir = PodDir(options_.pods_dir, pod.uid);
     uint32_t shares = 0;
     for (const GrantedGpu& g : grant->gpus) shares += g.share() ? 1 : 0;
     for (const GrantedGpu& g : grant->gpus) {
@@ -211,7 +211,7 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
           shim::Segment::Create(dir, g.gpu.spec.uuid, so);
       if (!seg.ok()) {
         p.segments.clear();
-        if (!known) RemovePodFiles(options_.edits.pods_dir, pod.uid);
+        if (!known) RemovePodFiles(options_.pods_dir, pod.uid);
         return absl::InternalError(StrCat("pod ", pod.Name(), ": cannot create the share of GPU ",
                                           g.gpu.spec.uuid, ": ", seg.status().message()));
       }
@@ -222,17 +222,18 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
   if (grant->sharing == Sharing::kMps) {
     absl::StatusOr<mps::ContainerEdits> joined = JoinMps(*grant);
     if (!joined.ok()) {
-      if (!known) RemovePodFiles(options_.edits.pods_dir, pod.uid);
+      if (!known) RemovePodFiles(options_.pods_dir, pod.uid);
       return joined.status();
     }
     mps_edits = std::move(*joined);
   }
   absl::StatusOr<ContainerEdits> edits =
-      ContainerEditsFor(*grant, options_.edits, mps_edits ? &*mps_edits : nullptr);
+      ContainerEditsFor(ContainerGrantOf(*grant, options_.pods_dir), options_.edits,
+                        mps_edits ? &*mps_edits : nullptr);
   if (!edits.ok()) {
     p.segments.clear();
     if (!known) {
-      RemovePodFiles(options_.edits.pods_dir, pod.uid);
+      RemovePodFiles(options_.pods_dir, pod.uid);
       StopIdleMpsLocked();
     }
     return edits.status();
@@ -417,7 +418,7 @@ void PodManager::ReleaseLocked(const std::string& uid) {
     spdlog::info("pod {} ended: the files an earlier agent made for it go", u->second.name);
     unserved_.erase(u);
   }
-  RemovePodFiles(options_.edits.pods_dir, uid);
+  RemovePodFiles(options_.pods_dir, uid);
 }
 
 void PodManager::StopIdleMpsLocked() {
@@ -451,11 +452,11 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
   std::erase_if(unserved_, [&](const auto& u) { return !uids.contains(u.first); });
   // Files of pods the runtime no longer has (removed while no agent was running).
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.edits.pods_dir, ec)) {
+  for (const auto& entry : fs::directory_iterator(options_.pods_dir, ec)) {
     const std::string uid = entry.path().filename().string();
     if (entry.is_directory() && !uids.contains(uid) && ValidPodUid(uid)) {
       spdlog::info("removing the files of pod {}, which the runtime no longer has", uid);
-      RemovePodFiles(options_.edits.pods_dir, uid);
+      RemovePodFiles(options_.pods_dir, uid);
     }
   }
   // Running pods this agent has not served yet (it restarted): take them back.

@@ -7,8 +7,8 @@
 //     pod on the GPU, its ceilings the largest share there, stopped with the last;
 //   - for a MIG grant whose record carries a plan, the plan carried out (idle instances destroyed,
 //     the pod's instance created) before the first container starts.
-// Prepare is called for every container the runtime creates (NRI) or every claim the kubelet
-// prepares (DRA) and returns the container edits (container_edits.h); it is idempotent: the
+// Prepare is called for every container the runtime creates (NRI) and returns the container edits
+// (edits/container_edits.h, from the pod's ContainerGrantOf); it is idempotent: the
 // second container of a pod, or the same pod after an agent restart, gets the same edits and the
 // files already there. Release (the pod sandbox is removed) undoes all of it; Synchronize (the
 // runtime's list after a (re)connection) releases the pods that are gone, including those whose
@@ -53,8 +53,8 @@
 
 #include "absl/status/statusor.h"
 #include "agent/discovery/discovery.h"
+#include "agent/edits/container_edits.h"
 #include "agent/mps/mps_control.h"
-#include "agent/pods/container_edits.h"
 #include "agent/pods/grant.h"
 #include "agent/pods/memory_backstop.h"
 #include "agent/procs/gpu_processes.h"
@@ -75,7 +75,8 @@ struct PodNotice {
 
 struct PodManagerOptions {
   std::string node_name;
-  EditsOptions edits;  // pods_dir, devices, driver libraries
+  std::string pods_dir = "/run/tessera/pods";  // host: <pod UID>/{assignment.json,limits,ledger}
+  EditsOptions edits;                          // devices, driver libraries
   mps::MpsOptions mps;
   uint32_t ledger_slots = shim::kDefaultLedgerSlots;
   // Each pod's ledger folder is a tmpfs of the size of its ledgers (shim::SegmentOptions), so a

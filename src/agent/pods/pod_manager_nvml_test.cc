@@ -84,7 +84,7 @@ class PodManagerNvmlTest : public ::testing::Test {
     nvml_ = std::move(*nvml);
     options_.node_name = "n1";
     options_.edits.dev_dir = (dir_ / "dev").string();
-    options_.edits.pods_dir = (dir_ / "pods").string();
+    options_.pods_dir = (dir_ / "pods").string();
     options_.edits.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
     options_.edits.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
   }

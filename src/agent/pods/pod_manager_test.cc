@@ -92,11 +92,13 @@ class PodManagerTest : public ::testing::Test {
     }
     options_.node_name = "n1";
     options_.edits.dev_dir = (dir_ / "dev").string();
-    options_.edits.pods_dir = (dir_ / "pods").string();
+    options_.pods_dir = (dir_ / "pods").string();
     options_.edits.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
     options_.edits.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
     options_.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
     options_.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
+    // The driver and the shim at these host paths (the edits check that they are there).
+    options_.edits.file_exists = [](const std::string&) { return true; };
     options_.ledger_slots = 8;
     options_.sized_ledger_folders = kPrivateMounts;
     options_.mps.control = TESSERA_FAKE_MPS_CONTROL;
@@ -130,7 +132,7 @@ class PodManagerTest : public ::testing::Test {
     m->SetGpus(Gpus());
     return m;
   }
-  std::string PodDir(int i) const { return options_.edits.pods_dir + "/" + Uid(i); }
+  std::string PodDir(int i) const { return options_.pods_dir + "/" + Uid(i); }
 
   std::error_code ec_;
   fs::path dir_, gpus_file_;
@@ -295,7 +297,7 @@ TEST_F(PodManagerTest, AContainerGrowingItsLedgerFillsItsOwnSmallTmpfsNotTheHost
   ASSERT_TRUE(m->Prepare(Pod(1, {Share(0, 4096)})).ok());
   const std::string ledger = PodDir(1) + "/ledger/" + Uuid(0) + ".ledger";
   struct statvfs before {};
-  ASSERT_EQ(::statvfs(options_.edits.pods_dir.c_str(), &before), 0);
+  ASSERT_EQ(::statvfs(options_.pods_dir.c_str(), &before), 0);
   int fd = ::open(ledger.c_str(), O_WRONLY | O_APPEND);
   ASSERT_GE(fd, 0);
   std::string block(1 << 20, 'x');
@@ -313,7 +315,7 @@ TEST_F(PodManagerTest, AContainerGrowingItsLedgerFillsItsOwnSmallTmpfsNotTheHost
   EXPECT_EQ(error, ENOSPC);
   EXPECT_LE(written, int64_t{1} << 20);  // at most the ledger folder's pages
   struct statvfs after {};
-  ASSERT_EQ(::statvfs(options_.edits.pods_dir.c_str(), &after), 0);
+  ASSERT_EQ(::statvfs(options_.pods_dir.c_str(), &after), 0);
   // The filesystem under the pods' folder did not take the writes (allow 1 MiB of unrelated use).
   EXPECT_LE(static_cast<int64_t>(before.f_bavail * before.f_frsize) -
                 static_cast<int64_t>(after.f_bavail * after.f_frsize),

@@ -1,37 +1,33 @@
 #include "k8s/dra/cache.h"
 
-#include <cctype>
-
 #include "common/strings.h"
+#include "records/dra_names.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::k8s::dra {
 
 int GpuIndexOf(const Device& device, std::string_view driver, bool* whole) {
   if (whole != nullptr) *whole = false;
-  std::string_view name = device.name;
-  if (!name.starts_with("gpu-")) return -1;
-  name.remove_prefix(4);
-  size_t digits = 0;
-  while (digits < name.size() && std::isdigit(static_cast<unsigned char>(name[digits]))) ++digits;
-  if (digits == 0 || digits > 3) return -1;
-  const int index = std::stoi(std::string(name.substr(0, digits)));
-  const std::string_view rest = name.substr(digits);
-  if (!rest.empty() && !rest.starts_with("-mig-")) return -1;
-  if (rest.empty()) {
-    if (const AttributeValue* a = device.Attribute(StrCat(driver, "/index"), driver);
-        a != nullptr && (a->kind != AttributeValue::Kind::kInt || a->i != index)) {
+  const std::optional<records::dra::DeviceNameParts> parts =
+      records::dra::ParseDeviceName(device.name);
+  if (!parts) return -1;
+  if (parts->whole) {
+    if (const AttributeValue* a =
+            device.Attribute(StrCat(driver, "/", records::dra::kAttrIndex), driver);
+        a != nullptr && (a->kind != AttributeValue::Kind::kInt || a->i != parts->gpu_index)) {
       return -1;  // the name and the index attribute disagree: not a device we understand
     }
     if (whole != nullptr) *whole = true;
   }
-  return index;
+  return parts->gpu_index;
 }
 
 bool MigPlacementOf(const Device& device, std::string_view driver, std::string* profile,
                     int* start) {
-  const AttributeValue* p = device.Attribute(StrCat(driver, "/profile"), driver);
-  const AttributeValue* s = device.Attribute(StrCat(driver, "/migStart"), driver);
+  const AttributeValue* p =
+      device.Attribute(StrCat(driver, "/", records::dra::kAttrMigProfile), driver);
+  const AttributeValue* s =
+      device.Attribute(StrCat(driver, "/", records::dra::kAttrMigStart), driver);
   if (p == nullptr || s == nullptr || p->kind != AttributeValue::Kind::kString ||
       s->kind != AttributeValue::Kind::kInt) {
     return false;

@@ -5,33 +5,18 @@
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "core/model/quantity.h"
+#include "records/json_util.h"
 
 namespace tessera::k8s::dra {
 namespace {
 
 using nlohmann::json;
 
-std::vector<std::string> Strings(const json& j) {
-  std::vector<std::string> out;
-  if (!j.is_array()) return out;
-  for (const json& v : j) {
-    if (v.is_string()) out.push_back(v.get<std::string>());
-  }
-  return out;
-}
+using records::StringList;
 
 // A quantity field ("80Gi", or a JSON number) in milli-units; an error names `path`.
 absl::StatusOr<int64_t> QuantityField(const json& v, const std::string& path) {
-  std::string text;
-  if (v.is_string()) {
-    text = v.get<std::string>();
-  } else if (v.is_number_integer()) {
-    text = std::to_string(v.get<int64_t>());
-  } else {
-    return absl::InvalidArgumentError(StrCat(path, ": not a quantity"));
-  }
-  absl::StatusOr<int64_t> m = ParseMilli(text);
+  absl::StatusOr<int64_t> m = records::dra::ParseMilliValue(v);
   if (!m.ok())
     return absl::InvalidArgumentError(StrCat(path, ": ", FromAbsl(m.status().message())));
   return *m;
@@ -258,7 +243,7 @@ absl::Status DecodeClaimSpec(const json& devices, ClaimInfo* c) {
   if (constraints.is_array()) {
     for (const json& k : constraints) {
       ClaimConstraint con;
-      con.requests = Strings(JsonField(k, "requests"));
+      con.requests = StringList(JsonField(k, "requests"));
       con.match_attribute = JsonStringField(k, "matchAttribute");
       con.distinct_attribute = JsonStringField(k, "distinctAttribute");
       c->constraints.push_back(std::move(con));
@@ -268,51 +253,6 @@ absl::Status DecodeClaimSpec(const json& devices, ClaimInfo* c) {
   return absl::OkStatus();
 }
 
-void DecodeAllocation(const json& a, ClaimInfo* c) {
-  Allocation alloc;
-  alloc.raw = a;
-  const json& results = JsonField(JsonField(a, "devices"), "results");
-  if (results.is_array()) {
-    for (size_t i = 0; i < results.size(); ++i) {
-      const json& r = results[i];
-      AllocatedDevice d;
-      d.request = JsonStringField(r, "request");
-      d.driver = JsonStringField(r, "driver");
-      d.pool = JsonStringField(r, "pool");
-      d.device = JsonStringField(r, "device");
-      d.share_id = JsonStringField(r, "shareID");
-      const json& consumed = JsonField(r, "consumedCapacity");
-      if (consumed.is_object()) {
-        for (const auto& [name, q] : consumed.items()) {
-          absl::StatusOr<int64_t> v = QuantityField(
-              q, StrCat("status.allocation.devices.results[", i, "].consumedCapacity[", name, "]"));
-          if (!v.ok()) {
-            c->error = std::string(FromAbsl(v.status().message()));
-            continue;
-          }
-          d.consumed[name] = *v;
-        }
-      }
-      alloc.results.push_back(std::move(d));
-    }
-  }
-  // kube-scheduler's allocator writes matchFields metadata.name In [node] for node-local pools.
-  const json& terms = JsonField(JsonField(a, "nodeSelector"), "nodeSelectorTerms");
-  if (terms.is_array() && terms.size() == 1) {
-    const json& fields = JsonField(terms[0], "matchFields");
-    if (fields.is_array()) {
-      for (const json& f : fields) {
-        std::vector<std::string> values = Strings(JsonField(f, "values"));
-        if (JsonStringField(f, "key") == "metadata.name" &&
-            JsonStringField(f, "operator") == "In" && values.size() == 1) {
-          alloc.node = values[0];
-        }
-      }
-    }
-  }
-  c->allocation = std::move(alloc);
-}
-
 void DecodeClaimInto(const json& claim, ClaimInfo* c) {
   const json& meta = JsonField(claim, "metadata");
   c->ns = JsonStringField(meta, "namespace");
@@ -320,7 +260,7 @@ void DecodeClaimInto(const json& claim, ClaimInfo* c) {
   c->uid = JsonStringField(meta, "uid");
   c->key = StrCat(c->ns, "/", c->name);
   c->resource_version = JsonStringField(meta, "resourceVersion");
-  c->finalizers = Strings(JsonField(meta, "finalizers"));
+  c->finalizers = StringList(JsonField(meta, "finalizers"));
   c->deleting = !JsonField(meta, "deletionTimestamp").is_null();
   const json& owners = JsonField(meta, "ownerReferences");
   if (owners.is_array()) {
@@ -336,35 +276,13 @@ void DecodeClaimInto(const json& claim, ClaimInfo* c) {
       JsonStringField(JsonField(meta, "annotations"), kExtendedResourceClaimAnnotation) == "true";
   absl::Status spec = DecodeClaimSpec(JsonField(JsonField(claim, "spec"), "devices"), c);
   if (!spec.ok()) c->error = std::string(FromAbsl(spec.message()));
-  const json& status = JsonField(claim, "status");
-  if (const json& a = JsonField(status, "allocation"); a.is_object()) DecodeAllocation(a, c);
-  const json& reserved = JsonField(status, "reservedFor");
-  if (reserved.is_array()) {
-    for (const json& r : reserved) {
-      c->reserved_for.push_back(ConsumerRef{JsonStringField(r, "apiGroup"),
-                                            JsonStringField(r, "resource"),
-                                            JsonStringField(r, "name"), JsonStringField(r, "uid")});
-    }
-  }
+  records::dra::ClaimStatus status = records::dra::DecodeClaimStatus(JsonField(claim, "status"));
+  c->allocation = std::move(status.allocation);
+  c->reserved_for = std::move(status.reserved_for);
+  if (!status.error.empty()) c->error = std::move(status.error);
 }
 
 }  // namespace
-
-absl::StatusOr<int64_t> ParseMilli(std::string_view text) {
-  // Cores are counted in milli-units too: the same exact parser and scale.
-  return core::ParseCpuMilli(text, core::Rounding::kUp);
-}
-
-std::string FormatMilli(int64_t milli) {
-  if (milli % 1000 != 0) return StrCat(milli, "m");
-  const int64_t v = milli / 1000;
-  if (v != 0) {
-    if (v % (int64_t{1} << 40) == 0) return StrCat(v >> 40, "Ti");
-    if (v % (int64_t{1} << 30) == 0) return StrCat(v >> 30, "Gi");
-    if (v % (int64_t{1} << 20) == 0) return StrCat(v >> 20, "Mi");
-  }
-  return StrCat(v);
-}
 
 std::string AttributeValue::DebugString() const {
   switch (kind) {

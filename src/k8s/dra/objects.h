@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "records/dra_allocation.h"
 
 namespace tessera::k8s::dra {
 
@@ -39,10 +40,10 @@ inline constexpr std::string_view kImplicitExtendedPrefix = "deviceclass.resourc
 
 // --- quantities --------------------------------------------------------------------------------
 
-// A Kubernetes quantity in milli-units, exactly ("4Gi" -> 4294967296000). Errors name the text.
-[[nodiscard]] absl::StatusOr<int64_t> ParseMilli(std::string_view text);
-// Back to a quantity string the API server accepts, exactly: "80Gi", "10Mi", "25", "250m".
-std::string FormatMilli(int64_t milli);
+// Quantities in milli-units, exactly, as the DRA contract reads them (records/dra_allocation.h).
+using records::dra::FormatMilli;
+using records::dra::LocalCapacityName;
+using records::dra::ParseMilli;
 
 // --- devices -----------------------------------------------------------------------------------
 
@@ -159,27 +160,11 @@ struct ClaimConstraint {
   bool operator==(const ClaimConstraint&) const = default;
 };
 
-// One allocated device (status.allocation.devices.results[]).
-struct AllocatedDevice {
-  std::string request;  // "<request>" or "<request>/<subrequest>"
-  std::string driver, pool, device;
-  std::string share_id;
-  std::map<std::string, int64_t> consumed;  // consumedCapacity, milli-units
-  bool operator==(const AllocatedDevice&) const = default;
-};
-
-struct Allocation {
-  std::vector<AllocatedDevice> results;
-  // The node the allocation is bound to (nodeSelector: matchFields metadata.name In [node]);
-  // empty when the selector is absent or selects otherwise.
-  std::string node;
-  nlohmann::json raw;  // status.allocation as the API server has it
-};
-
-struct ConsumerRef {
-  std::string api_group, resource, name, uid;
-  bool operator==(const ConsumerRef&) const = default;
-};
+// A claim's allocation and consumers, decoded by the DRA contract's one decoder
+// (records/dra_allocation.h), which the DRA driver's kubelet plugin uses too.
+using AllocatedDevice = records::dra::AllocatedDevice;
+using Allocation = records::dra::Allocation;
+using ConsumerRef = records::dra::ConsumerRef;
 
 struct ClaimInfo {
   std::string ns, name, uid, key;  // key: "ns/name"

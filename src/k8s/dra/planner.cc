@@ -8,11 +8,12 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "records/dra_allocation.h"
+#include "records/dra_names.h"
 
 namespace tessera::k8s::dra {
 namespace {
 
-constexpr int64_t kMiMilli = int64_t{1024} * 1024 * 1000;  // 1Mi in milli-units
 constexpr int kMaxOptions = 16;  // firstAvailable combinations tried per pod
 constexpr size_t kMaxConsumers = 256;
 
@@ -33,9 +34,9 @@ bool Tolerated(const std::vector<DeviceToleration>& tolerations, const DeviceTai
   return false;
 }
 
-// Engine units of a consumed memory (milli-units of bytes -> MiB, rounded up) and compute
-// (percent -> milli-GPU).
-int64_t MemoryMib(int64_t milli) { return (milli + kMiMilli - 1) / kMiMilli; }
+using records::dra::MemoryMib;
+
+// Engine units of a consumed compute (percent -> milli-GPU).
 int32_t ComputeMilli(int64_t milli) { return static_cast<int32_t>((milli + 99) / 100); }
 
 // Every request's requested capacity, keyed by its local name.
@@ -46,11 +47,6 @@ std::map<std::string, int64_t> LocalRequests(const ExactRequest& r, const std::s
 }
 
 }  // namespace
-
-std::string LocalCapacityName(const std::string& name, const std::string& driver) {
-  const std::string prefix = StrCat(driver, "/");
-  return name.starts_with(prefix) ? name.substr(prefix.size()) : name;
-}
 
 std::optional<int64_t> ConsumedCapacity(std::optional<int64_t> requested,
                                         const DeviceCapacity& capacity) {
@@ -164,7 +160,7 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ExactRequest& r,
   const std::map<std::string, int64_t> requested = LocalRequests(r, driver);
   const bool share = !requested.empty();
   for (const auto& [name, v] : requested) {
-    if (name != "memory" && name != "compute") {
+    if (name != records::dra::kCapMemory && name != records::dra::kCapCompute) {
       e->error = StrCat("capacity request '", name,
                         "' is not supported (tessera allocates shares by memory and compute)");
       return e;
@@ -222,16 +218,17 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ExactRequest& r,
             break;
           }
           consumed[local] = *c;
-          if (local == "memory" && *c >= cap.value) e->share_whole = true;
+          if (local == records::dra::kCapMemory && *c >= cap.value) e->share_whole = true;
         }
         for (const auto& [name, v] : requested) ok = ok && consumed.contains(name);
         if (!ok) {
           ++rejected_capacity;
           continue;
         }
-        e->share_memory_mib = std::max(e->share_memory_mib, MemoryMib(consumed["memory"]));
-        e->share_compute_milli =
-            std::max(e->share_compute_milli, ComputeMilli(consumed["compute"]));
+        e->share_memory_mib = std::max(e->share_memory_mib,
+                                       MemoryMib(consumed[std::string(records::dra::kCapMemory)]));
+        e->share_compute_milli = std::max(
+            e->share_compute_milli, ComputeMilli(consumed[std::string(records::dra::kCapCompute)]));
       }
       mask |= 1ULL << g;
       ++e->devices;
@@ -805,22 +802,15 @@ absl::StatusOr<records::Assignment> ClaimPlanner::HoldingOf(const ClaimInfo& cla
     if (!seen.insert(g).second) continue;  // two results on one GPU: held once, whole below
     const int64_t gpu_memory = cluster.node(id).gpus[g].memory_mib;
     core::GpuGrant grant{g, gpu_memory, 1000, true};
-    auto memory = r.consumed.end();
-    for (auto it = r.consumed.begin(); it != r.consumed.end(); ++it) {
-      if (LocalCapacityName(it->first, driver) == "memory") memory = it;
-    }
+    const std::optional<int64_t> memory = r.Consumed(records::dra::kCapMemory, driver);
     auto cap = d->capacity_by_name.end();
     for (auto it = d->capacity_by_name.begin(); it != d->capacity_by_name.end(); ++it) {
-      if (LocalCapacityName(it->first, driver) == "memory") cap = it;
+      if (LocalCapacityName(it->first, driver) == records::dra::kCapMemory) cap = it;
     }
-    if (whole && memory != r.consumed.end() && cap != d->capacity_by_name.end() &&
-        memory->second < cap->second.value) {
+    if (whole && memory && cap != d->capacity_by_name.end() && *memory < cap->second.value) {
       grant.exclusive = false;
-      grant.memory_mib = MemoryMib(memory->second);
-      grant.compute_milli = 0;
-      for (const auto& [name, v] : r.consumed) {
-        if (LocalCapacityName(name, driver) == "compute") grant.compute_milli = ComputeMilli(v);
-      }
+      grant.memory_mib = MemoryMib(*memory);
+      grant.compute_milli = ComputeMilli(r.Consumed(records::dra::kCapCompute, driver).value_or(0));
     }
     p.gpus.push_back(grant);
   }

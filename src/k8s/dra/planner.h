@@ -180,9 +180,6 @@ class ClaimPlanner {
 std::optional<int64_t> ConsumedCapacity(std::optional<int64_t> requested,
                                         const DeviceCapacity& capacity);
 
-// The capacity's name without the driver's domain ("gpu.tessera.dev/memory" -> "memory").
-std::string LocalCapacityName(const std::string& name, const std::string& driver);
-
 // A fresh UUID (version 4) for a share's shareID.
 std::string NewShareId();
 

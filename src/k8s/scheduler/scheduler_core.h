@@ -57,6 +57,7 @@
 #include "k8s/scheduler/queue_book.h"
 #include "k8s/scheduler/reporter.h"
 #include "k8s/scheduler/scale_up_answer.h"
+#include "records/dra_names.h"
 
 namespace tessera::k8s {
 
@@ -77,7 +78,7 @@ struct SchedulerCoreOptions {
   int max_pods_per_cycle = 512;
   // DRA mode: pods with spec.resourceClaims get devices of this driver (EnableDra).
   bool dra = false;
-  std::string dra_driver = "gpu.tessera.dev";
+  std::string dra_driver = std::string(records::dra::kDriverName);
   // The scale-up signal (scale_up_signal.h): off without templates.
   ScaleUpSignalOptions scale_up;
   // The defragmentation executor (defrag_executor.h): off unless enabled; needs preemption's

@@ -1,9 +1,10 @@
 // Builders of DRA API objects (resource.k8s.io/v1 JSON, as the API server sends them) for the
 // scheduler's unit and e2e tests and the DRA benchmark. The devices follow the driver contract
-// (src/agent/dra/README.md, names.h): one device `gpu-<index>` per GPU, with
-// attributes uuid, index, model, productName, numaNode, pciBusID, pcieRoot, nvlinkDomain,
-// migCapable, driverVersion, and consumable capacities memory (1Mi steps) and compute (percent,
-// default 0), allowMultipleAllocations.
+// (src/records/dra_names.h, src/agent/dra/README.md), spelled out here as the API server sends
+// them so that the tests check the contract rather than share its constants: one device
+// `gpu-<index>` per GPU, with attributes uuid, index, model, productName, numaNode, pciBusID,
+// pcieRoot, nvlinkDomain, migCapable, driverVersion, and consumable capacities memory (1Mi steps)
+// and compute (percent, default 0), allowMultipleAllocations.
 //   json slice = SliceObject("gpu-1").Gpus(8, "H100-80GB", "80Gi").NvlinkDomain("gpu-1").Json();
 //   json claim = ClaimObject("ns", "c").Request("gpu", "gpu.tessera.dev").Capacity("memory", "4Gi")
 //                    .Json();
