@@ -10,6 +10,21 @@
 //                       gpuMemory: bytes as a quantity ("80Gi") -> MiB (deserved rounds down,
 //                         limit rounds down: nobody is owed or allowed more than was written)
 //                       gpuCompute: percent of one GPU (250) -> milli-GPU (2500)
+//
+// The status the scheduler writes (QueueStatusJson; printer columns in deploy/queue-crd.yaml make
+// `kubectl get queues` show it), in the spec's units so that a person compares them directly:
+//
+//   status:
+//     allocated:  {gpu: "2.5", gpuMemory: 200Gi, gpuCompute: "250"}   what its pods hold
+//     fairShare:  {gpu: "3", ...}      deserved, capped by demand and limit, plus its part of
+//                                      what others leave (queue_set.h)
+//     borrowed:   {gpu: "0", ...}      held beyond deserved
+//     pending:    {gpu: "4", ...}      what its waiting pods ask
+//     pendingPods: 4
+//     message: ...                     only while the Queue is unusable: why
+//
+// To report something more, add it to QueueStatus and to QueueStatusJson: the scheduler's writer
+// (k8s/scheduler/queue_status.h) writes whatever this returns.
 #pragma once
 
 #include <string>
@@ -31,5 +46,19 @@ inline constexpr std::string_view kQueuesPath = "/apis/tessera.dev/v1alpha1/queu
 [[nodiscard]] absl::StatusOr<core::QueueSpec> QueueSpecFromJson(const nlohmann::json& spec,
                                                                 const std::string& name,
                                                                 const std::string& path);
+
+// What the scheduler reports of a queue.
+struct QueueStatus {
+  core::QueueResources allocated, fair_share, borrowed, pending;
+  int64_t pending_pods = 0;
+  std::string message;  // non-empty: the Queue is unusable, and why (the figures are not written)
+  bool operator==(const QueueStatus&) const = default;
+};
+
+// The `status` object of a Queue (a merge patch's value: fields no longer reported are null).
+nlohmann::json QueueStatusJson(const QueueStatus& status);
+// "2.5" (GPUs), "200Gi" (GPU memory), "250" or "14.2" (percent of a GPU's compute): resource
+// `r` of a QueueResources as the spec writes it.
+std::string QueueQuantity(int r, int64_t amount);
 
 }  // namespace tessera::records

@@ -14,6 +14,7 @@
 #include "k8s/client/leader_election.h"
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/preemption.h"
+#include "k8s/scheduler/queue_status.h"
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
 #include "records/queue.h"
@@ -246,8 +247,10 @@ class HttpEndpoints {
   int port_ = 0;
 };
 
-std::string InformerLines(const std::vector<const ListWatch*>& informers) {
-  std::string out;
+}  // namespace
+
+void WriteSchedulerClientMetrics(const std::vector<const ListWatch*>& informers,
+                                 const RequestCounts& requests, prometheus::Exposition& out) {
   struct Counter {
     const char* name;
     const char* help;
@@ -264,15 +267,11 @@ std::string InformerLines(const std::vector<const ListWatch*>& informers) {
       {"tessera_scheduler_watch_events_total", "Watch events received.", &ListWatch::events},
   };
   for (const Counter& c : counters) {
-    StrAppend(&out, "# HELP ", c.name, " ", c.help, "\n# TYPE ", c.name, " counter\n");
-    for (const ListWatch* lw : informers) {
-      StrAppend(&out, c.name, "{resource=\"", lw->options().resource, "\"} ", (lw->*c.get)(), "\n");
-    }
+    auto family = out.Family({c.name, prometheus::MetricType::kCounter, c.help, {"resource"}});
+    for (const ListWatch* lw : informers) family.Add({lw->options().resource}, (lw->*c.get)());
   }
-  return out;
+  requests.Write(out, "tessera_scheduler_api_requests_total");
 }
-
-}  // namespace
 
 Scheduler::Scheduler(ApiClient& client, SchedulerConfig config)
     : client_(client), config_(std::move(config)) {}
@@ -304,15 +303,19 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
                           });
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCore> core,
                            SchedulerCore::Create(config_.core, &binder, &reporter, &metrics_));
+  // Each Queue's .status, from the same rows /metrics serves (queue_status.h).
+  QueueStatusWriter queue_status(writes);
   ClaimBinder claim_binder(
-      writes, [&events](const std::string& key, uint64_t attempt, absl::Status status) {
+      writes,
+      [&events](const std::string& key, uint64_t attempt, absl::Status status) {
         LoopEvent e;
         e.kind = LoopEvent::kBindResult;
         e.key = key;
         e.attempt = attempt;
         e.status = std::move(status);
         events.Push(std::move(e));
-      });
+      },
+      &metrics_);
   // DRA mode: ResourceSlices, DeviceClasses and ResourceClaims (dra_allocator.h).
   std::vector<std::unique_ptr<ListWatch>> dra_informers;
   if (config_.core.dra) {
@@ -416,11 +419,13 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
         events.Push(std::move(le));
       });
 
-  metrics_.SetExtra([&nodes, &pods, &queues, &budgets, &dra_informers] {
-    std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets};
-    for (const auto& lw : dra_informers) all.push_back(lw.get());
-    return InformerLines(all);
-  });
+  metrics_.SetBuild(config_.build);
+  metrics_.SetExtra(
+      [this, &nodes, &pods, &queues, &budgets, &dra_informers](prometheus::Exposition& out) {
+        std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets};
+        for (const auto& lw : dra_informers) all.push_back(lw.get());
+        WriteSchedulerClientMetrics(all, client_.transport()->requests(), out);
+      });
   HttpEndpoints http;
   TESSERA_RETURN_IF_ERROR(http.Start(
       config_.metrics_address, config_.metrics_port, [this] { return metrics_.Render(); },
@@ -546,6 +551,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     }
     if (Clock::now() - last_publish >= std::chrono::seconds(1)) {
       core->PublishMetrics();
+      if (leading && queues.synced()) queue_status.Update(queues.List(), metrics_.queues(), Clock::now());
       last_publish = Clock::now();
     }
   }

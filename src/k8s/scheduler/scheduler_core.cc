@@ -486,6 +486,7 @@ bool SchedulerCore::TryPreempt(const std::string& key, Pod& s, const std::string
   const PodInfo& pod = *s.info;
   preemption_.Observe(s.info);  // the nomination knows its pod before the watch shows it
   if (before != d.node) preemption_writer_->Nominate(pod, d.node);
+  if (metrics_ != nullptr) metrics_->CountPreemption(d.evict.size());
   for (const std::shared_ptr<const PodInfo>& v : d.evict) {
     spdlog::info("preemption: evicting pod {} from node {} for pod {}", v->key, d.node, key);
     preemption_writer_->Evict(*v);
@@ -561,6 +562,7 @@ bool SchedulerCore::TryDefrag(const std::string& what, const std::vector<std::st
   const int64_t hold_s =
       std::chrono::duration_cast<std::chrono::seconds>(defrag_.options().hold_for).count();
   std::vector<std::string> said;
+  if (metrics_ != nullptr) metrics_->defrag_moves += static_cast<int64_t>(d.moves.size());
   for (size_t i = 0; i < d.moves.size(); ++i) {
     const plan::Move& m = d.moves[i];
     const std::string from = plan::DescribePlacement(cluster, m.from);
@@ -842,6 +844,7 @@ bool SchedulerCore::TryPreemptGang(const std::string& gang_key,
     if (before[i] != d.nodes[i]) preemption_writer_->Nominate(*members[i], d.nodes[i]);
   }
   const PodInfo& first = *members[0];
+  if (metrics_ != nullptr) metrics_->CountPreemption(d.evict.size());
   for (const std::shared_ptr<const PodInfo>& v : d.evict) {
     spdlog::info("preemption: evicting pod {} from node {} for gang {}", v->key, v->node_name,
                  gang_key);
