@@ -41,7 +41,8 @@ absl::Status CheckRemovable(const std::string& path) {
 
 absl::StatusOr<bool> DaemonSetLeaving(k8s::ApiClient& client, const std::string& ns,
                                       const std::string& name) {
-  absl::StatusOr<json> ds = client.Get(StrCat("/apis/apps/v1/namespaces/", ns, "/daemonsets/", name));
+  absl::StatusOr<json> ds =
+      client.Get(StrCat("/apis/apps/v1/namespaces/", ns, "/daemonsets/", name));
   if (!ds.ok()) {
     if (ds.status().code() == absl::StatusCode::kNotFound) return true;
     return ds.status();
@@ -75,7 +76,8 @@ absl::StatusOr<int> DeleteDriverSlices(k8s::ApiClient& client, const std::string
   std::string selector = StrCat("spec.driver=", driver);
   if (!node.empty()) StrAppend(&selector, ",spec.nodeName=", node);
   const std::string base = "/apis/resource.k8s.io/v1/resourceslices";
-  absl::StatusOr<json> list = client.Get(StrCat(base, "?fieldSelector=", k8s::QueryEscape(selector)));
+  absl::StatusOr<json> list =
+      client.Get(StrCat(base, "?fieldSelector=", k8s::QueryEscape(selector)));
   if (!list.ok()) {
     // A cluster without DRA has no slices to delete.
     if (list.status().code() == absl::StatusCode::kNotFound) return 0;
@@ -117,7 +119,8 @@ absl::Status RemoveHostFootprint(const HostFootprint& footprint,
       if (!e.path().filename().string().starts_with(footprint.cdi_prefix)) continue;
       std::error_code rec;
       fs::remove(e.path(), rec);
-      if (rec) return absl::InternalError(StrCat("removing ", e.path().string(), ": ", rec.message()));
+      if (rec)
+        return absl::InternalError(StrCat("removing ", e.path().string(), ": ", rec.message()));
       removed->push_back(e.path().string());
     }
   }
@@ -131,15 +134,16 @@ absl::StatusOr<UninstallReport> UninstallAgents(
     k8s::ApiClient& client, const UninstallOptions& o,
     const std::function<void(const std::string&)>& log) {
   UninstallReport report;
-  const std::string ds_path = StrCat("/apis/apps/v1/namespaces/", o.ns, "/daemonsets/", o.daemonset);
+  const std::string ds_path =
+      StrCat("/apis/apps/v1/namespaces/", o.ns, "/daemonsets/", o.daemonset);
   absl::StatusOr<json> ds = client.Get(ds_path);
   if (!ds.ok() && ds.status().code() != absl::StatusCode::kNotFound) return ds.status();
   if (ds.ok()) {
     const std::string selector =
         LabelSelector(JsonField(JsonField(JsonField(*ds, "spec"), "selector"), "matchLabels"));
     auto agent_pods = [&]() -> absl::StatusOr<int> {
-      absl::StatusOr<json> pods = client.Get(StrCat("/api/v1/namespaces/", o.ns, "/pods?labelSelector=",
-                                                    k8s::QueryEscape(selector)));
+      absl::StatusOr<json> pods = client.Get(
+          StrCat("/api/v1/namespaces/", o.ns, "/pods?labelSelector=", k8s::QueryEscape(selector)));
       if (!pods.ok()) return pods.status();
       return static_cast<int>(pods->value("items", json::array()).size());
     };
@@ -149,7 +153,8 @@ absl::StatusOr<UninstallReport> UninstallAgents(
     log(StrCat("deleting daemonset ", o.ns, "/", o.daemonset, " (", *before,
                " agent pod(s); each removes what it made on its node as it stops)"));
     absl::StatusOr<json> deleted = client.Delete(
-        ds_path, {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"propagationPolicy", "Foreground"}});
+        ds_path,
+        {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"propagationPolicy", "Foreground"}});
     if (!deleted.ok() && deleted.status().code() != absl::StatusCode::kNotFound) {
       return deleted.status();
     }

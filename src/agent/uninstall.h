@@ -38,16 +38,17 @@ namespace tessera::agent {
 [[nodiscard]] absl::Status WithdrawNodeObject(k8s::ApiClient& client, const std::string& node,
                                               std::vector<std::string>* changes);
 
-// Deletes the ResourceSlices of `driver` (on `node`, or on every node when empty); returns how many.
+// Deletes the ResourceSlices of `driver` (on `node`, or on every node when empty); returns how
+// many.
 [[nodiscard]] absl::StatusOr<int> DeleteDriverSlices(k8s::ApiClient& client,
                                                      const std::string& driver,
                                                      const std::string& node);
 
 // What the agent made on its host.
 struct HostFootprint {
-  std::vector<std::string> dirs;  // removed with everything in them
-  std::string cdi_dir;            // with cdi_prefix: spec files removed
-  std::string cdi_prefix;         // "k8s.gpu.tessera.dev-gpu_"
+  std::vector<std::string> dirs;   // removed with everything in them
+  std::string cdi_dir;             // with cdi_prefix: spec files removed
+  std::string cdi_prefix;          // "k8s.gpu.tessera.dev-gpu_"
   std::vector<std::string> files;  // single files (the kubelet plugin's registration socket)
 };
 // Removes it, and the folders its `dirs` leave empty above them (never a mount point, never one
@@ -64,8 +65,8 @@ struct UninstallOptions {
   std::chrono::milliseconds poll{1'000};
 };
 struct UninstallReport {
-  int pods_waited = 0;       // agent pods that were running
-  bool pods_gone = false;    // all ended within the timeout
+  int pods_waited = 0;                    // agent pods that were running
+  bool pods_gone = false;                 // all ended within the timeout
   std::vector<std::string> node_changes;  // "node/NAME: label ...: removed", from the sweep
   int slices_deleted = 0;
 };

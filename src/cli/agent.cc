@@ -333,8 +333,9 @@ void CleanUpIfUninstalled(const AgentFlags& f, const std::string& node, k8s::Api
   const std::string ds = f.cleanup_on_delete.substr(slash + 1);
   absl::StatusOr<bool> leaving = agent::DaemonSetLeaving(client, ns, ds);
   if (!leaving.ok()) {
-    spdlog::warn("cannot tell whether daemonset {} is being deleted ({}): keeping this node's state",
-                 f.cleanup_on_delete, leaving.status().message());
+    spdlog::warn(
+        "cannot tell whether daemonset {} is being deleted ({}): keeping this node's state",
+        f.cleanup_on_delete, leaving.status().message());
     return;
   }
   if (!*leaving) return;
@@ -348,7 +349,8 @@ void CleanUpIfUninstalled(const AgentFlags& f, const std::string& node, k8s::Api
   footprint.dirs = {f.pods_dir, f.shim_install_dir, f.mps_root};
   if (f.dra) {
     absl::StatusOr<int> slices = agent::DeleteDriverSlices(client, "gpu.tessera.dev", node);
-    if (!slices.ok()) spdlog::warn("deleting this node's ResourceSlices: {}", slices.status().message());
+    if (!slices.ok())
+      spdlog::warn("deleting this node's ResourceSlices: {}", slices.status().message());
     footprint.dirs.push_back(f.claims_dir);
     footprint.dirs.push_back(StrCat(f.kubelet_dir, "/plugins/gpu.tessera.dev"));
     footprint.files.push_back(StrCat(f.kubelet_dir, "/plugins_registry/gpu.tessera.dev-reg.sock"));
@@ -387,8 +389,8 @@ int RunUninstall(const UninstallFlags& f) {
   if (!report.ok()) return fail(kExitFailure, report.status().message());
   std::cout << "agents: " << report->pods_waited << " stopped"
             << (report->pods_gone ? "" : " (not all within the timeout)") << "; nodes cleaned by "
-            << "this sweep: " << report->node_changes.size() << " change(s); ResourceSlices deleted: "
-            << report->slices_deleted << std::endl;
+            << "this sweep: " << report->node_changes.size()
+            << " change(s); ResourceSlices deleted: " << report->slices_deleted << std::endl;
   return kExitOk;
 }
 

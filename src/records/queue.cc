@@ -125,14 +125,11 @@ nlohmann::json QueueStatusJson(const QueueStatus& status) {
   };
   if (!status.message.empty()) {
     return {{"message", status.message}, {"allocated", nullptr}, {"fairShare", nullptr},
-            {"borrowed", nullptr},         {"pending", nullptr},   {"pendingPods", nullptr}};
+            {"borrowed", nullptr},       {"pending", nullptr},   {"pendingPods", nullptr}};
   }
-  return {{"allocated", resources(status.allocated)},
-          {"fairShare", resources(status.fair_share)},
-          {"borrowed", resources(status.borrowed)},
-          {"pending", resources(status.pending)},
-          {"pendingPods", status.pending_pods},
-          {"message", nullptr}};
+  return {{"allocated", resources(status.allocated)}, {"fairShare", resources(status.fair_share)},
+          {"borrowed", resources(status.borrowed)},   {"pending", resources(status.pending)},
+          {"pendingPods", status.pending_pods},       {"message", nullptr}};
 }
 
 }  // namespace tessera::records

@@ -67,7 +67,8 @@ std::vector<FamilySpec> SchedulerFamilies() {
   k8s::SchedulerMetrics m;
   m.SetScaleUp({}, 0);
   k8s::RequestCounts none;
-  m.SetExtra([&none](prometheus::Exposition& out) { k8s::WriteSchedulerClientMetrics({}, none, out); });
+  m.SetExtra(
+      [&none](prometheus::Exposition& out) { k8s::WriteSchedulerClientMetrics({}, none, out); });
   prometheus::Exposition out;
   m.Write(out);
   return out.families();
@@ -148,10 +149,10 @@ TEST(DocsReference, MetricsPageListsEveryFamily) {
   std::set<std::string> names;
   for (const FamilySpec& f : scheduler) names.insert(f.name);
   for (const FamilySpec& f : agent) names.insert(f.name);
-  for (const char* used : {"tessera_build_info", "tessera_scheduler_oldest_pending_pod_age_seconds",
-                           "tessera_scheduler_node_inventory_valid", "tessera_agent_gpu_healthy",
-                           "tessera_agent_pod_gpu_cap_refusals_total",
-                           "tessera_scheduler_api_requests_total"}) {
+  for (const char* used :
+       {"tessera_build_info", "tessera_scheduler_oldest_pending_pod_age_seconds",
+        "tessera_scheduler_node_inventory_valid", "tessera_agent_gpu_healthy",
+        "tessera_agent_pod_gpu_cap_refusals_total", "tessera_scheduler_api_requests_total"}) {
     EXPECT_TRUE(names.contains(used)) << used;
   }
 }
@@ -162,7 +163,8 @@ TEST(DocsReference, ConfigurationPageListsEveryKeyAndFlag) {
   int exit_code = 0;
   cli::AddSchedulerCommand(app, &exit_code);
   cli::AddAgentCommand(app, &exit_code);
-  CheckGenerated("docs/configuration.md", "scheduler flags", FlagsTable(Command(app, {"scheduler"})));
+  CheckGenerated("docs/configuration.md", "scheduler flags",
+                 FlagsTable(Command(app, {"scheduler"})));
   CheckGenerated("docs/configuration.md", "agent flags", FlagsTable(Command(app, {"agent"})));
   CheckGenerated("docs/configuration.md", "agent uninstall flags",
                  FlagsTable(Command(app, {"agent", "uninstall"})));

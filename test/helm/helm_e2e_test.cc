@@ -307,8 +307,8 @@ TEST_F(HelmTest, InstallsAndUninstalls) {
   ASSERT_TRUE(list.ok()) << list.err;
   EXPECT_EQ(json::parse(list.out).at(0).at("status"), "deployed");
 
-  CommandResult uninstall = RunHelm(
-      {"uninstall", "tessera", "--namespace", "tessera-install", "--wait", "--no-hooks"});
+  CommandResult uninstall =
+      RunHelm({"uninstall", "tessera", "--namespace", "tessera-install", "--wait", "--no-hooks"});
   ASSERT_TRUE(uninstall.ok()) << uninstall.out << uninstall.err;
   EXPECT_FALSE(Cp().KubectlOk({"get", "deviceclass", "gpu.tessera.dev"}).ok());
   EXPECT_FALSE(Cp().KubectlOk({"get", "clusterrole", "tessera-scheduler"}).ok());
@@ -355,9 +355,12 @@ TEST_F(HelmTest, NamesFollowTheRelease) {
   EXPECT_TRUE(full.contains("Deployment/acme-scheduler"));
   EXPECT_TRUE(full.contains("ClusterRole/acme-agent"));
   EXPECT_TRUE(full.contains("ValidatingAdmissionPolicy/acme-assignment-guard"));
-  const std::vector<json> named = Documents(Template("tessera-system", {}, {"--set", "nameOverride=gpu"}));
-  EXPECT_EQ(FindObject(named, "Deployment", "tessera-gpu-scheduler")["spec"]["selector"]["matchLabels"],
-            (json{{"app.kubernetes.io/name", "gpu-scheduler"}, {"app.kubernetes.io/instance", "tessera"}}));
+  const std::vector<json> named =
+      Documents(Template("tessera-system", {}, {"--set", "nameOverride=gpu"}));
+  EXPECT_EQ(
+      FindObject(named, "Deployment", "tessera-gpu-scheduler")["spec"]["selector"]["matchLabels"],
+      (json{{"app.kubernetes.io/name", "gpu-scheduler"},
+            {"app.kubernetes.io/instance", "tessera"}}));
   const std::set<std::string> canary =
       names("tessera-canary", {"--set", "agent.enabled=false", "--set", "crds.install=false",
                                "--set", "admissionPolicy.enabled=false"});
@@ -369,9 +372,9 @@ TEST_F(HelmTest, NamesFollowTheRelease) {
 
 // Two releases at once in one namespace, as install.md's canary: both deployed, nothing shared.
 TEST_F(HelmTest, TwoReleasesInstallSideBySide) {
-  CommandResult main = RunHelm({"install", "tessera", kChart, "--namespace", "two",
-                                "--create-namespace", "--set",
-                                "admissionPolicy.extraSchedulerUsers={system:serviceaccount:two:tessera-canary-scheduler}"});
+  CommandResult main = RunHelm(
+      {"install", "tessera", kChart, "--namespace", "two", "--create-namespace", "--set",
+       "admissionPolicy.extraSchedulerUsers={system:serviceaccount:two:tessera-canary-scheduler}"});
   ASSERT_TRUE(main.ok()) << main.out << main.err;
   CommandResult canary = RunHelm(
       {"install", "tessera-canary", kChart, "--namespace", "two", "--set", "agent.enabled=false",
@@ -385,8 +388,9 @@ TEST_F(HelmTest, TwoReleasesInstallSideBySide) {
   EXPECT_THAT(*deployments, HasSubstr("deployment.apps/tessera-scheduler"));
   EXPECT_THAT(*deployments, HasSubstr("deployment.apps/tessera-canary-scheduler"));
   // The canary's scheduler may write assignments (the main release's policy names it).
-  absl::StatusOr<std::string> guard = Cp().KubectlOk(
-      {"get", "validatingadmissionpolicy", "tessera-assignment-guard", "-o", "jsonpath={.spec.variables[0].expression}"});
+  absl::StatusOr<std::string> guard =
+      Cp().KubectlOk({"get", "validatingadmissionpolicy", "tessera-assignment-guard", "-o",
+                      "jsonpath={.spec.variables[0].expression}"});
   ASSERT_TRUE(guard.ok());
   EXPECT_THAT(*guard, HasSubstr("system:serviceaccount:two:tessera-canary-scheduler"));
   for (const char* release : {"tessera-canary", "tessera"}) {
@@ -416,20 +420,21 @@ TEST_F(HelmTest, UpgradeUpgradesTheQueueCrd) {
                                    "--create-namespace", "--set", "agent.enabled=false"});
   ASSERT_TRUE(install.ok()) << install.out << install.err;
   auto columns = [] {
-    absl::StatusOr<std::string> c = Cp().KubectlOk(
-        {"get", "crd", "queues.tessera.dev", "-o",
-         "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"});
+    absl::StatusOr<std::string> c =
+        Cp().KubectlOk({"get", "crd", "queues.tessera.dev", "-o",
+                        "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"});
     return c.ok() ? *c : c.status().ToString();
   };
   EXPECT_THAT(columns(), ::testing::Not(HasSubstr("Allocated GPUs")));
   ASSERT_TRUE(Cp().KubectlOk({"apply", "-f", StrCat(TESSERA_SOURCE_DIR, "/examples/k8s/queue.yaml"),
-                              "--dry-run=server"}).ok());
+                              "--dry-run=server"})
+                  .ok());
   ASSERT_TRUE(Cp().KubectlOk({"create", "-f", "-"},
                              R"({"apiVersion":"tessera.dev/v1alpha1","kind":"Queue",
                                  "metadata":{"name":"kept"},"spec":{"deserved":{"gpu":"1"}}})")
                   .ok());
-  CommandResult upgrade = RunHelm({"upgrade", "tessera", kChart, "--namespace", "upgrade",
-                                   "--reuse-values", "--wait"});
+  CommandResult upgrade =
+      RunHelm({"upgrade", "tessera", kChart, "--namespace", "upgrade", "--reuse-values", "--wait"});
   ASSERT_TRUE(upgrade.ok()) << upgrade.out << upgrade.err;
   EXPECT_THAT(columns(), HasSubstr("Allocated GPUs"));
   EXPECT_THAT(columns(), HasSubstr("Pending pods"));
@@ -444,9 +449,10 @@ TEST_F(HelmTest, UpgradeUpgradesTheQueueCrd) {
 // The alerts: promtool checks them, and `promtool test rules` makes each fire on its series
 // (alerts_test.yaml) and not before.
 TEST_F(HelmTest, AlertsPassPromtoolAndFireOnTheirSeries) {
-  const std::vector<json> docs = Documents(Template(
-      "tessera-system", {}, {"--set", "metrics.prometheusRule.enabled=true", "--show-only",
-                             "templates/prometheusrule.yaml"}));
+  const std::vector<json> docs =
+      Documents(Template("tessera-system", {},
+                         {"--set", "metrics.prometheusRule.enabled=true", "--show-only",
+                          "templates/prometheusrule.yaml"}));
   ASSERT_EQ(docs.size(), 1u);
   json groups = docs[0]["spec"]["groups"];
   ASSERT_FALSE(groups.empty());
@@ -472,8 +478,8 @@ TEST_F(HelmTest, AlertsPassPromtoolAndFireOnTheirSeries) {
 // The Prometheus Operator's objects: the scheduler's ServiceMonitor selects its Service, the
 // agents' PodMonitor keeps the GPU pods' own namespace and pod labels (honorLabels).
 TEST_F(HelmTest, MonitorsScrapeTheMetricsPorts) {
-  const std::vector<json> docs = Documents(Template(
-      "tessera-system", {}, {"--set", "metrics.serviceMonitor.enabled=true"}));
+  const std::vector<json> docs =
+      Documents(Template("tessera-system", {}, {"--set", "metrics.serviceMonitor.enabled=true"}));
   const json sm = FindObject(docs, "ServiceMonitor", "tessera-scheduler");
   const json pm = FindObject(docs, "PodMonitor", "tessera-agent");
   const json svc = FindObject(docs, "Service", "tessera-scheduler");
@@ -502,8 +508,9 @@ TEST_F(HelmTest, NodeSideSettings) {
   EXPECT_EQ(agent["livenessProbe"]["httpGet"]["path"], "/healthz");
   EXPECT_EQ(agent["readinessProbe"]["httpGet"]["port"], "metrics");
   std::set<std::string> keys;
-  for (const json& term : ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
-                            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]) {
+  for (const json& term :
+       ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+         ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]) {
     keys.insert(term["matchExpressions"][0]["key"]);
   }
   EXPECT_EQ(keys, (std::set<std::string>{"tessera.dev/gpu-node", "nvidia.com/gpu.present",
@@ -513,8 +520,8 @@ TEST_F(HelmTest, NodeSideSettings) {
             agent["args"].end());
   const json pdb = FindObject(docs, "PodDisruptionBudget", "tessera-scheduler");
   EXPECT_EQ(pdb["spec"]["maxUnavailable"], "1");
-  EXPECT_EQ(FindObject(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["spec"]
-                .value("priorityClassName", ""),
+  EXPECT_EQ(FindObject(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["spec"].value(
+                "priorityClassName", ""),
             "system-cluster-critical");
   const std::vector<json> no_agent = Documents(Template(
       "tessera-system", {}, {"--set", "namespace.create=true", "--set", "agent.enabled=false"}));
@@ -524,8 +531,9 @@ TEST_F(HelmTest, NodeSideSettings) {
 
 // The chart's nvidia.com/gpu DeviceClass is exactly the example users apply without Helm.
 TEST_F(HelmTest, NvidiaGpuClassIsTheExample) {
-  const std::vector<json> docs = Documents(Template(
-      "tessera-system", {}, {"--set", "dra.enabled=true", "--set", "dra.nvidiaGpuClass.enabled=true"}));
+  const std::vector<json> docs = Documents(
+      Template("tessera-system", {},
+               {"--set", "dra.enabled=true", "--set", "dra.nvidiaGpuClass.enabled=true"}));
   json chart = FindObject(docs, "DeviceClass", "nvidia-gpu.tessera.dev");
   ASSERT_FALSE(chart.is_null());
   std::ifstream in(StrCat(TESSERA_SOURCE_DIR, "/examples/k8s/dra/nvidia-gpu-deviceclass.yaml"));

@@ -34,9 +34,9 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "common/testing/promtool.h"
 #include "controlplane/controlplane.h"
 #include "controlplane/pod_testing.h"
-#include "common/testing/promtool.h"
 #include "dashboard_check.h"
 #include "fake_cuda/fake_machine.h"
 #include "gmock/gmock.h"
@@ -246,10 +246,8 @@ class Install {
     // the upgrade later changes the CRD.
     if (std::string err = WriteOldChart(); !err.empty()) return err;
     const auto start = std::chrono::steady_clock::now();
-    CommandResult install =
-        RunHelm({"install", "tessera", OldChart(), "--namespace", kNamespace, "-f",
-                 dir_ + "/values.yaml",
-                 "--wait", "--timeout", "5m"});
+    CommandResult install = RunHelm({"install", "tessera", OldChart(), "--namespace", kNamespace,
+                                     "-f", dir_ + "/values.yaml", "--wait", "--timeout", "5m"});
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     install_output_ = install.out;
@@ -510,8 +508,9 @@ class PrometheusServer {
       return nullptr;
     }
     server->process_ = std::move(*p);
-    if (!WaitUntil([&] { return ::tessera::e2e::Get("127.0.0.1", server->port_, "/-/ready") != ""; },
-                   seconds(60))) {
+    if (!WaitUntil(
+            [&] { return ::tessera::e2e::Get("127.0.0.1", server->port_, "/-/ready") != ""; },
+            seconds(60))) {
       *error = StrCat("prometheus did not get ready: ", server->process_->Log());
       return nullptr;
     }
@@ -564,7 +563,8 @@ TEST_F(HelmInstall, ExamplesRunAsWritten) {
     for (size_t at; (at = text.find(image)) != std::string::npos;) {
       text.replace(at, image.size(), StrCat("image: ", kProbeImage));
     }
-    absl::StatusOr<std::string> applied = Cp().KubectlOk({"apply", "-n", kExamples, "-f", "-"}, text);
+    absl::StatusOr<std::string> applied =
+        Cp().KubectlOk({"apply", "-n", kExamples, "-f", "-"}, text);
     ASSERT_TRUE(applied.ok()) << f << ": " << applied.status();
   }
   // Every pod bound and running (the Job's: succeeded), each with its assignment.
@@ -688,7 +688,8 @@ TEST_F(HelmInstall, MetricsPassPromtoolAndTheDashboardHasData) {
         missing.clear();
         for (std::string q : queries) {
           for (const char* var : {"$job", "$agent_job"}) {
-            for (size_t at; (at = q.find(var)) != std::string::npos;) q.replace(at, strlen(var), ".*");
+            for (size_t at; (at = q.find(var)) != std::string::npos;)
+              q.replace(at, strlen(var), ".*");
           }
           absl::StatusOr<json> r = prometheus->Query(q);
           if (!r.ok()) {
@@ -784,7 +785,10 @@ TEST_F(HelmInstall, UninstallLeavesNothingOnTheNodes) {
       {"uninstall", "tessera", "--namespace", kNamespace, "--wait", "--timeout", "5m"});
   ASSERT_TRUE(uninstall.ok()) << uninstall.out << uninstall.err;
   EXPECT_TRUE(WaitUntil(
-      [] { return !Cp().KubectlOk({"get", "namespace", kNamespace}).ok(); }, seconds(180)))
+      [] {
+        return !Cp().KubectlOk({"get", "namespace", kNamespace}).ok();
+      },
+      seconds(180)))
       << "the release's namespace (namespace.create) goes with it";
   for (const char* node : {kNvswitch, kPcie}) {
     SCOPED_TRACE(node);

@@ -207,10 +207,12 @@ TEST_F(DraNode, FreedGpusServeTheNextClassicPod) {
 std::string ContainerLog(const json& pod, const std::string& container) {
   std::string out;
   std::error_code ec;
-  const std::string dir = StrCat(GpuNode().dir, "/pod-logs/", pod["metadata"]["namespace"].get<std::string>(),
-                                 "_", pod["metadata"]["name"].get<std::string>(), "_",
-                                 pod["metadata"]["uid"].get<std::string>(), "/", container);
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) out += ReadFile(e.path().string());
+  const std::string dir =
+      StrCat(GpuNode().dir, "/pod-logs/", pod["metadata"]["namespace"].get<std::string>(), "_",
+             pod["metadata"]["name"].get<std::string>(), "_",
+             pod["metadata"]["uid"].get<std::string>(), "/", container);
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    out += ReadFile(e.path().string());
   return out;
 }
 
@@ -265,7 +267,8 @@ TEST_F(DraNode, DevicePluginManifestRunsUnchanged) {
   int seen = 0;
   for (const std::string& u : uuids) seen += log.find(StrCat("GPU: ", u)) != std::string::npos;
   EXPECT_EQ(seen, 1) << log;
-  ASSERT_TRUE(cp.KubectlOk({"delete", "pod", "cuda-vectoradd", "-n", kNs, "--grace-period=1"}).ok());
+  ASSERT_TRUE(
+      cp.KubectlOk({"delete", "pod", "cuda-vectoradd", "-n", kNs, "--grace-period=1"}).ok());
   EXPECT_TRUE(cp.KubectlOk({"delete", "-f", examples + "nvidia-gpu-deviceclass.yaml"}).ok());
 }
 

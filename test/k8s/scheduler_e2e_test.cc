@@ -351,9 +351,8 @@ TEST_F(SchedulerTest, RealityCheck) {
            Metric(port,
                   StrCat("tessera_scheduler_gpu_memory_allocated_bytes{node=\"", pcie, "\"}"));
   };
-  EXPECT_TRUE(
-      WaitUntil([&] { return allocated() == (8 * 81920 + 20 * 4096) * (int64_t{1} << 20); },
-                seconds(5)))
+  EXPECT_TRUE(WaitUntil([&] { return allocated() == (8 * 81920 + 20 * 4096) * (int64_t{1} << 20); },
+                        seconds(5)))
       << allocated();
   EXPECT_EQ(HttpGet(port, "/healthz"), std::make_pair(200L, std::string("ok")));
   EXPECT_EQ(HttpGet(port, "/readyz").first, 200L);

@@ -158,8 +158,8 @@ NodePatches WithdrawNode(const json& node) {
   if (!meta.empty()) out.metadata = std::move(meta);
   json status = json::object();
   for (const char* list : {"capacity", "allocatable"}) {
-    for (const std::string_view r : {records::kGpuResource, records::kGpuMemoryResource,
-                                     records::kGpuComputeResource}) {
+    for (const std::string_view r :
+         {records::kGpuResource, records::kGpuMemoryResource, records::kGpuComputeResource}) {
       if (JsonField(JsonField(JsonField(node, "status"), list), std::string(r)).is_null()) continue;
       status["status"][list][std::string(r)] = nullptr;
       out.changes.push_back(StrCat("resource ", r, " (", list, "): removed"));

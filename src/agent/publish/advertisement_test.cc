@@ -158,8 +158,8 @@ TEST(Advertisement, OnlyTheAgentsOwnLabelsAreRemoved) {
 // was already clean needs no patch.
 TEST(Advertisement, WithdrawRemovesExactlyWhatTheAgentWrote) {
   json node = KubeletNode();
-  node["metadata"]["labels"]["tessera.dev/gpu-node"] = "true";     // the administrator's
-  node["metadata"]["labels"]["tessera.dev/rack"] = "r1";           // a topology level's
+  node["metadata"]["labels"]["tessera.dev/gpu-node"] = "true";  // the administrator's
+  node["metadata"]["labels"]["tessera.dev/rack"] = "r1";        // a topology level's
   node = Apply(node, DiffNode(node, AdvertisementFor(Gpus(4, "GB200", 189471, true))));
   ASSERT_EQ(node["metadata"]["labels"]["tessera.dev/gpu-count"], "4");
   const NodePatches p = WithdrawNode(node);

@@ -32,8 +32,8 @@ class Reader {
     for (const auto& kv : map) {
       std::string k = kv.first.as<std::string>();
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-        return Error(kv.first, StrCat("unknown key \"", k, "\" in ", where, " (expected one of: ",
-                                      StrJoin(keys, ", "), ")"));
+        return Error(kv.first, StrCat("unknown key \"", k, "\" in ", where,
+                                      " (expected one of: ", StrJoin(keys, ", "), ")"));
       }
     }
     return absl::OkStatus();

@@ -20,7 +20,8 @@ std::vector<ConfigKey> MakeKeys() {
   const SchedulerConfig d;  // the defaults
   const SchedulerCoreOptions& c = d.core;
   std::vector<std::string> levels;
-  for (const core::TopologyLevel& l : c.levels) levels.push_back(StrCat(l.name, " (", l.label, ")"));
+  for (const core::TopologyLevel& l : c.levels)
+    levels.push_back(StrCat(l.name, " (", l.label, ")"));
   auto b = [](bool v) { return std::string(v ? "true" : "false"); };
   return {
       {"apiVersion", "string", "tessera.dev/v1alpha1", "tessera.dev/v1alpha1",
@@ -83,7 +84,8 @@ std::vector<ConfigKey> MakeKeys() {
       {"scaleUp", "map", "", "{interval: 1m}",
        "The scale-up signal (docs/planning.md): which node template would let waiting pods run; "
        "off without templates."},
-      {"scaleUp.templates", "list", "", "[{name: h100, profile: hgx-h100, labels: {tessera.dev/rack: new}}]",
+      {"scaleUp.templates", "list", "",
+       "[{name: h100, profile: hgx-h100, labels: {tessera.dev/rack: new}}]",
        "The nodes an operator or autoscaler can add."},
       {"scaleUp.templates[].name", "string", "the profile's name", "h100",
        "Unique among the templates."},
@@ -129,7 +131,8 @@ std::vector<std::string_view> KeysUnder(std::string_view parent) {
       }
       continue;
     }
-    if (p.size() <= parent.size() + 1 || !p.starts_with(parent) || p[parent.size()] != '.') continue;
+    if (p.size() <= parent.size() + 1 || !p.starts_with(parent) || p[parent.size()] != '.')
+      continue;
     std::string_view rest = p.substr(parent.size() + 1);
     if (rest.find('.') == std::string_view::npos && rest.find('[') == std::string_view::npos) {
       out.push_back(rest);

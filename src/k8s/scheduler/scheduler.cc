@@ -551,7 +551,8 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     }
     if (Clock::now() - last_publish >= std::chrono::seconds(1)) {
       core->PublishMetrics();
-      if (leading && queues.synced()) queue_status.Update(queues.List(), metrics_.queues(), Clock::now());
+      if (leading && queues.synced())
+        queue_status.Update(queues.List(), metrics_.queues(), Clock::now());
       last_publish = Clock::now();
     }
   }

@@ -868,7 +868,8 @@ TEST_F(CoreTest, TheQueueFurthestBelowItsFairShareGoesFirst) {
   core_->OnNode(Change::kDeleted, DecodeNode(NodeObject("n1").Gpus(5).Json()));
   core_->ScheduleSome();
   core_->PublishMetrics();
-  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_queue_allocated_gpus{queue=\"big\"} 0\n"));
+  EXPECT_THAT(metrics_.Render(),
+              HasSubstr("tessera_scheduler_queue_allocated_gpus{queue=\"big\"} 0\n"));
 }
 
 // A queue's limit and an unusable queue stop its pods before the engine is asked, with why.
