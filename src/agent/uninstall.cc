@@ -183,6 +183,7 @@ absl::StatusOr<UninstallReport> UninstallAgents(
     if (!s.ok()) return s;
   }
   for (const std::string& c : report.node_changes) log(StrCat("left by an agent: ", c));
+  if (o.driver.empty()) return report;
   absl::StatusOr<int> slices = DeleteDriverSlices(client, o.driver, "");
   if (!slices.ok()) return slices.status();
   report.slices_deleted = *slices;

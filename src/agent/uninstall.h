@@ -60,7 +60,9 @@ struct HostFootprint {
 struct UninstallOptions {
   std::string ns;         // the release namespace
   std::string daemonset;  // the agent's DaemonSet
-  std::string driver = "gpu.tessera.dev";
+  // DRA mode: the driver whose ResourceSlices are swept; empty (classic mode) sweeps none, so the
+  // hook needs no access to resource.k8s.io there.
+  std::string driver;
   std::chrono::milliseconds timeout{120'000};  // for the agents' pods to end
   std::chrono::milliseconds poll{1'000};
 };
@@ -71,7 +73,8 @@ struct UninstallReport {
   int slices_deleted = 0;
 };
 // The chart's pre-delete hook: deletes the agents' DaemonSet in the foreground, waits for its pods
-// to end, then removes what any agent left in the API (every Node, every slice of the driver).
+// to end, then removes what any agent left in the API (every Node, and with options.driver every
+// slice of that driver).
 [[nodiscard]] absl::StatusOr<UninstallReport> UninstallAgents(
     k8s::ApiClient& client, const UninstallOptions& options,
     const std::function<void(const std::string&)>& log);

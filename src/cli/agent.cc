@@ -83,7 +83,7 @@ struct AgentFlags {
 };
 
 struct UninstallFlags {
-  std::string kubeconfig, context, ns, daemonset, timeout = "120s";
+  std::string kubeconfig, context, ns, daemonset, dra_driver, timeout = "120s";
 };
 
 struct CompareFlags {
@@ -383,6 +383,7 @@ int RunUninstall(const UninstallFlags& f) {
   agent::UninstallOptions o;
   o.ns = f.ns;
   o.daemonset = f.daemonset;
+  o.driver = f.dra_driver;
   o.timeout = *timeout;
   absl::StatusOr<agent::UninstallReport> report = agent::UninstallAgents(
       **client, o, [](const std::string& line) { std::cout << line << std::endl; });
@@ -600,6 +601,10 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   uninstall->add_option("--context", u->context, "Kubeconfig context (default: current-context)");
   uninstall->add_option("--namespace", u->ns, "The agents' namespace")->required();
   uninstall->add_option("--daemonset", u->daemonset, "The agents' DaemonSet")->required();
+  uninstall->add_option(
+      "--dra-driver", u->dra_driver,
+      "DRA mode: also delete every ResourceSlice of this driver (gpu.tessera.dev) "
+      "that an agent left; classic mode: leave it out");
   uninstall->add_option("--timeout", u->timeout, "How long to wait for the agents to end")
       ->capture_default_str();
   uninstall->callback([u, exit_code]() { *exit_code = RunUninstall(*u); });
