@@ -433,8 +433,10 @@ TEST_F(HelmTest, UpgradeUpgradesTheQueueCrd) {
                              R"({"apiVersion":"tessera.dev/v1alpha1","kind":"Queue",
                                  "metadata":{"name":"kept"},"spec":{"deserved":{"gpu":"1"}}})")
                   .ok());
+  // No --wait: no node runs pods here (the scheduler never becomes ready); helm applies the CRD
+  // before it returns.
   CommandResult upgrade =
-      RunHelm({"upgrade", "tessera", kChart, "--namespace", "upgrade", "--reuse-values", "--wait"});
+      RunHelm({"upgrade", "tessera", kChart, "--namespace", "upgrade", "--reuse-values"});
   ASSERT_TRUE(upgrade.ok()) << upgrade.out << upgrade.err;
   EXPECT_THAT(columns(), HasSubstr("Allocated GPUs"));
   EXPECT_THAT(columns(), HasSubstr("Pending pods"));
