@@ -104,8 +104,7 @@ std::string QueueQuantity(int r, int64_t amount) {
       break;
     }
     case core::kQueueGpuMemory:  // MiB as an exact quantity
-      out = a != 0 && a % 1024 == 0 ? StrCat(a / 1024, "Gi") : StrCat(a, "Mi");
-      if (a == 0) out = "0";
+      out = a == 0 ? StrCat(0) : a % 1024 == 0 ? StrCat(a / 1024, "Gi") : StrCat(a, "Mi");
       break;
     default:  // milli-GPU as percent of one GPU: 2500 -> "250", 142 -> "14.2"
       out = StrCat(a / 10);
