@@ -149,7 +149,7 @@ NodePatches WithdrawNode(const json& node) {
       out.changes.push_back(StrCat("label ", key, ": removed"));
     }
   }
-  for (const std::string key : {std::string(records::kInventoryAnnotation), owned_key}) {
+  for (const std::string& key : {std::string(records::kInventoryAnnotation), owned_key}) {
     if (JsonField(annotations, key).is_string()) {
       meta["metadata"]["annotations"][key] = nullptr;
       out.changes.push_back(StrCat("annotation ", key, ": removed"));
