@@ -599,15 +599,15 @@ TEST_F(HelmInstall, ExamplesRunAsWritten) {
     EXPECT_EQ(a.node, pod["spec"].value("nodeName", ""));
     if (name == "share-4gi") {
       ASSERT_EQ(a.gpus.size(), 1u);
-      EXPECT_FALSE(a.gpus[0].exclusive);
-      EXPECT_EQ(a.gpus[0].memory_mib, 4096);
+      EXPECT_FALSE(a.gpus[0].grant.exclusive);
+      EXPECT_EQ(a.gpus[0].grant.memory_mib, 4096);
     } else if (name == "share-compute") {
       ASSERT_EQ(a.gpus.size(), 1u);
-      EXPECT_EQ(a.gpus[0].memory_mib, 8192);
-      EXPECT_EQ(a.gpus[0].compute_milli, 250);
+      EXPECT_EQ(a.gpus[0].grant.memory_mib, 8192);
+      EXPECT_EQ(a.gpus[0].grant.compute_milli, 250);
     } else if (name == "whole-gpu") {
       ASSERT_EQ(a.gpus.size(), 1u);
-      EXPECT_TRUE(a.gpus[0].exclusive);
+      EXPECT_TRUE(a.gpus[0].grant.exclusive);
     } else if (name == "train-4gpu") {
       EXPECT_EQ(a.gpus.size(), 4u);
       EXPECT_EQ(a.node, kNvswitch) << "four NVLink-joined GPUs: the NVSwitch node";
@@ -618,7 +618,7 @@ TEST_F(HelmInstall, ExamplesRunAsWritten) {
     } else if (name.starts_with("inference-")) {
       ++replicas;
       ASSERT_EQ(a.gpus.size(), 1u);
-      EXPECT_EQ(a.gpus[0].memory_mib, 4096);
+      EXPECT_EQ(a.gpus[0].grant.memory_mib, 4096);
       EXPECT_EQ(pod["metadata"]["annotations"].value("tessera.dev/queue", ""), "team-a");
     } else {
       ADD_FAILURE() << "a pod no example makes";
