@@ -1,12 +1,13 @@
 # The two Quick-start commands (see README.md):
 #   make run    set up, build (release) and run `tessera simulate` on its embedded default
 #   make test   set up, build (dev), build the test control plane, and run every test
-# Others: make build, make test-unit (no control plane), make bench, make asan, make tsan, make fuzz.
+# Others: make build, make test-unit (no control plane), make soak (the fault-injection soak, not
+# part of make test yet: see docs/development.md), make bench, make asan, make tsan, make fuzz.
 
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=
 
-.PHONY: setup build run dev test test-unit controlplane bench asan tsan fuzz clean
+.PHONY: setup build run dev test test-unit soak controlplane bench asan tsan fuzz clean
 
 setup:
 	./scripts/setup.sh
@@ -35,6 +36,9 @@ test: dev controlplane
 test-unit: dev
 	ctest --preset unit -j $(JOBS) $(CTEST_ARGS)
 
+soak: dev controlplane
+	ctest --preset soak $(CTEST_ARGS)
+
 bench: build
 	./bench/run_all.sh
 
@@ -49,9 +53,12 @@ tsan: setup
 	cmake --build --preset tsan -j $(JOBS) --target tsan_tests
 	ctest --preset tsan -j $(JOBS)
 
+# Builds the libFuzzer targets and fuzzes each for FUZZ_SECONDS (fuzz/run.sh).
+FUZZ_SECONDS ?= 30
 fuzz: setup
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS)
+	./fuzz/run.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf build

@@ -1,6 +1,7 @@
 // A main() for fuzz targets built without libFuzzer (gcc, CI): runs every file given on the
 // command line (or in the directories given) through LLVMFuzzerTestOneInput, then a number of
-// deterministic mutations of each, so that CI exercises the parsers on odd input every run.
+// deterministic mutations of each (2000, or N with --mutations=N: a target whose every run makes
+// files and threads takes fewer), so that CI exercises the parsers on odd input every run.
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
@@ -69,7 +70,12 @@ int main(int argc, char** argv) {
   std::signal(SIGABRT, OnCrash);
   std::signal(SIGSEGV, OnCrash);
   std::vector<std::string> inputs;
+  int mutations = 2000;
   for (int i = 1; i < argc; ++i) {
+    if (std::string arg = argv[i]; arg.rfind("--mutations=", 0) == 0) {
+      mutations = std::stoi(arg.substr(12));
+      continue;
+    }
     std::filesystem::path p(argv[i]);
     std::vector<std::filesystem::path> files;
     if (std::filesystem::is_directory(p)) {
@@ -90,7 +96,7 @@ int main(int argc, char** argv) {
   for (const std::string& in : inputs) {
     RunOne(in);
     ++runs;
-    for (int m = 0; m < 2000; ++m, ++runs) {
+    for (int m = 0; m < mutations; ++m, ++runs) {
       std::string mutated = Mutate(in, rng);
       RunOne(mutated);
     }

@@ -1,5 +1,6 @@
 // A kubeconfig (a file, or what an operator pastes into a Secret) never crashes the parser:
-// errors name what is wrong.
+// errors name what is wrong. Exec plugins are parsed, never run (that happens at the first
+// request), and the same text twice exercises KUBECONFIG=a:b merging.
 #include <cstdint>
 #include <string_view>
 
@@ -10,5 +11,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Relative certificate paths resolve under a folder that does not exist: nothing is read.
   (void)tessera::k8s::ParseKubeconfig(text, "/nonexistent-tessera-fuzz", "fuzz");
   (void)tessera::k8s::ParseKubeconfig(text, "/nonexistent-tessera-fuzz", "fuzz", "other");
+  const tessera::k8s::KubeconfigText file{std::string(text), "/nonexistent-tessera-fuzz", "fuzz"};
+  (void)tessera::k8s::ParseKubeconfigs({file, file});
+  (void)tessera::k8s::ParseKubeconfigs({file, file}, "oidc");
   return 0;
 }

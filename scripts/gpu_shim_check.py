@@ -12,9 +12,22 @@ With the shim in front of the real driver and an 8 GiB share (the cap), it check
   4. two processes share one cap (5 + 5 GiB): the second is refused, and succeeds at once after
      the first is SIGKILLed;
   5. the driver-API program (scripts/gpu_shim/driver_check.cc) passes: pitch, arrays, VMM on
-     device and host locations, pools, cuGetProcAddress at 12000 and 13000, IPC;
+     device and host locations, pools, cuGetProcAddress at 12000 and 13000, IPC; and what only a
+     real driver settles for a hostile tenant (issue 27, bench/results/security.md): every
+     intercepted symbol resolves to a hook through cuGetProcAddress (and how many the driver
+     answered with internal entry points), a VMM allocation exported as a descriptor carries the
+     shim's tag and stays charged while another process holds it after its creator released it,
+     graph allocation nodes are charged from their launch, a raised device-malloc heap is
+     charged (with what the driver really took), IPC memory freed by its exporter stays charged
+     while another process has it open (with what the driver gave back at the free and at the
+     close), and CUDA 2.x's cuMemAlloc reached by name is refused (with what the driver itself
+     answers);
   6. a bf16 8192x8192 matmul loop capped at 30% runs at 0.30 +- 0.05 of its uncapped speed,
      30% + 70% pods split the GPU about 3:7, and a CUDA graph of the loop is capped too;
+  7. the node agent's memory backstop can see what the shim cannot (bench/results/security.md):
+     a process in a share that loads the real driver by its path and allocates 1.5 x the cap is
+     listed by NVML under its PID with at least that much, and a process holding only a context
+     costs the driver no more than the backstop's per-process tolerance (512 MiB);
 and measures the overheads against no shim: driver-call latencies (shim_bench), time to first
 context for 1 and 16 processes, a launch-bound PyTorch model's step time, and the large-kernel
 matmul loop's throughput.
@@ -24,7 +37,7 @@ Usage (from the repository root, on a machine with an NVIDIA GPU, CUDA 13, PyTor
       [--prebuilt DIR]   libtessera-cuda.so, libtessera-nvml.so, driver_check, segment_tool,
                          shim_bench already built (else built here with g++ from src/shim)
       [--only STAGES]    a comma-separated subset of: report,steps,sizing,share,driver,compute,
-                         overhead
+                         overhead,backstop
       [--real-cuda PATH --real-nvml PATH]   the real driver libraries (default: found by
                          ldconfig); pointing them at the fake driver runs the driver and
                          overhead stages without a GPU
@@ -45,7 +58,7 @@ MIB = 1 << 20
 GIB = 1 << 30
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SHIM_CORE = ["ledger.cc", "limits.cc", "tracker.cc", "compute_gate.cc"]
+SHIM_CORE = ["ledger.cc", "limits.cc", "tracker.cc", "compute_gate.cc", "export_tag.cc"]
 SHIM_PART = ["shim_state.cc", "real_driver.cc", "proc_address.cc", "glibc_compat.cc"]
 
 
@@ -136,6 +149,7 @@ class Node:
 
     def __init__(self, work, bins, real_cuda, real_nvml):
         self.work = work
+        self.real_cuda = real_cuda
         self.bins = bins
         self.lib = os.path.join(work, "lib")
         os.makedirs(self.lib, exist_ok=True)
@@ -381,6 +395,21 @@ print(json.dumps({"iterations": iters, "seconds": dt, "tflops": 2 * n ** 3 * ite
       flush=True)
 """
 
+# The driver by its path (ctypes), bypassing the shim even inside a share: a context, and
+# `size` bytes if not 0. Prints its PID, then waits.
+PY_BYPASS = r"""
+import ctypes, json, os, sys
+lib = ctypes.CDLL(sys.argv[1])
+size = int(sys.argv[2])
+ctx, dev, ptr = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_uint64()
+ok = (lib.cuInit(0) == 0 and lib.cuDeviceGet(ctypes.byref(dev), 0) == 0 and
+      lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0 and lib.cuCtxSetCurrent(ctx) == 0)
+if ok and size:
+    ok = lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(size)) == 0
+print(json.dumps({"pid": os.getpid(), "ok": ok}), flush=True)
+sys.stdin.readline()
+"""
+
 # A small launch-bound model: step time.
 PY_LAUNCH_BOUND = r"""
 import json, time, torch
@@ -429,6 +458,28 @@ def nvml_usage(pid):
             except ValueError:
                 return None
     return None
+
+
+def stage_backstop(node, cap, results, tolerance=512 * MIB):
+    """What the node agent's memory backstop reads (NVML per process) for what the shim misses."""
+    out = {}
+    for name, size in (("context_only", 0), ("bypass", cap + cap // 2)):
+        p = subprocess.Popen([sys.executable, "-c", PY_BYPASS, node.real_cuda, str(size)],
+                             env=node.env(node.pod(cap)), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = json.loads(p.stdout.readline() or "{}")
+            time.sleep(1)
+            out[name] = {"ok": line.get("ok"), "nvml_bytes": nvml_usage(line.get("pid"))}
+        finally:
+            p.kill()
+            p.wait()
+    ctx = out["context_only"].get("nvml_bytes")
+    bypass = out["bypass"].get("nvml_bytes")
+    out["per_process_tolerance"] = tolerance
+    out["pass"] = (bool(out["bypass"].get("ok")) and bypass is not None and
+                   bypass >= cap + cap // 2 and ctx is not None and ctx <= tolerance)
+    results["backstop"] = out
 
 
 def stage_report(node, cap, results):
@@ -673,7 +724,7 @@ def main():
     budget = Budget(args.budget_s)
     started = time.time()
     cap = int(args.cap_gib * GIB)
-    stages = (args.only or "report,steps,sizing,share,driver,compute,overhead").split(",")
+    stages = (args.only or "report,steps,sizing,share,driver,compute,overhead,backstop").split(",")
     work = tempfile.mkdtemp(prefix="tessera-gpu-shim-")
     results = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                "cap_bytes": cap, "stages_run": stages}
@@ -728,6 +779,8 @@ def main():
                     uncapped = stage_compute(node, cap, results)
                 elif stage == "overhead":
                     stage_overhead(node, cap, results, uncapped, torch_ok=torch_ok)
+                elif stage == "backstop":
+                    stage_backstop(node, cap, results)
             except Exception as e:  # a stage's failure is a result, not the end of the run
                 results[stage + "_error"] = repr(e)
             results.setdefault("stage_seconds", {})[stage] = round(time.monotonic() - t0, 1)

@@ -22,5 +22,7 @@ int main(int argc, char** argv) {
   tessera::cli::AddAgentCommand(app, &exit_code);
   tessera::cli::AddPlanCommand(app, &exit_code);
   tessera::cli::AddStatusCommand(app, &exit_code);
+  tessera::cli::AddDoctorCommand(app, &exit_code);
+  tessera::cli::AddExplainCommand(app, &exit_code);
   return tessera::cli::Run(app, argc, argv, &exit_code);
 }

@@ -16,26 +16,61 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
+FaultResponderOptions WithNode(FaultResponderOptions options, const std::string& node) {
+  options.node_name = node;
+  return options;
+}
+
 }  // namespace
 
 NodeAgent::NodeAgent(GpuDiscovery& discovery, k8s::ApiClient& client, NodeAgentOptions options)
     : discovery_(discovery),
       client_(client),
       options_(std::move(options)),
-      publisher_(client, options_.node_name) {}
+      publisher_(client, options_.node_name),
+      tracker_(options_.health),
+      responder_(client, WithNode(options_.faults, options_.node_name)) {}
+
+bool NodeAgent::LogChanges(const std::vector<HealthChange>& changes) {
+  for (const HealthChange& c : changes) {
+    switch (c.kind) {
+      case HealthChange::Kind::kOutOfService:
+        spdlog::warn("GPU {} ({}) failed: {}; no new pods go to it", c.gpu, c.uuid, c.reason);
+        break;
+      case HealthChange::Kind::kDraining:
+        spdlog::warn("GPU {} ({}) takes no new pods: {}", c.gpu, c.uuid, c.reason);
+        break;
+      case HealthChange::Kind::kBackInService:
+      case HealthChange::Kind::kLinkUp:
+        spdlog::info("{}", c.reason);
+        break;
+      case HealthChange::Kind::kLinkDown:
+        spdlog::warn("{}", c.reason);
+        break;
+    }
+  }
+  return !changes.empty();
+}
 
 absl::Status NodeAgent::Run(const std::atomic<bool>& stop) {
   absl::StatusOr<NodeGpus> first = discovery_.Discover();
   ++discoveries_;
   if (!first.ok()) return first.status();
-  NodeGpus gpus = std::move(*first);
-  if (options_.on_gpus) options_.on_gpus(std::make_shared<const NodeGpus>(gpus));
-  NodeAdvertisement ad = AdvertisementFor(gpus);
-  if (!options_.extended_resources) ad.resources.clear();
-  spdlog::info("{}: {} GPU(s) ({}), driver {}", discovery_.Describe(), gpus.gpus.size(),
+  tracker_.Observe(*first, Clock::now());
+  std::vector<HealthChange> pending = tracker_.TakeChanges();  // told once published
+  (void)LogChanges(pending);
+  auto published = std::make_shared<const NodeGpus>(tracker_.Published());
+  if (options_.on_gpus) options_.on_gpus(published);
+  auto advertise = [&](const NodeGpus& gpus) {
+    NodeAdvertisement ad = AdvertisementFor(gpus);
+    if (!options_.extended_resources) ad.resources.clear();
+    return ad;
+  };
+  NodeAdvertisement ad = advertise(*published);
+  spdlog::info("{}: {} GPU(s) ({}), driver {}", discovery_.Describe(), published->gpus.size(),
                ad.labels[std::string(records::kGpuModelLabel)],
-               gpus.driver_version.empty() ? "?" : gpus.driver_version);
-  if (!gpus.fabric_note.empty()) spdlog::warn("{}", gpus.fabric_note);
+               published->driver_version.empty() ? "?" : published->driver_version);
+  if (!published->fabric_note.empty()) spdlog::warn("{}", published->fabric_note);
 
   // Watch this one Node: anything that changes it may need a reconcile.
   std::atomic<bool> node_changed{true};
@@ -53,7 +88,6 @@ absl::Status NodeAgent::Run(const std::atomic<bool>& stop) {
   Clock::time_point next_retry = Clock::now();
   std::string last_error;            // of publishing, logged once until it changes
   std::string last_discovery_error;  // likewise
-  std::vector<int> newly_bad;        // GPUs whose pods are told once the inventory says so
   while (!stop.load()) {
     const bool changed_node = node_changed.exchange(false);
     if ((dirty || changed_node) && Clock::now() >= next_retry) {
@@ -70,10 +104,6 @@ absl::Status NodeAgent::Run(const std::atomic<bool>& stop) {
         }
         dirty = false;
         last_error.clear();
-        if (!newly_bad.empty()) {
-          TellPodsOnUnhealthyGpus(gpus, newly_bad);
-          newly_bad.clear();
-        }
       } else {
         const std::string error(outcome.status().message());
         if (error != last_error)
@@ -83,114 +113,77 @@ absl::Status NodeAgent::Run(const std::atomic<bool>& stop) {
         next_retry = Clock::now() + options_.retry_interval;
       }
     }
+    // The faults act once the inventory that says so is on the Node.
+    if (!dirty) {
+      responder_.Step(tracker_, pending, Clock::now());
+      pending.clear();
+    }
 
     const auto now = Clock::now();
-    const auto wait = std::clamp<Clock::duration>(next_rediscover - now, Clock::duration::zero(),
+    const auto until = std::min(next_rediscover, tracker_.NextRelease());
+    const auto wait = std::clamp<Clock::duration>(until - now, Clock::duration::zero(),
                                                   std::chrono::milliseconds(500));
     absl::StatusOr<WaitResult> waited =
         discovery_.Wait(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
     bool rediscover = Clock::now() >= next_rediscover;
+    std::vector<HealthEvent> application;
     if (waited.ok()) {
+      for (const std::string& w : waited->warnings) spdlog::warn("{}", w);
       for (const HealthEvent& e : waited->events) {
-        if (e.critical) {
-          spdlog::warn("GPU {} ({}): {}", e.gpu_index, e.uuid, e.text);
-        } else {
-          spdlog::info("GPU {} ({}): {} (an application error; the GPU stays in use)", e.gpu_index,
-                       e.uuid, e.text);
-        }
+        spdlog::log(e.critical() ? spdlog::level::warn : spdlog::level::info,
+                    "GPU {} ({}){}: {} ({}, NVIDIA's catalogue: {})", e.gpu_index, e.uuid,
+                    e.mig.empty() ? "" : StrCat(" MIG ", e.mig), e.text,
+                    FaultCauseName(e.klass.cause), e.klass.action);
+        tracker_.OnXid(e, Clock::now());
+        if (e.klass.effect == FaultEffect::kPodEvent) application.push_back(e);
       }
       rediscover = rediscover || waited->changed;
     } else {
       spdlog::warn("watching GPU events: {}", waited.status().message());
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
-    if (!rediscover) continue;
-    next_rediscover = Clock::now() + options_.rediscover_interval;
-    absl::StatusOr<NodeGpus> again = discovery_.Discover();
-    ++discoveries_;
-    if (!again.ok()) {
-      const std::string error(again.status().message());
-      if (error != last_discovery_error) {
-        spdlog::error("rediscovering the GPUs ({}): {}; keeping the last inventory",
-                      discovery_.Describe(), error);
+    bool observed = false;
+    if (rediscover) {
+      next_rediscover = Clock::now() + options_.rediscover_interval;
+      absl::StatusOr<NodeGpus> again = discovery_.Discover();
+      ++discoveries_;
+      if (!again.ok()) {
+        const std::string error(again.status().message());
+        if (error != last_discovery_error) {
+          spdlog::error("rediscovering the GPUs ({}): {}; keeping the last inventory",
+                        discovery_.Describe(), error);
+        }
+        last_discovery_error = error;
+      } else {
+        if (!last_discovery_error.empty()) {
+          spdlog::info("{}: readable again", discovery_.Describe());
+          last_discovery_error.clear();
+        }
+        tracker_.Observe(*again, Clock::now());
+        observed = true;
       }
-      last_discovery_error = error;
-      continue;
     }
-    if (!last_discovery_error.empty()) {
-      spdlog::info("{}: readable again", discovery_.Describe());
-      last_discovery_error.clear();
+    tracker_.Tick(Clock::now());
+    std::vector<HealthChange> changes = tracker_.TakeChanges();
+    const bool health_changed = LogChanges(changes);
+    pending.insert(pending.end(), changes.begin(), changes.end());
+    if (observed || health_changed || !application.empty()) {
+      published = std::make_shared<const NodeGpus>(tracker_.Published());
     }
-    if (options_.on_gpus) options_.on_gpus(std::make_shared<const NodeGpus>(*again));
-    NodeAdvertisement next = AdvertisementFor(*again);
-    if (!options_.extended_resources) next.resources.clear();
+    for (const HealthEvent& e : application) responder_.OnApplicationXid(e, *published);
+    if (!observed && !health_changed) continue;
+    if (options_.on_gpus) options_.on_gpus(published);
+    NodeAdvertisement next = advertise(*published);
     if (next.inventory == ad.inventory && next.labels == ad.labels &&
         next.resources == ad.resources) {
       continue;
     }
-    for (const DiscoveredGpu& g : again->gpus) {
-      bool was_healthy = true;
-      for (const DiscoveredGpu& old : gpus.gpus) {
-        if (old.spec.uuid == g.spec.uuid) was_healthy = old.health.healthy;
-      }
-      if (was_healthy && !g.health.healthy) {
-        spdlog::warn("GPU {} ({}) is unhealthy: {}; no new pods go to it", g.spec.index,
-                     g.spec.uuid, g.health.reason);
-        newly_bad.push_back(g.spec.index);
-      } else if (!was_healthy && g.health.healthy) {
-        spdlog::info("GPU {} ({}) is healthy again", g.spec.index, g.spec.uuid);
-      }
-    }
-    gpus = std::move(*again);
     ad = std::move(next);
     dirty = true;
     next_retry = Clock::now();
   }
   informer.Stop();
   return absl::OkStatus();
-}
-
-void NodeAgent::TellPodsOnUnhealthyGpus(const NodeGpus& gpus, const std::vector<int>& newly_bad) {
-  absl::StatusOr<json> pods =
-      client_.Get(StrCat("/api/v1/pods?fieldSelector=",
-                         k8s::QueryEscape(StrCat("spec.nodeName=", options_.node_name))));
-  if (!pods.ok()) {
-    spdlog::error("listing the pods on node {} to tell them about unhealthy GPUs: {}",
-                  options_.node_name, pods.status().message());
-    return;
-  }
-  for (const json& pod : pods->value("items", json::array())) {
-    const json& meta = pod.value("metadata", json::object());
-    const json annotations = meta.value("annotations", json::object());
-    auto it = annotations.find(records::kAssignmentAnnotation);
-    if (it == annotations.end() || !it->is_string()) continue;
-    absl::StatusOr<records::Assignment> a = records::AssignmentFromJson(it->get<std::string>());
-    if (!a.ok()) continue;  // the scheduler reports bad records; nothing to add here
-    for (int index : newly_bad) {
-      const DiscoveredGpu& g = gpus.gpus[index];
-      const bool holds =
-          std::any_of(a->gpus.begin(), a->gpus.end(), [&](const records::AssignedGpu& ag) {
-            return ag.uuid.empty() ? ag.grant.gpu == index : ag.uuid == g.spec.uuid;
-          });
-      if (!holds) continue;
-      const std::string ns = meta.value("namespace", "");
-      const std::string name = meta.value("name", "");
-      const std::string message = StrCat("GPU ", index, " (", g.spec.uuid, ") on node ",
-                                         options_.node_name, " is unhealthy: ", g.health.reason);
-      const absl::Status posted =
-          k8s::PostEvent(client_,
-                         {.object = k8s::PodRef(ns, name, meta.value("uid", "")),
-                          .reason = "GPUUnhealthy",
-                          .message = message},
-                         {"tessera-agent", options_.node_name, options_.node_name});
-      if (posted.ok()) {
-        ++pod_events_;
-        spdlog::info("pod {}/{}: {}", ns, name, message);
-      } else {
-        spdlog::error("{}", posted.message());
-      }
-    }
-  }
 }
 
 }  // namespace tessera::agent

@@ -83,7 +83,9 @@ void WriteFile(const std::string& path, const json& doc) {
 class RunningAgent {
  public:
   RunningAgent(k8s::ApiClient& client, const std::string& node, const std::string& file)
-      : discovery_(file), agent_(discovery_, client, Options(node)) {
+      : RunningAgent(client, file, Options(node)) {}
+  RunningAgent(k8s::ApiClient& client, const std::string& file, NodeAgentOptions options)
+      : discovery_(file), agent_(discovery_, client, std::move(options)) {
     thread_ = std::thread([this] { status_ = agent_.Run(stop_); });
   }
   ~RunningAgent() { Stop().IgnoreError(); }
@@ -94,7 +96,6 @@ class RunningAgent {
   }
   NodeAgent& agent() { return agent_; }
 
- private:
   static NodeAgentOptions Options(const std::string& node) {
     NodeAgentOptions o;
     o.node_name = node;
@@ -102,6 +103,8 @@ class RunningAgent {
     o.retry_interval = std::chrono::milliseconds(200);
     return o;
   }
+
+ private:
   FakeDiscovery discovery_;
   NodeAgent agent_;
   std::atomic<bool> stop_{false};
@@ -271,6 +274,145 @@ TEST(NodeAgentE2e, RepublishesWhatChangesAndRestoresWhatOthersUndo) {
   EXPECT_EQ(Resource(Node(*c, name), "capacity", "tessera.dev/gpu"), "2");
   EXPECT_FALSE(Annotation(Node(*c, name), "tessera.dev/gpu-inventory").empty());
 
+  EXPECT_TRUE(agent.Stop().ok());
+  ASSERT_TRUE(c->Delete("/api/v1/nodes/" + name).ok());
+}
+
+// A running pod bound to `node` whose assignment holds GPU `gpu` (as the scheduler's Binding
+// writes it). Running as a kubelet would report it (no kubelet runs here): the Eviction API
+// ignores the budgets of a Pending pod.
+void CreateGpuPod(k8s::ApiClient& c, const std::string& ns, const std::string& name,
+                  const std::string& node, int gpu, const json& labels = json::object()) {
+  records::Assignment a;
+  a.node = node;
+  records::AssignedGpu g;
+  g.grant.gpu = gpu;
+  g.grant.memory_mib = 4096;
+  g.uuid = StrCat("GPU-6f1c2a9e-0000-4000-8000-00000000000", gpu);
+  a.gpus.push_back(g);
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata",
+               {{"name", name},
+                {"namespace", ns},
+                {"labels", labels},
+                {"annotations",
+                 {{std::string(records::kAssignmentAnnotation), records::AssignmentToJson(a)}}}}},
+              {"spec",
+               {{"nodeName", node},
+                {"containers", {{{"name", "c"}, {"image", "tessera.local/busybox:1"}}}}}}};
+  ASSERT_TRUE(c.Create("/api/v1/namespaces/" + ns + "/pods", pod).ok());
+  ASSERT_TRUE(c.Patch(StrCat("/api/v1/namespaces/", ns, "/pods/", name, "/status"),
+                      k8s::PatchType::kMerge, {{"status", {{"phase", "Running"}}}})
+                  .ok());
+}
+
+// The Events with `reason` about the object `name` in `ns`.
+std::vector<json> EventsAbout(k8s::ApiClient& c, const std::string& ns, const std::string& name,
+                              const std::string& reason) {
+  absl::StatusOr<json> list = c.Get(StrCat("/api/v1/namespaces/", ns, "/events"));
+  std::vector<json> out;
+  if (!list.ok()) return out;
+  for (const json& e : (*list)["items"]) {
+    if (e["involvedObject"].value("name", "") == name && e.value("reason", "") == reason) {
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+// A GPU fault from end to end against the API server: an application XID is told to the pod that
+// caused it and leaves the GPU in service; a hardware XID with the driver's "reset required"
+// takes the GPU out, tells its pods and evicts them through the Eviction API (a pod whose
+// PodDisruptionBudget allows nothing stays, and is told so); the reset brings the GPU back after
+// the quiet period, with an Event, without a restart.
+TEST(NodeAgentE2e, FromAnXidToEvictionsAndBackWithoutARestart) {
+  auto c = Admin();
+  const std::string name = "agent-faults";
+  const std::string ns = "agent-faults";
+  CreateNode(*c, name);
+  ASSERT_TRUE(c->Create("/api/v1/namespaces",
+                        {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}})
+                  .ok());
+  CreateGpuPod(*c, ns, "app", name, 0);
+  CreateGpuPod(*c, ns, "victim", name, 1);
+  CreateGpuPod(*c, ns, "guarded", name, 1, {{"app", "guarded"}});
+  // No disruption controller runs here: the budget's status is never computed, so the Eviction
+  // API refuses every eviction of a running pod it covers (429), as a budget with no disruption
+  // allowed does.
+  ASSERT_TRUE(
+      c->Create(
+           StrCat("/apis/policy/v1/namespaces/", ns, "/poddisruptionbudgets"),
+           {{"apiVersion", "policy/v1"},
+            {"kind", "PodDisruptionBudget"},
+            {"metadata", {{"name", "guarded"}}},
+            {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "guarded"}}}}}}}})
+          .ok());
+
+  const std::string file = TempPath("agent_faults_gpus.json");
+  WriteFile(file, GpuFile(2));
+  std::filesystem::remove(file + ".events");
+  NodeAgentOptions o = RunningAgent::Options(name);
+  o.health.quiet_period = std::chrono::seconds(1);
+  o.faults.retry_interval = std::chrono::milliseconds(300);
+  RunningAgent agent(*c, file, o);
+  ASSERT_TRUE(
+      WaitFor([&] { return !Annotation(Node(*c, name), "tessera.dev/gpu-inventory").empty(); }));
+
+  // An MMU fault of the pod on GPU 0.
+  std::ofstream(file + ".events", std::ios::app) << R"({"gpu": 0, "xid": 31})"
+                                                 << "\n";
+  ASSERT_TRUE(WaitFor([&] { return !EventsAbout(*c, ns, "app", "GPUApplicationError").empty(); }));
+  EXPECT_THAT(EventsAbout(*c, ns, "app", "GPUApplicationError")[0]["message"].get<std::string>(),
+              HasSubstr("XID 31: GPU memory page fault on GPU 0"));
+  EXPECT_TRUE(EventsAbout(*c, ns, "victim", "GPUApplicationError").empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  absl::StatusOr<records::Inventory> inv =
+      records::InventoryFromJson(Annotation(Node(*c, name), "tessera.dev/gpu-inventory"));
+  ASSERT_TRUE(inv.ok());
+  EXPECT_TRUE(inv->healthy(0));
+  EXPECT_FALSE((*c->Get(StrCat("/api/v1/namespaces/", ns, "/pods/app")))["metadata"].contains(
+      "deletionTimestamp"));
+
+  // A double bit ECC error on GPU 1, and the driver asks for a reset.
+  json sick = GpuFile(2);
+  sick["gpus"][1]["recovery_action"] = "reset";
+  WriteFile(file, sick);
+  std::ofstream(file + ".events", std::ios::app) << R"({"gpu": 1, "xid": 48})"
+                                                 << "\n";
+  ASSERT_TRUE(WaitFor([&] {
+    absl::StatusOr<records::Inventory> i =
+        records::InventoryFromJson(Annotation(Node(*c, name), "tessera.dev/gpu-inventory"));
+    return i.ok() && !i->healthy(1);
+  }));
+  auto terminating = [&](const std::string& pod) {
+    absl::StatusOr<json> p = c->Get(StrCat("/api/v1/namespaces/", ns, "/pods/", pod));
+    return p.ok() && (*p)["metadata"].contains("deletionTimestamp");
+  };
+  EXPECT_TRUE(WaitFor([&] { return terminating("victim"); })) << "evicted";
+  EXPECT_TRUE(
+      WaitFor([&] { return !EventsAbout(*c, ns, "guarded", "GPUEvictionBlocked").empty(); }));
+  EXPECT_FALSE(terminating("guarded")) << "its budget holds it";
+  EXPECT_FALSE(terminating("app")) << "its GPU is fine";
+  for (const char* pod : {"victim", "guarded"}) {
+    std::vector<json> told = EventsAbout(*c, ns, pod, "GPUUnhealthy");
+    ASSERT_EQ(told.size(), 1u) << pod;
+    EXPECT_THAT(
+        told[0]["message"].get<std::string>(),
+        HasSubstr("GPU 1 (GPU-6f1c2a9e-0000-4000-8000-000000000001) on node agent-faults is "
+                  "unhealthy: XID 48: double bit ECC error"));
+  }
+  EXPECT_FALSE(EventsAbout(*c, "default", name, "GPUUnhealthy").empty());
+  EXPECT_GE(agent.agent().discoveries(), 2);
+
+  // The reset: nothing is reported any more; back after the quiet period, with an Event.
+  WriteFile(file, GpuFile(2));
+  EXPECT_TRUE(WaitFor([&] {
+    absl::StatusOr<records::Inventory> i =
+        records::InventoryFromJson(Annotation(Node(*c, name), "tessera.dev/gpu-inventory"));
+    return i.ok() && i->healthy(1);
+  }));
+  EXPECT_TRUE(WaitFor([&] { return !EventsAbout(*c, "default", name, "GPUHealthy").empty(); }));
   EXPECT_TRUE(agent.Stop().ok());
   ASSERT_TRUE(c->Delete("/api/v1/nodes/" + name).ok());
 }

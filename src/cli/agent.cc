@@ -8,6 +8,7 @@
 //                                                    (the chart's pre-delete hook)
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <csignal>
@@ -27,14 +28,18 @@
 #include "agent/nri/delivery.h"
 #include "agent/nri/plugin.h"
 #include "agent/pods/driver_files.h"
+#include "agent/pods/memory_backstop.h"
 #include "agent/pods/pod_manager.h"
+#include "agent/procs/gpu_processes.h"
 #include "agent/uninstall.h"
 #include "cli/command.h"
 #include "cli/version.h"
 #include "common/strings.h"
 #include "core/topology/topo_text.h"
 #include "k8s/client/config.h"
+#include "k8s/client/events.h"
 #include "k8s/client/http.h"
+#include "k8s/eviction/evictor.h"
 #include "sim/yaml_util.h"
 #include "spdlog/spdlog.h"
 
@@ -67,6 +72,7 @@ struct AgentFlags {
   std::string container_lib_dir = agent::kDefaultContainerLibDir;
   std::string mps_control = "nvidia-cuda-mps-control";
   std::string mps_root = "/run/tessera/mps";
+  int mps_shm_mib = 1024;
   std::string nvidia_smi = "nvidia-smi";
   std::string metrics_address = "0.0.0.0";
   int metrics_port = 9402;
@@ -79,6 +85,16 @@ struct AgentFlags {
   bool no_mig_devices = false;
   bool dra_mig_mode_switch = false;
   std::string dra_resync = "10s";
+  // GPU faults (src/agent/health).
+  std::string gpu_fault_policy = "evict";
+  std::string gpu_quiet_period = "5m";
+  std::string gpu_fault_retry = "5s";
+  // Host processes and the memory backstop.
+  std::string proc_root = "/proc";
+  std::string backstop_action = "kill";
+  std::string backstop_grace = "30s";
+  int backstop_tolerance_percent = 5;
+  int backstop_process_mib = 512;
   std::string cleanup_on_delete;  // NAMESPACE/DAEMONSET
 };
 
@@ -131,8 +147,10 @@ absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const AgentFlags& f) {
   if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
   absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
   if (in_cluster.ok()) return in_cluster;
-  if (std::string path = k8s::DefaultKubeconfigPath(); !path.empty()) {
-    return k8s::LoadKubeconfig(path, f.context);
+  if (absl::StatusOr<k8s::ClientConfig> c =
+          k8s::LoadKubeconfigs(k8s::DefaultKubeconfigPaths(), f.context);
+      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
+    return c;
   }
   return absl::InvalidArgumentError(
       StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
@@ -178,6 +196,23 @@ int RunAgent(const AgentFlags& f) {
   if (options.node_name.empty()) {
     return fail(kExitBadInput, "no node name: pass --node-name or set NODE_NAME");
   }
+  absl::StatusOr<agent::FaultPolicy> policy = agent::ParseFaultPolicy(f.gpu_fault_policy);
+  if (!policy.ok()) {
+    return fail(kExitBadInput, StrCat("--gpu-fault-policy: ", policy.status().message()));
+  }
+  options.faults.policy = *policy;
+  absl::StatusOr<std::chrono::milliseconds> quiet = ParseDuration(f.gpu_quiet_period);
+  if (!quiet.ok()) {
+    return fail(kExitBadInput, StrCat("--gpu-quiet-period: ", quiet.status().message()));
+  }
+  options.health.quiet_period = *quiet;
+  absl::StatusOr<std::chrono::milliseconds> retry = ParseDuration(f.gpu_fault_retry);
+  if (!retry.ok() || retry->count() == 0) {
+    return fail(kExitBadInput,
+                StrCat("--gpu-fault-retry: ",
+                       retry.ok() ? "must be more than 0" : retry.status().message()));
+  }
+  options.faults.retry_interval = *retry;
   absl::StatusOr<k8s::ClientConfig> config = ClientConfigFor(f);
   if (!config.ok()) return fail(kExitBadInput, config.status().message());
   absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = k8s::ApiClient::Create(*config);
@@ -217,25 +252,84 @@ int RunAgent(const AgentFlags& f) {
   pod_options.edits.driver = *driver;
   pod_options.mps.control = f.mps_control;
   pod_options.mps.root = f.mps_root;
+  pod_options.mps.shm_bytes = static_cast<uint64_t>(std::max(1, f.mps_shm_mib)) << 20;
   pod_options.mps.exclusive_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "EXCLUSIVE_PROCESS"};
   pod_options.mps.restore_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "DEFAULT"};
+  pod_options.proc_root = f.proc_root;
+  absl::StatusOr<agent::BackstopAction> action = agent::ParseBackstopAction(f.backstop_action);
+  if (!action.ok())
+    return fail(kExitBadInput, StrCat("--memory-backstop: ", action.status().message()));
+  absl::StatusOr<std::chrono::milliseconds> grace = ParseDuration(f.backstop_grace);
+  if (!grace.ok()) {
+    return fail(kExitBadInput, StrCat("--memory-backstop-grace: ", grace.status().message()));
+  }
+  if (f.backstop_tolerance_percent < 0 || f.backstop_tolerance_percent > 1000 ||
+      f.backstop_process_mib < 0) {
+    return fail(kExitBadInput,
+                "--memory-backstop-tolerance-percent and --memory-backstop-process-mib take "
+                "0..1000 and a size >= 0");
+  }
+  pod_options.backstop.action = *action;
+  pod_options.backstop.grace = std::chrono::duration_cast<std::chrono::seconds>(*grace);
+  pod_options.backstop.tolerance_permille =
+      static_cast<uint32_t>(f.backstop_tolerance_percent) * 10;
+  pod_options.backstop.per_process_bytes = static_cast<uint64_t>(f.backstop_process_mib) << 20;
   agent::MigReconfigurer* mig = dynamic_cast<agent::MigReconfigurer*>(discovery->get());
-  std::unique_ptr<shim::NvmlUtilization> utilization;
-  if (f.gpus_file.empty()) {
-    absl::StatusOr<std::unique_ptr<shim::NvmlUtilization>> u =
-        shim::NvmlUtilization::Load(f.nvml_library);
-    if (u.ok()) {
-      utilization = std::move(*u);
+  // NVML's per-process view (host PIDs): the compute controller's measurements and the memory
+  // backstop. With --gpus-file too, when --nvml-library names a library that loads (the fake
+  // NVML of a test node).
+  std::unique_ptr<agent::NvmlProcessSampler> sampler;
+  {
+    absl::StatusOr<std::unique_ptr<agent::NvmlProcessSampler>> loaded =
+        agent::NvmlProcessSampler::Load(f.nvml_library);
+    if (loaded.ok()) {
+      sampler = std::move(*loaded);
     } else {
       spdlog::warn(
-          "compute shares run without measurement (the shims' windows stay at the "
-          "caps): {}",
-          u.status().message());
+          "no per-process GPU view: compute shares run without measurement (the shims' windows "
+          "stay at the caps) and there is no memory backstop: {}",
+          loaded.status().message());
     }
   }
-  agent::PodManager pods(pod_options, mig, utilization.get());
+  // What pods must be told (a ledger their processes tampered with, ...): Warning Events.
+  pod_options.notify = [&client, node = options.node_name](std::vector<agent::PodNotice> notices) {
+    for (const agent::PodNotice& n : notices) {
+      if (n.evict) {
+        const k8s::EvictionTarget target{n.pod.ns, n.pod.name, n.pod.uid, std::nullopt};
+        const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
+        const k8s::EvictionResult r = k8s::ApiEvictor::Classify(request, (*client)->Call(request));
+        spdlog::warn("evicting pod {}: {}{}", n.pod.Name(), k8s::EvictionOutcomeName(r.outcome),
+                     r.message.empty() ? "" : StrCat(" (", r.message, ")"));
+      }
+      const absl::Status posted =
+          k8s::PostEvent(**client,
+                         {.object = k8s::PodRef(n.pod.ns, n.pod.name, n.pod.uid),
+                          .reason = n.reason,
+                          .message = n.message},
+                         {"tessera-agent", node, node});
+      if (!posted.ok()) spdlog::error("{}", posted.message());
+    }
+  };
+  agent::PodManager pods(pod_options, mig, sampler.get());
   options.on_gpus = [&pods](std::shared_ptr<const agent::NodeGpus> gpus) {
     pods.SetGpus(std::move(gpus));
+  };
+  // The node's own record of the pods on its GPUs, for GPU faults: the pod manager's grants with
+  // the shim's ledger (and, in DRA mode, the prepared claims' pods, added below).
+  std::function<std::vector<agent::GpuPod>()> dra_pods;
+  options.faults.local_pods = [&pods, &dra_pods] {
+    std::vector<agent::GpuPod> out;
+    for (const agent::GpuUse& u : pods.Use()) {
+      for (const agent::GpuUse::Pod& p : u.pods) {
+        const bool ledger = p.sharing == agent::Sharing::kShim;
+        out.push_back(
+            {p.ns, p.name, p.uid, u.uuid, p.mig, ledger ? static_cast<int64_t>(p.processes) : -1});
+      }
+    }
+    if (dra_pods) {
+      for (agent::GpuPod& p : dra_pods()) out.push_back(std::move(p));
+    }
+    return out;
   };
   std::thread maintenance([&pods] { pods.RunMaintenance(g_stop); });
 
@@ -249,7 +343,8 @@ int RunAgent(const AgentFlags& f) {
         metrics.Start(f.metrics_address, f.metrics_port, [&pods, &delivery, &options, &client] {
           return agent::MetricsText(
               {pods.Use(),
-               {options.node_name, delivery.delivered(), delivery.refused(), pods.reaped_slots()},
+               {options.node_name, delivery.delivered(), delivery.refused(), pods.reaped_slots(),
+                pods.backstop_over(), pods.backstop_actions(), pods.sees_host_pids()},
                CurrentBuild(),
                &(*client)->transport()->requests()});
         });
@@ -301,7 +396,21 @@ int RunAgent(const AgentFlags& f) {
             : (f.driver_lib_dirs.empty() ? agent::kDefaultContainerLibDir
                                          : f.driver_lib_dirs.front());
     dra_options.edits.shares.container_lib_dir = f.container_lib_dir;
+    dra_options.no_execute_on_failure = *policy == agent::FaultPolicy::kEvict;
     dra = std::make_unique<agent::dra::DraAgent>(**client, dra_options);
+    dra_pods = [&dra] {
+      std::vector<agent::GpuPod> out;
+      for (const agent::dra::PreparedClaim& c : dra->driver().Prepared()) {
+        for (const agent::dra::PreparedDevice& d : c.devices) {
+          const std::string instance =
+              d.mig ? StrCat(d.mig_profile, "@", d.mig_start) : std::string();
+          for (const agent::dra::ClaimConsumer& pod : c.pods) {
+            out.push_back({c.ns, pod.name, pod.uid, d.gpu_uuid, instance, -1});
+          }
+        }
+      }
+      return out;
+    };
     options.extended_resources = false;
     options.on_gpus = [&pods, &dra](std::shared_ptr<const agent::NodeGpus> gpus) {
       pods.SetGpus(gpus);
@@ -509,6 +618,9 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--mps-root", f->mps_root,
                   "Host folder for the MPS daemons' pipes, logs and /dev/shm (one per node)")
       ->capture_default_str();
+  cmd->add_option("--mps-shm-mib", f->mps_shm_mib,
+                  "Size of each MPS daemon's /dev/shm (a tmpfs shared by its clients), in MiB")
+      ->capture_default_str();
   cmd->add_option("--nvidia-smi", f->nvidia_smi,
                   "nvidia-smi, to put a GPU in EXCLUSIVE_PROCESS mode for MPS and back")
       ->capture_default_str();
@@ -552,6 +664,21 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_flag("--no-mig-devices", f->no_mig_devices,
                 "DRA: do not publish MIG placements as partitionable devices");
+  cmd->add_option("--gpu-fault-policy", f->gpu_fault_policy,
+                  "What happens to the pods of a GPU that fails (a hardware XID, a lost GPU, a "
+                  "reset the driver asks for) or that hold both GPUs of an NVLink that went down: "
+                  "evict (through the Eviction API, PodDisruptionBudgets honoured; in DRA mode the "
+                  "devices are also tainted NoExecute), cordon-gpu (they keep running; no new pods "
+                  "go to the GPU), none (they are only told)")
+      ->capture_default_str();
+  cmd->add_option("--gpu-quiet-period", f->gpu_quiet_period,
+                  "How long a GPU (or an NVLink) must be free of faults before it returns to "
+                  "service, without a restart")
+      ->capture_default_str();
+  cmd->add_option("--gpu-fault-retry", f->gpu_fault_retry,
+                  "How often the pods of a failed GPU are looked at again (an eviction a "
+                  "PodDisruptionBudget refused is tried again)")
+      ->capture_default_str();
   cmd->add_flag("--dra-mig-mode-switch", f->dra_mig_mode_switch,
                 "DRA: a claim for a MIG placement on a GPU that is not in MIG mode turns MIG mode "
                 "on (when nothing else is prepared on the GPU), and off again when its last "
@@ -569,6 +696,26 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                    ? std::string()
                    : std::string("must be NAMESPACE/DAEMONSET");
       });
+  cmd->add_option("--proc-root", f->proc_root,
+                  "The host's /proc as the agent sees it: the agent needs the host's PID "
+                  "namespace (hostPID: true) to tell which pod a GPU process belongs to")
+      ->capture_default_str();
+  cmd->add_option("--memory-backstop", f->backstop_action,
+                  "What to do with a pod whose processes hold more GPU memory than its share "
+                  "(by the driver's count, NVML) past the grace period: kill its processes on that "
+                  "GPU, evict the pod, or only report (Events and metrics)")
+      ->check(CLI::IsMember({"kill", "evict", "report"}))
+      ->capture_default_str();
+  cmd->add_option("--memory-backstop-grace", f->backstop_grace,
+                  "How long a pod may stay over its share before the backstop acts (30s, 2m)")
+      ->capture_default_str();
+  cmd->add_option("--memory-backstop-tolerance-percent", f->backstop_tolerance_percent,
+                  "Tolerance over the share, in percent of it")
+      ->capture_default_str();
+  cmd->add_option("--memory-backstop-process-mib", f->backstop_process_mib,
+                  "Tolerance per process on the GPU, in MiB (its context and modules, which the "
+                  "CUDA shim does not count)")
+      ->capture_default_str();
 
   auto c = std::make_shared<CompareFlags>();
   CLI::App* compare = cmd->add_subcommand(

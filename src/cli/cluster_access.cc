@@ -14,8 +14,11 @@ void AddClusterAccessFlags(CLI::App* cmd, ClusterAccessFlags* flags) {
 
 absl::StatusOr<k8s::ClientConfig> ResolveClusterAccess(const ClusterAccessFlags& f) {
   if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
-  if (std::string path = k8s::DefaultKubeconfigPath(); !path.empty()) {
-    return k8s::LoadKubeconfig(path, f.context);
+  // $KUBECONFIG's files merged as kubectl merges them, or ~/.kube/config; none there: in-cluster.
+  if (absl::StatusOr<k8s::ClientConfig> c =
+          k8s::LoadKubeconfigs(k8s::DefaultKubeconfigPaths(), f.context);
+      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
+    return c;
   }
   absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
   if (in_cluster.ok()) return in_cluster;

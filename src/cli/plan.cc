@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "cli/cluster_access.h"
 #include "cli/command.h"
+#include "cli/output.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
@@ -44,7 +45,7 @@ struct PlanOptions {
   std::string node_selector;
   std::string policy = std::string(core::kDefaultPolicy);
   std::vector<std::string> jobs;  // only these jobs' waiting pods
-  bool json = false;
+  OutputFlags output;
   // defrag
   std::vector<std::string> pinned;
   int max_moves = 4;
@@ -362,7 +363,7 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
   options.move_higher_priority = o.move_higher_priority;
 
   nlohmann::json plans = nlohmann::json::array();
-  if (!o.json) {
+  if (!o.output.json()) {
     std::cout << s.header;
     if (waiting.empty()) {
       std::cout << (o.jobs.empty() ? "nothing waits: nothing to plan\n"
@@ -383,7 +384,7 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
     in.target = w.pods;
     TESSERA_ASSIGN_OR_RETURN(plan::DefragPlan p, plan::PlanDefrag(in, options));
     all_planned = all_planned && Planned(p.verdict);
-    if (o.json) {
+    if (o.output.json()) {
       nlohmann::json moves = nlohmann::json::array();
       for (const plan::Move& m : p.moves) {
         moves.push_back({{"pod", m.pod},
@@ -436,7 +437,7 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
       }
     }
   }
-  if (o.json) {
+  if (o.output.json()) {
     nlohmann::json doc = {{"policy", o.policy},
                           {"max_moves", o.max_moves},
                           {"placed", s.placed},
@@ -467,7 +468,7 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
   options.max_nodes = o.max_nodes;
   TESSERA_ASSIGN_OR_RETURN(plan::ScaleUpPlan p, plan::PlanScaleUp(in, options));
 
-  if (o.json) {
+  if (o.output.json()) {
     nlohmann::json options_json = nlohmann::json::array();
     for (const plan::TemplateOption& t : p.options) {
       nlohmann::json unplaced = nlohmann::json::array();
@@ -559,8 +560,7 @@ void AddCommonFlags(CLI::App* cmd, PlanOptions* o) {
                   "Plan only for the waiting pods of this job (repeatable; default: every job). "
                   "With --from-cluster: a waiting pod \"ns/name\", or a gang \"ns/gang\"")
       ->delimiter(',');
-  cmd->add_flag("--json", o->json,
-                "Print one JSON document instead of text (format in docs/planning.md)");
+  AddOutputFlags(cmd, &o->output, {"text", "json"}, "docs/planning.md");
 }
 
 void Finish(const char* name, absl::Status status, int* exit_code) {

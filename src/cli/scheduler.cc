@@ -41,8 +41,10 @@ absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const SchedulerFlags& f) {
   if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
   absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
   if (in_cluster.ok()) return in_cluster;
-  if (std::string path = k8s::DefaultKubeconfigPath(); !path.empty()) {
-    return k8s::LoadKubeconfig(path, f.context);
+  if (absl::StatusOr<k8s::ClientConfig> c =
+          k8s::LoadKubeconfigs(k8s::DefaultKubeconfigPaths(), f.context);
+      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
+    return c;
   }
   return absl::InvalidArgumentError(
       StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",

@@ -3,12 +3,16 @@
 
 #include "absl/strings/str_split.h"
 #include "cli/command.h"
+#include "cli/manifest_workload.h"
+#include "cli/output.h"
 #include "cli/simulate_cluster.h"
 #include "cli/simulate_trace.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/cluster.h"
 #include "core/policy/policy.h"
+#include "k8s/client/config.h"
+#include "k8s/manifests/manifests.h"
 #include "sim/cluster_file.h"
 #include "sim/reality_check.h"
 #include "sim/report.h"
@@ -21,8 +25,10 @@ namespace {
 struct SimulateOptions {
   std::string cluster_file;
   std::string workload_file;
+  std::vector<std::string> manifests;  // -f: the user's own Pods, Deployments, Jobs...
+  std::string ns;                      // their namespace when they name none
   std::string policies = "whole-gpu,tessera";
-  bool json = false;
+  OutputFlags output;
   bool show_default = false;
   uint64_t seed = 1;
   ClusterSourceFlags source;  // --from-cluster, --add-nodes, --save
@@ -65,7 +71,7 @@ absl::Status RunDefault(const SimulateOptions& o, const std::vector<std::string>
       sim::ParseClusterYaml(sim::RealityCheckClusterYaml(), "<embedded reality-check cluster>"));
   TESSERA_ASSIGN_OR_RETURN(core::Cluster cluster, core::Cluster::Create(file.nodes));
   nlohmann::json json_results = nlohmann::json::array();
-  if (!o.json) {
+  if (!o.output.json()) {
     std::cout << "tessera simulate: the reality check (embedded default; --show-default prints "
                  "it, --cluster/--workload run your own)\n"
               << "cluster: " << sim::DescribeCluster(cluster) << "\n";
@@ -78,7 +84,7 @@ absl::Status RunDefault(const SimulateOptions& o, const std::vector<std::string>
         sim::ParseWorkloadYaml(part.workload_yaml, StrCat("<embedded part ", part_no, ">")));
     TESSERA_ASSIGN_OR_RETURN(std::vector<sim::ScenarioResult> results,
                              RunPolicies(cluster, file.levels, workload, policies, o.seed));
-    if (o.json) {
+    if (o.output.json()) {
       for (const sim::ScenarioResult& r : results) {
         nlohmann::json j = sim::ResultToJson(cluster, r);
         j["part"] = part_no;
@@ -89,18 +95,49 @@ absl::Status RunDefault(const SimulateOptions& o, const std::vector<std::string>
       std::cout << "\n" << part.title << "\n" << sim::FormatComparison(results);
     }
   }
-  if (o.json) {
+  if (o.output.json()) {
     nlohmann::json doc = {{"scenario", "reality-check"}, {"results", std::move(json_results)}};
     std::cout << doc.dump(2) << "\n";
   }
   return absl::OkStatus();
 }
 
+// The -f files as one workload, in order. What cannot be simulated is told on stderr.
+absl::StatusOr<sim::Workload> LoadManifests(const SimulateOptions& o) {
+  std::string ns = o.ns;
+  if (ns.empty() && o.source.from_cluster) {
+    // kubectl's default: the namespace of the kubeconfig's context.
+    absl::StatusOr<k8s::ClientConfig> access = ResolveClusterAccess(o.source.access);
+    if (access.ok()) ns = access->default_namespace;
+  }
+  if (ns.empty()) ns = "default";
+  sim::Workload all;
+  for (const std::string& path : o.manifests) {
+    absl::StatusOr<std::string> text = k8s::ReadWholeFile(path == "-" ? "/dev/stdin" : path);
+    if (!text.ok()) return absl::InvalidArgumentError(StrCat("-f: ", text.status().message()));
+    TESSERA_ASSIGN_OR_RETURN(k8s::Manifests m, k8s::ParseManifests(*text, path, ns));
+    for (const k8s::ManifestSkipped& s : m.skipped) {
+      std::cerr << "tessera simulate: " << path << ":" << s.line << ": skipped " << s.kind << " "
+                << s.name << ": " << s.why << "\n";
+    }
+    for (const k8s::ManifestWorkload& w : m.workloads) {
+      for (const std::string& n : w.not_simulated) {
+        std::cerr << "tessera simulate: " << path << ":" << w.line << ": " << w.kind << " " << w.ns
+                  << "/" << w.name << ": not simulated: " << n << "\n";
+      }
+    }
+    TESSERA_ASSIGN_OR_RETURN(sim::Workload w, WorkloadFromManifests(m, path));
+    for (sim::Job& j : w.jobs) all.jobs.push_back(std::move(j));
+  }
+  return all;
+}
+
 absl::Status RunFiles(const SimulateOptions& o, const std::vector<std::string>& policies) {
   std::string source;
   TESSERA_ASSIGN_OR_RETURN(sim::ClusterFile file,
                            PrepareCluster(o.source, o.cluster_file, &source));
-  if (o.workload_file.empty()) {  // --save alone: the snapshot is written, nothing to run
+  if (o.workload_file.empty() &&
+      o.manifests.empty()) {  // --save alone: the snapshot is written, nothing to run
     std::cout << "tessera simulate: wrote " << source << " (" << file.nodes.size() << " nodes, "
               << file.running.size() << " running pods) to " << o.source.save << "\n";
     return absl::OkStatus();
@@ -112,13 +149,20 @@ absl::Status RunFiles(const SimulateOptions& o, const std::vector<std::string>& 
   absl::StatusOr<sim::StartState> start = sim::ResolveStart(*cluster, file);
   if (!start.ok())
     return absl::InvalidArgumentError(StrCat(source, ": ", start.status().message()));
-  TESSERA_ASSIGN_OR_RETURN(sim::Workload workload, sim::LoadWorkloadFile(o.workload_file));
-  TESSERA_RETURN_IF_ERROR(sim::ValidateWorkload(*cluster, file.levels, workload, o.workload_file));
+  sim::Workload workload;
+  const std::string workload_source =
+      o.manifests.empty() ? o.workload_file : StrJoin(o.manifests, ", ");
+  if (o.manifests.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(workload, sim::LoadWorkloadFile(o.workload_file));
+  } else {
+    TESSERA_ASSIGN_OR_RETURN(workload, LoadManifests(o));
+  }
+  TESSERA_RETURN_IF_ERROR(sim::ValidateWorkload(*cluster, file.levels, workload, workload_source));
   absl::StatusOr<std::vector<sim::ScenarioResult>> ran =
       RunPolicies(*cluster, file.levels, workload, policies, o.seed, *start);
   if (!ran.ok()) return absl::InvalidArgumentError(StrCat(source, ": ", ran.status().message()));
   const std::vector<sim::ScenarioResult>& results = *ran;
-  if (o.json) {
+  if (o.output.json()) {
     nlohmann::json list = nlohmann::json::array();
     for (const sim::ScenarioResult& r : results) list.push_back(sim::ResultToJson(*cluster, r));
     std::cout << nlohmann::json{{"results", std::move(list)}}.dump(2) << "\n";
@@ -146,6 +190,9 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
       "Place a workload on a cluster under several policies and compare them side by side.\n"
       "--from-cluster starts from the live cluster as it stands (what runs keeps its GPUs):\n"
       "\"would these pods fit with policy X, or with 4 more HGX nodes (--add-nodes hgx-h100:4)?\"\n"
+      "-f takes your own manifests as the workload (Pods, Deployments, ReplicaSets,\n"
+      "StatefulSets, Jobs, CronJobs, Lists; replicas and parallelism expanded; other kinds\n"
+      "skipped with a note): tessera simulate --from-cluster -f app.yaml.\n"
       "With no arguments: the reality check (10 GPUs of 80Gi on two nodes; 20 inference pods of\n"
       "4Gi; an 8-GPU training gang that needs one NVLink domain; both together).");
   cmd->add_option("--cluster", opts->cluster_file,
@@ -162,8 +209,15 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
                   StrCat("Comma-separated policies to compare (known: ",
                          StrJoin(core::PolicyNames(), ", "), ")"))
       ->capture_default_str();
-  cmd->add_flag("--json", opts->json,
-                "Print one JSON document instead of tables (format in docs/simulate.md)");
+  cmd->add_option("-f,--filename", opts->manifests,
+                  "Kubernetes manifests to simulate instead of --workload (multi-document YAML "
+                  "or JSON, as kubectl apply -f takes; repeatable; - for stdin). Each object's "
+                  "pods ask what their template asks the scheduler")
+      ->take_all();
+  cmd->add_option("-n,--namespace", opts->ns,
+                  "With -f: the namespace of objects that name none (default: the kubeconfig "
+                  "context's with --from-cluster, else default)");
+  AddOutputFlags(cmd, &opts->output, {"text", "json"}, "docs/simulate.md");
   cmd->add_flag("--show-default", opts->show_default,
                 "Print the embedded default's cluster and workload files, then exit");
   cmd->add_option("--seed", opts->seed, "Seed for randomised policies")->capture_default_str();
@@ -189,22 +243,30 @@ void AddSimulateCommand(CLI::App& app, int* exit_code) {
     if (!policies.ok()) {
       status = policies.status();
     } else if (trace_mode) {
-      if (!o.cluster_file.empty() || !o.workload_file.empty() || o.source.from_cluster ||
-          !o.source.save.empty() || !o.source.add_nodes.empty()) {
+      if (!o.cluster_file.empty() || !o.workload_file.empty() || !o.manifests.empty() ||
+          o.source.from_cluster || !o.source.save.empty() || !o.source.add_nodes.empty()) {
         status = absl::InvalidArgumentError(
             "--nodes/--trace (trace mode) and --cluster/--workload/--from-cluster (scenario mode) "
             "do not mix");
       } else {
-        status = RunTrace(*trace, *policies, o.json);
+        status = RunTrace(*trace, *policies, o.output.json());
       }
     } else if (o.source.from_cluster && !o.cluster_file.empty()) {
       status = absl::InvalidArgumentError("--from-cluster and --cluster do not mix (give one)");
+    } else if (!o.workload_file.empty() && !o.manifests.empty()) {
+      status = absl::InvalidArgumentError(
+          "--workload and -f do not mix (a workload file, or your manifests)");
     } else if (o.source.from_cluster) {
-      status = o.workload_file.empty() && o.source.save.empty()
+      status = o.workload_file.empty() && o.manifests.empty() && o.source.save.empty()
                    ? absl::InvalidArgumentError(
-                         "--from-cluster needs --workload (or --save FILE to only write the "
-                         "snapshot)")
+                         "--from-cluster needs --workload or -f manifests.yaml (or --save FILE "
+                         "to only write the snapshot)")
                    : RunFiles(o, *policies);
+    } else if (!o.manifests.empty() && o.cluster_file.empty()) {
+      status = absl::InvalidArgumentError(
+          "-f needs a cluster: --from-cluster (the live one) or --cluster FILE");
+    } else if (!o.manifests.empty()) {
+      status = RunFiles(o, *policies);
     } else if (o.cluster_file.empty() != o.workload_file.empty()) {
       status = absl::InvalidArgumentError(
           "--cluster and --workload go together (give both, or neither for the embedded "

@@ -12,10 +12,10 @@
 
 #include "cli/cluster_access.h"
 #include "cli/command.h"
+#include "cli/output.h"
 #include "common/strings.h"
 #include "k8s/client/informer.h"
 #include "k8s/snapshot/snapshot.h"
-#include "records/queue.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::cli {
@@ -29,7 +29,7 @@ extern "C" void OnStatusSignal(int) { g_stop.store(true); }
 
 struct StatusFlags {
   ClusterAccessFlags access;
-  std::string output = "table";
+  OutputFlags output;
   std::string node;
   std::string ns;
   std::string scheduler_name = "tessera";
@@ -38,44 +38,22 @@ struct StatusFlags {
   int page_size = 500;
 };
 
-// The Queue objects into `o` (left unread, so every queue implicit as in the scheduler, when
-// they cannot be listed: no CRD, or no permission).
-void ReadQueues(k8s::ApiClient& client, k8s::StatusOptions* o) {
-  absl::StatusOr<nlohmann::json> list = client.Get(std::string(records::kQueuesPath));
-  if (!list.ok() || !list->contains("items") || !(*list)["items"].is_array()) return;
-  std::vector<core::QueueSpec> specs;
-  for (const nlohmann::json& item : (*list)["items"]) {
-    absl::StatusOr<core::QueueSpec> spec = records::QueueFromObject(item);
-    if (spec.ok()) {
-      specs.push_back(*std::move(spec));
-    } else {
-      std::string name = "?";
-      if (item.contains("metadata") && item["metadata"].is_object() &&
-          item["metadata"].contains("name") && item["metadata"]["name"].is_string()) {
-        name = item["metadata"]["name"];
-      }
-      o->queue_errors.emplace_back(name, std::string(spec.status().message()));
-    }
-  }
-  o->queues = std::move(specs);
-}
-
 absl::Status Print(k8s::ApiClient& client, const k8s::ClusterSnapshot& snapshot,
                    const StatusFlags& f, bool watching) {
   k8s::StatusOptions o;
   o.scheduler_name = f.scheduler_name;
   o.node = f.node;
   o.ns = f.ns;
-  ReadQueues(client, &o);
+  k8s::ReadQueues(client, &o.queues, &o.queue_errors);
   absl::StatusOr<k8s::ClusterStatus> status = k8s::ComputeStatus(snapshot, o);
   if (!status.ok()) return status.status();
-  if (f.output == "json") {
+  if (f.output.json()) {
     // One document; one per line while watching (JSON lines).
     std::cout << k8s::StatusToJson(*status).dump(watching ? -1 : 2) << "\n" << std::flush;
     return absl::OkStatus();
   }
   k8s::RenderOptions r;
-  r.wide = f.output == "wide";
+  r.wide = f.output.format == "wide";
   std::string text = k8s::RenderStatusText(*status, r);
   if (watching && isatty(STDOUT_FILENO)) {
     std::cout << "\033[H\033[2J";  // home, clear: redraw in place
@@ -94,6 +72,14 @@ absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
     dirty = true;
     g_cv.notify_all();
   };
+  // With --namespace, a user who may not list nodes still watches its pods.
+  std::string nodes_error;
+  if (!f.ns.empty()) {
+    absl::StatusOr<nlohmann::json> probe = client.Get("/api/v1/nodes?limit=1");
+    if (!probe.ok() && probe.status().code() == absl::StatusCode::kPermissionDenied) {
+      nodes_error = std::string(probe.status().message());
+    }
+  }
   k8s::ListWatchOptions no;
   no.resource = "nodes";
   no.path = "/api/v1/nodes";
@@ -106,11 +92,13 @@ absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
       [&](auto&&) { poke(); });
   k8s::ListWatchOptions po;
   po.resource = "pods";
-  po.path = "/api/v1/pods";
+  po.path = f.ns.empty() ? std::string("/api/v1/pods")
+                         : StrCat("/api/v1/namespaces/", k8s::QueryEscape(f.ns), "/pods");
   po.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
   po.page_size = f.page_size;
   k8s::Informer<k8s::PodInfo> pods(client, po, k8s::DecodePod, [&](auto&&) { poke(); });
-  nodes.Start();
+  const bool watch_nodes = nodes_error.empty();
+  if (watch_nodes) nodes.Start();
   pods.Start();
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(f.interval * 1000));
   auto last = std::chrono::steady_clock::now() - interval;
@@ -122,18 +110,20 @@ absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
     }
     if (g_stop) break;
     if (const int64_t failed = nodes.failures() + pods.failures();
-        failed > failures_told && (!nodes.synced() || !pods.synced())) {
+        failed > failures_told && ((watch_nodes && !nodes.synced()) || !pods.synced())) {
       std::cerr << "tessera status: still trying to list nodes and pods from "
                 << client.config().server << " (" << failed << " failed attempts; retrying)\n";
       failures_told = failed;
     }
-    if (!dirty || !nodes.synced() || !pods.synced()) continue;
+    if (!dirty || (watch_nodes && !nodes.synced()) || !pods.synced()) continue;
     if (std::chrono::steady_clock::now() - last < interval) continue;
     dirty = false;
     last = std::chrono::steady_clock::now();
     std::vector<k8s::SnapshotNode> n;
     for (const auto& p : nodes.List()) n.push_back(*p);
     k8s::ClusterSnapshot snapshot(std::move(n), pods.List());
+    snapshot.pod_namespace = f.ns;
+    snapshot.nodes_error = nodes_error;
     snapshot.server = client.config().server;
     snapshot.taken_at = std::chrono::system_clock::now();
     absl::Status st = Print(client, snapshot, f, /*watching=*/true);
@@ -159,15 +149,14 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
       "`kubectl tessera status`.\n"
       "Exit status: 0 shown, 1 the cluster could not be read, 2 bad flags or an unknown --node.");
   AddClusterAccessFlags(cmd, &f->access);
-  cmd->add_option("-o,--output", f->output,
-                  "table (the first pods of each GPU), wide (every pod), or json (the stable "
-                  "document of docs/operations.md; one per line with --watch)")
-      ->check(CLI::IsMember({"table", "wide", "json"}))
-      ->capture_default_str();
+  // table: the first pods of each GPU; wide: every pod; json: one document per line with --watch.
+  AddOutputFlags(cmd, &f->output, {"table", "wide", "json"}, "docs/operations.md");
   cmd->add_option("--node", f->node, "Show only this node (the totals stay cluster-wide)");
   cmd->add_option("-n,--namespace", f->ns,
-                  "Show only this namespace's pods, on GPUs and pending (GPUs' figures and the "
-                  "totals still count every pod)");
+                  "Show only this namespace's pods, on GPUs and pending, listing only its pods "
+                  "(so a user whose RBAC covers one namespace can run it; GPUs' figures, queues "
+                  "and totals then count its pods alone). Without permission to list nodes, its "
+                  "running pods and their GPUs are listed from their assignments");
   cmd->add_option("--scheduler-name", f->scheduler_name,
                   "Pending pods are those with this spec.schedulerName")
       ->capture_default_str();
@@ -197,6 +186,8 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
     } else {
       k8s::SnapshotOptions so;
       so.page_size = f->page_size;
+      so.pod_namespace = f->ns;
+      so.nodes_optional = !f->ns.empty();
       absl::StatusOr<k8s::ClusterSnapshot> snapshot = k8s::ReadSnapshot(**client, so);
       if (!snapshot.ok()) {
         std::cerr << "tessera status: cannot read the cluster at " << (*client)->config().server

@@ -5,11 +5,13 @@
 #include <iterator>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "common/strings.h"
 #include "core/model/mig.h"
 #include "core/model/profiles.h"
 #include "core/model/quantity.h"
 #include "core/topology/topo_text.h"
+#include "nlohmann/json.hpp"
 #include "records/inventory.h"
 #include "sim/yaml_util.h"
 
@@ -118,12 +120,23 @@ void AddTopoCommand(CLI::App& app, int* exit_code) {
   });
 
   auto profile = std::make_shared<std::string>();
+  auto profile_output = std::make_shared<OutputFlags>();
   CLI::App* pr = topo->add_subcommand(
       "profiles",
       "List the built-in server profiles (usable as `profile:` in a cluster file); with a NAME,\n"
       "print that profile's node inventory JSON (links, NUMA, CPU affinity, NICs).");
   pr->add_option("NAME", *profile, "A profile name");
-  pr->callback([profile, exit_code]() {
+  AddOutputFlags(pr, profile_output.get(), {"text", "json"}, "docs/topology.md");
+  pr->callback([profile, profile_output, exit_code]() {
+    if (profile->empty() && profile_output->json()) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const std::string& name : core::ProfileNames()) {
+        list.push_back({{"name", name}, {"description", core::FindProfile(name)->description}});
+      }
+      std::cout << nlohmann::json{{"profiles", std::move(list)}}.dump(2) << "\n";
+      *exit_code = kExitOk;
+      return;
+    }
     if (profile->empty()) {
       for (const std::string& name : core::ProfileNames()) {
         std::cout << name << "\t" << core::FindProfile(name)->description << "\n";

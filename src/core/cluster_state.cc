@@ -148,6 +148,11 @@ bool ClusterState::CanApply(const Placement& p, std::string* why) const {
     }
     if (s.exclusive) return fail(StrCat("GPU ", g.gpu, " is held exclusively"));
     if (g.exclusive && s.grants > 0) return fail(StrCat("GPU ", g.gpu, " is shared"));
+    if (!g.exclusive && !g.is_mig() && !s.TakesShareMode(g.mode)) {
+      return fail(StrCat("GPU ", g.gpu, "'s shares are enforced by ",
+                         g.mode == ShareMode::kMps ? "the shim" : "MPS",
+                         "; a GPU serves MPS shares or shim shares, not both"));
+    }
     if (g.memory_mib > s.free_memory_mib) {
       return fail(
           StrCat("GPU ", g.gpu, " has ", s.free_memory_mib, "Mi free, needs ", g.memory_mib, "Mi"));
@@ -174,6 +179,7 @@ void ClusterState::Apply(const Placement& p) {
       n.whole_free_mask &= ~(1ULL << g.gpu);
     }
     ++s.grants;
+    if (g.mode == ShareMode::kMps) ++s.mps_grants;
     s.exclusive = g.exclusive;
     s.free_memory_mib -= g.memory_mib;
     s.free_compute_milli -= g.compute_milli;
@@ -220,6 +226,8 @@ void ClusterState::Return(const Placement& p, bool keep_mig_instance) {
     TESSERA_CHECK_MSG(s.grants > 0, "revert of a grant that was never applied");
     TESSERA_CHECK(s.exclusive == g.exclusive || !g.exclusive);
     --s.grants;
+    if (g.mode == ShareMode::kMps) --s.mps_grants;
+    TESSERA_CHECK(s.mps_grants >= 0 && s.mps_grants <= s.grants);
     s.exclusive = false;
     s.free_memory_mib += g.memory_mib;
     s.free_compute_milli += g.compute_milli;
@@ -276,6 +284,7 @@ void ClusterState::CheckInvariants() const {
       TESSERA_CHECK(s.free_compute_milli >= 0 && s.free_compute_milli <= 1000);
       TESSERA_CHECK(s.grants >= 0);
       TESSERA_CHECK(!s.exclusive || s.grants == 1);
+      TESSERA_CHECK(s.mps_grants >= 0 && s.mps_grants <= s.grants);
       const MigGpuState& m = mig_[n.gpu_begin + g];
       const MigModel* model = cluster_->mig_model(NodeId(i), g);
       if (model) {

@@ -3,6 +3,7 @@
 // Invariants (checked on every Apply and Revert, always on):
 //  - no GPU has more memory or compute granted than it has (free amounts never go negative);
 //  - an exclusive GPU has exactly one grant, and a GPU with any grant is never granted exclusively;
+//  - a GPU's shares all use one ShareMode (shim or MPS);
 //  - node CPU and memory are never over-committed;
 //  - a GPU with no grant has all its memory and compute free;
 //  - MIG (model/mig.h): only MIG-enabled GPUs hold MIG instances and MIG grants, and they hold
@@ -52,7 +53,14 @@ struct GpuState {
   int64_t free_memory_mib = 0;
   int32_t free_compute_milli = 0;
   int32_t grants = 0;      // pods holding a grant on this GPU
+  int32_t mps_grants = 0;  // of which shares enforced by MPS (ShareMode::kMps)
   bool exclusive = false;  // held whole by one pod
+
+  // Whether a share enforced by `mode` may join the shares here: a GPU's shares all use one
+  // mode (the shim and MPS cannot serve one GPU at once).
+  bool TakesShareMode(ShareMode mode) const {
+    return mode == ShareMode::kMps ? mps_grants == grants : mps_grants == 0;
+  }
 };
 
 class ClusterState {

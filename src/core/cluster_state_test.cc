@@ -68,6 +68,39 @@ TEST_F(ClusterStateTest, ExclusiveGpuIsNeverShared) {
   state_.CheckInvariants();
 }
 
+// The sharing mode is a scheduling input: MPS shares and shim shares never land on one GPU (the
+// node could enforce only one of them); the fit check sends each to a GPU of its own mode.
+TEST_F(ClusterStateTest, SharesOfTheTwoModesNeverShareAGpu) {
+  Placement shim = Share(0, 4096, 250);
+  Placement mps = Share(0, 4096, 250);
+  mps.gpus[0].mode = ShareMode::kMps;
+  state_.Apply(shim);
+  std::string why;
+  EXPECT_FALSE(state_.CanApply(mps, &why));
+  EXPECT_NE(why.find("a GPU serves MPS shares or shim shares, not both"), std::string::npos) << why;
+  PodRequest r;
+  r.gpu = GpuAsk::Share(4096, 250);
+  r.gpu.mode = ShareMode::kMps;
+  NodeFit fit = CheckNode(state_, Query(state_, r), a_, ~0ULL);
+  EXPECT_EQ(fit.gpus, 0b10u);         // only the empty GPU
+  state_.Apply(Share(1, 1024, 100));  // a shim share on GPU 1 too
+  fit = CheckNode(state_, Query(state_, r), a_, ~0ULL);
+  EXPECT_EQ(fit.reject, Reject::kShareMode);
+  EXPECT_NE(ExplainNoFit(state_, Query(state_, r), {}).find("enforced by the shim"),
+            std::string::npos);
+  state_.Revert(shim);
+  mps.gpus[0].gpu = 0;
+  state_.Apply(mps);  // GPU 0 now serves MPS shares
+  EXPECT_EQ(state_.gpu(a_, 0).mps_grants, 1);
+  EXPECT_FALSE(state_.CanApply(Share(0, 1024, 100)));  // a shim share waits
+  r.gpu.mode = ShareMode::kShim;
+  EXPECT_EQ(CheckNode(state_, Query(state_, r), a_, ~0ULL).gpus, 0b10u);
+  state_.Revert(mps);
+  EXPECT_EQ(state_.gpu(a_, 0).mps_grants, 0);
+  EXPECT_TRUE(state_.CanApply(Share(0, 1024, 100)));
+  state_.CheckInvariants();
+}
+
 TEST_F(ClusterStateTest, NodeCpuAndMemoryAreChecked) {
   Placement p = Share(0, 1, 0);
   p.cpu_milli = 9000;

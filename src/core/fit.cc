@@ -80,8 +80,9 @@ NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node, ui
     if (__builtin_popcountll(fit.gpus) < ask.count) fit.reject = Reject::kTooFewGpus;
     return fit;
   }
-  // A share of one GPU.
+  // A share of one GPU, on a GPU whose shares use its mode.
   const int32_t compute = ShareComputeOn(ask);
+  bool other_mode = false;  // room only on GPUs whose shares use the other mode
   std::span<const GpuState> gpus = state.gpus(node);
   const NodeSpec& spec = state.cluster().node(node);
   for (uint64_t a = usable; a; a &= a - 1) {
@@ -89,9 +90,13 @@ NodeFit CheckNode(const ClusterState& state, const Query& query, NodeId node, ui
     const GpuState& s = gpus[g];
     if (s.exclusive || s.free_compute_milli < compute) continue;
     if (s.free_memory_mib < ShareMemoryOn(ask, spec.gpus[g].memory_mib)) continue;
+    if (!s.TakesShareMode(ask.mode)) {
+      other_mode = true;
+      continue;
+    }
     fit.gpus |= 1ULL << g;
   }
-  if (fit.gpus == 0) fit.reject = Reject::kNoGpuRoom;
+  if (fit.gpus == 0) fit.reject = other_mode ? Reject::kShareMode : Reject::kNoGpuRoom;
   return fit;
 }
 
@@ -124,8 +129,9 @@ Placement MakePlacement(const ClusterState& state, const PodRequest& request, No
     if (ask.kind == GpuAsk::Kind::kWhole) {
       p.gpus.push_back(GpuGrant{g, spec.gpus[g].memory_mib, 1000, true});
     } else {
-      p.gpus.push_back(
-          GpuGrant{g, ShareMemoryOn(ask, spec.gpus[g].memory_mib), ShareComputeOn(ask), false});
+      GpuGrant grant{g, ShareMemoryOn(ask, spec.gpus[g].memory_mib), ShareComputeOn(ask), false};
+      grant.mode = ask.mode;
+      p.gpus.push_back(grant);
     }
   }
   return p;
@@ -327,6 +333,10 @@ std::string ExplainNoFit(const ClusterState& state, const Query& query,
              r.gpu.kind == GpuAsk::Kind::kShare
                  ? StrCat(" (most free on one GPU: ", FormatMiB(most_gpu_mem_free), ")")
                  : std::string()));
+  add(Reject::kShareMode,
+      StrCat("room only on GPUs whose shares are enforced by ",
+             r.gpu.mode == ShareMode::kMps ? "the shim" : "MPS",
+             " (a GPU serves MPS shares or shim shares, not both; tessera.dev/gpu-sharing)"));
   add(Reject::kMigMode, "only GPUs in MIG mode (they take MIG instances only)");
   add(Reject::kNoMigGpu, StrCat("no MIG-enabled GPU offering ", r.gpu.mig_profile));
   add(Reject::kNoMigRoom, StrCat("no MIG GPU with the memory slices free for ", r.gpu.mig_profile,

@@ -71,6 +71,7 @@ enum class Reject : uint8_t {
   kNoGpuOfModel,  // no GPU of an allowed model (or none left in the allowed set)
   kTooFewGpus,    // fewer fully free GPUs than asked
   kNoGpuRoom,     // no GPU with enough free memory/compute for the share
+  kShareMode,     // room for the share only on GPUs whose shares use the other ShareMode
   kTopology,      // GPUs are free but no set meets the required interconnect
   kMigMode,       // the allowed GPUs are all in MIG mode (they take MIG instances only)
   kNoMigGpu,      // a MIG ask, but no MIG-enabled GPU offering the profile

@@ -37,6 +37,7 @@ std::string AssignmentToJson(const Assignment& a) {
               {"exclusive", g.grant.exclusive}};
     if (!g.uuid.empty()) j["uuid"] = g.uuid;
     if (!g.mig_profile.empty()) j["mig"] = {{"profile", g.mig_profile}, {"start", g.mig_start}};
+    if (g.grant.mode == core::ShareMode::kMps) j["sharing"] = "mps";
     gpus.push_back(std::move(j));
   }
   doc["gpus"] = std::move(gpus);
@@ -79,6 +80,12 @@ absl::StatusOr<Assignment> AssignmentFromJson(std::string_view text) {
     if (compute < 0 || compute > 1000) return g.Error("compute_milli", "must be 0..1000");
     out.grant.compute_milli = static_cast<int32_t>(compute);
     TESSERA_ASSIGN_OR_RETURN(out.grant.exclusive, g.OptionalBool("exclusive", false));
+    TESSERA_ASSIGN_OR_RETURN(std::string sharing, g.OptionalString("sharing"));
+    if (sharing == "mps") {
+      out.grant.mode = core::ShareMode::kMps;
+    } else if (!sharing.empty() && sharing != "shim") {
+      return g.Error("sharing", StrCat("\"", sharing, "\" is not shim or mps"));
+    }
     if (g.Has("mig")) {
       TESSERA_ASSIGN_OR_RETURN(MigInstanceRecord m, ReadMigInstance(g.At("mig"), g.Path("mig")));
       out.mig_profile = m.profile;

@@ -12,6 +12,9 @@
 //              "mig": {"profile": "3g.40gb", "start": 4}}],
 //    "mig_plan": {"create": true, "destroy": [{"profile": "1g.10gb", "start": 4}, ...]}}
 //
+// A share enforced by MPS (the pod's tessera.dev/gpu-sharing: mps) says so, "sharing": "mps";
+// absent, the shim enforces it. A GPU's shares all use one of the two.
+//
 // A member of a gang says which, and how many of its members run with it placed (for an elastic
 // gang, tessera.dev/gang-min, between min and size; written when the member is placed and not
 // updated later: the Event "gang ns/g: 6 of 8 members running (min 4)" follows the growth):

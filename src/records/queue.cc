@@ -50,6 +50,15 @@ absl::Status ReadResources(const nlohmann::json& j, const std::string& path,
   return absl::OkStatus();
 }
 
+// A DNS-1123 label, as namespace names are.
+bool IsNamespaceName(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<core::QueueSpec> QueueSpecFromJson(const nlohmann::json& spec,
@@ -57,7 +66,7 @@ absl::StatusOr<core::QueueSpec> QueueSpecFromJson(const nlohmann::json& spec,
                                                   const std::string& path) {
   JsonReader r(spec, path);
   TESSERA_RETURN_IF_ERROR(r.ExpectObject());
-  TESSERA_RETURN_IF_ERROR(r.OnlyKeys({"parent", "weight", "deserved", "limit"}));
+  TESSERA_RETURN_IF_ERROR(r.OnlyKeys({"parent", "weight", "deserved", "limit", "namespaces"}));
   core::QueueSpec q;
   q.name = name;
   TESSERA_ASSIGN_OR_RETURN(q.parent, r.OptionalString("parent"));
@@ -70,6 +79,20 @@ absl::StatusOr<core::QueueSpec> QueueSpecFromJson(const nlohmann::json& spec,
   }
   if (r.Has("limit")) {
     TESSERA_RETURN_IF_ERROR(ReadResources(r.At("limit"), r.Path("limit"), &q.limit));
+  }
+  if (r.Has("namespaces")) {
+    TESSERA_ASSIGN_OR_RETURN(const nlohmann::json* list, r.Array("namespaces"));
+    for (size_t i = 0; i < list->size(); ++i) {
+      const nlohmann::json& ns = (*list)[i];
+      const std::string where = StrCat(r.Path("namespaces"), "[", i, "]");
+      if (!ns.is_string() || !IsNamespaceName(ns.get<std::string>())) {
+        return absl::InvalidArgumentError(
+            StrCat(where,
+                   ": expected a namespace name (a DNS-1123 label: lower-case letters, "
+                   "digits and '-', at most 63)"));
+      }
+      q.namespaces.push_back(ns.get<std::string>());
+    }
   }
   return q;
 }

@@ -5,6 +5,8 @@
 //
 //   spec.parent       the parent queue's name ("" or absent: top level)
 //   spec.weight       integer >= 0 (default 1)
+//   spec.namespaces   the namespaces whose pods may use the queue (absent or empty: any);
+//                     a pod of another namespace naming it is refused, with the reason
 //   spec.deserved     {gpu, gpuMemory, gpuCompute}, each optional:
 //   spec.limit          gpu: GPUs as a quantity ("2", "2.5", "500m") -> milli-GPU
 //                       gpuMemory: bytes as a quantity ("80Gi") -> MiB (deserved rounds down,

@@ -29,6 +29,23 @@ TEST(QueueRecord, ReadsEveryField) {
   EXPECT_FALSE(q->limit[core::kQueueGpuCompute].has_value());
 }
 
+// spec.namespaces: which namespaces' pods may use the queue; each a namespace name.
+TEST(QueueRecord, NamespacesThatMayUseTheQueue) {
+  absl::StatusOr<core::QueueSpec> q = QueueFromObject(json::parse(
+      R"({"metadata": {"name": "train"}, "spec": {"namespaces": ["team-a", "team-b"]}})"));
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->namespaces, (std::vector<std::string>{"team-a", "team-b"}));
+  auto open = QueueFromObject(json::parse(R"({"metadata": {"name": "q"}, "spec": {}})"));
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_TRUE(open->namespaces.empty());  // any namespace
+  for (const char* bad : {R"("team-a")", R"([1])", R"(["Team"])", R"(["-a"])", R"([""])"}) {
+    auto r = QueueFromObject(json::parse(
+        std::string(R"({"metadata": {"name": "q"}, "spec": {"namespaces": )") + bad + "}}"));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("Queue q.spec.namespaces")) << r.status();
+  }
+}
+
 TEST(QueueRecord, DefaultsAndMilliGpus) {
   absl::StatusOr<core::QueueSpec> q = QueueFromObject(
       json::parse(R"({"metadata": {"name": "q"}, "spec": {"deserved": {"gpu": "500m"}}})"));

@@ -184,6 +184,29 @@ TEST(Assignment, RoundTripsAndValidates) {
               HasSubstr("assignment.gpus[0].compute_milli: must be 0..1000"));
 }
 
+// A share enforced by MPS says so in its record ("sharing": "mps"), so that a restarted scheduler
+// keeps MPS and shim shares on different GPUs; a record without it is a shim share.
+TEST(Assignment, TheSharingModeRoundTrips) {
+  Assignment a;
+  a.node = "n1";
+  core::GpuGrant mps{0, 4096, 250, false};
+  mps.mode = core::ShareMode::kMps;
+  a.gpus.push_back(AssignedGpu{mps, "GPU-0"});
+  std::string json = AssignmentToJson(a);
+  EXPECT_THAT(json, HasSubstr(R"("sharing":"mps")"));
+  absl::StatusOr<Assignment> back = AssignmentFromJson(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->gpus[0].grant.mode, core::ShareMode::kMps);
+  absl::StatusOr<Assignment> old = AssignmentFromJson(
+      R"({"version":1,"node":"n","gpus":[{"index":0,"memory_mib":1,"compute_milli":1}]})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->gpus[0].grant.mode, core::ShareMode::kShim);
+  absl::StatusOr<Assignment> bad = AssignmentFromJson(
+      R"({"version":1,"node":"n","gpus":[{"index":0,"memory_mib":1,"compute_milli":1,"sharing":"x"}]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("gpus[0].sharing"));
+}
+
 TEST(Assignment, GangMemberRecordRoundTripsAndOldRecordsStillRead) {
   Assignment a;
   a.node = "n1";

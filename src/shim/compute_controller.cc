@@ -1,87 +1,9 @@
 #include "shim/compute_controller.h"
 
-#include <dlfcn.h>
-#include <time.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <set>
 
-#include "absl/strings/str_cat.h"
-#include "shim/nvml_abi.h"
-
 namespace tessera::shim {
-
-absl::StatusOr<std::unique_ptr<NvmlUtilization>> NvmlUtilization::Load(const std::string& library) {
-  void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (h == nullptr) {
-    const char* why = ::dlerror();
-    return absl::UnavailableError(
-        absl::StrCat("cannot load ", library, ": ", why ? why : "not found"));
-  }
-  auto init = reinterpret_cast<PFN_nvmlInit_v2>(::dlsym(h, "nvmlInit_v2"));
-  std::unique_ptr<NvmlUtilization> n(new NvmlUtilization());
-  n->handle_ = h;
-  n->get_handle_by_uuid_ = ::dlsym(h, "nvmlDeviceGetHandleByUUID");
-  n->get_process_utilization_ = ::dlsym(h, "nvmlDeviceGetProcessUtilization");
-  if (init == nullptr || n->get_handle_by_uuid_ == nullptr ||
-      n->get_process_utilization_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat(library, " lacks the NVML functions needed"));
-  }
-  if (nvmlReturn_t r = init(); r != NVML_SUCCESS) {
-    return absl::UnavailableError(absl::StrCat("nvmlInit_v2 failed: ", r));
-  }
-  return n;
-}
-
-NvmlUtilization::~NvmlUtilization() {
-  if (handle_ != nullptr) ::dlclose(handle_);
-}
-
-absl::StatusOr<std::vector<PidUtilization>> NvmlUtilization::Sample(const std::string& uuid) {
-  auto by_uuid = reinterpret_cast<PFN_nvmlDeviceGetHandleByUUID>(get_handle_by_uuid_);
-  auto util = reinterpret_cast<PFN_nvmlDeviceGetProcessUtilization>(get_process_utilization_);
-  nvmlDevice_t dev = nullptr;
-  if (nvmlReturn_t r = by_uuid(uuid.c_str(), &dev); r != NVML_SUCCESS) {
-    return absl::NotFoundError(absl::StrCat("NVML does not know ", uuid, " (", r, ")"));
-  }
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const unsigned long long now_us =
-      static_cast<unsigned long long>(ts.tv_sec) * 1'000'000ULL + ts.tv_nsec / 1000;
-  unsigned long long& last = last_seen_us_[uuid];
-  if (last == 0) last = now_us - 250'000;
-  std::vector<nvmlProcessUtilizationSample_t> samples(64);
-  unsigned int count = static_cast<unsigned int>(samples.size());
-  nvmlReturn_t r = util(dev, samples.data(), &count, last);
-  if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
-    samples.resize(count + 16);
-    count = static_cast<unsigned int>(samples.size());
-    r = util(dev, samples.data(), &count, last);
-  }
-  if (r == NVML_ERROR_NOT_FOUND) {
-    last = now_us;
-    return std::vector<PidUtilization>{};  // nothing ran since the last sample
-  }
-  if (r != NVML_SUCCESS) {
-    return absl::UnavailableError(absl::StrCat("nvmlDeviceGetProcessUtilization: ", r));
-  }
-  // Several samples per process: their mean.
-  std::map<uint32_t, std::pair<uint64_t, uint32_t>> sums;
-  unsigned long long newest = last;
-  for (unsigned int i = 0; i < count; ++i) {
-    auto& s = sums[samples[i].pid];
-    s.first += samples[i].smUtil;
-    ++s.second;
-    newest = std::max(newest, samples[i].timeStamp);
-  }
-  last = newest > last ? newest : now_us;
-  std::vector<PidUtilization> out;
-  for (const auto& [pid, s] : sums) {
-    out.push_back({pid, static_cast<uint32_t>(std::min<uint64_t>(1000, s.first * 10 / s.second))});
-  }
-  return out;
-}
 
 std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     const std::string& gpu_uuid, const std::vector<Segment*>& pods, UtilizationSource& source) {
@@ -117,8 +39,11 @@ std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     Pod p{seg, seg->ledger().path(), seg->limits().compute_limit(), {}};
     SegmentInfo info = seg->Inspect();
     std::set<uint32_t> pids;
-    for (const auto& proc : info.processes)
-      pids.insert(proc.host_pid != 0 ? proc.host_pid : proc.pid);
+    // Host PIDs the agent resolved (and checked to be the pod's): a PID in a container's own
+    // namespace would name another process on the host.
+    for (const auto& proc : info.processes) {
+      if (proc.host_pid != 0) pids.insert(proc.host_pid);
+    }
     for (uint32_t pid : pids) {
       auto it = by_pid.find(pid);
       if (it != by_pid.end()) p.m.utilization_permille += it->second;

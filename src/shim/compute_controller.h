@@ -36,28 +36,12 @@ struct PidUtilization {
   uint32_t sm_permille = 0;  // share of the interval its kernels ran
 };
 
-// Per-process GPU utilisation of one GPU since the previous call for that GPU.
+// Per-process GPU utilisation of one GPU since the previous call for that GPU (the agent's NVML
+// sampler, agent/procs/gpu_processes.h; tests script it).
 class UtilizationSource {
  public:
   virtual ~UtilizationSource() = default;
   virtual absl::StatusOr<std::vector<PidUtilization>> Sample(const std::string& gpu_uuid) = 0;
-};
-
-// NVML loaded at run time (no link-time dependency): nvmlDeviceGetProcessUtilization since the
-// previous sample's timestamp.
-class NvmlUtilization : public UtilizationSource {
- public:
-  static absl::StatusOr<std::unique_ptr<NvmlUtilization>> Load(
-      const std::string& library = "libnvidia-ml.so.1");
-  ~NvmlUtilization() override;
-  absl::StatusOr<std::vector<PidUtilization>> Sample(const std::string& gpu_uuid) override;
-
- private:
-  NvmlUtilization() = default;
-  void* handle_ = nullptr;
-  void* get_handle_by_uuid_ = nullptr;
-  void* get_process_utilization_ = nullptr;
-  std::map<std::string, unsigned long long> last_seen_us_;
 };
 
 class ComputeController {

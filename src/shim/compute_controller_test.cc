@@ -29,6 +29,7 @@ class ControllerTest : public ::testing::Test {
     root_ = tmpl;
   }
   void TearDown() override {
+    shims_.clear();
     std::string cmd = "rm -rf '" + root_ + "'";
     ASSERT_EQ(std::system(cmd.c_str()), 0);
   }
@@ -42,8 +43,12 @@ class ControllerTest : public ::testing::Test {
     auto seg = Segment::Create(root_ + "/" + uid, kUuid, o);
     EXPECT_TRUE(seg.ok()) << seg.status();
     std::string error;
-    EXPECT_TRUE((*seg)->ledger().Claim(ProcessIdentity::Current(), &error)) << error;
-    (*seg)->ledger().SetHostPid(static_cast<uint32_t>((*seg)->ledger().slot_index()), host_pid);
+    auto shim = Ledger::Open(PathsFor(root_ + "/" + uid, kUuid).ledger, &error);
+    EXPECT_NE(shim, nullptr) << error;
+    EXPECT_TRUE(shim->Claim(ProcessIdentity::Current(), &error)) << error;
+    shims_.push_back(std::move(shim));
+    // The agent resolves the slot's host PID (here: a made-up one).
+    (*seg)->Reap([host_pid](uint64_t, uint32_t) { return std::optional<uint32_t>(host_pid); });
     return std::move(*seg);
   }
   // The pod's processes waited at their gate during the interval.
@@ -51,6 +56,7 @@ class ControllerTest : public ::testing::Test {
 
   static constexpr char kUuid[] = "GPU-c0c0c0c0-0000-4000-8000-000000000000";
   std::string root_;
+  std::vector<std::unique_ptr<Ledger>> shims_;  // the pods' "processes"
 };
 
 TEST_F(ControllerTest, PhasesTileThePeriodInPodOrder) {

@@ -65,6 +65,12 @@ inline constexpr char kShimNvmlLibrary[] = "libtessera-nvml.so";
 inline constexpr char kRealCudaLibrary[] = "libtessera-real-cuda.so.1";
 inline constexpr char kRealNvmlLibrary[] = "libtessera-real-nvml.so.1";
 
+// A process that cannot take a slot in its pod's ledger (the file is missing, unreadable or
+// malformed, or every slot is held) would count against nobody but itself: with N such processes
+// the pod would get N caps. It may allocate this much on the GPU and no more (enough for a
+// context and a probe), and the shim says why on stderr.
+inline constexpr unsigned long long kNoLedgerAllowanceBytes = 64ULL << 20;
+
 // On the host.
 inline constexpr char kHostPodsDir[] = "/run/tessera/pods";  // <pod UID>/{limits,ledger}/
 inline constexpr int kMaintenanceIntervalMs = 250;

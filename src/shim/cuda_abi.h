@@ -69,6 +69,7 @@ enum : int {
   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
   CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT = 14,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+  CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
   CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT = 51,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
@@ -221,6 +222,31 @@ enum : int {
   CU_STREAM_CAPTURE_MODE_RELAXED = 2,
 };
 
+// CUlimit values that reserve device memory for the context.
+typedef int CUlimit;
+enum : int {
+  CU_LIMIT_STACK_SIZE = 0,        // bytes per thread, for every thread the device can hold
+  CU_LIMIT_PRINTF_FIFO_SIZE = 1,  // bytes
+  CU_LIMIT_MALLOC_HEAP_SIZE = 2,  // bytes: the heap of device-side malloc
+};
+
+typedef struct CUgraphNode_st* CUgraphNode;
+typedef int CUgraphNodeType;
+enum : int {
+  CU_GRAPH_NODE_TYPE_KERNEL = 0,
+  CU_GRAPH_NODE_TYPE_GRAPH = 4,
+  CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+  CU_GRAPH_NODE_TYPE_MEM_FREE = 11,
+};
+
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st {  // CUDA_MEM_ALLOC_NODE_PARAMS_v1
+  CUmemPoolProps poolProps;
+  const CUmemAccessDesc* accessDescs;
+  size_t accessDescCount;
+  size_t bytesize;
+  CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+
 typedef int CUgraphMem_attribute;
 enum : int {
   CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0,
@@ -306,6 +332,8 @@ static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR) == 40);
 static_assert(offsetof(CUlaunchConfig, hStream) == 32);
 static_assert(sizeof(CUlaunchConfig) == 56);
 static_assert(sizeof(CUctxCreateParams) == 24);
+static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120);
+static_assert(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == 104);
 
 // Function types, named after the exported symbol they describe. The shim hooks these names;
 // the fake driver exports them.
@@ -368,6 +396,8 @@ typedef CUresult (*PFN_cuMemExportToShareableHandle)(void*, CUmemGenericAllocati
                                                      CUmemAllocationHandleType, unsigned long long);
 typedef CUresult (*PFN_cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle*, void*,
                                                        CUmemAllocationHandleType);
+typedef CUresult (*PFN_cuMemGetAllocationPropertiesFromHandle)(CUmemAllocationProp*,
+                                                               CUmemGenericAllocationHandle);
 typedef CUresult (*PFN_cuMemAllocAsync)(CUdeviceptr*, size_t, CUstream);
 typedef CUresult (*PFN_cuMemAllocFromPoolAsync)(CUdeviceptr*, size_t, CUmemoryPool, CUstream);
 typedef CUresult (*PFN_cuMemFreeAsync)(CUdeviceptr, CUstream);
@@ -384,6 +414,15 @@ typedef CUresult (*PFN_cuMemPoolImportPointer)(CUdeviceptr*, CUmemoryPool, CUmem
 typedef CUresult (*PFN_cuIpcGetMemHandle)(CUipcMemHandle*, CUdeviceptr);
 typedef CUresult (*PFN_cuIpcOpenMemHandle_v2)(CUdeviceptr*, CUipcMemHandle, unsigned int);
 typedef CUresult (*PFN_cuIpcCloseMemHandle)(CUdeviceptr);
+typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned int);
+// The CUDA 2.x ABI (32-bit device pointers and sizes) that CUDA 3.2 replaced with the _v2
+// functions; drivers still export it. The array descriptors are passed through unread.
+typedef unsigned int CUdeviceptr_v1;
+typedef CUresult (*PFN_cuMemAlloc_v1)(CUdeviceptr_v1*, unsigned int);
+typedef CUresult (*PFN_cuMemAllocPitch_v1)(CUdeviceptr_v1*, unsigned int*, unsigned int,
+                                           unsigned int, unsigned int);
+typedef CUresult (*PFN_cuArrayCreate_v1)(CUarray*, const void*);
+typedef CUresult (*PFN_cuArray3DCreate_v1)(CUarray*, const void*);
 typedef CUresult (*PFN_cuStreamCreate)(CUstream*, unsigned int);
 typedef CUresult (*PFN_cuStreamDestroy_v2)(CUstream);
 typedef CUresult (*PFN_cuStreamSynchronize)(CUstream);
@@ -416,6 +455,12 @@ typedef CUresult (*PFN_cuGraphUpload)(CUgraphExec, CUstream);
 typedef CUresult (*PFN_cuGraphDestroy)(CUgraph);
 typedef CUresult (*PFN_cuGraphExecDestroy)(CUgraphExec);
 typedef CUresult (*PFN_cuDeviceGetGraphMemAttribute)(CUdevice, CUgraphMem_attribute, void*);
+typedef CUresult (*PFN_cuGraphGetNodes)(CUgraph, CUgraphNode*, size_t*);
+typedef CUresult (*PFN_cuGraphNodeGetType)(CUgraphNode, CUgraphNodeType*);
+typedef CUresult (*PFN_cuGraphMemAllocNodeGetParams)(CUgraphNode, CUDA_MEM_ALLOC_NODE_PARAMS*);
+typedef CUresult (*PFN_cuGraphChildGraphNodeGetGraph)(CUgraphNode, CUgraph*);
+typedef CUresult (*PFN_cuCtxSetLimit)(CUlimit, size_t);
+typedef CUresult (*PFN_cuCtxGetLimit)(size_t*, CUlimit);
 typedef CUresult (*PFN_cuDeviceGraphMemTrim)(CUdevice);
 typedef CUresult (*PFN_cuGetProcAddress)(const char*, void**, int, cuuint64_t);
 typedef CUresult (*PFN_cuGetProcAddress_v2)(const char*, void**, int, cuuint64_t,

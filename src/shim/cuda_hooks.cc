@@ -8,14 +8,17 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
+#include "shim/export_tag.h"
 #include "shim/hooks.h"
 #include "shim/shim_state.h"
 
 using tessera::shim::Allocation;
 using tessera::shim::AllocKind;
 using tessera::shim::Log;
+using tessera::shim::Physical;
 using tessera::shim::PoolState;
 using tessera::shim::Share;
 using tessera::shim::Shim;
@@ -55,12 +58,16 @@ Share* CurrentShare(CUdevice* dev) {
   return s.ShareForDevice(*dev);
 }
 
-// Before refusing an allocation: pool reservations that a sync released may still be charged.
-void RefreshPools(int device, PoolState* skip = nullptr);
+// Before refusing an allocation: pool reservations that a sync released may still be charged,
+// and exported allocations whose last descriptor has closed may still be held.
+void RefreshPools(int device);
+void SweepLingering();
+void EndPhysical(const Physical& p);
 
 bool ChargeOrRefresh(Share* share, int device, uint64_t bytes) {
   if (share->Charge(bytes)) return true;
   RefreshPools(device);
+  SweepLingering();
   if (share->Charge(bytes)) return true;
   Log(1, "%s: refused %llu bytes, the pod holds %llu of its %llu", share->uuid().c_str(),
       static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(share->Used()),
@@ -82,6 +89,24 @@ uint64_t PoolReserved(CUmemoryPool pool, bool* ok) {
   return v;
 }
 
+// Sets what `ps` charges to what the driver reports it reserves, after `worst` was charged for
+// an operation that may have grown it: the reservation is memory the driver already holds, so
+// growth beyond the worst case is charged without a check. Holds ps->mu.
+void SettleReservation(Share* share, PoolState* ps, uint64_t worst, uint64_t reserved) {
+  const uint64_t before = ps->charged + worst;
+  if (reserved > before) {
+    share->ForceCharge(reserved - before);
+    if (worst > 0) {
+      Log(1, "a reservation grew by %llu bytes beyond the %llu expected",
+          static_cast<unsigned long long>(reserved - before),
+          static_cast<unsigned long long>(worst));
+    }
+  } else if (reserved < before) {
+    share->Uncharge(before - reserved);
+  }
+  ps->charged = reserved;
+}
+
 // Re-reads a pool's reservation and moves the ledger by the difference. Holds ps->mu. Returns
 // whether the pool holds cached memory (reserved beyond what is in use), which a later
 // synchronisation may release.
@@ -92,32 +117,38 @@ bool RefreshPoolLocked(CUmemoryPool pool, PoolState* ps) {
   bool ok = false;
   uint64_t reserved = PoolReserved(pool, &ok);
   if (!ok) return false;
-  if (reserved > ps->charged) {
-    share->ForceCharge(reserved - ps->charged);  // memory the driver already holds
-  } else if (reserved < ps->charged) {
-    share->Uncharge(ps->charged - reserved);
-  }
-  ps->charged = reserved;
+  SettleReservation(share, ps, 0, reserved);
   cuuint64_t used = 0;
   auto get = S().real.cuMemPoolGetAttribute;
   return get != nullptr && get(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS &&
          reserved > used;
 }
 
-// Re-reads every pool of `device` (-1: all) but `skip` (whose mutex the caller holds).
-void RefreshPools(int device, PoolState* skip) {
+// Re-reads every pool of `device` (-1: all), each under its own mutex. The caller holds no pool's
+// mutex (see PoolAlloc's lock order).
+void RefreshPools(int device) {
   bool cached = false;
   for (auto& [pool, ps] : S().tracker.Pools()) {
-    if ((device >= 0 && ps->device != device) || ps == skip) continue;
+    if (device >= 0 && ps->device != device) continue;
     std::lock_guard<std::mutex> lock(ps->mu);
     cached |= RefreshPoolLocked(pool, ps);
   }
   if (cached) S().pools_stale.store(true, std::memory_order_relaxed);
 }
 
+// Exported allocations this process let go of while a descriptor of them was open: let go of
+// their shared slots once the descriptors have closed.
+void SweepLingering() {
+  if (!S().tracker.any_lingering()) return;
+  for (const Physical& p : S().tracker.TakeLingering()) EndPhysical(p);
+}
+
 // At a synchronisation point: pools with cached memory may have released some.
+void RefreshGraphMemory();
 void RefreshStalePools() {
-  if (S().pools_stale.exchange(false, std::memory_order_relaxed)) RefreshPools(-1);
+  if (!S().pools_stale.exchange(false, std::memory_order_relaxed)) return;
+  RefreshPools(-1);
+  RefreshGraphMemory();
 }
 
 // The device a pool's memory lives on: -1 for host pools; unknown location types (a newer
@@ -141,18 +172,25 @@ int PoolDevice(const CUmemPoolProps* props) {
 // One stream-ordered allocation from `pool` on a shared device. The pool's reservation, not the
 // allocation's size, is what the GPU holds: the worst-case growth is reserved first, then the
 // ledger is set to what the pool really reserved afterwards.
+//
+// Lock order: a thread holds at most one pool's mutex at a time. Near the cap the other pools
+// are re-read with this pool's mutex released (two threads allocating from two pools, each
+// holding its own pool's mutex and waiting for the other's, deadlocked before).
 template <typename Call>
 CUresult PoolAlloc(Share* share, CUdevice dev, CUmemoryPool pool, PoolState* ps, size_t size,
                    CUdeviceptr* dptr, Call call) {
-  std::lock_guard<std::mutex> lock(ps->mu);
+  std::unique_lock<std::mutex> lock(ps->mu);
   RefreshPoolLocked(pool, ps);
   const uint64_t worst = RoundUp(std::max<uint64_t>(size, 1), kPoolGranule);
   if (!share->Charge(worst)) {
     // The pool's cached free memory, or stale charges of other pools, may be what stands in
     // the way: give the cached memory back and retry.
     if (S().real.cuMemPoolTrimTo != nullptr) S().real.cuMemPoolTrimTo(pool, 0);
+    lock.unlock();
+    RefreshPools(dev);  // this pool too, each under its own mutex alone
+    SweepLingering();
+    lock.lock();
     RefreshPoolLocked(pool, ps);
-    RefreshPools(dev, ps);
     if (!share->Charge(worst)) {
       Log(1, "%s: refused %zu stream-ordered bytes, the pod holds %llu of its %llu",
           share->uuid().c_str(), size, static_cast<unsigned long long>(share->Used()),
@@ -168,18 +206,7 @@ CUresult PoolAlloc(Share* share, CUdevice dev, CUmemoryPool pool, PoolState* ps,
   bool ok = false;
   uint64_t reserved = PoolReserved(pool, &ok);
   if (!ok) reserved = ps->charged + worst;  // cannot read it: keep the worst case
-  if (reserved >= ps->charged) {
-    uint64_t growth = reserved - ps->charged;
-    if (growth <= worst) {
-      share->Uncharge(worst - growth);
-    } else {
-      share->ForceCharge(growth - worst);
-      Log(1, "pool grew by %llu bytes for %zu", static_cast<unsigned long long>(growth), size);
-    }
-  } else {
-    share->Uncharge(worst + (ps->charged - reserved));
-  }
-  ps->charged = reserved;
+  SettleReservation(share, ps, worst, reserved);
   ++ps->live;
   S().pools_stale.store(true, std::memory_order_relaxed);  // a later sync may release some
   Allocation a;
@@ -199,6 +226,14 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t size, CUstream stream, bool ptsz) 
   Share* share = nullptr;
   if (s.any_share() && s.StreamDevice(Effective(stream, ptsz), &dev)) {
     share = s.ShareForDevice(dev);
+  }
+  // Into a capturing stream it only records a graph allocation node: counted when a launch of
+  // the graph maps it (GraphMemoryLaunch).
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (share != nullptr && s.real.cuStreamIsCapturing != nullptr &&
+      s.real.cuStreamIsCapturing(Effective(stream, ptsz), &capture) == CUDA_SUCCESS &&
+      capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return real(dptr, size, stream);
   }
   CUmemoryPool pool = nullptr;
   if (share == nullptr || dptr == nullptr || s.real.cuDeviceGetMemPool == nullptr ||
@@ -254,6 +289,18 @@ void PoolAllocationEnded(const Allocation& a) {
   S().pools_stale.store(true, std::memory_order_relaxed);
 }
 
+// An allocation of the tracker ended (freed, destroyed, closed, or its context went): give back
+// its charge, or let go of the shared slot that holds it.
+void EndAllocation(const Allocation& a) {
+  if (a.kind == AllocKind::kPool) {
+    PoolAllocationEnded(a);
+  } else if (a.shared_slot >= 0) {
+    if (Share* share = S().ShareForDevice(a.device)) share->LeaveShared(a.shared_slot);
+  } else {
+    UnchargeDevice(a.device, a.bytes);
+  }
+}
+
 CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
   auto real = ptsz ? S().real.cuMemFreeAsync_ptsz : S().real.cuMemFreeAsync;
   if (real == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
@@ -264,13 +311,115 @@ CUresult FreeAsync(CUdeviceptr dptr, CUstream stream, bool ptsz) {
     if (a) S().tracker.Add(dptr, *a);
     return r;
   }
-  if (a) {
-    if (a->kind == AllocKind::kPool) {
-      PoolAllocationEnded(*a);
-    } else {
-      UnchargeDevice(a->device, a->bytes);
+  if (a) EndAllocation(*a);
+  return r;
+}
+
+// ------------------------------------------------------------------------- graph memory
+//
+// A graph's allocation nodes take their memory from the device's graph memory when a launch (or
+// an upload) maps them; the driver keeps it reserved for the next launch until
+// cuDeviceGraphMemTrim. Counted like a pool: what the device's graph memory reserves
+// (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), re-read after each launch, at synchronisations and
+// trims; before a launch, what the graph's allocation nodes add up to (read at instantiation)
+// is reserved in the ledger, so a graph that would pass the cap is refused, not run.
+
+uint64_t GraphReserved(int device, bool* ok) {
+  cuuint64_t v = 0;
+  auto get = S().real.cuDeviceGetGraphMemAttribute;
+  *ok = get != nullptr && get(device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) == CUDA_SUCCESS;
+  return v;
+}
+
+void RefreshGraphMemoryLocked(int device, PoolState* gs) {
+  Share* share = S().ShareForDevice(device);
+  bool ok = false;
+  uint64_t reserved = GraphReserved(device, &ok);
+  if (share != nullptr && ok) SettleReservation(share, gs, 0, reserved);
+}
+
+void RefreshGraphMemory() {
+  for (auto& [device, gs] : S().tracker.GraphMemories()) {
+    std::lock_guard<std::mutex> lock(gs->mu);
+    RefreshGraphMemoryLocked(device, gs);
+  }
+}
+
+// Bytes the allocation nodes of `graph` (and of its child graphs) take, by device.
+void GraphAllocations(CUgraph graph, std::vector<std::pair<int, uint64_t>>* out, int depth = 0) {
+  const auto& real = S().real;
+  size_t n = 0;
+  if (depth > 8 || real.cuGraphGetNodes == nullptr || real.cuGraphNodeGetType == nullptr ||
+      real.cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || n == 0) {
+    return;
+  }
+  std::vector<CUgraphNode> nodes(n);
+  if (real.cuGraphGetNodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
+  nodes.resize(std::min(n, nodes.size()));
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type = -1;
+    if (real.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
+    CUDA_MEM_ALLOC_NODE_PARAMS params{};
+    CUgraph child = nullptr;
+    if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && real.cuGraphMemAllocNodeGetParams != nullptr &&
+        real.cuGraphMemAllocNodeGetParams(node, &params) == CUDA_SUCCESS &&
+        params.poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+      out->emplace_back(params.poolProps.location.id, params.bytesize);
+    } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && real.cuGraphChildGraphNodeGetGraph != nullptr &&
+               real.cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS) {
+      GraphAllocations(child, out, depth + 1);
     }
   }
+}
+
+// A launch or upload of `exec`: what its allocation nodes take on a shared device is reserved
+// first (refused over the cap, after trimming the graph memory the driver keeps), then the ledger
+// follows what the device's graph memory really reserved.
+template <typename Call>
+CUresult GraphMemoryLaunch(CUgraphExec exec, Call call) {
+  if (!S().any_share()) return call();
+  auto allocations = S().tracker.GraphExecAllocations(exec);
+  int device = -1;
+  uint64_t worst = 0;
+  for (const auto& [dev, bytes] : allocations) {
+    if (S().ShareForDevice(dev) == nullptr) continue;
+    if (device < 0) device = dev;
+    if (dev == device) worst += bytes;  // a second shared device is settled after the launch
+  }
+  if (device < 0) {
+    CUresult r = call();
+    if (r == CUDA_SUCCESS && !allocations.empty()) RefreshGraphMemory();
+    return r;
+  }
+  Share* share = S().ShareForDevice(device);
+  PoolState* gs = S().tracker.GraphMemory(device);
+  std::unique_lock<std::mutex> lock(gs->mu);
+  RefreshGraphMemoryLocked(device, gs);
+  if (!share->Charge(worst)) {
+    if (S().real.cuDeviceGraphMemTrim != nullptr) S().real.cuDeviceGraphMemTrim(device);
+    RefreshGraphMemoryLocked(device, gs);
+    lock.unlock();  // one reservation's mutex at a time (PoolAlloc's lock order)
+    RefreshPools(device);
+    SweepLingering();
+    lock.lock();
+    if (!share->Charge(worst)) {
+      Log(1, "%s: refused a graph launch that allocates %llu bytes, the pod holds %llu of its %llu",
+          share->uuid().c_str(), static_cast<unsigned long long>(worst),
+          static_cast<unsigned long long>(share->Used()),
+          static_cast<unsigned long long>(share->memory_limit()));
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  CUresult r = call();
+  bool ok = false;
+  uint64_t reserved = GraphReserved(device, &ok);
+  if (r != CUDA_SUCCESS || !ok) {
+    share->Uncharge(worst);
+    if (ok) SettleReservation(share, gs, 0, reserved);
+    return r;
+  }
+  SettleReservation(share, gs, worst, reserved);
+  S().pools_stale.store(true, std::memory_order_relaxed);
   return r;
 }
 
@@ -430,13 +579,140 @@ __attribute__((visibility("default"))) CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (a) S().tracker.Add(dptr, *a);
     return r;
   }
-  if (a) {
-    if (a->kind == AllocKind::kPool) {
-      PoolAllocationEnded(*a);
-    } else {
-      UnchargeDevice(a->device, a->bytes);
-    }
+  if (a) EndAllocation(*a);
+  return r;
+}
+
+// ------------------------------------------------------------------ the CUDA 2.x allocators
+//
+// cuMemAlloc, cuMemAllocPitch, cuArrayCreate and cuArray3DCreate without a suffix are the 32-bit
+// ABI that CUDA 3.2 replaced with the _v2 functions. Drivers still export them, so a program
+// could reach them by name (dlsym) past the _v2 hooks and allocate uncounted. Nothing built for
+// CUDA 3.2 or later calls them: refused on a shared GPU, passed through elsewhere.
+
+namespace {
+// CUDA_SUCCESS when the current device has no share; otherwise the refusal, said once.
+CUresult RefuseLegacyAllocator(const char* name) {
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr) return CUDA_SUCCESS;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    Log(0,
+        "%s: refused %s, an allocator of CUDA 2.x's 32-bit ABI that the share does not count; "
+        "the program must call the _v2 functions (any CUDA since 3.2 does)",
+        share->uuid().c_str(), name);
   }
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+}  // namespace
+
+__attribute__((visibility("default"))) CUresult cuMemAlloc(CUdeviceptr_v1* dptr,
+                                                           unsigned int bytesize) {
+  if (CUresult refused = RefuseLegacyAllocator("cuMemAlloc"); refused != CUDA_SUCCESS) {
+    return refused;
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuMemAlloc, dptr, bytesize);
+}
+
+__attribute__((visibility("default"))) CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr,
+                                                                unsigned int* pitch,
+                                                                unsigned int width,
+                                                                unsigned int height,
+                                                                unsigned int element_size) {
+  if (CUresult refused = RefuseLegacyAllocator("cuMemAllocPitch"); refused != CUDA_SUCCESS) {
+    return refused;
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuMemAllocPitch, dptr, pitch, width, height, element_size);
+}
+
+__attribute__((visibility("default"))) CUresult cuArrayCreate(CUarray* array, const void* desc) {
+  if (CUresult refused = RefuseLegacyAllocator("cuArrayCreate"); refused != CUDA_SUCCESS) {
+    return refused;
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuArrayCreate, array, desc);
+}
+
+__attribute__((visibility("default"))) CUresult cuArray3DCreate(CUarray* array, const void* desc) {
+  if (CUresult refused = RefuseLegacyAllocator("cuArray3DCreate"); refused != CUDA_SUCCESS) {
+    return refused;
+  }
+  return TESSERA_CALL_OR_UNSUPPORTED(cuArray3DCreate, array, desc);
+}
+
+// ------------------------------------------------------------------------------------ IPC
+//
+// Linear memory exported with cuIpcGetMemHandle and opened by another process of the pod: its
+// charge moves to a shared slot of the pod's ledger named by the handle's bytes
+// (IpcHandleKey), held by the exporter until it frees the memory and by each opener until it
+// closes it (or their contexts go, or they die), so it counts once for as long as anyone holds
+// it. Without this, the exporter's cuMemFree gave the charge back while an opener still mapped
+// the memory (CUDA calls that undefined; a driver may keep the memory for the opener).
+
+__attribute__((visibility("default"))) CUresult cuIpcGetMemHandle(CUipcMemHandle* handle,
+                                                                  CUdeviceptr dptr) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuIpcGetMemHandle, handle, dptr);
+  if (r != CUDA_SUCCESS || handle == nullptr || !S().any_share()) return r;
+  auto a = S().tracker.Find(dptr);
+  if (!a || a->shared_slot >= 0 || a->bytes == 0 ||
+      (a->kind != AllocKind::kLinear && a->kind != AllocKind::kPitch)) {
+    return r;
+  }
+  Share* share = S().ShareForDevice(a->device);
+  if (share == nullptr) return r;
+  const uint64_t key = tessera::shim::IpcHandleKey(handle, sizeof(*handle));
+  int slot = share->CreateShared(key, a->bytes);
+  if (slot < 0) {
+    // It stays on this process's charge; an opener of the pod pays nothing (the driver may keep
+    // the memory after this process frees it: the agent's backstop sees that).
+    Log(1, "%s: no ledger slot for memory exported over IPC", share->uuid().c_str());
+    return r;
+  }
+  if (!S().tracker.SetAllocationShared(dptr, slot)) share->LeaveShared(slot);  // freed meanwhile
+  return r;
+}
+
+namespace {
+template <typename Call>
+CUresult IpcOpen(CUdeviceptr* dptr, const CUipcMemHandle& handle, Call call) {
+  CUresult r = call();
+  if (r != CUDA_SUCCESS || dptr == nullptr || !S().any_share()) return r;
+  if (S().tracker.OpenAgain(*dptr)) return r;  // the same handle again: the same pointer
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr) return r;
+  Allocation a;
+  a.device = dev;
+  a.ctx = S().CurrentContext();
+  a.kind = AllocKind::kIpcOpened;
+  uint64_t bytes = 0;
+  a.shared_slot = share->JoinShared(tessera::shim::IpcHandleKey(&handle, sizeof(handle)), &bytes);
+  // No slot: exported by a process outside the pod's ledger, which counts it.
+  S().tracker.Add(*dptr, a);
+  return r;
+}
+}  // namespace
+
+__attribute__((visibility("default"))) CUresult cuIpcOpenMemHandle(CUdeviceptr* dptr,
+                                                                   CUipcMemHandle handle,
+                                                                   unsigned int flags) {
+  return IpcOpen(dptr, handle, [&] {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuIpcOpenMemHandle, dptr, handle, flags);
+  });
+}
+
+__attribute__((visibility("default"))) CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr,
+                                                                      CUipcMemHandle handle,
+                                                                      unsigned int flags) {
+  return IpcOpen(dptr, handle, [&] {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuIpcOpenMemHandle_v2, dptr, handle, flags);
+  });
+}
+
+__attribute__((visibility("default"))) CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuIpcCloseMemHandle, dptr);
+  if (r != CUDA_SUCCESS || !S().any_share()) return r;
+  if (auto a = S().tracker.CloseOpened(dptr)) EndAllocation(*a);
   return r;
 }
 
@@ -449,6 +725,7 @@ __attribute__((visibility("default"))) CUresult cuMemGetInfo_v2(size_t* free, si
   Share* share = CurrentShare(&dev);
   if (share == nullptr) return r;
   RefreshStalePools();
+  SweepLingering();
   uint64_t t = 0, f = 0;
   share->Report(*total, *free, &t, &f);
   *total = t;
@@ -519,7 +796,7 @@ CUresult CountedDestroy(uint64_t key, Call call) {
     if (a) S().tracker.Add(key, *a);
     return r;
   }
-  if (a) UnchargeDevice(a->device, a->bytes);
+  if (a) EndAllocation(*a);
   return r;
 }
 }  // namespace
@@ -567,6 +844,22 @@ std::mutex g_vmm_mu;
 // Held across driver calls: never inherited locked by a fork child.
 const bool g_vmm_mu_registered = (Shim::Get().AddForkMutex(&g_vmm_mu), true);
 
+// A share's allocation ended in this process: give back its charge, or let go of its shared
+// slot, unless a descriptor this process exported is still open somewhere (it keeps the memory
+// alive in the driver): then keep holding the slot until SweepLingering finds it closed.
+void EndPhysical(const Physical& p) {
+  if (p.shared_slot < 0) {
+    UnchargeDevice(p.device, p.bytes);
+    return;
+  }
+  if (p.probe >= 0 && tessera::shim::ExportedDescriptorOpen(p.probe, p.share_key)) {
+    S().tracker.Linger(p);
+    return;
+  }
+  if (p.probe >= 0) ::close(p.probe);
+  if (Share* share = S().ShareForDevice(p.device)) share->LeaveShared(p.shared_slot);
+}
+
 int AllocationDevice(const CUmemAllocationProp* prop) {
   switch (prop->location.type) {
     case CU_MEM_LOCATION_TYPE_DEVICE:
@@ -609,7 +902,7 @@ __attribute__((visibility("default"))) CUresult cuMemRelease(CUmemGenericAllocat
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemRelease, h);
   if (r != CUDA_SUCCESS) return r;
-  if (auto freed = S().tracker.ReleasePhysical(h)) UnchargeDevice(freed->device, freed->bytes);
+  if (auto freed = S().tracker.ReleasePhysical(h)) EndPhysical(*freed);
   return r;
 }
 
@@ -619,8 +912,19 @@ __attribute__((visibility("default"))) CUresult cuMemMap(CUdeviceptr ptr, size_t
                                                          unsigned long long flags) {
   if (!S().any_share()) return TESSERA_CALL_OR_UNSUPPORTED(cuMemMap, ptr, size, offset, h, flags);
   std::lock_guard<std::mutex> lock(g_vmm_mu);
+  // An allocation imported from outside the pod is charged by how far its mappings reach.
+  auto p = S().tracker.FindPhysical(h);
+  Share* share = p && p->sized_by_mappings ? S().ShareForDevice(p->device) : nullptr;
+  const uint64_t reach = uint64_t{offset} + size;
+  const uint64_t grow = share != nullptr && reach > p->bytes ? reach - p->bytes : 0;
+  if (grow > 0 && !ChargeOrRefresh(share, p->device, grow)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemMap, ptr, size, offset, h, flags);
-  if (r == CUDA_SUCCESS) S().tracker.Map(ptr, size, h);
+  if (r != CUDA_SUCCESS) {
+    if (grow > 0) share->Uncharge(grow);
+    return r;
+  }
+  if (grow > 0) S().tracker.SetPhysicalBytes(h, reach);
+  S().tracker.Map(ptr, size, h);
   return r;
 }
 
@@ -629,9 +933,7 @@ __attribute__((visibility("default"))) CUresult cuMemUnmap(CUdeviceptr ptr, size
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemUnmap, ptr, size);
   if (r != CUDA_SUCCESS) return r;
-  for (const auto& freed : S().tracker.Unmap(ptr, size)) {
-    UnchargeDevice(freed.device, freed.bytes);
-  }
+  for (const auto& freed : S().tracker.Unmap(ptr, size)) EndPhysical(freed);
   return r;
 }
 
@@ -642,6 +944,79 @@ __attribute__((visibility("default"))) CUresult cuMemRetainAllocationHandle(
   std::lock_guard<std::mutex> lock(g_vmm_mu);
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemRetainAllocationHandle, handle, addr);
   if (r == CUDA_SUCCESS && handle != nullptr) S().tracker.RetainPhysical(*handle);
+  return r;
+}
+
+// Shareable handles. An allocation exported as a file descriptor may outlive its creator's
+// handle: the driver frees it when every handle, mapping and exported descriptor of it, in any
+// process, is gone. Its charge moves to a shared slot of the pod's ledger that each holder holds
+// (export_tag.h says how an importer finds it), so it counts once, for as long as it lives.
+// Other handle types (fabric, Win32) carry no descriptor to follow: refused on a shared GPU.
+
+__attribute__((visibility("default"))) CUresult cuMemExportToShareableHandle(
+    void* out, CUmemGenericAllocationHandle h, CUmemAllocationHandleType type,
+    unsigned long long flags) {
+  if (!S().any_share()) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemExportToShareableHandle, out, h, type, flags);
+  }
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  auto p = S().tracker.FindPhysical(h);
+  Share* share = p && p->device >= 0 ? S().ShareForDevice(p->device) : nullptr;
+  if (share == nullptr) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuMemExportToShareableHandle, out, h, type, flags);
+  }
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    Log(0,
+        "%s: refused to export an allocation as handle type %d: only file descriptors are "
+        "counted across processes on a shared GPU",
+        share->uuid().c_str(), static_cast<int>(type));
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemExportToShareableHandle, out, h, type, flags);
+  if (r != CUDA_SUCCESS || out == nullptr) return r;
+  const int fd = *static_cast<int*>(out);
+  uint64_t key = p->share_key;
+  if (p->shared_slot < 0) {
+    key = tessera::shim::NewExportKey();
+    int slot = share->CreateShared(key, p->bytes);
+    if (slot < 0) {
+      // No slot for it: it stays on this process's charge, and an importer pays again (counted
+      // twice rather than not at all).
+      Log(1, "%s: no ledger slot for an exported allocation", share->uuid().c_str());
+      return r;
+    }
+    S().tracker.SetShared(h, slot, key, tessera::shim::OpenProbe(fd));
+  } else if (p->probe < 0) {  // an importer exporting it on
+    S().tracker.SetShared(h, p->shared_slot, key, tessera::shim::OpenProbe(fd));
+  }
+  if (!tessera::shim::TagDescriptor(fd, key)) {
+    Log(1, "%s: cannot tag an exported descriptor; an importer pays for it again",
+        share->uuid().c_str());
+  }
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuMemImportFromShareableHandle(
+    CUmemGenericAllocationHandle* handle, void* os_handle, CUmemAllocationHandleType type) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuMemImportFromShareableHandle, handle, os_handle, type);
+  if (r != CUDA_SUCCESS || handle == nullptr || !S().any_share()) return r;
+  CUmemAllocationProp prop{};
+  auto props = S().real.cuMemGetAllocationPropertiesFromHandle;
+  if (props == nullptr || props(&prop, *handle) != CUDA_SUCCESS) return r;
+  const int dev = AllocationDevice(&prop);
+  Share* share = dev >= 0 ? S().ShareForDevice(dev) : nullptr;
+  if (share == nullptr) return r;  // host memory, or a GPU without a share
+  Physical p;
+  p.device = dev;
+  if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    int fd = static_cast<int>(reinterpret_cast<intptr_t>(os_handle));
+    uint64_t key = tessera::shim::ReadExportTag(fd);
+    p.shared_slot = key != 0 ? share->JoinShared(key, &p.bytes) : -1;
+    if (p.shared_slot >= 0) p.share_key = key;
+  }
+  p.sized_by_mappings = p.shared_slot < 0;  // another pod's, or unmarked: charged here
+  std::lock_guard<std::mutex> lock(g_vmm_mu);
+  S().tracker.AddPhysical(*handle, p);
   return r;
 }
 
@@ -762,7 +1137,7 @@ __attribute__((visibility("default"))) CUresult cuEventSynchronize(CUevent event
 namespace {
 void DropContext(CUcontext ctx) {
   if (ctx == nullptr) return;
-  for (const auto& a : S().tracker.TakeContext(ctx)) UnchargeDevice(a.device, a.bytes);
+  for (const auto& a : S().tracker.TakeContext(ctx)) EndAllocation(a);
 }
 }  // namespace
 
@@ -794,6 +1169,45 @@ __attribute__((visibility("default"))) CUresult cuDevicePrimaryCtxRelease_v2(CUd
 __attribute__((visibility("default"))) CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuDevicePrimaryCtxReset_v2, dev);
   if (r == CUDA_SUCCESS && S().any_share()) DropContext(S().PrimaryContext(dev));
+  return r;
+}
+
+// --------------------------------------------------------------------------- context limits
+//
+// Raising the stack, printf FIFO or device-malloc heap limit makes the driver reserve device
+// memory for the context: charged like an allocation of the context (given back when it is
+// destroyed or reset), beyond what a context holds by default.
+
+__attribute__((visibility("default"))) CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  CUdevice dev = -1;
+  Share* share = CurrentShare(&dev);
+  if (share == nullptr || limit < CU_LIMIT_STACK_SIZE || limit > CU_LIMIT_MALLOC_HEAP_SIZE) {
+    return TESSERA_CALL_OR_UNSUPPORTED(cuCtxSetLimit, limit, value);
+  }
+  const CUcontext ctx = S().CurrentContext();
+  const uint64_t key = tessera::shim::LimitKey(ctx, limit);
+  auto& real = S().real;
+  int sms = 0, threads_per_sm = 0;
+  if (limit == CU_LIMIT_STACK_SIZE && real.cuDeviceGetAttribute != nullptr) {
+    real.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    real.cuDeviceGetAttribute(&threads_per_sm, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                              dev);
+  }
+  const uint64_t after = tessera::shim::LimitReservation(
+      limit, value, uint64_t(std::max(sms, 0)) * uint64_t(std::max(threads_per_sm, 0)));
+  auto held = S().tracker.Find(key);
+  const uint64_t before = held ? held->bytes : 0;
+  if (after > before && !ChargeOrRefresh(share, dev, after - before)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuCtxSetLimit, limit, value);
+  if (r != CUDA_SUCCESS) {
+    if (after > before) share->Uncharge(after - before);
+    return r;
+  }
+  if (after < before) share->Uncharge(before - after);
+  S().tracker.Take(key);
+  if (after > 0) S().tracker.Add(key, Allocation{after, dev, ctx, AllocKind::kLimit});
   return r;
 }
 
@@ -859,13 +1273,46 @@ __attribute__((visibility("default"))) CUresult cuLaunchCooperativeKernelMultiDe
 
 __attribute__((visibility("default"))) CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   Gate(stream, false);
-  return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch, exec, stream);
+  return GraphMemoryLaunch(
+      exec, [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch, exec, stream); });
 }
 
 __attribute__((visibility("default"))) CUresult cuGraphLaunch_ptsz(CUgraphExec exec,
                                                                    CUstream stream) {
   Gate(stream, true);
-  return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch_ptsz, exec, stream);
+  return GraphMemoryLaunch(
+      exec, [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuGraphLaunch_ptsz, exec, stream); });
+}
+
+__attribute__((visibility("default"))) CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {
+  return GraphMemoryLaunch(
+      exec, [&] { return TESSERA_CALL_OR_UNSUPPORTED(cuGraphUpload, exec, stream); });
+}
+
+__attribute__((visibility("default"))) CUresult cuGraphInstantiateWithFlags(
+    CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuGraphInstantiateWithFlags, exec, graph, flags);
+  if (r != CUDA_SUCCESS || exec == nullptr || !S().any_share()) return r;
+  std::vector<std::pair<int, uint64_t>> allocations;
+  GraphAllocations(graph, &allocations);
+  S().tracker.SetGraphExecAllocations(*exec, std::move(allocations));
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuGraphExecDestroy, exec);
+  if (r == CUDA_SUCCESS && S().any_share()) S().tracker.SetGraphExecAllocations(exec, {});
+  return r;
+}
+
+__attribute__((visibility("default"))) CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuDeviceGraphMemTrim, dev);
+  if (r == CUDA_SUCCESS && S().any_share() && S().ShareForDevice(dev) != nullptr) {
+    PoolState* gs = S().tracker.GraphMemory(dev);
+    std::lock_guard<std::mutex> lock(gs->mu);
+    RefreshGraphMemoryLocked(dev, gs);
+  }
+  return r;
 }
 
 __attribute__((visibility("default"))) CUresult cuLaunch(CUfunction f) {
@@ -891,24 +1338,28 @@ __attribute__((visibility("default"))) CUresult cuLaunchGridAsync(CUfunction f, 
 // pointer the driver returned). It never picks a variant itself, so it cannot hand a caller an
 // entry point with the wrong ABI.
 
+namespace {
+CUresult AnswerProcAddress(CUresult r, const char* symbol, void** pfn, int version,
+                           cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+  if (r != CUDA_SUCCESS || pfn == nullptr || *pfn == nullptr) return r;
+  auto answer = tessera::shim::ResolveProcAddress(symbol, *pfn, version, flags);
+  *pfn = answer.fn;
+  if (!answer.refused) return r;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
+  return CUDA_ERROR_NOT_FOUND;
+}
+}  // namespace
+
 __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
     const char* symbol, void** pfn, int version, cuuint64_t flags,
     CUdriverProcAddressQueryResult* status) {
   CUresult r =
       TESSERA_CALL_OR_UNSUPPORTED(cuGetProcAddress_v2, symbol, pfn, version, flags, status);
-  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
-    *pfn = tessera::shim::HookFor(*pfn);
-    tessera::shim::NoteProcAddress(symbol, *pfn);
-  }
-  return r;
+  return AnswerProcAddress(r, symbol, pfn, version, flags, status);
 }
 
 __attribute__((visibility("default"))) CUresult cuGetProcAddress(const char* symbol, void** pfn,
                                                                  int version, cuuint64_t flags) {
   CUresult r = TESSERA_CALL_OR_UNSUPPORTED(cuGetProcAddress, symbol, pfn, version, flags);
-  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
-    *pfn = tessera::shim::HookFor(*pfn);
-    tessera::shim::NoteProcAddress(symbol, *pfn);
-  }
-  return r;
+  return AnswerProcAddress(r, symbol, pfn, version, flags, nullptr);
 }

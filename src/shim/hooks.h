@@ -7,7 +7,7 @@
 
 #include "shim/real_driver.h"
 
-#define TESSERA_DECLARE_HOOK(name, type) std::remove_pointer_t<type> name;
+#define TESSERA_DECLARE_HOOK(name, type, ...) std::remove_pointer_t<type> name;
 extern "C" {
 TESSERA_CUDA_HOOKS(TESSERA_DECLARE_HOOK)
 TESSERA_NVML_HOOKS(TESSERA_DECLARE_HOOK)
@@ -21,8 +21,17 @@ namespace tessera::shim {
 void* HookFor(void* real_fn);
 // The exported name of a hook, or null when `fn` is not one of the shim's hooks.
 const char* HookName(const void* fn);
-// Warns (once per symbol) when cuGetProcAddress resolved an intercepted symbol to a function
-// that is not the shim's.
-void NoteProcAddress(const char* symbol, void* fn);
+
+// What the shim answers for cuGetProcAddress(symbol, version, flags) after the driver answered
+// `fn`: the hook for exactly that variant (found by the pointer's identity, or, when the driver
+// returned an entry point the shim does not know, by the variant the version and stream flag
+// select); `fn` itself for a symbol the shim does not intercept; or a refusal (CUDA_ERROR_NOT_
+// FOUND) when the shim cannot stand in for the variant asked for on a shared GPU. An intercepted
+// symbol never resolves to a pointer that bypasses the shim.
+struct ProcAddressAnswer {
+  void* fn;
+  bool refused;
+};
+ProcAddressAnswer ResolveProcAddress(const char* symbol, void* fn, int version, cuuint64_t flags);
 
 }  // namespace tessera::shim

@@ -120,6 +120,64 @@ TEST_F(LedgerTest, ReleaseFreesTheSlotAndAFullLedgerSaysSo) {
   EXPECT_TRUE(c->Claim(ProcessIdentity::Current(), &error)) << error;
 }
 
+// An allocation several processes hold counts once, whoever created it, until the last holder
+// lets go (or dies: its holds go with its descriptor).
+TEST_F(LedgerTest, SharedAllocationsCountOnceUntilTheLastHolderGoes) {
+  std::string error;
+  ASSERT_TRUE(Ledger::Create(path_, kUuid, 8, &error)) << error;
+  auto exporter = OpenClaimed();
+  auto importer = OpenClaimed();
+  ASSERT_TRUE(exporter->TryCharge(700, 1000));
+  const int shared = exporter->CreateShared(/*key=*/0xabc, 500);
+  ASSERT_GE(shared, 0);
+  EXPECT_EQ(exporter->OwnUsed(), 200u);  // moved, not added
+  EXPECT_EQ(exporter->Used(), 700u);
+  uint64_t bytes = 0;
+  EXPECT_EQ(importer->JoinShared(0xdef, &bytes), -1);  // no such allocation
+  ASSERT_EQ(importer->JoinShared(0xabc, &bytes), shared);
+  EXPECT_EQ(bytes, 500u);
+  EXPECT_EQ(importer->Used(), 700u);  // counted once
+  // The creator lets go: the importer still holds it, so it still counts.
+  exporter->LeaveShared(shared);
+  EXPECT_EQ(importer->Used(), 700u);
+  EXPECT_EQ(importer->ReclaimDead().slots, 0u);  // held: not reclaimable
+  EXPECT_FALSE(importer->TryCharge(301, 1000));
+  // Joined twice by one process: held until both holds are given back.
+  ASSERT_EQ(importer->JoinShared(0xabc, &bytes), shared);
+  importer->LeaveShared(shared);
+  EXPECT_EQ(exporter->Used(), 700u);
+  importer->LeaveShared(shared);
+  EXPECT_EQ(exporter->Used(), 200u);
+  EXPECT_EQ(exporter->JoinShared(0xabc, &bytes), -1);  // gone
+  // The last holder is SIGKILLed: its holds go with its descriptor, and the slot is reclaimed.
+  ASSERT_GE(exporter->CreateShared(0x123, 200), 0);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  if (child == 0) {
+    auto mine = Ledger::Open(path_, &error);
+    uint64_t b = 0;
+    char ok = (mine != nullptr && mine->Claim(ProcessIdentity::Current(), &error) &&
+               mine->JoinShared(0x123, &b) >= 0)
+                  ? 1
+                  : 0;
+    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 1);
+  exporter.reset();                   // exits: gives back its slot and its hold
+  EXPECT_EQ(importer->Used(), 200u);  // the child still holds it
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(importer->ReclaimDead().bytes, 200u);  // the shared slot (the child's own held 0)
+  EXPECT_EQ(importer->Used(), 0u);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
 TEST_F(LedgerTest, RecordsWhoHoldsASlot) {
   std::string error;
   ASSERT_TRUE(Ledger::Create(path_, kUuid, 4, &error)) << error;

@@ -34,15 +34,20 @@ std::unique_ptr<LimitsMap> LimitsMap::Open(const std::string& path, bool writabl
     *error = "cannot open limits " + path + ": " + std::strerror(errno);
     return nullptr;
   }
+  std::unique_ptr<LimitsMap> limits = MapFd(fd, path, writable, error);
+  ::close(fd);  // the mapping stays valid
+  return limits;
+}
+
+std::unique_ptr<LimitsMap> LimitsMap::MapFd(int fd, const std::string& path, bool writable,
+                                            std::string* error) {
   const off_t size = ::lseek(fd, 0, SEEK_END);
   if (size < static_cast<off_t>(kLimitsFileSize)) {
     *error = "limits " + path + " is shorter than its format";
-    ::close(fd);
     return nullptr;
   }
   void* map = ::mmap(nullptr, kLimitsFileSize, writable ? PROT_READ | PROT_WRITE : PROT_READ,
                      MAP_SHARED, fd, 0);
-  ::close(fd);  // the mapping stays valid
   if (map == MAP_FAILED) {
     *error = "cannot map limits " + path + ": " + std::strerror(errno);
     return nullptr;
@@ -62,6 +67,17 @@ std::unique_ptr<LimitsMap> LimitsMap::Open(const std::string& path, bool writabl
 
 bool LimitsMap::Create(const std::string& path, const std::string& gpu_uuid,
                        const std::string& pod_uid, const ShareLimits& limits, std::string* error) {
+  std::string name;
+  int dir_fd = OpenParentFolder(path, &name, error);
+  if (dir_fd < 0) return false;
+  bool ok = CreateAt(dir_fd, name, gpu_uuid, pod_uid, limits, error);
+  ::close(dir_fd);
+  return ok;
+}
+
+bool LimitsMap::CreateAt(int dir_fd, const std::string& name, const std::string& gpu_uuid,
+                         const std::string& pod_uid, const ShareLimits& limits,
+                         std::string* error) {
   if (gpu_uuid.empty() || gpu_uuid.size() >= kUuidBytes) {
     *error = "GPU UUID must have 1.." + std::to_string(kUuidBytes - 1) + " characters";
     return false;
@@ -75,10 +91,11 @@ bool LimitsMap::Create(const std::string& path, const std::string& gpu_uuid,
     *error = problem;
     return false;
   }
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A new temporary name (O_EXCL, O_NOFOLLOW), published with linkat: see Ledger::CreateAt.
+  std::string tmp;
+  int fd = CreateUniqueAt(dir_fd, "." + name + ".tmp.", 0600, &tmp);
   if (fd < 0) {
-    *error = "cannot create " + tmp + ": " + std::strerror(errno);
+    *error = "cannot create a temporary file for " + name + ": " + std::strerror(errno);
     return false;
   }
   ::fchmod(fd, 0644);
@@ -88,7 +105,7 @@ bool LimitsMap::Create(const std::string& path, const std::string& gpu_uuid,
   ::close(fd);
   if (map == MAP_FAILED) {
     *error = "cannot size or map " + tmp + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
+    ::unlinkat(dir_fd, tmp.c_str(), 0);
     return false;
   }
   auto* f = static_cast<LimitsFile*>(map);
@@ -103,12 +120,12 @@ bool LimitsMap::Create(const std::string& path, const std::string& gpu_uuid,
   writer.Update(limits);
   writer.file_ = nullptr;
   ::munmap(map, kLimitsFileSize);
-  if (::link(tmp.c_str(), path.c_str()) != 0) {
-    *error = "cannot publish limits " + path + ": " + std::strerror(errno);
-    ::unlink(tmp.c_str());
+  if (::linkat(dir_fd, tmp.c_str(), dir_fd, name.c_str(), 0) != 0) {
+    *error = "cannot publish limits " + name + ": " + std::strerror(errno);
+    ::unlinkat(dir_fd, tmp.c_str(), 0);
     return false;
   }
-  ::unlink(tmp.c_str());
+  ::unlinkat(dir_fd, tmp.c_str(), 0);
   return true;
 }
 

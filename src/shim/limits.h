@@ -27,9 +27,15 @@ class LimitsMap {
  public:
   static std::unique_ptr<LimitsMap> Open(const std::string& path, bool writable,
                                          std::string* error);
+  // Maps the limits file open on `fd` (the caller keeps or closes the descriptor).
+  static std::unique_ptr<LimitsMap> MapFd(int fd, const std::string& path, bool writable,
+                                          std::string* error);
   // Writes a new limits file (published atomically; fails if it exists).
   static bool Create(const std::string& path, const std::string& gpu_uuid,
                      const std::string& pod_uid, const ShareLimits& limits, std::string* error);
+  // The same in the directory `dir_fd` (a random temporary name, O_EXCL, O_NOFOLLOW; linkat).
+  static bool CreateAt(int dir_fd, const std::string& name, const std::string& gpu_uuid,
+                       const std::string& pod_uid, const ShareLimits& limits, std::string* error);
 
   ~LimitsMap();
   LimitsMap(const LimitsMap&) = delete;

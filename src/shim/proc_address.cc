@@ -14,6 +14,7 @@ namespace {
 struct HookEntry {
   const char* name;
   void* hook;
+  int since;  // the CUDA version that introduced this variant (0: not a driver entry point)
   void* real;
 };
 
@@ -24,7 +25,7 @@ struct HookEntry {
 #define TESSERA_PART_HOOKS TESSERA_NVML_HOOKS
 #endif
 
-#define TESSERA_ENTRY(name, type) {#name, reinterpret_cast<void*>(&::name), nullptr},
+#define TESSERA_ENTRY(name, type, since) {#name, reinterpret_cast<void*>(&::name), since, nullptr},
 HookEntry g_hooks[] = {TESSERA_PART_HOOKS(TESSERA_ENTRY)};
 #undef TESSERA_ENTRY
 
@@ -32,7 +33,7 @@ void FillTable() {
   static const bool filled = [] {
     const RealDriver& real = Shim::Get().real;
     size_t i = 0;
-#define TESSERA_REAL_PTR(name, type) g_hooks[i++].real = reinterpret_cast<void*>(real.name);
+#define TESSERA_REAL_PTR(name, type, since) g_hooks[i++].real = reinterpret_cast<void*>(real.name);
     TESSERA_PART_HOOKS(TESSERA_REAL_PTR)
 #undef TESSERA_REAL_PTR
     return true;
@@ -40,14 +41,25 @@ void FillTable() {
   (void)filled;
 }
 
-// "cuMemAlloc_v2" -> "cuMemAlloc": the name a caller passes to cuGetProcAddress.
-std::string BaseName(const char* name) {
-  std::string s = name;
-  for (const char* suffix : {"_ptsz", "_ptds", "_v2", "_v3", "_v4"}) {
-    size_t n = std::strlen(suffix);
-    if (s.size() > n && s.compare(s.size() - n, n, suffix) == 0) s.resize(s.size() - n);
+// ProcAddressName, and whether the variant is the per-thread-stream one.
+std::string BaseName(const char* name, bool* per_thread) {
+  const std::string s = name;
+  *per_thread = s.size() > 5 && (s.compare(s.size() - 5, 5, "_ptsz") == 0 ||
+                                 s.compare(s.size() - 5, 5, "_ptds") == 0);
+  return ProcAddressName(s);
+}
+
+// Says something about `symbol` once.
+void LogOnce(int level, const char* symbol, const char* format, const char* detail)
+    __attribute__((format(printf, 3, 0)));
+void LogOnce(int level, const char* symbol, const char* format, const char* detail) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!said.insert(symbol).second) return;
   }
-  return s;
+  Log(level, format, symbol, detail);
 }
 
 }  // namespace
@@ -67,24 +79,49 @@ const char* HookName(const void* fn) {
   return nullptr;
 }
 
-// A symbol the shim intercepts resolved to a function it does not know: calls through it would
-// not be enforced. Said once per symbol.
-void NoteProcAddress(const char* symbol, void* fn) {
-  if (symbol == nullptr || fn == nullptr || HookName(fn) != nullptr) return;
-  static std::mutex mu;
-  static std::set<std::string> warned;
-  const std::string base = BaseName(symbol);
+ProcAddressAnswer ResolveProcAddress(const char* symbol, void* fn, int version, cuuint64_t flags) {
+  if (symbol == nullptr || fn == nullptr) return {fn, false};
+  if (HookName(fn) != nullptr) return {fn, false};
+  void* known = HookFor(fn);
+  if (known != fn) return {known, false};  // exactly the exported variant: its hook
+  // The pointer is not one the shim knows. Which of this symbol's variants did the driver pick?
+  // The one cuGetProcAddress's rules select (cudaTypedefs.h): the newest introduced at or
+  // before `version`, the per-thread-stream one under that flag when it exists.
+  const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const HookEntry* best = nullptr;
+  const HookEntry* best_pt = nullptr;
+  const HookEntry* exact = nullptr;
+  bool intercepted = false;
   for (const auto& e : g_hooks) {
-    if (BaseName(e.name) != base) continue;
-    std::lock_guard<std::mutex> lock(mu);
-    if (warned.insert(symbol).second) {
-      Log(0,
-          "cuGetProcAddress(\"%s\") returned a function the shim does not know; calls "
-          "through it are not enforced",
-          symbol);
-    }
-    return;
+    if (std::strcmp(e.name, symbol) == 0) exact = &e;
+    bool pt = false;
+    if (e.since == 0 || BaseName(e.name, &pt) != symbol) continue;
+    intercepted = true;
+    if (e.since > version) continue;
+    const HookEntry*& slot = pt ? best_pt : best;
+    if (slot == nullptr || e.since > slot->since) slot = &e;
   }
+  const HookEntry* chosen = (per_thread && best_pt != nullptr) ? best_pt : best;
+  if (!intercepted && exact == nullptr) return {fn, false};  // not a function the shim enforces
+  if (!intercepted) chosen = exact;                          // a variant asked for by its full name
+  if (!Shim::Get().any_share()) return {fn, false};          // nothing to enforce in this container
+  if (chosen != nullptr && chosen->real != nullptr) {
+    LogOnce(1, symbol,
+            "cuGetProcAddress(\"%s\") returned an entry point the shim does not know; %s, the "
+            "shim's hook for the variant asked for, stands in for it",
+            chosen->name);
+    return {chosen->hook, false};
+  }
+  // The variant asked for is one the shim does not intercept (an ABI older than its hooks), or
+  // the driver has no exported function to call behind the hook: refuse rather than hand out
+  // an entry point that escapes the share.
+  LogOnce(0, symbol, "cuGetProcAddress(\"%s\") refused on a shared GPU: %s",
+          chosen == nullptr
+              ? "the variant for that version is older than the shim's hooks, so calls through "
+                "it would bypass the share"
+              : "the driver returned an unknown entry point and exports no variant for the shim "
+                "to call");
+  return {nullptr, true};
 }
 
 }  // namespace tessera::shim

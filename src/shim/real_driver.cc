@@ -29,7 +29,7 @@ bool LoadRealDriver(RealDriver* real, std::string* error) {
              (why ? why : "not found");
     return false;
   }
-#define TESSERA_LOAD(name, type) \
+#define TESSERA_LOAD(name, type, ...) \
   real->name = reinterpret_cast<type>(::dlsym(real->cuda_handle, #name));
   TESSERA_CUDA_HOOKS(TESSERA_LOAD)
   TESSERA_CUDA_USED(TESSERA_LOAD)
@@ -42,7 +42,7 @@ bool LoadRealDriver(RealDriver* real, std::string* error) {
              (why ? why : "not found");
     return false;
   }
-#define TESSERA_LOAD(name, type) \
+#define TESSERA_LOAD(name, type, ...) \
   real->name = reinterpret_cast<type>(::dlsym(real->nvml_handle, #name));
   TESSERA_NVML_HOOKS(TESSERA_LOAD)
   TESSERA_NVML_USED(TESSERA_LOAD)

@@ -16,6 +16,8 @@
 //     namespace and without PIDs;
 //   - the pod's usage is the sum of used_bytes over live slots (bit set in live_bitmap); there is
 //     no separate total that a crash could leave wrong;
+//   - a shared slot (an allocation several processes hold) is held by OFD read locks on its lock
+//     byte, one per holding process, and is freed once no process holds it;
 //   - a process adds to its own slot before its real allocation and checks the sum against the
 //     limit afterwards (rolling back if over), so that concurrent reservations never pass the
 //     limit together (see Ledger::TryCharge).
@@ -80,10 +82,13 @@ struct LedgerSlot {
   uint32_t reserved0;
   std::atomic<uint64_t> peak_bytes;
   std::atomic<uint64_t> claimed_at_unix_ns;
-  uint64_t reserved1;
+  std::atomic<uint64_t> share_key;  // kSlotShared: what names the allocation (0 otherwise)
 };
 
-enum SlotState : uint32_t { kSlotFree = 0, kSlotLive = 1 };
+// kSlotShared: not a process but an allocation that several of the pod's processes may hold
+// (virtual memory exported as a file descriptor); every holder holds an OFD read lock on the
+// slot's lock byte, and it counts until the last one lets go or dies.
+enum SlotState : uint32_t { kSlotFree = 0, kSlotLive = 1, kSlotShared = 2 };
 
 // <GPU-UUID>.ledger header; kLedgerHeaderSize bytes, then slot_count slots.
 struct LedgerHeader {

@@ -13,9 +13,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,7 +39,14 @@ struct SegmentOptions {
   std::string pod_uid;
   ShareLimits limits;
   uint32_t slots = kDefaultLedgerSlots;  // the most processes of the pod using this GPU at once
+  // > 0: the pod's ledger folder is a tmpfs of this size (all its ledgers: LedgerFolderBytes),
+  // so that a container growing its ledger (the one file it can write) fills that and never the
+  // host's /run. 0: a plain folder (tests without CAP_SYS_ADMIN).
+  uint64_t ledger_folder_bytes = 0;
 };
+
+// The size of a ledger folder for `ledgers` ledgers of `slots` slots: the files, in pages.
+uint64_t LedgerFolderBytes(uint32_t ledgers, uint32_t slots);
 
 struct ProcessUsage {
   uint32_t slot = 0;
@@ -55,7 +66,8 @@ struct SegmentInfo {
   uint32_t duty_permille = 0;
   uint32_t phase_permille = 0;
   uint32_t slots = 0;
-  uint64_t used_bytes = 0;
+  uint64_t used_bytes = 0;    // the pod's usage: its processes' and shared allocations'
+  uint64_t shared_bytes = 0;  // of which allocations several processes hold (not in processes)
   uint64_t peak_used_bytes = 0;
   uint64_t oom_count = 0;
   uint64_t reclaimed_slots = 0;
@@ -66,12 +78,26 @@ struct SegmentInfo {
 };
 
 struct ReapResult {
-  uint32_t slots = 0;     // slots of dead processes freed
+  uint32_t slots = 0;     // slots of dead processes (and of shared allocations no one holds) freed
   uint64_t bytes = 0;     // what they held
   uint32_t resolved = 0;  // host PIDs newly filled in
+  // Non-empty when the ledger's header or length was changed under the agent (by the pod's own
+  // processes, the only other writers): what changed. The validated header was put back.
+  std::string tampered;
 };
 
+// The host PID of the process that is `ns_pid` in the PID namespace whose inode is `pidns_inode`;
+// nullopt when there is none (or, for the agent, when it is not a process of the segment's pod).
+using HostPidLookup = std::function<std::optional<uint32_t>(uint64_t pidns_inode, uint32_t ns_pid)>;
+
 // One open segment (the agent holds one per pod and shared GPU while the pod runs).
+//
+// The ledger is written by the pod's processes, so everything the agent reads from it is
+// untrusted: the agent maps it as an observer (Ledger::Observe: no symlink, a regular file it
+// owns, the length its header names), bounds every index by the header it validated then, reads
+// it inside a SIGBUS guard (a container may truncate the file at any moment), and at each Reap
+// compares the header with the validated one and puts it back if it changed (ReapResult::tampered
+// says what changed, for the pod's Event and the agent's metric).
 class Segment {
  public:
   // Pod start. Creates the directories and both files. If the segment exists (an agent that
@@ -91,9 +117,15 @@ class Segment {
   // The compute controller's command.
   void SetSchedule(uint32_t duty_permille, uint32_t phase_permille);
 
+  // What the segment says now. Read inside a SIGBUS guard: a ledger truncated meanwhile reads
+  // as what was read before the fault (the next Reap puts its length back).
   SegmentInfo Inspect() const;
   // Frees the slots of dead processes (memory a SIGKILLed process held comes back at once) and
-  // fills in the host PIDs of live ones from proc_root (the host's /proc).
+  // resolves the host PIDs of live ones through `lookup`, keeping them in the agent's own memory
+  // (Inspect reports those, never the host_pid a slot claims: the pod's processes write slots).
+  // A slot's identity (PID and namespace) is resolved again only when it changes.
+  ReapResult Reap(const HostPidLookup& lookup);
+  // The same with a lookup that scans proc_root (the host's /proc) once, when a slot needs it.
   ReapResult Reap(const std::string& proc_root = "/proc");
 
   const LimitsMap& limits() const { return *limits_; }
@@ -101,21 +133,56 @@ class Segment {
 
  private:
   Segment() = default;
+  // Opens the ledger, putting back a header the pod's processes broke while no agent watched it
+  // (`slots`: the slot count it must have then); what was put back goes to pending_tampered_.
+  static std::unique_ptr<Ledger> ObserveLedger(int ledger_dir_fd, const std::string& name,
+                                               const std::string& path, const std::string& uuid,
+                                               uint32_t slots, std::string* tampered,
+                                               std::string* error);
+  std::string CheckAndRestoreHeader();
   std::string pod_dir_;
   std::string gpu_uuid_;
   std::unique_ptr<LimitsMap> limits_;
   std::unique_ptr<Ledger> ledger_;
+  std::string pending_tampered_;  // found at open, reported by the first Reap
+  struct Resolved {
+    uint32_t pid = 0;
+    uint64_t pidns_inode = 0;
+    uint32_t host_pid = 0;  // 0: looked up and not found
+    int retry_in = 0;       // reaps until an identity not found is looked up again
+  };
+  static constexpr int kLookupRetryReaps = 8;
+  std::map<uint32_t, Resolved> resolved_;  // by slot: what Reap resolved for its identity
 };
 
 // The GPU UUIDs that have segments in a pod dir.
 absl::StatusOr<std::vector<std::string>> ListSegments(const std::string& pod_dir);
 // The pod dirs under a root (kHostPodsDir), for an agent that restarted.
 absl::StatusOr<std::vector<std::string>> ListPodDirs(const std::string& root);
-// Pod end: removes the pod dir's segment files and directories. Missing is not an error.
+// Pod end: removes the pod dir's segment files and directories (the ledger folder's tmpfs
+// unmounted first). Missing is not an error.
 absl::Status RemovePodSegments(const std::string& pod_dir);
 
-// The host PID of the process whose PID namespace has inode `pidns_inode` and whose PID in it
-// is `ns_pid`, found in proc_root (/proc/<pid>/ns/pid and the NSpid line of /proc/<pid>/status).
+// The NSpid line of the text of /proc/<pid>/status: the process's PID in each PID namespace from
+// the reader's down to its own (the last: its PID in its own namespace). Empty when there is none
+// or it is malformed.
+std::vector<uint32_t> ParseNsPids(std::string_view proc_pid_status);
+
+// Host PIDs by (PID namespace inode, PID in that namespace), from one scan of proc_root
+// (/proc/<pid>/ns/pid and the NSpid line of /proc/<pid>/status), made on the first Find.
+class HostPidIndex {
+ public:
+  explicit HostPidIndex(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
+  std::optional<uint32_t> Find(uint64_t pidns_inode, uint32_t ns_pid);
+  bool scanned() const { return scanned_; }
+
+ private:
+  std::string proc_root_;
+  bool scanned_ = false;
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> pids_;
+};
+
+// One Find of a fresh HostPidIndex.
 std::optional<uint32_t> ResolveHostPid(uint64_t pidns_inode, uint32_t ns_pid,
                                        const std::string& proc_root = "/proc");
 

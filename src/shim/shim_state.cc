@@ -57,10 +57,30 @@ std::string UuidString(const CUuuid& uuid) {
 
 // ---------------------------------------------------------------------------------------- Share
 
-Share::Share(std::string uuid, std::unique_ptr<LimitsMap> limits, std::unique_ptr<Ledger> ledger)
-    : uuid_(std::move(uuid)), limits_(std::move(limits)), ledger_(std::move(ledger)) {
-  if (ledger_ == nullptr) private_ = Ledger::Private(uuid_);
+Share::Share(std::string uuid, std::unique_ptr<LimitsMap> limits, std::unique_ptr<Ledger> ledger,
+             std::string ledger_problem)
+    : uuid_(std::move(uuid)),
+      limits_(std::move(limits)),
+      ledger_(std::move(ledger)),
+      ledger_problem_(std::move(ledger_problem)) {
+  if (ledger_ == nullptr) {
+    if (ledger_problem_.empty()) ledger_problem_ = "no ledger";
+    private_ = Ledger::Private(uuid_);
+  }
   active_.store(ledger_ != nullptr ? ledger_.get() : private_.get(), std::memory_order_release);
+}
+
+uint64_t Share::memory_limit() const {
+  const uint64_t cap = limits_->memory_limit();
+  const bool counted_with_the_pod =
+      ledger_ != nullptr && active_.load(std::memory_order_acquire) == ledger_.get();
+  if (cap == 0 || counted_with_the_pod) return cap;
+  return std::min<uint64_t>(cap, contract::kNoLedgerAllowanceBytes);
+}
+
+std::string Share::ledger_problem() const {
+  std::lock_guard<std::mutex> lock(claim_mu_);
+  return ledger_problem_;
 }
 
 bool Share::EnsureClaimed() {
@@ -69,9 +89,15 @@ bool Share::EnsureClaimed() {
   if (claimed_.load(std::memory_order_relaxed)) return true;
   Ledger* ledger = active_.load(std::memory_order_relaxed);
   std::string error;
-  if (ledger == nullptr || !ledger->Claim(ProcessIdentity::Current(), &error)) {
-    Log(0, "%s: %s; this process is capped on its own from now on", uuid_.c_str(),
-        error.empty() ? "no ledger" : error.c_str());
+  if (ledger == nullptr || ledger == private_.get() ||
+      !ledger->Claim(ProcessIdentity::Current(), &error)) {
+    // Counted alone, every process of the pod could reach the cap: N processes, N caps. Fail
+    // closed instead, to an allowance that lets a program start and say what is wrong.
+    if (!error.empty()) ledger_problem_ = error;
+    Log(0,
+        "%s: %s; without a slot in the pod's ledger this process may allocate at most %llu MiB "
+        "on this GPU (the agent creates the ledger: is it running?)",
+        uuid_.c_str(), ledger_problem_.c_str(), contract::kNoLedgerAllowanceBytes >> 20);
     if (private_ == nullptr) private_ = Ledger::Private(uuid_);
     if (private_ == nullptr) return false;
     private_->Claim(ProcessIdentity::Current(), &error);
@@ -83,7 +109,7 @@ bool Share::EnsureClaimed() {
 
 bool Share::Charge(uint64_t bytes) {
   if (!EnsureClaimed()) return false;
-  return ledger()->TryCharge(bytes, limits_->memory_limit());
+  return ledger()->TryCharge(bytes, memory_limit());
 }
 
 void Share::ForceCharge(uint64_t bytes) {
@@ -94,10 +120,24 @@ void Share::Uncharge(uint64_t bytes) {
   if (claimed_.load(std::memory_order_acquire)) ledger()->Uncharge(bytes);
 }
 
+int Share::CreateShared(uint64_t key, uint64_t bytes) {
+  if (!EnsureClaimed()) return -1;
+  return ledger()->CreateShared(key, bytes);
+}
+
+int Share::JoinShared(uint64_t key, uint64_t* bytes) {
+  if (!EnsureClaimed()) return -1;
+  return ledger()->JoinShared(key, bytes);
+}
+
+void Share::LeaveShared(int slot) {
+  if (claimed_.load(std::memory_order_acquire)) ledger()->LeaveShared(slot);
+}
+
 uint64_t Share::Used() { return ledger()->Used(); }
 
 void Share::Report(uint64_t real_total, uint64_t real_free, uint64_t* total, uint64_t* free) {
-  uint64_t cap = limits_->memory_limit();
+  uint64_t cap = memory_limit();
   if (cap == 0) {
     *total = real_total;
     *free = real_free;
@@ -173,13 +213,11 @@ Share* Shim::ShareForUuid(const std::string& uuid) {
     } else {
       std::string ledger_path =
           root_ + "/" + contract::kLedgerSubdir + "/" + uuid + contract::kLedgerSuffix;
-      auto ledger = Ledger::Open(ledger_path, &error);
-      if (ledger == nullptr) {
-        Log(0, "%s; the cap on %s holds for this process alone", error.c_str(), uuid.c_str());
-      }
+      std::string ledger_error;
+      auto ledger = Ledger::Open(ledger_path, &ledger_error);
       Log(1, "%s: memory cap %llu bytes, compute %u permille", uuid.c_str(),
           static_cast<unsigned long long>(limits->memory_limit()), limits->compute_limit());
-      share = std::make_unique<Share>(uuid, std::move(limits), std::move(ledger));
+      share = std::make_unique<Share>(uuid, std::move(limits), std::move(ledger), ledger_error);
     }
   }
   Share* result = share.get();
@@ -311,7 +349,7 @@ std::string Shim::StatusJson() {
     char buf[512];
     std::snprintf(buf, sizeof(buf),
                   "%s{\"uuid\":\"%s\",\"memory_limit\":%llu,\"used\":%llu,\"own\":%llu,"
-                  "\"compute_limit_permille\":%u,\"duty_permille\":%u,\"launch_cost_ns\":%lld}",
+                  "\"compute_limit_permille\":%u,\"duty_permille\":%u,\"launch_cost_ns\":%lld",
                   first ? "" : ",", uuid.c_str(),
                   static_cast<unsigned long long>(share->memory_limit()),
                   static_cast<unsigned long long>(share->Used()),
@@ -319,6 +357,12 @@ std::string Shim::StatusJson() {
                   share->limits().compute_limit(), share->limits().effective_duty(),
                   static_cast<long long>(share->gate().cost_ns()));
     out += buf;
+    out += ",\"ledger_problem\":\"";
+    for (char c : share->ledger_problem()) {
+      if (c == '"' || c == '\\') out += '\\';
+      if (static_cast<unsigned char>(c) >= 0x20) out += c;
+    }
+    out += "\"}";
     first = false;
   }
   out += "]}";

@@ -28,11 +28,18 @@ namespace tessera::shim {
 // One shared GPU as this process sees it.
 class Share {
  public:
-  Share(std::string uuid, std::unique_ptr<LimitsMap> limits, std::unique_ptr<Ledger> ledger);
+  // `ledger` null: the pod's ledger could not be opened, for the reason `ledger_problem`.
+  Share(std::string uuid, std::unique_ptr<LimitsMap> limits, std::unique_ptr<Ledger> ledger,
+        std::string ledger_problem = "");
 
   const std::string& uuid() const { return uuid_; }
   const LimitsMap& limits() const { return *limits_; }
-  uint64_t memory_limit() const { return limits_->memory_limit(); }
+  // What this process may hold on the GPU, with the pod: the pod's cap (0: none) or, when this
+  // process has no slot in the pod's ledger, the small allowance of a process counted alone
+  // (contract::kNoLedgerAllowanceBytes).
+  uint64_t memory_limit() const;
+  // Why this process has no slot in the pod's ledger; empty when it has one.
+  std::string ledger_problem() const;
 
   // Takes this process's slot in the pod's ledger (once): a process that uses the GPU is one of
   // the pod's processes, whether or not it allocates (the controller finds it through its slot).
@@ -42,6 +49,12 @@ class Share {
   bool Charge(uint64_t bytes);
   void ForceCharge(uint64_t bytes);
   void Uncharge(uint64_t bytes);
+  // An allocation several processes may hold (Ledger's shared slots): moves `bytes` of this
+  // process's charge into a new shared slot named `key` / holds an existing one / lets go. -1:
+  // none (no shared ledger, no free slot, or no such allocation).
+  int CreateShared(uint64_t key, uint64_t bytes);
+  int JoinShared(uint64_t key, uint64_t* bytes);
+  void LeaveShared(int slot);
   // The pod's usage of this GPU.
   uint64_t Used();
   // Total and free as the share reports them, from the device's real values.
@@ -65,7 +78,8 @@ class Share {
   std::unique_ptr<Ledger> private_;  // fallback when the shared one is missing or full
   std::atomic<Ledger*> active_{nullptr};
   std::atomic<bool> claimed_{false};
-  std::mutex claim_mu_;
+  mutable std::mutex claim_mu_;  // also guards ledger_problem_
+  std::string ledger_problem_;
   ComputeGate gate_;
 };
 

@@ -1,5 +1,7 @@
 #include "shim/tracker.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace tessera::shim {
@@ -92,9 +94,128 @@ std::vector<Allocation> Tracker::TakeContext(CUcontext ctx) {
   return out;
 }
 
+bool Tracker::SetAllocationShared(uint64_t key, int slot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end()) return false;
+  it->second.shared_slot = slot;
+  it->second.bytes = 0;  // the shared slot holds them now
+  return true;
+}
+
+bool Tracker::OpenAgain(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end() || it->second.kind != AllocKind::kIpcOpened) return false;
+  ++it->second.opens;
+  return true;
+}
+
+std::optional<Allocation> Tracker::CloseOpened(uint64_t key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(key);
+  if (it == allocations_.end() || it->second.kind != AllocKind::kIpcOpened) return std::nullopt;
+  if (--it->second.opens > 0) return std::nullopt;
+  Allocation a = it->second;
+  allocations_.erase(it);
+  return a;
+}
+
 void Tracker::AddPhysical(CUmemGenericAllocationHandle h, uint64_t bytes, int device) {
   std::lock_guard<std::mutex> lock(mu_);
   physical_[h] = Physical{bytes, device, 1, 0};
+}
+
+uint64_t LimitReservation(CUlimit limit, uint64_t value, uint64_t device_threads) {
+  switch (limit) {
+    case CU_LIMIT_STACK_SIZE:
+      return value > 1024 ? (value - 1024) * device_threads : 0;
+    case CU_LIMIT_PRINTF_FIFO_SIZE:
+      return value > (1ULL << 20) ? value - (1ULL << 20) : 0;
+    case CU_LIMIT_MALLOC_HEAP_SIZE:
+      return value > (8ULL << 20) ? value - (8ULL << 20) : 0;
+    default:
+      return 0;
+  }
+}
+
+uint64_t LimitKey(CUcontext ctx, CUlimit limit) {
+  return (uint64_t{1} << 63) | (reinterpret_cast<uint64_t>(ctx) << 3) |
+         (static_cast<uint64_t>(limit) & 7);
+}
+
+PoolState* Tracker::GraphMemory(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = graph_memory_[device];
+  if (!slot) {
+    slot = std::make_unique<PoolState>();
+    slot->device = device;
+  }
+  return slot.get();
+}
+
+std::vector<std::pair<int, PoolState*>> Tracker::GraphMemories() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<int, PoolState*>> out;
+  for (const auto& [device, state] : graph_memory_) out.emplace_back(device, state.get());
+  return out;
+}
+
+void Tracker::SetGraphExecAllocations(CUgraphExec exec,
+                                      std::vector<std::pair<int, uint64_t>> bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (bytes.empty()) {
+    graph_execs_.erase(exec);
+  } else {
+    graph_execs_[exec] = std::move(bytes);
+  }
+}
+
+std::vector<std::pair<int, uint64_t>> Tracker::GraphExecAllocations(CUgraphExec exec) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graph_execs_.find(exec);
+  return it == graph_execs_.end() ? std::vector<std::pair<int, uint64_t>>{} : it->second;
+}
+
+void Tracker::AddPhysical(CUmemGenericAllocationHandle h, const Physical& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  physical_[h] = p;
+}
+
+std::optional<Physical> Tracker::FindPhysical(CUmemGenericAllocationHandle h) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it == physical_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Tracker::SetShared(CUmemGenericAllocationHandle h, int slot, uint64_t key, int probe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it == physical_.end()) return;
+  it->second.shared_slot = slot;
+  it->second.share_key = key;
+  it->second.probe = probe;
+}
+
+void Tracker::SetPhysicalBytes(CUmemGenericAllocationHandle h, uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = physical_.find(h);
+  if (it != physical_.end()) it->second.bytes = bytes;
+}
+
+void Tracker::Linger(const Physical& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  lingering_.push_back(p);
+  lingering_count_.store(lingering_.size(), std::memory_order_relaxed);
+}
+
+std::vector<Physical> Tracker::TakeLingering() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Physical> out;
+  out.swap(lingering_);
+  lingering_count_.store(0, std::memory_order_relaxed);
+  return out;
 }
 
 void Tracker::RetainPhysical(CUmemGenericAllocationHandle h) {
@@ -208,12 +329,22 @@ void Tracker::Clear() {
   // the prepare handler and released by the child handler before this.
   std::lock_guard<std::mutex> lock(mu_);
   allocations_.clear();
+  for (const auto& [h, p] : physical_) {
+    if (p.probe >= 0) ::close(p.probe);
+  }
   physical_.clear();
   mappings_.clear();
+  for (const Physical& p : lingering_) {
+    if (p.probe >= 0) ::close(p.probe);
+  }
+  lingering_.clear();
+  lingering_count_.store(0, std::memory_order_relaxed);
   // Another thread of the parent may have held a pool's mutex at fork: the states are kept,
   // never destroyed while locked (the shim's tracker lives as long as the process).
   for (auto& [handle, state] : pools_) abandoned_.push_back(std::move(state));
   pools_.clear();
+  for (auto& [device, state] : graph_memory_) abandoned_.push_back(std::move(state));
+  graph_memory_.clear();
 }
 
 }  // namespace tessera::shim

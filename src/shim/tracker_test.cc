@@ -127,5 +127,25 @@ TEST(TrackerTest, PoolsAreStableAndClearedForAForkChild) {
   EXPECT_EQ(t.allocation_count(), 0u);
 }
 
+// Limits reserve what exceeds a context's defaults; the stack for every resident thread.
+TEST(TrackerTest, LimitReservationsAndTheirKeys) {
+  const uint64_t threads = 132 * 2048;
+  EXPECT_EQ(LimitReservation(CU_LIMIT_STACK_SIZE, 1024, threads), 0u);
+  EXPECT_EQ(LimitReservation(CU_LIMIT_STACK_SIZE, 4096, threads), 3072 * threads);  // 792 MiB
+  EXPECT_EQ(LimitReservation(CU_LIMIT_MALLOC_HEAP_SIZE, 4ULL << 20, threads), 0u);
+  EXPECT_EQ(LimitReservation(CU_LIMIT_MALLOC_HEAP_SIZE, 1ULL << 30, threads),
+            (1ULL << 30) - (8ULL << 20));
+  EXPECT_EQ(LimitReservation(CU_LIMIT_PRINTF_FIFO_SIZE, 3ULL << 20, threads), 2ULL << 20);
+  EXPECT_EQ(LimitReservation(5, 1ULL << 30, threads), 0u);  // reserves nothing
+  auto* ctx = reinterpret_cast<CUcontext>(0x7f0012345670ULL);
+  EXPECT_NE(LimitKey(ctx, CU_LIMIT_STACK_SIZE), LimitKey(ctx, CU_LIMIT_MALLOC_HEAP_SIZE));
+  EXPECT_GE(LimitKey(ctx, CU_LIMIT_STACK_SIZE), 1ULL << 63);  // never a user-space address
+  // Kept with the context's allocations: given back when the context goes.
+  Tracker t;
+  t.Add(LimitKey(ctx, CU_LIMIT_STACK_SIZE), Allocation{500, 0, ctx, AllocKind::kLimit});
+  t.Add(0x1000, Allocation{100, 0, ctx, AllocKind::kLinear});
+  EXPECT_EQ(t.TakeContext(ctx).size(), 2u);
+}
+
 }  // namespace
 }  // namespace tessera::shim

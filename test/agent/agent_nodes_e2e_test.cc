@@ -28,8 +28,8 @@
 #include <sstream>
 #include <thread>
 
+#include "agent_world.h"
 #include "common/strings.h"
-#include "common/testing/promtool.h"
 #include "controlplane/controlplane.h"
 #include "controlplane/pod_testing.h"
 #include "fake_cuda/fake_machine.h"
@@ -56,248 +56,24 @@ constexpr int64_t kMiB = 1 << 20;
 
 ControlPlane& Cp() { return ControlPlane::Shared(); }
 
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
+// Everything this binary's tests share (agent_world.h): an agent in both nodes, one scheduler.
+AgentWorld& TheWorld() {
+  static AgentWorld* w =
+      new AgentWorld({.nodes = {kNvswitch, kPcie}, .scheduler_name = kScheduler});
+  return *w;
 }
 
-// Everything this binary's tests share: the probe image in both nodes, a fake machine per node,
-// an agent per node, one scheduler. Made by the first test that needs it.
-class World {
- public:
-  static World& Get() {
-    static World* w = new World();
-    return *w;
-  }
-  const std::string& error() const { return error_; }
-  const std::string& dir() const { return dir_; }
-  std::string AgentLog(const std::string& node) const {
-    return Read(Cp().FindNode(node)->dir + "/agent.log");
-  }
-  // The agent's /metrics (the port it logged last).
-  std::string AgentMetrics(const std::string& node) const {
-    const std::string log = AgentLog(node);
-    const std::string mark = "serving /metrics on http://127.0.0.1:";
-    const size_t at = log.rfind(mark);
-    if (at == std::string::npos) return "";
-    httplib::Client client("127.0.0.1", std::stoi(log.substr(at + mark.size())));
-    auto got = client.Get("/metrics");
-    if (!got || got->status != 200) return "";
-    // promtool passes on every /metrics the tests scrape.
-    absl::Status lint = ::tessera::testing::PromtoolCheckMetricsOnce(got->body);
-    EXPECT_TRUE(lint.ok()) << lint;
-    return got->body;
-  }
-  std::string SchedulerLog() const { return scheduler_ ? scheduler_->Log() : ""; }
-  std::string PodsDir(const std::string& node) const { return dir_ + "/pods-" + node; }
-  std::string MachinesDir() const { return dir_ + "/machines"; }
-  std::string MachineDir(const std::string& node) const { return MachinesDir() + "/" + node; }
-
-  // The agent's command line on `node`.
-  std::vector<std::string> AgentArgv(const std::string& node) const {
-    const Node* n = Cp().FindNode(node);
-    return {TESSERA_BINARY,
-            "agent",
-            "--node-name",
-            node,
-            "--gpus-file",
-            n->fake_gpus,
-            "--dev-dir",
-            n->dev_dir,
-            "--pods-dir",
-            PodsDir(node),
-            "--driver-lib-dir",
-            fs::path(TESSERA_FAKE_CUDA).parent_path().string(),
-            "--shim-dir",
-            fs::path(TESSERA_SHIM_LIBRARY).parent_path().string(),
-            "--shim-install-dir",
-            dir_ + "/lib-" + node,
-            "--mps-root",
-            dir_ + "/mps-" + node,
-            "--rediscover-interval",
-            "1s",
-            "--metrics-bind-address",
-            "127.0.0.1",
-            "--metrics-port",
-            "0"};
-  }
-  absl::Status StartAgent(const std::string& node) {
-    absl::StatusOr<pid_t> pid = Cp().NodeSpawn(node, "agent", AgentArgv(node), {});
-    if (!pid.ok()) return pid.status();
-    return absl::OkStatus();
-  }
-  // Whether the agent on `node` has registered with containerd's NRI since its log had `from`
-  // bytes.
-  bool AgentReady(const std::string& node, size_t from = 0) const {
-    const std::string log = AgentLog(node);
-    return log.size() > from && log.find("NRI: configured by", from) != std::string::npos;
-  }
-
- private:
-  World() {
-    char tmpl[] = "/tmp/tessera-agent-e2e-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) {
-      error_ = "mkdtemp failed";
-      return;
-    }
-    dir_ = tmpl;
-    ::chmod(dir_.c_str(), 0755);
-    error_ = Setup();
-  }
-
-  std::string Setup() {
-    // The probe image, into both nodes.
-    const std::string image = dir_ + "/cuda-probe.tar";
-    CommandResult built =
-        RunCommand({TESSERA_SOURCE_DIR "/test/agent/probe_image.sh", image, TESSERA_SHIM_CLIENT,
-                    TESSERA_FAKE_CUDA, TESSERA_FAKE_NVML, TESSERA_SHIM_LIBRARY});
-    if (!built.ok()) return StrCat("probe_image.sh: ", built.out, built.err);
-    for (const char* node : {kNvswitch, kPcie}) {
-      CommandResult imported =
-          Cp().NodeExec(node, {"ctr", "-n", "k8s.io", "images", "import", image});
-      if (!imported.ok()) return StrCat("import into ", node, ": ", imported.out, imported.err);
-      // The fake driver's machine: the node's GPUs.
-      json gpus = json::parse(Read(Cp().FindNode(node)->fake_gpus));
-      std::vector<fake::DeviceSpec> devices;
-      for (const json& g : gpus["gpus"]) {
-        fake::DeviceSpec d;
-        d.uuid = g["uuid"];
-        d.name = g.value("name", "fake");
-        d.total_bytes = g["memory_mib"].get<uint64_t>() << 20;
-        d.sm_count = g.value("sm_count", 100);
-        devices.push_back(d);
-      }
-      fs::create_directories(MachineDir(node));
-      std::string err = fake::CreateMachine(MachineDir(node) + "/machine", devices);
-      if (!err.empty()) return StrCat("fake machine of ", node, ": ", err);
-      ::chmod((MachineDir(node) + "/machine").c_str(), 0666);
-      absl::Status started = StartAgent(node);
-      if (!started.ok()) return StrCat("agent on ", node, ": ", started.message());
-    }
-    for (const char* node : {kNvswitch, kPcie}) {
-      if (!WaitUntil([&] { return AgentReady(node); }, seconds(60))) {
-        return StrCat("the agent on ", node, " did not register with NRI:\n", AgentLog(node));
-      }
-    }
-    // The scheduler, for every node.
-    std::ofstream(dir_ + "/scheduler.yaml") << StrCat(R"(apiVersion: tessera.dev/v1alpha1
-kind: SchedulerConfiguration
-schedulerName: )",
-                                                      kScheduler, R"(
-leaderElection:
-  resourceNamespace: default
-  resourceName: tessera-scheduler-e2e
-  leaseDuration: 3s
-  renewDeadline: 2s
-  retryPeriod: 500ms
-metrics: {bindAddress: 127.0.0.1, port: 0}
-retry: {minInterval: 200ms, period: 2s}
-)");
-    absl::StatusOr<std::unique_ptr<ScopedProcess>> s =
-        ScopedProcess::Start({TESSERA_BINARY, "scheduler", "--kubeconfig", Cp().kubeconfig(),
-                              "--config", dir_ + "/scheduler.yaml", "--identity", "e2e"},
-                             dir_ + "/scheduler.log");
-    if (!s.ok()) return StrCat("scheduler: ", s.status().message());
-    scheduler_ = std::move(*s);
-    // Both inventories published, and the nodes' capacity in place for the kubelet.
-    for (const char* node : {kNvswitch, kPcie}) {
-      bool published = WaitUntil(
-          [&] {
-            CommandResult r = Cp().Kubectl({"get", "node", node, "-o", "json"});
-            if (!r.ok()) return false;
-            json n = json::parse(r.out);
-            return n["metadata"]["annotations"].contains("tessera.dev/gpu-inventory") &&
-                   n["status"]["allocatable"].contains("tessera.dev/gpu-memory");
-          },
-          seconds(60));
-      if (!published) return StrCat("node ", node, " not published:\n", AgentLog(node));
-    }
-    return "";
-  }
-
-  static CommandResult RunCommand(const std::vector<std::string>& argv) {
-    CommandResult r;
-    std::string cmd;
-    for (const std::string& a : argv) cmd += "'" + a + "' ";
-    cmd += "2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    if (p == nullptr) return r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-  }
-
-  std::string error_, dir_;
-  std::unique_ptr<ScopedProcess> scheduler_;
-};
-
-// The probe pod (probe_pod.h) for this binary's scheduler, on `node`, or on the node the
-// scheduler picks if `node` is empty: `limits` its tessera resources; `annotations` (gangs).
 json ProbePod(const std::string& ns, const std::string& name, const std::string& node,
               const std::map<std::string, std::string>& limits,
               const std::map<std::string, std::string>& annotations = {},
               const std::string& extra_script = "") {
-  json pod = ProbePodOnAnyNode(ns, name, kScheduler, World::Get().MachinesDir(), limits,
-                               annotations, extra_script);
-  // Pods pinned to a node by the label the harness gives it.
-  if (!node.empty()) pod["spec"]["nodeSelector"] = {{"tessera-e2e/node", node}};
-  return pod;
+  return WorldProbePod(TheWorld(), ns, name, node, limits, annotations, extra_script);
 }
 
-class AgentNodes : public ::testing::Test {
+class AgentNodes : public AgentWorldTest {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(World::Get().error(), "");
-    std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    ns_ = "e2e-";
-    for (char c : test) {
-      if (std::isupper(static_cast<unsigned char>(c)) && ns_.size() > 4) ns_ += '-';
-      ns_ += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    ns_ = ns_.substr(0, 50);
-    while (ns_.back() == '-') ns_.pop_back();
-    ASSERT_TRUE(Cp().KubectlOk({"create", "namespace", ns_}).ok());
-  }
-  void TearDown() override {
-    if (HasFailure()) {
-      std::cerr << "--- scheduler log (tail):\n"
-                << Tail(World::Get().SchedulerLog()) << "--- agent " << kNvswitch << ":\n"
-                << Tail(World::Get().AgentLog(kNvswitch)) << "--- agent " << kPcie << ":\n"
-                << Tail(World::Get().AgentLog(kPcie));
-    }
-    // No namespace controller runs here: the pods go first, so no test inherits another's GPUs.
-    (void)Cp().Kubectl(
-        {"delete", "pods", "--all", "-n", ns_, "--grace-period=1", "--wait=true", "--timeout=90s"});
-    (void)Cp().Kubectl({"delete", "namespace", ns_, "--wait=false"});
-  }
-  static std::string Tail(const std::string& s) {
-    return s.size() > 6000 ? s.substr(s.size() - 6000) : s;
-  }
-
-  void Create(const json& pod) {
-    auto r = Cp().KubectlOk({"create", "-f", "-"}, pod.dump());
-    ASSERT_TRUE(r.ok()) << r.status();
-  }
-  // Creates every pod with one kubectl call (at once, as far as the API server is concerned).
-  void CreateAll(const std::vector<json>& pods) {
-    json list = {{"apiVersion", "v1"}, {"kind", "List"}, {"items", pods}};
-    auto r = Cp().KubectlOk({"create", "-f", "-"}, list.dump());
-    ASSERT_TRUE(r.ok()) << r.status();
-  }
-  json Pod(const std::string& name) { return GetJson(Cp(), {"pod", name, "-n", ns_}); }
-  std::map<std::string, json> WaitAllFinished(size_t count, seconds timeout) {
-    return WaitAllPodsFinished(Cp(), ns_, count, timeout);
-  }
-  static records::Assignment AssignmentOf(const json& pod) {
-    const json& ann = pod["metadata"].value("annotations", json::object());
-    absl::StatusOr<records::Assignment> a =
-        records::AssignmentFromJson(ann.value("tessera.dev/assignment", ""));
-    EXPECT_TRUE(a.ok()) << pod["metadata"]["name"] << ": " << a.status();
-    return a.ok() ? *a : records::Assignment();
-  }
+  AgentWorld& World() override { return TheWorld(); }
+  static records::Assignment AssignmentOf(const json& pod) { return AssignmentOfPod(pod); }
 
   // Checks a share pod's report against its assignment: its GPU, its cap, the shim.
   void ExpectShare(const std::string& name, const json& pod, int64_t cap_mib) {
@@ -340,17 +116,15 @@ class AgentNodes : public ::testing::Test {
     EXPECT_TRUE(WaitUntil(
         [&] {
           std::error_code ec;
-          for (const auto& e : fs::directory_iterator(World::Get().PodsDir(node), ec)) {
+          for (const auto& e : fs::directory_iterator(TheWorld().PodsDir(node), ec)) {
             (void)e;
             return false;
           }
           return true;
         },
         seconds(60)))
-        << "pod files left in " << World::Get().PodsDir(node);
+        << "pod files left in " << TheWorld().PodsDir(node);
   }
-
-  std::string ns_;
 };
 
 // The issue's reality check: 20 pods of 4Gi and a gang of 8 one-GPU pods in one NVLink domain,
@@ -420,16 +194,9 @@ TEST_F(AgentNodes, TwentySharesAtOnceFiveTimes) {
   }
 }
 
-// A pod that reports (as ProbePod) and then keeps running, holding 1 MiB of its GPU.
 json LongPod(const std::string& ns, const std::string& name, const std::string& node,
              const std::map<std::string, std::string>& limits) {
-  json pod = ProbePod(ns, name, node, limits);
-  pod["spec"]["containers"][0]["command"][2] =
-      R"(export CUDA_VISIBLE_DEVICES="$NVIDIA_VISIBLE_DEVICES"
-echo "visible=$NVIDIA_VISIBLE_DEVICES" >/dev/termination-log
-{ printf 'init\nalloc a 1048576\n'; sleep 3600; } | shim_client
-)";
-  return pod;
+  return WorldLongPod(TheWorld(), ns, name, node, limits);
 }
 
 // A pod bound by hand (spec.nodeName, no scheduler) with an assignment record of its own making:
@@ -445,15 +212,8 @@ json HandBound(const std::string& ns, const std::string& name, const std::string
   return pod;
 }
 
-// The waiting container's (reason, message), as kubectl describe shows them.
-std::pair<std::string, std::string> Waiting(const json& pod) {
-  const json& statuses = pod["status"].value("containerStatuses", json::array());
-  if (statuses.empty()) return {"", ""};
-  const json w = statuses[0]["state"].value("waiting", json::object());
-  return {w.value("reason", ""), w.value("message", "")};
-}
-
-bool Running(const json& pod) { return pod["status"].value("phase", "") == "Running"; }
+std::pair<std::string, std::string> Waiting(const json& pod) { return WaitingState(pod); }
+bool Running(const json& pod) { return PodRunning(pod); }
 
 // Killing the agent (SIGKILL) does not disturb running pods; a restarted agent takes them back
 // (their files are reaped when they end) and serves new pods.
@@ -462,18 +222,18 @@ TEST_F(AgentNodes, AgentSigkillLeavesPodsRunningAndARestartedAgentServes) {
   json long_pod = WaitForPod(Cp(), ns_, "long", Running, seconds(180));
   ASSERT_TRUE(Running(long_pod)) << long_pod["status"].dump();
   const std::string uid = long_pod["metadata"]["uid"];
-  const std::string pod_dir = World::Get().PodsDir(kPcie) + "/" + uid;
+  const std::string pod_dir = TheWorld().PodsDir(kPcie) + "/" + uid;
   ASSERT_TRUE(fs::exists(pod_dir + "/ledger"));
 
   // The agent's /metrics shows the pod and its grant.
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return World::Get().AgentMetrics(kPcie).find(
+        return TheWorld().AgentMetrics(kPcie).find(
                    StrCat("namespace=\"", ns_, "\",pod=\"long\",sharing=\"shim\"} 2147483648")) !=
                std::string::npos;
       },
       seconds(10)))
-      << World::Get().AgentMetrics(kPcie);
+      << TheWorld().AgentMetrics(kPcie);
 
   ASSERT_TRUE(Cp().NodeKill(kPcie, "agent", SIGKILL).ok());
   std::this_thread::sleep_for(seconds(3));
@@ -482,10 +242,10 @@ TEST_F(AgentNodes, AgentSigkillLeavesPodsRunningAndARestartedAgentServes) {
   EXPECT_EQ(long_pod["status"]["containerStatuses"][0].value("restartCount", -1), 0);
   EXPECT_TRUE(fs::exists(pod_dir + "/ledger")) << "the pod's share outlives the agent";
 
-  const size_t from = World::Get().AgentLog(kPcie).size();
-  ASSERT_TRUE(World::Get().StartAgent(kPcie).ok());
-  ASSERT_TRUE(WaitUntil([&] { return World::Get().AgentReady(kPcie, from); }, seconds(60)));
-  EXPECT_THAT(World::Get().AgentLog(kPcie).substr(from), HasSubstr("(1 taken back)"));
+  const size_t from = TheWorld().AgentLog(kPcie).size();
+  ASSERT_TRUE(TheWorld().StartAgent(kPcie).ok());
+  ASSERT_TRUE(WaitUntil([&] { return TheWorld().AgentReady(kPcie, from); }, seconds(60)));
+  EXPECT_THAT(TheWorld().AgentLog(kPcie).substr(from), HasSubstr("(1 taken back)"));
   Create(ProbePod(ns_, "after", kPcie, {{"tessera.dev/gpu-memory", "3Gi"}}));
   json after = WaitForPod(Cp(), ns_, "after", PodFinished, seconds(180));
   ExpectShare("after", after, 3072);
@@ -517,7 +277,7 @@ TEST_F(AgentNodes, KubeletRestart) {
 // it; healthy again, it is used.
 TEST_F(AgentNodes, AnUnhealthyGpuIsKeptFree) {
   const std::string file = Cp().FindNode(kPcie)->fake_gpus;
-  const std::string original = Read(file);
+  const std::string original = ReadFile(file);
   struct Restore {
     std::string file, text;
     ~Restore() { std::ofstream(file) << text; }  // whatever fails
@@ -534,7 +294,7 @@ TEST_F(AgentNodes, AnUnhealthyGpuIsKeptFree) {
                    .find("\"healthy\":false") != std::string::npos;
       },
       seconds(30)))
-      << World::Get().AgentLog(kPcie);
+      << TheWorld().AgentLog(kPcie);
   Create(LongPod(ns_, "first", kPcie, {{"tessera.dev/gpu", "1"}}));
   Create(LongPod(ns_, "second", kPcie, {{"tessera.dev/gpu", "1"}}));
   json first = WaitForPod(Cp(), ns_, "first", Running, seconds(180));
@@ -592,6 +352,94 @@ TEST_F(AgentNodes, ASelfGrantedGpuHeldByAnotherPodIsRefused) {
   EXPECT_THAT(Waiting(pod).second, HasSubstr("but pod " + ns_ +
                                              "/owner holds all of it on this node; the agent "
                                              "never gives a GPU twice"));
+}
+
+// --- attacks of a hostile tenant (issue 27; ctest label `security`: security_shim_attacks) ---
+//
+// Each pod reports as the probe does, then performs the attack with test/shim's shim_client and
+// appends "attack step=answer" lines to its termination message.
+
+// Lines "name=answer" the attack script appended (ParseProbeReport keeps them in env).
+std::string Step(const ProbeReport& r, const std::string& name) {
+  auto it = r.env.find(name);
+  return it == r.env.end() ? "(missing)" : it->second;
+}
+
+// Sends one command to a shim_client started on fifos (fd 3 in, fd 4 out, or 5/6) and records
+// its answer as `name`.
+constexpr char kAttackHelpers[] = R"(
+ask() { echo "$2" >&"$3"; read -r answer <&"$4"; echo "$1=$answer" >>/dev/termination-log; }
+start_client() {  # start_client NAME "ENV=VALUE..." "ARGS...": on fifos /tmp/NAME.{in,out}
+  mkfifo /tmp/$1.in /tmp/$1.out
+  env $2 shim_client $3 </tmp/$1.in >/tmp/$1.out 2>/dev/null &
+}
+)";
+
+// A compute-only share used to run with no memory cap: it is reserved, and capped at, the same
+// fraction of its GPU's memory as of its compute.
+TEST_F(AgentNodes, ShimAttacksAComputeOnlyShareCannotTakeTheWholeGpu) {
+  Create(ProbePod(ns_, "grab", kNvswitch, {{"tessera.dev/gpu-compute", "30"}}));
+  std::map<std::string, json> done = WaitAllFinished(1, seconds(180));
+  ASSERT_EQ(done.size(), 1u);
+  const records::Assignment a = AssignmentOf(done["grab"]);
+  ASSERT_EQ(a.gpus.size(), 1u);
+  EXPECT_EQ(a.gpus[0].grant.memory_mib, 81559 * 300 / 1000);
+  ExpectShare("grab", done["grab"], 81559 * 300 / 1000);  // the cap holds; beyond it: OOM
+}
+
+// A driver (or an interposer) whose cuGetProcAddress hands out entry points the shim has never
+// seen: the allocation through them is still counted, so the second half of the cap is refused.
+TEST_F(AgentNodes, ShimAttacksUnknownProcAddressesAreStillCounted) {
+  const std::string attack = StrCat(kAttackHelpers, R"(
+start_client p TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS=1 --procaddr=12000
+exec 3>/tmp/p.in 4</tmp/p.out
+ask procaddr_init init 3 4
+ask procaddr_hook "hookname cuMemAlloc" 3 4
+ask procaddr_first "alloc a 629145600" 3 4
+ask procaddr_second "alloc b 629145600" 3 4
+echo exit >&3
+)");
+  Create(ProbePod(ns_, "procaddr", kNvswitch, {{"tessera.dev/gpu-memory", "1Gi"}}, {}, attack));
+  std::map<std::string, json> done = WaitAllFinished(1, seconds(180));
+  ASSERT_EQ(done.size(), 1u);
+  ProbeReport r = ParseProbeReport(TerminationMessage(done["procaddr"]));
+  EXPECT_EQ(Step(r, "procaddr_init"), "ok") << r.raw;
+  EXPECT_EQ(Step(r, "procaddr_hook"), "ok cuMemAlloc_v2") << r.raw;
+  EXPECT_EQ(Step(r, "procaddr_first"), "ok") << r.raw;
+  EXPECT_EQ(Step(r, "procaddr_second"), "err 2") << r.raw;  // over the 1 GiB cap
+}
+
+// Export a cuMemCreate allocation as a file descriptor, import it in another process, release the
+// original: the importer's hold keeps it counted, so the cap still holds.
+TEST_F(AgentNodes, ShimAttacksAnExportedAllocationStaysCounted) {
+  const std::string attack = StrCat(kAttackHelpers, R"(
+start_client importer "" ""
+start_client exporter "" ""
+exec 3>/tmp/importer.in 4</tmp/importer.out 5>/tmp/exporter.in 6</tmp/exporter.out
+ask vmm_importer_init init 3 4
+ask vmm_listen "fdlisten /tmp/vmm.sock" 3 4
+ask vmm_exporter_init init 5 6
+ask vmm_create "vmm x 629145600 device" 5 6
+ask vmm_send "vmmsend x /tmp/vmm.sock" 5 6
+ask vmm_import "vmmimport x" 3 4
+ask vmm_release "vmmfree x" 5 6
+ask vmm_grab "alloc y 629145600" 5 6
+ask vmm_importer_free "vmmfree x" 3 4
+ask vmm_after "alloc y 629145600" 5 6
+echo exit >&3
+echo exit >&5
+)");
+  Create(ProbePod(ns_, "vmm", kNvswitch, {{"tessera.dev/gpu-memory", "1Gi"}}, {}, attack));
+  std::map<std::string, json> done = WaitAllFinished(1, seconds(180));
+  ASSERT_EQ(done.size(), 1u);
+  ProbeReport r = ParseProbeReport(TerminationMessage(done["vmm"]));
+  for (const char* step : {"vmm_importer_init", "vmm_listen", "vmm_exporter_init", "vmm_create",
+                           "vmm_send", "vmm_import", "vmm_release"}) {
+    EXPECT_EQ(Step(r, step), "ok") << step << "\n" << r.raw;
+  }
+  EXPECT_EQ(Step(r, "vmm_grab"), "err 2") << "the importer still holds 600 MiB\n" << r.raw;
+  EXPECT_EQ(Step(r, "vmm_importer_free"), "ok") << r.raw;
+  EXPECT_EQ(Step(r, "vmm_after"), "ok") << "given back by its last holder\n" << r.raw;
 }
 
 }  // namespace

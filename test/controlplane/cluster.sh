@@ -32,6 +32,13 @@
 #   cluster.sh node-restart DIR NODE NAME
 #                              stop and start again with the same command; NAME may be
 #                              kubelet or containerd
+#   cluster.sh cp-kill DIR NAME [--signal SIG]
+#                              signal a control-plane process (etcd, kube-apiserver,
+#                              kube-scheduler, kube-controller-manager; default TERM) and wait
+#                              until it is gone (SIGKILL after the stop grace)
+#   cluster.sh cp-restart DIR NAME
+#                              stop it if it runs, start it again with its command line (etcd
+#                              keeps its data); for kube-apiserver, wait until /readyz answers
 #   cluster.sh host-gc         remove what harness instances killed without a stop left on the
 #                              host (their registration, cgroups, bridges; restores sysctls)
 #
@@ -335,8 +342,63 @@ EOF
 launch() {
   local name=$1
   shift
+  printf '%s\0' "$@" >"$dir/$name.argv"  # for cp-restart
   setsid "$@" </dev/null >"$dir/$name.log" 2>&1 &
   echo "$name $!" >>"$dir/pids"
+}
+
+# The recorded pid of control-plane process NAME (the last line for it), or nothing.
+cp_pid() {
+  local dir=$1 want=$2 name pid found=
+  while read -r name pid; do [[ $name == "$want" ]] && found=$pid; done <"$dir/pids"
+  echo "$found"
+}
+
+cmd_cp_kill() {
+  local dir name sig=TERM pid
+  dir=$(cd "$1" && pwd); name=$2; shift 2
+  while (($#)); do
+    case $1 in
+      --signal) sig=${2:?--signal needs a name}; shift 2 ;;
+      --signal=*) sig=${1#*=}; shift ;;
+      *) die "unknown option '$1' for cp-kill" ;;
+    esac
+  done
+  [[ -f $dir/pids ]] || die "no running control plane recorded in $dir"
+  pid=$(cp_pid "$dir" "$name")
+  [[ -n $pid ]] || die "no control-plane process '$name' recorded in $dir/pids"
+  alive "$pid" && ours "$dir" "$pid" || return 0
+  kill -"$sig" "$pid" 2>/dev/null || true
+  local i grace=${TESSERA_CONTROLPLANE_STOP_GRACE:-10}
+  for ((i = 0; i < grace * 20; i++)); do alive "$pid" || return 0; sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null || true
+  for i in {1..50}; do alive "$pid" || return 0; sleep 0.1; done
+  die "'$name' ($pid) still runs"
+}
+
+cmd_cp_restart() {
+  local dir name pid argv=() server pki i
+  dir=$(cd "$1" && pwd); name=$2
+  [[ -f $dir/$name.argv ]] || die "no command line recorded for '$name' in $dir"
+  cmd_cp_kill "$dir" "$name"
+  mapfile -d '' argv <"$dir/$name.argv"
+  setsid "${argv[@]}" </dev/null >>"$dir/$name.log" 2>&1 &
+  pid=$!
+  # The new pid replaces the old one's line, so that status and stop see one live process.
+  sed -i "/^$name /d" "$dir/pids"
+  echo "$name $pid" >>"$dir/pids"
+  if [[ $name == kube-apiserver ]]; then
+    server=$(sed -n 's/^server=//p' "$dir/cluster.env")
+    pki=$dir/pki
+    for ((i = 0; i < ${TESSERA_CONTROLPLANE_TIMEOUT:-120} * 4; i++)); do
+      alive "$pid" || { dump_log "$name"; die "'$name' exited after its restart"; }
+      [[ $(admin_get "$server/readyz") == 200 ]] && return 0
+      sleep 0.25
+    done
+    die "'$name' not ready after its restart"
+  fi
+  sleep 0.2
+  alive "$pid" || { dump_log "$name"; die "'$name' exited after its restart"; }
 }
 
 # HTTP status of an HTTPS GET with the admin certificate ("000" if no answer).
@@ -694,6 +756,10 @@ case $cmd in
     cmd_node_kill "${@:2}" ;;
   node-restart) (($# == 4)) || die "usage: cluster.sh node-restart DIR NODE NAME"
     cmd_node_restart "${@:2}" ;;
+  cp-kill) (($# >= 3)) || die "usage: cluster.sh cp-kill DIR NAME [--signal SIG]"
+    cmd_cp_kill "${@:2}" ;;
+  cp-restart) (($# == 3)) || die "usage: cluster.sh cp-restart DIR NAME"
+    cmd_cp_restart "${@:2}" ;;
   host-gc) host_gc ;;
   _watchdog) watchdog "$2" "$3" "$4" ;;
   _node_enter) node_enter_svc "${@:2}" ;;

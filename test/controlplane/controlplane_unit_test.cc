@@ -139,6 +139,41 @@ TEST(ClusterScript, StopKillsExactlyTheRecordedProcesses) {
   std::filesystem::remove_all(dir);
 }
 
+// cp-kill and cp-restart on a stand-in for a component: killed, started again with its recorded
+// command line, its line in DIR/pids replaced.
+TEST(ClusterScript, ControlPlaneProcessesAreKilledAndRestartedWithTheirCommandLine) {
+  std::string dir = MakeTempDir();
+  std::ofstream(dir + "/a") << "";
+  // The command line cluster.sh's launch records (NUL-separated), and the process it started.
+  std::ofstream(dir + "/etcd.argv") << "tail" << '\0' << "-f" << '\0' << dir + "/a" << '\0';
+  CommandResult spawn =
+      RunCommand({"sh", "-c", "setsid tail -f " + dir + "/a </dev/null >/dev/null 2>&1 & echo $!"});
+  ASSERT_TRUE(spawn.ok()) << spawn.err;
+  const pid_t first = std::stoi(spawn.out);
+  std::ofstream(dir + "/pids") << "etcd " << first << "\n";
+  CommandResult r = RunCommand({ClusterScript(), "cp-restart", dir, "etcd"});
+  ASSERT_TRUE(r.ok()) << r.err;
+  for (int i = 0; i < 50 && ProcessAlive(first); ++i) usleep(100000);
+  EXPECT_FALSE(ProcessAlive(first));
+  std::ifstream pids(dir + "/pids");
+  std::string name;
+  pid_t second = -1;
+  pids >> name >> second;
+  EXPECT_EQ(name, "etcd");
+  EXPECT_NE(second, first);
+  EXPECT_TRUE(ProcessAlive(second));
+  std::string more;
+  EXPECT_FALSE(pids >> more) << "one line for etcd";
+  r = RunCommand({ClusterScript(), "cp-kill", dir, "etcd", "--signal", "KILL"});
+  EXPECT_TRUE(r.ok()) << r.err;
+  for (int i = 0; i < 50 && ProcessAlive(second); ++i) usleep(100000);
+  EXPECT_FALSE(ProcessAlive(second));
+  r = RunCommand({ClusterScript(), "cp-restart", dir, "kube-scheduler"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("no command line recorded for 'kube-scheduler'"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(ParseNodeArgs, GroupsGpusAndLabelsWithTheLastNodes) {
   auto nodes = ParseNodeArgs({"--nodes", "2", "--gpus", "/g/two.json", "--label", "a=b",
                               "--node=big", "--gpus=/g/h100.json", "--label", "pool=h100",
@@ -223,7 +258,9 @@ TEST(ClusterScript, NodeCommandsNameTheNodesThereAre) {
 // The shipped fake-GPU descriptions (the agent's reality-check nodes) are what they claim.
 TEST(FakeGpuFiles, ShippedDescriptionsAreConsistent) {
   for (const auto& [file, count, link] : std::vector<std::tuple<std::string, int, std::string>>{
-           {"h100-8x-nvswitch.json", 8, "NV18"}, {"l40s-2x-pcie.json", 2, "SYS"}}) {
+           {"h100-8x-nvswitch.json", 8, "NV18"},
+           {"l40s-2x-pcie.json", 2, "SYS"},
+           {"a100-pcie-2x-nvlink.json", 2, "NV12"}}) {
     std::string path = std::string(TESSERA_CONTROLPLANE_DIR) + "/gpus/" + file;
     CommandResult r = RunCommand(
         {"jq", "-r",

@@ -110,6 +110,11 @@ temp = '$n/tmp'
   socket_path = '/var/run/nri/nri.sock'
   plugin_path = '$n/nri-plugins'
   plugin_config_path = '$n/nri-conf.d'
+# NRI's built-in validator, for pods that require NRI plugins (the annotation
+# required-plugins.noderesource.dev/pod: a tessera GPU pod is not started without tessera's
+# agent). Nothing is required globally: pods without the annotation are not affected.
+[plugins.'io.containerd.nri.v1.nri'.default_validator]
+  enable = true
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = 'overlayfs'
 [plugins.'io.containerd.cri.v1.images'.pinned_images]

@@ -6,19 +6,27 @@
 //     read it (cuMemcpy*, or directly) and export it over IPC.
 //   - Every device byte is recorded in the shared fake machine (fake_machine.h), per process;
 //     a dying process's bytes stop counting, as a real driver frees them.
-//   - Virtual memory: reservations are PROT_NONE mappings, physical allocations are memfds mapped
+//   - Virtual memory: reservations are PROT_NONE mappings, physical allocations are files mapped
 //     into them; an allocation is freed when its last handle reference and its last mapping are
-//     gone. DEVICE locations count on the device; HOST and HOST_NUMA are host memory.
+//     gone. DEVICE locations count on the device; HOST and HOST_NUMA are host memory. Exported
+//     as a file descriptor, it lives on (counted in the machine, FakeShared) until no process
+//     holds a handle, a mapping or a descriptor of it, as a real driver frees it.
 //   - Stream-ordered pools grow by whole chunks (size rounded up to 2 MiB), reuse free chunks,
 //     release what is above their release threshold at synchronisation and when trimmed.
+//   - Graph memory: cuMemAllocAsync/cuMemFreeAsync into a capturing stream record allocation and
+//     free nodes; a launch maps them from the device's graph memory, which stays reserved (and
+//     charged) until cuDeviceGraphMemTrim. cuCtxSetLimit reserves the stack, FIFO and heap.
 //   - Kernels run on the machine's per-device engine: "spin" takes the nanoseconds in its first
 //     parameter, anything else takes no time. Stream capture records launches into graphs; a
 //     graph launch runs them in order.
 //   - cuGetProcAddress picks the variant of a symbol by version and stream flag (the newest
 //     variant introduced at or before the requested version; _ptsz under
 //     CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
+//   - With TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS=1, cuGetProcAddress returns internal entry
+//     points (same behaviour, an address dlsym never gives), as real drivers may.
 //   - CUDA_VISIBLE_DEVICES (indices or UUIDs) selects and orders devices.
-// tessera_fake_symbol_name(fn) names any function this library exports (for the loader tests).
+// tessera_fake_symbol_name(fn) names any function this library exports, or an internal entry
+// point by the export it stands for (for the loader tests).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -51,118 +59,129 @@ typedef CUresult (*PFN_cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode*);
 typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
                                                            CUmemAllocationHandleType,
                                                            unsigned long long);
-typedef CUresult (*PFN_cuIpcOpenMemHandle)(CUdeviceptr*, CUipcMemHandle, unsigned int);
 }
 
 // X(name, pfn type, introduced in CUDA version)
-#define FAKE_EXPORTS(X)                                                                   \
-  X(cuInit, PFN_cuInit, 2000)                                                             \
-  X(cuDriverGetVersion, PFN_cuDriverGetVersion, 2020)                                     \
-  X(cuGetErrorString, PFN_cuGetErrorString, 6000)                                         \
-  X(cuGetErrorName, PFN_cuGetErrorName, 6000)                                             \
-  X(cuGetProcAddress, PFN_cuGetProcAddress, 11030)                                        \
-  X(cuGetProcAddress_v2, PFN_cuGetProcAddress_v2, 12000)                                  \
-  X(cuDeviceGet, PFN_cuDeviceGet, 2000)                                                   \
-  X(cuDeviceGetCount, PFN_cuDeviceGetCount, 2000)                                         \
-  X(cuDeviceGetName, PFN_cuDeviceGetName, 2000)                                           \
-  X(cuDeviceGetUuid, PFN_cuDeviceGetUuid, 9020)                                           \
-  X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid, 11040)                                       \
-  X(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute, 2000)                                 \
-  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem, 2000)                                         \
-  X(cuDeviceTotalMem_v2, PFN_cuDeviceTotalMem_v2, 3020)                                   \
-  X(cuCtxCreate_v2, PFN_cuCtxCreate_v2, 3020)                                             \
-  X(cuCtxCreate_v3, PFN_cuCtxCreate_v3, 0)                                                \
-  X(cuCtxCreate_v4, PFN_cuCtxCreate_v4, 13000)                                            \
-  X(cuCtxDestroy_v2, PFN_cuCtxDestroy_v2, 4000)                                           \
-  X(cuCtxGetCurrent, PFN_cuCtxGetCurrent, 4000)                                           \
-  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent, 4000)                                           \
-  X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v2, 4000)                                   \
-  X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v2, 4000)                                     \
-  X(cuCtxGetDevice, PFN_cuCtxGetDevice, 2000)                                             \
-  X(cuCtxSynchronize, PFN_cuCtxSynchronize, 2000)                                         \
-  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain, 7000)                         \
-  X(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v2, 11000)                \
-  X(cuDevicePrimaryCtxReset_v2, PFN_cuDevicePrimaryCtxReset_v2, 11000)                    \
-  X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState, 7000)                     \
-  X(cuMemGetInfo, PFN_cuMemGetInfo, 2000)                                                 \
-  X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v2, 3020)                                           \
-  X(cuMemAlloc_v2, PFN_cuMemAlloc_v2, 3020)                                               \
-  X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v2, 3020)                                     \
-  X(cuMemAllocManaged, PFN_cuMemAllocManaged, 6000)                                       \
-  X(cuMemFree_v2, PFN_cuMemFree_v2, 3020)                                                 \
-  X(cuMemcpyHtoD_v2, PFN_cuMemcpyHtoD_v2, 3020)                                           \
-  X(cuMemcpyDtoH_v2, PFN_cuMemcpyDtoH_v2, 3020)                                           \
-  X(cuMemsetD8_v2, PFN_cuMemsetD8_v2, 3020)                                               \
-  X(cuArrayCreate_v2, PFN_cuArrayCreate_v2, 3020)                                         \
-  X(cuArray3DCreate_v2, PFN_cuArray3DCreate_v2, 3020)                                     \
-  X(cuArrayDestroy, PFN_cuArrayDestroy, 2000)                                             \
-  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate, 5000)                             \
-  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy, 5000)                           \
-  X(cuMemAddressReserve, PFN_cuMemAddressReserve, 10020)                                  \
-  X(cuMemAddressFree, PFN_cuMemAddressFree, 10020)                                        \
-  X(cuMemCreate, PFN_cuMemCreate, 10020)                                                  \
-  X(cuMemRelease, PFN_cuMemRelease, 10020)                                                \
-  X(cuMemMap, PFN_cuMemMap, 10020)                                                        \
-  X(cuMemUnmap, PFN_cuMemUnmap, 10020)                                                    \
-  X(cuMemSetAccess, PFN_cuMemSetAccess, 10020)                                            \
-  X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle, 11000)                  \
-  X(cuMemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity, 10020)              \
-  X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle, 10020)                \
-  X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle, 10020)            \
-  X(cuMemAllocAsync, PFN_cuMemAllocAsync, 11020)                                          \
-  X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync, 11020)                                     \
-  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync, 11020)                          \
-  X(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync, 11020)                     \
-  X(cuMemFreeAsync, PFN_cuMemFreeAsync, 11020)                                            \
-  X(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync, 11020)                                       \
-  X(cuMemPoolCreate, PFN_cuMemPoolCreate, 11020)                                          \
-  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy, 11020)                                        \
-  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo, 11020)                                          \
-  X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute, 11020)                              \
-  X(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute, 11020)                              \
-  X(cuMemPoolImportFromShareableHandle, PFN_cuMemPoolImportFromShareableHandle, 11020)    \
-  X(cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool, 11020)                      \
-  X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool, 11020)                                    \
-  X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool, 11020)                                    \
-  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle, 4010)                                       \
-  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle, 4010)                                     \
-  X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v2, 11000)                              \
-  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle, 4010)                                   \
-  X(cuStreamCreate, PFN_cuStreamCreate, 2000)                                             \
-  X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v2, 4000)                                     \
-  X(cuStreamSynchronize, PFN_cuStreamSynchronize, 2000)                                   \
-  X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize, 7000)                              \
-  X(cuStreamQuery, PFN_cuStreamQuery, 2000)                                               \
-  X(cuStreamGetCtx, PFN_cuStreamGetCtx, 9020)                                             \
-  X(cuStreamIsCapturing, PFN_cuStreamIsCapturing, 10000)                                  \
-  X(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v2, 10010)                          \
-  X(cuStreamEndCapture, PFN_cuStreamEndCapture, 10000)                                    \
-  X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode, 10010)      \
-  X(cuEventCreate, PFN_cuEventCreate, 2000)                                               \
-  X(cuEventRecord, PFN_cuEventRecord, 2000)                                               \
-  X(cuEventQuery, PFN_cuEventQuery, 2000)                                                 \
-  X(cuEventSynchronize, PFN_cuEventSynchronize, 2000)                                     \
-  X(cuEventElapsedTime, PFN_cuEventElapsedTime, 2000)                                     \
-  X(cuEventDestroy_v2, PFN_cuEventDestroy_v2, 4000)                                       \
-  X(cuModuleLoadData, PFN_cuModuleLoadData, 2000)                                         \
-  X(cuModuleGetFunction, PFN_cuModuleGetFunction, 2000)                                   \
-  X(cuModuleUnload, PFN_cuModuleUnload, 2000)                                             \
-  X(cuLaunchKernel, PFN_cuLaunchKernel, 4000)                                             \
-  X(cuLaunchKernel_ptsz, PFN_cuLaunchKernel, 7000)                                        \
-  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx, 11060)                                        \
-  X(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx, 11060)                                   \
-  X(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel, 9000)                       \
-  X(cuLaunchCooperativeKernel_ptsz, PFN_cuLaunchCooperativeKernel, 9000)                  \
-  X(cuLaunchCooperativeKernelMultiDevice, PFN_cuLaunchCooperativeKernelMultiDevice, 9000) \
-  X(cuLaunch, PFN_cuLaunch, 2000)                                                         \
-  X(cuLaunchGrid, PFN_cuLaunchGrid, 2000)                                                 \
-  X(cuLaunchGridAsync, PFN_cuLaunchGridAsync, 2000)                                       \
-  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags, 11040)                  \
-  X(cuGraphLaunch, PFN_cuGraphLaunch, 10000)                                              \
-  X(cuGraphLaunch_ptsz, PFN_cuGraphLaunch, 10000)                                         \
-  X(cuGraphUpload, PFN_cuGraphUpload, 11010)                                              \
-  X(cuGraphDestroy, PFN_cuGraphDestroy, 10000)                                            \
-  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy, 10000)
+#define FAKE_EXPORTS(X)                                                                        \
+  X(cuInit, PFN_cuInit, 2000)                                                                  \
+  X(cuDriverGetVersion, PFN_cuDriverGetVersion, 2020)                                          \
+  X(cuGetErrorString, PFN_cuGetErrorString, 6000)                                              \
+  X(cuGetErrorName, PFN_cuGetErrorName, 6000)                                                  \
+  X(cuGetProcAddress, PFN_cuGetProcAddress, 11030)                                             \
+  X(cuGetProcAddress_v2, PFN_cuGetProcAddress_v2, 12000)                                       \
+  X(cuDeviceGet, PFN_cuDeviceGet, 2000)                                                        \
+  X(cuDeviceGetCount, PFN_cuDeviceGetCount, 2000)                                              \
+  X(cuDeviceGetName, PFN_cuDeviceGetName, 2000)                                                \
+  X(cuDeviceGetUuid, PFN_cuDeviceGetUuid, 9020)                                                \
+  X(cuDeviceGetUuid_v2, PFN_cuDeviceGetUuid, 11040)                                            \
+  X(cuDeviceGetAttribute, PFN_cuDeviceGetAttribute, 2000)                                      \
+  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem, 2000)                                              \
+  X(cuDeviceTotalMem_v2, PFN_cuDeviceTotalMem_v2, 3020)                                        \
+  X(cuCtxCreate_v2, PFN_cuCtxCreate_v2, 3020)                                                  \
+  X(cuCtxCreate_v3, PFN_cuCtxCreate_v3, 0)                                                     \
+  X(cuCtxCreate_v4, PFN_cuCtxCreate_v4, 13000)                                                 \
+  X(cuCtxDestroy, PFN_cuCtxDestroy_v2, 2000)                                                   \
+  X(cuCtxDestroy_v2, PFN_cuCtxDestroy_v2, 4000)                                                \
+  X(cuCtxGetCurrent, PFN_cuCtxGetCurrent, 4000)                                                \
+  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent, 4000)                                                \
+  X(cuCtxPushCurrent_v2, PFN_cuCtxPushCurrent_v2, 4000)                                        \
+  X(cuCtxPopCurrent_v2, PFN_cuCtxPopCurrent_v2, 4000)                                          \
+  X(cuCtxGetDevice, PFN_cuCtxGetDevice, 2000)                                                  \
+  X(cuCtxSynchronize, PFN_cuCtxSynchronize, 2000)                                              \
+  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain, 7000)                              \
+  X(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v2, 11000)                     \
+  X(cuDevicePrimaryCtxReset_v2, PFN_cuDevicePrimaryCtxReset_v2, 11000)                         \
+  X(cuDevicePrimaryCtxGetState, PFN_cuDevicePrimaryCtxGetState, 7000)                          \
+  X(cuMemGetInfo, PFN_cuMemGetInfo, 2000)                                                      \
+  X(cuMemGetInfo_v2, PFN_cuMemGetInfo_v2, 3020)                                                \
+  X(cuMemAlloc, PFN_cuMemAlloc_v1, 2000)                                                       \
+  X(cuMemAllocPitch, PFN_cuMemAllocPitch_v1, 2000)                                             \
+  X(cuArrayCreate, PFN_cuArrayCreate_v1, 2000)                                                 \
+  X(cuArray3DCreate, PFN_cuArray3DCreate_v1, 2000)                                             \
+  X(cuMemAlloc_v2, PFN_cuMemAlloc_v2, 3020)                                                    \
+  X(cuMemAllocPitch_v2, PFN_cuMemAllocPitch_v2, 3020)                                          \
+  X(cuMemAllocManaged, PFN_cuMemAllocManaged, 6000)                                            \
+  X(cuMemFree_v2, PFN_cuMemFree_v2, 3020)                                                      \
+  X(cuMemcpyHtoD_v2, PFN_cuMemcpyHtoD_v2, 3020)                                                \
+  X(cuMemcpyDtoH_v2, PFN_cuMemcpyDtoH_v2, 3020)                                                \
+  X(cuMemsetD8_v2, PFN_cuMemsetD8_v2, 3020)                                                    \
+  X(cuArrayCreate_v2, PFN_cuArrayCreate_v2, 3020)                                              \
+  X(cuArray3DCreate_v2, PFN_cuArray3DCreate_v2, 3020)                                          \
+  X(cuArrayDestroy, PFN_cuArrayDestroy, 2000)                                                  \
+  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate, 5000)                                  \
+  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy, 5000)                                \
+  X(cuMemAddressReserve, PFN_cuMemAddressReserve, 10020)                                       \
+  X(cuMemAddressFree, PFN_cuMemAddressFree, 10020)                                             \
+  X(cuMemCreate, PFN_cuMemCreate, 10020)                                                       \
+  X(cuMemRelease, PFN_cuMemRelease, 10020)                                                     \
+  X(cuMemMap, PFN_cuMemMap, 10020)                                                             \
+  X(cuMemUnmap, PFN_cuMemUnmap, 10020)                                                         \
+  X(cuMemSetAccess, PFN_cuMemSetAccess, 10020)                                                 \
+  X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle, 11000)                       \
+  X(cuMemGetAllocationGranularity, PFN_cuMemGetAllocationGranularity, 10020)                   \
+  X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle, 10020)                     \
+  X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle, 10020)                 \
+  X(cuMemGetAllocationPropertiesFromHandle, PFN_cuMemGetAllocationPropertiesFromHandle, 10020) \
+  X(cuMemAllocAsync, PFN_cuMemAllocAsync, 11020)                                               \
+  X(cuMemAllocAsync_ptsz, PFN_cuMemAllocAsync, 11020)                                          \
+  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync, 11020)                               \
+  X(cuMemAllocFromPoolAsync_ptsz, PFN_cuMemAllocFromPoolAsync, 11020)                          \
+  X(cuMemFreeAsync, PFN_cuMemFreeAsync, 11020)                                                 \
+  X(cuMemFreeAsync_ptsz, PFN_cuMemFreeAsync, 11020)                                            \
+  X(cuMemPoolCreate, PFN_cuMemPoolCreate, 11020)                                               \
+  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy, 11020)                                             \
+  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo, 11020)                                               \
+  X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute, 11020)                                   \
+  X(cuMemPoolSetAttribute, PFN_cuMemPoolSetAttribute, 11020)                                   \
+  X(cuMemPoolImportFromShareableHandle, PFN_cuMemPoolImportFromShareableHandle, 11020)         \
+  X(cuDeviceGetDefaultMemPool, PFN_cuDeviceGetDefaultMemPool, 11020)                           \
+  X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool, 11020)                                         \
+  X(cuDeviceSetMemPool, PFN_cuDeviceSetMemPool, 11020)                                         \
+  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle, 4010)                                            \
+  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle, 4010)                                          \
+  X(cuIpcOpenMemHandle_v2, PFN_cuIpcOpenMemHandle_v2, 11000)                                   \
+  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle, 4010)                                        \
+  X(cuStreamCreate, PFN_cuStreamCreate, 2000)                                                  \
+  X(cuStreamDestroy_v2, PFN_cuStreamDestroy_v2, 4000)                                          \
+  X(cuStreamSynchronize, PFN_cuStreamSynchronize, 2000)                                        \
+  X(cuStreamSynchronize_ptsz, PFN_cuStreamSynchronize, 7000)                                   \
+  X(cuStreamQuery, PFN_cuStreamQuery, 2000)                                                    \
+  X(cuStreamGetCtx, PFN_cuStreamGetCtx, 9020)                                                  \
+  X(cuStreamIsCapturing, PFN_cuStreamIsCapturing, 10000)                                       \
+  X(cuStreamBeginCapture_v2, PFN_cuStreamBeginCapture_v2, 10010)                               \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture, 10000)                                         \
+  X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode, 10010)           \
+  X(cuEventCreate, PFN_cuEventCreate, 2000)                                                    \
+  X(cuEventRecord, PFN_cuEventRecord, 2000)                                                    \
+  X(cuEventQuery, PFN_cuEventQuery, 2000)                                                      \
+  X(cuEventSynchronize, PFN_cuEventSynchronize, 2000)                                          \
+  X(cuEventElapsedTime, PFN_cuEventElapsedTime, 2000)                                          \
+  X(cuEventDestroy_v2, PFN_cuEventDestroy_v2, 4000)                                            \
+  X(cuModuleLoadData, PFN_cuModuleLoadData, 2000)                                              \
+  X(cuModuleGetFunction, PFN_cuModuleGetFunction, 2000)                                        \
+  X(cuModuleUnload, PFN_cuModuleUnload, 2000)                                                  \
+  X(cuLaunchKernel, PFN_cuLaunchKernel, 4000)                                                  \
+  X(cuLaunchKernel_ptsz, PFN_cuLaunchKernel, 7000)                                             \
+  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx, 11060)                                             \
+  X(cuLaunchKernelEx_ptsz, PFN_cuLaunchKernelEx, 11060)                                        \
+  X(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel, 9000)                            \
+  X(cuLaunchCooperativeKernel_ptsz, PFN_cuLaunchCooperativeKernel, 9000)                       \
+  X(cuLaunchCooperativeKernelMultiDevice, PFN_cuLaunchCooperativeKernelMultiDevice, 9000)      \
+  X(cuLaunch, PFN_cuLaunch, 2000)                                                              \
+  X(cuLaunchGrid, PFN_cuLaunchGrid, 2000)                                                      \
+  X(cuLaunchGridAsync, PFN_cuLaunchGridAsync, 2000)                                            \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags, 11040)                       \
+  X(cuGraphLaunch, PFN_cuGraphLaunch, 10000)                                                   \
+  X(cuGraphLaunch_ptsz, PFN_cuGraphLaunch, 10000)                                              \
+  X(cuGraphUpload, PFN_cuGraphUpload, 11010)                                                   \
+  X(cuGraphDestroy, PFN_cuGraphDestroy, 10000)                                                 \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy, 10000)                                         \
+  X(cuGraphGetNodes, PFN_cuGraphGetNodes, 10000)                                               \
+  X(cuGraphNodeGetType, PFN_cuGraphNodeGetType, 10000)                                         \
+  X(cuGraphMemAllocNodeGetParams, PFN_cuGraphMemAllocNodeGetParams, 11040)                     \
+  X(cuDeviceGetGraphMemAttribute, PFN_cuDeviceGetGraphMemAttribute, 11040)                     \
+  X(cuDeviceGraphMemTrim, PFN_cuDeviceGraphMemTrim, 11040)                                     \
+  X(cuCtxSetLimit, PFN_cuCtxSetLimit, 3010)
 
 #define FAKE_DECLARE(name, type, since) std::remove_pointer_t<type> name;
 extern "C" {
@@ -199,10 +218,17 @@ struct Ctx {
   int device;  // machine index
   bool primary = false;
   bool alive = true;
+  uint64_t limit_bytes[3] = {};  // reserved for cuCtxSetLimit's stack, printf FIFO and heap
 };
 
+// A kernel (duration), or a graph memory node: an allocation of `bytes` on `device` at `dptr`
+// (CU_GRAPH_NODE_TYPE_MEM_ALLOC), or the free of one (MEM_FREE).
 struct GraphNode {
-  int64_t duration_ns;
+  int64_t duration_ns = 0;
+  int type = CU_GRAPH_NODE_TYPE_KERNEL;
+  uint64_t bytes = 0;
+  int device = 0;  // machine index
+  CUdeviceptr dptr = 0;
 };
 struct Graph {
   std::vector<GraphNode> nodes;
@@ -268,10 +294,12 @@ struct ArrayObj {
 
 struct Physical {
   uint64_t size = 0;
-  int device = -1;  // machine index; -1 host; -2 imported (the exporter's)
+  int device = -1;  // machine index; -1 host; -2 imported from something the fake does not know
   int fd = -1;
   uint32_t refs = 1;
   uint32_t maps = 0;
+  std::string path;     // the backing file, when it has a name (device memory on a machine file)
+  bool shared = false;  // exported, or imported from an export: its bytes are the machine's entry
 };
 
 struct Mapping {
@@ -311,6 +339,14 @@ struct Driver {
   std::unordered_map<int, Pool*> current_pool;
   std::vector<std::unique_ptr<Pool>> pools;
   std::vector<std::unique_ptr<Module>> modules;  // kept: their functions may still be launched
+  // Graph memory, per machine device: what graph allocations use and what the driver reserved
+  // for them (kept after they are freed, for the next launch, until trimmed).
+  struct GraphMemory {
+    uint64_t used = 0, reserved = 0, used_high = 0, reserved_high = 0;
+  };
+  std::unordered_map<int, GraphMemory> graph_memory;
+  std::unordered_map<CUdeviceptr, GraphNode> graph_live;  // graph allocations not freed yet
+  CUdeviceptr next_graph_ptr = 0x7e0000000000ULL;
 };
 
 Driver& D() {
@@ -555,6 +591,10 @@ void FreeBacking(const Alloc& a) {
 
 // A context's allocations are freed when it is destroyed. Caller holds D().mu.
 void DestroyContextLocked(Ctx* c) {
+  for (uint64_t& reserved : c->limit_bytes) {
+    Uncharge(c->device, reserved);
+    reserved = 0;
+  }
   for (auto it = D().allocs.begin(); it != D().allocs.end();) {
     if (it->second.ctx == c && it->second.kind != Kind::kPool) {
       FreeBacking(it->second);
@@ -574,13 +614,41 @@ void DestroyContextLocked(Ctx* c) {
   c->alive = false;
 }
 
-// Caller holds D().mu.
+// A physical allocation's backing store: a named file next to the machine file for device memory
+// (so that an exported allocation's liveness can be tested from any process, FakeShared), else a
+// memfd. Returns the descriptor, or -1.
+int CreateBacking(uint64_t size, bool device, std::string* path) {
+  static std::atomic<uint64_t> seq{0};
+  const char* machine = std::getenv("TESSERA_FAKE_GPU_MACHINE");
+  int fd = -1;
+  if (device && machine != nullptr && machine[0] != '\0') {
+    std::string dir = std::string(machine) + ".vmm";
+    ::mkdir(dir.c_str(), 0700);
+    *path = dir + "/" + std::to_string(::getpid()) + "-" + std::to_string(seq.fetch_add(1));
+    fd = ::open(path->c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) path->clear();
+  }
+  if (fd < 0) fd = ::memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
+  if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    ::close(fd);
+    if (!path->empty()) ::unlink(path->c_str());
+    return -1;
+  }
+  return fd;
+}
+
+// Caller holds D().mu. A private allocation is freed with this process's last handle and
+// mapping; a shared one lives on in the machine until no description of it is open anywhere.
 void MaybeFreePhysical(CUmemGenericAllocationHandle h) {
   auto it = D().physical.find(h);
   if (it == D().physical.end()) return;
-  if (it->second.refs > 0 || it->second.maps > 0) return;
-  if (it->second.fd >= 0) ::close(it->second.fd);
-  if (it->second.device >= 0) Uncharge(it->second.device, it->second.size);
+  Physical& p = it->second;
+  if (p.refs > 0 || p.maps > 0) return;
+  if (p.fd >= 0) ::close(p.fd);
+  if (!p.shared) {
+    if (p.device >= 0) Uncharge(p.device, p.size);
+    if (!p.path.empty()) ::unlink(p.path.c_str());
+  }
   D().physical.erase(it);
 }
 
@@ -599,7 +667,7 @@ CUresult Launch(CUfunction f, CUstream s, void** params, bool ptsz) {
   Stream* st = StreamOf(s, ptsz);
   int64_t duration = KernelDuration(f, params);
   if (st->capture != nullptr) {
-    st->capture->nodes.push_back(GraphNode{duration});
+    st->capture->nodes.push_back(GraphNode{duration});  // a kernel node
     return CUDA_SUCCESS;
   }
   if (duration > 0) {
@@ -616,15 +684,37 @@ CUresult SyncStream(CUstream s, bool ptsz) {
   return CUDA_SUCCESS;
 }
 
+// A driver-internal entry point that does what export F does at a different address: what a
+// real driver's cuGetProcAddress may hand out instead of the function dlsym finds.
+template <auto F>
+struct Internal;
+template <typename R, typename... A, R (*F)(A...)>
+struct Internal<F> {
+  static R Call(A... a) { return F(a...); }
+};
+
 struct ExportEntry {
   const char* name;
   void* fn;
+  void* internal;  // the same function at an address dlsym never returns
   int since;
 };
 
-#define FAKE_ENTRY(name, type, since) {#name, reinterpret_cast<void*>(&::name), since},
+#define FAKE_ENTRY(name, type, since)       \
+  {#name, reinterpret_cast<void*>(&::name), \
+   reinterpret_cast<void*>(&Internal<static_cast<type>(&::name)>::Call), since},
 const ExportEntry kExports[] = {FAKE_EXPORTS(FAKE_ENTRY)};
 #undef FAKE_ENTRY
+
+// TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS=1: cuGetProcAddress answers with internal entry
+// points, never the exported ones (read once).
+bool InternalEntryPoints() {
+  static const bool on = [] {
+    const char* v = std::getenv("TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 
 std::string BaseName(const std::string& name, bool* ptsz) {
   std::string s = name;
@@ -668,7 +758,7 @@ CUresult ProcAddress(const char* symbol, void** pfn, int version, cuuint64_t fla
     }
     return CUDA_ERROR_NOT_FOUND;
   }
-  *pfn = chosen->fn;
+  *pfn = InternalEntryPoints() ? chosen->internal : chosen->fn;
   if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
   return CUDA_SUCCESS;
 }
@@ -839,6 +929,9 @@ FAKE_API CUresult cuDeviceGetAttribute(int* value, int attrib, CUdevice dev) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
       *value = 1024;
       return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+      *value = 2048;
+      return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
       *value = 512;
       return CUDA_SUCCESS;
@@ -919,6 +1012,28 @@ FAKE_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
   }
   return CUDA_SUCCESS;
 }
+
+// Raising a limit reserves device memory for the context: the heap and the printf FIFO at their
+// size, the stack for every thread the device can hold; the defaults (1 KiB of stack, 1 MiB of
+// FIFO, 8 MiB of heap) come with the context.
+FAKE_API CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  Ctx* c = Current();
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (limit < CU_LIMIT_STACK_SIZE || limit > CU_LIMIT_MALLOC_HEAP_SIZE) return CUDA_SUCCESS;
+  const uint64_t threads = uint64_t{Machine()->devices[c->device].sm_count} * 2048;
+  const uint64_t base[] = {1024, 1ULL << 20, 8ULL << 20};
+  uint64_t extra = value > base[limit] ? value - base[limit] : 0;
+  if (limit == CU_LIMIT_STACK_SIZE) extra *= threads;
+  std::lock_guard<std::mutex> lock(D().mu);
+  uint64_t& reserved = c->limit_bytes[limit];
+  if (extra > reserved && !Charge(c->device, extra - reserved)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (extra < reserved) Uncharge(c->device, reserved - extra);
+  reserved = extra;
+  return CUDA_SUCCESS;
+}
+
+// The CUDA 2.0 variant (the shim intercepts only _v2): what cuGetProcAddress picks below 4000.
+FAKE_API CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
 
 FAKE_API CUresult cuCtxGetCurrent(CUcontext* ctx) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1088,6 +1203,31 @@ FAKE_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t wi
   return r;
 }
 
+// The CUDA 2.x ABI, as drivers still export it: 32-bit pointers and sizes. The memory is held
+// like any allocation's (what a program reaching these past the shim's _v2 hooks would get); the
+// pointer handed back is the low half of the fake's 64-bit address, so it serves to hold memory,
+// not to use it.
+FAKE_API CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  CUresult r = AllocLinear(&p, bytesize, Kind::kLinear);
+  if (r == CUDA_SUCCESS) *dptr = static_cast<CUdeviceptr_v1>(p);
+  return r;
+}
+
+FAKE_API CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pitch, unsigned int width,
+                                  unsigned int height, unsigned int element_size) {
+  if (dptr == nullptr || pitch == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUdeviceptr p = 0;
+  size_t p_pitch = 0;
+  CUresult r = cuMemAllocPitch_v2(&p, &p_pitch, width, height, element_size);
+  if (r == CUDA_SUCCESS) {
+    *dptr = static_cast<CUdeviceptr_v1>(p);
+    *pitch = static_cast<unsigned int>(p_pitch);
+  }
+  return r;
+}
+
 FAKE_API CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
   return AllocLinear(dptr, bytesize, Kind::kManaged);
@@ -1194,6 +1334,42 @@ FAKE_API CUresult cuArray3DCreate_v2(CUarray* array, const CUDA_ARRAY3D_DESCRIPT
   return CreateArray(reinterpret_cast<void**>(array), FakeArrayBytes(*desc, 1));
 }
 
+// The CUDA 2.x array descriptors: 32-bit extents.
+struct ArrayDescriptorV1 {
+  unsigned int Width, Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+};
+struct Array3DDescriptorV1 {
+  unsigned int Width, Height, Depth;
+  CUarray_format Format;
+  unsigned int NumChannels, Flags;
+};
+
+FAKE_API CUresult cuArrayCreate(CUarray* array, const void* desc) {
+  if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* d = static_cast<const ArrayDescriptorV1*>(desc);
+  CUDA_ARRAY_DESCRIPTOR d2{};
+  d2.Width = d->Width;
+  d2.Height = d->Height;
+  d2.Format = d->Format;
+  d2.NumChannels = d->NumChannels;
+  return cuArrayCreate_v2(array, &d2);
+}
+
+FAKE_API CUresult cuArray3DCreate(CUarray* array, const void* desc) {
+  if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* d = static_cast<const Array3DDescriptorV1*>(desc);
+  CUDA_ARRAY3D_DESCRIPTOR d3{};
+  d3.Width = d->Width;
+  d3.Height = d->Height;
+  d3.Depth = d->Depth;
+  d3.Format = d->Format;
+  d3.NumChannels = d->NumChannels;
+  d3.Flags = d->Flags;
+  return cuArray3DCreate_v2(array, &d3);
+}
+
 FAKE_API CUresult cuArrayDestroy(CUarray array) { return DestroyArray(array); }
 
 FAKE_API CUresult cuMipmappedArrayCreate(CUmipmappedArray* h, const CUDA_ARRAY3D_DESCRIPTOR* desc,
@@ -1271,9 +1447,8 @@ FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   Physical p;
   p.size = size;
   p.device = device;
-  p.fd = ::memfd_create("fake-cuda-vmm", MFD_CLOEXEC);
-  if (p.fd < 0 || ::ftruncate(p.fd, static_cast<off_t>(size)) != 0) {
-    if (p.fd >= 0) ::close(p.fd);
+  p.fd = CreateBacking(size, device >= 0, &p.path);
+  if (p.fd < 0) {
     if (device >= 0) Uncharge(device, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -1351,6 +1526,10 @@ FAKE_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* hand
   return CUDA_SUCCESS;
 }
 
+// Exporting makes device memory shared: from then on the machine's entry holds its bytes, and it
+// lives while any description of its backing file is open (this process's, the exported
+// descriptor and its copies in other processes, their mappings), as the driver frees an
+// allocation only when every handle, mapping and shareable handle of it is gone.
 FAKE_API CUresult cuMemExportToShareableHandle(void* out, CUmemGenericAllocationHandle h,
                                                CUmemAllocationHandleType type,
                                                unsigned long long flags) {
@@ -1361,7 +1540,22 @@ FAKE_API CUresult cuMemExportToShareableHandle(void* out, CUmemGenericAllocation
   std::lock_guard<std::mutex> lock(D().mu);
   auto it = D().physical.find(h);
   if (it == D().physical.end()) return CUDA_ERROR_INVALID_HANDLE;
-  *static_cast<int*>(out) = ::dup(it->second.fd);
+  Physical& p = it->second;
+  if (!p.shared && p.device >= 0 && !p.path.empty()) {
+    struct flock fl {};
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    struct stat st {};
+    if (::fcntl(p.fd, F_OFD_SETLK, &fl) != 0 || ::fstat(p.fd, &st) != 0 ||
+        tessera::fake::AddShared(p.device, p.size, st.st_ino, p.path) == nullptr) {
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    Uncharge(p.device, p.size);  // the machine's entry holds it now
+    p.shared = true;
+  }
+  *static_cast<int*>(out) = ::dup(p.fd);
   return CUDA_SUCCESS;
 }
 
@@ -1376,10 +1570,46 @@ FAKE_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* h
   std::lock_guard<std::mutex> lock(D().mu);
   Physical p;
   p.size = static_cast<uint64_t>(st.st_size);
-  p.device = -2;  // the exporter's memory: its ledger holds it
-  p.fd = ::dup(fd);
+  p.device = -2;  // not an export the fake knows: nobody's memory
+  p.fd = -1;
+  if (const tessera::fake::FakeShared* shared = tessera::fake::FindShared(st.st_ino)) {
+    // A handle of its own (a description of its own, locked like every holder's), as a driver's
+    // import does not depend on the descriptor it was given, which the program may close.
+    struct flock fl {};
+    fl.l_type = F_RDLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    p.fd = ::open(shared->path, O_RDWR | O_CLOEXEC);
+    if (p.fd < 0 || ::fcntl(p.fd, F_OFD_SETLK, &fl) != 0) {
+      if (p.fd >= 0) ::close(p.fd);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    p.size = shared->bytes;
+    p.device = static_cast<int>(shared->device);
+    p.shared = true;
+  }
+  if (p.fd < 0) p.fd = ::dup(fd);
   *handle = D().next_handle++;
   D().physical[*handle] = p;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                         CUmemGenericAllocationHandle h) {
+  if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(D().mu);
+  auto it = D().physical.find(h);
+  if (it == D().physical.end()) return CUDA_ERROR_INVALID_HANDLE;
+  *prop = CUmemAllocationProp{};
+  prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  if (it->second.device >= 0) {
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->location.id = Ordinal(it->second.device);
+  } else {
+    prop->location.type = CU_MEM_LOCATION_TYPE_HOST;
+  }
+  prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   return CUDA_SUCCESS;
 }
 
@@ -1392,12 +1622,36 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUstream 
   if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   Stream* st = StreamOf(s, ptsz);
   std::lock_guard<std::mutex> lock(D().mu);
+  if (st->capture != nullptr) {  // recorded as a graph allocation, made when the graph runs
+    GraphNode n;
+    n.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    n.bytes = RoundUp(size, kGranule);
+    n.device = st->device;
+    n.dptr = D().next_graph_ptr;
+    D().next_graph_ptr += n.bytes;
+    st->capture->nodes.push_back(n);
+    *dptr = n.dptr;
+    return CUDA_SUCCESS;
+  }
   Pool* p = pool != nullptr ? reinterpret_cast<Pool*>(pool) : CurrentPool(Ordinal(st->device));
   return PoolAllocLocked(p, size, dptr, c);
 }
 
-CUresult FreeAsync(CUdeviceptr dptr) {
+CUresult FreeAsync(CUdeviceptr dptr, CUstream s, bool ptsz) {
+  Stream* st = StreamOf(s, ptsz);
   std::lock_guard<std::mutex> lock(D().mu);
+  if (st->capture != nullptr) {  // a free node
+    GraphNode n;
+    n.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+    n.dptr = dptr;
+    st->capture->nodes.push_back(n);
+    return CUDA_SUCCESS;
+  }
+  if (auto g = D().graph_live.find(dptr); g != D().graph_live.end()) {  // a graph's allocation
+    D().graph_memory[g->second.device].used -= g->second.bytes;
+    D().graph_live.erase(g);
+    return CUDA_SUCCESS;
+  }
   auto it = D().allocs.find(dptr);
   if (it == D().allocs.end() || it->second.kind != Kind::kPool) return CUDA_ERROR_INVALID_VALUE;
   PoolFreeLocked(it->second);
@@ -1422,13 +1676,9 @@ FAKE_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t size, C
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return AllocAsync(dptr, size, pool, s, true);
 }
-FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-  (void)s;
-  return FreeAsync(dptr);
-}
+FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) { return FreeAsync(dptr, s, false); }
 FAKE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
-  (void)s;
-  return FreeAsync(dptr);
+  return FreeAsync(dptr, s, true);
 }
 
 FAKE_API CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
@@ -1825,10 +2075,43 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
 }
 
 namespace {
+// A graph's allocations come from the device's graph memory, which grows (and is charged) when
+// what they use passes what is reserved; freed, they stay reserved for the next launch.
+// Caller holds D().mu.
+CUresult MapGraphMemory(const GraphExec& e) {
+  for (const auto& node : e.nodes) {
+    if (node.type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+      auto& gm = D().graph_memory[node.device];
+      if (gm.used + node.bytes > gm.reserved) {
+        if (!Charge(node.device, gm.used + node.bytes - gm.reserved)) {
+          return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        gm.reserved = gm.used + node.bytes;
+        gm.reserved_high = std::max(gm.reserved_high, gm.reserved);
+      }
+      gm.used += node.bytes;
+      gm.used_high = std::max(gm.used_high, gm.used);
+      D().graph_live[node.dptr] = node;
+    } else if (node.type == CU_GRAPH_NODE_TYPE_MEM_FREE) {
+      auto g = D().graph_live.find(node.dptr);
+      if (g == D().graph_live.end()) continue;
+      D().graph_memory[g->second.device].used -= g->second.bytes;
+      D().graph_live.erase(g);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult GraphLaunch(CUgraphExec exec, CUstream s, bool ptsz) {
   if (exec == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (Current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   Stream* st = StreamOf(s, ptsz);
+  {
+    std::lock_guard<std::mutex> lock(D().mu);
+    if (CUresult r = MapGraphMemory(*reinterpret_cast<GraphExec*>(exec)); r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
   for (const auto& node : reinterpret_cast<GraphExec*>(exec)->nodes) {
     if (node.duration_ns > 0)
       st->tail.store(Execute(st->device, st->tail.load(), node.duration_ns));
@@ -1847,6 +2130,75 @@ FAKE_API CUresult cuGraphUpload(CUgraphExec exec, CUstream s) {
   (void)s;
   return exec == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
 }
+FAKE_API CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr,
+                                               void* value) {
+  if (!ValidOrdinal(dev) || value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(D().mu);
+  const auto& gm = D().graph_memory[D().visible[dev]];
+  uint64_t v = 0;
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+      v = gm.used;
+      break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+      v = gm.used_high;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      v = gm.reserved;
+      break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      v = gm.reserved_high;
+      break;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  *static_cast<cuuint64_t*>(value) = v;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  if (!ValidOrdinal(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(D().mu);
+  const int device = D().visible[dev];
+  auto& gm = D().graph_memory[device];
+  Uncharge(device, gm.reserved - gm.used);
+  gm.reserved = gm.used;
+  return CUDA_SUCCESS;
+}
+
+// Node handles are pointers to the graph's nodes.
+FAKE_API CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+  if (graph == nullptr || count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto& all = reinterpret_cast<Graph*>(graph)->nodes;
+  if (nodes != nullptr) {
+    for (size_t i = 0; i < std::min(*count, all.size()); ++i) {
+      nodes[i] = reinterpret_cast<CUgraphNode>(&all[i]);
+    }
+  }
+  *count = all.size();
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  if (node == nullptr || type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *type = reinterpret_cast<GraphNode*>(node)->type;
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node,
+                                               CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+  if (node == nullptr || params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* n = reinterpret_cast<GraphNode*>(node);
+  if (n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC) return CUDA_ERROR_INVALID_VALUE;
+  *params = CUDA_MEM_ALLOC_NODE_PARAMS{};
+  params->poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params->poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params->poolProps.location.id = Ordinal(n->device);
+  params->bytesize = n->bytes;
+  params->dptr = n->dptr;
+  return CUDA_SUCCESS;
+}
+
 FAKE_API CUresult cuGraphDestroy(CUgraph graph) {
   delete reinterpret_cast<Graph*>(graph);
   return CUDA_SUCCESS;
@@ -1859,7 +2211,7 @@ FAKE_API CUresult cuGraphExecDestroy(CUgraphExec exec) {
 // The exported name of one of this library's functions (loader tests), or null.
 FAKE_API const char* tessera_fake_symbol_name(const void* fn) {
   for (const auto& e : kExports) {
-    if (e.fn == fn) return e.name;
+    if (e.fn == fn || e.internal == fn) return e.name;
   }
   return nullptr;
 }

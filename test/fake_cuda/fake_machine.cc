@@ -1,5 +1,6 @@
 #include "fake_cuda/fake_machine.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -18,10 +19,9 @@
 namespace tessera::fake {
 namespace {
 
-uint64_t StartTicks(uint32_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+// Field 22 of a /proc/<pid>/stat (clock ticks since boot); 0 when unreadable.
+uint64_t StartTicksAt(const char* stat_path) {
+  int fd = ::open(stat_path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[1024];
   ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
@@ -36,6 +36,51 @@ uint64_t StartTicks(uint32_t pid) {
     while (*p != ' ' && *p != '\0') ++p;
   }
   return std::strtoull(p, nullptr, 10);
+}
+
+uint64_t StartTicks(uint32_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  return StartTicksAt(path);
+}
+
+// This process's: /proc/self, which is right whatever PID namespace /proc shows.
+uint64_t StartTicksOfSelf() { return StartTicksAt("/proc/self/stat"); }
+
+uint64_t PidNamespaceOf(const char* ns_link) {
+  char link[64] = {};
+  if (::readlink(ns_link, link, sizeof(link) - 1) <= 0) return 0;
+  const char* open = std::strchr(link, '[');
+  return open == nullptr ? 0 : std::strtoull(open + 1, nullptr, 10);
+}
+
+// The NSpid line of a /proc/<pid>/status: its last number (the process's PID in its own
+// namespace; 0 when there is none) and how many numbers it has (1: the host's namespace).
+uint32_t OwnNsPid(const char* status_path, int* levels = nullptr) {
+  int fd = ::open(status_path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[4096];
+  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* line = std::strstr(buf, "\nNSpid:");
+  if (line == nullptr) return 0;
+  uint32_t last = 0;
+  int count = 0;
+  for (const char* p = line + 7; *p != '\0' && *p != '\n';) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(p, &end, 10);
+    if (end == p) {
+      ++p;
+      continue;
+    }
+    last = static_cast<uint32_t>(v);
+    ++count;
+    p = end;
+  }
+  if (levels != nullptr) *levels = count;
+  return last;
 }
 
 void InitDevices(FakeMachine* m, const std::vector<DeviceSpec>& devices, int driver_version) {
@@ -138,12 +183,57 @@ FakeMachine* Machine() {
   return g_machine;
 }
 
+uint64_t OwnPidNamespace() { return PidNamespaceOf("/proc/self/ns/pid"); }
+
+PidView::State PidView::Check(const FakeProc& p, uint32_t* reader_pid) {
+  return Check(p.pid.load(std::memory_order_acquire), p.pidns_inode.load(std::memory_order_acquire),
+               p.start_ticks.load(std::memory_order_relaxed), reader_pid);
+}
+
+PidView::State PidView::Check(uint32_t pid, uint64_t ns, uint64_t ticks, uint32_t* reader_pid) {
+  if (pid == 0) return State::kDead;
+  if (ns == 0 || ns == OwnPidNamespace()) {
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return State::kDead;
+    if (ticks != 0 && StartTicks(pid) != ticks) return State::kDead;
+    *reader_pid = pid;
+    return State::kAlive;
+  }
+  if (!scanned_) {
+    scanned_ = true;
+    int levels = 0;
+    OwnNsPid("/proc/self/status", &levels);
+    root_ = levels == 1;  // the reader is in the host's namespace: it sees every process
+    if (DIR* d = ::opendir("/proc")) {
+      while (dirent* e = ::readdir(d)) {
+        char* end = nullptr;
+        unsigned long host = std::strtoul(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0') continue;
+        char path[96];
+        std::snprintf(path, sizeof(path), "/proc/%lu/ns/pid", host);
+        const uint64_t inode = PidNamespaceOf(path);
+        std::snprintf(path, sizeof(path), "/proc/%lu/status", host);
+        const uint32_t own = OwnNsPid(path);
+        if (inode == 0 || own == 0) continue;
+        namespaces_.insert(inode);
+        seen_[{inode, own}] = {static_cast<uint32_t>(host),
+                               StartTicks(static_cast<uint32_t>(host))};
+      }
+      ::closedir(d);
+    }
+  }
+  auto it = seen_.find({ns, pid});
+  if (it != seen_.end() && (ticks == 0 || it->second.second == ticks)) {
+    *reader_pid = it->second.first;
+    return State::kAlive;
+  }
+  // Not there: dead if the reader sees that namespace (or every one), else out of its sight.
+  return root_ || namespaces_.contains(ns) ? State::kDead : State::kUnseen;
+}
+
 bool Alive(const FakeProc& p) {
-  uint32_t pid = p.pid.load(std::memory_order_acquire);
-  if (pid == 0) return false;
-  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
-  uint64_t ticks = p.start_ticks.load(std::memory_order_relaxed);
-  return ticks == 0 || StartTicks(pid) == ticks;
+  PidView view;
+  uint32_t ignored = 0;
+  return view.Check(p, &ignored) != PidView::State::kDead;
 }
 
 FakeProc* Self() {
@@ -151,18 +241,21 @@ FakeProc* Self() {
   std::lock_guard<std::mutex> lock(g_self_mu);
   if (g_self != nullptr && g_self_pid == pid) return g_self;
   FakeMachine* m = Machine();
-  uint64_t ticks = StartTicks(pid);
+  uint64_t ticks = StartTicksOfSelf();
+  PidView view;
   for (int pass = 0; pass < 2; ++pass) {
     for (auto& p : m->procs) {
       uint32_t cur = p.pid.load(std::memory_order_acquire);
       bool take = false;
+      uint32_t ignored = 0;
       if (cur == 0) {
         take = p.pid.compare_exchange_strong(cur, pid);
-      } else if (pass == 1 && !Alive(p)) {
+      } else if (pass == 1 && view.Check(p, &ignored) == PidView::State::kDead) {
         take = p.pid.compare_exchange_strong(cur, pid);  // a dead process's entry
       }
       if (!take) continue;
       p.start_ticks.store(ticks, std::memory_order_relaxed);
+      p.pidns_inode.store(OwnPidNamespace(), std::memory_order_release);
       for (int d = 0; d < kMaxDevices; ++d) {
         p.bytes[d].store(0, std::memory_order_relaxed);
         p.peak[d].store(0, std::memory_order_relaxed);
@@ -177,14 +270,78 @@ FakeProc* Self() {
   std::abort();
 }
 
-uint64_t LiveBytes(const FakeMachine& m, int device) {
+namespace {
+// Whether some open description of an exported allocation's backing file remains (see
+// FakeShared). A dead entry is freed and its file removed.
+bool SharedAlive(const FakeShared& s) {
+  if (s.state.load(std::memory_order_acquire) != 2) return false;
+  int fd = ::open(s.path, O_RDWR | O_CLOEXEC);
+  bool alive = false;
+  if (fd >= 0) {
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = 0;
+    fl.l_len = 1;
+    alive = ::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+    ::close(fd);
+  }
+  if (!alive) {
+    auto& entry = const_cast<FakeShared&>(s);
+    uint32_t live = 2;
+    if (entry.state.compare_exchange_strong(live, 0, std::memory_order_acq_rel)) {
+      ::unlink(entry.path);
+    }
+  }
+  return alive;
+}
+}  // namespace
+
+uint64_t SharedBytes(const FakeMachine& m, uint32_t pid, int device) {
   uint64_t sum = 0;
+  for (const auto& s : m.shared) {
+    if (s.state.load(std::memory_order_acquire) != 2 || static_cast<int>(s.device) != device) {
+      continue;
+    }
+    if (pid != 0 && s.owner_pid.load(std::memory_order_relaxed) != pid) continue;
+    if (SharedAlive(s)) sum += s.bytes;
+  }
+  return sum;
+}
+
+FakeShared* AddShared(int device, uint64_t bytes, uint64_t ino, const std::string& path) {
+  FakeMachine* m = Machine();
+  for (auto& s : m->shared) {
+    uint32_t free = 0;
+    if (!s.state.compare_exchange_strong(free, 1, std::memory_order_acq_rel)) continue;
+    s.device = static_cast<uint32_t>(device);
+    s.bytes = bytes;
+    s.ino = ino;
+    s.owner_pid.store(static_cast<uint32_t>(::getpid()), std::memory_order_relaxed);
+    std::snprintf(s.path, sizeof(s.path), "%s", path.c_str());
+    s.state.store(2, std::memory_order_release);
+    return &s;
+  }
+  return nullptr;
+}
+
+const FakeShared* FindShared(uint64_t ino) {
+  for (const auto& s : Machine()->shared) {
+    if (s.state.load(std::memory_order_acquire) == 2 && s.ino == ino && SharedAlive(s)) return &s;
+  }
+  return nullptr;
+}
+
+uint64_t LiveBytes(const FakeMachine& m, int device) {
+  uint64_t sum = SharedBytes(m, 0, device);
+  PidView view;
   for (const auto& p : m.procs) {
     uint32_t pid = p.pid.load(std::memory_order_acquire);
     if (pid == 0) continue;
     uint64_t b = p.bytes[device].load(std::memory_order_acquire);
     if (b == 0) continue;
-    if (Alive(p)) {
+    uint32_t ignored = 0;
+    if (view.Check(p, &ignored) != PidView::State::kDead) {
       sum += b;
     } else {
       // The driver freed a dead process's memory: forget the entry, so that it is not checked
@@ -198,9 +355,14 @@ uint64_t LiveBytes(const FakeMachine& m, int device) {
 }
 
 uint64_t ProcBytes(const FakeMachine& m, uint32_t pid, int device) {
+  PidView view;
   for (const auto& p : m.procs) {
-    if (p.pid.load(std::memory_order_acquire) == pid && Alive(p)) {
-      return p.bytes[device].load(std::memory_order_acquire);
+    uint32_t reader_pid = 0;
+    if (p.pid.load(std::memory_order_acquire) != 0 &&
+        view.Check(p, &reader_pid) == PidView::State::kAlive && reader_pid == pid) {
+      // With the exported allocations it created that are still alive (by its own PID).
+      return p.bytes[device].load(std::memory_order_acquire) +
+             SharedBytes(m, p.pid.load(std::memory_order_acquire), device);
     }
   }
   return 0;
@@ -221,6 +383,7 @@ int64_t Execute(int device, int64_t not_before_ns, int64_t duration_ns) {
   k.seq.store(0, std::memory_order_release);
   k.pid = static_cast<uint32_t>(::getpid());
   k.device = static_cast<uint32_t>(device);
+  k.pidns_inode = OwnPidNamespace();
   k.start_ns = start;
   k.end_ns = end;
   k.seq.store(index + 1, std::memory_order_release);
@@ -229,7 +392,7 @@ int64_t Execute(int device, int64_t not_before_ns, int64_t duration_ns) {
 
 std::vector<std::pair<uint32_t, int64_t>> BusyByPid(const FakeMachine& m, int device,
                                                     int64_t from_ns, int64_t to_ns) {
-  std::map<uint32_t, int64_t> busy;
+  std::map<std::pair<uint64_t, uint32_t>, int64_t> busy;
   uint64_t head = m.ring_head.load(std::memory_order_acquire);
   uint64_t first = head > kRingSize ? head - kRingSize : 0;
   for (uint64_t i = first; i < head; ++i) {
@@ -237,9 +400,17 @@ std::vector<std::pair<uint32_t, int64_t>> BusyByPid(const FakeMachine& m, int de
     if (k.seq.load(std::memory_order_acquire) != i + 1) continue;
     if (static_cast<int>(k.device) != device) continue;
     int64_t s = std::max(k.start_ns, from_ns), e = std::min(k.end_ns, to_ns);
-    if (e > s) busy[k.pid] += e - s;
+    if (e > s) busy[{k.pidns_inode, k.pid}] += e - s;
   }
-  return {busy.begin(), busy.end()};
+  PidView view;
+  std::map<uint32_t, int64_t> by_reader_pid;
+  for (const auto& [who, ns] : busy) {
+    uint32_t reader_pid = 0;
+    if (view.Check(who.second, who.first, 0, &reader_pid) == PidView::State::kAlive) {
+      by_reader_pid[reader_pid] += ns;
+    }
+  }
+  return {by_reader_pid.begin(), by_reader_pid.end()};
 }
 
 }  // namespace tessera::fake

@@ -63,13 +63,17 @@ struct ProcUse {
   unsigned long long bytes;
 };
 
+// The processes on the device, by the caller's PIDs (the host's, for an agent on the host), as
+// NVML lists them; processes the caller cannot see are left out (fake_machine.h, "PIDs").
 std::vector<ProcUse> Processes(int device) {
   std::vector<ProcUse> out;
   const FakeMachine& m = *Machine();
+  tessera::fake::PidView view;
   for (const auto& p : m.procs) {
-    uint32_t pid = p.pid.load();
-    if (pid == 0 || !tessera::fake::Alive(p)) continue;
-    uint64_t bytes = p.bytes[device].load();
+    uint32_t pid = 0;
+    if (p.pid.load() == 0 || view.Check(p, &pid) != tessera::fake::PidView::State::kAlive) continue;
+    // With the exported allocations it created that are still alive (FakeShared: by its own PID).
+    uint64_t bytes = p.bytes[device].load() + tessera::fake::SharedBytes(m, p.pid.load(), device);
     if (bytes == 0 && p.has_context[device].load() == 0) continue;
     out.push_back({pid, bytes});
   }

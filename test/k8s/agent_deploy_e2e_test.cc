@@ -141,9 +141,57 @@ TEST(AgentDeploy, ManifestsPassServerSideDryRun) {
         "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-assignment-guard",
         "validatingadmissionpolicybinding.admissionregistration.k8s.io/tessera-assignment-guard",
         "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-agent-node-scope",
-        "validatingadmissionpolicybinding.admissionregistration.k8s.io/tessera-agent-node-scope"}) {
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/tessera-agent-node-scope",
+        "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-queue-guard",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/tessera-queue-guard"}) {
     EXPECT_THAT(dry.out, HasSubstr(std::string(what) + " created (server dry run)")) << dry.out;
   }
+}
+
+// The queue hijack, by the annotation: a running pod moved into another team's queue (or given
+// one through its Binding). The tessera-queue-guard policy fixes tessera.dev/queue when the pod
+// is created, whoever asks (issue 27; ctest label security: security_queue_hijack_annotation).
+TEST(AgentDeploy, QueueHijackTheQueueAnnotationIsFixedWhenThePodIsCreated) {
+  InstallOnce();
+  ASSERT_TRUE(
+      As("alice", {"create", "-f", "-"}, PodJson("queued", {{"tessera.dev/queue", "a"}}).dump())
+          .ok());
+  // The policy may be enforced a moment after the others.
+  CommandResult moved;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        moved = As("alice", {"annotate", "--overwrite", "-n", "team", "pod/queued",
+                             "tessera.dev/queue=other"});
+        return !moved.ok();
+      },
+      seconds(30)))
+      << "the queue annotation was changed";
+  EXPECT_THAT(moved.err, HasSubstr("ValidatingAdmissionPolicy 'tessera-queue-guard'"));
+  EXPECT_THAT(moved.err, HasSubstr("tessera.dev/queue annotation is fixed when the pod is "
+                                   "created: alice may not add, change or remove it"));
+  CommandResult removed =
+      As("alice", {"annotate", "-n", "team", "pod/queued", "tessera.dev/queue-"});
+  EXPECT_FALSE(removed.ok());
+  EXPECT_THAT(removed.err, HasSubstr("tessera-queue-guard"));
+  ASSERT_TRUE(As("alice", {"create", "-f", "-"}, PodJson("unqueued").dump()).ok());
+  CommandResult added =
+      As("alice", {"annotate", "-n", "team", "pod/unqueued", "tessera.dev/queue=other"});
+  EXPECT_FALSE(added.ok());
+  EXPECT_THAT(added.err, HasSubstr("tessera-queue-guard"));
+  // Not even the admin or the scheduler; nor through a Binding.
+  CommandResult admin = Cp().Kubectl(
+      {"annotate", "--overwrite", "-n", "team", "pod/queued", "tessera.dev/queue=other"});
+  EXPECT_FALSE(admin.ok());
+  // Posted to the pod's binding subresource as the scheduler does (kubectl's own `create -f` would
+  // first list CRDs, which the scheduler may not).
+  CommandResult binding = As(
+      kScheduler, {"create", "--raw", "/api/v1/namespaces/team/pods/unqueued/binding", "-f", "-"},
+      Binding("unqueued", {{"tessera.dev/queue", "other"}}).dump());
+  EXPECT_FALSE(binding.ok());
+  EXPECT_THAT(binding.err, HasSubstr("tessera-queue-guard"));
+  // Everything else about the pod may still change.
+  EXPECT_TRUE(As("alice", {"annotate", "-n", "team", "pod/queued", "note=hi"}).ok());
+  (void)Cp().Kubectl({"delete", "pod", "-n", "team", "queued", "unqueued", "--wait=false"});
 }
 
 TEST(AgentDeploy, OnlyTheSchedulerWritesAssignmentsAndCdiAnnotations) {

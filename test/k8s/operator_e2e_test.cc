@@ -88,6 +88,9 @@ class OperatorTest : public ::testing::Test {
 
   void TearDown() override {
     scheduler_.reset();
+    for (const std::string& b : cluster_bindings_) {
+      (void)Cp().Kubectl({"delete", "clusterrolebinding", b});
+    }
     if (api_) {
       for (const std::string& ns : {ns_, StrCat(ns_, "-other")}) {
         (void)api_->Delete(StrCat("/api/v1/namespaces/", ns, "/pods?gracePeriodSeconds=0"));
@@ -194,7 +197,49 @@ class OperatorTest : public ::testing::Test {
     return out;
   }
 
+  // A token of a new ServiceAccount `name` in ns_ (TokenRequest), bound to `role` (a ClusterRole,
+  // cluster-wide) or, with `namespaced`, to a Role in ns_ allowing only reads of pods and events.
+  std::string ServiceAccountToken(const std::string& name, const std::string& role,
+                                  bool namespaced) {
+    EXPECT_TRUE(Cp().KubectlOk({"-n", ns_, "create", "serviceaccount", name}).ok());
+    const std::string subject = StrCat(ns_, ":", name);
+    if (namespaced) {
+      EXPECT_TRUE(Cp().KubectlOk({"-n", ns_, "create", "role", name, "--verb=get,list,watch",
+                                  "--resource=pods,events"})
+                      .ok());
+      EXPECT_TRUE(Cp().KubectlOk({"-n", ns_, "create", "rolebinding", name, "--role", name,
+                                  "--serviceaccount", subject})
+                      .ok());
+    } else {
+      EXPECT_TRUE(Cp().KubectlOk({"create", "clusterrolebinding", StrCat(ns_, "-", name),
+                                  "--clusterrole", role, "--serviceaccount", subject})
+                      .ok());
+      cluster_bindings_.push_back(StrCat(ns_, "-", name));
+    }
+    absl::StatusOr<std::string> token =
+        Cp().KubectlOk({"-n", ns_, "create", "token", name, "--duration", "1h"});
+    EXPECT_TRUE(token.ok()) << token.status();
+    std::string t = token.ok() ? *token : "";
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+    return t;
+  }
+  // A kubeconfig with the harness's cluster and `user` (YAML of a users[].user map), context
+  // namespace `ns`, written to dir_/name.
+  std::string Kubeconfig(const std::string& name, const std::string& user, const std::string& ns) {
+    const std::string path = StrCat(dir_, "/", name);
+    std::ofstream(path) << StrCat(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: harness\n"
+        "  cluster: {server: \"",
+        Cp().server(), "\", certificate-authority: ", Cp().ca_file(),
+        "}\nusers:\n- name: u\n  user:\n", user,
+        "contexts:\n- name: c\n  context: {cluster: harness, user: u, "
+        "namespace: ",
+        ns, "}\ncurrent-context: c\n");
+    return path;
+  }
+
   std::unique_ptr<k8s::ApiClient> api_;
+  std::vector<std::string> cluster_bindings_;
   std::string id_, ns_, scheduler_name_, dir_;
   std::unique_ptr<ScopedProcess> scheduler_;
 };
@@ -324,7 +369,10 @@ TEST_F(OperatorTest, StatusShowsTheSchedulersPlacement) {
     }
   }
   EXPECT_EQ(shown, 1);
-  EXPECT_EQ(hidden, 6);
+  // Only that namespace's pods were asked for: the others are not there to hide.
+  EXPECT_EQ(hidden, 0);
+  EXPECT_EQ(other["pods_namespace"], StrCat(ns_, "-other"));
+  EXPECT_EQ(other["totals"]["running_gpu_pods"], 1);
   EXPECT_TRUE(other["pending"].empty());
   Ran missing = Tessera("status --node no-such-node");
   EXPECT_EQ(missing.status, 2);
@@ -621,5 +669,347 @@ TEST_F(OperatorTest, ScaleUpSignalReachesTheStatus) {
   EXPECT_THAT(text.out, HasSubstr(want));
 }
 
+// Exec credential plugins and KUBECONFIG=a:b, as EKS/GKE/AKS/OIDC users have them: a plugin
+// script (a ServiceAccount's token, refused once to check the renewal on a 401; then a client
+// certificate) for `tessera status`, the kubectl plugin and `tessera simulate --from-cluster`.
+TEST_F(OperatorTest, ExecCredentialPluginsAndMergedKubeconfigs) {
+  AddNode(NodeObject(NodeName("a")).Gpus(2).Ready());
+  const std::string token = ServiceAccountToken("exec-admin", "cluster-admin", false);
+  ASSERT_FALSE(token.empty());
+  std::ofstream(dir_ + "/token") << token;
+  const std::string plugin = dir_ + "/get-token";
+  std::ofstream(plugin) << StrCat(
+      "#!/bin/sh\n"
+      "n=$(cat ",
+      dir_, "/runs 2>/dev/null || echo 0); n=$((n+1)); echo $n > ", dir_, "/runs\n",
+      "echo \"$KUBERNETES_EXEC_INFO\" > ", dir_, "/exec-info.$n\n",
+      "if [ $n -eq 1 ]; then t=expired-token; else t=$(cat ", dir_, "/token); fi\n",
+      "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+      "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"2099-01-01T00:00:00Z\"}}' \"$t\"\n");
+  std::filesystem::permissions(plugin, std::filesystem::perms::owner_all);
+  // File a: the exec user and the current context; file b: the cluster (and a context of its
+  // own, which a's current-context overrides).
+  const std::string a = dir_ + "/a.kubeconfig";
+  std::ofstream(a) << StrCat(
+      "apiVersion: v1\nkind: Config\nusers:\n- name: sso\n  user:\n    exec:\n"
+      "      apiVersion: client.authentication.k8s.io/v1\n      command: ",
+      plugin,
+      "\n      args: [--cluster, e2e]\n      interactiveMode: Never\n"
+      "      provideClusterInfo: true\ncontexts:\n- name: sso\n  context: {cluster: harness, "
+      "user: sso}\ncurrent-context: sso\n");
+  const std::string b = Kubeconfig("b.kubeconfig",
+                                   StrCat("    client-certificate: ", Cp().client_cert_file(),
+                                          "\n    client-key: ", Cp().client_key_file(), "\n"),
+                                   "default");
+  const std::string env = StrCat("KUBECONFIG=", a, ":", b, " ");
+  auto runs = [&] {
+    std::ifstream in(dir_ + "/runs");
+    int n = 0;
+    in >> n;
+    return n;
+  };
+
+  Ran status = Shell(StrCat(env, TESSERA_BINARY, " status -o json --node ", NodeName("a")));
+  ASSERT_EQ(status.status, 0) << status.err;
+  json s = json::parse(status.out, nullptr, false);
+  ASSERT_FALSE(s.is_discarded()) << status.out;
+  EXPECT_EQ(s["server"], Cp().server());
+  EXPECT_EQ(s["nodes"].size(), 1u);
+  // The first token was refused (401): the plugin ran again, once, and the lists went through.
+  EXPECT_EQ(runs(), 2);
+  std::ifstream info_file(dir_ + "/exec-info.1");
+  json info =
+      json::parse(std::string(std::istreambuf_iterator<char>(info_file), {}), nullptr, false);
+  ASSERT_FALSE(info.is_discarded());
+  EXPECT_EQ(info["apiVersion"], "client.authentication.k8s.io/v1");
+  EXPECT_EQ(info["spec"]["interactive"], false);
+  EXPECT_EQ(info["spec"]["cluster"]["server"], Cp().server());
+  EXPECT_FALSE(info["spec"]["cluster"]["certificate-authority-data"].get<std::string>().empty());
+
+  // The kubectl plugin, and --from-cluster, with the same credentials.
+  const std::string bin_dir = std::filesystem::path(TESSERA_BINARY).parent_path();
+  Ran plugin_run =
+      Shell(StrCat(env, "PATH=", bin_dir, ":$PATH kubectl tessera status --node ", NodeName("a")));
+  ASSERT_EQ(plugin_run.status, 0) << plugin_run.err;
+  EXPECT_THAT(plugin_run.out, HasSubstr(StrCat("NODE ", NodeName("a"))));
+  std::ofstream(dir_ + "/w.yaml") << "jobs:\n  - {name: one, gpu: {count: 1}}\n";
+  Ran sim = Shell(StrCat(env, TESSERA_BINARY, " simulate --from-cluster --workload ", dir_,
+                         "/w.yaml --policy tessera -o json"));
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  EXPECT_THAT(sim.out, HasSubstr("\"placed\": 1"));
+
+  // A plugin that hands out the admin's client certificate instead of a token.
+  const std::string certs = dir_ + "/get-cert";
+  std::ofstream(certs) << StrCat(
+      "#!/bin/sh\n"
+      "c=$(awk '{printf \"%s\\\\n\", $0}' ",
+      Cp().client_cert_file(), ")\n", "k=$(awk '{printf \"%s\\\\n\", $0}' ", Cp().client_key_file(),
+      ")\n",
+      "printf "
+      "'{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"kind\":\"ExecCredential\","
+      "\"status\":{\"clientCertificateData\":\"%s\",\"clientKeyData\":\"%s\"}}' \"$c\" \"$k\"\n");
+  std::filesystem::permissions(certs, std::filesystem::perms::owner_all);
+  const std::string cert_kc = Kubeconfig(
+      "cert.kubeconfig",
+      StrCat("    exec: {apiVersion: client.authentication.k8s.io/v1beta1, command: ", certs,
+             "}\n"),
+      "default");
+  Ran with_cert = Shell(
+      StrCat(TESSERA_BINARY, " status -o json --kubeconfig ", cert_kc, " --node ", NodeName("a")));
+  ASSERT_EQ(with_cert.status, 0) << with_cert.err;
+
+  // A plugin that fails: exit 1, and the message names it.
+  const std::string broken = dir_ + "/broken";
+  std::ofstream(broken) << "#!/bin/sh\necho 'no SSO session: run aws sso login' >&2\nexit 3\n";
+  std::filesystem::permissions(broken, std::filesystem::perms::owner_all);
+  const std::string broken_kc =
+      Kubeconfig("broken.kubeconfig",
+                 StrCat("    exec: {apiVersion: client.authentication.k8s.io/v1, command: ", broken,
+                        ", interactiveMode: Never}\n"),
+                 "default");
+  Ran failed = Shell(StrCat(TESSERA_BINARY, " status --kubeconfig ", broken_kc));
+  EXPECT_EQ(failed.status, 1);
+  EXPECT_THAT(failed.err, HasSubstr("no SSO session"));  // the plugin's own stderr
+  EXPECT_THAT(failed.err, HasSubstr(StrCat("exec credential plugin ", broken)));
+  EXPECT_THAT(failed.err, HasSubstr("failed with exit code 3"));
+}
+
+// A user whose RBAC covers one namespace: `status -n` lists only its pods (no nodes), and
+// `explain` answers for its pods.
+TEST_F(OperatorTest, NamespaceScopedUserSeesItsOwnPods) {
+  AddNode(NodeObject(NodeName("a")).Gpus(2).Cpu("64").Memory("512Gi").Ready());
+  StartScheduler();
+  AddPod(PodObject(ns_, "mine").Limit("tessera.dev/gpu-memory", "10Gi"));
+  AddPod(PodObject(StrCat(ns_, "-other"), "theirs").Limit("tessera.dev/gpu-memory", "20Gi"),
+         StrCat(ns_, "-other"));
+  AddPod(PodObject(ns_, "huge").Limit("tessera.dev/gpu", "8"));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() >= 2; }, seconds(60))) << scheduler_->Log();
+  const std::string huge = StrCat(ns_, "/huge");
+  ASSERT_TRUE(WaitUntil([&] { return !UnschedulableMessage(huge).empty(); }, seconds(30)));
+  const std::string token = ServiceAccountToken("viewer", "", true);
+  const std::string kc = Kubeconfig("viewer.kubeconfig", StrCat("    token: ", token, "\n"), ns_);
+
+  Ran ns_status = Shell(StrCat(TESSERA_BINARY, " status -n ", ns_, " --json --scheduler-name ",
+                               scheduler_name_, " --kubeconfig ", kc));
+  ASSERT_EQ(ns_status.status, 0) << ns_status.err;
+  json s = json::parse(ns_status.out, nullptr, false);
+  ASSERT_FALSE(s.is_discarded()) << ns_status.out;
+  EXPECT_EQ(s["pods_namespace"], ns_);
+  EXPECT_THAT(s["nodes_error"].get<std::string>(), HasSubstr("403"));
+  EXPECT_TRUE(s["nodes"].empty());
+  ASSERT_EQ(s["running"].size(), 1u) << s.dump(2);
+  EXPECT_EQ(s["running"][0]["pod"], StrCat(ns_, "/mine"));
+  EXPECT_EQ(s["running"][0]["node"], NodeName("a"));
+  EXPECT_EQ(s["running"][0]["gpus"][0]["memory_mib"], 10240);
+  ASSERT_EQ(s["pending"].size(), 1u);
+  EXPECT_EQ(s["pending"][0]["reason"], UnschedulableMessage(huge));
+  Ran text = Shell(StrCat(TESSERA_BINARY, " status -n ", ns_, " --scheduler-name ", scheduler_name_,
+                          " --kubeconfig ", kc));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("Nodes cannot be read"));
+  EXPECT_THAT(text.out, HasSubstr(StrCat(ns_, "/mine")));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("theirs")));
+  // Without -n the user may not list pods: exit 1, saying so.
+  Ran all = Shell(StrCat(TESSERA_BINARY, " status --kubeconfig ", kc));
+  EXPECT_EQ(all.status, 1);
+  EXPECT_THAT(all.err, HasSubstr("403"));
+
+  // explain, as that user: the scheduler's word; what it could not read is said.
+  Ran why = Shell(StrCat(TESSERA_BINARY, " explain pod huge -o json --scheduler-name ",
+                         scheduler_name_, " --kubeconfig ", kc));
+  ASSERT_EQ(why.status, 0) << why.err;
+  json e = json::parse(why.out, nullptr, false);
+  ASSERT_FALSE(e.is_discarded()) << why.out;
+  EXPECT_EQ(e["pod"], huge);
+  EXPECT_EQ(e["summary"], UnschedulableMessage(huge));
+  EXPECT_EQ(e["scheduled"]["reason"], "Unschedulable");
+  EXPECT_FALSE(e["unreadable"].empty());
+}
+
+// `tessera explain pod`: the scheduler's reason and the queue position; the engine's what-if
+// where the scheduler left nothing; a gang short of members. Also as `kubectl tessera explain`.
+TEST_F(OperatorTest, ExplainSaysWhyAPodWaits) {
+  AddNode(NodeObject(NodeName("a")).Gpus(2).Cpu("64").Memory("512Gi").Ready());
+  StartScheduler();
+  AddPod(PodObject(ns_, "huge").Limit("tessera.dev/gpu", "8"));
+  const std::string huge = StrCat(ns_, "/huge");
+  ASSERT_TRUE(WaitUntil([&] { return !UnschedulableMessage(huge).empty(); }, seconds(30)))
+      << scheduler_->Log();
+  auto explain = [&](const std::string& pod) {
+    Ran r = Tessera(StrCat("explain pod ", pod, " -o json --scheduler-name ", scheduler_name_));
+    EXPECT_EQ(r.status, 0) << r.err;
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  };
+  json e = explain(huge);
+  EXPECT_EQ(e["summary"], UnschedulableMessage(huge));
+  EXPECT_EQ(e["queue"]["position"], 1);
+  EXPECT_EQ(e["queue"]["waiting_pods"], 1);
+  bool failed_event = false;
+  for (const json& ev : e["events"]) failed_event |= ev["reason"] == "FailedScheduling";
+  EXPECT_TRUE(failed_event) << e.dump(2);
+
+  // The scheduler stops: a new pod has no word from it; the engine says where it would go.
+  scheduler_.reset();
+  AddPod(PodObject(ns_, "late").Limit("tessera.dev/gpu", "1"));
+  e = explain(StrCat(ns_, "/late"));
+  EXPECT_TRUE(e["what_if"]["fits"]) << e.dump(2);
+  EXPECT_THAT(e["summary"].get<std::string>(), HasSubstr("has not tried it yet"));
+  EXPECT_EQ(e["queue"]["waiting_pods"], 2);
+  AddPod(PodObject(ns_, "w-0").Limit("tessera.dev/gpu", "1").Gang("train", 2));
+  e = explain(StrCat(ns_, "/w-0"));
+  EXPECT_THAT(e["summary"].get<std::string>(), HasSubstr("gang train has 1 of the 2 members"));
+
+  const std::string bin_dir = std::filesystem::path(TESSERA_BINARY).parent_path();
+  Ran plugin =
+      Shell(StrCat("PATH=", bin_dir, ":$PATH kubectl tessera explain pod late -n ", ns_,
+                   " --scheduler-name ", scheduler_name_, " --kubeconfig ", Cp().kubeconfig()));
+  ASSERT_EQ(plugin.status, 0) << plugin.err;
+  EXPECT_THAT(plugin.out, HasSubstr("WHAT-IF"));
+  Ran missing = Tessera(StrCat("explain pod ", ns_, "/nope"));
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_THAT(missing.err, HasSubstr(StrCat("pod ", ns_, "/nope not found")));
+  Ran bad = Tessera("explain pod a/b/c");
+  EXPECT_EQ(bad.status, 2);
+}
+
+// `tessera simulate --from-cluster -f`: the user's own manifests as the workload.
+TEST_F(OperatorTest, SimulateFromClusterTakesTheUsersManifests) {
+  AddNode(NodeObject(NodeName("a")).Gpus(2).Cpu("64").Memory("512Gi").Ready());
+  AddPod(PodObject(ns_, "held")
+             .Limit("tessera.dev/gpu", "1")
+             .Assigned(k8s::testing::GpuAssignment(NodeName("a"), {0}, 81920, 1000, true)));
+  std::ofstream(dir_ + "/app.yaml") << R"(apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 2
+  template:
+    spec:
+      schedulerName: tessera
+      containers: [{name: c, resources: {limits: {tessera.dev/gpu-memory: 30Gi}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec: {ports: [{port: 80}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  parallelism: 2
+  template:
+    spec:
+      schedulerName: tessera
+      containers: [{name: c, resources: {limits: {tessera.dev/gpu: 1}}}]
+)";
+  Ran r =
+      Tessera(StrCat("simulate --from-cluster -f ", dir_, "/app.yaml --policy tessera -o json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  // GPU 1 is free: the two 30Gi shares fit on it, the Job's two whole GPUs do not.
+  const json& res = j["results"][0];
+  EXPECT_EQ(res["placed"], 2) << res.dump(2);
+  EXPECT_EQ(res["pending"], 2);
+  EXPECT_THAT(r.err, HasSubstr("skipped Service web"));
+  Ran text = Tessera(StrCat("simulate --from-cluster -f ", dir_, "/app.yaml --policy tessera"));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("workload: 2 jobs, 4 pods"));
+  std::ofstream(dir_ + "/bad.yaml") << "kind: Deployment\nmetadata: {name: d}\nspec: {}\n";
+  Ran bad = Tessera(StrCat("simulate --from-cluster -f ", dir_, "/bad.yaml"));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_THAT(bad.err, HasSubstr("bad.yaml:1 (Deployment d): no pod template"));
+}
+
+// `tessera doctor` on a cluster set up as an install leaves it (a namespace, the scheduler's and
+// the agent's pods, a GPU node publishing its inventory): clean, then each fault planted.
+TEST_F(OperatorTest, DoctorFindsEachPlantedFault) {
+  const std::string tns = StrCat(ns_, "-sys");
+  ASSERT_TRUE(Cp().KubectlOk({"create", "namespace", tns}).ok());
+  ASSERT_TRUE(
+      Cp().KubectlOk({"label", "namespace", tns, "pod-security.kubernetes.io/enforce=privileged"})
+          .ok());
+  const std::string node = NodeName("gpu");
+  AddNode(NodeObject(node).Gpus(2).Ready().Label("tessera.dev/gpu-node", "true"));
+  auto component = [&](const std::string& name, const std::string& role, const std::string& image,
+                       const std::string& on) {
+    json pod = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"namespace", tns}}},
+                {"spec",
+                 {{"nodeName", on},
+                  {"containers", {{{"name", "c"}, {"image", image}, {"args", {role}}}}}}}};
+    absl::StatusOr<json> made = api_->Create(StrCat("/api/v1/namespaces/", tns, "/pods"), pod);
+    ASSERT_TRUE(made.ok()) << made.status();
+    // No kubelet runs these Node objects: the test says the pods run, as a kubelet would.
+    absl::StatusOr<json> running =
+        api_->Patch(StrCat("/api/v1/namespaces/", tns, "/pods/", name, "/status"),
+                    k8s::PatchType::kMerge, {{"status", {{"phase", "Running"}}}});
+    ASSERT_TRUE(running.ok()) << running.status();
+  };
+  component("scheduler-0", "scheduler", "tessera:0.2.0", node);
+  component("agent-0", "agent", "tessera:0.2.0", node);
+  auto doctor = [&](const std::string& extra, int want) {
+    Ran r = Tessera(StrCat("doctor --namespace ", tns, " -o json ", extra));
+    EXPECT_EQ(r.status, want) << r.out << r.err;
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+    return j;
+  };
+  auto find = [](const json& report, const std::string& check, const std::string& severity) {
+    for (const json& f : report["findings"]) {
+      if (f["check"] == check && f["severity"] == severity) return f;
+    }
+    return json();
+  };
+  json clean = doctor("", 0);
+  EXPECT_EQ(clean["errors"], 0) << clean.dump(2);
+  EXPECT_EQ(clean["warnings"], 0) << clean.dump(2);
+  EXPECT_FALSE(find(clean, "kubernetes-version", "ok").is_null());
+
+  // Planted: another device plugin on the node, a baseline namespace, a second agent on another
+  // image, and a GPU node without an inventory.
+  ASSERT_TRUE(api_->Patch(StrCat("/api/v1/nodes/", node, "/status"), k8s::PatchType::kMerge,
+                          {{"status",
+                            {{"allocatable", {{"nvidia.com/gpu", "2"}}},
+                             {"capacity", {{"nvidia.com/gpu", "2"}}}}}})
+                  .ok());
+  ASSERT_TRUE(Cp().KubectlOk({"label", "namespace", tns,
+                              "pod-security.kubernetes.io/enforce=baseline", "--overwrite"})
+                  .ok());
+  AddNode(NodeObject(NodeName("bare")).Ready().Label("tessera.dev/gpu-node", "true"));
+  component("agent-1", "agent", "tessera:0.1.0", NodeName("bare"));
+  json faulty = doctor("", 4);
+  EXPECT_EQ(find(faulty, "other-device-plugin", "error")["object"], StrCat("node/", node))
+      << faulty.dump(2);
+  EXPECT_THAT(find(faulty, "pod-security", "error")["fix"].get<std::string>(),
+              HasSubstr(StrCat("kubectl label namespace ", tns,
+                               " pod-security.kubernetes.io/enforce=privileged --overwrite")));
+  EXPECT_THAT(find(faulty, "version-skew", "warning")["what"].get<std::string>(),
+              HasSubstr("tessera:0.1.0"));
+  EXPECT_EQ(find(faulty, "inventory", "error")["object"], StrCat("node/", NodeName("bare")));
+  Ran text = Tessera(StrCat("doctor --namespace ", tns));
+  EXPECT_EQ(text.status, 4);
+  EXPECT_THAT(text.out, HasSubstr("ERROR other-device-plugin"));
+  EXPECT_THAT(text.out, HasSubstr("fix: kubectl label node"));
+
+  // DRA mode on this API server: resource.k8s.io/v1 and the gates are on; the DeviceClasses are
+  // missing until applied.
+  json dra = doctor("--mode dra", 4);
+  EXPECT_FALSE(find(dra, "dra-api", "ok").is_null()) << dra.dump(2);
+  EXPECT_FALSE(find(dra, "device-classes", "error").is_null());
+  EXPECT_EQ(find(dra, "feature-gates", "warning"), json()) << dra.dump(2);
+
+  // The kubectl plugin, and a namespace that does not exist.
+  const std::string bin_dir = std::filesystem::path(TESSERA_BINARY).parent_path();
+  Ran plugin = Shell(StrCat("PATH=", bin_dir, ":$PATH kubectl tessera doctor --namespace nope-",
+                            id_, " --kubeconfig ", Cp().kubeconfig()));
+  EXPECT_EQ(plugin.status, 4) << plugin.err;
+  EXPECT_THAT(plugin.out, HasSubstr(StrCat("namespace nope-", id_, " does not exist")));
+  (void)Cp().Kubectl({"delete", "namespace", tns, "--wait=false"});
+}
 }  // namespace
 }  // namespace tessera::e2e

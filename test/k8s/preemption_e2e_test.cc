@@ -363,6 +363,59 @@ TEST_F(PreemptionE2e, AQueueOverItsShareGivesBack) {
   EXPECT_EQ(BoundCount(), 4u);
 }
 
+// The queue hijack: a pod of another namespace names a team's queue to use its share. A Queue
+// says which namespaces may use it; the intruder is not placed, and an Event says why, while the
+// team's own pod is placed (issue 27; ctest label security: security_queue_hijack_namespace).
+TEST_F(PreemptionE2e, QueueHijackAPodOfAnotherNamespaceIsRefused) {
+  std::string kubectl =
+      StrCat("KUBECONFIG=", Cp().kubeconfig(), " ", Cp().kubectl_path(), " apply -f ",
+             TESSERA_SOURCE_DIR, "/deploy/queue-crd.yaml > ", dir_, "/kubectl.log 2>&1");
+  ASSERT_EQ(std::system(kubectl.c_str()), 0);
+  const std::string team = id_.substr(0, 20) + "-team";
+  json q = {{"apiVersion", "tessera.dev/v1alpha1"},
+            {"kind", "Queue"},
+            {"metadata", {{"name", team}, {"labels", {{"tessera-e2e/test", id_}}}}},
+            {"spec", {{"deserved", {{"gpu", "2"}}}, {"namespaces", {ns_}}}}};
+  ASSERT_TRUE(WaitUntil([&] { return api_->Create("/apis/tessera.dev/v1alpha1/queues", q).ok(); },
+                        seconds(20)));
+  const std::string intruders = id_.substr(0, 40) + "-x";
+  ASSERT_TRUE(api_->Create("/api/v1/namespaces", {{"apiVersion", "v1"},
+                                                  {"kind", "Namespace"},
+                                                  {"metadata", {{"name", intruders}}}})
+                  .ok());
+  AddNode("n", 2);
+  ScopedProcess* s = StartScheduler("a");
+  json intruder = PodObject(intruders, "intruder")
+                      .Limit("tessera.dev/gpu", "1")
+                      .Annotation("tessera.dev/queue", team)
+                      .Scheduler(scheduler_name_)
+                      .Json();
+  ASSERT_TRUE(api_->Create(StrCat("/api/v1/namespaces/", intruders, "/pods"), intruder).ok());
+  AddPod(Whole("member", 0, team));
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("member")); }, seconds(60))) << s->Log();
+  const std::string why = StrCat("queue ", team, " does not admit pods of namespace ", intruders);
+  auto intruder_refused = [&] {
+    absl::StatusOr<json> list = api_->Get(
+        StrCat("/api/v1/namespaces/", intruders,
+               "/events?fieldSelector=", k8s::QueryEscape("involvedObject.name=intruder")));
+    if (!list.ok()) return false;
+    for (const json& e : (*list)["items"]) {
+      if (e.value("reason", "") == "FailedScheduling" &&
+          e.value("message", "").find(why) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(WaitUntil(intruder_refused, seconds(60))) << s->Log();
+  absl::StatusOr<json> still =
+      api_->Get(StrCat("/api/v1/namespaces/", intruders, "/pods/intruder"));
+  ASSERT_TRUE(still.ok());
+  EXPECT_FALSE(Bound(*still)) << "the intruder was placed on the team's queue";
+  (void)api_->Delete(StrCat("/api/v1/namespaces/", intruders, "/pods?gracePeriodSeconds=0"));
+  (void)api_->Delete(StrCat("/api/v1/namespaces/", intruders));
+}
+
 // The scheduler is killed after evicting and nominating; the next one evicts nobody more, keeps
 // the nomination, and places the pod there once the victims are gone.
 TEST_F(PreemptionE2e, RestartMidPreemption) {

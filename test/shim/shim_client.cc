@@ -5,6 +5,8 @@
 //   shim_client                  dlopen("libcuda.so.1") + dlsym, like the CUDA runtime and ctypes
 //   shim_client --procaddr=V[,ptsz]   dlsym("cuGetProcAddress[_v2]") only, then every entry
 //                                point through it at CUDA version V (and the per-thread flag)
+//   shim_client --libcuda=PATH   dlopen(PATH) instead of "libcuda.so.1": a tenant loading the
+//                                real driver by the path it is mounted at (the security tests)
 // Which libcuda.so.1 it gets (the shim or the fake driver alone) is up to LD_LIBRARY_PATH.
 //
 // Commands (sizes in bytes; NAME labels an allocation):
@@ -19,22 +21,43 @@
 //                             + map + set access;  vmmfree NAME: unmap, release, free the range
 //   vmmearly NAME B           create, map, release the handle at once (NCCL); vmmfree unmaps
 //   vmmretain NAME            cuMemRetainAllocationHandle + cuMemRelease on its address
+//   fdlisten PATH             binds a datagram socket at PATH to receive descriptors on
+//   vmmsend NAME PATH         cuMemExportToShareableHandle (file descriptor), sends it and the
+//                             size to the socket at PATH (SCM_RIGHTS), closes its own copy
+//   vmmexport NAME            exports and keeps the descriptor;   fdclose NAME: closes it
+//   vmmimport NAME            receives a descriptor on the fdlisten socket, imports it, closes
+//                             the descriptor, maps it (vmmfree NAME unmaps and releases it)
 //   async NAME B | asyncfree NAME      cuMemAllocAsync / cuMemFreeAsync on the default stream
 //   poolcreate | poolalloc NAME B | pooldestroy | trim     an explicit pool of device 0
 //   sync                      cuCtxSynchronize
 //   meminfo                   -> ok <free> <total>      totalmem -> ok <total>
 //   ipcget NAME -> ok <hex>   ipcopen NAME <hex>        ipcclose NAME
+//   legacy SYMBOL B           a CUDA 2.x allocator (cuMemAlloc, cuMemAllocPitch, cuArrayCreate,
+//                             cuArray3DCreate) by dlsym from libcuda.so.1, for B bytes (kept)
 //   write NAME BYTE | read NAME -> ok <first byte>     (through cuMemsetD8 / cuMemcpyDtoH)
 //   spin NS COUNT SYNC_EVERY  launches COUNT kernels of NS each (cuLaunchKernel), syncing
 //   spinex NS COUNT SYNC_EVERY | coop NS COUNT SYNC_EVERY   (cuLaunchKernelEx, cooperative)
 //   graph NS NODES COUNT      captures NODES kernels into a graph, launches it COUNT times
+//   graphalloc NAME B FREE    captures a graph whose allocation node takes B (FREE=1: and a
+//                             free node), instantiates it; graphlaunch NAME launches it and
+//                             syncs; graphfree NAME frees what it allocated; graphtrim:
+//                             cuDeviceGraphMemTrim
+//   setlimit stack|fifo|heap V    cuCtxSetLimit
 //   threads N B ROUNDS        N threads allocating and freeing B ROUNDS times each
+//   bgthreads N B ROUNDS      the same in the background; bgjoin waits for them
+//   poolrace ROUNDS B         two threads allocating B from two pools of their own, ROUNDS times
+//                             each  -> ok <granted> <refused>
 //   nvmlmem -> ok <used> <free> <total>     nvmlprocs -> ok pid:bytes,...
 //   hookname SYMBOL -> ok <name the shim gives the pointer dlsym returns, or "-">
 //   procmatrix -> one line per symbol/version/flag, then "ok <checked> <mismatches>"
+//   procaddr SYMBOL VERSION [ptsz] -> cuGetProcAddress_v2 through libcuda.so.1:
+//                             ok <the hook's name, or "-" for a pointer that is not a hook>,
+//                             or err <CUresult> <query status>
 //   forkrun CMD... -> runs one command in a forked child, ok <child's answer>
 //   pid -> ok <pid>           status -> ok <shim status JSON>    exit
 #include <dlfcn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,58 +83,62 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
 }
 
 // Every entry point the client uses.
-#define CLIENT_CUDA(X)                                            \
-  X(cuInit, PFN_cuInit)                                           \
-  X(cuDeviceGet, PFN_cuDeviceGet)                                 \
-  X(cuDeviceGetCount, PFN_cuDeviceGetCount)                       \
-  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem_v2)                    \
-  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain)       \
-  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent)                         \
-  X(cuCtxCreate, PFN_cuCtxCreate_v4)                              \
-  X(cuCtxSynchronize, PFN_cuCtxSynchronize)                       \
-  X(cuCtxDestroy, PFN_cuCtxDestroy_v2)                            \
-  X(cuDevicePrimaryCtxReset, PFN_cuDevicePrimaryCtxReset_v2)      \
-  X(cuMemGetInfo, PFN_cuMemGetInfo_v2)                            \
-  X(cuMemAlloc, PFN_cuMemAlloc_v2)                                \
-  X(cuMemAllocPitch, PFN_cuMemAllocPitch_v2)                      \
-  X(cuMemAllocManaged, PFN_cuMemAllocManaged)                     \
-  X(cuMemFree, PFN_cuMemFree_v2)                                  \
-  X(cuMemsetD8, PFN_cuMemsetD8_v2)                                \
-  X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v2)                            \
-  X(cuArrayCreate, PFN_cuArrayCreate_v2)                          \
-  X(cuArray3DCreate, PFN_cuArray3DCreate_v2)                      \
-  X(cuArrayDestroy, PFN_cuArrayDestroy)                           \
-  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate)           \
-  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy)         \
-  X(cuMemAddressReserve, PFN_cuMemAddressReserve)                 \
-  X(cuMemAddressFree, PFN_cuMemAddressFree)                       \
-  X(cuMemCreate, PFN_cuMemCreate)                                 \
-  X(cuMemRelease, PFN_cuMemRelease)                               \
-  X(cuMemMap, PFN_cuMemMap)                                       \
-  X(cuMemUnmap, PFN_cuMemUnmap)                                   \
-  X(cuMemSetAccess, PFN_cuMemSetAccess)                           \
-  X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle) \
-  X(cuMemAllocAsync, PFN_cuMemAllocAsync)                         \
-  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync)         \
-  X(cuMemFreeAsync, PFN_cuMemFreeAsync)                           \
-  X(cuMemPoolCreate, PFN_cuMemPoolCreate)                         \
-  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy)                       \
-  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo)                         \
-  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle)                     \
-  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle_v2_)               \
-  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle)                 \
-  X(cuStreamCreate, PFN_cuStreamCreate)                           \
-  X(cuStreamSynchronize, PFN_cuStreamSynchronize)                 \
-  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v2)            \
-  X(cuStreamEndCapture, PFN_cuStreamEndCapture)                   \
-  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags) \
-  X(cuGraphLaunch, PFN_cuGraphLaunch)                             \
-  X(cuGraphDestroy, PFN_cuGraphDestroy)                           \
-  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy)                   \
-  X(cuModuleLoadData, PFN_cuModuleLoadData)                       \
-  X(cuModuleGetFunction, PFN_cuModuleGetFunction)                 \
-  X(cuLaunchKernel, PFN_cuLaunchKernel)                           \
-  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx)                       \
+#define CLIENT_CUDA(X)                                                  \
+  X(cuInit, PFN_cuInit)                                                 \
+  X(cuDeviceGet, PFN_cuDeviceGet)                                       \
+  X(cuDeviceGetCount, PFN_cuDeviceGetCount)                             \
+  X(cuDeviceTotalMem, PFN_cuDeviceTotalMem_v2)                          \
+  X(cuDevicePrimaryCtxRetain, PFN_cuDevicePrimaryCtxRetain)             \
+  X(cuCtxSetCurrent, PFN_cuCtxSetCurrent)                               \
+  X(cuCtxCreate, PFN_cuCtxCreate_v4)                                    \
+  X(cuCtxSynchronize, PFN_cuCtxSynchronize)                             \
+  X(cuCtxDestroy, PFN_cuCtxDestroy_v2)                                  \
+  X(cuDevicePrimaryCtxReset, PFN_cuDevicePrimaryCtxReset_v2)            \
+  X(cuMemGetInfo, PFN_cuMemGetInfo_v2)                                  \
+  X(cuMemAlloc, PFN_cuMemAlloc_v2)                                      \
+  X(cuMemAllocPitch, PFN_cuMemAllocPitch_v2)                            \
+  X(cuMemAllocManaged, PFN_cuMemAllocManaged)                           \
+  X(cuMemFree, PFN_cuMemFree_v2)                                        \
+  X(cuMemsetD8, PFN_cuMemsetD8_v2)                                      \
+  X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v2)                                  \
+  X(cuArrayCreate, PFN_cuArrayCreate_v2)                                \
+  X(cuArray3DCreate, PFN_cuArray3DCreate_v2)                            \
+  X(cuArrayDestroy, PFN_cuArrayDestroy)                                 \
+  X(cuMipmappedArrayCreate, PFN_cuMipmappedArrayCreate)                 \
+  X(cuMipmappedArrayDestroy, PFN_cuMipmappedArrayDestroy)               \
+  X(cuMemAddressReserve, PFN_cuMemAddressReserve)                       \
+  X(cuMemAddressFree, PFN_cuMemAddressFree)                             \
+  X(cuMemCreate, PFN_cuMemCreate)                                       \
+  X(cuMemRelease, PFN_cuMemRelease)                                     \
+  X(cuMemMap, PFN_cuMemMap)                                             \
+  X(cuMemUnmap, PFN_cuMemUnmap)                                         \
+  X(cuMemSetAccess, PFN_cuMemSetAccess)                                 \
+  X(cuMemRetainAllocationHandle, PFN_cuMemRetainAllocationHandle)       \
+  X(cuMemExportToShareableHandle, PFN_cuMemExportToShareableHandle)     \
+  X(cuMemImportFromShareableHandle, PFN_cuMemImportFromShareableHandle) \
+  X(cuMemAllocAsync, PFN_cuMemAllocAsync)                               \
+  X(cuMemAllocFromPoolAsync, PFN_cuMemAllocFromPoolAsync)               \
+  X(cuMemFreeAsync, PFN_cuMemFreeAsync)                                 \
+  X(cuMemPoolCreate, PFN_cuMemPoolCreate)                               \
+  X(cuMemPoolDestroy, PFN_cuMemPoolDestroy)                             \
+  X(cuMemPoolTrimTo, PFN_cuMemPoolTrimTo)                               \
+  X(cuDeviceGraphMemTrim, PFN_cuDeviceGraphMemTrim)                     \
+  X(cuCtxSetLimit, PFN_cuCtxSetLimit)                                   \
+  X(cuIpcGetMemHandle, PFN_cuIpcGetMemHandle)                           \
+  X(cuIpcOpenMemHandle, PFN_cuIpcOpenMemHandle_v2_)                     \
+  X(cuIpcCloseMemHandle, PFN_cuIpcCloseMemHandle)                       \
+  X(cuStreamCreate, PFN_cuStreamCreate)                                 \
+  X(cuStreamSynchronize, PFN_cuStreamSynchronize)                       \
+  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v2)                  \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture)                         \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags)       \
+  X(cuGraphLaunch, PFN_cuGraphLaunch)                                   \
+  X(cuGraphDestroy, PFN_cuGraphDestroy)                                 \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy)                         \
+  X(cuModuleLoadData, PFN_cuModuleLoadData)                             \
+  X(cuModuleGetFunction, PFN_cuModuleGetFunction)                       \
+  X(cuLaunchKernel, PFN_cuLaunchKernel)                                 \
+  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx)                             \
   X(cuLaunchCooperativeKernel, PFN_cuLaunchCooperativeKernel)
 
 // The exported names a linked program binds to (cuda.h's #defines).
@@ -147,12 +174,16 @@ typedef CUresult (*PFN_cuIpcOpenMemHandle_v2_)(CUdeviceptr*, CUipcMemHandle, uns
   X(cuMemUnmap, cuMemUnmap) \
   X(cuMemSetAccess, cuMemSetAccess) \
   X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle) \
+  X(cuMemExportToShareableHandle, cuMemExportToShareableHandle) \
+  X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle) \
   X(cuMemAllocAsync, cuMemAllocAsync) \
   X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync) \
   X(cuMemFreeAsync, cuMemFreeAsync) \
   X(cuMemPoolCreate, cuMemPoolCreate) \
   X(cuMemPoolDestroy, cuMemPoolDestroy) \
   X(cuMemPoolTrimTo, cuMemPoolTrimTo) \
+  X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim) \
+  X(cuCtxSetLimit, cuCtxSetLimit) \
   X(cuIpcGetMemHandle, cuIpcGetMemHandle) \
   X(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2) \
   X(cuIpcCloseMemHandle, cuIpcCloseMemHandle) \
@@ -197,10 +228,14 @@ std::string Err(CUresult r) { return "err " + std::to_string(r); }
 PFN_cuGetProcAddress_v2 g_gpa2 = nullptr;
 PFN_cuGetProcAddress g_gpa1 = nullptr;
 
+// What dlopen is given: the soname, or (--libcuda=PATH) a file by its path, as a tenant that
+// loads the real driver from where it is mounted and bypasses the shim would.
+std::string g_libcuda = "libcuda.so.1";
+
 bool LoadDlopen() {
-  api.cuda = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  api.cuda = ::dlopen(g_libcuda.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (api.cuda == nullptr) {
-    std::fprintf(stderr, "dlopen libcuda.so.1: %s\n", ::dlerror());
+    std::fprintf(stderr, "dlopen %s: %s\n", g_libcuda.c_str(), ::dlerror());
     return false;
   }
   std::map<std::string, std::string> exported = {
@@ -289,6 +324,16 @@ std::map<std::string, void*> g_arrays;
 std::map<std::string, bool> g_mipmapped;
 std::map<std::string, Vmm> g_vmm;
 std::map<std::string, CUdeviceptr> g_ipc;
+struct GraphRun {
+  CUgraphExec exec = nullptr;
+  CUstream stream = nullptr;
+  CUdeviceptr dptr = 0;  // what its allocation node allocates
+};
+std::map<std::string, GraphRun> g_graphs;
+std::map<std::string, int> g_fds;
+int g_listen = -1;
+std::thread g_background;
+std::atomic<int> g_background_failures{0};
 CUmemoryPool g_pool = nullptr;
 CUfunction g_spin = nullptr;
 CUdevice g_dev = 0;
@@ -358,18 +403,7 @@ std::string ProcMatrix() {
   if (!shim_name || !fake_name || !shim_gpa2 || !shim_gpa1 || !real_gpa2 || !real_gpa1) {
     return "err missing introspection";
   }
-  std::vector<std::string> bases;
-#define BASE(name, type)                                                                \
-  {                                                                                     \
-    std::string b = #name;                                                              \
-    for (const char* suf : {"_ptsz", "_v2", "_v3", "_v4"}) {                            \
-      size_t n = std::strlen(suf);                                                      \
-      if (b.size() > n && b.compare(b.size() - n, n, suf) == 0) b.resize(b.size() - n); \
-    }                                                                                   \
-    if (std::find(bases.begin(), bases.end(), b) == bases.end()) bases.push_back(b);    \
-  }
-  TESSERA_CUDA_HOOKS(BASE)
-#undef BASE
+  const std::vector<std::string> bases = tessera::shim::InterceptedProcAddressNames();
   int checked = 0, mismatches = 0, hooked = 0;
   for (const auto& base : bases) {
     for (int version : {11080, 12000, 12080, 13000}) {
@@ -408,6 +442,59 @@ std::string ProcMatrix() {
 
 std::string Run(const std::vector<std::string>& a);
 
+// Reserves an address range for a VMM allocation, maps it whole and makes it accessible.
+CUresult MapAll(Vmm* v) {
+  CUresult r;
+  if ((r = api.cuMemAddressReserve(&v->va, v->size, 0, 0, 0)) != CUDA_SUCCESS) return r;
+  if ((r = api.cuMemMap(v->va, v->size, 0, v->handle, 0)) != CUDA_SUCCESS) return r;
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = g_dev;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return api.cuMemSetAccess(v->va, v->size, &access, 1);
+}
+
+// One descriptor and a size over a datagram socket, as NCCL and PyTorch pass exported handles.
+bool SendFd(const std::string& path, int fd, uint64_t size) {
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{&size, sizeof(size)};
+  msghdr msg{};
+  msg.msg_name = &addr;
+  msg.msg_namelen = sizeof(addr);
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+  bool ok = ::sendmsg(s, &msg, 0) == static_cast<ssize_t>(sizeof(size));
+  ::close(s);
+  return ok;
+}
+
+int ReceiveFd(int socket, uint64_t* size) {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  iovec iov{size, sizeof(*size)};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC) != static_cast<ssize_t>(sizeof(*size))) return -1;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  if (cm == nullptr || cm->cmsg_type != SCM_RIGHTS) return -1;
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  return fd;
+}
+
 void ThreadsWork(int n, uint64_t bytes, int rounds, std::atomic<int>* failures) {
   std::vector<std::thread> threads;
   for (int t = 0; t < n; ++t) {
@@ -434,6 +521,42 @@ void ThreadsWork(int n, uint64_t bytes, int rounds, std::atomic<int>* failures) 
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// Two threads, each allocating `bytes` from a pool of its own and freeing it, `rounds` times:
+// near the cap both are refused at once and re-read each other's pool.
+std::string PoolRace(int rounds, uint64_t bytes) {
+  CUmemoryPool pools[2] = {};
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = g_dev;
+  for (auto& pool : pools) {
+    if (CUresult r = api.cuMemPoolCreate(&pool, &props); r != CUDA_SUCCESS) return Err(r);
+  }
+  std::atomic<int> granted{0}, refused{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (CUmemoryPool pool : pools) {
+    threads.emplace_back([&, pool] {
+      CUcontext ctx = nullptr;
+      api.cuDevicePrimaryCtxRetain(&ctx, g_dev);
+      api.cuCtxSetCurrent(ctx);
+      for (int i = 0; i < rounds; ++i) {
+        CUdeviceptr p = 0;
+        CUresult r = api.cuMemAllocFromPoolAsync(&p, bytes, pool, nullptr);
+        if (r == CUDA_SUCCESS) {
+          ++granted;
+          api.cuMemFreeAsync(p, nullptr);
+        } else {
+          ++(r == CUDA_ERROR_OUT_OF_MEMORY ? refused : failed);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (CUmemoryPool pool : pools) api.cuMemPoolDestroy(pool);
+  if (failed > 0) return "err " + std::to_string(failed.load()) + " failures";
+  return "ok " + std::to_string(granted.load()) + " " + std::to_string(refused.load());
 }
 
 std::string Run(const std::vector<std::string>& a) {
@@ -539,13 +662,7 @@ std::string Run(const std::vector<std::string>& a) {
                                                       : 77;
     prop.location.id = loc == "device" ? g_dev : 0;
     if ((r = api.cuMemCreate(&v.handle, v.size, &prop, 0)) != CUDA_SUCCESS) return Err(r);
-    if ((r = api.cuMemAddressReserve(&v.va, v.size, 0, 0, 0)) != CUDA_SUCCESS) return Err(r);
-    if ((r = api.cuMemMap(v.va, v.size, 0, v.handle, 0)) != CUDA_SUCCESS) return Err(r);
-    CUmemAccessDesc access{};
-    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    access.location.id = g_dev;
-    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    if ((r = api.cuMemSetAccess(v.va, v.size, &access, 1)) != CUDA_SUCCESS) return Err(r);
+    if ((r = MapAll(&v)) != CUDA_SUCCESS) return Err(r);
     if (c == "vmmearly") {
       if ((r = api.cuMemRelease(v.handle)) != CUDA_SUCCESS) return Err(r);
       v.released = true;
@@ -560,6 +677,47 @@ std::string Run(const std::vector<std::string>& a) {
       return Err(r);
     }
     return (r = api.cuMemRelease(h)) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "fdlisten") {
+    g_listen = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", a[1].c_str());
+    if (::bind(g_listen, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return "err bind";
+    }
+    return "ok";
+  }
+  if (c == "vmmexport" || c == "vmmsend") {
+    Vmm& v = g_vmm[a[1]];
+    int fd = -1;
+    r = api.cuMemExportToShareableHandle(&fd, v.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                         0);
+    if (r != CUDA_SUCCESS) return Err(r);
+    if (c == "vmmexport") {
+      g_fds[a[1]] = fd;
+      return "ok";
+    }
+    bool sent = SendFd(a[2], fd, v.size);
+    ::close(fd);
+    return sent ? "ok" : "err send";
+  }
+  if (c == "fdclose") {
+    ::close(g_fds[a[1]]);
+    g_fds.erase(a[1]);
+    return "ok";
+  }
+  if (c == "vmmimport") {
+    Vmm v;
+    int fd = ReceiveFd(g_listen, &v.size);
+    if (fd < 0) return "err receive";
+    r = api.cuMemImportFromShareableHandle(&v.handle, reinterpret_cast<void*>(intptr_t{fd}),
+                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    ::close(fd);
+    if (r != CUDA_SUCCESS) return Err(r);
+    if ((r = MapAll(&v)) != CUDA_SUCCESS) return Err(r);
+    g_vmm[a[1]] = v;
+    return "ok";
   }
   if (c == "vmmfree") {
     Vmm v = g_vmm[a[1]];
@@ -660,6 +818,52 @@ std::string Run(const std::vector<std::string>& a) {
     api.cuGraphDestroy(g);
     return r == CUDA_SUCCESS ? "ok" : Err(r);
   }
+  if (c == "graphalloc") {  // captures a graph that allocates B (and frees it, with FREE=1)
+    CUstream s = nullptr;
+    if ((r = api.cuStreamCreate(&s, 0)) != CUDA_SUCCESS) return Err(r);
+    if ((r = api.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL)) != CUDA_SUCCESS) {
+      return Err(r);
+    }
+    CUdeviceptr p = 0;
+    if ((r = api.cuMemAllocAsync(&p, Num(a[2]), s)) != CUDA_SUCCESS) return Err(r);
+    if (Num(a[3]) != 0 && (r = api.cuMemFreeAsync(p, s)) != CUDA_SUCCESS) return Err(r);
+    CUgraph g = nullptr;
+    if ((r = api.cuStreamEndCapture(s, &g)) != CUDA_SUCCESS) return Err(r);
+    CUgraphExec e = nullptr;
+    if ((r = api.cuGraphInstantiateWithFlags(&e, g, 0)) != CUDA_SUCCESS) return Err(r);
+    g_graphs[a[1]] = {e, s, p};
+    return "ok";
+  }
+  if (c == "graphlaunch") {
+    const GraphRun& run = g_graphs[a[1]];
+    if ((r = api.cuGraphLaunch(run.exec, run.stream)) != CUDA_SUCCESS) return Err(r);
+    return (r = api.cuStreamSynchronize(run.stream)) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "graphfree") {  // frees what the graph allocated and did not free
+    const GraphRun& run = g_graphs[a[1]];
+    return (r = api.cuMemFreeAsync(run.dptr, run.stream)) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "graphtrim") {
+    return (r = api.cuDeviceGraphMemTrim(g_dev)) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "setlimit") {
+    CUlimit limit = a[1] == "stack"  ? CU_LIMIT_STACK_SIZE
+                    : a[1] == "fifo" ? CU_LIMIT_PRINTF_FIFO_SIZE
+                                     : CU_LIMIT_MALLOC_HEAP_SIZE;
+    return (r = api.cuCtxSetLimit(limit, Num(a[2]))) == CUDA_SUCCESS ? "ok" : Err(r);
+  }
+  if (c == "bgthreads") {  // threads, in the background (bgjoin waits for them)
+    int n = static_cast<int>(Num(a[1]));
+    uint64_t bytes = Num(a[2]);
+    int rounds = static_cast<int>(Num(a[3]));
+    g_background = std::thread([=] { ThreadsWork(n, bytes, rounds, &g_background_failures); });
+    return "ok";
+  }
+  if (c == "bgjoin") {
+    if (g_background.joinable()) g_background.join();
+    return g_background_failures == 0 ? "ok" : "err failures";
+  }
+  if (c == "poolrace") return PoolRace(static_cast<int>(Num(a[1])), Num(a[2]));
   if (c == "threads") {
     std::atomic<int> failures{0};
     ThreadsWork(static_cast<int>(Num(a[1])), Num(a[2]), static_cast<int>(Num(a[3])), &failures);
@@ -695,6 +899,38 @@ std::string Run(const std::vector<std::string>& a) {
     }
     return out;
   }
+  if (c == "legacy") {
+    // A CUDA 2.x allocator (32-bit ABI) by name from libcuda.so.1, as a program could dlsym it.
+    void* self = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void* fn = self != nullptr ? ::dlsym(self, a[1].c_str()) : nullptr;
+    if (fn == nullptr) return "err missing " + a[1];
+    const auto bytes = static_cast<unsigned int>(Num(a[2]));
+    unsigned int ptr = 0, pitch = 0;
+    CUarray array = nullptr;
+    // Descriptors of CUDA 2.x: 32-bit extents. One byte per element, rows of 16 KiB.
+    struct {
+      unsigned int width, height, depth;
+      CUarray_format format;
+      unsigned int channels, flags;
+    } desc3{16384, bytes / 16384, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
+    struct {
+      unsigned int width, height;
+      CUarray_format format;
+      unsigned int channels;
+    } desc{16384, bytes / 16384, CU_AD_FORMAT_UNSIGNED_INT8, 1};
+    if (a[1] == "cuMemAlloc") {
+      r = reinterpret_cast<PFN_cuMemAlloc_v1>(fn)(&ptr, bytes);
+    } else if (a[1] == "cuMemAllocPitch") {
+      r = reinterpret_cast<PFN_cuMemAllocPitch_v1>(fn)(&ptr, &pitch, 16384, bytes / 16384, 4);
+    } else if (a[1] == "cuArrayCreate") {
+      r = reinterpret_cast<PFN_cuArrayCreate_v1>(fn)(&array, &desc);
+    } else if (a[1] == "cuArray3DCreate") {
+      r = reinterpret_cast<PFN_cuArray3DCreate_v1>(fn)(&array, &desc3);
+    } else {
+      return "err unknown " + a[1];
+    }
+    return r == CUDA_SUCCESS ? "ok" : Err(r);
+  }
   if (c == "hookname") {
     void* self = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     auto name_of = self ? reinterpret_cast<const char* (*)(const void*)>(
@@ -711,6 +947,23 @@ std::string Run(const std::vector<std::string>& a) {
     return std::string("ok ") + (n ? n : "-");
   }
   if (c == "procmatrix") return ProcMatrix();
+  if (c == "procaddr") {
+    void* self = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (self == nullptr || a.size() < 3) return "err usage";
+    auto gpa = reinterpret_cast<PFN_cuGetProcAddress_v2>(::dlsym(self, "cuGetProcAddress_v2"));
+    auto name_of =
+        reinterpret_cast<const char* (*)(const void*)>(::dlsym(self, "tessera_shim_hook_name"));
+    if (gpa == nullptr) return "err no cuGetProcAddress_v2";
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    cuuint64_t flags = a.size() > 3 && a[3] == "ptsz"
+                           ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+                           : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    r = gpa(a[1].c_str(), &fn, static_cast<int>(Num(a[2])), flags, &status);
+    if (r != CUDA_SUCCESS) return Err(r) + " " + std::to_string(status);
+    const char* n = (name_of != nullptr && fn != nullptr) ? name_of(fn) : nullptr;
+    return std::string("ok ") + (n ? n : "-");
+  }
   if (c == "forkrun") {
     int fds[2];
     if (::pipe(fds) != 0) return "err pipe";
@@ -757,6 +1010,9 @@ int main(int argc, char** argv) {
       if (v.find("ptsz") != std::string::npos)
         g_flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     }
+#ifndef SHIM_CLIENT_LINKED
+    if (arg.rfind("--libcuda=", 0) == 0) g_libcuda = arg.substr(10);
+#endif
   }
 #ifdef SHIM_CLIENT_LINKED
   if (procaddr) return 2;  // the linked client binds at load time

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <thread>
 
+#include "agent/procs/gpu_processes.h"
 #include "shim/compute_controller.h"
 #include "shim_testing.h"
 
@@ -49,7 +50,7 @@ class ComputeTest : public ::testing::Test {
   class Agent {
    public:
     Agent(int gpu, std::vector<Segment*> pods) {
-      auto nvml = NvmlUtilization::Load(TESSERA_FAKE_NVML);
+      auto nvml = agent::NvmlProcessSampler::Load(TESSERA_FAKE_NVML);
       EXPECT_TRUE(nvml.ok()) << nvml.status();
       nvml_ = std::move(*nvml);
       thread_ = std::thread([this, gpu, pods] {
@@ -67,7 +68,7 @@ class ComputeTest : public ::testing::Test {
     }
 
    private:
-    std::unique_ptr<NvmlUtilization> nvml_;
+    std::unique_ptr<agent::NvmlProcessSampler> nvml_;  // the agent's NVML sampler
     std::atomic<bool> stop_{false};
     std::thread thread_;
   };

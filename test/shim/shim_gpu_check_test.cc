@@ -32,11 +32,28 @@ TEST(GpuCheckTest, DriverChecksPassThroughTheShim) {
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("\"failed\":0"), std::string::npos) << out;
   EXPECT_NE(out.find("\"cap\":1073741824"), std::string::npos) << out;
-  for (const char* check :
-       {"reports_the_share", "pitch", "array3d", "mipmapped_array", "vmm_device", "vmm_host",
-        "vmm_host_numa", "pool_default", "pool_from_pool", "out_of_memory",
-        "free_minus_256MiB_fits", "free_plus_256MiB_refused", "cuGetProcAddress_12000",
-        "cuGetProcAddress_13000", "ipc_not_counted_twice"}) {
+  for (const char* check : {"reports_the_share",
+                            "pitch",
+                            "array3d",
+                            "mipmapped_array",
+                            "vmm_device",
+                            "vmm_host",
+                            "vmm_host_numa",
+                            "pool_default",
+                            "pool_from_pool",
+                            "out_of_memory",
+                            "free_minus_256MiB_fits",
+                            "free_plus_256MiB_refused",
+                            "cuGetProcAddress_12000",
+                            "cuGetProcAddress_13000",
+                            "ipc_not_counted_twice",
+                            "cuGetProcAddress_every_hooked_symbol",
+                            "vmm_export_tagged",
+                            "vmm_export_import_release",
+                            "graph_allocations",
+                            "context_heap_limit",
+                            "ipc_free_while_opened",
+                            "cuda2_allocators_refused"}) {
     EXPECT_NE(out.find(std::string("\"name\":\"") + check + "\",\"pass\":true"), std::string::npos)
         << check << ": " << out;
   }

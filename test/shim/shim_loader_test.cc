@@ -1,6 +1,8 @@
 // Every way an application reaches the driver is intercepted: linked with -lcuda, dlopen +
 // dlsym, cuGetProcAddress (v1 and v2) at CUDA 11.8, 12.0, 12.8 and 13.0 with both stream
-// flags, and Python's ctypes. Each case runs a real process through the real dynamic loader.
+// flags, also when the driver's cuGetProcAddress answers with internal entry points that dlsym
+// never returns, and Python's ctypes. Each case runs a real process through the real dynamic
+// loader.
 #include <cstdio>
 #include <sstream>
 
@@ -9,10 +11,19 @@
 namespace tessera::shim::testing {
 namespace {
 
+// The fake driver's cuGetProcAddress hands out internal entry points (as a real driver may):
+// pointers the shim has never seen.
+const char kInternalEntryPoints[] = "TESSERA_FAKE_CUDA_INTERNAL_ENTRY_POINTS=1";
+
 struct Case {
   LoadMode mode;
   bool ptsz;
+  bool internal = false;  // the driver answers cuGetProcAddress with internal entry points
 };
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.mode.name << (c.internal ? " (internal entry points)" : "");
+}
 
 class LoaderMatrixTest : public ::testing::TestWithParam<Case> {};
 
@@ -20,7 +31,9 @@ TEST_P(LoaderMatrixTest, CapIsEnforcedAndReportedThroughThisLoadingPath) {
   const Case& c = GetParam();
   Node node;
   node.Share("pod", 0, 1 * kGiB);
-  Client app(node, "pod", /*shim=*/true, c.mode);
+  std::vector<std::string> env;
+  if (c.internal) env.push_back(kInternalEntryPoints);
+  Client app(node, "pod", /*shim=*/true, c.mode, env);
   ASSERT_EQ(app.Do("init"), "ok");
   // The device is the share.
   EXPECT_EQ(app.Values("totalmem"), (std::vector<uint64_t>{1 * kGiB}));
@@ -59,9 +72,14 @@ INSTANTIATE_TEST_SUITE_P(Paths, LoaderMatrixTest,
                                            Case{LoadMode::ProcAddress(12080, false), false},
                                            Case{LoadMode::ProcAddress(12080, true), true},
                                            Case{LoadMode::ProcAddress(13000, false), false},
-                                           Case{LoadMode::ProcAddress(13000, true), true}),
+                                           Case{LoadMode::ProcAddress(13000, true), true},
+                                           Case{LoadMode::ProcAddress(11080, false), false, true},
+                                           Case{LoadMode::ProcAddress(12000, true), true, true},
+                                           Case{LoadMode::ProcAddress(12080, false), false, true},
+                                           Case{LoadMode::ProcAddress(13000, true), true, true}),
                          [](const ::testing::TestParamInfo<Case>& param) {
                            std::string n = param.param.mode.name;
+                           if (param.param.internal) n += "-internal";
                            for (char& ch : n) {
                              if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            }
@@ -71,10 +89,12 @@ INSTANTIATE_TEST_SUITE_P(Paths, LoaderMatrixTest,
 // For every symbol the shim hooks, at every version and flag, through both cuGetProcAddress
 // APIs: the shim returns its hook for exactly the variant the driver returns, or fails the same
 // way (symbol not found, version not sufficient).
-TEST(LoaderTest, CuGetProcAddressResolvesTheExactVariantAtEveryVersionAndFlag) {
+void ExpectExactVariants(bool internal) {
   Node node;
   node.Share("pod", 0, 1 * kGiB);
-  Client app(node, "pod");
+  std::vector<std::string> env;
+  if (internal) env.push_back(kInternalEntryPoints);
+  Client app(node, "pod", /*shim=*/true, LoadMode::Dlopen(), env);
   ASSERT_EQ(app.Do("init"), "ok");
   std::string line = app.Do("procmatrix");
   while (line.rfind("ok", 0) != 0 && line != "(client exited)") {
@@ -88,6 +108,42 @@ TEST(LoaderTest, CuGetProcAddressResolvesTheExactVariantAtEveryVersionAndFlag) {
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(checked, 500);
   EXPECT_GT(hooked, checked / 2);
+}
+
+TEST(LoaderTest, CuGetProcAddressResolvesTheExactVariantAtEveryVersionAndFlag) {
+  ExpectExactVariants(/*internal=*/false);
+}
+
+// The attack: a driver (or a tenant's interposer in front of it) whose cuGetProcAddress returns
+// entry points the shim cannot recognise by address. Every symbol the shim intercepts still
+// resolves to its hook for exactly the variant asked for, never to the unknown pointer.
+TEST(LoaderTest, UnknownEntryPointsFromCuGetProcAddressAreReplacedByTheHook) {
+  ExpectExactVariants(/*internal=*/true);
+}
+
+// A variant of an intercepted symbol older than the shim's hooks (cuCtxDestroy before CUDA 4.0)
+// would bypass the shim: on a shared GPU it is refused, whatever pointer the driver returned.
+// Without a share nothing is enforced, and the driver's answer stands.
+TEST(LoaderTest, AVariantOlderThanTheShimsHooksIsRefusedOnASharedGpu) {
+  for (bool internal : {false, true}) {
+    Node node;
+    node.Share("pod", 0, 1 * kGiB);
+    std::vector<std::string> env;
+    if (internal) env.push_back(kInternalEntryPoints);
+    Client app(node, "pod", /*shim=*/true, LoadMode::Dlopen(), env);
+    ASSERT_EQ(app.Do("init"), "ok");
+    EXPECT_EQ(app.Do("procaddr cuCtxDestroy 3000"), "err 500 2");  // NOT_FOUND, version
+    EXPECT_EQ(app.Do("procaddr cuCtxDestroy 4000"), "ok cuCtxDestroy_v2");
+    EXPECT_EQ(app.Do("procaddr cuMemAlloc 12000"), "ok cuMemAlloc_v2");
+    // CUDA 2.x's cuMemAlloc: its own hook, which refuses to allocate on a shared GPU.
+    EXPECT_EQ(app.Do("procaddr cuMemAlloc 3000"), "ok cuMemAlloc");
+    EXPECT_EQ(app.Do("procaddr cuMemAllocAsync 12000 ptsz"), "ok cuMemAllocAsync_ptsz");
+    EXPECT_EQ(app.Do("procaddr cuMemsetD8 12000"), "ok -");  // not intercepted: the driver's
+  }
+  Node unshared;
+  Client app(unshared, "pod", /*shim=*/true);
+  ASSERT_EQ(app.Do("init"), "ok");
+  EXPECT_EQ(app.Do("procaddr cuCtxDestroy 3000"), "ok -");
 }
 
 // Without the shim the same program sees the whole fake GPU: the tests above measure the shim.

@@ -53,6 +53,124 @@ TEST(MultiProcessTest, SigkilledHolderGivesItsMemoryBackAtOnce) {
   EXPECT_EQ(other.Values("meminfo"), (std::vector<uint64_t>{524 * kMiB, 1 * kGiB}));
 }
 
+// An exported allocation outlives its creator, killed after handing it on: the importer's hold
+// keeps it counted (the driver keeps it), until the importer dies too.
+TEST(MultiProcessTest, ExportedMemoryStaysCountedAfterItsCreatorIsKilled) {
+  Node node;
+  Segment& seg = node.Share("pod", 0, 1 * kGiB);
+  Client creator(node, "pod"), holder(node, "pod");
+  ASSERT_EQ(creator.Do("init"), "ok");
+  ASSERT_EQ(holder.Do("init"), "ok");
+  const std::string sock = node.dir() + "/vmm.sock";
+  ASSERT_EQ(holder.Do("fdlisten " + sock), "ok");
+  ASSERT_EQ(creator.Do("vmm x 314572800 device"), "ok");  // 300 MiB
+  ASSERT_EQ(creator.Do("vmmsend x " + sock), "ok");
+  ASSERT_EQ(holder.Do("vmmimport x"), "ok");
+  creator.Kill();
+  seg.Reap();
+  EXPECT_EQ(node.PhysicalBytes(0), 300 * kMiB);
+  EXPECT_EQ(seg.Inspect().used_bytes, 300 * kMiB);
+  EXPECT_EQ(seg.Inspect().shared_bytes, 300 * kMiB);
+  EXPECT_EQ(holder.Do("alloc y 838860800"), "err 2");  // 800 MiB
+  holder.Kill();
+  EXPECT_EQ(node.PhysicalBytes(0), 0u);
+  seg.Reap();
+  EXPECT_EQ(seg.Inspect().used_bytes, 0u);
+}
+
+// Memory exported over CUDA IPC outlives its exporter, killed after handing the handle on: the
+// opener's hold keeps it counted, until the opener dies too.
+TEST(MultiProcessTest, IpcMemoryStaysCountedAfterItsExporterIsKilled) {
+  Node node;
+  Segment& seg = node.Share("pod", 0, 1 * kGiB);
+  Client exporter(node, "pod"), opener(node, "pod");
+  ASSERT_EQ(exporter.Do("init"), "ok");
+  ASSERT_EQ(opener.Do("init"), "ok");
+  ASSERT_EQ(exporter.Do("alloc x 314572800"), "ok");  // 300 MiB
+  std::string handle = exporter.Do("ipcget x");
+  ASSERT_EQ(handle.rfind("ok ", 0), 0u) << handle;
+  ASSERT_EQ(opener.Do("ipcopen x " + handle.substr(3)), "ok");
+  exporter.Kill();
+  seg.Reap();
+  EXPECT_EQ(seg.Inspect().used_bytes, 300 * kMiB);
+  EXPECT_EQ(seg.Inspect().shared_bytes, 300 * kMiB);
+  EXPECT_EQ(opener.Do("alloc y 838860800"), "err 2");  // 800 MiB
+  opener.Kill();
+  seg.Reap();
+  EXPECT_EQ(seg.Inspect().used_bytes, 0u);
+}
+
+// The fallback when a process has no slot in the pod's ledger used to be the whole cap for that
+// process alone, so N such processes got N caps. Missing, malformed or full: each gets only the
+// small allowance, and says why.
+TEST(MultiProcessTest, WithoutALedgerSlotAProcessGetsOnlyTheSmallAllowance) {
+  const std::string ledger_file = std::string("/ledger/") + Node::Uuid(0) + contract::kLedgerSuffix;
+  for (const char* how : {"missing", "malformed", "full"}) {
+    SCOPED_TRACE(how);
+    Node node;
+    node.Share("pod", 0, 1 * kGiB, 0, ComputeMode::kHardCap,
+               /*slots=*/std::string(how) == "full" ? 1 : 64);
+    const std::string path = node.PodDir("pod") + ledger_file;
+    std::unique_ptr<Client> first;
+    if (std::string(how) == "missing") {
+      ASSERT_EQ(::unlink(path.c_str()), 0);
+    } else if (std::string(how) == "malformed") {
+      FILE* f = std::fopen(path.c_str(), "r+");
+      ASSERT_NE(f, nullptr);
+      std::fputs("not a ledger", f);
+      std::fclose(f);
+    } else {
+      first = std::make_unique<Client>(node, "pod");  // takes the only slot
+      ASSERT_EQ(first->Do("init"), "ok");
+      ASSERT_EQ(first->Do("alloc a 104857600"), "ok");
+    }
+    Client a(node, "pod"), b(node, "pod");
+    for (Client* c : {&a, &b}) {
+      ASSERT_EQ(c->Do("init"), "ok");
+      EXPECT_EQ(c->Do("alloc big 629145600"), "err 2");  // 600 MiB each: N caps before
+      EXPECT_EQ(c->Do("alloc small 33554432"), "ok");    // 32 MiB: within the allowance
+      EXPECT_EQ(c->Values("meminfo"), (std::vector<uint64_t>{32 * kMiB, 64 * kMiB}));
+    }
+    std::string status = a.Do("status");
+    const char* cause = std::string(how) == "missing"     ? "cannot open ledger"
+                        : std::string(how) == "malformed" ? "bad magic"
+                                                          : "all 1 process slots";
+    EXPECT_NE(status.find(cause), std::string::npos) << status;
+  }
+}
+
+// Lock order: two threads allocating from two pools near the cap are both refused at once and
+// each re-reads the other's pool. Holding its own pool's mutex while waiting for the other's,
+// they deadlocked; the deadline only catches a hang.
+TEST(MultiProcessTest, TwoPoolsNearTheCapNeverDeadlock) {
+  Node node;
+  node.Share("pod", 0, 1 * kGiB);
+  Client app(node, "pod");
+  ASSERT_EQ(app.Do("init"), "ok");
+  std::string answer = app.DoWithin("poolrace 3000 629145600", 300);  // 600 MiB each
+  EXPECT_EQ(answer.rfind("ok ", 0), 0u) << answer;
+}
+
+// A process killed while it holds the ledger's locks (its slot's, mid-allocation, from several
+// threads, with stream-ordered pools in use) stops no one: another process of the pod then gets
+// the whole cap, within a deadline that only catches a hang.
+TEST(MultiProcessTest, AProcessKilledWhileHoldingItsLocksStopsNoOne) {
+  Node node;
+  Segment& seg = node.Share("pod", 0, 1 * kGiB);
+  Client survivor(node, "pod");
+  ASSERT_EQ(survivor.Do("init"), "ok");
+  for (int round = 0; round < 4; ++round) {
+    Client victim(node, "pod");
+    ASSERT_EQ(victim.Do("init"), "ok");
+    ASSERT_EQ(victim.Do("bgthreads 4 104857600 1000000"), "ok");
+    for (int i = 0; i < 1 + round * 50; ++i) victim.Do("pid");  // a little later each round
+    victim.Kill();
+    EXPECT_EQ(survivor.DoWithin("alloc all 1073741824", 120), "ok");
+    EXPECT_EQ(survivor.DoWithin("free all", 120), "ok");
+  }
+  EXPECT_EQ(seg.Inspect().used_bytes, 0u);
+}
+
 // A fork child is a process of its own: its allocations go to its own slot and come back when it
 // exits; the parent's slot and usage are untouched by the fork.
 TEST(MultiProcessTest, ForkChildrenAndExec) {

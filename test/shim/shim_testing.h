@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -175,6 +176,18 @@ class Client {
   std::string Do(const std::string& command) {
     std::fprintf(to_, "%s\n", command.c_str());
     std::fflush(to_);
+    return ReadLine();
+  }
+  // Do, but gives up after `seconds`: then kills the client and answers "(timed out)". For
+  // tests that check that a process makes progress, with a deadline that catches only a hang.
+  std::string DoWithin(const std::string& command, int seconds) {
+    std::fprintf(to_, "%s\n", command.c_str());
+    std::fflush(to_);
+    pollfd p{::fileno(from_), POLLIN, 0};
+    if (::poll(&p, 1, seconds * 1000) != 1) {
+      Kill();
+      return "(timed out)";
+    }
     return ReadLine();
   }
   std::string ReadLine() {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/discovery/xid.h"
 #include "core/model/node.h"
 #include "records/assignment.h"
 #include "records/inventory.h"
@@ -32,13 +33,33 @@ struct FabricInfo {
   bool operator==(const FabricInfo&) const = default;
 };
 
+// A health condition the GPU shows now (xid.h's HealthCondition): it holds while the driver (or
+// the description file) reports it.
+struct GpuCondition {
+  HealthCondition condition = HealthCondition::kMarkedUnhealthy;
+  FaultEffect effect = FaultEffect::kFail;  // ClassifyCondition's, or the listed XIDs'
+  std::vector<int32_t> xids;                // XIDs that explain it, when known
+  std::string detail;                       // "NVML nvmlDeviceGetUUID: GPU is lost"
+  bool operator==(const GpuCondition&) const = default;
+};
+// The condition with its table's effect and `detail`.
+GpuCondition Condition(HealthCondition c, std::string detail, std::vector<int32_t> xids = {});
+
 struct DiscoveredGpu {
   // index, uuid, model (tessera's name), memory_mib, sm_count, pci_bus_id, numa_node,
   // cpu_affinity, mig_enabled and mig_layout (configured GPU instances).
   core::GpuSpec spec;
   std::string product_name;  // what nvidia-smi prints as "Product Name", when known
   int32_t minor = -1;        // /dev/nvidia<minor>
+  // What discovery found wrong with the GPU now; empty when nothing.
+  std::vector<GpuCondition> conditions;
+  // The health the inventory publishes: discovery sets it from `conditions`
+  // (HealthFromConditions); the agent's health tracker (agent/health) replaces it with what it
+  // holds (faults seen as events, quiet periods) before publishing.
   records::GpuHealth health;
+  // The strongest effect of what makes `health` unhealthy (kNone when healthy): kDrain keeps new
+  // pods off, kFail also acts on the running ones (DRA taint effect, fault policy).
+  FaultEffect fault = FaultEffect::kNone;
   bool has_fabric = false;  // `fabric` is meaningful (the GPU registered with a fabric manager)
   FabricInfo fabric;
   // The identity of each configured MIG instance ("MIG-..."), parallel to spec.mig_layout; empty
@@ -62,18 +83,29 @@ struct NodeGpus {
   records::Inventory ToInventory() const;
 };
 
-// Something that may change the inventory, seen between two discoveries.
+// The published health of a GPU with these conditions: unhealthy with the conditions' XIDs and
+// texts when any has an effect of kDrain or more.
+records::GpuHealth HealthFromConditions(const std::vector<GpuCondition>& conditions);
+// The strongest effect among `conditions` (kNone for none).
+FaultEffect StrongestEffect(const std::vector<GpuCondition>& conditions);
+
+// An XID error the driver reported, seen between two discoveries (an event, not a state).
 struct HealthEvent {
   int32_t gpu_index = -1;
   std::string uuid;
-  int32_t xid = 0;        // NVIDIA XID number; 0 for events that are not XIDs
-  bool critical = false;  // marks the GPU unhealthy (see xid.h)
-  std::string text;       // for logs and the inventory's reason
+  int32_t xid = 0;   // NVIDIA XID number
+  std::string mig;   // the MIG instance it concerns ("1g.10gb@0"), when the driver says
+  XidClass klass;    // ClassifyXid(xid)
+  std::string text;  // XidText(xid), for logs and Events
+  bool critical() const { return klass.effect >= FaultEffect::kDrain; }
 };
+// The event for XID `xid` on GPU `index` (`uuid`), classified.
+HealthEvent XidEvent(int32_t index, std::string uuid, int32_t xid, std::string mig = "");
 
 struct WaitResult {
   std::vector<HealthEvent> events;
   bool changed = false;  // discover again: the description or the MIG configuration changed
+  std::vector<std::string> warnings;  // events that could not be read, for the log
 };
 
 class GpuDiscovery {

@@ -1,6 +1,9 @@
 #include "agent/discovery/fake_discovery.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -16,6 +19,36 @@
 #include "nlohmann/json.hpp"
 
 namespace tessera::agent {
+
+namespace {
+
+// Holds an exclusive flock on `path` while alive (the description file's writers' lock).
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0) (void)::flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+int64_t FileSize(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return st.st_size;
+}
+
+}  // namespace
+
+FakeDiscovery::FakeDiscovery(std::string path)
+    : path_(std::move(path)), events_offset_(FileSize(FakeXidEventsPath(path_))) {}
 
 std::string FakeDiscovery::Describe() const { return StrCat("GPU description file ", path_); }
 
@@ -38,17 +71,52 @@ absl::StatusOr<NodeGpus> FakeDiscovery::Discover() {
     return absl::FailedPreconditionError(
         StrCat("cannot read the GPU description file ", path_, ": ", std::strerror(errno)));
   }
-  return ParseFakeGpusFile(text.str(), path_);
+  absl::StatusOr<NodeGpus> gpus = ParseFakeGpusFile(text.str(), path_);
+  if (gpus.ok()) {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    last_ = std::make_shared<const NodeGpus>(*gpus);
+  }
+  return gpus;
+}
+
+void FakeDiscovery::ReadEvents(const NodeGpus& gpus, WaitResult* result) {
+  const std::string events_path = FakeXidEventsPath(path_);
+  const int64_t size = FileSize(events_path);
+  if (size < events_offset_) events_offset_ = 0;  // truncated: read it from the start
+  if (size == events_offset_) return;
+  std::ifstream in(events_path, std::ios::binary);
+  in.seekg(events_offset_);
+  std::string chunk(static_cast<size_t>(size - events_offset_), '\0');
+  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  chunk.resize(static_cast<size_t>(in.gcount()));
+  const size_t end = chunk.rfind('\n');
+  if (end == std::string::npos) return;  // a line still being written
+  events_offset_ += static_cast<int64_t>(end + 1);
+  size_t begin = 0;
+  while (begin <= end) {
+    const size_t nl = chunk.find('\n', begin);
+    const std::string_view line(chunk.data() + begin, nl - begin);
+    begin = nl + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    absl::StatusOr<HealthEvent> e = ParseFakeXidEvent(line, gpus);
+    if (e.ok()) {
+      result->events.push_back(std::move(*e));
+    } else {
+      result->warnings.push_back(StrCat(events_path, ": ", e.status().message()));
+    }
+  }
 }
 
 absl::StatusOr<WaitResult> FakeDiscovery::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   WaitResult result;
   while (true) {
-    if (Stamp() != seen_stamp_) {
-      result.changed = true;
-      return result;
+    {
+      std::lock_guard<std::mutex> lock(events_mu_);
+      if (last_) ReadEvents(*last_, &result);
     }
+    if (Stamp() != seen_stamp_) result.changed = true;
+    if (result.changed || !result.events.empty() || !result.warnings.empty()) return result;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return result;
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
@@ -60,6 +128,7 @@ absl::StatusOr<DiscoveredGpu> FakeDiscovery::Rewrite(
     const std::string& uuid, const std::string& what,
     const std::function<absl::Status(nlohmann::json& gpu)>& change) {
   std::lock_guard<std::mutex> lock(mig_mu_);
+  FileLock file_lock(FakeGpusLockPath(path_));
   std::ifstream in(path_, std::ios::binary);
   if (!in) {
     return absl::FailedPreconditionError(

@@ -1,9 +1,11 @@
 #include "agent/discovery/fake_gpus_file.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <initializer_list>
 #include <set>
+#include <utility>
 
 #include "agent/discovery/json_lines.h"
 #include "agent/discovery/model_names.h"
@@ -200,20 +202,76 @@ absl::Status ReadHealth(const Field& gpu, std::string_view source, DiscoveredGpu
           StrCat("is true, but ", XidText(critical.front()), " marks a GPU unhealthy (xid)"));
     }
   }
-  out->health.healthy = healthy;
-  if (healthy) return absl::OkStatus();
-  out->health.xids = critical;
-  std::vector<std::string> texts;
-  for (int32_t x : critical) texts.push_back(XidText(x));
-  out->health.reason =
-      texts.empty() ? StrCat("marked unhealthy in ", source) : StrJoin(texts, "; ");
+  std::vector<GpuCondition>& conditions = out->conditions;
+  if (!healthy) {
+    std::vector<std::string> texts;
+    FaultEffect effect = critical.empty() ? FaultEffect::kFail : FaultEffect::kDrain;
+    for (int32_t x : critical) {
+      texts.push_back(XidText(x));
+      effect = std::max(effect, ClassifyXid(x).effect);
+    }
+    GpuCondition c = Condition(
+        HealthCondition::kMarkedUnhealthy,
+        texts.empty() ? StrCat("marked unhealthy in ", source) : StrJoin(texts, "; "), critical);
+    c.effect = effect;
+    conditions.push_back(std::move(c));
+  }
+  // What NVML would report of the GPU now (xid.h HealthCondition).
+  if (gpu.Has("lost")) {
+    TESSERA_ASSIGN_OR_RETURN(bool lost, gpu.Child("lost").Bool());
+    if (lost) {
+      conditions.push_back(
+          Condition(HealthCondition::kGpuLost, StrCat(XidText(79), " (", source, ": lost)"), {79}));
+    }
+  }
+  if (gpu.Has("recovery_action")) {
+    Field f = gpu.Child("recovery_action");
+    TESSERA_ASSIGN_OR_RETURN(std::string action, f.String());
+    static constexpr std::pair<std::string_view, uint32_t> kActions[] = {
+        {"none", 0}, {"reset", 1}, {"reboot", 2}, {"drain-p2p", 3}, {"drain-and-reset", 4}};
+    bool known = false;
+    for (const auto& [name, value] : kActions) {
+      if (name != action) continue;
+      known = true;
+      HealthCondition c;
+      if (RecoveryActionCondition(value, &c)) {
+        conditions.push_back(
+            Condition(c, StrCat(ClassifyCondition(c).text, " (recovery action ", action, ")")));
+      }
+    }
+    if (!known) {
+      return f.Error(StrCat("\"", action,
+                            "\" is not a recovery action (none, reset, reboot, drain-p2p, "
+                            "drain-and-reset)"));
+    }
+  }
+  if (gpu.Has("row_remap")) {
+    Field f = gpu.Child("row_remap");
+    TESSERA_RETURN_IF_ERROR(f.ExpectObject({"pending", "failure"}));
+    bool pending = false, failure = false;
+    if (f.Has("pending")) {
+      TESSERA_ASSIGN_OR_RETURN(pending, f.Child("pending").Bool());
+    }
+    if (f.Has("failure")) {
+      TESSERA_ASSIGN_OR_RETURN(failure, f.Child("failure").Bool());
+    }
+    if (pending) conditions.push_back(Condition(HealthCondition::kRowRemapPending, ""));
+    if (failure) conditions.push_back(Condition(HealthCondition::kRowRemapFailure, ""));
+  }
+  if (gpu.Has("retired_pages_pending")) {
+    TESSERA_ASSIGN_OR_RETURN(bool pending, gpu.Child("retired_pages_pending").Bool());
+    if (pending) conditions.push_back(Condition(HealthCondition::kRetiredPagesPending, ""));
+  }
+  out->health = HealthFromConditions(conditions);
+  out->fault = out->health.healthy ? FaultEffect::kNone : StrongestEffect(conditions);
   return absl::OkStatus();
 }
 
 absl::StatusOr<DiscoveredGpu> ReadGpu(const Field& g, size_t i, std::string_view source) {
   TESSERA_RETURN_IF_ERROR(
       g.ExpectObject({"index", "minor", "uuid", "model", "name", "memory_mib", "sm_count",
-                      "pci_bus_id", "numa_node", "cpu_affinity", "mig", "healthy", "xid"}));
+                      "pci_bus_id", "numa_node", "cpu_affinity", "mig", "healthy", "xid", "lost",
+                      "recovery_action", "row_remap", "retired_pages_pending"}));
   DiscoveredGpu gpu;
   core::GpuSpec& spec = gpu.spec;
   TESSERA_ASSIGN_OR_RETURN(Field fi, g.Required("index", "its position in the list"));
@@ -281,15 +339,10 @@ absl::StatusOr<DiscoveredGpu> ReadGpu(const Field& g, size_t i, std::string_view
   return gpu;
 }
 
-absl::Status ReadLinks(const Field& root, NodeGpus* out) {
-  const int n = static_cast<int>(out->gpus.size());
-  out->links = core::LinkMatrix(n);
-  if (!root.Has("links")) {
-    if (n == 1) return absl::OkStatus();
-    return root.Error(StrCat("missing field \"links\" (the ", n, " x ", n,
-                             " link matrix, as nvidia-smi topo -m prints it)"));
-  }
-  Field links = root.Child("links");
+// A link matrix field (`links`, `pcie_links`): n x n names as nvidia-smi topo -m prints them,
+// symmetric, X on the diagonal.
+absl::StatusOr<core::LinkMatrix> ReadMatrix(const Field& links, int n) {
+  core::LinkMatrix out(n);
   TESSERA_RETURN_IF_ERROR(links.ExpectArray());
   if (links.value().size() != static_cast<size_t>(n)) {
     return links.Error(StrCat("has ", links.value().size(), " rows for ", n, " GPUs"));
@@ -316,16 +369,101 @@ absl::Status ReadLinks(const Field& root, NodeGpus* out) {
     for (int k = i + 1; k < n; ++k) {
       if (!(rows[i][k] == rows[k][i])) {
         return links.Element(k).Element(i).Error(
-            StrCat("is ", core::LinkName(rows[k][i]), " but links[", i, "][", k, "] is ",
-                   core::LinkName(rows[i][k]), " (the matrix must be symmetric)"));
+            StrCat("is ", core::LinkName(rows[k][i]), " but ", links.path(), "[", i, "][", k,
+                   "] is ", core::LinkName(rows[i][k]), " (the matrix must be symmetric)"));
       }
-      out->links.Set(i, k, rows[i][k]);
+      out.Set(i, k, rows[i][k]);
     }
+  }
+  return out;
+}
+
+absl::Status ReadLinks(const Field& root, NodeGpus* out) {
+  const int n = static_cast<int>(out->gpus.size());
+  out->links = core::LinkMatrix(n);
+  if (!root.Has("links")) {
+    if (n == 1) return absl::OkStatus();
+    return root.Error(StrCat("missing field \"links\" (the ", n, " x ", n,
+                             " link matrix, as nvidia-smi topo -m prints it)"));
+  }
+  TESSERA_ASSIGN_OR_RETURN(out->links, ReadMatrix(root.Child("links"), n));
+  // NVLinks that are down: the pair is joined by what lies under its NVLinks (pcie_links, SYS
+  // when not given), as NVML's discovery finds it when the links are inactive.
+  if (!root.Has("nvlink_down")) {
+    if (root.Has("pcie_links"))
+      TESSERA_RETURN_IF_ERROR(ReadMatrix(root.Child("pcie_links"), n).status());
+    return absl::OkStatus();
+  }
+  core::LinkMatrix under(n);
+  if (root.Has("pcie_links")) {
+    TESSERA_ASSIGN_OR_RETURN(under, ReadMatrix(root.Child("pcie_links"), n));
+    for (int i = 0; i < n; ++i) {
+      for (int k = i + 1; k < n; ++k) {
+        if (under.at(i, k).kind == core::LinkKind::kNvLink) {
+          return root.Child("pcie_links")
+              .Element(i)
+              .Element(k)
+              .Error("is an NVLink; pcie_links is the PCIe relation under the NVLinks");
+        }
+      }
+    }
+  }
+  Field down = root.Child("nvlink_down");
+  TESSERA_RETURN_IF_ERROR(down.ExpectArray());
+  for (size_t p = 0; p < down.value().size(); ++p) {
+    Field pair = down.Element(p);
+    TESSERA_RETURN_IF_ERROR(pair.ExpectArray());
+    if (pair.value().size() != 2) return pair.Error("expected a pair of GPU indices [i, k]");
+    TESSERA_ASSIGN_OR_RETURN(int64_t i, pair.Element(0).Int());
+    TESSERA_ASSIGN_OR_RETURN(int64_t k, pair.Element(1).Int());
+    if (i < 0 || k < 0 || i >= n || k >= n || i == k) {
+      return pair.Error(StrCat("must name two different GPUs of 0..", n - 1));
+    }
+    if (out->links.at(static_cast<int>(i), static_cast<int>(k)).kind != core::LinkKind::kNvLink) {
+      return pair.Error(StrCat("GPUs ", i, " and ", k, " are not joined by NVLink (links)"));
+    }
+    out->links.Set(static_cast<int>(i), static_cast<int>(k),
+                   under.at(static_cast<int>(i), static_cast<int>(k)));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+std::string FakeXidEventsPath(std::string_view path) { return StrCat(path, ".events"); }
+std::string FakeGpusLockPath(std::string_view path) { return StrCat(path, ".lock"); }
+
+absl::StatusOr<HealthEvent> ParseFakeXidEvent(std::string_view line, const NodeGpus& gpus) {
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(StrCat("\"", line, "\" is not a JSON object"));
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() != "gpu" && it.key() != "xid" && it.key() != "mig") {
+      return absl::InvalidArgumentError(
+          StrCat("\"", line, "\": unknown field \"", it.key(), "\" (known: gpu, xid, mig)"));
+    }
+  }
+  const json& gpu = j.contains("gpu") ? j["gpu"] : json();
+  const json& xid = j.contains("xid") ? j["xid"] : json();
+  if (!gpu.is_number_integer() || gpu.get<int64_t>() < 0 ||
+      gpu.get<int64_t>() >= static_cast<int64_t>(gpus.gpus.size())) {
+    return absl::InvalidArgumentError(
+        StrCat("\"", line, "\": gpu must be a GPU index of 0..", gpus.gpus.size() - 1));
+  }
+  if (!xid.is_number_integer() || xid.get<int64_t>() <= 0 || xid.get<int64_t>() > 100'000) {
+    return absl::InvalidArgumentError(StrCat("\"", line, "\": xid must be an XID number"));
+  }
+  std::string mig;
+  if (j.contains("mig")) {
+    if (!j["mig"].is_string()) {
+      return absl::InvalidArgumentError(StrCat("\"", line, "\": mig must be \"profile@start\""));
+    }
+    mig = j["mig"].get<std::string>();
+  }
+  const DiscoveredGpu& g = gpus.gpus[gpu.get<size_t>()];
+  return XidEvent(g.spec.index, g.spec.uuid, xid.get<int32_t>(), std::move(mig));
+}
 
 bool IsGpuUuid(std::string_view uuid) {
   return uuid.substr(0, 4) == "GPU-" && IsUuidBody(uuid.substr(4));
@@ -406,8 +544,8 @@ std::string NormalizePciBusId(std::string_view id) {
 absl::StatusOr<NodeGpus> ParseFakeGpusFile(std::string_view text, std::string_view source) {
   TESSERA_ASSIGN_OR_RETURN(JsonWithLines doc, ParseJsonWithLines(text, source));
   Field root(doc, source, doc.value, "", "");
-  TESSERA_RETURN_IF_ERROR(
-      root.ExpectObject({"version", "driver_version", "cuda_version", "gpus", "links", "fabric"}));
+  TESSERA_RETURN_IF_ERROR(root.ExpectObject({"version", "driver_version", "cuda_version", "gpus",
+                                             "links", "fabric", "nvlink_down", "pcie_links"}));
   TESSERA_ASSIGN_OR_RETURN(Field fv, root.Required("version", "1"));
   TESSERA_ASSIGN_OR_RETURN(int64_t version, fv.Int());
   if (version != 1) {

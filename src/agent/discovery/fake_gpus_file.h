@@ -23,12 +23,30 @@
 //                                            "1g.10gb", "start": 0, "uuid": "MIG-<8-4-4-4-12>"}
 //                                            (default: FakeMigUuid)
 //       "healthy": true,                     optional: default false when `xid` has a critical XID
-//       "xid": [79]}],                       optional: XID errors seen (agent/discovery/xid.h)
+//       "xid": [79],                         optional: XID errors seen (agent/discovery/xid.h)
+//       what NVML would report of the GPU now (xid.h HealthCondition), each optional:
+//       "lost": false,                       NVML answers GPU_IS_LOST
+//       "recovery_action": "none",           the driver's: none, reset, reboot, drain-p2p,
+//                                            drain-and-reset
+//       "row_remap": {"pending": false, "failure": false},
+//       "retired_pages_pending": false}],
 //    "links": [["X", "NV18"], ["NV18", "X"]],  n x n, symmetric, X on the diagonal, names as
 //                                              `nvidia-smi topo -m` prints them; optional for one
 //                                              GPU
+//    "nvlink_down": [[0, 1]],                optional: pairs whose NVLinks are down; each is then
+//                                            published as its pcie_links relation
+//    "pcie_links": [["X", "SYS"], ...],      optional: the PCIe relations under the NVLinks (SYS
+//                                            for every pair when absent)
 //    "fabric": {"cluster_uuid": "...", "clique_id": 3}}   optional: a GB200-class NVLink fabric,
 //                                              every GPU in this clique
+//
+// XID errors are events, not state: they are lines appended to "<file>.events" (FakeXidEventsPath),
+// one JSON object each, {"gpu": 1, "xid": 31} or {"gpu": 2, "xid": 13, "mig": "1g.10gb@0"} (the
+// MIG instance the error concerns, as NVML's event names its GPU and compute instance). The agent
+// reads the lines appended since it started (as NVML delivers the events after registration).
+// Whoever rewrites the description while an agent runs (a test injecting faults, the agent's own
+// MIG changes) holds an exclusive flock on "<file>.lock" (FakeGpusLockPath) and replaces the file
+// with a rename, so that no writer loses another's change.
 //
 // Strict, as files people write should be: an unknown field, a wrong type or an inconsistent
 // value is an error naming the file, the line and the field.
@@ -44,6 +62,14 @@ namespace tessera::agent {
 
 [[nodiscard]] absl::StatusOr<NodeGpus> ParseFakeGpusFile(std::string_view text,
                                                          std::string_view source);
+
+// "<path>.events": XID events for the description file `path` (above).
+std::string FakeXidEventsPath(std::string_view path);
+// "<path>.lock": the lock writers of the description file `path` hold.
+std::string FakeGpusLockPath(std::string_view path);
+// One line of the events file: an XID event on one of `gpus`. Errors name the line.
+[[nodiscard]] absl::StatusOr<HealthEvent> ParseFakeXidEvent(std::string_view line,
+                                                            const NodeGpus& gpus);
 
 // Checks a GPU UUID ("GPU-" then 8-4-4-4-12 hex digits).
 bool IsGpuUuid(std::string_view uuid);

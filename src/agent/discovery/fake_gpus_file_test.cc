@@ -256,6 +256,74 @@ TEST(FakeGpusFile, HelperFormats) {
   EXPECT_EQ(NormalizePciBusId("0000:18:00"), "");
 }
 
+TEST(FakeGpusFile, WhatNvmlWouldReportAreConditions) {
+  absl::StatusOr<NodeGpus> node = ParseFakeGpusFile(
+      OneGpu(R"(, "recovery_action": "reset", "row_remap": {"pending": true})"), "f");
+  ASSERT_TRUE(node.ok()) << node.status();
+  const DiscoveredGpu& g = node->gpus[0];
+  ASSERT_EQ(g.conditions.size(), 2u);
+  EXPECT_EQ(g.conditions[0].condition, HealthCondition::kRecoveryReset);
+  EXPECT_EQ(g.conditions[1].condition, HealthCondition::kRowRemapPending);
+  EXPECT_FALSE(g.health.healthy);
+  EXPECT_EQ(g.fault, FaultEffect::kFail);
+  EXPECT_THAT(g.health.reason, HasSubstr("needs a reset (recovery action reset)"));
+
+  node = ParseFakeGpusFile(OneGpu(R"(, "retired_pages_pending": true)"), "f");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_FALSE(node->gpus[0].health.healthy);
+  EXPECT_EQ(node->gpus[0].fault, FaultEffect::kDrain);
+
+  node = ParseFakeGpusFile(OneGpu(R"(, "lost": true)"), "f");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->gpus[0].conditions.at(0).condition, HealthCondition::kGpuLost);
+  EXPECT_EQ(node->gpus[0].health.xids, std::vector<int32_t>{79});
+
+  node = ParseFakeGpusFile(OneGpu(R"(, "recovery_action": "none", "lost": false)"), "f");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_TRUE(node->gpus[0].conditions.empty());
+  EXPECT_TRUE(node->gpus[0].health.healthy);
+  EXPECT_EQ(node->gpus[0].fault, FaultEffect::kNone);
+
+  node = ParseFakeGpusFile(OneGpu(R"(, "recovery_action": "later")"), "f");
+  ASSERT_FALSE(node.ok());
+  EXPECT_THAT(node.status().message(), HasSubstr("gpus[0].recovery_action: \"later\" is not a"));
+}
+
+TEST(FakeGpusFile, NvLinksDownArePublishedAsWhatLiesUnderThem) {
+  std::string text = kTwoGpus;
+  const std::string links = R"("links": [["X", "NV18"],)";
+  text.replace(text.find(links), links.size(),
+               R"("nvlink_down": [[1, 0]], "pcie_links": [["X", "SYS"], ["SYS", "X"]],
+ "links": [["X", "NV18"],)");
+  absl::StatusOr<NodeGpus> node = ParseFakeGpusFile(text, "f");
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->links.at(0, 1), (core::Link{core::LinkKind::kSys, 0}));
+  std::string bad = kTwoGpus;
+  bad.replace(bad.find(links), links.size(),
+              R"("nvlink_down": [[0, 2]], "links": [["X", "NV18"],)");
+  node = ParseFakeGpusFile(bad, "f");
+  ASSERT_FALSE(node.ok());
+  EXPECT_THAT(node.status().message(), HasSubstr("nvlink_down[0]: must name two different GPUs"));
+}
+
+TEST(FakeGpusFile, XidEventLines) {
+  absl::StatusOr<NodeGpus> node = ParseFakeGpusFile(kTwoGpus, "f");
+  ASSERT_TRUE(node.ok()) << node.status();
+  absl::StatusOr<HealthEvent> e = ParseFakeXidEvent(R"({"gpu": 1, "xid": 31})", *node);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->gpu_index, 1);
+  EXPECT_EQ(e->uuid, "GPU-6f1c2a9e-0000-4000-8000-000000000001");
+  EXPECT_EQ(e->klass.cause, FaultCause::kApplication);
+  e = ParseFakeXidEvent(R"({"gpu": 0, "xid": 13, "mig": "1g.10gb@0"})", *node);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->mig, "1g.10gb@0");
+  EXPECT_THAT(ParseFakeXidEvent(R"({"gpu": 2, "xid": 31})", *node).status().message(),
+              HasSubstr("gpu must be a GPU index of 0..1"));
+  EXPECT_THAT(ParseFakeXidEvent(R"({"gpu": 0, "xid": 31, "pid": 7})", *node).status().message(),
+              HasSubstr("unknown field \"pid\""));
+  EXPECT_FALSE(ParseFakeXidEvent("not json", *node).ok());
+}
+
 TEST(FakeDiscovery, ReadsTheFileEachTimeAndNoticesChanges) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) / "fake_discovery_test";
@@ -285,6 +353,44 @@ TEST(FakeDiscovery, ReadsTheFileEachTimeAndNoticesChanges) {
   node = discovery.Discover();
   ASSERT_FALSE(node.ok());
   EXPECT_THAT(node.status().message(), HasSubstr("cannot read the GPU description file " + path));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FakeDiscovery, XidEventsAppendedAfterItStarted) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "fake_discovery_events_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "gpus.json").string();
+  std::ofstream(path) << kTwoGpus;
+  const std::string events = FakeXidEventsPath(path);
+  std::ofstream(events) << R"({"gpu": 0, "xid": 79})"
+                        << "\n";  // before it started: not seen
+  FakeDiscovery discovery(path);
+  ASSERT_TRUE(discovery.Discover().ok());
+  absl::StatusOr<WaitResult> quiet = discovery.Wait(std::chrono::milliseconds(50));
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_TRUE(quiet->events.empty());
+
+  std::ofstream(events, std::ios::app) << R"({"gpu": 1, "xid": 31})"
+                                       << "\n"
+                                       << "bad line\n"
+                                       << R"({"gpu": 0, "xid": 48})";  // no newline yet
+  absl::StatusOr<WaitResult> got = discovery.Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->events.size(), 1u);
+  EXPECT_EQ(got->events[0].xid, 31);
+  EXPECT_EQ(got->events[0].gpu_index, 1);
+  ASSERT_EQ(got->warnings.size(), 1u);
+  EXPECT_THAT(got->warnings[0], HasSubstr("gpus.json.events: \"bad line\" is not a JSON object"));
+  EXPECT_FALSE(got->changed);
+
+  std::ofstream(events, std::ios::app) << "\n";  // the line is complete now
+  got = discovery.Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(got.ok());
+  ASSERT_EQ(got->events.size(), 1u);
+  EXPECT_EQ(got->events[0].xid, 48);
+  EXPECT_TRUE(got->events[0].critical());
   std::filesystem::remove_all(dir);
 }
 

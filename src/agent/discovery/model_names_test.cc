@@ -1,6 +1,5 @@
 #include "agent/discovery/model_names.h"
 
-#include "agent/discovery/xid.h"
 #include "core/model/mig.h"
 #include "core/model/profiles.h"
 #include "gtest/gtest.h"
@@ -41,17 +40,6 @@ TEST(ModelNames, LabelSafe) {
   EXPECT_EQ(LabelSafe("H100 80GB (SXM)"), "H100-80GB--SXM");
   EXPECT_EQ(LabelSafe("-x-"), "x");
   EXPECT_EQ(LabelSafe(std::string(80, 'a')).size(), 63u);
-}
-
-TEST(Xid, CriticalOnesAndText) {
-  EXPECT_TRUE(IsCriticalXid(79));
-  EXPECT_TRUE(IsCriticalXid(48));
-  EXPECT_TRUE(IsCriticalXid(12345));
-  EXPECT_FALSE(IsCriticalXid(13));
-  EXPECT_FALSE(IsCriticalXid(31));
-  EXPECT_FALSE(IsCriticalXid(43));
-  EXPECT_EQ(XidText(79), "XID 79: GPU has fallen off the bus");
-  EXPECT_EQ(XidText(12345), "XID 12345");
 }
 
 }  // namespace

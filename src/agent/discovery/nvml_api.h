@@ -211,6 +211,34 @@ struct EventData {  // nvmlEventData_t
   unsigned int computeInstanceId;
 };
 static_assert(sizeof(EventData) == 32);
+// nvmlEventData_t's gpuInstanceId / computeInstanceId when the event is not about a MIG instance.
+inline constexpr unsigned int kNoInstance = 0xFFFFFFFFu;
+
+// Health (nvml.h of driver r570 and newer for the recovery action).
+// nvmlFieldValue_t, for nvmlDeviceGetFieldValues.
+union Value {  // nvmlValue_t
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+};
+struct FieldValue {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  int valueType;  // nvmlValueType_t
+  Return nvmlReturn;
+  Value value;
+};
+static_assert(sizeof(FieldValue) == 40);
+// NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: its value (uiVal) is an nvmlDeviceGpuRecoveryAction_t,
+// NVML_GPU_RECOVERY_ACTION_NONE (0), _GPU_RESET (1), _NODE_REBOOT (2), _DRAIN_P2P (3),
+// _DRAIN_AND_RESET (4).
+inline constexpr unsigned int kFieldGpuRecoveryAction = 230;
+inline constexpr int kValueTypeUnsignedInt = 1;
 
 // The functions, by the symbol each is looked up as.
 extern "C" {
@@ -261,6 +289,11 @@ using EventSetCreateFn = Return (*)(EventSet*);
 using DeviceRegisterEventsFn = Return (*)(Device, unsigned long long, EventSet);
 using EventSetWaitFn = Return (*)(EventSet, EventData*, unsigned);  // nvmlEventSetWait_v2
 using EventSetFreeFn = Return (*)(EventSet);
+using DeviceGetFieldValuesFn = Return (*)(Device, int, FieldValue*);  // nvmlDeviceGetFieldValues
+// nvmlDeviceGetRemappedRows(device, &corrRows, &uncRows, &isPending, &failureOccurred).
+using DeviceGetRemappedRowsFn = Return (*)(Device, unsigned*, unsigned*, unsigned*, unsigned*);
+// nvmlDeviceGetRetiredPagesPendingStatus(device, &isPending).
+using DeviceGetRetiredPagesPendingStatusFn = Return (*)(Device, EnableState*);
 }
 
 }  // namespace tessera::agent::nvml

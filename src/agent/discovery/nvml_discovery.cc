@@ -154,6 +154,9 @@ absl::StatusOr<std::unique_ptr<NvmlDiscovery>> NvmlDiscovery::Open(const std::st
   Find(l.handle, "nvmlDeviceRegisterEvents", &l.register_events);
   Find(l.handle, "nvmlEventSetWait_v2", &l.event_set_wait);
   Find(l.handle, "nvmlEventSetFree", &l.event_set_free);
+  Find(l.handle, "nvmlDeviceGetFieldValues", &l.field_values);
+  Find(l.handle, "nvmlDeviceGetRemappedRows", &l.remapped_rows);
+  Find(l.handle, "nvmlDeviceGetRetiredPagesPendingStatus", &l.retired_pending);
 
   std::vector<std::string> missing;
   auto need = [&](const void* fn, const char* symbol) {
@@ -250,6 +253,7 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
   const int n = static_cast<int>(count);
   std::vector<nvml::Device> devices(n, nvml::Device{nullptr});
   std::vector<bool> lost(n, false);
+  std::vector<std::map<unsigned, std::string>> mig_by_gi(n);
   for (int i = 0; i < n; ++i) {
     DiscoveredGpu gpu;
     core::GpuSpec& spec = gpu.spec;
@@ -258,10 +262,13 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
       lost[i] = true;
       if (static_cast<size_t>(i) < last_.size()) gpu = last_[i];  // what it was before
       gpu.spec.index = i;
-      gpu.health = records::GpuHealth{false, {}, StrCat("NVML ", call, ": ", l.Error(r))};
+      gpu.conditions.clear();
       if (r == nvml::kErrorGpuIsLost) {
-        gpu.health.xids = {79};
-        gpu.health.reason = StrCat(XidText(79), " (NVML: GPU is lost)");
+        gpu.conditions.push_back(Condition(HealthCondition::kGpuLost,
+                                           StrCat(XidText(79), " (NVML: GPU is lost)"), {79}));
+      } else {
+        gpu.conditions.push_back(
+            Condition(HealthCondition::kGpuLost, StrCat("NVML ", call, ": ", l.Error(r))));
       }
     };
     nvml::Return r = l.by_index(static_cast<unsigned>(i), &devices[i]);
@@ -352,19 +359,17 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
       }
       // MIG mode and configured GPU instances.
       unsigned current = 0, pending = 0;
+      std::string mig_problem;  // why the GPU's MIG instances cannot be described
       if (l.mig_mode && l.mig_mode(devices[i], &current, &pending) == nvml::kSuccess &&
           current == nvml::kMigEnable) {
         const core::MigModel* model = core::FindMigModel(gpu.product_name);
         if (!model) model = core::FindMigModel(spec.model);
         if (!model) {
-          gpu.health = records::GpuHealth{
-              false,
-              {},
+          mig_problem =
               StrCat("MIG mode is on, but tessera has no MIG profile table for ", gpu.product_name,
-                     " (it has: ", StrJoin(core::MigModelNames(), ", "), "): the GPU is not used")};
+                     " (it has: ", StrJoin(core::MigModelNames(), ", "), "): the GPU is not used");
         } else if (!l.gi_profile || !l.gi_list || !l.gi_info) {
-          gpu.health = records::GpuHealth{
-              false, {}, "MIG mode is on, but this driver cannot list GPU instances"};
+          mig_problem = "MIG mode is on, but this driver cannot list GPU instances";
         } else {
           spec.mig_enabled = true;
           // The MIG devices (compute instances): their UUIDs by GPU instance id, the compute
@@ -391,7 +396,8 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
             }
           }
           std::vector<std::pair<core::MigPlacement, std::string>> placed;
-          for (unsigned p = 0; p < nvml::kGpuInstanceProfileIndexMax && gpu.health.healthy; ++p) {
+          std::map<unsigned, std::string> by_gi;  // GPU instance id -> "profile@start"
+          for (unsigned p = 0; p < nvml::kGpuInstanceProfileIndexMax && mig_problem.empty(); ++p) {
             nvml::GpuInstanceProfileInfo info{};
             if (l.gi_profile(devices[i], p, &info) != nvml::kSuccess) continue;
             if (info.instanceCount == 0) continue;
@@ -416,14 +422,12 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
                 }
               }
               if (found < 0 || gi.placement.start >= static_cast<unsigned>(core::kMigSlots)) {
-                gpu.health = records::GpuHealth{
-                    false,
-                    {},
-                    StrCat("a MIG instance of profile id ", gi.profileId, " at slice ",
-                           gi.placement.start, " is not in tessera's ", model->model,
-                           " table: the GPU is not used")};
+                mig_problem = StrCat("a MIG instance of profile id ", gi.profileId, " at slice ",
+                                     gi.placement.start, " is not in tessera's ", model->model,
+                                     " table: the GPU is not used");
                 break;
               }
+              by_gi[gi.id] = StrCat(model->profiles[found].name, "@", gi.placement.start);
               auto uuid_it = mig_devices.find(gi.id);
               placed.emplace_back(core::MigPlacement{static_cast<int8_t>(found),
                                                      static_cast<int8_t>(gi.placement.start)},
@@ -437,26 +441,27 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
             gpu.mig_uuids.push_back(std::move(mig_uuid));
           }
           if (absl::Status valid = core::ValidateMigInstances(*model, spec.mig_layout, "");
-              gpu.health.healthy && !valid.ok()) {
-            gpu.health = records::GpuHealth{
-                false, {}, StrCat("its MIG instances do not fit tessera's table", valid.message())};
+              mig_problem.empty() && !valid.ok()) {
+            mig_problem = StrCat("its MIG instances do not fit tessera's table", valid.message());
           }
-          if (!gpu.health.healthy) {
+          if (!mig_problem.empty()) {
             spec.mig_enabled = false;
             spec.mig_layout.clear();
             gpu.mig_uuids.clear();
+          } else {
+            mig_by_gi[i] = std::move(by_gi);
           }
         }
       }
-    }
-    if (!lost[i] && gpu.health.healthy) {
-      auto it = critical_xids_.find(spec.uuid);
-      if (it != critical_xids_.end() && !it->second.empty()) {
-        std::vector<std::string> texts;
-        for (int32_t x : it->second) texts.push_back(XidText(x));
-        gpu.health = records::GpuHealth{false, it->second, StrJoin(texts, "; ")};
+      if (!mig_problem.empty()) {
+        GpuCondition c = Condition(HealthCondition::kMarkedUnhealthy, mig_problem);
+        c.effect = FaultEffect::kDrain;  // nothing new on it; what runs is not affected
+        gpu.conditions.push_back(std::move(c));
       }
+      HealthConditionsLocked(devices[i], &gpu);
     }
+    gpu.health = HealthFromConditions(gpu.conditions);
+    gpu.fault = gpu.health.healthy ? FaultEffect::kNone : StrongestEffect(gpu.conditions);
     out.gpus.push_back(std::move(gpu));
   }
 
@@ -545,6 +550,7 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
   }
 
   devices_ = devices;
+  mig_by_gi_ = std::move(mig_by_gi);
   uuids_.clear();
   for (const DiscoveredGpu& g : out.gpus) uuids_.push_back(g.spec.uuid);
   last_ = out.gpus;
@@ -557,6 +563,38 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
     (void)registered;  // without events, health comes from discovery alone; Wait() says so
   }
   return out;
+}
+
+void NvmlDiscovery::HealthConditionsLocked(nvml::Device device, DiscoveredGpu* gpu) {
+  NvmlLibrary& l = *lib_;
+  // What the driver says the GPU needs (r570 and newer; XID 154 when it changes).
+  if (l.field_values) {
+    nvml::FieldValue v{};
+    v.fieldId = nvml::kFieldGpuRecoveryAction;
+    HealthCondition c;
+    if (l.field_values(device, 1, &v) == nvml::kSuccess && v.nvmlReturn == nvml::kSuccess &&
+        RecoveryActionCondition(v.value.uiVal, &c)) {
+      gpu->conditions.push_back(Condition(
+          c, StrCat(ClassifyCondition(c).text, " (NVML recovery action ", v.value.uiVal, ")")));
+    }
+  }
+  // Memory: row remapping (Ampere and newer), else page retirement; both applied at a reset.
+  unsigned corrected = 0, uncorrected = 0, pending = 0, failure = 0;
+  if (l.remapped_rows &&
+      l.remapped_rows(device, &corrected, &uncorrected, &pending, &failure) == nvml::kSuccess) {
+    if (pending) {
+      gpu->conditions.push_back(Condition(
+          HealthCondition::kRowRemapPending,
+          StrCat(ClassifyCondition(HealthCondition::kRowRemapPending).text, " (", corrected,
+                 " correctable and ", uncorrected, " uncorrectable rows remapped)")));
+    }
+    if (failure) gpu->conditions.push_back(Condition(HealthCondition::kRowRemapFailure, ""));
+    return;
+  }
+  nvml::EnableState retired = 0;
+  if (l.retired_pending && l.retired_pending(device, &retired) == nvml::kSuccess && retired) {
+    gpu->conditions.push_back(Condition(HealthCondition::kRetiredPagesPending, ""));
+  }
 }
 
 absl::Status NvmlDiscovery::RegisterEvents() {
@@ -616,19 +654,16 @@ absl::StatusOr<WaitResult> NvmlDiscovery::Wait(std::chrono::milliseconds timeout
     }
     if (data.eventType & nvml::kEventMigConfigChange) result.changed = true;
     if (data.eventType & nvml::kEventTypeXidCriticalError) {
-      HealthEvent e;
-      e.gpu_index = index;
-      e.uuid = index >= 0 ? uuids_[index] : "";
-      e.xid = static_cast<int32_t>(data.eventData);
-      e.critical = IsCriticalXid(e.xid);
-      e.text = XidText(e.xid);
-      if (e.critical && !e.uuid.empty()) {
-        std::vector<int32_t>& seen = critical_xids_[e.uuid];
-        if (std::find(seen.begin(), seen.end(), e.xid) == seen.end()) {
-          seen.push_back(e.xid);
-          result.changed = true;
-        }
+      std::string mig;  // the MIG instance, when the event names one
+      if (index >= 0 && data.gpuInstanceId != nvml::kNoInstance) {
+        auto it = mig_by_gi_[index].find(data.gpuInstanceId);
+        if (it != mig_by_gi_[index].end()) mig = it->second;
       }
+      HealthEvent e = XidEvent(index, index >= 0 ? uuids_[index] : "",
+                               static_cast<int32_t>(data.eventData), std::move(mig));
+      // Anything but the application's own fault may come with a changed state (a lost GPU, a
+      // recovery action, pending remapping): discover again.
+      if (e.klass.cause != FaultCause::kApplication) result.changed = true;
       result.events.push_back(std::move(e));
     }
   }

@@ -8,11 +8,15 @@
 // links>, as nvidia-smi topo -m counts them) or else the PCIe relation (closest common ancestor:
 // PIX/PXB/PHB/NODE/SYS).
 //
-// Health: XID critical-error events (nvmlEventSetWait) are remembered per GPU UUID for the life
-// of the process; a critical XID (xid.h) marks the GPU unhealthy from then on. A GPU the driver
-// reports as lost is unhealthy. A MIG-enabled GPU whose instances tessera cannot describe (no MIG
-// table for the model, an unknown profile) is marked unhealthy with the reason, so that nothing
-// is placed on it by mistake.
+// Health: XID critical-error events (nvmlEventSetWait) are returned by Wait(), classified (xid.h),
+// with the MIG instance they concern when the event names a GPU instance; what they mean over time
+// is the agent's health tracker's (agent/health). Each discovery reads the health conditions the
+// driver reports now (xid.h HealthCondition): a lost GPU, the driver's recovery action
+// (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, r570 and newer), pending row remapping or a remapping
+// failure (nvmlDeviceGetRemappedRows), else pending page retirement; an NVLink that is down shows
+// as the link matrix without it. A MIG-enabled GPU whose instances tessera cannot describe (no MIG
+// table for the model, an unknown profile) carries a condition with the reason, so that nothing is
+// placed on it by mistake.
 //
 // MIG changes (MigReconfigurer, nvml_mig.h): MIG mode on and off, GPU instances created at an exact
 // placement with their compute instance, destroyed compute instances first; each answers the GPU
@@ -64,15 +68,19 @@ class NvmlDiscovery : public GpuDiscovery, public MigReconfigurer {
   // The GPU `uuid` now (a fresh handle: a MIG mode change may reset the GPU) and its MIG table.
   absl::StatusOr<NvmlMigTarget> MigTargetLocked(const std::string& uuid,
                                                 const core::MigModel** model);
+  // The driver's health conditions of one GPU (recovery action, memory remapping), added to
+  // `gpu->conditions`.
+  void HealthConditionsLocked(nvml::Device device, DiscoveredGpu* gpu);
   // The GPU `uuid` as discovery finds it after a change.
   absl::StatusOr<DiscoveredGpu> RediscoverLocked(const std::string& uuid);
 
   std::mutex mu_;  // guards everything below, and serialises MIG changes
 
   std::unique_ptr<NvmlLibrary> lib_;
-  std::vector<nvml::Device> devices_;                          // from the last Discover(), by index
-  std::vector<std::string> uuids_;                             // same order
-  std::map<std::string, std::vector<int32_t>> critical_xids_;  // by GPU UUID, since start
+  std::vector<nvml::Device> devices_;  // from the last Discover(), by index
+  std::vector<std::string> uuids_;     // same order
+  // By GPU index: GPU instance id -> "profile@start", for the MIG instance an XID event names.
+  std::vector<std::map<unsigned, std::string>> mig_by_gi_;
   bool events_registered_ = false;
   bool have_event_set_ = false;
   nvml::EventSet event_set_{nullptr};

@@ -254,7 +254,7 @@ TEST_F(NvmlDiscoveryTest, MigInstancesAsConfigured) {
   EXPECT_TRUE(inv->gpus[0].mig_enabled);
 }
 
-TEST_F(NvmlDiscoveryTest, CriticalXidsMarkAGpuUnhealthyFromThenOn) {
+TEST_F(NvmlDiscoveryTest, XidEventsAreClassifiedAndNeverHeldByDiscovery) {
   Configure(
       {{"gpus", {Gpu(0, "NVIDIA H100 80GB HBM3", 81559), Gpu(1, "NVIDIA H100 80GB HBM3", 81559)}},
        {"pcie", AllPcie(2, 30)}});
@@ -271,7 +271,9 @@ TEST_F(NvmlDiscoveryTest, CriticalXidsMarkAGpuUnhealthyFromThenOn) {
   ASSERT_EQ(app->events.size(), 1u);
   EXPECT_EQ(app->events[0].gpu_index, 1);
   EXPECT_EQ(app->events[0].xid, 13);
-  EXPECT_FALSE(app->events[0].critical);
+  EXPECT_EQ(app->events[0].klass.cause, FaultCause::kApplication);
+  EXPECT_FALSE(app->events[0].critical());
+  EXPECT_TRUE(app->events[0].mig.empty());
   EXPECT_FALSE(app->changed);
   EXPECT_TRUE(d->Discover()->gpus[1].health.healthy);
 
@@ -280,17 +282,108 @@ TEST_F(NvmlDiscoveryTest, CriticalXidsMarkAGpuUnhealthyFromThenOn) {
   absl::StatusOr<WaitResult> bad = d->Wait(std::chrono::seconds(5));
   ASSERT_TRUE(bad.ok()) << bad.status();
   ASSERT_EQ(bad->events.size(), 2u);  // both queued events, in one answer
-  EXPECT_TRUE(bad->events[0].critical);
+  EXPECT_TRUE(bad->events[0].critical());
+  EXPECT_EQ(bad->events[0].klass.action, "RESTART_BM");
   EXPECT_EQ(bad->events[0].uuid, Gpu(1, "", 1)["uuid"]);
-  EXPECT_TRUE(bad->changed);
+  EXPECT_EQ(bad->events[0].text, "XID 79: GPU has fallen off the bus");
+  EXPECT_TRUE(bad->changed) << "a hardware XID: discover again";
+  // What an XID means over time is the agent's health tracker's: discovery reports what the
+  // driver says now, and the driver says nothing else here.
+  EXPECT_TRUE(d->Discover()->gpus[1].health.healthy);
+}
+
+TEST_F(NvmlDiscoveryTest, AMigInstancesXidNamesTheInstance) {
+  json a100 = Gpu(0, "NVIDIA A100-SXM4-80GB", 81920);
+  a100["mig"] = {{"current", 1},
+                 {"instances",
+                  {{{"profile_id", 19}, {"start", 0}, {"size", 1}},
+                   {{"profile_id", 9}, {"start", 4}, {"size", 4}}}}};
+  Configure({{"gpus", {a100}}});
+  auto d = Open();
+  ASSERT_NE(d, nullptr);
+  ASSERT_TRUE(d->Discover().ok());
+  auto inject_mig = reinterpret_cast<int (*)(unsigned, unsigned long long, unsigned, unsigned)>(
+      dlsym(fake_, "tessera_fake_nvml_inject_mig_xid"));
+  ASSERT_NE(inject_mig, nullptr);
+  ASSERT_EQ(inject_mig(0, 31, 2, 0), 0);  // GPU instance 2: the second listed, 3g.40gb at 4
+  absl::StatusOr<WaitResult> w = d->Wait(std::chrono::seconds(5));
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->events.size(), 1u);
+  EXPECT_EQ(w->events[0].mig, "3g.40gb@4");
+  EXPECT_EQ(w->events[0].klass.cause, FaultCause::kApplication);
+}
+
+TEST_F(NvmlDiscoveryTest, TheDriversHealthConditionsAndAReset) {
+  json gpus = json::array();
+  for (int i = 0; i < 3; ++i) gpus.push_back(Gpu(i, "NVIDIA H100 80GB HBM3", 81559));
+  gpus[0]["recovery_action"] = 0;
+  gpus[1]["remapped_rows"] = {{"corrected", 0}, {"uncorrected", 1}, {"pending", true}};
+  gpus[2]["retired_pages_pending"] = true;
+  Configure({{"gpus", gpus}, {"pcie", AllPcie(3, 50)}});
+  auto d = Open();
+  ASSERT_NE(d, nullptr);
   absl::StatusOr<NodeGpus> node = d->Discover();
   ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_TRUE(node->gpus[0].conditions.empty());
   EXPECT_TRUE(node->gpus[0].health.healthy);
-  EXPECT_FALSE(node->gpus[1].health.healthy);
-  EXPECT_EQ(node->gpus[1].health.xids, std::vector<int32_t>{79});
-  EXPECT_EQ(node->gpus[1].health.reason, "XID 79: GPU has fallen off the bus");
-  // Still unhealthy at the next discovery: XIDs are remembered.
-  EXPECT_FALSE(d->Discover()->gpus[1].health.healthy);
+  ASSERT_EQ(node->gpus[1].conditions.size(), 1u);
+  EXPECT_EQ(node->gpus[1].conditions[0].condition, HealthCondition::kRowRemapPending);
+  EXPECT_THAT(node->gpus[1].health.reason, HasSubstr("1 uncorrectable rows remapped"));
+  EXPECT_EQ(node->gpus[1].fault, FaultEffect::kDrain);
+  ASSERT_EQ(node->gpus[2].conditions.size(), 1u);
+  EXPECT_EQ(node->gpus[2].conditions[0].condition, HealthCondition::kRetiredPagesPending);
+
+  // The driver decides GPU 0 needs a reset: the field changes and XID 154 says so.
+  auto set_action = reinterpret_cast<int (*)(unsigned, int)>(
+      dlsym(fake_, "tessera_fake_nvml_set_recovery_action"));
+  auto reset = reinterpret_cast<int (*)(unsigned)>(dlsym(fake_, "tessera_fake_nvml_reset"));
+  ASSERT_TRUE(set_action && reset);
+  ASSERT_EQ(set_action(0, 1), 0);
+  absl::StatusOr<WaitResult> w = d->Wait(std::chrono::seconds(5));
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->events.size(), 1u);
+  EXPECT_EQ(w->events[0].xid, 154);
+  EXPECT_TRUE(w->changed);
+  node = d->Discover();
+  ASSERT_TRUE(node.ok()) << node.status();
+  ASSERT_EQ(node->gpus[0].conditions.size(), 1u);
+  EXPECT_EQ(node->gpus[0].conditions[0].condition, HealthCondition::kRecoveryReset);
+  EXPECT_EQ(node->gpus[0].fault, FaultEffect::kFail);
+  EXPECT_FALSE(node->gpus[0].health.healthy);
+
+  // The GPUs are reset: nothing left.
+  for (unsigned i = 0; i < 3; ++i) ASSERT_EQ(reset(i), 0);
+  node = d->Discover();
+  ASSERT_TRUE(node.ok()) << node.status();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(node->gpus[i].conditions.empty()) << i;
+    EXPECT_TRUE(node->gpus[i].health.healthy) << i;
+  }
+}
+
+TEST_F(NvmlDiscoveryTest, AnNvLinkDownLeavesThePairWithWhatLiesUnder) {
+  json gpus = json::array();
+  for (int i = 0; i < 2; ++i) gpus.push_back(Gpu(i, "NVIDIA H100 NVL", 95830));
+  gpus[0]["nvlinks"] = {"gpu:" + Bus(1), "gpu:" + Bus(1)};
+  gpus[1]["nvlinks"] = {"gpu:" + Bus(0), "gpu:" + Bus(0)};
+  Configure({{"gpus", gpus}, {"pcie", AllPcie(2, 50)}});
+  auto d = Open();
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->Discover()->links.at(0, 1), (core::Link{core::LinkKind::kNvLink, 2}));
+  auto set_nvlink = reinterpret_cast<int (*)(unsigned, unsigned, int)>(
+      dlsym(fake_, "tessera_fake_nvml_set_nvlink"));
+  ASSERT_NE(set_nvlink, nullptr);
+  ASSERT_EQ(set_nvlink(0, 0, 0), 0);
+  EXPECT_EQ(d->Discover()->links.at(0, 1), (core::Link{core::LinkKind::kNvLink, 2}))
+      << "the peer still counts both";
+  ASSERT_EQ(set_nvlink(1, 0, 0), 0);
+  ASSERT_EQ(set_nvlink(0, 1, 0), 0);
+  ASSERT_EQ(set_nvlink(1, 1, 0), 0);
+  EXPECT_EQ(d->Discover()->links.at(0, 1), (core::Link{core::LinkKind::kSys, 0}));
+  for (unsigned g = 0; g < 2; ++g) {
+    for (unsigned l = 0; l < 2; ++l) ASSERT_EQ(set_nvlink(g, l, 1), 0);
+  }
+  EXPECT_EQ(d->Discover()->links.at(0, 1), (core::Link{core::LinkKind::kNvLink, 2}));
 }
 
 TEST_F(NvmlDiscoveryTest, MigReconfigurationIsAChange) {

@@ -74,6 +74,10 @@ class NvmlLibrary {
   nvml::DeviceRegisterEventsFn register_events = nullptr;
   nvml::EventSetWaitFn event_set_wait = nullptr;
   nvml::EventSetFreeFn event_set_free = nullptr;
+  // Health queries (health conditions, xid.h); null on drivers without them.
+  nvml::DeviceGetFieldValuesFn field_values = nullptr;
+  nvml::DeviceGetRemappedRowsFn remapped_rows = nullptr;
+  nvml::DeviceGetRetiredPagesPendingStatusFn retired_pending = nullptr;
 };
 
 }  // namespace tessera::agent

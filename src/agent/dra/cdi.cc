@@ -96,10 +96,14 @@ json CdiSpecToJson(const CdiSpec& spec) {
   return out;
 }
 
-absl::StatusOr<CdiSpec> CdiSpecFromJson(const json& j) {
-  if (!j.is_object()) return absl::InvalidArgumentError("a CDI spec is a JSON object");
+namespace {
+absl::StatusOr<CdiSpec> CdiSpecFromObject(const json& j) {
   CdiSpec spec;
-  const std::string kind = j.value("kind", "");
+  const auto kind_field = j.find("kind");
+  if (kind_field != j.end() && !kind_field->is_string()) {
+    return absl::InvalidArgumentError("kind: expected a string");
+  }
+  const std::string kind = kind_field != j.end() ? kind_field->get<std::string>() : "";
   const size_t slash = kind.find('/');
   if (slash == std::string::npos) {
     return absl::InvalidArgumentError(StrCat("kind: \"", kind, "\" is not vendor/class"));
@@ -114,7 +118,13 @@ absl::StatusOr<CdiSpec> CdiSpecFromJson(const json& j) {
     return absl::InvalidArgumentError(StrCat("annotations: ", e.what()));
   }
   const json devices = j.value("devices", json::array());
+  if (!devices.is_array()) return absl::InvalidArgumentError("devices: expected a list");
   for (size_t i = 0; i < devices.size(); ++i) {
+    if (!devices[i].is_object() ||
+        (devices[i].contains("name") && !devices[i].at("name").is_string())) {
+      return absl::InvalidArgumentError(
+          StrCat("devices[", i, "]: expected an object with a string name"));
+    }
     CdiDevice d;
     d.name = devices[i].value("name", "");
     TESSERA_ASSIGN_OR_RETURN(d.edits, EditsFromJson(devices[i].value("containerEdits", json()),
@@ -124,6 +134,18 @@ absl::StatusOr<CdiSpec> CdiSpecFromJson(const json& j) {
   TESSERA_ASSIGN_OR_RETURN(spec.edits,
                            EditsFromJson(j.value("containerEdits", json()), "containerEdits"));
   return spec;
+}
+}  // namespace
+
+absl::StatusOr<CdiSpec> CdiSpecFromJson(const json& j) {
+  if (!j.is_object()) return absl::InvalidArgumentError("a CDI spec is a JSON object");
+  // A file truncated by a crash or written by another version: wrong types are errors that name
+  // the field, never exceptions.
+  try {
+    return CdiSpecFromObject(j);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(StrCat("not a CDI spec this plugin wrote: ", e.what()));
+  }
 }
 
 std::string CdiDeviceNameError(std::string_view name) {

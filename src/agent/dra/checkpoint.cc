@@ -62,7 +62,9 @@ json PreparedClaimToJson(const PreparedClaim& c) {
 absl::StatusOr<PreparedClaim> PreparedClaimFromJson(const json& j) {
   if (!j.is_object()) return absl::InvalidArgumentError("a prepared claim is a JSON object");
   PreparedClaim c;
-  const std::string where = StrCat("claim ", j.value("uid", "?"));
+  const auto uid = j.find("uid");
+  const std::string where =
+      StrCat("claim ", uid != j.end() && uid->is_string() ? uid->get<std::string>() : "?");
   TESSERA_RETURN_IF_ERROR(Read(j, "uid", where, &c.uid));
   TESSERA_RETURN_IF_ERROR(Read(j, "namespace", where, &c.ns));
   TESSERA_RETURN_IF_ERROR(Read(j, "name", where, &c.name));
@@ -92,6 +94,12 @@ absl::StatusOr<PreparedClaim> PreparedClaimFromJson(const json& j) {
     TESSERA_RETURN_IF_ERROR(Read(dj, "memory_mib", w, &d.memory_mib));
     TESSERA_RETURN_IF_ERROR(Read(dj, "compute_percent", w, &d.compute_percent));
     TESSERA_RETURN_IF_ERROR(Read(dj, "cdi_ids", w, &d.cdi_ids));
+    if (!d.mig) {  // an instance's fields mean nothing without "mig" (and are never written then)
+      d.mig_profile.clear();
+      d.mig_start = -1;
+      d.mig_uuid.clear();
+      d.mig_created = false;
+    }
     c.devices.push_back(std::move(d));
   }
   const json pods = j.value("pods", json::array());
@@ -118,12 +126,20 @@ absl::StatusOr<CheckpointState> Checkpoint::Load(const std::string& node) const 
     return absl::DataLossError(
         StrCat(path_, ": not a JSON object (", text.str().size(), " bytes): the file is damaged"));
   }
-  if (j.value("version", 0) != kCheckpointVersion) {
-    return absl::DataLossError(StrCat(path_, ": version ", j.value("version", json()).dump(),
-                                      " is not ", kCheckpointVersion,
-                                      " (written by another tessera?)"));
+  // Whatever the file holds (a crash mid-write, another version): a type the reader does not
+  // expect is an error naming the field, never an exception.
+  const auto version = j.find("version");
+  if (version == j.end() || !version->is_number_integer() ||
+      version->get<int64_t>() != kCheckpointVersion) {
+    return absl::DataLossError(StrCat(path_, ": version ",
+                                      version == j.end() ? "(none)" : version->dump(), " is not ",
+                                      kCheckpointVersion, " (written by another tessera?)"));
   }
-  if (const std::string written_for = j.value("node", ""); written_for != node) {
+  std::string written_for;
+  if (absl::Status read = Read(j, "node", path_, &written_for); !read.ok()) {
+    return absl::DataLossError(read.message());
+  }
+  if (written_for != node) {
     return absl::DataLossError(
         StrCat(path_, ": written for node \"", written_for, "\", this is node \"", node, "\""));
   }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "agent/dra/names.h"
+#include "agent/pods/container_edits.h"
 #include "common/strings.h"
 #include "shim/contract.h"
 
@@ -163,10 +164,12 @@ absl::StatusOr<CdiSpec> ClaimCdiSpec(const PreparedClaim& claim, const NodeGpus&
   }
   const std::vector<std::string> ro = {"ro", "nosuid", "nodev", "bind"};
   const std::vector<std::string> rw = {"rw", "nosuid", "nodev", "bind"};
-  e.mounts.push_back(
-      {StrCat(claim.share_dir, "/", contract::kLimitsSubdir), contract::kLimitsDir, ro});
-  e.mounts.push_back(
-      {StrCat(claim.share_dir, "/", contract::kLedgerSubdir), contract::kLedgerDir, rw});
+  // Each share's files on their own, never their folders (pods/container_edits.h SegmentFiles).
+  for (const auto& [uuid, share] : shares) {
+    for (const SegmentFile& f : SegmentFiles(claim.share_dir, uuid)) {
+      e.mounts.push_back({f.host_path, f.container_path, f.read_only ? ro : rw});
+    }
+  }
   e.mounts.push_back(
       {real_cuda, StrCat(contract::kLibraryDir, "/", contract::kRealCudaLibrary), ro});
   e.mounts.push_back(

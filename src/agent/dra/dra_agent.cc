@@ -69,6 +69,7 @@ void DraAgent::OnGpus(std::shared_ptr<const NodeGpus> gpus) {
   po.mig_devices = options_.mig_devices;
   po.mig_mode_switch = options_.mig_mode_switch;
   po.pcie_roots = PcieRoots(*gpus, options_.sysfs_pci_dir);
+  po.no_execute_on_failure = options_.no_execute_on_failure;
   auto pool = std::make_shared<const Pool>(BuildPool(*gpus, po));
   driver_.SetGpus(gpus, pool);
   std::lock_guard<std::mutex> lock(mu_);
@@ -200,7 +201,20 @@ absl::Status DraAgent::Run(const std::atomic<bool>& stop) {
       }
     }
     if (now >= next_reap) {
-      driver_.ReapSegments();
+      for (const DraDriver::LedgerTampered& t : driver_.ReapSegments()) {
+        for (const ClaimConsumer& pod : t.claim.pods) {
+          const absl::Status posted = k8s::PostEvent(
+              client_,
+              {.object = k8s::PodRef(t.claim.ns, pod.name, pod.uid),
+               .reason = "LedgerTampered",
+               .message = StrCat("a process of this pod changed the GPU memory ledger of GPU ",
+                                 t.gpu_uuid, " (claim ", t.claim.Describe(), "; ", t.what,
+                                 "): the node agent put back its header and trusts nothing it "
+                                 "reads there; the CUDA shim never does this")},
+              {"tessera-agent", options_.node_name, options_.node_name});
+          if (!posted.ok()) spdlog::error("{}", posted.message());
+        }
+      }
       next_reap = now + std::chrono::seconds(2);
     }
   }

@@ -43,6 +43,7 @@ struct DraAgentOptions {
   bool mig_mode_switch = false;    // driver.h DriverOptions::mig_mode_switch
   EditOptions edits;
   std::chrono::milliseconds resync{10'000};
+  bool no_execute_on_failure = false;  // pool.h PoolOptions: the fault policy is evict
 };
 
 class DraAgent {

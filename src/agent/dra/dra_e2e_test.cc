@@ -160,30 +160,15 @@ class DraDriver : public ::testing::Test {
         cp.KubectlOk({"apply", "-f", StrCat(TESSERA_SOURCE_DIR, "/deploy/dra-deviceclasses.yaml")});
     ASSERT_TRUE(applied.ok()) << applied.status();
     const std::string state = node.dir + "/tessera";
-    auto pid = cp.NodeSpawn(node.name, "agent",
-                            {TESSERA_BINARY,
-                             "agent",
-                             "--dra",
-                             "--gpus-file",
-                             node.fake_gpus,
-                             "--dev-dir",
-                             node.dev_dir,
-                             "--no-nri",
-                             "--pods-dir",
-                             state + "/pods",
-                             "--claims-dir",
-                             state + "/claims",
-                             "--shim-dir",
-                             TESSERA_SHIM_DIR,
-                             "--shim-install-dir",
-                             state + "/lib",
-                             "--driver-lib-dir",
-                             TESSERA_FAKE_DRIVER_DIR,
-                             "--dra-resync-interval",
-                             "2s",
-                             "--dra-mig-mode-switch",
-                             "--log-level",
-                             "debug"});
+    auto pid = cp.NodeSpawn(
+        node.name, "agent",
+        {TESSERA_BINARY, "agent", "--dra", "--gpus-file", node.fake_gpus, "--dev-dir", node.dev_dir,
+         "--no-nri", "--pods-dir", state + "/pods", "--claims-dir", state + "/claims", "--shim-dir",
+         TESSERA_SHIM_DIR, "--shim-install-dir", state + "/lib", "--driver-lib-dir",
+         TESSERA_FAKE_DRIVER_DIR, "--dra-resync-interval", "2s", "--dra-mig-mode-switch",
+         // Test 9 watches a failed GPU's pod keep running with its health
+         // streamed, and the GPU come back: no eviction, a short quiet period.
+         "--gpu-fault-policy", "cordon-gpu", "--gpu-quiet-period", "1s", "--log-level", "debug"});
     ASSERT_TRUE(pid.ok()) << pid.status();
   }
 };
@@ -753,7 +738,8 @@ dra: {enabled: true}
 }
 
 // 9. A GPU turns unhealthy (XID 79 in the node's description): its devices get the NoSchedule
-// taint in a new generation of the pool, and lose it again when the GPU recovers.
+// taint (the agent runs with the fault policy cordon-gpu) in a new generation of the pool, and
+// lose it again when the GPU recovers.
 TEST_F(DraDriver, AnUnhealthyGpuIsTaintedInANewPoolGeneration) {
   const std::string file = GpuNode().fake_gpus;
   const std::string original = ReadFile(file);

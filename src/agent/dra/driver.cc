@@ -13,6 +13,7 @@
 #include "common/strings.h"
 #include "core/model/mig.h"
 #include "core/model/quantity.h"
+#include "shim/files_at.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::agent::dra {
@@ -313,6 +314,12 @@ absl::Status DraDriver::OpenSegments(const PreparedClaim& claim) {
     opt.limits.memory_limit_bytes = static_cast<uint64_t>(use.first) << 20;
     opt.limits.compute_limit_permille =
         use.second > 0 && use.second < 100 ? static_cast<uint32_t>(use.second) * 10 : 0;
+    // The claim's ledgers in a tmpfs of their size (a container growing one fills that, never
+    // the host's /run).
+    if (options_.sized_ledger_folders) {
+      opt.ledger_folder_bytes =
+          shim::LedgerFolderBytes(static_cast<uint32_t>(shares.size()), opt.slots);
+    }
     absl::StatusOr<std::unique_ptr<shim::Segment>> seg =
         shim::Segment::Create(claim.share_dir, uuid, opt);
     if (!seg.ok()) {
@@ -352,10 +359,11 @@ void DraDriver::RemoveFiles(const PreparedClaim& claim) {
     if (!removed.ok()) spdlog::error("claim {}: {}", claim.Describe(), removed.message());
   }
   if (!claim.share_dir.empty()) {
+    // The segments first (the ledger folder's tmpfs is unmounted), then the rest; through
+    // descriptors, never following a symlink (shim/files_at.h).
     absl::Status removed = shim::RemovePodSegments(claim.share_dir);
+    if (removed.ok()) removed = shim::RemoveTree(claim.share_dir);
     if (!removed.ok()) spdlog::error("claim {}: {}", claim.Describe(), removed.message());
-    std::error_code ec;
-    fs::remove_all(claim.share_dir, ec);
   }
 }
 
@@ -694,17 +702,46 @@ std::map<std::string, std::string> DraDriver::Unprepare(const std::vector<ClaimR
   return out;
 }
 
-void DraDriver::ReapSegments() {
+std::vector<DraDriver::LedgerTampered> DraDriver::ReapSegments() {
   std::lock_guard<std::mutex> lock(mu_);
+  std::vector<LedgerTampered> tampered;
+  const auto now = std::chrono::steady_clock::now();
+  processes_.Refresh();  // every 2 s (DraAgent's cadence): one /proc scan at most, when asked
   for (auto& [uid, segs] : segments_) {
+    auto prepared = state_.claims.find(uid);
+    // A slot's host PID counts only if it is a process of one of the claim's pods.
+    const shim::HostPidLookup lookup = [&](uint64_t inode,
+                                           uint32_t pid) -> std::optional<uint32_t> {
+      std::optional<uint32_t> host = processes_.HostPidOf(inode, pid);
+      if (!host || prepared == state_.claims.end()) return std::nullopt;
+      std::optional<ProcessOwner> owner = processes_.OwnerOf(*host);
+      for (const ClaimConsumer& pod : prepared->second.pods) {
+        if (owner && owner->pod_uid == pod.uid) return host;
+      }
+      return std::nullopt;
+    };
     for (auto& s : segs) {
-      shim::ReapResult r = s->Reap();
+      shim::ReapResult r = s->Reap(lookup);
+      if (!r.tampered.empty()) {
+        spdlog::warn(
+            "claim {} GPU {}: the ledger was changed under the agent ({}); its header "
+            "was put back",
+            uid, s->gpu_uuid(), r.tampered);
+        auto& last = tamper_reported_[StrCat(uid, "/", s->gpu_uuid())];
+        auto claim = state_.claims.find(uid);
+        if (claim != state_.claims.end() && (last == std::chrono::steady_clock::time_point{} ||
+                                             now - last >= std::chrono::minutes(1))) {
+          last = now;
+          tampered.push_back({claim->second, s->gpu_uuid(), r.tampered});
+        }
+      }
       if (r.slots > 0) {
         spdlog::info("claim {} GPU {}: {} dead process(es) released {} bytes", uid, s->gpu_uuid(),
                      r.slots, r.bytes);
       }
     }
   }
+  return tampered;
 }
 
 absl::StatusOr<RestoreReport> DraDriver::Restore() {
@@ -756,9 +793,9 @@ absl::StatusOr<RestoreReport> DraDriver::Restore() {
   for (const auto& entry : fs::directory_iterator(options_.claims_dir, ec)) {
     const std::string uid = entry.path().filename().string();
     if (!entry.is_directory() || !ValidUid(uid) || state_.claims.count(uid)) continue;
-    (void)shim::RemovePodSegments(entry.path().string());
-    std::error_code rm;
-    fs::remove_all(entry.path(), rm);
+    absl::Status s = shim::RemovePodSegments(entry.path().string());
+    if (s.ok()) s = shim::RemoveTree(entry.path().string());
+    if (!s.ok()) spdlog::warn("{}", s.message());
     ++report.leaked_dirs_removed;
   }
   // MIG instances created for claims that were never recorded, or whose release did not finish.

@@ -40,6 +40,7 @@
 #include "agent/dra/checkpoint.h"
 #include "agent/dra/claim_edits.h"
 #include "agent/dra/pool.h"
+#include "agent/procs/host_processes.h"
 #include "nlohmann/json.hpp"
 #include "shim/segments.h"
 
@@ -72,6 +73,9 @@ struct DriverOptions {
   // May put a GPU that is not in MIG mode into it for a MIG claim (nothing else is prepared on
   // it), and take it out again when its last instance goes. Off: such a claim is refused.
   bool mig_mode_switch = false;
+  // Each claim's ledger folder is a tmpfs of the size of its ledgers, so that a container cannot
+  // fill the host's /run through it (needs CAP_SYS_ADMIN, as the agent has).
+  bool sized_ledger_folders = true;
 };
 
 struct DeviceHealthInfo {
@@ -120,8 +124,15 @@ class DraDriver {
 
   std::vector<PreparedClaim> Prepared() const;
   [[nodiscard]] absl::Status SetDeletionReported(const std::string& uid);
-  // The shim's maintenance (contract.h): frees the ledger slots of dead processes.
-  void ReapSegments();
+  // A claim's ledger that its pods' processes changed under the agent (put back by the reap).
+  struct LedgerTampered {
+    PreparedClaim claim;
+    std::string gpu_uuid;
+    std::string what;
+  };
+  // The shim's maintenance (contract.h): frees the ledger slots of dead processes; returns the
+  // ledgers whose header or length was changed (at most one report per claim and GPU a minute).
+  std::vector<LedgerTampered> ReapSegments();
 
   int64_t prepared_total() const { return prepared_total_.load(); }
   int64_t refused_total() const { return refused_total_.load(); }
@@ -157,6 +168,8 @@ class DraDriver {
   std::vector<DeviceHealthInfo> health_;
   CheckpointState state_;  // the prepared claims (by UID), the owned MIG instances and modes
   std::map<std::string, std::vector<std::unique_ptr<shim::Segment>>> segments_;
+  std::map<std::string, std::chrono::steady_clock::time_point> tamper_reported_;  // uid/GPU
+  HostProcesses processes_;  // the host's /proc: host PIDs of the claims' ledger slots
   std::atomic<int64_t> prepared_total_{0}, refused_total_{0}, unprepared_total_{0};
 };
 

@@ -66,7 +66,7 @@ class DriverNvmlTest : public ::testing::Test {
   }
   void TearDown() override {
     nvml_.reset();
-    fs::remove_all(dir_);
+    shim::RemoveTestTree(dir_);
   }
 
   // What the agent's loop gives the driver: discovery now, and the pool built from it.

@@ -74,7 +74,7 @@ class DriverTest : public ::testing::Test {
     pool_ = std::make_shared<const Pool>(
         BuildPool(*gpus_, {.node_name = "node-a", .mig_mode_switch = true}));
   }
-  void TearDown() override { fs::remove_all(dir_); }
+  void TearDown() override { shim::RemoveTestTree(dir_); }
 
   std::unique_ptr<DraDriver> NewDriver() {
     auto d = std::make_unique<DraDriver>(claims_, options_);
@@ -220,6 +220,7 @@ TEST_F(DriverTest, AShareGetsTheShimItsSegmentsAndItsLimits) {
             json::parse(R"(["NVIDIA_VISIBLE_DEVICES=GPU-3fcb4b70-f79a-7ffc-e71b-9592244ececa",
                                       "TESSERA_GPU_SHARING=shim", "TESSERA_GPU_MEMORY_LIMIT_MIB=4096",
                                       "TESSERA_GPU_COMPUTE_PERCENT=25"])"));
+  const std::string gpu0 = "GPU-3fcb4b70-f79a-7ffc-e71b-9592244ececa";
   std::vector<std::string> mounts;
   for (const json& m : e["mounts"]) {
     mounts.push_back(m["containerPath"].get<std::string>() + " <- " +
@@ -229,8 +230,12 @@ TEST_F(DriverTest, AShareGetsTheShimItsSegmentsAndItsLimits) {
   EXPECT_THAT(
       mounts,
       ElementsAre(
-          "/run/tessera/limits <- /claims/" + Uid(2) + "/limits ro",
-          "/run/tessera/ledger <- /claims/" + Uid(2) + "/ledger rw",
+          // The share's files one by one, never their folders: a container cannot create a
+          // name on the host (no symlink planted for the agent to follow).
+          "/run/tessera/limits/" + gpu0 + ".limits <- /claims/" + Uid(2) + "/limits/" + gpu0 +
+              ".limits ro",
+          "/run/tessera/ledger/" + gpu0 + ".ledger <- /claims/" + Uid(2) + "/ledger/" + gpu0 +
+              ".ledger rw",
           "/usr/local/lib/tessera/libtessera-real-cuda.so.1 <- /lib/driver/libcuda.so.1 ro",
           "/usr/local/lib/tessera/libtessera-real-nvml.so.1 <- /lib/driver/libnvidia-ml.so.1 ro",
           "/usr/lib/x86_64-linux-gnu/libcuda.so.1 <- /lib/shim/libtessera-cuda.so ro",
@@ -347,6 +352,35 @@ TEST_F(DriverTest, AnUnreadableCheckpointIsRebuiltFromTheSpecs) {
   ASSERT_EQ(d->Prepared().size(), 1u);
   EXPECT_EQ(d->Prepared()[0].name, "a");
   EXPECT_EQ(json::parse(ReadText(options_.checkpoint_path))["claims"].size(), 1u);
+}
+
+// Files the plugin reads back after a restart hold whatever a crash or another version left: a
+// field of the wrong type is an error naming it, and the plugin carries on (the reads threw
+// nlohmann's type_error before, which ended the plugin; found by dra_checkpoint_fuzz).
+TEST(DraFiles, WrongTypesInTheCheckpointOrACdiSpecAreErrorsNotExceptions) {
+  char tmpl[] = "/tmp/tessera-dra-files-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string path = dir + "/checkpoint.json";
+  for (
+      const char* text :
+      {R"({"version": "1", "node": "node-a"})", R"({"version": 1, "node": 7})",
+       R"({"version": 1, "node": "node-a", "claims": [{"uid": 5}]})",
+       R"({"version": 1, "node": "node-a", "claims": [{"uid": "u", "devices": [{"gpu_index": "x"}]}]})"}) {
+    std::ofstream(path) << text;
+    absl::StatusOr<CheckpointState> state = Checkpoint(path).Load("node-a");
+    EXPECT_FALSE(state.ok()) << text;
+  }
+  const std::string cdi = dir + "/spec.json";
+  for (const char* text :
+       {R"({"kind": 5})", R"({"kind": "v/c", "devices": {"name": "x"}})",
+        R"({"kind": "v/c", "devices": [7]})", R"({"kind": "v/c", "devices": [{"name": 7}]})",
+        R"({"kind": "v/c", "devices": [{"name": "x", "containerEdits": {"deviceNodes": [1]}}]})"}) {
+    std::ofstream(cdi) << text;
+    absl::StatusOr<CdiSpec> spec = ReadCdiSpec(cdi);
+    EXPECT_FALSE(spec.ok()) << text;
+  }
+  fs::remove_all(dir);
 }
 
 TEST_F(DriverTest, ClaimsThatCannotBePreparedSayWhy) {

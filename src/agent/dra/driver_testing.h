@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "fmt/format.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "shim/mount_namespace_testing.h"
 
 namespace tessera::agent::dra::testing {
 
@@ -22,6 +24,10 @@ using nlohmann::json;
 // An empty folder of its own for the running test ("<prefix>-<pid>-<test name>" in the test
 // temporary folder), and the driver options of node-a with its CDI specs, claims and checkpoint
 // there and device nodes under /hostdev (the device lookup is the test's).
+// Claims' ledger folders are tmpfs mounts: this process's own (a mount namespace of its own), gone
+// with it; without the privilege, plain folders.
+inline const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
+
 inline std::filesystem::path FreshTestDir(const std::string& prefix, DriverOptions* options) {
   const std::filesystem::path dir =
       std::filesystem::path(::testing::TempDir()) /
@@ -34,6 +40,7 @@ inline std::filesystem::path FreshTestDir(const std::string& prefix, DriverOptio
   options->claims_dir = (dir / "claims").string();
   options->checkpoint_path = (dir / "plugin/checkpoint.json").string();
   options->edits.dev_dir = "/hostdev";
+  options->sized_ledger_folders = kPrivateMounts;
   return dir;
 }
 

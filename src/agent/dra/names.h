@@ -38,8 +38,8 @@ inline constexpr std::string_view kTypeMig = "mig";
 inline constexpr std::string_view kCapMemory = "memory";
 inline constexpr std::string_view kCapCompute = "compute";
 
-// The taint an unhealthy GPU's devices carry (effect NoSchedule): the scheduler leaves them alone
-// unless a claim tolerates it; pods already running keep them.
+// The taint an unhealthy GPU's devices carry (pool.h: NoSchedule, or NoExecute for a failed GPU
+// under the fault policy evict): allocators leave them alone unless a claim tolerates it.
 inline constexpr std::string_view kTaintUnhealthy = "gpu.tessera.dev/unhealthy";
 
 // The DeviceClasses (deploy/dra-deviceclasses.yaml).

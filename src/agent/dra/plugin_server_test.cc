@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "agent/discovery/fake_gpus_file.h"
+#include "agent/dra/driver_testing.h"
 #include "agent/dra/names.h"
 #include "common/strings.h"
 #include "dra_health_v1.grpc.pb.h"
@@ -26,6 +27,11 @@ namespace drapb = ::k8s::io::kubelet::pkg::apis::dra::v1;
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+// A prepared share's ledger folder is a tmpfs, mounted in this test's own mount namespace (as for
+// the driver's other tests, driver_testing.h) and unmounted with the test's folder
+// (RemoveTestTree).
+using testing::kPrivateMounts;
 
 class FakeClaims : public ClaimSource {
  public:
@@ -50,8 +56,9 @@ class PluginServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     // Short: unix socket paths are limited to 107 bytes.
+    ASSERT_TRUE(kPrivateMounts) << "the test needs a mount namespace of its own (root)";
     dir_ = fs::path("/tmp") / StrCat("tdra-", getpid());
-    fs::remove_all(dir_);
+    shim::RemoveTestTree(dir_);
     const std::string path =
         std::string(TESSERA_SOURCE_DIR) + "/test/controlplane/gpus/h100-8x-nvswitch.json";
     absl::StatusOr<NodeGpus> gpus = ParseFakeGpusFile(ReadText(path), path);
@@ -86,7 +93,7 @@ class PluginServerTest : public ::testing::Test {
   }
   void TearDown() override {
     server_.reset();
-    fs::remove_all(dir_);
+    shim::RemoveTestTree(dir_);
   }
 
   std::shared_ptr<grpc::Channel> Dial(const std::string& socket) {

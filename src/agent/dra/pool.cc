@@ -82,9 +82,15 @@ void GpuAttributes(const DiscoveredGpu& g, const NodeGpus& gpus, const std::stri
   }
 }
 
-json UnhealthyTaint(const DiscoveredGpu& g) {
-  json taint = {{"key", std::string(kTaintUnhealthy)}, {"effect", "NoSchedule"}};
-  if (!g.health.xids.empty()) taint["value"] = StrCat("xid-", g.health.xids.front());
+json UnhealthyTaint(const DiscoveredGpu& g, const PoolOptions& options) {
+  const bool execute = options.no_execute_on_failure && g.fault == FaultEffect::kFail;
+  json taint = {{"key", std::string(kTaintUnhealthy)},
+                {"effect", execute ? "NoExecute" : "NoSchedule"}};
+  if (!g.health.xids.empty()) {
+    taint["value"] = StrCat("xid-", g.health.xids.front());
+  } else if (!g.conditions.empty()) {
+    taint["value"] = std::string(ClassifyCondition(g.conditions.front().condition).name);
+  }
   return taint;
 }
 
@@ -206,7 +212,7 @@ Pool BuildPool(const NodeGpus& gpus, const PoolOptions& options) {
     GpuAttributes(g, gpus, domains[gi], options, &common);
     json taints = json::array();
     if (!g.health.healthy) {
-      taints.push_back(UnhealthyTaint(g));
+      taints.push_back(UnhealthyTaint(g, options));
       advanced = true;
     }
 

@@ -16,7 +16,8 @@
 //                 drawing on the GPU's counter set (one counter per memory slice and one for the
 //                 media engines); the whole GPU consumes every counter, so a GPU serves either
 //                 shares or MIG instances, never both at once.
-// An unhealthy GPU's devices carry the NoSchedule taint gpu.tessera.dev/unhealthy.
+// An unhealthy GPU's devices carry the taint gpu.tessera.dev/unhealthy (NoSchedule, or NoExecute
+// for a failed GPU when the fault policy evicts: PoolOptions::no_execute_on_failure).
 //
 // Slices stay within the API's limits: counter sets in slices of their own (at most 8 sets per
 // slice), devices at most 128 per slice, 64 when the pool uses counters or taints.
@@ -64,6 +65,10 @@ struct PoolOptions {
   // PCI bus id (as discovery reports it) -> PCIe root complex ("pci0000:16"), for the standard
   // attribute resource.kubernetes.io/pcieRoot; GPUs without an entry do not get it.
   std::map<std::string, std::string> pcie_roots;
+  // The taint of a failed GPU's devices (effect kFail): NoExecute when the fault policy evicts
+  // (kube-controller-manager's device taint eviction then ends the claims' pods that do not
+  // tolerate it), else NoSchedule. A draining GPU's devices are always NoSchedule.
+  bool no_execute_on_failure = false;
 };
 
 struct Pool {

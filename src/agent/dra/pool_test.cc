@@ -194,6 +194,38 @@ TEST(Pool, UnhealthyGpuIsTaintedAndMigModeGpuOffersOnlyInstances) {
   EXPECT_NE(Device(devices, "gpu-5-mig-1g-10gb-6"), nullptr);
 }
 
+// Under the fault policy evict a failed GPU's devices are tainted NoExecute (kube-controller-
+// manager then ends the pods of the claims that do not tolerate it); a draining GPU's stay
+// NoSchedule, and without the option every unhealthy GPU's devices are NoSchedule. The taint's
+// value names the condition when no XID explains it.
+TEST(Pool, AFailedGpuIsTaintedNoExecuteOnlyWhenThePolicyEvicts) {
+  NodeGpus gpus = ReadGpus("h100-8x-nvswitch.json");
+  gpus.gpus[1].health = {false, {48}, "XID 48: double bit ECC error"};
+  gpus.gpus[1].fault = FaultEffect::kFail;
+  gpus.gpus[2].conditions = {Condition(HealthCondition::kGpuLost, "GPU is lost")};
+  gpus.gpus[2].health = {false, {}, "GPU is lost"};
+  gpus.gpus[2].fault = FaultEffect::kFail;
+  gpus.gpus[4].health = {false, {4242}, "XID 4242"};
+  gpus.gpus[4].fault = FaultEffect::kDrain;
+  auto taint = [](const Pool& pool, const std::string& device) {
+    std::vector<json> devices = AllDevices(pool);
+    const json* d = Device(devices, device);
+    return d == nullptr ? json() : d->value("taints", json::array());
+  };
+  Pool evict = BuildPool(gpus, {.node_name = "n", .no_execute_on_failure = true});
+  EXPECT_EQ(taint(evict, "gpu-1"),
+            json::parse(R"([{"key": "gpu.tessera.dev/unhealthy", "value": "xid-48",
+                             "effect": "NoExecute"}])"));
+  EXPECT_EQ(taint(evict, "gpu-2"),
+            json::parse(R"([{"key": "gpu.tessera.dev/unhealthy", "value": "gpu-lost",
+                             "effect": "NoExecute"}])"));
+  EXPECT_EQ(taint(evict, "gpu-4")[0]["effect"], "NoSchedule") << "draining: the pods stay";
+  EXPECT_EQ(taint(evict, "gpu-0"), json::array());
+  Pool cordon = BuildPool(gpus, {.node_name = "n"});
+  EXPECT_EQ(taint(cordon, "gpu-1")[0]["effect"], "NoSchedule");
+  EXPECT_EQ(taint(cordon, "gpu-2")[0]["effect"], "NoSchedule");
+}
+
 TEST(Pool, ManyPlainGpusSplitAt128DevicesPerSlice) {
   NodeGpus gpus;
   const int n = 200;  // more than one slice holds; no MIG table for the model

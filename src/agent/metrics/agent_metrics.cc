@@ -33,54 +33,73 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
           "1 while the GPU's MPS control daemon runs for pods that opted into MPS",
           [](const GpuUse& g) { return g.mps.empty() ? 0 : 1; });
   // One family per pod figure, one sample per pod on each GPU (`mig` empty but for a MIG
-  // instance); `shim_only`: only pods whose shares the shim accounts.
-  auto per_pod = [&](const char* name, MetricType type, const char* help, bool shim_only,
-                     auto value) {
+  // instance) that `has` the figure.
+  auto all_pods = [](const GpuUse::Pod&) { return true; };
+  auto shim_pods = [](const GpuUse::Pod& p) { return p.used_bytes >= 0; };  // the shim accounts
+  auto per_pod = [&](const char* name, MetricType type, const char* help, auto has, auto value) {
     auto family = out.Family({name, type, help, pod_labels});
     for (const GpuUse& g : gpus) {
       for (const GpuUse::Pod& p : g.pods) {
-        if (shim_only && p.used_bytes < 0) continue;
+        if (!has(p)) continue;
         family.Add({counters.node, StrCat(g.index), g.uuid, p.ns, p.name, sharing(p), p.mig},
                    value(p));
       }
     }
   };
   per_pod("tessera_agent_pod_gpu_memory_granted_bytes", MetricType::kGauge,
-          "GPU memory granted to the pod on this GPU (a whole GPU: all of it)", false,
+          "GPU memory granted to the pod on this GPU (a whole GPU: all of it)", all_pods,
           [](const GpuUse::Pod& p) { return p.memory_mib << 20; });
   per_pod("tessera_agent_pod_gpu_compute_granted_ratio", MetricType::kGauge,
           "Compute granted to the pod on this GPU, as a fraction of the GPU (1: all of it; 0: "
           "a share without a compute reservation, time-shared)",
-          false, [](const GpuUse::Pod& p) { return p.compute_milli / 1000.0; });
+          all_pods, [](const GpuUse::Pod& p) { return p.compute_milli / 1000.0; });
   per_pod("tessera_agent_pod_gpu_memory_used_bytes", MetricType::kGauge,
           "GPU memory the pod's processes hold now, as the CUDA shim accounts it (shares "
           "enforced by the shim only)",
-          true, [](const GpuUse::Pod& p) { return p.used_bytes; });
+          shim_pods, [](const GpuUse::Pod& p) { return p.used_bytes; });
   per_pod("tessera_agent_pod_gpu_processes", MetricType::kGauge,
-          "Live processes of the pod using the GPU through the CUDA shim", true,
+          "Live processes of the pod using the GPU through the CUDA shim", shim_pods,
           [](const GpuUse::Pod& p) { return static_cast<int64_t>(p.processes); });
   per_pod("tessera_agent_pod_gpu_cap_refusals_total", MetricType::kCounter,
-          "Allocations the CUDA shim refused because they would pass the pod's cap", true,
+          "Allocations the CUDA shim refused because they would pass the pod's cap", shim_pods,
           [](const GpuUse::Pod& p) { return static_cast<int64_t>(p.oom_count); });
-  auto per_node = [&](const char* name, const char* help, int64_t value) {
-    out.Family({name, MetricType::kCounter, help, {"node"}}).Add({counters.node}, value);
+  per_pod("tessera_agent_pod_ledger_tampered_total", MetricType::kCounter,
+          "Times the pod's processes changed the header or length of its GPU memory ledger under "
+          "the agent (which put it back and sent a LedgerTampered Event)",
+          shim_pods, [](const GpuUse::Pod& p) { return static_cast<int64_t>(p.ledger_tampered); });
+  per_pod(
+      "tessera_agent_pod_gpu_memory_driver_bytes", MetricType::kGauge,
+      "GPU memory the pod's processes hold as the driver counts it (NVML, per process, summed by "
+      "pod): what the memory backstop compares with the share",
+      [](const GpuUse::Pod& p) { return p.driver_used_bytes >= 0; },
+      [](const GpuUse::Pod& p) { return p.driver_used_bytes; });
+  auto per_node = [&](const char* name, MetricType type, const char* help, int64_t value) {
+    out.Family({name, type, help, {"node"}}).Add({counters.node}, value);
   };
-  per_node("tessera_agent_containers_delivered_total", "Containers the agent gave GPUs to",
-           counters.containers_delivered);
-  per_node("tessera_agent_containers_refused_total",
+  per_node("tessera_agent_containers_delivered_total", MetricType::kCounter,
+           "Containers the agent gave GPUs to", counters.containers_delivered);
+  per_node("tessera_agent_containers_refused_total", MetricType::kCounter,
            "Container creations the agent failed because the pod's record cannot be honoured on "
            "this node",
            counters.containers_refused);
-  per_node("tessera_agent_reaped_processes_total",
+  per_node("tessera_agent_reaped_processes_total", MetricType::kCounter,
            "Processes that died holding GPU memory of a share, given back by the agent",
            counters.reaped_processes);
+  per_node("tessera_agent_backstop_over_share_total", MetricType::kCounter,
+           "Times a pod's processes were found holding more GPU memory than its share (with the "
+           "tolerance) by the driver's count",
+           counters.backstop_over);
+  per_node("tessera_agent_backstop_actions_total", MetricType::kCounter,
+           "Times the memory backstop killed a pod's processes or evicted a pod that stayed over "
+           "its share past the grace period",
+           counters.backstop_actions);
+  per_node("tessera_agent_host_pid_namespace", MetricType::kGauge,
+           "1 if the agent sees the host's PID namespace (hostPID), which the compute controller "
+           "and the memory backstop need",
+           counters.host_pids ? 1 : 0);
   if (in.requests != nullptr) in.requests->Write(out, "tessera_agent_api_requests_total");
 }
 
-std::string MetricsText(const AgentMetricsInput& in) {
-  prometheus::Exposition out;
-  WriteAgentMetrics(out, in);
-  return std::move(out).Text();
 }
 
 struct MetricsServer::Impl {

@@ -30,6 +30,9 @@ struct AgentCounters {
   int64_t containers_delivered = 0;  // containers given GPUs
   int64_t containers_refused = 0;    // container creations failed with a reason
   int64_t reaped_processes = 0;      // ledger slots of dead processes given back
+  int64_t backstop_over = 0;         // pods found over their share by the memory backstop
+  int64_t backstop_actions = 0;      // processes killed or pods evicted for it
+  bool host_pids = true;             // the agent sees the host's PID namespace
 };
 
 // Everything the agent's /metrics reports, gathered at each scrape.

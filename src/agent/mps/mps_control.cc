@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
+#include "shim/files_at.h"
 
 extern char** environ;
 
@@ -215,10 +216,38 @@ absl::StatusOr<std::unique_ptr<MpsDaemon>> MpsDaemon::Start(const std::string& g
                                   {d->shm_dir(), 01777}}) {
     if (absl::Status s = MakeDirs(dir, mode); !s.ok()) return s;
   }
+  // The daemon's /dev/shm is a tmpfs of its own size (the clients share it; none of them fills
+  // the host's /run through it), unmounted again if the daemon does not start.
+  bool mounted = false;
+  if (options.private_shm) {
+    absl::StatusOr<shim::Fd> gpu_dir = shim::MakeDirs(d->dir_, 0755);
+    if (!gpu_dir.ok()) return gpu_dir.status();
+    mounted = !shim::IsMountPointAt(gpu_dir->get(), "shm");
+    if (absl::Status s =
+            shim::MountSizedTmpfsAt(gpu_dir->get(), "shm", options.shm_bytes, d->shm_dir());
+        !s.ok()) {
+      return s;
+    }
+    ::chmod(d->shm_dir().c_str(), 01777);
+  }
   if (d->Command("get_default_active_thread_percentage").ok()) {
     d->adopted_ = true;
     return d;
   }
+  absl::StatusOr<std::unique_ptr<MpsDaemon>> started = d->StartDaemon();
+  if (!started.ok() && mounted) {  // nothing left mounted by a failed start
+    if (shim::Fd gpu_dir(::open(d->dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        gpu_dir.valid()) {
+      (void)shim::UnmountAt(gpu_dir.get(), "shm", d->shm_dir());
+    }
+  }
+  return started;
+}
+
+absl::StatusOr<std::unique_ptr<MpsDaemon>> MpsDaemon::StartDaemon() {
+  std::unique_ptr<MpsDaemon> d(new MpsDaemon(*this));
+  const MpsOptions& options = options_;
+  const std::string& gpu_uuid = gpu_uuid_;
   if (!options.exclusive_command.empty()) {
     RunResult r = RunProgram(Substitute(options.exclusive_command, gpu_uuid), {}, "",
                              options.command_timeout_ms);
@@ -302,7 +331,7 @@ ContainerEdits MpsDaemon::EditsFor(const ClientShare& share) const {
                        absl::StrCat(share.device_index, "=", share.pinned_memory_mib, "M"));
   }
   e.env.emplace_back("TESSERA_GPU_SHARING", "mps");
-  e.mounts.push_back({pipe_dir(), options_.container_pipe_dir, false});
+  e.mounts.push_back({pipe_dir(), options_.container_pipe_dir, true});
   e.mounts.push_back({options_.private_shm ? shm_dir() : "/dev/shm", "/dev/shm", false});
   return e;
 }
@@ -326,6 +355,11 @@ absl::Status MpsDaemon::Stop() {
     }
   }
   RemoveTree(pipe_dir());
+  if (shim::Fd gpu_dir(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); gpu_dir.valid()) {
+    if (absl::Status s = shim::UnmountAt(gpu_dir.get(), "shm", shm_dir()); !s.ok() && status.ok()) {
+      status = s;
+    }
+  }
   RemoveTree(shm_dir());
   return status;
 }

@@ -5,11 +5,14 @@
 // memory limit.
 //
 // Per GPU, under <root>/<GPU UUID>/ on the host:
-//   pipe/  CUDA_MPS_PIPE_DIRECTORY of the daemon; mounted into every client container at
-//          container_pipe_dir (clients find the daemon through it)
+//   pipe/  CUDA_MPS_PIPE_DIRECTORY of the daemon; mounted read-only into every client container
+//          at container_pipe_dir (clients find the daemon through it: connecting to a socket or
+//          opening a named pipe works on a read-only mount; creating a name does not, so a client
+//          can neither plant a symlink there nor fill the host's /run through it)
 //   log/   CUDA_MPS_LOG_DIRECTORY (control.log, server.log)
 //   shm/   the daemon's /dev/shm (a private mount namespace), mounted at /dev/shm in the clients:
-//          MPS clients and server share memory there, and no one else's /dev/shm is involved
+//          MPS clients and server share memory there, and no one else's /dev/shm is involved; a
+//          tmpfs of shm_bytes, so a client filling it fills that and not the host's /run
 // The daemon sees only its GPU (CUDA_VISIBLE_DEVICES=<UUID>), and the GPU is put in
 // EXCLUSIVE_PROCESS compute mode first (only the MPS server opens it), DEFAULT again at Stop.
 //
@@ -49,6 +52,8 @@ struct MpsOptions {
   std::vector<std::string> restore_command = {"nvidia-smi", "-i", "{uuid}", "-c", "DEFAULT"};
   // Give the daemon a private /dev/shm (needs CAP_SYS_ADMIN, as the agent has); false: the host's.
   bool private_shm = true;
+  // The size of the daemon's /dev/shm (a tmpfs, with private_shm).
+  uint64_t shm_bytes = 1ull << 30;
   std::string container_pipe_dir = "/tmp/nvidia-mps";
   int command_timeout_ms = 10'000;
 };
@@ -101,6 +106,9 @@ class MpsDaemon {
 
  private:
   MpsDaemon() = default;
+  MpsDaemon(const MpsDaemon&) = default;
+  // Start's second half: the compute mode, `<control> -d`, and the wait until it answers.
+  absl::StatusOr<std::unique_ptr<MpsDaemon>> StartDaemon();
   std::vector<std::pair<std::string, std::string>> DaemonEnv() const;
 
   std::string gpu_uuid_;

@@ -5,16 +5,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "shim/mount_namespace_testing.h"
 
 namespace tessera::agent::mps {
 namespace {
 
 constexpr char kUuid[] = "GPU-6f1c2a9e-0000-4000-8000-00000000000a";
+
+// The daemons' /dev/shm folders are tmpfs mounts: this process's own, gone with it.
+const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
 
 std::string Read(const std::string& path) {
   std::ifstream in(path);
@@ -51,7 +56,8 @@ class MpsTest : public ::testing::Test {
                                   "EXCLUSIVE_PROCESS"};
     options_.restore_command = {
         TESSERA_FAKE_MPS_CONTROL, "--as-nvidia-smi", "-i", "{uuid}", "-c", "DEFAULT"};
-    options_.private_shm = CanUnshareMounts();
+    options_.private_shm = kPrivateMounts && CanUnshareMounts();
+    options_.shm_bytes = 1 << 20;
   }
   void TearDown() override {
     // Never leave a daemon behind, whatever failed.
@@ -117,6 +123,10 @@ TEST_F(MpsTest, ClientEditsCarryTheShareAndTheDaemonsDirectories) {
   ASSERT_EQ(e.mounts.size(), 2u);
   EXPECT_EQ(e.mounts[0].host_path, d.pipe_dir());
   EXPECT_EQ(e.mounts[0].container_path, "/tmp/nvidia-mps");
+  // Read-only: a client connects to the daemon's sockets but creates no name there (no symlink
+  // planted for the daemon to follow, nothing written into the host's /run).
+  EXPECT_TRUE(e.mounts[0].read_only);
+  EXPECT_FALSE(e.mounts[1].read_only);
   EXPECT_EQ(e.mounts[1].container_path, "/dev/shm");
   EXPECT_EQ(e.mounts[1].host_path, options_.private_shm ? d.shm_dir() : "/dev/shm");
   EXPECT_EQ(d.EditsFor({100, 0, 0}).env.size(), 3u);  // no pinned limit, no variable
@@ -133,6 +143,19 @@ TEST_F(MpsTest, PrivateSharedMemory) {
   std::string name = log.substr(start, log.find('\n', at) - start);
   EXPECT_TRUE(Exists(d.shm_dir() + "/" + name)) << name;
   EXPECT_FALSE(Exists("/dev/shm/" + name)) << "the daemon wrote to the host's /dev/shm";
+  // A tmpfs of its own size: a client filling its /dev/shm gets ENOSPC there, and the host's
+  // /run (here the test's folder) takes nothing.
+  const std::string fill = d.shm_dir() + "/fill";
+  FILE* f = std::fopen(fill.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::string block(64 << 10, 'x');
+  size_t written = 0;
+  while (written < (64u << 20) && std::fwrite(block.data(), 1, block.size(), f) == block.size() &&
+         std::fflush(f) == 0) {
+    written += block.size();
+  }
+  std::fclose(f);
+  EXPECT_LE(written, options_.shm_bytes);
 }
 
 // An agent that restarts finds its daemons answering and adopts them: one daemon per GPU.

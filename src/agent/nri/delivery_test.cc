@@ -11,9 +11,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "records/assignment.h"
+#include "shim/mount_namespace_testing.h"
 
 namespace tessera::agent {
 namespace {
+
+// Pods' ledger folders are tmpfs mounts: this process's own, gone with it.
+const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -78,6 +82,7 @@ class DeliveryTest : public ::testing::Test {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     options_.node_name = "n1";
+    options_.sized_ledger_folders = kPrivateMounts;
     options_.edits.dev_dir = "/host/dev";
     options_.edits.pods_dir = (dir_ / "pods").string();
     options_.mps.root = (dir_ / "mps").string();
@@ -100,7 +105,7 @@ class DeliveryTest : public ::testing::Test {
       return absl::NotFoundError(path + ": No such file or directory");
     };
   }
-  ~DeliveryTest() override { fs::remove_all(dir_); }
+  ~DeliveryTest() override { shim::RemoveTestTree(dir_); }
 
   // A pod manager with the options as they are now, and the node's GPUs unless `gpus` is false.
   std::unique_ptr<PodManager> Pods(bool gpus = true) {
@@ -157,8 +162,13 @@ TEST_F(DeliveryTest, AShareGetsItsGpuItsLimitsItsRecordAndTheShim) {
             "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05");
   EXPECT_EQ(mounts["/usr/local/lib/tessera/libtessera-real-nvml.so.1"].source,
             "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.95.05");
-  EXPECT_THAT(mounts["/run/tessera/limits"].options, ::testing::Contains("ro"));
-  EXPECT_THAT(mounts["/run/tessera/ledger"].options, ::testing::Contains("rw"));
+  // The segment's files one by one, never their folders (the container cannot create names).
+  EXPECT_FALSE(mounts.contains("/run/tessera/limits"));
+  EXPECT_FALSE(mounts.contains("/run/tessera/ledger"));
+  EXPECT_THAT(mounts["/run/tessera/limits/" + Uuid(2) + ".limits"].options,
+              ::testing::Contains("ro"));
+  EXPECT_THAT(mounts["/run/tessera/ledger/" + Uuid(2) + ".ledger"].options,
+              ::testing::Contains("rw"));
   EXPECT_TRUE(fs::exists(pods_dir() + "/" + pod.uid + "/limits/" + Uuid(2) + ".limits"));
   EXPECT_TRUE(fs::exists(pods_dir() + "/" + pod.uid + "/ledger/" + Uuid(2) + ".ledger"));
   EXPECT_EQ(d.delivered(), 1);
@@ -291,7 +301,9 @@ TEST_F(DeliveryTest, TwentyPodsCreatedAtOnceEachGetTheirOwn) {
       got[i] = a.ok() ? Env(*a, "NVIDIA_VISIBLE_DEVICES") : std::string(a.status().message());
       if (a.ok()) {
         for (const nri::Mount& m : a->mounts) {
-          if (m.destination == "/run/tessera/limits") limits[i] = m.source;
+          if (m.destination == "/run/tessera/limits/" + Uuid(i % 4) + ".limits") {
+            limits[i] = m.source;
+          }
         }
       }
     });
@@ -299,7 +311,8 @@ TEST_F(DeliveryTest, TwentyPodsCreatedAtOnceEachGetTheirOwn) {
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(got[i], Uuid(i % 4)) << i;
-    EXPECT_EQ(limits[i], pods_dir() + "/" + sandboxes[i].uid + "/limits") << i;
+    EXPECT_EQ(limits[i], pods_dir() + "/" + sandboxes[i].uid + "/limits/" + Uuid(i % 4) + ".limits")
+        << i;
   }
   EXPECT_EQ(pods->pod_count(), 20u);
 }

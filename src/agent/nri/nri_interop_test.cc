@@ -19,6 +19,8 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "records/assignment.h"
+#include "shim/contract.h"
+#include "shim/mount_namespace_testing.h"
 
 namespace tessera::agent {
 namespace {
@@ -26,6 +28,10 @@ namespace {
 using nlohmann::json;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
+
+// A pod's ledger folder is a tmpfs the pod manager mounts: in this process's own mount namespace,
+// gone with it even when the test fails (plain folders without the privilege).
+const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
 
 struct Ran {
   int status = -1;
@@ -74,7 +80,7 @@ TEST(NriInterop, ContainerdsNriRuntimeGetsEachPodsOwnGpus) {
   while (!runtime.empty() && runtime.back() == '\n') runtime.pop_back();
 
   const fs::path dir = fs::path(::testing::TempDir()) / "nri_interop";
-  fs::remove_all(dir);
+  shim::RemoveTestTree(dir);
   fs::create_directories(dir);
   const std::string socket = (dir / "nri.sock").string();
 
@@ -94,6 +100,7 @@ TEST(NriInterop, ContainerdsNriRuntimeGetsEachPodsOwnGpus) {
   }
   PodManagerOptions options;
   options.node_name = "n1";
+  options.sized_ledger_folders = kPrivateMounts;
   options.edits.dev_dir = (dir / "dev").string();
   options.edits.pods_dir = (dir / "pods").string();
   options.mps.root = (dir / "mps").string();
@@ -177,7 +184,14 @@ TEST(NriInterop, ContainerdsNriRuntimeGetsEachPodsOwnGpus) {
             (dir / "pods" / uid_a / "assignment.json").string());
   EXPECT_EQ(mounts["/usr/lib/x86_64-linux-gnu/libcuda.so.1"]["source"],
             "/run/tessera/lib/libtessera-cuda.so");
-  EXPECT_EQ(mounts["/run/tessera/ledger"]["source"], (dir / "pods" / uid_a / "ledger").string());
+  // Each shared GPU's ledger file on its own, never the folder (a container could plant names in
+  // a folder it writes).
+  const std::string ledger_in_container = std::string(shim::contract::kLedgerDir) + "/" + Uuid(0) +
+                                          shim::contract::kLedgerSuffix;
+  ASSERT_TRUE(mounts.count(ledger_in_container)) << a["mounts"];
+  EXPECT_EQ(mounts[ledger_in_container]["source"],
+            (dir / "pods" / uid_a / "ledger" / (Uuid(0) + shim::contract::kLedgerSuffix)).string());
+  EXPECT_FALSE(mounts.count(shim::contract::kLedgerDir)) << a["mounts"];
 
   const json& b = results["share-b"];
   EXPECT_THAT(b["env"], ::testing::Contains(json{"NVIDIA_VISIBLE_DEVICES", Uuid(1)}));
@@ -199,7 +213,7 @@ TEST(NriInterop, ContainerdsNriRuntimeGetsEachPodsOwnGpus) {
   EXPECT_TRUE(fs::exists(dir / "pods" / uid_a));
   EXPECT_FALSE(fs::exists(dir / "pods" / uid_b));  // RemovePodSandbox took its files
   EXPECT_EQ(plugin.registered(), 1);
-  fs::remove_all(dir);
+  shim::RemoveTestTree(dir);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "agent/nri/nri_api.h"
+#include "records/required_plugins.h"
 
 namespace tessera::agent::nri {
 
@@ -48,8 +49,10 @@ class NriHandler {
 
 struct NriPluginOptions {
   std::string socket_path = "/var/run/nri/nri.sock";
-  std::string name = "tessera";  // [A-Za-z0-9_.+-]+
-  std::string index = "50";      // two digits: plugins are called in index order
+  // [A-Za-z0-9_.+-]+; the name the scheduler asks containerd to require
+  // (records/required_plugins.h)
+  std::string name = std::string(records::kAgentNriPluginName);
+  std::string index = "50";  // two digits: plugins are called in index order
   std::chrono::milliseconds reconnect_min{200};
   std::chrono::milliseconds reconnect_max{10'000};
 };

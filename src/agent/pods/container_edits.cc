@@ -9,6 +9,7 @@
 
 #include "common/strings.h"
 #include "shim/contract.h"
+#include "shim/segments.h"
 
 namespace tessera::agent {
 namespace {
@@ -48,6 +49,12 @@ std::string PodDir(const std::string& pods_dir, const std::string& uid) {
 
 std::string AssignmentFile(const std::string& pods_dir, const std::string& uid) {
   return StrCat(PodDir(pods_dir, uid), "/assignment.json");
+}
+
+std::vector<SegmentFile> SegmentFiles(const std::string& segment_dir, const std::string& uuid) {
+  const shim::SegmentPaths host = shim::PathsFor(segment_dir, uuid);
+  return {{host.limits, StrCat(contract::kLimitsDir, "/", uuid, contract::kLimitsSuffix), true},
+          {host.ledger, StrCat(contract::kLedgerDir, "/", uuid, contract::kLedgerSuffix), false}};
 }
 
 absl::StatusOr<ContainerEdits> ContainerEditsFor(const PodGrant& grant, const EditsOptions& options,
@@ -141,11 +148,16 @@ absl::StatusOr<ContainerEdits> ContainerEditsFor(const PodGrant& grant, const Ed
                  StrJoin(missing, ", "),
                  " not found (see tessera agent --help: --driver-lib-dir, --shim-dir)"));
     }
+    // The segment files one by one, never their folders: a container can then write only into
+    // its ledger (fixed names, nothing to create, no symlink to plant; README "What a container
+    // can write").
     const std::string pod_dir = PodDir(options.pods_dir, grant.pod.uid);
-    e.mounts.push_back(
-        BindMount{StrCat(pod_dir, "/", contract::kLimitsSubdir), contract::kLimitsDir, true});
-    e.mounts.push_back(
-        BindMount{StrCat(pod_dir, "/", contract::kLedgerSubdir), contract::kLedgerDir, false});
+    for (const GrantedGpu& g : grant.gpus) {
+      if (!g.share()) continue;
+      for (const SegmentFile& f : SegmentFiles(pod_dir, g.gpu.spec.uuid)) {
+        e.mounts.push_back(BindMount{f.host_path, f.container_path, f.read_only});
+      }
+    }
     e.mounts.push_back(BindMount{
         d.cuda.host_path, StrCat(contract::kLibraryDir, "/", contract::kRealCudaLibrary), true});
     e.mounts.push_back(BindMount{

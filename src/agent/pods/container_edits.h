@@ -13,8 +13,9 @@
 //   mounts    /run/tessera/assignment.json (the record, read-only); the driver's libraries at
 //             <container lib dir>/libcuda.so.1 and libnvidia-ml.so.1 (and the others found);
 //             a shim share instead (src/shim/contract.h): the shim libraries at those two names,
-//             the real ones at /usr/local/lib/tessera/libtessera-real-{cuda,nvml}.so.1, the pod's
-//             limits (read-only) and ledger (read-write) directories under /run/tessera; an MPS
+//             the real ones at /usr/local/lib/tessera/libtessera-real-{cuda,nvml}.so.1, each
+//             shared GPU's limits file (read-only) and ledger file (read-write) under
+//             /run/tessera/{limits,ledger}, files mounted one by one, never their folders; an MPS
 //             share: the daemon's pipe directory and /dev/shm
 //
 // Pure apart from reading the device nodes' numbers (DeviceLookup): the files it names (the
@@ -100,6 +101,16 @@ struct ContainerEdits {
 // Host paths of a pod's files.
 std::string PodDir(const std::string& pods_dir, const std::string& uid);
 std::string AssignmentFile(const std::string& pods_dir, const std::string& uid);
+
+// The files of one share's segment (its limits, read-only, and its ledger, read-write), as they
+// are mounted into a container: each file on its own, never their folders (the one rule for
+// classic pods and DRA claims alike).
+struct SegmentFile {
+  std::string host_path;
+  std::string container_path;
+  bool read_only = true;
+};
+std::vector<SegmentFile> SegmentFiles(const std::string& segment_dir, const std::string& uuid);
 
 // The edits for every container of the pod. `mps` is the client edits of the GPU's daemon for an
 // MPS share (required then, ignored otherwise). Errors name what is missing on the node (a device

@@ -95,10 +95,17 @@ TEST(ContainerEdits, AShimShareGetsTheShimBeforeTheDriverAndItsSegments) {
   EXPECT_EQ(m["/run/tessera/assignment.json"],
             (BindMount{std::string("/run/tessera/pods/") + kUid + "/assignment.json",
                        "/run/tessera/assignment.json", true}));
-  EXPECT_EQ(m["/run/tessera/limits"].host_path,
-            std::string("/run/tessera/pods/") + kUid + "/limits");
-  EXPECT_TRUE(m["/run/tessera/limits"].read_only);
-  EXPECT_FALSE(m["/run/tessera/ledger"].read_only);
+  // The segment's files one by one, never their folders (nothing for a container to create).
+  const std::string limits = "/run/tessera/limits/" + Uuid(1) + ".limits";
+  const std::string ledger = "/run/tessera/ledger/" + Uuid(1) + ".ledger";
+  EXPECT_EQ(m[limits].host_path,
+            std::string("/run/tessera/pods/") + kUid + "/limits/" + Uuid(1) + ".limits");
+  EXPECT_TRUE(m[limits].read_only);
+  EXPECT_EQ(m[ledger].host_path,
+            std::string("/run/tessera/pods/") + kUid + "/ledger/" + Uuid(1) + ".ledger");
+  EXPECT_FALSE(m[ledger].read_only);
+  EXPECT_FALSE(m.contains("/run/tessera/limits"));
+  EXPECT_FALSE(m.contains("/run/tessera/ledger"));
   EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libcuda.so.1"].host_path,
             "/run/tessera/lib/libtessera-cuda.so");
   EXPECT_EQ(m["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"].host_path,

@@ -75,8 +75,8 @@ absl::StatusOr<std::string> ResolveHostPath(const std::string& host_root, const 
   return absl::FailedPreconditionError(StrCat(path, ": too many levels of symbolic links"));
 }
 
-absl::StatusOr<DriverLibraries> PrepareDriverLibraries(const DriverFilesOptions& options,
-                                                       std::vector<std::string>* notes) {
+DriverLibraries FindDriverLibraries(const DriverFilesOptions& options,
+                                    std::vector<std::string>* notes) {
   DriverLibraries d;
   d.container_lib_dir = options.container_lib_dir;
   const std::vector<std::string> dirs =
@@ -101,6 +101,12 @@ absl::StatusOr<DriverLibraries> PrepareDriverLibraries(const DriverFilesOptions&
   for (const char* soname : kOtherLibraries) {
     if (std::string p = find(soname); !p.empty()) d.others.push_back(LibraryFile{p, soname});
   }
+  return d;
+}
+
+absl::StatusOr<DriverLibraries> PrepareDriverLibraries(const DriverFilesOptions& options,
+                                                       std::vector<std::string>* notes) {
+  DriverLibraries d = FindDriverLibraries(options, notes);
   if (options.shim_dir.empty()) {
     notes->push_back("no --shim-dir: shares cannot be enforced by the CUDA shim");
     return d;

@@ -30,9 +30,16 @@ struct DriverFilesOptions {
 // container.
 std::vector<std::string> DefaultDriverLibDirs();
 
-// Finds the driver's libraries and installs the shim (copied only when its content changed, by
-// rename, so running containers keep the file they mapped). What is not found stays empty, with
-// a line in `notes` saying so; errors are for an install directory that cannot be written.
+// Finds the driver's libraries (libcuda.so.1, libnvidia-ml.so.1 and the others containers get) in
+// the driver folders, changing nothing; what is not found stays empty, with a line in `notes`.
+// `tessera doctor node` asks the same question the agent does, through this.
+DriverLibraries FindDriverLibraries(const DriverFilesOptions& options,
+                                    std::vector<std::string>* notes);
+
+// Finds the driver's libraries (FindDriverLibraries) and installs the shim (copied only when its
+// content changed, by rename, so running containers keep the file they mapped). What is not found
+// stays empty, with a line in `notes` saying so; errors are for an install directory that cannot be
+// written.
 [[nodiscard]] absl::StatusOr<DriverLibraries> PrepareDriverLibraries(
     const DriverFilesOptions& options, std::vector<std::string>* notes);
 

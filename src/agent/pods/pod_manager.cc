@@ -1,11 +1,11 @@
 #include "agent/pods/pod_manager.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "agent/discovery/fake_gpus_file.h"
@@ -14,6 +14,7 @@
 #include "core/model/mig.h"
 #include "records/names.h"
 #include "shim/contract.h"
+#include "shim/files_at.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::agent {
@@ -21,33 +22,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Writes `text` to `path` unless it already holds exactly that (atomic: temp file and rename).
-absl::Status WriteIfChanged(const fs::path& path, const std::string& text) {
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::stringstream have;
-      have << in.rdbuf();
-      if (have.str() == text) return absl::OkStatus();
-    }
-  }
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (ec) {
-    return absl::InternalError(
-        StrCat("cannot create ", path.parent_path().string(), ": ", ec.message()));
-  }
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.flush()) {
-      return absl::InternalError(StrCat("cannot write ", tmp.string(), ": ", std::strerror(errno)));
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) return absl::InternalError(StrCat("cannot write ", path.string(), ": ", ec.message()));
-  return absl::OkStatus();
+// Writes the pod's record to <pods dir>/<UID>/assignment.json unless it already holds exactly
+// that (atomic; through the folder's descriptor, never following a symlink: files_at.h).
+absl::Status WriteAssignment(const std::string& pods_dir, const std::string& uid,
+                             const std::string& text) {
+  absl::StatusOr<shim::Fd> dir = shim::MakeDirs(PodDir(pods_dir, uid), 0755);
+  if (!dir.ok()) return dir.status();
+  return shim::WriteFileAt(dir->get(), "assignment.json", text, 0644,
+                           AssignmentFile(pods_dir, uid));
 }
 
 // The utilisation source when there is none: the controller still tiles the windows.
@@ -79,13 +61,12 @@ mps::ClientShare MpsShareOf(const GrantedGpu& g) {
 
 void RemovePodFiles(const std::string& pods_dir, const std::string& uid) {
   if (!ValidPodUid(uid)) return;
+  // The segments first (the ledger folder's tmpfs is unmounted), then the rest; through
+  // descriptors, never following a symlink (files_at.h).
   const std::string dir = PodDir(pods_dir, uid);
-  if (absl::Status s = shim::RemovePodSegments(dir); !s.ok()) {
-    spdlog::warn("removing the segments of pod {}: {}", uid, s.message());
-  }
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  if (ec) spdlog::warn("removing {}: {}", dir, ec.message());
+  absl::Status s = shim::RemovePodSegments(dir);
+  if (s.ok()) s = shim::RemoveTree(dir);
+  if (!s.ok()) spdlog::warn("removing the files of pod {}: {}", uid, s.message());
 }
 
 }  // namespace
@@ -99,9 +80,21 @@ bool ValidPodUid(std::string_view uid) {
   return true;
 }
 
-PodManager::PodManager(PodManagerOptions options, MigReconfigurer* mig,
-                       shim::UtilizationSource* utilization)
-    : options_(std::move(options)), mig_(mig), utilization_(utilization) {}
+PodManager::PodManager(PodManagerOptions options, MigReconfigurer* mig, GpuProcessSampler* sampler)
+    : options_(std::move(options)),
+      mig_(mig),
+      sampler_(sampler),
+      processes_(options_.proc_root),
+      backstop_(options_.backstop) {
+  sees_host_pids_ = processes_.InHostPidNamespace();
+  if (!sees_host_pids_) {
+    spdlog::warn(
+        "{} is not the host's PID namespace (run the agent with hostPID: true): host PIDs of "
+        "the pods' GPU processes will not resolve, and the compute controller and the memory "
+        "backstop cannot tell the pods' processes",
+        options_.proc_root);
+  }
+}
 
 PodManager::~PodManager() = default;  // segments unmap; daemons and files stay for the next agent
 
@@ -150,6 +143,19 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
   TESSERA_RETURN_IF_ERROR(CheckNotGivenLocked(*grant));
   if (grant->has_mig()) TESSERA_RETURN_IF_ERROR(CarryOutMigPlan(&*grant));
 
+  // No share runs without a memory cap: the scheduler reserves one for every share (a
+  // compute-only ask gets the same fraction of the GPU's memory as of its compute). A grant
+  // without one (written by an older scheduler, or by hand) is refused, not run uncapped.
+  for (const GrantedGpu& g : grant->gpus) {
+    if (g.share() && g.assigned.grant.memory_mib <= 0) {
+      return absl::FailedPreconditionError(
+          StrCat("pod ", pod.Name(), ": its share of GPU ", g.gpu.spec.index, " (", g.gpu.spec.uuid,
+                 ") has no memory reserved, and tessera runs no share without a memory cap; the "
+                 "scheduler reserves one for every share (ask ",
+                 records::kGpuMemoryResource, ", or update the scheduler)"));
+    }
+  }
+
   // A GPU serves MPS pods or shim pods, not both.
   for (const GrantedGpu& g : grant->gpus) {
     if (!g.share()) continue;
@@ -172,17 +178,23 @@ absl::StatusOr<std::optional<ContainerEdits>> PodManager::PrepareLocked(const Po
   }
 
   const bool known = pods_.contains(pod.uid);
-  TESSERA_RETURN_IF_ERROR(
-      WriteIfChanged(AssignmentFile(options_.edits.pods_dir, pod.uid), record->second));
+  TESSERA_RETURN_IF_ERROR(WriteAssignment(options_.edits.pods_dir, pod.uid, record->second));
   Prepared p;
   if (grant->sharing == Sharing::kShim) {
     const std::string dir = PodDir(options_.edits.pods_dir, pod.uid);
+    uint32_t shares = 0;
+    for (const GrantedGpu& g : grant->gpus) shares += g.share() ? 1 : 0;
     for (const GrantedGpu& g : grant->gpus) {
       if (!g.share()) continue;
       shim::SegmentOptions so;
       so.pod_uid = pod.uid;
       so.limits = LimitsOf(*grant, g);
       so.slots = options_.ledger_slots;
+      // The pod's ledgers live in a tmpfs of their size: a container that grows its ledger fills
+      // that, never the host's /run.
+      if (options_.sized_ledger_folders) {
+        so.ledger_folder_bytes = shim::LedgerFolderBytes(shares, options_.ledger_slots);
+      }
       absl::StatusOr<std::unique_ptr<shim::Segment>> seg =
           shim::Segment::Create(dir, g.gpu.spec.uuid, so);
       if (!seg.ok()) {
@@ -436,12 +448,42 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
                live.size(), pods_.size(), adopted);
 }
 
+std::optional<uint32_t> PodManager::PodHostPid(const std::string& uid, uint64_t pidns_inode,
+                                               uint32_t ns_pid) {
+  std::optional<uint32_t> host = processes_.HostPidOf(pidns_inode, ns_pid);
+  if (!host) return std::nullopt;
+  // A slot names whatever identity its writer chose: only a process of the pod itself counts.
+  std::optional<ProcessOwner> owner = processes_.OwnerOf(*host);
+  if (!owner || owner->pod_uid != uid) return std::nullopt;
+  return host;
+}
+
 void PodManager::Maintain() {
   std::lock_guard<std::mutex> lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  // One scan of /proc at most a second, whatever the ledgers claim (host_processes.h).
+  if (now - processes_refreshed_ >= std::chrono::seconds(1)) {
+    processes_.Refresh();
+    processes_refreshed_ = now;
+  }
   std::map<std::string, std::vector<shim::Segment*>> capped;  // by GPU UUID
   for (auto& [uid, p] : pods_) {
     for (auto& seg : p.segments) {
-      shim::ReapResult r = seg->Reap(options_.proc_root);
+      shim::ReapResult r = seg->Reap(
+          [this, &uid](uint64_t inode, uint32_t pid) { return PodHostPid(uid, inode, pid); });
+      if (!r.tampered.empty()) {
+        ++p.tampered[seg->gpu_uuid()];
+        spdlog::warn(
+            "pod {}: the ledger of GPU {} was changed under the agent ({}); its header "
+            "was put back",
+            p.grant.pod.Name(), seg->gpu_uuid(), r.tampered);
+        NoticeLocked(
+            p, StrCat("LedgerTampered/", seg->gpu_uuid()), "LedgerTampered",
+            StrCat("a process of this pod changed the GPU memory ledger of GPU ", seg->gpu_uuid(),
+                   " (", r.tampered,
+                   "): the node agent put back its header and trusts nothing it reads there; "
+                   "the CUDA shim never does this"));
+      }
       if (r.slots > 0) {
         reaped_slots_ += r.slots;
         spdlog::info("pod {}: {} dead process(es) gave back {} bytes of GPU {}", p.grant.pod.Name(),
@@ -452,8 +494,100 @@ void PodManager::Maintain() {
   }
   NoUtilization none;
   for (auto& [uuid, segs] : capped) {
-    controller_.Step(uuid, segs, utilization_ ? *utilization_ : none);
+    controller_.Step(uuid, segs,
+                     sampler_ != nullptr ? static_cast<shim::UtilizationSource&>(*sampler_) : none);
   }
+  if (sampler_ != nullptr && now >= next_backstop_) {
+    next_backstop_ = now + options_.backstop.interval;
+    RunBackstopLocked(now);
+  }
+}
+
+void PodManager::RunBackstopLocked(std::chrono::steady_clock::time_point now) {
+  std::vector<BackstopShare> shares;
+  std::map<std::string, Prepared*> by_uid;
+  for (auto& [uid, p] : pods_) {
+    by_uid[uid] = &p;
+    if (p.grant.sharing == Sharing::kNone) continue;
+    for (const GrantedGpu& g : p.grant.gpus) {
+      if (!g.share() || g.assigned.grant.memory_mib <= 0) continue;
+      shares.push_back(
+          {uid, g.gpu.spec.uuid, static_cast<uint64_t>(g.assigned.grant.memory_mib) << 20});
+    }
+  }
+  std::map<std::string, std::string> errors;
+  std::vector<BackstopVerdict> verdicts =
+      backstop_.Step(shares, *sampler_, processes_, now, &errors);
+  for (const auto& [gpu, error] : errors) {
+    if (backstop_errors_.insert(gpu).second) {
+      spdlog::warn("memory backstop: the processes of GPU {} cannot be sampled: {}", gpu, error);
+    }
+  }
+  const BackstopOptions& o = options_.backstop;
+  for (const BackstopVerdict& v : verdicts) {
+    Prepared& p = *by_uid[v.pod_uid];
+    const std::string what =
+        StrCat("its processes hold ", v.used_bytes >> 20, " MiB of GPU ", v.gpu_uuid,
+               " as the driver counts it (NVML), more than its share of ", v.cap_bytes >> 20,
+               " MiB with the tolerance (", v.allowed_bytes >> 20, " MiB for ", v.pids.size(),
+               " process(es))");
+    if (v.kind == BackstopVerdict::kOver) {
+      ++backstop_over_;
+      spdlog::warn("pod {}: {}", p.grant.pod.Name(), what);
+      NoticeLocked(p, StrCat("GPUMemoryOverShare/", v.gpu_uuid), "GPUMemoryOverShare",
+                   StrCat(what, "; unless it gives the memory back within ", o.grace.count(),
+                          " s the node agent will ",
+                          o.action == BackstopAction::kKill    ? "kill those processes"
+                          : o.action == BackstopAction::kEvict ? "evict the pod"
+                                                               : "report it again"));
+      continue;
+    }
+    // kAct: the grace period passed and the pod is still over.
+    if (o.action == BackstopAction::kKill) {
+      std::vector<uint32_t> killed;
+      for (uint32_t pid : v.pids) {
+        // Checked again just before: a PID reused by another process is never killed.
+        std::optional<ProcessOwner> owner = processes_.OwnerOf(pid);
+        if (owner && owner->pod_uid == v.pod_uid && ::kill(static_cast<pid_t>(pid), SIGKILL) == 0) {
+          killed.push_back(pid);
+        }
+      }
+      if (!killed.empty()) ++backstop_actions_;
+      spdlog::warn("pod {}: {} for {} s: killed host PID(s) {}", p.grant.pod.Name(), what,
+                   v.over_for.count(), StrJoin(killed, ", "));
+      NoticeLocked(p, StrCat("GPUMemoryOverShareKilled/", v.gpu_uuid), "GPUMemoryOverShareKilled",
+                   StrCat(what, " for ", v.over_for.count(), " s: the node agent killed them"));
+    } else if (o.action == BackstopAction::kEvict) {
+      const size_t before = notices_.size();
+      NoticeLocked(p, StrCat("GPUMemoryOverShareEvicted/", v.gpu_uuid), "GPUMemoryOverShareEvicted",
+                   StrCat(what, " for ", v.over_for.count(), " s: the node agent evicts the pod"));
+      if (notices_.size() > before) {
+        notices_.back().evict = true;
+        ++backstop_actions_;
+        spdlog::warn("pod {}: {} for {} s: evicting it", p.grant.pod.Name(), what,
+                     v.over_for.count());
+      }
+    } else {
+      NoticeLocked(p, StrCat("GPUMemoryOverShare/", v.gpu_uuid), "GPUMemoryOverShare",
+                   StrCat(what, " for ", v.over_for.count(), " s"));
+    }
+  }
+}
+
+void PodManager::NoticeLocked(Prepared& p, const std::string& key, std::string reason,
+                              std::string message) {
+  const auto now = std::chrono::steady_clock::now();
+  auto it = p.noticed.find(key);
+  if (it != p.noticed.end() && now - it->second < options_.notice_interval) return;
+  p.noticed[key] = now;
+  PodRef pod = p.grant.pod;
+  pod.annotations.clear();
+  notices_.push_back(PodNotice{std::move(pod), std::move(reason), std::move(message)});
+}
+
+std::vector<PodNotice> PodManager::TakeNotices() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(notices_, {});
 }
 
 void PodManager::RunMaintenance(const std::atomic<bool>& stop) {
@@ -461,6 +595,9 @@ void PodManager::RunMaintenance(const std::atomic<bool>& stop) {
   auto next = std::chrono::steady_clock::now();
   while (!stop.load()) {
     Maintain();
+    if (std::vector<PodNotice> notices = TakeNotices(); !notices.empty() && options_.notify) {
+      options_.notify(std::move(notices));
+    }
     next += interval;
     while (!stop.load() && std::chrono::steady_clock::now() < next) {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -496,6 +633,14 @@ std::vector<GpuUse> PodManager::Use() const {
           shim::SegmentInfo info = seg->Inspect();
           pod.used_bytes = static_cast<int64_t>(info.used_bytes);
           pod.oom_count = info.oom_count;
+          if (auto t = p.tampered.find(g.spec.uuid); t != p.tampered.end()) {
+            pod.ledger_tampered = t->second;
+          }
+          if (sampler_ != nullptr) {
+            auto d = backstop_.use().find({uid, g.spec.uuid});
+            pod.driver_used_bytes =
+                d == backstop_.use().end() ? 0 : static_cast<int64_t>(d->second.used_bytes);
+          }
           for (const auto& proc : info.processes) pod.processes += proc.alive ? 1 : 0;
         }
         u.pods.push_back(std::move(pod));

@@ -26,6 +26,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,17 +41,40 @@
 #include "agent/mps/mps_control.h"
 #include "agent/pods/container_edits.h"
 #include "agent/pods/grant.h"
+#include "agent/pods/memory_backstop.h"
+#include "agent/procs/gpu_processes.h"
+#include "agent/procs/host_processes.h"
 #include "shim/compute_controller.h"
 #include "shim/segments.h"
 
 namespace tessera::agent {
+
+// Something a pod should be told about (a Warning Event on the pod), found while the agent
+// served it: the caller posts it (PodManager never waits on the network).
+struct PodNotice {
+  PodRef pod;  // namespace, name, UID
+  std::string reason;
+  std::string message;
+  bool evict = false;  // the memory backstop asks for the pod's eviction (BackstopAction::kEvict)
+};
 
 struct PodManagerOptions {
   std::string node_name;
   EditsOptions edits;  // pods_dir, devices, driver libraries
   mps::MpsOptions mps;
   uint32_t ledger_slots = shim::kDefaultLedgerSlots;
-  std::string proc_root = "/proc";  // the host's, for the reaper's host PIDs
+  // Each pod's ledger folder is a tmpfs of the size of its ledgers (shim::SegmentOptions), so a
+  // container cannot fill the host's /run through it; needs CAP_SYS_ADMIN (the agent has it).
+  bool sized_ledger_folders = true;
+  // The host's /proc: host PIDs of ledger slots, and the pods of the GPU's processes (the agent
+  // runs with hostPID; see agent/procs/host_processes.h).
+  std::string proc_root = "/proc";
+  // The driver's view of each pod's GPU memory (needs a GpuProcessSampler): memory_backstop.h.
+  BackstopOptions backstop;
+  // Called by RunMaintenance, outside the pod manager's lock, with what pods should be told.
+  std::function<void(std::vector<PodNotice>)> notify;
+  // The same notice about the same pod and GPU is given at most this often.
+  std::chrono::seconds notice_interval{60};
 };
 
 // What the agent has granted on one GPU, for /metrics.
@@ -68,16 +93,19 @@ struct GpuUse {
     int64_t used_bytes = -1;  // what the pod's processes hold (shim shares), -1 unknown
     uint64_t oom_count = 0;
     uint32_t processes = 0;
+    uint64_t ledger_tampered = 0;    // times its processes changed the ledger's header or length
+    int64_t driver_used_bytes = -1;  // what NVML says its processes hold (-1: not sampled)
   };
   std::vector<Pod> pods;
 };
 
 class PodManager {
  public:
-  // `mig` (optional) carries out MIG plans; `utilization` (optional) feeds the compute
-  // controller (without it the shims' windows stay at the caps).
+  // `mig` (optional) carries out MIG plans; `sampler` (optional: NVML's per-process view) feeds
+  // the compute controller (without it the shims' windows stay at the caps) and the memory
+  // backstop (without it there is none).
   PodManager(PodManagerOptions options, MigReconfigurer* mig = nullptr,
-             shim::UtilizationSource* utilization = nullptr);
+             GpuProcessSampler* sampler = nullptr);
   ~PodManager();
 
   void SetGpus(std::shared_ptr<const NodeGpus> gpus);
@@ -93,15 +121,23 @@ class PodManager {
   // removed); running ones this agent does not know yet are taken back.
   void Synchronize(const std::vector<PodRef>& live);
 
-  // One maintenance step: reap every segment, run the compute controller on GPUs with compute
-  // shares. Called every shim::contract::kMaintenanceIntervalMs by RunMaintenance.
+  // One maintenance step: reap every segment (a ledger whose header or length its pod's
+  // processes changed is put back, counted and noticed: reason LedgerTampered), run the compute
+  // controller on GPUs with compute shares. Called every shim::contract::kMaintenanceIntervalMs
+  // by RunMaintenance, which hands the notices to options.notify.
   void Maintain();
+  // The notices found since the last call.
+  std::vector<PodNotice> TakeNotices();
   void RunMaintenance(const std::atomic<bool>& stop);
 
   std::vector<GpuUse> Use() const;
   int64_t prepared() const { return prepared_.load(); }
   int64_t refused() const { return refused_.load(); }
   int64_t reaped_slots() const { return reaped_slots_.load(); }
+  // The memory backstop: pods found over their share, and actions taken (kill or evict).
+  int64_t backstop_over() const { return backstop_over_.load(); }
+  int64_t backstop_actions() const { return backstop_actions_.load(); }
+  bool sees_host_pids() const { return sees_host_pids_; }
   size_t pod_count() const;
 
  private:
@@ -109,7 +145,11 @@ class PodManager {
     PodGrant grant;
     ContainerEdits edits;
     std::vector<std::unique_ptr<shim::Segment>> segments;
+    std::map<std::string, uint64_t> tampered;  // by GPU UUID: times the ledger was put back
+    std::map<std::string, std::chrono::steady_clock::time_point> noticed;  // by reason + GPU
   };
+  // Queues a notice unless the same one was given within options_.notice_interval.
+  void NoticeLocked(Prepared& p, const std::string& key, std::string reason, std::string message);
   absl::StatusOr<std::optional<ContainerEdits>> PrepareLocked(const PodRef& pod);
   // The node's own check of a record (a defence against records the scheduler did not write):
   // nothing of the grant is held by another pod here, whole GPUs and MIG instances go to one pod,
@@ -119,18 +159,31 @@ class PodManager {
   absl::Status CarryOutMigPlan(PodGrant* grant);
   absl::StatusOr<mps::ContainerEdits> JoinMps(const PodGrant& grant);
   void ReleaseLocked(const std::string& uid);
+  // One memory backstop step (memory_backstop.h) and its actions.
+  void RunBackstopLocked(std::chrono::steady_clock::time_point now);
+  // The host PID of a ledger slot's process, only if it is a process of pod `uid`.
+  std::optional<uint32_t> PodHostPid(const std::string& uid, uint64_t pidns_inode, uint32_t ns_pid);
   void StopIdleMpsLocked();
 
   PodManagerOptions options_;
   MigReconfigurer* mig_;
-  shim::UtilizationSource* utilization_;
+  GpuProcessSampler* sampler_;
   mutable std::mutex mu_;
   std::shared_ptr<const NodeGpus> gpus_;
   std::map<std::string, Prepared> pods_;                        // by pod UID
   std::map<std::string, std::unique_ptr<mps::MpsDaemon>> mps_;  // by GPU UUID
   shim::ComputeController controller_;
   std::set<std::string> controller_errors_;  // GPUs whose utilisation failed (logged once)
+  std::vector<PodNotice> notices_;
+  HostProcesses processes_;
+  bool sees_host_pids_ = false;
+  std::chrono::steady_clock::time_point processes_refreshed_{};
+  MemoryBackstop backstop_;
+  std::chrono::steady_clock::time_point next_backstop_{};
+  std::set<std::string>
+      backstop_errors_;  // GPUs whose processes could not be sampled (logged once)
   std::atomic<int64_t> prepared_{0}, refused_{0}, reaped_slots_{0};
+  std::atomic<int64_t> backstop_over_{0}, backstop_actions_{0};
 };
 
 // A pod UID (a UUID: 8-4-4-4-12 hex digits), the only names made and removed under pods_dir.

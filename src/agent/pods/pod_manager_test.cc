@@ -1,9 +1,13 @@
 #include "agent/pods/pod_manager.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
 
@@ -12,9 +16,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "shim/ledger.h"
+#include "shim/mount_namespace_testing.h"
 
 namespace tessera::agent {
 namespace {
+
+// Pods' ledger folders are tmpfs mounts: this process's own, gone with it.
+const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
 
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -89,6 +97,7 @@ class PodManagerTest : public ::testing::Test {
     options_.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
     options_.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
     options_.ledger_slots = 8;
+    options_.sized_ledger_folders = kPrivateMounts;
     options_.mps.control = TESSERA_FAKE_MPS_CONTROL;
     options_.mps.root = (dir_ / "mps").string();
     options_.mps.exclusive_command = {
@@ -235,23 +244,104 @@ TEST_F(PodManagerTest, MaintenanceGivesBackWhatAKilledProcessHeld) {
   ::close(ready[1]);
 }
 
+// A hostile process of the pod rewrites its ledger's header (the file is mapped read-write into
+// its containers). The agent puts it back, counts it (/metrics) and tells the pod (an Event, at
+// most once a minute); an agent restarted while the header was broken does the same, and the
+// share keeps working.
+TEST_F(PodManagerTest, ALedgerChangedByThePodIsPutBackCountedAndNoticed) {
+  auto m = Manager();
+  ASSERT_TRUE(m->Prepare(Pod(1, {Share(0, 4096)})).ok());
+  const std::string ledger = PodDir(1) + "/ledger/" + Uuid(0) + ".ledger";
+  auto rewrite_slot_count = [&](uint32_t count) {
+    std::fstream f(ledger, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(offsetof(shim::LedgerHeader, slot_count));
+    f.write(reinterpret_cast<const char*>(&count), sizeof(count));
+  };
+  rewrite_slot_count(0xffffffffu);
+  m->Maintain();
+  m->Maintain();
+  std::vector<PodNotice> notices = m->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].pod.Name(), "team/p1");
+  EXPECT_EQ(notices[0].pod.uid, Uid(1));
+  EXPECT_EQ(notices[0].reason, "LedgerTampered");
+  EXPECT_THAT(notices[0].message, HasSubstr("slot count 4294967295 (was 8)"));
+  EXPECT_EQ(m->Use()[0].pods[0].ledger_tampered, 1u);
+  rewrite_slot_count(7);
+  m->Maintain();
+  EXPECT_EQ(m->Use()[0].pods[0].ledger_tampered, 2u);
+  EXPECT_TRUE(m->TakeNotices().empty());  // told once a minute
+
+  // Broken while no agent ran: the next one puts it back when it takes the pod back.
+  m.reset();
+  rewrite_slot_count(1u << 20);
+  m = Manager();
+  m->Synchronize({Pod(1, {Share(0, 4096)})});
+  EXPECT_EQ(m->pod_count(), 1u);
+  m->Maintain();
+  notices = m->TakeNotices();
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_THAT(notices[0].message, HasSubstr("1048576"));
+  std::string error;
+  EXPECT_NE(shim::Ledger::Open(ledger, &error), nullptr) << error;
+}
+
+// The ledger is the one file a container can write; growing it must fill a tmpfs of the ledgers'
+// size, never the host's /run (here: the test's folder). Writes until ENOSPC, as a container would.
+TEST_F(PodManagerTest, AContainerGrowingItsLedgerFillsItsOwnSmallTmpfsNotTheHost) {
+  if (!kPrivateMounts) GTEST_SKIP() << "needs CAP_SYS_ADMIN for a mount namespace";
+  auto m = Manager();
+  ASSERT_TRUE(m->Prepare(Pod(1, {Share(0, 4096)})).ok());
+  const std::string ledger = PodDir(1) + "/ledger/" + Uuid(0) + ".ledger";
+  struct statvfs before {};
+  ASSERT_EQ(::statvfs(options_.edits.pods_dir.c_str(), &before), 0);
+  int fd = ::open(ledger.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(fd, 0);
+  std::string block(1 << 20, 'x');
+  int64_t written = 0;
+  int error = 0;
+  while (written < (int64_t{256} << 20)) {
+    ssize_t n = ::write(fd, block.data(), block.size());
+    if (n <= 0) {
+      error = errno;
+      break;
+    }
+    written += n;
+  }
+  ::close(fd);
+  EXPECT_EQ(error, ENOSPC);
+  EXPECT_LE(written, int64_t{1} << 20);  // at most the ledger folder's pages
+  struct statvfs after {};
+  ASSERT_EQ(::statvfs(options_.edits.pods_dir.c_str(), &after), 0);
+  // The filesystem under the pods' folder did not take the writes (allow 1 MiB of unrelated use).
+  EXPECT_LE(static_cast<int64_t>(before.f_bavail * before.f_frsize) -
+                static_cast<int64_t>(after.f_bavail * after.f_frsize),
+            int64_t{1} << 20);
+  // The agent puts the ledger's length back at the next step, and the pod's end unmounts it.
+  m->Maintain();
+  struct stat st {};
+  ASSERT_EQ(::stat(ledger.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), shim::LedgerFileSize(8));
+  m->Release(Uid(1));
+  EXPECT_FALSE(fs::exists(PodDir(1)));
+}
+
 // An agent that restarts takes back the running pods (their segments and what they hold) and
 // removes the files of pods that ended while it was away.
 TEST_F(PodManagerTest, ARestartedAgentTakesBackRunningPodsAndDropsEndedOnes) {
   PodRef running = Pod(1, {Share(0, 4096)});
   PodRef ended = Pod(2, {Share(0, 8192)});
   // A process of the running pod holds 1 MiB (this test's process, through its own mapping).
-  std::unique_ptr<shim::Segment> process;
+  std::unique_ptr<shim::Ledger> process;
   {
     auto first = Manager();
     ASSERT_TRUE(first->Prepare(running).ok());
     ASSERT_TRUE(first->Prepare(ended).ok());
-    auto seg = shim::Segment::Open(PodDir(1), Uuid(0));
-    ASSERT_TRUE(seg.ok());
-    process = std::move(*seg);
     std::string err;
-    ASSERT_TRUE(process->ledger().Claim(shim::ProcessIdentity::Current(), &err)) << err;
-    ASSERT_TRUE(process->ledger().TryCharge(1 << 20, 4096ull << 20));
+    process = shim::Ledger::Open(PodDir(1) + "/ledger/" + Uuid(0) + ".ledger", &err);
+    ASSERT_NE(process, nullptr) << err;
+    ASSERT_TRUE(process->Claim(shim::ProcessIdentity::Current(), &err)) << err;
+    ASSERT_TRUE(process->TryCharge(1 << 20, 4096ull << 20));
     // The agent is killed: nothing is released.
   }
   EXPECT_TRUE(fs::exists(PodDir(2)));
@@ -294,6 +384,23 @@ TEST_F(PodManagerTest, MpsPodsShareTheGpusDaemonAndNeverAGpuWithShimPods) {
   std::string log((std::istreambuf_iterator<char>(smi)), {});
   EXPECT_EQ(log, "-i " + Uuid(0) + " -c EXCLUSIVE_PROCESS\n-i " + Uuid(0) + " -c DEFAULT\n");
   EXPECT_TRUE(m->Prepare(Pod(3, {Share(0, 1024)})).ok());  // the GPU serves shim pods again
+}
+
+// A share whose grant reserves no memory (compute only, from a scheduler before the scheduler
+// reserved memory for those) used to run with no memory cap: refused, shim or MPS, and nothing
+// is left behind.
+TEST_F(PodManagerTest, AShareWithoutAMemoryCapIsRefused) {
+  auto m = Manager();
+  for (const auto& annotations :
+       std::vector<std::map<std::string, std::string>>{{}, {{"tessera.dev/gpu-sharing", "mps"}}}) {
+    absl::StatusOr<std::optional<ContainerEdits>> p =
+        m->Prepare(Pod(1, {Share(0, /*memory_mib=*/0, /*compute_milli=*/300)}, annotations));
+    ASSERT_FALSE(p.ok());
+    EXPECT_THAT(p.status().message(), HasSubstr("has no memory reserved, and tessera runs no "
+                                                "share without a memory cap"));
+    EXPECT_FALSE(fs::exists(PodDir(1)));
+  }
+  EXPECT_TRUE(m->Prepare(Pod(1, {Share(0, 24576, 300)})).ok());  // what the scheduler grants now
 }
 
 TEST_F(PodManagerTest, AMigPlanIsCarriedOutBeforeTheContainerStarts) {

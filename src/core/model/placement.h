@@ -7,6 +7,7 @@
 #include "absl/container/inlined_vector.h"
 #include "core/model/ids.h"
 #include "core/model/mig.h"
+#include "core/model/request.h"
 
 namespace tessera::core {
 
@@ -16,6 +17,7 @@ struct GpuGrant {
   int32_t compute_milli = 0;  // reserved compute (0 = best-effort time sharing)
   bool exclusive = false;     // a whole GPU: nobody else may share it
   MigPlacement mig;           // a MIG instance: profile (index in the GPU's MigModel) and start
+  ShareMode mode = ShareMode::kShim;  // a share (not exclusive, not MIG): how it is enforced
   bool operator==(const GpuGrant&) const = default;
   bool is_mig() const { return mig.profile >= 0; }
 };

@@ -42,6 +42,11 @@ inline std::optional<GpuTopology> ParseGpuTopology(std::string_view name) {
   return std::nullopt;
 }
 
+// How a share of a GPU is enforced on the node: the CUDA shim in each container, or NVIDIA's MPS
+// daemon for the GPU. The two cannot serve one GPU at once (MPS wants the GPU in exclusive-process
+// mode), so the mode is part of the fit: a GPU's shares all use one mode.
+enum class ShareMode : uint8_t { kShim = 0, kMps = 1 };
+
 struct GpuAsk {
   enum class Kind : uint8_t {
     kNone,      // CPU-only pod
@@ -58,6 +63,7 @@ struct GpuAsk {
   GpuTopology topology = GpuTopology::kAny;  // kWhole with count > 1
   bool topology_required = false;            // refuse sets below `topology`
   std::string mig_profile;                   // kMig: a profile name of model/mig.h
+  ShareMode mode = ShareMode::kShim;         // kShare, kFraction: how the share is enforced
 
   static GpuAsk None() { return {}; }
   static GpuAsk Whole(int32_t n) {
@@ -91,7 +97,7 @@ struct GpuAsk {
   template <typename H>
   friend H AbslHashValue(H h, const GpuAsk& a) {
     return H::combine(std::move(h), a.kind, a.count, a.memory_mib, a.compute_milli,
-                      a.fraction_milli, a.topology, a.topology_required, a.mig_profile);
+                      a.fraction_milli, a.topology, a.topology_required, a.mig_profile, a.mode);
   }
 
   // GPUs this ask touches (0, 1 or count).

@@ -293,6 +293,21 @@ bool QueueSet::Usable(std::string_view queue, std::string* why) {
   return true;
 }
 
+bool QueueSet::Admits(std::string_view queue, std::string_view ns, std::string* why) {
+  if (structure_dirty_) Rebuild();
+  const int i = Find(queue);
+  if (i < 0) return true;  // implicit or default: open to every namespace
+  const std::vector<std::string>& allowed = nodes_[i].spec.namespaces;
+  if (allowed.empty() || std::find(allowed.begin(), allowed.end(), ns) != allowed.end()) {
+    return true;
+  }
+  if (why) {
+    *why = StrCat("queue ", queue, " does not admit pods of namespace ", ns,
+                  " (its spec.namespaces: ", StrJoin(allowed, ", "), ")");
+  }
+  return false;
+}
+
 size_t QueueSet::Pick(std::span<const Candidate> candidates) {
   Refresh();
   // Per node: the earliest waiting pod among the candidates in its subtree.

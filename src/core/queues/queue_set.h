@@ -63,6 +63,8 @@ struct QueueSpec {
   std::array<std::optional<int64_t>, kQueueResourceCount> deserved;
   std::array<std::optional<int64_t>, kQueueResourceCount> limit;
   int64_t weight = 1;  // share of what is left after deserved amounts; 0 never borrows
+  // The namespaces whose pods may use this queue; empty: any namespace.
+  std::vector<std::string> namespaces;
   bool operator==(const QueueSpec&) const = default;
 };
 
@@ -82,6 +84,9 @@ class QueueSet {
 
   // Whether pods may name `queue`; when not, *why says so for the pod's owner.
   bool Usable(std::string_view queue, std::string* why = nullptr);
+  // Whether pods of namespace `ns` may use `queue` (its spec.namespaces; a queue that does not
+  // exist admits no one but as Usable says). When not, *why says so for the pod's owner.
+  bool Admits(std::string_view queue, std::string_view ns, std::string* why = nullptr);
 
   // What a queue's pods hold and ask; counted by name whether or not the queue exists.
   void AddAllocated(const std::string& queue, const QueueResources& amount);

@@ -251,6 +251,25 @@ TEST(QueueSetTest, InvalidSpecsMakeQueuesUnusableWithTheReason) {
   EXPECT_TRUE(qs.Usable("typo"));
 }
 
+// A queue names the namespaces whose pods may use it: a pod of another namespace naming it is
+// refused with the reason (the queue hijack: any pod could name any queue).
+TEST(QueueSetTest, AQueueAdmitsOnlyItsNamespaces) {
+  QueueSet qs;
+  QueueSpec closed = Queue("train");
+  closed.namespaces = {"team-a", "team-b"};
+  qs.SetSpecs({closed, Queue("open")});
+  std::string why;
+  EXPECT_TRUE(qs.Admits("train", "team-a"));
+  EXPECT_TRUE(qs.Admits("train", "team-b"));
+  EXPECT_FALSE(qs.Admits("train", "intruder", &why));
+  EXPECT_EQ(why,
+            "queue train does not admit pods of namespace intruder (its spec.namespaces: "
+            "team-a, team-b)");
+  EXPECT_TRUE(qs.Admits("open", "intruder"));     // no list: any namespace
+  EXPECT_TRUE(qs.Admits("default", "intruder"));  // default is everyone's
+  EXPECT_TRUE(qs.Admits("implicit", "intruder"));
+}
+
 TEST(QueueSetTest, AccountingSurvivesSpecChanges) {
   QueueSet qs;
   qs.set_implicit(false);

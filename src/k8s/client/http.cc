@@ -80,7 +80,7 @@ std::string_view ContentTypeOf(PatchType type) {
 }
 
 bool IsTransient(const HttpResponse& r) {
-  return r.status == 0 || r.status == 429 || r.status == 500 || r.status == 502 ||
+  return (r.status == 0 && !r.permanent) || r.status == 429 || r.status == 500 || r.status == 502 ||
          r.status == 503 || r.status == 504;
 }
 
@@ -103,6 +103,7 @@ absl::Status StatusFromResponse(const HttpRequest& request, const HttpResponse& 
   }
   std::string text = StrCat(where, ": HTTP ", response.status,
                             reason.empty() ? "" : StrCat(" ", reason), ": ", message);
+  if (!response.error.empty()) StrAppend(&text, "; ", response.error);
   absl::StatusCode code;
   switch (response.status) {
     case 400:
@@ -174,6 +175,12 @@ absl::StatusOr<std::shared_ptr<Transport>> Transport::Create(ClientConfig config
   }
   std::shared_ptr<Transport> t(new Transport());
   t->tokens_ = std::make_unique<TokenSource>(config);
+  // client-go's exec Authenticator steps aside when the config has its own credentials.
+  const bool static_credentials =
+      !config.bearer_token.empty() || !config.token_file.empty() || !config.client_cert_pem.empty();
+  if (config.exec && !static_credentials) {
+    t->exec_ = std::make_unique<ExecCredentialSource>(config);
+  }
   t->config_ = std::move(config);
   t->user_agent_ = std::move(user_agent);
   CURLSH* share = curl_share_init();
@@ -198,7 +205,13 @@ void Transport::Unlock(void*, int data, void* user) {
   static_cast<Transport*>(user)->share_mu_[data & 7].unlock();
 }
 
-void Transport::Prepare(void* handle, const HttpRequest& r, curl_slist** headers) {
+absl::StatusOr<std::shared_ptr<const Credentials>> Transport::Prepare(void* handle,
+                                                                      const HttpRequest& r,
+                                                                      curl_slist** headers) {
+  std::shared_ptr<const Credentials> creds;
+  if (exec_) {
+    TESSERA_ASSIGN_OR_RETURN(creds, exec_->Get());
+  }
   CURL* curl = static_cast<CURL*>(handle);
   std::string url = config_.server + r.path;
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
@@ -226,7 +239,7 @@ void Transport::Prepare(void* handle, const HttpRequest& r, curl_slist** headers
   if (!r.content_type.empty()) {
     h = curl_slist_append(h, StrCat("Content-Type: ", r.content_type).c_str());
   }
-  if (std::string token = tokens_->Token(); !token.empty()) {
+  if (std::string token = creds ? creds->token : tokens_->Token(); !token.empty()) {
     h = curl_slist_append(h, StrCat("Authorization: Bearer ", token).c_str());
   }
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
@@ -238,16 +251,31 @@ void Transport::Prepare(void* handle, const HttpRequest& r, curl_slist** headers
     curl_blob ca{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
     curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &ca);
   }
-  if (!config_.client_cert_pem.empty()) {
-    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
-                   config_.client_cert_pem.size(), CURL_BLOB_COPY};
-    curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
-                  CURL_BLOB_COPY};
+  // A certificate from the plugin replaces none of the config's (the plugin runs only without
+  // one); curl keys connection reuse on it, so a renewed certificate gets new connections.
+  const std::string& cert_pem = creds ? creds->client_cert_pem : config_.client_cert_pem;
+  const std::string& key_pem = creds ? creds->client_key_pem : config_.client_key_pem;
+  if (!cert_pem.empty()) {
+    curl_blob cert{const_cast<char*>(cert_pem.data()), cert_pem.size(), CURL_BLOB_COPY};
+    curl_blob key{const_cast<char*>(key_pem.data()), key_pem.size(), CURL_BLOB_COPY};
     curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
     curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert);
     curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
     curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key);
   }
+  return creds;
+}
+
+bool Transport::Reauthenticate(const std::shared_ptr<const Credentials>& used,
+                               HttpResponse* response) {
+  if (!exec_ || used == nullptr) return false;
+  absl::StatusOr<bool> renewed = exec_->Rejected(used);
+  if (!renewed.ok()) {
+    response->error = StrCat("renewing the credentials after this answer failed: ",
+                             FromAbsl(renewed.status().message()));
+    return false;
+  }
+  return *renewed;
 }
 
 // --- Connection ------------------------------------------------------------------------------
@@ -293,11 +321,23 @@ int StreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 HttpResponse Connection::Stream(const HttpRequest& request,
                                 const std::function<bool(std::string_view)>& on_data,
                                 const std::function<bool()>& stop) {
+  return Stream(request, on_data, stop, /*reauthenticated=*/false);
+}
+
+HttpResponse Connection::Stream(const HttpRequest& request,
+                                const std::function<bool(std::string_view)>& on_data,
+                                const std::function<bool()>& stop, bool reauthenticated) {
   CURL* curl = static_cast<CURL*>(curl_);
   curl_easy_reset(curl);
   HttpResponse response;
   curl_slist* headers = nullptr;
-  transport_->Prepare(curl, request, &headers);
+  absl::StatusOr<std::shared_ptr<const Credentials>> creds =
+      transport_->Prepare(curl, request, &headers);
+  if (!creds.ok()) {
+    response.error = StrCat("no credentials: ", FromAbsl(creds.status().message()));
+    response.permanent = true;
+    return response;
+  }
   StreamState state{curl, &response, on_data ? &on_data : nullptr, stop ? &stop : nullptr};
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
@@ -315,6 +355,10 @@ HttpResponse Connection::Stream(const HttpRequest& request,
   transport_->requests().Count(request.method, response.status);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
   curl_slist_free_all(headers);
+  // Refused with an exec plugin's credentials: once more with renewed ones (nothing was done).
+  if (response.status == 401 && !reauthenticated && transport_->Reauthenticate(*creds, &response)) {
+    return Stream(request, on_data, stop, /*reauthenticated=*/true);
+  }
   return response;
 }
 
@@ -421,6 +465,8 @@ struct AsyncClient::Impl {
     Done done;
     Lane lane = Lane::kFirst;
     int attempts = 0;
+    std::shared_ptr<const Credentials> credentials;  // an exec plugin's, when one is used
+    bool reauthenticated = false;                    // sent again once after a 401
     std::chrono::steady_clock::time_point ready_at;
     CURL* easy = nullptr;
     curl_slist* headers = nullptr;
@@ -468,11 +514,20 @@ struct AsyncClient::Impl {
       easy = curl_easy_init();
       TESSERA_CHECK(easy != nullptr);
     }
-    t->easy = easy;
     t->response = HttpResponse{};
     t->errbuf[0] = '\0';
     ++t->attempts;
-    transport->Prepare(easy, t->request, &t->headers);
+    absl::StatusOr<std::shared_ptr<const Credentials>> creds =
+        transport->Prepare(easy, t->request, &t->headers);
+    if (!creds.ok()) {
+      idle.push_back(easy);
+      t->response.error = StrCat("no credentials: ", FromAbsl(creds.status().message()));
+      t->response.permanent = true;
+      Complete(std::move(t));
+      return;
+    }
+    t->credentials = *std::move(creds);
+    t->easy = easy;
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &AppendBody);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &t->response);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &ReadHeader);
@@ -498,6 +553,12 @@ struct AsyncClient::Impl {
     t->headers = nullptr;
     t->easy = nullptr;
     idle.push_back(easy);
+    if (t->response.status == 401 && !t->reauthenticated &&
+        transport->Reauthenticate(t->credentials, &t->response)) {
+      t->reauthenticated = true;
+      Queue(std::move(t));
+      return;
+    }
     if (IsTransient(t->response) && t->attempts < options.max_attempts) {
       t->ready_at = std::chrono::steady_clock::now() +
                     RetryDelay(options.backoff, t->attempts, t->response.retry_after_s, random);

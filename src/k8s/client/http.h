@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "k8s/client/backoff.h"
 #include "k8s/client/config.h"
+#include "k8s/client/exec_credential.h"
 #include "k8s/client/request_counts.h"
 #include "nlohmann/json.hpp"
 
@@ -44,10 +45,12 @@ struct HttpResponse {
   std::string body;
   std::string error;       // transport failure (connection refused, TLS, timeout, aborted)
   int retry_after_s = -1;  // the Retry-After header, when present
+  // Not sent, and retrying cannot help: the credential plugin failed (error says how).
+  bool permanent = false;
   bool ok() const { return status >= 200 && status < 300; }
 };
 
-// True for failures worth retrying: no answer, 429, 500, 502, 503, 504.
+// True for failures worth retrying: no answer (unless permanent), 429, 500, 502, 503, 504.
 bool IsTransient(const HttpResponse& response);
 
 // OK for 2xx; otherwise an error whose message is "<METHOD> <path>: HTTP <code> <reason>:
@@ -61,8 +64,9 @@ std::string ReasonOf(const absl::Status& status);  // "Conflict", "AlreadyExists
 // Escapes a query parameter value ("spec.nodeName=" -> "spec.nodeName%3D").
 std::string QueryEscape(std::string_view value);
 
-// The immutable part every connection shares: where the server is and how to authenticate.
-// Thread-safe.
+// The immutable part every connection shares: where the server is and how to authenticate
+// (a token, a token file, a client certificate, or an exec credential plugin whose credentials
+// are cached and renewed on expiry or a 401). Thread-safe.
 class Transport {
  public:
   // Validates the config (loads nothing from the network).
@@ -78,8 +82,15 @@ class Transport {
   RequestCounts& requests() { return requests_; }
 
   // Sets everything on `curl` (a curl_easy handle) for `request`; `headers` receives the list the
-  // caller frees with curl_slist_free_all after the transfer.
-  void Prepare(void* curl, const HttpRequest& request, ::curl_slist** headers);
+  // caller frees with curl_slist_free_all after the transfer. Returns the exec plugin's
+  // credentials used (null without a plugin), or why there are none (nothing is set then).
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Credentials>> Prepare(
+      void* curl, const HttpRequest& request, ::curl_slist** headers);
+  // The server answered 401 to a request prepared with `used` (Prepare's result): true when the
+  // request should be sent again with newer credentials (the plugin ran again, or another request
+  // already renewed them). False without a plugin; `response.error` then says why when the
+  // plugin failed.
+  bool Reauthenticate(const std::shared_ptr<const Credentials>& used, HttpResponse* response);
 
  private:
   Transport() = default;
@@ -87,6 +98,7 @@ class Transport {
   std::string user_agent_;
   std::unique_ptr<TokenSource> tokens_;
   RequestCounts requests_;
+  std::unique_ptr<ExecCredentialSource> exec_;  // only when no static credential is configured
   void* share_ = nullptr;  // CURLSH: TLS sessions and DNS shared between connections
   std::mutex share_mu_[8];
   static void Lock(void* handle, int data, int access, void* user);
@@ -109,6 +121,10 @@ class Connection {
                       const std::function<bool()>& stop);
 
  private:
+  HttpResponse Stream(const HttpRequest& request,
+                      const std::function<bool(std::string_view)>& on_data,
+                      const std::function<bool()>& stop, bool reauthenticated);
+
   std::shared_ptr<Transport> transport_;
   void* curl_;
 };

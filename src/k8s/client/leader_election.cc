@@ -5,6 +5,7 @@
 #include <ctime>
 #include <random>
 
+#include "common/status.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -110,6 +111,50 @@ void LeaderElector::Observe(const Record& r, std::chrono::steady_clock::time_poi
   }
 }
 
+namespace {
+// The value of `key` in `object`: absent or null leaves `*out` as it is; another type is an error.
+absl::Status ReadString(const nlohmann::json& object, const char* key, const char* path,
+                        std::string* out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_string()) return absl::InvalidArgumentError(StrCat(path, ": expected a string"));
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+absl::Status ReadInt(const nlohmann::json& object, const char* key, const char* path,
+                     int64_t* out) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_number_integer()) {
+    return absl::InvalidArgumentError(StrCat(path, ": expected an integer"));
+  }
+  *out = it->get<int64_t>();
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::StatusOr<LeaseRecord> LeaseRecordFromJson(const nlohmann::json& lease) {
+  if (!lease.is_object()) return absl::InvalidArgumentError("lease: expected an object");
+  LeaseRecord r;
+  auto meta = lease.find("metadata");
+  if (meta != lease.end() && !meta->is_null()) {
+    if (!meta->is_object()) return absl::InvalidArgumentError("metadata: expected an object");
+    TESSERA_RETURN_IF_ERROR(
+        ReadString(*meta, "resourceVersion", "metadata.resourceVersion", &r.resource_version));
+  }
+  auto spec = lease.find("spec");
+  if (spec == lease.end() || spec->is_null()) return r;
+  if (!spec->is_object()) return absl::InvalidArgumentError("spec: expected an object");
+  TESSERA_RETURN_IF_ERROR(ReadString(*spec, "holderIdentity", "spec.holderIdentity", &r.holder));
+  TESSERA_RETURN_IF_ERROR(
+      ReadInt(*spec, "leaseDurationSeconds", "spec.leaseDurationSeconds", &r.duration_s));
+  TESSERA_RETURN_IF_ERROR(ReadString(*spec, "acquireTime", "spec.acquireTime", &r.acquire_time));
+  TESSERA_RETURN_IF_ERROR(ReadString(*spec, "renewTime", "spec.renewTime", &r.renew_time));
+  TESSERA_RETURN_IF_ERROR(
+      ReadInt(*spec, "leaseTransitions", "spec.leaseTransitions", &r.transitions));
+  return r;
+}
+
 bool LeaderElector::TryAcquireOrRenew() {
   auto now = std::chrono::steady_clock::now();
   std::string now_text = FormatMicroTime(std::chrono::system_clock::now());
@@ -132,13 +177,15 @@ bool LeaderElector::TryAcquireOrRenew() {
                  config_.lease_name, FromAbsl(got.status().message()));
     return false;
   }
-  const nlohmann::json& spec = got->value("spec", nlohmann::json::object());
-  Record current;
-  current.holder = spec.value("holderIdentity", "");
-  current.duration_s = spec.value("leaseDurationSeconds", 0);
-  current.acquire_time = spec.value("acquireTime", "");
-  current.renew_time = spec.value("renewTime", "");
-  current.transitions = spec.value("leaseTransitions", 0);
+  absl::StatusOr<LeaseRecord> read = LeaseRecordFromJson(*got);
+  if (!read.ok()) {
+    // As client-go: a Lease that cannot be read is never taken over (a replica that cannot tell
+    // who holds it must not act); the attempt fails and is retried.
+    spdlog::warn("leader election: lease {}/{} cannot be read: {}", config_.lease_namespace,
+                 config_.lease_name, FromAbsl(read.status().message()));
+    return false;
+  }
+  Record current = *read;
   Observe(current, now);
   std::chrono::steady_clock::time_point observed_at;
   {
@@ -155,8 +202,8 @@ bool LeaderElector::TryAcquireOrRenew() {
   } else {
     next.transitions = current.transitions + 1;
   }
-  std::string rv = got->value("metadata", nlohmann::json::object()).value("resourceVersion", "");
-  absl::StatusOr<nlohmann::json> put = client_.Update(LeasePath(), LeaseObject(next, rv));
+  absl::StatusOr<nlohmann::json> put =
+      client_.Update(LeasePath(), LeaseObject(next, current.resource_version));
   if (!put.ok()) {
     if (put.status().code() != absl::StatusCode::kAborted) {
       spdlog::warn("leader election: update lease: {}", FromAbsl(put.status().message()));
@@ -170,12 +217,12 @@ bool LeaderElector::TryAcquireOrRenew() {
 void LeaderElector::Release() {
   absl::StatusOr<nlohmann::json> got = client_.Get(LeasePath());
   if (!got.ok()) return;
-  const nlohmann::json& spec = got->value("spec", nlohmann::json::object());
-  if (spec.value("holderIdentity", "") != config_.identity) return;
+  absl::StatusOr<LeaseRecord> current = LeaseRecordFromJson(*got);
+  if (!current.ok() || current->holder != config_.identity) return;
   std::string now_text = FormatMicroTime(std::chrono::system_clock::now());
-  Record r{"", 1, now_text, now_text, spec.value("leaseTransitions", 0)};
-  std::string rv = got->value("metadata", nlohmann::json::object()).value("resourceVersion", "");
-  absl::StatusOr<nlohmann::json> put = client_.Update(LeasePath(), LeaseObject(r, rv));
+  Record r{"", 1, now_text, now_text, current->transitions};
+  absl::StatusOr<nlohmann::json> put =
+      client_.Update(LeasePath(), LeaseObject(r, current->resource_version));
   if (put.ok()) {
     spdlog::info("leader election: released lease {}/{}", config_.lease_namespace,
                  config_.lease_name);

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/random.h"
 #include "k8s/client/http.h"
 #include "nlohmann/json.hpp"
@@ -49,6 +50,20 @@ std::string FormatMicroTime(std::chrono::system_clock::time_point t);
 std::string FormatTime(std::chrono::system_clock::time_point t);
 // "<hostname>_<16 hex digits>".
 std::string DefaultIdentity();
+
+// The spec of a coordination.k8s.io/v1 Lease as leader election reads it. Anyone allowed to write
+// the Lease can put anything in it: a field of the wrong type is an error that names it, never an
+// exception (an absent field is its zero value, as client-go reads it).
+struct LeaseRecord {
+  std::string holder;  // spec.holderIdentity
+  int64_t duration_s = 0;
+  std::string acquire_time;
+  std::string renew_time;
+  int64_t transitions = 0;
+  std::string resource_version;  // metadata.resourceVersion
+  bool operator==(const LeaseRecord&) const = default;
+};
+[[nodiscard]] absl::StatusOr<LeaseRecord> LeaseRecordFromJson(const nlohmann::json& lease);
 
 class LeaderElector {
  public:
@@ -75,14 +90,7 @@ class LeaderElector {
   bool TryAcquireOrRenew();
 
  private:
-  struct Record {
-    std::string holder;
-    int64_t duration_s = 0;
-    std::string acquire_time;
-    std::string renew_time;
-    int64_t transitions = 0;
-    bool operator==(const Record&) const = default;
-  };
+  using Record = LeaseRecord;
   void Run();
   bool Sleep(std::chrono::milliseconds d);
   void Release();

@@ -36,5 +36,28 @@ TEST(LeaderElection, MicroTimeFormat) {
   EXPECT_NE(DefaultIdentity(), id);
 }
 
+// Whoever may write the Lease may write anything into it: a field of the wrong type is an error
+// naming it, not an exception (nlohmann's value() threw type_error, which ended the scheduler).
+TEST(LeaderElection, ALeaseOfAnyShapeIsReadWithoutThrowing) {
+  auto r = LeaseRecordFromJson(nlohmann::json::parse(
+      R"({"metadata":{"resourceVersion":"7"},"spec":{"holderIdentity":"a","leaseDurationSeconds":15,
+          "acquireTime":"t0","renewTime":"t1","leaseTransitions":3,"newField":[1]}})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, (LeaseRecord{"a", 15, "t0", "t1", 3, "7"}));
+  EXPECT_EQ(*LeaseRecordFromJson(nlohmann::json::parse(R"({"spec":null})")), LeaseRecord{});
+  for (const char* bad :
+       {R"([])", R"({"spec":"x"})", R"({"metadata":5})", R"({"spec":{"holderIdentity":5}})",
+        R"({"spec":{"leaseDurationSeconds":"15"}})", R"({"spec":{"leaseTransitions":1.5}})",
+        R"({"metadata":{"resourceVersion":{}}})"}) {
+    absl::StatusOr<LeaseRecord> got = LeaseRecordFromJson(nlohmann::json::parse(bad));
+    EXPECT_FALSE(got.ok()) << bad;
+  }
+  EXPECT_NE(LeaseRecordFromJson(nlohmann::json::parse(R"({"spec":{"holderIdentity":5}})"))
+                .status()
+                .message()
+                .find("spec.holderIdentity"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessera::k8s

@@ -550,6 +550,13 @@ constexpr FunctionSpec kFunctions[] = {
 };
 constexpr std::string_view kMacros[] = {"all", "exists", "exists_one", "map", "filter"};
 
+// How deep an expression may nest: parentheses, calls, lists, unary operators and every link of
+// an operator or member chain (a && b && c is three deep) together. Parsing, evaluation and the
+// tree's own destruction recurse that deep; a selector is user-written, so its depth is bounded
+// before any of them can run out of stack. cel-go's parser refuses past 250 recursion levels;
+// real selectors nest a handful.
+constexpr int kMaxNesting = 250;
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : t_(std::move(tokens)) {}
@@ -581,6 +588,8 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Expr() {
+    DepthScope scope(depth_);
+    TESSERA_RETURN_IF_ERROR(Deeper());
     TESSERA_ASSIGN_OR_RETURN(NodePtr cond, Or());
     if (!IsPunct("?")) return cond;
     const int column = Peek().column;
@@ -596,8 +605,10 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Or() {
+    DepthScope scope(depth_);
     TESSERA_ASSIGN_OR_RETURN(NodePtr left, And());
     while (IsPunct("||")) {
+      TESSERA_RETURN_IF_ERROR(Deeper());
       const int column = Peek().column;
       ++i_;
       TESSERA_ASSIGN_OR_RETURN(NodePtr right, And());
@@ -610,8 +621,10 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> And() {
+    DepthScope scope(depth_);
     TESSERA_ASSIGN_OR_RETURN(NodePtr left, Relation());
     while (IsPunct("&&")) {
+      TESSERA_RETURN_IF_ERROR(Deeper());
       const int column = Peek().column;
       ++i_;
       TESSERA_ASSIGN_OR_RETURN(NodePtr right, Relation());
@@ -624,6 +637,7 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Relation() {
+    DepthScope scope(depth_);
     TESSERA_ASSIGN_OR_RETURN(NodePtr left, Addition());
     while (true) {
       std::string op;
@@ -632,6 +646,7 @@ class Parser {
       }
       if (op.empty() && Peek().kind == Token::Kind::kIdent && Peek().text == "in") op = "in";
       if (op.empty()) return left;
+      TESSERA_RETURN_IF_ERROR(Deeper());
       const int column = Peek().column;
       ++i_;
       TESSERA_ASSIGN_OR_RETURN(NodePtr right, Addition());
@@ -643,8 +658,10 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Addition() {
+    DepthScope scope(depth_);
     TESSERA_ASSIGN_OR_RETURN(NodePtr left, Multiplication());
     while (IsPunct("+") || IsPunct("-")) {
+      TESSERA_RETURN_IF_ERROR(Deeper());
       const Token& op = t_[i_++];
       TESSERA_ASSIGN_OR_RETURN(NodePtr right, Multiplication());
       NodePtr n = MakeNode(Node::Kind::kBinary, op.column, op.text);
@@ -656,8 +673,10 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Multiplication() {
+    DepthScope scope(depth_);
     TESSERA_ASSIGN_OR_RETURN(NodePtr left, Unary());
     while (IsPunct("*") || IsPunct("/") || IsPunct("%")) {
+      TESSERA_RETURN_IF_ERROR(Deeper());
       const Token& op = t_[i_++];
       TESSERA_ASSIGN_OR_RETURN(NodePtr right, Unary());
       NodePtr n = MakeNode(Node::Kind::kBinary, op.column, op.text);
@@ -669,6 +688,8 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Unary() {
+    DepthScope scope(depth_);
+    if (IsPunct("!") || IsPunct("-")) TESSERA_RETURN_IF_ERROR(Deeper());
     if (IsPunct("!")) {
       const int column = Peek().column;
       ++i_;
@@ -729,7 +750,9 @@ class Parser {
   }
 
   absl::StatusOr<NodePtr> Member(NodePtr operand) {
+    DepthScope scope(depth_);
     while (true) {
+      if (IsPunct(".") || IsPunct("[")) TESSERA_RETURN_IF_ERROR(Deeper());
       if (IsPunct(".")) {
         ++i_;
         const Token& field = Peek();
@@ -885,9 +908,26 @@ class Parser {
     return n;
   }
 
+  // One level deeper on the way to the current token (see kMaxNesting); a production's levels
+  // are given back when it returns (DepthScope).
+  absl::Status Deeper() {
+    if (++depth_ <= kMaxNesting) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        StrCat("column ", Peek().column, ": the expression nests deeper than ", kMaxNesting,
+               " levels (parentheses, calls, lists, unary operators and chained operators or "
+               "field accesses together); split or simplify the selector"));
+  }
+  struct DepthScope {
+    explicit DepthScope(int& depth) : depth_(depth), saved_(depth) {}
+    ~DepthScope() { depth_ = saved_; }
+    int& depth_;
+    const int saved_;
+  };
+
   std::vector<Token> t_;
   size_t i_ = 0;
   std::vector<std::string> scope_;
+  int depth_ = 0;
 };
 
 // --- evaluation --------------------------------------------------------------------------------

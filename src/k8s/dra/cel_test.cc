@@ -136,6 +136,41 @@ TEST(Cel, WhatIsNotSupportedIsRefusedAtCompileTimeNamingIt) {
   EXPECT_THAT(p.status().message(), HasSubstr("column 44"));
 }
 
+// Selectors are user-written: nesting is bounded before parsing, evaluation or the tree's own
+// destruction can run out of stack, with an error that says so (the attack: a claim whose
+// selector is ten thousand parentheses deep crashed the scheduler).
+TEST(Cel, NestingDeeperThanTheLimitIsRefusedWithAClearError) {
+  auto deep = [](int n, std::string_view open, std::string_view core, std::string_view close) {
+    std::string e;
+    for (int i = 0; i < n; ++i) e += open;
+    e += core;
+    for (int i = 0; i < n; ++i) e += close;
+    return e;
+  };
+  std::string chain = "1 == 1";
+  for (int i = 0; i < 100000; ++i) chain += " && 1 == 1";
+  std::string members = "device.attributes[\"d\"]";
+  for (int i = 0; i < 100000; ++i) members += ".x";
+  for (const std::string& e :
+       {deep(100000, "(", "true", ")"), deep(100000, "!", "true", ""),
+        deep(100000, "-", "1 == 1", ""), deep(100000, "[", "1", "]"), chain, members,
+        deep(100000, "size(", "'a'", ") == 1"), deep(300, "(", "true", ")")}) {
+    absl::StatusOr<std::shared_ptr<const CelProgram>> p = CelProgram::Compile(e);
+    ASSERT_FALSE(p.ok()) << e.substr(0, 40);
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << p.status();
+    EXPECT_NE(p.status().message().find("nests deeper than 250 levels"), std::string::npos)
+        << p.status();
+  }
+  // Within the limit: fine, and evaluated.
+  Device d;
+  auto ok = CelProgram::Compile(deep(100, "(", "device.driver == 'gpu.tessera.dev'", ")"));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(*(*ok)->Matches(CelDevice{"gpu.tessera.dev", &d}), true);
+  std::string long_chain = "true";
+  for (int i = 0; i < 200; ++i) long_chain += " && true";
+  EXPECT_TRUE(CelProgram::Compile(long_chain).ok());
+}
+
 TEST(Cel, SyntaxErrorsSayWhere) {
   for (const char* e : {"device.driver ==", "(device.driver == 'x'", "device.drivr == 'x'",
                         "foo == 1", "device.driver == 'x", "size(1, 2) == 1", "has(device) "}) {

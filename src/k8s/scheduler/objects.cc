@@ -196,8 +196,26 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   }
   if (d.gpus > 0) {
     r.gpu = core::GpuAsk::Whole(static_cast<int32_t>(d.gpus));
+  } else if (share && d.gpu_memory_mib == 0) {
+    // A compute-only share: no share runs without a memory cap, so it is reserved (and capped on
+    // the node) the same fraction of the GPU's memory as of its compute, on whichever GPU it
+    // lands (30% of an 80 GiB GPU: 24 GiB). 100% of the compute is the whole GPU.
+    r.gpu = d.gpu_compute_pct >= 100
+                ? core::GpuAsk::Whole(1)
+                : core::GpuAsk::Fraction(static_cast<int32_t>(d.gpu_compute_pct * 10));
   } else if (share) {
     r.gpu = core::GpuAsk::Share(d.gpu_memory_mib, static_cast<int32_t>(d.gpu_compute_pct * 10));
+  }
+  // How the share is enforced on the node (the agent reads the same annotation): a scheduling
+  // input, since a GPU's shares all use one mode.
+  if (std::optional<std::string> sharing = annotation(records::kGpuSharingAnnotation)) {
+    if (*sharing != "shim" && *sharing != "mps") {
+      return AnnotationError(records::kGpuSharingAnnotation, *sharing, "must be shim or mps");
+    }
+    if (*sharing == "mps" &&
+        (r.gpu.kind == core::GpuAsk::Kind::kShare || r.gpu.kind == core::GpuAsk::Kind::kFraction)) {
+      r.gpu.mode = core::ShareMode::kMps;
+    }
   }
   if (std::optional<std::string> mig = annotation(records::kMigAnnotation)) {
     if (!core::IsKnownMigProfile(*mig)) {

@@ -175,6 +175,42 @@ TEST(DecodePod, CpuAndMemoryAsKubeSchedulerComputesThem) {
   EXPECT_EQ(p->request.memory_mib, 1646);
 }
 
+// A compute-only share used to run with no memory cap at all (the grant's memory 0 meant
+// unlimited on the node): it now reserves the same fraction of the GPU's memory as of its
+// compute, which the grant carries to the node as its cap.
+TEST(DecodePod, AComputeOnlyShareReservesTheSameFractionOfMemory) {
+  auto p = DecodePod(PodObject("ns", "c").Limit("tessera.dev/gpu-compute", "30").Json());
+  ASSERT_TRUE(p->input_error.empty()) << p->input_error;
+  EXPECT_EQ(p->request.gpu.kind, core::GpuAsk::Kind::kFraction);
+  EXPECT_EQ(p->request.gpu.fraction_milli, 300);
+  EXPECT_EQ(core::ShareMemoryOn(p->request.gpu, 81920), 24576);  // 30% of 80 GiB
+  EXPECT_EQ(core::ShareComputeOn(p->request.gpu), 300);
+  auto all = DecodePod(PodObject("ns", "w").Limit("tessera.dev/gpu-compute", "100").Json());
+  ASSERT_TRUE(all->input_error.empty()) << all->input_error;
+  EXPECT_EQ(all->request.gpu.kind, core::GpuAsk::Kind::kWhole);
+  EXPECT_EQ(all->request.gpu.count, 1);
+}
+
+// The sharing mode is a scheduling input, read from the annotation the agent reads.
+TEST(DecodePod, TheSharingModeIsPartOfTheAsk) {
+  auto mps = DecodePod(PodObject("ns", "m")
+                           .Limit("tessera.dev/gpu-memory", "4Gi")
+                           .Annotation("tessera.dev/gpu-sharing", "mps")
+                           .Json());
+  ASSERT_TRUE(mps->input_error.empty()) << mps->input_error;
+  EXPECT_EQ(mps->request.gpu.mode, core::ShareMode::kMps);
+  auto shim = DecodePod(PodObject("ns", "s").Limit("tessera.dev/gpu-memory", "4Gi").Json());
+  EXPECT_EQ(shim->request.gpu.mode, core::ShareMode::kShim);
+  EXPECT_FALSE(mps->SameAsk(*shim));
+  auto bad = DecodePod(PodObject("ns", "b")
+                           .Limit("tessera.dev/gpu-memory", "4Gi")
+                           .Annotation("tessera.dev/gpu-sharing", "spatial")
+                           .Json());
+  EXPECT_THAT(bad->input_error,
+              HasSubstr("metadata.annotations[tessera.dev/gpu-sharing]: \"spatial\" must be "
+                        "shim or mps"));
+}
+
 TEST(DecodePod, GpuAsksAddUpOverContainers) {
   json pod = PodObject("ns", "p").Json();
   pod["spec"]["containers"] = json::array(

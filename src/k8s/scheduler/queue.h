@@ -33,12 +33,19 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "core/queues/queue_set.h"
 
 namespace tessera::k8s {
+
+// A pod's place in arrival order: its metadata.creationTimestamp (RFC 3339 in UTC, whose digits
+// read as one number order as the times do; unknown: after every known one), then `seq` (the
+// order in which the pod was first seen) between equal times. The scheduler's order, and what
+// `tessera explain` reproduces.
+core::Arrival ArrivalOfCreation(std::string_view created, int64_t seq);
 
 class SchedulingQueue {
  public:

@@ -92,17 +92,8 @@ void SchedulerCore::CountHeld(const std::string& key) {
 }
 
 SchedulingQueue::Arrival SchedulerCore::ArrivalOf(const Pod& s) {
-  // metadata.creationTimestamp is RFC 3339 in UTC ("2026-01-02T03:04:05Z"): its digits, read as
-  // one number, order as the times do. Unknown: after every known one.
-  int64_t created = 0;
-  int digits = 0;
-  for (char c : s.info ? s.info->created : std::string()) {
-    if (c < '0' || c > '9') continue;
-    if (++digits > 14) break;
-    created = created * 10 + (c - '0');
-  }
-  if (digits < 14) created = INT64_MAX;
-  return {created, static_cast<int64_t>(s.seen_seq)};
+  return ArrivalOfCreation(s.info ? std::string_view(s.info->created) : std::string_view(),
+                           static_cast<int64_t>(s.seen_seq));
 }
 
 std::string SchedulerCore::QueueRefusal(const std::vector<const PodInfo*>& members) {
@@ -110,6 +101,9 @@ std::string SchedulerCore::QueueRefusal(const std::vector<const PodInfo*>& membe
   const std::string& queue = members[0]->queue;
   std::string why;
   if (!book_.set().Usable(queue, &why)) return why;
+  for (const PodInfo* m : members) {
+    if (!book_.set().Admits(queue, m->ns, &why)) return why;
+  }
   core::QueueResources demand;
   for (const PodInfo* m : members) demand += book_.DemandOf(m->request);
   return book_.set().OverLimit(queue, demand);

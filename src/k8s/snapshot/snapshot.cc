@@ -11,6 +11,7 @@
 #include "common/strings.h"
 #include "k8s/client/watch.h"
 #include "records/names.h"
+#include "records/queue.h"
 
 namespace tessera::k8s {
 namespace {
@@ -296,6 +297,43 @@ std::unique_ptr<ClusterLedger> ClusterSnapshot::Ledger(
   return ledger;
 }
 
+void ReadQueues(ApiClient& client, std::optional<std::vector<core::QueueSpec>>* out,
+                std::vector<std::pair<std::string, std::string>>* errors) {
+  absl::StatusOr<json> list = client.Get(std::string(records::kQueuesPath));
+  if (!list.ok() || !JsonField(*list, "items").is_array()) return;
+  std::vector<core::QueueSpec> specs;
+  for (const json& item : (*list)["items"]) {
+    absl::StatusOr<core::QueueSpec> spec = records::QueueFromObject(item);
+    if (spec.ok()) {
+      specs.push_back(*std::move(spec));
+    } else {
+      std::string name = JsonStringField(JsonField(item, "metadata"), "name");
+      errors->emplace_back(name.empty() ? "?" : name, std::string(spec.status().message()));
+    }
+  }
+  *out = std::move(specs);
+}
+
+void CountQueues(const ClusterSnapshot& snapshot, const ClusterLedger& ledger,
+                 std::string_view scheduler_name, QueueBook* book) {
+  const core::Engine& engine = ledger.engine();
+  book->SetCluster(engine.cluster());
+  for (const PodInfo* p : snapshot.BoundPods()) {
+    const Holding* h = ledger.Find(p->key);
+    if (h == nullptr || h->gpus.gpus.empty()) continue;
+    const core::Placement* placed = ledger.Accounted(p->key) ? engine.Find(p->key) : nullptr;
+    book->Held(p->key, p->queue,
+               placed ? core::UsageOf(engine.cluster(), *placed) : core::QueueResources{});
+  }
+  for (const PodInfo* p : snapshot.PendingPods(scheduler_name)) {
+    if (!p->input_error.empty() || p->gated || p->deleting ||
+        p->request.gpu.kind == core::GpuAsk::Kind::kNone) {
+      continue;
+    }
+    book->Waiting(p->key, p->queue, &p->request);
+  }
+}
+
 absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const auto taken_at = std::chrono::system_clock::now();
@@ -313,16 +351,29 @@ absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOp
         "nodes", options, [&] { nodes.clear(); },
         [&](json&& item) { nodes.push_back(DecodeSnapshotNode(item)); }, &node_pages);
   });
+  const std::string pods_path =
+      options.pod_namespace.empty()
+          ? std::string("/api/v1/pods")
+          : StrCat("/api/v1/namespaces/", QueryEscape(options.pod_namespace), "/pods");
   absl::Status pod_status = ListAll(
       client,
-      StrCat("/api/v1/pods?fieldSelector=",
-             QueryEscape("status.phase!=Succeeded,status.phase!=Failed")),
+      StrCat(pods_path,
+             "?fieldSelector=", QueryEscape("status.phase!=Succeeded,status.phase!=Failed")),
       "pods", options, [&] { pods.clear(); }, [&](json&& item) { pods.push_back(DecodePod(item)); },
       &pod_pages);
   node_thread.join();
-  if (!node_status.ok()) return node_status;
+  std::string nodes_error;
+  if (!node_status.ok() && options.nodes_optional &&
+      node_status.code() == absl::StatusCode::kPermissionDenied) {
+    nodes_error = std::string(FromAbsl(node_status.message()));
+    nodes.clear();
+  } else if (!node_status.ok()) {
+    return node_status;
+  }
   if (!pod_status.ok()) return pod_status;
   ClusterSnapshot snapshot(std::move(nodes), std::move(pods));
+  snapshot.pod_namespace = options.pod_namespace;
+  snapshot.nodes_error = std::move(nodes_error);
   snapshot.server = client.config().server;
   snapshot.taken_at = taken_at;
   snapshot.pages = node_pages + pod_pages;

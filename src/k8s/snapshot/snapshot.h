@@ -30,6 +30,7 @@
 #include "k8s/client/http.h"
 #include "k8s/scheduler/ledger.h"
 #include "k8s/scheduler/objects.h"
+#include "k8s/scheduler/queue_book.h"
 #include "nlohmann/json.hpp"
 #include "records/inventory.h"
 
@@ -74,6 +75,12 @@ struct SnapshotOptions {
   // Only the nodes with these labels (a label selector, as the scheduler's nodeSelector); empty:
   // every node. Pods bound elsewhere are still listed; the ledger ignores them.
   std::string node_selector;
+  // Only this namespace's pods (GET /api/v1/namespaces/NS/pods), what a user whose RBAC covers
+  // one namespace may read; empty: every namespace. The ledger then holds only their grants.
+  std::string pod_namespace;
+  // A node list the API server refuses (HTTP 403) gives a snapshot without nodes, nodes_error
+  // saying why, instead of an error: a namespace-scoped user still sees its own pods.
+  bool nodes_optional = false;
 };
 
 class ClusterSnapshot {
@@ -105,16 +112,32 @@ class ClusterSnapshot {
   // Where and when it was read (ReadSnapshot fills them).
   std::string server;
   std::chrono::system_clock::time_point taken_at{};
-  double read_seconds = 0;  // the two lists, decoding included
-  int64_t pages = 0;        // list requests made (both lists)
+  double read_seconds = 0;    // the two lists, decoding included
+  int64_t pages = 0;          // list requests made (both lists)
+  std::string pod_namespace;  // the pods are this namespace's only (SnapshotOptions)
+  std::string nodes_error;    // the nodes could not be read (nodes_optional); none are here
 
  private:
   std::vector<SnapshotNode> nodes_;
   std::vector<std::shared_ptr<const PodInfo>> pods_;
 };
 
-// Lists every Node and every non-terminal Pod (field selector status.phase!=Succeeded,Failed),
-// paginated, the two lists side by side. Errors name the list and the API server's answer.
+// The queues as a scheduler starting now would count them: `book` (its specs set by the caller)
+// gets the cluster of `ledger`, what every bound pod holds there, and what every pending pod of
+// `scheduler_name` asks (not gated, readable, asking GPUs). `tessera status` and `tessera
+// explain` both count through this.
+void CountQueues(const ClusterSnapshot& snapshot, const ClusterLedger& ledger,
+                 std::string_view scheduler_name, QueueBook* book);
+
+// The Queue objects (queues.tessera.dev) into `specs`, and those that cannot be decoded into
+// `errors` (name, why). `specs` stays nullopt when they cannot be listed (no CRD, no permission):
+// then, as in the scheduler, every queue is implicit.
+void ReadQueues(ApiClient& client, std::optional<std::vector<core::QueueSpec>>* specs,
+                std::vector<std::pair<std::string, std::string>>* errors);
+
+// Lists every Node and every non-terminal Pod (field selector status.phase!=Succeeded,Failed), or
+// one namespace's pods (options.pod_namespace), paginated, the two lists side by side. Errors
+// name the list and the API server's answer.
 [[nodiscard]] absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client,
                                                            const SnapshotOptions& options = {});
 

@@ -19,18 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-// Seconds from an RFC 3339 time ("2026-03-01T10:00:00Z") to `now`; -1 when unreadable.
-int64_t SecondsSince(const std::string& rfc3339, std::chrono::system_clock::time_point now) {
-  if (rfc3339.empty()) return -1;
-  absl::Time t;
-  std::string err;
-  if (!absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return -1;
-  const int64_t then = absl::ToUnixSeconds(t);
-  const int64_t at =
-      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
-  return std::max<int64_t>(0, at - then);
-}
-
 std::string MigName(const std::string& model, core::MigPlacement p) {
   const core::MigModel* m = core::FindMigModel(model);
   if (m == nullptr || p.profile < 0 || static_cast<size_t>(p.profile) >= m->profiles.size()) {
@@ -84,6 +72,32 @@ struct ShapeKeyHash {
 
 }  // namespace
 
+int64_t SecondsSince(const std::string& rfc3339, std::chrono::system_clock::time_point now) {
+  if (rfc3339.empty()) return -1;
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return -1;
+  const int64_t then = absl::ToUnixSeconds(t);
+  const int64_t at =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  return std::max<int64_t>(0, at - then);
+}
+
+std::string FormatWait(int64_t s) {
+  if (s < 0) return "?";
+  if (s < 120) return StrCat(s, "s");
+  if (s < 7200) return StrCat(s / 60, "m");
+  if (s < 2 * 86400) return StrCat(s / 3600, "h");
+  return StrCat(s / 86400, "d");
+}
+
+std::string FormatGpus(int64_t milli) {
+  std::string v = fmt::format("{:.3f}", static_cast<double>(milli) / 1000.0);
+  while (v.back() == '0') v.pop_back();
+  if (v.back() == '.') v.pop_back();
+  return v;
+}
+
 absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
                                             const StatusOptions& options) {
   if (!options.node.empty() && snapshot.FindNode(options.node) == nullptr) {
@@ -97,6 +111,8 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
   out.scheduler_name = options.scheduler_name;
   out.node_filter = options.node;
   out.namespace_filter = options.ns;
+  out.pods_namespace = snapshot.pod_namespace;
+  out.nodes_error = snapshot.nodes_error;
   LedgerOptions lo;
   lo.policy = options.policy;
   lo.levels = options.levels;
@@ -166,6 +182,9 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
   // --- what bound pods hold ---
   std::map<std::string, QueueStatus> queues;
   for (const PodInfo* p : snapshot.BoundPods()) {
+    if (!options.ns.empty() && shown_ns(*p) && p->assignment && !p->assignment->gpus.empty()) {
+      out.running.push_back(RunningPodStatus{p->key, p->node_name, p->queue, p->assignment->gpus});
+    }
     auto at = node_at.find(p->node_name);
     const Holding* h = ledger->Find(p->key);
     if (at == node_at.end()) continue;  // a node without GPUs (or not listed)
@@ -281,21 +300,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
     QueueBook book;
     book.SetSpecs(options.queues.value_or(std::vector<core::QueueSpec>{}),
                   options.queues.has_value());
-    book.SetCluster(engine.cluster());
-    for (const PodInfo* p : snapshot.BoundPods()) {
-      const Holding* h = ledger->Find(p->key);
-      if (h == nullptr || h->gpus.gpus.empty()) continue;
-      const core::Placement* placed = ledger->Accounted(p->key) ? engine.Find(p->key) : nullptr;
-      book.Held(p->key, p->queue,
-                placed ? core::UsageOf(engine.cluster(), *placed) : core::QueueResources{});
-    }
-    for (const PodInfo* p : snapshot.PendingPods(options.scheduler_name)) {
-      if (!p->input_error.empty() || p->gated || p->deleting ||
-          p->request.gpu.kind == core::GpuAsk::Kind::kNone) {
-        continue;
-      }
-      book.Waiting(p->key, p->queue, &p->request);
-    }
+    CountQueues(snapshot, *ledger, options.scheduler_name, &book);
     for (const QueueGauges& g : book.Gauges()) {
       QueueStatus q = queues[g.queue];
       q.name = g.queue;
@@ -437,14 +442,6 @@ std::string Percent(int64_t part, int64_t whole) {
   return StrCat(part * 100 / whole, "%");
 }
 
-std::string Duration(int64_t s) {
-  if (s < 0) return "?";
-  if (s < 120) return StrCat(s, "s");
-  if (s < 7200) return StrCat(s / 60, "m");
-  if (s < 2 * 86400) return StrCat(s / 3600, "h");
-  return StrCat(s / 86400, "d");
-}
-
 std::string Time(std::chrono::system_clock::time_point t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromChrono(t), absl::UTCTimeZone());
 }
@@ -497,6 +494,16 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
              Time(s.taken_at), " in ", fmt::format("{:.2f}", s.read_seconds), " s");
   if (!s.namespace_filter.empty()) StrAppend(&out, "; pods of namespace ", s.namespace_filter);
   out += "\n";
+  if (!s.pods_namespace.empty()) {
+    StrAppend(&out, "(only namespace ", s.pods_namespace,
+              "'s pods were listed: GPUs' grants, queues and totals count them alone, so GPUs may "
+              "be fuller than shown)\n");
+  }
+  if (!s.nodes_error.empty()) {
+    StrAppend(&out, "\nNodes cannot be read (", s.nodes_error,
+              "): no node, GPU or total is shown. Ask for `get`/`list` on nodes (a ClusterRole) to "
+              "see them.\n");
+  }
   for (const NodeStatus& n : s.nodes) {
     std::vector<std::string> flags;
     flags.push_back(n.ready ? "Ready" : "NotReady");
@@ -538,9 +545,28 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
     }
     out += t.Render();
   }
-  if (s.nodes.empty()) {
+  if (s.nodes.empty() && s.nodes_error.empty()) {
     out += s.node_filter.empty() ? "\nno node has GPUs (no tessera.dev/gpu-inventory annotation)\n"
                                  : "";
+  }
+  if (!s.nodes_error.empty()) {
+    StrAppend(&out, "\nRUNNING GPU PODS (", s.running.size(), ", namespace ", s.namespace_filter,
+              ")\n");
+    if (s.running.empty()) out += "  none\n";
+    Table t("  ");
+    if (!s.running.empty()) t.Row({"POD", "NODE", "QUEUE", "GPUS"});
+    for (const RunningPodStatus& r : s.running) {
+      std::vector<std::string> gpus;
+      for (const records::AssignedGpu& g : r.gpus) {
+        GpuPodGrant grant{r.pod, g.grant.memory_mib, g.grant.compute_milli, g.grant.exclusive,
+                          g.mig_profile.empty() ? "" : StrCat(g.mig_profile, "@", g.mig_start)};
+        std::string what = GrantText(grant).substr(r.pod.size());
+        if (!grant.mig.empty()) what = StrCat(" MIG ", grant.mig);
+        gpus.push_back(StrCat("GPU ", g.grant.gpu, what));
+      }
+      t.Row({r.pod, r.node, r.queue, StrJoin(gpus, ", ")});
+    }
+    out += t.Render();
   }
 
   StrAppend(&out, "\nPENDING GPU PODS (", s.pending.size(), ", scheduler ", s.scheduler_name,
@@ -557,7 +583,7 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
       if (p.never_fits && reason.find("never") == std::string::npos) {
         reason = StrCat("can never fit this cluster: ", reason);
       }
-      t.Row({p.pod, ask, p.queue, Duration(p.waiting_seconds), reason});
+      t.Row({p.pod, ask, p.queue, FormatWait(p.waiting_seconds), reason});
     }
     out += t.Render();
     // The scheduler's scale-up signal (scaleUp in its configuration), where it gave one.
@@ -579,12 +605,7 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
     Table t("  ");
     t.Row({"QUEUE", "PARENT", "DESERVED", "FAIR SHARE", "ALLOCATED", "BORROWED", "PENDING",
            "RUNNING", "MEMORY GRANTED"});
-    auto gpus = [](int64_t milli) {
-      std::string v = fmt::format("{:.3f}", static_cast<double>(milli) / 1000.0);
-      while (v.back() == '0') v.pop_back();
-      if (v.back() == '.') v.pop_back();
-      return v;
-    };
+    const auto gpus = FormatGpus;
     for (const QueueStatus& q : s.queues) {
       t.Row({q.name, q.parent.empty() ? "-" : q.parent, gpus(q.deserved[core::kQueueGpu]),
              gpus(q.fair_share[core::kQueueGpu]), gpus(q.allocated[core::kQueueGpu]),
@@ -599,6 +620,7 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
   }
 
   const StatusTotals& t = s.totals;
+  if (!s.nodes_error.empty()) return out;  // no totals without nodes
   out += "\nTOTALS\n";
   Table tt("  ");
   tt.Row({"nodes", StrCat(t.nodes, " (", t.gpu_nodes, " with GPUs)")});
@@ -754,6 +776,21 @@ json StatusToJson(const ClusterStatus& s) {
   for (const SnapshotProblem& p : s.problems) {
     problems.push_back({{"object", p.object}, {"node", p.node}, {"message", p.message}});
   }
+  json running = json::array();
+  for (const RunningPodStatus& r : s.running) {
+    json gpus = json::array();
+    for (const records::AssignedGpu& g : r.gpus) {
+      json gj = {{"index", g.grant.gpu},
+                 {"uuid", g.uuid},
+                 {"memory_mib", g.grant.memory_mib},
+                 {"compute_milli", g.grant.compute_milli},
+                 {"exclusive", g.grant.exclusive}};
+      if (!g.mig_profile.empty()) gj["mig"] = StrCat(g.mig_profile, "@", g.mig_start);
+      gpus.push_back(std::move(gj));
+    }
+    running.push_back(
+        {{"pod", r.pod}, {"node", r.node}, {"queue", r.queue}, {"gpus", std::move(gpus)}});
+  }
   return {{"version", 1},
           {"server", s.server},
           {"time", Time(s.taken_at)},
@@ -765,7 +802,10 @@ json StatusToJson(const ClusterStatus& s) {
           {"pending", std::move(pending)},
           {"queues", std::move(queues)},
           {"totals", std::move(totals)},
-          {"problems", std::move(problems)}};
+          {"problems", std::move(problems)},
+          {"pods_namespace", s.pods_namespace.empty() ? json(nullptr) : json(s.pods_namespace)},
+          {"nodes_error", s.nodes_error.empty() ? json(nullptr) : json(s.nodes_error)},
+          {"running", std::move(running)}};
 }
 
 }  // namespace tessera::k8s

@@ -115,6 +115,15 @@ struct QueueStatus {
   int64_t pending_pods = 0;          // its waiting pods (all namespaces)
 };
 
+// A running GPU pod of the namespace shown (--namespace), with the GPUs its
+// tessera.dev/assignment grants: listed even when the nodes cannot be read.
+struct RunningPodStatus {
+  std::string pod;  // "ns/name"
+  std::string node;
+  std::string queue;
+  std::vector<records::AssignedGpu> gpus;
+};
+
 struct StatusTotals {
   int nodes = 0;
   int gpu_nodes = 0;
@@ -152,6 +161,12 @@ struct ClusterStatus {
   std::vector<SnapshotProblem> problems;
   std::string node_filter;       // --node (empty: all)
   std::string namespace_filter;  // --namespace (empty: all)
+  // The snapshot's pods are this namespace's only (listed from it): the GPUs' figures, the
+  // queues and the totals count only its pods.
+  std::string pods_namespace;
+  // The nodes could not be read (a namespace-scoped user): no node, GPU or total is known.
+  std::string nodes_error;
+  std::vector<RunningPodStatus> running;  // with --namespace: its running GPU pods, by key
 };
 
 struct StatusOptions {
@@ -182,6 +197,13 @@ struct RenderOptions {
 };
 std::string RenderStatusText(const ClusterStatus& status, const RenderOptions& options = {});
 nlohmann::json StatusToJson(const ClusterStatus& status);
+
+// Seconds from an RFC 3339 time ("2026-03-01T10:00:00Z") to `now`; -1 when unreadable.
+int64_t SecondsSince(const std::string& rfc3339, std::chrono::system_clock::time_point now);
+// A wait for people: "45s", "12m", "3h", "2d"; "?" when unknown (negative).
+std::string FormatWait(int64_t seconds);
+// Milli-GPUs as GPUs without trailing zeros: 2500 -> "2.5", 1000 -> "1".
+std::string FormatGpus(int64_t milli);
 
 // "[######..............]": `used` of `total` in `width` cells (rounded up, so anything granted
 // shows; never more than full).

@@ -340,6 +340,42 @@ TEST(Status, ScaleUpSignalFromTheScheduler) {
   EXPECT_THAT(RenderStatusText(*plain), ::testing::Not(HasSubstr("SCALE-UP")));
 }
 
+// A namespace-scoped user's view: only its namespace's pods were listed, and no nodes (403). Its
+// running GPU pods are listed from their assignments; no node, GPU or total is shown.
+TEST(Status, OneNamespaceWithoutNodes) {
+  ClusterSnapshot all = Scenario();
+  std::vector<std::shared_ptr<const PodInfo>> mine;
+  for (const auto& p : all.pods()) {
+    if (p->ns == "ns") mine.push_back(p);
+  }
+  ClusterSnapshot snapshot({}, mine);
+  snapshot.pod_namespace = "ns";
+  snapshot.nodes_error = "list nodes: GET /api/v1/nodes: HTTP 403 Forbidden";
+  StatusOptions o;
+  o.ns = "ns";
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snapshot, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->nodes.empty());
+  ASSERT_EQ(s->running.size(), 3u);  // p1, p3, p4 (cpu holds no GPU)
+  EXPECT_EQ(s->running[0].pod, "ns/p1");
+  EXPECT_EQ(s->running[0].node, "a");
+  EXPECT_EQ(s->running[0].gpus[0].grant.memory_mib, 4 * kGi);
+  EXPECT_EQ(s->running[1].queue, "train");
+  const std::string text = RenderStatusText(*s);
+  EXPECT_THAT(text, HasSubstr("only namespace ns's pods were listed"));
+  EXPECT_THAT(text, HasSubstr("Nodes cannot be read (list nodes: GET /api/v1/nodes: HTTP 403"));
+  EXPECT_THAT(text, HasSubstr("RUNNING GPU PODS (3, namespace ns)"));
+  EXPECT_THAT(text, HasSubstr("ns/p3  a     train    GPU 1 (whole)"));
+  EXPECT_THAT(text, HasSubstr("ns/p1  a     default  GPU 0 4Gi 25%"));
+  EXPECT_THAT(text, HasSubstr("PENDING GPU PODS"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("TOTALS")));
+  nlohmann::json j = StatusToJson(*s);
+  EXPECT_EQ(j["pods_namespace"], "ns");
+  EXPECT_EQ(j["running"][1]["gpus"][0]["exclusive"], true);
+  EXPECT_EQ(j["running"][0]["gpus"][0]["compute_milli"], 250);
+  EXPECT_THAT(j["nodes_error"].get<std::string>(), HasSubstr("403"));
+}
+
 TEST(Status, Bar) {
   EXPECT_EQ(Bar(0, 100, 4), "[....]");
   EXPECT_EQ(Bar(1, 100, 4), "[#...]");  // anything granted shows

@@ -27,11 +27,27 @@
 //                                     "compute_instance": true,   false: a GPU instance alone
 //                                     "busy": false}]},    destroying its compute instance
 //                                                          answers IN_USE (a process runs there)
-//              "events": 264}],              supported event types (default XID | MIG change)
+//              "events": 264,                supported event types (default XID | MIG change)
+//              "recovery_action": 0,         NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (0 none, 1 reset,
+//                                            2 reboot, 3 drain P2P, 4 drain and reset); absent:
+//                                            the field is NOT_SUPPORTED (a driver before r570)
+//              "remapped_rows": {"corrected": 0, "uncorrected": 1, "pending": true,
+//                                "failure": false},   nvmlDeviceGetRemappedRows; absent:
+//                                            NOT_SUPPORTED
+//              "retired_pages_pending": false}],   nvmlDeviceGetRetiredPagesPendingStatus
 //    "pcie": [[0, 10], [10, 0]]}            common-ancestor levels per pair
 //
 // Control functions for tests (look them up with dlsym on the same handle):
 //   tessera_fake_nvml_inject_xid(index, xid)  queue an XID critical-error event
+//   tessera_fake_nvml_inject_mig_xid(index, xid, gi, ci)   the same, naming a GPU instance id and
+//                                             a compute instance id (a MIG instance's fault)
+//   tessera_fake_nvml_set_recovery_action(index, action)   what the driver does when it decides a
+//                                             GPU needs something: the field changes and XID 154
+//                                             is queued
+//   tessera_fake_nvml_set_nvlink(index, link, up)   an NVLink goes down (or back up)
+//   tessera_fake_nvml_reset(index)            what a GPU reset (nvidia-smi -r) leaves: the GPU
+//                                             answers again, recovery action none, pending row
+//                                             remapping and page retirement applied
 //   tessera_fake_nvml_set_lost(index, lost)   every call on that GPU answers GPU_IS_LOST
 //   tessera_fake_nvml_reload()                re-read the file; a GPU whose MIG instances changed
 //                                             gets a MIG-configuration-change event
@@ -200,6 +216,12 @@ struct FakeGpu {
   unsigned long long events = kXidEvent | kMigEvent;
   bool lost = false;
   unsigned long long registered = 0;  // event types registered in the (one) event set
+  int recovery_action = -1;           // -1: the field is not supported
+  bool has_remapped_rows = false;
+  unsigned remapped_corrected = 0, remapped_uncorrected = 0;
+  bool remap_pending = false, remap_failure = false;
+  bool retired_pages_pending = false;
+  std::set<unsigned> links_down;  // NVLinks brought down (tessera_fake_nvml_set_nvlink)
 };
 
 struct State {
@@ -318,6 +340,16 @@ int Load(State& s, bool reload) {
     g.sm_count = j.value("sm_count", -1);
     g.nvlinks = j.value("nvlinks", std::vector<std::string>{});
     g.events = j.value("events", kXidEvent | kMigEvent);
+    g.recovery_action = j.value("recovery_action", -1);
+    if (j.contains("remapped_rows")) {
+      const json& r = j["remapped_rows"];
+      g.has_remapped_rows = true;
+      g.remapped_corrected = r.value("corrected", 0u);
+      g.remapped_uncorrected = r.value("uncorrected", 0u);
+      g.remap_pending = r.value("pending", false);
+      g.remap_failure = r.value("failure", false);
+    }
+    g.retired_pages_pending = j.value("retired_pages_pending", false);
     if (j.contains("fabric")) {
       const json& f = j["fabric"];
       g.has_fabric = true;
@@ -357,9 +389,11 @@ int Load(State& s, bool reload) {
     if (i < s.gpus.size()) {
       const bool lost = reload && s.gpus[i].lost;
       const unsigned long long registered = reload ? s.gpus[i].registered : 0;
+      std::set<unsigned> links_down = reload ? s.gpus[i].links_down : std::set<unsigned>{};
       s.gpus[i] = std::move(gpus[i]);
       s.gpus[i].lost = lost;
       s.gpus[i].registered = registered;
+      s.gpus[i].links_down = std::move(links_down);
     } else {
       s.gpus.push_back(std::move(gpus[i]));
     }
@@ -641,7 +675,8 @@ FAKE_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned 
   DEVICE_CALL("nvmlDeviceGetNvLinkState");
   if (g.nvlinks.empty()) return NVML_ERROR_NOT_SUPPORTED;
   if (link >= 18) return NVML_ERROR_INVALID_ARGUMENT;  // an 18-link (Hopper) driver
-  *active = link < g.nvlinks.size() && g.nvlinks[link] != "off" ? 1 : 0;
+  *active =
+      link < g.nvlinks.size() && g.nvlinks[link] != "off" && !g.links_down.count(link) ? 1 : 0;
   return NVML_SUCCESS;
 }
 
@@ -1035,6 +1070,64 @@ FAKE_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
   return NVML_SUCCESS;
 }
 
+// Health: the driver's recovery action (a field value), row remapping, page retirement.
+typedef union {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+} nvmlValue_t;
+typedef struct {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  int valueType;
+  nvmlReturn_t nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
+static_assert(sizeof(nvmlFieldValue_t) == 40);
+constexpr unsigned kFieldRecoveryAction = 230;  // NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count,
+                                                  nvmlFieldValue_t* values) {
+  DEVICE_CALL("nvmlDeviceGetFieldValues");
+  if (count <= 0 || !values) return NVML_ERROR_INVALID_ARGUMENT;
+  for (int k = 0; k < count; ++k) {
+    nvmlFieldValue_t& v = values[k];
+    v.valueType = 1;  // NVML_VALUE_TYPE_UNSIGNED_INT
+    if (v.fieldId == kFieldRecoveryAction && g.recovery_action >= 0) {
+      v.nvmlReturn = NVML_SUCCESS;
+      v.value.uiVal = static_cast<unsigned>(g.recovery_action);
+    } else {
+      v.nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+  }
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned* corrected,
+                                                   unsigned* uncorrected, unsigned* pending,
+                                                   unsigned* failure) {
+  DEVICE_CALL("nvmlDeviceGetRemappedRows");
+  if (!corrected || !uncorrected || !pending || !failure) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!g.has_remapped_rows) return NVML_ERROR_NOT_SUPPORTED;
+  *corrected = g.remapped_corrected;
+  *uncorrected = g.remapped_uncorrected;
+  *pending = g.remap_pending ? 1 : 0;
+  *failure = g.remap_failure ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, int* pending) {
+  DEVICE_CALL("nvmlDeviceGetRetiredPagesPendingStatus");
+  if (!pending) return NVML_ERROR_INVALID_ARGUMENT;
+  *pending = g.retired_pages_pending ? 1 : 0;
+  return NVML_SUCCESS;
+}
+
 // Test controls.
 FAKE_EXPORT int tessera_fake_nvml_inject_xid(unsigned index, unsigned long long xid) {
   State& s = S();
@@ -1043,6 +1136,58 @@ FAKE_EXPORT int tessera_fake_nvml_inject_xid(unsigned index, unsigned long long 
   FakeGpu& g = s.gpus[index];
   if (!(g.registered & kXidEvent)) return NVML_ERROR_NOT_SUPPORTED;  // nobody listens
   s.events.push_back(nvmlEventData_t{{&g}, kXidEvent, xid, 0xFFFFFFFFu, 0xFFFFFFFFu});
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT int tessera_fake_nvml_inject_mig_xid(unsigned index, unsigned long long xid,
+                                                 unsigned gpu_instance, unsigned compute_instance) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  FakeGpu& g = s.gpus[index];
+  if (!(g.registered & kXidEvent)) return NVML_ERROR_NOT_SUPPORTED;
+  s.events.push_back(nvmlEventData_t{{&g}, kXidEvent, xid, gpu_instance, compute_instance});
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT int tessera_fake_nvml_set_recovery_action(unsigned index, int action) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  FakeGpu& g = s.gpus[index];
+  if (g.recovery_action == action) return NVML_SUCCESS;
+  g.recovery_action = action;
+  if (g.registered & kXidEvent) {  // XID 154: GPU recovery action changed
+    s.events.push_back(nvmlEventData_t{{&g}, kXidEvent, 154, 0xFFFFFFFFu, 0xFFFFFFFFu});
+  }
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT int tessera_fake_nvml_set_nvlink(unsigned index, unsigned link, int up) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (index >= s.gpus.size() || link >= s.gpus[index].nvlinks.size()) {
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  if (up) {
+    s.gpus[index].links_down.erase(link);
+  } else {
+    s.gpus[index].links_down.insert(link);
+  }
+  return NVML_SUCCESS;
+}
+
+FAKE_EXPORT int tessera_fake_nvml_reset(unsigned index) {
+  State& s = S();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (index >= s.gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  FakeGpu& g = s.gpus[index];
+  g.lost = false;
+  if (g.recovery_action > 0) g.recovery_action = 0;
+  if (g.remap_pending) {
+    g.remap_pending = false;
+  }
+  g.retired_pages_pending = false;
   return NVML_SUCCESS;
 }
 

@@ -1,0 +1,77 @@
+// GpuProcessSampler: what the GPU driver says each process holds and does on one GPU, by host PID
+// (NVML answers with host PIDs; HostProcesses turns them into pods). One interface for everything
+// in the agent that needs the driver's per-process view, whatever the tenant's process did:
+//   - the memory backstop (pods/memory_backstop.h): used memory per process (Memory), which
+//     counts what the CUDA shim cannot see (contexts, modules, graph memory, and a process that
+//     loaded the real driver by its path and bypassed the shim);
+//   - the compute controller (shim/compute_controller.h): SM utilisation per process since the
+//     last sample (Utilization, the shim::UtilizationSource it takes);
+//   - per-pod GPU time (issue 34) and XID attribution (issue 30) are meant to use it too.
+//
+// NvmlProcessSampler loads libnvidia-ml.so.1 at run time (no link-time dependency):
+//   Memory       nvmlDeviceGetComputeRunningProcesses_v3 (else _v2, else the first version) and
+//                nvmlDeviceGetGraphicsRunningProcesses_v3 when the library has it; a process on
+//                both lists counts once, with the larger figure; memory NVML cannot report
+//                (NVML_VALUE_NOT_AVAILABLE, as under MIG without privileges) is reported as 0
+//                with `unknown` set
+//   Utilization  nvmlDeviceGetProcessUtilization since the previous sample of that GPU (the
+//                mean of several samples per process)
+// The fake libnvidia-ml.so.1 of test/fake_cuda answers both from what the fake driver did, with
+// host PIDs as the real one (tested in procs/gpu_processes_test.cc and on harness nodes).
+// Not thread-safe: one owner (the pod manager's maintenance).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "shim/compute_controller.h"
+
+namespace tessera::agent {
+
+struct GpuProcessMemory {
+  uint32_t pid = 0;         // host PID
+  uint64_t used_bytes = 0;  // device memory the driver says it holds
+  bool unknown = false;     // the driver would not say (used_bytes is 0 then)
+  bool operator==(const GpuProcessMemory&) const = default;
+};
+
+class GpuProcessSampler : public shim::UtilizationSource {
+ public:
+  ~GpuProcessSampler() override = default;
+  // The processes holding memory or a context on the GPU now.
+  virtual absl::StatusOr<std::vector<GpuProcessMemory>> Memory(const std::string& gpu_uuid) = 0;
+  // SM utilisation per process since the previous call for this GPU (permille).
+  virtual absl::StatusOr<std::vector<shim::PidUtilization>> Utilization(
+      const std::string& gpu_uuid) = 0;
+  absl::StatusOr<std::vector<shim::PidUtilization>> Sample(const std::string& gpu_uuid) final {
+    return Utilization(gpu_uuid);
+  }
+};
+
+class NvmlProcessSampler : public GpuProcessSampler {
+ public:
+  static absl::StatusOr<std::unique_ptr<NvmlProcessSampler>> Load(
+      const std::string& library = "libnvidia-ml.so.1");
+  ~NvmlProcessSampler() override;
+  absl::StatusOr<std::vector<GpuProcessMemory>> Memory(const std::string& gpu_uuid) override;
+  absl::StatusOr<std::vector<shim::PidUtilization>> Utilization(
+      const std::string& gpu_uuid) override;
+
+ private:
+  NvmlProcessSampler() = default;
+  absl::StatusOr<void*> Device(const std::string& gpu_uuid) const;
+
+  void* handle_ = nullptr;
+  void* by_uuid_ = nullptr;
+  void* compute_v3_ = nullptr;  // or _v2, same layout
+  void* compute_v1_ = nullptr;
+  void* graphics_v3_ = nullptr;
+  void* utilization_ = nullptr;
+  std::map<std::string, unsigned long long> last_seen_us_;
+};
+
+}  // namespace tessera::agent
