@@ -359,8 +359,7 @@ TEST_F(HelmTest, NamesFollowTheRelease) {
       Documents(Template("tessera-system", {}, {"--set", "nameOverride=gpu"}));
   EXPECT_EQ(
       FindObject(named, "Deployment", "tessera-gpu-scheduler")["spec"]["selector"]["matchLabels"],
-      (json{{"app.kubernetes.io/name", "gpu-scheduler"},
-            {"app.kubernetes.io/instance", "tessera"}}));
+      (json{{"app.kubernetes.io/name", "tessera-gpu-scheduler"}}));
   const std::set<std::string> canary =
       names("tessera-canary", {"--set", "agent.enabled=false", "--set", "crds.install=false",
                                "--set", "admissionPolicy.enabled=false"});
@@ -368,6 +367,34 @@ TEST_F(HelmTest, NamesFollowTheRelease) {
   std::set_intersection(main.begin(), main.end(), canary.begin(), canary.end(),
                         std::back_inserter(both));
   EXPECT_THAT(both, ::testing::IsEmpty());
+}
+
+// A Deployment's or DaemonSet's selector cannot change in place (the API server refuses it), so
+// `helm upgrade` of a release made by an earlier chart, whose selectors were
+// {app.kubernetes.io/name: tessera-scheduler} and {app.kubernetes.io/name: tessera-agent} alone,
+// works only if the chart keeps them for the default release; other releases select only their
+// own pods, so a canary's PodDisruptionBudget and Service never count the main release's (before:
+// every release's selectors also carried app.kubernetes.io/instance, and the upgrade failed with
+// "field is immutable").
+TEST_F(HelmTest, SelectorsKeepUpgradesFromEarlierCharts) {
+  const std::vector<json> docs = Documents(Template("tessera-system", {}, {}));
+  EXPECT_EQ(FindObject(docs, "Deployment", "tessera-scheduler")["spec"]["selector"],
+            (json{{"matchLabels", {{"app.kubernetes.io/name", "tessera-scheduler"}}}}));
+  EXPECT_EQ(FindObject(docs, "DaemonSet", "tessera-agent")["spec"]["selector"],
+            (json{{"matchLabels", {{"app.kubernetes.io/name", "tessera-agent"}}}}));
+  const std::vector<json> canary = Documents(Template("tessera-system", {}, {}, "tessera-canary"));
+  const json selector =
+      FindObject(canary, "Deployment", "tessera-canary-scheduler")["spec"]["selector"];
+  EXPECT_EQ(selector,
+            (json{{"matchLabels", {{"app.kubernetes.io/name", "tessera-canary-scheduler"}}}}));
+  EXPECT_EQ(
+      FindObject(canary, "PodDisruptionBudget", "tessera-canary-scheduler")["spec"]["selector"],
+      selector);
+  // Every pod template carries its selector's labels and the release.
+  const json& labels = FindObject(
+      canary, "Deployment", "tessera-canary-scheduler")["spec"]["template"]["metadata"]["labels"];
+  EXPECT_EQ(labels.value("app.kubernetes.io/name", ""), "tessera-canary-scheduler");
+  EXPECT_EQ(labels.value("app.kubernetes.io/instance", ""), "tessera-canary");
 }
 
 // Two releases at once in one namespace, as install.md's canary: both deployed, nothing shared.

@@ -2,8 +2,8 @@
      `promtool test rules` (test/helm/helm_e2e_test.cc, test/helm/alerts_test.yaml). */}}
 {{- define "tessera.alertGroups" -}}
 {{- $r := .Values.metrics.prometheusRule }}
-{{- $s := printf "job=%q" (printf "%s-scheduler" (include "tessera.name" .)) }}
-{{- $a := printf "job=%q" (printf "%s-agent" (include "tessera.name" .)) }}
+{{- $s := printf "job=%q" (include "tessera.scheduler" .) }}
+{{- $a := printf "job=%q" (include "tessera.agent" .) }}
 {{- $for := printf "%dm" (int $r.forMinutes) }}
 groups:
   - name: tessera

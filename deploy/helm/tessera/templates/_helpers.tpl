@@ -33,11 +33,15 @@
 {{- default (include "tessera.agent" .) .Values.agent.serviceAccount.name }}
 {{- end }}
 
-{{/* The labels that select a component's pods: its name and the release. component:
-     "scheduler", "agent". */}}
+{{/* The label that selects a component's pods (Deployment, DaemonSet, Service, PDB, monitors;
+     also Prometheus's job): app.kubernetes.io/name is the component's object name,
+     <fullname>-scheduler or <fullname>-agent, so each release selects only its own pods. A
+     selector cannot change in place: for the default release these are the selectors of the
+     charts before names followed the release (app.kubernetes.io/name: tessera-scheduler,
+     tessera-agent, nothing more), so `helm upgrade` from them works (helm_e2e_test,
+     SelectorsKeepUpgradesFromEarlierCharts). component: "scheduler", "agent". */}}
 {{- define "tessera.selectorLabels" -}}
-app.kubernetes.io/name: {{ include "tessera.name" .root }}-{{ .component }}
-app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/name: {{ include "tessera.fullname" .root }}-{{ .component }}
 {{- end }}
 
 {{/* Labels every object carries; component: "scheduler", "agent", or "" (shared objects). */}}
@@ -47,8 +51,8 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- else -}}
 app.kubernetes.io/name: {{ include "tessera.name" .root }}
-app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/part-of: tessera
 app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .root.Release.Service }}
