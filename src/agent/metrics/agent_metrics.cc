@@ -100,6 +100,10 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
   if (in.requests != nullptr) in.requests->Write(out, "tessera_agent_api_requests_total");
 }
 
+std::string MetricsText(const AgentMetricsInput& in) {
+  prometheus::Exposition out;
+  WriteAgentMetrics(out, in);
+  return std::move(out).Text();
 }
 
 struct MetricsServer::Impl {

@@ -23,6 +23,8 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   share.used_bytes = 1 << 20;
   share.oom_count = 2;
   share.processes = 1;
+  share.ledger_tampered = 1;
+  share.driver_used_bytes = 3 << 20;
   g0.pods.push_back(share);
   GpuUse g1{1, "GPU-b", false, "", {}};
   GpuUse::Pod whole;
@@ -35,7 +37,7 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   k8s::RequestCounts requests;
   requests.Count("PATCH", 200);
   const std::string text =
-      MetricsText({{g0, g1}, {"n1", 5, 1, 3}, {"0.1.0", "abc1234"}, &requests});
+      MetricsText({{g0, g1}, {"n1", 5, 1, 3, 4, 2, true}, {"0.1.0", "abc1234"}, &requests});
   EXPECT_THAT(text,
               HasSubstr("# TYPE tessera_agent_gpu_healthy gauge\n"
                         "tessera_agent_gpu_healthy{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\"} 1\n"
@@ -53,6 +55,20 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   EXPECT_THAT(text,
               HasSubstr("tessera_agent_pod_gpu_cap_refusals_total{node=\"n1\",gpu=\"0\","
                         "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tessera_agent_pod_ledger_tampered_total{node=\"n1\",gpu=\"0\","
+                        "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tessera_agent_pod_gpu_memory_driver_bytes{node=\"n1\",gpu=\"0\","
+                "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} 3145728\n"));
+  // Not sampled by the driver: no series.
+  EXPECT_THAT(text,
+              Not(HasSubstr("tessera_agent_pod_gpu_memory_driver_bytes{node=\"n1\",gpu=\"1\"")));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_over_share_total{node=\"n1\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_actions_total{node=\"n1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_host_pid_namespace gauge\n"
+                              "tessera_agent_host_pid_namespace{node=\"n1\"} 1\n"));
   // A whole GPU has no shim accounting.
   EXPECT_THAT(text,
               Not(HasSubstr("tessera_agent_pod_gpu_memory_used_bytes{node=\"n1\",gpu=\"1\"")));
