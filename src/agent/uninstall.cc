@@ -8,6 +8,8 @@
 #include "agent/publish/advertisement.h"
 #include "common/json_fields.h"
 #include "common/strings.h"
+#include "shim/files_at.h"
+#include "shim/segments.h"
 
 namespace tessera::agent {
 namespace {
@@ -100,8 +102,15 @@ absl::Status RemoveHostFootprint(const HostFootprint& footprint,
     if (dir.empty()) continue;
     if (absl::Status s = CheckRemovable(dir); !s.ok()) return s;
     if (!fs::exists(fs::symlink_status(dir, ec))) continue;
-    fs::remove_all(dir, ec);
-    if (ec) return absl::InternalError(StrCat("removing ", dir, ": ", ec.message()));
+    // A pod's (or a DRA claim's) folder may hold its ledger folder as a tmpfs of its own
+    // (shim/segments.h): each is unmounted with its segments first, as at the pod's end; then
+    // the tree, through descriptors, never following a symlink a container may have planted and
+    // never crossing into a mount left (shim/files_at.h).
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+      if (!e.is_directory(ec) || e.is_symlink(ec)) continue;
+      if (absl::Status s = shim::RemovePodSegments(e.path().string()); !s.ok()) return s;
+    }
+    if (absl::Status s = shim::RemoveTree(dir); !s.ok()) return s;
     removed->push_back(dir);
   }
   // Folders left empty above them (a node's own folder under agent.runDir) go too: rmdir only

@@ -53,7 +53,8 @@ struct HostFootprint {
 };
 // Removes it, and the folders its `dirs` leave empty above them (never a mount point, never one
 // less than two levels deep); what it removed is appended to `removed`. Missing paths are nothing
-// to do.
+// to do. A pod's sized ledger folder (a tmpfs) is unmounted first; trees go through descriptors,
+// never following a symlink (shim/files_at.h).
 [[nodiscard]] absl::Status RemoveHostFootprint(const HostFootprint& footprint,
                                                std::vector<std::string>* removed);
 

@@ -2,6 +2,7 @@
 // the installed chart in test/helm/helm_install_e2e_test.cc).
 #include "agent/uninstall.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -10,11 +11,15 @@
 #include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "shim/mount_namespace_testing.h"
+#include "shim/segments.h"
 
 namespace tessera::agent {
 namespace {
 
 namespace fs = std::filesystem;
+
+const bool kPrivateMounts = shim::EnterPrivateMountNamespace();
 
 // The agent's folders go whole; of the CDI folder only tessera's specs; nothing else.
 TEST(HostFootprint, RemovesWhatTheAgentMadeAndNothingElse) {
@@ -45,6 +50,33 @@ TEST(HostFootprint, RemovesWhatTheAgentMadeAndNothingElse) {
   EXPECT_FALSE(fs::exists(root / "reg.sock"));
   EXPECT_TRUE(fs::exists(root / "run/node-b/other")) << "a folder with something else stays";
   fs::remove_all(root);
+}
+
+// A pod still running at the uninstall keeps its ledger folder as a tmpfs (shim/segments.h): it
+// is unmounted and the pod's folder removed with the rest (before: the removal stopped at the
+// mount point, "Device or resource busy", and the pods folder stayed).
+TEST(HostFootprint, UnmountsAPodsSizedLedgerFolder) {
+  if (!kPrivateMounts) GTEST_SKIP() << "needs CAP_SYS_ADMIN for a mount namespace";
+  const fs::path root = fs::path(::testing::TempDir()) / StrCat("tessera-uninstall-mnt-", getpid());
+  shim::RemoveTestTree(root);
+  const fs::path pod = root / "run/node-a/pods/0b7e8f7c-2b7c-4f5e-9d2a-3c1d5e6f7a8b";
+  fs::create_directories(pod);
+  shim::SegmentOptions o;
+  o.limits.memory_limit_bytes = 1 << 30;
+  o.ledger_folder_bytes = shim::LedgerFolderBytes(1, o.slots);
+  ASSERT_TRUE(shim::Segment::Create(pod.string(), "GPU-1", o).ok());
+  struct stat folder {
+  }, parent{};
+  ASSERT_EQ(::stat((pod / "ledger").c_str(), &folder), 0);
+  ASSERT_EQ(::stat(pod.c_str(), &parent), 0);
+  ASSERT_NE(folder.st_dev, parent.st_dev) << "the ledger folder is a mount";
+  HostFootprint f;
+  f.dirs = {(root / "run/node-a/pods").string()};
+  std::vector<std::string> removed;
+  absl::Status s = RemoveHostFootprint(f, &removed);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_FALSE(fs::exists(root / "run/node-a/pods"));
+  shim::RemoveTestTree(root);
 }
 
 // A wrong flag never removes a system folder.
