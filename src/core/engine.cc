@@ -190,15 +190,32 @@ const std::optional<std::string>& Engine::NeverFits(const Query& query) {
 }
 
 std::optional<std::string> Engine::NeverFitsReason(const PodRequest& request) {
-  const PodRequest& effective = policy_->Effective(request);
-  return NeverFits(Query(state_, effective));
+  const EffectiveRequest effective(*policy_, request);
+  return NeverFits(Query(state_, effective.get()));
 }
 
-PlacementResult Engine::Decide(const PodRequest& request, const std::vector<Candidate>* allowed,
-                               const NodeSet* nodes, bool explain) {
+template <typename F>
+auto Engine::Without(std::span<const std::string> pods, F what_if) {
+  // Copies, not pointers into the ledger: a what-if may insert into it and erase again
+  // (PlaceGangIndependently), which moves its entries.
+  std::vector<Placement> out;
+  absl::flat_hash_set<std::string_view> seen;
+  for (const std::string& pod : pods) {
+    if (!seen.insert(pod).second) continue;  // named twice
+    auto it = ledger_.find(pod);
+    if (it == ledger_.end()) continue;
+    out.push_back(it->second);
+  }
+  for (const Placement& p : out) Undo(p);
+  auto result = what_if();
+  for (auto it = out.rbegin(); it != out.rend(); ++it) Commit(*it);
+  return result;
+}
+
+PlacementResult Engine::Choose(const PodRequest& request, const Where& where, bool explain) {
   PlacementResult result;
-  const PodRequest& effective = policy_->Effective(request);
-  Query query(state_, effective, allowed, nodes);
+  const EffectiveRequest effective(*policy_, request);
+  Query query(state_, effective.get(), where.candidates, where.nodes);
   std::vector<NodeId> declined;
   std::optional<NodeChoice> choice = policy_->Choose(state_, query, explain ? &declined : nullptr);
   if (!choice) {
@@ -215,28 +232,50 @@ PlacementResult Engine::Decide(const PodRequest& request, const std::vector<Cand
   return result;
 }
 
-PlacementResult Engine::Place(const PodRequest& request, Mode mode,
-                              const std::vector<Candidate>* allowed, const NodeSet* nodes) {
+std::vector<PlacementResult> Engine::Decide(const Ask& ask) {
+  if (!ask.without.empty()) {
+    TESSERA_CHECK_MSG(ask.mode == Mode::kTestOnly, "a what-if (Ask::without) is test-only");
+    Ask inner = ask;
+    inner.without = {};
+    return Without(ask.without, [&] { return Decide(inner); });
+  }
+  switch (ask.kind) {
+    case Ask::Kind::kPod:
+      TESSERA_CHECK(ask.pods.size() == 1);
+      return {DecidePod(ask.pods[0], ask.mode, ask.where)};
+    case Ask::Kind::kGang:
+      TESSERA_CHECK(ask.mode != Mode::kApply);
+      return DecideGang(ask.pods, ask.mode, ask.where);
+    case Ask::Kind::kElasticGang:
+      TESSERA_CHECK(ask.mode != Mode::kApply);
+      return DecideElasticGang(ask.pods, ask.running, ask.mode, ask.where);
+  }
+  TESSERA_CHECK(false);
+  return {};
+}
+
+PlacementResult Engine::DecideOne(const Ask& ask) {
+  TESSERA_CHECK(ask.kind == Ask::Kind::kPod);
+  return std::move(Decide(ask)[0]);
+}
+
+PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Where& where) {
+  if (mode == Mode::kApply) {
+    PlacementResult result = Choose(request, where, /*explain=*/false);
+    if (result.placed()) Commit(result.placement);
+    return result;
+  }
   if (ledger_.contains(request.name)) {
     PlacementResult result;
     result.reason = StrCat("pod ", request.name, " is already placed");
     return result;
   }
-  PlacementResult result = Decide(request, allowed, nodes, /*explain=*/true);
+  PlacementResult result = Choose(request, where, /*explain=*/true);
   if (result.placed() && mode == Mode::kCommit) {
     Commit(result.placement);
     ledger_.emplace(request.name, result.placement);
   }
   return result;
-}
-
-Outcome Engine::PlaceUnnamed(const PodRequest& request, Placement* placement) {
-  PlacementResult result = Decide(request, nullptr, nullptr, /*explain=*/false);
-  if (result.placed()) {
-    Commit(result.placement);
-    *placement = std::move(result.placement);
-  }
-  return result.outcome;
 }
 
 void Engine::Unapply(const Placement& placement) { Undo(placement); }
@@ -302,8 +341,8 @@ bool Engine::PlaceAll(std::span<const PodRequest> members, const std::vector<siz
   std::vector<size_t> done;
   for (size_t i : order) {
     const PodRequest& m = members[i];
-    const PodRequest& effective = policy_->Effective(m);
-    Query query(state_, effective, candidates, nodes);
+    const EffectiveRequest effective(*policy_, m);
+    Query query(state_, effective.get(), candidates, nodes);
     std::vector<NodeId> declined;
     std::optional<NodeChoice> choice = policy_->Choose(state_, query, &declined);
     if (!choice) {
@@ -342,11 +381,9 @@ int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
 }
 
 std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodRequest> members,
-                                                            Mode mode,
-                                                            const std::vector<Candidate>* allowed,
-                                                            const NodeSet* nodes) {
+                                                            Mode mode, const Where& where) {
   std::vector<PlacementResult> results;
-  for (const PodRequest& m : members) results.push_back(Place(m, Mode::kCommit, allowed, nodes));
+  for (const PodRequest& m : members) results.push_back(DecidePod(m, Mode::kCommit, where));
   if (mode == Mode::kTestOnly) {
     // A what-if leaves nothing behind: undone newest first with Revert, which also removes the
     // MIG instances the members created and brings back those they destroyed (Release would
@@ -379,9 +416,10 @@ static std::vector<Candidate> Restrict(const Cluster& cluster, const Domain& dom
   return out;
 }
 
-std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> members, Mode mode,
-                                               const std::vector<Candidate>* allowed,
-                                               const NodeSet* nodes) {
+std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> members, Mode mode,
+                                                const Where& where) {
+  const std::vector<Candidate>* allowed = where.candidates;
+  const NodeSet* nodes = where.nodes;
   std::vector<PlacementResult> results(members.size());
   if (members.empty()) return results;
   auto fail_all = [&](Outcome outcome, const std::string& reason) {
@@ -399,7 +437,7 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
     }
   }
   if (!policy_->places_gangs_together()) {
-    return PlaceGangIndependently(members, mode, allowed, nodes);
+    return PlaceGangIndependently(members, mode, where);
   }
   if (gang.size > 0 && static_cast<size_t>(gang.size) != members.size()) {
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, " has ", members.size(),
@@ -409,7 +447,8 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   int demand_gpus = 0;
   bool any_share = false;
   for (const PodRequest& m : members) {
-    const PodRequest& effective = policy_->Effective(m);
+    const EffectiveRequest as_placed(*policy_, m);
+    const PodRequest& effective = as_placed.get();
     if (effective.gpu.kind == GpuAsk::Kind::kWhole) {
       demand_gpus += effective.gpu.count;
     } else if (effective.gpu.kind != GpuAsk::Kind::kNone) {
@@ -488,8 +527,8 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   const int whole_demand = [&] {
     int n = 0;
     for (const PodRequest& m : members) {
-      const PodRequest& e = policy_->Effective(m);
-      if (e.gpu.kind == GpuAsk::Kind::kWhole) n += e.gpu.count;
+      const EffectiveRequest e(*policy_, m);
+      if (e.get().gpu.kind == GpuAsk::Kind::kWhole) n += e.get().gpu.count;
     }
     return n;
   }();
@@ -500,7 +539,8 @@ std::vector<PlacementResult> Engine::PlaceGang(std::span<const PodRequest> membe
   int64_t compute_demand = 0;
   bool any_mig = false;
   for (const PodRequest& m : members) {
-    const GpuAsk& a = policy_->Effective(m).gpu;
+    const EffectiveRequest e(*policy_, m);
+    const GpuAsk& a = e.get().gpu;
     any_mig = any_mig || a.kind == GpuAsk::Kind::kMig;
     compute_demand += a.compute_milli_total();
   }
@@ -628,11 +668,11 @@ int Engine::DomainHolding(int level, std::span<const Placement> placements) cons
   return best;
 }
 
-std::vector<PlacementResult> Engine::PlaceElasticGang(std::span<const PodRequest> pending,
-                                                      std::span<const std::string> running,
-                                                      Mode mode,
-                                                      const std::vector<Candidate>* allowed,
-                                                      const NodeSet* nodes) {
+std::vector<PlacementResult> Engine::DecideElasticGang(std::span<const PodRequest> pending,
+                                                       std::span<const std::string> running,
+                                                       Mode mode, const Where& where) {
+  const std::vector<Candidate>* allowed = where.candidates;
+  const NodeSet* nodes = where.nodes;
   std::vector<PlacementResult> results(pending.size());
   if (pending.empty()) return results;
   const GangAsk gang = pending[0].gang.value_or(GangAsk{});
@@ -685,7 +725,7 @@ std::vector<PlacementResult> Engine::PlaceElasticGang(std::span<const PodRequest
       if (in_kept) g.level.clear();  // the domain is given as candidates
       x.gang = g;
     }
-    return PlaceGang(some, m, in_kept ? &kept : allowed, nodes);
+    return DecideGang(some, m, Where{in_kept ? &kept : allowed, nodes});
   };
   auto fits = [](const std::vector<PlacementResult>& rs) { return !rs.empty() && rs[0].placed(); };
   // The largest n that fits placed (in `mode`) into *placed; false, with the failure of `need`
@@ -744,43 +784,6 @@ std::vector<PlacementResult> Engine::PlaceElasticGang(std::span<const PodRequest
                      more.empty() ? "" : StrCat(": ", more));
   }
   return results;
-}
-
-template <typename F>
-auto Engine::Without(std::span<const std::string> pods, F what_if) {
-  // Copies, not pointers into the ledger: a what-if may insert into it and erase again
-  // (PlaceGangIndependently), which moves its entries.
-  std::vector<Placement> out;
-  absl::flat_hash_set<std::string_view> seen;
-  for (const std::string& pod : pods) {
-    if (!seen.insert(pod).second) continue;  // named twice
-    auto it = ledger_.find(pod);
-    if (it == ledger_.end()) continue;
-    out.push_back(it->second);
-  }
-  for (const Placement& p : out) Undo(p);
-  auto result = what_if();
-  for (auto it = out.rbegin(); it != out.rend(); ++it) Commit(*it);
-  return result;
-}
-
-PlacementResult Engine::PlaceWithout(const PodRequest& request,
-                                     std::span<const std::string> without,
-                                     const std::vector<Candidate>* allowed, const NodeSet* nodes) {
-  return Without(without, [&] { return Place(request, Mode::kTestOnly, allowed, nodes); });
-}
-
-std::vector<PlacementResult> Engine::PlaceGangWithout(std::span<const PodRequest> members,
-                                                      std::span<const std::string> without,
-                                                      const std::vector<Candidate>* allowed) {
-  return Without(without, [&] { return PlaceGang(members, Mode::kTestOnly, allowed); });
-}
-
-std::vector<PlacementResult> Engine::PlaceElasticGangWithout(
-    std::span<const PodRequest> pending, std::span<const std::string> running,
-    std::span<const std::string> without, const std::vector<Candidate>* allowed) {
-  return Without(without,
-                 [&] { return PlaceElasticGang(pending, running, Mode::kTestOnly, allowed); });
 }
 
 }  // namespace tessera::core

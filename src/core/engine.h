@@ -1,5 +1,8 @@
 // The allocation engine: one cluster's state under one policy. Places pods, releases them, places
-// gangs all-or-nothing, and answers what-if questions with the same algorithm.
+// gangs all-or-nothing, and answers what-if questions with the same algorithm. Every decision to
+// place is one question (Ask: a pod, a gang or an elastic gang; where it may go; what to treat as
+// gone; the mode) with one entry, Engine::Decide, whoever asks: the scheduler, the simulator and
+// the defragmentation, preemption and scale-up planners.
 //
 // Invariants: every placement in the ledger has been applied to the state exactly once; a failed
 // gang leaves the state (and the policy's indexes) exactly as before. Not thread-safe: one thread
@@ -27,8 +30,61 @@
 namespace tessera::core {
 
 enum class Mode {
-  kCommit,    // place and record
+  kCommit,    // place and record under the pod's name
   kTestOnly,  // decide, record nothing (a filter; a what-if)
+  kApply,     // one pod only: place, but keep no ledger entry and build no per-node explanation
+              // for a pod that does not fit (replays that keep placements themselves, by trace
+              // index: undo with Engine::Unapply)
+};
+
+// Where a request may go: the one shape of a node restriction. Both empty: anywhere.
+struct Where {
+  // Only these nodes and GPUs; the policy scans them (no index). For a few pods restricted
+  // differently each (a defragmentation site, devices a pod's claims may use).
+  const std::vector<Candidate>* candidates = nullptr;
+  // Only nodes in the set (taints, nodeSelector, affinity); the policy's indexes stay in use:
+  // the way to restrict many pods to the same nodes.
+  const NodeSet* nodes = nullptr;
+};
+
+// The one question every caller asks the engine (scheduler, simulator, defragmentation and
+// preemption planners, scale-up plans): place this, within this, were these gone, and record it
+// or not. Engine::Decide answers it. Views only: what the spans and pointers name must outlive
+// the call. Example: would gang `members` fit were pods a and b evicted, on nodes `set`?
+//   engine.Decide(Ask::Gang(members).In({.nodes = &set}).Without(victims).TestOnly());
+struct Ask {
+  enum class Kind {
+    kPod,          // one pod, not a gang member
+    kGang,         // every member or none (Engine::Decide: "A gang")
+    kElasticGang,  // an elastic gang's pending members, some members maybe running
+  };
+  Kind kind = Kind::kPod;
+  std::span<const PodRequest> pods;      // kPod: exactly one
+  std::span<const std::string> running;  // kElasticGang: the gang's members placed earlier
+  Where where;
+  // A what-if: the decision as it would be were these pods' placements gone (test-only).
+  std::span<const std::string> without;
+  Mode mode = Mode::kCommit;
+
+  static Ask Pod(const PodRequest& request) { return Ask{Kind::kPod, {&request, 1}}; }
+  static Ask Gang(std::span<const PodRequest> members) { return Ask{Kind::kGang, members}; }
+  static Ask ElasticGang(std::span<const PodRequest> pending,
+                         std::span<const std::string> running) {
+    return Ask{Kind::kElasticGang, pending, running};
+  }
+  Ask& In(Where w) {
+    where = w;
+    return *this;
+  }
+  Ask& Without(std::span<const std::string> pods_gone) {
+    without = pods_gone;
+    return *this;
+  }
+  Ask& As(Mode m) {
+    mode = m;
+    return *this;
+  }
+  Ask& TestOnly() { return As(Mode::kTestOnly); }
 };
 
 // Node changes for Engine::ChangeNodes, applied in this order: removals, updates, additions.
@@ -59,90 +115,88 @@ class Engine {
   // a taint or label change): its cached evaluations are redone.
   void TouchNode(NodeId node);
 
-  // Places one pod (not a gang member: use PlaceGang). The pod is keyed by request.name, which
-  // must not already be placed. `allowed` (optional) restricts it to some nodes and GPUs, and
-  // the policy scans them; nullptr = anywhere. `nodes` (optional) excludes every node outside
-  // the set (taints, nodeSelector, affinity) and keeps the policy's index in use: the way to
-  // restrict many pods to the same nodes.
+  // The engine's one entry for placing: every decision to place goes through here (the
+  // shorthands below call it). Results are in the order of ask.pods.
+  //
+  // A pod (Ask::Pod) is keyed by its request.name, which must not already be placed (kApply:
+  // not keyed). The policy chooses its node and GPUs among those ask.where leaves.
+  //
+  // A gang (Ask::Gang) places all members or none; on failure every result carries the same
+  // outcome and reason, and the state is exactly as before. Topology (the members' GangAsk:
+  // level and required): the gang lands inside one domain of its level (topology/domains.h).
+  // Required: that level only, or not at all. Preferred: the narrowest configured level that
+  // has a domain with room first (nvlink-domain before rack before block ...), then anywhere.
+  // Among the domains of a level that can take the whole gang, the one left with the least free
+  // compute afterwards (best fit: the next big gang still finds an empty domain); ties to the
+  // first domain. Members are placed largest ask first, each by the policy within the domain.
+  // Example: racks r1 (12 GPUs free) and r2 (8 free), a required rack gang of 8 whole GPUs:
+  // both fit, r2 is left with 0 and r1 with 4, so r2. where.candidates restricts every member,
+  // and every domain, to those nodes and GPUs. where.nodes excludes every node outside the set
+  // and keeps the domain index in use: the domains are still walked by their free compute, each
+  // one's room counted over its nodes in the set (no trial placement where the set leaves too
+  // little); ties between domains left with the same room go to the domain with less free
+  // compute overall, then the lower. MIG asks and candidate lists are tried domain by domain.
+  //
+  // An elastic gang (Ask::ElasticGang; the one owner of the elastic gang rules, GangAsk::min
+  // below size, also used for any gang some of whose members already run, after a restart say).
+  // ask.pods: members not placed, in the order they should go (oldest first); ask.running: the
+  // names of the gang's members placed earlier (names the engine does not hold are ignored).
+  // With r of them held, the gang needs need = max(1, min - r) more members together, all or
+  // none, and takes at most size - r: the largest n (need <= n <= that) such that the first n
+  // pending members fit together, found by halving (for members that ask alike, n fitting means
+  // fewer fit). Where: a gang that runs members keeps their domain of its level (the one
+  // holding most of them): required, only there; preferred, there first, then as a gang of n
+  // members would be placed. A gang starting chooses its domain as a gang of n members does, so
+  // it starts with as many as one domain takes. The first n results placed, the others
+  // kNoFitNow saying how many run; when fewer than `need` fit, every result fails and the state
+  // is as before. Example: size 8, min 4, nothing running, one NVLink domain with 5 GPUs free:
+  // 5 placed there, 3 wait; later 2 GPUs of that domain free up: 2 more placed there.
+  //
+  // What-ifs (ask.without, for planners: preemption, defragmentation): the decision as it would
+  // be were those pods gone, test-only (a what-if with another mode is a programming error).
+  // Their placements are taken out exactly (Revert) and put back afterwards in reverse order,
+  // so the engine, its policy's indexes and MIG instances included, is left as it was. Names
+  // that hold nothing are ignored.
+  //
+  // kApply (one pod): decides exactly as kCommit and applies the placement, but keeps no ledger
+  // entry and explains no misfit per node (the outcome alone: placed, not now, never).
+  std::vector<PlacementResult> Decide(const Ask& ask);
+  // Decide for one pod (Ask::Pod): its result.
+  PlacementResult DecideOne(const Ask& ask);
+
+  // Shorthands for Decide, for callers that ask one plain thing.
   PlacementResult Place(const PodRequest& request, Mode mode = Mode::kCommit,
                         const std::vector<Candidate>* allowed = nullptr,
-                        const NodeSet* nodes = nullptr);
+                        const NodeSet* nodes = nullptr) {
+    return DecideOne(Ask::Pod(request).In({allowed, nodes}).As(mode));
+  }
+  std::vector<PlacementResult> PlaceGang(std::span<const PodRequest> members,
+                                         Mode mode = Mode::kCommit,
+                                         const std::vector<Candidate>* allowed = nullptr,
+                                         const NodeSet* nodes = nullptr) {
+    return Decide(Ask::Gang(members).In({allowed, nodes}).As(mode));
+  }
+  std::vector<PlacementResult> PlaceElasticGang(std::span<const PodRequest> pending,
+                                                std::span<const std::string> running,
+                                                Mode mode = Mode::kCommit,
+                                                const std::vector<Candidate>* allowed = nullptr,
+                                                const NodeSet* nodes = nullptr) {
+    return Decide(Ask::ElasticGang(pending, running).In({allowed, nodes}).As(mode));
+  }
 
-  // For replays that keep their placements themselves (by trace index, say): decides exactly as
-  // Place does and applies the placement, but keeps no ledger entry and builds no per-node
-  // explanation for a pod that does not fit (the outcome alone: placed, not now, never). Undo
-  // with Unapply.
-  Outcome PlaceUnnamed(const PodRequest& request, Placement* placement);
+  // Decisions made elsewhere, recorded (nothing is decided):
+  //
   // Returns exactly what `placement` took (MIG instances it created are removed again): the
-  // departure of a pod placed by PlaceUnnamed.
+  // departure of a pod placed with Mode::kApply.
   void Unapply(const Placement& placement);
   // Applies a placement decided elsewhere (a defragmentation plan's destination) with no ledger
-  // entry, as PlaceUnnamed would have; undo with Unapply. Fails, changing nothing, if it does not
-  // fit what is free.
+  // entry, as Mode::kApply would have; undo with Unapply. Fails, changing nothing, if it does
+  // not fit what is free.
   absl::Status ApplyUnnamed(const Placement& placement);
 
   // Why a request can never fit in this cluster, or nullopt when some node could take it empty.
   // Depends only on the cluster: remembered per request shape.
   std::optional<std::string> NeverFitsReason(const PodRequest& request);
-
-  // Places all members of one gang or none. Results are in member order; on failure every result
-  // carries the same outcome and reason, and the state is exactly as before.
-  //
-  // Topology (the members' GangAsk: level and required): the gang lands inside one domain of its
-  // level (topology/domains.h). Required: that level only, or not at all. Preferred: the
-  // narrowest configured level that has a domain with room first (nvlink-domain before rack
-  // before block ...), then anywhere. Among the domains of a level that can take the whole gang,
-  // the one left with the least free compute afterwards (best fit: the next big gang still finds
-  // an empty domain); ties to the first domain. Members are placed largest ask first, each by
-  // the policy within the domain. Example: racks r1 (12 GPUs free) and r2 (8 free), a required
-  // rack gang of 8 whole GPUs: both fit, r2 is left with 0 and r1 with 4, so r2.
-  //
-  // `allowed` (optional) restricts every member, and every domain, to those nodes and GPUs.
-  // `nodes` (optional) excludes every node outside the set (the members' taints, nodeSelector,
-  // affinity) and keeps the domain index in use: the domains are still walked by their free
-  // compute, each one's room counted over its nodes in the set (no trial placement where the set
-  // leaves too little). With `nodes`, ties between domains left with the same room go to the
-  // domain with less free compute overall, then the lower. MIG asks and `allowed` lists are
-  // tried domain by domain.
-  std::vector<PlacementResult> PlaceGang(std::span<const PodRequest> members,
-                                         Mode mode = Mode::kCommit,
-                                         const std::vector<Candidate>* allowed = nullptr,
-                                         const NodeSet* nodes = nullptr);
-
-  // The one owner of the elastic gang rules (GangAsk::min below size), also used for any gang
-  // some of whose members already run (after a restart, say). `pending`: members not placed, in
-  // the order they should go (oldest first); `running`: the names of the gang's members placed
-  // earlier (names the engine does not hold are ignored). With r of them held, the gang needs
-  // need = max(1, min - r) more members together, all or none, and takes at most size - r:
-  // the largest n (need <= n <= that) such that the first n pending members fit together, found
-  // by halving (for members that ask alike, n fitting means fewer fit). Where: a gang that runs
-  // members keeps their domain of its level (the one holding most of them): required, only
-  // there; preferred, there first, then as PlaceGang would place n members. A gang starting
-  // chooses its domain as PlaceGang does for n members, so it starts with as many as one domain
-  // takes. Results are in pending order: the first n placed, the others kNoFitNow saying how
-  // many run; when fewer than `need` fit, every result fails and the state is as before.
-  // Example: size 8, min 4, nothing running, one NVLink domain with 5 GPUs free: 5 placed there,
-  // 3 wait; later 2 GPUs of that domain free up: 2 more placed there (7 of 8 run).
-  std::vector<PlacementResult> PlaceElasticGang(std::span<const PodRequest> pending,
-                                                std::span<const std::string> running,
-                                                Mode mode = Mode::kCommit,
-                                                const std::vector<Candidate>* allowed = nullptr,
-                                                const NodeSet* nodes = nullptr);
-
-  // What-ifs for planners (preemption, defragmentation): the decision Place or PlaceGang would
-  // make (test-only: nothing recorded) were the pods in `without` gone. Their placements are taken
-  // out exactly (Revert) and put back afterwards in reverse order, so the engine, its policy's
-  // indexes and MIG instances included, is left as it was. Names that hold nothing are ignored.
-  PlacementResult PlaceWithout(const PodRequest& request, std::span<const std::string> without,
-                               const std::vector<Candidate>* allowed = nullptr,
-                               const NodeSet* nodes = nullptr);
-  std::vector<PlacementResult> PlaceGangWithout(std::span<const PodRequest> members,
-                                                std::span<const std::string> without,
-                                                const std::vector<Candidate>* allowed = nullptr);
-  // PlaceElasticGang's decision (test-only) were the pods in `without` gone.
-  std::vector<PlacementResult> PlaceElasticGangWithout(
-      std::span<const PodRequest> pending, std::span<const std::string> running,
-      std::span<const std::string> without, const std::vector<Candidate>* allowed = nullptr);
 
   // Frees what `pod` holds. NotFound if it holds nothing.
   absl::Status Release(std::string_view pod);
@@ -161,11 +215,16 @@ class Engine {
  private:
   void Commit(const Placement& p);
   void Undo(const Placement& p);
-  // The one decision of Place and PlaceUnnamed: the policy's choice for `request` (Effective
-  // applied), else why not (kNeverFits with its reason; kNoFitNow with the per-node explanation
-  // when `explain`).
-  PlacementResult Decide(const PodRequest& request, const std::vector<Candidate>* allowed,
-                         const NodeSet* nodes, bool explain);
+  // The policy's choice for one pod's `request` (as it places it: EffectiveRequest), else why
+  // not (kNeverFits with its reason; kNoFitNow with the per-node explanation when `explain`).
+  PlacementResult Choose(const PodRequest& request, const Where& where, bool explain);
+  // Decide, by kind of request (none handles ask.without).
+  PlacementResult DecidePod(const PodRequest& request, Mode mode, const Where& where);
+  std::vector<PlacementResult> DecideGang(std::span<const PodRequest> members, Mode mode,
+                                          const Where& where);
+  std::vector<PlacementResult> DecideElasticGang(std::span<const PodRequest> pending,
+                                                 std::span<const std::string> running, Mode mode,
+                                                 const Where& where);
   // NeverFitsReason of an effective request's query, remembered per shape.
   const std::optional<std::string>& NeverFits(const Query& query);
   // Places every member inside `candidates` (nullptr = anywhere), largest asks first (the order
@@ -178,10 +237,9 @@ class Engine {
   int64_t FreeComputeIn(const std::vector<Candidate>& domain) const;
   // Fully free GPUs inside a domain: a domain with fewer than a gang's whole GPUs is skipped.
   int FreeWholeGpusIn(const std::vector<Candidate>& domain) const;
+  // A gang under a policy that does not place gangs together: each member on its own.
   std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
-                                                      Mode mode,
-                                                      const std::vector<Candidate>* allowed,
-                                                      const NodeSet* nodes);
+                                                      Mode mode, const Where& where);
   // Takes the placements of `pods` out (Revert), runs `what_if`, and puts them back.
   template <typename F>
   auto Without(std::span<const std::string> pods, F what_if);

@@ -76,6 +76,27 @@ TEST(Engine, TestOnlyModeChangesNothing) {
   EXPECT_EQ(e.Find("p"), nullptr);
 }
 
+TEST(Engine, ApplyModeDecidesAsCommitAndKeepsNoLedgerEntry) {
+  Cluster c = RealityCheckCluster();
+  for (const char* policy : {"tessera", "binpack", "whole-gpu"}) {
+    Engine committed(c, Make(policy)), applied(c, Make(policy));
+    std::vector<Placement> taken;
+    for (int i = 0; i < 6; ++i) {
+      const PodRequest p = Pod(StrCat("p", i), i % 2 ? GpuAsk::Whole(1) : GpuAsk::Share(8192, 0));
+      PlacementResult a = committed.DecideOne(Ask::Pod(p));
+      PlacementResult b = applied.DecideOne(Ask::Pod(p).As(Mode::kApply));
+      ASSERT_TRUE(a.placed() && b.placed()) << policy;
+      EXPECT_EQ(a.placement.node, b.placement.node) << policy;
+      EXPECT_EQ(a.placement.gpus, b.placement.gpus) << policy;
+      EXPECT_EQ(applied.Find(p.name), nullptr) << policy;  // no ledger entry
+      taken.push_back(b.placement);
+    }
+    EXPECT_EQ(applied.state().gpus_in_use(), committed.state().gpus_in_use()) << policy;
+    for (auto it = taken.rbegin(); it != taken.rend(); ++it) applied.Unapply(*it);
+    EXPECT_EQ(applied.state().gpus_in_use(), 0) << policy;
+  }
+}
+
 std::vector<PodRequest> Gang(const std::string& name, int n, GpuAsk ask, std::string level,
                              bool required) {
   std::vector<PodRequest> members;
@@ -672,7 +693,7 @@ TEST(Engine, GangDomainIndexWithANodeSetChoosesAsWellAsTheScan) {
 
 // The what-if of preemption: the decision were some pods gone, with the engine left exactly as
 // it was (MIG instances included), for every policy.
-TEST(Engine, PlaceWithoutDecidesAsIfPodsWereGoneAndChangesNothing) {
+TEST(Engine, WhatIfDecidesAsIfPodsWereGoneAndChangesNothing) {
   Cluster c = ClusterBuilder()
                   .Node("mig")
                   .Gpus(1, "A100-80GB")
@@ -694,24 +715,32 @@ TEST(Engine, PlaceWithoutDecidesAsIfPodsWereGoneAndChangesNothing) {
     const StateSnapshot before = StateSnapshot::Of(e);
     EXPECT_FALSE(e.Place(Pod("big", GpuAsk::Whole(2)), Mode::kTestOnly).placed()) << policy;
     // Without the shares a whole GPU is free again; without one of them two are not.
-    PlacementResult one = e.PlaceWithout(Pod("one", GpuAsk::Whole(1)), shares);
+    const std::vector<std::string> s0 = {"s0"}, m = {"m"};
+    PlacementResult one =
+        e.DecideOne(Ask::Pod(Pod("one", GpuAsk::Whole(1))).Without(shares).TestOnly());
     EXPECT_TRUE(one.placed()) << policy;
     before.ExpectEq(StateSnapshot::Of(e), StrCat(policy, " after one"));
     EXPECT_FALSE(
-        e.PlaceWithout(Pod("big", GpuAsk::Whole(2)), std::vector<std::string>{"s0"}).placed())
+        e.DecideOne(Ask::Pod(Pod("big", GpuAsk::Whole(2))).Without(s0).TestOnly()).placed())
         << policy;
     shares.push_back("w");
     shares.push_back("nobody");  // holds nothing: ignored
-    PlacementResult two = e.PlaceWithout(Pod("big", GpuAsk::Whole(2)), shares);
+    PlacementResult two =
+        e.DecideOne(Ask::Pod(Pod("big", GpuAsk::Whole(2))).Without(shares).TestOnly());
     EXPECT_TRUE(two.placed()) << policy;
     before.ExpectEq(StateSnapshot::Of(e), StrCat(policy, " after two"));
     if (mig) {
       EXPECT_TRUE(
-          e.PlaceWithout(Pod("m2", GpuAsk::Mig("7g.80gb")), std::vector<std::string>{"m"}).placed())
+          e.DecideOne(Ask::Pod(Pod("m2", GpuAsk::Mig("7g.80gb"))).Without(m).TestOnly()).placed())
           << policy;
     }
     std::vector<PodRequest> gang = Gang("g", 2, GpuAsk::Whole(1), "", false);
-    EXPECT_TRUE(e.PlaceGangWithout(gang, shares)[0].placed()) << policy;
+    EXPECT_TRUE(e.Decide(Ask::Gang(gang).Without(shares).TestOnly())[0].placed()) << policy;
+    // An elastic gang's what-if (min 1 of 2): it starts with what fits, and leaves nothing.
+    std::vector<PodRequest> elastic = Gang("el", 2, GpuAsk::Whole(1), "", false);
+    for (PodRequest& x : elastic) x.gang->min = 1;
+    EXPECT_TRUE(e.Decide(Ask::ElasticGang(elastic, {}).Without(shares).TestOnly())[0].placed())
+        << policy;
     before.ExpectEq(StateSnapshot::Of(e), std::string(policy));
     e.state().CheckInvariants();
   }

@@ -1,8 +1,8 @@
 // Places and releases the pods of a trace replay with core::Engine's one decision
-// (Engine::PlaceUnnamed: the policy's choice exactly as Engine::Place makes it), minus what a
-// replay of ten thousand pods cannot afford and does not use: the engine's ledger keyed by pod
-// name (the replay keeps placements by trace index) and the per-node explanation built for every
-// pod that does not fit. Whether a pod can never fit is the engine's answer, remembered per
+// (Engine::Decide in Mode::kApply: the policy's choice exactly as Mode::kCommit makes it), minus
+// what a replay of ten thousand pods cannot afford and does not use: the engine's ledger keyed by
+// pod name (the replay keeps placements by trace index) and the per-node explanation built for
+// every pod that does not fit. Whether a pod can never fit is the engine's answer, remembered per
 // request shape.
 #pragma once
 
@@ -21,7 +21,9 @@ class Placer {
 
   // kPlaced (and *placement set), kNoFitNow or kNeverFits.
   core::Outcome Place(const core::PodRequest& request, core::Placement* placement) {
-    return engine_.PlaceUnnamed(request, placement);
+    core::PlacementResult r = engine_.DecideOne(core::Ask::Pod(request).As(core::Mode::kApply));
+    if (r.placed()) *placement = std::move(r.placement);
+    return r.outcome;
   }
   // Takes a placement decided elsewhere (a defragmentation plan's); Release returns it.
   absl::Status Apply(const core::Placement& placement) { return engine_.ApplyUnnamed(placement); }

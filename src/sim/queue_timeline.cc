@@ -265,7 +265,7 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
       }
       const int q = cand_queue[cands.size() == 1 ? 0 : queues.Pick(cands)];
       const int32_t i = std::get<2>(*waiting[q].begin());
-      core::PlacementResult placed = engine.Place(requests[i]);
+      core::PlacementResult placed = engine.DecideOne(core::Ask::Pod(requests[i]));
       if (placed.placed()) {
         begin(i, placed.placement);
         continue;
@@ -302,7 +302,7 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
             ++r.queues[queue_of[j]].evicted;
             enqueue(j);
           }
-          core::PlacementResult again = engine.Place(requests[i]);
+          core::PlacementResult again = engine.DecideOne(core::Ask::Pod(requests[i]));
           if (again.placed()) {
             begin(i, again.placement);
             continue;

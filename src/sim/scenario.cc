@@ -176,7 +176,7 @@ ScenarioResult Run(const core::Cluster& cluster, const Workload& workload, core:
     std::vector<core::PodRequest> pods = ExpandJob(job);
     if (!job.gang) {
       for (core::PodRequest& p : pods) {
-        core::PlacementResult r = engine.Place(p);
+        core::PlacementResult r = engine.DecideOne(core::Ask::Pod(p));
         if (r.placed()) {
           std::string plan = core::DescribeMigPlan(engine.state(), r.placement);
           if (!plan.empty()) out.mig_plans.push_back(StrCat(p.name, ": ", plan));
@@ -190,8 +190,8 @@ ScenarioResult Run(const core::Cluster& cluster, const Workload& workload, core:
       std::span<const core::PodRequest> members(pods.data() + begin, size);
       // Elastic gangs start with as many members as fit (at least their min); the engine owns
       // the rule, as for the scheduler.
-      std::vector<core::PlacementResult> results =
-          job.gang->elastic() ? engine.PlaceElasticGang(members, {}) : engine.PlaceGang(members);
+      std::vector<core::PlacementResult> results = engine.Decide(
+          job.gang->elastic() ? core::Ask::ElasticGang(members, {}) : core::Ask::Gang(members));
       for (size_t i = 0; i < size; ++i) {
         if (!results[i].placed()) continue;
         std::string plan = core::DescribeMigPlan(engine.state(), results[i].placement);

@@ -363,7 +363,8 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   auto refused = [&](Waiting& w, int32_t i) {
     w.blocked = true;
     if (!classifier) return;
-    const int cls = classifier->Classify(placer.state(), placer.policy().Effective(requests[i]));
+    const int cls = classifier->Classify(
+        placer.state(), core::EffectiveRequest(placer.policy(), requests[i]).get());
     w.time = w.At(now);
     w.since = now;
     w.cls = cls;
@@ -468,7 +469,8 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
       record();
       continue;
     }
-    core::Query query(placer.state(), placer.policy().Effective(requests[e.pod]));
+    const core::EffectiveRequest effective(placer.policy(), requests[e.pod]);
+    core::Query query(placer.state(), effective.get());
     const core::RequestShape shape = core::RequestShape::Of(query);
     auto it = shape_ids.find(shape);
     auto enqueue = [&](Waiting& w) {

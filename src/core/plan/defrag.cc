@@ -15,10 +15,10 @@
 namespace tessera::plan {
 namespace {
 
+using core::Ask;
 using core::Candidate;
 using core::Engine;
 using core::GpuAsk;
-using core::Mode;
 using core::NodeId;
 using core::Placement;
 using core::PodRequest;
@@ -217,14 +217,14 @@ bool Planner::Greedy(const std::vector<Candidate>* site, const std::vector<int>&
   auto undo = [&] { ReleaseNamed(placed); };
   target->clear();
   if (target_.size() == 1 && !target_[0].gang) {
-    core::PlacementResult r = engine_.Place(target_[0], Mode::kCommit, site);
+    core::PlacementResult r = engine_.DecideOne(Ask::Pod(target_[0]).In({site}));
     if (!r.placed()) return false;
     placed.push_back(target_[0].name);
     target->push_back(r.placement);
   } else {
     // A policy that does not keep gangs together (whole-gpu) places members one by one and may
     // leave some placed: all of them, or none.
-    std::vector<core::PlacementResult> rs = engine_.PlaceGang(target_, Mode::kCommit, site);
+    std::vector<core::PlacementResult> rs = engine_.Decide(Ask::Gang(target_).In({site}));
     bool all = !rs.empty();
     for (size_t i = 0; i < rs.size(); ++i) {
       if (!rs[i].placed()) {
@@ -244,7 +244,7 @@ bool Planner::Greedy(const std::vector<Candidate>* site, const std::vector<int>&
             [&](int a, int b) { return Larger(in_.running[a].request, in_.running[b].request); });
   moved->assign(movers.size(), Placement{});
   for (int i : order) {
-    core::PlacementResult r = engine_.Place(in_.running[i].request, Mode::kCommit);
+    core::PlacementResult r = engine_.DecideOne(Ask::Pod(in_.running[i].request));
     if (!r.placed()) {
       undo();
       return false;
@@ -264,7 +264,8 @@ std::vector<Candidate> Planner::Options(const PodRequest& request,
     if (!cluster.live(node)) return;
     const core::ClusterState& state = engine_.state();
     allowed &= cluster.node(node).all_gpus_mask();
-    const GpuAsk& ask = engine_.policy().Effective(request).gpu;
+    const core::EffectiveRequest effective(engine_.policy(), request);
+    const GpuAsk& ask = effective.get().gpu;
     switch (ask.kind) {
       case GpuAsk::Kind::kNone:
         out.push_back(Candidate{node, allowed});
@@ -316,7 +317,7 @@ bool Planner::Backtrack(std::vector<ToPlace>& order, size_t i, std::vector<Place
       return false;
     }
     std::vector<Candidate> one{option};
-    core::PlacementResult r = engine_.Place(request, Mode::kCommit, &one);
+    core::PlacementResult r = engine_.DecideOne(Ask::Pod(request).In({&one}));
     if (!r.placed()) continue;
     (*out)[i] = r.placement;
     bool done = Backtrack(order, i + 1, out);
@@ -387,7 +388,8 @@ absl::StatusOr<DefragPlan> Planner::Run() {
 
   // Fundamentally too big, or too big for what the unmovable pods leave?
   {
-    core::Query query(engine_.state(), engine_.policy().Effective(target_[0]));
+    const core::EffectiveRequest effective(engine_.policy(), target_[0]);
+    core::Query query(engine_.state(), effective.get());
     std::optional<std::string> never = core::NeverFitsReason(engine_.state(), query);
     if (never) {
       plan.verdict = DefragVerdict::kNeedsCapacity;

@@ -22,8 +22,9 @@ int GroupGpus(const std::vector<PodRequest>& group) {
 }
 
 // Places what waits in order; returns how many pods were placed, and removes their groups. An
-// elastic gang starts with as many members as fit, at least its min (Engine::PlaceElasticGang),
-// and is then done: its other members join as room frees up (`partial` names it).
+// elastic gang starts with as many members as fit, at least its min (Engine::Decide,
+// Ask::ElasticGang), and is then done: its other members join as room frees up (`partial` names
+// it).
 int PlaceWaiting(Engine& engine, std::vector<const std::vector<PodRequest>*>& left,
                  std::vector<std::string>* reasons, int64_t* memory,
                  std::vector<PartialGang>* partial) {
@@ -34,8 +35,7 @@ int PlaceWaiting(Engine& engine, std::vector<const std::vector<PodRequest>*>& le
     const std::optional<core::GangAsk>& gang = group->front().gang;
     const bool elastic = gang && gang->elastic();
     std::vector<core::PlacementResult> r =
-        elastic ? engine.PlaceElasticGang(*group, {}, core::Mode::kCommit)
-                : engine.PlaceGang(*group, core::Mode::kCommit);
+        engine.Decide(elastic ? core::Ask::ElasticGang(*group, {}) : core::Ask::Gang(*group));
     if (!r.empty() && r[0].placed()) {
       int n = 0;
       for (const core::PlacementResult& x : r) {

@@ -13,7 +13,7 @@
 //    (random alone picks uniformly among all feasible nodes per pod, as its plugin does.)
 //  - Scores depend only on the node's own state, so evaluations are kept per request shape in a
 //    ShapeIndex (shape_index.h): a placement re-evaluates one node per shape, not the cluster.
-//    set_use_index(false) evaluates every node afresh (tests compare the two).
+//    PolicyOptions::use_index = false evaluates every node afresh (tests compare the two).
 //
 // These policies model a scheduler without gangs: members are placed one by one. The simulator
 // has no MIG: a MIG ask takes the first MIG instance that fits, on the first node (first fit).

@@ -5,6 +5,15 @@
 
 namespace tessera::core {
 
+EffectiveRequest::EffectiveRequest(const Policy& policy, const PodRequest& request)
+    : request_(request) {
+  if (policy.whole_gpus_only() &&
+      (request.gpu.kind == GpuAsk::Kind::kShare || request.gpu.kind == GpuAsk::Kind::kFraction)) {
+    whole_ = request;
+    whole_->gpu = GpuAsk::Whole(1);
+  }
+}
+
 std::optional<NodeChoice> Policy::Choose(const ClusterState& state, const Query& query,
                                          std::vector<NodeId>* declined) {
   return ScanCandidates(state, query, declined);
@@ -65,7 +74,10 @@ std::vector<std::string> PolicyNames() {
 absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(std::string_view name,
                                                      const PolicyOptions& options) {
   for (const Entry& e : Registry()) {
-    if (e.name == name) return e.make(options);
+    if (e.name != name) continue;
+    std::unique_ptr<Policy> policy = e.make(options);
+    policy->use_index_ = options.use_index;
+    return policy;
   }
   return absl::InvalidArgumentError(
       StrCat("unknown policy \"", name, "\"; known policies: ", StrJoin(PolicyNames(), ", ")));

@@ -26,6 +26,8 @@ struct NodeChoice {
   Placement placement;
 };
 
+struct PolicyOptions;
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -63,23 +65,39 @@ class Policy {
   virtual std::optional<NodeChoice> Choose(const ClusterState& state, const Query& query,
                                            std::vector<NodeId>* declined = nullptr);
 
-  // Whole-GPU policies treat every GPU ask as whole GPUs; others return the request unchanged.
-  // The reference stays valid until the next call.
-  virtual const PodRequest& Effective(const PodRequest& request) { return request; }
+  // True for a policy that models a scheduler without GPU sharing: every share or fraction
+  // ask takes one whole GPU (EffectiveRequest makes the request it places).
+  virtual bool whole_gpus_only() const { return false; }
 
   // False for a policy that models a scheduler without gangs: members are placed one by one,
   // each on its own, and a gang's topology is ignored.
   virtual bool places_gangs_together() const { return true; }
 
-  // Tests turn indexes off to compare an indexed Choose with the plain scan.
-  void set_use_index(bool on) { use_index_ = on; }
-
  protected:
+  // Whether Choose may use the policy's index (PolicyOptions::use_index; set by CreatePolicy).
   bool use_index_ = true;
 
   // The scan every Choose falls back to.
   std::optional<NodeChoice> ScanCandidates(const ClusterState& state, const Query& query,
                                            std::vector<NodeId>* declined);
+
+ private:
+  friend absl::StatusOr<std::unique_ptr<Policy>> CreatePolicy(std::string_view name,
+                                                              const PolicyOptions& options);
+};
+
+// A request as `policy` places it: the request itself, or, for a policy that takes whole GPUs
+// only (Policy::whole_gpus_only), a copy whose share or fraction ask is one whole GPU. Owns that
+// copy: what get() returns lives as long as this does. Example: under whole-gpu, a 4Gi share
+// is placed as GpuAsk::Whole(1); under every other policy, as asked.
+class EffectiveRequest {
+ public:
+  EffectiveRequest(const Policy& policy, const PodRequest& request);
+  const PodRequest& get() const { return whole_ ? *whole_ : request_; }
+
+ private:
+  const PodRequest& request_;
+  std::optional<PodRequest> whole_;
 };
 
 // Options every policy may read; a policy ignores what it does not use.
@@ -89,6 +107,9 @@ struct PolicyOptions {
   // The workload's typical tasks (typical.h), for policies that measure fragmentation (fgd,
   // tessera). Empty: they learn the mix from the requests they see.
   std::vector<TypicalTask> typical_tasks;
+  // False: every Choose scans the candidates, never an index (tests compare an indexed Choose
+  // with the plain scan, which must agree).
+  bool use_index = true;
 };
 
 // Names known to CreatePolicy, the default first.

@@ -206,8 +206,9 @@ TEST_P(IndexEquivalence, IndexedChooseEqualsScan) {
   }
   Cluster c = b.Build();
   Engine indexed(c, Make(GetParam()));
-  Engine scanned(c, Make(GetParam()));
-  scanned.policy().set_use_index(false);
+  PolicyOptions scan;
+  scan.use_index = false;
+  Engine scanned(c, *CreatePolicy(GetParam(), scan));
   Random rng(7);
   std::vector<std::string> live;
   for (int step = 0; step < 3000; ++step) {

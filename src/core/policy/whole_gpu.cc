@@ -19,14 +19,7 @@ class WholeGpuPolicy final : public Policy {
   std::string_view name() const override { return "whole-gpu"; }
   bool places_gangs_together() const override { return false; }
 
-  const PodRequest& Effective(const PodRequest& request) override {
-    if (request.gpu.kind != GpuAsk::Kind::kShare && request.gpu.kind != GpuAsk::Kind::kFraction) {
-      return request;
-    }
-    converted_ = request;
-    converted_.gpu = GpuAsk::Whole(1);
-    return converted_;
-  }
+  bool whole_gpus_only() const override { return true; }
 
   std::optional<NodeChoice> ScoreNode(const ClusterState& state, const Query& query, NodeId node,
                                       const NodeFit& fit) override {
@@ -62,9 +55,6 @@ class WholeGpuPolicy final : public Policy {
     c.placement = mig ? std::move(mig->placement) : MakePlacement(state, r, node, mask);
     return c;
   }
-
- private:
-  PodRequest converted_;
 };
 
 }  // namespace

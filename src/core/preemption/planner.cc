@@ -407,7 +407,8 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     };
     std::optional<Best> best;
     bool fits_somewhere = false;
-    const PodRequest& effective = engine_.policy().Effective(pod);
+    const EffectiveRequest as_placed(engine_.policy(), pod);
+    const PodRequest& effective = as_placed.get();
     // Nodes that could take the pod, most promising first: (fewest victims at least, lowest
     // victim priority at least).
     std::vector<std::tuple<size_t, int32_t, int, int>> order;
@@ -471,7 +472,11 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       const std::vector<int>& terminating = ctx.terminating_on[n];
       const std::vector<Candidate> allowed = Everything(std::vector<NodeId>{NodeId(n)});
       auto fits = [&](std::span<const int> gone) {
-        return engine_.PlaceWithout(pod, ctx.Names(gone, terminating), &allowed, request.nodes)
+        return engine_
+            .DecideOne(Ask::Pod(pod)
+                           .In({&allowed, request.nodes})
+                           .Without(ctx.Names(gone, terminating))
+                           .TestOnly())
             .placed();
       };
       if (!fits(candidates)) continue;
@@ -500,9 +505,10 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
           "it may evict");
     }
     const std::vector<Candidate> allowed = Everything(std::vector<NodeId>{best->node});
+    const std::vector<std::string> gone =
+        ctx.Names(best->victims, ctx.terminating_on[best->node.value()]);
     PlacementResult where =
-        engine_.PlaceWithout(pod, ctx.Names(best->victims, ctx.terminating_on[best->node.value()]),
-                             &allowed, request.nodes);
+        engine_.DecideOne(Ask::Pod(pod).In({&allowed, request.nodes}).Without(gone).TestOnly());
     TESSERA_CHECK(where.placed());
     for (int t : ctx.terminating_on[best->node.value()]) plan.awaited.push_back(running[t].name);
     for (int u : best->victims) {
@@ -521,22 +527,22 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     // The gang's what-if: all members together, or an elastic gang's next ones by its rules.
     auto place_without = [&](std::span<const std::string> without,
                              const std::vector<Candidate>* allowed) {
-      return partial
-                 ? engine_.PlaceElasticGangWithout(members, request.gang_running, without, allowed)
-                 : engine_.PlaceGangWithout(members, without, allowed);
+      Ask ask = partial ? Ask::ElasticGang(members, request.gang_running) : Ask::Gang(members);
+      return engine_.Decide(ask.In({allowed, nullptr}).Without(without).TestOnly());
     };
     int64_t whole_demand = 0;
     for (const PodRequest& m : members) {
-      const GpuAsk& a = engine_.policy().Effective(m).gpu;
+      const EffectiveRequest e(engine_.policy(), m);
+      const GpuAsk& a = e.get().gpu;
       whole_demand += a.kind == GpuAsk::Kind::kWhole ? a.count : 1;
     }
     std::vector<std::tuple<double, int32_t, int>> ranked;
     std::vector<int> freeable(node_count, 0);
-    // The members' distinct asks (members mostly ask alike), each asked of every such node;
-    // copies, since a policy's Effective may return the same buffer every time.
+    // The members' distinct asks (members mostly ask alike), each asked of every such node.
     std::vector<PodRequest> asks;
     for (const PodRequest& m : members) {
-      const PodRequest& e = engine_.policy().Effective(m);
+      const EffectiveRequest as_placed(engine_.policy(), m);
+      const PodRequest& e = as_placed.get();
       if (std::none_of(asks.begin(), asks.end(), [&](const PodRequest& a) {
             return a.gpu == e.gpu && a.cpu_milli == e.cpu_milli && a.memory_mib == e.memory_mib;
           })) {
@@ -567,7 +573,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
       if (request.nodes != nullptr && !request.nodes->Contains(NodeId(n))) continue;
       bool any = false;
       for (const PodRequest& m : members) {
-        any = any || could_fit(n, engine_.policy().Effective(m), false);
+        any = any || could_fit(n, EffectiveRequest(engine_.policy(), m).get(), false);
       }
       if (!any) continue;
       std::span<const GpuState> gpus = engine_.state().gpus(NodeId(n));

@@ -1,6 +1,6 @@
 // Preemption and reclaim planning: which running pods to evict so that a pod (or a whole gang)
 // that cannot be placed now fits, with the fewest evictions. Pure: it asks the engine's what-if
-// (Engine::PlaceWithout / PlaceGangWithout) and the queues' rules (QueueSet::MayReclaim,
+// (Engine::Decide with Ask::without) and the queues' rules (QueueSet::MayReclaim,
 // KeepsDeserved) and changes neither. The live scheduler and the simulator both plan with it.
 //
 // Who may be a victim of a preemptor of priority P in queue Q:

@@ -145,8 +145,9 @@ TEST_P(TopologyIndexEquivalence, IndexedChooseEqualsScan) {
                   .Label("tessera.dev/nvlink-domain", "a")
                   .Build();
   Engine indexed(c, Make(GetParam()));
-  Engine scanned(c, Make(GetParam()));
-  scanned.policy().set_use_index(false);
+  PolicyOptions scan;
+  scan.use_index = false;
+  Engine scanned(c, *CreatePolicy(GetParam(), scan));
   Random rng(11);
   std::vector<std::string> live;
   const GpuTopology levels[] = {GpuTopology::kAny, GpuTopology::kNvLink, GpuTopology::kPcieSwitch,

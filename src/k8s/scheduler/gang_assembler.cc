@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "common/strings.h"
+#include "records/names.h"
 
 namespace tessera::k8s {
 
@@ -33,6 +34,29 @@ void GangAssembler::Leave(const std::string& key, PodTracker::Pod& pod) {
     if (it->second.members.empty()) gangs_.erase(it);
   }
   pod.gang.clear();
+}
+
+std::string GangAssembler::Mismatch(const std::string& gang_key, const Round& round,
+                                    const core::GangAsk& ask) {
+  if (ask.size != round.size) {
+    return StrCat("invalid pod: metadata.annotations[", records::kGangSizeAnnotation,
+                  "]: ", ask.size, " differs from ", round.size,
+                  ", the size other members of gang ", gang_key, " give");
+  }
+  return StrCat("invalid pod: metadata.annotations[", records::kGangMinAnnotation,
+                "]: ", ask.min_members(), " differs from ", round.min,
+                ", the min other members of gang ", gang_key, " give");
+}
+
+const PodInfo* GangAssembler::OldestRunning(const Round& round, const PodTracker& pods) {
+  const PodInfo* oldest = nullptr;
+  for (const std::string& m : round.running) {
+    const PodInfo* p = pods.Find(m)->info.get();
+    if (!oldest || std::tie(p->created, p->name) < std::tie(oldest->created, oldest->name)) {
+      oldest = p;
+    }
+  }
+  return oldest;
 }
 
 GangAssembler::Round GangAssembler::Assemble(const std::string& gang_key,

@@ -44,6 +44,13 @@ class GangAssembler {
   };
   // Where the gang of `gang_key` stands now.
   Round Assemble(const std::string& gang_key, const PodTracker& pods) const;
+  // Why a member of `round` (gang `gang_key`) asking `ask` is bad input (it is in wrong_size):
+  // the annotation that differs from what the other members give.
+  static std::string Mismatch(const std::string& gang_key, const Round& round,
+                              const core::GangAsk& ask);
+  // Of `round`'s running members, the one created first (ties: by name); nullptr for none. The
+  // one running member that hears how many run when an elastic gang grows.
+  static const PodInfo* OldestRunning(const Round& round, const PodTracker& pods);
 
   // Gangs still short of members, each reported once until it is next assembled: the members
   // waiting and how many members exist.

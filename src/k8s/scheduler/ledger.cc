@@ -481,8 +481,8 @@ core::PlacementResult ClusterLedger::Decide(const PodInfo& pod) {
                    : allowed->none;
     return r;
   }
-  return engine_->Place(pod.request, core::Mode::kCommit, nullptr,
-                        allowed ? &allowed->nodes : nullptr);
+  return engine_->DecideOne(
+      core::Ask::Pod(pod.request).In({nullptr, allowed ? &allowed->nodes : nullptr}));
 }
 
 std::vector<core::PlacementResult> ClusterLedger::DecideGang(
@@ -548,7 +548,7 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGangWith(
     r.reason = allowed.none;
     return std::vector<core::PlacementResult>(members.size(), r);
   }
-  return engine_->PlaceGang(requests, core::Mode::kCommit, allowed.candidates(), allowed.nodes());
+  return engine_->Decide(core::Ask::Gang(requests).In({allowed.candidates(), allowed.nodes()}));
 }
 
 std::vector<core::PlacementResult> ClusterLedger::DecideGangMembers(
@@ -567,8 +567,8 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGangMembers(
   for (const std::string& key : running) {
     if (Accounted(key)) held.push_back(key);
   }
-  return engine_->PlaceElasticGang(requests, held, core::Mode::kCommit, allowed.candidates(),
-                                   allowed.nodes());
+  return engine_->Decide(
+      core::Ask::ElasticGang(requests, held).In({allowed.candidates(), allowed.nodes()}));
 }
 
 core::PlacementResult ClusterLedger::DecideWith(const PodInfo& pod, const core::PodRequest& request,
@@ -584,12 +584,11 @@ core::PlacementResult ClusterLedger::DecideWith(const PodInfo& pod, const core::
     return none;
   }
   if (candidates == nullptr && nodes == nullptr) {
-    return engine_->Place(request, core::Mode::kCommit, nullptr,
-                          allowed ? &allowed->nodes : nullptr);
+    return engine_->DecideOne(
+        core::Ask::Pod(request).In({nullptr, allowed ? &allowed->nodes : nullptr}));
   }
-  if (candidates == nullptr && !allowed) {
-    return engine_->Place(request, core::Mode::kCommit, nullptr, nodes);
-  }
+  if (candidates == nullptr && !allowed)
+    return engine_->DecideOne(core::Ask::Pod(request).In({nullptr, nodes}));
   std::vector<core::Candidate> both;
   if (candidates != nullptr) {
     for (const core::Candidate& c : *candidates) {
@@ -607,12 +606,35 @@ core::PlacementResult ClusterLedger::DecideWith(const PodInfo& pod, const core::
         "claims may use";
     return none;
   }
-  return engine_->Place(request, core::Mode::kCommit, &both, nullptr);
+  return engine_->DecideOne(core::Ask::Pod(request).In({&both, nullptr}));
 }
 
 void ClusterLedger::Unplace(const std::string& key) {
   absl::Status st = engine_->Release(key);
   if (!st.ok()) spdlog::error("release {}: {}", key, FromAbsl(st.message()));
+}
+
+// --- what-ifs --------------------------------------------------------------------------------
+
+core::PlacementResult ClusterLedger::WhatIf(const core::PodRequest& request,
+                                            std::span<const std::string> without,
+                                            const std::vector<core::Candidate>* candidates,
+                                            const core::NodeSet* nodes) {
+  return engine_->DecideOne(
+      core::Ask::Pod(request).In({candidates, nodes}).Without(without).TestOnly());
+}
+
+std::vector<core::PlacementResult> ClusterLedger::WhatIfGang(
+    std::span<const core::PodRequest> members, std::span<const std::string> without,
+    const std::vector<core::Candidate>* candidates) {
+  return engine_->Decide(
+      core::Ask::Gang(members).In({candidates, nullptr}).Without(without).TestOnly());
+}
+
+core::PreemptionPlan ClusterLedger::PlanPreemption(core::QueueSet& queues,
+                                                   const core::PreemptionRequest& request,
+                                                   std::span<const core::RunningPod> running) {
+  return core::PreemptionPlanner(*engine_, queues).Plan(request, running);
 }
 
 void ClusterLedger::PublishMetrics() {

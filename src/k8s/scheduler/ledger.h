@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "core/engine.h"
 #include "core/model/cluster.h"
+#include "core/preemption/planner.h"
+#include "core/queues/queue_set.h"
 #include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/node_index.h"
 #include "k8s/scheduler/objects.h"
@@ -145,9 +148,26 @@ class ClusterLedger {
   // The assignment record of a placement (node name, GPU UUIDs, MIG names).
   Holding HoldingOf(const core::Placement& placement) const;
 
+  // --- what-ifs (preemption, defragmentation's held destinations) ---
+  // Each leaves the engine exactly as it found it: nothing is recorded, and the pods treated as
+  // gone are put back. The engine is the ledger's alone; planners ask here.
+  //
+  // The engine's decision for `request` were the pods `without` gone, within `candidates`
+  // (nodes and GPUs; nullptr: every node) and `nodes` (nullptr: no node excluded).
+  core::PlacementResult WhatIf(const core::PodRequest& request,
+                               std::span<const std::string> without,
+                               const std::vector<core::Candidate>* candidates,
+                               const core::NodeSet* nodes = nullptr);
+  // The same for the members of one gang, all or none (Engine::PlaceGang's rules).
+  std::vector<core::PlacementResult> WhatIfGang(std::span<const core::PodRequest> members,
+                                                std::span<const std::string> without,
+                                                const std::vector<core::Candidate>* candidates);
+  // Preemption's plan (core/preemption/planner.h) on this engine, with `queues` for reclaim.
+  core::PreemptionPlan PlanPreemption(core::QueueSet& queues,
+                                      const core::PreemptionRequest& request,
+                                      std::span<const core::RunningPod> running);
+
   const core::Engine& engine() const { return *engine_; }
-  // For what-ifs (preemption), which leave the engine as they found it.
-  core::Engine& mutable_engine() { return *engine_; }
   // Per-node GPU gauges for /metrics.
   void PublishMetrics();
 

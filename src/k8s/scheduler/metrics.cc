@@ -1,5 +1,7 @@
 #include "k8s/scheduler/metrics.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -261,6 +263,27 @@ void SchedulerMetrics::Write(Exposition& out) const {
   WriteQueues(queues_, out);
   if (scale_up_) WriteScaleUp(scale_up_->first, scale_up_->second, out);
   if (extra_) extra_(out);
+}
+
+namespace {
+// CPU time this thread has used, in seconds (0 if the clock cannot be read).
+double ThreadCpuSeconds() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+}  // namespace
+
+DecisionTimer::DecisionTimer(SchedulerMetrics* metrics)
+    : metrics_(metrics),
+      wall_(std::chrono::steady_clock::now()),
+      cpu_s_(metrics != nullptr ? ThreadCpuSeconds() : 0) {}
+
+void DecisionTimer::Observe() const {
+  if (metrics_ == nullptr) return;
+  metrics_->decision_duration.Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_).count());
+  metrics_->decision_cpu.Observe(std::max(0.0, ThreadCpuSeconds() - cpu_s_));
 }
 
 }  // namespace tessera::k8s

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -110,6 +111,20 @@ class SchedulerMetrics {
   std::optional<std::pair<std::vector<ScaleUpGauges>, int64_t>> scale_up_;
   std::function<void(prometheus::Exposition&)> extra_;
   prometheus::BuildInfo build_{"unknown", "unknown"};
+};
+
+// One decision's wall time and the deciding thread's CPU time, from construction to Observe,
+// recorded in decision_duration and decision_cpu (nothing without metrics). The scheduler and its
+// "does not fit" answers (no_fit.h) time each decision with one.
+class DecisionTimer {
+ public:
+  explicit DecisionTimer(SchedulerMetrics* metrics);
+  void Observe() const;
+
+ private:
+  SchedulerMetrics* metrics_;
+  std::chrono::steady_clock::time_point wall_;
+  double cpu_s_ = 0;
 };
 
 }  // namespace tessera::k8s

@@ -60,9 +60,9 @@ bool MoveHolds::KeepsOut(const Hold& h, const PodInfo& pod, TimePoint now) const
   return h.until > now && pod.priority <= h.request.priority && !Matches(h, pod);
 }
 
-std::string MoveHolds::Intrudes(core::Engine& engine, const PodInfo& pod,
+std::string MoveHolds::Intrudes(ClusterLedger& ledger, const PodInfo& pod,
                                 const core::Placement& placement, TimePoint now) const {
-  const core::Cluster& cluster = engine.cluster();
+  const core::Cluster& cluster = ledger.engine().cluster();
   for (const Hold& h : holds_) {
     if (!KeepsOut(h, pod, now)) continue;
     const core::NodeId id = cluster.FindNode(h.node);
@@ -71,8 +71,8 @@ std::string MoveHolds::Intrudes(core::Engine& engine, const PodInfo& pod,
     core::PodRequest r = h.request;
     r.name = StrCat(h.moved, "~replacement");
     const std::vector<std::string> without = {pod.key};
-    if (!engine.PlaceWithout(r, without, &at).placed()) continue;  // no room there before it
-    if (engine.PlaceWithout(r, {}, &at).placed()) continue;        // room there still
+    if (!ledger.WhatIf(r, without, &at).placed()) continue;  // no room there before it
+    if (ledger.WhatIf(r, {}, &at).placed()) continue;        // room there still
     return StrCat("the room at ", h.where, " is kept ",
                   std::chrono::duration_cast<std::chrono::seconds>(h.until - now).count(),
                   "s more for the replacement of pod ", h.moved,

@@ -30,6 +30,7 @@
 #include "core/engine.h"
 #include "core/fit.h"
 #include "core/model/request.h"
+#include "k8s/scheduler/ledger.h"
 #include "k8s/scheduler/objects.h"
 
 namespace tessera::k8s {
@@ -63,10 +64,10 @@ class MoveHolds {
   bool Expire(TimePoint now);
   std::optional<TimePoint> NextExpiry() const;
 
-  // Why `pod`, just placed at `placement` (committed in `engine` under pod.key), takes a held
-  // destination ("" when it does not): some hold of at least the pod's priority that `pod` does
-  // not match had room at its destination without the pod, and has none with it.
-  std::string Intrudes(core::Engine& engine, const PodInfo& pod, const core::Placement& placement,
+  // Why `pod`, just placed at `placement` (committed in `ledger`'s engine under pod.key), takes a
+  // held destination ("" when it does not): some hold of at least the pod's priority that `pod`
+  // does not match had room at its destination without the pod, and has none with it.
+  std::string Intrudes(ClusterLedger& ledger, const PodInfo& pod, const core::Placement& placement,
                        TimePoint now) const;
   // Every node except those of the holds `pod` must keep out of (as Intrudes decides who must).
   core::NodeSet NodesOutside(const core::Cluster& cluster, const PodInfo& pod, TimePoint now) const;

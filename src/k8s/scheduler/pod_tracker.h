@@ -81,6 +81,12 @@ class PodTracker {
   // When the pod waiting longest to be bound (any stage but new, ignored and bound) was first
   // seen; nullopt when none waits. Published as the oldest pending pod's age.
   std::optional<TimePoint> oldest_waiting() const;
+  // Whether a pod in `stage` waits to be placed (queued, unschedulable, gang-waiting, back-off):
+  // what its queue counts as pending.
+  static bool Waits(Stage stage) {
+    return stage == Stage::kQueued || stage == Stage::kUnschedulable ||
+           stage == Stage::kGangWaiting || stage == Stage::kBackoff;
+  }
   // Calls `f(key, pod)` for every pod, in no particular order.
   template <typename F>
   void ForEach(F&& f) const {

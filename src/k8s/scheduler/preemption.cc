@@ -77,14 +77,8 @@ std::vector<PreemptionWriter::Refusal> ApiPreemptionWriter::TakeRefusals() {
 
 // --- deciding --------------------------------------------------------------------------------
 
-void Preemption::Placing(std::shared_ptr<const PodInfo> pod) {
-  const std::string key = pod->key;
-  placing_[key] = std::move(pod);
-}
-
 void Preemption::Track(std::shared_ptr<const PodInfo> pod) {
   nominations_.erase(pod->key);
-  placing_.erase(pod->key);
   const std::string key = pod->key;
   bound_[key] = std::move(pod);
 }
@@ -132,7 +126,6 @@ void Preemption::Forget(const std::string& key) {
   evicted_at_.erase(key);
   refused_at_.erase(key);
   bound_.erase(key);
-  placing_.erase(key);
 }
 
 bool Preemption::OnBudget(Change change, std::shared_ptr<const BudgetInfo> budget) {
@@ -155,13 +148,13 @@ void Preemption::NoteRefusals(const std::vector<PreemptionWriter::Refusal>& refu
   }
 }
 
-Preemption::Decision Preemption::Plan(core::Engine& engine, core::QueueSet& queues,
+Preemption::Decision Preemption::Plan(ClusterLedger& ledger, core::QueueSet& queues,
                                       const PodInfo& pod, const core::NodeSet* nodes,
                                       TimePoint now) {
-  return PlanGang(engine, queues, {&pod}, nodes, now);
+  return PlanGang(ledger, queues, {&pod}, nodes, now);
 }
 
-Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& queues,
+Preemption::Decision Preemption::PlanGang(ClusterLedger& ledger, core::QueueSet& queues,
                                           const std::vector<const PodInfo*>& members,
                                           const core::NodeSet* nodes, TimePoint now,
                                           const std::vector<std::string>& running_members) {
@@ -180,7 +173,7 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
   }
   // Shares with a memory ask count against the largest GPU (the smallest fraction they could be).
   int64_t gpu_memory = 0;
-  const core::Cluster& cluster = engine.cluster();
+  const core::Cluster& cluster = ledger.engine().cluster();
   for (int n = 0; n < cluster.node_count(); ++n) {
     if (!cluster.live(core::NodeId(n))) continue;
     for (const core::GpuSpec& g : cluster.node(core::NodeId(n)).gpus) {
@@ -228,7 +221,7 @@ Preemption::Decision Preemption::PlanGang(core::Engine& engine, core::QueueSet& 
     }
     running.push_back(std::move(rp));
   }
-  core::PreemptionPlan plan = core::PreemptionPlanner(engine, queues).Plan(request, running);
+  core::PreemptionPlan plan = ledger.PlanPreemption(queues, request, running);
   if (!plan.found) {
     d.reason = plan.reason;
     return d;
@@ -289,30 +282,31 @@ bool Preemption::Evicting(const std::string& key, TimePoint now) const {
   return it != evicted_at_.end() && now - it->second < kEvictingFor;
 }
 
-bool Preemption::RoomBeingMade(const core::Engine& engine, const std::string& key,
+bool Preemption::RoomBeingMade(const ClusterLedger& ledger, const std::string& key,
                                TimePoint now) const {
   auto n = nominations_.find(key);
   if (n == nominations_.end() || n->second.node.empty()) return false;
-  const core::NodeId id = engine.cluster().FindNode(n->second.node);
+  const core::NodeId id = ledger.engine().cluster().FindNode(n->second.node);
   if (!id.valid()) return false;
   for (const auto& [k, info] : bound_) {
     if (!info->deleting && !Evicting(k, now)) continue;
-    const core::Placement* p = engine.Find(k);
+    const core::Placement* p = ledger.engine().Find(k);
     if (p != nullptr && p->node == id) return true;
   }
   return false;
 }
 
-std::string Preemption::Guard(core::Engine& engine, const PodInfo& pod,
+std::string Preemption::Guard(ClusterLedger& ledger, const PodInfo& pod,
                               const core::Placement& placement) {
   const PodInfo* pods[] = {&pod};
   const core::Placement placements[] = {placement};
-  return Guard(engine, pods, placements);
+  return Guard(ledger, pods, placements);
 }
 
-std::string Preemption::Guard(core::Engine& engine, std::span<const PodInfo* const> pods,
+std::string Preemption::Guard(ClusterLedger& ledger, std::span<const PodInfo* const> pods,
                               std::span<const core::Placement> placements) {
   if (nominations_.empty() || pods.empty()) return "";
+  const core::Engine& engine = ledger.engine();
   const core::Cluster& cluster = engine.cluster();
   // The placed pods go as one: of their priority (a gang's members share it) and nominated as
   // early as the earliest of them.
@@ -375,9 +369,9 @@ std::string Preemption::Guard(core::Engine& engine, std::span<const PodInfo* con
     }
     bool fits = true;
     if (together.size() == 1) {
-      fits = engine.PlaceWithout(together[0], leaving, &allowed).placed();
+      fits = ledger.WhatIf(together[0], leaving, &allowed).placed();
     } else {
-      std::vector<core::PlacementResult> r = engine.PlaceGangWithout(together, leaving, &allowed);
+      std::vector<core::PlacementResult> r = ledger.WhatIfGang(together, leaving, &allowed);
       fits = !r.empty() && std::all_of(r.begin(), r.end(),
                                        [](const core::PlacementResult& x) { return x.placed(); });
     }
@@ -387,7 +381,7 @@ std::string Preemption::Guard(core::Engine& engine, std::span<const PodInfo* con
         m.gang->size = static_cast<int32_t>(gangs[g].size());
         m.gang->min = 0;
       }
-      std::vector<core::PlacementResult> r = engine.PlaceGangWithout(gangs[g], leaving, &allowed);
+      std::vector<core::PlacementResult> r = ledger.WhatIfGang(gangs[g], leaving, &allowed);
       fits = !r.empty() && std::all_of(r.begin(), r.end(),
                                        [](const core::PlacementResult& x) { return x.placed(); });
     }

@@ -2,7 +2,8 @@
 // evict so that it does (core/preemption/planner.h decides, with the engine's what-ifs and the
 // queues' rules), and keeping the room made for it.
 //
-// For a pod that does not fit now (SchedulerCore::PlaceOne):
+// For a pod that does not fit now (the first answer of the scheduler's "does not fit" chain,
+// preemption_answer.h, which carries out what is decided here):
 //  1. The planner is asked, given every bound pod the scheduler accounts (their queues from
 //     tessera.dev/queue, priorities from spec.priority; pods with a deletionTimestamp, or evicted
 //     by us in the last kEvictingFor, count as leaving; pods whose eviction a disruption budget
@@ -111,9 +112,6 @@ class Preemption {
   // Bound pods, as the API server shows them (and our binds, once confirmed).
   void Track(std::shared_ptr<const PodInfo> pod);
   void Untrack(const std::string& key);
-  // A pod this scheduler placed and is binding: counted in its queue (not a victim) while the
-  // engine holds it.
-  void Placing(std::shared_ptr<const PodInfo> pod);
   // A pod not bound: its nomination as the API server shows it (after a restart).
   void Observe(std::shared_ptr<const PodInfo> pod);
   void Forget(const std::string& key);
@@ -138,11 +136,11 @@ class Preemption {
     // the pod has stays.
     bool undecided = false;
   };
-  // Plans for `pod` (which did not fit) on `engine`, with `queues` (the scheduler's QueueBook:
-  // what each queue holds, for reclaim); `nodes`: the nodes it may use (nullptr: any). On a plan,
-  // the nomination is recorded and the victims marked as being evicted; the caller writes both
-  // (PreemptionWriter).
-  Decision Plan(core::Engine& engine, core::QueueSet& queues, const PodInfo& pod,
+  // Plans for `pod` (which did not fit) on `ledger` (its what-ifs), with `queues` (the scheduler's
+  // QueueBook: what each queue holds, for reclaim); `nodes`: the nodes it may use (nullptr: any).
+  // On a plan, the nomination is recorded and the victims marked as being evicted; the caller
+  // writes both (PreemptionWriter).
+  Decision Plan(ClusterLedger& ledger, core::QueueSet& queues, const PodInfo& pod,
                 const core::NodeSet* nodes, TimePoint now);
   // The same for the pending members of a gang at once (all of one queue and priority: the first
   // member's; oldest first): whole gangs or none as victims, room for every member (in one
@@ -150,18 +148,18 @@ class Preemption {
   // gang's members placed earlier; an elastic gang (or one some of whose members run) gets room
   // only for the members it lacks to reach its min, and none to grow beyond it
   // (core::PreemptionMembers).
-  Decision PlanGang(core::Engine& engine, core::QueueSet& queues,
+  Decision PlanGang(ClusterLedger& ledger, core::QueueSet& queues,
                     const std::vector<const PodInfo*>& members, const core::NodeSet* nodes,
                     TimePoint now, const std::vector<std::string>& running = {});
 
-  // Why `pod`, just placed at `placement` (committed in `engine`), would take room nominated for
-  // a pod of higher or equal priority ("" if it does not).
-  std::string Guard(core::Engine& engine, const PodInfo& pod, const core::Placement& placement);
+  // Why `pod`, just placed at `placement` (committed in `ledger`'s engine), would take room
+  // nominated for a pod of higher or equal priority ("" if it does not).
+  std::string Guard(ClusterLedger& ledger, const PodInfo& pod, const core::Placement& placement);
   // The same for pods placed together (a gang's members, all committed; one priority): on each
   // node they use, the pods nominated there that outrank them (higher priority, or equal and
   // nominated first; never their own nominations) must still fit all at once, and the members
   // of each nominated gang together (with its topology), once the pods leaving there are gone.
-  std::string Guard(core::Engine& engine, std::span<const PodInfo* const> pods,
+  std::string Guard(ClusterLedger& ledger, std::span<const PodInfo* const> pods,
                     std::span<const core::Placement> placements);
 
   void NoteRefusals(const std::vector<PreemptionWriter::Refusal>& refusals, TimePoint now);
@@ -181,7 +179,7 @@ class Preemption {
   bool Evicting(const std::string& key, TimePoint now) const;
   // `key` is nominated and some pod on that node is leaving (terminating, or evicted lately):
   // the room for it is still being made.
-  bool RoomBeingMade(const core::Engine& engine, const std::string& key, TimePoint now) const;
+  bool RoomBeingMade(const ClusterLedger& ledger, const std::string& key, TimePoint now) const;
 
   // For tests and logs.
   const std::string* NominatedNode(const std::string& key) const;
@@ -196,7 +194,6 @@ class Preemption {
   Nomination& Nominate(const std::string& key);
 
   absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> bound_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> placing_;
   absl::flat_hash_map<std::string, Nomination> nominations_;
   absl::flat_hash_map<std::string, TimePoint> evicted_at_;   // by us
   absl::flat_hash_map<std::string, TimePoint> refused_at_;   // by a disruption budget

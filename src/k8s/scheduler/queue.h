@@ -55,7 +55,7 @@ class SchedulingQueue {
     std::chrono::milliseconds period{30'000};
   };
 
-  using Arrival = core::Arrival;
+  using Arrival = core::Arrival;  // ArrivalOfCreation makes one
 
   SchedulingQueue() : SchedulingQueue(Options{}, TimePoint()) {}
   SchedulingQueue(Options options, TimePoint now) : options_(options), last_flush_(now) {}

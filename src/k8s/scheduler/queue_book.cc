@@ -85,4 +85,17 @@ std::vector<QueueGauges> QueueBook::Gauges() {
   return out;
 }
 
+std::string QueueBook::Refusal(std::span<const PodInfo* const> pods) {
+  if (pods.empty()) return "";
+  const std::string& queue = pods[0]->queue;
+  std::string why;
+  if (!set_.Usable(queue, &why)) return why;
+  for (const PodInfo* p : pods) {
+    if (!set_.Admits(queue, p->ns, &why)) return why;
+  }
+  core::QueueResources demand;
+  for (const PodInfo* p : pods) demand += DemandOf(p->request);
+  return set_.OverLimit(queue, demand);
+}
+
 }  // namespace tessera::k8s

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "core/queues/queue_set.h"
 #include "core/queues/resources.h"
 #include "k8s/scheduler/metrics.h"
+#include "k8s/scheduler/objects.h"
 
 namespace tessera::k8s {
 
@@ -48,6 +50,10 @@ class QueueBook {
 
   // What `request` will hold (DemandOf against the largest GPU).
   core::QueueResources DemandOf(const core::PodRequest& request) const;
+  // Why `pods` (one pod, or the members of a gang placed together: of the first one's queue) may
+  // not be placed now ("" they may): their queue is unusable, does not admit a pod's namespace,
+  // or they would take it (or an ancestor) over its limit.
+  std::string Refusal(std::span<const PodInfo* const> pods);
 
   core::QueueSet& set() { return set_; }
   // Per-queue rows for /metrics.

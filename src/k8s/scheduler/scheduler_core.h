@@ -3,13 +3,18 @@
 // hands decisions to a Binder and failures to a Reporter, and is told the outcome of binds later,
 // so that tests can drive it step by step with fakes.
 //
-// It wires together one owner per concern:
+// It routes events and owns the cycle (pop a pod or a ready gang, decide, bind or tell it why
+// not), and wires together one owner per concern:
 //   PodTracker      each pod's stage (pod_tracker.h has the state diagram), and the counts
 //   SchedulingQueue active / back-off / unschedulable pods, and when each is tried again
 //   GangAssembler   gang membership and when a gang is ready
-//   ClusterLedger   the engine over the nodes, what every pod holds, allowed nodes
+//   ClusterLedger   the engine over the nodes, what every pod holds, allowed nodes, what-ifs
 //   QueueBook       what each queue holds and asks: the scheduling queue's order between
 //                   queues (DRF), queue limits, reclaim, per-queue metrics
+//   NoFitChain      the answers to "this pod does not fit now", in order (no_fit.h):
+//                   preemption (preemption_answer.h), defragmentation (defrag_answer.h), the
+//                   scale-up signal (scale_up_answer.h); and the room they keep
+//   DraAllocator    DRA mode: pods whose GPUs come from ResourceClaims
 //   Binder          writing a decision (classic mode: the assignment annotation)
 //
 // Invariants (each kept by its owner, see their comments):
@@ -37,18 +42,19 @@
 #include "k8s/client/backoff.h"
 #include "k8s/scheduler/binder.h"
 #include "k8s/scheduler/claim_binder.h"
-#include "k8s/scheduler/defrag_executor.h"
+#include "k8s/scheduler/defrag_answer.h"
 #include "k8s/scheduler/dra_allocator.h"
 #include "k8s/scheduler/gang_assembler.h"
 #include "k8s/scheduler/ledger.h"
 #include "k8s/scheduler/metrics.h"
-#include "k8s/scheduler/move_holds.h"
+#include "k8s/scheduler/no_fit.h"
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/pod_tracker.h"
-#include "k8s/scheduler/preemption.h"
+#include "k8s/scheduler/preemption_answer.h"
 #include "k8s/scheduler/queue.h"
 #include "k8s/scheduler/queue_book.h"
-#include "k8s/scheduler/scale_up_signal.h"
+#include "k8s/scheduler/reporter.h"
+#include "k8s/scheduler/scale_up_answer.h"
 
 namespace tessera::k8s {
 
@@ -77,33 +83,7 @@ struct SchedulerCoreOptions {
   DefragExecutorOptions defrag;
 };
 
-// Where failures go: the pod's owner reads them with kubectl describe.
-class Reporter {
- public:
-  virtual ~Reporter() = default;
-  // Why `pod` is not scheduled: condition PodScheduled=False with `reason` ("Unschedulable" or
-  // "SchedulerError") and a FailedScheduling Event with `message`. `repeat`: the same message was
-  // reported before; only the Event's count needs bumping.
-  virtual void ReportFailure(const PodInfo& pod, std::string_view reason,
-                             const std::string& message, bool repeat) = 0;
-  // A Warning Event on `pod` (bound or not) with `reason` and `message`; no condition.
-  virtual void ReportWarning(const PodInfo& pod, std::string_view reason,
-                             const std::string& message) = 0;
-  // A Normal Event on `pod` (information, not a problem: the scale-up signal). Default: none.
-  virtual void ReportNormal(const PodInfo& pod, std::string_view reason,
-                            const std::string& message) {
-    (void)pod, (void)reason, (void)message;
-  }
-  // The scale-up signal's word on a waiting pod (scale_up_signal.h): a Normal Event (reason
-  // ScaleUpSignal) and the pod condition tessera.dev/ScaleUp, which `tessera status` shows.
-  // `helps`: some template lets the pod run. Default: the Event only.
-  virtual void ReportScaleUp(const PodInfo& pod, const std::string& message, bool helps) {
-    (void)helps;
-    ReportNormal(pod, "ScaleUpSignal", message);
-  }
-};
-
-class SchedulerCore {
+class SchedulerCore : private NoFitHost {
  public:
   using Clock = std::function<std::chrono::steady_clock::time_point()>;
   using Stage = k8s::Stage;
@@ -114,14 +94,15 @@ class SchedulerCore {
                                                                SchedulerMetrics* metrics,
                                                                Clock clock = nullptr);
 
-  // Preemption and reclaim (preemption.h): off until a writer is given.
-  void EnablePreemption(PreemptionWriter* writer) { preemption_writer_ = writer; }
+  // Preemption and reclaim (preemption_answer.h), and defragmentation's moves, which nominate and
+  // evict through the same writer: off until a writer is given.
+  void EnablePreemption(PreemptionWriter* writer) { preemption_.Enable(writer); }
   // The Queue objects (queues.tessera.dev); `known`: the list has been read.
   void SetQueues(std::vector<core::QueueSpec> specs, bool known);
   // PodDisruptionBudgets (disruption_budgets.h), which preemption plans with. Without a call to
   // SetBudgetsKnown(false) there are none; after it, no preemption until SetBudgetsKnown(true).
   void OnBudget(Change change, std::shared_ptr<const BudgetInfo> budget);
-  void SetBudgetsKnown(bool known) { preemption_.SetBudgetsKnown(known); }
+  void SetBudgetsKnown(bool known) { preemption_.preemption().SetBudgetsKnown(known); }
 
   void OnNode(Change change, std::shared_ptr<const NodeInfo> node);
   void OnPod(Change change, std::shared_ptr<const PodInfo> pod);
@@ -154,10 +135,10 @@ class SchedulerCore {
   std::optional<Stage> StageOf(const std::string& key) const;
   // The placement the engine holds for a pod, as an assignment (node and grants).
   std::optional<records::Assignment> HeldFor(const std::string& key) const;
-  const Preemption& preemption() const { return preemption_; }
+  const Preemption& preemption() const { return preemption_.preemption(); }
   QueueBook& queue_book() { return book_; }
-  const ScaleUpSignal& scale_up() const { return scale_up_; }
-  const MoveHolds& move_holds() const { return holds_; }
+  const ScaleUpSignal& scale_up() const { return scale_up_.signal(); }
+  const MoveHolds& move_holds() const { return defrag_.holds(); }
   size_t queued() const { return queue_.active_size(); }
 
  private:
@@ -173,9 +154,6 @@ class SchedulerCore {
   void OnStage(const std::string& key, const Pod* pod);
   // Where a pod stands in its queue: creation time, then first seen.
   static SchedulingQueue::Arrival ArrivalOf(const Pod& s);
-  // Why these pods may not be placed now by their queue ("" they may): an unusable queue, or
-  // one that would go over its (or an ancestor's) limit.
-  std::string QueueRefusal(const std::vector<const PodInfo*>& members);
   // Gives up what the pod holds; a release of held resources may let pending pods fit.
   void Release(const std::string& key);
   void AccountBound(const std::string& key, Pod& s);
@@ -188,40 +166,35 @@ class SchedulerCore {
   void PlaceOne(const std::string& key, Pod& s);
   void PlaceWithClaims(const std::string& key, Pod& s);
   void StartClaimBind(const std::string& key, Pod& s, const DraAllocator::Decision& decision);
-  // Plans preemption for a pod that does not fit now; false when preemption is off.
-  bool TryPreempt(const std::string& key, Pod& s, const std::string& reason);
-  // The same for a gang that does not fit now (the members planned for nominated: all, or an
-  // elastic gang's first ones; `running`: its members placed); false when off.
-  bool TryPreemptGang(const std::string& gang_key, const std::vector<std::string>& keys,
-                      const std::vector<const PodInfo*>& members, const std::string& reason,
-                      const std::vector<std::string>& running);
-  // Carries out a defragmentation plan for a pod, or the pending members of a gang (`what`: the
-  // pod's key or the gang's, `keys` and `members` in member order), that waited long enough;
-  // false when there is none (or the executor is off).
-  bool TryDefrag(const std::string& what, const std::vector<std::string>& keys,
-                 const std::vector<const PodInfo*>& members, const std::string& reason);
-  // A replacement of a pod moved by defragmentation (`held`: the holds it matches): placed at a
-  // held destination, or waiting for one.
-  void PlaceReplacement(const std::string& key, Pod& s,
-                        const std::vector<const MoveHolds::Hold*>& held);
+  // Pods the engine found no room for now (kNoFitNow; `reasons`: the engine's, per pod): the
+  // chain's answer, else they wait with the engine's reason and the answers' notes.
+  void NoFitNow(const NoFit& unfit, const std::vector<std::string>& reasons);
+  // A gang's turn: its bad members told, and when it is ready its pending members placed
+  // (PlaceGang). Returns the members tried.
   int TryGang(const std::string& gang_key);
-  // Members of a gang just placed (committed) that would take room nominated for pods that
-  // outrank them (Preemption::Guard) are all taken back; returns why ("" when they keep it).
-  std::string KeepNominatedRoom(const std::vector<std::string>& keys,
-                                const std::vector<const PodInfo*>& members,
-                                const std::vector<core::PlacementResult>& results);
+  // The pending members of a ready gang: placed together (the engine, or DRA claims), or told why
+  // not; the chain's answer when none fits now.
+  void PlaceGang(const std::string& gang_key, const GangAssembler::Round& round);
   void Report(Pod& s, std::string_view reason, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
   void FlushRetries(std::chrono::steady_clock::time_point now);
-  // Recomputes the scale-up signal when it is due, and posts what changed as Events.
-  void UpdateScaleUp(std::chrono::steady_clock::time_point now);
-  // The start of a decision: the wall clock and this thread's CPU clock.
-  struct DecisionStart {
-    std::chrono::steady_clock::time_point wall;
-    double cpu_s = 0;
-  };
-  static DecisionStart StartDecision();
-  void Observe(const DecisionStart& start);
+
+  // NoFitHost: what the answers may use.
+  TimePoint Now() override { return clock_(); }
+  ClusterLedger& ledger() override { return ledger_; }
+  core::QueueSet& queues() override { return book_.set(); }
+  const PodTracker& pods() const override { return pods_; }
+  Reporter& reporter() override { return *reporter_; }
+  SchedulerMetrics* metrics() override { return metrics_; }
+  const std::string& scheduler_name() const override { return options_.scheduler_name; }
+  std::unique_ptr<core::Policy> NewPolicy() const override;
+  const std::vector<core::TopologyLevel>& levels() const override { return options_.levels; }
+  void MarkUnschedulable(const std::string& key, const std::string& message) override {
+    MarkUnschedulable(key, pods_.Get(key), message);
+  }
+  void Bind(const std::string& key, const core::Placement& placement) override {
+    StartBind(key, pods_.Get(key), placement);
+  }
 
   SchedulerCoreOptions options_;
   Binder* binder_;
@@ -234,11 +207,11 @@ class SchedulerCore {
   SchedulingQueue queue_;
   GangAssembler gangs_;
   ClusterLedger ledger_;
-  Preemption preemption_;
-  PreemptionWriter* preemption_writer_ = nullptr;
-  ScaleUpSignal scale_up_;
-  DefragExecutor defrag_;
-  MoveHolds holds_;                  // destinations of moved pods, kept for their replacements
+  // The "does not fit" answers (no_fit.h), in chain_ in this order.
+  PreemptionAnswer preemption_;
+  DefragAnswer defrag_;
+  ScaleUpAnswer scale_up_;
+  NoFitChain chain_;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
   std::unique_ptr<DraAllocator> dra_;

@@ -1,0 +1,39 @@
+// Where the scheduler's word on a pod goes: conditions and Events the pod's owner reads with
+// kubectl describe (and `tessera status` shows). The live scheduler writes them on the API server
+// (scheduler.cc); tests record them.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "k8s/scheduler/objects.h"
+
+namespace tessera::k8s {
+
+// Where failures go: the pod's owner reads them with kubectl describe.
+class Reporter {
+ public:
+  virtual ~Reporter() = default;
+  // Why `pod` is not scheduled: condition PodScheduled=False with `reason` ("Unschedulable" or
+  // "SchedulerError") and a FailedScheduling Event with `message`. `repeat`: the same message was
+  // reported before; only the Event's count needs bumping.
+  virtual void ReportFailure(const PodInfo& pod, std::string_view reason,
+                             const std::string& message, bool repeat) = 0;
+  // A Warning Event on `pod` (bound or not) with `reason` and `message`; no condition.
+  virtual void ReportWarning(const PodInfo& pod, std::string_view reason,
+                             const std::string& message) = 0;
+  // A Normal Event on `pod` (information, not a problem: the scale-up signal). Default: none.
+  virtual void ReportNormal(const PodInfo& pod, std::string_view reason,
+                            const std::string& message) {
+    (void)pod, (void)reason, (void)message;
+  }
+  // The scale-up signal's word on a waiting pod (scale_up_signal.h): a Normal Event (reason
+  // ScaleUpSignal) and the pod condition tessera.dev/ScaleUp, which `tessera status` shows.
+  // `helps`: some template lets the pod run. Default: the Event only.
+  virtual void ReportScaleUp(const PodInfo& pod, const std::string& message, bool helps) {
+    (void)helps;
+    ReportNormal(pod, "ScaleUpSignal", message);
+  }
+};
+
+}  // namespace tessera::k8s
