@@ -391,7 +391,7 @@ TEST_F(HelmTest, SelectorsKeepUpgradesFromEarlierCharts) {
       FindObject(canary, "PodDisruptionBudget", "tessera-canary-scheduler")["spec"]["selector"],
       selector);
   // Every pod template carries its selector's labels and the release.
-  const json& labels = FindObject(
+  const json labels = FindObject(
       canary, "Deployment", "tessera-canary-scheduler")["spec"]["template"]["metadata"]["labels"];
   EXPECT_EQ(labels.value("app.kubernetes.io/name", ""), "tessera-canary-scheduler");
   EXPECT_EQ(labels.value("app.kubernetes.io/instance", ""), "tessera-canary");
