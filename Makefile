@@ -1,8 +1,9 @@
 # The two Quick-start commands (see README.md):
 #   make run    set up, build (release) and run `tessera simulate` on its embedded default
 #   make test   set up, build (dev), build the test control plane, and run every test
-# Others: make build, make test-unit (no control plane), make soak (the fault-injection soak, not
-# part of make test yet: see docs/development.md), make bench, make asan, make tsan, make fuzz.
+# Others: make build, make test-unit (no control plane), make soak (the 5-minute fault-injection
+# soak; make test runs a 150-s one: see docs/development.md), make bench, make asan, make tsan,
+# make fuzz.
 
 JOBS ?= $(shell nproc)
 CTEST_ARGS ?=

@@ -5,16 +5,22 @@
 //   churn_bench table [--workloads default,cpu050,...] [--levels 100,110,120,130]
 //                     [--speedup 50000] [--seeds 42-51] [--threads 2]
 //                     [--policies random,...,tessera] [--classify 1] [--csv FILE]
-//       Per workload and load level, each policy's waits, pending-time percentiles (all pods,
-//       pods asking whole GPUs, pods asking two or more), GPU-hours of waiting beside the least
-//       any policy must wait, and the allocation at the peak; then tessera against FGD on every
-//       (workload, level). With --classify 1 the GPU-hours of waiting of fgd and tessera are also
-//       split by what the cluster offered the waiting pods. Markdown on stdout; --csv writes
-//       every run.
-//   churn_bench speedups [--workload default] [--speedups 50000,100000,200000] [--seeds 42-51]
-//                        [--policies fgd,tessera] [--threads 2]
-//       The trace's own pods (no load level) at the given compressions: the figures of issue 20's
-//       first table. Markdown on stdout.
+//       Per workload and load level, each policy's waits, mean and percentiles of pending time
+//       (all pods, pods asking whole GPUs, pods asking two or more), GPU-hours of waiting beside
+//       the least any policy must wait, and the allocation at the peak; then tessera against FGD
+//       on mean and p99 pending on every (workload, level). With --classify 1 the GPU-hours of
+//       waiting of fgd and tessera are also split by what the cluster offered the waiting pods.
+//       Markdown on stdout; --csv writes every run.
+//   churn_bench speedups [--workloads default,...] [--speedups 50000,100000,200000]
+//                        [--seeds 42-51] [--policies fgd,tessera] [--threads 2]
+//       The trace's own pods (no load level) at the given compressions, per workload (default:
+//       every workload with timestamps): the figures of issue 20's first table, then tessera
+//       against FGD on mean and p99 pending. Markdown on stdout.
+//   churn_bench elastic [--workload default] [--levels 100,110,120,130] [--seeds 42-51]
+//                       [--min-percents 100,50,25] [--threads 2]
+//       Elastic gangs on the trace (sim/timeline.h, gang_min_gpus 2): the pods asking two or
+//       more whole GPUs as pods, then as gangs of one-GPU members on one node starting at each
+//       min percent (100: a rigid gang, the pod itself), under tessera. Markdown on stdout.
 //   churn_bench waits [--workload default] [--speedup 50000] [--load 0] [--seed 42]
 //                     [--policies fgd,tessera]
 //       Where one run's waiting comes from: the pods that waited by size, and the free capacity
@@ -141,9 +147,51 @@ std::string Machine() {
   return StrCat("load average at the end: ", load);
 }
 
-// tessera's result at least as good as FGD's on a figure where lower is better (to the precision
-// shown: counts to 0.1, seconds to 0.1).
-bool NoWorse(double tessera, double fgd) { return tessera <= fgd + 0.05; }
+// tessera's result at least as good as FGD's on a figure where lower is better, to the precision
+// shown (`half`: half its last digit: 0.005 for a mean shown to 0.01 s, 0.05 for a p99 to 0.1 s).
+bool NoWorse(double tessera, double fgd, double half) { return tessera <= fgd + half; }
+
+// One (workload, level or speedup) where both FGD and tessera ran.
+struct Versus {
+  std::string workload;
+  std::string at;  // "100%", "x50000"
+  sim::TimelineResult fgd, tessera;
+};
+
+// tessera against FGD on the issue's criterion, mean and p99 pending (issue 31): a table, and
+// the count of cases won with the ones not won.
+void PrintVersus(const std::vector<Versus>& versus, const std::string& what) {
+  std::cout << "\n## tessera against FGD" << what
+            << "\n\nMean and p99 pending (s) and waited pods, FGD / tessera; a case is won when "
+               "tessera is at least as good on both the mean and the p99 (to the precision "
+               "shown). GPU-h: GPU-hours of waiting, FGD / tessera / the least any policy must "
+               "wait.\n\n"
+               "| workload | at | mean | p99 | waited | whole p99 | multi p99 | GPU-h waiting | "
+               "at peak | won |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  int won = 0;
+  std::vector<std::string> lost;
+  for (const Versus& v : versus) {
+    const bool ok = NoWorse(v.tessera.pending_mean, v.fgd.pending_mean, 0.005) &&
+                    NoWorse(v.tessera.pending_p99, v.fgd.pending_p99, 0.05);
+    won += ok;
+    if (!ok) lost.push_back(fmt::format("{} at {}", v.workload, v.at));
+    std::cout << fmt::format(
+        "| {} | {} | {:.2f} / {:.2f} | {:.1f} / {:.1f} | {} / {} | {:.1f} / {:.1f} | "
+        "{:.1f} / {:.1f} | {:.2f} / {:.2f} / {:.2f} | {:.2f}% / {:.2f}% | {} |\n",
+        v.workload, v.at, v.fgd.pending_mean, v.tessera.pending_mean, v.fgd.pending_p99,
+        v.tessera.pending_p99, v.fgd.waited, v.tessera.waited, v.fgd.whole_gpu.p99,
+        v.tessera.whole_gpu.p99, v.fgd.multi_gpu.p99, v.tessera.multi_gpu.p99, v.fgd.wait_gpu_hours,
+        v.tessera.wait_gpu_hours, v.tessera.wait_gpu_hours_bound, v.fgd.peak_window_allocation,
+        v.tessera.peak_window_allocation, ok ? "yes" : "**no**");
+  }
+  std::cout << "\ntessera is at least as good as FGD on mean and p99 pending in " << won << " of "
+            << versus.size() << " cases";
+  if (!lost.empty()) {
+    std::cout << "; not in:";
+    for (size_t i = 0; i < lost.size(); ++i) std::cout << (i ? ", " : " ") << lost[i];
+  }
+  std::cout << ".\n";
+}
 
 int Table(const FlagMap& flags) {
   const std::vector<std::string> workloads = ListFlag(flags, "workloads", TimedWorkloads());
@@ -160,32 +208,29 @@ int Table(const FlagMap& flags) {
     csv.open(csv_path);
     if (!csv) Die(StrCat("--csv ", csv_path, ": cannot write"));
     csv << "workload,level,policy,seed,pods,clones,removed,peak_demand_pct,waited,still_waiting,"
-           "pending_p50_s,pending_p90_s,pending_p99_s,pending_max_s,whole_waited,whole_p99_s,"
+           "pending_mean_s,pending_p50_s,pending_p90_s,pending_p99_s,pending_max_s,whole_waited,"
+           "whole_p99_s,"
            "multi_waited,multi_p99_s,wait_gpu_hours,wait_gpu_hours_bound,"
            "peak_window_allocation_pct,peak_allocation_pct,repack_gpu_hours,"
            "cross_node_gpu_hours,capacity_gpu_hours\n";
   }
-  struct Versus {
-    std::string workload;
-    double level;
-    sim::TimelineResult fgd, tessera;
-  };
   std::vector<Versus> versus;
   std::cout << "Timeline protocol at load levels: the pod list tuned so that the offered GPU "
                "demand peaks at the level (% of the 6212 GPUs) at speedup "
             << speedup << "; means over seeds " << seeds.front() << ".." << seeds.back()
-            << ". Waited: pods that started after waiting; pending times in seconds (p99 per "
-               "seed, then the mean); whole: pods asking whole GPUs, multi: two or more GPUs; "
+            << ". Waited: pods that started after waiting; pending times in seconds (mean and "
+               "percentiles per seed over the pods that started, then the mean over seeds); "
+               "whole: pods asking whole GPUs, multi: two or more GPUs; "
                "GPU-h: GPUs asked x time waited; bound: the least any policy must wait; at peak: "
                "mean allocation while the demand is at least 90% of its peak.\n";
   for (const std::string& w : workloads) {
     const sim::PodTrace trace = LoadPods(w);
     std::cout << "\n## " << w << "\n\n"
-              << "| level | policy | pods (copied) | waited | still waiting | p50 | p90 | p99 | "
-                 "whole waited | whole p99 | multi waited | multi p99 | GPU-h waiting | bound | "
-                 "at peak | max allocation |\n"
+              << "| level | policy | pods (copied) | waited | still waiting | mean | p50 | p90 | "
+                 "p99 | whole waited | whole p99 | multi waited | multi p99 | GPU-h waiting | "
+                 "bound | at peak | max allocation |\n"
                  "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-                 "\n";
+                 "---:|\n";
     for (double level : levels) {
       // fgd and tessera with the waiting split when asked for (it costs time), the others without.
       std::vector<std::string> split, plain;
@@ -210,29 +255,29 @@ int Table(const FlagMap& flags) {
         return std::find(policies.begin(), policies.end(), a.policy) <
                std::find(policies.begin(), policies.end(), b.policy);
       });
-      Versus v{w, level, {}, {}};
+      Versus v{w, fmt::format("{:.0f}%", level), {}, {}};
       for (const sim::TimelinePolicyRuns& p : runs) {
         const sim::TimelineResult& m = p.mean;
         const bool ours = p.policy == "tessera";
         std::cout << fmt::format(
-            "| {:.0f}% | {} | {} ({}) | {}{}{} | {} | {:.1f} | {:.1f} | {}{:.1f}{} | {} | {:.1f} | "
-            "{} | {:.1f} | {:.2f} | {:.2f} | {:.2f}% | {:.2f}% |\n",
-            level, ours ? "**tessera**" : p.policy, m.pods, m.clones - m.removed, ours ? "**" : "",
-            m.waited, ours ? "**" : "", m.still_waiting, m.pending_p50, m.pending_p90,
-            ours ? "**" : "", m.pending_p99, ours ? "**" : "", m.whole_gpu.waited, m.whole_gpu.p99,
-            m.multi_gpu.waited, m.multi_gpu.p99, m.wait_gpu_hours, m.wait_gpu_hours_bound,
-            m.peak_window_allocation, m.peak_allocation);
+            "| {:.0f}% | {} | {} ({}) | {} | {} | {}{:.2f}{} | {:.1f} | {:.1f} | {}{:.1f}{} | {} | "
+            "{:.1f} | {} | {:.1f} | {:.2f} | {:.2f} | {:.2f}% | {:.2f}% |\n",
+            level, ours ? "**tessera**" : p.policy, m.pods, m.clones - m.removed, m.waited,
+            m.still_waiting, ours ? "**" : "", m.pending_mean, ours ? "**" : "", m.pending_p50,
+            m.pending_p90, ours ? "**" : "", m.pending_p99, ours ? "**" : "", m.whole_gpu.waited,
+            m.whole_gpu.p99, m.multi_gpu.waited, m.multi_gpu.p99, m.wait_gpu_hours,
+            m.wait_gpu_hours_bound, m.peak_window_allocation, m.peak_allocation);
         if (p.policy == "fgd") v.fgd = m;
         if (ours) v.tessera = m;
         if (csv) {
           for (const sim::TimelineResult& r : p.runs) {
             csv << fmt::format(
-                "{},{},{},{},{},{},{},{:.3f},{},{},{:.1f},{:.1f},{:.1f},{:.1f},{},{:.1f},{},{:.1f},"
-                "{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}\n",
+                "{},{},{},{},{},{},{},{:.3f},{},{},{:.3f},{:.1f},{:.1f},{:.1f},{:.1f},{},{:.1f},{},"
+                "{:.1f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f}\n",
                 w, level, p.policy, r.seed, r.pods, r.clones, r.removed, r.peak_demand, r.waited,
-                r.still_waiting, r.pending_p50, r.pending_p90, r.pending_p99, r.pending_max,
-                r.whole_gpu.waited, r.whole_gpu.p99, r.multi_gpu.waited, r.multi_gpu.p99,
-                r.wait_gpu_hours, r.wait_gpu_hours_bound, r.peak_window_allocation,
+                r.still_waiting, r.pending_mean, r.pending_p50, r.pending_p90, r.pending_p99,
+                r.pending_max, r.whole_gpu.waited, r.whole_gpu.p99, r.multi_gpu.waited,
+                r.multi_gpu.p99, r.wait_gpu_hours, r.wait_gpu_hours_bound, r.peak_window_allocation,
                 r.peak_allocation, r.wait_split.repack, r.wait_split.cross_node,
                 r.wait_split.capacity);
           }
@@ -248,37 +293,7 @@ int Table(const FlagMap& flags) {
     std::cout << "\n" << Machine() << "\n";
     return 0;
   }
-  std::cout
-      << "\n## tessera against FGD\n\n"
-         "Waited and p99 pending (s), FGD / tessera; a case is won when tessera is at least "
-         "as good on both (to the precision shown). GPU-h: GPU-hours of waiting, FGD / "
-         "tessera / the least any policy must wait.\n\n"
-         "| workload | level | waited | p99 | whole p99 | multi p99 | GPU-h waiting | at peak "
-         "| won |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
-  int won = 0;
-  std::vector<std::string> lost;
-  for (const Versus& v : versus) {
-    const bool ok =
-        NoWorse(static_cast<double>(v.tessera.waited), static_cast<double>(v.fgd.waited)) &&
-        NoWorse(v.tessera.pending_p99, v.fgd.pending_p99);
-    won += ok;
-    if (!ok) lost.push_back(fmt::format("{} at {:.0f}%", v.workload, v.level));
-    std::cout << fmt::format(
-        "| {} | {:.0f}% | {} / {} | {:.1f} / {:.1f} | {:.1f} / {:.1f} | {:.1f} / {:.1f} | "
-        "{:.2f} / {:.2f} / {:.2f} | {:.2f}% / {:.2f}% | {} |\n",
-        v.workload, v.level, v.fgd.waited, v.tessera.waited, v.fgd.pending_p99,
-        v.tessera.pending_p99, v.fgd.whole_gpu.p99, v.tessera.whole_gpu.p99, v.fgd.multi_gpu.p99,
-        v.tessera.multi_gpu.p99, v.fgd.wait_gpu_hours, v.tessera.wait_gpu_hours,
-        v.tessera.wait_gpu_hours_bound, v.fgd.peak_window_allocation,
-        v.tessera.peak_window_allocation, ok ? "yes" : "**no**");
-  }
-  std::cout << "\ntessera is at least as good as FGD on waits and p99 pending in " << won << " of "
-            << versus.size() << " cases";
-  if (!lost.empty()) {
-    std::cout << "; not in:";
-    for (size_t i = 0; i < lost.size(); ++i) std::cout << (i ? ", " : " ") << lost[i];
-  }
-  std::cout << ".\n";
+  PrintVersus(versus, " at load levels");
   if (classify) {
     std::cout << "\n## Where the waiting is (GPU-hours, split by what the cluster offered)\n\n"
                  "At each try of a waiting pod (after every departure): some node could take it "
@@ -289,10 +304,10 @@ int Table(const FlagMap& flags) {
                  "bound |\n|---|---:|---|---:|---:|---:|---:|---:|\n";
     for (const Versus& v : versus) {
       for (const auto* r : {&v.fgd, &v.tessera}) {
-        std::cout << fmt::format(
-            "| {} | {:.0f}% | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", v.workload,
-            v.level, r->policy, r->wait_gpu_hours, r->wait_split.repack, r->wait_split.cross_node,
-            r->wait_split.capacity, r->wait_gpu_hours_bound);
+        std::cout << fmt::format("| {} | {} | {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n",
+                                 v.workload, v.at, r->policy, r->wait_gpu_hours,
+                                 r->wait_split.repack, r->wait_split.cross_node,
+                                 r->wait_split.capacity, r->wait_gpu_hours_bound);
       }
     }
   }
@@ -301,28 +316,41 @@ int Table(const FlagMap& flags) {
 }
 
 int Speedups(const FlagMap& flags) {
-  const std::string workload = Flag(flags, "workload", "default");
+  std::vector<std::string> workloads = ListFlag(flags, "workloads", TimedWorkloads());
+  if (flags.count("workload")) workloads = {flags.at("workload")};
   const std::vector<double> speedups = NumbersFlag(flags, "speedups", {50000, 100000, 200000});
   const std::vector<uint64_t> seeds = OrDie(sim::ParseSeeds(Flag(flags, "seeds", "42-51")));
   const int threads = static_cast<int>(NumberFlag(flags, "threads", 2));
   const std::vector<std::string> policies = ListFlag(flags, "policies", {"fgd", "tessera"});
   const core::Cluster cluster = LoadCluster();
-  const sim::PodTrace trace = LoadPods(workload);
+  std::vector<Versus> versus;
   std::cout
-      << "| speedup | demand peak | policy | waited | p99 pending s | whole p99 | GPU-h waiting "
-         "| peak allocation |\n|---:|---:|---|---:|---:|---:|---:|---:|\n";
-  for (double s : speedups) {
-    sim::TimelineOptions base;
-    base.speedup = s;
-    for (const sim::TimelinePolicyRuns& p :
-         OrDie(sim::RunTimelineSeeds(cluster, trace, policies, seeds, base, threads, nullptr))) {
-      const sim::TimelineResult& m = p.mean;
-      std::cout << fmt::format(
-          "| {:.0f} | {:.1f}% | {} | {} | {:.1f} | {:.1f} | {:.2f} | {:.2f}% |\n", s, m.peak_demand,
-          p.policy, m.waited, m.pending_p99, m.whole_gpu.p99, m.wait_gpu_hours, m.peak_allocation);
+      << "| workload | speedup | demand peak | policy | waited | mean pending s | p99 pending "
+         "s | whole p99 | GPU-h waiting | peak allocation |\n"
+         "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const std::string& w : workloads) {
+    const sim::PodTrace trace = LoadPods(w);
+    for (double s : speedups) {
+      sim::TimelineOptions base;
+      base.speedup = s;
+      Versus v{w, fmt::format("x{:.0f}", s), {}, {}};
+      for (const sim::TimelinePolicyRuns& p :
+           OrDie(sim::RunTimelineSeeds(cluster, trace, policies, seeds, base, threads, nullptr))) {
+        const sim::TimelineResult& m = p.mean;
+        std::cout << fmt::format(
+            "| {} | {:.0f} | {:.1f}% | {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.2f} | {:.2f}% |\n",
+            w, s, m.peak_demand, p.policy, m.waited, m.pending_mean, m.pending_p99, m.whole_gpu.p99,
+            m.wait_gpu_hours, m.peak_allocation);
+        if (p.policy == "fgd") v.fgd = m;
+        if (p.policy == "tessera") v.tessera = m;
+      }
+      versus.push_back(std::move(v));
+      std::cerr << "churn_bench: " << w << " at speedup " << s << " done\n";
     }
-    std::cerr << "churn_bench: speedup " << s << " done\n";
   }
+  const bool both = std::find(policies.begin(), policies.end(), "fgd") != policies.end() &&
+                    std::find(policies.begin(), policies.end(), "tessera") != policies.end();
+  if (both) PrintVersus(versus, " at the trace's own load");
   std::cout << "\n" << Machine() << "\n";
   return 0;
 }
@@ -370,6 +398,59 @@ int Defrag(const FlagMap& flags) {
       std::cerr << "churn_bench defrag: level " << level << (on ? " with" : " without")
                 << " defragmentation done\n";
     }
+  }
+  std::cout << "\n" << Machine() << "\n";
+  return 0;
+}
+
+int Elastic(const FlagMap& flags) {
+  const std::string workload = Flag(flags, "workload", "default");
+  const std::vector<double> levels = NumbersFlag(flags, "levels", {100, 110, 120, 130});
+  const std::vector<double> percents = NumbersFlag(flags, "min-percents", {100, 50, 25});
+  const std::vector<uint64_t> seeds = OrDie(sim::ParseSeeds(Flag(flags, "seeds", "42-51")));
+  const int threads = static_cast<int>(NumberFlag(flags, "threads", 2));
+  const core::Cluster cluster = LoadCluster();
+  const sim::PodTrace trace = LoadPods(workload);
+  std::cout << "| level | multi-GPU pods run as | gangs | wait to start p50 / p99 / mean s | "
+               "wait to full size p50 / p99 / max s | never full | members waiting while "
+               "running, GPU-h | run time / traced | all pods p99 s | GPU-h waiting | bound | "
+               "at peak |\n"
+               "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (double level : levels) {
+    std::vector<std::pair<std::string, sim::TimelineOptions>> runs;
+    sim::TimelineOptions base;
+    base.speedup = NumberFlag(flags, "speedup", 50000);
+    base.load = level;
+    runs.emplace_back("pods", base);
+    for (double pct : percents) {
+      sim::TimelineOptions o = base;
+      o.gang_min_gpus = 2;
+      o.gang_min_percent = static_cast<int>(pct);
+      runs.emplace_back(
+          pct >= 100 ? std::string("rigid gangs") : fmt::format("elastic gangs, min {:.0f}%", pct),
+          o);
+    }
+    for (const auto& [label, options] : runs) {
+      const sim::TimelineResult m = OrDie(sim::RunTimelineSeeds(cluster, trace, {"tessera"}, seeds,
+                                                                options, threads, nullptr))[0]
+                                        .mean;
+      const sim::GangStats& g = m.gangs;
+      if (options.gang_min_gpus == 0) {
+        std::cout << fmt::format(
+            "| {:.0f}% | {} | - | {:.1f} / {:.1f} / {:.1f} | - | - | - | - | {:.1f} | {:.2f} | "
+            "{:.2f} | {:.2f}% |\n",
+            level, label, m.multi_gpu.p50, m.multi_gpu.p99, m.multi_gpu.mean, m.pending_p99,
+            m.wait_gpu_hours, m.wait_gpu_hours_bound, m.peak_window_allocation);
+      } else {
+        std::cout << fmt::format(
+            "| {:.0f}% | {} | {} | {:.1f} / {:.1f} / {:.1f} | {:.1f} / {:.1f} / {:.1f} | {} | "
+            "{:.2f} | {:.2f} | {:.1f} | {:.2f} | {:.2f} | {:.2f}% |\n",
+            level, label, g.gangs, g.start_p50, g.start_p99, g.start_mean, g.full_p50, g.full_p99,
+            g.full_max, g.started - g.full, g.member_wait_gpu_hours, g.stretch, m.pending_p99,
+            m.wait_gpu_hours, m.wait_gpu_hours_bound, m.peak_window_allocation);
+      }
+    }
+    std::cerr << "churn_bench elastic: level " << level << " done\n";
   }
   std::cout << "\n" << Machine() << "\n";
   return 0;
@@ -530,7 +611,7 @@ int Waits(const FlagMap& flags) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  const char* usage = "usage: churn_bench table|speedups|waits|defrag [--flag value ...]";
+  const char* usage = "usage: churn_bench table|speedups|waits|defrag|elastic [--flag value ...]";
   if (argc < 2) tessera::bench::Die(usage);
   const std::string mode = argv[1];
   auto flags = tessera::bench::Flags(argc, argv, 2);
@@ -538,5 +619,6 @@ int main(int argc, char** argv) {
   if (mode == "speedups") return tessera::bench::Speedups(flags);
   if (mode == "waits") return tessera::bench::Waits(flags);
   if (mode == "defrag") return tessera::bench::Defrag(flags);
+  if (mode == "elastic") return tessera::bench::Elastic(flags);
   tessera::bench::Die(usage);
 }

@@ -15,6 +15,11 @@ cmd="build/release/bench/preemption_bench $nodes $pods $decisions"
 echo "running: $cmd" >&2
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 raw=$($cmd)
+# bench/run_reclaim.sh's section is kept.
+kept=""
+if grep -q '^## Reclaiming many GPUs at once' "$out" 2>/dev/null; then
+  kept=$(sed -n '/^## Reclaiming many GPUs at once/,$p' "$out")
+fi
 {
   echo "# Preemption decision latency"
   echo
@@ -30,5 +35,6 @@ raw=$($cmd)
   echo "includes waiting for a core, which on this shared machine is most of it."
   echo
   echo "$raw"
+  if [ -n "$kept" ]; then printf '\n%s\n' "$kept"; fi
 } > "$out"
 cat "$out"

@@ -65,6 +65,13 @@ void AddTraceFlags(CLI::App* cmd, TraceOptions* o) {
                 "Trace mode, timeline protocol: split each policy's GPU-hours of waiting by what "
                 "the cluster offered the waiting pod (room after rearranging one node's pods, "
                 "only on a node without its shares, or none); slower");
+  cmd->add_option("--elastic-gangs", o->elastic_gangs,
+                  "Trace mode, timeline protocol: run each pod asking 2 or more whole GPUs as an "
+                  "elastic gang of one-GPU members on one node that starts once this percentage "
+                  "of them fit together and grows as GPUs there free up, its work (GPUs x run "
+                  "time) done at the pace of the members running (100: a rigid gang; 0: off)")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
   cmd->add_flag("--ceiling", o->ceiling,
                 "Trace mode, fgd protocol: also prove how much any policy could allocate on the "
                 "same pod sequences (a ceiling: no scheduler that places every pod that fits can "
@@ -102,6 +109,7 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
   info.speedup = o.speedup;
   info.load = o.load;
   info.classify_waits = o.classify_waits;
+  info.gang_min_percent = o.elastic_gangs;
 
   // Progress on stderr, at most every two seconds, once a run has lasted two seconds.
   const auto start = std::chrono::steady_clock::now();
@@ -134,6 +142,10 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
     base.speedup = o.speedup;
     base.load = o.load;
     base.classify_waits = o.classify_waits;
+    if (o.elastic_gangs > 0) {
+      base.gang_min_gpus = 2;
+      base.gang_min_percent = o.elastic_gangs;
+    }
     TESSERA_ASSIGN_OR_RETURN(
         std::vector<sim::TimelinePolicyRuns> results,
         sim::RunTimelineSeeds(*cluster, trace, policies, seeds, base, o.threads, progress));
@@ -149,10 +161,10 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
     }
     return absl::OkStatus();
   }
-  if (o.load != 0 || o.classify_waits) {
+  if (o.load != 0 || o.classify_waits || o.elastic_gangs != 0) {
     return absl::InvalidArgumentError(
-        "--load and --classify-waits are for --protocol timeline (the fgd protocol tunes its "
-        "pod list with --tune-ratio)");
+        "--load, --classify-waits and --elastic-gangs are for --protocol timeline (the fgd "
+        "protocol tunes its pod list with --tune-ratio and has no departures to grow into)");
   }
   TESSERA_ASSIGN_OR_RETURN(
       std::vector<sim::PolicyRuns> results,

@@ -22,6 +22,7 @@ struct TraceOptions {
   double speedup = 1;
   double load = 0;
   bool classify_waits = false;
+  int elastic_gangs = 0;  // timeline: the min percent of elastic gangs (0: pods stay pods)
   bool ceiling = false;
 };
 

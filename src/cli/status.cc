@@ -44,7 +44,7 @@ absl::Status Print(k8s::ApiClient& client, const k8s::ClusterSnapshot& snapshot,
   o.scheduler_name = f.scheduler_name;
   o.node = f.node;
   o.ns = f.ns;
-  k8s::ReadQueues(client, &o.queues, &o.queue_errors);
+  k8s::ReadQueues(client, &o.queues, &o.queue_errors, &o.queue_usage);
   absl::StatusOr<k8s::ClusterStatus> status = k8s::ComputeStatus(snapshot, o);
   if (!status.ok()) return status.status();
   if (f.output.json()) {

@@ -46,6 +46,14 @@ inline constexpr std::string_view kGpuSharingAnnotation = "tessera.dev/gpu-shari
 inline constexpr std::string_view kGpuComputeModeAnnotation = "tessera.dev/gpu-compute-mode";
 inline constexpr int kMaxGangSize = 10'000;
 
+// Kueue's pod groups (sigs.k8s.io/kueue pkg/controller/jobs/pod/constants): the group's name (a
+// label) and how many pods it has (an annotation). Kueue admits a group's pods together by
+// removing their scheduling gate (kKueueAdmissionGate); tessera places them as one gang.
+inline constexpr std::string_view kKueueGroupNameLabel = "kueue.x-k8s.io/pod-group-name";
+inline constexpr std::string_view kKueueGroupTotalCountAnnotation =
+    "kueue.x-k8s.io/pod-group-total-count";
+inline constexpr std::string_view kKueueAdmissionGate = "kueue.x-k8s.io/admission";
+
 // Node labels: the default gang topology levels (core/topology/domains.h owns the defaults).
 inline constexpr std::string_view kNvlinkDomainLabel = core::kNvlinkDomainLabel;
 inline constexpr std::string_view kRackLabel = core::kRackLabel;

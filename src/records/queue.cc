@@ -1,5 +1,7 @@
 #include "records/queue.h"
 
+#include <ctime>
+
 #include "common/strings.h"
 #include "core/model/quantity.h"
 #include "records/json_util.h"
@@ -152,6 +154,62 @@ nlohmann::json QueueStatusJson(const QueueStatus& status) {
   return {{"allocated", resources(status.allocated)}, {"fairShare", resources(status.fair_share)},
           {"borrowed", resources(status.borrowed)},   {"pending", resources(status.pending)},
           {"pendingPods", status.pending_pods},       {"message", nullptr}};
+}
+
+std::string FormatUtcSeconds(int64_t time_ms) {
+  const std::time_t t = static_cast<std::time_t>(time_ms / 1000 - (time_ms % 1000 < 0 ? 1 : 0));
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+absl::StatusOr<int64_t> ParseUtcSeconds(std::string_view text) {
+  const std::string s(text);
+  std::tm tm{};
+  const char* end = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (end == nullptr || *end != '\0') {
+    return absl::InvalidArgumentError(
+        StrCat("\"", s, "\" is not a time in RFC 3339 UTC (2026-12-01T20:32:05Z)"));
+  }
+  return static_cast<int64_t>(timegm(&tm)) * 1000;
+}
+
+absl::StatusOr<std::optional<QueueUsageStatus>> QueueUsageFromObject(const nlohmann::json& object) {
+  if (!object.is_object() || !object.contains("status") || !object["status"].is_object() ||
+      !object["status"].contains("usage")) {
+    return std::optional<QueueUsageStatus>();
+  }
+  JsonReader r(object, "Queue");
+  JsonReader meta(r.At("metadata"), r.Path("metadata"));
+  QueueUsageStatus u;
+  TESSERA_ASSIGN_OR_RETURN(u.queue, meta.String("name"));
+  JsonReader usage(object["status"]["usage"], StrCat("Queue ", u.queue, ".status.usage"));
+  TESSERA_RETURN_IF_ERROR(usage.ExpectObject());
+  static constexpr std::string_view kFields[core::kQueueResourceCount] = {
+      "gpuMilli", "gpuMemoryMiB", "gpuComputeMilli"};
+  for (int k = 0; k < core::kQueueResourceCount; ++k) {
+    TESSERA_ASSIGN_OR_RETURN(u.usage[k], usage.OptionalInt(kFields[k], 0));
+    if (u.usage[k] < 0) return usage.Error(kFields[k], "must not be negative");
+  }
+  TESSERA_ASSIGN_OR_RETURN(u.half_life_seconds, usage.Int("halfLifeSeconds"));
+  if (u.half_life_seconds <= 0) return usage.Error("halfLifeSeconds", "must be positive");
+  TESSERA_ASSIGN_OR_RETURN(std::string time, usage.String("time"));
+  absl::StatusOr<int64_t> ms = ParseUtcSeconds(time);
+  if (!ms.ok()) return usage.Error("time", FromAbsl(ms.status().message()));
+  u.time_ms = *ms;
+  return std::optional<QueueUsageStatus>(std::move(u));
+}
+
+nlohmann::json QueueUsagePatch(const QueueUsageStatus& u) {
+  return {{"status",
+           {{"usage",
+             {{"gpuMilli", u.usage[core::kQueueGpu]},
+              {"gpuMemoryMiB", u.usage[core::kQueueGpuMemory]},
+              {"gpuComputeMilli", u.usage[core::kQueueGpuCompute]},
+              {"halfLifeSeconds", u.half_life_seconds},
+              {"time", FormatUtcSeconds(u.time_ms)}}}}}};
 }
 
 }  // namespace tessera::records

@@ -27,8 +27,18 @@
 //
 // To report something more, add it to QueueStatus and to QueueStatusJson: the scheduler's writer
 // (k8s/scheduler/queue_status.h) writes whatever this returns.
+//
+// And `status.usage`, the queue's decayed usage (fair share that remembers,
+// core/queues/usage_history.h), so that a restarted scheduler, and `tessera status`, know what the
+// queue held lately (k8s/scheduler/queue_usage_writer.h writes it, its own merge patch):
+//
+//   status.usage.gpuMilli, gpuMemoryMiB, gpuComputeMilli   integers >= 0, in queue units
+//   status.usage.halfLifeSeconds                           the half-life it is kept with (> 0)
+//   status.usage.time        RFC 3339 in UTC ("2026-12-01T20:32:05Z"): when it was taken
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -62,5 +72,24 @@ nlohmann::json QueueStatusJson(const QueueStatus& status);
 // "2.5" (GPUs), "200Gi" (GPU memory), "250" or "14.2" (percent of a GPU's compute): resource
 // `r` of a QueueResources as the spec writes it.
 std::string QueueQuantity(int r, int64_t amount);
+
+// A queue's decayed usage as the scheduler last wrote it.
+struct QueueUsageStatus {
+  std::string queue;
+  core::QueueResources usage;
+  int64_t half_life_seconds = 0;
+  int64_t time_ms = 0;  // milliseconds since the Unix epoch (whole seconds as written)
+  bool operator==(const QueueUsageStatus&) const = default;
+};
+
+// status.usage of a Queue object: nullopt when it has none; an error naming the field when it
+// cannot be read (a reader then keeps no history for the queue: it starts afresh).
+[[nodiscard]] absl::StatusOr<std::optional<QueueUsageStatus>> QueueUsageFromObject(
+    const nlohmann::json& object);
+// The body of a merge patch of the status subresource that writes `usage`.
+nlohmann::json QueueUsagePatch(const QueueUsageStatus& usage);
+// "2026-12-01T20:32:05Z" <-> milliseconds since the epoch (the writer drops the milliseconds).
+std::string FormatUtcSeconds(int64_t time_ms);
+[[nodiscard]] absl::StatusOr<int64_t> ParseUtcSeconds(std::string_view text);
 
 }  // namespace tessera::records

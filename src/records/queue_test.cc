@@ -113,5 +113,45 @@ TEST(QueueStatus, InTheSpecsUnits) {
   EXPECT_TRUE(b["allocated"].is_null());
 }
 
+TEST(QueueRecord, UsageRoundTripsThroughTheStatusPatch) {
+  QueueUsageStatus u;
+  u.queue = "train";
+  u.usage = core::QueueResources::Of(3500, 286720, 3500);
+  u.half_life_seconds = 3600;
+  u.time_ms = 1'796'157'125'000;  // 2026-12-01T20:32:05Z
+  const json patch = QueueUsagePatch(u);
+  EXPECT_EQ(patch["status"]["usage"]["time"], "2026-12-01T20:32:05Z");
+  json object = {{"metadata", {{"name", "train"}}}, {"spec", json::object()}};
+  object["status"] = patch["status"];
+  absl::StatusOr<std::optional<QueueUsageStatus>> read = QueueUsageFromObject(object);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ(**read, u);
+  // Milliseconds are dropped on the way out.
+  u.time_ms += 999;
+  EXPECT_EQ(QueueUsagePatch(u)["status"]["usage"]["time"], "2026-12-01T20:32:05Z");
+}
+
+TEST(QueueRecord, NoUsageOrUnreadableUsage) {
+  absl::StatusOr<std::optional<QueueUsageStatus>> none =
+      QueueUsageFromObject(json::parse(R"({"metadata": {"name": "q"}, "spec": {}})"));
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  auto error = [](const char* usage) {
+    json o = {{"metadata", {{"name", "q"}}}, {"status", {{"usage", json::parse(usage)}}}};
+    absl::StatusOr<std::optional<QueueUsageStatus>> u = QueueUsageFromObject(o);
+    EXPECT_FALSE(u.ok()) << usage;
+    return std::string(u.status().message());
+  };
+  EXPECT_THAT(error(R"({"gpuMilli": -1, "halfLifeSeconds": 60, "time": "2026-12-01T20:32:05Z"})"),
+              HasSubstr("Queue q.status.usage.gpuMilli: must not be negative"));
+  EXPECT_THAT(error(R"({"gpuMilli": 1, "halfLifeSeconds": 0, "time": "2026-12-01T20:32:05Z"})"),
+              HasSubstr("halfLifeSeconds: must be positive"));
+  EXPECT_THAT(error(R"({"gpuMilli": 1, "halfLifeSeconds": 60, "time": "yesterday"})"),
+              HasSubstr("status.usage.time"));
+  EXPECT_THAT(error(R"({"gpuMilli": 1, "time": "2026-12-01T20:32:05Z"})"),
+              HasSubstr("halfLifeSeconds"));
+}
+
 }  // namespace
 }  // namespace tessera::records

@@ -2,13 +2,17 @@
 // (Engine::Decide in Mode::kApply: the policy's choice exactly as Mode::kCommit makes it), minus
 // what a replay of ten thousand pods cannot afford and does not use: the engine's ledger keyed by
 // pod name (the replay keeps placements by trace index) and the per-node explanation built for
-// every pod that does not fit. Whether a pod can never fit is the engine's answer, remembered per
-// request shape.
+// every pod that does not fit. Gang members are the exception: the engine's gang rules find the
+// members running by name, so they are placed and released by name. Whether a pod can never fit
+// is the engine's answer, remembered per request shape.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "common/status.h"
 #include "core/engine.h"
 
 namespace tessera::sim {
@@ -16,8 +20,9 @@ namespace tessera::sim {
 class Placer {
  public:
   // `cluster` must outlive the placer.
-  Placer(const core::Cluster& cluster, std::unique_ptr<core::Policy> policy)
-      : engine_(cluster, std::move(policy)) {}
+  Placer(const core::Cluster& cluster, std::unique_ptr<core::Policy> policy,
+         std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels())
+      : engine_(cluster, std::move(policy), std::move(levels)) {}
 
   // kPlaced (and *placement set), kNoFitNow or kNeverFits.
   core::Outcome Place(const core::PodRequest& request, core::Placement* placement) {
@@ -29,6 +34,15 @@ class Placer {
   absl::Status Apply(const core::Placement& placement) { return engine_.ApplyUnnamed(placement); }
   // Returns what a placement made by Place took.
   void Release(const core::Placement& placement) { engine_.Unapply(placement); }
+
+  // Gang members, which the engine keeps by name (its elastic-gang rule looks up the members
+  // running): `pending` (named, oldest first) beside the members named in `running`, as
+  // Engine::PlaceElasticGang decides it; ReleaseMember frees one.
+  std::vector<core::PlacementResult> PlaceGangMembers(std::span<const core::PodRequest> pending,
+                                                      std::span<const std::string> running) {
+    return engine_.PlaceElasticGang(pending, running);
+  }
+  void ReleaseMember(const std::string& name) { TESSERA_CHECK(engine_.Release(name).ok()); }
 
   const core::ClusterState& state() const { return engine_.state(); }
   core::Policy& policy() { return engine_.policy(); }

@@ -17,10 +17,6 @@
 namespace tessera::sim {
 namespace {
 
-constexpr int kQueues = 2;
-constexpr const char* kQueueNames[kQueues] = {"latency", "batch"};
-
-int QueueOf(const std::string& qos) { return qos == "BE" ? 1 : 0; }
 int32_t PriorityOf(const std::string& qos) {
   if (qos == "Guaranteed") return 200;
   if (qos == "LS") return 100;
@@ -71,6 +67,33 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
         StrCat("the latency queue's deserved share must be 0..100%, not ",
                options.latency_deserved_percent));
   }
+  std::vector<QueueTimelineQueue> defs = options.queues;
+  if (defs.empty()) {
+    defs = {{"latency", options.latency_deserved_percent, {"LS", "Guaranteed", "Burstable"}},
+            {"batch", 100 - options.latency_deserved_percent, {"BE"}}};
+  }
+  const int nq = static_cast<int>(defs.size());
+  std::vector<std::string> names;
+  {
+    int total = 0;
+    for (const QueueTimelineQueue& q : defs) {
+      if (q.deserved_percent < 0) {
+        return absl::InvalidArgumentError(StrCat("queue ", q.name, ": a negative deserved share"));
+      }
+      total += q.deserved_percent;
+      names.push_back(q.name);
+    }
+    if (total > 100) {
+      return absl::InvalidArgumentError(
+          StrCat("the queues deserve ", total, "% of the GPUs together: at most 100%"));
+    }
+  }
+  auto queue_of_qos = [&](const std::string& qos) {
+    for (int q = 0; q < nq; ++q) {
+      if (std::find(defs[q].qos.begin(), defs[q].qos.end(), qos) != defs[q].qos.end()) return q;
+    }
+    return -1;
+  };
   core::PolicyOptions po;
   po.seed = options.seed;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy,
@@ -88,19 +111,22 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
 
   core::QueueSet queues;
   {
-    std::vector<core::QueueSpec> specs(kQueues);
-    const int64_t latency = capacity[core::kQueueGpu] * options.latency_deserved_percent / 100;
-    for (int q = 0; q < kQueues; ++q) specs[q].name = kQueueNames[q];
-    specs[0].deserved[core::kQueueGpu] = latency;
-    specs[1].deserved[core::kQueueGpu] = capacity[core::kQueueGpu] - latency;
+    std::vector<core::QueueSpec> specs(nq);
+    for (int q = 0; q < nq; ++q) {
+      specs[q].name = names[q];
+      specs[q].deserved[core::kQueueGpu] =
+          capacity[core::kQueueGpu] * defs[q].deserved_percent / 100;
+    }
     queues.SetSpecs(specs);
     queues.set_implicit(false);
     queues.SetCapacity(capacity);
+    queues.SetHalfLife(std::max<int64_t>(0, options.usage_half_life_s) * 1000);
   }
-  r.queues.resize(kQueues);
-  for (int q = 0; q < kQueues; ++q) r.queues[q].queue = kQueueNames[q];
-  r.queues[0].deserved_gpus = r.capacity_gpus * options.latency_deserved_percent / 100.0;
-  r.queues[1].deserved_gpus = r.capacity_gpus - r.queues[0].deserved_gpus;
+  r.queues.resize(nq);
+  for (int q = 0; q < nq; ++q) {
+    r.queues[q].queue = names[q];
+    r.queues[q].deserved_gpus = r.capacity_gpus * defs[q].deserved_percent / 100.0;
+  }
 
   const size_t n = trace.pods.size();
   std::vector<core::PodRequest> requests(n);
@@ -115,7 +141,11 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
     }
     requests[i] = ToPodRequest(p, StrCat("p", i));
     requests[i].priority = PriorityOf(p.qos);
-    queue_of[i] = QueueOf(p.qos);
+    queue_of[i] = queue_of_qos(p.qos);
+    if (queue_of[i] < 0) {
+      return absl::InvalidArgumentError(
+          StrCat(trace.source, ":", p.line, ": qos \"", p.qos, "\" goes to no queue"));
+    }
     demand[i] = core::DemandOf(requests[i], 32 * 1024);
     first = std::min(first, *p.creation_time);
     last_arrival = std::max(last_arrival, *p.creation_time);
@@ -139,50 +169,78 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
     events.push(Event{arrival(trace.pods[i]), 1, static_cast<int32_t>(i), 0});
   }
   // Waiting pods per queue: highest priority first, then when they began to wait.
-  std::vector<std::set<std::tuple<int32_t, int64_t, int32_t>>> waiting(kQueues);
+  std::vector<std::set<std::tuple<int32_t, int64_t, int32_t>>> waiting(nq);
   std::vector<int64_t> wait_from(n, 0);
   std::vector<uint32_t> gen(n, 0);
   std::vector<int32_t> running;  // pods holding GPUs (or CPU), any order
   std::vector<int32_t> running_pos(n, -1);
-  std::vector<bool> blocked(kQueues, false);
-  std::vector<std::vector<double>> pending(kQueues);
-  std::vector<core::QueueResources> allocated(kQueues);
-  std::vector<core::QueueResources> pending_demand(kQueues);
+  std::vector<bool> blocked(nq, false);
+  std::vector<std::vector<double>> pending(nq);
+  std::vector<core::QueueResources> allocated(nq);
+  std::vector<core::QueueResources> pending_demand(nq);
 
   // Time-weighted figures over the arrival window.
   int64_t now = first;
-  std::vector<double> alloc_integral(kQueues, 0), fair_integral(kQueues, 0);
-  std::vector<double> fair(kQueues, 0);
+  std::vector<double> alloc_integral(nq, 0), fair_integral(nq, 0);
+  std::vector<double> fair(nq, 0);
+  std::vector<bool> wants(nq, false);
   double jain = 1, jain_integral = 0, contended = 0, total_integral = 0;
   bool is_contended = false;
+  // [from, to) (seconds since the first arrival) split over equal buckets of `length`, the
+  // last open-ended: fn(bucket, part).
+  auto split = [](double from, double to, double length, int buckets, auto fn) {
+    while (from < to) {
+      const int k = std::min(buckets - 1, static_cast<int>(from / length));
+      const double edge = k == buckets - 1 ? to : std::min(to, (k + 1) * length);
+      if (edge <= from) break;
+      fn(k, edge - from);
+      from = edge;
+    }
+  };
   // Per period: the same integrals over its part of the window.
   const int periods = options.periods;
   const double period_length = static_cast<double>(window_end - first) / periods;
-  std::vector<std::vector<double>> period_alloc(periods, std::vector<double>(kQueues, 0));
-  std::vector<std::vector<double>> period_fair(periods, std::vector<double>(kQueues, 0));
+  std::vector<std::vector<double>> period_alloc(periods, std::vector<double>(nq, 0));
+  std::vector<std::vector<double>> period_fair(periods, std::vector<double>(nq, 0));
+  std::vector<std::vector<std::vector<double>>> period_pending(
+      periods, std::vector<std::vector<double>>(nq));
+  // Sliding windows of Jain's index: quarter-window buckets of the same integrals, and whether
+  // each queue wanted GPUs at some time in the bucket.
+  const double bucket_length = static_cast<double>(options.jain_window_s) / 4;
+  const int buckets =
+      options.jain_window_s > 0
+          ? std::max(1, static_cast<int>(
+                            std::ceil(static_cast<double>(window_end - first) / bucket_length)))
+          : 0;
+  std::vector<std::vector<double>> bucket_alloc(buckets, std::vector<double>(nq, 0));
+  std::vector<std::vector<double>> bucket_fair(buckets, std::vector<double>(nq, 0));
+  std::vector<std::vector<char>> bucket_wants(buckets, std::vector<char>(nq, 0));
   auto advance = [&](int64_t t) {
     if (t <= now) return;
     const int64_t to = std::min(t, window_end);
     if (to > now) {
       const double dt = static_cast<double>(to - now);
-      for (int q = 0; q < kQueues; ++q) {
+      for (int q = 0; q < nq; ++q) {
         alloc_integral[q] += static_cast<double>(allocated[q][core::kQueueGpu]) * dt;
         fair_integral[q] += fair[q] * dt;
         total_integral += static_cast<double>(allocated[q][core::kQueueGpu]) * dt;
       }
-      // [now, to) split over the periods it spans.
-      double at = static_cast<double>(now - first);
-      const double stop = static_cast<double>(to - first);
-      while (at < stop) {
-        const int k = std::min(periods - 1, static_cast<int>(at / period_length));
-        const double edge = k == periods - 1 ? stop : std::min(stop, (k + 1) * period_length);
-        const double part = std::max(0.0, edge - at);
-        for (int q = 0; q < kQueues; ++q) {
+      const double from_s = static_cast<double>(now - first),
+                   to_s = static_cast<double>(to - first);
+      split(from_s, to_s, period_length, periods, [&](int k, double part) {
+        for (int q = 0; q < nq; ++q) {
           period_alloc[k][q] += static_cast<double>(allocated[q][core::kQueueGpu]) * part;
           period_fair[k][q] += fair[q] * part;
         }
-        if (edge <= at) break;
-        at = edge;
+      });
+      if (buckets > 0) {
+        split(from_s, to_s, bucket_length, buckets, [&](int k, double part) {
+          for (int q = 0; q < nq; ++q) {
+            bucket_alloc[k][q] += static_cast<double>(allocated[q][core::kQueueGpu]) * part;
+            bucket_fair[k][q] += fair[q] * part;
+            bucket_wants[k][q] |= wants[q] ? 1 : 0;
+          }
+        });
       }
       if (is_contended) {
         jain_integral += jain * dt;
@@ -190,15 +248,15 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
       }
     }
     now = t;
+    queues.AdvanceTo(now * 1000);  // what each queue held until now counts in its usage
   };
   auto record = [&]() {
     double sum = 0, squares = 0;
     int wanting = 0;
-    for (int q = 0; q < kQueues; ++q) {
-      fair[q] = static_cast<double>(queues.FairShare(kQueueNames[q])[core::kQueueGpu]);
-      if (allocated[q][core::kQueueGpu] + pending_demand[q][core::kQueueGpu] <= 0 || fair[q] <= 0) {
-        continue;
-      }
+    for (int q = 0; q < nq; ++q) {
+      fair[q] = static_cast<double>(queues.FairShare(names[q])[core::kQueueGpu]);
+      wants[q] = allocated[q][core::kQueueGpu] + pending_demand[q][core::kQueueGpu] > 0;
+      if (!wants[q] || fair[q] <= 0) continue;
       const double x = static_cast<double>(allocated[q][core::kQueueGpu]) / fair[q];
       sum += x;
       squares += x * x;
@@ -212,22 +270,26 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
     const int q = queue_of[i];
     wait_from[i] = now;
     waiting[q].insert({-requests[i].priority, now, i});
-    queues.AddPending(kQueueNames[q], demand[i], 1);
+    queues.AddPending(names[q], demand[i], 1);
     pending_demand[q] += demand[i];
     blocked[q] = false;
   };
   auto begin = [&](int32_t i, const core::Placement& p) {
     const int q = queue_of[i];
     waiting[q].erase({-requests[i].priority, wait_from[i], i});
-    queues.SubPending(kQueueNames[q], demand[i], 1);
+    queues.SubPending(names[q], demand[i], 1);
     pending_demand[q] -= demand[i];
     usage[i] = core::UsageOf(cluster, p);
-    queues.AddAllocated(kQueueNames[q], usage[i]);
+    queues.AddAllocated(names[q], usage[i]);
     allocated[q] += usage[i];
     running_pos[i] = static_cast<int32_t>(running.size());
     running.push_back(i);
     ++r.queues[q].started;
     pending[q].push_back(static_cast<double>(now - wait_from[i]));
+    const int k =
+        std::clamp(static_cast<int>(static_cast<double>(wait_from[i] - first) / period_length), 0,
+                   periods - 1);
+    period_pending[k][q].push_back(static_cast<double>(now - wait_from[i]));
     if (std::optional<int64_t> d = run_time(trace.pods[i])) {
       events.push(Event{now + *d, 0, i, gen[i]});
     }
@@ -235,7 +297,7 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
   auto end = [&](int32_t i) {
     const int q = queue_of[i];
     TESSERA_CHECK(engine.Release(requests[i].name).ok());
-    queues.SubAllocated(kQueueNames[q], usage[i]);
+    queues.SubAllocated(names[q], usage[i]);
     allocated[q] -= usage[i];
     const int32_t pos = running_pos[i];
     running[pos] = running.back();
@@ -244,23 +306,24 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
     running_pos[i] = -1;
   };
 
+  queues.AdvanceTo(first * 1000);  // the usage's clock starts with the replay's
   core::PreemptionPlanner planner(engine, queues);
   std::vector<core::RunningPod> candidates;
   auto serve = [&]() {
     while (true) {
       int32_t top = INT32_MIN;
-      for (int q = 0; q < kQueues; ++q) {
+      for (int q = 0; q < nq; ++q) {
         if (!blocked[q] && !waiting[q].empty())
           top = std::max(top, -std::get<0>(*waiting[q].begin()));
       }
       if (top == INT32_MIN) return;
       std::vector<core::QueueSet::Candidate> cands;
       std::vector<int> cand_queue;
-      for (int q = 0; q < kQueues; ++q) {
+      for (int q = 0; q < nq; ++q) {
         if (blocked[q] || waiting[q].empty()) continue;
         const auto& [neg, at, pod] = *waiting[q].begin();
         if (-neg != top) continue;
-        cands.push_back({kQueueNames[q], core::Arrival{at, pod}});
+        cands.push_back({names[q], core::Arrival{at, pod}});
         cand_queue.push_back(q);
       }
       const int q = cand_queue[cands.size() == 1 ? 0 : queues.Pick(cands)];
@@ -272,19 +335,19 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
       }
       if (placed.outcome == core::Outcome::kNeverFits) {
         waiting[q].erase(waiting[q].begin());
-        queues.SubPending(kQueueNames[q], demand[i], 1);
+        queues.SubPending(names[q], demand[i], 1);
         pending_demand[q] -= demand[i];
         continue;
       }
       if (options.preempt) {
         candidates.clear();
         for (int32_t j : running) {
-          candidates.push_back(core::RunningPod{requests[j].name, kQueueNames[queue_of[j]],
+          candidates.push_back(core::RunningPod{requests[j].name, names[queue_of[j]],
                                                 requests[j].priority, "", "", false});
         }
         core::PreemptionRequest pr;
         pr.members = std::span<const core::PodRequest>(&requests[i], 1);
-        pr.queue = kQueueNames[q];
+        pr.queue = names[q];
         pr.priority = requests[i].priority;
         pr.demand = demand[i];
         const auto t0 = std::chrono::steady_clock::now();
@@ -336,9 +399,15 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
   advance(std::max(now, window_end));
 
   const double window = static_cast<double>(window_end - first);
-  for (int q = 0; q < kQueues; ++q) {
+  auto mean_of = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  for (int q = 0; q < nq; ++q) {
     QueueTimelineStats& s = r.queues[q];
     s.still_waiting = static_cast<int64_t>(waiting[q].size());
+    s.pending_mean = mean_of(pending[q]);
     s.pending_p50 = Percentile(pending[q], 0.5);
     s.pending_p90 = Percentile(pending[q], 0.9);
     s.pending_p99 = Percentile(pending[q], 0.99);
@@ -349,12 +418,42 @@ absl::StatusOr<QueueTimelineResult> RunQueueTimeline(const core::Cluster& cluste
     QueueTimelinePeriod p;
     p.from_hours = k * period_length / 3600.0;
     p.to_hours = (k + 1) * period_length / 3600.0;
-    for (int q = 0; q < kQueues; ++q) {
+    for (int q = 0; q < nq; ++q) {
       p.allocated_gpus.push_back(period_alloc[k][q] / period_length / 1000.0);
       p.fair_share_gpus.push_back(period_fair[k][q] / period_length / 1000.0);
+      p.started.push_back(static_cast<int64_t>(period_pending[k][q].size()));
+      p.pending_mean_s.push_back(mean_of(period_pending[k][q]));
+      p.pending_p90_s.push_back(Percentile(period_pending[k][q], 0.9));
     }
     r.periods.push_back(std::move(p));
   }
+  // Sliding windows of four buckets, stepped by one.
+  double window_sum = 0;
+  r.jain_window_min = 1;
+  for (int b = 0; b + 4 <= std::max(buckets, 4) && b < buckets; ++b) {
+    double sum = 0, squares = 0;
+    int wanting = 0;
+    for (int q = 0; q < nq; ++q) {
+      double a = 0, f = 0;
+      bool wanted = false;
+      for (int k = b; k < std::min(buckets, b + 4); ++k) {
+        a += bucket_alloc[k][q];
+        f += bucket_fair[k][q];
+        wanted |= bucket_wants[k][q] != 0;
+      }
+      if (!wanted || f <= 0) continue;
+      sum += a / f;
+      squares += (a / f) * (a / f);
+      ++wanting;
+    }
+    if (wanting < 2 || squares <= 0) continue;
+    const double j = sum * sum / (wanting * squares);
+    ++r.jain_windows;
+    window_sum += j;
+    r.jain_window_min = std::min(r.jain_window_min, j);
+  }
+  r.jain_window_mean = r.jain_windows > 0 ? window_sum / static_cast<double>(r.jain_windows) : 0;
+  if (r.jain_windows == 0) r.jain_window_min = 0;
   r.jain = contended > 0 ? jain_integral / contended : 1.0;
   r.contended_hours = contended / 3600.0;
   r.mean_allocation =

@@ -31,23 +31,44 @@
 
 namespace tessera::sim {
 
+// A queue of the replay, and the pods that go to it by the trace's qos column.
+struct QueueTimelineQueue {
+  std::string name;
+  int deserved_percent = 0;      // of the GPUs
+  std::vector<std::string> qos;  // e.g. {"BE"}; a pod's priority still comes from its qos
+};
+
 struct QueueTimelineOptions {
   std::string policy = "tessera";
   uint64_t seed = 42;
   double speedup = 1;   // arrival gaps divided by this
   bool preempt = true;  // reclaim and priority preemption
   int latency_deserved_percent = 50;
+  // The queues; empty: `latency` (LS, Guaranteed, Burstable; latency_deserved_percent) and
+  // `batch` (BE; the rest), as above. Every pod's qos must be in one queue's list.
+  std::vector<QueueTimelineQueue> queues;
   // The arrival window is cut into this many equal periods, each reported with its queues'
   // time-weighted allocation and fair share (allocation against deserved share over time).
   int periods = 12;
+  // Fair share that remembers: the queues' usage half-life in seconds of the replay's clock
+  // (core/queues/usage_history.h); 0 orders by what the queues hold now.
+  int64_t usage_half_life_s = 0;
+  // Jain's index over sliding windows of this many seconds (stepped by a quarter window) of
+  // the arrival window, each of every queue's time-weighted allocation against its fair share
+  // in the window (queues that wanted GPUs in it); 0: not computed.
+  int64_t jain_window_s = 0;
 };
 
 // One period of the arrival window: per queue (in QueueTimelineResult::queues' order), the
-// time-weighted mean GPUs allocated and fair share over it.
+// time-weighted mean GPUs allocated and fair share over it, and the pending times of the pods
+// that began to wait in it (arrived, or were evicted) and started.
 struct QueueTimelinePeriod {
   double from_hours = 0, to_hours = 0;  // since the first arrival (compressed time)
   std::vector<double> allocated_gpus;
   std::vector<double> fair_share_gpus;
+  std::vector<int64_t> started;        // of the pods that began to wait in the period
+  std::vector<double> pending_mean_s;  // their mean pending time
+  std::vector<double> pending_p90_s;
 };
 
 struct QueueTimelineStats {
@@ -56,7 +77,7 @@ struct QueueTimelineStats {
   int64_t started = 0;        // starts, restarts after eviction included
   int64_t still_waiting = 0;  // at the end of the trace
   int64_t evicted = 0;        // times its pods were evicted
-  double pending_p50 = 0, pending_p90 = 0, pending_p99 = 0;  // seconds
+  double pending_p50 = 0, pending_p90 = 0, pending_p99 = 0, pending_mean = 0;  // seconds
   double deserved_gpus = 0;
   double mean_allocated_gpus = 0;  // time-weighted over the arrival window
   double mean_fair_share_gpus = 0;
@@ -74,6 +95,9 @@ struct QueueTimelineResult {
   double plan_ms_total = 0;    // their CPU time, wall clock
   double jain = 0;             // time-weighted Jain's index of allocation / fair share
   double contended_hours = 0;  // time at least two queues wanted GPUs
+  // Over the sliding windows (jain_window_s) where at least two queues wanted GPUs.
+  int64_t jain_windows = 0;
+  double jain_window_min = 0, jain_window_mean = 0;
   double mean_allocation = 0;  // % of GPUs, time-weighted
   std::vector<QueueTimelineStats> queues;
   std::vector<QueueTimelinePeriod> periods;

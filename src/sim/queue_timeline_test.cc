@@ -88,6 +88,44 @@ TEST(QueueTimeline, PriorityPreemptionInsideAQueue) {
   EXPECT_EQ(r->queues[0].still_waiting, 0);
 }
 
+// Fair share that remembers: one GPU, two teams deserving half each. `burst` held the GPU from 0
+// to 100 and has another pod waiting since 10; `steady` has one waiting since 20. At 100 both hold
+// nothing: by current allocation they tie and burst's older pod goes first (steady waits until
+// 200); with a 100 s half-life burst's usage (the GPU for one half-life: half a GPU, its whole
+// fair share) puts steady first.
+TEST(QueueTimeline, DecayedUsageServesTheSteadyTeamAfterABurst) {
+  core::Cluster c = core::testing::ClusterBuilder().Node("n").Gpus(1, "A100-80GB").Build();
+  PodTrace trace;
+  trace.source = "test";
+  trace.has_times = true;
+  trace.pods = {At("b0", "burst", 0, 100), At("b1", "burst", 10, 110), At("s0", "steady", 20, 120),
+                At("end", "steady", 300, 301)};
+  QueueTimelineOptions o;
+  o.preempt = false;
+  o.queues = {{"burst", 50, {"burst"}}, {"steady", 50, {"steady"}}};
+  o.jain_window_s = 100;
+  o.periods = 3;  // 0-100, 100-200, 200-300
+  absl::StatusOr<QueueTimelineResult> now_only = RunQueueTimeline(c, trace, o);
+  ASSERT_TRUE(now_only.ok()) << now_only.status();
+  EXPECT_EQ(now_only->queues[1].queue, "steady");
+  EXPECT_DOUBLE_EQ(now_only->periods[0].pending_mean_s[1], 180);  // s0: 20 to 200
+  EXPECT_DOUBLE_EQ(now_only->periods[0].pending_mean_s[0], 45);   // b0 0, b1 90
+  o.usage_half_life_s = 100;
+  absl::StatusOr<QueueTimelineResult> remembers = RunQueueTimeline(c, trace, o);
+  ASSERT_TRUE(remembers.ok()) << remembers.status();
+  EXPECT_DOUBLE_EQ(remembers->periods[0].pending_mean_s[1], 80);  // s0: 20 to 100
+  EXPECT_DOUBLE_EQ(remembers->periods[0].pending_mean_s[0], 95);  // b1: 10 to 200
+  // Jain's index over sliding 100 s windows: in the first, burst holds the GPU (twice its fair
+  // share of half a GPU) and steady, which wants it from 20, nothing: (2 + 0)^2 / (2 x 4) = 0.5.
+  // One team holds the only GPU throughout, so every window is as unfair either way.
+  EXPECT_GT(remembers->jain_windows, 0);
+  EXPECT_DOUBLE_EQ(remembers->jain_window_min, 0.5);
+  EXPECT_DOUBLE_EQ(now_only->jain_window_min, 0.5);
+  // A qos no queue takes is an error.
+  o.queues = {{"burst", 50, {"burst"}}};
+  EXPECT_FALSE(RunQueueTimeline(c, trace, o).ok());
+}
+
 TEST(QueueTimeline, RefusesTracesWithoutTimes) {
   core::Cluster c = core::testing::ClusterBuilder().Node("n").Gpus(1, "A100-80GB").Build();
   PodTrace trace;

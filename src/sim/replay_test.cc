@@ -175,6 +175,76 @@ TEST(Timeline, DefragmentationStartsABigPodSooner) {
   EXPECT_EQ(later->defrag_searches, 0);
 }
 
+// The example of timeline.h: an 8-GPU pod of 100 s arrives when its node has 4 GPUs free, and the
+// other 4 free up 20 s later.
+TEST(Timeline, ElasticGangStartsAtItsMinAndGrows) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\nn,96000,262144,8,V100M32\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "small,8000,1024,4,1000,,LS,Running,0,20,0\n"
+                    "big,16000,8192,8,1000,,LS,Running,0,100,0\n");
+  TimelineOptions o;
+  o.policy = "tessera";
+  o.gang_min_gpus = 8;
+  o.gang_min_percent = 50;
+  absl::StatusOr<TimelineResult> elastic = RunTimeline(c, t, o);
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  EXPECT_EQ(elastic->gangs.gangs, 1);
+  EXPECT_EQ(elastic->gangs.started, 1);
+  EXPECT_EQ(elastic->gangs.full, 1);
+  EXPECT_EQ(elastic->started, 2);
+  EXPECT_EQ(elastic->waited, 0);  // it started with 4 members on arrival
+  EXPECT_DOUBLE_EQ(elastic->gangs.start_p50, 0);
+  EXPECT_DOUBLE_EQ(elastic->gangs.full_p50, 20);
+  EXPECT_DOUBLE_EQ(elastic->gangs.member_wait_gpu_hours, 80.0 / 3600);
+  EXPECT_DOUBLE_EQ(elastic->gangs.stretch, 1.1);  // ended at 110
+  EXPECT_EQ(elastic->still_waiting, 0);
+
+  // At 100% it is the pod itself: it waits for all 8 GPUs and runs its 100 s.
+  o.gang_min_percent = 100;
+  absl::StatusOr<TimelineResult> rigid = RunTimeline(c, t, o);
+  ASSERT_TRUE(rigid.ok()) << rigid.status();
+  EXPECT_EQ(rigid->waited, 1);
+  EXPECT_DOUBLE_EQ(rigid->gangs.start_p50, 20);
+  EXPECT_DOUBLE_EQ(rigid->gangs.full_p50, 20);
+  EXPECT_DOUBLE_EQ(rigid->gangs.member_wait_gpu_hours, 0);
+  EXPECT_DOUBLE_EQ(rigid->gangs.stretch, 1.0);
+  o.gang_min_gpus = 0;  // the pod as a pod: the same waits
+  absl::StatusOr<TimelineResult> pod = RunTimeline(c, t, o);
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->gangs.gangs, 0);
+  EXPECT_DOUBLE_EQ(pod->multi_gpu.max, rigid->multi_gpu.max);
+  EXPECT_DOUBLE_EQ(pod->wait_gpu_hours, rigid->wait_gpu_hours);
+}
+
+// A gang keeps to one node, as the pod did: it does not take GPUs free on another node to grow,
+// and a gang larger than any node never fits.
+TEST(Timeline, ElasticGangKeepsToOneNode) {
+  core::Cluster c = Nodes(
+      "sn,cpu_milli,memory_mib,gpu,model\n"
+      "a,32000,262144,4,V100M16\nb,32000,262144,4,V100M16\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "x,1000,1024,2,1000,,LS,Running,0,50,0\n"
+                    "y,1000,1024,2,1000,,LS,Running,0,50,0\n"
+                    "g,1000,1024,4,1000,,LS,Running,1,10,1\n"
+                    "huge,1000,1024,8,1000,,LS,Running,2,10,2\n");
+  TimelineOptions o;
+  o.policy = "spread";  // x and y on different nodes: 2 GPUs free on each
+  o.gang_min_gpus = 4;
+  o.gang_min_percent = 50;
+  absl::StatusOr<TimelineResult> r = RunTimeline(c, t, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->gangs.gangs, 2);
+  EXPECT_EQ(r->never_fits, 1);  // huge
+  EXPECT_EQ(r->gangs.started, 1);
+  EXPECT_DOUBLE_EQ(r->gangs.start_p50, 0);
+  // It starts at 1 with the 2 GPUs of one node, never takes the other node's 2, and does its 4 x
+  // 9 member-seconds with 2 members by 19, before x and y leave: never full, twice as long.
+  EXPECT_EQ(r->gangs.full, 0);
+  EXPECT_DOUBLE_EQ(r->gangs.stretch, 2.0);
+  EXPECT_DOUBLE_EQ(r->gangs.member_wait_gpu_hours, 2 * 18 / 3600.0);
+  EXPECT_EQ(r->still_waiting, 0);
+}
+
 TEST(Timeline, PodsThatNeverStartAreCounted) {
   core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\nn,8000,65536,1,T4\n");
   PodTrace t = Pods(std::string(kTimedHeader) +

@@ -21,6 +21,10 @@
 namespace tessera::sim {
 namespace {
 
+// Elastic gangs keep to one node: the topology level, and the label naming each node.
+constexpr std::string_view kNodeLevel = "node";
+constexpr std::string_view kNodeLevelLabel = "kubernetes.io/hostname";
+
 double Percentile(std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
   const double pos = q * static_cast<double>(sorted.size() - 1);
@@ -207,6 +211,25 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   policy_options.typical_tasks = options.typical_tasks;
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<core::Policy> policy,
                            core::CreatePolicy(options.policy, policy_options));
+  if (options.gang_min_gpus > 0 && options.defrag_max_moves > 0) {
+    return absl::InvalidArgumentError(
+        "elastic gangs and defragmentation plans together are not modelled (a plan would not "
+        "see the gangs' members)");
+  }
+  if (options.gang_min_percent < 1 || options.gang_min_percent > 100) {
+    return absl::InvalidArgumentError(
+        StrCat("gang_min_percent ", options.gang_min_percent, ": expected 1..100"));
+  }
+  // Gangs keep to one node, as the pods they stand for did: a topology level whose domains are
+  // the nodes (a label naming each node).
+  std::optional<core::Cluster> labelled;
+  std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
+  if (options.gang_min_gpus > 0) {
+    std::vector<core::NodeSpec> specs = cluster.nodes();
+    for (core::NodeSpec& spec : specs) spec.labels[std::string(kNodeLevelLabel)] = spec.name;
+    TESSERA_ASSIGN_OR_RETURN(labelled, core::Cluster::Create(std::move(specs)));
+    levels.push_back({std::string(kNodeLevel), std::string(kNodeLevelLabel)});
+  }
   TimelineResult r;
   r.policy = options.policy;
   r.seed = options.seed;
@@ -216,7 +239,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   if (r.capacity_milli == 0) {
     return absl::InvalidArgumentError("the cluster has no GPUs: allocation ratios need GPUs");
   }
-  Placer placer(cluster, std::move(policy));
+  Placer placer(labelled ? *labelled : cluster, std::move(policy), std::move(levels));
   // Pods that can never fit are rejected, not queued: they are no demand.
   std::vector<bool> can_fit(trace.pods.size());
   for (size_t i = 0; i < trace.pods.size(); ++i) {
@@ -245,6 +268,48 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   }
   std::vector<int64_t> arrival(n);
   for (size_t i = 0; i < n; ++i) arrival[i] = clock.Arrival(pod_of(static_cast<int32_t>(i)));
+  // Elastic gangs: the pods that run as gangs (gang_of: index into gangs, -1 for a pod).
+  struct Gang {
+    std::vector<core::PodRequest> members;  // in the order they join
+    std::vector<std::string> running;       // the first running.size() members, placed
+    int64_t start = -1;                     // when it reached its min
+    int64_t full = -1;                      // when it first ran all its members
+    int64_t traced = -1;                    // its traced run time (-1: runs to the end)
+    int64_t work = 0;                       // member-seconds left
+    int64_t since = 0;                      // when `work` was brought up to date
+    int64_t end = -1;                       // when it ends at its present pace (-1: not running)
+    size_t waiting = SIZE_MAX;              // its entry in `waiting` (below), once it waited
+  };
+  std::vector<int32_t> gang_of(n, -1);
+  std::vector<Gang> gangs;
+  if (options.gang_min_gpus > 0) {
+    for (size_t i = 0; i < n; ++i) {
+      const TracePod& p = pod_of(static_cast<int32_t>(i));
+      if (p.num_gpu < options.gang_min_gpus || p.gpu_milli < 1000) continue;
+      const int32_t k = p.num_gpu;
+      Gang g;
+      g.traced = TimelineClock::RunTime(p).value_or(-1);
+      core::GangAsk ask;
+      ask.name = requests[i].name;
+      ask.size = k;
+      ask.level = std::string(kNodeLevel);
+      ask.required = true;
+      ask.min = std::max<int32_t>(1, (k * options.gang_min_percent + 99) / 100);
+      for (int32_t j = 0; j < k; ++j) {
+        core::PodRequest m = requests[i];
+        m.name = StrCat(requests[i].name, "-m", j);
+        m.gpu = core::GpuAsk::Whole(1);
+        m.cpu_milli = (requests[i].cpu_milli + k - 1) / k;
+        m.memory_mib = (requests[i].memory_mib + k - 1) / k;
+        m.gang = ask;
+        g.members.push_back(std::move(m));
+      }
+      gang_of[i] = static_cast<int32_t>(gangs.size());
+      gangs.push_back(std::move(g));
+    }
+  }
+  r.gangs.gangs = static_cast<int64_t>(gangs.size());
+  double member_wait_seconds = 0;  // GPUs x seconds
   const int64_t first = clock.first();
   const int64_t window_end = clock.window_end();
   // Offered load: demand running (if all fit) averaged over the arrival window.
@@ -332,7 +397,9 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   };
   std::vector<char> running(n, 0);
   std::function<void(int32_t)> started;
+  std::function<bool(int32_t)> try_gang;
   auto try_start = [&](int32_t i) {
+    if (gang_of[i] >= 0) return try_gang(i);
     if (placer.Place(requests[i], &placed[i]) != core::Outcome::kPlaced) {
       if (options.on_refused) options.on_refused(pods[i], now, placer.state());
       return false;
@@ -340,10 +407,8 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     started(i);
     return true;
   };
-  started = [&](int32_t i) {
-    running[i] = 1;
-    if (options.on_start) options.on_start(pods[i], arrival[i], now, placed[i], placer.state());
-    if (classifier) classifier->Started(i, placed[i]);
+  // A pod, or a gang reaching its min, starts: its pending time.
+  auto count_start = [&](int32_t i) {
     ++r.started;
     const double wait = static_cast<double>(now - arrival[i]);
     if (wait > 0) {
@@ -355,14 +420,60 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     pending.push_back(wait);
     if (is_whole(i)) pending_whole.push_back(wait);
     if (is_multi(i)) pending_multi.push_back(wait);
+  };
+  started = [&](int32_t i) {
+    running[i] = 1;
+    if (options.on_start) options.on_start(pods[i], arrival[i], now, placed[i], placer.state());
+    if (classifier) classifier->Started(i, placed[i]);
+    count_start(i);
     if (std::optional<int64_t> d = TimelineClock::RunTime(pod_of(i))) {
       events.push(Event{now + *d, 0, i});
     }
   };
+  // A running gang's work and its members' waiting, brought up to now at its pace since.
+  auto gang_progress = [&](Gang& g) {
+    if (g.start < 0 || g.running.empty() || now <= g.since) return;
+    const int64_t dt = now - g.since;
+    const int64_t running_members = static_cast<int64_t>(g.running.size());
+    if (g.traced >= 0) g.work = std::max<int64_t>(0, g.work - running_members * dt);
+    member_wait_seconds +=
+        static_cast<double>(static_cast<int64_t>(g.members.size()) - running_members) *
+        static_cast<double>(dt);
+    g.since = now;
+  };
+  try_gang = [&](int32_t i) {
+    Gang& g = gangs[gang_of[i]];
+    const size_t r0 = g.running.size();
+    const std::span<const core::PodRequest> waiting_members(g.members.data() + r0,
+                                                            g.members.size() - r0);
+    const std::vector<core::PlacementResult> results =
+        placer.PlaceGangMembers(waiting_members, g.running);
+    size_t joined = 0;
+    while (joined < results.size() && results[joined].placed()) ++joined;
+    if (joined == 0) return false;
+    gang_progress(g);
+    for (size_t k = 0; k < joined; ++k) g.running.push_back(waiting_members[k].name);
+    if (g.start < 0) {
+      g.start = g.since = now;
+      g.work = g.traced >= 0 ? g.traced * static_cast<int64_t>(g.members.size()) : 0;
+      ++r.gangs.started;
+      count_start(i);
+    }
+    if (g.running.size() == g.members.size() && g.full < 0) {
+      g.full = now;
+      ++r.gangs.full;
+    }
+    if (g.traced >= 0) {  // its end at the present pace
+      const int64_t members = static_cast<int64_t>(g.running.size());
+      g.end = now + (g.work + members - 1) / members;
+      events.push(Event{g.end, 0, i});
+    }
+    return g.running.size() == g.members.size();
+  };
   // The shape did not fit at a try: remember what the cluster offered it.
   auto refused = [&](Waiting& w, int32_t i) {
     w.blocked = true;
-    if (!classifier) return;
+    if (!classifier || gang_of[i] >= 0) return;
     const int cls = classifier->Classify(
         placer.state(), core::EffectiveRequest(placer.policy(), requests[i]).get());
     w.time = w.At(now);
@@ -384,12 +495,32 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
       }
     }
   };
-  auto release = [&](int32_t i) {
-    running[i] = 0;
-    placer.Release(placed[i]);
-    // The pod ran out and left: tell the policy, as Engine::Release does.
-    placer.policy().OnReleased(placer.state(), placed[i]);
-    if (classifier) classifier->Left(i, placed[i]);
+  std::vector<double> stretches;  // gangs that ended: run time / traced run time
+  // A departure event: a pod leaves, or a gang whose end it still is (a gang that grew since
+  // has a later one); a gang's members still waiting leave with it.
+  auto depart = [&](const Event& e) {
+    const int32_t i = e.pod;
+    if (gang_of[i] < 0) {
+      running[i] = 0;
+      placer.Release(placed[i]);
+      // The pod ran out and left: tell the policy, as Engine::Release does.
+      placer.policy().OnReleased(placer.state(), placed[i]);
+      if (classifier) classifier->Left(i, placed[i]);
+      return;
+    }
+    Gang& g = gangs[gang_of[i]];
+    if (g.end != e.time || g.running.empty()) return;
+    gang_progress(g);
+    for (const std::string& member : g.running) placer.ReleaseMember(member);
+    g.running.clear();
+    g.end = -1;
+    if (g.traced > 0) {
+      stretches.push_back(static_cast<double>(now - g.start) / static_cast<double>(g.traced));
+    }
+    if (g.waiting != SIZE_MAX && !waiting[g.waiting].pods.empty()) {
+      waiting[g.waiting].pods.clear();
+      --waiting_count;
+    }
   };
 
   plan::DefragOptions defrag_options;
@@ -457,16 +588,36 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     events.pop();
     advance(e.time);
     if (e.kind == 0) {
-      release(e.pod);
+      depart(e);
       // Everything that departs at this moment leaves before anyone is retried.
       while (!events.empty() && events.top().time == e.time && events.top().kind == 0) {
         const Event d = events.top();
         events.pop();
-        release(d.pod);
+        depart(d);
       }
       if (waiting_count > 0) retry_waiting();
       if (waiting_count > 0 && options.defrag_max_moves > 0) defragment();
       record();
+      continue;
+    }
+    if (gang_of[e.pod] >= 0) {
+      // A gang waits in an entry of its own (its members differ from any other's), started or
+      // not, until all its members run.
+      if (try_gang(e.pod)) {
+        record();
+        continue;
+      }
+      if (!can_fit[pods[e.pod]]) {
+        ++r.never_fits;
+        continue;
+      }
+      Gang& g = gangs[gang_of[e.pod]];
+      g.waiting = waiting.size();
+      waiting.emplace_back();
+      waiting.back().blocked = true;
+      waiting.back().pods.push_back(e.pod);
+      ++waiting_count;
+      if (g.start >= 0) record();
       continue;
     }
     const core::EffectiveRequest effective(placer.policy(), requests[e.pod]);
@@ -501,9 +652,15 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   }
   advance(std::max(last, window_end));
   const int64_t end = now;
+  for (Gang& g : gangs) gang_progress(g);  // gangs that run to the end
   r.still_waiting = waiting_count;
   for (const Waiting& w : waiting) {
     for (int32_t i : w.pods) {
+      if (gang_of[i] >= 0 && gangs[gang_of[i]].start >= 0) {
+        --r.still_waiting;  // running, short of members: counted in member_wait_gpu_hours
+        continue;
+      }
+      if (gang_of[i] >= 0) ++r.gangs.still_waiting;
       r.wait_gpu_hours += gpus_asked(i) * static_cast<double>(end - arrival[i]) / 3600.0;
       if (is_whole(i)) ++r.whole_gpu.still_waiting;
       if (is_multi(i)) ++r.multi_gpu.still_waiting;
@@ -523,6 +680,28 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   }
   Summarise(std::move(pending_whole), &r.whole_gpu);
   Summarise(std::move(pending_multi), &r.multi_gpu);
+  if (!gangs.empty()) {
+    std::vector<double> to_start, to_full;
+    for (size_t k = 0; k < n; ++k) {
+      if (gang_of[k] < 0) continue;
+      const Gang& g = gangs[gang_of[k]];
+      if (g.start >= 0) to_start.push_back(static_cast<double>(g.start - arrival[k]));
+      if (g.full >= 0) to_full.push_back(static_cast<double>(g.full - arrival[k]));
+    }
+    PendingStats start, full;
+    Summarise(std::move(to_start), &start);
+    Summarise(std::move(to_full), &full);
+    r.gangs.start_p50 = start.p50;
+    r.gangs.start_p99 = start.p99;
+    r.gangs.start_mean = start.mean;
+    r.gangs.full_p50 = full.p50;
+    r.gangs.full_p99 = full.p99;
+    r.gangs.full_max = full.max;
+    r.gangs.member_wait_gpu_hours = member_wait_seconds / 3600.0;
+    double sum = 0;
+    for (double x : stretches) sum += x;
+    r.gangs.stretch = stretches.empty() ? 0 : sum / static_cast<double>(stretches.size());
+  }
 
   // The offered demand of the pods that can fit: the waiting bound, and the peak window.
   const DemandSteps demand = OfferedDemand(trace, clock, pods, &can_fit);
@@ -613,6 +792,27 @@ TimelineResult MeanOfTimelines(const std::vector<TimelineResult>& runs) {
     g.p99 = of(&PendingStats::p99);
     g.max = of(&PendingStats::max);
     g.mean = of(&PendingStats::mean);
+  }
+  {
+    auto of = [&](auto field) {
+      double s = 0;
+      for (const TimelineResult& r : runs) s += static_cast<double>(r.gangs.*field);
+      return s / k;
+    };
+    auto count_of = [&](auto field) { return static_cast<int64_t>(std::llround(of(field))); };
+    GangStats& g = m.gangs;
+    g.gangs = count_of(&GangStats::gangs);
+    g.started = count_of(&GangStats::started);
+    g.full = count_of(&GangStats::full);
+    g.still_waiting = count_of(&GangStats::still_waiting);
+    g.start_p50 = of(&GangStats::start_p50);
+    g.start_p99 = of(&GangStats::start_p99);
+    g.start_mean = of(&GangStats::start_mean);
+    g.full_p50 = of(&GangStats::full_p50);
+    g.full_p99 = of(&GangStats::full_p99);
+    g.full_max = of(&GangStats::full_max);
+    g.member_wait_gpu_hours = of(&GangStats::member_wait_gpu_hours);
+    g.stretch = of(&GangStats::stretch);
   }
   m.wait_gpu_hours = mean(&TimelineResult::wait_gpu_hours);
   m.wait_gpu_hours_bound = mean(&TimelineResult::wait_gpu_hours_bound);

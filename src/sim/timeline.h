@@ -33,6 +33,22 @@
 //    pods fill them: not a loss of how shares were placed).
 //  - The allocation figures cover the arrival window (first to last arrival); afterwards the
 //    cluster only drains.
+//  - Elastic gangs (`gang_min_gpus`): each pod asking at least that many whole GPUs runs as a gang
+//    of as many one-GPU members (its CPU and memory split among them), which must share one node
+//    (as the pod did) and is placed by the engine's elastic-gang rule (Engine::PlaceElasticGang):
+//    it starts once `gang_min_percent` of its members fit together, takes as many more as fit
+//    then, and grows on its node as GPUs there free up (the members still waiting are tried with
+//    the other waiting pods, after every departure). Its work is the pod's GPUs x its traced run
+//    time, done at the pace of the members running: a gang that starts with half its members and
+//    never grows runs twice as long; one that grows speeds up. At 100% it is a rigid gang (all
+//    members at once, on one node), which is the pod itself. Reported per gang: the wait to start
+//    (with the pods' pending times, as the pod's), the wait to full size, the GPU-hours its
+//    members waited while it ran, and how much longer than traced it ran.
+//    Example: an 8-GPU pod that runs 100 s arrives when its best node has 4 GPUs free, and 4 more
+//    free up 20 s later: with gang_min_percent 50 it starts at once with 4 members and is full
+//    20 s later; 4 x 20 = 80 member-seconds of its 800 are done by then, the other 720 at 8 a
+//    second: it ends 110 s after it arrived (not waiting 20 s and ending at 120 s), and its members
+//    waited 4 x 20 s = 80 GPU-seconds while it ran.
 // Example: one 1-GPU node; pod a arrives at 0 and runs 10 s, pod b arrives at 2: b waits until
 // a leaves at 10 and then runs; b's pending time is 8 s, 8 GPU-seconds of waiting, and the bound
 // is 8 GPU-seconds too (from 2 to 10 the offered demand is 2 GPUs on 1).
@@ -72,6 +88,9 @@ struct TimelineOptions {
   int64_t defrag_after_s = 0;
   int defrag_min_gpus = 2;
   int64_t defrag_max_checks = 2000;
+  // Elastic gangs (above); 0: off (every pod is a pod). Not with defragmentation.
+  int gang_min_gpus = 0;
+  int gang_min_percent = 100;  // of a gang's members, rounded up: the fewest it starts with
   // Optional, for diagnostics (churn_bench): called when a pod is tried and does not fit (on
   // arrival and on each retry), with the cluster's state then, and when a pod starts. `pod` is
   // its index in trace.pods (a clone gives the index of the pod it copies).
@@ -87,6 +106,18 @@ struct PendingStats {
   int64_t waited = 0;                                   // started after waiting
   int64_t still_waiting = 0;                            // never started before the trace ended
   double p50 = 0, p90 = 0, p99 = 0, max = 0, mean = 0;  // over the pods that started
+};
+
+// The pods run as gangs (gang_min_gpus).
+struct GangStats {
+  int64_t gangs = 0;                                    // pods run as gangs
+  int64_t started = 0;                                  // reached their min
+  int64_t full = 0;                                     // ran all their members at some point
+  int64_t still_waiting = 0;                            // never started before the trace ended
+  double start_p50 = 0, start_p99 = 0, start_mean = 0;  // arrival to start, s, over started
+  double full_p50 = 0, full_p99 = 0, full_max = 0;      // arrival to full size, s, over full
+  double member_wait_gpu_hours = 0;  // members waiting while their gang ran, GPUs x hours
+  double stretch = 0;                // mean over the gangs that ended: run time / traced run time
 };
 
 // GPU-hours of waiting by what the cluster offered the waiting pod (classify_waits).
@@ -115,6 +146,7 @@ struct TimelineResult {
   double wait_gpu_hours = 0;        // GPUs asked x time waited, summed over the pods
   double wait_gpu_hours_bound = 0;  // no policy waits less (timeline_load.h)
   WaitSplit wait_split;             // with classify_waits
+  GangStats gangs;                  // with gang_min_gpus
   double mean_allocation = 0;  // time-weighted GPU allocation ratio, %, over the arrival window
   double peak_allocation = 0;
   double peak_window_allocation = 0;  // mean allocation while the demand is >= 90% of its peak

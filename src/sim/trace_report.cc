@@ -145,6 +145,24 @@ nlohmann::json TimelineJson(const TraceRunInfo& info,
                     {"wait_gpu_hours", Round(m.wait_gpu_hours, 4)},
                     {"wait_gpu_hours_bound", Round(m.wait_gpu_hours_bound, 4)},
                     {"wait_gpu_hours_split", info.classify_waits ? split : nlohmann::json()},
+                    {"gangs", info.gang_min_percent > 0
+                                  ? nlohmann::json{{"min_percent", info.gang_min_percent},
+                                                   {"gangs", m.gangs.gangs},
+                                                   {"started", m.gangs.started},
+                                                   {"full", m.gangs.full},
+                                                   {"still_waiting", m.gangs.still_waiting},
+                                                   {"start_seconds",
+                                                    {{"p50", Round(m.gangs.start_p50, 3)},
+                                                     {"p99", Round(m.gangs.start_p99, 3)},
+                                                     {"mean", Round(m.gangs.start_mean, 3)}}},
+                                                   {"full_seconds",
+                                                    {{"p50", Round(m.gangs.full_p50, 3)},
+                                                     {"p99", Round(m.gangs.full_p99, 3)},
+                                                     {"max", Round(m.gangs.full_max, 3)}}},
+                                                   {"member_wait_gpu_hours",
+                                                    Round(m.gangs.member_wait_gpu_hours, 4)},
+                                                   {"stretch", Round(m.gangs.stretch, 4)}}
+                                  : nlohmann::json()},
                     {"mean_allocation_ratio", Round(m.mean_allocation, 4)},
                     {"peak_allocation_ratio", Round(m.peak_allocation, 4)},
                     {"peak_window_allocation_ratio", Round(m.peak_window_allocation, 4)},
@@ -243,6 +261,22 @@ std::string TimelineTable(const TraceRunInfo& info,
                                 p.policy, m.whole_gpu.waited, m.whole_gpu.p99, m.multi_gpu.waited,
                                 m.multi_gpu.p99, m.wait_gpu_hours, m.wait_gpu_hours_bound,
                                 m.peak_window_allocation));
+  }
+  if (info.gang_min_percent > 0) {
+    StrAppend(&out, fmt::format("\nPods of 2+ whole GPUs as elastic gangs starting at {}% of their "
+                                "members (waits in s):\n",
+                                info.gang_min_percent));
+    StrAppend(&out, fmt::format("{:<16} {:>6} {:>19} {:>19} {:>10} {:>17} {:>8}\n", "policy",
+                                "gangs", "to start p50/p99", "to full p50/p99", "never full",
+                                "members wait GPU-h", "stretch"));
+    for (const TimelinePolicyRuns& p : results) {
+      const GangStats& g = p.mean.gangs;
+      StrAppend(&out,
+                fmt::format("{:<16} {:>6} {:>9.1f}/{:<9.1f} {:>9.1f}/{:<9.1f} {:>10} {:>17.2f} "
+                            "{:>8.2f}\n",
+                            p.policy, g.gangs, g.start_p50, g.start_p99, g.full_p50, g.full_p99,
+                            g.started - g.full, g.member_wait_gpu_hours, g.stretch));
+    }
   }
   if (info.classify_waits) {
     StrAppend(&out, "\nGPU-hours of waiting by what the cluster offered the waiting pod:\n");

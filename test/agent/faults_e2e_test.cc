@@ -55,6 +55,7 @@ class World {
   const std::string& error() const { return error_; }
   pid_t agent_pid() const { return agent_pid_; }
   std::string AgentLog() const { return Read(Cp().FindNode(kNode)->dir + "/agent.log"); }
+  std::string PodsDir() const { return dir_ + "/pods"; }
   std::string SchedulerLog() const { return scheduler_ ? scheduler_->Log() : ""; }
 
  private:
@@ -72,32 +73,37 @@ class World {
   std::string Setup() {
     const Node* n = Cp().FindNode(kNode);
     if (n == nullptr) return "no node gpu-n";
-    absl::StatusOr<pid_t> pid = Cp().NodeSpawn(kNode, "agent",
-                                               {TESSERA_BINARY,
-                                                "agent",
-                                                "--node-name",
-                                                kNode,
-                                                "--gpus-file",
-                                                n->fake_gpus,
-                                                "--dev-dir",
-                                                n->dev_dir,
-                                                "--pods-dir",
-                                                dir_ + "/pods",
-                                                "--shim-install-dir",
-                                                dir_ + "/lib",
-                                                "--mps-root",
-                                                dir_ + "/mps",
-                                                "--rediscover-interval",
-                                                "1s",
-                                                "--metrics-port",
-                                                "-1",
-                                                "--gpu-fault-policy",
-                                                "evict",
-                                                "--gpu-quiet-period",
-                                                "3s",
-                                                "--gpu-fault-retry",
-                                                "1s"},
-                                               {});
+    absl::StatusOr<pid_t> pid =
+        Cp().NodeSpawn(kNode, "agent",
+                       {TESSERA_BINARY,
+                        "agent",
+                        "--node-name",
+                        kNode,
+                        "--gpus-file",
+                        n->fake_gpus,
+                        "--dev-dir",
+                        n->dev_dir,
+                        "--pods-dir",
+                        dir_ + "/pods",
+                        "--shim-install-dir",
+                        dir_ + "/lib",
+                        "--mps-root",
+                        dir_ + "/mps",
+                        "--driver-lib-dir",
+                        fs::path(TESSERA_FAKE_CUDA).parent_path().string(),
+                        "--shim-dir",
+                        fs::path(TESSERA_SHIM_LIBRARY).parent_path().string(),
+                        "--rediscover-interval",
+                        "1s",
+                        "--metrics-port",
+                        "-1",
+                        "--gpu-fault-policy",
+                        "evict",
+                        "--gpu-quiet-period",
+                        "3s",
+                        "--gpu-fault-retry",
+                        "1s"},
+                       {});
     if (!pid.ok()) return StrCat("agent: ", pid.status().message());
     agent_pid_ = *pid;
     std::ofstream(dir_ + "/scheduler.yaml") << StrCat(R"(apiVersion: tessera.dev/v1alpha1
@@ -316,6 +322,44 @@ TEST_F(Faults, AnNvLinkDownKeepsATwoGpuNvLinkPodOffTheBrokenPair) {
   wants = WaitForPod(Cp(), ns_, "wants-nvlink", Running, seconds(120));
   EXPECT_TRUE(Running(wants)) << wants["status"].dump();
   EXPECT_FALSE(Events(kNode, "GPUNvLinkUp", "default").empty());
+}
+
+// The soak's leak (seed 30): containerd, restarted, never tells NRI plugins that the pods it had
+// before ended (its record of what it told them about pod sandboxes is in memory only), so the
+// agent kept their files, their ledger tmpfs and their grants. Failed before the fix: the pod's
+// folder was still there a minute after the pod was gone.
+TEST_F(Faults, APodFromBeforeAContainerdRestartLeavesNothingWhenItEnds) {
+  json share = TestPod("share", ns_, "", "sleep 3600");
+  share["spec"]["schedulerName"] = kScheduler;
+  share["spec"]["containers"][0]["resources"] = {{"limits", {{"tessera.dev/gpu-memory", "2Gi"}}}};
+  Create(share);
+  const std::string uid = RunningPod("share")["metadata"]["uid"];
+  const std::string pod_dir = StrCat(World::Get().PodsDir(), "/", uid);
+  auto mounted = [&] {
+    CommandResult r = Cp().NodeExec(kNode, {"cat", "/proc/self/mounts"});
+    return r.out.find(pod_dir + "/ledger") != std::string::npos;
+  };
+  ASSERT_TRUE(fs::exists(pod_dir + "/assignment.json"));
+  EXPECT_TRUE(mounted()) << "the share's ledger folder is a tmpfs";
+
+  const size_t from = World::Get().AgentLog().size();
+  ASSERT_TRUE(Cp().NodeKill(kNode, "containerd", SIGKILL).ok());
+  ASSERT_TRUE(Cp().NodeRestart(kNode, "containerd").ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return World::Get().AgentLog().substr(from).find("NRI: configured by") != std::string::npos;
+      },
+      seconds(60)))
+      << World::Get().AgentLog().substr(from);
+  EXPECT_TRUE(Running(GetJson(Cp(), {"pod", "share", "-n", ns_})));
+
+  ASSERT_TRUE(Cp().KubectlOk({"delete", "pod", "share", "-n", ns_, "--grace-period=1",
+                              "--wait=true", "--timeout=90s"})
+                  .ok());
+  EXPECT_TRUE(WaitUntil([&] { return !fs::exists(pod_dir); }, seconds(60)))
+      << "the pod's files outlive it\n"
+      << World::Get().AgentLog().substr(from);
+  EXPECT_FALSE(mounted()) << "its ledger tmpfs outlives it";
 }
 
 }  // namespace

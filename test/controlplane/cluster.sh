@@ -6,7 +6,7 @@
 #
 # Usage:
 #   cluster.sh start DIR [--with-scheduler] [--with-controller-manager]
-#                        [--with-service-accounts] [--owner-pid PID]
+#                        [--with-service-accounts] [--with-workloads] [--owner-pid PID]
 #                        [--nodes N] [--node NAME] [--gpus FILE] [--label KEY=VALUE]
 #   cluster.sh stop DIR        stop exactly what `start DIR` started; check nothing is left
 #   cluster.sh status DIR      list the recorded processes; exit 0 only if all of them run
@@ -47,6 +47,11 @@
 # DIR/pids and connection facts to DIR/cluster.env, then waits until the API server is ready and
 # the `default` namespace exists (and the scheduler / controller-manager are healthy), and prints
 # the start-to-healthy time. Everything listens on 127.0.0.1 only, with TLS.
+#
+# --with-workloads serves the Workload and PodGroup APIs (scheduling.k8s.io/v1beta1, beta and off
+# by default in 1.37): feature gate GenericWorkload on every component, and the API version on;
+# also TopologyAwareWorkloadScheduling (alpha), without which the API server drops a PodGroup's
+# spec.schedulingConstraints (pkg/registry/scheduling/podgroup/strategy.go).
 #
 # --with-service-accounts makes pods in-cluster clients, as a Helm install needs (the scheduler and
 # the agent as pods): the ServiceAccount admission plugin is on (pods get their projected,
@@ -581,6 +586,10 @@ start_cluster() {
       --with-scheduler) with_scheduler=1 ;;
       --with-controller-manager) with_kcm=1 ;;
       --with-service-accounts) with_sa=1 with_kcm=1 ;;
+      --with-workloads)
+        feature_gates+=,GenericWorkload=true,TopologyAwareWorkloadScheduling=true
+        runtime_config+=,scheduling.k8s.io/v1beta1=true
+        ;;
       --owner-pid) owner=${2:?--owner-pid needs a pid}; shift ;;
       --owner-pid=*) owner=${1#*=} ;;
       --nodes | --nodes=*)

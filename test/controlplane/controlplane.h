@@ -88,6 +88,10 @@ struct ControlPlaneOptions {
   // admission on (projected pod-bound tokens, kube-root-ca.crt), kube-controller-manager (implied),
   // and the API server also on the host's address (pod_api_host(), pod_api_port()).
   bool with_service_accounts = false;
+  // The Workload and PodGroup APIs (scheduling.k8s.io/v1beta1): feature gates GenericWorkload and
+  // TopologyAwareWorkloadScheduling on every component and the API version on (all off by
+  // default in Kubernetes 1.37).
+  bool with_workloads = false;
   std::vector<NodeOptions> nodes;  // real nodes (kubelet + containerd); needs root
   std::string dir;                 // empty: a new folder under $TMPDIR (or /tmp)
   pid_t owner_pid = 0;             // the watchdog stops the plane when it exits; 0: us

@@ -1,14 +1,16 @@
 # tessera_e2e_test: a GoogleTest binary that runs against a real Kubernetes control plane.
 #
 #   tessera_e2e_test(NAME name SRCS a_e2e_test.cc ... DEPS lib ...
-#                    [WITH_SCHEDULER] [WITH_CONTROLLER_MANAGER] [WITH_SERVICE_ACCOUNTS] [NODES n]
+#                    [WITH_SCHEDULER] [WITH_CONTROLLER_MANAGER] [WITH_SERVICE_ACCOUNTS]
+#                    [WITH_WORKLOADS] [NODES n]
 #                    [NODE_ARGS --node NAME --gpus FILE --label K=V ...] [TIMEOUT s] [ARGS ...])
 #
 # The binary's main (controlplane_main.cc) starts one control plane before the first test and
 # stops it after the last; tests reach it with tessera::e2e::ControlPlane::Shared() (see
 # test/controlplane/controlplane.h). WITH_SCHEDULER adds the stock kube-scheduler,
 # WITH_CONTROLLER_MANAGER kube-controller-manager, WITH_SERVICE_ACCOUNTS pods as in-cluster API
-# clients (ServiceAccount tokens; implies the controller manager). NODES n adds n real nodes (kubelet + containerd;
+# clients (ServiceAccount tokens; implies the controller manager), WITH_WORKLOADS the Workload and
+# PodGroup APIs (scheduling.k8s.io/v1beta1, gate GenericWorkload). NODES n adds n real nodes (kubelet + containerd;
 # node-1 ... node-n), NODE_ARGS nodes described with cluster.sh's options (both may be given;
 # see test/controlplane/README.md). The test gets the CTest label `e2e`, a
 # default timeout of 600 s, and the resource lock `tessera_controlplane`, so that e2e binaries
@@ -23,7 +25,7 @@ function(tessera_e2e_test)
   if(NOT TESSERA_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "WITH_SCHEDULER;WITH_CONTROLLER_MANAGER;WITH_SERVICE_ACCOUNTS" "NAME;TIMEOUT;NODES"
+  cmake_parse_arguments(ARG "WITH_SCHEDULER;WITH_CONTROLLER_MANAGER;WITH_SERVICE_ACCOUNTS;WITH_WORKLOADS" "NAME;TIMEOUT;NODES"
                         "SRCS;DEPS;ARGS;NODE_ARGS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} tessera_controlplane_main
@@ -41,6 +43,9 @@ function(tessera_e2e_test)
   endif()
   if(ARG_WITH_SERVICE_ACCOUNTS)
     list(APPEND cp_args --with-service-accounts)
+  endif()
+  if(ARG_WITH_WORKLOADS)
+    list(APPEND cp_args --with-workloads)
   endif()
   if(ARG_NODES)
     list(APPEND cp_args --nodes ${ARG_NODES})

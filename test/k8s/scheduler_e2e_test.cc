@@ -96,6 +96,7 @@ class SchedulerTest : public ::testing::Test {
     schedulers_.clear();  // SIGKILL and reap
     if (api_) {
       (void)api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods?gracePeriodSeconds=0"));
+      (void)api_->Delete(StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", ns_, "/podgroups"));
       (void)api_->Delete(StrCat("/api/v1/nodes?labelSelector=",
                                 k8s::QueryEscape(StrCat("tessera-e2e/test=", id_))));
     }
@@ -422,6 +423,59 @@ TEST_F(SchedulerTest, GangIsAllOrNothing) {
   AddNode(NodeObject(big).Gpus(8).NvSwitch());
   ASSERT_TRUE(WaitBound(6, seconds(30))) << s->Log();
   for (const auto& [pod, a] : Assignments()) EXPECT_EQ(a.node, big) << pod;
+}
+
+// An upstream PodGroup (scheduling.k8s.io/v1beta1, this binary's API server runs with the
+// GenericWorkload gate) with a gang of 6 in one NVLink domain: its pods wait for the PodGroup,
+// then for a domain with room (none binds; the PodGroup's PodGroupInitiallyScheduled condition
+// says Unschedulable), then all six bind there together and the condition says Scheduled.
+TEST_F(SchedulerTest, PodGroupGangIsAllOrNothingAndItsConditionIsWritten) {
+  AddNode(NodeObject(NodeName("a")).Gpus(4).NvSwitch());
+  AddNode(NodeObject(NodeName("b")).Gpus(4).NvSwitch());
+  ScopedProcess* s = StartScheduler("podgroup");
+  for (int i = 0; i < 6; ++i) {
+    AddPod(Pod(StrCat("w-", i)).Limit("tessera.dev/gpu", "1").PodGroup("train"));
+  }
+  // No PodGroup yet: the pods wait, and say for what.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return std::get<2>(Scheduled(GetPod("w-5"))).find("waiting for PodGroup") !=
+               std::string::npos;
+      },
+      seconds(30)))
+      << s->Log();
+  const std::string groups =
+      StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", ns_, "/podgroups");
+  absl::StatusOr<json> created = api_->Create(
+      groups, k8s::testing::PodGroupJson(ns_, "train", 6, "tessera.dev/nvlink-domain"));
+  ASSERT_TRUE(created.ok()) << created.status();
+  auto condition = [&]() -> json {
+    absl::StatusOr<json> g = api_->Get(StrCat(groups, "/train"));
+    // An empty object until the condition is written (value() throws on null).
+    if (!g.ok()) return json::object();
+    for (const json& c : g->value("status", json::object()).value("conditions", json::array())) {
+      if (c["type"] == "PodGroupInitiallyScheduled") return c;
+    }
+    return json::object();
+  };
+  // Six GPUs are free but no NVLink domain has six: nothing binds, the PodGroup says why.
+  ASSERT_TRUE(WaitUntil([&] { return condition().value("status", "") == "False"; }, seconds(30)))
+      << s->Log();
+  EXPECT_EQ(condition()["reason"], "Unschedulable");
+  EXPECT_EQ(BoundCount(), 0);
+  const std::string big = NodeName("big");
+  AddNode(NodeObject(big).Gpus(8).NvSwitch());
+  ASSERT_TRUE(WaitBound(6, seconds(30))) << s->Log();
+  for (const auto& [pod, a] : Assignments()) {
+    EXPECT_EQ(a.node, big) << pod;
+    ASSERT_TRUE(a.gang.has_value()) << pod;
+    EXPECT_EQ(a.gang->name, "train");
+    EXPECT_EQ(a.gang->min, 6);
+  }
+  ASSERT_TRUE(WaitUntil([&] { return condition().value("status", "") == "True"; }, seconds(30)))
+      << s->Log();
+  EXPECT_EQ(condition()["reason"], "Scheduled");
+  EXPECT_EQ(condition()["message"], StrCat("6 pods of gang ", ns_, "/train scheduled together"));
 }
 
 // An elastic gang (tessera.dev/gang-size 8, tessera.dev/gang-min 4) on a cluster with room for 4

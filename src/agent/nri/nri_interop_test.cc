@@ -186,8 +186,8 @@ TEST(NriInterop, ContainerdsNriRuntimeGetsEachPodsOwnGpus) {
             "/run/tessera/lib/libtessera-cuda.so");
   // Each shared GPU's ledger file on its own, never the folder (a container could plant names in
   // a folder it writes).
-  const std::string ledger_in_container = std::string(shim::contract::kLedgerDir) + "/" + Uuid(0) +
-                                          shim::contract::kLedgerSuffix;
+  const std::string ledger_in_container =
+      std::string(shim::contract::kLedgerDir) + "/" + Uuid(0) + shim::contract::kLedgerSuffix;
   ASSERT_TRUE(mounts.count(ledger_in_container)) << a["mounts"];
   EXPECT_EQ(mounts[ledger_in_container]["source"],
             (dir / "pods" / uid_a / "ledger" / (Uuid(0) + shim::contract::kLedgerSuffix)).string());

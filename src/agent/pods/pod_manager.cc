@@ -422,6 +422,7 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
   }
   // Running pods this agent has not served yet (it restarted): take them back.
   int adopted = 0;
+  std::optional<std::set<std::string>> host_pods;  // the pods with processes, scanned once
   for (const PodRef& p : live) {
     if (pods_.contains(p.uid) ||
         !p.annotations.contains(std::string(records::kAssignmentAnnotation))) {
@@ -433,6 +434,14 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
                    e.status().message());
     } else if (e->has_value()) {
       ++adopted;
+      // The runtime lists stopped sandboxes too (containerd until the kubelet removes them), and
+      // may never say they ended: a pod taken back counts as seen with a process now, so that one
+      // with none is released like any other. Only where the host's processes show pods at all
+      // (the cgroup names are understood); otherwise it is left to the runtime's word.
+      if (sees_host_pids_) {
+        if (!host_pods) host_pods = processes_.PodsWithProcesses();
+        if (!host_pods->empty()) pods_.at(p.uid).processes_seen = std::chrono::steady_clock::now();
+      }
     }
   }
   // MPS daemons an earlier agent left for GPUs without MPS pods now.
@@ -465,6 +474,7 @@ void PodManager::Maintain() {
   if (now - processes_refreshed_ >= std::chrono::seconds(1)) {
     processes_.Refresh();
     processes_refreshed_ = now;
+    ReleasePodsWithoutProcessesLocked(now);
   }
   std::map<std::string, std::vector<shim::Segment*>> capped;  // by GPU UUID
   for (auto& [uid, p] : pods_) {
@@ -501,6 +511,28 @@ void PodManager::Maintain() {
     next_backstop_ = now + options_.backstop.interval;
     RunBackstopLocked(now);
   }
+}
+
+void PodManager::ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now) {
+  if (!sees_host_pids_ || pods_.empty()) return;
+  const std::set<std::string> running = processes_.PodsWithProcesses();
+  std::vector<std::string> ended;
+  for (auto& [uid, p] : pods_) {
+    if (running.contains(uid)) {
+      p.processes_seen = now;
+    } else if (p.processes_seen != std::chrono::steady_clock::time_point{} &&
+               now - p.processes_seen >= options_.released_without_processes) {
+      ended.push_back(uid);
+    }
+  }
+  for (const std::string& uid : ended) {
+    spdlog::info(
+        "pod {} has had no process on this node for {} s, although the runtime did not say it "
+        "ended (containerd does not, for pods it had before it restarted)",
+        pods_.at(uid).grant.pod.Name(), options_.released_without_processes.count());
+    ReleaseLocked(uid);
+  }
+  if (!ended.empty()) StopIdleMpsLocked();
 }
 
 void PodManager::RunBackstopLocked(std::chrono::steady_clock::time_point now) {

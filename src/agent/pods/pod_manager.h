@@ -13,7 +13,13 @@
 // files already there. Release (the pod sandbox is removed) undoes all of it; Synchronize (the
 // runtime's list after a (re)connection) releases the pods that are gone, including those whose
 // files a previous agent left, and takes back the running ones (segments reopened, MPS daemons
-// adopted), so a restarted agent keeps reaping and serving.
+// adopted), so a restarted agent keeps reaping and serving. The runtime may also never say that a
+// pod ended (containerd keeps what it told plugins about pod sandboxes in memory only: after it
+// restarts it sends no StopPodSandbox or RemovePodSandbox for the pods it had before, and its list
+// includes stopped sandboxes), so maintenance releases a pod that has had no process on the host
+// (not even its sandbox's pause process) for options.released_without_processes since it was
+// last seen with one or taken back (a pod taken back counts as seen where the host's processes
+// show any pod at all).
 //
 // Rules it keeps: a GPU serves MPS pods or shim pods, never both at once (MPS puts the GPU in
 // EXCLUSIVE_PROCESS mode); a MIG plan never destroys an instance a running pod holds; nothing is
@@ -71,6 +77,10 @@ struct PodManagerOptions {
   std::string proc_root = "/proc";
   // The driver's view of each pod's GPU memory (needs a GpuProcessSampler): memory_backstop.h.
   BackstopOptions backstop;
+  // A pod whose processes were seen on the host (or that was taken back after a restart) and have
+  // all been gone this long is released as if the runtime had said it ended (needs the host's PID
+  // namespace; a pod prepared but never seen with a process is left to the runtime's word).
+  std::chrono::seconds released_without_processes{10};
   // Called by RunMaintenance, outside the pod manager's lock, with what pods should be told.
   std::function<void(std::vector<PodNotice>)> notify;
   // The same notice about the same pod and GPU is given at most this often.
@@ -147,7 +157,10 @@ class PodManager {
     std::vector<std::unique_ptr<shim::Segment>> segments;
     std::map<std::string, uint64_t> tampered;  // by GPU UUID: times the ledger was put back
     std::map<std::string, std::chrono::steady_clock::time_point> noticed;  // by reason + GPU
+    std::chrono::steady_clock::time_point processes_seen{};  // last seen with one (zero: never)
   };
+  // Releases the pods whose processes are gone (options_.released_without_processes).
+  void ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now);
   // Queues a notice unless the same one was given within options_.notice_interval.
   void NoticeLocked(Prepared& p, const std::string& key, std::string reason, std::string message);
   absl::StatusOr<std::optional<ContainerEdits>> PrepareLocked(const PodRef& pod);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/fake_gpus_file.h"
@@ -115,7 +116,7 @@ class PodManagerTest : public ::testing::Test {
         if (d.ok()) (void)(*d)->Stop();
       }
     }
-    fs::remove_all(dir_, ec_);
+    shim::RemoveTestTree(dir_);  // a pod left prepared keeps its ledger folder's tmpfs
   }
 
   std::shared_ptr<const NodeGpus> Gpus() {
@@ -354,6 +355,105 @@ TEST_F(PodManagerTest, ARestartedAgentTakesBackRunningPodsAndDropsEndedOnes) {
   EXPECT_EQ(use[0].pods[0].used_bytes, 1 << 20);  // the ledger survived, untouched
   // The pod's next container gets the same edits as before.
   EXPECT_TRUE(second->Prepare(running).ok());
+}
+
+// The mounts under `dir` in this process's mount namespace (a pod's sized ledger folder).
+std::vector<std::string> MountsUnder(const std::string& dir) {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mounts");
+  for (std::string device, target, rest; in >> device >> target && std::getline(in, rest);) {
+    if (target.rfind(dir + "/", 0) == 0) out.push_back(target);
+  }
+  return out;
+}
+
+// A fake host /proc for the pod manager: the agent's own status (the host's PID namespace), and
+// processes of pods (their cgroups name them).
+class FakeHostProc {
+ public:
+  explicit FakeHostProc(const fs::path& root) : root_(root) {
+    fs::create_directories(root_ / "self");
+    std::ofstream(root_ / "self" / "status") << "Name:\ttessera\nNSpid:\t4242\n";
+  }
+  void Process(uint32_t pid, const std::string& uid) {
+    const fs::path d = root_ / std::to_string(pid);
+    fs::create_directories(d);
+    std::ofstream(d / "stat") << pid << " (pause) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 "
+                              << 1000 + pid << " 20";
+    std::ofstream(d / "cgroup") << "0::/kubepods/besteffort/pod" << uid << "/"
+                                << std::string(64, 'a') << "\n";
+  }
+  void Exit(uint32_t pid) { fs::remove_all(root_ / std::to_string(pid)); }
+
+ private:
+  fs::path root_;
+};
+
+// The soak's leak (seed 30): containerd, restarted, never tells plugins that the pods it had before
+// ended (no StopPodSandbox, no RemovePodSandbox), and lists stopped sandboxes as its pods, so an
+// agent that took them back kept their files, their ledger tmpfs and their grants (the next share
+// on the GPU was refused as over-committed). A pod with no process left on the host, not even its
+// pause process, is released. Failed before the fix: all 3 pods stayed served, the ended pod's
+// folder and mount there, the memory it held refused to the next pod.
+TEST_F(PodManagerTest, APodWithNoProcessLeftIsReleasedWhenTheRuntimeNeverSaysItEnded) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(100, Uid(1));
+  proc.Process(200, Uid(2));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.released_without_processes = std::chrono::seconds(0);
+  PodRef ends = Pod(1, {Share(0, 4096)});
+  PodRef runs = Pod(2, {Share(0, 8192)});
+  PodRef stopped = Pod(3, {Share(0, 4096)});  // a stopped sandbox the runtime still lists
+  {
+    auto first = Manager();
+    for (const PodRef& p : {ends, runs, stopped}) ASSERT_TRUE(first->Prepare(p).ok());
+  }  // the agent restarts
+  auto second = Manager();
+  ASSERT_TRUE(second->sees_host_pids());
+  second->Synchronize({ends, runs, stopped});
+  ASSERT_EQ(second->pod_count(), 3u);
+  second->Maintain();
+  EXPECT_EQ(second->pod_count(), 2u);
+  EXPECT_FALSE(fs::exists(PodDir(3)));
+  if (kPrivateMounts) {
+    EXPECT_EQ(MountsUnder(PodDir(1)).size(), 1u);
+  }
+
+  proc.Exit(100);  // the pod's sandbox is stopped; the runtime says nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the next scan of /proc
+  second->Maintain();
+  EXPECT_EQ(second->pod_count(), 1u);
+  EXPECT_FALSE(fs::exists(PodDir(1)));
+  EXPECT_THAT(MountsUnder(PodDir(1)), ::testing::IsEmpty());
+  EXPECT_TRUE(fs::exists(PodDir(2)));
+  // Their GPU memory is free again: a share the ended pods' would not have fitted beside.
+  EXPECT_TRUE(second->Prepare(Pod(4, {Share(0, 81559 - 8192)})).ok());
+
+  // A pod taken back after the restart ends the ordinary way: its tmpfs goes with its folder.
+  second->Release(Uid(2));
+  EXPECT_FALSE(fs::exists(PodDir(2)));
+  EXPECT_THAT(MountsUnder(PodDir(2)), ::testing::IsEmpty());
+}
+
+// Where the host's processes show no pod at all (cgroup names the agent does not understand, or a
+// runtime whose pods run where the host cannot see them), nothing is released on that account.
+TEST_F(PodManagerTest, PodsAreLeftToTheRuntimeWhenTheHostShowsNoPodsProcesses) {
+  FakeHostProc proc(dir_ / "proc");
+  options_.proc_root = (dir_ / "proc").string();
+  options_.released_without_processes = std::chrono::seconds(0);
+  PodRef pod = Pod(1, {Share(0, 4096)});
+  {
+    auto first = Manager();
+    ASSERT_TRUE(first->Prepare(pod).ok());
+    first->Maintain();
+    EXPECT_EQ(first->pod_count(), 1u);
+  }
+  auto second = Manager();
+  second->Synchronize({pod});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  second->Maintain();
+  EXPECT_EQ(second->pod_count(), 1u);
+  EXPECT_TRUE(fs::exists(PodDir(1)));
 }
 
 TEST_F(PodManagerTest, MpsPodsShareTheGpusDaemonAndNeverAGpuWithShimPods) {

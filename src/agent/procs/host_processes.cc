@@ -1,11 +1,14 @@
 #include "agent/procs/host_processes.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "shim/ledger.h"
 
@@ -138,6 +141,25 @@ std::optional<ProcessOwner> HostProcesses::OwnerOf(uint32_t pid) {
   if (owners_.size() > 65536) owners_.clear();  // PIDs of dead processes accumulate otherwise
   owners_[pid] = c;
   return c.owner;
+}
+
+std::set<std::string> HostProcesses::PodsWithProcesses() {
+  std::set<std::string> out;
+  DIR* d = ::opendir(proc_root_.c_str());
+  if (d == nullptr) return out;
+  std::vector<uint32_t> pids;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const unsigned long pid = std::strtoul(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && pid > 0 && pid <= UINT32_MAX) {
+      pids.push_back(static_cast<uint32_t>(pid));
+    }
+  }
+  ::closedir(d);
+  for (uint32_t pid : pids) {
+    if (std::optional<ProcessOwner> owner = OwnerOf(pid)) out.insert(std::move(owner->pod_uid));
+  }
+  return out;
 }
 
 void HostProcesses::Refresh() { index_ = shim::HostPidIndex(proc_root_); }

@@ -20,6 +20,8 @@
 //                       inode is `ns` (shim::HostPidIndex: /proc/<pid>/ns/pid and the NSpid line
 //                       of its status), from one scan of /proc per Refresh, made only when asked
 //                       (a ledger full of made-up identities costs one scan, not one per slot)
+//   PodsWithProcesses() the UIDs of the pods that have a process on the host (a running pod
+//                       always has one: its sandbox's pause process), from one scan of /proc
 //
 // Not thread-safe: one owner (the pod manager's maintenance, under its lock). The parsers are pure
 // and fuzzed (fuzz/host_processes_fuzz.cc): /proc/<pid>/cgroup and status of a container's
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -57,6 +60,9 @@ class HostProcesses {
 
   // The pod and container of host process `pid`; nullopt for a process of no pod (or gone).
   std::optional<ProcessOwner> OwnerOf(uint32_t pid);
+
+  // The pods with at least one process now (one scan of /proc; owners cached as OwnerOf's).
+  std::set<std::string> PodsWithProcesses();
 
   // Forgets what one scan found: the next HostPidOf scans /proc again (once).
   void Refresh();

@@ -87,6 +87,19 @@ TEST_F(HostProcessesTest, OwnersAreCachedByStartTimeAndAReusedPidIsReadAgain) {
   EXPECT_EQ(p.OwnerOf(100), std::nullopt);
 }
 
+TEST_F(HostProcessesTest, PodsWithProcessesAreThoseWithOneLeft) {
+  constexpr char kOther[] = "8d1c0a2e-5f2b-4c1e-9d7a-2b6c8e1f4a11";
+  Process(100, 5000, std::string("0::/kubepods/pod") + kUid + "/" + kCid + "\n");
+  Process(101, 5001, std::string("0::/kubepods/besteffort/pod") + kOther + "\n");  // its pause
+  Process(200, 5000, "0::/system.slice/sshd.service\n");
+  std::filesystem::create_directories(root_ + "/self");  // not a PID
+  HostProcesses p(root_);
+  EXPECT_EQ(p.PodsWithProcesses(), (std::set<std::string>{kUid, kOther}));
+  std::filesystem::remove_all(root_ + "/101");  // the other pod's last process exits
+  EXPECT_EQ(p.PodsWithProcesses(), (std::set<std::string>{kUid}));
+  EXPECT_TRUE(HostProcesses(root_ + "/absent").PodsWithProcesses().empty());
+}
+
 TEST_F(HostProcessesTest, TellsWhetherItSeesTheHostsPidNamespace) {
   std::filesystem::create_directories(root_ + "/self");
   std::ofstream(root_ + "/self/status") << "Name:\tagent\nNSpid:\t4242\n";

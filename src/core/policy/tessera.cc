@@ -57,9 +57,14 @@
 //    (each spread over the GPUs of its models on nodes with enough of them) against the mix's
 //    demand per GPU of the whole cluster, at most 2. With a third of the pods bound to T4 GPUs
 //    (the trace's gpuspec33: p = 1.3 on T4 nodes, 0.1 on G2 nodes) other pods keep off the T4
-//    nodes while anything else has room. It is not used while filling: at the end of a fill it
-//    costs what the diverted pods then break (whole 8-GPU nodes; 0.6 to 0.9 points of
-//    allocation on the gpuspec workloads of the FGD protocol, bench/results/churn-analysis.md).
+//    nodes while anything else has room. While filling the same pressure costs only
+//    kContendedFilling x p (0.3 GPU per unit): a lean away from the contended models that
+//    reorders near-ties (FGD's workload model weighs their free capacity like this) but does not
+//    override the node order. More costs the fill what the diverted pods then break: keeping
+//    pods off the T4 nodes from the first pod costs 0.04 points of the FGD protocol's allocation
+//    on gpuspec33 at 0.4 GPU per unit and 0.9 points at 10 GPUs (bench/results/churn-analysis.md,
+//    where the trade-off is measured), and no rule tried kept the fill whole and the T4 GPUs
+//    free early enough for the churn of gpuspec33.
 //
 // Example (the reality check): an 8-GPU NVSwitch server and a 2-GPU PCIe server, twenty 4Gi
 // shares. No placement strands anything, so the order decides: the PCIe server ranks first, and
@@ -95,6 +100,7 @@ constexpr double kShareBestFit = 20;       // shares: per GPU of room left on th
 constexpr double kOpenFreeGpu = 400;       // shares: for opening a free GPU, times f^4 (see above)
 constexpr double kOpenFreeGpuChurn = 80;   // churning: shares pay for opening one, times w
 constexpr double kContendedModel = 10000;  // churning: per GPU taken, times the model pressure
+constexpr double kContendedFilling = 300;  // filling: the same, at most what the fill tolerates
 constexpr double kMaxPressure = 2;
 // Tiers for whole GPUs, far above any waste (a node has at most 64 GPUs: 64,000).
 constexpr double kPreferenceTier = 1e6;  // the set meets the pod's preferred interconnect
@@ -335,8 +341,9 @@ class TesseraPolicy final : public Policy {
     const double before = BaseWaste(state, node, left, n);
     const int64_t cpu_after = state.free_cpu_milli(node) - r.cpu_milli;
     const double order = -kRankSpan * rank_fraction_[node.value()];
-    // Per GPU taken here: what narrower asks lose (churning only; 0 while filling).
-    const double contended = churning_ ? ContendedPenalty(state, query)[node.value()] : 0.0;
+    // Per GPU taken here: what narrower asks lose (see "Filling and churning" above).
+    const double contended = (churning_ ? kContendedModel : kContendedFilling) *
+                             ContendedPenalty(state, query)[node.value()];
     auto to_score = [](double s) { return static_cast<int64_t>(std::llround(s * kScale)); };
 
     switch (r.gpu.kind) {
@@ -408,8 +415,8 @@ class TesseraPolicy final : public Policy {
     index_.Invalidate();
   }
 
-  // Per node, kContendedModel x the pressure that asks of the mix narrower than the query's put on
-  // it (see "Filling and churning" above), remembered per set of allowed models.
+  // Per node, the pressure that asks of the mix narrower than the query's put on it (see
+  // "Filling and churning" above), remembered per set of allowed models.
   const std::vector<double>& ContendedPenalty(const ClusterState& state, const Query& query) {
     if (last_contended_ && last_models_ == query.models) return *last_contended_;
     auto [it, fresh] = contended_.try_emplace(query.models);
@@ -444,7 +451,7 @@ class TesseraPolicy final : public Policy {
         if (runs[n]) out[n] += t.weight * t.gpu_count * t.gpu_milli / capacity;
       }
     }
-    for (double& v : out) v = kContendedModel * std::min(kMaxPressure, v / (demand / gpus));
+    for (double& v : out) v = std::min(kMaxPressure, v / (demand / gpus));
     return out;
   }
 

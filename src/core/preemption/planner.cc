@@ -22,6 +22,8 @@ struct PreemptionPlanner::Context {
   std::vector<const Placement*> placement;
   std::vector<std::optional<QueueResources>> usage;
   const Cluster* cluster = nullptr;
+  // Per queue other than the preemptor's: its pods leaving anyway (terminating or claimed).
+  absl::flat_hash_map<std::string, std::vector<int>> leaving;
 
   // Evictions `budget` allows now (none when the request does not name it).
   int64_t BudgetLeft(const std::string& budget) const {
@@ -154,6 +156,14 @@ bool PreemptionPlanner::Allowed(Context& ctx, std::span<const int> victims, std:
       return false;
     }
   }
+  // The queues reclaimed from lose their pods already leaving too (earlier plans' victims).
+  for (auto& [queue, amount] : freed) {
+    auto it = ctx.leaving.find(queue);
+    if (it == ctx.leaving.end()) continue;
+    for (int p : it->second) {
+      if (!counted.contains(p)) amount += ctx.Usage(p);
+    }
+  }
   std::vector<std::pair<std::string, QueueResources>> taken(freed.begin(), freed.end());
   if (!taken.empty() && !queues_.KeepsDeserved(ctx.request.queue, taken)) {
     *why = "reclaiming the room would take a queue below its deserved share";
@@ -197,7 +207,7 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     }
   }
 
-  Context ctx{request, running, {}, {}, {}, {}, {}, &engine_.cluster()};
+  Context ctx{request, running, {}, {}, {}, {}, {}, &engine_.cluster(), {}};
   const int node_count = engine_.state().node_count();
   ctx.units_on.assign(node_count, {});
   ctx.terminating_on.assign(node_count, {});
@@ -233,6 +243,10 @@ PreemptionPlan PreemptionPlanner::Plan(const PreemptionRequest& request,
     const Placement* p = engine_.Find(pod.name);
     if (p == nullptr || own.contains(pod.name)) continue;
     ctx.placement[i] = p;
+    if (pod.terminating || pod.claimed) {
+      if (pod.queue != request.queue) ctx.leaving[pod.queue].push_back(i);
+    }
+    if (pod.claimed) continue;  // room promised to an earlier plan's pod
     if (pod.terminating) {
       ctx.terminating_on[p->node.value()].push_back(i);
       continue;

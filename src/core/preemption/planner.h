@@ -31,7 +31,10 @@
 // (nor is its gang), and when the fewest victims on a node would take more of a budget's pods
 // than it allows, only that many of them stay candidates and the search there runs again, so the
 // plan goes around protected pods (other victims, another node, or no plan) instead of relying
-// on the Eviction API to refuse one part-way.
+// on the Eviction API to refuse one part-way. Pods leaving whose room earlier plans count on
+// (RunningPod::claimed) are neither candidates nor room. The queue rule counts every pod leaving
+// (terminating or claimed) as gone from its queue: plans made one after another in one pass
+// never take a queue below its deserved share together.
 //
 // The search. One pod: for every node holding candidates (or terminating pods), every candidate
 // there is taken away at once; if the pod then fits on the node, the candidates are given back
@@ -70,6 +73,10 @@ struct RunningPod {
   std::string gang;    // "" none; members of one gang go together
   std::string budget;  // the disruption budget covering it ("" none)
   bool terminating = false;
+  // Leaving (terminating), but the room it leaves is promised to pods nominated earlier (several
+  // preemptors planned in one pass: each sees the earlier plans' nominations and victims as
+  // decided): neither a candidate nor room for this plan. Its queue's share counts it gone.
+  bool claimed = false;
   // Elastic gangs (GangAsk::min): the fewest members the gang runs with (0: all of them), and
   // the order of its members (metadata.creationTimestamp): the newest are above the min.
   int32_t gang_min = 0;

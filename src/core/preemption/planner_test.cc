@@ -472,5 +472,44 @@ TEST(PreemptionPlanner, TerminatingPodsAreAwaitedNotEvictedAgain) {
   EXPECT_THAT(plan.awaited, ElementsAre("s0", "s1", "s2"));
 }
 
+// Several preemptors planned one after another (issue 35): a pod leaving whose room an earlier
+// plan's pod is nominated to is claimed; the next plan neither counts on its room nor evicts it,
+// and evicts a victim of its own at once.
+TEST(PreemptionPlanner, ClaimedPodsAreNeitherRoomNorCandidates) {
+  World w(ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Build());
+  w.Run("low0", "a", 0);
+  w.Run("low1", "a", 1);
+  w.running()[0].terminating = true;  // the first plan's victim
+  PreemptionPlan alone = w.Plan({Whole("p")}, 5);
+  ASSERT_TRUE(alone.found) << alone.reason;
+  EXPECT_THAT(alone.victims, IsEmpty());
+  EXPECT_THAT(alone.awaited, ElementsAre("low0"));
+  w.running()[0].claimed = true;  // its room is the first preemptor's
+  PreemptionPlan second = w.Plan({Whole("p")}, 5);
+  ASSERT_TRUE(second.found) << second.reason;
+  EXPECT_THAT(second.victims, ElementsAre("low1"));
+  EXPECT_THAT(second.awaited, IsEmpty());
+}
+
+// The pods a queue is losing already (earlier plans' victims, terminating or claimed) count
+// against its deserved share: plans made one after another never take it below its share
+// together.
+TEST(PreemptionPlanner, PodsLeavingCountAgainstTheirQueuesShare) {
+  World w(ClusterBuilder().Node("a").Gpus(4, "A100-80GB").Build());
+  w.Queues({Deserving("train", 2), Deserving("infer", 2)});
+  for (int i = 0; i < 4; ++i) w.Run(StrCat("t", i), "a", i, 0, 0, "train");
+  w.running()[0].terminating = true;
+  w.running()[0].claimed = true;
+  // train holds 4, loses t0 already: one more may go (down to its 2).
+  PreemptionPlan one = w.Plan({Whole("i1")}, 0, "infer");
+  ASSERT_TRUE(one.found) << one.reason;
+  EXPECT_EQ(one.victims.size(), 1u);
+  // With t1 leaving too, another would take train to 1: no plan.
+  w.running()[1].terminating = true;
+  w.running()[1].claimed = true;
+  PreemptionPlan none = w.Plan({Whole("i2")}, 0, "infer");
+  EXPECT_FALSE(none.found) << StrJoin(none.victims, ",");
+}
+
 }  // namespace
 }  // namespace tessera::core

@@ -36,7 +36,72 @@ void QueueSet::SetCapacity(const QueueResources& capacity) {
   amounts_dirty_ = true;
 }
 
+void QueueSet::SetHalfLife(int64_t half_life_ms) {
+  half_life_ms = std::max<int64_t>(0, half_life_ms);
+  if (half_life_ms == half_life_ms_) return;
+  half_life_ms_ = half_life_ms;
+  if (half_life_ms_ == 0) history_.clear();
+  usage_dirty_ = true;
+}
+
+QueueSet::History& QueueSet::HistoryOf(const std::string& queue) {
+  auto [it, fresh] = history_.try_emplace(queue);
+  if (fresh) {
+    it->second.since_ms = now_ms_;
+    // Its clock starts now (no history before): the first AdvanceTo integrates from here.
+    if (now_ms_ != DecayedUsage::kNever) it->second.usage = DecayedUsage({}, now_ms_);
+  }
+  return it->second;
+}
+
+void QueueSet::AdvanceTo(int64_t now_ms) {
+  if (now_ms_ != DecayedUsage::kNever && now_ms <= now_ms_) return;
+  now_ms_ = now_ms;
+  if (half_life_ms_ == 0) return;
+  for (const auto& [name, a] : amounts_) {
+    if (!a.allocated.zero()) HistoryOf(name);
+  }
+  for (auto& [name, h] : history_) {
+    auto it = amounts_.find(name);
+    h.usage.Advance(now_ms, it == amounts_.end() ? QueueResources{} : it->second.allocated,
+                    half_life_ms_);
+  }
+  usage_dirty_ = true;
+}
+
+bool QueueSet::RestoreUsage(const std::string& queue, const QueueResources& usage, int64_t at_ms) {
+  if (half_life_ms_ == 0) return false;
+  auto it = history_.find(queue);
+  if (it != history_.end() && it->second.since_ms != DecayedUsage::kNever &&
+      it->second.since_ms <= at_ms) {
+    return false;  // kept here since before the record was written: at least as complete
+  }
+  History& h = history_[queue];
+  h.usage = DecayedUsage(usage, at_ms);
+  h.since_ms = at_ms;
+  // Up to now, as holding what the queue holds now (AdvanceTo's rule for a step).
+  if (now_ms_ != DecayedUsage::kNever) {
+    auto a = amounts_.find(queue);
+    h.usage.Advance(now_ms_, a == amounts_.end() ? QueueResources{} : a->second.allocated,
+                    half_life_ms_);
+  }
+  usage_dirty_ = true;
+  return true;
+}
+
+std::vector<QueueSet::UsageRecord> QueueSet::UsageRecords() const {
+  std::vector<UsageRecord> out;
+  for (const auto& [name, h] : history_) {
+    if (h.usage.at_ms() == DecayedUsage::kNever) continue;
+    out.push_back(UsageRecord{name, h.usage.Rounded(), h.usage.at_ms()});
+  }
+  std::sort(out.begin(), out.end(),
+            [](const UsageRecord& a, const UsageRecord& b) { return a.queue < b.queue; });
+  return out;
+}
+
 void QueueSet::AddAllocated(const std::string& queue, const QueueResources& amount) {
+  if (half_life_ms_ > 0) HistoryOf(queue);
   auto [it, inserted] = amounts_.try_emplace(queue);
   it->second.allocated += amount;
   amounts_dirty_ = true;
@@ -160,7 +225,22 @@ void QueueSet::Rebuild() {
 
 void QueueSet::Refresh() {
   if (structure_dirty_) Rebuild();
-  if (!amounts_dirty_) return;
+  if (amounts_dirty_) RefreshAmounts();
+  if (usage_dirty_) SumUsage();
+}
+
+void QueueSet::SumUsage() {
+  for (Node& n : nodes_) n.usage = QueueResources{};
+  for (const auto& [name, h] : history_) {
+    auto it = index_.find(name);
+    if (it == index_.end()) continue;
+    const QueueResources u = h.usage.Rounded();
+    for (int at = it->second; at >= 0; at = nodes_[at].parent) nodes_[at].usage += u;
+  }
+  usage_dirty_ = false;
+}
+
+void QueueSet::RefreshAmounts() {
   for (Node& n : nodes_) {
     n.allocated = n.pending = n.fair = QueueResources{};
     n.pending_pods = 0;
@@ -180,6 +260,7 @@ void QueueSet::Refresh() {
   }
   Fill(usable_roots, capacity_);
   amounts_dirty_ = false;
+  usage_dirty_ = true;
 }
 
 void QueueSet::Fill(const std::vector<int>& siblings, const QueueResources& capacity) {
@@ -253,8 +334,9 @@ bool QueueSet::Less(const Ratio& a, const Ratio& b) {
 QueueSet::Ratio QueueSet::Dominant(const Node& n) const {
   Ratio best{0, 1};
   for (int r = 0; r < kQueueResourceCount; ++r) {
-    if (n.allocated[r] <= 0) continue;
-    Ratio x{n.allocated[r], n.fair[r]};
+    const int64_t counted = n.allocated[r] + n.usage[r];
+    if (counted <= 0) continue;
+    Ratio x{counted, n.fair[r]};
     if (x.den <= 0) return Ratio{1, 0};
     if (Less(best, x)) best = x;
   }
@@ -461,6 +543,7 @@ std::vector<QueueSet::Report> QueueSet::Snapshot() {
     r.pending = n.pending;
     r.pending_pods = n.pending_pods;
     r.fair_share = n.fair;
+    r.usage = n.usage;
     out.push_back(std::move(r));
     for (auto it = n.children.rbegin(); it != n.children.rend(); ++it) stack.push_back(*it);
   }
@@ -477,6 +560,12 @@ QueueResources QueueSet::Allocated(std::string_view queue) {
   Refresh();
   const int i = Find(queue);
   return i < 0 ? QueueResources{} : nodes_[i].allocated;
+}
+
+QueueResources QueueSet::Usage(std::string_view queue) {
+  Refresh();
+  const int i = Find(queue);
+  return i < 0 ? QueueResources{} : nodes_[i].usage;
 }
 
 double QueueSet::DominantShare(std::string_view queue) {

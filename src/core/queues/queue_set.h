@@ -19,6 +19,11 @@
 //    (first the top-level queue furthest below, then inside it); ties to the queue whose waiting
 //    pod arrived first. A queue holding nothing is at 0, so it goes before every queue that holds
 //    something at its priority: a queue cannot starve behind another's backlog.
+//    With a usage half-life (SetHalfLife), what a queue holds counts together with what it held
+//    lately: the dominant share is of allocated + decayed usage (usage_history.h) against the fair
+//    share, so a queue that burst an hour ago goes after one that has held its share steadily,
+//    until its burst has decayed. Half-life 0 (the default) keeps no history: the order above.
+//    Only the order remembers: fair shares, limits and reclaim are by what queues hold now.
 //  - Limits (OverLimit): a pod is admitted only if its queue and every ancestor stay within their
 //    limits.
 //  - Reclaim (MayReclaim, KeepsDeserved): a pod of a queue below its deserved share (still within
@@ -53,6 +58,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "core/queues/resources.h"
+#include "core/queues/usage_history.h"
 
 namespace tessera::core {
 
@@ -81,6 +87,27 @@ class QueueSet {
   bool implicit() const { return implicit_; }
   void SetCapacity(const QueueResources& capacity);
   const QueueResources& capacity() const { return capacity_; }
+
+  // Fair share that remembers (usage_history.h): the half-life of the usage the order counts, in
+  // milliseconds; 0 (the default) keeps no history. Changing it keeps the histories (0 drops them).
+  void SetHalfLife(int64_t half_life_ms);
+  int64_t half_life_ms() const { return half_life_ms_; }
+  // The clock moved to `now_ms`: every queue's decayed usage takes in what it held since the last
+  // time. Call it before changing what queues hold at `now_ms`, so that each holding counts for
+  // the time it was held.
+  void AdvanceTo(int64_t now_ms);
+  // A queue's history read back (after a restart: its usage `usage` at `at_ms`). It replaces the
+  // history kept here only if that began after `at_ms` (this process started after the record
+  // was written, so the record knows more of the past); the time between `at_ms` and the next
+  // AdvanceTo counts as holding what the queue holds then. Returns whether it was taken.
+  bool RestoreUsage(const std::string& queue, const QueueResources& usage, int64_t at_ms);
+  // Per leaf queue with a history: its decayed usage and the time it is for (for writing it back).
+  struct UsageRecord {
+    std::string queue;
+    QueueResources usage;
+    int64_t at_ms = 0;
+  };
+  std::vector<UsageRecord> UsageRecords() const;
 
   // Whether pods may name `queue`; when not, *why says so for the pod's owner.
   bool Usable(std::string_view queue, std::string* why = nullptr);
@@ -126,13 +153,16 @@ class QueueSet {
     int64_t weight = 1;
     QueueResources allocated, pending, fair_share;
     QueueResources borrowed;  // allocated beyond deserved, per resource
+    QueueResources usage;     // decayed usage (0 without a half-life); parents: their subtree's
     int64_t pending_pods = 0;
   };
   std::vector<Report> Snapshot();
   // Fair share of one queue (zero for an unknown or unusable one).
   QueueResources FairShare(std::string_view queue);
   QueueResources Allocated(std::string_view queue);
-  // allocated / fair share by the dominant resource, as a number (for people and the simulator).
+  QueueResources Usage(std::string_view queue);
+  // (allocated + decayed usage) / fair share by the dominant resource, as a number (for people
+  // and the simulator): the figure Pick orders by.
   double DominantShare(std::string_view queue);
 
  private:
@@ -149,6 +179,12 @@ class QueueSet {
     QueueResources allocated, pending;  // subtree totals
     int64_t pending_pods = 0;
     QueueResources fair;
+    QueueResources usage;  // subtree total of the leaves' decayed usage, rounded
+  };
+  // One leaf queue's history, and when this process began keeping it (RestoreUsage's test).
+  struct History {
+    DecayedUsage usage;
+    int64_t since_ms = 0;
   };
   // A fraction num/den (den 0: infinite) for exact comparison.
   struct Ratio {
@@ -156,8 +192,12 @@ class QueueSet {
   };
   static bool Less(const Ratio& a, const Ratio& b);
 
-  void Rebuild();  // nodes_ from specs_ and the names counted
-  void Refresh();  // totals and fair shares, when something changed
+  void Rebuild();         // nodes_ from specs_ and the names counted
+  void Refresh();         // totals and fair shares, when something changed
+  void RefreshAmounts();  // Refresh's part for what queues hold and ask
+  void SumUsage();        // Node::usage from history_
+  // The history of `queue`, begun now if it has none.
+  History& HistoryOf(const std::string& queue);
   void Fill(const std::vector<int>& siblings, const QueueResources& capacity);
   Ratio Dominant(const Node& n) const;
   int Find(std::string_view name);  // after Refresh; -1 none
@@ -174,6 +214,10 @@ class QueueSet {
   std::vector<int> roots_;
   bool structure_dirty_ = true;
   bool amounts_dirty_ = true;
+  int64_t half_life_ms_ = 0;
+  int64_t now_ms_ = DecayedUsage::kNever;              // the last AdvanceTo
+  absl::flat_hash_map<std::string, History> history_;  // by leaf name; empty at half-life 0
+  bool usage_dirty_ = false;
 };
 
 }  // namespace tessera::core

@@ -227,6 +227,36 @@ TEST(Informer, ListsInPagesThenWatchesAddsUpdatesAndDeletes) {
   inf.Stop();
 }
 
+// A resource the API server does not serve (404 on the list, as PodGroups without the
+// GenericWorkload gate): with absent_retry it is an empty, synced list asked again after that
+// long, not a failure; without, a failure retried with back-off and never synced.
+TEST(Informer, AnAbsentResourceIsAnEmptyListWithAbsentRetry) {
+  auto c = Admin();
+  ListWatchOptions o;
+  o.resource = "things";
+  o.path = "/apis/absent.tessera.dev/v1/things";
+  o.absent_retry = std::chrono::milliseconds(200);
+  Recorder rec;
+  Informer<json> absent(
+      *c, o, [](const json& j) { return std::make_shared<const json>(j); },
+      [&](Informer<json>::Event&& e) { rec(std::move(e)); });
+  o.absent_retry = std::chrono::milliseconds(0);
+  Informer<json> failing(
+      *c, o, [](const json& j) { return std::make_shared<const json>(j); },
+      [](Informer<json>::Event&&) {});
+  absent.Start();
+  failing.Start();
+  ASSERT_TRUE(WaitFor([&] { return absent.lists() >= 3; }));
+  EXPECT_TRUE(absent.synced());
+  EXPECT_GE(rec.synced.load(), 3);
+  EXPECT_EQ(absent.size(), 0u);
+  EXPECT_EQ(absent.failures(), 0);
+  ASSERT_TRUE(WaitFor([&] { return failing.failures() >= 1; }));
+  EXPECT_FALSE(failing.synced());
+  absent.Stop();
+  failing.Stop();
+}
+
 json Event(const std::string& ns, const std::string& name) {
   return {{"apiVersion", "v1"},
           {"kind", "Event"},

@@ -218,6 +218,24 @@ void ListWatch::Run() {
     if (need_list) {
       absl::Status s = List(&rv);
       if (stop_) return;
+      if (s.code() == absl::StatusCode::kNotFound && options_.absent_retry.count() > 0) {
+        if (!absent_) {
+          spdlog::info(
+              "list {}: the API server does not serve {} (404); none here, asking again "
+              "every {} s",
+              options_.resource, options_.path, options_.absent_retry.count() / 1000);
+        }
+        absent_ = true;
+        OnListBegin();
+        OnListEnd();
+        ++lists_;
+        if (!Sleep(options_.absent_retry)) return;
+        continue;
+      }
+      if (s.ok() && absent_) {
+        absent_ = false;
+        spdlog::info("list {}: the API server serves {} now", options_.resource, options_.path);
+      }
       if (!s.ok()) {
         ++failures_;
         auto d = backoff_.Next(std::chrono::steady_clock::now());

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -51,6 +52,11 @@ struct ListWatchOptions {
   int min_watch_seconds = 300;
   int max_watch_seconds = 600;
   uint64_t seed = 1;
+  // A resource the API server may not serve (an API behind a feature gate, a CRD not installed):
+  // when above zero, a list answered 404 counts as an empty list (the consumer is synced and holds
+  // nothing), is logged once (and once more when the resource appears), and is asked again after
+  // this long instead of backing off. Zero: a 404 is a failure like any other.
+  std::chrono::milliseconds absent_retry{0};
   // Test hook: after the first list, watch from this resourceVersion instead of the list's, to
   // get a genuine "too old" answer from the server and exercise the relist.
   std::string first_watch_resource_version;
@@ -106,6 +112,7 @@ class ListWatch {
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int64_t> lists_{0}, too_old_{0}, watches_{0}, failures_{0}, events_{0};
+  bool absent_ = false;  // the last list was answered 404 (absent_retry); Run's thread only
 };
 
 template <typename T>

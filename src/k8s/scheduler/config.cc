@@ -81,15 +81,16 @@ absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
   if (i == 0 || i > 12) {
     return absl::InvalidArgumentError(
-        StrCat("\"", text, "\" is not a duration (a whole number with ms, s or m: 15s)"));
+        StrCat("\"", text, "\" is not a duration (a whole number with ms, s, m or h: 15s)"));
   }
   int64_t n = std::stoll(std::string(text.substr(0, i)));
   std::string_view unit = text.substr(i);
   if (unit == "ms") return std::chrono::milliseconds(n);
   if (unit == "s") return std::chrono::milliseconds(n * 1000);
   if (unit == "m") return std::chrono::milliseconds(n * 60'000);
+  if (unit == "h") return std::chrono::milliseconds(n * 3'600'000);
   return absl::InvalidArgumentError(
-      StrCat("\"", text, "\" is not a duration (a whole number with ms, s or m: 15s)"));
+      StrCat("\"", text, "\" is not a duration (a whole number with ms, s, m or h: 15s)"));
 }
 
 absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
@@ -263,6 +264,23 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
           }
         }
         su.templates.push_back(std::move(node));
+      }
+    }
+  }
+  if (YAML::Node n = root["queues"]) {
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "queues", KeysUnder("queues")));
+    if (n["usageHalfLife"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.queue_usage_half_life,
+                               r.Duration(n["usageHalfLife"], "queues.usageHalfLife"));
+      if (c.queue_usage_half_life.count() % 1000 != 0) {
+        return r.Error(n, "queues.usageHalfLife: must be whole seconds (it is written in them)");
+      }
+    }
+    if (n["usageWriteInterval"]) {
+      TESSERA_ASSIGN_OR_RETURN(c.queue_usage_write_interval,
+                               r.Duration(n["usageWriteInterval"], "queues.usageWriteInterval"));
+      if (c.queue_usage_write_interval < std::chrono::seconds(1)) {
+        return r.Error(n, "queues.usageWriteInterval: must be at least 1s");
       }
     }
   }

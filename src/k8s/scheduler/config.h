@@ -11,7 +11,7 @@
 //
 // Every key, with its type, default and meaning: config_keys.h (the one list, which the parser
 // checks keys against), rendered as docs/configuration.md. Durations are integers with a unit:
-// ms, s, m (500ms, 15s, 2m).
+// ms, s, m, h (500ms, 15s, 2m, 24h).
 #pragma once
 
 #include <string>
@@ -35,6 +35,8 @@ struct SchedulerConfig {
   bool http2 = false;
   // Not from the file: the binary's build, served as tessera_build_info (`tessera scheduler`).
   prometheus::BuildInfo build{"unknown", "unknown"};
+  std::chrono::milliseconds queue_usage_half_life{0};
+  std::chrono::milliseconds queue_usage_write_interval{60'000};
 };
 
 [[nodiscard]] absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,

@@ -9,6 +9,7 @@ namespace tessera::k8s {
 
 std::string FormatDuration(std::chrono::milliseconds d) {
   const int64_t ms = d.count();
+  if (ms != 0 && ms % 3'600'000 == 0) return StrCat(ms / 3'600'000, "h");
   if (ms != 0 && ms % 60'000 == 0) return StrCat(ms / 60'000, "m");
   if (ms % 1000 == 0) return StrCat(ms / 1000, "s");
   return StrCat(ms, "ms");
@@ -111,6 +112,17 @@ std::vector<ConfigKey> MakeKeys() {
        "Sets of pods one search checks at most."},
       {"defrag.holdFor", "duration", FormatDuration(c.defrag.hold_for), "5m",
        "A moved pod's destination is kept this long for its replacement."},
+      {"queues", "map", "", "{usageHalfLife: 24h}",
+       "Fair share that remembers (docs/queues.md): queues are ordered by what they hold plus "
+       "what they held lately."},
+      {"queues.usageHalfLife", "duration (whole seconds)", FormatDuration(d.queue_usage_half_life),
+       "1h",
+       "The weights of past usage halve every half-life (24h: a day); 0: queues are ordered by "
+       "what they hold now."},
+      {"queues.usageWriteInterval", "duration >= 1s", FormatDuration(d.queue_usage_write_interval),
+       "5m",
+       "Each Queue's status.usage is written at most this often (for restarts and `tessera "
+       "status`)."},
   };
 }
 

@@ -25,7 +25,7 @@ const std::vector<ConfigKey>& SchedulerConfigKeys();
 // The keys directly under `parent` ("" the top level, "leaderElection", "topologyLevels[]").
 std::vector<std::string_view> KeysUnder(std::string_view parent);
 
-// "500ms", "15s", "2m": a duration as the file writes it.
+// "500ms", "15s", "2m", "24h": a duration as the file writes it.
 std::string FormatDuration(std::chrono::milliseconds d);
 
 }  // namespace tessera::k8s

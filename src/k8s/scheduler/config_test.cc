@@ -87,6 +87,26 @@ TEST(SchedulerConfig, ErrorsNameTheLineAndKey) {
   EXPECT_THAT(err("a: [\n"), HasSubstr("cfg.yaml:"));
 }
 
+TEST(SchedulerConfig, QueueUsage) {
+  absl::StatusOr<SchedulerConfig> off = ParseSchedulerConfig("schedulerName: x\n", "cfg.yaml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->queue_usage_half_life.count(), 0);  // no history by default
+  EXPECT_EQ(off->queue_usage_write_interval.count(), 60'000);
+  absl::StatusOr<SchedulerConfig> on =
+      ParseSchedulerConfig("queues: {usageHalfLife: 24h, usageWriteInterval: 30s}\n", "cfg.yaml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_EQ(on->queue_usage_half_life.count(), 86'400'000);
+  EXPECT_EQ(on->queue_usage_write_interval.count(), 30'000);
+  auto err = [](const std::string& text) {
+    absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(text, "cfg.yaml");
+    EXPECT_FALSE(c.ok()) << text;
+    return std::string(c.status().message());
+  };
+  EXPECT_THAT(err("queues: {usageHalfLife: 1500ms}\n"), HasSubstr("whole seconds"));
+  EXPECT_THAT(err("queues: {usageWriteInterval: 10ms}\n"), HasSubstr("at least 1s"));
+  EXPECT_THAT(err("queues: {halfLife: 1h}\n"), HasSubstr("unknown key \"halfLife\""));
+}
+
 TEST(SchedulerConfig, Defrag) {
   absl::StatusOr<SchedulerConfig> off = ParseSchedulerConfig("schedulerName: x\n", "cfg.yaml");
   ASSERT_TRUE(off.ok());
@@ -145,7 +165,8 @@ TEST(ParseDuration, Units) {
   EXPECT_EQ(ParseDuration("2m")->count(), 120000);
   EXPECT_FALSE(ParseDuration("1.5s").ok());
   EXPECT_FALSE(ParseDuration("s").ok());
-  EXPECT_FALSE(ParseDuration("10h").ok());
+  EXPECT_EQ(ParseDuration("24h")->count(), 86'400'000);
+  EXPECT_FALSE(ParseDuration("10d").ok());
 }
 
 // The list of keys (config_keys.h) and the parser agree: each key's example parses on its own

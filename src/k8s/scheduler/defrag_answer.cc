@@ -20,7 +20,7 @@ NoFitAnswer::Verdict DefragAnswer::Answer(const NoFit& unfit) {
     since = std::max(since, host_.pods().Find(k)->first_seen);
   }
   if (!executor_.Eligible(unfit.what, unfit.members, since, now)) return Verdict::Pass();
-  const Preemption& preemption = preemption_.preemption();
+  Preemption& preemption = preemption_.preemption();
   for (const std::string& k : unfit.keys) {
     if (preemption.RoomBeingMade(host_.ledger(), k, now)) return Verdict::Pass();  // under way
   }
@@ -34,6 +34,22 @@ NoFitAnswer::Verdict DefragAnswer::Answer(const NoFit& unfit) {
       [&preemption, now](const PodInfo& p) { return !preemption.Evicting(p.key, now); }, unfit.what,
       unfit.members, [this] { return host_.NewPolicy(); }, host_.levels(), now);
   timer.Observe();
+  if (d.found) {
+    // Several pods waiting for one node: a plan never counts on room made for a pod nominated
+    // before these (by preemption or an earlier plan's moves); they wait for it to land.
+    std::vector<core::NodeId> where;
+    for (const std::string& n : d.nodes)
+      where.push_back(host_.ledger().engine().cluster().FindNode(n));
+    std::vector<std::string> movers;
+    for (const plan::Move& m : d.moves) movers.push_back(m.pod);
+    std::string kept = preemption.TakesKeptRoom(
+        host_.ledger(), std::span<const PodInfo* const>(unfit.members).first(where.size()), where,
+        std::move(movers), now);
+    if (!kept.empty()) {
+      d.found = false;
+      d.reason = std::move(kept);
+    }
+  }
   if (!d.found) {
     spdlog::info("defragmentation: no plan for {} {}: {}", unfit.gang() ? "gang" : "pod",
                  unfit.what, d.reason);

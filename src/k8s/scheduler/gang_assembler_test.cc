@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "gtest/gtest.h"
+#include "k8s/scheduler/pod_groups.h"
 #include "k8s/testing/objects.h"
 
 namespace tessera::k8s {
@@ -88,6 +89,45 @@ TEST_F(GangTest, ShortagesAreReportedOnceUntilTheGangIsAssembledAgain) {
   gangs_.Leave("ns/a", pods_.Get("ns/a"));
   gangs_.Leave("ns/b", pods_.Get("ns/b"));
   EXPECT_TRUE(gangs_.empty());
+}
+
+// One home for gangs: pods of a PodGroup (resolved by PodGroups) and pods annotated
+// tessera.dev/gang with the same name join one gang; a PodGroup gang with minCount 2 is ready
+// with 2 members and takes every pending member (it has no fixed size).
+TEST_F(GangTest, APodGroupGangIsTheSameGangAsTheAnnotationsOne) {
+  PodGroups groups(core::DefaultTopologyLevels());
+  groups.OnGroup(Change::kAdded, DecodePodGroup(testing::PodGroupJson("ns", "pg", 2)));
+  auto join = [&](const std::string& name, const std::string& created) {
+    const std::string key = StrCat("ns/", name);
+    PodTracker::Pod& p = pods_.Upsert(key, {});
+    p.info = groups
+                 .Resolve(DecodePod(PodObject("ns", name)
+                                        .Limit("tessera.dev/gpu", "1")
+                                        .PodGroup("pg")
+                                        .Created(created)
+                                        .Json()))
+                 .pod;
+    pods_.SetStage(p, Stage::kQueued);
+    gangs_.Join(key, p);
+    return p.gang;
+  };
+  EXPECT_EQ(join("a", "2026-01-01T00:00:02Z"), "ns/pg");
+  EXPECT_FALSE(gangs_.Assemble("ns/pg", pods_).ready);
+  join("b", "2026-01-01T00:00:03Z");
+  join("c", "2026-01-01T00:00:01Z");
+  GangAssembler::Round r = gangs_.Assemble("ns/pg", pods_);
+  EXPECT_TRUE(r.ready);
+  EXPECT_EQ(r.min, 2);
+  EXPECT_EQ(r.pending, (std::vector<std::string>{"ns/c", "ns/a", "ns/b"}));
+  EXPECT_TRUE(r.extra.empty());
+  // A pod annotated tessera.dev/gang: pg is in the same gang (one name in a namespace), and must
+  // agree with it: a fixed size of 2 is not the PodGroup's gang.
+  PodTracker::Pod& d = pods_.Upsert("ns/d", {});
+  d.info = DecodePod(PodObject("ns", "d").Limit("tessera.dev/gpu", "1").Gang("pg", 2).Json());
+  pods_.SetStage(d, Stage::kQueued);
+  gangs_.Join("ns/d", d);
+  EXPECT_EQ(d.gang, "ns/pg");
+  EXPECT_EQ(gangs_.Assemble("ns/pg", pods_).wrong_size, std::vector<std::string>{"ns/d"});
 }
 
 }  // namespace

@@ -180,7 +180,7 @@ void WriteNodes(const std::vector<NodeGauges>& nodes, Exposition& out) {
   for (const NodeGauges& n : nodes) valid.Add({n.node}, n.inventory_valid ? 1 : 0);
 }
 
-// Per queue (queue_book.h): five figures, each for the three resources a Queue counts, one metric
+// Per queue (queue_book.h): six figures, each for the three resources a Queue counts, one metric
 // per resource.
 void WriteQueues(const std::vector<QueueGauges>& queues, Exposition& out) {
   struct Figure {
@@ -197,6 +197,11 @@ void WriteQueues(const std::vector<QueueGauges>& queues, Exposition& out) {
       {"allocated", "What the queue's pods hold (bound and being bound)", &QueueGauges::allocated},
       {"borrowed", "What the queue holds beyond what it deserves", &QueueGauges::borrowed},
       {"pending", "What the queue's waiting pods ask", &QueueGauges::pending},
+      {"usage",
+       "What the queue held lately: its allocation averaged with weights that halve every "
+       "queues.usageHalfLife (0 without one); the order between queues counts it with what the "
+       "queue holds",
+       &QueueGauges::usage},
   };
   struct Resource {
     const char* suffix;

@@ -37,6 +37,7 @@ struct QueueGauges {
   std::string parent;
   bool usable = true;
   core::QueueResources deserved, fair_share, allocated, borrowed, pending;
+  core::QueueResources usage;  // decayed usage (core/queues/usage_history.h); 0 without
   int64_t pending_pods = 0;
 };
 

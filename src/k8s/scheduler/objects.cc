@@ -164,6 +164,31 @@ absl::Status AnnotationError(std::string_view key, std::string_view value, std::
       StrCat("metadata.annotations[", key, "]: \"", value, "\" ", what));
 }
 
+// tessera.dev/gang-topology (+ -mode, default required): a gang with only its level and mode
+// set; nullopt without the annotation.
+absl::StatusOr<std::optional<core::GangAsk>> GangTopology(
+    const std::optional<std::string>& topology, const std::optional<std::string>& mode) {
+  if (mode && !topology) {
+    return AnnotationError(records::kGangTopologyModeAnnotation, *mode,
+                           StrCat("needs ", records::kGangTopologyAnnotation));
+  }
+  if (!topology) return std::nullopt;
+  if (topology->empty()) {
+    return AnnotationError(records::kGangTopologyAnnotation, *topology, "must name a level");
+  }
+  core::GangAsk g;
+  g.level = *topology;
+  g.required = true;
+  if (mode) {
+    if (*mode != "required" && *mode != "preferred") {
+      return AnnotationError(records::kGangTopologyModeAnnotation, *mode,
+                             "is not required or preferred");
+    }
+    g.required = *mode == "required";
+  }
+  return g;
+}
+
 absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string& key) {
   const json& spec = JsonField(pod, "spec");
   const json& annotations = JsonField(JsonField(pod, "metadata"), "annotations");
@@ -287,56 +312,59 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
     r.gpu.topology_required = *mode == "required";
   }
 
+  // The gang: tessera's annotations, else Kueue's pod group (its label and total count: Kueue
+  // admits the group's pods together, and they start together). A pod in an upstream PodGroup
+  // (spec.schedulingGroup) may give tessera.dev/gang-topology alone: the PodGroup's gang takes it
+  // (pod_groups.h, which also says which way of asking wins when a pod has several).
+  const json& labels = JsonField(JsonField(pod, "metadata"), "labels");
+  const bool in_pod_group =
+      !JsonStringField(JsonField(spec, "schedulingGroup"), "podGroupName").empty();
   std::optional<std::string> gang = annotation(records::kGangAnnotation);
   std::optional<std::string> gang_size = annotation(records::kGangSizeAnnotation);
+  std::string gang_field = StrCat("metadata.annotations[", records::kGangAnnotation, "]");
+  std::string_view size_key = records::kGangSizeAnnotation;
+  if (const json& kueue = JsonField(labels, records::kKueueGroupNameLabel);
+      !gang && kueue.is_string()) {
+    gang = kueue.get<std::string>();
+    gang_size = annotation(records::kKueueGroupTotalCountAnnotation);
+    gang_field = StrCat("metadata.labels[", records::kKueueGroupNameLabel, "]");
+    size_key = records::kKueueGroupTotalCountAnnotation;
+  }
+  const std::string size_field = StrCat("metadata.annotations[", size_key, "]");
   std::optional<std::string> gang_topology = annotation(records::kGangTopologyAnnotation);
   std::optional<std::string> gang_mode = annotation(records::kGangTopologyModeAnnotation);
   std::optional<std::string> gang_min = annotation(records::kGangMinAnnotation);
+  auto field_error = [](std::string_view field, std::string_view value, std::string_view what) {
+    return absl::InvalidArgumentError(StrCat(field, ": \"", value, "\" ", what));
+  };
   if (gang) {
-    if (gang->empty())
-      return AnnotationError(records::kGangAnnotation, *gang, "must name the gang");
+    if (gang->empty()) return field_error(gang_field, *gang, "must name the gang");
     if (!gang_size) {
-      return absl::InvalidArgumentError(StrCat("metadata.annotations[",
-                                               records::kGangSizeAnnotation,
-                                               "]: missing; a gang needs its size"));
+      return absl::InvalidArgumentError(StrCat(size_field, ": missing; a gang needs its size"));
     }
     absl::StatusOr<int64_t> size = core::ParseCount(*gang_size);
     if (!size.ok() || *size < 1 || *size > records::kMaxGangSize) {
-      return AnnotationError(records::kGangSizeAnnotation, *gang_size,
-                             StrCat("is not a whole number 1..", records::kMaxGangSize));
+      return field_error(size_field, *gang_size,
+                         StrCat("is not a whole number 1..", records::kMaxGangSize));
     }
     core::GangAsk g;
     g.name = *gang;
     g.size = static_cast<int32_t>(*size);
-    if (gang_topology) {
-      if (gang_topology->empty()) {
-        return AnnotationError(records::kGangTopologyAnnotation, *gang_topology,
-                               "must name a level");
-      }
-      g.level = *gang_topology;
-      g.required = true;
-    }
-    if (gang_mode) {
-      if (!gang_topology) {
-        return AnnotationError(records::kGangTopologyModeAnnotation, *gang_mode,
-                               StrCat("needs ", records::kGangTopologyAnnotation));
-      }
-      if (*gang_mode != "required" && *gang_mode != "preferred") {
-        return AnnotationError(records::kGangTopologyModeAnnotation, *gang_mode,
-                               "is not required or preferred");
-      }
-      g.required = *gang_mode == "required";
+    TESSERA_ASSIGN_OR_RETURN(std::optional<core::GangAsk> where,
+                             GangTopology(gang_topology, gang_mode));
+    if (where) {
+      g.level = where->level;
+      g.required = where->required;
     }
     if (gang_min) {
       absl::StatusOr<int64_t> min = core::ParseCount(*gang_min);
       if (!min.ok() || *min < 1) {
-        return AnnotationError(
-            records::kGangMinAnnotation, *gang_min,
-            StrCat("is not a whole number 1..", g.size, " (", records::kGangSizeAnnotation, ")"));
+        return AnnotationError(records::kGangMinAnnotation, *gang_min,
+                               StrCat("is not a whole number 1..", g.size, " (", size_key, ")"));
       }
       if (*min > g.size) {
         return AnnotationError(records::kGangMinAnnotation, *gang_min,
-                               StrCat("is more than ", records::kGangSizeAnnotation, " ", g.size,
+                               StrCat("is more than ", size_key, " ", g.size,
                                       "; a gang starts with at most all its members"));
       }
       g.min = *min < g.size ? static_cast<int32_t>(*min) : 0;  // min = size: all or nothing
@@ -344,10 +372,22 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
     r.gang = g;
   } else {
     for (auto [k, v] : {std::pair{records::kGangSizeAnnotation, gang_size},
-                        std::pair{records::kGangTopologyAnnotation, gang_topology},
-                        std::pair{records::kGangTopologyModeAnnotation, gang_mode},
                         std::pair{records::kGangMinAnnotation, gang_min}}) {
       if (v) return AnnotationError(k, *v, StrCat("needs ", records::kGangAnnotation));
+    }
+    if (in_pod_group) {
+      TESSERA_ASSIGN_OR_RETURN(std::optional<core::GangAsk> where,
+                               GangTopology(gang_topology, gang_mode));
+      r.gang = where;  // nameless: only where the PodGroup's gang goes
+    } else {
+      for (auto [k, v] : {std::pair{records::kGangTopologyAnnotation, gang_topology},
+                          std::pair{records::kGangTopologyModeAnnotation, gang_mode}}) {
+        if (v) {
+          return AnnotationError(
+              k, *v,
+              StrCat("needs ", records::kGangAnnotation, " or spec.schedulingGroup.podGroupName"));
+        }
+      }
     }
   }
   return r;
@@ -436,6 +476,7 @@ void DecodePodInto(const json& pod, PodInfo* p) {
     }
   }
   p->scheduler_name = JsonStringField(spec, "schedulerName");
+  p->pod_group = JsonStringField(JsonField(spec, "schedulingGroup"), "podGroupName");
   p->node_name = JsonStringField(spec, "nodeName");
   p->phase = JsonStringField(status, "phase");
   const json& gates = JsonField(spec, "schedulingGates");
@@ -475,6 +516,10 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   if (request.ok()) {
     p->request = std::move(*request);
     p->request.priority = p->priority;
+    if (p->request.gang && p->request.gang->name.empty()) {  // only where a PodGroup's gang goes
+      p->pod_group_topology = p->request.gang;
+      p->request.gang.reset();
+    }
   } else {
     p->input_error = std::string(FromAbsl(request.status().message()));
   }
@@ -493,6 +538,57 @@ std::shared_ptr<const PodInfo> DecodePod(const json& pod) {
     p->input_error = StrCat("pod object: ", e.what());
   }
   return p;
+}
+
+std::string PodGroupInfo::InitiallyScheduled() const {
+  for (const json& c : conditions) {
+    if (JsonStringField(c, "type") == kPodGroupScheduledCondition) {
+      return JsonStringField(c, "status");
+    }
+  }
+  return "";
+}
+
+std::shared_ptr<const PodGroupInfo> DecodePodGroup(const json& group) {
+  auto g = std::make_shared<PodGroupInfo>();
+  const json& meta = JsonField(group, "metadata");
+  const json& spec = JsonField(group, "spec");
+  g->ns = JsonStringField(meta, "namespace");
+  g->name = JsonStringField(meta, "name");
+  g->key = StrCat(g->ns, "/", g->name);
+  g->uid = JsonStringField(meta, "uid");
+  g->resource_version = JsonStringField(meta, "resourceVersion");
+  if (const json& gen = JsonField(meta, "generation"); gen.is_number_integer()) {
+    g->generation = gen.get<int64_t>();
+  }
+  if (const json& c = JsonField(JsonField(group, "status"), "conditions"); c.is_array()) {
+    for (const json& x : c) {
+      if (x.is_object()) g->conditions.push_back(x);
+    }
+  }
+  const json& policy = JsonField(spec, "schedulingPolicy");
+  const json& gang = JsonField(policy, "gang");
+  if (gang.is_object()) {
+    g->gang = true;
+    const json& min = JsonField(gang, "minCount");
+    if (min.is_number_integer() && min.get<int64_t>() >= 1 &&
+        min.get<int64_t>() <= records::kMaxGangSize) {
+      g->min_count = static_cast<int32_t>(min.get<int64_t>());
+    } else {
+      g->error = StrCat("spec.schedulingPolicy.gang.minCount: ", min.dump(),
+                        " is not a whole number 1..", records::kMaxGangSize);
+    }
+  } else if (!JsonField(policy, "basic").is_object()) {
+    g->error = "spec.schedulingPolicy: neither gang nor basic";
+  }
+  const json& topology = JsonField(JsonField(spec, "schedulingConstraints"), "topology");
+  if (topology.is_array()) {
+    for (const json& t : topology) {
+      std::string key = JsonStringField(t, "key");
+      if (!key.empty()) g->topology_keys.push_back(std::move(key));
+    }
+  }
+  return g;
 }
 
 namespace {

@@ -13,6 +13,9 @@
 //                1..K: an elastic gang that starts with M members and grows to K),
 //                tessera.dev/gang-topology: LEVEL (+ tessera.dev/gang-topology-mode, default
 //                required), tessera.dev/queue: NAME; spec.priority orders the queue.
+//   gangs also   spec.schedulingGroup.podGroupName (an upstream PodGroup, pod_groups.h) and
+//                Kueue's label kueue.x-k8s.io/pod-group-name with the annotation
+//                kueue.x-k8s.io/pod-group-total-count (a gang of that size, all or nothing).
 // CPU and memory requests are what kube-scheduler computes (component-helpers PodRequests):
 // the sum over containers, raised to any init container's need (restartable "sidecar" init
 // containers count as running alongside), plus spec.overhead. GPU asks add up the same way.
@@ -101,6 +104,16 @@ struct PodInfo {
   std::map<std::string, std::string> labels;  // metadata.labels (disruption budgets select by them)
   bool ready = false;                         // condition Ready is True
 
+  // spec.schedulingGroup.podGroupName: the upstream PodGroup the pod belongs to; empty: none.
+  // Decoded request.gang is then what the pod's own annotations say; the scheduler replaces it
+  // with the PodGroup's gang (PodGroups::Resolve).
+  std::string pod_group;
+  // tessera.dev/gang-topology (+ -mode) on a pod in a PodGroup without tessera.dev/gang: a gang
+  // with only level and required set, for the PodGroup's gang (PodGroups::Resolve).
+  std::optional<core::GangAsk> pod_group_topology;
+  // Set by PodGroups::Resolve, never decoded: the pod names a PodGroup that does not exist (yet).
+  bool pod_group_missing = false;
+
   // What the pod asks for; meaningful when input_error is empty. request.name == key.
   core::PodRequest request;
   // "<field>: <what is wrong>" when the pod's resources or annotations cannot be understood.
@@ -136,6 +149,31 @@ struct PodInfo {
 };
 
 std::shared_ptr<const PodInfo> DecodePod(const nlohmann::json& pod);
+
+// An upstream PodGroup (scheduling.k8s.io/v1beta1, Kubernetes 1.37 with the GenericWorkload
+// gate): the fields tessera uses. Decoding never fails: unknown fields are ignored, and what
+// tessera cannot use is kept in `error` (the field and why), for its pods' owner to read.
+struct PodGroupInfo {
+  std::string ns, name, key;  // key: "ns/name"
+  std::string uid, resource_version;
+  int64_t generation = 0;
+  // spec.schedulingPolicy: gang {minCount} (all or nothing for at least min_count pods) or
+  // basic {} (independent pods).
+  bool gang = false;
+  int32_t min_count = 0;
+  // spec.schedulingConstraints.topology[].key: node label keys the group stays inside.
+  std::vector<std::string> topology_keys;
+  // status.conditions as they are (the scheduler rewrites the list with its own condition).
+  nlohmann::json conditions = nlohmann::json::array();
+  std::string error;
+  // The status of condition PodGroupInitiallyScheduled ("True", "False"; "" when absent).
+  std::string InitiallyScheduled() const;
+};
+
+inline constexpr std::string_view kPodGroupsPath = "/apis/scheduling.k8s.io/v1beta1/podgroups";
+inline constexpr std::string_view kPodGroupScheduledCondition = "PodGroupInitiallyScheduled";
+
+std::shared_ptr<const PodGroupInfo> DecodePodGroup(const nlohmann::json& group);
 
 struct NodeInfo {
   std::string name;

@@ -148,6 +148,101 @@ TEST(DecodePod, ElasticGangMinAndItsBadValues) {
       HasSubstr("tessera.dev/gang-min]: \"2\" needs tessera.dev/gang"));
 }
 
+// spec.schedulingGroup.podGroupName is kept for the scheduler to resolve (pod_groups.h); a pod in
+// a PodGroup may give tessera.dev/gang-topology alone (kept apart: only where its gang goes).
+TEST(DecodePod, PodGroupNameAndTheTopologyItMayAddTo) {
+  auto p = DecodePod(PodObject("ns", "w-0")
+                         .Limit("tessera.dev/gpu", "1")
+                         .PodGroup("train")
+                         .Annotation("tessera.dev/gang-topology", "nvlink-domain")
+                         .Json());
+  ASSERT_TRUE(p->input_error.empty()) << p->input_error;
+  EXPECT_EQ(p->pod_group, "train");
+  EXPECT_FALSE(p->pod_group_missing);
+  EXPECT_FALSE(p->request.gang.has_value());  // the PodGroup says which gang
+  ASSERT_TRUE(p->pod_group_topology.has_value());
+  EXPECT_EQ(p->pod_group_topology->level, "nvlink-domain");
+  EXPECT_TRUE(p->pod_group_topology->required);
+  EXPECT_FALSE(DecodePod(PodObject("ns", "w-1").PodGroup("train").Json())->pod_group_topology);
+  // Without a PodGroup (or gang) the topology has no gang to apply to.
+  EXPECT_THAT(DecodePod(PodObject("ns", "p").Annotation("tessera.dev/gang-topology", "rack").Json())
+                  ->input_error,
+              HasSubstr("tessera.dev/gang-topology]: \"rack\" needs tessera.dev/gang or "
+                        "spec.schedulingGroup.podGroupName"));
+}
+
+// Kueue's pod groups (the label and the total count) are gangs of that size, all or nothing;
+// tessera's own annotation wins over Kueue's label.
+TEST(DecodePod, KueuePodGroupLabelAndTotalCount) {
+  auto p = DecodePod(PodObject("ns", "w-0")
+                         .Limit("tessera.dev/gpu", "1")
+                         .Label("kueue.x-k8s.io/pod-group-name", "team-a-job")
+                         .Annotation("kueue.x-k8s.io/pod-group-total-count", "4")
+                         .Json());
+  ASSERT_TRUE(p->input_error.empty()) << p->input_error;
+  ASSERT_TRUE(p->request.gang.has_value());
+  EXPECT_EQ(p->request.gang->name, "team-a-job");
+  EXPECT_EQ(p->request.gang->size, 4);
+  EXPECT_FALSE(p->request.gang->elastic());
+  EXPECT_THAT(
+      DecodePod(PodObject("ns", "w-1").Label("kueue.x-k8s.io/pod-group-name", "team-a-job").Json())
+          ->input_error,
+      HasSubstr("metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: missing"));
+  EXPECT_THAT(DecodePod(PodObject("ns", "w-1")
+                            .Label("kueue.x-k8s.io/pod-group-name", "team-a-job")
+                            .Annotation("kueue.x-k8s.io/pod-group-total-count", "many")
+                            .Json())
+                  ->input_error,
+              HasSubstr("kueue.x-k8s.io/pod-group-total-count]: \"many\" is not a whole number"));
+  auto both = DecodePod(PodObject("ns", "w-2")
+                            .Gang("mine", 2)
+                            .Label("kueue.x-k8s.io/pod-group-name", "team-a-job")
+                            .Annotation("kueue.x-k8s.io/pod-group-total-count", "4")
+                            .Json());
+  ASSERT_TRUE(both->input_error.empty()) << both->input_error;
+  EXPECT_EQ(both->request.gang->name, "mine");
+  EXPECT_EQ(both->request.gang->size, 2);
+}
+
+// The PodGroup's fields as the v1.37.2 API server serves them (scheduling.k8s.io/v1beta1), unknown
+// fields ignored; what tessera cannot use is kept in `error`.
+TEST(DecodePodGroup, GangBasicTopologyConditionsAndBadInput) {
+  json gang = testing::PodGroupJson("ns", "train", 4, "tessera.dev/nvlink-domain");
+  gang["metadata"]["generation"] = 3;
+  gang["spec"]["disruptionMode"] = {{"single", json::object()}};  // a field tessera does not use
+  gang["spec"]["someFutureField"] = {{"x", 1}};
+  gang["status"]["conditions"] = {{{"type", "PodGroupInitiallyScheduled"},
+                                   {"status", "False"},
+                                   {"reason", "Unschedulable"},
+                                   {"message", "no room"}}};
+  auto g = DecodePodGroup(gang);
+  EXPECT_TRUE(g->error.empty()) << g->error;
+  EXPECT_EQ(g->key, "ns/train");
+  EXPECT_TRUE(g->gang);
+  EXPECT_EQ(g->min_count, 4);
+  EXPECT_EQ(g->generation, 3);
+  EXPECT_EQ(g->topology_keys, std::vector<std::string>{"tessera.dev/nvlink-domain"});
+  EXPECT_EQ(g->InitiallyScheduled(), "False");
+  auto basic = DecodePodGroup(testing::PodGroupJson("ns", "serve", 0));
+  EXPECT_TRUE(basic->error.empty()) << basic->error;
+  EXPECT_FALSE(basic->gang);
+  EXPECT_EQ(basic->InitiallyScheduled(), "");
+  json zero = testing::PodGroupJson("ns", "bad", 1);
+  zero["spec"]["schedulingPolicy"]["gang"]["minCount"] = 0;
+  EXPECT_THAT(DecodePodGroup(zero)->error,
+              HasSubstr("spec.schedulingPolicy.gang.minCount: 0 is not a whole number"));
+  json none = testing::PodGroupJson("ns", "none", 1);
+  none["spec"]["schedulingPolicy"] = json::object();
+  EXPECT_THAT(DecodePodGroup(none)->error, HasSubstr("neither gang nor basic"));
+  // Garbage where objects belong never throws.
+  for (json odd : {json::array(), json("x"), json{{"spec", 5}}, json{{"metadata", json::array()}},
+                   json{{"spec", {{"schedulingPolicy", {{"gang", 7}}}}}},
+                   json{{"status", {{"conditions", {1, "a"}}}}}}) {
+    auto x = DecodePodGroup(odd);
+    EXPECT_FALSE(x->error.empty()) << odd.dump();
+  }
+}
+
 // kube-scheduler's PodRequests: containers add up; an init container needs its own request plus
 // the restartable (sidecar) init containers started before it; overhead on top.
 TEST(DecodePod, CpuAndMemoryAsKubeSchedulerComputesThem) {

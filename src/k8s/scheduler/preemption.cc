@@ -23,6 +23,13 @@ std::shared_ptr<const QueueInfo> DecodeQueue(const nlohmann::json& object) {
       q->spec.name = object["metadata"]["name"];
     }
   }
+  absl::StatusOr<std::optional<records::QueueUsageStatus>> usage =
+      records::QueueUsageFromObject(object);
+  if (usage.ok()) {
+    q->usage = *std::move(usage);
+  } else {
+    q->usage_error = std::string(FromAbsl(usage.status().message()));
+  }
   return q;
 }
 
@@ -186,6 +193,18 @@ Preemption::Decision Preemption::PlanGang(ClusterLedger& ledger, core::QueueSet&
     requests.push_back(m->request);
     request.demand += core::DemandOf(m->request, gpu_memory > 0 ? gpu_memory : 1);
   }
+  // Earlier plans are decided: the pods nominated before these (of at least their priority)
+  // keep the room their victims leave, and the nominated pods of this queue will hold what they
+  // ask (the reclaim rule counts them with these).
+  std::vector<std::string> own;
+  for (const PodInfo* m : members) own.push_back(m->key);
+  const uint64_t own_seq = SeqOf(own);
+  const absl::flat_hash_set<std::string> claimed = Claimed(ledger, own, pod.priority, own_seq, now);
+  for (const auto& [key, n] : nominations_) {
+    if (!n.pod || n.pod->queue != pod.queue || n.node.empty()) continue;
+    if (std::find(own.begin(), own.end(), key) != own.end()) continue;
+    request.demand += core::DemandOf(n.pod->request, gpu_memory > 0 ? gpu_memory : 1);
+  }
   request.members = requests;
   request.queue = pod.queue;
   request.priority = pod.priority;
@@ -209,7 +228,8 @@ Preemption::Decision Preemption::PlanGang(ClusterLedger& ledger, core::QueueSet&
     }
     auto e = evicted_at_.find(key);
     const bool ours = e != evicted_at_.end() && now - e->second < kEvictingFor;
-    rp.terminating = info->deleting || ours;
+    rp.claimed = claimed.contains(key);
+    rp.terminating = (info->deleting || ours) && !rp.claimed;
     if (budgets_.size() > 0) {
       rp.budget = budgets_.Covering(*info);
       if (!rp.budget.empty()) {
@@ -230,21 +250,15 @@ Preemption::Decision Preemption::PlanGang(ClusterLedger& ledger, core::QueueSet&
   for (const core::PlacementResult& r : plan.placements) {
     member_nodes.push_back(cluster.node(r.placement.node).name);
   }
-  if (plan.victims.empty()) {
-    for (const auto& [key, n] : nominations_) {
-      if (!n.pod || n.pod->priority < pod.priority) continue;
-      if (std::any_of(members.begin(), members.end(),
-                      [&](const PodInfo* m) { return m->key == key; })) {
-        continue;
-      }
-      if (std::find(member_nodes.begin(), member_nodes.end(), n.node) == member_nodes.end()) {
-        continue;
-      }
-      d.reason = StrCat("the room being made on node ", n.node, " is claimed by pod ", key,
-                        " (priority ", n.pod->priority, "); planning again once it has landed");
-      return d;
-    }
-  }
+  // The plan must leave the pods nominated before these their room, on every node it uses (the
+  // claims above cover the room being made; this covers free room they count on too).
+  std::vector<core::NodeId> where;
+  for (const core::PlacementResult& r : plan.placements) where.push_back(r.placement.node);
+  std::vector<std::string> gone = plan.victims;
+  gone.insert(gone.end(), plan.awaited.begin(), plan.awaited.end());
+  d.reason = TakesKeptRoom(ledger, std::span<const PodInfo* const>(members).first(where.size()),
+                           where, std::move(gone), now);
+  if (!d.reason.empty()) return d;
   d.found = true;
   d.node = member_nodes[0];
   d.nodes = member_nodes;
@@ -282,18 +296,176 @@ bool Preemption::Evicting(const std::string& key, TimePoint now) const {
   return it != evicted_at_.end() && now - it->second < kEvictingFor;
 }
 
-bool Preemption::RoomBeingMade(const ClusterLedger& ledger, const std::string& key,
-                               TimePoint now) const {
+uint64_t Preemption::SeqOf(std::span<const std::string> keys) const {
+  uint64_t seq = UINT64_MAX;
+  for (const std::string& k : keys) {
+    if (auto it = nominations_.find(k); it != nominations_.end())
+      seq = std::min(seq, it->second.seq);
+  }
+  return seq;
+}
+
+std::vector<const Preemption::Nomination*> Preemption::Outranking(const ClusterLedger& ledger,
+                                                                  const std::string& node,
+                                                                  std::span<const std::string> own,
+                                                                  int32_t priority,
+                                                                  uint64_t own_seq) const {
+  std::vector<const Nomination*> out;
+  for (const auto& [key, n] : nominations_) {
+    if (n.node != node || !n.pod) continue;
+    if (ledger.engine().Find(key) != nullptr) continue;  // placed already: it holds its room
+    if (std::find(own.begin(), own.end(), key) != own.end()) continue;
+    if (n.pod->priority < priority) continue;
+    if (n.pod->priority == priority && n.seq > own_seq) continue;  // nominated after them
+    out.push_back(&n);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Nomination* a, const Nomination* b) { return a->seq < b->seq; });
+  return out;
+}
+
+bool Preemption::LeavingNow(const std::string& key, const PodInfo& info, TimePoint now) const {
+  return info.deleting || Evicting(key, now);
+}
+
+std::vector<std::string> Preemption::Leaving(const ClusterLedger& ledger, core::NodeId id,
+                                             TimePoint now) const {
+  std::vector<std::string> out;
+  for (const auto& [k, info] : bound_) {
+    if (!LeavingNow(k, *info, now)) continue;
+    const core::Placement* p = ledger.engine().Find(k);
+    if (p != nullptr && p->node == id) out.push_back(k);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool Preemption::FitsOn(ClusterLedger& ledger, core::NodeId id,
+                        std::span<const PodInfo* const> pods, std::vector<std::string> without) {
+  std::sort(without.begin(), without.end());
+  without.erase(std::unique(without.begin(), without.end()), without.end());
+  const std::vector<core::Candidate> allowed = {core::Candidate{id, ~0ULL}};
+  // All of them at once, and the members of each gang together (with its topology).
+  std::vector<core::PodRequest> together;
+  std::vector<std::vector<core::PodRequest>> gangs;
+  absl::flat_hash_map<std::string, size_t> gang_of;
+  for (const PodInfo* p : pods) {
+    together.push_back(p->request);
+    together.back().gang.reset();
+    if (!p->request.gang) continue;
+    auto [it, fresh] = gang_of.try_emplace(StrCat(p->ns, "/", p->request.gang->name), gangs.size());
+    if (fresh) gangs.emplace_back();
+    gangs[it->second].push_back(p->request);
+  }
+  auto all_placed = [](const std::vector<core::PlacementResult>& r) {
+    return !r.empty() && std::all_of(r.begin(), r.end(),
+                                     [](const core::PlacementResult& x) { return x.placed(); });
+  };
+  if (together.size() == 1) {
+    if (!ledger.WhatIf(together[0], without, &allowed).placed()) return false;
+  } else if (!all_placed(ledger.WhatIfGang(together, without, &allowed))) {
+    return false;
+  }
+  for (std::vector<core::PodRequest>& gang : gangs) {
+    if (gang.size() < 2) continue;      // one member alone: checked with the others above
+    for (core::PodRequest& m : gang) {  // the members here, as a gang of their own
+      m.gang->size = static_cast<int32_t>(gang.size());
+      m.gang->min = 0;
+    }
+    if (!all_placed(ledger.WhatIfGang(gang, without, &allowed))) return false;
+  }
+  return true;
+}
+
+absl::flat_hash_set<std::string> Preemption::Claimed(ClusterLedger& ledger,
+                                                     std::span<const std::string> own,
+                                                     int32_t priority, uint64_t own_seq,
+                                                     TimePoint now) {
+  absl::flat_hash_set<std::string> out;
+  absl::flat_hash_map<std::string, std::vector<const PodInfo*>> kept;  // by node
+  for (const auto& [key, n] : nominations_) {
+    (void)key;
+    if (!n.pod || n.node.empty()) continue;
+    if (kept.contains(n.node)) continue;
+    std::vector<const Nomination*> there = Outranking(ledger, n.node, own, priority, own_seq);
+    std::vector<const PodInfo*>& pods = kept[n.node];
+    for (const Nomination* o : there) pods.push_back(o->pod.get());
+  }
+  const core::Cluster& cluster = ledger.engine().cluster();
+  for (const auto& [node, pods] : kept) {
+    if (pods.empty()) continue;
+    const core::NodeId id = cluster.FindNode(node);
+    if (!id.valid()) continue;
+    for (const std::string& k : ClaimedOn(ledger, id, pods, Leaving(ledger, id, now))) {
+      out.insert(k);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> Preemption::ClaimedOn(ClusterLedger& ledger, core::NodeId id,
+                                               std::span<const PodInfo* const> kept,
+                                               const std::vector<std::string>& leaving) {
+  if (kept.empty() || leaving.empty()) return {};
+  // They need more than is leaving: all of it is theirs.
+  if (!FitsOn(ledger, id, kept, leaving)) return leaving;
+  // The fewest they need: each pod leaving given back while they still fit without it.
+  std::vector<std::string> gone = leaving;
+  for (const std::string& l : leaving) {
+    std::vector<std::string> without;
+    for (const std::string& g : gone) {
+      if (g != l) without.push_back(g);
+    }
+    if (FitsOn(ledger, id, kept, without)) gone = std::move(without);
+  }
+  return gone;
+}
+
+std::string Preemption::TakesKeptRoom(ClusterLedger& ledger, std::span<const PodInfo* const> pods,
+                                      std::span<const core::NodeId> nodes,
+                                      std::vector<std::string> gone, TimePoint now) {
+  if (pods.empty()) return "";
+  std::vector<std::string> own;
+  for (const PodInfo* p : pods) own.push_back(p->key);
+  const uint64_t own_seq = SeqOf(own);
+  std::vector<core::NodeId> distinct(nodes.begin(), nodes.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  const core::Cluster& cluster = ledger.engine().cluster();
+  for (const core::NodeId id : distinct) {
+    const std::string& node = cluster.node(id).name;
+    const std::vector<const Nomination*> kept =
+        Outranking(ledger, node, own, pods[0]->priority, own_seq);
+    if (kept.empty()) continue;
+    std::vector<const PodInfo*> together;
+    for (const Nomination* n : kept) together.push_back(n->pod.get());
+    for (size_t i = 0; i < pods.size() && i < nodes.size(); ++i) {
+      if (nodes[i] == id) together.push_back(pods[i]);
+    }
+    std::vector<std::string> without = Leaving(ledger, id, now);
+    without.insert(without.end(), gone.begin(), gone.end());
+    if (FitsOn(ledger, id, together, std::move(without))) continue;
+    return StrCat("the room being made on node ", node, " is claimed by pod ", kept[0]->pod->key,
+                  " (priority ", kept[0]->pod->priority, "); planning again once it has landed");
+  }
+  return "";
+}
+
+bool Preemption::RoomBeingMade(ClusterLedger& ledger, const std::string& key, TimePoint now) {
   auto n = nominations_.find(key);
-  if (n == nominations_.end() || n->second.node.empty()) return false;
+  if (n == nominations_.end() || n->second.node.empty() || !n->second.pod) return false;
   const core::NodeId id = ledger.engine().cluster().FindNode(n->second.node);
   if (!id.valid()) return false;
-  for (const auto& [k, info] : bound_) {
-    if (!info->deleting && !Evicting(k, now)) continue;
-    const core::Placement* p = ledger.engine().Find(k);
-    if (p != nullptr && p->node == id) return true;
+  const std::vector<std::string> leaving = Leaving(ledger, id, now);
+  if (leaving.empty()) return false;
+  // Not all of it for the pods nominated there before this one.
+  const std::string own[] = {key};
+  std::vector<const PodInfo*> kept;
+  for (const Nomination* o :
+       Outranking(ledger, n->second.node, own, n->second.pod->priority, n->second.seq)) {
+    kept.push_back(o->pod.get());
   }
-  return false;
+  return ClaimedOn(ledger, id, kept, leaving).size() < leaving.size();
 }
 
 std::string Preemption::Guard(ClusterLedger& ledger, const PodInfo& pod,
@@ -311,14 +483,9 @@ std::string Preemption::Guard(ClusterLedger& ledger, std::span<const PodInfo* co
   // The placed pods go as one: of their priority (a gang's members share it) and nominated as
   // early as the earliest of them.
   const int32_t priority = pods[0]->priority;
-  absl::flat_hash_set<std::string> own;
-  uint64_t own_seq = UINT64_MAX;
-  for (const PodInfo* p : pods) {
-    own.insert(p->key);
-    if (auto it = nominations_.find(p->key); it != nominations_.end()) {
-      own_seq = std::min(own_seq, it->second.seq);
-    }
-  }
+  std::vector<std::string> own;
+  for (const PodInfo* p : pods) own.push_back(p->key);
+  const uint64_t own_seq = SeqOf(own);
   std::vector<core::NodeId> nodes;
   for (const core::Placement& p : placements) {
     if (std::find(nodes.begin(), nodes.end(), p.node) == nodes.end()) nodes.push_back(p.node);
@@ -326,66 +493,35 @@ std::string Preemption::Guard(ClusterLedger& ledger, std::span<const PodInfo* co
   for (core::NodeId id : nodes) {
     const std::string& node = cluster.node(id).name;
     // The nominations there that outrank the placed pods, in order of nomination.
-    std::vector<std::pair<uint64_t, const std::string*>> kept;
-    for (const auto& [key, n] : nominations_) {
-      if (own.contains(key) || n.node != node || !n.pod) continue;
-      if (n.pod->priority < priority) continue;
-      if (n.pod->priority == priority && n.seq > own_seq) continue;  // nominated after them
-      kept.emplace_back(n.seq, &key);
-    }
+    const std::vector<const Nomination*> kept = Outranking(ledger, node, own, priority, own_seq);
     if (kept.empty()) continue;
-    std::sort(kept.begin(), kept.end());
     std::vector<std::string> leaving;
     for (const auto& [k, info] : bound_) {
       const core::Placement* p = engine.Find(k);
       if (p == nullptr || p->node != id) continue;
       if (info->deleting || evicted_at_.contains(k)) leaving.push_back(k);
     }
-    const std::vector<core::Candidate> allowed = {core::Candidate{id, ~0ULL}};
     // Each nominated pod, or the members of one gang nominated there together, must still fit
     // once the pods leaving are gone; several of them must fit all at once.
-    std::vector<core::PodRequest> together;
-    std::vector<std::vector<core::PodRequest>> gangs;
-    absl::flat_hash_map<std::string, size_t> gang_of;
+    std::vector<const PodInfo*> kept_pods;
+    absl::flat_hash_set<std::string> gangs;
     size_t singles = 0;
-    for (const auto& [seq, key] : kept) {
-      const PodInfo& p = *nominations_.at(*key).pod;
-      together.push_back(p.request);
-      together.back().gang.reset();
-      if (!p.request.gang) {
+    for (const Nomination* n : kept) {
+      kept_pods.push_back(n->pod.get());
+      if (n->pod->request.gang) {
+        gangs.insert(StrCat(n->pod->ns, "/", n->pod->request.gang->name));
+      } else {
         ++singles;
-        continue;
       }
-      auto [it, fresh] = gang_of.try_emplace(StrCat(p.ns, "/", p.request.gang->name), gangs.size());
-      if (fresh) gangs.emplace_back();
-      gangs[it->second].push_back(p.request);
     }
-    const PodInfo& first = *nominations_.at(*kept[0].second).pod;
+    const PodInfo& first = *kept[0]->pod;
     std::string who = StrCat("pod ", first.key, " (priority ", first.priority, ")");
-    if (singles == 0 && gang_of.size() == 1 && kept.size() > 1) {
-      who = StrCat("gang ", gang_of.begin()->first, " (priority ", first.priority, ")");
+    if (singles == 0 && gangs.size() == 1 && kept.size() > 1) {
+      who = StrCat("gang ", *gangs.begin(), " (priority ", first.priority, ")");
     } else if (kept.size() > 1) {
       who = StrCat(kept.size(), " pods nominated there (the first: ", who, ")");
     }
-    bool fits = true;
-    if (together.size() == 1) {
-      fits = ledger.WhatIf(together[0], leaving, &allowed).placed();
-    } else {
-      std::vector<core::PlacementResult> r = ledger.WhatIfGang(together, leaving, &allowed);
-      fits = !r.empty() && std::all_of(r.begin(), r.end(),
-                                       [](const core::PlacementResult& x) { return x.placed(); });
-    }
-    for (size_t g = 0; fits && g < gangs.size(); ++g) {
-      if (gangs[g].size() < 2) continue;      // one member alone: checked with the others above
-      for (core::PodRequest& m : gangs[g]) {  // the members nominated here, as a gang of their own
-        m.gang->size = static_cast<int32_t>(gangs[g].size());
-        m.gang->min = 0;
-      }
-      std::vector<core::PlacementResult> r = ledger.WhatIfGang(gangs[g], leaving, &allowed);
-      fits = !r.empty() && std::all_of(r.begin(), r.end(),
-                                       [](const core::PlacementResult& x) { return x.placed(); });
-    }
-    if (!fits) {
+    if (!FitsOn(ledger, id, kept_pods, std::move(leaving))) {
       return StrCat("the room on node ", node, " is kept for ", who,
                     ", for which pods there are being preempted");
     }

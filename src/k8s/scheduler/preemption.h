@@ -22,15 +22,30 @@
 //     lands on the room.
 //  3. Without one: nobody is evicted; the pod's message says why preemption would not help.
 //
+// Many pods at once. Plans are made one after another in a scheduling cycle (every waiting pod of
+// a queue and priority is tried in the same cycle), each seeing the earlier ones as decided, as
+// kube-scheduler counts nominated pods as used room: the pods leaving on a node (terminating or
+// evicted by us) whose room the pods nominated there earlier need (of higher priority, or equal
+// and nominated first) are claimed by them (Claimed: the fewest that let those nominations fit)
+// and are neither candidates nor room for the next plan, which evicts its own victims at once;
+// the nominated pods of the pod's queue count with it for the reclaim rule, and the victims'
+// queues count their pods already leaving as gone, so the plans together never take a queue
+// below its deserved share. Example: queue tb owed 4 GPUs, queue ta holding all 8 of one node:
+// 4 waiting tb pods get 4 victims and 4 nominations in one cycle, not one per graceful
+// termination. A plan must leave the earlier nominations on its nodes their room (free room they
+// count on too); when it would not, the pod waits ("claimed by"; planning again once that pod
+// has landed).
+//
 // The nomination keeps the room: a pod, or a gang, of lower or equal priority whose placement
 // would leave the pods nominated on its node no room is not placed there (Guard); the pods
 // nominated to one node must fit there together, a gang's members with its topology; of two
 // nominations of equal priority the one made first keeps it. A gang's members are nominated
 // each to its node and keep their room as one. A nomination whose pod finds no plan any more is
-// withdrawn (status.nominatedNodeName cleared), so that room is not held for nothing. A plan that
-// would evict nobody new, only await pods already leaving for another nominated pod of at least its
-// priority on that node, is no plan: the pod waits for that one to land and plans again (no two
-// pods count on the same room). Nominations come back from the API server after a restart
+// withdrawn (status.nominatedNodeName cleared) unless room is still being made for it (pods
+// leaving there beyond what the earlier nominations claim: RoomBeingMade), so that room is not
+// held for nothing; a refused eviction (a budget) has every waiting pod tried again in the next
+// cycle, so the pod whose plan it broke plans anew or gives up its nomination and the pods behind
+// it plan again in the same cycle. Nominations come back from the API server after a restart
 // (status.nominatedNodeName), and victims already terminating are awaited rather than evicted
 // again, so a restart mid-preemption neither evicts twice nor loses the nomination. A nomination
 // ends when its pod is bound, deleted, or planned elsewhere.
@@ -47,6 +62,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "core/engine.h"
 #include "core/preemption/planner.h"
 #include "core/queues/queue_set.h"
@@ -55,6 +71,7 @@
 #include "k8s/scheduler/disruption_budgets.h"
 #include "k8s/scheduler/objects.h"
 #include "nlohmann/json.hpp"
+#include "records/queue.h"
 
 namespace tessera::k8s {
 
@@ -62,6 +79,10 @@ namespace tessera::k8s {
 struct QueueInfo {
   core::QueueSpec spec;
   std::string error;
+  // status.usage as the scheduler last wrote it (records/queue.h); nullopt when absent or
+  // unreadable (usage_error says why).
+  std::optional<records::QueueUsageStatus> usage;
+  std::string usage_error;
 };
 std::shared_ptr<const QueueInfo> DecodeQueue(const nlohmann::json& object);
 
@@ -175,11 +196,18 @@ class Preemption {
   std::vector<std::shared_ptr<const PodInfo>> NominateForMoves(
       std::shared_ptr<const PodInfo> pod, const std::string& node,
       const std::vector<std::string>& movers, TimePoint now);
+  // Why `pods` (of one priority), going each to its node of `nodes` once `gone` have left, would
+  // take room kept for the pods nominated before them ("" when not): on each node, those and
+  // these must fit together once the pods leaving there and `gone` are gone. Preemption's and
+  // defragmentation's plans ask it, so a plan never counts on room an earlier one made.
+  std::string TakesKeptRoom(ClusterLedger& ledger, std::span<const PodInfo* const> pods,
+                            std::span<const core::NodeId> nodes, std::vector<std::string> gone,
+                            TimePoint now);
   // Evicted by this scheduler within kEvictingFor (the watch may not show it terminating yet).
   bool Evicting(const std::string& key, TimePoint now) const;
-  // `key` is nominated and some pod on that node is leaving (terminating, or evicted lately):
-  // the room for it is still being made.
-  bool RoomBeingMade(const ClusterLedger& ledger, const std::string& key, TimePoint now) const;
+  // `key` is nominated and some pod on that node is leaving (terminating, or evicted lately)
+  // beyond what the pods nominated there before it need: the room for it is still being made.
+  bool RoomBeingMade(ClusterLedger& ledger, const std::string& key, TimePoint now);
 
   // For tests and logs.
   const std::string* NominatedNode(const std::string& key) const;
@@ -192,6 +220,32 @@ class Preemption {
     uint64_t seq = 0;  // order of nomination: of equal priorities the earlier keeps the room
   };
   Nomination& Nominate(const std::string& key);
+  // The earliest nomination of `keys` (UINT64_MAX: none nominated).
+  uint64_t SeqOf(std::span<const std::string> keys) const;
+  // The nominations on `node` that outrank pods `own` of `priority` nominated at `own_seq`
+  // (higher priority, or equal and nominated first; never their own; not those placed already,
+  // waiting for their bind to show), in order of nomination.
+  std::vector<const Nomination*> Outranking(const ClusterLedger& ledger, const std::string& node,
+                                            std::span<const std::string> own, int32_t priority,
+                                            uint64_t own_seq) const;
+  // Terminating, or evicted by us within kEvictingFor.
+  bool LeavingNow(const std::string& key, const PodInfo& info, TimePoint now) const;
+  // The bound pods leaving from node `id`, sorted.
+  std::vector<std::string> Leaving(const ClusterLedger& ledger, core::NodeId id,
+                                   TimePoint now) const;
+  // Whether `pods` fit on node `id` all at once, and each gang's members among them together
+  // (with its topology), were `without` gone.
+  static bool FitsOn(ClusterLedger& ledger, core::NodeId id, std::span<const PodInfo* const> pods,
+                     std::vector<std::string> without);
+  // The pods leaving, on every node, whose room the nominations that outrank `own` (see
+  // Outranking) need: planning for `own` counts them neither as candidates nor as room.
+  absl::flat_hash_set<std::string> Claimed(ClusterLedger& ledger, std::span<const std::string> own,
+                                           int32_t priority, uint64_t own_seq, TimePoint now);
+  // Of `leaving` (on node `id`), the fewest that `kept` need gone to fit there (all of them when
+  // they do not fit even so): each given back, in order, while they still fit without it.
+  static std::vector<std::string> ClaimedOn(ClusterLedger& ledger, core::NodeId id,
+                                            std::span<const PodInfo* const> kept,
+                                            const std::vector<std::string>& leaving);
 
   absl::flat_hash_map<std::string, std::shared_ptr<const PodInfo>> bound_;
   absl::flat_hash_map<std::string, Nomination> nominations_;

@@ -21,7 +21,9 @@ bool PreemptionAnswer::StartCycle(TimePoint now) {
   if (writer_ == nullptr) return false;
   refusals_ = writer_->TakeRefusals();
   preemption_.NoteRefusals(refusals_, now);
-  return false;
+  // A refused victim breaks the plan that counted on it: the nominated pods are tried again in
+  // this cycle (one plans anew or gives up its nomination; those behind it plan again).
+  return !refusals_.empty();
 }
 
 NoFitAnswer::Admission PreemptionAnswer::Admit(const Placed& placed) {

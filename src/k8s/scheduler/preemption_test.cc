@@ -109,6 +109,17 @@ class PreemptionTest : public ::testing::Test {
     if (!queue.empty()) p.Annotation("tessera.dev/queue", queue);
     return p.Json();
   }
+  // Queues that deserve whole GPUs, by name, made known to the scheduler.
+  void QueuesDeserving(const std::vector<std::pair<std::string, int64_t>>& gpus) {
+    std::vector<core::QueueSpec> specs;
+    for (const auto& [name, n] : gpus) {
+      core::QueueSpec q;
+      q.name = name;
+      q.deserved[core::kQueueGpu] = n * 1000;
+      specs.push_back(q);
+    }
+    core_->SetQueues(specs, true);
+  }
   json Whole(const std::string& name, int priority, const std::string& queue = "", int n = 1) {
     PodObject p("ns", name);
     p.Limit("tessera.dev/gpu", std::to_string(n)).Priority(priority);
@@ -234,12 +245,7 @@ TEST_F(PreemptionTest, TheNominatedRoomIsKeptAndARestartNeitherEvictsTwiceNorLos
 TEST_F(PreemptionTest, AQueueOverItsShareGivesBackToOneUnder) {
   Node(NodeObject("n1").Gpus(4).Json());
   core_->SetSynced(true, true);
-  core::QueueSpec train, infer;
-  train.name = "train";
-  train.deserved[core::kQueueGpu] = 2000;
-  infer.name = "infer";
-  infer.deserved[core::kQueueGpu] = 2000;
-  core_->SetQueues({train, infer}, true);
+  QueuesDeserving({{"train", 2}, {"infer", 2}});
   for (int i = 0; i < 4; ++i) Pod(Whole(StrCat("t", i), 100, "train"));
   ScheduleAndBind();
   ASSERT_EQ(rec_.binds.size(), 4u);
@@ -578,6 +584,105 @@ TEST_F(PreemptionTest, AGangsNominatedRoomIsKeptFromPodsAndGangsAcrossARestart) 
 
 // A pod that no longer finds a plan gives its nomination up (status.nominatedNodeName cleared),
 // so that no room is held for nothing.
+// Issue 35: queue tb is owed 4 GPUs and ta holds all 8 of the one node. Five tb pods wait: the
+// four tb is owed are planned in one cycle, each seeing the earlier plans' victims as decided
+// (4 victims evicted at once, 4 nominations); the fifth would take tb beyond its share and ta
+// below its own: nobody more is evicted, then or on the next cycles; all four land once the
+// victims are gone. Before: one victim per cycle ("the room being made on node n1 is claimed by
+// pod ns/b0"), one graceful termination after another.
+TEST_F(PreemptionTest, FourPodsOfAQueueReclaimTheirShareInOneCycle) {
+  Node(NodeObject("n1").Gpus(8).Json());
+  core_->SetSynced(true, true);
+  QueuesDeserving({{"ta", 4}, {"tb", 4}});
+  for (int i = 0; i < 8; ++i) Pod(Whole(StrCat("a", i), 0, "ta"));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 8u);
+  for (int i = 0; i < 5; ++i) Pod(Whole(StrCat("b", i), 0, "tb"));
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 4u);
+  EXPECT_EQ(rec_.nominated.size(), 4u);
+  EXPECT_EQ(core_->preemption().nominations(), 4u);
+  int told = 0;
+  for (int i = 0; i < 5; ++i) {
+    const std::string key = StrCat("ns/b", i);
+    if (core_->preemption().NominatedNode(key) != nullptr) {
+      EXPECT_THAT(rec_.failures[key], HasSubstr("1 evicted now for this pod")) << key;
+    } else {
+      EXPECT_THAT(rec_.failures[key], HasSubstr("preemption would not help")) << key;
+      ++told;
+    }
+  }
+  EXPECT_EQ(told, 1);
+  // The victims terminate; retried meanwhile, nobody more is evicted and nothing is withdrawn.
+  for (const std::string& v : rec_.evicted) Terminating(v);
+  Advance(30'000);
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 4u);
+  EXPECT_EQ(rec_.nominated.size(), 4u);
+  for (const std::string& v : std::vector<std::string>(rec_.evicted)) Gone(v);
+  Advance(1'000);
+  ScheduleAndBind();
+  int bound = 0;
+  for (int i = 0; i < 5; ++i) bound += BoundTo(StrCat("ns/b", i)) == "n1" ? 1 : 0;
+  EXPECT_EQ(bound, 4);
+  EXPECT_EQ(rec_.evicted.size(), 4u);
+}
+
+// Two gangs of two in tb (owed 4) against ta's 8 pods on one node: both gangs get their victims
+// and nominations in the same cycle, each whole.
+TEST_F(PreemptionTest, TwoGangsOfAQueueReclaimInOneCycleEachWhole) {
+  Node(NodeObject("n1").Gpus(8).Json());
+  core_->SetSynced(true, true);
+  QueuesDeserving({{"ta", 4}, {"tb", 4}});
+  for (int i = 0; i < 8; ++i) Pod(Whole(StrCat("a", i), 0, "ta"));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 8u);
+  for (const std::string gang : {"g", "h"}) {
+    for (int i = 0; i < 2; ++i) {
+      Pod(PodObject("ns", StrCat(gang, i))
+              .Limit("tessera.dev/gpu", "1")
+              .Annotation("tessera.dev/queue", "tb")
+              .Gang(gang, 2)
+              .Json());
+    }
+  }
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.evicted.size(), 4u);
+  EXPECT_THAT(rec_.nominated,
+              UnorderedElementsAre("ns/g0->n1", "ns/g1->n1", "ns/h0->n1", "ns/h1->n1"));
+  for (const std::string& v : std::vector<std::string>(rec_.evicted)) Gone(v);
+  Advance(1'000);
+  ScheduleAndBind();
+  for (const char* k : {"ns/g0", "ns/g1", "ns/h0", "ns/h1"}) EXPECT_EQ(BoundTo(k), "n1") << k;
+  EXPECT_EQ(rec_.evicted.size(), 4u);
+}
+
+// A budget refuses the victim of one of two nominated pods: in the next cycle that pod's plan is
+// made again (another victim, evicted at once) and the other keeps its nomination; both land.
+TEST_F(PreemptionTest, APlanBrokenByARefusalIsMadeAgainInTheNextCycle) {
+  Node(NodeObject("n1").Gpus(3).Json());
+  core_->SetSynced(true, true);
+  for (int i = 0; i < 3; ++i) Pod(Whole(StrCat("low", i), 0));
+  ScheduleAndBind();
+  Pod(Whole("h0", 100));
+  Pod(Whole("h1", 100));
+  core_->ScheduleSome();
+  ASSERT_EQ(rec_.evicted.size(), 2u);
+  ASSERT_EQ(core_->preemption().nominations(), 2u);
+  const std::string refused = rec_.evicted[0];
+  rec_.refusals.push_back({refused, "Cannot evict pod as it would violate the pod's budget."});
+  Advance(1'000);
+  core_->ScheduleSome();
+  ASSERT_EQ(rec_.evicted.size(), 3u);
+  EXPECT_NE(rec_.evicted[2], refused);
+  EXPECT_EQ(core_->preemption().nominations(), 2u);
+  for (size_t i = 1; i < rec_.evicted.size(); ++i) Gone(rec_.evicted[i]);
+  Advance(1'000);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/h0"), "n1");
+  EXPECT_EQ(BoundTo("ns/h1"), "n1");
+}
+
 TEST_F(PreemptionTest, ANominationWithoutAPlanIsWithdrawn) {
   Node(NodeObject("n1").Gpus(1).Json());
   core_->SetSynced(true, true);

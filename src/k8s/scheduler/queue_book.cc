@@ -1,8 +1,34 @@
 #include "k8s/scheduler/queue_book.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace tessera::k8s {
+
+QueueBook::QueueBook()
+    : clock_([] {
+        return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+      }) {}
+
+void QueueBook::Tick() {
+  if (set_.half_life_ms() > 0) set_.AdvanceTo(clock_());
+}
+
+bool QueueBook::RestoreUsage(const records::QueueUsageStatus& usage) {
+  Tick();
+  return set_.RestoreUsage(usage.queue, usage.usage, usage.time_ms);
+}
+
+std::vector<records::QueueUsageStatus> QueueBook::UsageNow() {
+  Tick();
+  std::vector<records::QueueUsageStatus> out;
+  for (const core::QueueSet::UsageRecord& r : set_.UsageRecords()) {
+    out.push_back(records::QueueUsageStatus{r.queue, r.usage, set_.half_life_ms() / 1000, r.at_ms});
+  }
+  return out;
+}
 
 void QueueBook::SetSpecs(std::vector<core::QueueSpec> specs, bool known) {
   set_.set_implicit(!known || specs.empty());
@@ -30,6 +56,9 @@ void QueueBook::Held(const std::string& key, const std::string& queue,
   auto it = held_.find(key);
   if (it != held_.end()) {
     if (it->second.queue == queue && it->second.amount == usage) return;
+  }
+  Tick();  // what was held until now counts before the change
+  if (it != held_.end()) {
     if (!it->second.amount.zero()) set_.SubAllocated(it->second.queue, it->second.amount);
     held_.erase(it);
   }
@@ -69,6 +98,7 @@ std::vector<std::string> QueueBook::HeldKeys() const {
 
 std::vector<QueueGauges> QueueBook::Gauges() {
   std::vector<QueueGauges> out;
+  Tick();
   for (const core::QueueSet::Report& r : set_.Snapshot()) {
     QueueGauges g;
     g.queue = r.name;
@@ -79,6 +109,7 @@ std::vector<QueueGauges> QueueBook::Gauges() {
     g.allocated = r.allocated;
     g.borrowed = r.borrowed;
     g.pending = r.pending;
+    g.usage = r.usage;
     g.pending_pods = r.pending_pods;
     out.push_back(std::move(g));
   }

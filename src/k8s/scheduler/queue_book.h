@@ -11,10 +11,15 @@
 //    members waiting), shares with a memory ask counted against the largest GPU of the cluster
 //    when they were counted;
 //  - capacity: every GPU of the engine's live nodes.
+//  - usage (fair share that remembers, core/queues/usage_history.h): with a half-life set, the
+//    set's clock is moved to now (the injected clock, wall time by default) before every change
+//    of what a queue holds and before every report, so each holding counts for the time it was
+//    held; usage read back from Queue objects (RestoreUsage) joins the history kept here.
 // Not thread-safe: the scheduler thread owns it; Publish hands a copy to the metrics.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,12 +31,24 @@
 #include "core/queues/resources.h"
 #include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/objects.h"
+#include "records/queue.h"
 
 namespace tessera::k8s {
 
 class QueueBook {
  public:
-  QueueBook() = default;
+  // Milliseconds since the Unix epoch (records/queue.h writes the usage's time in it).
+  using Clock = std::function<int64_t()>;
+  QueueBook();
+  void set_clock(Clock clock) { clock_ = std::move(clock); }
+
+  // The usage half-life (queues.usageHalfLife); 0, the default, keeps no history.
+  void SetHalfLife(int64_t half_life_ms) { set_.SetHalfLife(half_life_ms); }
+  // A queue's usage as a Queue object's status has it (QueueSet::RestoreUsage's rule); false
+  // when not taken.
+  bool RestoreUsage(const records::QueueUsageStatus& usage);
+  // Every queue's usage now, to write back (empty without a half-life).
+  std::vector<records::QueueUsageStatus> UsageNow();
 
   // The Queue objects; `known`: their list has been read (until then, and while none exist,
   // every queue a pod names is implicit: nothing deserved, no limit).
@@ -64,7 +81,11 @@ class QueueBook {
     std::string queue;
     core::QueueResources amount;
   };
+  // The usage's clock to now (with a half-life).
+  void Tick();
+
   core::QueueSet set_;
+  Clock clock_;
   int64_t largest_gpu_mib_ = 0;
   absl::flat_hash_map<std::string, Counted> held_;
   absl::flat_hash_map<std::string, Counted> waiting_;

@@ -27,6 +27,13 @@ class Reporter {
                             const std::string& message) {
     (void)pod, (void)reason, (void)message;
   }
+  // Condition PodGroupInitiallyScheduled on an upstream PodGroup (its status subresource), as
+  // kube-scheduler writes it: True with reason Scheduled, or False with reason Unschedulable,
+  // and `message`. Default: none.
+  virtual void ReportPodGroup(const PodGroupInfo& group, bool scheduled,
+                              const std::string& message) {
+    (void)group, (void)scheduled, (void)message;
+  }
   // The scale-up signal's word on a waiting pod (scale_up_signal.h): a Normal Event (reason
   // ScaleUpSignal) and the pod condition tessera.dev/ScaleUp, which `tessera status` shows.
   // `helps`: some template lets the pod run. Default: the Event only.

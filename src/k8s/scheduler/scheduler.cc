@@ -15,6 +15,7 @@
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/preemption.h"
 #include "k8s/scheduler/queue_status.h"
+#include "k8s/scheduler/queue_usage_writer.h"
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
 #include "records/queue.h"
@@ -42,6 +43,8 @@ struct LoopEvent {
     kQueues,
     kBudget,
     kBudgetsSynced,
+    kPodGroup,
+    kPodGroupsSynced,
   };
   Kind kind = kNode;
   Change change = Change::kAdded;
@@ -51,6 +54,7 @@ struct LoopEvent {
   std::shared_ptr<const dra::ClassInfo> device_class;
   std::shared_ptr<const dra::ClaimInfo> claim;
   std::shared_ptr<const BudgetInfo> budget;
+  std::shared_ptr<const PodGroupInfo> pod_group;
   std::string key;
   uint64_t attempt = 0;
   absl::Status status;
@@ -134,6 +138,35 @@ class ApiReporter final : public Reporter {
         pod.key);
   }
 
+  void ReportPodGroup(const PodGroupInfo& group, bool scheduled,
+                      const std::string& message) override {
+    // The whole list (a merge patch replaces it): the group's other conditions as they are, ours
+    // replaced, its transition time kept when its status does not change.
+    const std::string status = scheduled ? "True" : "False";
+    nlohmann::json condition = {
+        {"type", kPodGroupScheduledCondition},
+        {"status", status},
+        {"reason", scheduled ? "Scheduled" : "Unschedulable"},
+        {"message", message},
+        {"observedGeneration", group.generation},
+        {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}};
+    nlohmann::json conditions = nlohmann::json::array();
+    for (const nlohmann::json& c : group.conditions) {
+      if (c.value("type", "") != kPodGroupScheduledCondition) {
+        conditions.push_back(c);
+      } else if (c.value("status", "") == status && c.contains("lastTransitionTime")) {
+        condition["lastTransitionTime"] = c["lastTransitionTime"];
+      }
+    }
+    conditions.push_back(std::move(condition));
+    nlohmann::json patch = {{"status", {{"conditions", std::move(conditions)}}}};
+    Submit(HttpRequest{"PATCH",
+                       StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", group.ns,
+                              "/podgroups/", group.name, "/status"),
+                       patch.dump(), std::string(ContentTypeOf(PatchType::kMerge))},
+           StrCat("PodGroup ", group.key));
+  }
+
   void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
                      bool repeat) override {
     const auto now = std::chrono::system_clock::now();
@@ -193,7 +226,7 @@ class ApiReporter final : public Reporter {
   void Submit(HttpRequest req, const std::string& key) {
     async_.Submit(req, [req, key](const HttpResponse& r) {
       if (r.ok() || r.status == 404) return;  // a pod deleted meanwhile needs no report
-      spdlog::warn("reporting on pod {}: {}", key, FromAbsl(StatusFromResponse(req, r).message()));
+      spdlog::warn("reporting on {}: {}", key, FromAbsl(StatusFromResponse(req, r).message()));
     });
   }
 
@@ -305,6 +338,24 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
                            SchedulerCore::Create(config_.core, &binder, &reporter, &metrics_));
   // Each Queue's .status, from the same rows /metrics serves (queue_status.h).
   QueueStatusWriter queue_status(writes);
+  // Fair share that remembers (queue_usage_writer.h): the usage's half-life; what Queue objects
+  // say they held is taken once the pods are in (so a restart's gap counts as holding what the
+  // queues then hold), and the leader writes it back at a bounded rate.
+  core->queue_book().SetHalfLife(config_.queue_usage_half_life.count());
+  QueueUsageWriter usage_writer(
+      [&writes](const records::QueueUsageStatus& u, std::function<void(bool)> done) {
+        HttpRequest req = QueueUsageRequest(u);
+        writes.Submit(req, [req, done = std::move(done)](const HttpResponse& r) {
+          if (!r.ok()) {
+            spdlog::warn("writing a queue's usage: {}",
+                         FromAbsl(StatusFromResponse(req, r).message()));
+          }
+          done(r.ok());
+        });
+      },
+      config_.queue_usage_write_interval.count());
+  // The usage the Queue objects say they held (latest per queue), until it is taken.
+  absl::flat_hash_map<std::string, records::QueueUsageStatus> usage_read;
   ClaimBinder claim_binder(
       writes,
       [&events](const std::string& key, uint64_t attempt, absl::Status status) {
@@ -357,6 +408,22 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   // Preemption and reclaim (preemption.h): evictions and nominations through the same client.
   ApiPreemptionWriter preemption_writer(writes);
   core->EnablePreemption(&preemption_writer);
+  // An informer's events as loop events: each object as `kind` in `field`, the end of its first
+  // full list as `synced`.
+  auto forward = [&events]<typename T>(LoopEvent::Kind synced, LoopEvent::Kind kind,
+                                       std::shared_ptr<const T> LoopEvent::*field) {
+    return [&events, synced, kind, field](typename Informer<T>::Event&& e) {
+      LoopEvent le;
+      if (e.kind == Informer<T>::Event::kSynced) {
+        le.kind = synced;
+      } else {
+        le.kind = kind;
+        le.change = ChangeOf(static_cast<int>(e.kind));
+        le.*field = std::move(e.object);
+      }
+      events.Push(std::move(le));
+    };
+  };
   ListWatchOptions queue_options;
   queue_options.resource = "queues";
   queue_options.path = std::string(records::kQueuesPath);
@@ -371,17 +438,18 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   budget_options.path = "/apis/policy/v1/poddisruptionbudgets";
   Informer<BudgetInfo> budgets(
       client_, budget_options, [](const nlohmann::json& j) { return DecodeBudget(j); },
-      [&events](Informer<BudgetInfo>::Event&& e) {
-        LoopEvent le;
-        if (e.kind == Informer<BudgetInfo>::Event::kSynced) {
-          le.kind = LoopEvent::kBudgetsSynced;
-        } else {
-          le.kind = LoopEvent::kBudget;
-          le.change = ChangeOf(static_cast<int>(e.kind));
-          le.budget = std::move(e.object);
-        }
-        events.Push(std::move(le));
-      });
+      forward(LoopEvent::kBudgetsSynced, LoopEvent::kBudget, &LoopEvent::budget));
+
+  // Upstream PodGroups (pod_groups.h). Without the GenericWorkload gate the API server does not
+  // serve them (404): none here, asked again every minute.
+  ListWatchOptions group_options;
+  group_options.resource = "podgroups";
+  group_options.path = std::string(kPodGroupsPath);
+  group_options.absent_retry = std::chrono::seconds(60);
+  Informer<PodGroupInfo> pod_groups(
+      client_, group_options, [](const nlohmann::json& j) { return DecodePodGroup(j); },
+      forward(LoopEvent::kPodGroupsSynced, LoopEvent::kPodGroup, &LoopEvent::pod_group));
+  core->SetPodGroupsKnown(false);
 
   ListWatchOptions node_options;
   node_options.resource = "nodes";
@@ -389,17 +457,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   node_options.label_selector = config_.node_selector;
   Informer<NodeInfo> nodes(
       client_, node_options, [](const nlohmann::json& j) { return DecodeNode(j); },
-      [&events](Informer<NodeInfo>::Event&& e) {
-        LoopEvent le;
-        if (e.kind == Informer<NodeInfo>::Event::kSynced) {
-          le.kind = LoopEvent::kNodesSynced;
-        } else {
-          le.kind = LoopEvent::kNode;
-          le.change = ChangeOf(static_cast<int>(e.kind));
-          le.node = std::move(e.object);
-        }
-        events.Push(std::move(le));
-      });
+      forward(LoopEvent::kNodesSynced, LoopEvent::kNode, &LoopEvent::node));
   ListWatchOptions pod_options;
   pod_options.resource = "pods";
   pod_options.path = "/api/v1/pods";
@@ -407,25 +465,15 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   pod_options.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
   Informer<PodInfo> pods(
       client_, pod_options, [](const nlohmann::json& j) { return DecodePod(j); },
-      [&events](Informer<PodInfo>::Event&& e) {
-        LoopEvent le;
-        if (e.kind == Informer<PodInfo>::Event::kSynced) {
-          le.kind = LoopEvent::kPodsSynced;
-        } else {
-          le.kind = LoopEvent::kPod;
-          le.change = ChangeOf(static_cast<int>(e.kind));
-          le.pod = std::move(e.object);
-        }
-        events.Push(std::move(le));
-      });
+      forward(LoopEvent::kPodsSynced, LoopEvent::kPod, &LoopEvent::pod));
 
   metrics_.SetBuild(config_.build);
-  metrics_.SetExtra(
-      [this, &nodes, &pods, &queues, &budgets, &dra_informers](prometheus::Exposition& out) {
-        std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets};
-        for (const auto& lw : dra_informers) all.push_back(lw.get());
-        WriteSchedulerClientMetrics(all, client_.transport()->requests(), out);
-      });
+  metrics_.SetExtra([this, &nodes, &pods, &queues, &budgets, &pod_groups,
+                     &dra_informers](prometheus::Exposition& out) {
+    std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets, &pod_groups};
+    for (const auto& lw : dra_informers) all.push_back(lw.get());
+    WriteSchedulerClientMetrics(all, client_.transport()->requests(), out);
+  });
   HttpEndpoints http;
   TESSERA_RETURN_IF_ERROR(http.Start(
       config_.metrics_address, config_.metrics_port, [this] { return metrics_.Render(); },
@@ -443,6 +491,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   int dra_lists = 0;
   queues.Start();
   budgets.Start();
+  pod_groups.Start();
   std::unique_ptr<LeaderElector> elector;
   bool leading = !config_.leader_elect;
   if (config_.leader_elect) {
@@ -523,6 +572,23 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
             }
           }
           core->SetQueues(std::move(specs), queues.synced());
+          if (config_.queue_usage_half_life.count() > 0) {
+            for (const std::shared_ptr<const QueueInfo>& q : queues.List()) {
+              if (!q->usage_error.empty()) {
+                spdlog::warn("queue {}: its usage is not read back (it starts afresh): {}",
+                             q->spec.name, q->usage_error);
+              } else if (q->usage && q->usage->half_life_seconds * 1000 !=
+                                         config_.queue_usage_half_life.count()) {
+                spdlog::info(
+                    "queue {}: its usage was kept with a half-life of {} s, not {} s; "
+                    "it starts afresh",
+                    q->spec.name, q->usage->half_life_seconds,
+                    config_.queue_usage_half_life.count() / 1000);
+              } else if (q->usage) {
+                usage_read[q->spec.name] = *q->usage;
+              }
+            }
+          }
           break;
         }
         case LoopEvent::kBudget:
@@ -530,6 +596,12 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
           break;
         case LoopEvent::kBudgetsSynced:
           core->SetBudgetsKnown(true);
+          break;
+        case LoopEvent::kPodGroup:
+          core->OnPodGroup(e.change, std::move(e.pod_group));
+          break;
+        case LoopEvent::kPodGroupsSynced:
+          core->SetPodGroupsKnown(true);
           break;
       }
     }
@@ -545,9 +617,22 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
       spdlog::info("caches synced: {} nodes, {} pods ({:.2f} s after start)", nodes.size(),
                    pods.size(), since_start());
     }
+    if (core->synced() && !usage_read.empty()) {
+      // Usage read back once the pods are in (before any decision counts them).
+      for (const auto& [queue, u] : usage_read) core->queue_book().RestoreUsage(u);
+      usage_read.clear();
+    }
     if (leading && core->ScheduleSome() > 0 && !decided) {
       decided = true;
       spdlog::info("first decisions {:.2f} s after start", since_start());
+    }
+    if (core->synced() && leading && config_.queue_usage_half_life.count() > 0) {
+      usage_writer.MaybeWrite(
+          std::chrono::duration_cast<std::chrono::milliseconds>(
+              std::chrono::system_clock::now().time_since_epoch())
+              .count(),
+          [&core] { return core->queue_book().UsageNow(); },
+          [&queues](std::string_view q) { return queues.Get(std::string(q)) != nullptr; });
     }
     if (Clock::now() - last_publish >= std::chrono::seconds(1)) {
       core->PublishMetrics();
@@ -566,6 +651,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   pods.Stop();
   queues.Stop();
   budgets.Stop();
+  pod_groups.Stop();
   spdlog::info("tessera scheduler stopped");
   return result;
 }

@@ -33,6 +33,7 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
       pods_(metrics),
       queue_(SchedulingQueue::Options{options_.retry_min_interval, options_.retry_period},
              clock_()),
+      groups_(options_.levels),
       ledger_(LedgerOptions{options_.policy, options_.seed, options_.levels}, metrics,
               [this](const std::string& key, const std::string& node, const std::string& why) {
                 const Pod* s = pods_.Find(key);
@@ -140,12 +141,37 @@ void SchedulerCore::AccountBound(const std::string& key, Pod& s) {
   CountHeld(key);
 }
 
+void SchedulerCore::OnPodGroup(Change change, std::shared_ptr<const PodGroupInfo> group) {
+  for (const std::string& key : groups_.OnGroup(change, std::move(group))) {
+    if (std::shared_ptr<const PodInfo> raw = groups_.Raw(key)) OnPod(Change::kUpdated, raw);
+  }
+}
+
+void SchedulerCore::SetPodGroupsKnown(bool known) {
+  const bool listed = known && !groups_known_;
+  groups_known_ = known;
+  if (!listed) return;
+  for (const std::string& key : groups_.Waiting()) {
+    if (std::shared_ptr<const PodInfo> raw = groups_.Raw(key)) OnPod(Change::kUpdated, raw);
+  }
+}
+
+void SchedulerCore::ReportGroup(const PodInfo& member, bool scheduled, const std::string& message) {
+  const PodGroupInfo* group = groups_.GroupOf(member);
+  if (group == nullptr || !groups_.ShouldWrite(*group, scheduled, message)) return;
+  spdlog::info("PodGroup {}: {}: {}", group->key, scheduled ? "Scheduled" : "Unschedulable",
+               message);
+  reporter_->ReportPodGroup(*group, scheduled, message);
+}
+
 void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
   const std::string key = pod->key;
   if (change == Change::kDeleted || pod->terminal()) {
     Forget(key);
     return;
   }
+  PodGroups::Resolved resolved = groups_.Resolve(std::move(pod));
+  pod = std::move(resolved.pod);
   Pod& s = pods_.Upsert(key, clock_());
   std::shared_ptr<const PodInfo> prev = s.info;
   s.info = pod;
@@ -164,7 +190,12 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
                    key, pod->node_name);
       Release(key);
     } else if (s.stage == Stage::kBound && held && truth == *held) {
-      return;  // nothing that matters changed
+      // Nothing that matters changed, but its gang may be known only now (its PodGroup listed
+      // after it): it runs in that gang, as below.
+      if (pod->scheduler_name == options_.scheduler_name && pod->input_error.empty()) {
+        gangs_.Join(key, s);
+      }
+      return;
     } else {
       Release(key);
     }
@@ -195,6 +226,22 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
     return;
   }
   if (s.stage == Stage::kBinding || s.stage == Stage::kBindConflict) return;
+  if (!resolved.ignored.empty()) {
+    reporter_->ReportWarning(*pod, "GangAnnotationIgnored", resolved.ignored);
+  }
+  if (pod->pod_group_missing) {
+    // As kube-scheduler: not an error; the pod goes on when its PodGroup appears (OnPodGroup).
+    // Said only once the PodGroups have been listed (before, it is likely just not seen yet).
+    Dequeue(key, s);
+    gangs_.Leave(key, s);
+    pods_.SetStage(s, Stage::kGangWaiting);
+    if (!groups_known_) return;
+    Report(s, "Unschedulable",
+           StrCat("waiting for PodGroup ", pod->ns, "/", pod->pod_group,
+                  " (scheduling.k8s.io/v1beta1, named by spec.schedulingGroup.podGroupName) to "
+                  "exist"));
+    return;
+  }
   if (!pod->input_error.empty()) {
     Dequeue(key, s);
     gangs_.Leave(key, s);
@@ -206,7 +253,8 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
     return;
   }
   const bool fresh = s.stage == Stage::kNew || s.stage == Stage::kIgnored ||
-                     s.stage == Stage::kBadInput || !prev || !prev->SameAsk(*pod);
+                     s.stage == Stage::kBadInput || !prev || prev->pod_group_missing ||
+                     !prev->SameAsk(*pod);
   if (fresh) {
     Dequeue(key, s);
     gangs_.Leave(key, s);
@@ -215,6 +263,7 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
 }
 
 void SchedulerCore::Forget(const std::string& key) {
+  groups_.Forget(key);
   Pod* s = pods_.Find(key);
   if (s == nullptr) return;
   if (dra_) dra_->BindDone(key, /*ok=*/false);
@@ -387,6 +436,7 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
     MarkUnschedulable(key, s, kept);
   } else if (r.placed()) {
     StartBind(key, s, r.placement);
+    ReportGroup(*s.info, true, StrCat("pod ", key, " scheduled to node ", ledger_.Find(key)->node));
   } else if (r.outcome == core::Outcome::kNoFitNow) {
     NoFitNow(NoFit{key, {key}, {s.info.get()}, {}, r.reason}, {r.reason});
   } else {
@@ -437,6 +487,7 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
 
 void SchedulerCore::PlaceGang(const std::string& gang_key, const GangAssembler::Round& round) {
   auto wait_all = [&](const std::string& why) {
+    ReportGroup(*pods_.Get(round.pending[0]).info, false, why);
     for (const std::string& m : round.pending) MarkUnschedulable(m, pods_.Get(m), why);
   };
   std::vector<const PodInfo*> members;
@@ -448,8 +499,9 @@ void SchedulerCore::PlaceGang(const std::string& gang_key, const GangAssembler::
     return !m->claims.empty() || (dra_ && dra_->ServesExtended(*m));
   });
   if (claims && round.min < round.size) {
-    return wait_all(StrCat(records::kGangMinAnnotation,
-                           " is not supported yet for gangs whose GPUs come from "
+    return wait_all(StrCat("an elastic gang (", records::kGangMinAnnotation,
+                           ", or a PodGroup's gang, which grows past minCount) is not supported "
+                           "yet for gangs whose GPUs come from "
                            "ResourceClaims (spec.resourceClaims, or tessera.dev/gpu served by "
                            "a DeviceClass); remove it to place the gang all or nothing"));
   }
@@ -465,6 +517,8 @@ void SchedulerCore::PlaceGang(const std::string& gang_key, const GangAssembler::
     if (ds.empty() || !ds[0].result.placed())
       return wait_all(ds.empty() ? "no members" : ds[0].result.reason);
     spdlog::info("gang {}: placed {} members with claims", gang_key, round.pending.size());
+    ReportGroup(*members[0], true,
+                StrCat(round.pending.size(), " pods of gang ", gang_key, " scheduled together"));
     for (size_t i = 0; i < round.pending.size(); ++i) {
       StartClaimBind(round.pending[i], pods_.Get(round.pending[i]), ds[i]);
     }
@@ -484,6 +538,7 @@ void SchedulerCore::PlaceGang(const std::string& gang_key, const GangAssembler::
     // Nothing of the gang fits now: the chain's answer, or they wait.
     std::vector<std::string> reasons;
     for (const core::PlacementResult& r : results) reasons.push_back(r.reason);
+    ReportGroup(*members[0], false, results[0].reason);
     return NoFitNow(NoFit{gang_key, round.pending, members, round.running, results[0].reason},
                     reasons);
   }
@@ -495,16 +550,23 @@ void SchedulerCore::PlaceGang(const std::string& gang_key, const GangAssembler::
     StartBind(round.pending[i], pods_.Get(round.pending[i]), results[i].placement, &record);
     told.push_back(members[i]);
   }
-  if (placed > 0) spdlog::info("gang {}: placed {} members", gang_key, placed);
+  if (placed > 0) {
+    spdlog::info("gang {}: placed {} members", gang_key, placed);
+    ReportGroup(*members[0], true,
+                StrCat(record.running, " pods of gang ", gang_key, " scheduled together"));
+  }
   if (placed > 0 && round.min < round.size) {
     // An elastic gang: the members placed now, and the oldest running one (so that one pod
     // always tells the latest count), hear how many run.
-    const std::string message = StrCat("gang ", gang_key, ": ", record.running, " of ", round.size,
-                                       " members running (min ", round.min, ")");
+    const std::string message =
+        StrCat("gang ", gang_key, ": ", record.running,
+               round.size < records::kMaxGangSize ? StrCat(" of ", round.size) : std::string(),
+               " members running (min ", round.min, ")");
     if (const PodInfo* oldest = GangAssembler::OldestRunning(round, pods_)) told.push_back(oldest);
     for (const PodInfo* p : told) reporter_->ReportNormal(*p, "GangMembers", message);
     spdlog::info("{}", message);
   }
+  if (placed == 0 && !results.empty()) ReportGroup(*members[0], false, results[0].reason);
   for (size_t i = 0; i < round.pending.size(); ++i) {
     if (!results[i].placed()) {
       MarkUnschedulable(round.pending[i], pods_.Get(round.pending[i]), results[i].reason);
@@ -534,11 +596,14 @@ void SchedulerCore::FlushRetries(std::chrono::steady_clock::time_point now) {
     for (const GangAssembler::Shortage& g : gangs_.TakeShortages(pods_)) {
       for (const std::string& m : g.waiting) {
         Report(pods_.Get(m), "Unschedulable",
-               g.min < g.size
-                   ? StrCat("gang ", g.gang, ": ", g.present, " of its ", g.size,
-                            " members exist; it starts with ", g.min, "; waiting for more")
-                   : StrCat("gang ", g.gang, ": ", g.present, " of its ", g.size,
-                            " members exist; waiting for the rest"));
+               g.size >= records::kMaxGangSize  // a PodGroup's gang: no fixed size
+                   ? StrCat("gang ", g.gang, ": ", g.present, " members exist; it starts with ",
+                            g.min, "; waiting for more")
+                   : g.min < g.size
+                         ? StrCat("gang ", g.gang, ": ", g.present, " of its ", g.size,
+                                  " members exist; it starts with ", g.min, "; waiting for more")
+                         : StrCat("gang ", g.gang, ": ", g.present, " of its ", g.size,
+                                  " members exist; waiting for the rest"));
       }
     }
   }

@@ -8,6 +8,7 @@
 //   PodTracker      each pod's stage (pod_tracker.h has the state diagram), and the counts
 //   SchedulingQueue active / back-off / unschedulable pods, and when each is tried again
 //   GangAssembler   gang membership and when a gang is ready
+//   PodGroups       upstream PodGroups: a member pod's gang, said as the annotations say one
 //   ClusterLedger   the engine over the nodes, what every pod holds, allowed nodes, what-ifs
 //   QueueBook       what each queue holds and asks: the scheduling queue's order between
 //                   queues (DRF), queue limits, reclaim, per-queue metrics
@@ -49,6 +50,7 @@
 #include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/no_fit.h"
 #include "k8s/scheduler/objects.h"
+#include "k8s/scheduler/pod_groups.h"
 #include "k8s/scheduler/pod_tracker.h"
 #include "k8s/scheduler/preemption_answer.h"
 #include "k8s/scheduler/queue.h"
@@ -106,6 +108,12 @@ class SchedulerCore : private NoFitHost {
 
   void OnNode(Change change, std::shared_ptr<const NodeInfo> node);
   void OnPod(Change change, std::shared_ptr<const PodInfo> pod);
+  // An upstream PodGroup (pod_groups.h): its pods are resolved again (a missing group appearing
+  // lets them go on).
+  void OnPodGroup(Change change, std::shared_ptr<const PodGroupInfo> group);
+  // Whether the PodGroups have been listed: until then a pod whose PodGroup is not seen waits
+  // without a report (default: known; the live scheduler sets false until its first list).
+  void SetPodGroupsKnown(bool known);
   void OnBindResult(const std::string& key, uint64_t attempt, const absl::Status& status);
   // DRA mode (dra_allocator.h): claims are written by `binder`. Call before the first event.
   void EnableDra(ClaimBinder* binder);
@@ -176,6 +184,9 @@ class SchedulerCore : private NoFitHost {
   // not; the chain's answer when none fits now.
   void PlaceGang(const std::string& gang_key, const GangAssembler::Round& round);
   void Report(Pod& s, std::string_view reason, const std::string& message);
+  // Condition PodGroupInitiallyScheduled on `member`'s PodGroup, when it has one (pod_groups.h
+  // says when it is written).
+  void ReportGroup(const PodInfo& member, bool scheduled, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
   void FlushRetries(std::chrono::steady_clock::time_point now);
 
@@ -206,6 +217,7 @@ class SchedulerCore : private NoFitHost {
   PodTracker pods_;
   SchedulingQueue queue_;
   GangAssembler gangs_;
+  PodGroups groups_;
   ClusterLedger ledger_;
   // The "does not fit" answers (no_fit.h), in chain_ in this order.
   PreemptionAnswer preemption_;
@@ -217,6 +229,7 @@ class SchedulerCore : private NoFitHost {
   std::unique_ptr<DraAllocator> dra_;
   ClaimBinder* claim_binder_ = nullptr;
   bool dra_synced_ = false;
+  bool groups_known_ = true;
   bool nodes_synced_ = false;
   bool pods_synced_ = false;
   uint64_t seen_node_changes_ = 0;  // the ledger's counts last acted on

@@ -61,7 +61,12 @@ class Recorder : public Binder, public Reporter {
                     const std::string& message) override {
     normals.push_back({pod.key, std::string(reason), message, false});
   }
+  void ReportPodGroup(const PodGroupInfo& group, bool scheduled,
+                      const std::string& message) override {
+    groups.push_back({group.key, scheduled ? "Scheduled" : "Unschedulable", message, false});
+  }
   std::vector<BindCall> binds;
+  std::vector<ReportCall> groups;  // PodGroupInitiallyScheduled conditions written
   std::vector<ReportCall> normals;
   std::vector<ReportCall> reports;
   std::vector<ReportCall> warnings;
@@ -82,6 +87,9 @@ class CoreTest : public ::testing::Test {
   void Node(const json& node) { core_->OnNode(Change::kAdded, DecodeNode(node)); }
   void Pod(const json& pod, Change change = Change::kAdded) {
     core_->OnPod(change, DecodePod(pod));
+  }
+  void Group(const json& group, Change change = Change::kAdded) {
+    core_->OnPodGroup(change, DecodePodGroup(group));
   }
   void Sync() { core_->SetSynced(true, true); }
   void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
@@ -987,6 +995,164 @@ TEST_F(CoreTest, ScaleUpSignalIsOffWithoutTemplates) {
   core_->ScheduleSome();
   EXPECT_TRUE(actions_.normals.empty());
   EXPECT_THAT(metrics_.Render(), ::testing::Not(HasSubstr("scale_up")));
+}
+
+// An upstream PodGroup's gang (scheduling.k8s.io/v1beta1): its pods wait for the PodGroup (not an
+// error), then as one gang of at least minCount inside one NVLink domain (the topology key), all
+// or nothing; the PodGroupInitiallyScheduled condition says why not, then Scheduled, once.
+TEST_F(CoreTest, PodGroupGangWaitsForItsGroupThenPlacesAllOrNothing) {
+  Node(NodeObject("a").Gpus(4).NvSwitch().Json());
+  Node(NodeObject("b").Gpus(4).NvSwitch().Json());
+  Sync();
+  for (int i = 0; i < 6; ++i) {
+    Pod(PodObject("ns", StrCat("w-", i)).Limit("tessera.dev/gpu", "1").PodGroup("train").Json());
+  }
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_EQ(core_->StageOf("ns/w-0"), Stage::kGangWaiting);
+  EXPECT_THAT(actions_.LastFailure("ns/w-0"), HasSubstr("waiting for PodGroup ns/train"));
+  Group(testing::PodGroupJson("ns", "train", 6, "tessera.dev/nvlink-domain"));
+  core_->ScheduleSome();
+  // Six GPUs are free, but no NVLink domain has six.
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_EQ(core_->engine().placed_count(), 0u);
+  ASSERT_EQ(actions_.groups.size(), 1u);
+  EXPECT_EQ(actions_.groups[0].key, "ns/train");
+  EXPECT_EQ(actions_.groups[0].reason, "Unschedulable");
+  EXPECT_EQ(core_->StageOf("ns/w-5"), Stage::kUnschedulable);
+  Node(NodeObject("big").Gpus(8).NvSwitch().Json());
+  Advance(2000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 6u);
+  for (const BindCall& b : actions_.binds) EXPECT_EQ(b.node, "big") << b.key;
+  ASSERT_EQ(actions_.groups.size(), 2u);
+  EXPECT_EQ(actions_.groups[1].reason, "Scheduled");
+  EXPECT_EQ(actions_.groups[1].message, "6 pods of gang ns/train scheduled together");
+}
+
+// At start the PodGroups may list after the pods: a pod of a group not seen yet waits without a
+// report until the groups are listed; a bound member (placed before a restart) runs in its gang
+// once its group is known, so a later member joins it instead of waiting for minCount new ones.
+TEST_F(CoreTest, PodGroupsListedAfterThePodsLoseNothing) {
+  core_->SetPodGroupsKnown(false);
+  Node(NodeObject("dgx").Gpus(8).NvSwitch().Json());
+  Sync();
+  Pod(PodObject("ns", "w-0")
+          .Limit("tessera.dev/gpu", "1")
+          .PodGroup("train")
+          .Assigned(testing::OneGpuAssignment("dgx", 0, 81920, 1000, true))
+          .Json());
+  Pod(PodObject("ns", "w-1").Limit("tessera.dev/gpu", "1").PodGroup("train").Json());
+  Pod(PodObject("ns", "lost").Limit("tessera.dev/gpu", "1").PodGroup("nobody").Json());
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_TRUE(actions_.reports.empty());
+  Group(testing::PodGroupJson("ns", "train", 2));
+  core_->SetPodGroupsKnown(true);
+  EXPECT_THAT(actions_.LastFailure("ns/lost"), HasSubstr("waiting for PodGroup ns/nobody"));
+  EXPECT_EQ(actions_.LastFailure("ns/w-1"), "");
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/w-1");
+  EXPECT_EQ(actions_.binds[0].assignment.gang->running, 2);
+}
+
+// minCount is the fewest that start; the group has no fixed size: members beyond it start together
+// with the others when there is room, and later members join (kube-scheduler's semantics).
+TEST_F(CoreTest, PodGroupGangStartsWithAtLeastMinCountAndGrows) {
+  Node(NodeObject("dgx").Gpus(8).NvSwitch().Json());
+  Group(testing::PodGroupJson("ns", "train", 2));
+  Sync();
+  Pod(PodObject("ns", "w-0").Limit("tessera.dev/gpu", "1").PodGroup("train").Json());
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());  // 1 of minCount 2
+  Pod(PodObject("ns", "w-1").Limit("tessera.dev/gpu", "1").PodGroup("train").Json());
+  Pod(PodObject("ns", "w-2").Limit("tessera.dev/gpu", "1").PodGroup("train").Json());
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 3u);
+  ASSERT_TRUE(actions_.binds[0].assignment.gang.has_value());
+  EXPECT_EQ(actions_.binds[0].assignment.gang->min, 2);
+  AckBinds();
+  Pod(PodObject("ns", "w-3").Limit("tessera.dev/gpu", "1").PodGroup("train").Json());
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 4u);
+  EXPECT_EQ(actions_.binds[3].key, "ns/w-3");
+  EXPECT_EQ(actions_.binds[3].assignment.gang->running, 4);
+  // Scheduled is written once: later members do not write it again.
+  ASSERT_EQ(actions_.groups.size(), 1u);
+  EXPECT_EQ(actions_.groups[0].reason, "Scheduled");
+  for (const ReportCall& n : actions_.normals) {
+    EXPECT_THAT(n.message, ::testing::Not(HasSubstr("10000"))) << "an open gang has no size";
+  }
+}
+
+// basic: independent pods; the group's condition says Scheduled when the first one is.
+TEST_F(CoreTest, BasicPodGroupPodsAreIndependent) {
+  Node(NodeObject("n").Gpus(2).Json());
+  Group(testing::PodGroupJson("ns", "serve", 0));
+  Sync();
+  for (int i = 0; i < 3; ++i) {
+    Pod(PodObject("ns", StrCat("s-", i)).Limit("tessera.dev/gpu", "1").PodGroup("serve").Json());
+  }
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 2u);
+  EXPECT_EQ(core_->StageOf("ns/s-2"), Stage::kUnschedulable);
+  ASSERT_EQ(actions_.groups.size(), 1u);
+  EXPECT_EQ(actions_.groups[0].reason, "Scheduled");
+}
+
+// A pod with both: the PodGroup decides, and the pod hears once that its annotation is ignored.
+// A PodGroup whose topology key is no level of this scheduler makes its pods invalid input.
+TEST_F(CoreTest, PodGroupDecidesOverGangAnnotationsAndBadGroupsAreReported) {
+  Node(NodeObject("dgx").Gpus(8).NvSwitch().Json());
+  Group(testing::PodGroupJson("ns", "train", 2));
+  Sync();
+  for (int i = 0; i < 2; ++i) {
+    Pod(PodObject("ns", StrCat("w-", i))
+            .Limit("tessera.dev/gpu", "1")
+            .Gang("other", 4)
+            .PodGroup("train")
+            .Json());
+  }
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 2u);
+  ASSERT_EQ(actions_.warnings.size(), 2u);
+  EXPECT_EQ(actions_.warnings[0].reason, "GangAnnotationIgnored");
+  EXPECT_THAT(actions_.warnings[0].message,
+              HasSubstr("the pod's gang other (tessera.dev/gang or kueue.x-k8s.io/pod-group-name, "
+                        "min 4) is ignored: spec.schedulingGroup names PodGroup ns/train"));
+  Group(testing::PodGroupJson("ns", "odd", 2, "example.com/row"));
+  Pod(PodObject("ns", "o-0").Limit("tessera.dev/gpu", "1").PodGroup("odd").Json());
+  core_->ScheduleSome();
+  EXPECT_EQ(core_->StageOf("ns/o-0"), Stage::kBadInput);
+  EXPECT_THAT(actions_.LastFailure("ns/o-0"),
+              HasSubstr("PodGroup ns/odd: spec.schedulingConstraints.topology[0].key: "
+                        "\"example.com/row\" is not a topology level of this scheduler"));
+}
+
+// Kueue's pod group: a gang of its total count; a member still gated by Kueue (not admitted) is
+// not scheduled, and the gang waits for it.
+TEST_F(CoreTest, KueuePodGroupIsAGangOfItsTotalCount) {
+  Node(NodeObject("dgx").Gpus(8).NvSwitch().Json());
+  Sync();
+  auto member = [](int i) {
+    return PodObject("ns", StrCat("k-", i))
+        .Limit("tessera.dev/gpu", "1")
+        .Label("kueue.x-k8s.io/pod-group-name", "job-a")
+        .Annotation("kueue.x-k8s.io/pod-group-total-count", "3")
+        .Json();
+  };
+  Pod(member(0));
+  Pod(member(1));
+  json gated = member(2);
+  gated["spec"]["schedulingGates"] = {{{"name", "kueue.x-k8s.io/admission"}}};
+  Pod(gated);
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_EQ(core_->StageOf("ns/k-2"), Stage::kIgnored);
+  Pod(member(2), Change::kUpdated);  // Kueue admitted the group: the gate is gone
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 3u);
 }
 
 }  // namespace

@@ -298,12 +298,18 @@ std::unique_ptr<ClusterLedger> ClusterSnapshot::Ledger(
 }
 
 void ReadQueues(ApiClient& client, std::optional<std::vector<core::QueueSpec>>* out,
-                std::vector<std::pair<std::string, std::string>>* errors) {
+                std::vector<std::pair<std::string, std::string>>* errors,
+                std::vector<records::QueueUsageStatus>* usage) {
   absl::StatusOr<json> list = client.Get(std::string(records::kQueuesPath));
   if (!list.ok() || !JsonField(*list, "items").is_array()) return;
   std::vector<core::QueueSpec> specs;
   for (const json& item : (*list)["items"]) {
     absl::StatusOr<core::QueueSpec> spec = records::QueueFromObject(item);
+    if (usage != nullptr) {
+      absl::StatusOr<std::optional<records::QueueUsageStatus>> used =
+          records::QueueUsageFromObject(item);
+      if (used.ok() && used->has_value()) usage->push_back(**std::move(used));
+    }
     if (spec.ok()) {
       specs.push_back(*std::move(spec));
     } else {

@@ -33,6 +33,7 @@
 #include "k8s/scheduler/queue_book.h"
 #include "nlohmann/json.hpp"
 #include "records/inventory.h"
+#include "records/queue.h"
 
 namespace tessera::k8s {
 
@@ -131,9 +132,11 @@ void CountQueues(const ClusterSnapshot& snapshot, const ClusterLedger& ledger,
 
 // The Queue objects (queues.tessera.dev) into `specs`, and those that cannot be decoded into
 // `errors` (name, why). `specs` stays nullopt when they cannot be listed (no CRD, no permission):
-// then, as in the scheduler, every queue is implicit.
+// then, as in the scheduler, every queue is implicit. With `usage`, also each Queue's decayed
+// usage (status.usage, written by the scheduler when it keeps a usage half-life).
 void ReadQueues(ApiClient& client, std::optional<std::vector<core::QueueSpec>>* specs,
-                std::vector<std::pair<std::string, std::string>>* errors);
+                std::vector<std::pair<std::string, std::string>>* errors,
+                std::vector<records::QueueUsageStatus>* usage = nullptr);
 
 // Lists every Node and every non-terminal Pod (field selector status.phase!=Succeeded,Failed), or
 // one namespace's pods (options.pod_namespace), paginated, the two lists side by side. Errors

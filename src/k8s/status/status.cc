@@ -301,6 +301,19 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
     book.SetSpecs(options.queues.value_or(std::vector<core::QueueSpec>{}),
                   options.queues.has_value());
     CountQueues(snapshot, *ledger, options.scheduler_name, &book);
+    // Usage as of now, read back as a restarted scheduler reads it (after the holdings).
+    if (!options.queue_usage.empty()) {
+      const int64_t now_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(options.now.time_since_epoch())
+              .count();
+      book.set_clock([now_ms] { return now_ms; });
+      book.SetHalfLife(options.queue_usage.front().half_life_seconds * 1000);
+      for (const records::QueueUsageStatus& u : options.queue_usage) book.RestoreUsage(u);
+      const int64_t h = options.queue_usage.front().half_life_seconds;
+      out.queue_usage_half_life = h % 3600 == 0 ? StrCat(h / 3600, "h")
+                                  : h % 60 == 0 ? StrCat(h / 60, "m")
+                                                : StrCat(h, "s");
+    }
     for (const QueueGauges& g : book.Gauges()) {
       QueueStatus q = queues[g.queue];
       q.name = g.queue;
@@ -311,6 +324,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
       q.borrowed = g.borrowed;
       q.pending_ask = g.pending;
       q.pending_pods = g.pending_pods;
+      q.usage = g.usage;
       if (!g.usable) {
         std::string why;
         (void)book.set().Usable(g.queue, &why);
@@ -603,17 +617,35 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
     // compute too.
     out += "\nQUEUES (GPUs; a share counts its fraction)\n";
     Table t("  ");
-    t.Row({"QUEUE", "PARENT", "DESERVED", "FAIR SHARE", "ALLOCATED", "BORROWED", "PENDING",
-           "RUNNING", "MEMORY GRANTED"});
+    // USED LATELY: the decayed usage the order counts (only when the scheduler keeps one).
+    const bool usage = !s.queue_usage_half_life.empty();
+    std::vector<std::string> header = {"QUEUE",      "PARENT",    "DESERVED",
+                                       "FAIR SHARE", "ALLOCATED", "BORROWED",
+                                       "PENDING",    "RUNNING",   "MEMORY GRANTED"};
+    if (usage) header.insert(header.begin() + 5, "USED LATELY");
+    t.Row(header);
     const auto gpus = FormatGpus;
     for (const QueueStatus& q : s.queues) {
-      t.Row({q.name, q.parent.empty() ? "-" : q.parent, gpus(q.deserved[core::kQueueGpu]),
-             gpus(q.fair_share[core::kQueueGpu]), gpus(q.allocated[core::kQueueGpu]),
-             gpus(q.borrowed[core::kQueueGpu]),
-             StrCat(gpus(q.pending_ask[core::kQueueGpu]), " (", q.pending_pods, " pods)"),
-             StrCat(q.running), core::FormatMiB(q.memory_granted_mib)});
+      std::vector<std::string> row = {
+          q.name,
+          q.parent.empty() ? "-" : q.parent,
+          gpus(q.deserved[core::kQueueGpu]),
+          gpus(q.fair_share[core::kQueueGpu]),
+          gpus(q.allocated[core::kQueueGpu]),
+          gpus(q.borrowed[core::kQueueGpu]),
+          StrCat(gpus(q.pending_ask[core::kQueueGpu]), " (", q.pending_pods, " pods)"),
+          StrCat(q.running),
+          core::FormatMiB(q.memory_granted_mib)};
+      if (usage) row.insert(row.begin() + 5, gpus(q.usage[core::kQueueGpu]));
+      t.Row(row);
     }
     out += t.Render();
+    if (usage) {
+      StrAppend(&out,
+                "  used lately: what each queue held, averaged with weights that halve every ",
+                s.queue_usage_half_life,
+                " (the scheduler orders a priority's queues by it plus what they hold)\n");
+    }
     for (const QueueStatus& q : s.queues) {
       if (!q.invalid.empty()) StrAppend(&out, "  ", q.name, ": ", q.invalid, "\n");
     }
@@ -750,6 +782,7 @@ json StatusToJson(const ClusterStatus& s) {
                       {"allocated", amounts(q.allocated)},
                       {"borrowed", amounts(q.borrowed)},
                       {"pending_ask", amounts(q.pending_ask)},
+                      {"usage", amounts(q.usage)},
                       {"pending_pods", q.pending_pods}});
   }
   const StatusTotals& t = s.totals;
@@ -801,6 +834,8 @@ json StatusToJson(const ClusterStatus& s) {
           {"nodes", std::move(nodes)},
           {"pending", std::move(pending)},
           {"queues", std::move(queues)},
+          {"queue_usage_half_life",
+           s.queue_usage_half_life.empty() ? json(nullptr) : json(s.queue_usage_half_life)},
           {"totals", std::move(totals)},
           {"problems", std::move(problems)},
           {"pods_namespace", s.pods_namespace.empty() ? json(nullptr) : json(s.pods_namespace)},

@@ -23,6 +23,7 @@
 #include "core/queues/queue_set.h"
 #include "k8s/snapshot/snapshot.h"
 #include "nlohmann/json.hpp"
+#include "records/queue.h"
 
 namespace tessera::k8s {
 
@@ -113,6 +114,10 @@ struct QueueStatus {
   core::QueueResources deserved, fair_share, allocated, borrowed;
   core::QueueResources pending_ask;  // what its waiting pods ask
   int64_t pending_pods = 0;          // its waiting pods (all namespaces)
+  // What it held lately (core/queues/usage_history.h), from its status.usage carried to now as
+  // the scheduler carries it (the time since counts as holding what it holds now); zero when the
+  // scheduler keeps no usage (half-life 0).
+  core::QueueResources usage;
 };
 
 // A running GPU pod of the namespace shown (--namespace), with the GPUs its
@@ -157,6 +162,8 @@ struct ClusterStatus {
   std::vector<NodeStatus> nodes;          // every node with GPUs (or a bad inventory), by name
   std::vector<PendingPodStatus> pending;  // by creation time, then key
   std::vector<QueueStatus> queues;        // by name
+  // The scheduler's usage half-life as its Queues' status says ("1h"; empty: it keeps none).
+  std::string queue_usage_half_life;
   StatusTotals totals;
   std::vector<SnapshotProblem> problems;
   std::string node_filter;       // --node (empty: all)
@@ -185,6 +192,8 @@ struct StatusOptions {
   std::optional<std::vector<core::QueueSpec>> queues;
   // Queue objects that could not be decoded, by name, with why.
   std::vector<std::pair<std::string, std::string>> queue_errors;
+  // The Queue objects' status.usage (records/queue.h), as the scheduler last wrote it.
+  std::vector<records::QueueUsageStatus> queue_usage;
 };
 
 // NotFound when options.node names no node of the snapshot.

@@ -10,6 +10,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::NodeObject;
+using ::testing::Not;
 using testing::PodObject;
 
 constexpr int64_t kGi = 1024;
@@ -258,6 +259,39 @@ TEST(Status, QueueFiguresWithQueueObjects) {
   EXPECT_EQ(j["queues"][0]["pending_ask"]["gpu_memory_mib"], 170 * kGi);
   EXPECT_EQ(j["queues"][2]["deserved"]["gpu_milli"], 2000);
   EXPECT_EQ(j["queues"][0]["pending_pods"], 2);
+}
+
+// What a queue held lately, from its status.usage (written an hour ago: 3 GPUs), carried to now
+// as a restarted scheduler carries it: the hour since counts as holding what it holds now (train:
+// 1 GPU), so 3 x 1/2 + 1 x 1/2 = 2 GPUs with a one-hour half-life.
+TEST(Status, QueueUsageCarriedToNow) {
+  StatusOptions o = At();
+  core::QueueSpec train;
+  train.name = "train";
+  o.queues = std::vector<core::QueueSpec>{train};
+  const int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(o.now.time_since_epoch()).count();
+  o.queue_usage = {records::QueueUsageStatus{"train", core::QueueResources::Of(3000, 0, 3000), 3600,
+                                             now_ms - 3600 * 1000}};
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const QueueStatus* t = nullptr;
+  for (const QueueStatus& q : s->queues) {
+    if (q.name == "train") t = &q;
+  }
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->usage[core::kQueueGpu], 2000);
+  EXPECT_EQ(s->queue_usage_half_life, "1h");
+  const std::string text = RenderStatusText(*s);
+  EXPECT_THAT(text, HasSubstr("USED LATELY"));
+  EXPECT_THAT(text, HasSubstr("halve every 1h"));
+  const nlohmann::json j = StatusToJson(*s);
+  EXPECT_EQ(j["queue_usage_half_life"], "1h");
+  // Without records there is no column and no half-life.
+  absl::StatusOr<ClusterStatus> plain = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(RenderStatusText(*plain), Not(HasSubstr("USED LATELY")));
+  EXPECT_TRUE(StatusToJson(*plain)["queue_usage_half_life"].is_null());
 }
 
 TEST(Status, ProblemsBlockTheNode) {

@@ -167,6 +167,15 @@ class PodObject {
     if (!topology.empty()) Annotation(std::string(records::kGangTopologyAnnotation), topology);
     return *this;
   }
+  PodObject& Label(const std::string& k, const std::string& v) {
+    labels_[k] = v;
+    return *this;
+  }
+  // In the upstream PodGroup of this name (spec.schedulingGroup.podGroupName).
+  PodObject& PodGroup(std::string name) {
+    pod_group_ = std::move(name);
+    return *this;
+  }
   PodObject& Scheduler(std::string name) {
     scheduler_ = std::move(name);
     return *this;
@@ -218,7 +227,9 @@ class PodObject {
                            {"containers", nlohmann::json::array({container})}};
     if (priority_) spec["priority"] = *priority_;
     if (!node_.empty()) spec["nodeName"] = node_;
+    if (!pod_group_.empty()) spec["schedulingGroup"] = {{"podGroupName", pod_group_}};
     nlohmann::json meta = {{"name", name_}, {"namespace", ns_}};
+    if (!labels_.empty()) meta["labels"] = labels_;
     if (!uid_.empty()) meta["uid"] = uid_;
     if (!created_.empty()) meta["creationTimestamp"] = created_;
     if (!annotations_.empty()) meta["annotations"] = annotations_;
@@ -243,7 +254,8 @@ class PodObject {
 
  private:
   std::string ns_, name_;
-  std::map<std::string, std::string> limits_, requests_, annotations_;
+  std::map<std::string, std::string> limits_, requests_, annotations_, labels_;
+  std::string pod_group_;
   std::string scheduler_ = "tessera";
   std::optional<int> priority_;
   std::string node_;
@@ -253,5 +265,20 @@ class PodObject {
   std::string unschedulable_;
   std::optional<std::pair<std::string, std::string>> controller_;
 };
+
+// An upstream PodGroup (scheduling.k8s.io/v1beta1): gang with minCount, or basic (min_count 0).
+inline nlohmann::json PodGroupJson(const std::string& ns, const std::string& name, int min_count,
+                                   const std::string& topology_key = "") {
+  nlohmann::json policy = min_count > 0 ? nlohmann::json{{"gang", {{"minCount", min_count}}}}
+                                        : nlohmann::json{{"basic", nlohmann::json::object()}};
+  nlohmann::json spec = {{"schedulingPolicy", policy}};
+  if (!topology_key.empty()) {
+    spec["schedulingConstraints"] = {{"topology", {{{"key", topology_key}}}}};
+  }
+  return {{"apiVersion", "scheduling.k8s.io/v1beta1"},
+          {"kind", "PodGroup"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"uid", StrCat("uid-", name)}}},
+          {"spec", spec}};
+}
 
 }  // namespace tessera::k8s::testing

@@ -1,0 +1,94 @@
+#include "k8s/scheduler/pod_groups.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/testing/objects.h"
+#include "records/names.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+using testing::PodGroupJson;
+using testing::PodObject;
+
+class PodGroupsTest : public ::testing::Test {
+ protected:
+  PodGroups::Resolved Resolve(const PodObject& pod) {
+    return groups_.Resolve(DecodePod(pod.Json()));
+  }
+  PodGroups groups_{core::DefaultTopologyLevels()};
+};
+
+// The same GangAsk the annotations give: named as the PodGroup, min = minCount, no fixed size;
+// the group's topology key is the level whose label it is; without one, the pod's own
+// tessera.dev/gang-topology applies.
+TEST_F(PodGroupsTest, AGangPodGroupIsAnElasticGangOfMinCount) {
+  const PodObject pod = PodObject("ns", "w-0")
+                            .Limit("tessera.dev/gpu", "1")
+                            .PodGroup("train")
+                            .Annotation("tessera.dev/gang-topology", "rack");
+  PodGroups::Resolved missing = Resolve(pod);
+  EXPECT_TRUE(missing.pod->pod_group_missing);
+  EXPECT_EQ(groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "train", 4))),
+            std::vector<std::string>{"ns/w-0"});
+  PodGroups::Resolved r = groups_.Resolve(groups_.Raw("ns/w-0"));
+  EXPECT_FALSE(r.pod->pod_group_missing);
+  ASSERT_TRUE(r.pod->request.gang.has_value());
+  EXPECT_EQ(r.pod->request.gang->name, "train");
+  EXPECT_EQ(r.pod->request.gang->size, records::kMaxGangSize);
+  EXPECT_EQ(r.pod->request.gang->min_members(), 4);
+  EXPECT_EQ(r.pod->request.gang->level, "rack");
+  EXPECT_TRUE(r.ignored.empty());
+  // The group's own topology wins over the pod's.
+  groups_.OnGroup(Change::kUpdated,
+                  DecodePodGroup(PodGroupJson("ns", "train", 4, "tessera.dev/nvlink-domain")));
+  r = groups_.Resolve(groups_.Raw("ns/w-0"));
+  EXPECT_EQ(r.pod->request.gang->level, "nvlink-domain");
+  EXPECT_TRUE(r.pod->request.gang->required);
+  // Deleted: its pods are told again, and wait.
+  EXPECT_EQ(groups_.OnGroup(Change::kDeleted, DecodePodGroup(PodGroupJson("ns", "train", 4))),
+            std::vector<std::string>{"ns/w-0"});
+  EXPECT_TRUE(groups_.Resolve(groups_.Raw("ns/w-0")).pod->pod_group_missing);
+  groups_.Forget("ns/w-0");
+  EXPECT_EQ(groups_.Raw("ns/w-0"), nullptr);
+  EXPECT_TRUE(
+      groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "train", 4))).empty());
+}
+
+// The pod's own gang that agrees (same name, same min) is not a conflict; one that disagrees is
+// said once, not on every update.
+TEST_F(PodGroupsTest, AnAnnotationThatDisagreesIsIgnoredAndSaidOnce) {
+  groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "train", 4)));
+  EXPECT_TRUE(Resolve(PodObject("ns", "a").PodGroup("train").Gang("train", 4)).ignored.empty());
+  const PodObject other = PodObject("ns", "b").PodGroup("train").Gang("train", 8);
+  EXPECT_THAT(Resolve(other).ignored, ::testing::HasSubstr("min 8) is ignored"));
+  EXPECT_TRUE(Resolve(other).ignored.empty());
+  groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "serve", 0)));
+  PodGroups::Resolved basic = Resolve(PodObject("ns", "c").PodGroup("serve").Gang("g", 2));
+  EXPECT_FALSE(basic.pod->request.gang.has_value());
+  EXPECT_THAT(basic.ignored, ::testing::HasSubstr("basic: independent pods"));
+}
+
+// As kube-scheduler: a True condition is final; the same message is not written twice; a
+// recreated PodGroup (new uid) starts again.
+TEST_F(PodGroupsTest, TheConditionIsWrittenWhenItChangesAndNeverAfterTrue) {
+  json j = PodGroupJson("ns", "train", 2);
+  auto g = DecodePodGroup(j);
+  groups_.OnGroup(Change::kAdded, g);
+  EXPECT_TRUE(groups_.ShouldWrite(*g, false, "no room"));
+  EXPECT_FALSE(groups_.ShouldWrite(*g, false, "no room"));
+  EXPECT_TRUE(groups_.ShouldWrite(*g, false, "still no room"));
+  EXPECT_TRUE(groups_.ShouldWrite(*g, true, "2 pods"));
+  EXPECT_FALSE(groups_.ShouldWrite(*g, false, "no room"));
+  j["metadata"]["uid"] = "uid-2";
+  auto again = DecodePodGroup(j);
+  groups_.OnGroup(Change::kAdded, again);
+  EXPECT_TRUE(groups_.ShouldWrite(*again, false, "no room"));
+  // True on the object already (another scheduler, or this one before a restart): final.
+  j["status"]["conditions"] = {{{"type", "PodGroupInitiallyScheduled"}, {"status", "True"}}};
+  EXPECT_FALSE(groups_.ShouldWrite(*DecodePodGroup(j), false, "other"));
+}
+
+}  // namespace
+}  // namespace tessera::k8s
