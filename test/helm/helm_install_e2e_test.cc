@@ -22,6 +22,9 @@
 //     allocation) without disturbing running pods;
 //   - `helm uninstall` runs the pre-delete hook and leaves nothing on the nodes: no annotation,
 //     label or extended resource the agent wrote, no host file in its run folders.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,6 +86,12 @@ std::string Helm() {
     return StrCat(dir, "/helm");
   }();
   return helm;
+}
+
+// The pods in the examples' namespace (a copy: a range-for over GetJson(...)["items"] would
+// iterate a member of a destroyed temporary).
+json ExamplePods() {
+  return GetJson(Cp(), {"pods", "-n", kExamples}).value("items", json::array());
 }
 
 // The pods of the release, by component (app.kubernetes.io/name).
@@ -555,10 +564,22 @@ class PrometheusServer {
   std::string Log() const { return process_->Log(); }
 
  private:
+  // A port the kernel picks, its socket closed again (httplib::Server::stop() closes only a
+  // listening server's socket: a port taken with bind_to_any_port stayed bound, and Prometheus
+  // failed with "address already in use").
   static int FreePort() {
-    httplib::Server probe;
-    const int port = probe.bind_to_any_port("127.0.0.1");
-    probe.stop();
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    int port = 0;
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port = ntohs(addr.sin_port);
+    }
+    ::close(fd);
     return port;
   }
   int port_ = 0;
@@ -592,7 +613,8 @@ TEST_F(HelmInstall, ExamplesRunAsWritten) {
   ASSERT_TRUE(WaitUntil(
       [&] {
         pods.clear();
-        for (const json& p : GetJson(Cp(), {"pods", "-n", kExamples})["items"]) {
+        const json list = GetJson(Cp(), {"pods", "-n", kExamples});
+        for (const json& p : list["items"]) {
           pods[p["metadata"]["name"]] = p;
         }
         int ready = 0;
@@ -758,7 +780,7 @@ TEST_F(HelmInstall, MetricsPassPromtoolAndTheDashboardHasData) {
 // again, and the examples' pods are untouched.
 TEST_F(HelmInstall, UpgradeUpgradesTheCrdAndKeepsPodsRunning) {
   std::map<std::string, std::string> before;  // pod -> uid
-  for (const json& p : GetJson(Cp(), {"pods", "-n", kExamples})["items"]) {
+  for (const json& p : ExamplePods()) {
     before[p["metadata"]["name"]] = p["metadata"]["uid"];
   }
   ASSERT_FALSE(before.empty()) << "ExamplesRunAsWritten leaves its pods";
@@ -780,7 +802,7 @@ TEST_F(HelmInstall, UpgradeUpgradesTheCrdAndKeepsPodsRunning) {
       EXPECT_TRUE(RunningAndReady(pod)) << pod["metadata"]["name"];
     }
   }
-  for (const json& p : GetJson(Cp(), {"pods", "-n", kExamples})["items"]) {
+  for (const json& p : ExamplePods()) {
     const std::string name = p["metadata"]["name"];
     EXPECT_EQ(before[name], p["metadata"]["uid"]) << name;
     if (name.starts_with("allreduce-")) continue;
@@ -809,15 +831,18 @@ TEST_F(HelmInstall, UninstallLeavesNothingOnTheNodes) {
   for (const char* node : {kNvswitch, kPcie}) {
     SCOPED_TRACE(node);
     const json n = GetJson(Cp(), {"node", node});
-    for (const auto& [k, v] : n["metadata"].value("annotations", json::object()).items()) {
+    const json annotations = n["metadata"].value("annotations", json::object());
+    for (const auto& [k, v] : annotations.items()) {
       EXPECT_FALSE(k.starts_with("tessera.dev/")) << k << "=" << v;
     }
-    for (const auto& [k, v] : n["metadata"].value("labels", json::object()).items()) {
+    const json labels = n["metadata"].value("labels", json::object());
+    for (const auto& [k, v] : labels.items()) {
       if (k == "tessera.dev/gpu-node") continue;  // the harness's, as an administrator's
       EXPECT_FALSE(k.starts_with("tessera.dev/")) << k << "=" << v;
     }
     for (const char* list : {"capacity", "allocatable"}) {
-      for (const auto& [k, v] : n["status"].value(list, json::object()).items()) {
+      const json resources = n["status"].value(list, json::object());
+      for (const auto& [k, v] : resources.items()) {
         EXPECT_FALSE(k.starts_with("tessera.dev/")) << list << " " << k;
       }
     }
