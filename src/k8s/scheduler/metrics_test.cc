@@ -27,6 +27,7 @@ TEST(SchedulerMetrics, PrometheusTextInBaseUnits) {
   QueueGauges q;
   q.queue = "team-a";
   q.allocated = core::QueueResources::Of(1250, 20480, 500);
+  q.usage = core::QueueResources::Of(3500, 1024, 3500);
   q.pending_pods = 4;
   m.SetQueues({q});
   m.SetBuild({"0.1.0", "abc1234-dirty"});
@@ -57,6 +58,13 @@ TEST(SchedulerMetrics, PrometheusTextInBaseUnits) {
       text,
       HasSubstr("tessera_scheduler_queue_allocated_gpu_compute_gpus{queue=\"team-a\"} 0.5\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_queue_pending_pods{queue=\"team-a\"} 4\n"));
+  // The decayed usage (queues.usageHalfLife) as the other figures.
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_queue_usage_gpus{queue=\"team-a\"} 3.5\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tessera_scheduler_queue_usage_gpu_memory_bytes{queue=\"team-a\"} 1073741824\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tessera_scheduler_queue_usage_gpu_compute_gpus{queue=\"team-a\"} 3.5\n"));
   EXPECT_THAT(text,
               HasSubstr("tessera_build_info{version=\"0.1.0\",revision=\"abc1234-dirty\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_oldest_pending_pod_age_seconds 0\n"));
