@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# image.sh [--build-dir DIR] [--name NAME] OUT.tar: the tessera image, without Docker or a
-# registry, from binaries built on this machine: an OCI archive that `ctr -n k8s.io images import`
-# (containerd, on each node) and `docker load` take. deploy/Dockerfile builds the same image in
-# Docker; this is for machines and test clusters that have no Docker, or nodes that pull from no
-# registry (then install the chart with image.pullPolicy=Never or IfNotPresent).
+# image.sh [--build-dir DIR] [--name NAME] OUT.tar: the tessera image (the one recipe; why:
+# docs/install.md, "The image"), without Docker or a registry, from binaries built on this
+# machine: an OCI archive that `ctr -n k8s.io images import` (containerd, on each node), `docker
+# load` and `skopeo copy oci-archive:OUT.tar docker://REGISTRY/tessera:TAG` take. Nodes that pull
+# from no registry: install the chart with image.pullPolicy=Never or IfNotPresent.
+# test/scripts/image_test.sh checks that every library the binary loads is in the image and that
+# the image runs it from its own files alone.
 #
 #   cmake --preset release && cmake --build --preset release --target tessera tessera-cuda tessera-nvml
 #   deploy/image.sh tessera.tar                     # docker.io/library/tessera:<chart appVersion>
@@ -16,7 +18,7 @@
 #                     deploy/helm/tessera/Chart.yaml>, which is what the chart's default
 #                     image.repository "tessera" and tag resolve to in containerd)
 #
-# What is in it, as in deploy/Dockerfile: /usr/local/bin/tessera (debug information stripped) and
+# What is in it: /usr/local/bin/tessera (debug information stripped) and
 # its link kubectl-tessera, the CUDA shim in /usr/local/lib/tessera (where `tessera agent` finds
 # it), the shared libraries tessera needs (ldd) with the dynamic loader, copied from this host,
 # the host's CA bundle, /etc/passwd with root and the nonroot user 65532 that the image runs as.

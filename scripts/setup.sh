@@ -36,8 +36,41 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# promtool (`promtool check metrics` on every /metrics the tests scrape, `promtool check rules` and
+# `test rules` on the chart's alerts) and the Prometheus server (the helm install test asks it the
+# dashboard's queries) from Debian's `prometheus` package, extracted rather than installed: the
+# package would also install and, under systemd, start a Prometheus server as a service (96 MB, a
+# service, a user). Into ${TESSERA_CACHE_DIR:-~/.cache/tessera}/promtool/<version>/, linked as
+# promtool/current, where CMake looks for them (TESSERA_PROMTOOL, TESSERA_PROMETHEUS).
+install_promtool() {
+  local cache=${TESSERA_CACHE_DIR:-${HOME:-/tmp}/.cache/tessera}/promtool
+  local version
+  version=$(apt-cache policy prometheus 2>/dev/null | sed -n 's/^ *Candidate: *//p')
+  if [[ -z $version || $version == "(none)" ]]; then
+    echo "setup: no Debian package 'prometheus' known to apt (apt-get update?); promtool checks will fail" >&2
+    return 0
+  fi
+  local dir=$cache/${version//[^A-Za-z0-9.+~-]/_}
+  if [[ -x $dir/promtool && -x $dir/prometheus ]]; then
+    ln -sfn "$(basename "$dir")" "$cache/current"
+    return 0
+  fi
+  echo "setup: promtool and prometheus from Debian's prometheus $version (extracted into $dir)"
+  local work
+  work=$(mktemp -d)
+  (cd "$work" && apt-get download -q "prometheus=$version" >/dev/null 2>&1) ||
+    { apt-get update -q >/dev/null && (cd "$work" && apt-get download -q "prometheus=$version" >/dev/null); }
+  dpkg-deb -x "$work"/prometheus_*.deb "$work/x"
+  mkdir -p "$dir"
+  install -m 0755 "$work/x/usr/bin/promtool" "$dir/promtool"
+  install -m 0755 "$work/x/usr/bin/prometheus" "$dir/prometheus"
+  rm -rf "$work"
+  ln -sfn "$(basename "$dir")" "$cache/current"
+}
+
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} build dependencies present"
+  install_promtool
   exit 0
 fi
 
@@ -52,4 +85,5 @@ if ! "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@
   "${sudo_cmd[@]}" apt-get update -q
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
+install_promtool
 echo "setup: done"

@@ -2,6 +2,7 @@
 #include <string_view>
 
 #include "cli/command.h"
+#include "cli/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app(
@@ -13,7 +14,7 @@ int main(int argc, char** argv) {
     app.name("kubectl tessera");
   }
   app.require_subcommand(1);
-  app.set_version_flag("--version", "tessera 0.1.0");
+  app.set_version_flag("--version", tessera::cli::VersionLine());
   int exit_code = tessera::cli::kExitOk;
   tessera::cli::AddSimulateCommand(app, &exit_code);
   tessera::cli::AddTopoCommand(app, &exit_code);

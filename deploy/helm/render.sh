@@ -5,7 +5,8 @@
 # too: what only it makes (the DeviceClasses, its RBAC) goes to deploy/ as well, and its versions
 # of files that differ from classic mode (the agent's DaemonSet, the scheduler's configuration)
 # to deploy/dra/, so `kubectl apply -f deploy/` is classic mode and `kubectl apply -f deploy/
-# -f deploy/dra/` DRA mode.
+# -f deploy/dra/` DRA mode. Hooks (the pre-delete uninstall Job) are left out: applied with kubectl
+# it would run at once; without Helm, `tessera agent uninstall` is run by hand.
 #
 # Usage: render.sh [--check] [--helm PATH] [-h|--help]
 #   --check      render into a temporary folder and compare with deploy/: exit 1 and show the
@@ -44,7 +45,7 @@ render() {
   local dir=$1 note=$2
   shift 2
   mkdir -p "$dir"
-  "$helm" template tessera "$chart" --namespace tessera-system \
+  "$helm" template tessera "$chart" --namespace tessera-system --no-hooks \
     --set namespace.create=true "$@" >"$dir/all.yaml"
   # Split on helm's "# Source: tessera/templates/NAME.yaml" lines: one file per template, the
   # documents of one template joined with "---".

@@ -3,6 +3,9 @@
 //   tessera agent --print-inventory [--gpus-file F]  print what discovery finds and exit
 //   tessera agent compare --inventory F --nvidia-smi-q F --nvidia-smi-topo F
 //                                                    the GPU check (scripts/gpu_check.sh)
+//   tessera agent uninstall --namespace NS --daemonset DS
+//                                                    remove the agents and what they wrote
+//                                                    (the chart's pre-delete hook)
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,7 +30,9 @@
 #include "agent/pods/memory_backstop.h"
 #include "agent/pods/pod_manager.h"
 #include "agent/procs/gpu_processes.h"
+#include "agent/uninstall.h"
 #include "cli/command.h"
+#include "cli/version.h"
 #include "common/strings.h"
 #include "core/topology/topo_text.h"
 #include "k8s/client/config.h"
@@ -89,6 +94,11 @@ struct AgentFlags {
   std::string backstop_grace = "30s";
   int backstop_tolerance_percent = 5;
   int backstop_process_mib = 512;
+  std::string cleanup_on_delete;  // NAMESPACE/DAEMONSET
+};
+
+struct UninstallFlags {
+  std::string kubeconfig, context, ns, daemonset, dra_driver, timeout = "120s";
 };
 
 struct CompareFlags {
@@ -155,6 +165,8 @@ std::string DefaultShimDir() {
   dir = dir.substr(0, dir.rfind('/'));
   return StrCat(dir.substr(0, dir.rfind('/')), "/lib/tessera");
 }
+
+void CleanUpIfUninstalled(const AgentFlags& f, const std::string& node, k8s::ApiClient& client);
 
 int RunAgent(const AgentFlags& f) {
   auto fail = [](int code, const auto& message) {
@@ -328,11 +340,13 @@ int RunAgent(const AgentFlags& f) {
   agent::MetricsServer metrics;
   if (f.metrics_port >= 0) {
     absl::Status listening =
-        metrics.Start(f.metrics_address, f.metrics_port, [&pods, &delivery, &options] {
+        metrics.Start(f.metrics_address, f.metrics_port, [&pods, &delivery, &options, &client] {
           return agent::MetricsText(
-              pods.Use(),
-              {options.node_name, delivery.delivered(), delivery.refused(), pods.reaped_slots(),
-               pods.backstop_over(), pods.backstop_actions(), pods.sees_host_pids()});
+              {pods.Use(),
+               {options.node_name, delivery.delivered(), delivery.refused(), pods.reaped_slots(),
+                pods.backstop_over(), pods.backstop_actions(), pods.sees_host_pids()},
+               CurrentBuild(),
+               &(*client)->transport()->requests()});
         });
     if (!listening.ok()) {
       g_stop.store(true);
@@ -402,9 +416,80 @@ int RunAgent(const AgentFlags& f) {
   if (nri_thread.joinable()) nri_thread.join();
   if (dra_thread.joinable()) dra_thread.join();
   maintenance.join();
+  if (!f.cleanup_on_delete.empty()) CleanUpIfUninstalled(f, options.node_name, **client);
   if (!status.ok()) return fail(ExitFor(f, status), status.message());
   if (!dra_status.ok()) return fail(kExitFailure, dra_status.message());
   spdlog::info("stopped");
+  return kExitOk;
+}
+
+// --cleanup-on-delete: stopping because the DaemonSet is going (agent/uninstall.h), the agent
+// removes what it made on this node and host; any other stop (an upgrade, a restart) keeps it all.
+void CleanUpIfUninstalled(const AgentFlags& f, const std::string& node, k8s::ApiClient& client) {
+  const size_t slash = f.cleanup_on_delete.find('/');
+  const std::string ns = f.cleanup_on_delete.substr(0, slash);
+  const std::string ds = f.cleanup_on_delete.substr(slash + 1);
+  absl::StatusOr<bool> leaving = agent::DaemonSetLeaving(client, ns, ds);
+  if (!leaving.ok()) {
+    spdlog::warn(
+        "cannot tell whether daemonset {} is being deleted ({}): keeping this node's state",
+        f.cleanup_on_delete, leaving.status().message());
+    return;
+  }
+  if (!*leaving) return;
+  spdlog::info("daemonset {} is being deleted: removing what the agent made on node {}",
+               f.cleanup_on_delete, node);
+  std::vector<std::string> changes;
+  if (absl::Status s = agent::WithdrawNodeObject(client, node, &changes); !s.ok()) {
+    spdlog::warn("node {}: {}", node, s.message());
+  }
+  agent::HostFootprint footprint;
+  footprint.dirs = {f.pods_dir, f.shim_install_dir, f.mps_root};
+  if (f.dra) {
+    absl::StatusOr<int> slices = agent::DeleteDriverSlices(client, "gpu.tessera.dev", node);
+    if (!slices.ok())
+      spdlog::warn("deleting this node's ResourceSlices: {}", slices.status().message());
+    footprint.dirs.push_back(f.claims_dir);
+    footprint.dirs.push_back(StrCat(f.kubelet_dir, "/plugins/gpu.tessera.dev"));
+    footprint.files.push_back(StrCat(f.kubelet_dir, "/plugins_registry/gpu.tessera.dev-reg.sock"));
+    footprint.cdi_dir = f.cdi_dir;
+    footprint.cdi_prefix = "k8s.gpu.tessera.dev-gpu_";
+  }
+  std::vector<std::string> removed;
+  if (absl::Status s = agent::RemoveHostFootprint(footprint, &removed); !s.ok()) {
+    spdlog::warn("removing the agent's host files: {}", s.message());
+  }
+  for (const std::string& c : changes) spdlog::info("removed: {}", c);
+  for (const std::string& r : removed) spdlog::info("removed: {}", r);
+}
+
+// `tessera agent uninstall`: the chart's pre-delete hook (agent/uninstall.h).
+int RunUninstall(const UninstallFlags& f) {
+  auto fail = [](int code, const auto& message) {
+    std::cerr << "tessera agent uninstall: " << message << "\n";
+    return code;
+  };
+  absl::StatusOr<std::chrono::milliseconds> timeout = ParseDuration(f.timeout);
+  if (!timeout.ok()) return fail(kExitBadInput, StrCat("--timeout: ", timeout.status().message()));
+  AgentFlags access;
+  access.kubeconfig = f.kubeconfig;
+  access.context = f.context;
+  absl::StatusOr<k8s::ClientConfig> config = ClientConfigFor(access);
+  if (!config.ok()) return fail(kExitBadInput, config.status().message());
+  absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = k8s::ApiClient::Create(*config);
+  if (!client.ok()) return fail(kExitBadInput, client.status().message());
+  agent::UninstallOptions o;
+  o.ns = f.ns;
+  o.daemonset = f.daemonset;
+  o.driver = f.dra_driver;
+  o.timeout = *timeout;
+  absl::StatusOr<agent::UninstallReport> report = agent::UninstallAgents(
+      **client, o, [](const std::string& line) { std::cout << line << std::endl; });
+  if (!report.ok()) return fail(kExitFailure, report.status().message());
+  std::cout << "agents: " << report->pods_waited << " stopped"
+            << (report->pods_gone ? "" : " (not all within the timeout)") << "; nodes cleaned by "
+            << "this sweep: " << report->node_changes.size()
+            << " change(s); ResourceSlices deleted: " << report->slices_deleted << std::endl;
   return kExitOk;
 }
 
@@ -589,6 +674,17 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                 "instance is gone; without it such a claim is refused with a message saying how "
                 "to turn MIG mode on");
 
+  cmd->add_option("--cleanup-on-delete", f->cleanup_on_delete,
+                  "NAMESPACE/DAEMONSET: when the agent stops because this DaemonSet is being "
+                  "deleted (uninstall), it removes everything it made on the node (annotations, "
+                  "labels, extended resources, ResourceSlices) and host (its folders, CDI specs); "
+                  "any other stop keeps them for the next agent")
+      ->check([](const std::string& v) {
+        const size_t slash = v.find('/');
+        return slash != std::string::npos && slash > 0 && slash + 1 < v.size()
+                   ? std::string()
+                   : std::string("must be NAMESPACE/DAEMONSET");
+      });
   cmd->add_option("--proc-root", f->proc_root,
                   "The host's /proc as the agent sees it: the agent needs the host's PID "
                   "namespace (hostPID: true) to tell which pod a GPU process belongs to")
@@ -624,8 +720,33 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
       ->required();
   compare->callback([c, exit_code]() { *exit_code = RunCompare(*c); });
 
-  cmd->callback([f, compare, exit_code]() {
-    if (compare->parsed()) return;  // the subcommand ran
+  auto u = std::make_shared<UninstallFlags>();
+  CLI::App* uninstall = cmd->add_subcommand(
+      "uninstall",
+      "Removes the agents and everything they wrote on the nodes (the Helm chart's pre-delete\n"
+      "hook; by hand: the same, before deleting the rest of deploy/). Deletes the agents'\n"
+      "DaemonSet in the foreground and waits for its pods to end: each agent, started with\n"
+      "--cleanup-on-delete, removes its node's annotations, labels, extended resources,\n"
+      "ResourceSlices and host files as it stops. Then removes from every Node and ResourceSlice\n"
+      "what an agent that could not run left (src/agent/uninstall.h).\n"
+      "Exit status: 0 done (nodes whose agent did not end in time are listed), 1 the API server\n"
+      "refused, 2 bad flags.");
+  uninstall->add_option("--kubeconfig", u->kubeconfig,
+                        "Kubeconfig file (default: in-cluster service account, else $KUBECONFIG "
+                        "or ~/.kube/config)");
+  uninstall->add_option("--context", u->context, "Kubeconfig context (default: current-context)");
+  uninstall->add_option("--namespace", u->ns, "The agents' namespace")->required();
+  uninstall->add_option("--daemonset", u->daemonset, "The agents' DaemonSet")->required();
+  uninstall->add_option(
+      "--dra-driver", u->dra_driver,
+      "DRA mode: also delete every ResourceSlice of this driver (gpu.tessera.dev) "
+      "that an agent left; classic mode: leave it out");
+  uninstall->add_option("--timeout", u->timeout, "How long to wait for the agents to end")
+      ->capture_default_str();
+  uninstall->callback([u, exit_code]() { *exit_code = RunUninstall(*u); });
+
+  cmd->callback([f, compare, uninstall, exit_code]() {
+    if (compare->parsed() || uninstall->parsed()) return;  // a subcommand ran
     *exit_code = RunAgent(*f);
   });
 }

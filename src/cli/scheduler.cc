@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/version.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/policy/policy.h"
@@ -68,6 +69,7 @@ absl::StatusOr<k8s::SchedulerConfig> ConfigFor(const SchedulerFlags& f) {
   if (!f.identity.empty()) c.lease.identity = f.identity;
   if (!f.metrics_address.empty()) c.metrics_address = f.metrics_address;
   if (f.metrics_port >= 0) c.metrics_port = f.metrics_port;
+  c.build = CurrentBuild();
   return c;
 }
 

@@ -114,6 +114,48 @@ absl::StatusOr<core::QueueSpec> QueueFromObject(const nlohmann::json& object) {
   return QueueSpecFromJson(spec, name, StrCat("Queue ", name, ".spec"));
 }
 
+std::string QueueQuantity(int r, int64_t amount) {
+  const bool negative = amount < 0;
+  const int64_t a = negative ? -amount : amount;
+  std::string out;
+  switch (r) {
+    case core::kQueueGpu: {  // milli-GPU as a decimal quantity: 2500 -> "2.5"
+      out = StrCat(a / 1000);
+      if (a % 1000 != 0) {
+        std::string frac = fmt::format("{:03d}", a % 1000);
+        while (frac.back() == '0') frac.pop_back();
+        StrAppend(&out, ".", frac);
+      }
+      break;
+    }
+    case core::kQueueGpuMemory:  // MiB as an exact quantity
+      out = a == 0 ? StrCat(0) : a % 1024 == 0 ? StrCat(a / 1024, "Gi") : StrCat(a, "Mi");
+      break;
+    default:  // milli-GPU as percent of one GPU: 2500 -> "250", 142 -> "14.2"
+      out = StrCat(a / 10);
+      if (a % 10 != 0) StrAppend(&out, ".", a % 10);
+      break;
+  }
+  return negative ? StrCat("-", out) : out;
+}
+
+nlohmann::json QueueStatusJson(const QueueStatus& status) {
+  auto resources = [](const core::QueueResources& q) {
+    nlohmann::json j = nlohmann::json::object();
+    for (int r = 0; r < core::kQueueResourceCount; ++r) {
+      j[std::string(core::QueueResourceName(r))] = QueueQuantity(r, q[r]);
+    }
+    return j;
+  };
+  if (!status.message.empty()) {
+    return {{"message", status.message}, {"allocated", nullptr}, {"fairShare", nullptr},
+            {"borrowed", nullptr},       {"pending", nullptr},   {"pendingPods", nullptr}};
+  }
+  return {{"allocated", resources(status.allocated)}, {"fairShare", resources(status.fair_share)},
+          {"borrowed", resources(status.borrowed)},   {"pending", resources(status.pending)},
+          {"pendingPods", status.pending_pods},       {"message", nullptr}};
+}
+
 std::string FormatUtcSeconds(int64_t time_ms) {
   const std::time_t t = static_cast<std::time_t>(time_ms / 1000 - (time_ms % 1000 < 0 ? 1 : 0));
   std::tm tm{};

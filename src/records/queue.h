@@ -13,9 +13,24 @@
 //                         limit rounds down: nobody is owed or allowed more than was written)
 //                       gpuCompute: percent of one GPU (250) -> milli-GPU (2500)
 //
-// The scheduler writes one thing back, `status.usage`: the queue's decayed usage (fair share that
-// remembers, core/queues/usage_history.h), so that a restarted scheduler, and `tessera status`,
-// know what the queue held lately (k8s/scheduler/queue_usage_writer.h writes it):
+// The status the scheduler writes (QueueStatusJson; printer columns in deploy/queue-crd.yaml make
+// `kubectl get queues` show it), in the spec's units so that a person compares them directly:
+//
+//   status:
+//     allocated:  {gpu: "2.5", gpuMemory: 200Gi, gpuCompute: "250"}   what its pods hold
+//     fairShare:  {gpu: "3", ...}      deserved, capped by demand and limit, plus its part of
+//                                      what others leave (queue_set.h)
+//     borrowed:   {gpu: "0", ...}      held beyond deserved
+//     pending:    {gpu: "4", ...}      what its waiting pods ask
+//     pendingPods: 4
+//     message: ...                     only while the Queue is unusable: why
+//
+// To report something more, add it to QueueStatus and to QueueStatusJson: the scheduler's writer
+// (k8s/scheduler/queue_status.h) writes whatever this returns.
+//
+// And `status.usage`, the queue's decayed usage (fair share that remembers,
+// core/queues/usage_history.h), so that a restarted scheduler, and `tessera status`, know what the
+// queue held lately (k8s/scheduler/queue_usage_writer.h writes it, its own merge patch):
 //
 //   status.usage.gpuMilli, gpuMemoryMiB, gpuComputeMilli   integers >= 0, in queue units
 //   status.usage.halfLifeSeconds                           the half-life it is kept with (> 0)
@@ -43,6 +58,20 @@ inline constexpr std::string_view kQueuesPath = "/apis/tessera.dev/v1alpha1/queu
 [[nodiscard]] absl::StatusOr<core::QueueSpec> QueueSpecFromJson(const nlohmann::json& spec,
                                                                 const std::string& name,
                                                                 const std::string& path);
+
+// What the scheduler reports of a queue.
+struct QueueStatus {
+  core::QueueResources allocated, fair_share, borrowed, pending;
+  int64_t pending_pods = 0;
+  std::string message;  // non-empty: the Queue is unusable, and why (the figures are not written)
+  bool operator==(const QueueStatus&) const = default;
+};
+
+// The `status` object of a Queue (a merge patch's value: fields no longer reported are null).
+nlohmann::json QueueStatusJson(const QueueStatus& status);
+// "2.5" (GPUs), "200Gi" (GPU memory), "250" or "14.2" (percent of a GPU's compute): resource
+// `r` of a QueueResources as the spec writes it.
+std::string QueueQuantity(int r, int64_t amount);
 
 // A queue's decayed usage as the scheduler last wrote it.
 struct QueueUsageStatus {

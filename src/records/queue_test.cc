@@ -76,6 +76,43 @@ TEST(QueueRecord, ErrorsNameTheField) {
   EXPECT_THAT(error(R"({"deserved": {"gpu": [1]}})"), HasSubstr("expected a quantity"));
 }
 
+// The status is written in the spec's units: what `kubectl get queues` shows compares directly
+// with deserved and limit, and reads back as the spec reads quantities.
+TEST(QueueStatus, InTheSpecsUnits) {
+  records::QueueStatus st;
+  st.allocated = core::QueueResources::Of(2500, 200 * 1024, 2500);
+  st.fair_share = core::QueueResources::Of(3000, 1536, 142);
+  st.pending_pods = 4;
+  const nlohmann::json j = QueueStatusJson(st);
+  EXPECT_EQ(j["allocated"],
+            (nlohmann::json{{"gpu", "2.5"}, {"gpuMemory", "200Gi"}, {"gpuCompute", "250"}}));
+  EXPECT_EQ(j["fairShare"],
+            (nlohmann::json{{"gpu", "3"}, {"gpuMemory", "1536Mi"}, {"gpuCompute", "14.2"}}));
+  EXPECT_EQ(j["pending"]["gpu"], "0");
+  EXPECT_EQ(j["pending"]["gpuMemory"], "0");
+  EXPECT_EQ(j["pendingPods"], 4);
+  EXPECT_TRUE(j.contains("message") && j["message"].is_null()) << "a past message is cleared";
+  // Read back as a spec reads them.
+  absl::StatusOr<core::QueueSpec> back =
+      QueueSpecFromJson({{"deserved",
+                          {{"gpu", j["allocated"]["gpu"]},
+                           {"gpuMemory", j["allocated"]["gpuMemory"]},
+                           {"gpuCompute", j["allocated"]["gpuCompute"]}}}},
+                        "q", "status");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->deserved[core::kQueueGpu], 2500);
+  EXPECT_EQ(back->deserved[core::kQueueGpuMemory], 200 * 1024);
+  EXPECT_EQ(back->deserved[core::kQueueGpuCompute], 2500);
+  EXPECT_EQ(QueueQuantity(core::kQueueGpu, 125), "0.125");
+  EXPECT_EQ(QueueQuantity(core::kQueueGpu, -1500), "-1.5");
+
+  records::QueueStatus bad;
+  bad.message = "limit below deserved";
+  const nlohmann::json b = QueueStatusJson(bad);
+  EXPECT_EQ(b["message"], "limit below deserved");
+  EXPECT_TRUE(b["allocated"].is_null());
+}
+
 TEST(QueueRecord, UsageRoundTripsThroughTheStatusPatch) {
   QueueUsageStatus u;
   u.queue = "train";

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "common/testing/promtool.h"
 #include "controlplane/controlplane.h"
 #include "controlplane/pod_testing.h"
 #include "fake_cuda/fake_machine.h"
@@ -83,7 +84,11 @@ class AgentWorld {
     if (at == std::string::npos) return "";
     httplib::Client client("127.0.0.1", std::stoi(log.substr(at + mark.size())));
     auto got = client.Get("/metrics");
-    return got && got->status == 200 ? got->body : "";
+    if (!got || got->status != 200) return "";
+    // promtool passes on every /metrics the tests scrape.
+    absl::Status lint = ::tessera::testing::PromtoolCheckMetricsOnce(got->body);
+    EXPECT_TRUE(lint.ok()) << lint;
+    return got->body;
   }
   std::string SchedulerLog() const { return scheduler_ ? scheduler_->Log() : ""; }
   std::string PodsDir(const std::string& node) const { return dir_ + "/pods-" + node; }

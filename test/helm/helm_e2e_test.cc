@@ -4,19 +4,31 @@
 //   - deploy/*.yaml are exactly what the chart renders (deploy/helm/render.sh --check);
 //   - `helm template | kubectl apply --dry-run=server` accepts every object of each value set,
 //     and the scheduler accepts each rendered configuration (ParseSchedulerConfig);
-//   - a real `helm install` creates the objects and `helm uninstall` removes them.
+//   - a real `helm install` creates the objects and `helm uninstall` removes them;
+//   - values.schema.json refuses a misspelt key or a wrong type, naming it;
+//   - objects are named after the release: two releases (a canary) install side by side;
+//   - `helm upgrade` upgrades the Queue CRD (a release installed with an older one);
+//   - the alerts pass `promtool check rules` and fire on their series (`promtool test rules`),
+//     the PodMonitor honours the agents' labels, the namespace is labelled for PodSecurity, the
+//     agent has its probes and GPU-label affinity, the scheduler its PodDisruptionBudget, and the
+//     chart's nvidia.com/gpu DeviceClass is examples/k8s/dra/nvidia-gpu-deviceclass.yaml.
+// No node runs pods here: uninstalls skip the pre-delete hook (its Job needs a node; the whole
+// hook runs in helm_install_e2e_test).
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "common/strings.h"
+#include "common/testing/promtool.h"
 #include "controlplane/controlplane.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/scheduler/config.h"
 #include "nlohmann/json.hpp"
+#include "yaml_json.h"
 
 namespace tessera::e2e {
 namespace {
@@ -28,6 +40,14 @@ ControlPlane& Cp() { return ControlPlane::Shared(); }
 
 const std::string kChart = StrCat(TESSERA_SOURCE_DIR, "/deploy/helm/tessera");
 
+std::vector<json> Documents(const std::string& text) { return YamlDocuments(text); }
+
+json FindObject(const std::vector<json>& docs, const std::string& kind, const std::string& name) {
+  for (const json& d : docs) {
+    if (d.value("kind", "") == kind && d["metadata"].value("name", "") == name) return d;
+  }
+  return nullptr;
+}
 // The helm binary test/helm/build.sh made for this tree, or "" (the test fails saying so).
 std::string Helm() {
   static const std::string helm = [] {
@@ -61,12 +81,15 @@ class HelmTest : public ::testing::Test {
              {"KUBECONFIG", Cp().kubeconfig()}};
     return RunCommand(args, o);
   }
-  std::string Template(const std::string& ns, const std::vector<std::string>& values) {
-    std::vector<std::string> args = {"template", "tessera", kChart, "--namespace", ns};
+  std::string Template(const std::string& ns, const std::vector<std::string>& values,
+                       const std::vector<std::string>& more = {},
+                       const std::string& release = "tessera") {
+    std::vector<std::string> args = {"template", release, kChart, "--namespace", ns};
     for (const std::string& v : values) {
       args.push_back("-f");
       args.push_back(StrCat(TESSERA_SOURCE_DIR, "/test/helm/", v));
     }
+    args.insert(args.end(), more.begin(), more.end());
     CommandResult r = RunHelm(args);
     EXPECT_TRUE(r.ok()) << r.err;
     return r.out;
@@ -107,7 +130,7 @@ class HelmTest : public ::testing::Test {
 
 TEST_F(HelmTest, Lints) {
   for (const std::vector<std::string>& values : std::vector<std::vector<std::string>>{
-           {}, {"values-dra.yaml"}, {"values-scheduler-only.yaml"}}) {
+           {}, {"values-dra.yaml"}, {"values-scheduler-only.yaml"}, {"values-monitoring.yaml"}}) {
     std::vector<std::string> args = {"lint", "--strict", kChart};
     for (const std::string& v : values) {
       args.push_back("-f");
@@ -138,7 +161,12 @@ TEST_F(HelmTest, DefaultValuesPassServerDryRun) {
         "daemonset.apps/tessera-agent", "serviceaccount/tessera-agent",
         "clusterrolebinding.rbac.authorization.k8s.io/tessera-agent",
         "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-assignment-guard",
-        "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-agent-node-scope"}) {
+        "validatingadmissionpolicy.admissionregistration.k8s.io/tessera-agent-node-scope",
+        "poddisruptionbudget.policy/tessera-scheduler", "service/tessera-scheduler",
+        "service/tessera-agent", "role.rbac.authorization.k8s.io/tessera-agent",
+        "customresourcedefinition.apiextensions.k8s.io/queues.tessera.dev",
+        // The pre-delete hook (helm template includes hooks).
+        "job.batch/tessera-uninstall", "serviceaccount/tessera-uninstall"}) {
     EXPECT_TRUE(names.contains(want)) << want << " not in\n" << StrJoin(names, "\n");
   }
   EXPECT_EQ(manifests.find("kind: DeviceClass"), std::string::npos);
@@ -216,12 +244,14 @@ TEST_F(HelmTest, SchedulerOnlyValuesPassServerDryRun) {
   CreateNamespace("gpu-sched");
   const std::string manifests = Template("gpu-sched", {"values-scheduler-only.yaml"});
   std::set<std::string> names = DryRun(manifests);
-  EXPECT_TRUE(names.contains("deployment.apps/gpu-scheduler"));
+  EXPECT_TRUE(names.contains("deployment.apps/tessera-scheduler"));
+  EXPECT_TRUE(names.contains("serviceaccount/gpu-scheduler"));
   EXPECT_TRUE(names.contains("configmap/tessera-grafana-dashboard"));
   EXPECT_FALSE(names.contains("daemonset.apps/tessera-agent"));
   // The admission policy names the renamed ServiceAccount in this namespace.
   EXPECT_THAT(manifests, HasSubstr("system:serviceaccount:gpu-sched:gpu-scheduler"));
-  absl::StatusOr<k8s::SchedulerConfig> config = RenderedConfig(manifests, "gpu-scheduler-config");
+  absl::StatusOr<k8s::SchedulerConfig> config =
+      RenderedConfig(manifests, "tessera-scheduler-config");
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_FALSE(config->leader_elect);
 }
@@ -278,10 +308,270 @@ TEST_F(HelmTest, InstallsAndUninstalls) {
   EXPECT_EQ(json::parse(list.out).at(0).at("status"), "deployed");
 
   CommandResult uninstall =
-      RunHelm({"uninstall", "tessera", "--namespace", "tessera-install", "--wait"});
+      RunHelm({"uninstall", "tessera", "--namespace", "tessera-install", "--wait", "--no-hooks"});
   ASSERT_TRUE(uninstall.ok()) << uninstall.out << uninstall.err;
   EXPECT_FALSE(Cp().KubectlOk({"get", "deviceclass", "gpu.tessera.dev"}).ok());
   EXPECT_FALSE(Cp().KubectlOk({"get", "clusterrole", "tessera-scheduler"}).ok());
+  // The CRD stays (resource-policy keep), as the docs say; removed by hand.
+  EXPECT_TRUE(Cp().KubectlOk({"get", "crd", "queues.tessera.dev"}).ok());
+  EXPECT_TRUE(Cp().KubectlOk({"delete", "crd", "queues.tessera.dev", "--wait"}).ok());
+}
+
+// values.schema.json: a misspelt key, or a value of the wrong type, fails with its name.
+TEST_F(HelmTest, SchemaRefusesTyposNamingThem) {
+  for (const auto& [set, named] : std::vector<std::pair<std::string, std::string>>{
+           {"scheduler.replicaz=2", "replicaz"},
+           {"image.pullPolicy=Sometimes", "pullPolicy"},
+           {"agent.metricsPort=nine", "metricsPort"},
+           {"scheduler.leaderElection.leaseDuration=15", "leaseDuration"}}) {
+    SCOPED_TRACE(set);
+    CommandResult r = RunHelm({"template", "tessera", kChart, "--set", set});
+    EXPECT_FALSE(r.ok());
+    EXPECT_THAT(r.err, HasSubstr(named));
+    CommandResult install =
+        RunHelm({"install", "tessera", kChart, "--namespace", "schema", "--set", set, "--dry-run"});
+    EXPECT_FALSE(install.ok()) << install.out;
+    EXPECT_THAT(install.err, HasSubstr(named));
+  }
+}
+
+// Names follow the release: the default release keeps tessera-scheduler, tessera-agent, ...;
+// nameOverride and fullnameOverride change them and the labels; a canary's objects differ from
+// the main release's in every name.
+TEST_F(HelmTest, NamesFollowTheRelease) {
+  auto names = [&](const std::string& release, const std::vector<std::string>& more) {
+    std::set<std::string> out;
+    for (const json& d : Documents(Template("tessera-system", {}, more, release))) {
+      out.insert(StrCat(d.value("kind", ""), "/", d["metadata"].value("name", "")));
+    }
+    return out;
+  };
+  const std::set<std::string> main = names("tessera", {});
+  EXPECT_TRUE(main.contains("Deployment/tessera-scheduler"));
+  EXPECT_TRUE(main.contains("DaemonSet/tessera-agent"));
+  const std::set<std::string> other = names("gpu", {});
+  EXPECT_TRUE(other.contains("Deployment/gpu-tessera-scheduler")) << StrJoin(other, "\n");
+  const std::set<std::string> full = names("x", {"--set", "fullnameOverride=acme"});
+  EXPECT_TRUE(full.contains("Deployment/acme-scheduler"));
+  EXPECT_TRUE(full.contains("ClusterRole/acme-agent"));
+  EXPECT_TRUE(full.contains("ValidatingAdmissionPolicy/acme-assignment-guard"));
+  const std::vector<json> named =
+      Documents(Template("tessera-system", {}, {"--set", "nameOverride=gpu"}));
+  EXPECT_EQ(
+      FindObject(named, "Deployment", "tessera-gpu-scheduler")["spec"]["selector"]["matchLabels"],
+      (json{{"app.kubernetes.io/name", "tessera-gpu-scheduler"}}));
+  const std::set<std::string> canary =
+      names("tessera-canary", {"--set", "agent.enabled=false", "--set", "crds.install=false",
+                               "--set", "admissionPolicy.enabled=false"});
+  std::vector<std::string> both;
+  std::set_intersection(main.begin(), main.end(), canary.begin(), canary.end(),
+                        std::back_inserter(both));
+  EXPECT_THAT(both, ::testing::IsEmpty());
+}
+
+// A Deployment's or DaemonSet's selector cannot change in place (the API server refuses it), so
+// `helm upgrade` of a release made by an earlier chart, whose selectors were
+// {app.kubernetes.io/name: tessera-scheduler} and {app.kubernetes.io/name: tessera-agent} alone,
+// works only if the chart keeps them for the default release; other releases select only their
+// own pods, so a canary's PodDisruptionBudget and Service never count the main release's (before:
+// every release's selectors also carried app.kubernetes.io/instance, and the upgrade failed with
+// "field is immutable").
+TEST_F(HelmTest, SelectorsKeepUpgradesFromEarlierCharts) {
+  const std::vector<json> docs = Documents(Template("tessera-system", {}, {}));
+  EXPECT_EQ(FindObject(docs, "Deployment", "tessera-scheduler")["spec"]["selector"],
+            (json{{"matchLabels", {{"app.kubernetes.io/name", "tessera-scheduler"}}}}));
+  EXPECT_EQ(FindObject(docs, "DaemonSet", "tessera-agent")["spec"]["selector"],
+            (json{{"matchLabels", {{"app.kubernetes.io/name", "tessera-agent"}}}}));
+  const std::vector<json> canary = Documents(Template("tessera-system", {}, {}, "tessera-canary"));
+  const json selector =
+      FindObject(canary, "Deployment", "tessera-canary-scheduler")["spec"]["selector"];
+  EXPECT_EQ(selector,
+            (json{{"matchLabels", {{"app.kubernetes.io/name", "tessera-canary-scheduler"}}}}));
+  EXPECT_EQ(
+      FindObject(canary, "PodDisruptionBudget", "tessera-canary-scheduler")["spec"]["selector"],
+      selector);
+  // Every pod template carries its selector's labels and the release.
+  const json labels = FindObject(
+      canary, "Deployment", "tessera-canary-scheduler")["spec"]["template"]["metadata"]["labels"];
+  EXPECT_EQ(labels.value("app.kubernetes.io/name", ""), "tessera-canary-scheduler");
+  EXPECT_EQ(labels.value("app.kubernetes.io/instance", ""), "tessera-canary");
+}
+
+// Two releases at once in one namespace, as install.md's canary: both deployed, nothing shared.
+TEST_F(HelmTest, TwoReleasesInstallSideBySide) {
+  CommandResult main = RunHelm(
+      {"install", "tessera", kChart, "--namespace", "two", "--create-namespace", "--set",
+       "admissionPolicy.extraSchedulerUsers={system:serviceaccount:two:tessera-canary-scheduler}"});
+  ASSERT_TRUE(main.ok()) << main.out << main.err;
+  CommandResult canary = RunHelm(
+      {"install", "tessera-canary", kChart, "--namespace", "two", "--set", "agent.enabled=false",
+       "--set", "crds.install=false", "--set", "admissionPolicy.enabled=false", "--set",
+       "scheduler.schedulerName=tessera-canary", "--set", "scheduler.replicas=1"});
+  ASSERT_TRUE(canary.ok()) << canary.out << canary.err;
+  EXPECT_THAT(canary.out, HasSubstr("spec.schedulerName: tessera-canary"));
+  absl::StatusOr<std::string> deployments =
+      Cp().KubectlOk({"get", "deployments", "-n", "two", "-o", "name"});
+  ASSERT_TRUE(deployments.ok());
+  EXPECT_THAT(*deployments, HasSubstr("deployment.apps/tessera-scheduler"));
+  EXPECT_THAT(*deployments, HasSubstr("deployment.apps/tessera-canary-scheduler"));
+  // The canary's scheduler may write assignments (the main release's policy names it).
+  absl::StatusOr<std::string> guard =
+      Cp().KubectlOk({"get", "validatingadmissionpolicy", "tessera-assignment-guard", "-o",
+                      "jsonpath={.spec.variables[0].expression}"});
+  ASSERT_TRUE(guard.ok());
+  EXPECT_THAT(*guard, HasSubstr("system:serviceaccount:two:tessera-canary-scheduler"));
+  for (const char* release : {"tessera-canary", "tessera"}) {
+    CommandResult r = RunHelm({"uninstall", release, "--namespace", "two", "--wait", "--no-hooks"});
+    EXPECT_TRUE(r.ok()) << r.out << r.err;
+  }
+  EXPECT_TRUE(Cp().KubectlOk({"delete", "crd", "queues.tessera.dev", "--wait"}).ok());
+}
+
+// `helm upgrade` upgrades the Queue CRD: a release installed by a chart whose CRD had no status
+// columns gets them from the upgrade, and its Queues stay.
+TEST_F(HelmTest, UpgradeUpgradesTheQueueCrd) {
+  const std::string old_chart = home_ + "/old-chart";
+  std::filesystem::copy(kChart, old_chart, std::filesystem::copy_options::recursive);
+  std::filesystem::path crd = std::filesystem::path(old_chart) / "files/queue-crd.yaml";
+  std::filesystem::remove(crd);  // a link into deploy/ in the source tree
+  {
+    std::ifstream in(std::filesystem::path(kChart) / "files/queue-crd.yaml");
+    std::string line, text;
+    while (std::getline(in, line)) {
+      if (line.find(".status.") != std::string::npos) continue;  // the status printer columns
+      text += line + "\n";
+    }
+    std::ofstream(crd) << text;
+  }
+  CommandResult install = RunHelm({"install", "tessera", old_chart, "--namespace", "upgrade",
+                                   "--create-namespace", "--set", "agent.enabled=false"});
+  ASSERT_TRUE(install.ok()) << install.out << install.err;
+  auto columns = [] {
+    absl::StatusOr<std::string> c =
+        Cp().KubectlOk({"get", "crd", "queues.tessera.dev", "-o",
+                        "jsonpath={.spec.versions[0].additionalPrinterColumns[*].name}"});
+    return c.ok() ? *c : c.status().ToString();
+  };
+  EXPECT_THAT(columns(), ::testing::Not(HasSubstr("Allocated GPUs")));
+  ASSERT_TRUE(Cp().KubectlOk({"apply", "-f", StrCat(TESSERA_SOURCE_DIR, "/examples/k8s/queue.yaml"),
+                              "--dry-run=server"})
+                  .ok());
+  ASSERT_TRUE(Cp().KubectlOk({"create", "-f", "-"},
+                             R"({"apiVersion":"tessera.dev/v1alpha1","kind":"Queue",
+                                 "metadata":{"name":"kept"},"spec":{"deserved":{"gpu":"1"}}})")
+                  .ok());
+  // No --wait: no node runs pods here (the scheduler never becomes ready); helm applies the CRD
+  // before it returns.
+  CommandResult upgrade =
+      RunHelm({"upgrade", "tessera", kChart, "--namespace", "upgrade", "--reuse-values"});
+  ASSERT_TRUE(upgrade.ok()) << upgrade.out << upgrade.err;
+  EXPECT_THAT(columns(), HasSubstr("Allocated GPUs"));
+  EXPECT_THAT(columns(), HasSubstr("Pending pods"));
+  EXPECT_TRUE(Cp().KubectlOk({"get", "queue", "kept"}).ok());
+  CommandResult uninstall =
+      RunHelm({"uninstall", "tessera", "--namespace", "upgrade", "--wait", "--no-hooks"});
+  EXPECT_TRUE(uninstall.ok()) << uninstall.out << uninstall.err;
+  EXPECT_TRUE(Cp().KubectlOk({"get", "queue", "kept"}).ok()) << "the CRD and its Queues are kept";
+  EXPECT_TRUE(Cp().KubectlOk({"delete", "crd", "queues.tessera.dev", "--wait"}).ok());
+}
+
+// The alerts: promtool checks them, and `promtool test rules` makes each fire on its series
+// (alerts_test.yaml) and not before.
+TEST_F(HelmTest, AlertsPassPromtoolAndFireOnTheirSeries) {
+  const std::vector<json> docs =
+      Documents(Template("tessera-system", {},
+                         {"--set", "metrics.prometheusRule.enabled=true", "--show-only",
+                          "templates/prometheusrule.yaml"}));
+  ASSERT_EQ(docs.size(), 1u);
+  json groups = docs[0]["spec"]["groups"];
+  ASSERT_FALSE(groups.empty());
+  const std::string dir = home_ + "/rules";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/full.yaml") << json{{"groups", groups}}.dump(2);  // JSON is YAML
+  for (json& g : groups) {
+    for (json& rule : g["rules"]) rule.erase("annotations");
+  }
+  std::ofstream(dir + "/rules.yaml") << json{{"groups", groups}}.dump(2);
+  std::filesystem::copy_file(StrCat(TESSERA_SOURCE_DIR, "/test/helm/alerts_test.yaml"),
+                             dir + "/alerts_test.yaml");
+  const std::string promtool = TESSERA_PROMTOOL;
+  ASSERT_FALSE(promtool.empty()) << "promtool not found: run scripts/setup.sh";
+  CommandResult check = RunCommand({promtool, "check", "rules", dir + "/full.yaml"});
+  EXPECT_TRUE(check.ok()) << check.out << check.err;
+  EXPECT_THAT(check.out, HasSubstr("SUCCESS: 6 rules found"));
+  // rule_files are found beside the test file.
+  CommandResult test = RunCommand({promtool, "test", "rules", dir + "/alerts_test.yaml"});
+  EXPECT_TRUE(test.ok()) << test.out << test.err;
+}
+
+// The Prometheus Operator's objects: the scheduler's ServiceMonitor selects its Service, the
+// agents' PodMonitor keeps the GPU pods' own namespace and pod labels (honorLabels).
+TEST_F(HelmTest, MonitorsScrapeTheMetricsPorts) {
+  const std::vector<json> docs =
+      Documents(Template("tessera-system", {}, {"--set", "metrics.serviceMonitor.enabled=true"}));
+  const json sm = FindObject(docs, "ServiceMonitor", "tessera-scheduler");
+  const json pm = FindObject(docs, "PodMonitor", "tessera-agent");
+  const json svc = FindObject(docs, "Service", "tessera-scheduler");
+  ASSERT_FALSE(sm.is_null());
+  ASSERT_FALSE(pm.is_null());
+  ASSERT_FALSE(svc.is_null());
+  for (const auto& [k, v] : sm["spec"]["selector"]["matchLabels"].items()) {
+    EXPECT_EQ(svc["metadata"]["labels"].value(k, ""), v) << k;
+  }
+  EXPECT_EQ(sm["spec"]["endpoints"][0]["port"], "metrics");
+  EXPECT_EQ(pm["spec"]["podMetricsEndpoints"][0]["port"], "metrics");
+  EXPECT_EQ(pm["spec"]["podMetricsEndpoints"][0]["honorLabels"], "true");
+  EXPECT_EQ(FindObject(docs, "Service", "tessera-agent")["spec"]["clusterIP"], "None");
+}
+
+// What the node side needs from the chart: the namespace allows privileged pods, the agent has
+// its probes, runs on tessera's, the GPU operator's and NFD's GPU labels, and cleans up on
+// uninstall; the scheduler has its PodDisruptionBudget and priority class.
+TEST_F(HelmTest, NodeSideSettings) {
+  const std::vector<json> docs =
+      Documents(Template("tessera-system", {}, {"--set", "namespace.create=true"}));
+  const json ns = FindObject(docs, "Namespace", "tessera-system");
+  EXPECT_EQ(ns["metadata"]["labels"].value("pod-security.kubernetes.io/enforce", ""), "privileged");
+  const json ds = FindObject(docs, "DaemonSet", "tessera-agent");
+  const json& agent = ds["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(agent["livenessProbe"]["httpGet"]["path"], "/healthz");
+  EXPECT_EQ(agent["readinessProbe"]["httpGet"]["port"], "metrics");
+  std::set<std::string> keys;
+  for (const json& term :
+       ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+         ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]) {
+    keys.insert(term["matchExpressions"][0]["key"]);
+  }
+  EXPECT_EQ(keys, (std::set<std::string>{"tessera.dev/gpu-node", "nvidia.com/gpu.present",
+                                         "feature.node.kubernetes.io/pci-10de.present"}));
+  EXPECT_NE(std::find(agent["args"].begin(), agent["args"].end(),
+                      json("--cleanup-on-delete=tessera-system/tessera-agent")),
+            agent["args"].end());
+  const json pdb = FindObject(docs, "PodDisruptionBudget", "tessera-scheduler");
+  EXPECT_EQ(pdb["spec"]["maxUnavailable"], "1");
+  EXPECT_EQ(FindObject(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["spec"].value(
+                "priorityClassName", ""),
+            "system-cluster-critical");
+  const std::vector<json> no_agent = Documents(Template(
+      "tessera-system", {}, {"--set", "namespace.create=true", "--set", "agent.enabled=false"}));
+  EXPECT_FALSE(FindObject(no_agent, "Namespace", "tessera-system")["metadata"]["labels"].contains(
+      "pod-security.kubernetes.io/enforce"));
+}
+
+// The chart's nvidia.com/gpu DeviceClass is exactly the example users apply without Helm.
+TEST_F(HelmTest, NvidiaGpuClassIsTheExample) {
+  const std::vector<json> docs = Documents(
+      Template("tessera-system", {},
+               {"--set", "dra.enabled=true", "--set", "dra.nvidiaGpuClass.enabled=true"}));
+  json chart = FindObject(docs, "DeviceClass", "nvidia-gpu.tessera.dev");
+  ASSERT_FALSE(chart.is_null());
+  std::ifstream in(StrCat(TESSERA_SOURCE_DIR, "/examples/k8s/dra/nvidia-gpu-deviceclass.yaml"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::vector<json> example = Documents(text.str());
+  ASSERT_EQ(example.size(), 1u);
+  chart["metadata"].erase("labels");
+  EXPECT_EQ(chart, example[0]) << chart.dump(2) << "\n" << example[0].dump(2);
 }
 
 }  // namespace

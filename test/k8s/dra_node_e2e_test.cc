@@ -3,6 +3,9 @@
 // prepares the claims, `tessera scheduler` with dra.enabled allocates them, and the containers
 // report what CDI gave them in their termination message.
 //
+// And a pod written for NVIDIA's device plugin, unchanged, served by kube-scheduler through
+// examples/k8s/dra/nvidia-gpu-deviceclass.yaml (docs/migration.md).
+//
 // DRAExtendedResource: a classic pod asking `tessera.dev/gpu` (no device plugin: the agent in DRA
 // mode does not advertise the extended resource) is served by the DeviceClass gpu.tessera.dev,
 // whose extendedResourceName is tessera.dev/gpu (deploy/dra-deviceclasses.yaml): the scheduler
@@ -197,6 +200,76 @@ TEST_F(DraNode, FreedGpusServeTheNextClassicPod) {
                                                            << SchedulerLog();
   const std::string message = TerminationMessage(pod);
   for (const std::string& uuid : FakeUuids()) EXPECT_THAT(message, HasSubstr(uuid));
+}
+
+// What a container printed, as the kubelet of its node wrote it (no API-server-to-kubelet traffic
+// in the harness).
+std::string ContainerLog(const json& pod, const std::string& container) {
+  std::string out;
+  std::error_code ec;
+  const std::string dir =
+      StrCat(GpuNode().dir, "/pod-logs/", pod["metadata"]["namespace"].get<std::string>(), "_",
+             pod["metadata"]["name"].get<std::string>(), "_",
+             pod["metadata"]["uid"].get<std::string>(), "/", container);
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    out += ReadFile(e.path().string());
+  return out;
+}
+
+// docs/migration.md's zero-edit path: a pod written for NVIDIA's device plugin (nvidia.com/gpu: 1,
+// no schedulerName, no claim) runs unchanged on a node whose GPUs are tessera's DRA driver's:
+// examples/k8s/dra/nvidia-gpu-deviceclass.yaml, applied as written, makes kube-scheduler serve it
+// a whole GPU of gpu.tessera.dev (DRAExtendedResource), and tessera's kubelet plugin delivers it.
+// examples/k8s/dra/device-plugin-pod.yaml is applied as written but for its image (the harness
+// has no registry).
+TEST_F(DraNode, DevicePluginManifestRunsUnchanged) {
+  ControlPlane& cp = ControlPlane::Shared();
+  ASSERT_TRUE(Eventually([] { return DeviceCount() > 0; })) << AgentLog();
+  const std::string examples = StrCat(TESSERA_SOURCE_DIR, "/examples/k8s/dra/");
+  ASSERT_TRUE(cp.KubectlOk({"apply", "-f", examples + "nvidia-gpu-deviceclass.yaml"}).ok());
+  std::string manifest = ReadFile(examples + "device-plugin-pod.yaml");
+  ASSERT_EQ(manifest.find("schedulerName"), std::string::npos) << "unchanged: no schedulerName";
+  const std::string image = "image: nvidia/cuda:12.6.3-base-ubuntu24.04";
+  const size_t at = manifest.find(image);
+  ASSERT_NE(at, std::string::npos);
+  manifest.replace(at, image.size(),
+                   StrCat("image: ", ControlPlane::kTestImage, "\n      imagePullPolicy: Never"));
+  auto created = cp.KubectlOk({"apply", "-n", kNs, "-f", "-"}, manifest);
+  ASSERT_TRUE(created.ok()) << created.status();
+  json pod;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        pod = GetJson(cp, {"pod", "cuda-vectoradd", "-n", kNs});
+        return pod["status"].value("phase", "") == "Running";
+      },
+      std::chrono::seconds(120)))
+      << pod.dump(2) << "\n--- agent\n"
+      << AgentLog().substr(0, 20000);
+  EXPECT_EQ(pod["spec"].value("schedulerName", ""), "default-scheduler");
+  EXPECT_EQ(pod["spec"]["nodeName"], kNode);
+  const std::string claim_name =
+      pod["status"]["extendedResourceClaimStatus"].value("resourceClaimName", "");
+  ASSERT_FALSE(claim_name.empty()) << pod["status"].dump(2);
+  json claim = GetJson(cp, {"resourceclaim", claim_name, "-n", kNs});
+  const json& results = claim["status"]["allocation"]["devices"]["results"];
+  ASSERT_EQ(results.size(), 1u) << claim.dump(2);
+  EXPECT_EQ(results[0]["driver"], "gpu.tessera.dev");
+  EXPECT_EQ(claim["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"],
+            "nvidia-gpu.tessera.dev");
+  EXPECT_THAT(AgentLog(), HasSubstr(StrCat("prepared claim ", kNs, "/", claim_name)));
+  // The container got one GPU: its UUID and its device node.
+  std::string log;
+  EXPECT_TRUE(Eventually([&] {
+    log = ContainerLog(pod, "cuda");
+    return log.find("nvidia") != std::string::npos;
+  })) << log;
+  const std::vector<std::string> uuids = FakeUuids();
+  int seen = 0;
+  for (const std::string& u : uuids) seen += log.find(StrCat("GPU: ", u)) != std::string::npos;
+  EXPECT_EQ(seen, 1) << log;
+  ASSERT_TRUE(
+      cp.KubectlOk({"delete", "pod", "cuda-vectoradd", "-n", kNs, "--grace-period=1"}).ok());
+  EXPECT_TRUE(cp.KubectlOk({"delete", "-f", examples + "nvidia-gpu-deviceclass.yaml"}).ok());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "common/testing/promtool.h"
 #include "controlplane/controlplane.h"
 #include "dashboard_check.h"
 #include "gmock/gmock.h"
@@ -528,13 +529,15 @@ TEST_F(OperatorTest, DashboardQueriesOnlyServedMetrics) {
       [&] {
         metrics = (*client)->Call(k8s::HttpRequest{"GET", "/metrics"});
         return metrics.status == 200 &&
-               metrics.body.find("\ntessera_scheduler_gpu_memory_allocated_mib{") !=
+               metrics.body.find("\ntessera_scheduler_gpu_memory_allocated_bytes{") !=
                    std::string::npos;
       },
       seconds(30)))
       << metrics.status << "\n"
       << metrics.body;
 
+  absl::Status lint = ::tessera::testing::PromtoolCheckMetrics(metrics.body);
+  EXPECT_TRUE(lint.ok()) << lint;
   // The scheduler's panels here; the agent's are checked on an installed chart
   // (test/helm/helm_install_e2e_test.cc), where agents serve pods.
   const std::vector<std::string> exprs = DashboardQueries();

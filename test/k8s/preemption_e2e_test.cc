@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "common/testing/promtool.h"
 #include "controlplane/controlplane.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -280,7 +281,11 @@ retry: {minInterval: 200ms, period: 3s}
     auto client = k8s::ApiClient::Create(c, k8s::ApiClientOptions{"e2e", 1, {}});
     if (!client.ok()) return "";
     k8s::HttpResponse r = (*client)->Call(k8s::HttpRequest{"GET", "/metrics"});
-    return r.status == 200 ? r.body : "";
+    if (r.status != 200) return "";
+    // promtool passes on every /metrics the tests scrape.
+    absl::Status lint = ::tessera::testing::PromtoolCheckMetricsOnce(r.body);
+    EXPECT_TRUE(lint.ok()) << lint;
+    return r.body;
   }
 
   std::unique_ptr<k8s::ApiClient> api_;
@@ -633,14 +638,14 @@ TEST_F(PreemptionE2e, TheQueueFurthestBelowItsShareGoesFirst) {
   EXPECT_TRUE(Evicted().empty());
   // The per-queue figures on /metrics say the same (published every second).
   const std::vector<std::string> want = {
-      "tessera_scheduler_queue_allocated{queue=\"big\",resource=\"gpu_milli\"} 3000\n",
-      "tessera_scheduler_queue_allocated{queue=\"small\",resource=\"gpu_milli\"} 2000\n",
-      "tessera_scheduler_queue_fair_share{queue=\"small\",resource=\"gpu_milli\"} 2000\n",
-      "tessera_scheduler_queue_pending{queue=\"big\",resource=\"gpu_milli\"} 4000\n",
+      "tessera_scheduler_queue_allocated_gpus{queue=\"big\"} 3\n",
+      "tessera_scheduler_queue_allocated_gpus{queue=\"small\"} 2\n",
+      "tessera_scheduler_queue_fair_share_gpus{queue=\"small\"} 2\n",
+      "tessera_scheduler_queue_pending_gpus{queue=\"big\"} 4\n",
       "tessera_scheduler_queue_pending_pods{queue=\"big\"} 4\n",
       "tessera_scheduler_queue_pending_pods{queue=\"small\"} 0\n",
-      "tessera_scheduler_queue_borrowed{queue=\"big\",resource=\"gpu_milli\"} 3000\n",
-      "tessera_scheduler_queue_deserved{queue=\"big\",resource=\"gpu_milli\"} 0\n",
+      "tessera_scheduler_queue_borrowed_gpus{queue=\"big\"} 3\n",
+      "tessera_scheduler_queue_deserved_gpus{queue=\"big\"} 0\n",
   };
   std::string body;
   EXPECT_TRUE(WaitUntil(

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "common/testing/promtool.h"
 #include "controlplane/controlplane.h"
 #include "core/model/mig.h"
 #include "gmock/gmock.h"
@@ -164,6 +165,11 @@ retry: {minInterval: 200ms, period: 5s}
   // The value of one metric line (exact name with labels), or -1.
   double Metric(int port, const std::string& series) {
     std::string text = HttpGet(port, "/metrics").second;
+    if (!text.empty()) {
+      // promtool passes on every /metrics the tests scrape.
+      absl::Status lint = ::tessera::testing::PromtoolCheckMetricsOnce(text);
+      EXPECT_TRUE(lint.ok()) << lint;
+    }
     std::istringstream in(text);
     std::string line;
     while (std::getline(in, line)) {
@@ -342,10 +348,12 @@ TEST_F(SchedulerTest, RealityCheck) {
   EXPECT_EQ(Metric(port, "tessera_scheduler_pods_scheduled_total"), 28);
   auto allocated = [&] {  // published about once a second
     return Metric(port,
-                  StrCat("tessera_scheduler_gpu_memory_allocated_mib{node=\"", nvswitch, "\"}")) +
-           Metric(port, StrCat("tessera_scheduler_gpu_memory_allocated_mib{node=\"", pcie, "\"}"));
+                  StrCat("tessera_scheduler_gpu_memory_allocated_bytes{node=\"", nvswitch, "\"}")) +
+           Metric(port,
+                  StrCat("tessera_scheduler_gpu_memory_allocated_bytes{node=\"", pcie, "\"}"));
   };
-  EXPECT_TRUE(WaitUntil([&] { return allocated() == 8 * 81920 + 20 * 4096; }, seconds(5)))
+  EXPECT_TRUE(WaitUntil([&] { return allocated() == (8 * 81920 + 20 * 4096) * (int64_t{1} << 20); },
+                        seconds(5)))
       << allocated();
   EXPECT_EQ(HttpGet(port, "/healthz"), std::make_pair(200L, std::string("ok")));
   EXPECT_EQ(HttpGet(port, "/readyz").first, 200L);

@@ -1,12 +1,15 @@
-// The agent's /metrics (Prometheus text format 0.0.4): per GPU, its health and the pods on it
-// with what each was granted (memory, compute, whole GPU or MIG instance) and, for shares
-// enforced by the CUDA shim, what the pod's processes hold now and how often the cap refused
-// them; the agent's own counters. What GPU exporters attribute through the kubelet's
+// The agent's /metrics (Prometheus text format 0.0.4, through the one writer,
+// common/prometheus.h): per GPU, its health and the pods on it with what each was granted
+// (memory, compute, whole GPU or MIG instance) and, for shares enforced by the CUDA shim, what the
+// pod's processes hold now and how often the cap refused them; the agent's own counters, its
+// requests to the API server and its build. What GPU exporters attribute through the kubelet's
 // pod-resources API in device-plugin setups, tessera's NRI delivery makes visible here
-// (src/agent/README.md "Metrics").
+// (src/agent/README.md "Metrics"; every series in docs/metrics.md, checked by
+// docs_reference_test).
 //
-// MetricsText is pure (the pod manager's Use() and counters in, text out); MetricsServer serves
-// it with /healthz on a port of its own.
+// MetricsText is pure (AgentMetricsInput in, text out): to add a family, add what it needs to
+// the input and write it in WriteAgentMetrics. MetricsServer serves it with /healthz on a port
+// of its own.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +20,8 @@
 
 #include "absl/status/status.h"
 #include "agent/pods/pod_manager.h"
+#include "common/prometheus.h"
+#include "k8s/client/request_counts.h"
 
 namespace tessera::agent {
 
@@ -30,7 +35,16 @@ struct AgentCounters {
   bool host_pids = true;             // the agent sees the host's PID namespace
 };
 
-std::string MetricsText(const std::vector<GpuUse>& gpus, const AgentCounters& counters);
+// Everything the agent's /metrics reports, gathered at each scrape.
+struct AgentMetricsInput {
+  std::vector<GpuUse> gpus;  // PodManager::Use()
+  AgentCounters counters;
+  prometheus::BuildInfo build{"unknown", "unknown"};
+  const k8s::RequestCounts* requests = nullptr;  // the agent's API client's (optional)
+};
+
+void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in);
+std::string MetricsText(const AgentMetricsInput& in);
 
 class MetricsServer {
  public:

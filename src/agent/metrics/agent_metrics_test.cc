@@ -1,5 +1,6 @@
 #include "agent/metrics/agent_metrics.h"
 
+#include "common/testing/promtool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -22,6 +23,8 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   share.used_bytes = 1 << 20;
   share.oom_count = 2;
   share.processes = 1;
+  share.ledger_tampered = 1;
+  share.driver_used_bytes = 3 << 20;
   g0.pods.push_back(share);
   GpuUse g1{1, "GPU-b", false, "", {}};
   GpuUse::Pod whole;
@@ -31,24 +34,41 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   whole.memory_mib = 81920;
   whole.compute_milli = 1000;
   g1.pods.push_back(whole);
-  const std::string text = MetricsText({g0, g1}, {"n1", 5, 1, 3});
+  k8s::RequestCounts requests;
+  requests.Count("PATCH", 200);
+  const std::string text =
+      MetricsText({{g0, g1}, {"n1", 5, 1, 3, 4, 2, true}, {"0.1.0", "abc1234"}, &requests});
   EXPECT_THAT(text,
               HasSubstr("# TYPE tessera_agent_gpu_healthy gauge\n"
                         "tessera_agent_gpu_healthy{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\"} 1\n"
                         "tessera_agent_gpu_healthy{node=\"n1\",gpu=\"1\",uuid=\"GPU-b\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_memory_granted_bytes{node=\"n1\",gpu=\"0\","
-                              "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} "
-                              "4294967296\n"));
-  EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_compute_granted_permille{node=\"n1\","
+                              "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\""
+                              "} 4294967296\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_compute_granted_ratio{node=\"n1\","
                               "gpu=\"0\",uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\","
-                              "sharing=\"shim\"} 300\n"));
+                              "sharing=\"shim\"} 0.3\n"));
   EXPECT_THAT(text, HasSubstr("pod=\"train \\\"x\\\"\",sharing=\"whole\"} 85899345920\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_memory_used_bytes{node=\"n1\",gpu=\"0\","
-                              "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} "
-                              "1048576\n"));
+                              "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\""
+                              "} 1048576\n"));
   EXPECT_THAT(text,
               HasSubstr("tessera_agent_pod_gpu_cap_refusals_total{node=\"n1\",gpu=\"0\","
                         "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} 2\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tessera_agent_pod_ledger_tampered_total{node=\"n1\",gpu=\"0\","
+                        "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} 1\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tessera_agent_pod_gpu_memory_driver_bytes{node=\"n1\",gpu=\"0\","
+                "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\"} 3145728\n"));
+  // Not sampled by the driver: no series.
+  EXPECT_THAT(text,
+              Not(HasSubstr("tessera_agent_pod_gpu_memory_driver_bytes{node=\"n1\",gpu=\"1\"")));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_over_share_total{node=\"n1\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_actions_total{node=\"n1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_host_pid_namespace gauge\n"
+                              "tessera_agent_host_pid_namespace{node=\"n1\"} 1\n"));
   // A whole GPU has no shim accounting.
   EXPECT_THAT(text,
               Not(HasSubstr("tessera_agent_pod_gpu_memory_used_bytes{node=\"n1\",gpu=\"1\"")));
@@ -56,6 +76,18 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   EXPECT_THAT(text, HasSubstr("tessera_agent_containers_delivered_total{node=\"n1\"} 5\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_containers_refused_total{node=\"n1\"} 1\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_reaped_processes_total{node=\"n1\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_build_info{version=\"0.1.0\",revision=\"abc1234\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_api_requests_total{verb=\"PATCH\",code=\"200\"} 1\n"));
+  EXPECT_TRUE(testing::PromtoolCheckMetrics(text).ok()) << testing::PromtoolCheckMetrics(text);
+}
+
+// A node without GPUs yet, or without a client, still names every family (dashboards find them),
+// and promtool passes.
+TEST(AgentMetrics, EmptyNodePassesPromtool) {
+  const std::string text = MetricsText({{}, {"n1", 0, 0, 0}});
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_gpu_healthy gauge\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_build_info{version=\"unknown\",revision=\"unknown\"} 1\n"));
+  EXPECT_TRUE(testing::PromtoolCheckMetrics(text).ok()) << testing::PromtoolCheckMetrics(text);
 }
 
 TEST(AgentMetrics, ServesTheTextOverHttp) {

@@ -136,4 +136,37 @@ NodePatches DiffNode(const json& node, const NodeAdvertisement& ad) {
   return out;
 }
 
+NodePatches WithdrawNode(const json& node) {
+  NodePatches out;
+  const json& metadata = JsonField(node, "metadata");
+  const json& annotations = JsonField(metadata, "annotations");
+  const json& labels = JsonField(metadata, "labels");
+  json meta = json::object();
+  const std::string owned_key(records::kAgentLabelsAnnotation);
+  for (const std::string& key : SplitKeys(JsonStringField(annotations, owned_key))) {
+    if (JsonField(labels, key).is_string()) {
+      meta["metadata"]["labels"][key] = nullptr;
+      out.changes.push_back(StrCat("label ", key, ": removed"));
+    }
+  }
+  for (const std::string& key : {std::string(records::kInventoryAnnotation), owned_key}) {
+    if (JsonField(annotations, key).is_string()) {
+      meta["metadata"]["annotations"][key] = nullptr;
+      out.changes.push_back(StrCat("annotation ", key, ": removed"));
+    }
+  }
+  if (!meta.empty()) out.metadata = std::move(meta);
+  json status = json::object();
+  for (const char* list : {"capacity", "allocatable"}) {
+    for (const std::string_view r :
+         {records::kGpuResource, records::kGpuMemoryResource, records::kGpuComputeResource}) {
+      if (JsonField(JsonField(JsonField(node, "status"), list), std::string(r)).is_null()) continue;
+      status["status"][list][std::string(r)] = nullptr;
+      out.changes.push_back(StrCat("resource ", r, " (", list, "): removed"));
+    }
+  }
+  if (!status.empty()) out.status = std::move(status);
+  return out;
+}
+
 }  // namespace tessera::agent

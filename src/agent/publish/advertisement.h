@@ -43,4 +43,10 @@ struct NodePatches {
 // What to patch so that `node` (a Node object as the API server returns it) advertises `ad`.
 NodePatches DiffNode(const nlohmann::json& node, const NodeAdvertisement& ad);
 
+// What to patch so that `node` carries nothing the agent wrote (the agent is uninstalled): the
+// inventory and ownership annotations, the labels the ownership annotation lists (never labels
+// people set, such as tessera.dev/gpu-node or a topology level's), and tessera's extended
+// resources in capacity and allocatable. Both patches null when there is nothing to remove.
+NodePatches WithdrawNode(const nlohmann::json& node);
+
 }  // namespace tessera::agent

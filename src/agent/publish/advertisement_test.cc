@@ -154,5 +154,26 @@ TEST(Advertisement, OnlyTheAgentsOwnLabelsAreRemoved) {
   EXPECT_TRUE(DiffNode(node, without).metadata.is_null());
 }
 
+// Uninstalled: everything the agent wrote goes, nothing anyone else wrote does, and a node that
+// was already clean needs no patch.
+TEST(Advertisement, WithdrawRemovesExactlyWhatTheAgentWrote) {
+  json node = KubeletNode();
+  node["metadata"]["labels"]["tessera.dev/gpu-node"] = "true";  // the administrator's
+  node["metadata"]["labels"]["tessera.dev/rack"] = "r1";        // a topology level's
+  node = Apply(node, DiffNode(node, AdvertisementFor(Gpus(4, "GB200", 189471, true))));
+  ASSERT_EQ(node["metadata"]["labels"]["tessera.dev/gpu-count"], "4");
+  const NodePatches p = WithdrawNode(node);
+  const json clean = Apply(node, p);
+  json want = KubeletNode();
+  want["metadata"]["labels"]["tessera.dev/gpu-node"] = "true";
+  want["metadata"]["labels"]["tessera.dev/rack"] = "r1";
+  EXPECT_EQ(clean, want) << clean.dump(2);
+  EXPECT_THAT(p.changes, ::testing::Contains("label tessera.dev/nvlink-domain: removed"));
+  EXPECT_THAT(p.changes, ::testing::Contains("resource tessera.dev/gpu (capacity): removed"));
+  const NodePatches again = WithdrawNode(clean);
+  EXPECT_TRUE(again.metadata.is_null());
+  EXPECT_TRUE(again.status.is_null());
+}
+
 }  // namespace
 }  // namespace tessera::agent

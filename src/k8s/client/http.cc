@@ -352,6 +352,7 @@ HttpResponse Connection::Stream(const HttpRequest& request,
   }
   CURLcode code = curl_easy_perform(curl);
   Finish(curl, code, errbuf, &response);
+  transport_->requests().Count(request.method, response.status);
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, nullptr);
   curl_slist_free_all(headers);
   // Refused with an exec plugin's credentials: once more with renewed ones (nothing was done).
@@ -546,6 +547,7 @@ struct AsyncClient::Impl {
     running.erase(it);
     curl_multi_remove_handle(multi, easy);
     Finish(easy, code, t->errbuf, &t->response);
+    transport->requests().Count(t->request.method, t->response.status);
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, nullptr);
     curl_slist_free_all(t->headers);
     t->headers = nullptr;

@@ -22,6 +22,7 @@
 #include "k8s/client/backoff.h"
 #include "k8s/client/config.h"
 #include "k8s/client/exec_credential.h"
+#include "k8s/client/request_counts.h"
 #include "nlohmann/json.hpp"
 
 struct curl_slist;  // libcurl
@@ -77,6 +78,8 @@ class Transport {
 
   const ClientConfig& config() const { return config_; }
   TokenSource& tokens() { return *tokens_; }
+  // Every request sent through this transport, by verb and answer.
+  RequestCounts& requests() { return requests_; }
 
   // Sets everything on `curl` (a curl_easy handle) for `request`; `headers` receives the list the
   // caller frees with curl_slist_free_all after the transfer. Returns the exec plugin's
@@ -94,6 +97,7 @@ class Transport {
   ClientConfig config_;
   std::string user_agent_;
   std::unique_ptr<TokenSource> tokens_;
+  RequestCounts requests_;
   std::unique_ptr<ExecCredentialSource> exec_;  // only when no static credential is configured
   void* share_ = nullptr;  // CURLSH: TLS sessions and DNS shared between connections
   std::mutex share_mu_[8];

@@ -136,5 +136,61 @@ TEST(AsyncClient, NextLaneStartsBeforeWaitingFirstRequests) {
   EXPECT_EQ(order, (std::vector<std::string>{"next1", "next2", "first1", "first2", "first3"}));
 }
 
+// Every attempt through a transport is counted by verb and answer, retries included, from the
+// synchronous client and the asynchronous one alike; a request nobody answers counts as "none".
+TEST(RequestCounts, CountsEveryAttemptByVerbAndCode) {
+  httplib::Server server;
+  std::atomic<int> flaky{0};
+  server.Get("/ok", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{}", "application/json");
+  });
+  server.Get("/missing", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content("{}", "application/json");
+  });
+  server.Patch("/flaky", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = ++flaky < 3 ? 503 : 200;
+    res.set_content("{}", "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { server.listen_after_bind(); });
+  ClientConfig config;
+  config.server = StrCat("http://127.0.0.1:", port);
+  ApiClientOptions options;
+  options.backoff.initial = std::chrono::milliseconds(1);
+  absl::StatusOr<std::unique_ptr<ApiClient>> client = ApiClient::Create(config, options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Get("/ok").ok());
+  EXPECT_FALSE((*client)->Get("/missing").ok());
+  EXPECT_TRUE((*client)->Patch("/flaky", PatchType::kMerge, nlohmann::json::object()).ok());
+  {
+    AsyncClientOptions ao;
+    ao.http2 = false;
+    AsyncClient async((*client)->transport(), ao);
+    async.Submit(HttpRequest{"GET", "/ok", "", ""}, [](const HttpResponse&) {});
+    EXPECT_TRUE(async.Drain(std::chrono::seconds(10)));
+  }
+  server.stop();
+  serving.join();
+  ClientConfig nobody;
+  nobody.server = StrCat("http://127.0.0.1:", port);
+  ApiClientOptions once;
+  once.max_attempts = 1;
+  absl::StatusOr<std::unique_ptr<ApiClient>> unanswered = ApiClient::Create(nobody, once);
+  ASSERT_TRUE(unanswered.ok());
+  EXPECT_FALSE((*unanswered)->Delete("/gone").ok());
+
+  const RequestCounts& counts = (*client)->transport()->requests();
+  EXPECT_EQ(counts.Get("GET", 200), 2);
+  EXPECT_EQ(counts.Get("GET", 404), 1);
+  EXPECT_EQ(counts.Get("PATCH", 503), 2);
+  EXPECT_EQ(counts.Get("PATCH", 200), 1);
+  prometheus::Exposition out;
+  (*unanswered)->transport()->requests().Write(out, "tessera_test_api_requests_total");
+  EXPECT_THAT(out.text(),
+              HasSubstr("tessera_test_api_requests_total{verb=\"DELETE\",code=\"none\"} 1\n"));
+}
+
 }  // namespace
 }  // namespace tessera::k8s

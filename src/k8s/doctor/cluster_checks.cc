@@ -159,12 +159,13 @@ void CheckNamespace(const ClusterFacts& f, const ClusterCheckOptions& o,
                     std::vector<Finding>* out) {
   const std::string object = StrCat("namespace/", o.ns);
   if (!f.tessera_namespace) {
-    out->push_back(Finding{"namespace", Severity::kError, object,
-                           StrCat("namespace ", o.ns, " does not exist"),
-                           "the scheduler, the agent and the scheduler's Lease live there",
-                           StrCat("helm install tessera deploy/helm/tessera -n ", o.ns,
-                                  " --create-namespace (or --namespace NAME if installed "
-                                  "elsewhere)")});
+    out->push_back(Finding{
+        "namespace", Severity::kError, object, StrCat("namespace ", o.ns, " does not exist"),
+        "the scheduler, the agent and the scheduler's Lease live there",
+        StrCat("kubectl create namespace ", o.ns, "; kubectl label namespace ", o.ns,
+               " pod-security.kubernetes.io/enforce=privileged; helm "
+               "install tessera deploy/helm/tessera -n ",
+               o.ns, " (or --namespace NAME if installed elsewhere)")});
     return;
   }
   const std::string level =

@@ -229,6 +229,9 @@ void ClaimBinder::Step(std::shared_ptr<Job> job) {
               Finish(job, r.status == 409 || r.status == 422 ? Stale(c, st) : st);
               return;
             }
+            if (metrics_ != nullptr && !job->writes[job->next].allocation.is_null()) {
+              metrics_->dra_allocations++;
+            }
             Step(job);
           },
           lane);

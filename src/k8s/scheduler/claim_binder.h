@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "k8s/client/http.h"
 #include "k8s/dra/objects.h"
+#include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/objects.h"
 #include "nlohmann/json.hpp"
 
@@ -49,8 +50,10 @@ struct ClaimWrite {
 class ClaimBinder {
  public:
   using Done = std::function<void(const std::string& key, uint64_t attempt, absl::Status status)>;
-  // `done` runs on the client's thread: it must only hand the outcome over.
-  ClaimBinder(AsyncClient& client, Done done) : client_(client), done_(std::move(done)) {}
+  // `done` runs on the client's thread: it must only hand the outcome over. `metrics` (optional)
+  // counts the allocations written (dra_allocations).
+  ClaimBinder(AsyncClient& client, Done done, SchedulerMetrics* metrics = nullptr)
+      : client_(client), done_(std::move(done)), metrics_(metrics) {}
 
   void Bind(const PodInfo& pod, const std::string& node, std::vector<ClaimWrite> writes,
             uint64_t attempt);
@@ -69,6 +72,7 @@ class ClaimBinder {
 
   AsyncClient& client_;
   Done done_;
+  SchedulerMetrics* metrics_;
 };
 
 }  // namespace tessera::k8s

@@ -1,7 +1,6 @@
 #include "k8s/scheduler/config.h"
 
 #include <algorithm>
-#include <initializer_list>
 #include <set>
 
 #include "common/status.h"
@@ -9,6 +8,7 @@
 #include "core/model/profiles.h"
 #include "core/policy/policy.h"
 #include "k8s/client/config.h"
+#include "k8s/scheduler/config_keys.h"
 #include "yaml-cpp/yaml.h"
 
 namespace tessera::k8s {
@@ -25,14 +25,15 @@ class Reader {
         StrCat(source_, ":", m.line + 1, ":", m.column + 1, ": ", what));
   }
 
+  // `map` has only keys of `keys` (KeysUnder: config_keys.h is the one list).
   absl::Status OnlyKeys(const YAML::Node& map, std::string_view where,
-                        std::initializer_list<std::string_view> keys) const {
+                        const std::vector<std::string_view>& keys) const {
     if (!map.IsMap()) return Error(map, StrCat(where, ": expected a map"));
     for (const auto& kv : map) {
       std::string k = kv.first.as<std::string>();
       if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-        return Error(kv.first, StrCat("unknown key \"", k, "\" in ", where, " (expected one of: ",
-                                      StrJoin(std::vector<std::string_view>(keys), ", "), ")"));
+        return Error(kv.first, StrCat("unknown key \"", k, "\" in ", where,
+                                      " (expected one of: ", StrJoin(keys, ", "), ")"));
       }
     }
     return absl::OkStatus();
@@ -104,11 +105,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
   }
   SchedulerConfig c;
   if (root.IsNull()) return c;
-  TESSERA_RETURN_IF_ERROR(
-      r.OnlyKeys(root, "the configuration",
-                 {"apiVersion", "kind", "schedulerName", "policy", "seed", "nodeSelector",
-                  "topologyLevels", "leaderElection", "metrics", "bindConcurrency", "http2",
-                  "retry", "maxPodsPerCycle", "dra", "scaleUp", "defrag", "queues"}));
+  TESSERA_RETURN_IF_ERROR(r.OnlyKeys(root, "the configuration", KeysUnder("")));
   if (YAML::Node n = root["apiVersion"]) {
     TESSERA_ASSIGN_OR_RETURN(std::string v, r.String(n, "apiVersion"));
     if (v != "tessera.dev/v1alpha1") {
@@ -142,7 +139,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     c.core.levels.clear();
     for (size_t i = 0; i < n.size(); ++i) {
       std::string where = StrCat("topologyLevels[", i, "]");
-      TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n[i], where, {"name", "label"}));
+      TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n[i], where, KeysUnder("topologyLevels[]")));
       core::TopologyLevel level;
       if (!n[i]["name"]) return r.Error(n[i], StrCat(where, ": needs a name"));
       TESSERA_ASSIGN_OR_RETURN(level.name, r.String(n[i]["name"], StrCat(where, ".name")));
@@ -154,9 +151,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     }
   }
   if (YAML::Node le = root["leaderElection"]) {
-    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(le, "leaderElection",
-                                       {"leaderElect", "resourceNamespace", "resourceName",
-                                        "leaseDuration", "renewDeadline", "retryPeriod"}));
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(le, "leaderElection", KeysUnder("leaderElection")));
     if (le["leaderElect"]) {
       TESSERA_ASSIGN_OR_RETURN(c.leader_elect, r.Bool(le["leaderElect"], "leaderElect"));
     }
@@ -185,7 +180,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     }
   }
   if (YAML::Node m = root["metrics"]) {
-    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(m, "metrics", {"bindAddress", "port"}));
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(m, "metrics", KeysUnder("metrics")));
     if (m["bindAddress"]) {
       TESSERA_ASSIGN_OR_RETURN(c.metrics_address, r.String(m["bindAddress"], "bindAddress"));
     }
@@ -202,7 +197,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     TESSERA_ASSIGN_OR_RETURN(c.http2, r.Bool(n, "http2"));
   }
   if (YAML::Node n = root["retry"]) {
-    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "retry", {"minInterval", "period"}));
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "retry", KeysUnder("retry")));
     if (n["minInterval"]) {
       TESSERA_ASSIGN_OR_RETURN(c.core.retry_min_interval,
                                r.Duration(n["minInterval"], "retry.minInterval"));
@@ -215,7 +210,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     }
   }
   if (YAML::Node n = root["dra"]) {
-    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "dra", {"enabled", "driver"}));
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "dra", KeysUnder("dra")));
     if (n["enabled"]) {
       TESSERA_ASSIGN_OR_RETURN(c.core.dra, r.Bool(n["enabled"], "dra.enabled"));
     }
@@ -225,7 +220,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     }
   }
   if (YAML::Node n = root["scaleUp"]) {
-    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "scaleUp", {"templates", "interval", "maxNodes"}));
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "scaleUp", KeysUnder("scaleUp")));
     ScaleUpSignalOptions& su = c.core.scale_up;
     if (n["interval"]) {
       TESSERA_ASSIGN_OR_RETURN(su.interval, r.Duration(n["interval"], "scaleUp.interval"));
@@ -239,7 +234,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
       std::set<std::string> names;
       for (size_t i = 0; i < t.size(); ++i) {
         const std::string where = StrCat("scaleUp.templates[", i, "]");
-        TESSERA_RETURN_IF_ERROR(r.OnlyKeys(t[i], where, {"name", "profile", "labels"}));
+        TESSERA_RETURN_IF_ERROR(r.OnlyKeys(t[i], where, KeysUnder("scaleUp.templates[]")));
         if (!t[i]["profile"]) {
           return r.Error(t[i], StrCat(where, ": needs a profile (built-in profiles: ",
                                       StrJoin(core::ProfileNames(), ", "), ")"));
@@ -273,7 +268,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     }
   }
   if (YAML::Node n = root["queues"]) {
-    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "queues", {"usageHalfLife", "usageWriteInterval"}));
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "queues", KeysUnder("queues")));
     if (n["usageHalfLife"]) {
       TESSERA_ASSIGN_OR_RETURN(c.queue_usage_half_life,
                                r.Duration(n["usageHalfLife"], "queues.usageHalfLife"));
@@ -290,8 +285,7 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
     }
   }
   if (YAML::Node n = root["defrag"]) {
-    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(
-        n, "defrag", {"enabled", "minPriority", "after", "maxMoves", "maxChecks", "holdFor"}));
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "defrag", KeysUnder("defrag")));
     DefragExecutorOptions& d = c.core.defrag;
     if (n["enabled"]) {
       TESSERA_ASSIGN_OR_RETURN(d.enabled, r.Bool(n["enabled"], "defrag.enabled"));

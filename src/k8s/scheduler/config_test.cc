@@ -1,7 +1,11 @@
 #include "k8s/scheduler/config.h"
 
+#include <algorithm>
+
+#include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "k8s/scheduler/config_keys.h"
 
 namespace tessera::k8s {
 namespace {
@@ -163,6 +167,43 @@ TEST(ParseDuration, Units) {
   EXPECT_FALSE(ParseDuration("s").ok());
   EXPECT_EQ(ParseDuration("24h")->count(), 86'400'000);
   EXPECT_FALSE(ParseDuration("10d").ok());
+}
+
+// The list of keys (config_keys.h) and the parser agree: each key's example parses on its own
+// (a list item's keys appear in their list's example), and a key the list does not have is
+// refused naming the keys that are.
+TEST(SchedulerConfigKeys, EveryKeysExampleParses) {
+  for (const ConfigKey& k : SchedulerConfigKeys()) {
+    SCOPED_TRACE(k.path);
+    EXPECT_FALSE(k.description.empty());
+    const size_t items = k.path.find("[].");
+    if (items != std::string::npos) {
+      const std::string list = k.path.substr(0, items);
+      const auto parent = std::find_if(SchedulerConfigKeys().begin(), SchedulerConfigKeys().end(),
+                                       [&](const ConfigKey& p) { return p.path == list; });
+      ASSERT_NE(parent, SchedulerConfigKeys().end());
+      EXPECT_THAT(parent->example, HasSubstr(StrCat(k.path.substr(items + 3), ":")));
+      continue;
+    }
+    // "a.b.c: example" as nested maps.
+    std::string yaml;
+    std::string path = k.path;
+    int depth = 0;
+    for (size_t dot; (dot = path.find('.')) != std::string::npos; path = path.substr(dot + 1)) {
+      yaml += StrCat(std::string(2 * depth, ' '), path.substr(0, dot), ":\n");
+      ++depth;
+    }
+    yaml += StrCat(std::string(2 * depth, ' '), path, ": ", k.example, "\n");
+    absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(yaml, "example.yaml");
+    EXPECT_TRUE(c.ok()) << yaml << c.status();
+  }
+  absl::StatusOr<SchedulerConfig> typo = ParseSchedulerConfig("retry: {periode: 1m}\n", "t.yaml");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_THAT(std::string(typo.status().message()),
+              HasSubstr("unknown key \"periode\" in retry (expected one of: minInterval, period)"));
+  EXPECT_EQ(FormatDuration(std::chrono::milliseconds(500)), "500ms");
+  EXPECT_EQ(FormatDuration(std::chrono::milliseconds(15'000)), "15s");
+  EXPECT_EQ(FormatDuration(std::chrono::milliseconds(120'000)), "2m");
 }
 
 }  // namespace

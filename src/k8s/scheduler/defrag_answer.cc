@@ -93,6 +93,8 @@ bool DefragAnswer::CarryOut(const NoFit& unfit, const DefragExecutor::Decision& 
   const int64_t hold_s =
       std::chrono::duration_cast<std::chrono::seconds>(executor_.options().hold_for).count();
   std::vector<std::string> said;
+  if (SchedulerMetrics* m = host_.metrics())
+    m->defrag_moves += static_cast<int64_t>(d.moves.size());
   for (size_t i = 0; i < d.moves.size(); ++i) {
     const plan::Move& m = d.moves[i];
     const std::string from = plan::DescribePlacement(cluster, m.from);

@@ -3,56 +3,14 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/strings.h"
 
 namespace tessera::k8s {
 
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
-
-void Histogram::Observe(double value) {
-  size_t i = 0;
-  while (i < bounds_.size() && value > bounds_[i]) ++i;
-  std::lock_guard<std::mutex> lock(mu_);
-  ++counts_[i];
-  sum_ += value;
-  ++count_;
-}
-
-int64_t Histogram::count() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return count_;
-}
-
-void Histogram::Render(const std::string& name, std::string* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t cumulative = 0;
-  for (size_t i = 0; i < bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    StrAppend(out, name, "_bucket{le=\"", fmt::format("{}", bounds_[i]), "\"} ", cumulative, "\n");
-  }
-  cumulative += counts_.back();
-  StrAppend(out, name, "_bucket{le=\"+Inf\"} ", cumulative, "\n");
-  StrAppend(out, name, "_sum ", fmt::format("{}", sum_), "\n");
-  StrAppend(out, name, "_count ", count_, "\n");
-}
-
-std::string EscapeLabel(const std::string& value) {
-  std::string out;
-  for (char c : value) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '"') {
-      out += "\\\"";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+using prometheus::Exposition;
+using prometheus::MetricType;
 
 SchedulerMetrics::SchedulerMetrics()
     : scheduling_duration({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
@@ -77,168 +35,239 @@ void SchedulerMetrics::SetQueues(std::vector<QueueGauges> queues) {
   queues_ = std::move(queues);
 }
 
-void SchedulerMetrics::SetExtra(std::function<std::string()> extra) {
+std::vector<QueueGauges> SchedulerMetrics::queues() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queues_;
+}
+
+void SchedulerMetrics::SetExtra(std::function<void(Exposition&)> extra) {
   std::lock_guard<std::mutex> lock(mu_);
   extra_ = std::move(extra);
 }
 
-namespace {
-
-void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
-  StrAppend(out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+void SchedulerMetrics::SetBuild(prometheus::BuildInfo build) {
+  std::lock_guard<std::mutex> lock(mu_);
+  build_ = std::move(build);
 }
-
-void Scalar(std::string* out, std::string_view name, std::string_view type, std::string_view help,
-            int64_t value) {
-  Header(out, name, type, help);
-  StrAppend(out, name, " ", value, "\n");
-}
-
-}  // namespace
 
 std::string SchedulerMetrics::Render() const {
-  std::string out;
-  Scalar(&out, "tessera_scheduler_pods_scheduled_total", "counter",
-         "Pods this scheduler bound to a node.", pods_scheduled.load());
-  Header(&out, "tessera_scheduler_pods_failed_total", "counter",
-         "Scheduling attempts that did not bind the pod, by reason.");
-  StrAppend(&out, "tessera_scheduler_pods_failed_total{reason=\"unschedulable\"} ",
-            failed_unschedulable.load(), "\n");
-  StrAppend(&out, "tessera_scheduler_pods_failed_total{reason=\"bind_error\"} ",
-            failed_bind_error.load(), "\n");
-  StrAppend(&out, "tessera_scheduler_pods_failed_total{reason=\"invalid_pod\"} ",
-            failed_invalid_pod.load(), "\n");
-  Header(&out, "tessera_scheduler_scheduling_duration_seconds", "histogram",
-         "Time from when the scheduler first saw a pod to its binding.");
-  scheduling_duration.Render("tessera_scheduler_scheduling_duration_seconds", &out);
-  Header(&out, "tessera_scheduler_decision_duration_seconds", "histogram",
-         "Time the scheduler thread spent deciding one pod or one whole gang (filters, the "
-         "engine's choice and commit), without queueing or binding.");
-  decision_duration.Render("tessera_scheduler_decision_duration_seconds", &out);
-  Header(&out, "tessera_scheduler_decision_cpu_seconds", "histogram",
-         "CPU time the scheduler thread used in the same decisions: their duration less the time "
-         "the thread waited for a core (a busy machine) or was paused.");
-  decision_cpu.Render("tessera_scheduler_decision_cpu_seconds", &out);
-  Header(&out, "tessera_scheduler_pending_pods", "gauge", "Pods waiting, by state.");
-  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"active\"} ", pending_active.load(), "\n");
-  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"backoff\"} ", pending_backoff.load(),
-            "\n");
-  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"unschedulable\"} ",
-            pending_unschedulable.load(), "\n");
-  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"gang_waiting\"} ",
-            pending_gang_waiting.load(), "\n");
-  StrAppend(&out, "tessera_scheduler_pending_pods{state=\"binding\"} ", binding_in_flight.load(),
-            "\n");
-  Scalar(&out, "tessera_scheduler_is_leader", "gauge",
-         "1 while this replica holds the leader lease.", is_leader.load());
-  Scalar(&out, "tessera_scheduler_restore_failures_total", "counter",
-         "Bound pods whose assignment could not be restored into the ledger.",
-         restore_failures.load());
-  Scalar(&out, "tessera_scheduler_node_changes_total", "counter",
-         "Node additions, updates and removals applied to the engine (in place).",
-         node_changes.load());
-  Scalar(&out, "tessera_scheduler_nodes_bad_inventory", "gauge",
-         "Nodes whose tessera.dev/gpu-inventory is unusable (their GPUs are not used).",
-         nodes_bad_inventory.load());
-  Scalar(&out, "tessera_scheduler_nodes_gpu_blocked", "gauge",
-         "Nodes whose GPUs take no new pods because a bound pod's tessera.dev/assignment there "
-         "cannot be read or restored (its GPUs are never treated as free).",
-         nodes_gpu_blocked.load());
-  Scalar(&out, "tessera_scheduler_pods_unaccounted_gpus", "gauge",
-         "Bound pods whose tessera.dev/assignment cannot be read or restored.",
-         pods_unaccounted_gpus.load());
-  std::lock_guard<std::mutex> lock(mu_);
+  Exposition out;
+  Write(out);
+  return std::move(out).Text();
+}
+
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+double Gpus(int64_t milli) { return static_cast<double>(milli) / 1000; }
+
+void WriteCounters(const SchedulerMetrics& m, Exposition& out) {
+  out.Scalar({"tessera_scheduler_pods_scheduled_total", MetricType::kCounter,
+              "Pods this scheduler bound to a node."},
+             m.pods_scheduled.load());
+  auto failed = out.Family({"tessera_scheduler_pods_failed_total",
+                            MetricType::kCounter,
+                            "Scheduling attempts that did not bind the pod, by reason.",
+                            {"reason"}});
+  failed.Add({"unschedulable"}, m.failed_unschedulable.load());
+  failed.Add({"bind_error"}, m.failed_bind_error.load());
+  failed.Add({"invalid_pod"}, m.failed_invalid_pod.load());
+  out.Scalar({"tessera_scheduler_preemptions_total", MetricType::kCounter,
+              "Preemptions carried out: a pod nominated to a node and the victims that make room "
+              "for it evicted."},
+             m.preemptions.load());
+  out.Scalar({"tessera_scheduler_preemption_victims_total", MetricType::kCounter,
+              "Pods evicted to make room for a preempting pod."},
+             m.preemption_victims.load());
+  out.Scalar({"tessera_scheduler_defrag_moves_total", MetricType::kCounter,
+              "Pods a defragmentation plan evicted to place them again elsewhere."},
+             m.defrag_moves.load());
+  out.Scalar({"tessera_scheduler_dra_allocations_total", MetricType::kCounter,
+              "ResourceClaims whose allocation the scheduler wrote (DRA mode)."},
+             m.dra_allocations.load());
+  out.Scalar({"tessera_scheduler_restore_failures_total", MetricType::kCounter,
+              "Bound pods whose assignment could not be restored into the ledger."},
+             m.restore_failures.load());
+  out.Scalar({"tessera_scheduler_node_changes_total", MetricType::kCounter,
+              "Node additions, updates and removals applied to the engine (in place)."},
+             m.node_changes.load());
+}
+
+void WriteHistograms(const SchedulerMetrics& m, Exposition& out) {
+  out.Family({"tessera_scheduler_scheduling_duration_seconds", MetricType::kHistogram,
+              "Time from when the scheduler first saw a pod to its binding."})
+      .Add({}, m.scheduling_duration);
+  out.Family({"tessera_scheduler_decision_duration_seconds", MetricType::kHistogram,
+              "Time the scheduler thread spent deciding one pod or one whole gang (filters, the "
+              "engine's choice and commit), without queueing or binding."})
+      .Add({}, m.decision_duration);
+  out.Family({"tessera_scheduler_decision_cpu_seconds", MetricType::kHistogram,
+              "CPU time the scheduler thread used in the same decisions: their duration less the "
+              "time the thread waited for a core (a busy machine) or was paused."})
+      .Add({}, m.decision_cpu);
+}
+
+void WritePending(const SchedulerMetrics& m, Exposition& out) {
+  auto pending = out.Family(
+      {"tessera_scheduler_pending_pods", MetricType::kGauge, "Pods waiting, by state.", {"state"}});
+  pending.Add({"active"}, m.pending_active.load());
+  pending.Add({"backoff"}, m.pending_backoff.load());
+  pending.Add({"unschedulable"}, m.pending_unschedulable.load());
+  pending.Add({"gang_waiting"}, m.pending_gang_waiting.load());
+  pending.Add({"binding"}, m.binding_in_flight.load());
+  const int64_t since = m.oldest_waiting_since_ns.load();
+  double age = 0;
+  if (since != 0) {
+    const int64_t now =
+        std::chrono::steady_clock::now().time_since_epoch() / std::chrono::nanoseconds(1);
+    age = std::max<int64_t>(0, now - since) / 1e9;
+  }
+  out.Scalar({"tessera_scheduler_oldest_pending_pod_age_seconds", MetricType::kGauge,
+              "How long the pod waiting longest to be bound has waited since this scheduler "
+              "first saw it (0 when none waits)."},
+             age);
+}
+
+void WriteHealth(const SchedulerMetrics& m, Exposition& out) {
+  out.Scalar({"tessera_scheduler_is_leader", MetricType::kGauge,
+              "1 while this replica holds the leader lease."},
+             m.is_leader.load());
+  out.Scalar({"tessera_scheduler_nodes_bad_inventory", MetricType::kGauge,
+              "Nodes whose tessera.dev/gpu-inventory is unusable (their GPUs are not used)."},
+             m.nodes_bad_inventory.load());
+  out.Scalar({"tessera_scheduler_nodes_gpu_blocked", MetricType::kGauge,
+              "Nodes whose GPUs take no new pods because a bound pod's tessera.dev/assignment "
+              "there cannot be read or restored (its GPUs are never treated as free)."},
+             m.nodes_gpu_blocked.load());
+  out.Scalar({"tessera_scheduler_pods_unaccounted_gpus", MetricType::kGauge,
+              "Bound pods whose tessera.dev/assignment cannot be read or restored."},
+             m.pods_unaccounted_gpus.load());
+}
+
+void WriteNodes(const std::vector<NodeGauges>& nodes, Exposition& out) {
   struct Family {
     const char* name;
     const char* help;
     int64_t NodeGauges::*field;
+    bool memory;
   };
   const Family families[] = {
-      {"tessera_scheduler_gpu_memory_allocated_mib", "GPU memory granted on the node (MiB).",
-       &NodeGauges::gpu_memory_allocated_mib},
-      {"tessera_scheduler_gpu_memory_capacity_mib", "GPU memory of the node (MiB).",
-       &NodeGauges::gpu_memory_capacity_mib},
-      {"tessera_scheduler_gpu_compute_allocated_milli",
-       "GPU compute granted on the node (1000 = one whole GPU).",
-       &NodeGauges::gpu_compute_allocated_milli},
-      {"tessera_scheduler_gpu_compute_capacity_milli", "GPU compute of the node (1000 per GPU).",
-       &NodeGauges::gpu_compute_capacity_milli},
+      {"tessera_scheduler_gpu_memory_allocated_bytes", "GPU memory granted on the node.",
+       &NodeGauges::gpu_memory_allocated_mib, true},
+      {"tessera_scheduler_gpu_memory_capacity_bytes", "GPU memory of the node.",
+       &NodeGauges::gpu_memory_capacity_mib, true},
+      {"tessera_scheduler_gpu_compute_allocated_gpus",
+       "GPU compute granted on the node, in GPUs (1 = all SMs of one GPU; a 25% share is 0.25).",
+       &NodeGauges::gpu_compute_allocated_milli, false},
+      {"tessera_scheduler_gpu_compute_capacity_gpus",
+       "GPU compute of the node, in GPUs (its number of GPUs).",
+       &NodeGauges::gpu_compute_capacity_milli, false},
   };
   for (const Family& f : families) {
-    Header(&out, f.name, "gauge", f.help);
-    for (const NodeGauges& n : nodes_) {
-      StrAppend(&out, f.name, "{node=\"", EscapeLabel(n.node), "\"} ", n.*(f.field), "\n");
+    auto family = out.Family({f.name, MetricType::kGauge, f.help, {"node"}});
+    for (const NodeGauges& n : nodes) {
+      if (f.memory) {
+        family.Add({n.node}, n.*(f.field) * kMiB);
+      } else {
+        family.Add({n.node}, Gpus(n.*(f.field)));
+      }
     }
   }
-  Header(&out, "tessera_scheduler_node_inventory_valid", "gauge",
-         "0 when the node's tessera.dev/gpu-inventory annotation is unusable.");
-  for (const NodeGauges& n : nodes_) {
-    StrAppend(&out, "tessera_scheduler_node_inventory_valid{node=\"", EscapeLabel(n.node), "\"} ",
-              n.inventory_valid ? 1 : 0, "\n");
-  }
-  struct QueueFamily {
+  auto valid = out.Family({"tessera_scheduler_node_inventory_valid",
+                           MetricType::kGauge,
+                           "0 when the node's tessera.dev/gpu-inventory annotation is unusable.",
+                           {"node"}});
+  for (const NodeGauges& n : nodes) valid.Add({n.node}, n.inventory_valid ? 1 : 0);
+}
+
+// Per queue (queue_book.h): six figures, each for the three resources a Queue counts, one metric
+// per resource.
+void WriteQueues(const std::vector<QueueGauges>& queues, Exposition& out) {
+  struct Figure {
     const char* name;
     const char* help;
     core::QueueResources QueueGauges::*field;
   };
-  const QueueFamily queue_families[] = {
-      {"tessera_scheduler_queue_deserved", "What the queue deserves (its Queue's deserved).",
-       &QueueGauges::deserved},
-      {"tessera_scheduler_queue_fair_share",
+  const Figure figures[] = {
+      {"deserved", "What the queue deserves (its Queue's deserved)", &QueueGauges::deserved},
+      {"fair_share",
        "The queue's fair share now: deserved, capped by its demand and limit, plus its weighted "
-       "part of what others leave.",
+       "part of what others leave",
        &QueueGauges::fair_share},
-      {"tessera_scheduler_queue_allocated",
-       "What the queue's pods hold (bound and being bound); a share counts its fraction of a GPU.",
-       &QueueGauges::allocated},
-      {"tessera_scheduler_queue_borrowed", "What the queue holds beyond what it deserves.",
-       &QueueGauges::borrowed},
-      {"tessera_scheduler_queue_pending", "What the queue's waiting pods ask.",
-       &QueueGauges::pending},
-      {"tessera_scheduler_queue_usage",
+      {"allocated", "What the queue's pods hold (bound and being bound)", &QueueGauges::allocated},
+      {"borrowed", "What the queue holds beyond what it deserves", &QueueGauges::borrowed},
+      {"pending", "What the queue's waiting pods ask", &QueueGauges::pending},
+      {"usage",
        "What the queue held lately: its allocation averaged with weights that halve every "
        "queues.usageHalfLife (0 without one); the order between queues counts it with what the "
-       "queue holds.",
+       "queue holds",
        &QueueGauges::usage},
   };
-  const char* resources[] = {"gpu_milli", "gpu_memory_mib", "gpu_compute_milli"};
-  for (const QueueFamily& f : queue_families) {
-    Header(&out, f.name, "gauge",
-           StrCat(f.help,
-                  " resource: gpu_milli (1000 = one GPU), gpu_memory_mib, "
-                  "gpu_compute_milli."));
-    for (const QueueGauges& q : queues_) {
-      for (int r = 0; r < core::kQueueResourceCount; ++r) {
-        StrAppend(&out, f.name, "{queue=\"", EscapeLabel(q.queue), "\",resource=\"", resources[r],
-                  "\"} ", (q.*(f.field))[r], "\n");
+  struct Resource {
+    const char* suffix;
+    const char* unit;
+    int index;
+  };
+  const Resource resources[] = {
+      {"gpus", ": GPUs, a share counting its fraction of its GPU.", core::kQueueGpu},
+      {"gpu_memory_bytes", ": GPU memory.", core::kQueueGpuMemory},
+      {"gpu_compute_gpus", ": GPU compute, in GPUs (1 = all SMs of one GPU).",
+       core::kQueueGpuCompute},
+  };
+  for (const Figure& f : figures) {
+    for (const Resource& r : resources) {
+      auto family = out.Family({StrCat("tessera_scheduler_queue_", f.name, "_", r.suffix),
+                                MetricType::kGauge,
+                                StrCat(f.help, r.unit),
+                                {"queue"}});
+      for (const QueueGauges& q : queues) {
+        const int64_t v = (q.*(f.field))[r.index];
+        if (r.index == core::kQueueGpuMemory) {
+          family.Add({q.queue}, v * kMiB);
+        } else {
+          family.Add({q.queue}, Gpus(v));
+        }
       }
     }
   }
-  Header(&out, "tessera_scheduler_queue_pending_pods", "gauge",
-         "Pods of the queue waiting to be scheduled.");
-  for (const QueueGauges& q : queues_) {
-    StrAppend(&out, "tessera_scheduler_queue_pending_pods{queue=\"", EscapeLabel(q.queue), "\"} ",
-              q.pending_pods, "\n");
-  }
-  if (scale_up_) {
-    Header(&out, "tessera_scheduler_scale_up_nodes", "gauge",
-           "Scale-up signal: nodes of this template that would let the most waiting pods run "
-           "(0: none helps, or nothing waits).");
-    for (const ScaleUpGauges& t : scale_up_->first) {
-      StrAppend(&out, "tessera_scheduler_scale_up_nodes{template=\"", EscapeLabel(t.template_name),
-                "\"} ", t.nodes, "\n");
-    }
-    Header(&out, "tessera_scheduler_scale_up_pods", "gauge",
-           "Scale-up signal: waiting pods that those nodes of this template would run.");
-    for (const ScaleUpGauges& t : scale_up_->first) {
-      StrAppend(&out, "tessera_scheduler_scale_up_pods{template=\"", EscapeLabel(t.template_name),
-                "\"} ", t.pods, "\n");
-    }
-    Scalar(&out, "tessera_scheduler_scale_up_waiting_pods", "gauge",
-           "Waiting pods the scale-up signal was last computed for.", scale_up_->second);
-  }
-  if (extra_) out += extra_();
-  return out;
+  auto pods = out.Family({"tessera_scheduler_queue_pending_pods",
+                          MetricType::kGauge,
+                          "Pods of the queue waiting to be scheduled.",
+                          {"queue"}});
+  for (const QueueGauges& q : queues) pods.Add({q.queue}, q.pending_pods);
+}
+
+void WriteScaleUp(const std::vector<ScaleUpGauges>& templates, int64_t waiting, Exposition& out) {
+  auto nodes = out.Family({"tessera_scheduler_scale_up_nodes",
+                           MetricType::kGauge,
+                           "Scale-up signal: nodes of this template that would let the most "
+                           "waiting pods run (0: none helps, or nothing waits).",
+                           {"template"}});
+  for (const ScaleUpGauges& t : templates) nodes.Add({t.template_name}, t.nodes);
+  auto pods = out.Family({"tessera_scheduler_scale_up_pods",
+                          MetricType::kGauge,
+                          "Scale-up signal: waiting pods that those nodes of this template would "
+                          "run.",
+                          {"template"}});
+  for (const ScaleUpGauges& t : templates) pods.Add({t.template_name}, t.pods);
+  out.Scalar({"tessera_scheduler_scale_up_waiting_pods", MetricType::kGauge,
+              "Waiting pods the scale-up signal was last computed for."},
+             waiting);
+}
+
+}  // namespace
+
+void SchedulerMetrics::Write(Exposition& out) const {
+  WriteCounters(*this, out);
+  WriteHistograms(*this, out);
+  WritePending(*this, out);
+  WriteHealth(*this, out);
+  std::lock_guard<std::mutex> lock(mu_);
+  prometheus::WriteBuildInfo(out, build_);
+  WriteNodes(nodes_, out);
+  WriteQueues(queues_, out);
+  if (scale_up_) WriteScaleUp(scale_up_->first, scale_up_->second, out);
+  if (extra_) extra_(out);
 }
 
 namespace {

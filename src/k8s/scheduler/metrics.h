@@ -1,37 +1,10 @@
-// The scheduler's metrics in the Prometheus text exposition format (version 0.0.4), served on
-// /metrics. Counters and gauges are atomics the scheduler thread bumps; per-node GPU allocation is
-// a snapshot the scheduler thread publishes (the engine itself is never read from another
-// thread). Render() may run on the HTTP server's thread at any time.
-//
-//   tessera_scheduler_pods_scheduled_total                    pods bound by this scheduler
-//   tessera_scheduler_pods_failed_total{reason}               attempts that did not bind:
-//                                                             unschedulable, bind_error,
-//                                                             invalid_pod
-//   tessera_scheduler_scheduling_duration_seconds             histogram: first seen -> bound
-//   tessera_scheduler_gpu_memory_allocated_mib{node}          GPU memory granted on the node
-//   tessera_scheduler_gpu_memory_capacity_mib{node}
-//   tessera_scheduler_gpu_compute_allocated_milli{node}       compute granted (1000 = one GPU)
-//   tessera_scheduler_gpu_compute_capacity_milli{node}
-//   tessera_scheduler_node_inventory_valid{node}              0 when the inventory is unusable
-//   tessera_scheduler_nodes_bad_inventory                     nodes whose inventory is unusable
-//   tessera_scheduler_nodes_gpu_blocked                       nodes whose GPUs take no new pods:
-//                                                             a bound pod's assignment there
-//                                                             cannot be read or restored
-//   tessera_scheduler_pods_unaccounted_gpus                   such bound pods
-//   tessera_scheduler_decision_duration_seconds               histogram: one decision (a pod, or
-//                                                             a whole gang), the engine's time
-//   tessera_scheduler_decision_cpu_seconds                    histogram: the scheduler thread's
-//                                                             CPU time in the same decisions
-//   tessera_scheduler_pending_pods{state}                     active, backoff, unschedulable,
-//                                                             gang_waiting, binding
-//   tessera_scheduler_queue_{deserved,fair_share,allocated,borrowed,pending}{queue,resource}
-//                                                             per queue (queue_book.h), resource
-//                                                             gpu_milli (1000 = a GPU; a share
-//                                                             counts its fraction),
-//                                                             gpu_memory_mib, gpu_compute_milli
-//   tessera_scheduler_queue_pending_pods{queue}               its pods waiting
-//   tessera_scheduler_is_leader, _restore_failures_total, _node_changes_total, and what the
-//   informers report (lists, relists after "too old", watch failures).
+// The scheduler's metrics, served on /metrics through the one Prometheus writer
+// (common/prometheus.h). Counters and gauges are atomics the scheduler thread bumps; per-node GPU
+// allocation and the per-queue figures are snapshots the scheduler thread publishes (the engine
+// itself is never read from another thread). Render() may run on the HTTP server's thread at any
+// time. Quantities are kept as the engine counts them (MiB, milli-GPU) and written in base units
+// (bytes; GPU compute in GPUs, 1 = all SMs of one GPU). The list of every series, with its type
+// and labels, is docs/metrics.md (docs_reference_test checks it against Render()).
 #pragma once
 
 #include <atomic>
@@ -43,25 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "common/prometheus.h"
 #include "core/queues/resources.h"
 
 namespace tessera::k8s {
 
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> upper_bounds);
-  void Observe(double value);
-  // Appends name_bucket{le=...} (cumulative), name_sum and name_count.
-  void Render(const std::string& name, std::string* out) const;
-  int64_t count() const;
-
- private:
-  std::vector<double> bounds_;
-  mutable std::mutex mu_;
-  std::vector<int64_t> counts_;  // per bucket, not cumulative; last = +Inf
-  double sum_ = 0;
-  int64_t count_ = 0;
-};
+using prometheus::Histogram;
 
 struct NodeGauges {
   std::string node;
@@ -88,9 +48,6 @@ struct ScaleUpGauges {
   int64_t pods = 0;   // waiting pods they would run
 };
 
-// Escapes a label value ("\\", "\"", newline).
-std::string EscapeLabel(const std::string& value);
-
 class SchedulerMetrics {
  public:
   SchedulerMetrics();
@@ -110,25 +67,51 @@ class SchedulerMetrics {
   std::atomic<int64_t> nodes_bad_inventory{0};
   std::atomic<int64_t> nodes_gpu_blocked{0};
   std::atomic<int64_t> pods_unaccounted_gpus{0};
+  // Preemption (preemption.h): plans carried out (a pod nominated, its victims evicted), and the
+  // victims evicted.
+  std::atomic<int64_t> preemptions{0};
+  std::atomic<int64_t> preemption_victims{0};
+  // Defragmentation (defrag_executor.h): pods evicted to be placed again elsewhere.
+  std::atomic<int64_t> defrag_moves{0};
+  // DRA mode: ResourceClaims whose allocation the scheduler wrote (claim_binder.h).
+  std::atomic<int64_t> dra_allocations{0};
+  // The first sight (steady clock, nanoseconds since its epoch) of the pod that has waited longest
+  // to be bound; 0 when none waits (pod_tracker.h).
+  std::atomic<int64_t> oldest_waiting_since_ns{0};
   Histogram scheduling_duration;
   Histogram decision_duration;
   Histogram decision_cpu;
+
+  // A preemption carried out with `victims` evicted now (none: it only awaits pods leaving, which
+  // an earlier preemption counted).
+  void CountPreemption(size_t victims) {
+    if (victims == 0) return;
+    preemptions++;
+    preemption_victims += static_cast<int64_t>(victims);
+  }
 
   void SetNodes(std::vector<NodeGauges> nodes);
   void SetQueues(std::vector<QueueGauges> queues);
   // The scale-up signal (rendered once set): per template, and the pods it was computed for.
   void SetScaleUp(std::vector<ScaleUpGauges> templates, int64_t waiting_pods);
-  // Further lines to append (informer counters), produced by the caller.
-  void SetExtra(std::function<std::string()> extra);
+  // More families to write (informer counters, API requests), by the caller.
+  void SetExtra(std::function<void(prometheus::Exposition&)> extra);
+  // tessera_build_info.
+  void SetBuild(prometheus::BuildInfo build);
 
   std::string Render() const;
+  // Writes every family into `out` (Render's text; docs_reference_test reads its families).
+  void Write(prometheus::Exposition& out) const;
+  // The per-queue figures last published (the Queue status writer reads them).
+  std::vector<QueueGauges> queues() const;
 
  private:
   mutable std::mutex mu_;
   std::vector<NodeGauges> nodes_;
   std::vector<QueueGauges> queues_;
   std::optional<std::pair<std::vector<ScaleUpGauges>, int64_t>> scale_up_;
-  std::function<std::string()> extra_;
+  std::function<void(prometheus::Exposition&)> extra_;
+  prometheus::BuildInfo build_{"unknown", "unknown"};
 };
 
 // One decision's wall time and the deciding thread's CPU time, from construction to Observe,

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "common/testing/promtool.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -12,44 +13,80 @@ namespace tessera::k8s {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
-TEST(Histogram, CumulativeBucketsSumAndCount) {
-  Histogram h({0.1, 1, 10});
-  h.Observe(0.05);
-  h.Observe(0.5);
-  h.Observe(0.5);
-  h.Observe(100);
-  std::string out;
-  h.Render("x", &out);
-  EXPECT_EQ(out,
-            "x_bucket{le=\"0.1\"} 1\n"
-            "x_bucket{le=\"1\"} 3\n"
-            "x_bucket{le=\"10\"} 3\n"
-            "x_bucket{le=\"+Inf\"} 4\n"
-            "x_sum 101.05\n"
-            "x_count 4\n");
-}
-
-TEST(SchedulerMetrics, PrometheusTextWithPerNodeGauges) {
+TEST(SchedulerMetrics, PrometheusTextInBaseUnits) {
   SchedulerMetrics m;
   m.pods_scheduled = 28;
   m.failed_unschedulable = 2;
   m.nodes_bad_inventory = 1;
+  m.preemptions = 3;
+  m.preemption_victims = 5;
   m.scheduling_duration.Observe(0.002);
   m.SetNodes({{"gpu-1", 4096, 8 * 81920, 250, 8000, true}, {"we\"ird", 0, 0, 0, 0, false}});
-  m.SetExtra([] { return std::string("extra_metric 7\n"); });
-  std::string text = m.Render();
+  QueueGauges q;
+  q.queue = "team-a";
+  q.allocated = core::QueueResources::Of(1250, 20480, 500);
+  q.usage = core::QueueResources::Of(3500, 1024, 3500);
+  q.pending_pods = 4;
+  m.SetQueues({q});
+  m.SetBuild({"0.1.0", "abc1234-dirty"});
+  m.SetExtra([](prometheus::Exposition& out) {
+    out.Scalar({"tessera_scheduler_extra_total", prometheus::MetricType::kCounter, "Extra."}, 7);
+  });
+  const std::string text = m.Render();
   EXPECT_THAT(text, HasSubstr("# TYPE tessera_scheduler_pods_scheduled_total counter\n"
                               "tessera_scheduler_pods_scheduled_total 28\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_pods_failed_total{reason=\"unschedulable\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_preemptions_total 3\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_preemption_victims_total 5\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE tessera_scheduler_scheduling_duration_seconds histogram\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_scheduling_duration_seconds_count 1\n"));
-  EXPECT_THAT(text, HasSubstr("tessera_scheduler_gpu_memory_allocated_mib{node=\"gpu-1\"} 4096\n"));
+  EXPECT_THAT(
+      text, HasSubstr("tessera_scheduler_gpu_memory_allocated_bytes{node=\"gpu-1\"} 4294967296\n"));
   EXPECT_THAT(text,
-              HasSubstr("tessera_scheduler_gpu_compute_allocated_milli{node=\"gpu-1\"} 250\n"));
+              HasSubstr("tessera_scheduler_gpu_compute_allocated_gpus{node=\"gpu-1\"} 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_gpu_compute_capacity_gpus{node=\"gpu-1\"} 8\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_node_inventory_valid{node=\"we\\\"ird\"} 0\n"));
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_nodes_bad_inventory 1\n"));
-  EXPECT_THAT(text, HasSubstr("extra_metric 7\n"));
+  // One metric per resource, in base units.
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_queue_allocated_gpus{queue=\"team-a\"} 1.25\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tessera_scheduler_queue_allocated_gpu_memory_bytes{queue=\"team-a\"} "
+                        "21474836480\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tessera_scheduler_queue_allocated_gpu_compute_gpus{queue=\"team-a\"} 0.5\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_queue_pending_pods{queue=\"team-a\"} 4\n"));
+  // The decayed usage (queues.usageHalfLife) as the other figures.
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_queue_usage_gpus{queue=\"team-a\"} 3.5\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tessera_scheduler_queue_usage_gpu_memory_bytes{queue=\"team-a\"} 1073741824\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tessera_scheduler_queue_usage_gpu_compute_gpus{queue=\"team-a\"} 3.5\n"));
+  EXPECT_THAT(text,
+              HasSubstr("tessera_build_info{version=\"0.1.0\",revision=\"abc1234-dirty\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_oldest_pending_pod_age_seconds 0\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_extra_total 7\n"));
+  EXPECT_THAT(text, Not(HasSubstr("_mib")));
+  EXPECT_THAT(text, Not(HasSubstr("_milli")));
+  EXPECT_THAT(text, Not(HasSubstr("resource=")));
+  EXPECT_TRUE(testing::PromtoolCheckMetrics(text).ok()) << testing::PromtoolCheckMetrics(text);
+}
+
+// The pod waiting longest: its age from the scheduler's first sight of it.
+TEST(SchedulerMetrics, OldestPendingPodAge) {
+  SchedulerMetrics m;
+  m.oldest_waiting_since_ns =
+      (std::chrono::steady_clock::now() - std::chrono::minutes(20)).time_since_epoch() /
+      std::chrono::nanoseconds(1);
+  const std::string text = m.Render();
+  const size_t at = text.find("\ntessera_scheduler_oldest_pending_pod_age_seconds ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const double age = std::stod(text.substr(text.find(' ', at + 1) + 1));
+  EXPECT_GE(age, 1200);
+  EXPECT_LT(age, 1200 + 3600);
 }
 
 // /metrics is rendered on the HTTP server's threads while the scheduler thread updates counters,

@@ -48,10 +48,26 @@ PodTracker::Pod& PodTracker::Upsert(const std::string& key, TimePoint now) {
   return it->second;
 }
 
+namespace {
+
+bool Waiting(Stage stage) {
+  switch (stage) {
+    case Stage::kNew:
+    case Stage::kIgnored:
+    case Stage::kBound:
+      return false;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
 void PodTracker::Erase(const std::string& key) {
   auto it = pods_.find(key);
   if (it == pods_.end()) return;
   --counts_[static_cast<int>(it->second.stage)];
+  if (Waiting(it->second.stage)) waiting_.erase({it->second.first_seen, it->second.seen_seq});
   pods_.erase(it);
   Publish();
   if (listener_) listener_(key, nullptr);
@@ -61,6 +77,8 @@ void PodTracker::SetStage(Pod& pod, Stage stage) {
   if (pod.stage != stage) {
     --counts_[static_cast<int>(pod.stage)];
     ++counts_[static_cast<int>(stage)];
+    if (Waiting(pod.stage) && !Waiting(stage)) waiting_.erase({pod.first_seen, pod.seen_seq});
+    if (!Waiting(pod.stage) && Waiting(stage)) waiting_.insert({pod.first_seen, pod.seen_seq});
     pod.stage = stage;
     Publish();
   }
@@ -74,6 +92,14 @@ void PodTracker::Publish() {
   metrics_->pending_unschedulable = count(Stage::kUnschedulable);
   metrics_->pending_gang_waiting = count(Stage::kGangWaiting);
   metrics_->binding_in_flight = count(Stage::kBinding);
+  metrics_->oldest_waiting_since_ns =
+      waiting_.empty() ? 0
+                       : waiting_.begin()->first.time_since_epoch() / std::chrono::nanoseconds(1);
+}
+
+std::optional<PodTracker::TimePoint> PodTracker::oldest_waiting() const {
+  if (waiting_.empty()) return std::nullopt;
+  return waiting_.begin()->first;
 }
 
 }  // namespace tessera::k8s

@@ -17,8 +17,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "k8s/scheduler/metrics.h"
@@ -76,6 +78,9 @@ class PodTracker {
 
   void SetStage(Pod& pod, Stage stage);
   int64_t count(Stage stage) const { return counts_[static_cast<int>(stage)]; }
+  // When the pod waiting longest to be bound (any stage but new, ignored and bound) was first
+  // seen; nullopt when none waits. Published as the oldest pending pod's age.
+  std::optional<TimePoint> oldest_waiting() const;
   // Whether a pod in `stage` waits to be placed (queued, unschedulable, gang-waiting, back-off):
   // what its queue counts as pending.
   static bool Waits(Stage stage) {
@@ -96,6 +101,7 @@ class PodTracker {
   Listener listener_;
   absl::flat_hash_map<std::string, Pod> pods_;
   std::array<int64_t, kStageCount> counts_{};
+  std::set<std::pair<TimePoint, uint64_t>> waiting_;  // first_seen, seen_seq of waiting pods
   uint64_t next_seq_ = 1;
 };
 

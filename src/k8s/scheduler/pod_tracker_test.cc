@@ -43,5 +43,30 @@ TEST(PodTracker, StageCountsAndGaugesFollowEveryChange) {
   EXPECT_EQ(t.Upsert("ns/a", now + std::chrono::hours(1)).first_seen, now);  // kept
 }
 
+// The oldest waiting pod (for tessera_scheduler_oldest_pending_pod_age_seconds): the earliest
+// first sight among pods not yet bound, whatever stage they wait in; none once all are bound.
+TEST(PodTracker, OldestWaitingPod) {
+  SchedulerMetrics metrics;
+  PodTracker t(&metrics);
+  const auto t0 = PodTracker::TimePoint() + std::chrono::hours(1);
+  t.Upsert("ns/old", t0).info = DecodePod(PodObject("ns", "old").Json());
+  t.Upsert("ns/young", t0 + std::chrono::minutes(5)).info =
+      DecodePod(PodObject("ns", "young").Json());
+  EXPECT_EQ(t.oldest_waiting(), std::nullopt) << "new pods are not waiting yet";
+  t.SetStage(t.Get("ns/young"), Stage::kQueued);
+  EXPECT_EQ(t.oldest_waiting(), t0 + std::chrono::minutes(5));
+  t.SetStage(t.Get("ns/old"), Stage::kUnschedulable);
+  EXPECT_EQ(t.oldest_waiting(), t0);
+  EXPECT_EQ(metrics.oldest_waiting_since_ns.load(),
+            t0.time_since_epoch() / std::chrono::nanoseconds(1));
+  t.SetStage(t.Get("ns/old"), Stage::kBinding);
+  EXPECT_EQ(t.oldest_waiting(), t0) << "still not bound";
+  t.SetStage(t.Get("ns/old"), Stage::kBound);
+  EXPECT_EQ(t.oldest_waiting(), t0 + std::chrono::minutes(5));
+  t.Erase("ns/young");
+  EXPECT_EQ(t.oldest_waiting(), std::nullopt);
+  EXPECT_EQ(metrics.oldest_waiting_since_ns.load(), 0);
+}
+
 }  // namespace
 }  // namespace tessera::k8s

@@ -71,6 +71,7 @@ NoFitAnswer::Verdict PreemptionAnswer::AnswerPod(const NoFit& unfit) {
   }
   preemption_.Observe(host_.pods().Find(key)->info);  // the nomination knows its pod first
   if (before != d.node) writer_->Nominate(pod, d.node);
+  if (SchedulerMetrics* m = host_.metrics()) m->CountPreemption(d.evict.size());
   for (const std::shared_ptr<const PodInfo>& v : d.evict) {
     spdlog::info("preemption: evicting pod {} from node {} for pod {}", v->key, d.node, key);
     writer_->Evict(*v);
@@ -123,6 +124,7 @@ NoFitAnswer::Verdict PreemptionAnswer::AnswerGang(const NoFit& unfit) {
     if (before[i] != d.nodes[i]) writer_->Nominate(*members[i], d.nodes[i]);
   }
   const PodInfo& first = *members[0];
+  if (SchedulerMetrics* m = host_.metrics()) m->CountPreemption(d.evict.size());
   for (const std::shared_ptr<const PodInfo>& v : d.evict) {
     spdlog::info("preemption: evicting pod {} from node {} for gang {}", v->key, v->node_name,
                  unfit.what);

@@ -14,6 +14,7 @@
 #include "k8s/client/leader_election.h"
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/preemption.h"
+#include "k8s/scheduler/queue_status.h"
 #include "k8s/scheduler/queue_usage_writer.h"
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
@@ -280,8 +281,10 @@ class HttpEndpoints {
   int port_ = 0;
 };
 
-std::string InformerLines(const std::vector<const ListWatch*>& informers) {
-  std::string out;
+}  // namespace
+
+void WriteSchedulerClientMetrics(const std::vector<const ListWatch*>& informers,
+                                 const RequestCounts& requests, prometheus::Exposition& out) {
   struct Counter {
     const char* name;
     const char* help;
@@ -298,15 +301,11 @@ std::string InformerLines(const std::vector<const ListWatch*>& informers) {
       {"tessera_scheduler_watch_events_total", "Watch events received.", &ListWatch::events},
   };
   for (const Counter& c : counters) {
-    StrAppend(&out, "# HELP ", c.name, " ", c.help, "\n# TYPE ", c.name, " counter\n");
-    for (const ListWatch* lw : informers) {
-      StrAppend(&out, c.name, "{resource=\"", lw->options().resource, "\"} ", (lw->*c.get)(), "\n");
-    }
+    auto family = out.Family({c.name, prometheus::MetricType::kCounter, c.help, {"resource"}});
+    for (const ListWatch* lw : informers) family.Add({lw->options().resource}, (lw->*c.get)());
   }
-  return out;
+  requests.Write(out, "tessera_scheduler_api_requests_total");
 }
-
-}  // namespace
 
 Scheduler::Scheduler(ApiClient& client, SchedulerConfig config)
     : client_(client), config_(std::move(config)) {}
@@ -338,6 +337,8 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
                           });
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCore> core,
                            SchedulerCore::Create(config_.core, &binder, &reporter, &metrics_));
+  // Each Queue's .status, from the same rows /metrics serves (queue_status.h).
+  QueueStatusWriter queue_status(writes);
   // Fair share that remembers (queue_usage_writer.h): the usage's half-life; what Queue objects
   // say they held is taken once the pods are in (so a restart's gap counts as holding what the
   // queues then hold), and the leader writes it back at a bounded rate.
@@ -357,14 +358,16 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   // The usage the Queue objects say they held (latest per queue), until it is taken.
   absl::flat_hash_map<std::string, records::QueueUsageStatus> usage_read;
   ClaimBinder claim_binder(
-      writes, [&events](const std::string& key, uint64_t attempt, absl::Status status) {
+      writes,
+      [&events](const std::string& key, uint64_t attempt, absl::Status status) {
         LoopEvent e;
         e.kind = LoopEvent::kBindResult;
         e.key = key;
         e.attempt = attempt;
         e.status = std::move(status);
         events.Push(std::move(e));
-      });
+      },
+      &metrics_);
   // DRA mode: ResourceSlices, DeviceClasses and ResourceClaims (dra_allocator.h).
   std::vector<std::unique_ptr<ListWatch>> dra_informers;
   if (config_.core.dra) {
@@ -476,10 +479,12 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
       client_, pod_options, [](const nlohmann::json& j) { return DecodePod(j); },
       forward(LoopEvent::kPodsSynced, LoopEvent::kPod, &LoopEvent::pod));
 
-  metrics_.SetExtra([&nodes, &pods, &queues, &budgets, &pod_groups, &dra_informers] {
+  metrics_.SetBuild(config_.build);
+  metrics_.SetExtra([this, &nodes, &pods, &queues, &budgets, &pod_groups,
+                     &dra_informers](prometheus::Exposition& out) {
     std::vector<const ListWatch*> all = {&nodes, &pods, &queues, &budgets, &pod_groups};
     for (const auto& lw : dra_informers) all.push_back(lw.get());
-    return InformerLines(all);
+    WriteSchedulerClientMetrics(all, client_.transport()->requests(), out);
   });
   HttpEndpoints http;
   TESSERA_RETURN_IF_ERROR(http.Start(
@@ -647,6 +652,8 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     }
     if (Clock::now() - last_publish >= std::chrono::seconds(1)) {
       core->PublishMetrics();
+      if (leading && queues.synced())
+        queue_status.Update(queues.List(), metrics_.queues(), Clock::now());
       last_publish = Clock::now();
     }
   }

@@ -18,13 +18,20 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "k8s/client/http.h"
+#include "k8s/client/informer.h"
 #include "k8s/scheduler/config.h"
 #include "k8s/scheduler/metrics.h"
 
 namespace tessera::k8s {
+
+// The families the running scheduler adds to its SchedulerMetrics: its informers' lists and
+// watches, and its requests to the API server (docs_reference_test lists them with no informers).
+void WriteSchedulerClientMetrics(const std::vector<const ListWatch*>& informers,
+                                 const RequestCounts& requests, prometheus::Exposition& out);
 
 class Scheduler {
  public:

@@ -863,27 +863,21 @@ TEST_F(CoreTest, TheQueueFurthestBelowItsFairShareGoesFirst) {
   // The per-queue figures, as /metrics shows them.
   core_->PublishMetrics();
   const std::string m = metrics_.Render();
-  EXPECT_THAT(m,
-              HasSubstr("tessera_scheduler_queue_allocated{queue=\"big\",resource=\"gpu_milli\"} "
-                        "3000\n"));
-  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_allocated{queue=\"small\",resource=\"gpu_"
-                           "memory_mib\"} 163840\n"));
-  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_fair_share{queue=\"big\",resource=\"gpu_"
-                           "milli\"} 3000\n"));
-  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_pending{queue=\"big\",resource=\"gpu_"
-                           "compute_milli\"} 4000\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_allocated_gpus{queue=\"big\"} 3\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_allocated_gpu_memory_bytes{queue=\"small\"} "
+                           "171798691840\n"));  // 160Gi
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_fair_share_gpus{queue=\"big\"} 3\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_pending_gpu_compute_gpus{queue=\"big\"} 4\n"));
   EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_pending_pods{queue=\"big\"} 4\n"));
   EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_pending_pods{queue=\"small\"} 0\n"));
-  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_borrowed{queue=\"small\",resource=\"gpu_"
-                           "milli\"} 2000\n"));
+  EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_borrowed_gpus{queue=\"small\"} 2\n"));
 
   // The node goes: nothing is held any more, in the queues either.
   core_->OnNode(Change::kDeleted, DecodeNode(NodeObject("n1").Gpus(5).Json()));
   core_->ScheduleSome();
   core_->PublishMetrics();
   EXPECT_THAT(metrics_.Render(),
-              HasSubstr("tessera_scheduler_queue_allocated{queue=\"big\",resource=\"gpu_milli\"} "
-                        "0\n"));
+              HasSubstr("tessera_scheduler_queue_allocated_gpus{queue=\"big\"} 0\n"));
 }
 
 // A queue's limit and an unusable queue stop its pods before the engine is asked, with why.
