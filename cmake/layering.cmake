@@ -123,7 +123,8 @@ function(_tessera_check_agent_parts)
   _tessera_forbid_agent_includes(edits "mps" OFF
                                  "what a container gets depends only on the grant and the node")
   _tessera_forbid_agent_includes(publish "discovery" ON "publishing uses only discovery")
-  _tessera_forbid_agent_includes(metrics "pods;edits" OFF "metrics read only the pod manager")
+  _tessera_forbid_agent_includes(metrics "pods;edits" ON
+                                 "metrics read only the pod manager (and the API client's request counts)")
   _tessera_forbid_agent_includes(pods "discovery;mps;edits;procs" OFF
                                  "classic mode's pod state never reaches a delivery mechanism")
   _tessera_forbid_agent_includes(nri "pods;discovery;edits" OFF
