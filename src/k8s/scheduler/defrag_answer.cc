@@ -26,7 +26,7 @@ NoFitAnswer::Verdict DefragAnswer::Answer(const NoFit& unfit) {
   }
   const DecisionTimer timer(host_.metrics());
   DefragExecutor::Decision d = executor_.Plan(
-      host_.ledger(),
+      host_.ledger(), Promises(unfit, now),
       [this](const std::string& k) -> const PodInfo* {
         const PodTracker::Pod* p = host_.pods().Find(k);
         return p == nullptr ? nullptr : p->info.get();
@@ -35,8 +35,8 @@ NoFitAnswer::Verdict DefragAnswer::Answer(const NoFit& unfit) {
       unfit.members, [this] { return host_.NewPolicy(); }, host_.levels(), now);
   timer.Observe();
   if (d.found) {
-    // Several pods waiting for one node: a plan never counts on room made for a pod nominated
-    // before these (by preemption or an earlier plan's moves); they wait for it to land.
+    // The plan was made with the earlier nominations' room taken; this checks it still holds as
+    // preemption's own plans are checked (a plan that would take kept room waits instead).
     std::vector<core::NodeId> where;
     for (const std::string& n : d.nodes)
       where.push_back(host_.ledger().engine().cluster().FindNode(n));
@@ -56,6 +56,25 @@ NoFitAnswer::Verdict DefragAnswer::Answer(const NoFit& unfit) {
     return Verdict::Pass();
   }
   return CarryOut(unfit, d, since, now) ? Verdict::Answered() : Verdict::Pass();
+}
+
+Promised DefragAnswer::Promises(const NoFit& unfit, TimePoint now) {
+  Promised promised = preemption_.preemption().Promises(host_.ledger(), unfit.members, now);
+  // The moved pods' replacements stand at their held destinations (their holds have not been
+  // taken: the replacements are not placed yet).
+  const core::Cluster& cluster = host_.ledger().engine().cluster();
+  for (const MoveHolds::Hold& h : holds_.holds()) {
+    const core::NodeId id = cluster.FindNode(h.node);
+    if (h.until <= now || h.gpu_mask == 0 || !id.valid()) continue;
+    core::PodRequest request = h.request;
+    request.name = StrCat(h.moved, " (replacement)");
+    const std::vector<core::Candidate> at = {core::Candidate{id, h.gpu_mask}};
+    core::PlacementResult r = host_.ledger().WhatIf(request, promised.gone, &at);
+    if (!r.placed()) continue;  // its destination is still being vacated: Admit keeps it
+    promised.arriving.push_back(
+        plan::RunningPod{std::move(request), std::move(r.placement), false});
+  }
+  return promised;
 }
 
 bool DefragAnswer::CarryOut(const NoFit& unfit, const DefragExecutor::Decision& d, TimePoint since,

@@ -10,7 +10,11 @@
 //    registry (Preemption::NominateForMoves), so that preemption's guard keeps that room as it
 //    keeps a preemptor's; the movers are evicted with a Warning Event "DefragmentationMove"
 //    naming where they go; the waiting pods hear a Normal Event "Defragmentation" and wait with a
-//    message naming the moves. No plan: it passes, with no note (the log says why).
+//    message naming the moves. No plan: it passes, with no note (the log says why). A plan is
+//    made with what earlier plans promised taken as done (Promises: the pods nominated before
+//    these, by preemption or defragmentation, stand in the room kept for them, the pods leaving
+//    there are gone, moved pods' replacements stand at their held destinations), so several
+//    pods waiting for room get their plans in one cycle, none counting on another's room.
 //  - PlaceKept: a replacement of a moved pod goes to its held destination when it fits there,
 //    else waits for it while the hold lasts.
 //  - Admit: a single pod that would take a held destination it does not match is steered to
@@ -49,6 +53,9 @@ class DefragAnswer final : public NoFitAnswer {
   std::optional<TimePoint> NextWakeup() const override { return holds_.NextExpiry(); }
 
  private:
+  // What a plan for `unfit` must take as done: the room kept for the pods nominated before it
+  // (Preemption::Promises) and for the replacements of pods moved by earlier plans.
+  Promised Promises(const NoFit& unfit, TimePoint now);
   // Carries out plan `d` for `unfit`; false when its movers are no longer all bound.
   bool CarryOut(const NoFit& unfit, const DefragExecutor::Decision& d, TimePoint since,
                 TimePoint now);

@@ -24,7 +24,8 @@ bool DefragExecutor::Eligible(const std::string& key, const std::vector<const Po
 }
 
 DefragExecutor::Decision DefragExecutor::Plan(
-    const ClusterLedger& ledger, const std::function<const PodInfo*(const std::string&)>& find,
+    const ClusterLedger& ledger, Promised promised,
+    const std::function<const PodInfo*(const std::string&)>& find,
     const std::function<bool(const PodInfo&)>& may_move, const std::string& key,
     const std::vector<const PodInfo*>& members,
     const std::function<std::unique_ptr<core::Policy>()>& make_policy,
@@ -33,6 +34,7 @@ DefragExecutor::Decision DefragExecutor::Plan(
   if (searched_.size() > 100'000) searched_.clear();  // bounded; pacing only
   Decision d;
   PlanView view = ViewForPlans(ledger, find, may_move);
+  ApplyPromised(view, std::move(promised));
   plan::DefragInput in;
   in.cluster = view.cluster;
   in.levels = levels;

@@ -34,6 +34,7 @@
 #include "core/plan/defrag.h"
 #include "k8s/scheduler/ledger.h"
 #include "k8s/scheduler/objects.h"
+#include "k8s/scheduler/plan_inputs.h"
 
 namespace tessera::k8s {
 
@@ -68,9 +69,10 @@ class DefragExecutor {
     std::vector<plan::Move> moves;
     std::string reason;  // the planner's words
   };
-  // Searches a plan for `members` on `ledger` (records the search time of `key` for pacing).
-  // `may_move` refuses pods that are already leaving.
-  Decision Plan(const ClusterLedger& ledger,
+  // Searches a plan for `members` on `ledger` with `promised` taken as done (plan_inputs.h: the
+  // room kept for earlier nominations and moved pods' replacements is never counted on; records
+  // the search time of `key` for pacing). `may_move` refuses pods that are already leaving.
+  Decision Plan(const ClusterLedger& ledger, Promised promised,
                 const std::function<const PodInfo*(const std::string&)>& find,
                 const std::function<bool(const PodInfo&)>& may_move, const std::string& key,
                 const std::vector<const PodInfo*>& members,

@@ -179,6 +179,59 @@ TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
   EXPECT_THAT(rec_.binds, ElementsAre("ns/big->b"));
 }
 
+// Two pods waiting for room in one cycle: the second plan takes the first as done (the first
+// pod's room on b, its movers gone from b and standing at their destinations on a), so it gets
+// its own plan at once instead of waiting for the first pod to land, and never counts on the
+// room kept for the first (b's two free GPUs are the first pod's).
+TEST_F(DefragExecutorTest, ASecondPodWaitingGetsItsPlanWithTheFirstTakenAsDone) {
+  objects_["ns/b1"] = PodObject("ns", "b1")
+                          .Limit("tessera.dev/gpu-memory", "20Gi")
+                          .Controller("ReplicaSet", "infer")
+                          .Assigned(Share("b", 1))
+                          .Json();
+  Start();
+  core_->ScheduleSome();
+  Advance(61'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/big->b"));
+  EXPECT_THAT(rec_.evicted, ElementsAre("ns/b0", "ns/b1"));
+  Terminating("ns/b0");
+  Terminating("ns/b1");
+
+  // A 2-GPU pod comes: b's two free GPUs are kept for big; a has one free GPU.
+  Add(PodObject("ns", "two").Limit("tessera.dev/gpu", "2").Json());
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.binds, IsEmpty());
+
+  // It has waited long enough while b0 and b1 still terminate: its plan moves shares on a (where
+  // b0's and b1's replacements are to stand too), not b's, and evicts nothing on b again.
+  Advance(61'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/big->b", "ns/two->a"));
+  ASSERT_GT(rec_.evicted.size(), 2u);
+  for (size_t i = 2; i < rec_.evicted.size(); ++i) {
+    EXPECT_THAT(rec_.evicted[i], ::testing::StartsWith("ns/a"));
+  }
+  EXPECT_THAT(rec_.failures["ns/two"], HasSubstr("nominated to node a: waiting for"));
+
+  // Everything moved comes back where the plans said; both pods land.
+  const std::vector<std::string> moved = rec_.evicted;
+  for (const std::string& key : moved) {
+    if (objects_.count(key) == 0) continue;
+    Gone(key);
+  }
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.binds, ::testing::UnorderedElementsAre("ns/big->b", "ns/two->a"));
+  for (size_t i = 0; i < moved.size(); ++i) Add(Replacement(StrCat("r", i)));
+  Advance(2'000);
+  core_->ScheduleSome();
+  for (size_t i = 0; i < moved.size(); ++i) {
+    EXPECT_THAT(rec_.binds, ::testing::Contains(StrCat("ns/r", i, "->a")));
+  }
+}
+
 TEST_F(DefragExecutorTest, OffByDefaultAndNeverMovesBarePodsOrForLowPriority) {
   // Off: nothing is evicted however long the pod waits.
   SchedulerCoreOptions o;

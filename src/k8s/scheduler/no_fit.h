@@ -37,6 +37,10 @@
 // far) and shown to every answer again; each answer steers a pod once. A steering refusal goes
 // before a plain one (a pod that can go around kept room does, rather than waiting), and of plain
 // refusals the first in chain order is the one the pod is told. A refused placement is taken back.
+// A single pod refused (and steered nowhere it fits) does not fit now: the chain is asked for it,
+// with the refusal as its reason, as kube-scheduler counts nominated pods as used room before its
+// PostFilter plugins (preemption plans with the earlier nominations' room claimed;
+// defragmentation with everything promised taken as done).
 //
 // Adding an answer (a reservation, say):
 //   - a class deriving NoFitAnswer in its own file (foo_answer.h/.cc), owning its state, built by

@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "absl/container/flat_hash_set.h"
 #include "common/strings.h"
 
 namespace tessera::k8s {
@@ -38,6 +39,23 @@ PlanView ViewForPlans(const ClusterLedger& ledger,
     if (view.cluster->live(id) && !engine.state().accepts_pods(id)) view.cordoned.push_back(id);
   }
   return view;
+}
+
+void ApplyPromised(PlanView& view, Promised promised) {
+  if (!promised.gone.empty()) {
+    absl::flat_hash_set<std::string> gone(promised.gone.begin(), promised.gone.end());
+    std::erase_if(view.running,
+                  [&gone](const plan::RunningPod& r) { return gone.contains(r.request.name); });
+  }
+  for (plan::RunningPod& r : promised.arriving) {
+    r.movable = false;
+    view.running.push_back(std::move(r));
+  }
+  for (const core::NodeId id : promised.full) {
+    if (std::find(view.cordoned.begin(), view.cordoned.end(), id) == view.cordoned.end()) {
+      view.cordoned.push_back(id);
+    }
+  }
 }
 
 std::vector<core::PodRequest> WaitingGroup::requests() const {

@@ -36,6 +36,20 @@ PlanView ViewForPlans(const ClusterLedger& ledger,
                       const std::function<const PodInfo*(const std::string& key)>& find,
                       const std::function<bool(const PodInfo&)>& may_move = nullptr);
 
+// What a plan must take as decided beyond what the ledger holds, so that it never counts on room
+// promised to others: the pods that will be gone (`gone`: leaving, their room made for pods
+// nominated earlier), the pods that will stand where room is promised to them (`arriving`: those
+// nominated pods, moved pods' replacements at their held destinations; immovable), and the nodes
+// where nothing more may be planned (`full`: the promises there do not fit even so).
+struct Promised {
+  std::vector<std::string> gone;
+  std::vector<plan::RunningPod> arriving;
+  std::vector<core::NodeId> full;
+};
+// `view` with `promised` taken as done: `gone` left out, `arriving` added (immovable), `full`
+// counted as taking no new pods.
+void ApplyPromised(PlanView& view, Promised promised);
+
 // One pod that waits, or every waiting member of one gang (namespace and tessera.dev/gang).
 struct WaitingGroup {
   std::vector<const PodInfo*> pods;

@@ -451,6 +451,56 @@ std::string Preemption::TakesKeptRoom(ClusterLedger& ledger, std::span<const Pod
   return "";
 }
 
+Promised Preemption::Promises(ClusterLedger& ledger, std::span<const PodInfo* const> pods,
+                              TimePoint now) {
+  Promised out;
+  if (pods.empty()) return out;
+  std::vector<std::string> own;
+  for (const PodInfo* p : pods) own.push_back(p->key);
+  const uint64_t own_seq = SeqOf(own);
+  std::vector<std::string> nodes;
+  for (const auto& [key, n] : nominations_) {
+    (void)key;
+    if (n.pod && !n.node.empty()) nodes.push_back(n.node);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  const core::Cluster& cluster = ledger.engine().cluster();
+  for (const std::string& node : nodes) {
+    const std::vector<const Nomination*> kept =
+        Outranking(ledger, node, own, pods[0]->priority, own_seq);
+    const core::NodeId id = cluster.FindNode(node);
+    if (kept.empty() || !id.valid()) continue;
+    const std::vector<std::string> leaving = Leaving(ledger, id, now);
+    const std::vector<core::Candidate> allowed = {core::Candidate{id, ~0ULL}};
+    std::vector<core::PodRequest> requests;
+    for (const Nomination* n : kept) {
+      requests.push_back(n->pod->request);
+      requests.back().gang.reset();
+      requests.back().name = n->pod->key;
+    }
+    std::vector<core::PlacementResult> placed;
+    if (requests.size() == 1) {
+      placed.push_back(ledger.WhatIf(requests[0], leaving, &allowed));
+    } else {
+      placed = ledger.WhatIfGang(requests, leaving, &allowed);
+    }
+    const bool fit = placed.size() == requests.size() &&
+                     std::all_of(placed.begin(), placed.end(),
+                                 [](const core::PlacementResult& r) { return r.placed(); });
+    if (!fit) {
+      out.full.push_back(id);
+      continue;
+    }
+    out.gone.insert(out.gone.end(), leaving.begin(), leaving.end());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      out.arriving.push_back(
+          plan::RunningPod{std::move(requests[i]), std::move(placed[i].placement), false});
+    }
+  }
+  return out;
+}
+
 bool Preemption::RoomBeingMade(ClusterLedger& ledger, const std::string& key, TimePoint now) {
   auto n = nominations_.find(key);
   if (n == nominations_.end() || n->second.node.empty() || !n->second.pod) return false;

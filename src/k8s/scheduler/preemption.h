@@ -70,6 +70,7 @@
 #include "k8s/eviction/evictor.h"
 #include "k8s/scheduler/disruption_budgets.h"
 #include "k8s/scheduler/objects.h"
+#include "k8s/scheduler/plan_inputs.h"
 #include "nlohmann/json.hpp"
 #include "records/queue.h"
 
@@ -203,6 +204,13 @@ class Preemption {
   std::string TakesKeptRoom(ClusterLedger& ledger, std::span<const PodInfo* const> pods,
                             std::span<const core::NodeId> nodes, std::vector<std::string> gone,
                             TimePoint now);
+  // The room kept for the nominations that outrank `pods` (of one priority; see Outranking), as
+  // a plan for `pods` must take it (plan_inputs.h): on each node where such pods are nominated,
+  // the pods leaving there are gone and the nominated pods stand where the engine would place
+  // them then; a node where they would not fit even so is full. Defragmentation plans on it, so
+  // that several pods waiting for room get their plans in one cycle, each seeing the earlier
+  // ones as decided, rather than waiting for the earlier ones to land.
+  Promised Promises(ClusterLedger& ledger, std::span<const PodInfo* const> pods, TimePoint now);
   // Evicted by this scheduler within kEvictingFor (the watch may not show it terminating yet).
   bool Evicting(const std::string& key, TimePoint now) const;
   // `key` is nominated and some pod on that node is leaving (terminating, or evicted lately)

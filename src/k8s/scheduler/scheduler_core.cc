@@ -434,7 +434,10 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
   const std::string kept = chain_.AdmitPod(ledger_, key, *s.info, &r);
   timer.Observe();
   if (!kept.empty()) {
-    MarkUnschedulable(key, s, kept);
+    // Kept from room promised to others and finding none elsewhere: it does not fit now, as
+    // kube-scheduler counts nominated pods as used room; preemption and defragmentation plan
+    // for it with those promises taken as done.
+    NoFitNow(NoFit{key, {key}, {s.info.get()}, {}, kept}, {kept});
   } else if (r.placed()) {
     StartBind(key, s, r.placement);
     ReportGroup(*s.info, true, StrCat("pod ", key, " scheduled to node ", ledger_.Find(key)->node));
