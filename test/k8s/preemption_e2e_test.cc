@@ -820,5 +820,57 @@ TEST_F(PreemptionE2e, DefragmentationMovesAShareForAGangAndSteersItsReplacement)
   EXPECT_EQ(BoundCount(), 6u);                    // a0..a2, b0-x and the gang
 }
 
+// Issue 35, defragmentation: two pods that wait need moves on the same node. Node a holds four
+// 30Gi bare shares (never moved; 50Gi free on each GPU), node b three 50Gi shares of one
+// ReplicaSet on GPUs 1..3 (two never fit on one GPU) and a free GPU 0. Two 2-GPU pods of the same
+// priority wait. The first fits on b once one share moves to a; the second's plan takes the first
+// as done (its mover gone, the first pod standing on b, the mover's replacement at its held
+// destination on a), so it moves the other two shares at once rather than counting on the free
+// GPU the first pod needs (such a plan is refused, and the pod waited for the first to land): all
+// three shares are evicted and both pods nominated to b before any share has ended; both land on
+// b once the shares are gone, and nothing more is evicted.
+TEST_F(PreemptionE2e, DefragmentationForTwoPodsOnOneNodeMovesForBothInOnePass) {
+  std::ofstream(dir_ + "/config.yaml", std::ios::app)
+      << "defrag: {enabled: true, after: 3s, maxMoves: 2, holdFor: 60s}\n";
+  const std::string a = AddNode("a", 4), b = AddNode("b", 4);
+  auto share = [](const std::string& node, int gpu, int64_t gi) {
+    return k8s::testing::OneGpuAssignment(node, gpu, gi * 1024);
+  };
+  for (int g = 0; g < 4; ++g) {
+    AddPod(PodObject(ns_, StrCat("a", g))
+               .Limit("tessera.dev/gpu-memory", "30Gi")
+               .Assigned(share(a, g, 30)));
+    Running(StrCat("a", g));
+  }
+  for (int g = 1; g < 4; ++g) {
+    AddPod(PodObject(ns_, StrCat("b", g))
+               .Limit("tessera.dev/gpu-memory", "50Gi")
+               .Controller("ReplicaSet", "infer")
+               .Assigned(share(b, g, 50)));
+    Running(StrCat("b", g));
+  }
+  ScopedProcess* s = StartScheduler("a");
+  for (int i = 0; i < 2; ++i) AddPod(Whole(StrCat("p", i), 0).Limit("tessera.dev/gpu", "2"));
+  const std::set<std::string> shares = {"b1", "b2", "b3"};
+  ASSERT_TRUE(WaitUntil([&] { return Evicted() == shares; }, seconds(60))) << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return Nominated("p0") == b && Nominated("p1") == b; }, seconds(30)))
+      << s->Log();
+  for (const char* p : {"p0", "p1"}) {
+    EXPECT_TRUE(
+        WaitUntil([&] { return EventOn(p, "Defragmentation", StrCat("to make room on node ", b)); },
+                  seconds(20)))
+        << s->Log();
+  }
+  std::this_thread::sleep_for(seconds(4));
+  EXPECT_EQ(Evicted(), shares);  // nothing more, nothing twice
+  RemoveTerminating();
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("p0")) && Bound(GetPod("p1")); }, seconds(60)))
+      << s->Log();
+  EXPECT_EQ(GetPod("p0")["spec"]["nodeName"], b);
+  EXPECT_EQ(GetPod("p1")["spec"]["nodeName"], b);
+  EXPECT_TRUE(Evicted().empty());
+  EXPECT_EQ(BoundCount(), 6u);  // a0..a3 and both pods
+}
+
 }  // namespace
 }  // namespace tessera::e2e
