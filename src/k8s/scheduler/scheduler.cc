@@ -39,7 +39,7 @@ struct LoopEvent {
     kSlice,
     kDeviceClass,
     kClaim,
-    kDraSynced,  // one of the three DRA informers listed
+    kDraSynced,     // one of the three DRA informers listed
     kQueues,        // a Queue changed: the loop reads them all from the informer
     kQueuesListed,  // the same, and the Queues' first list is complete
     kBudget,
