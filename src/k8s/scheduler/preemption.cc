@@ -10,6 +10,28 @@
 #include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
+namespace {
+
+// `requests` placed on node `id` all at once (one what-if, or the gang what-if for several), with
+// the pods `without` gone; empty when one of them does not fit.
+std::vector<core::PlacementResult> PlaceAllOn(ClusterLedger& ledger, core::NodeId id,
+                                              std::span<const core::PodRequest> requests,
+                                              std::span<const std::string> without) {
+  const std::vector<core::Candidate> allowed = {core::Candidate{id, ~0ULL}};
+  std::vector<core::PlacementResult> placed;
+  if (requests.size() == 1) {
+    placed.push_back(ledger.WhatIf(requests[0], without, &allowed));
+  } else {
+    placed = ledger.WhatIfGang(requests, without, &allowed);
+  }
+  const bool all = !placed.empty() && placed.size() == requests.size() &&
+                   std::all_of(placed.begin(), placed.end(),
+                               [](const core::PlacementResult& r) { return r.placed(); });
+  if (!all) placed.clear();
+  return placed;
+}
+
+}  // namespace
 
 std::shared_ptr<const QueueInfo> DecodeQueue(const nlohmann::json& object) {
   auto q = std::make_shared<QueueInfo>();
@@ -344,7 +366,6 @@ bool Preemption::FitsOn(ClusterLedger& ledger, core::NodeId id,
                         std::span<const PodInfo* const> pods, std::vector<std::string> without) {
   std::sort(without.begin(), without.end());
   without.erase(std::unique(without.begin(), without.end()), without.end());
-  const std::vector<core::Candidate> allowed = {core::Candidate{id, ~0ULL}};
   // All of them at once, and the members of each gang together (with its topology).
   std::vector<core::PodRequest> together;
   std::vector<std::vector<core::PodRequest>> gangs;
@@ -357,22 +378,14 @@ bool Preemption::FitsOn(ClusterLedger& ledger, core::NodeId id,
     if (fresh) gangs.emplace_back();
     gangs[it->second].push_back(p->request);
   }
-  auto all_placed = [](const std::vector<core::PlacementResult>& r) {
-    return !r.empty() && std::all_of(r.begin(), r.end(),
-                                     [](const core::PlacementResult& x) { return x.placed(); });
-  };
-  if (together.size() == 1) {
-    if (!ledger.WhatIf(together[0], without, &allowed).placed()) return false;
-  } else if (!all_placed(ledger.WhatIfGang(together, without, &allowed))) {
-    return false;
-  }
+  if (PlaceAllOn(ledger, id, together, without).empty()) return false;
   for (std::vector<core::PodRequest>& gang : gangs) {
     if (gang.size() < 2) continue;      // one member alone: checked with the others above
     for (core::PodRequest& m : gang) {  // the members here, as a gang of their own
       m.gang->size = static_cast<int32_t>(gang.size());
       m.gang->min = 0;
     }
-    if (!all_placed(ledger.WhatIfGang(gang, without, &allowed))) return false;
+    if (PlaceAllOn(ledger, id, gang, without).empty()) return false;
   }
   return true;
 }
@@ -472,23 +485,14 @@ Promised Preemption::Promises(ClusterLedger& ledger, std::span<const PodInfo* co
     const core::NodeId id = cluster.FindNode(node);
     if (kept.empty() || !id.valid()) continue;
     const std::vector<std::string> leaving = Leaving(ledger, id, now);
-    const std::vector<core::Candidate> allowed = {core::Candidate{id, ~0ULL}};
     std::vector<core::PodRequest> requests;
     for (const Nomination* n : kept) {
       requests.push_back(n->pod->request);
       requests.back().gang.reset();
       requests.back().name = n->pod->key;
     }
-    std::vector<core::PlacementResult> placed;
-    if (requests.size() == 1) {
-      placed.push_back(ledger.WhatIf(requests[0], leaving, &allowed));
-    } else {
-      placed = ledger.WhatIfGang(requests, leaving, &allowed);
-    }
-    const bool fit = placed.size() == requests.size() &&
-                     std::all_of(placed.begin(), placed.end(),
-                                 [](const core::PlacementResult& r) { return r.placed(); });
-    if (!fit) {
+    std::vector<core::PlacementResult> placed = PlaceAllOn(ledger, id, requests, leaving);
+    if (placed.empty()) {
       out.full.push_back(id);
       continue;
     }
