@@ -652,7 +652,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
     }
     if (Clock::now() - last_publish >= std::chrono::seconds(1)) {
       core->PublishMetrics();
-      if (leading && queues.synced())
+      if (leading && queues_listed)
         queue_status.Update(queues.List(), metrics_.queues(), Clock::now());
       last_publish = Clock::now();
     }
