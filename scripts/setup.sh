@@ -42,10 +42,27 @@ done
 # package would also install and, under systemd, start a Prometheus server as a service (96 MB, a
 # service, a user). Into ${TESSERA_CACHE_DIR:-~/.cache/tessera}/promtool/<version>/, linked as
 # promtool/current, where CMake looks for them (TESSERA_PROMTOOL, TESSERA_PROMETHEUS).
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null; then
+    sudo "$@"
+  else
+    echo "setup: need root or sudo for: $*" >&2
+    return 1
+  fi
+}
+
 install_promtool() {
   local cache=${TESSERA_CACHE_DIR:-${HOME:-/tmp}/.cache/tessera}/promtool
   local version
   version=$(apt-cache policy prometheus 2>/dev/null | sed -n 's/^ *Candidate: *//p')
+  if [[ -z $version || $version == "(none)" ]]; then
+    # A fresh machine whose packages were all present may have no package lists yet.
+    echo "setup: refreshing apt's package lists to find Debian's prometheus package"
+    as_root apt-get update -q >/dev/null || true
+    version=$(apt-cache policy prometheus 2>/dev/null | sed -n 's/^ *Candidate: *//p')
+  fi
   if [[ -z $version || $version == "(none)" ]]; then
     echo "setup: no Debian package 'prometheus' known to apt (apt-get update?); promtool checks will fail" >&2
     return 0
@@ -59,7 +76,7 @@ install_promtool() {
   local work
   work=$(mktemp -d)
   (cd "$work" && apt-get download -q "prometheus=$version" >/dev/null 2>&1) ||
-    { apt-get update -q >/dev/null && (cd "$work" && apt-get download -q "prometheus=$version" >/dev/null); }
+    { as_root apt-get update -q >/dev/null && (cd "$work" && apt-get download -q "prometheus=$version" >/dev/null); }
   dpkg-deb -x "$work"/prometheus_*.deb "$work/x"
   mkdir -p "$dir"
   install -m 0755 "$work/x/usr/bin/promtool" "$dir/promtool"
