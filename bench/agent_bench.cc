@@ -42,6 +42,17 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tessera;
 
+// Where the pods' folders go: PodManagerOptions::pods_dir since the node refactor (issue 32),
+// edits.pods_dir before it; bench/run_agent.sh builds this file against both.
+template <typename Options>
+std::string& PodsDir(Options& options) {
+  if constexpr (requires { options.pods_dir; }) {
+    return options.pods_dir;
+  } else {
+    return options.edits.pods_dir;
+  }
+}
+
 int64_t Micros(clockid_t clock) {
   timespec ts{};
   clock_gettime(clock, &ts);
@@ -94,7 +105,7 @@ int main(int argc, char** argv) {
   agent::PodManagerOptions options;
   options.node_name = "n1";
   options.edits.dev_dir = (dir / "dev").string();
-  options.pods_dir = (dir / "pods").string();
+  PodsDir(options) = (dir / "pods").string();
   options.edits.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
   options.edits.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
   options.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
@@ -157,7 +168,7 @@ int main(int argc, char** argv) {
       std::ofstream(cg + "/cgroup.procs") << ::getpid();
       std::vector<std::unique_ptr<shim::Ledger>> slots;
       const std::string ledger =
-          options.pods_dir + "/" + Uid(i) + "/ledger/" + GpuUuid(i % gpus) + ".ledger";
+          PodsDir(options) + "/" + Uid(i) + "/ledger/" + GpuUuid(i % gpus) + ".ledger";
       for (int p = 0; p < procs; ++p) {
         std::string error;
         auto l = shim::Ledger::Open(ledger, &error);
