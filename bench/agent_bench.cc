@@ -32,6 +32,7 @@
 #include "agent/pods/pod_manager.h"
 #include "records/assignment.h"
 #include "shim/ledger.h"
+#include "spdlog/spdlog.h"
 #ifdef TESSERA_AGENT_BENCH_NVML
 #include "agent/procs/gpu_processes.h"
 #include "fake_cuda/fake_machine.h"
@@ -84,6 +85,7 @@ std::string GpusFile(int gpus) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);  // stdout is the one JSON line
   if (argc != 4) {
     std::fprintf(stderr, "usage: agent_bench PODS PROCESSES STEPS\n");
     return 2;
@@ -106,10 +108,17 @@ int main(int argc, char** argv) {
   options.node_name = "n1";
   options.edits.dev_dir = (dir / "dev").string();
   PodsDir(options) = (dir / "pods").string();
-  options.edits.driver.cuda = {"/usr/lib64/libcuda.so.580.95.05", "libcuda.so.1"};
-  options.edits.driver.nvml = {"/usr/lib64/libnvidia-ml.so.580.95.05", "libnvidia-ml.so.1"};
-  options.edits.driver.shim_cuda = "/run/tessera/lib/libtessera-cuda.so";
-  options.edits.driver.shim_nvml = "/run/tessera/lib/libtessera-nvml.so";
+  // The driver's libraries and the shims as files of this folder: the agent refuses a share whose
+  // shim is missing on the node (it would not be enforced), and nothing here loads them.
+  fs::create_directories(dir / "lib");
+  const auto lib = [&dir](const char* name) {
+    std::ofstream(dir / "lib" / name) << "";
+    return (dir / "lib" / name).string();
+  };
+  options.edits.driver.cuda = {lib("libcuda.so.580.95.05"), "libcuda.so.1"};
+  options.edits.driver.nvml = {lib("libnvidia-ml.so.580.95.05"), "libnvidia-ml.so.1"};
+  options.edits.driver.shim_cuda = lib("libtessera-cuda.so");
+  options.edits.driver.shim_nvml = lib("libtessera-nvml.so");
 #ifdef TESSERA_AGENT_BENCH_NVML
   std::unique_ptr<agent::NvmlProcessSampler> sampler;
   if (const char* nvml = std::getenv("AGENT_BENCH_NVML"); nvml && *nvml) {
@@ -157,8 +166,8 @@ int main(int argc, char** argv) {
     a.gpus.push_back(g);
     agent::PodRef pod{"bench", "p" + std::to_string(i), Uid(i), {}};
     pod.annotations["tessera.dev/assignment"] = records::AssignmentToJson(a);
-    if (!manager.Prepare(pod).ok()) {
-      std::fprintf(stderr, "pod %d was refused\n", i);
+    if (absl::Status st = manager.Prepare(pod).status(); !st.ok()) {
+      std::fprintf(stderr, "pod %d was refused: %s\n", i, std::string(st.message()).c_str());
       return 1;
     }
     const std::string cg = cgroups + "/kubepods/pod" + Uid(i) + "/" + std::string(64, 'a' + i % 6);
