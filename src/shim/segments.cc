@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "shim/bus_guard.h"
@@ -76,6 +78,16 @@ absl::Status RewriteLedgerHeader(int fd, const std::string& uuid, uint32_t slots
         absl::StrCat("cannot put back the header of ", path, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+// Room for `n` slots, allocated before the SIGBUS guard that fills it (a fault inside the guard
+// must not unwind out of an allocation). One buffer per thread, grown and never zeroed: the agent
+// reads every pod's ledgers every 250 ms (and /metrics reads them from another thread), and
+// CopySlots writes each entry it returns whole.
+std::span<SlotInfo> SlotScratch(uint32_t n) {
+  thread_local std::vector<SlotInfo> scratch;
+  if (scratch.size() < n) scratch.resize(n);
+  return std::span<SlotInfo>(scratch.data(), n);
 }
 
 }  // namespace
@@ -257,7 +269,7 @@ SegmentInfo Segment::Inspect() const {
   info.phase_permille = f.phase_permille.load();
   info.slots = ledger_->slot_count();
   // Everything read from the ledger is read inside the guard into memory allocated before it.
-  std::vector<SlotInfo> slots(ledger_->slot_count());
+  const std::span<SlotInfo> slots = SlotScratch(ledger_->slot_count());
   uint32_t count = 0;
   const LedgerHeader* h = ledger_->header();
   (void)RunCatchingBusErrors([&] {
@@ -329,7 +341,7 @@ ReapResult Segment::Reap(const HostPidLookup& lookup) {
     result.tampered =
         result.tampered.empty() ? change : absl::StrCat(result.tampered, "; ", change);
   }
-  std::vector<SlotInfo> slots(ledger_->slot_count());
+  const std::span<SlotInfo> slots = SlotScratch(ledger_->slot_count());
   uint32_t count = 0;
   ReclaimResult r;
   if (!RunCatchingBusErrors([&] {
