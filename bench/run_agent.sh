@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The node agent's maintenance step (PodManager::Maintain, every 250 ms) before and after the
 # tenant-boundary hardening of issue 27, side by side: agent_bench built from this tree and from
-# BASE (default: the branch point with main, `git merge-base HEAD main`, in a temporary worktree
+# BASE (default: the branch point with main, `git merge-base HEAD main`; on main itself give the
+# tenant boundary's branch point, bc4cd7f), in a temporary worktree
 # under build/, where the shared compile cache serves it), PRESET (default dev: -O2, the unit
 # tests' build; release when the machine is free enough to build it twice), run alternately REPS
 # times (default 5) at 8 and 64 share pods of 4 processes;
@@ -51,7 +52,7 @@ median() { jq -s "[.[] | select(.tree == \"$1\" and .pods == $2) | .$3] | sort |
 {
   echo "# The node agent's maintenance step, before and after the tenant-boundary hardening"
   echo
-  echo "Command: \`flock /work/wt/notes/bench.lock bench/run_agent.sh $reps\` (agent_bench, $preset"
+  echo "Command: \`flock /work/wt/notes/bench.lock bench/run_agent.sh $reps${2:+ $2}\` (agent_bench, $preset"
   echo "preset; before: $(git rev-parse --short "$base"), the branch point; after: $(git rev-parse --short HEAD)$(git diff --quiet || echo ' plus uncommitted changes'))."
   echo
   echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')),"
