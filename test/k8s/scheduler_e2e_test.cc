@@ -13,6 +13,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/strings.h"
@@ -476,6 +477,54 @@ TEST_F(SchedulerTest, PodGroupGangIsAllOrNothingAndItsConditionIsWritten) {
       << s->Log();
   EXPECT_EQ(condition()["reason"], "Scheduled");
   EXPECT_EQ(condition()["message"], StrCat("6 pods of gang ", ns_, "/train scheduled together"));
+}
+
+// examples/k8s/podgroup/gang.yaml (docs/workloads.md), applied with kubectl as written but for
+// its scheduler name (each test runs a scheduler of its own name) and the namespace it goes into:
+// the PodGroup's two trainers bind together on the node with an NVLink domain of room, one gang of
+// min 2 named as the PodGroup, and the PodGroup says Scheduled. Its pods carry no tessera
+// annotation. (Nodes here have no kubelet: binding is what is checked; the helm install test runs
+// the classic examples' pods.)
+TEST_F(SchedulerTest, PodGroupExampleIsScheduledAsWritten) {
+  AddNode(NodeObject(NodeName("pcie")).Gpus(4));  // no NVLink domain: the gang may not go here
+  const std::string dgx = NodeName("dgx");
+  AddNode(NodeObject(dgx).Gpus(4).NvSwitch());
+  ScopedProcess* s = StartScheduler("podgroup-example");
+  std::ifstream in(StrCat(TESSERA_SOURCE_DIR, "/examples/k8s/podgroup/gang.yaml"));
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string manifest = text.str();
+  ASSERT_EQ(manifest.find("tessera.dev/gang"), std::string::npos) << "no tessera annotation";
+  const std::string name = "schedulerName: tessera\n";
+  int replaced = 0;
+  for (size_t at; (at = manifest.find(name)) != std::string::npos; ++replaced) {
+    manifest.replace(at, name.size(), StrCat("schedulerName: ", scheduler_name_, "\n"));
+  }
+  ASSERT_EQ(replaced, 2);
+  CommandResult applied = Cp().Kubectl({"apply", "-n", ns_, "-f", "-"}, manifest);
+  ASSERT_TRUE(applied.ok()) << applied.err;
+  ASSERT_TRUE(WaitBound(2, seconds(30))) << s->Log();
+  const auto assignments = Assignments();
+  ASSERT_EQ(assignments.size(), 2u);
+  for (const auto& [pod, a] : assignments) {
+    EXPECT_EQ(a.node, dgx) << pod;
+    ASSERT_TRUE(a.gang.has_value()) << pod;
+    EXPECT_EQ(a.gang->name, "train");
+    EXPECT_EQ(a.gang->min, 2);
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<json> g = api_->Get(
+            StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", ns_, "/podgroups/train"));
+        if (!g.ok()) return false;
+        for (const json& c :
+             g->value("status", json::object()).value("conditions", json::array())) {
+          if (c["type"] == "PodGroupInitiallyScheduled") return c.value("status", "") == "True";
+        }
+        return false;
+      },
+      seconds(30)))
+      << s->Log();
 }
 
 // An elastic gang (tessera.dev/gang-size 8, tessera.dev/gang-min 4) on a cluster with room for 4
