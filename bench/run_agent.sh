@@ -20,7 +20,8 @@ work=$(mktemp -d /tmp/tessera-agent-bench-run-XXXXXX)
 basetree=$(pwd)/build/agent-bench-base
 trap 'rm -rf "$work"' EXIT
 # The base tree is kept between runs at the same BASE (BUILD_ONLY=1 builds both trees and stops, so
-# that the measured run under the bench lock builds nothing), and removed after a measured run.
+# that the measured run under the bench lock builds nothing), and removed after a measured run that
+# succeeded (one that failed keeps it for the next).
 if [[ "$(git -C "$basetree" rev-parse HEAD 2>/dev/null)" != "$(git rev-parse "$base")" ]]; then
   git worktree remove --force "$basetree" >/dev/null 2>&1 || rm -rf "$basetree"
   git worktree add --detach "$basetree" "$base" >/dev/null 2>&1
@@ -32,7 +33,6 @@ for tree in . "$basetree"; do
      cmake --build --preset "$preset" -j "$(nproc)" --target agent_bench fake_nvml >/dev/null)
 done
 [[ ${BUILD_ONLY:-0} == 1 ]] && exit 0
-trap 'rm -rf "$work"; git worktree remove --force "$basetree" >/dev/null 2>&1 || true' EXIT
 new=build/$preset/bench/agent_bench
 old=$basetree/build/$preset/bench/agent_bench
 nvml=$(pwd)/build/$preset/test/fake_cuda/lib/libnvidia-ml.so.1
@@ -74,3 +74,5 @@ median() { jq -s "[.[] | select(.tree == \"$1\" and .pods == $2) | .$3] | sort |
   done
 } >"$out"
 cat "$out"
+# Measured: the base tree goes (a failed run keeps it, so the next run builds nothing).
+git worktree remove --force "$basetree" >/dev/null 2>&1 || true
