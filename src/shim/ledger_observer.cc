@@ -112,12 +112,16 @@ bool Ledger::RestoreHeader(std::string* error) {
     *error = Errno("cannot give back its length to", path_);
     return false;
   }
+  // The whole UUID field as WriteHeader leaves it (zero-padded): DescribeHeaderChange compares all
+  // of it, so bytes after the NUL are put back too, not reported at every reap.
+  char uuid[kUuidBytes] = {};
+  std::memcpy(uuid, shape_.gpu_uuid.data(),
+              std::min<size_t>(shape_.gpu_uuid.size(), kUuidBytes - 1));
   // From here on the mapping is touched: nothing may allocate (see bus_guard.h).
   LedgerHeader* h = header_;
   if (h->magic != kLedgerMagic || h->version != kFormatVersion ||
       h->header_size != kLedgerHeaderSize || h->slot_size != kLedgerSlotSize ||
-      h->slot_count != shape_.slot_count ||
-      std::strncmp(h->gpu_uuid, shape_.gpu_uuid.c_str(), sizeof(h->gpu_uuid)) != 0) {
+      h->slot_count != shape_.slot_count || std::memcmp(h->gpu_uuid, uuid, sizeof(uuid)) != 0) {
     WriteHeader(h, shape_.gpu_uuid, shape_.slot_count);
   }
   for (uint32_t w = shape_.slot_count / 64; w < kMaxLedgerSlots / 64; ++w) {

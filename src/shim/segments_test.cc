@@ -220,6 +220,27 @@ TEST_F(SegmentsTest, AHeaderRewrittenByTheContainerIsNeverTrusted) {
   ::close(fd);
 }
 
+// Bytes written after the GPU UUID's terminating NUL (found by segment_fuzz): the check compares
+// the whole field, so the restore must put back the whole field, or the agent reports the same
+// tampering at every reap (every 250 ms) and never puts the header back.
+TEST_F(SegmentsTest, BytesAfterTheGpuUuidAreReportedOnceAndPutBack) {
+  auto seg = Segment::Create(pod_dir_, kUuid, Options(1000, 0));
+  ASSERT_TRUE(seg.ok());
+  const std::string ledger_path = PathsFor(pod_dir_, kUuid).ledger;
+  int fd = ::open(ledger_path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, kLedgerHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  auto* h = static_cast<LedgerHeader*>(map);
+  ASSERT_LT(std::strlen(kUuid) + 2, sizeof(h->gpu_uuid));
+  h->gpu_uuid[sizeof(h->gpu_uuid) - 2] = 'x';  // past the NUL: the string still reads kUuid
+  EXPECT_EQ((*seg)->Reap().tampered, "GPU UUID");
+  EXPECT_EQ(h->gpu_uuid[sizeof(h->gpu_uuid) - 2], '\0');
+  EXPECT_EQ((*seg)->Reap().tampered, "");
+  ::munmap(map, kLedgerHeaderSize);
+  ::close(fd);
+}
+
 // The same container truncates the file under the agent's mapping: touching the pages past the
 // new end would raise SIGBUS in the agent.
 TEST_F(SegmentsTest, ALedgerTruncatedByTheContainerDoesNotKillTheAgent) {
