@@ -41,13 +41,15 @@ struct Script {
 };
 
 const std::string& Root() {
-  static const std::string root = [] {
+  // Never destroyed: the atexit handler registered while it is made runs after the destructors of
+  // statics made later, this one included (ASan: heap-use-after-free at exit).
+  static const std::string* const root = [] {
     char tmpl[] = "/tmp/tessera-segment-fuzz-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) std::abort();
     std::atexit([] { (void)RemoveTree(Root()); });
-    return std::string(tmpl);
+    return new std::string(tmpl);
   }();
-  return root;
+  return *root;
 }
 
 // What a container can do to its files (it has the ledger read-write, the limits read-only; the
