@@ -102,8 +102,10 @@ absl::Status RunDefault(const SimulateOptions& o, const std::vector<std::string>
   return absl::OkStatus();
 }
 
-// The -f files as one workload, in order. What cannot be simulated is told on stderr.
-absl::StatusOr<sim::Workload> LoadManifests(const SimulateOptions& o) {
+// The -f files as one workload, in order, read together (a PodGroup and the pods naming it may
+// be in different files). What cannot be simulated is told on stderr. `levels`: the cluster's.
+absl::StatusOr<sim::Workload> LoadManifests(const SimulateOptions& o,
+                                            const std::vector<core::TopologyLevel>& levels) {
   std::string ns = o.ns;
   if (ns.empty() && o.source.from_cluster) {
     // kubectl's default: the namespace of the kubeconfig's context.
@@ -111,7 +113,7 @@ absl::StatusOr<sim::Workload> LoadManifests(const SimulateOptions& o) {
     if (access.ok()) ns = access->default_namespace;
   }
   if (ns.empty()) ns = "default";
-  sim::Workload all;
+  k8s::Manifests all;
   for (const std::string& path : o.manifests) {
     absl::StatusOr<std::string> text = k8s::ReadWholeFile(path == "-" ? "/dev/stdin" : path);
     if (!text.ok()) return absl::InvalidArgumentError(StrCat("-f: ", text.status().message()));
@@ -120,16 +122,17 @@ absl::StatusOr<sim::Workload> LoadManifests(const SimulateOptions& o) {
       std::cerr << "tessera simulate: " << path << ":" << s.line << ": skipped " << s.kind << " "
                 << s.name << ": " << s.why << "\n";
     }
-    for (const k8s::ManifestWorkload& w : m.workloads) {
-      for (const std::string& n : w.not_simulated) {
-        std::cerr << "tessera simulate: " << path << ":" << w.line << ": " << w.kind << " " << w.ns
-                  << "/" << w.name << ": not simulated: " << n << "\n";
-      }
-    }
-    TESSERA_ASSIGN_OR_RETURN(sim::Workload w, WorkloadFromManifests(m, path));
-    for (sim::Job& j : w.jobs) all.jobs.push_back(std::move(j));
+    for (k8s::ManifestWorkload& w : m.workloads) all.workloads.push_back(std::move(w));
+    for (k8s::ManifestPodGroup& g : m.pod_groups) all.pod_groups.push_back(std::move(g));
   }
-  return all;
+  TESSERA_RETURN_IF_ERROR(k8s::ResolvePodGroups(levels, &all));
+  for (const k8s::ManifestWorkload& w : all.workloads) {
+    for (const std::string& n : w.not_simulated) {
+      std::cerr << "tessera simulate: " << w.source << ":" << w.line << ": " << w.kind << " "
+                << w.ns << "/" << w.name << ": not simulated: " << n << "\n";
+    }
+  }
+  return WorkloadFromManifests(all, StrJoin(o.manifests, ", "));
 }
 
 absl::Status RunFiles(const SimulateOptions& o, const std::vector<std::string>& policies) {
@@ -155,7 +158,7 @@ absl::Status RunFiles(const SimulateOptions& o, const std::vector<std::string>& 
   if (o.manifests.empty()) {
     TESSERA_ASSIGN_OR_RETURN(workload, sim::LoadWorkloadFile(o.workload_file));
   } else {
-    TESSERA_ASSIGN_OR_RETURN(workload, LoadManifests(o));
+    TESSERA_ASSIGN_OR_RETURN(workload, LoadManifests(o, file.levels));
   }
   TESSERA_RETURN_IF_ERROR(sim::ValidateWorkload(*cluster, file.levels, workload, workload_source));
   absl::StatusOr<std::vector<sim::ScenarioResult>> ran =

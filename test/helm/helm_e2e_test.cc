@@ -525,8 +525,8 @@ TEST_F(HelmTest, MonitorsScrapeTheMetricsPorts) {
 }
 
 // What the node side needs from the chart: the namespace allows privileged pods, the agent has
-// its probes, runs on tessera's, the GPU operator's and NFD's GPU labels, and cleans up on
-// uninstall; the scheduler has its PodDisruptionBudget and priority class.
+// its probes, runs on tessera's, the GPU operator's and NFD's GPU labels, cleans up on uninstall
+// and has its priority class; the scheduler has its PodDisruptionBudget and priority class.
 TEST_F(HelmTest, NodeSideSettings) {
   const std::vector<json> docs =
       Documents(Template("tessera-system", {}, {"--set", "namespace.create=true"}));
@@ -552,6 +552,7 @@ TEST_F(HelmTest, NodeSideSettings) {
   EXPECT_EQ(FindObject(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["spec"].value(
                 "priorityClassName", ""),
             "system-cluster-critical");
+  EXPECT_EQ(ds["spec"]["template"]["spec"].value("priorityClassName", ""), "system-node-critical");
   const std::vector<json> no_agent = Documents(Template(
       "tessera-system", {}, {"--set", "namespace.create=true", "--set", "agent.enabled=false"}));
   EXPECT_FALSE(FindObject(no_agent, "Namespace", "tessera-system")["metadata"]["labels"].contains(

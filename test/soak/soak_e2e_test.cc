@@ -46,6 +46,7 @@
 #include <thread>
 
 #include "common/strings.h"
+#include "common/testing/promtool.h"
 #include "controlplane/controlplane.h"
 #include "controlplane/fake_gpu_faults.h"
 #include "controlplane/pod_testing.h"
@@ -679,6 +680,9 @@ int64_t Soak::ReapedTotal(const std::string& node) {
   httplib::Client client("127.0.0.1", std::stoi(log.substr(at + mark.size())));
   auto got = client.Get("/metrics");
   if (!got || got->status != 200) return -1;
+  // promtool passes on every /metrics the tests scrape (once per shape: this runs in wait loops).
+  absl::Status lint = ::tessera::testing::PromtoolCheckMetricsOnce(got->body);
+  EXPECT_TRUE(lint.ok()) << node << "'s agent /metrics: " << lint;
   // The sample line: `tessera_agent_reaped_processes_total{node="soak-b"} 1` (the # HELP and
   // # TYPE lines name the metric too).
   const std::string key = "tessera_agent_reaped_processes_total";

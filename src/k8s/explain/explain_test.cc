@@ -1,5 +1,6 @@
-// Explanations of planted pods: the scheduler's word, queue position, preemption victims, gang
-// shortfalls, and the engine's what-if where the scheduler wrote nothing.
+// Explanations of planted pods: the scheduler's word, queue position, preemption victims, the
+// defragmentation plan and scale-up signal, gang shortfalls, and the engine's what-if where the
+// scheduler wrote nothing.
 #include "k8s/explain/explain.h"
 
 #include "common/strings.h"
@@ -154,6 +155,65 @@ TEST(Explain, PreemptionGangsGatesAndOtherSchedulers) {
                         {}, nodes));
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(e->summary, "not waiting: bound to node gpu-a");
+}
+
+// A pod the scheduler is defragmenting for (nominated, its Defragmentation Event: the latest plan
+// is the one told) that also has a scale-up signal (condition tessera.dev/ScaleUp), as the
+// scheduler writes them (defrag_answer.cc, scheduler.cc ReportScaleUp).
+TEST(Explain, TheDefragmentationPlanAndTheScaleUpTemplate) {
+  std::vector<json> nodes = {NodeObject("a").Gpus(4).Ready().Json(),
+                             NodeObject("b").Gpus(4).Ready().Json()};
+  json big = PodObject("ml", "big")
+                 .Limit("tessera.dev/gpu", "4")
+                 .Created("2026-03-01T10:10:00Z")
+                 .Unschedulable("0/2 nodes can take it now: 1 too few free GPUs")
+                 .Json();
+  big["status"]["nominatedNodeName"] = "b";
+  big["status"]["conditions"].push_back(
+      {{"type", "tessera.dev/ScaleUp"},
+       {"status", "True"},
+       {"reason", "NodesWouldHelp"},
+       {"message",
+        "adding 1 node of template h100 (8 GPUs) would let it run, with 0 of the "
+        "other 0 waiting pods"}});
+  ExplainInputs in = Inputs(big, {}, nodes);
+  const std::string plan =
+      "waited 61s: moving 1 pod(s) to make room on node b: ml/b0 from b GPU 0 (20Gi) to a";
+  in.events = {{{"type", "Normal"},
+                {"reason", "Defragmentation"},
+                {"message", plan},
+                {"lastTimestamp", "2026-03-01T10:12:00Z"}},
+               {{"type", "Normal"},
+                {"reason", "Defragmentation"},
+                {"message", "an older plan"},
+                {"lastTimestamp", "2026-03-01T10:11:00Z"}}};
+  absl::StatusOr<PodExplanation> e = ExplainPod(in);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->defrag, plan);
+  EXPECT_EQ(e->scale_up,
+            "adding 1 node of template h100 (8 GPUs) would let it run, with 0 of the other 0 "
+            "waiting pods");
+  EXPECT_EQ(e->nominated_node, "b");
+  EXPECT_TRUE(e->victims.empty());  // moved pods are no preemption victims
+  EXPECT_EQ(e->summary, "nominated to node b: waiting for room being made there");
+
+  const std::string text = RenderExplanationText(*e);
+  EXPECT_THAT(text, HasSubstr(StrCat("DEFRAG     ", plan, "\n")));
+  EXPECT_THAT(text, HasSubstr("SCALE-UP   adding 1 node of template h100 (8 GPUs)"));
+  EXPECT_THAT(text, HasSubstr("PREEMPTION nominated to node b\n"));
+  json j = ExplanationToJson(*e);
+  EXPECT_EQ(j["defrag"], plan);
+  EXPECT_EQ(j["scale_up"], e->scale_up);
+  EXPECT_EQ(j["nominated_node"], "b");
+
+  // Neither: the fields are null in JSON and the rows absent.
+  e = ExplainPod(Inputs(PodObject("ml", "one").Limit("tessera.dev/gpu", "1").Json(), {}, nodes));
+  ASSERT_TRUE(e.ok());
+  j = ExplanationToJson(*e);
+  EXPECT_TRUE(j["defrag"].is_null());
+  EXPECT_TRUE(j["scale_up"].is_null());
+  EXPECT_THAT(RenderExplanationText(*e), ::testing::Not(HasSubstr("DEFRAG")));
+  EXPECT_THAT(RenderExplanationText(*e), ::testing::Not(HasSubstr("SCALE-UP")));
 }
 
 }  // namespace

@@ -2,17 +2,23 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "k8s/client/yaml_json.h"
+#include "k8s/scheduler/pod_groups.h"
 #include "yaml-cpp/yaml.h"
 
 namespace tessera::k8s {
 namespace {
 
 using nlohmann::json;
+
+// The API group of the PodGroups the scheduler reads (kPodGroupsPath), any version; PodGroups of
+// other groups (Volcano's, KAI's, the coscheduling plugin's) are skipped as other kinds are.
+constexpr std::string_view kPodGroupApiGroup = "scheduling.k8s.io/";
 
 // How one kind makes pods: its pod template and how many pods run at once. `error` is set when
 // the object is malformed (a negative count).
@@ -45,8 +51,7 @@ Made JobPods(const json& spec) {
   return Made{&JsonField(spec, "template"), std::min(parallelism, completions), ""};
 }
 
-// The kinds that make pods. PodGroups (scheduling.k8s.io, once served) join here: their members
-// are pods of other kinds, so a row will carry the group's gang to them rather than make pods.
+// The kinds that make pods. PodGroups make none: ReadObject keeps them for ResolvePodGroups.
 const std::vector<std::pair<std::string, Reader>>& Table() {
   static const auto* table = new std::vector<std::pair<std::string, Reader>>{
       {"Pod",
@@ -160,6 +165,21 @@ absl::Status ReadObject(const json& o, int line, const Context& c) {
     return absl::InvalidArgumentError(StrCat(c.source, ":", line, ": the object has no kind"));
   }
   const std::string where = StrCat(c.source, ":", line, " (", kind, " ", name, ")");
+  if (kind == "PodGroup" && JsonStringField(o, "apiVersion").starts_with(kPodGroupApiGroup)) {
+    if (name.empty()) {
+      return absl::InvalidArgumentError(StrCat(where, ": metadata.name is missing"));
+    }
+    json group = o;
+    if (JsonStringField(meta, "namespace").empty()) {
+      group["metadata"]["namespace"] = c.default_namespace;
+    }
+    std::shared_ptr<const PodGroupInfo> decoded = DecodePodGroup(group);
+    if (!decoded->error.empty()) {
+      return absl::InvalidArgumentError(StrCat(where, ": ", decoded->error));
+    }
+    c.out->pod_groups.push_back(ManifestPodGroup{c.source, line, std::move(decoded)});
+    return absl::OkStatus();
+  }
   auto row =
       std::find_if(Table().begin(), Table().end(), [&](const auto& r) { return r.first == kind; });
   if (row == Table().end()) {
@@ -203,6 +223,7 @@ absl::Status ReadObject(const json& o, int line, const Context& c) {
     return absl::InvalidArgumentError(StrCat(where, ": ", info->input_error));
   }
   ManifestWorkload w;
+  w.source = c.source;
   w.kind = kind;
   w.ns = ns;
   w.name = name;
@@ -220,6 +241,7 @@ std::vector<std::string> ManifestKinds() {
   std::vector<std::string> out;
   for (const auto& [kind, reader] : Table()) out.push_back(kind);
   out.push_back("List");
+  out.push_back(StrCat("PodGroup (", kPodGroupApiGroup, "*)"));
   return out;
 }
 
@@ -239,10 +261,43 @@ absl::StatusOr<Manifests> ParseManifests(std::string_view text, std::string_view
     const int line = doc.Mark().line + 1;
     TESSERA_RETURN_IF_ERROR(ReadObject(YamlToJson(doc), line, c));
   }
-  if (out.workloads.empty() && out.skipped.empty()) {
+  if (out.workloads.empty() && out.skipped.empty() && out.pod_groups.empty()) {
     return absl::InvalidArgumentError(StrCat(source, ": no Kubernetes objects in it"));
   }
   return out;
+}
+
+absl::Status ResolvePodGroups(const std::vector<core::TopologyLevel>& levels,
+                              Manifests* manifests) {
+  PodGroups groups(levels);
+  std::map<std::string, const ManifestPodGroup*> given;  // group key -> where
+  for (const ManifestPodGroup& g : manifests->pod_groups) {
+    if (auto [it, added] = given.emplace(g.group->key, &g); !added) {
+      return absl::InvalidArgumentError(
+          StrCat(g.source, ":", g.line, " (PodGroup ", g.group->name, "): PodGroup ", g.group->key,
+                 " is given twice (first at ", it->second->source, ":", it->second->line, ")"));
+    }
+    groups.OnGroup(Change::kAdded, g.group);
+  }
+  for (ManifestWorkload& w : manifests->workloads) {
+    if (w.pod->pod_group.empty()) continue;
+    const std::string where = StrCat(w.source, ":", w.line, " (", w.kind, " ", w.name, ")");
+    PodGroups::Resolved r = groups.Resolve(w.pod);
+    groups.Forget(w.pod->key);  // each object is told on its own, whatever its name
+    if (r.pod->pod_group_missing) {
+      return absl::InvalidArgumentError(StrCat(
+          where, ": spec.schedulingGroup.podGroupName names PodGroup ", w.ns, "/", w.pod->pod_group,
+          ", which none of the manifests gives (add it, e.g. from `kubectl get podgroup -n ", w.ns,
+          " ", w.pod->pod_group, " -o yaml`)"));
+    }
+    if (!r.pod->input_error.empty()) {
+      return absl::InvalidArgumentError(StrCat(where, ": ", r.pod->input_error));
+    }
+    if (!r.ignored.empty()) w.not_simulated.push_back(r.ignored);
+    w.pod = std::move(r.pod);
+  }
+  manifests->pod_groups_resolved = true;
+  return absl::OkStatus();
 }
 
 }  // namespace tessera::k8s

@@ -141,5 +141,97 @@ TEST(Manifests, ErrorsNameTheFileLineAndObject) {
   EXPECT_THAT(Err("\n---\n"), HasSubstr("no Kubernetes objects"));
 }
 
+// A PodGroup and the objects naming it, in any order: the pods get the gang the scheduler's
+// PodGroups::Resolve gives them (named as the group, min its minCount, no upper bound).
+TEST(Manifests, PodGroupsGiveTheirPodsTheGangTheSchedulerWould) {
+  absl::StatusOr<Manifests> m = ParseManifests(R"(apiVersion: batch/v1
+kind: Job
+metadata: {name: train, namespace: ml}
+spec:
+  parallelism: 6
+  template:
+    metadata:
+      annotations: {tessera.dev/gang: other, tessera.dev/gang-size: "2"}
+    spec:
+      schedulerName: tessera
+      schedulingGroup: {podGroupName: g}
+      containers: [{name: c, resources: {limits: {tessera.dev/gpu: 1}}}]
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: g, namespace: ml}
+spec:
+  schedulingPolicy: {gang: {minCount: 4}}
+  schedulingConstraints: {topology: [{key: tessera.dev/rack}]}
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: loose}
+spec: {schedulingPolicy: {basic: {}}}
+---
+kind: Pod
+metadata: {name: p}
+spec:
+  schedulerName: tessera
+  schedulingGroup: {podGroupName: loose}
+  containers: [{name: c}]
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: coscheduling}
+spec: {minMember: 2}
+)",
+                                               "m.yaml", "team-a");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->pod_groups.size(), 2u);
+  EXPECT_EQ(m->pod_groups[0].line, 14);
+  EXPECT_EQ(m->pod_groups[1].group->key, "team-a/loose");  // the default namespace
+  // Another API's PodGroup is skipped as other kinds are.
+  ASSERT_EQ(m->skipped.size(), 1u);
+  EXPECT_EQ(m->skipped[0].name, "coscheduling");
+
+  ASSERT_TRUE(ResolvePodGroups(core::DefaultTopologyLevels(), &*m).ok());
+  ASSERT_EQ(m->workloads.size(), 2u);
+  const ManifestWorkload& train = m->workloads[0];
+  ASSERT_TRUE(train.pod->request.gang.has_value());
+  EXPECT_EQ(train.pod->request.gang->name, "g");
+  EXPECT_EQ(train.pod->request.gang->min_members(), 4);
+  EXPECT_TRUE(train.pod->request.gang->elastic());
+  EXPECT_EQ(train.pod->request.gang->level, "rack");
+  EXPECT_TRUE(train.pod->request.gang->required);
+  ASSERT_EQ(train.not_simulated.size(), 1u);  // its own gang annotation loses
+  EXPECT_THAT(train.not_simulated[0], HasSubstr("the pod's gang other"));
+  EXPECT_THAT(train.not_simulated[0], HasSubstr("is ignored: spec.schedulingGroup names"));
+  EXPECT_FALSE(m->workloads[1].pod->request.gang.has_value());  // basic: independent
+}
+
+TEST(Manifests, PodGroupErrorsNameTheObject) {
+  EXPECT_THAT(Err("apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g}\n"
+                  "spec: {schedulingPolicy: {gang: {minCount: 0}}}\n"),
+              HasSubstr("m.yaml:1 (PodGroup g): spec.schedulingPolicy.gang.minCount: 0"));
+  auto resolve = [](std::string_view text) {
+    absl::StatusOr<Manifests> m = ParseManifests(text, "m.yaml", "default");
+    EXPECT_TRUE(m.ok()) << m.status();
+    return std::string(FromAbsl(ResolvePodGroups(core::DefaultTopologyLevels(), &*m).message()));
+  };
+  const std::string member =
+      "kind: Pod\nmetadata: {name: p}\nspec: {schedulingGroup: {podGroupName: g}, "
+      "containers: [{name: c}]}\n";
+  EXPECT_THAT(resolve(member),
+              HasSubstr("m.yaml:1 (Pod p): spec.schedulingGroup.podGroupName names PodGroup "
+                        "default/g, which none of the manifests gives"));
+  EXPECT_THAT(resolve(StrCat(member,
+                             "---\napiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\n"
+                             "metadata: {name: g}\nspec: {schedulingPolicy: {gang: {minCount: "
+                             "2}}, schedulingConstraints: {topology: [{key: pool}]}}\n")),
+              HasSubstr("m.yaml:1 (Pod p): PodGroup default/g: "
+                        "spec.schedulingConstraints.topology[0].key: \"pool\""));
+  const std::string group =
+      "---\napiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g}\n"
+      "spec: {schedulingPolicy: {basic: {}}}\n";
+  EXPECT_THAT(resolve(StrCat(member, group, group)),
+              HasSubstr("PodGroup default/g is given twice (first at m.yaml:5)"));
+}
+
 }  // namespace
 }  // namespace tessera::k8s

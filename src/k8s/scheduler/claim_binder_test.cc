@@ -3,6 +3,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <future>
+#include <thread>
+
+#include "common/strings.h"
+#include "httplib.h"
 #include "k8s/dra/planner.h"
 #include "k8s/testing/dra_objects.h"
 
@@ -85,6 +90,97 @@ TEST(ClaimBinder, TheExtendedResourceClaimIsNamedInThePodsStatus) {
   EXPECT_EQ(body["status"]["extendedResourceClaimStatus"]["resourceClaimName"],
             "p-extended-resources-x2b4z");
   EXPECT_EQ(body["status"]["extendedResourceClaimStatus"]["requestMappings"], mappings);
+}
+
+// ClaimBinder::Bind against a small local HTTP server that answers as the API server does (the
+// real one: test/k8s/dra_e2e_test.cc): the DRA allocation counter goes up for each allocation
+// written, not for a reservation of a claim allocated already nor for a write refused.
+class ClaimBinderServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string claims = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/([a-z0-9-]+)";
+    server_.Patch(claims, [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"metadata": {"resourceVersion": "50"}})", "application/json");
+    });
+    server_.Patch(claims + "/status", [this](const httplib::Request& req, httplib::Response& res) {
+      res.status = req.matches[1] == "refused" ? 409 : 200;
+      res.set_content("{}", "application/json");
+    });
+    server_.Post("/api/v1/namespaces/ns/pods/p/binding",
+                 [](const httplib::Request&, httplib::Response& res) {
+                   res.status = 201;
+                   res.set_content("{}", "application/json");
+                 });
+    const int port = server_.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port, 0);
+    serving_ = std::thread([this] { server_.listen_after_bind(); });
+    ClientConfig config;
+    config.server = StrCat("http://127.0.0.1:", port);
+    absl::StatusOr<std::shared_ptr<Transport>> transport = Transport::Create(config, "test");
+    ASSERT_TRUE(transport.ok()) << transport.status();
+    AsyncClientOptions options;
+    options.http2 = false;
+    options.max_attempts = 1;
+    client_ = std::make_unique<AsyncClient>(*transport, options);
+    binder_ = std::make_unique<ClaimBinder>(
+        *client_,
+        [this](const std::string&, uint64_t, absl::Status status) {
+          done_.set_value(std::move(status));
+        },
+        &metrics_);
+  }
+  void TearDown() override {
+    binder_.reset();
+    client_.reset();
+    server_.stop();
+    serving_.join();
+  }
+  // Binds pod ns/p with `write` and waits for the outcome.
+  absl::Status Bind(ClaimWrite write) {
+    done_ = std::promise<absl::Status>();
+    std::future<absl::Status> outcome = done_.get_future();
+    binder_->Bind(Pod(), "n1", {std::move(write)}, 1);
+    if (outcome.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      return absl::DeadlineExceededError("no answer");
+    }
+    return outcome.get();
+  }
+
+  httplib::Server server_;
+  std::thread serving_;
+  SchedulerMetrics metrics_;
+  std::unique_ptr<AsyncClient> client_;
+  std::unique_ptr<ClaimBinder> binder_;
+  std::promise<absl::Status> done_;
+};
+
+TEST_F(ClaimBinderServerTest, CountsEachAllocationWritten) {
+  const json allocation = {{"devices", {{"results", json::array()}}},
+                           {"nodeSelector", dra::NodeSelectorFor("n1")}};
+  auto fresh = dra::DecodeClaim(
+      ClaimObject("ns", "c").Request("gpu", "gpu.tessera.dev").ResourceVersion("41").Json());
+  EXPECT_TRUE(Bind(ClaimWrite{fresh, allocation}).ok());
+  EXPECT_EQ(metrics_.dra_allocations.load(), 1);
+
+  // A claim allocated already (shared): only reserved, no allocation written.
+  auto shared =
+      dra::DecodeClaim(ClaimObject("ns", "shared")
+                           .Request("gpu", "gpu.tessera.dev")
+                           .Uid("uid-s")
+                           .Allocated("n1", json::array({testing::Result("gpu", "n1", "gpu-0")}))
+                           .Json());
+  EXPECT_TRUE(Bind(ClaimWrite{shared, nullptr}).ok());
+  EXPECT_EQ(metrics_.dra_allocations.load(), 1);
+
+  // The API server refuses the allocation (the claim changed meanwhile): nothing written.
+  auto refused = dra::DecodeClaim(
+      ClaimObject("ns", "refused").Request("gpu", "gpu.tessera.dev").ResourceVersion("7").Json());
+  absl::Status st = Bind(ClaimWrite{refused, allocation});
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(metrics_.dra_allocations.load(), 1);
+
+  // The counter as /metrics renders it.
+  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_dra_allocations_total 1\n"));
 }
 
 }  // namespace

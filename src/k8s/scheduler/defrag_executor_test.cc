@@ -80,7 +80,7 @@ class DefragExecutorTest : public ::testing::Test {
     o.defrag.after = std::chrono::milliseconds(60'000);
     o.defrag.max_moves = 2;
     o.defrag.hold_for = hold_for_;
-    auto c = SchedulerCore::Create(o, &rec_, &rec_, nullptr, [this] { return now_; });
+    auto c = SchedulerCore::Create(o, &rec_, &rec_, &metrics_, [this] { return now_; });
     ASSERT_TRUE(c.ok()) << c.status();
     core_ = std::move(*c);
     core_->EnablePreemption(&rec_);
@@ -121,6 +121,7 @@ class DefragExecutorTest : public ::testing::Test {
   std::chrono::milliseconds hold_for_{120'000};
 
   Recorder rec_;
+  SchedulerMetrics metrics_;
   std::map<std::string, json> objects_;
   std::chrono::steady_clock::time_point now_ =
       std::chrono::steady_clock::time_point() + std::chrono::hours(1);
@@ -150,6 +151,10 @@ TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
                         "node b: ns/b0 from b GPU 0 (20Gi) to a"));
   EXPECT_THAT(rec_.failures["ns/big"], HasSubstr("nominated to node b: waiting for 1 pod(s) moved "
                                                  "away for defragmentation"));
+  // Counted as a defragmentation move, not as a preemption.
+  EXPECT_EQ(metrics_.defrag_moves.load(), 1);
+  EXPECT_EQ(metrics_.preemptions.load(), 0);
+  EXPECT_EQ(metrics_.preemption_victims.load(), 0);
 
   // The watch shows b0 terminating; retries while it is there evict nothing more.
   objects_["ns/b0"]["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
@@ -159,6 +164,8 @@ TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
     core_->ScheduleSome();
   }
   EXPECT_THAT(rec_.evicted, ElementsAre("ns/b0"));
+  EXPECT_EQ(metrics_.defrag_moves.load(), 1);  // nor counted twice
+  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_defrag_moves_total 1\n"));
 
   // A restart: the nomination comes back from status.nominatedNodeName, b0 is terminating: no
   // second eviction.

@@ -62,7 +62,7 @@ class PreemptionTest : public ::testing::Test {
   void Make() {
     SchedulerCoreOptions o;
     o.retry_min_interval = std::chrono::milliseconds(1000);
-    auto c = SchedulerCore::Create(o, &rec_, &rec_, nullptr, [this] { return now_; });
+    auto c = SchedulerCore::Create(o, &rec_, &rec_, &metrics_, [this] { return now_; });
     ASSERT_TRUE(c.ok()) << c.status();
     core_ = std::move(*c);
     core_->EnablePreemption(&rec_);
@@ -148,6 +148,7 @@ class PreemptionTest : public ::testing::Test {
   }
 
   Recorder rec_;
+  SchedulerMetrics metrics_;
   std::map<std::string, json> objects_;
   std::chrono::steady_clock::time_point now_ =
       std::chrono::steady_clock::time_point() + std::chrono::hours(1);
@@ -169,6 +170,9 @@ TEST_F(PreemptionTest, FourSharesAreEvictedForOneWholeGpuThenItLandsThere) {
   EXPECT_THAT(rec_.warnings[0], HasSubstr("Preempted: evicted by tessera to make room on node n1 "
                                           "for pod ns/urgent (priority 100, queue default)"));
   EXPECT_EQ(core_->StageOf("ns/urgent"), Stage::kUnschedulable);
+  EXPECT_EQ(metrics_.preemptions.load(), 1);
+  EXPECT_EQ(metrics_.preemption_victims.load(), 4);
+  EXPECT_EQ(metrics_.defrag_moves.load(), 0);
 
   // The victims terminate; retried meanwhile, nobody is evicted twice.
   for (int i = 0; i < 4; ++i) Terminating(StrCat("ns/s", i));
@@ -176,12 +180,17 @@ TEST_F(PreemptionTest, FourSharesAreEvictedForOneWholeGpuThenItLandsThere) {
   core_->ScheduleSome();
   EXPECT_EQ(rec_.evicted.size(), 4u);
   EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->n1"));  // not written again
+  EXPECT_EQ(metrics_.preemptions.load(), 1);  // awaiting the victims is no second preemption
+  EXPECT_EQ(metrics_.preemption_victims.load(), 4);
   // Gone: the pod lands on the room made for it.
   for (int i = 0; i < 4; ++i) Gone(StrCat("ns/s", i));
   Advance(1'000);
   ScheduleAndBind();
   EXPECT_EQ(BoundTo("ns/urgent"), "n1");
   EXPECT_EQ(core_->preemption().nominations(), 0u);
+  const std::string text = metrics_.Render();
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_preemptions_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_preemption_victims_total 4\n"));
 }
 
 TEST_F(PreemptionTest, NobodyIsEvictedWhenItWouldNotHelp) {
