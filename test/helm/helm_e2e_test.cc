@@ -257,11 +257,18 @@ TEST_F(HelmTest, SchedulerOnlyValuesPassServerDryRun) {
 }
 
 TEST_F(HelmTest, InstallsAndUninstalls) {
+  // The namespace exists without the PodSecurity label the agent needs: NOTES.txt says so and
+  // gives the command (HelmInstall shows it silent once the namespace is labelled).
+  CreateNamespace("tessera-install");
   CommandResult install = RunHelm({"install", "tessera", kChart, "--namespace", "tessera-install",
                                    "--create-namespace", "--set", "dra.enabled=true"});
   ASSERT_TRUE(install.ok()) << install.out << install.err;
   EXPECT_THAT(install.out, HasSubstr("STATUS: deployed"));
   EXPECT_THAT(install.out, HasSubstr("spec.schedulerName: tessera"));
+  EXPECT_THAT(install.out, HasSubstr("Its namespace must allow privileged pods (PodSecurity), and "
+                                     "tessera-install is not labelled so:\n  kubectl label "
+                                     "namespace tessera-install "
+                                     "pod-security.kubernetes.io/enforce=privileged"));
   absl::StatusOr<std::string> objects =
       Cp().KubectlOk({"get", "-n", "tessera-install",
                       "deployment,daemonset,configmap,serviceaccount", "-o", "name"});
