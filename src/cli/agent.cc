@@ -32,6 +32,7 @@
 #include "agent/procs/gpu_processes.h"
 #include "agent/uninstall.h"
 #include "cli/command.h"
+#include "cli/output.h"
 #include "cli/version.h"
 #include "common/strings.h"
 #include "core/topology/topo_text.h"
@@ -99,10 +100,12 @@ struct AgentFlags {
 
 struct UninstallFlags {
   std::string kubeconfig, context, ns, daemonset, dra_driver, timeout = "120s";
+  OutputFlags output;
 };
 
 struct CompareFlags {
   std::string inventory, smi_q, smi_topo;
+  OutputFlags output;
 };
 
 // "500ms", "30s", "2m".
@@ -483,9 +486,20 @@ int RunUninstall(const UninstallFlags& f) {
   o.daemonset = f.daemonset;
   o.driver = f.dra_driver;
   o.timeout = *timeout;
+  // With -o json, stdout is the one report document and the progress goes to stderr.
+  std::ostream& progress = f.output.json() ? std::cerr : std::cout;
   absl::StatusOr<agent::UninstallReport> report = agent::UninstallAgents(
-      **client, o, [](const std::string& line) { std::cout << line << std::endl; });
+      **client, o, [&progress](const std::string& line) { progress << line << std::endl; });
   if (!report.ok()) return fail(kExitFailure, report.status().message());
+  if (f.output.json()) {
+    std::cout << nlohmann::json{{"agentsStopped", report->pods_waited},
+                                {"allStoppedInTime", report->pods_gone},
+                                {"nodeChanges", report->node_changes},
+                                {"resourceSlicesDeleted", report->slices_deleted}}
+                     .dump(2)
+              << std::endl;
+    return kExitOk;
+  }
   std::cout << "agents: " << report->pods_waited << " stopped"
             << (report->pods_gone ? "" : " (not all within the timeout)") << "; nodes cleaned by "
             << "this sweep: " << report->node_changes.size()
@@ -511,7 +525,20 @@ int RunCompare(const CompareFlags& f) {
   absl::StatusOr<core::ParsedTopology> topo = core::ParseNvidiaSmiTopo(*topo_text);
   if (!topo.ok()) return fail(StrCat(f.smi_topo, ": ", topo.status().message()));
   agent::CheckReport report = agent::CompareWithNvidiaSmi(*inventory, *q, *topo);
-  std::cout << report.ToMarkdown();
+  if (f.output.json()) {
+    nlohmann::json items = nlohmann::json::array();
+    for (const agent::CheckItem& i : report.items) {
+      items.push_back(
+          {{"what", i.what}, {"nvidiaSmi", i.nvidia_smi}, {"tessera", i.tessera}, {"ok", i.ok}});
+    }
+    std::cout << nlohmann::json{{"checks", items.size()},
+                                {"mismatches", report.mismatches()},
+                                {"items", items}}
+                     .dump(2)
+              << std::endl;
+  } else {
+    std::cout << report.ToMarkdown();
+  }
   return report.mismatches() == 0 ? kExitOk : kExitFailure;
 }
 
@@ -718,6 +745,7 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   compare->add_option("--nvidia-smi-q", c->smi_q, "Saved output of nvidia-smi -q")->required();
   compare->add_option("--nvidia-smi-topo", c->smi_topo, "Saved output of nvidia-smi topo -m")
       ->required();
+  AddOutputFlags(compare, &c->output, {"text", "json"}, "docs/operations.md");
   compare->callback([c, exit_code]() { *exit_code = RunCompare(*c); });
 
   auto u = std::make_shared<UninstallFlags>();
@@ -743,6 +771,7 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
       "that an agent left; classic mode: leave it out");
   uninstall->add_option("--timeout", u->timeout, "How long to wait for the agents to end")
       ->capture_default_str();
+  AddOutputFlags(uninstall, &u->output, {"text", "json"}, "docs/operations.md");
   uninstall->callback([u, exit_code]() { *exit_code = RunUninstall(*u); });
 
   cmd->callback([f, compare, uninstall, exit_code]() {

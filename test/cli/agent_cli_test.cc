@@ -171,6 +171,23 @@ TEST(AgentCli, CompareIsTheGpuCheck) {
   EXPECT_THAT(r.out, HasSubstr("| GPU 5 (00000000:AB:00.0) memory (MiB) | 81559 | 80000 | "
                                "**MISMATCH** |"));
   EXPECT_THAT(r.out, HasSubstr("94 checks, 1 mismatches."));
+  // The same as one JSON document (-o json), the status unchanged.
+  r = Tessera("agent compare -o json --inventory " + wrong_inventory + " --nvidia-smi-q " + q +
+              " --nvidia-smi-topo " + topo);
+  EXPECT_EQ(r.status, 1);
+  const json doc = json::parse(r.out);
+  EXPECT_EQ(doc["checks"], 94);
+  EXPECT_EQ(doc["mismatches"], 1);
+  ASSERT_EQ(doc["items"].size(), 94u);
+  int failed = 0;
+  for (const json& item : doc["items"]) {
+    if (item["ok"].get<bool>()) continue;
+    ++failed;
+    EXPECT_EQ(item["what"], "GPU 5 (00000000:AB:00.0) memory (MiB)");
+    EXPECT_EQ(item["nvidiaSmi"], "81559");
+    EXPECT_EQ(item["tessera"], "80000");
+  }
+  EXPECT_EQ(failed, 1);
 
   r = Tessera("agent compare --inventory " + inventory + " --nvidia-smi-q " + topo +
               " --nvidia-smi-topo " + topo);

@@ -79,7 +79,8 @@ TEST(Cli, OutputFlagOnEveryCommandThatPrints) {
   Output profiles = Tessera("topo profiles -o json");
   ASSERT_EQ(profiles.status, 0) << profiles.out;
   EXPECT_FALSE(nlohmann::json::parse(profiles.out)["profiles"].empty());
-  for (const char* cmd : {"status", "doctor", "doctor node", "explain pod", "plan defrag"}) {
+  for (const char* cmd : {"status", "doctor", "doctor node", "explain pod", "plan defrag",
+                          "agent compare", "agent uninstall"}) {
     Output help = Tessera(std::string(cmd) + " --help");
     EXPECT_EQ(help.status, 0) << cmd;
     EXPECT_THAT(help.out, HasSubstr("-o,--output")) << cmd;
