@@ -43,6 +43,22 @@ class SegmentsTest : public ::testing::Test {
     o.slots = 8;
     return o;
   }
+  // The ledger's header mapped read-write, as the pod's containers map it.
+  struct MappedHeader {
+    int fd = -1;
+    void* map = MAP_FAILED;
+    LedgerHeader* operator->() const { return static_cast<LedgerHeader*>(map); }
+    ~MappedHeader() {
+      if (map != MAP_FAILED) ::munmap(map, kLedgerHeaderSize);
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  void MapHeader(MappedHeader* out) {
+    out->fd = ::open(PathsFor(pod_dir_, kUuid).ledger.c_str(), O_RDWR);
+    ASSERT_GE(out->fd, 0);
+    out->map = ::mmap(nullptr, kLedgerHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, out->fd, 0);
+    ASSERT_NE(out->map, MAP_FAILED);
+  }
   std::string root_, pod_dir_;
 };
 
@@ -193,12 +209,8 @@ TEST_F(SegmentsTest, ReapReclaimsDeadProcessesAndResolvesHostPids) {
 TEST_F(SegmentsTest, AHeaderRewrittenByTheContainerIsNeverTrusted) {
   auto seg = Segment::Create(pod_dir_, kUuid, Options(1000, 0));
   ASSERT_TRUE(seg.ok());
-  const std::string ledger_path = PathsFor(pod_dir_, kUuid).ledger;
-  int fd = ::open(ledger_path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  void* map = ::mmap(nullptr, kLedgerHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  auto* h = static_cast<LedgerHeader*>(map);
+  MappedHeader h;
+  ASSERT_NO_FATAL_FAILURE(MapHeader(&h));
   h->slot_count = 65536;
   for (auto& word : h->live_bitmap) word.store(~uint64_t{0});
   SegmentInfo info = (*seg)->Inspect();
@@ -216,8 +228,6 @@ TEST_F(SegmentsTest, AHeaderRewrittenByTheContainerIsNeverTrusted) {
   EXPECT_EQ((*seg)->Reap().tampered, "magic, GPU UUID");
   EXPECT_EQ(std::string(h->gpu_uuid), kUuid);
   EXPECT_EQ((*seg)->Inspect().gpu_uuid, kUuid);
-  ::munmap(map, kLedgerHeaderSize);
-  ::close(fd);
 }
 
 // Bytes written after the GPU UUID's terminating NUL (found by segment_fuzz): the check compares
@@ -226,19 +236,13 @@ TEST_F(SegmentsTest, AHeaderRewrittenByTheContainerIsNeverTrusted) {
 TEST_F(SegmentsTest, BytesAfterTheGpuUuidAreReportedOnceAndPutBack) {
   auto seg = Segment::Create(pod_dir_, kUuid, Options(1000, 0));
   ASSERT_TRUE(seg.ok());
-  const std::string ledger_path = PathsFor(pod_dir_, kUuid).ledger;
-  int fd = ::open(ledger_path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  void* map = ::mmap(nullptr, kLedgerHeaderSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  auto* h = static_cast<LedgerHeader*>(map);
+  MappedHeader h;
+  ASSERT_NO_FATAL_FAILURE(MapHeader(&h));
   ASSERT_LT(std::strlen(kUuid) + 2, sizeof(h->gpu_uuid));
   h->gpu_uuid[sizeof(h->gpu_uuid) - 2] = 'x';  // past the NUL: the string still reads kUuid
   EXPECT_EQ((*seg)->Reap().tampered, "GPU UUID");
   EXPECT_EQ(h->gpu_uuid[sizeof(h->gpu_uuid) - 2], '\0');
   EXPECT_EQ((*seg)->Reap().tampered, "");
-  ::munmap(map, kLedgerHeaderSize);
-  ::close(fd);
 }
 
 // The same container truncates the file under the agent's mapping: touching the pages past the
