@@ -94,7 +94,7 @@ struct AgentFlags {
   std::string backstop_action = "kill";
   std::string backstop_grace = "30s";
   int backstop_tolerance_percent = 5;
-  int backstop_process_mib = 512;
+  int backstop_process_mib = 768;
   std::string cleanup_on_delete;  // NAMESPACE/DAEMONSET
 };
 

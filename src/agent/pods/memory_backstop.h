@@ -15,9 +15,13 @@
 //   - still over `grace` later: kAct, with the PIDs to act on; the caller kills them (SIGKILL),
 //     evicts the pod, or only reports, as configured (BackstopAction); kAct repeats every Step
 //     while the pod stays over.
-// Worked example: a 4 GiB share, tolerance 5% and 512 MiB per process, one process that loaded the
-// real driver and holds 6 GiB: allowed = 4096 + 204 + 512 = 4812 MiB < 6144 MiB: kOver now, kAct
+// Worked example: a 4 GiB share, tolerance 5% and 768 MiB per process, one process that loaded the
+// real driver and holds 6 GiB: allowed = 4096 + 204 + 768 = 5068 MiB < 6144 MiB: kOver now, kAct
 // after 30 s (the default grace) if it still holds it.
+// The per-process default is measured, not guessed: on an H200 with driver 580 and CUDA 13 a
+// context alone costs the driver 518 MiB, and a PyTorch process that ran a bf16 matmul 522 MiB
+// beyond what its ledger counts (scripts/gpu_shim_check.py stage backstop,
+// bench/results/shim-gpu.md); 768 MiB leaves room for libraries that load more modules.
 //
 // Pure apart from the sampler and /proc (injected); the clock is the caller's.
 #pragma once
@@ -46,7 +50,7 @@ absl::StatusOr<BackstopAction> ParseBackstopAction(const std::string& name);
 
 struct BackstopOptions {
   uint32_t tolerance_permille = 50;           // of the cap
-  uint64_t per_process_bytes = 512ull << 20;  // a context and its modules, per process
+  uint64_t per_process_bytes = 768ull << 20;  // a context and its modules, per process
   std::chrono::seconds grace{30};             // over for this long before the action
   BackstopAction action = BackstopAction::kKill;
   std::chrono::milliseconds interval{1000};  // how often the pod manager runs a Step
