@@ -10,6 +10,7 @@
 
 #include "agent/discovery/fake_gpus_file.h"
 #include "agent/discovery/model_names.h"
+#include "agent/discovery/numa.h"
 #include "agent/discovery/nvml_library.h"
 #include "agent/discovery/nvml_mig.h"
 #include "agent/discovery/xid.h"
@@ -69,11 +70,11 @@ bool AllZero(const unsigned char* bytes, unsigned n) {
 
 // NUMA node from sysfs, for drivers without nvmlDeviceGetNumaNodeId: the PCI device's numa_node
 // (a 4-digit domain, lower case).
-int32_t NumaFromSysfs(const std::string& bus_id) {
+int32_t NumaFromSysfs(const std::string& sys_root, const std::string& bus_id) {
   if (bus_id.size() != 16) return -1;
   std::string sysfs = bus_id.substr(4);
   for (char& c : sysfs) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::ifstream in("/sys/bus/pci/devices/" + sysfs + "/numa_node");
+  std::ifstream in(sys_root + "/bus/pci/devices/" + sysfs + "/numa_node");
   int node = -1;
   if (!(in >> node)) return -1;
   return node;
@@ -98,7 +99,8 @@ core::Link LinkForLevel(nvml::TopologyLevel level) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<NvmlDiscovery>> NvmlDiscovery::Open(const std::string& library) {
+absl::StatusOr<std::unique_ptr<NvmlDiscovery>> NvmlDiscovery::Open(const std::string& library,
+                                                                   const std::string& sys_root) {
   auto lib = std::make_unique<NvmlLibrary>();
   lib->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib->handle) {
@@ -197,7 +199,9 @@ absl::StatusOr<std::unique_ptr<NvmlDiscovery>> NvmlDiscovery::Open(const std::st
     return absl::FailedPreconditionError(StrCat("nvmlInit failed: ", l.Error(r), ": ", hint));
   }
   l.initialized = true;
-  return std::unique_ptr<NvmlDiscovery>(new NvmlDiscovery(std::move(lib)));
+  auto discovery = std::unique_ptr<NvmlDiscovery>(new NvmlDiscovery(std::move(lib)));
+  discovery->sys_root_ = sys_root;
+  return discovery;
 }
 
 NvmlDiscovery::NvmlDiscovery(std::unique_ptr<NvmlLibrary> lib) : lib_(std::move(lib)) {}
@@ -320,7 +324,7 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
       if (l.numa && l.numa(devices[i], &v) == nvml::kSuccess) {
         spec.numa_node = static_cast<int32_t>(v);
       } else {
-        spec.numa_node = NumaFromSysfs(spec.pci_bus_id);
+        spec.numa_node = NumaFromSysfs(sys_root_, spec.pci_bus_id);
       }
       if (l.cpu_affinity) {
         std::vector<unsigned long> mask(64, 0);  // 4096 CPUs
@@ -328,6 +332,11 @@ absl::StatusOr<NodeGpus> NvmlDiscovery::DiscoverLocked() {
             nvml::kSuccess) {
           spec.cpu_affinity = CpuListFromMask(mask);
         }
+      }
+      // Neither the driver nor the PCI device says (a VM, a host without NUMA information): the
+      // node of the GPU's CPUs, as nvidia-smi topo -m prints it (numa.h).
+      if (spec.numa_node < 0 && !spec.cpu_affinity.empty()) {
+        spec.numa_node = NumaNodeOfCpus(spec.cpu_affinity, ReadNodeCpus(sys_root_));
       }
       nvml::DeviceAttributes attributes{};
       if (l.attributes && l.attributes(devices[i], &attributes) == nvml::kSuccess &&

@@ -3,10 +3,10 @@
 //
 // What it asks, per GPU: UUID, product name (-> tessera's model name), memory, SM count (when the
 // driver answers; else tessera's figure for the model), PCI bus id, minor number, NUMA node (NVML,
-// else sysfs) and CPU affinity, MIG mode and configured GPU instances, NVLink fabric clique. Per
-// pair: the active NVLinks (direct to the peer, or through NVSwitch: NV<min of both GPUs' switch
-// links>, as nvidia-smi topo -m counts them) or else the PCIe relation (closest common ancestor:
-// PIX/PXB/PHB/NODE/SYS).
+// else sysfs, else the node of its CPU affinity: numa.h) and CPU affinity, MIG mode and configured
+// GPU instances, NVLink fabric clique. Per pair: the active NVLinks (direct to the peer, or through
+// NVSwitch: NV<min of both GPUs' switch links>, as nvidia-smi topo -m counts them) or else the PCIe
+// relation (closest common ancestor: PIX/PXB/PHB/NODE/SYS).
 //
 // Health: XID critical-error events (nvmlEventSetWait) are returned by Wait(), classified (xid.h),
 // with the MIG instance they concern when the event names a GPU instance; what they mean over time
@@ -46,8 +46,10 @@ class NvmlDiscovery : public GpuDiscovery, public MigReconfigurer {
   // NVML. Errors: the library is missing (the NVIDIA driver is not installed, or not mounted into
   // the agent's container), a symbol is missing, nvmlInit fails (driver not loaded, version
   // mismatch, no permission), each with what to do.
+  // `sys_root` is where sysfs is (the PCI devices' NUMA nodes, the nodes' CPUs; tests give their
+  // own).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<NvmlDiscovery>> Open(
-      const std::string& library = "libnvidia-ml.so.1");
+      const std::string& library = "libnvidia-ml.so.1", const std::string& sys_root = "/sys");
   ~NvmlDiscovery() override;
 
   std::string Describe() const override;
@@ -77,6 +79,7 @@ class NvmlDiscovery : public GpuDiscovery, public MigReconfigurer {
   std::mutex mu_;  // guards everything below, and serialises MIG changes
 
   std::unique_ptr<NvmlLibrary> lib_;
+  std::string sys_root_ = "/sys";
   std::vector<nvml::Device> devices_;  // from the last Discover(), by index
   std::vector<std::string> uuids_;     // same order
   // By GPU index: GPU instance id -> "profile@start", for the MIG instance an XID event names.

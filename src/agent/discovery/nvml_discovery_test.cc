@@ -49,8 +49,10 @@ class NvmlDiscoveryTest : public ::testing::Test {
     ::setenv("TESSERA_FAKE_NVML", path_.c_str(), 1);
   }
 
+  // sysfs is the test's own folder (sys_), empty unless a test writes there.
   std::unique_ptr<NvmlDiscovery> Open() {
-    absl::StatusOr<std::unique_ptr<NvmlDiscovery>> d = NvmlDiscovery::Open("libnvidia-ml.so.1");
+    absl::StatusOr<std::unique_ptr<NvmlDiscovery>> d =
+        NvmlDiscovery::Open("libnvidia-ml.so.1", sys_.string());
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? std::move(*d) : nullptr;
   }
@@ -76,6 +78,10 @@ class NvmlDiscoveryTest : public ::testing::Test {
   static int (*reload_)();
   static int (*init_count_)();
   std::string path_;
+  std::filesystem::path sys_ = std::filesystem::path(::testing::TempDir()) / "fake_sys";
+
+  void SetUp() override { std::filesystem::remove_all(sys_); }
+  void TearDown() override { std::filesystem::remove_all(sys_); }
 };
 
 void* NvmlDiscoveryTest::fake_ = nullptr;
@@ -188,6 +194,31 @@ TEST_F(NvmlDiscoveryTest, OlderDriversAnswerWithTheOriginalCalls) {
   ASSERT_TRUE(node->gpus[0].has_fabric);  // nvmlDeviceGetGpuFabricInfo
   EXPECT_EQ(node->NvLinkDomain(), "b7f0e0a1-1234-44bc-8def-0123456789ab.7");
   EXPECT_EQ(node->fabric_note, "");
+}
+
+// What an H200 in a VM showed (bench/results/gpu/h200-2026-12-04/gpu_check): NVML has no NUMA node
+// for the GPU, the PCI device's numa_node is -1, and nvidia-smi topo -m prints NUMA Affinity 0, the
+// node of the GPU's CPUs. The agent said -1 and the GPU check failed on it.
+TEST_F(NvmlDiscoveryTest, WithoutANodeFromTheDriverOrThePciDeviceTheNodeOfItsCpusIsTaken) {
+  json g0 = Gpu(0, "NVIDIA H200", 143771);
+  json g2 = Gpu(2, "NVIDIA H200", 143771);
+  g0.erase("numa_node");
+  g2.erase("numa_node");
+  Configure({{"gpus", {g0, g2}}, {"pcie", AllPcie(2, 40)}});
+  auto write = [&](const std::filesystem::path& file, const std::string& text) {
+    std::filesystem::create_directories(file.parent_path());
+    std::ofstream(file) << text << "\n";
+  };
+  write(sys_ / "bus/pci/devices" / Bus(0).substr(4) / "numa_node", "-1");
+  // GPU 0's CPUs (0-3,8-9) are node 0's; GPU 2's (4-7) span nodes 0 and 1: no guess.
+  write(sys_ / "devices/system/node/node0/cpulist", "0-5,8-9");
+  write(sys_ / "devices/system/node/node1/cpulist", "6-7,10-11");
+  auto d = Open();
+  ASSERT_NE(d, nullptr);
+  absl::StatusOr<NodeGpus> node = d->Discover();
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->gpus[0].spec.numa_node, 0);
+  EXPECT_EQ(node->gpus[1].spec.numa_node, -1);
 }
 
 TEST_F(NvmlDiscoveryTest, FabricCliquesThatDisagreeGiveNoDomain) {
