@@ -33,6 +33,7 @@ std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     std::string key;
     uint32_t cap;
     PodMeasure m;
+    bool waited = false;  // its processes waited at the gate in this interval
   };
   std::vector<Pod> measured;
   for (Segment* seg : ordered) {
@@ -52,17 +53,35 @@ std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     PodState& st = state_[p.key];
     // Hungry: its processes waited at the gate in this interval or the one before (a period
     // may be longer than an interval), or it used all of its window.
-    if (st.duty != 0 && info.gate_wait_ns > st.gate_wait_ns) st.last_wait_step = steps_;
+    p.waited = st.duty != 0 && info.gate_wait_ns > st.gate_wait_ns;
+    if (p.waited) st.last_wait_step = steps_;
     st.gate_wait_ns = info.gate_wait_ns;
     p.m.hungry = st.duty != 0 && (steps_ - st.last_wait_step <= 1 ||
                                   p.m.utilization_permille + kToleranceBelowCap >= st.duty);
-    // One interval of NVML is noisy (a few periods, whole kernels): decisions use a moving
-    // average over about a second.
-    if (samples.ok()) {
+    measured.push_back(p);
+  }
+  // Whether this interval's split by process can be believed. A pod whose processes waited at
+  // their gate had work, and its window ran some of it; measured at nothing while another pod is
+  // measured at something, the split is the driver's, not the GPU's: on an H200 with driver 580
+  // NVML names one process per 200 ms sample when several run, with the GPU's whole load
+  // (bench/results/usage-gpu.md). Acting on it would widen the window of the pod it missed and
+  // narrow the other's (a 30% pod would get 37.5%), so the windows hold instead.
+  bool trusted = samples.ok();
+  if (trusted) {
+    for (const Pod& p : measured) {
+      const bool others_measured = int64_t{total} > int64_t{p.m.utilization_permille};
+      if (p.waited && p.m.utilization_permille == 0 && others_measured) trusted = false;
+    }
+  }
+  if (!trusted && samples.ok()) ++untrusted_steps_;
+  // One interval of NVML is noisy (a few periods, whole kernels): decisions use a moving
+  // average over about a second.
+  if (trusted) {
+    for (const Pod& p : measured) {
+      PodState& st = state_[p.key];
       st.utilization = st.samples++ == 0 ? p.m.utilization_permille
                                          : (3 * st.utilization + p.m.utilization_permille) / 4;
     }
-    measured.push_back(p);
   }
   // A pod is short when it waits at its gate yet gets less than its cap.
   auto short_of_cap = [](const Pod& p) {
@@ -83,7 +102,7 @@ std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
     if (st.duty == 0) st.duty = p.cap;
     const bool work_conserving = p.seg->limits().compute_mode() == ComputeMode::kWorkConserving;
     const int64_t u = st.utilization;
-    if (samples.ok() && m.hungry) {
+    if (trusted && m.hungry) {
       if (work_conserving) {
         int64_t target = p.cap;
         bool others_short = false;

@@ -18,6 +18,12 @@
 // Duties stay within [0.8 x cap, 1.25 x cap] for hard caps (the windows keep tiling the period
 // and a measurement error never turns into an unbounded window) and [0.8 x cap, 1000] for
 // work-conserving shares.
+// Measurements it cannot believe change nothing: an interval in which a pod waited at its gate
+// (so its window ran some of its work) yet is measured at nothing while another pod is measured
+// at something. A real driver does this: on an H200 with driver 580, NVML's per-process samples
+// name one process per sample when several run (bench/results/usage-gpu.md); with such a driver
+// the windows stay as the caps set them (a 30/70 pair splits 0.291 : 0.709 there,
+// bench/results/shim-gpu.md). Counted in untrusted_steps().
 #pragma once
 
 #include <cstdint>
@@ -59,6 +65,9 @@ class ComputeController {
                                          const std::vector<Segment*>& pods,
                                          UtilizationSource& source);
 
+  // Steps whose per-process split was not believed (see above).
+  int64_t untrusted_steps() const { return untrusted_steps_; }
+
   // A pod this far below its cap while waiting at its gate is short of its share.
   static constexpr uint32_t kToleranceBelowCap = 20;
   // A hard cap's duty is trimmed only for errors larger than this.
@@ -74,6 +83,7 @@ class ComputeController {
   };
   std::map<std::string, PodState> state_;
   int64_t steps_ = 0;
+  int64_t untrusted_steps_ = 0;
 };
 
 }  // namespace tessera::shim

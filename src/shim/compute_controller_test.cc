@@ -117,6 +117,38 @@ TEST_F(ControllerTest, HardCapTrimsASteadyErrorSlowlyAndWithinBounds) {
   EXPECT_GE(a->limits().effective_duty(), 297u);
 }
 
+// What NVML did on an H200 (driver 580) with two pods running: each 200 ms sample named one
+// process, with the GPU's whole load (bench/results/usage-gpu.md). Before the controller checked
+// its measurement, it took the missed pod for short of its share and the named one for over it:
+// the 30% pod's window grew to 375 and the 70% pod's shrank to 560.
+TEST_F(ControllerTest, ASplitThatMissesAPodWaitingAtItsGateChangesNoWindow) {
+  auto a = Pod("a", 300, ComputeMode::kHardCap, 101);
+  auto b = Pod("b", 700, ComputeMode::kHardCap, 102);
+  ScriptedSource src;
+  ComputeController c;
+  c.Step(kUuid, {a.get(), b.get()}, src);
+  src.util[102] = 1000;  // the driver names b alone
+  for (int i = 0; i < 40; ++i) {
+    Hungry(*a);
+    Hungry(*b);
+    c.Step(kUuid, {a.get(), b.get()}, src);
+  }
+  EXPECT_EQ(a->limits().effective_duty(), 300u);
+  EXPECT_EQ(b->limits().effective_duty(), 700u);
+  EXPECT_EQ(c.untrusted_steps(), 40);
+  // A split that names both is believed again: b, measured over its cap, is trimmed (once the
+  // moving average, which the held steps did not feed, has caught up).
+  src.util[101] = 300;
+  src.util[102] = 900;
+  for (int i = 0; i < 40; ++i) {
+    Hungry(*a);
+    Hungry(*b);
+    c.Step(kUuid, {a.get(), b.get()}, src);
+  }
+  EXPECT_LT(b->limits().effective_duty(), 700u);
+  EXPECT_EQ(c.untrusted_steps(), 40);
+}
+
 // A GPU time-sliced between hungry pods in proportion to their windows.
 void Split(uint32_t a, uint32_t b, uint32_t* ua, uint32_t* ub) {
   if (a + b <= 1000) {
