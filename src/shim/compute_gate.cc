@@ -40,10 +40,16 @@ bool ComputeGate::Admit(int64_t now_ns, uint32_t duty, uint32_t phase, int64_t p
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t on = w.target_end_ns - w.start_ns;
   if (w.start_ns != window_start_) {
-    // A new window grants its time; windows a pod sat out are not banked.
-    credit_ = std::min(credit_ + on, on);
+    // Each window since the last one seen grants its time: a debt is repaid by the windows that
+    // passed (also those the pod spent blocked on its own long work), but unused time is not
+    // banked.
+    const int64_t passed =
+        window_start_ < 0 ? 1 : std::max<int64_t>(1, (w.start_ns - window_start_) / period_ns);
+    credit_ = credit_ + std::min(passed, int64_t{1000}) * on;
+    credit_ = std::min(credit_, on);
     window_start_ = w.start_ns;
   }
+  credit_cap_ = on;
   if (!w.open || credit_ <= 0) return false;
   // Until a sync has measured what a launch costs, admit a few and then drain to learn it,
   // rather than let an unknown amount of work queue up.
@@ -59,6 +65,7 @@ bool ComputeGate::Admit(int64_t now_ns, uint32_t duty, uint32_t phase, int64_t p
   }
   if (!fits) return false;
   credit_ -= cost_;
+  charged_since_sync_ += cost_;
   predicted_free_ = start + cost_;
   if (launches_since_sync_ == 0) first_launch_ = now_ns;
   ++launches_since_sync_;
@@ -73,17 +80,25 @@ void ComputeGate::ObserveSync(int64_t call_ns, int64_t done_ns) {
       // back to back until done.
       // A sample over many launches replaces the estimate; over a few, it moves it part of the
       // way (a program's kernels change length from phase to phase).
-      int64_t sample = std::max<int64_t>((done_ns - first_launch_) / launches_since_sync_, 1);
+      const int64_t took = done_ns - first_launch_;
+      int64_t sample = std::max<int64_t>(took / launches_since_sync_, 1);
       const int64_t weight = std::min<int64_t>(launches_since_sync_, kFullSampleLaunches);
       cost_ = cost_ == 0 ? sample : cost_ + (sample - cost_) * weight / kFullSampleLaunches;
+      // The true-up: they took `took` of GPU time, whatever they were charged.
+      credit_ -= took - charged_since_sync_;
     } else {
       // They were done before the sync: each took at most this.
       int64_t bound = std::max<int64_t>((call_ns - first_launch_) / launches_since_sync_, 1);
       if (cost_ > bound) cost_ = bound;
+      // Together at most call - first launch: what they were charged beyond it is given back.
+      const int64_t most = call_ns - first_launch_;
+      if (charged_since_sync_ > most) credit_ += charged_since_sync_ - most;
     }
+    credit_ = std::min(credit_, credit_cap_);
   }
   predicted_free_ = done_ns;
   launches_since_sync_ = 0;
+  charged_since_sync_ = 0;
 }
 
 int64_t ComputeGate::cost_ns() const {

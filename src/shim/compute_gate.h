@@ -17,6 +17,11 @@
 //     to the nearest launch), so that the pod's work does not spill into the next pod's window.
 // A launch that is not admitted waits: the gate drains the stream (which also measures the
 // cost) and sleeps until the next window.
+// Launches are charged at the learnt cost when admitted, and trued up at each sync: the GPU time
+// the launches since the previous sync really took (when the sync found the GPU busy: from the
+// first of them to the end of the drain) replaces what they were charged, so the credit is spent
+// by what the pod ran, not by a per-launch average. Without it a program could hide a long launch
+// (a CUDA graph) among many empty ones and have it charged at their average.
 //
 // Worked example: period 50 ms, duty 300, a loop of 1.6 ms kernels synced every 50 launches. The
 // first window admits 16 launches (cost unknown) and drains them, which measures 1.6 ms; from
@@ -69,9 +74,11 @@ class ComputeGate {
   int64_t cost_ = 0;            // learnt GPU nanoseconds per launch (0: not yet known)
   int64_t predicted_free_ = 0;  // when the queued launches should be done
   int64_t launches_since_sync_ = 0;
-  int64_t first_launch_ = 0;   // first launch after the last sync
-  int64_t window_start_ = -1;  // the window the credit belongs to
+  int64_t charged_since_sync_ = 0;  // credit taken for the launches since the last sync
+  int64_t first_launch_ = 0;        // first launch after the last sync
+  int64_t window_start_ = -1;       // the window the credit belongs to
   int64_t credit_ = 0;
+  int64_t credit_cap_ = 0;  // the current window's grant: a refund never raises credit above it
 };
 
 }  // namespace tessera::shim

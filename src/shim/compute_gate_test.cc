@@ -38,13 +38,22 @@ TEST(ComputeGateTest, LearnsTheCostOfALaunchAndAdmitsWhatFits) {
   // A drain at 1 ms that lasts until 20 ms: the 10 launches took 2 ms each.
   g.ObserveSync(t0 + 1 * kMs, t0 + 20 * kMs);
   EXPECT_EQ(g.cost_ns(), 2 * kMs);
-  // Next window: 15 ms, 2 ms per launch, each ending by 15 ms give or take half a launch: the
-  // 8th ends at 16 ms.
+  // They ran 20 ms in a 15 ms window: 5 ms of debt. Next window: 15 ms less the debt, 2 ms per
+  // launch: 5 launches.
+  EXPECT_EQ(g.credit_ns(), -5 * kMs);
   int admitted = 0;
   for (int i = 0; i < 20; ++i) admitted += g.Admit(t0 + period + i * 1000, 300, 0, period, nullptr);
+  EXPECT_EQ(admitted, 5);
+  // The window after: 15 ms, each launch ending by 15 ms give or take half a launch: the 8th ends
+  // at 16 ms.
+  g.ObserveSync(t0 + period + 9 * kMs, t0 + period + 10 * kMs);  // they took their 10 ms
+  admitted = 0;
+  for (int i = 0; i < 20; ++i) {
+    admitted += g.Admit(t0 + 2 * period + i * 1000, 300, 0, period, nullptr);
+  }
   EXPECT_EQ(admitted, 8);
   // A sync that finds the GPU idle bounds the cost from above.
-  g.ObserveSync(t0 + period + 30 * kMs, t0 + period + 30 * kMs + 10);
+  g.ObserveSync(t0 + 2 * period + 30 * kMs, t0 + 2 * period + 30 * kMs + 10);
   EXPECT_LE(g.cost_ns(), 30 * kMs / 8);
 }
 
@@ -139,6 +148,57 @@ TEST(ComputeGateTest, FollowsKernelsThatChangeLength) {
   }
   EXPECT_NEAR(static_cast<double>(busy) / (end - measure_from), 0.30, 0.03);
   EXPECT_NEAR(g.cost_ns(), 2 * kMs, kMs / 10);
+}
+
+// A program that mixes launches of very different lengths on a simulated GPU: each cycle is the
+// launches of `cycle` (GPU nanoseconds each), then the program's own sync. The gate drains and
+// sleeps as the hooks do. Returns the fraction of time the GPU ran it, from `measure_from` seconds.
+double MixedShare(uint32_t duty, const std::vector<int64_t>& cycle, int64_t seconds,
+                  int64_t measure_from_s = 2) {
+  ComputeGate g;
+  const int64_t period = 50 * kMs;
+  int64_t t = 1'000 * period, gpu_free = t, busy = 0;
+  const int64_t from = t + measure_from_s * 1'000 * kMs, end = t + seconds * 1'000 * kMs;
+  size_t i = 0;
+  while (t < end) {
+    ComputeGate::Window w;
+    if (!g.Admit(t, duty, 0, period, &w)) {
+      int64_t done = std::max(t, gpu_free);  // the gate drains the stream
+      g.ObserveSync(t, done);
+      t = done;
+      if (!g.Admit(t, duty, 0, period, &w)) {
+        t = ComputeGate::At(t, duty, 0, period).next_start_ns;
+        continue;
+      }
+    }
+    int64_t s = std::max(t, gpu_free);
+    gpu_free = s + cycle[i];
+    busy += std::max<int64_t>(0, std::min(gpu_free, end) - std::max(s, from));
+    t += 5'000;  // the host's cost of a launch
+    if (++i == cycle.size()) {
+      i = 0;
+      int64_t done = std::max(t, gpu_free);
+      g.ObserveSync(t, done);
+      t = done;
+    }
+  }
+  return static_cast<double>(busy) / static_cast<double>(end - from);
+}
+
+// A hostile tenant hides a long launch among many empty ones (a CUDA graph of 70 ms, then 200
+// launches of 10 us, then a sync): the gate's cost per launch is their average, 0.36 ms, so the
+// graph was charged as 0.36 ms and ran in every window it was admitted in. Before the gate
+// trued up its credit at each sync with what the launches since the last one really took, a 30%
+// cap gave this program 0.58 of the GPU (0.48 with the long launch last, 0.75 with two).
+TEST(ComputeGateTest, LongLaunchesHiddenAmongShortOnesAreChargedWhatTheyTook) {
+  std::vector<int64_t> cycle = {70 * kMs};
+  cycle.insert(cycle.end(), 200, 10'000);
+  EXPECT_NEAR(MixedShare(300, cycle, 20), 0.30, 0.03);
+  // The same with the long launch last, and with two of them.
+  std::rotate(cycle.begin(), cycle.begin() + 1, cycle.end());
+  EXPECT_NEAR(MixedShare(300, cycle, 20), 0.30, 0.03);
+  cycle.push_back(40 * kMs);
+  EXPECT_NEAR(MixedShare(300, cycle, 20), 0.30, 0.03);
 }
 
 // Two pods with phases that tile the period get their duties, not half of the overlap each.
