@@ -32,6 +32,22 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
   per_gpu("tessera_agent_gpu_mps_daemon",
           "1 while the GPU's MPS control daemon runs for pods that opted into MPS",
           [](const GpuUse& g) { return g.mps.empty() ? 0 : 1; });
+  // Busy time, where the agent samples it (a GpuProcessSampler; not GPUs in MIG use).
+  auto per_sampled_gpu = [&](const char* name, const char* help, auto value) {
+    auto family = out.Family({name, MetricType::kCounter, help, gpu_labels});
+    for (const GpuUse& g : gpus) {
+      if (g.busy_ns >= 0) family.Add({counters.node, StrCat(g.index), g.uuid}, value(g));
+    }
+  };
+  per_sampled_gpu(
+      "tessera_agent_gpu_busy_seconds_total",
+      "Time the GPU ran kernels, by its own utilisation (NVML), since the agent started",
+      [](const GpuUse& g) { return static_cast<double>(g.busy_ns) / 1e9; });
+  per_sampled_gpu(
+      "tessera_agent_gpu_unattributed_busy_seconds_total",
+      "Busy time of the GPU that no single pod could be charged with: several pods ran on it at "
+      "once (the driver cannot split it by pod) or none of tessera's did",
+      [](const GpuUse& g) { return static_cast<double>(g.unattributed_busy_ns) / 1e9; });
   // One family per pod figure, one sample per pod on each GPU (`mig` empty but for a MIG
   // instance) that `has` the figure.
   auto all_pods = [](const GpuUse::Pod&) { return true; };
@@ -67,6 +83,12 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
           "Times the pod's processes changed the header or length of its GPU memory ledger under "
           "the agent (which put it back and sent a LedgerTampered Event)",
           shim_pods, [](const GpuUse::Pod& p) { return static_cast<int64_t>(p.ledger_tampered); });
+  per_pod(
+      "tessera_agent_pod_gpu_busy_seconds_total", MetricType::kCounter,
+      "Time the GPU ran kernels while this pod was the only one running on it (a whole GPU: all "
+      "of its busy time), by the GPU's own utilisation",
+      [](const GpuUse::Pod& p) { return p.busy_ns >= 0; },
+      [](const GpuUse::Pod& p) { return static_cast<double>(p.busy_ns) / 1e9; });
   per_pod(
       "tessera_agent_pod_gpu_memory_driver_bytes", MetricType::kGauge,
       "GPU memory the pod's processes hold as the driver counts it (NVML, per process, summed by "

@@ -26,6 +26,8 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   share.ledger_tampered = 1;
   share.driver_used_bytes = 3 << 20;
   g0.pods.push_back(share);
+  g0.busy_ns = 12'500'000'000;  // sampled: 12.5 s busy, 2 s of it while two pods ran
+  g0.unattributed_busy_ns = 2'000'000'000;
   GpuUse g1{1, "GPU-b", false, "", {}};
   GpuUse::Pod whole;
   whole.ns = "team";
@@ -33,6 +35,7 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   whole.exclusive = true;
   whole.memory_mib = 81920;
   whole.compute_milli = 1000;
+  whole.busy_ns = 750'000'000;
   g1.pods.push_back(whole);
   k8s::RequestCounts requests;
   requests.Count("PATCH", 200);
@@ -65,6 +68,17 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   // Not sampled by the driver: no series.
   EXPECT_THAT(text,
               Not(HasSubstr("tessera_agent_pod_gpu_memory_driver_bytes{node=\"n1\",gpu=\"1\"")));
+  // Busy time: per sampled GPU, and per pod where it ran alone.
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_gpu_busy_seconds_total counter\n"
+                              "tessera_agent_gpu_busy_seconds_total{node=\"n1\",gpu=\"0\","
+                              "uuid=\"GPU-a\"} 12.5\n#"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_gpu_unattributed_busy_seconds_total{node=\"n1\","
+                              "gpu=\"0\",uuid=\"GPU-a\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_busy_seconds_total{node=\"n1\",gpu=\"1\","
+                              "uuid=\"GPU-b\",namespace=\"team\",pod=\"train \\\"x\\\"\","
+                              "sharing=\"whole\"} 0.75\n"));
+  EXPECT_THAT(text,
+              Not(HasSubstr("tessera_agent_pod_gpu_busy_seconds_total{node=\"n1\",gpu=\"0\"")));
   EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_over_share_total{node=\"n1\"} 4\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_actions_total{node=\"n1\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_host_pid_namespace gauge\n"

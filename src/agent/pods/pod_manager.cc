@@ -413,6 +413,7 @@ void PodManager::ReleaseLocked(const std::string& uid) {
   if (it != pods_.end()) {
     spdlog::info("pod {} ended: its GPU files go", it->second.grant.pod.Name());
     pods_.erase(it);  // unmaps its segments
+    usage_.Forget(uid);
   }
   if (auto u = unserved_.find(uid); u != unserved_.end()) {
     spdlog::info("pod {} ended: the files an earlier agent made for it go", u->second.name);
@@ -564,6 +565,50 @@ void PodManager::Maintain() {
     next_backstop_ = now + options_.backstop.interval;
     RunBackstopLocked(now);
   }
+  if (sampler_ != nullptr && gpus_ && now >= next_usage_) {
+    next_usage_ = now + options_.usage_interval;
+    RunUsageLocked(now);
+  }
+}
+
+void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
+  const int64_t now_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  std::set<std::string> running;
+  if (sees_host_pids_) running = processes_.PodsWithProcesses();
+  for (const DiscoveredGpu& g : gpus_->gpus) {
+    const std::string& uuid = g.spec.uuid;
+    std::vector<std::string> holders;  // pods given this GPU (not a MIG instance of it)
+    bool mig = false;
+    for (const auto& [uid, p] : pods_) {
+      for (const GrantedGpu& gg : p.grant.gpus) {
+        if (gg.gpu.spec.uuid != uuid) continue;
+        mig |= gg.mig();
+        holders.push_back(uid);
+      }
+    }
+    // The device's figure covers all of its MIG instances: no pod's own.
+    if (mig) {
+      usage_.Skip(uuid);
+      continue;
+    }
+    absl::StatusOr<uint32_t> u = sampler_->DeviceUtilization(uuid);
+    if (!u.ok()) {
+      usage_.Skip(uuid);
+      if (usage_errors_.insert(uuid).second) {
+        spdlog::warn("usage: the utilisation of GPU {} cannot be read: {}", uuid,
+                     u.status().message());
+      }
+      continue;
+    }
+    // The pods running on it now: those with a process on the host, where the agent sees the
+    // host's processes; else the one pod given it, if only one is.
+    std::vector<std::string> on_gpu;
+    for (const std::string& uid : holders) {
+      if (sees_host_pids_ ? running.contains(uid) : holders.size() == 1) on_gpu.push_back(uid);
+    }
+    usage_.Observe(uuid, now_ns, *u, on_gpu);
+  }
 }
 
 void PodManager::ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now) {
@@ -704,6 +749,10 @@ std::vector<GpuUse> PodManager::Use() const {
     u.uuid = g.spec.uuid;
     u.healthy = g.health.healthy;
     if (mps_.contains(g.spec.uuid)) u.mps = "running";
+    if (const UsageMeter::Gpu* m = usage_.gpu(g.spec.uuid); m != nullptr) {
+      u.busy_ns = static_cast<int64_t>(m->busy_ns);
+      u.unattributed_busy_ns = static_cast<int64_t>(m->unattributed_ns);
+    }
     for (const auto& [uid, p] : pods_) {
       for (const GrantedGpu& gg : p.grant.gpus) {
         if (gg.gpu.spec.uuid != g.spec.uuid) continue;
@@ -716,6 +765,9 @@ std::vector<GpuUse> PodManager::Use() const {
         if (gg.mig()) pod.mig = StrCat(gg.assigned.mig_profile, "@", gg.assigned.mig_start);
         pod.memory_mib = gg.assigned.grant.memory_mib;
         pod.compute_milli = gg.assigned.grant.compute_milli;
+        if (auto busy = usage_.pod_busy_ns(uid, g.spec.uuid)) {
+          pod.busy_ns = static_cast<int64_t>(*busy);
+        }
         for (const auto& seg : p.segments) {
           if (seg->gpu_uuid() != g.spec.uuid) continue;
           shim::SegmentInfo info = seg->Inspect();

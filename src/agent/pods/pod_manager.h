@@ -57,6 +57,7 @@
 #include "agent/mps/mps_control.h"
 #include "agent/pods/grant.h"
 #include "agent/pods/memory_backstop.h"
+#include "agent/pods/usage_meter.h"
 #include "agent/procs/gpu_processes.h"
 #include "agent/procs/host_processes.h"
 #include "shim/compute_controller.h"
@@ -95,6 +96,9 @@ struct PodManagerOptions {
   std::function<void(std::vector<PodNotice>)> notify;
   // The same notice about the same pod and GPU is given at most this often.
   std::chrono::seconds notice_interval{60};
+  // How often each GPU's busy time is sampled for the usage counters (usage_meter.h; needs a
+  // GpuProcessSampler).
+  std::chrono::milliseconds usage_interval{1000};
 };
 
 // What the agent has granted on one GPU, for /metrics.
@@ -115,8 +119,12 @@ struct GpuUse {
     uint32_t processes = 0;
     uint64_t ledger_tampered = 0;    // times its processes changed the ledger's header or length
     int64_t driver_used_bytes = -1;  // what NVML says its processes hold (-1: not sampled)
+    int64_t busy_ns = -1;  // the GPU's busy time while the pod ran alone on it (-1: never)
   };
   std::vector<Pod> pods;
+  // Busy time since the agent started (usage_meter.h); -1 where not sampled.
+  int64_t busy_ns = -1;
+  int64_t unattributed_busy_ns = -1;
 };
 
 class PodManager {
@@ -197,6 +205,8 @@ class PodManager {
   void ReleaseLocked(const std::string& uid);
   // One memory backstop step (memory_backstop.h) and its actions.
   void RunBackstopLocked(std::chrono::steady_clock::time_point now);
+  // One usage step: each GPU's busy fraction, charged to the pod running alone on it.
+  void RunUsageLocked(std::chrono::steady_clock::time_point now);
   // The host PID of a ledger slot's process, only if it is a process of pod `uid`.
   std::optional<uint32_t> PodHostPid(const std::string& uid, uint64_t pidns_inode, uint32_t ns_pid);
   void StopIdleMpsLocked();
@@ -219,6 +229,9 @@ class PodManager {
   std::chrono::steady_clock::time_point next_backstop_{};
   std::set<std::string>
       backstop_errors_;  // GPUs whose processes could not be sampled (logged once)
+  UsageMeter usage_;
+  std::chrono::steady_clock::time_point next_usage_{};
+  std::set<std::string> usage_errors_;  // GPUs whose utilisation could not be read (logged once)
   std::atomic<int64_t> prepared_{0}, refused_{0}, reaped_slots_{0};
   std::atomic<int64_t> backstop_over_{0}, backstop_actions_{0};
 };

@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<NvmlProcessSampler>> NvmlProcessSampler::Load(
   s->compute_v1_ = ::dlsym(h, "nvmlDeviceGetComputeRunningProcesses");
   s->graphics_v3_ = ::dlsym(h, "nvmlDeviceGetGraphicsRunningProcesses_v3");
   s->utilization_ = ::dlsym(h, "nvmlDeviceGetProcessUtilization");
+  s->device_utilization_ = ::dlsym(h, "nvmlDeviceGetUtilizationRates");
   if (init == nullptr || s->by_uuid_ == nullptr ||
       (s->compute_v3_ == nullptr && s->compute_v1_ == nullptr)) {
     return absl::UnavailableError(absl::StrCat(library, " lacks the NVML functions needed"));
@@ -159,6 +160,20 @@ absl::StatusOr<std::vector<shim::PidUtilization>> NvmlProcessSampler::Utilizatio
     out.push_back({pid, static_cast<uint32_t>(std::min<uint64_t>(1000, s.first * 10 / s.second))});
   }
   return out;
+}
+
+absl::StatusOr<uint32_t> NvmlProcessSampler::DeviceUtilization(const std::string& uuid) {
+  if (device_utilization_ == nullptr) {
+    return absl::UnimplementedError("this NVML has no nvmlDeviceGetUtilizationRates");
+  }
+  absl::StatusOr<void*> d = Device(uuid);
+  if (!d.ok()) return d.status();
+  nvmlUtilization_t u{};
+  auto rates = reinterpret_cast<PFN_nvmlDeviceGetUtilizationRates>(device_utilization_);
+  if (nvmlReturn_t r = rates(static_cast<nvmlDevice_t>(*d), &u); r != NVML_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("nvmlDeviceGetUtilizationRates: ", r));
+  }
+  return std::min<uint32_t>(u.gpu, 100) * 10;
 }
 
 }  // namespace tessera::agent

@@ -15,7 +15,11 @@
 //                (NVML_VALUE_NOT_AVAILABLE, as under MIG without privileges) is reported as 0
 //                with `unknown` set
 //   Utilization  nvmlDeviceGetProcessUtilization since the previous sample of that GPU (the
-//                mean of several samples per process)
+//                mean of several samples per process). Right for a process alone on the GPU;
+//                with several, a real driver (H200, 580) names one process per 200 ms sample
+//                with the GPU's whole load (bench/results/usage-gpu.md)
+//   DeviceUtilization  nvmlDeviceGetUtilizationRates: the GPU's own busy fraction over its last
+//                sample period, right also with several processes (usage_meter.h uses it)
 // The fake libnvidia-ml.so.1 of test/fake_cuda answers both from what the fake driver did, with
 // host PIDs as the real one (tested in procs/gpu_processes_test.cc and on harness nodes).
 // Not thread-safe: one owner (the pod manager's maintenance).
@@ -47,6 +51,10 @@ class GpuProcessSampler : public shim::UtilizationSource {
   // SM utilisation per process since the previous call for this GPU (permille).
   virtual absl::StatusOr<std::vector<shim::PidUtilization>> Utilization(
       const std::string& gpu_uuid) = 0;
+  // The fraction of the GPU's last sample period in which a kernel ran (permille).
+  virtual absl::StatusOr<uint32_t> DeviceUtilization(const std::string& gpu_uuid) {
+    return absl::UnimplementedError("this sampler has no device utilisation");
+  }
   absl::StatusOr<std::vector<shim::PidUtilization>> Sample(const std::string& gpu_uuid) final {
     return Utilization(gpu_uuid);
   }
@@ -60,6 +68,7 @@ class NvmlProcessSampler : public GpuProcessSampler {
   absl::StatusOr<std::vector<GpuProcessMemory>> Memory(const std::string& gpu_uuid) override;
   absl::StatusOr<std::vector<shim::PidUtilization>> Utilization(
       const std::string& gpu_uuid) override;
+  absl::StatusOr<uint32_t> DeviceUtilization(const std::string& gpu_uuid) override;
 
  private:
   NvmlProcessSampler() = default;
@@ -71,6 +80,7 @@ class NvmlProcessSampler : public GpuProcessSampler {
   void* compute_v1_ = nullptr;
   void* graphics_v3_ = nullptr;
   void* utilization_ = nullptr;
+  void* device_utilization_ = nullptr;
   std::map<std::string, unsigned long long> last_seen_us_;
 };
 

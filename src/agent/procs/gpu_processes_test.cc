@@ -146,6 +146,14 @@ TEST_F(GpuProcessesTest, MemoryAndTimeOfEachProcessByHostPid) {
   bool found = false;
   for (const auto& s : *u) found |= s.pid == contained.host_pid() && s.sm_permille > 0;
   EXPECT_TRUE(found);
+  // And the GPU's own busy fraction (its last 500 ms on the fake driver), which the usage
+  // counters are made of.
+  absl::StatusOr<uint32_t> busy = sampler_->DeviceUtilization(uuid_);
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  EXPECT_GT(*busy, 0u);
+  EXPECT_LE(*busy, 1000u);
+  EXPECT_EQ(sampler_->DeviceUtilization("GPU-not-there").status().code(),
+            absl::StatusCode::kNotFound);
 
   const uint32_t gone = plain.host_pid();
   plain.Send("exit");  // exits without an answer
