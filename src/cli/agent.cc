@@ -95,6 +95,9 @@ struct AgentFlags {
   std::string backstop_grace = "30s";
   int backstop_tolerance_percent = 5;
   int backstop_process_mib = 768;
+  // Idle GPUs (issue 34).
+  double gpu_idle_percent = 5;
+  std::string gpu_idle_window = "30m";
   std::string cleanup_on_delete;  // NAMESPACE/DAEMONSET
 };
 
@@ -277,6 +280,15 @@ int RunAgent(const AgentFlags& f) {
   pod_options.backstop.tolerance_permille =
       static_cast<uint32_t>(f.backstop_tolerance_percent) * 10;
   pod_options.backstop.per_process_bytes = static_cast<uint64_t>(f.backstop_process_mib) << 20;
+  absl::StatusOr<std::chrono::milliseconds> idle_window = ParseDuration(f.gpu_idle_window);
+  if (!idle_window.ok()) {
+    return fail(kExitBadInput, StrCat("--gpu-idle-window: ", idle_window.status().message()));
+  }
+  if (f.gpu_idle_percent < 0 || f.gpu_idle_percent > 100) {
+    return fail(kExitBadInput, "--gpu-idle-percent takes 0..100");
+  }
+  pod_options.idle.threshold_permille = static_cast<uint32_t>(f.gpu_idle_percent * 10 + 0.5);
+  pod_options.idle.window = std::chrono::duration_cast<std::chrono::seconds>(*idle_window);
   agent::MigReconfigurer* mig = dynamic_cast<agent::MigReconfigurer*>(discovery->get());
   // NVML's per-process view (host PIDs): the compute controller's measurements and the memory
   // backstop. With --gpus-file too, when --nvml-library names a library that loads (the fake
@@ -731,6 +743,14 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--memory-backstop-process-mib", f->backstop_process_mib,
                   "Tolerance per process on the GPU, in MiB (its context and modules, which the "
                   "CUDA shim does not count)")
+      ->capture_default_str();
+  cmd->add_option("--gpu-idle-percent", f->gpu_idle_percent,
+                  "A pod that ran alone on a GPU and kept it busy less than this percentage of "
+                  "the idle window is idle there: a GPUIdle Event and tessera_agent_pod_gpu_idle")
+      ->capture_default_str();
+  cmd->add_option("--gpu-idle-window", f->gpu_idle_window,
+                  "How long a pod must be watched under --gpu-idle-percent to be called idle "
+                  "(30m, 2h; 0 turns the rule off)")
       ->capture_default_str();
 
   auto c = std::make_shared<CompareFlags>();

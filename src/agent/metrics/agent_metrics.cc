@@ -90,6 +90,13 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
       [](const GpuUse::Pod& p) { return p.busy_ns >= 0; },
       [](const GpuUse::Pod& p) { return static_cast<double>(p.busy_ns) / 1e9; });
   per_pod(
+      "tessera_agent_pod_gpu_idle", MetricType::kGauge,
+      "1 if the pod ran alone on this GPU and kept it busy less than the idle threshold over the "
+      "whole idle window (a GPUIdle Event tells it), 0 if it kept it busier; absent until watched "
+      "for a whole window",
+      [](const GpuUse::Pod& p) { return p.idle >= 0; },
+      [](const GpuUse::Pod& p) { return static_cast<int64_t>(p.idle); });
+  per_pod(
       "tessera_agent_pod_gpu_memory_driver_bytes", MetricType::kGauge,
       "GPU memory the pod's processes hold as the driver counts it (NVML, per process, summed by "
       "pod): what the memory backstop compares with the share",

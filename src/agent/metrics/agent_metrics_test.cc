@@ -36,6 +36,7 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   whole.memory_mib = 81920;
   whole.compute_milli = 1000;
   whole.busy_ns = 750'000'000;
+  whole.idle = 1;
   g1.pods.push_back(whole);
   k8s::RequestCounts requests;
   requests.Count("PATCH", 200);
@@ -79,6 +80,8 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
                               "sharing=\"whole\"} 0.75\n"));
   EXPECT_THAT(text,
               Not(HasSubstr("tessera_agent_pod_gpu_busy_seconds_total{node=\"n1\",gpu=\"0\"")));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_idle{node=\"n1\",gpu=\"1\",uuid=\"GPU-b\","));
+  EXPECT_THAT(text, Not(HasSubstr("tessera_agent_pod_gpu_idle{node=\"n1\",gpu=\"0\"")));
   EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_over_share_total{node=\"n1\"} 4\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_actions_total{node=\"n1\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_host_pid_namespace gauge\n"

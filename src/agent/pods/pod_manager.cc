@@ -85,7 +85,8 @@ PodManager::PodManager(PodManagerOptions options, MigReconfigurer* mig, GpuProce
       mig_(mig),
       sampler_(sampler),
       processes_(options_.proc_root),
-      backstop_(options_.backstop) {
+      backstop_(options_.backstop),
+      idle_(options_.idle) {
   sees_host_pids_ = processes_.InHostPidNamespace();
   if (!sees_host_pids_) {
     spdlog::warn(
@@ -414,6 +415,7 @@ void PodManager::ReleaseLocked(const std::string& uid) {
     spdlog::info("pod {} ended: its GPU files go", it->second.grant.pod.Name());
     pods_.erase(it);  // unmaps its segments
     usage_.Forget(uid);
+    idle_.Forget(uid);
   }
   if (auto u = unserved_.find(uid); u != unserved_.end()) {
     spdlog::info("pod {} ended: the files an earlier agent made for it go", u->second.name);
@@ -607,7 +609,27 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
     for (const std::string& uid : holders) {
       if (sees_host_pids_ ? running.contains(uid) : holders.size() == 1) on_gpu.push_back(uid);
     }
-    usage_.Observe(uuid, now_ns, *u, on_gpu);
+    const UsageMeter::Charge charge = usage_.Observe(uuid, now_ns, *u, on_gpu);
+    if (on_gpu.size() != 1 || charge.elapsed_ns == 0) continue;
+    const std::string& uid = on_gpu.front();
+    idle_.Observe(uid, uuid, now_ns, charge.elapsed_ns, charge.busy_ns);
+    uint32_t busy = 0;
+    if (idle_.Idle(uid, uuid, &busy)) {
+      Prepared& p = pods_.at(uid);
+      const IdleOptions& o = idle_.options();
+      // Told once per window while it stays idle (the notice's own limit is shorter).
+      const std::string key = StrCat("GPUIdle/", uuid);
+      auto last = p.noticed.find(key);
+      if (last != p.noticed.end() && now - last->second < o.window) continue;
+      NoticeLocked(p, key, "GPUIdle",
+                   StrCat("GPU ", g.spec.index, " (", uuid, ") ran this pod's kernels ", busy / 10,
+                          ".", busy % 10, "% of the last ",
+                          o.window.count() % 60 == 0 ? StrCat(o.window.count() / 60, " min")
+                                                     : StrCat(o.window.count(), " s"),
+                          " (under ", o.threshold_permille / 10, ".", o.threshold_permille % 10,
+                          "%): the pod holds a GPU it does not use; a smaller share, or ending "
+                          "the pod, gives it to pods that would"));
+    }
   }
 }
 
@@ -767,6 +789,9 @@ std::vector<GpuUse> PodManager::Use() const {
         pod.compute_milli = gg.assigned.grant.compute_milli;
         if (auto busy = usage_.pod_busy_ns(uid, g.spec.uuid)) {
           pod.busy_ns = static_cast<int64_t>(*busy);
+          if (auto permille = idle_.BusyPermille(uid, g.spec.uuid)) {
+            pod.idle = *permille < idle_.options().threshold_permille ? 1 : 0;
+          }
         }
         for (const auto& seg : p.segments) {
           if (seg->gpu_uuid() != g.spec.uuid) continue;

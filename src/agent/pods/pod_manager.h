@@ -56,6 +56,7 @@
 #include "agent/edits/container_edits.h"
 #include "agent/mps/mps_control.h"
 #include "agent/pods/grant.h"
+#include "agent/pods/idle_watch.h"
 #include "agent/pods/memory_backstop.h"
 #include "agent/pods/usage_meter.h"
 #include "agent/procs/gpu_processes.h"
@@ -99,6 +100,9 @@ struct PodManagerOptions {
   // How often each GPU's busy time is sampled for the usage counters (usage_meter.h; needs a
   // GpuProcessSampler).
   std::chrono::milliseconds usage_interval{1000};
+  // A pod that ran alone on a GPU and kept it busy less than this, for this long, is idle there:
+  // a notice (GPUIdle) and tessera_agent_pod_gpu_idle (idle_watch.h). A zero window turns it off.
+  IdleOptions idle;
 };
 
 // What the agent has granted on one GPU, for /metrics.
@@ -120,6 +124,7 @@ struct GpuUse {
     uint64_t ledger_tampered = 0;    // times its processes changed the ledger's header or length
     int64_t driver_used_bytes = -1;  // what NVML says its processes hold (-1: not sampled)
     int64_t busy_ns = -1;  // the GPU's busy time while the pod ran alone on it (-1: never)
+    int32_t idle = -1;     // 1: idle there by the idle rule, 0: not, -1: not watched long enough
   };
   std::vector<Pod> pods;
   // Busy time since the agent started (usage_meter.h); -1 where not sampled.
@@ -230,6 +235,7 @@ class PodManager {
   std::set<std::string>
       backstop_errors_;  // GPUs whose processes could not be sampled (logged once)
   UsageMeter usage_;
+  IdleWatch idle_;
   std::chrono::steady_clock::time_point next_usage_{};
   std::set<std::string> usage_errors_;  // GPUs whose utilisation could not be read (logged once)
   std::atomic<int64_t> prepared_{0}, refused_{0}, reaped_slots_{0};

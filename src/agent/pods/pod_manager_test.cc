@@ -790,5 +790,40 @@ TEST_F(PodManagerTest, TheGpusBusyTimeGoesToThePodRunningAloneOnIt) {
   EXPECT_EQ(use[1].busy_ns - use[1].unattributed_busy_ns, pod2);
 }
 
+// Idle GPUs (issue 34): a pod that ran alone on its GPU and kept it under the threshold for the
+// whole window is told (GPUIdle, once per window) and shown idle; a busy one is shown not idle.
+TEST_F(PodManagerTest, APodThatKeepsItsGpuIdleIsToldOnce) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(100, Uid(1));
+  proc.Process(200, Uid(2));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.usage_interval = std::chrono::milliseconds(0);
+  options_.idle = {.threshold_permille = 50, .window = std::chrono::seconds(1)};
+  DeviceUtilizationSampler sampler;
+  sampler.permille[Uuid(0)] = 10;   // 1%: idle
+  sampler.permille[Uuid(1)] = 400;  // 40%: working
+  PodManager m(options_, nullptr, &sampler);
+  m.SetGpus(Gpus());
+  records::AssignedGpu whole = Share(0, 81559, 1000);
+  whole.grant.exclusive = true;
+  ASSERT_TRUE(m.Prepare(Pod(1, {whole})).ok());
+  ASSERT_TRUE(m.Prepare(Pod(2, {Share(1, 4096)})).ok());
+  std::vector<PodNotice> notices;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  while (std::chrono::steady_clock::now() < until) {
+    m.Maintain();
+    for (PodNotice& n : m.TakeNotices()) notices.push_back(std::move(n));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].pod.name, "p1");
+  EXPECT_EQ(notices[0].reason, "GPUIdle");
+  EXPECT_THAT(notices[0].message, HasSubstr("ran this pod's kernels 0.9% of the last 1 s (under "
+                                            "5.0%): the pod holds a GPU it does not use"));
+  std::vector<GpuUse> use = m.Use();
+  EXPECT_EQ(use[0].pods[0].idle, 1);
+  EXPECT_EQ(use[1].pods[0].idle, 0);
+}
+
 }  // namespace
 }  // namespace tessera::agent

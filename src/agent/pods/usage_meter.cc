@@ -4,13 +4,14 @@
 
 namespace tessera::agent {
 
-void UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_ns, uint32_t utilization_permille,
-                         const std::vector<std::string>& running_pods) {
+UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_ns,
+                                       uint32_t utilization_permille,
+                                       const std::vector<std::string>& running_pods) {
   auto last = last_ns_.find(gpu_uuid);
   if (last == last_ns_.end() || now_ns <= last->second) {
     last_ns_[gpu_uuid] = now_ns;
     gpus_.try_emplace(gpu_uuid);
-    return;
+    return {};
   }
   const uint64_t elapsed = static_cast<uint64_t>(now_ns - last->second);
   last->second = now_ns;
@@ -23,6 +24,7 @@ void UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_ns, uint32_t u
   } else {
     g.unattributed_ns += busy;
   }
+  return {elapsed, busy};
 }
 
 void UsageMeter::Skip(const std::string& gpu_uuid) { last_ns_.erase(gpu_uuid); }

@@ -32,11 +32,16 @@ class UsageMeter {
     uint64_t unattributed_ns = 0;  // busy time no single running pod could be charged with
   };
 
+  // What one observation charged: the time since the previous one and the busy part of it.
+  struct Charge {
+    uint64_t elapsed_ns = 0;
+    uint64_t busy_ns = 0;
+  };
   // The GPU `gpu_uuid` at `now_ns` (a monotonic clock): busy `utilization_permille` of its last
   // sample period, with `running_pods` (pod UIDs) the pods that have processes on it now. The
   // first observation of a GPU only starts its clock; later ones charge the time since the last.
-  void Observe(const std::string& gpu_uuid, int64_t now_ns, uint32_t utilization_permille,
-               const std::vector<std::string>& running_pods);
+  Charge Observe(const std::string& gpu_uuid, int64_t now_ns, uint32_t utilization_permille,
+                 const std::vector<std::string>& running_pods);
   // The GPU gave no figure this time: its clock restarts at the next observation.
   void Skip(const std::string& gpu_uuid);
   // The pod is gone: its counters go (its series with it).

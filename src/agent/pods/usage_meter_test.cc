@@ -14,7 +14,9 @@ TEST(UsageMeterTest, ThePodAloneOnAGpuIsChargedItsBusyTime) {
   EXPECT_EQ(m.gpu(kGpu)->sampled_ns, 0u);
   EXPECT_EQ(m.pod_busy_ns("a", kGpu), std::nullopt);
   m.Observe(kGpu, 11 * kS, 600, {"a"});
-  m.Observe(kGpu, 13 * kS, 250, {"a"});
+  UsageMeter::Charge c = m.Observe(kGpu, 13 * kS, 250, {"a"});
+  EXPECT_EQ(c.elapsed_ns, uint64_t{2 * kS});
+  EXPECT_EQ(c.busy_ns, uint64_t{kS / 2});
   EXPECT_EQ(m.gpu(kGpu)->sampled_ns, uint64_t{3 * kS});
   EXPECT_EQ(m.gpu(kGpu)->busy_ns, uint64_t{kS * 6 / 10 + 2 * kS / 4});
   EXPECT_EQ(m.pod_busy_ns("a", kGpu), m.gpu(kGpu)->busy_ns);
