@@ -9,6 +9,8 @@ build=$here/../build/fuzz/fuzz
 seconds=${1:-${FUZZ_SECONDS:-30}}
 list=$build/targets.txt
 [[ -f $list ]] || { echo "$0: $list is missing: cmake --preset fuzz && cmake --build --preset fuzz" >&2; exit 1; }
+# UBSan reports and carries on unless told to stop: undefined behaviour is a crash like any other.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 work=$(mktemp -d /tmp/tessera-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$build/crashes"

@@ -66,10 +66,17 @@ PodGroups::Resolved PodGroups::Resolve(std::shared_ptr<const PodInfo> raw) {
     return {std::move(raw), ""};
   }
   Member& m = raw_[raw->key];
-  if (m.raw && m.raw->pod_group != raw->pod_group) {
-    members_[StrCat(m.raw->ns, "/", m.raw->pod_group)].erase(raw->key);
-  }
   const std::string group_key = StrCat(raw->ns, "/", raw->pod_group);
+  // The group key it was in, not only the podGroupName: a key may come back in another namespace
+  // when a name holds a '/' (which the API server refuses, but the decoder lets through).
+  if (m.raw) {
+    if (const std::string was = StrCat(m.raw->ns, "/", m.raw->pod_group); was != group_key) {
+      if (auto old = members_.find(was); old != members_.end()) {
+        old->second.erase(raw->key);
+        if (old->second.empty()) members_.erase(old);
+      }
+    }
+  }
   members_[group_key].insert(raw->key);
   m.raw = raw;
   std::string ignored;

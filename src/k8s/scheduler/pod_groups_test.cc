@@ -70,6 +70,23 @@ TEST_F(PodGroupsTest, AnAnnotationThatDisagreesIsIgnoredAndSaidOnce) {
   EXPECT_THAT(basic.ignored, ::testing::HasSubstr("basic: independent pods"));
 }
 
+// A pod is remembered by its key ("ns/name") and is a member of the group key its namespace and
+// podGroupName make. Two decoded pods with one key but different namespaces (names with a '/',
+// which the API server refuses, but the decoder does not) must not leave the key behind in the
+// first one's group: OnGroup would name it for a group it is not in, even after Forget.
+// (fuzz/pod_group_fuzz checks the same: OnGroup names exactly the pods that name the group.)
+TEST_F(PodGroupsTest, APodKeyMovedToAnotherGroupKeyLeavesTheFirst) {
+  EXPECT_TRUE(Resolve(PodObject("a", "b/c").PodGroup("g")).pod->pod_group_missing);
+  EXPECT_TRUE(Resolve(PodObject("a/b", "c").PodGroup("g")).pod->pod_group_missing);
+  EXPECT_TRUE(groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("a", "g", 0))).empty());
+  EXPECT_EQ(groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("a/b", "g", 0))),
+            std::vector<std::string>{"a/b/c"});
+  groups_.Forget("a/b/c");
+  EXPECT_TRUE(groups_.OnGroup(Change::kUpdated, DecodePodGroup(PodGroupJson("a", "g", 0))).empty());
+  EXPECT_TRUE(
+      groups_.OnGroup(Change::kUpdated, DecodePodGroup(PodGroupJson("a/b", "g", 0))).empty());
+}
+
 // As kube-scheduler: a True condition is final; the same message is not written twice; a
 // recreated PodGroup (new uid) starts again.
 TEST_F(PodGroupsTest, TheConditionIsWrittenWhenItChangesAndNeverAfterTrue) {
