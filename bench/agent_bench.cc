@@ -10,7 +10,9 @@
 // pod<UID>/<container ID> (removed at the end) holding PROCESSES ledger slots of its pod's share;
 // the bench process is the agent. Needs root (mounts in a mount namespace of its own, cgroups).
 // With TESSERA_AGENT_BENCH_NVML defined (this tree's build) and $AGENT_BENCH_NVML naming the fake
-// libnvidia-ml.so.1, the agent also samples the GPUs' processes (the backstop, the controller).
+// libnvidia-ml.so.1, the agent also samples the GPUs' processes (the backstop, the controller);
+// with $AGENT_BENCH_USAGE_EVERY_STEP=1 too, it samples the GPUs' busy time (the usage counters and
+// the idle rule, once a second in the agent) at every step, so that the difference is its cost.
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -138,6 +141,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     sampler = std::move(*s);
+  }
+  if (const char* every = std::getenv("AGENT_BENCH_USAGE_EVERY_STEP"); every && *every == '1') {
+    options.usage_interval = std::chrono::milliseconds(0);
   }
   agent::PodManager manager(options, nullptr, sampler.get());
 #else

@@ -530,6 +530,12 @@ void PodManager::Maintain() {
   if (now - processes_refreshed_ >= std::chrono::seconds(1)) {
     processes_.Refresh();
     processes_refreshed_ = now;
+    // The pods with a process on the host (one scan of /proc), for the release rule below and
+    // the usage counters.
+    running_.clear();
+    if (sees_host_pids_ && (!pods_.empty() || !unserved_.empty())) {
+      running_ = processes_.PodsWithProcesses();
+    }
     ReleasePodsWithoutProcessesLocked(now);
   }
   std::map<std::string, std::vector<shim::Segment*>> capped;  // by GPU UUID
@@ -576,8 +582,7 @@ void PodManager::Maintain() {
 void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
   const int64_t now_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-  std::set<std::string> running;
-  if (sees_host_pids_) running = processes_.PodsWithProcesses();
+  const std::set<std::string>& running = running_;  // as of the last scan of /proc (<= 1 s)
   for (const DiscoveredGpu& g : gpus_->gpus) {
     const std::string& uuid = g.spec.uuid;
     std::vector<std::string> holders;  // pods given this GPU (not a MIG instance of it)
@@ -635,7 +640,7 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
 
 void PodManager::ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now) {
   if (!sees_host_pids_ || (pods_.empty() && unserved_.empty())) return;
-  const std::set<std::string> running = processes_.PodsWithProcesses();
+  const std::set<std::string>& running = running_;
   std::vector<std::pair<std::string, std::string>> ended;  // UID, namespace/name
   auto check = [&](const std::string& uid, const std::string& name,
                    std::chrono::steady_clock::time_point& seen) {

@@ -230,6 +230,7 @@ class PodManager {
   HostProcesses processes_;
   bool sees_host_pids_ = false;
   std::chrono::steady_clock::time_point processes_refreshed_{};
+  std::set<std::string> running_;  // pods with a process on the host, as of that refresh
   MemoryBackstop backstop_;
   std::chrono::steady_clock::time_point next_backstop_{};
   std::set<std::string>
