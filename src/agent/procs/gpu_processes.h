@@ -52,7 +52,7 @@ class GpuProcessSampler : public shim::UtilizationSource {
   virtual absl::StatusOr<std::vector<shim::PidUtilization>> Utilization(
       const std::string& gpu_uuid) = 0;
   // The fraction of the GPU's last sample period in which a kernel ran (permille).
-  virtual absl::StatusOr<uint32_t> DeviceUtilization(const std::string& gpu_uuid) {
+  virtual absl::StatusOr<uint32_t> DeviceUtilization(const std::string& /*gpu_uuid*/) {
     return absl::UnimplementedError("this sampler has no device utilisation");
   }
   absl::StatusOr<std::vector<shim::PidUtilization>> Sample(const std::string& gpu_uuid) final {
