@@ -30,8 +30,19 @@ void SchedulerMetrics::SetNodes(std::vector<NodeGauges> nodes) {
   nodes_ = std::move(nodes);
 }
 
-void SchedulerMetrics::SetQueues(std::vector<QueueGauges> queues) {
+void SchedulerMetrics::SetQueues(std::vector<QueueGauges> queues,
+                                 std::chrono::steady_clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (queues_at_ && now > *queues_at_) {
+    const double seconds = std::chrono::duration<double>(now - *queues_at_).count();
+    for (const QueueGauges& q : queues_) {
+      auto& g = granted_[q.queue];
+      for (int r = 0; r < core::kQueueResourceCount; ++r) {
+        g[r] += static_cast<double>(q.allocated[r]) * seconds;
+      }
+    }
+  }
+  if (!queues_at_ || now > *queues_at_) queues_at_ = now;
   queues_ = std::move(queues);
 }
 
@@ -237,6 +248,35 @@ void WriteQueues(const std::vector<QueueGauges>& queues, Exposition& out) {
   for (const QueueGauges& q : queues) pods.Add({q.queue}, q.pending_pods);
 }
 
+// Per queue, the GPU time granted: the integral of what it was allocated, by exact fraction.
+void WriteGranted(const std::map<std::string, std::array<double, core::kQueueResourceCount>>& g,
+                  Exposition& out) {
+  struct Resource {
+    const char* name;
+    const char* help;
+    int index;
+    double scale;  // resource unit -> the metric's
+  };
+  const Resource resources[] = {
+      {"tessera_scheduler_queue_granted_gpu_seconds_total",
+       "GPU time granted to the queue's pods: GPUs allocated x seconds, a share counting its "
+       "fraction of its GPU (the time integral of tessera_scheduler_queue_allocated_gpus)",
+       core::kQueueGpu, 1.0 / 1000},
+      {"tessera_scheduler_queue_granted_gpu_memory_byte_seconds_total",
+       "GPU memory granted to the queue's pods x seconds (the time integral of "
+       "tessera_scheduler_queue_allocated_gpu_memory_bytes)",
+       core::kQueueGpuMemory, static_cast<double>(kMiB)},
+      {"tessera_scheduler_queue_granted_gpu_compute_seconds_total",
+       "GPU compute granted to the queue's pods, in GPUs (1 = all SMs of one GPU) x seconds (the "
+       "time integral of tessera_scheduler_queue_allocated_gpu_compute_gpus)",
+       core::kQueueGpuCompute, 1.0 / 1000},
+  };
+  for (const Resource& r : resources) {
+    auto family = out.Family({r.name, MetricType::kCounter, r.help, {"queue"}});
+    for (const auto& [queue, v] : g) family.Add({queue}, v[r.index] * r.scale);
+  }
+}
+
 void WriteScaleUp(const std::vector<ScaleUpGauges>& templates, int64_t waiting, Exposition& out) {
   auto nodes = out.Family({"tessera_scheduler_scale_up_nodes",
                            MetricType::kGauge,
@@ -266,6 +306,7 @@ void SchedulerMetrics::Write(Exposition& out) const {
   prometheus::WriteBuildInfo(out, build_);
   WriteNodes(nodes_, out);
   WriteQueues(queues_, out);
+  WriteGranted(granted_, out);
   if (scale_up_) WriteScaleUp(scale_up_->first, scale_up_->second, out);
   if (extra_) extra_(out);
 }

@@ -7,10 +7,12 @@
 // and labels, is docs/metrics.md (docs_reference_test checks it against Render()).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -91,7 +93,12 @@ class SchedulerMetrics {
   }
 
   void SetNodes(std::vector<NodeGauges> nodes);
-  void SetQueues(std::vector<QueueGauges> queues);
+  // The per-queue figures now. Each call also adds to every queue's granted GPU time what it was
+  // allocated since the previous call, as the previous call said (tessera_scheduler_queue_granted_*
+  // counters: the time integral of `allocated`, exact as long as every change of an allocation
+  // is published, which the scheduler does after each cycle).
+  void SetQueues(std::vector<QueueGauges> queues,
+                 std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
   // The scale-up signal (rendered once set): per template, and the pods it was computed for.
   void SetScaleUp(std::vector<ScaleUpGauges> templates, int64_t waiting_pods);
   // More families to write (informer counters, API requests), by the caller.
@@ -109,6 +116,9 @@ class SchedulerMetrics {
   mutable std::mutex mu_;
   std::vector<NodeGauges> nodes_;
   std::vector<QueueGauges> queues_;
+  std::optional<std::chrono::steady_clock::time_point> queues_at_;  // the last SetQueues
+  // Per queue, the integral of `allocated` over time: resource units (milli-GPUs, MiB) x seconds.
+  std::map<std::string, std::array<double, core::kQueueResourceCount>> granted_;
   std::optional<std::pair<std::vector<ScaleUpGauges>, int64_t>> scale_up_;
   std::function<void(prometheus::Exposition&)> extra_;
   prometheus::BuildInfo build_{"unknown", "unknown"};

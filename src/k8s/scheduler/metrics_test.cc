@@ -76,6 +76,31 @@ TEST(SchedulerMetrics, PrometheusTextInBaseUnits) {
 }
 
 // The pod waiting longest: its age from the scheduler's first sight of it.
+// GPU time granted per queue (issue 34): the time integral of what each queue was allocated, by
+// exact fraction, counted at each publication with the allocation the previous one said.
+TEST(SchedulerMetrics, GrantedGpuTimeIsTheIntegralOfTheAllocation) {
+  SchedulerMetrics m;
+  const auto t0 = std::chrono::steady_clock::time_point() + std::chrono::hours(5);
+  QueueGauges a;
+  a.queue = "team-a";
+  a.allocated = core::QueueResources::Of(1250, 20480, 500);  // 1.25 GPUs, 20 GiB, 0.5 compute
+  m.SetQueues({a}, t0);
+  EXPECT_THAT(m.Render(), Not(HasSubstr("tessera_scheduler_queue_granted_gpu_seconds_total{")));
+  a.allocated = core::QueueResources::Of(2000, 0, 2000);
+  m.SetQueues({a}, t0 + std::chrono::seconds(10));  // 10 s of the first allocation
+  m.SetQueues({}, t0 + std::chrono::seconds(15));   // 5 s of the second; then the queue is gone
+  m.SetQueues({}, t0 + std::chrono::seconds(100));
+  m.SetQueues({a}, t0 + std::chrono::seconds(90));  // a clock going back adds nothing
+  const std::string text = m.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_scheduler_queue_granted_gpu_seconds_total counter\n"
+                              "tessera_scheduler_queue_granted_gpu_seconds_total{queue=\"team-a\"} "
+                              "22.5\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_queue_granted_gpu_memory_byte_seconds_total{"
+                              "queue=\"team-a\"} 214748364800\n"));  // 20 GiB x 10 s
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_queue_granted_gpu_compute_seconds_total{"
+                              "queue=\"team-a\"} 15\n"));  // 0.5 x 10 + 2 x 5
+}
+
 TEST(SchedulerMetrics, OldestPendingPodAge) {
   SchedulerMetrics m;
   m.oldest_waiting_since_ns =

@@ -872,12 +872,24 @@ TEST_F(CoreTest, TheQueueFurthestBelowItsFairShareGoesFirst) {
   EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_pending_pods{queue=\"small\"} 0\n"));
   EXPECT_THAT(m, HasSubstr("tessera_scheduler_queue_borrowed_gpus{queue=\"small\"} 2\n"));
 
-  // The node goes: nothing is held any more, in the queues either.
+  // The GPU time granted reconciles with the grants: 100 s of 3 GPUs for big, 2 for small.
+  now_ += std::chrono::seconds(100);
+  core_->PublishMetrics();
+  EXPECT_THAT(metrics_.Render(),
+              HasSubstr("tessera_scheduler_queue_granted_gpu_seconds_total{queue=\"big\"} 300\n"));
+  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_queue_granted_gpu_seconds_total{"
+                                           "queue=\"small\"} 200\n"));
+
+  // The node goes: nothing is held any more, in the queues either, and no more time is granted.
   core_->OnNode(Change::kDeleted, DecodeNode(NodeObject("n1").Gpus(5).Json()));
   core_->ScheduleSome();
   core_->PublishMetrics();
   EXPECT_THAT(metrics_.Render(),
               HasSubstr("tessera_scheduler_queue_allocated_gpus{queue=\"big\"} 0\n"));
+  now_ += std::chrono::seconds(50);
+  core_->PublishMetrics();
+  EXPECT_THAT(metrics_.Render(),
+              HasSubstr("tessera_scheduler_queue_granted_gpu_seconds_total{queue=\"big\"} 300\n"));
 }
 
 // A queue's limit and an unusable queue stop its pods before the engine is asked, with why.
