@@ -74,6 +74,20 @@ TEST(ComputeGateTest, ALaunchLongerThanTheWindowRunsInEveryOtherWindow) {
   EXPECT_EQ(admitted, 5);  // 30 ms every 100 ms: 30%
 }
 
+// One launch attempt at *t as the hooks make it: admitted at once; else the gate drains the
+// stream (the simulated GPU is free at `gpu_free`), which tells it the cost, and tries again; else
+// it sleeps until the next window: false, with *t that window's start and nothing launched.
+bool AdmitAsTheHooksDo(ComputeGate& g, uint32_t duty, int64_t period, int64_t gpu_free,
+                       int64_t* t) {
+  if (g.Admit(*t, duty, 0, period, nullptr)) return true;
+  const int64_t done = std::max(*t, gpu_free);
+  g.ObserveSync(*t, done);
+  *t = done;
+  if (g.Admit(*t, duty, 0, period, nullptr)) return true;
+  *t = ComputeGate::At(*t, duty, 0, period).next_start_ns;
+  return false;
+}
+
 // A process that launches kernels of one length as fast as the gate lets it, on a simulated GPU
 // that runs them back to back, and syncs every `sync_every` launches (as the GPU check's matmul
 // loop does); the hooks report its syncs to the gate. Returns the fraction of time the GPU ran it.
@@ -86,16 +100,7 @@ double SimulatedShare(uint32_t duty, int64_t kernel_ns, int sync_every, int64_t 
   int64_t gpu_free = t, busy = 0;
   int launches = 0;
   while (t < end) {
-    ComputeGate::Window w;
-    if (!g.Admit(t, duty, 0, period, &w)) {
-      int64_t done = std::max(t, gpu_free);  // the gate drains the stream
-      g.ObserveSync(t, done);
-      t = done;
-      if (!g.Admit(t, duty, 0, period, &w)) {
-        t = ComputeGate::At(t, duty, 0, period).next_start_ns;
-        continue;
-      }
-    }
+    if (!AdmitAsTheHooksDo(g, duty, period, gpu_free, &t)) continue;
     int64_t s = std::max(t, gpu_free);
     gpu_free = s + kernel_ns;
     busy += std::min(gpu_free, end) - std::min(s, end);
@@ -130,16 +135,7 @@ TEST(ComputeGateTest, FollowsKernelsThatChangeLength) {
   const int64_t switch_at = t + 2'000 * kMs, measure_from = switch_at + 500 * kMs,
                 end = switch_at + 3'000 * kMs;
   while (t < end) {
-    ComputeGate::Window w;
-    if (!g.Admit(t, 300, 0, period, &w)) {
-      int64_t done = std::max(t, gpu_free);
-      g.ObserveSync(t, done);
-      t = done;
-      if (!g.Admit(t, 300, 0, period, &w)) {
-        t = ComputeGate::At(t, 300, 0, period).next_start_ns;
-        continue;
-      }
-    }
+    if (!AdmitAsTheHooksDo(g, 300, period, gpu_free, &t)) continue;
     const int64_t kernel = t < switch_at ? 10 * kMs : 2 * kMs;
     int64_t s = std::max(t, gpu_free);
     gpu_free = s + kernel;
@@ -161,16 +157,7 @@ double MixedShare(uint32_t duty, const std::vector<int64_t>& cycle, int64_t seco
   const int64_t from = t + measure_from_s * 1'000 * kMs, end = t + seconds * 1'000 * kMs;
   size_t i = 0;
   while (t < end) {
-    ComputeGate::Window w;
-    if (!g.Admit(t, duty, 0, period, &w)) {
-      int64_t done = std::max(t, gpu_free);  // the gate drains the stream
-      g.ObserveSync(t, done);
-      t = done;
-      if (!g.Admit(t, duty, 0, period, &w)) {
-        t = ComputeGate::At(t, duty, 0, period).next_start_ns;
-        continue;
-      }
-    }
+    if (!AdmitAsTheHooksDo(g, duty, period, gpu_free, &t)) continue;
     int64_t s = std::max(t, gpu_free);
     gpu_free = s + cycle[i];
     busy += std::max<int64_t>(0, std::min(gpu_free, end) - std::max(s, from));
