@@ -49,6 +49,13 @@ records::AssignedGpu Share(int gpu, int64_t memory_mib, int32_t compute_milli = 
   return g;
 }
 
+// All of GPU `gpu`.
+records::AssignedGpu Whole(int gpu) {
+  records::AssignedGpu g = Share(gpu, 81559, 1000);
+  g.grant.exclusive = true;
+  return g;
+}
+
 records::AssignedGpu Mig(int gpu, const std::string& profile, int start) {
   records::AssignedGpu g;
   g.grant.gpu = gpu;
@@ -127,8 +134,9 @@ class PodManagerTest : public ::testing::Test {
     EXPECT_TRUE(n.ok()) << n.status();
     return std::make_shared<const NodeGpus>(*n);
   }
-  std::unique_ptr<PodManager> Manager(MigReconfigurer* mig = nullptr) {
-    auto m = std::make_unique<PodManager>(options_, mig);
+  std::unique_ptr<PodManager> Manager(MigReconfigurer* mig = nullptr,
+                                      GpuProcessSampler* sampler = nullptr) {
+    auto m = std::make_unique<PodManager>(options_, mig, sampler);
     m->SetGpus(Gpus());
     return m;
   }
@@ -180,8 +188,7 @@ TEST_F(PodManagerTest, AShimShareHasItsSegmentWhileItRunsAndNothingAfter) {
 // what another pod holds, nor more than a GPU has.
 TEST_F(PodManagerTest, NothingIsGivenTwice) {
   auto m = Manager();
-  records::AssignedGpu whole = Share(0, 81559, 1000);
-  whole.grant.exclusive = true;
+  const records::AssignedGpu whole = Whole(0);
   ASSERT_TRUE(m->Prepare(Pod(1, {whole})).ok());
   absl::StatusOr<std::optional<ContainerEdits>> e = m->Prepare(Pod(2, {whole}));
   ASSERT_FALSE(e.ok());
@@ -536,8 +543,7 @@ TEST_F(PodManagerTest, ARestartedAgentTakesBackARunningPodOnAWholeGpuAnEndedPodS
   proc.Process(200, Uid(2));
   options_.proc_root = (dir_ / "proc").string();
   options_.released_without_processes = std::chrono::seconds(0);
-  records::AssignedGpu whole = Share(0, 81559, 1000);
-  whole.grant.exclusive = true;
+  const records::AssignedGpu whole = Whole(0);
   PodRef ended = Pod(1, {whole});
   PodRef runs = Pod(2, {whole});
   {
@@ -747,18 +753,16 @@ TEST_F(PodManagerTest, TheGpusBusyTimeGoesToThePodRunningAloneOnIt) {
   options_.usage_interval = std::chrono::milliseconds(0);
   DeviceUtilizationSampler sampler;
   sampler.permille[Uuid(1)] = 500;
-  PodManager m(options_, nullptr, &sampler);
-  m.SetGpus(Gpus());
-  records::AssignedGpu whole = Share(0, 81559, 1000);
-  whole.grant.exclusive = true;
-  ASSERT_TRUE(m.Prepare(Pod(1, {whole})).ok());
-  ASSERT_TRUE(m.Prepare(Pod(2, {Share(1, 4096)})).ok());
-  ASSERT_TRUE(m.Prepare(Pod(3, {Share(1, 4096)})).ok());
+  auto m = Manager(nullptr, &sampler);
+  const records::AssignedGpu whole = Whole(0);
+  ASSERT_TRUE(m->Prepare(Pod(1, {whole})).ok());
+  ASSERT_TRUE(m->Prepare(Pod(2, {Share(1, 4096)})).ok());
+  ASSERT_TRUE(m->Prepare(Pod(3, {Share(1, 4096)})).ok());
   for (int i = 0; i < 5; ++i) {
-    m.Maintain();
+    m->Maintain();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  std::vector<GpuUse> use = m.Use();
+  std::vector<GpuUse> use = m->Use();
   ASSERT_EQ(use.size(), 2u);
   // GPU 0 gives no utilisation here: no figures, for it or its pod.
   EXPECT_EQ(use[0].busy_ns, -1);
@@ -775,10 +779,10 @@ TEST_F(PodManagerTest, TheGpusBusyTimeGoesToThePodRunningAloneOnIt) {
   sampler.permille[Uuid(0)] = 1000;
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the next scan of /proc
   for (int i = 0; i < 5; ++i) {
-    m.Maintain();
+    m->Maintain();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  use = m.Use();
+  use = m->Use();
   EXPECT_GE(use[0].busy_ns, 80'000'000);
   EXPECT_EQ(use[0].pods[0].busy_ns, use[0].busy_ns);  // the whole GPU's pod: all of it
   EXPECT_EQ(use[0].unattributed_busy_ns, 0);
@@ -802,17 +806,15 @@ TEST_F(PodManagerTest, APodThatKeepsItsGpuIdleIsToldOnce) {
   DeviceUtilizationSampler sampler;
   sampler.permille[Uuid(0)] = 10;   // 1%: idle
   sampler.permille[Uuid(1)] = 400;  // 40%: working
-  PodManager m(options_, nullptr, &sampler);
-  m.SetGpus(Gpus());
-  records::AssignedGpu whole = Share(0, 81559, 1000);
-  whole.grant.exclusive = true;
-  ASSERT_TRUE(m.Prepare(Pod(1, {whole})).ok());
-  ASSERT_TRUE(m.Prepare(Pod(2, {Share(1, 4096)})).ok());
+  auto m = Manager(nullptr, &sampler);
+  const records::AssignedGpu whole = Whole(0);
+  ASSERT_TRUE(m->Prepare(Pod(1, {whole})).ok());
+  ASSERT_TRUE(m->Prepare(Pod(2, {Share(1, 4096)})).ok());
   std::vector<PodNotice> notices;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
   while (std::chrono::steady_clock::now() < until) {
-    m.Maintain();
-    for (PodNotice& n : m.TakeNotices()) notices.push_back(std::move(n));
+    m->Maintain();
+    for (PodNotice& n : m->TakeNotices()) notices.push_back(std::move(n));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_EQ(notices.size(), 1u);
@@ -820,7 +822,7 @@ TEST_F(PodManagerTest, APodThatKeepsItsGpuIdleIsToldOnce) {
   EXPECT_EQ(notices[0].reason, "GPUIdle");
   EXPECT_THAT(notices[0].message, HasSubstr("ran this pod's kernels 0.9% of the last 1 s (under "
                                             "5.0%): the pod holds a GPU it does not use"));
-  std::vector<GpuUse> use = m.Use();
+  std::vector<GpuUse> use = m->Use();
   EXPECT_EQ(use[0].pods[0].idle, 1);
   EXPECT_EQ(use[1].pods[0].idle, 0);
 }
