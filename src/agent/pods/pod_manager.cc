@@ -622,18 +622,16 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
     if (idle_.Idle(uid, uuid, &busy)) {
       Prepared& p = pods_.at(uid);
       const IdleOptions& o = idle_.options();
-      // Told once per window while it stays idle (the notice's own limit is shorter).
-      const std::string key = StrCat("GPUIdle/", uuid);
-      auto last = p.noticed.find(key);
-      if (last != p.noticed.end() && now - last->second < o.window) continue;
-      NoticeLocked(p, key, "GPUIdle",
+      // Told once per window while it stays idle.
+      NoticeLocked(p, StrCat("GPUIdle/", uuid), "GPUIdle",
                    StrCat("GPU ", g.spec.index, " (", uuid, ") ran this pod's kernels ", busy / 10,
                           ".", busy % 10, "% of the last ",
                           o.window.count() % 60 == 0 ? StrCat(o.window.count() / 60, " min")
                                                      : StrCat(o.window.count(), " s"),
                           " (under ", o.threshold_permille / 10, ".", o.threshold_permille % 10,
                           "%): the pod holds a GPU it does not use; a smaller share, or ending "
-                          "the pod, gives it to pods that would"));
+                          "the pod, gives it to pods that would"),
+                   o.window);
     }
   }
 }
@@ -735,10 +733,12 @@ void PodManager::RunBackstopLocked(std::chrono::steady_clock::time_point now) {
 }
 
 void PodManager::NoticeLocked(Prepared& p, const std::string& key, std::string reason,
-                              std::string message) {
+                              std::string message, std::chrono::seconds interval) {
   const auto now = std::chrono::steady_clock::now();
   auto it = p.noticed.find(key);
-  if (it != p.noticed.end() && now - it->second < options_.notice_interval) return;
+  if (it != p.noticed.end() && now - it->second < std::max(interval, options_.notice_interval)) {
+    return;
+  }
   p.noticed[key] = now;
   PodRef pod = p.grant.pod;
   pod.annotations.clear();

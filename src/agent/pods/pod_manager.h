@@ -196,8 +196,10 @@ class PodManager {
   enum class Admission { kNew, kTakeBack };
   // Releases the pods whose processes are gone (options_.released_without_processes).
   void ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now);
-  // Queues a notice unless the same one was given within options_.notice_interval.
-  void NoticeLocked(Prepared& p, const std::string& key, std::string reason, std::string message);
+  // Queues a notice unless the same one was given within options_.notice_interval, or within
+  // `interval` when that is longer (a notice about a state that lasts: once per its window).
+  void NoticeLocked(Prepared& p, const std::string& key, std::string reason, std::string message,
+                    std::chrono::seconds interval = {});
   absl::StatusOr<std::optional<ContainerEdits>> PrepareLocked(const PodRef& pod,
                                                               Admission admission);
   // The node's own check of a record (a defence against records the scheduler did not write):
