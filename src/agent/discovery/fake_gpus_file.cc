@@ -9,6 +9,7 @@
 
 #include "agent/discovery/json_lines.h"
 #include "agent/discovery/model_names.h"
+#include "agent/discovery/numa.h"
 #include "agent/discovery/xid.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -492,32 +493,7 @@ bool IsMigUuid(std::string_view uuid) {
   return uuid.substr(0, 4) == "MIG-" && IsUuidBody(uuid.substr(4));
 }
 
-bool IsCpuList(std::string_view list) {
-  if (list.empty()) return false;
-  size_t pos = 0;
-  while (true) {
-    auto number = [&](int64_t* v) {
-      const size_t begin = pos;
-      *v = 0;
-      while (pos < list.size() && std::isdigit(static_cast<unsigned char>(list[pos]))) {
-        *v = *v * 10 + (list[pos] - '0');
-        if (*v > 1'000'000) return false;
-        ++pos;
-      }
-      return pos > begin;
-    };
-    int64_t first = 0, last = 0;
-    if (!number(&first)) return false;
-    last = first;
-    if (pos < list.size() && list[pos] == '-') {
-      ++pos;
-      if (!number(&last) || last < first) return false;
-    }
-    if (pos == list.size()) return true;
-    if (list[pos] != ',') return false;
-    ++pos;
-  }
-}
+bool IsCpuList(std::string_view list) { return ParseCpuRanges(list, 1'000'000).has_value(); }
 
 std::string NormalizePciBusId(std::string_view id) {
   // domain:bus:device.function with a 4- or 8-digit domain, 2-digit bus, 2-digit device, 1 digit

@@ -16,11 +16,9 @@ std::optional<int32_t> Number(std::string_view s) {
 
 }  // namespace
 
-std::optional<std::set<int32_t>> ParseCpuList(std::string_view list) {
-  while (!list.empty() && (list.back() == '\n' || list.back() == ' ')) list.remove_suffix(1);
-  std::set<int32_t> cpus;
-  if (list.empty()) return cpus;
-  constexpr int32_t kMaxCpus = 1 << 16;  // a range larger than any machine is malformed
+std::optional<std::vector<std::pair<int32_t, int32_t>>> ParseCpuRanges(std::string_view list,
+                                                                       int32_t max_cpu) {
+  std::vector<std::pair<int32_t, int32_t>> ranges;
   while (true) {
     const size_t comma = list.find(',');
     const std::string_view item = list.substr(0, comma);
@@ -28,10 +26,22 @@ std::optional<std::set<int32_t>> ParseCpuList(std::string_view list) {
     std::optional<int32_t> first = Number(item.substr(0, dash));
     std::optional<int32_t> last =
         dash == std::string_view::npos ? first : Number(item.substr(dash + 1));
-    if (!first || !last || *last < *first || *last >= kMaxCpus) return std::nullopt;
-    for (int32_t c = *first; c <= *last; ++c) cpus.insert(c);
-    if (comma == std::string_view::npos) break;
+    if (!first || !last || *last < *first || *last > max_cpu) return std::nullopt;
+    ranges.emplace_back(*first, *last);
+    if (comma == std::string_view::npos) return ranges;
     list.remove_prefix(comma + 1);
+  }
+}
+
+std::optional<std::set<int32_t>> ParseCpuList(std::string_view list) {
+  while (!list.empty() && (list.back() == '\n' || list.back() == ' ')) list.remove_suffix(1);
+  std::set<int32_t> cpus;
+  if (list.empty()) return cpus;
+  // A range larger than any machine is malformed.
+  auto ranges = ParseCpuRanges(list, (1 << 16) - 1);
+  if (!ranges) return std::nullopt;
+  for (const auto& [first, last] : *ranges) {
+    for (int32_t c = first; c <= last; ++c) cpus.insert(c);
   }
   return cpus;
 }

@@ -15,10 +15,17 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace tessera::agent {
 
-// The CPUs of a kernel CPU list ("0-3,8,10-11"); nullopt for a malformed list.
+// The ranges of a kernel CPU list ("0-3,8,10-11" -> {0,3},{8,8},{10,11}); nullopt for a malformed
+// list (an empty one included) or a CPU number over `max_cpu`.
+std::optional<std::vector<std::pair<int32_t, int32_t>>> ParseCpuRanges(std::string_view list,
+                                                                       int32_t max_cpu);
+// The CPUs of a kernel CPU list as sysfs writes it (a trailing newline allowed; empty: none);
+// nullopt for a malformed list or one naming a CPU over 65535.
 std::optional<std::set<int32_t>> ParseCpuList(std::string_view list);
 
 // The one node of `node_cpus` (node -> its CPU list, as /sys/devices/system/node/node<N>/cpulist
