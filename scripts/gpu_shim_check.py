@@ -23,7 +23,9 @@ With the shim in front of the real driver and an 8 GiB share (the cap), it check
      close), and CUDA 2.x's cuMemAlloc reached by name is refused (with what the driver itself
      answers);
   6. a bf16 8192x8192 matmul loop capped at 30% runs at 0.30 +- 0.05 of its uncapped speed,
-     30% + 70% pods split the GPU about 3:7, and a CUDA graph of the loop is capped too;
+     30% + 70% pods split the GPU about 3:7, and a CUDA graph of the loop is capped too; with the
+     node agent's compute controller steering the windows from NVML (compute_controlled), the
+     loop and the graph at 0.30 +- 0.03;
   7. the node agent's memory backstop can see what the shim cannot (bench/results/security.md):
      a process in a share that loads the real driver by its path and allocates 1.5 x the cap is
      listed by NVML under its PID with at least that much, and a process holding only a context
@@ -38,7 +40,11 @@ Usage (from the repository root, on a machine with an NVIDIA GPU, CUDA 13, PyTor
       [--prebuilt DIR]   libtessera-cuda.so, libtessera-nvml.so, driver_check, segment_tool,
                          shim_bench already built (else built here with g++ from src/shim)
       [--only STAGES]    a comma-separated subset of: report,steps,sizing,share,driver,compute,
-                         compute_trim,overhead,backstop
+                         compute_trim,compute_controlled,overhead,backstop
+      [--agent-run PATH] agent_gpu_run (scripts/gpu_shim/agent_gpu_run.cc), the node agent's
+                         per-GPU loop, CMake-built (it needs abseil), for stage
+                         compute_controlled (default: in --prebuilt, else build/release or
+                         build/dev: test/shim/agent_gpu_run)
       [--real-cuda PATH --real-nvml PATH]   the real driver libraries (default: found by
                          ldconfig); pointing them at the fake driver runs the driver and
                          overhead stages without a GPU
@@ -151,6 +157,7 @@ class Node:
     def __init__(self, work, bins, real_cuda, real_nvml):
         self.work = work
         self.real_cuda = real_cuda
+        self.real_nvml = real_nvml
         self.bins = bins
         self.lib = os.path.join(work, "lib")
         os.makedirs(self.lib, exist_ok=True)
@@ -698,6 +705,71 @@ def stage_compute_trim(node, cap, results, seconds=6, duties=(240,)):
     results["compute_trim"] = r
 
 
+def agent_gpu_run(node, pods, agent_run, real_nvml):
+    """Starts the agent's per-GPU loop (agent_gpu_run: reap, compute controller every
+    250 ms, usage meter every second, with the real NVML) over `pods`; returns a function that
+    stops it and returns its JSON document."""
+    proc = subprocess.Popen([agent_run, "--gpu", node.uuid, "--nvml", real_nvml] + pods,
+                            env=node.env(None), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    proc.stdout.readline()  # ready
+
+    def stop():
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        return last_json(out) or {"error": err[-1500:]}
+    return stop
+
+
+def stage_compute_controlled(node, cap, results, agent_run, real_nvml, seconds=16):
+    """The compute controller running: the agent's per-GPU loop (agent_gpu_run) steers the pods'
+    windows from NVML while they run, as `tessera agent` does. A 30% hard cap, the plain loop and
+    a CUDA graph of it: each must get 0.30 +- 0.03 of its uncapped speed over the run (the
+    windows alone, stage compute, gave 0.341 and 0.351 on an H200); a 30% + 70% pair must still
+    split 0.30 +- 0.05 of what they got, with the controller's untrusted steps (NVML naming one
+    process per sample) on record. The runs include the controller's first steps (it starts at
+    the cap and trims by an eighth of the error per 250 ms)."""
+    r = {}
+    base = matmul_runs(node, [node.pod(cap)], 8)[0].get("tflops")
+    gbase = matmul_runs(node, [node.pod(cap)], 8, graph=True)[0].get("tflops")
+    r["uncapped_tflops"], r["graph_uncapped_tflops"] = base, gbase
+
+    def controlled(pods, graph):
+        stop = agent_gpu_run(node, pods, agent_run, real_nvml)
+        try:
+            runs = matmul_runs(node, pods, seconds, graph=graph)
+        finally:
+            doc = stop()
+        summary = {"steps": doc.get("steps"), "untrusted_steps": doc.get("untrusted_steps"),
+                   "error": doc.get("error")}
+        for i, pod in enumerate(pods):
+            p = doc.get("pods", {}).get(pod, {})
+            rows = p.get("steps", [])
+            half = rows[len(rows) // 2:]
+            summary["pod%d" % i] = {
+                "last_duty_permille": p.get("last_duty_permille"),
+                "duties": [row[2] for row in rows],
+                "nvml_permille_second_half_mean": (sum(row[0] for row in half) / len(half)
+                                                   if half else None)}
+        return runs, summary
+
+    loop, r["loop_controller"] = controlled([node.pod(cap, 300, duty=300, phase=0)], False)
+    graph, r["graph_controller"] = controlled([node.pod(cap, 300, duty=300, phase=0)], True)
+    pair, r["pair_controller"] = controlled([node.pod(cap, 300, duty=300, phase=0),
+                                             node.pod(cap, 700, duty=700, phase=300)], False)
+    ratio = lambda x, b: x.get("tflops") / b if b and x.get("tflops") else None
+    r["capped_30"] = ratio(loop[0], base)
+    r["graph_capped_30"] = ratio(graph[0], gbase)
+    shares = [ratio(x, base) for x in pair]
+    r["pair_30_70"] = shares
+    r["pair_split_of_30"] = (shares[0] / (shares[0] + shares[1])
+                             if all(shares) else None)
+    near = lambda v, target, tol: v is not None and abs(v - target) <= tol
+    r["pass"] = (near(r["capped_30"], 0.30, 0.03) and near(r["graph_capped_30"], 0.30, 0.03) and
+                 near(r["pair_split_of_30"], 0.30, 0.05))
+    results["compute_controlled"] = r
+
+
 def stage_overhead(node, cap, results, uncapped_with_shim=None, seconds=10, torch_ok=True):
     bench = os.path.join(node.bins, "shim_bench")
     share = node.pod(cap)
@@ -782,6 +854,7 @@ def main():
     ap.add_argument("--real-cuda")
     ap.add_argument("--real-nvml")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--agent-run", help="agent_gpu_run (stage compute_controlled)")
     ap.add_argument("--trim-duties", default="240",
                     help="compute_trim: the duties (permille) to run a 30%% cap at; the first "
                          "is the compute controller's floor (0.8 x cap)")
@@ -789,8 +862,8 @@ def main():
     budget = Budget(args.budget_s)
     started = time.time()
     cap = int(args.cap_gib * GIB)
-    stages = (args.only or "report,steps,sizing,share,driver,compute,compute_trim,overhead,"
-                           "backstop").split(",")
+    stages = (args.only or "report,steps,sizing,share,driver,compute,compute_trim,"
+                           "compute_controlled,overhead,backstop").split(",")
     work = tempfile.mkdtemp(prefix="tessera-gpu-shim-")
     results = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                "cap_bytes": cap, "stages_run": stages}
@@ -827,7 +900,7 @@ def main():
                 continue
             t0 = time.monotonic()
             needs_torch = stage in ("report", "steps", "sizing", "share", "compute",
-                                    "compute_trim")
+                                    "compute_trim", "compute_controlled")
             if needs_torch and not torch_ok:
                 results.setdefault("skipped", []).append(stage + " (no PyTorch)")
                 continue
@@ -847,6 +920,17 @@ def main():
                 elif stage == "compute_trim":
                     stage_compute_trim(node, cap, results,
                                        duties=[int(x) for x in args.trim_duties.split(",")])
+                elif stage == "compute_controlled":
+                    agent_run = args.agent_run or next(
+                        (p for p in ([os.path.join(bins, "agent_gpu_run")] +
+                                     [os.path.join(REPO, "build", b, "test", "shim",
+                                                   "agent_gpu_run")
+                                      for b in ("release", "dev")]) if os.path.exists(p)), None)
+                    if agent_run is None:
+                        results.setdefault("skipped", []).append(
+                            stage + " (no agent_gpu_run: build it or pass --agent-run)")
+                        continue
+                    stage_compute_controlled(node, cap, results, agent_run, real_nvml)
                 elif stage == "overhead":
                     stage_overhead(node, cap, results, uncapped, torch_ok=torch_ok)
                 elif stage == "backstop":

@@ -14,11 +14,15 @@ Meanwhile this process (no CUDA context of its own) calls nvmlDeviceGetProcessUt
   - agent_s: what the agent's estimator makes of the same calls: per call, the mean smUtil of the
     process's samples times the time since the previous call;
   - samples_s: sum over samples of smUtil x the gap to the previous sample timestamp of the device;
-and the raw samples, so that the driver's sampling cadence is on record. JSON on stdout (and
---out). Changes nothing on the GPU.
+and the raw samples, so that the driver's sampling cadence is on record. With --agent
+(scripts/gpu_shim/agent_gpu_run.cc, built by CMake: the node agent's per-GPU loop), shim scenarios also run the agent beside
+their pods, and each worker gets meter_s, the busy time the agent's usage meter charged to its pod
+(src/agent/pods/usage_meter.h: the device's busy time, to the one pod running), with the GPU's
+unattributed time: the agent's own attribution against the truth. JSON on stdout (and --out).
+Changes nothing on the GPU.
 
 Usage: scripts/gpu_usage_probe.py [--seconds 6] [--interval-ms 250] [--scenarios '0.6;0.6,0.25']
-       [--out F]
+       [--shim-bins DIR [--agent PATH]] [--out F]
 """
 import argparse
 import json
@@ -108,7 +112,20 @@ def scenario(nv, dev, duties, args, node=None):
                               str(args.size)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              text=True, env=env)
         ready = json.loads(p.stdout.readline())
-        workers.append({"proc": p, "duty": d, "ready": ready})
+        workers.append({"proc": p, "duty": d, "ready": ready, "pod": pod if node else None})
+    agent_doc, stop_agent = None, None
+    if node is not None and args.agent:
+        import signal
+        pods = [w["pod"] for w in workers]
+        agent = subprocess.Popen([args.agent, "--gpu", node.uuid, "--nvml", node.real_nvml] + pods,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        agent.stdout.readline()  # ready
+
+        def stop_agent():
+            agent.send_signal(signal.SIGTERM)
+            out, err = agent.communicate(timeout=30)
+            lines = out.strip().splitlines()
+            return json.loads(lines[-1]) if lines else {"error": err[-1500:]}
     raw = []  # every sample: (call index, pid, timeStamp, smUtil, memUtil)
     calls = []  # per call: seconds since the previous call, smUtil samples by pid, device util
     last_seen = int(time.time() * 1e6)
@@ -135,6 +152,11 @@ def scenario(nv, dev, duties, args, node=None):
         t_prev = now
     for w in workers:
         out, _ = w["proc"].communicate(timeout=60)
+        w["out"] = out
+    if stop_agent is not None:
+        agent_doc = stop_agent()
+    for w in workers:
+        out = w["out"]
         w["result"] = json.loads(out.strip().splitlines()[-1])
         if solo_kernel_s is not None:
             w["result"]["kernel_s"] = solo_kernel_s
@@ -153,11 +175,21 @@ def scenario(nv, dev, duties, args, node=None):
                         "agent_s": round(agent, 4), "samples_s": round(samples_s, 4),
                         "agent_error": round(agent / truth - 1, 4) if truth else None,
                         "samples_error": round(samples_s / truth - 1, 4) if truth else None})
+        if agent_doc is not None:
+            meter = agent_doc.get("pods", {}).get(w["pod"], {}).get("busy_s")
+            results[-1]["meter_s"] = meter
+            results[-1]["meter_error"] = (round(meter / truth - 1, 4)
+                                          if meter is not None and truth else None)
+            results[-1]["last_duty_permille"] = agent_doc.get("pods", {}).get(
+                w["pod"], {}).get("last_duty_permille")
     device_s = sum(c["dt"] * c["device"] / 100.0 for c in calls)
     cadence = sorted((b - a) / 1e3 for a, b in zip(ts, ts[1:]))
     return {"duties": duties, "shim": node is not None, "workers": results, "device_busy_s": round(device_s, 4),
             "truth_sum_s": round(sum(r["truth_s"] for r in results), 4),
             "calls": len(calls), "samples": len(raw), "errors": errors,
+            "agent_gpu": agent_doc.get("gpu") if agent_doc else None,
+            "agent_untrusted_steps": agent_doc.get("untrusted_steps") if agent_doc else None,
+            "agent_run_error": agent_doc.get("error") if agent_doc else None,
             "sample_gap_ms_median": cadence[len(cadence) // 2] if cadence else None,
             "raw": raw}
 
@@ -173,6 +205,9 @@ def main():
     ap.add_argument("--shim-bins", default="",
                     help="the shim's build (scripts/gpu_shim_check.py --prebuilt): scenarios "
                          "written 'shim:0.3,0.7' run as pods capped at those shares")
+    ap.add_argument("--agent", default="",
+                    help="agent_gpu_run (build/dev/test/shim): run the node agent's per-GPU loop beside the pods "
+                         "of shim scenarios and report what its usage meter charged each")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     import pynvml as nv

@@ -1,6 +1,13 @@
-// The GPU check's driver-API program (scripts/gpu_shim/driver_check.cc) and segment tool, run
-// against the fake driver: every check it makes on a real GPU passes here, through the shim.
+// The GPU check's driver-API program (scripts/gpu_shim/driver_check.cc), segment tool and the
+// agent's per-GPU loop (agent_gpu_run.cc), run against the fake driver: every check they make on a
+// real GPU passes here, through the shim.
+#include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "nlohmann/json.hpp"
 
 #include "shim_testing.h"
 
@@ -92,6 +99,61 @@ TEST(GpuCheckTest, SegmentToolSchedulesAndReaps) {
   EXPECT_EQ(reaped, "{\"slots\":0,\"bytes\":0}\n");
   Shell(tool + " create " + pod + " " + Node::Uuid(0) + " 0", &status);
   EXPECT_NE(status, 0);  // exists
+}
+
+// agent_gpu_run beside a pod capped at 30% that runs alone on its GPU: it resolves the pod's
+// process to its host PID, steers the pod's window from the fake NVML's per-process figures, and
+// its usage meter charges the pod the GPU time the fake recorded (the device's busy time, to the
+// one pod running), with nothing unattributed.
+TEST(GpuCheckTest, AgentLoopFindsStepsAndMetersAPodAlone) {
+  Node node;
+  node.Share("p30", 0, 1 * kGiB, 300, ComputeMode::kHardCap, 64, 200'000);
+  const std::string pod = node.PodDir("p30");
+  const std::string out_file = node.dir() + "/agent.json";
+  int status = -1;
+  Shell("env TESSERA_FAKE_GPU_MACHINE=" + node.machine() + " " + TESSERA_AGENT_GPU_RUN +
+            " --gpu " + Node::Uuid(0) + " --nvml " + TESSERA_FAKE_NVML + " --seconds 5 " + pod +
+            " > " + out_file + " 2>&1 &",
+        &status);
+  ASSERT_EQ(status, 0);
+  Client app(node, "p30");
+  ASSERT_EQ(app.Do("init 0"), "ok");
+  const int64_t from = fake::MonoNs();
+  ASSERT_EQ(app.Do("spin 2000000 300 10"), "ok");  // 0.6 s of GPU work: about 2 s at 30%
+  const int64_t to = fake::MonoNs();
+  uint64_t truth_ns = 0;
+  for (const auto& [p, busy] : fake::BusyByPid(node.machine_state(), 0, from, to)) {
+    if (p == static_cast<uint32_t>(app.pid())) truth_ns = busy;
+  }
+  ASSERT_GT(truth_ns, 0u);
+  // The run ends by itself (--seconds 5); its document is the last line.
+  nlohmann::json doc;
+  for (int i = 0; i < 100 && doc.is_null(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(out_file);
+    std::string line, last;
+    while (std::getline(in, line)) last = line;
+    if (last.find("\"steps\"") != std::string::npos) doc = nlohmann::json::parse(last);
+  }
+  ASSERT_FALSE(doc.is_null()) << "agent_gpu_run wrote no document to " << out_file;
+  const nlohmann::json& p = doc["pods"][pod];
+  EXPECT_GE(doc["steps"].get<int>(), 15);
+  EXPECT_EQ(doc["untrusted_steps"], 0);
+  EXPECT_EQ(p["host_pids"], nlohmann::json::array({app.pid()})) << doc.dump();
+  int named = 0;  // steps in which NVML's per-process answer named the pod's process
+  for (const auto& step : doc["nvml"]) named += step.contains(std::to_string(app.pid()));
+  EXPECT_GE(named, 4) << doc["nvml"].dump();
+  const int64_t duty = p["last_duty_permille"].get<int64_t>();
+  EXPECT_GE(duty, 240);
+  EXPECT_LE(duty, 375);
+  // The meter samples the device's utilisation once a second (the fake's covers its last
+  // 500 ms): within a third of the truth, plus one sample's edge.
+  const double busy_s = p["busy_s"].get<double>(), truth_s = truth_ns / 1e9;
+  std::printf("  steps %d, NVML named the pod in %d, last duty %lld, metered %.3f s, truth %.3f s\n",
+              doc["steps"].get<int>(), named, static_cast<long long>(duty), busy_s, truth_s);
+  EXPECT_NEAR(busy_s, truth_s, truth_s / 3 + 0.15) << doc["gpu"].dump();
+  EXPECT_EQ(doc["gpu"]["unattributed_s"].get<double>(), 0.0);
+  EXPECT_GE(doc["gpu"]["busy_s"].get<double>(), busy_s);
 }
 
 }  // namespace
