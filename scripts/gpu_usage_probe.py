@@ -14,7 +14,10 @@ Meanwhile this process (no CUDA context of its own) calls nvmlDeviceGetProcessUt
   - agent_s: what the agent's estimator makes of the same calls: per call, the mean smUtil of the
     process's samples times the time since the previous call;
   - samples_s: sum over samples of smUtil x the gap to the previous sample timestamp of the device;
-and the raw samples, so that the driver's sampling cadence is on record. With --agent
+and the raw samples, so that the driver's sampling cadence is on record; per scenario the GPU's
+busy time from its rate (nvmlDeviceGetUtilizationRates at each call, device_busy_s) and from its
+record (nvmlDeviceGetSamples, every sample period, device_record_busy_s, what the agent reads).
+With --agent
 (scripts/gpu_shim/agent_gpu_run.cc, built by CMake: the node agent's per-GPU loop), shim scenarios also run the agent beside
 their pods, and each worker gets meter_s, the busy time the agent's usage meter charged to its pod
 (src/agent/pods/usage_meter.h: the device's busy time, to the one pod running), with the GPU's
@@ -129,6 +132,7 @@ def scenario(nv, dev, duties, args, node=None):
     raw = []  # every sample: (call index, pid, timeStamp, smUtil, memUtil)
     calls = []  # per call: seconds since the previous call, smUtil samples by pid, device util
     last_seen = int(time.time() * 1e6)
+    record_last, record_busy_s = 0, 0.0  # the device's record (nvmlDeviceGetSamples), as the agent
     for w in workers:
         w["proc"].stdin.write("go\n")
         w["proc"].stdin.flush()
@@ -147,6 +151,16 @@ def scenario(nv, dev, duties, args, node=None):
             raw.append([len(calls), s.pid, s.timeStamp, s.smUtil, s.memUtil])
             by_pid.setdefault(s.pid, []).append(s.smUtil)
             last_seen = max(last_seen, s.timeStamp)
+        try:  # every sample period since the newest seen, each weighted by the time it covers
+            _, record = nv.nvmlDeviceGetSamples(dev, nv.NVML_GPU_UTILIZATION_SAMPLES, record_last)
+            for r in sorted(record, key=lambda r: r.timeStamp):
+                if r.timeStamp <= record_last:
+                    continue
+                if record_last:
+                    record_busy_s += r.sampleValue.uiVal / 100.0 * (r.timeStamp - record_last) / 1e6
+                record_last = r.timeStamp
+        except nv.NVMLError as e:
+            errors["record: " + str(e)] = errors.get("record: " + str(e), 0) + 1
         calls.append({"dt": now - t_prev, "by_pid": by_pid,
                       "device": nv.nvmlDeviceGetUtilizationRates(dev).gpu})
         t_prev = now
@@ -185,6 +199,7 @@ def scenario(nv, dev, duties, args, node=None):
     device_s = sum(c["dt"] * c["device"] / 100.0 for c in calls)
     cadence = sorted((b - a) / 1e3 for a, b in zip(ts, ts[1:]))
     return {"duties": duties, "shim": node is not None, "workers": results, "device_busy_s": round(device_s, 4),
+            "device_record_busy_s": round(record_busy_s, 4),
             "truth_sum_s": round(sum(r["truth_s"] for r in results), 4),
             "calls": len(calls), "samples": len(raw), "errors": errors,
             "agent_gpu": agent_doc.get("gpu") if agent_doc else None,

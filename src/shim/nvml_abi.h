@@ -77,6 +77,33 @@ typedef struct nvmlUtilization_st {
   unsigned int memory;
 } nvmlUtilization_t;
 
+// nvmlDeviceGetSamples: the driver's record of one quantity, one sample per sampling period
+// (NVML_GPU_UTILIZATION_SAMPLES: the percent of the period in which a kernel ran), with CPU
+// timestamps in microseconds; the value's type is what the call says (nvmlValueType_t).
+enum : int { NVML_GPU_UTILIZATION_SAMPLES = 1 };
+enum : int {
+  NVML_VALUE_TYPE_DOUBLE = 0,
+  NVML_VALUE_TYPE_UNSIGNED_INT = 1,
+  NVML_VALUE_TYPE_UNSIGNED_LONG = 2,
+  NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3,
+  NVML_VALUE_TYPE_SIGNED_LONG_LONG = 4,
+  NVML_VALUE_TYPE_SIGNED_INT = 5,
+  NVML_VALUE_TYPE_UNSIGNED_SHORT = 6,
+};
+typedef union nvmlValue_st {
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+} nvmlValue_t;
+typedef struct nvmlSample_st {
+  unsigned long long timeStamp;  // CPU timestamp, microseconds
+  nvmlValue_t sampleValue;
+} nvmlSample_t;
+
 // NVML_VALUE_NOT_AVAILABLE for usedGpuMemory.
 #define TESSERA_NVML_VALUE_NOT_AVAILABLE (0xFFFFFFFFFFFFFFFFULL)
 
@@ -101,6 +128,10 @@ typedef nvmlReturn_t (*PFN_nvmlDeviceGetProcessUtilization)(nvmlDevice_t,
                                                             nvmlProcessUtilizationSample_t*,
                                                             unsigned int*, unsigned long long);
 typedef nvmlReturn_t (*PFN_nvmlDeviceGetUtilizationRates)(nvmlDevice_t, nvmlUtilization_t*);
+// (device, nvmlSamplingType_t, lastSeenTimeStamp, nvmlValueType_t* out, count in/out, samples):
+// samples null asks for the count.
+typedef nvmlReturn_t (*PFN_nvmlDeviceGetSamples)(nvmlDevice_t, int, unsigned long long, int*,
+                                                 unsigned int*, nvmlSample_t*);
 }  // extern "C"
 
 static_assert(sizeof(nvmlMemory_t) == 24);
@@ -108,3 +139,5 @@ static_assert(sizeof(nvmlMemory_v2_t) == 40);
 static_assert(sizeof(nvmlProcessInfo_v1_t) == 16);
 static_assert(sizeof(nvmlProcessInfo_t) == 24);
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32);
+static_assert(sizeof(nvmlValue_t) == 8);
+static_assert(sizeof(nvmlSample_t) == 16);

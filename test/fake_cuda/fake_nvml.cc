@@ -2,8 +2,9 @@
 // libcuda.so.1 writes: memory used = the living processes' bytes, the compute process list =
 // processes with a context or memory on the device, and utilisation computed from the kernels the
 // fake driver executed (per process: nvmlDeviceGetProcessUtilization; per device:
-// nvmlDeviceGetUtilizationRates over the last 500 ms). Sees every process, as NVML on a host
-// does; CUDA_VISIBLE_DEVICES does not apply to NVML.
+// nvmlDeviceGetUtilizationRates over the last 500 ms, and nvmlDeviceGetSamples's record of it, a
+// sample every 1/6 s for the last 2 s). Sees every process, as NVML on a host does;
+// CUDA_VISIBLE_DEVICES does not apply to NVML.
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,7 +34,8 @@
   X(nvmlDeviceGetComputeRunningProcesses_v2, PFN_nvmlDeviceGetComputeRunningProcesses_v3) \
   X(nvmlDeviceGetComputeRunningProcesses_v3, PFN_nvmlDeviceGetComputeRunningProcesses_v3) \
   X(nvmlDeviceGetProcessUtilization, PFN_nvmlDeviceGetProcessUtilization)                 \
-  X(nvmlDeviceGetUtilizationRates, PFN_nvmlDeviceGetUtilizationRates)
+  X(nvmlDeviceGetUtilizationRates, PFN_nvmlDeviceGetUtilizationRates)                     \
+  X(nvmlDeviceGetSamples, PFN_nvmlDeviceGetSamples)
 
 #define FAKE_DECLARE(name, type) std::remove_pointer_t<type> name;
 extern "C" {
@@ -273,5 +275,49 @@ FAKE_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t dev, nvmlUtiliz
   for (const auto& [pid, ns] : tessera::fake::BusyByPid(*Machine(), i, from, now)) busy += ns;
   util->gpu = static_cast<unsigned int>(std::min<int64_t>(100, busy * 100 / (now - from)));
   util->memory = 0;
+  return NVML_SUCCESS;
+}
+
+// NVML_GPU_UTILIZATION_SAMPLES: a sample at the end of every 1/6 s period of CLOCK_REALTIME (as a
+// real driver's record, ending at the last whole period), the percent of it in which a kernel
+// ran, for the periods of the last 2 s newer than last_seen_us (0: all of them).
+FAKE_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type,
+                                           unsigned long long last_seen_us, int* value_type,
+                                           unsigned int* count, nvmlSample_t* samples) {
+  int i = Index(dev);
+  if (i < 0 || count == nullptr || value_type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (type != NVML_GPU_UTILIZATION_SAMPLES) return NVML_ERROR_NOT_SUPPORTED;
+  constexpr uint64_t kPeriodUs = 166'667, kRecordUs = 2'000'000;
+  const uint64_t now_us = tessera::fake::RealtimeUs();
+  const int64_t now_ns = tessera::fake::MonoNs();
+  std::vector<uint64_t> ends;  // the periods' ends, oldest first
+  for (uint64_t end = now_us / kPeriodUs * kPeriodUs; end + kRecordUs > now_us && end > last_seen_us;
+       end -= kPeriodUs) {
+    ends.insert(ends.begin(), end);
+  }
+  *value_type = NVML_VALUE_TYPE_UNSIGNED_INT;
+  if (ends.empty()) {
+    *count = 0;
+    return NVML_ERROR_NOT_FOUND;
+  }
+  const unsigned int n = static_cast<unsigned int>(ends.size());
+  if (samples == nullptr) {
+    *count = n;
+    return NVML_SUCCESS;
+  }
+  if (*count < n) {
+    *count = n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned int k = 0; k < n; ++k) {
+    const int64_t to = now_ns - static_cast<int64_t>(now_us - ends[k]) * 1000;
+    const int64_t from = to - static_cast<int64_t>(kPeriodUs) * 1000;
+    int64_t busy = 0;
+    for (const auto& [pid, ns] : tessera::fake::BusyByPid(*Machine(), i, from, to)) busy += ns;
+    samples[k].timeStamp = ends[k];
+    samples[k].sampleValue.uiVal =
+        static_cast<unsigned int>(std::min<int64_t>(100, (busy * 100 + (to - from) / 2) / (to - from)));
+  }
+  *count = n;
   return NVML_SUCCESS;
 }

@@ -1,9 +1,10 @@
 // UsageMeter: how long each GPU of the node was busy, and which pod it was busy for, as
 // monotonic counters (nanoseconds) for /metrics (issue 34).
 //
-// The source is the device's own utilisation (NVML nvmlDeviceGetUtilizationRates: the fraction of
-// its last sample period in which a kernel ran), which a real GPU reports right: on an H200 it
-// stayed within 5% of the ground truth, also with several processes on the GPU. NVML's split by
+// The source is the device's own utilisation since the previous observation (the driver's record
+// of it, GpuProcessSampler::DeviceUtilization: every sample period counted, so that work between
+// two observations is not missed), which a real GPU reports right: on an H200 its rate stayed
+// within 5% of the ground truth, also with several processes on the GPU. NVML's split by
 // process is not used: there it named one process per 200 ms sample when several ran, with the
 // GPU's whole load (bench/results/usage-gpu.md). So an interval's busy time goes to the one pod
 // running on the GPU (a whole GPU; a MIG-less GPU shared by pods of which one has processes now)
@@ -37,8 +38,9 @@ class UsageMeter {
     uint64_t elapsed_ns = 0;
     uint64_t busy_ns = 0;
   };
-  // The GPU `gpu_uuid` at `now_ns` (a monotonic clock): busy `utilization_permille` of its last
-  // sample period, with `running_pods` (pod UIDs) the pods that have processes on it now. The
+  // The GPU `gpu_uuid` at `now_ns` (a monotonic clock): busy `utilization_permille` of the time
+  // since the last observation, with `running_pods` (pod UIDs) the pods that have processes on it
+  // now. The
   // first observation of a GPU only starts its clock; later ones charge the time since the last.
   Charge Observe(const std::string& gpu_uuid, int64_t now_ns, uint32_t utilization_permille,
                  const std::vector<std::string>& running_pods);

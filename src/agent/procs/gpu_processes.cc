@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<NvmlProcessSampler>> NvmlProcessSampler::Load(
   s->graphics_v3_ = ::dlsym(h, "nvmlDeviceGetGraphicsRunningProcesses_v3");
   s->utilization_ = ::dlsym(h, "nvmlDeviceGetProcessUtilization");
   s->device_utilization_ = ::dlsym(h, "nvmlDeviceGetUtilizationRates");
+  s->device_samples_ = ::dlsym(h, "nvmlDeviceGetSamples");
   if (init == nullptr || s->by_uuid_ == nullptr ||
       (s->compute_v3_ == nullptr && s->compute_v1_ == nullptr)) {
     return absl::UnavailableError(absl::StrCat(library, " lacks the NVML functions needed"));
@@ -162,12 +163,67 @@ absl::StatusOr<std::vector<shim::PidUtilization>> NvmlProcessSampler::Utilizatio
   return out;
 }
 
+absl::StatusOr<uint32_t> NvmlProcessSampler::SampledUtilization(void* device,
+                                                                 const std::string& uuid) {
+  if (device_samples_ == nullptr) {
+    return absl::UnimplementedError("this NVML has no nvmlDeviceGetSamples");
+  }
+  auto get = reinterpret_cast<PFN_nvmlDeviceGetSamples>(device_samples_);
+  auto dev = static_cast<nvmlDevice_t>(device);
+  unsigned long long& last = last_device_sample_us_[uuid];
+  int type = NVML_VALUE_TYPE_UNSIGNED_INT;
+  unsigned int count = 0;
+  nvmlReturn_t r = get(dev, NVML_GPU_UTILIZATION_SAMPLES, last, &type, &count, nullptr);
+  std::vector<nvmlSample_t> samples;
+  if (r == NVML_SUCCESS || r == NVML_ERROR_INSUFFICIENT_SIZE) {
+    samples.resize(count + 16);  // a sample or two may come meanwhile
+    count = static_cast<unsigned int>(samples.size());
+    r = get(dev, NVML_GPU_UTILIZATION_SAMPLES, last, &type, &count, samples.data());
+  }
+  if (r != NVML_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("nvmlDeviceGetSamples: ", r));
+  }
+  samples.resize(std::min<size_t>(count, samples.size()));
+  std::sort(samples.begin(), samples.end(),
+            [](const nvmlSample_t& a, const nvmlSample_t& b) { return a.timeStamp < b.timeStamp; });
+  auto percent = [type](const nvmlValue_t& v) -> uint64_t {
+    switch (type) {
+      case NVML_VALUE_TYPE_DOUBLE: return v.dVal > 0 ? static_cast<uint64_t>(v.dVal + 0.5) : 0;
+      case NVML_VALUE_TYPE_UNSIGNED_LONG: return v.ulVal;
+      case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return v.ullVal;
+      case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return v.sllVal > 0 ? v.sllVal : 0;
+      case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal > 0 ? v.siVal : 0;
+      case NVML_VALUE_TYPE_UNSIGNED_SHORT: return v.usVal;
+      default: return v.uiVal;
+    }
+  };
+  // Each sample covers the time since the one before it; the first call (nothing seen yet) only
+  // finds where the record ends.
+  uint64_t busy = 0, span = 0;
+  unsigned long long prev = last;
+  for (const nvmlSample_t& s : samples) {
+    if (s.timeStamp <= prev) continue;
+    if (prev != 0) {
+      const uint64_t gap = s.timeStamp - prev;
+      busy += std::min<uint64_t>(percent(s.sampleValue), 100) * gap;
+      span += gap;
+    }
+    prev = s.timeStamp;
+  }
+  last = prev;
+  if (span == 0) return absl::UnavailableError("no utilisation sample to weigh yet");
+  return static_cast<uint32_t>(busy * 10 / span);
+}
+
 absl::StatusOr<uint32_t> NvmlProcessSampler::DeviceUtilization(const std::string& uuid) {
+  absl::StatusOr<void*> d = Device(uuid);
+  if (!d.ok()) return d.status();
+  if (absl::StatusOr<uint32_t> sampled = SampledUtilization(*d, uuid); sampled.ok()) {
+    return sampled;
+  }
   if (device_utilization_ == nullptr) {
     return absl::UnimplementedError("this NVML has no nvmlDeviceGetUtilizationRates");
   }
-  absl::StatusOr<void*> d = Device(uuid);
-  if (!d.ok()) return d.status();
   nvmlUtilization_t u{};
   auto rates = reinterpret_cast<PFN_nvmlDeviceGetUtilizationRates>(device_utilization_);
   if (nvmlReturn_t r = rates(static_cast<nvmlDevice_t>(*d), &u); r != NVML_SUCCESS) {

@@ -18,8 +18,14 @@
 //                mean of several samples per process). Right for a process alone on the GPU;
 //                with several, a real driver (H200, 580) names one process per 200 ms sample
 //                with the GPU's whole load (bench/results/usage-gpu.md)
-//   DeviceUtilization  nvmlDeviceGetUtilizationRates: the GPU's own busy fraction over its last
-//                sample period, right also with several processes (usage_meter.h uses it)
+//   DeviceUtilization  the GPU's own busy fraction since the previous call for that GPU, right
+//                also with several processes (usage_meter.h uses it): the driver's record of it,
+//                nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES) since the newest sample seen,
+//                each sample weighted by the time it covers; where the driver keeps no record
+//                (or on the first call), nvmlDeviceGetUtilizationRates, which covers only the
+//                GPU's last sample period (1/6 s to 1 s by product): read once a second, it
+//                would see a sixth of the time, and a tenant whose work fell between the reads
+//                would not be charged for it
 // The fake libnvidia-ml.so.1 of test/fake_cuda answers both from what the fake driver did, with
 // host PIDs as the real one (tested in procs/gpu_processes_test.cc and on harness nodes).
 // Not thread-safe: one owner (the pod manager's maintenance).
@@ -51,7 +57,8 @@ class GpuProcessSampler : public shim::UtilizationSource {
   // SM utilisation per process since the previous call for this GPU (permille).
   virtual absl::StatusOr<std::vector<shim::PidUtilization>> Utilization(
       const std::string& gpu_uuid) = 0;
-  // The fraction of the GPU's last sample period in which a kernel ran (permille).
+  // The fraction of the time since the previous call for this GPU in which a kernel ran
+  // (permille); see NvmlProcessSampler for what a driver without a record gives.
   virtual absl::StatusOr<uint32_t> DeviceUtilization(const std::string& /*gpu_uuid*/) {
     return absl::UnimplementedError("this sampler has no device utilisation");
   }
@@ -73,6 +80,9 @@ class NvmlProcessSampler : public GpuProcessSampler {
  private:
   NvmlProcessSampler() = default;
   absl::StatusOr<void*> Device(const std::string& gpu_uuid) const;
+  // The mean of the driver's utilisation samples newer than the newest seen for the GPU,
+  // weighted by the time each covers; an error when there is no record or no sample to weigh.
+  absl::StatusOr<uint32_t> SampledUtilization(void* device, const std::string& gpu_uuid);
 
   void* handle_ = nullptr;
   void* by_uuid_ = nullptr;
@@ -81,7 +91,9 @@ class NvmlProcessSampler : public GpuProcessSampler {
   void* graphics_v3_ = nullptr;
   void* utilization_ = nullptr;
   void* device_utilization_ = nullptr;
+  void* device_samples_ = nullptr;
   std::map<std::string, unsigned long long> last_seen_us_;
+  std::map<std::string, unsigned long long> last_device_sample_us_;  // 0: none seen yet
 };
 
 }  // namespace tessera::agent

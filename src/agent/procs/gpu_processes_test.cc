@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "fake_cuda/fake_machine.h"
 #include "gtest/gtest.h"
@@ -140,14 +142,16 @@ TEST_F(GpuProcessesTest, MemoryAndTimeOfEachProcessByHostPid) {
 
   // GPU time, by host PID too.
   (void)sampler_->Utilization(uuid_);
+  (void)sampler_->DeviceUtilization(uuid_);  // where the driver's record ends
   ASSERT_EQ(contained.Send("spin 2000000 50 10"), "ok");
   auto u = sampler_->Utilization(uuid_);
   ASSERT_TRUE(u.ok()) << u.status();
   bool found = false;
   for (const auto& s : *u) found |= s.pid == contained.host_pid() && s.sm_permille > 0;
   EXPECT_TRUE(found);
-  // And the GPU's own busy fraction (its last 500 ms on the fake driver), which the usage
-  // counters are made of.
+  // And the GPU's own busy fraction since the previous read, which the usage counters are made
+  // of: from the driver's record, which ends at its last whole sample period (1/6 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   absl::StatusOr<uint32_t> busy = sampler_->DeviceUtilization(uuid_);
   ASSERT_TRUE(busy.ok()) << busy.status();
   EXPECT_GT(*busy, 0u);
@@ -161,6 +165,23 @@ TEST_F(GpuProcessesTest, MemoryAndTimeOfEachProcessByHostPid) {
   EXPECT_EQ(BytesOf(gone), 0u);
   auto unknown = sampler_->Memory("GPU-not-there");
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+}
+
+// The usage counters read the GPU's busy fraction once a second, and a real driver's rate
+// (nvmlDeviceGetUtilizationRates) covers only its last sample period, 1/6 s to 1 s: a tenant
+// whose work ended before each read would not be charged for it. The driver's record
+// (nvmlDeviceGetSamples) covers the whole time since the previous read.
+TEST_F(GpuProcessesTest, DeviceUtilizationCountsABurstThatEndedBeforeTheRead) {
+  ASSERT_FALSE(sampler_->DeviceUtilization(uuid_).status().code() == absl::StatusCode::kNotFound);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  fake::Execute(0, fake::MonoNs(), 300'000'000);  // 300 ms of GPU work, from now
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // The read covers from the end of the record at the first read to the end of the last whole
+  // period now: 1.03 to 1.37 s, of which 300 ms busy.
+  absl::StatusOr<uint32_t> busy = sampler_->DeviceUtilization(uuid_);
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  EXPECT_GE(*busy, 200u);
+  EXPECT_LE(*busy, 330u);
 }
 
 }  // namespace
