@@ -31,19 +31,23 @@ void SchedulerMetrics::SetNodes(std::vector<NodeGauges> nodes) {
 }
 
 void SchedulerMetrics::SetQueues(std::vector<QueueGauges> queues,
-                                 std::chrono::steady_clock::time_point now) {
+                                 std::chrono::steady_clock::time_point now,
+                                 std::vector<NamespaceGauges> namespaces) {
   std::lock_guard<std::mutex> lock(mu_);
   if (queues_at_ && now > *queues_at_) {
     const double seconds = std::chrono::duration<double>(now - *queues_at_).count();
-    for (const QueueGauges& q : queues_) {
-      auto& g = granted_[q.queue];
+    auto add = [seconds](std::array<double, core::kQueueResourceCount>& g,
+                         const core::QueueResources& allocated) {
       for (int r = 0; r < core::kQueueResourceCount; ++r) {
-        g[r] += static_cast<double>(q.allocated[r]) * seconds;
+        g[r] += static_cast<double>(allocated[r]) * seconds;
       }
-    }
+    };
+    for (const QueueGauges& q : queues_) add(granted_[q.queue], q.allocated);
+    for (const NamespaceGauges& n : namespaces_) add(granted_by_namespace_[n.name], n.allocated);
   }
   if (!queues_at_ || now > *queues_at_) queues_at_ = now;
   queues_ = std::move(queues);
+  namespaces_ = std::move(namespaces);
 }
 
 std::vector<QueueGauges> SchedulerMetrics::queues() const {
@@ -248,32 +252,33 @@ void WriteQueues(const std::vector<QueueGauges>& queues, Exposition& out) {
   for (const QueueGauges& q : queues) pods.Add({q.queue}, q.pending_pods);
 }
 
-// Per queue, the GPU time granted: the integral of what it was allocated, by exact fraction.
+// Per queue or per namespace (`whose`), the GPU time granted: the integral of what its pods were
+// allocated, by exact fraction.
 void WriteGranted(const std::map<std::string, std::array<double, core::kQueueResourceCount>>& g,
-                  Exposition& out) {
+                  const std::string& whose, Exposition& out) {
   struct Resource {
-    const char* name;
-    const char* help;
+    const char* name;      // after tessera_scheduler_<whose>_
+    const char* quantity;  // what is granted
+    const char* unit;      // of the allocation, x seconds
     int index;
     double scale;  // resource unit -> the metric's
   };
   const Resource resources[] = {
-      {"tessera_scheduler_queue_granted_gpu_seconds_total",
-       "GPU time granted to the queue's pods: GPUs allocated x seconds, a share counting its "
-       "fraction of its GPU (the time integral of tessera_scheduler_queue_allocated_gpus)",
-       core::kQueueGpu, 1.0 / 1000},
-      {"tessera_scheduler_queue_granted_gpu_memory_byte_seconds_total",
-       "GPU memory granted to the queue's pods x seconds (the time integral of "
-       "tessera_scheduler_queue_allocated_gpu_memory_bytes)",
+      {"granted_gpu_seconds_total", "GPU time",
+       "GPUs allocated (a share counting its fraction of its GPU)", core::kQueueGpu, 1.0 / 1000},
+      {"granted_gpu_memory_byte_seconds_total", "GPU memory time", "GPU memory allocated (bytes)",
        core::kQueueGpuMemory, static_cast<double>(kMiB)},
-      {"tessera_scheduler_queue_granted_gpu_compute_seconds_total",
-       "GPU compute granted to the queue's pods, in GPUs (1 = all SMs of one GPU) x seconds (the "
-       "time integral of tessera_scheduler_queue_allocated_gpu_compute_gpus)",
-       core::kQueueGpuCompute, 1.0 / 1000},
+      {"granted_gpu_compute_seconds_total", "GPU compute time",
+       "GPU compute allocated, in GPUs (1 = all SMs of one GPU)", core::kQueueGpuCompute,
+       1.0 / 1000},
   };
   for (const Resource& r : resources) {
-    auto family = out.Family({r.name, MetricType::kCounter, r.help, {"queue"}});
-    for (const auto& [queue, v] : g) family.Add({queue}, v[r.index] * r.scale);
+    auto family = out.Family({StrCat("tessera_scheduler_", whose, "_", r.name),
+                              MetricType::kCounter,
+                              StrCat(r.quantity, " granted to the ", whose, "'s pods: ", r.unit,
+                                     " x seconds, the time integral of their allocation"),
+                              {whose}});
+    for (const auto& [key, v] : g) family.Add({key}, v[r.index] * r.scale);
   }
 }
 
@@ -306,7 +311,8 @@ void SchedulerMetrics::Write(Exposition& out) const {
   prometheus::WriteBuildInfo(out, build_);
   WriteNodes(nodes_, out);
   WriteQueues(queues_, out);
-  WriteGranted(granted_, out);
+  WriteGranted(granted_, "queue", out);
+  WriteGranted(granted_by_namespace_, "namespace", out);
   if (scale_up_) WriteScaleUp(scale_up_->first, scale_up_->second, out);
   if (extra_) extra_(out);
 }

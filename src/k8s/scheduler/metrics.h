@@ -43,6 +43,13 @@ struct QueueGauges {
   int64_t pending_pods = 0;
 };
 
+// What the pods of one namespace hold now: the same amounts the queues count (QueueBook), summed by
+// the pods' namespace instead of their queue.
+struct NamespaceGauges {
+  std::string name;
+  core::QueueResources allocated;
+};
+
 // The scale-up signal of one node template (scale_up_signal.h).
 struct ScaleUpGauges {
   std::string template_name;
@@ -93,12 +100,14 @@ class SchedulerMetrics {
   }
 
   void SetNodes(std::vector<NodeGauges> nodes);
-  // The per-queue figures now. Each call also adds to every queue's granted GPU time what it was
-  // allocated since the previous call, as the previous call said (tessera_scheduler_queue_granted_*
-  // counters: the time integral of `allocated`, exact as long as every change of an allocation
-  // is published, which the scheduler does after each cycle).
+  // The per-queue and per-namespace figures now. Each call also adds to every queue's and every
+  // namespace's granted GPU time what it was allocated since the previous call, as the previous
+  // call said (tessera_scheduler_{queue,namespace}_granted_* counters: the time integral of
+  // `allocated`, exact as long as every change of an allocation is published, which the
+  // scheduler does after each cycle).
   void SetQueues(std::vector<QueueGauges> queues,
-                 std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+                 std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now(),
+                 std::vector<NamespaceGauges> namespaces = {});
   // The scale-up signal (rendered once set): per template, and the pods it was computed for.
   void SetScaleUp(std::vector<ScaleUpGauges> templates, int64_t waiting_pods);
   // More families to write (informer counters, API requests), by the caller.
@@ -116,9 +125,12 @@ class SchedulerMetrics {
   mutable std::mutex mu_;
   std::vector<NodeGauges> nodes_;
   std::vector<QueueGauges> queues_;
+  std::vector<NamespaceGauges> namespaces_;
   std::optional<std::chrono::steady_clock::time_point> queues_at_;  // the last SetQueues
-  // Per queue, the integral of `allocated` over time: resource units (milli-GPUs, MiB) x seconds.
+  // Per queue and per namespace, the integral of `allocated` over time: resource units
+  // (milli-GPUs, MiB) x seconds.
   std::map<std::string, std::array<double, core::kQueueResourceCount>> granted_;
+  std::map<std::string, std::array<double, core::kQueueResourceCount>> granted_by_namespace_;
   std::optional<std::pair<std::vector<ScaleUpGauges>, int64_t>> scale_up_;
   std::function<void(prometheus::Exposition&)> extra_;
   prometheus::BuildInfo build_{"unknown", "unknown"};

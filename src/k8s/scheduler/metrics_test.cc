@@ -101,6 +101,29 @@ TEST(SchedulerMetrics, GrantedGpuTimeIsTheIntegralOfTheAllocation) {
                               "queue=\"team-a\"} 15\n"));  // 0.5 x 10 + 2 x 5
 }
 
+// The same integral by namespace, beside the queues' (a namespace's pods may be in several queues).
+TEST(SchedulerMetrics, GrantedGpuTimeByNamespace) {
+  SchedulerMetrics m;
+  const auto t0 = std::chrono::steady_clock::time_point() + std::chrono::hours(5);
+  NamespaceGauges research{"research", core::QueueResources::Of(500, 10240, 250)};
+  NamespaceGauges infer{"inference", core::QueueResources::Of(3000, 0, 3000)};
+  m.SetQueues({}, t0, {research, infer});
+  research.allocated = core::QueueResources::Of(1000, 0, 1000);
+  m.SetQueues({}, t0 + std::chrono::seconds(20), {research});  // inference let go of its GPUs
+  m.SetQueues({}, t0 + std::chrono::seconds(30), {});
+  m.SetQueues({}, t0 + std::chrono::seconds(60), {});
+  const std::string text = m.Render();
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_scheduler_namespace_granted_gpu_seconds_total counter\n"
+                              "tessera_scheduler_namespace_granted_gpu_seconds_total{"
+                              "namespace=\"inference\"} 60\n"  // 3 GPUs x 20 s
+                              "tessera_scheduler_namespace_granted_gpu_seconds_total{"
+                              "namespace=\"research\"} 20\n"));  // 0.5 x 20 + 1 x 10
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_namespace_granted_gpu_memory_byte_seconds_total{"
+                              "namespace=\"research\"} 214748364800\n"));  // 10 GiB x 20 s
+  EXPECT_THAT(text, HasSubstr("tessera_scheduler_namespace_granted_gpu_compute_seconds_total{"
+                              "namespace=\"research\"} 15\n"));  // 0.25 x 20 + 1 x 10
+}
+
 TEST(SchedulerMetrics, OldestPendingPodAge) {
   SchedulerMetrics m;
   m.oldest_waiting_since_ns =

@@ -58,13 +58,32 @@ void QueueBook::Held(const std::string& key, const std::string& queue,
     if (it->second.queue == queue && it->second.amount == usage) return;
   }
   Tick();  // what was held until now counts before the change
+  const std::string ns(key.substr(0, key.find('/')));
   if (it != held_.end()) {
-    if (!it->second.amount.zero()) set_.SubAllocated(it->second.queue, it->second.amount);
+    if (!it->second.amount.zero()) {
+      set_.SubAllocated(it->second.queue, it->second.amount);
+      if (auto n = by_namespace_.find(ns); n != by_namespace_.end()) {
+        n->second -= it->second.amount;
+        if (n->second.zero()) by_namespace_.erase(n);
+      }
+    }
     held_.erase(it);
   }
   if (queue.empty()) return;
-  if (!usage.zero()) set_.AddAllocated(queue, usage);
+  if (!usage.zero()) {
+    set_.AddAllocated(queue, usage);
+    by_namespace_[ns] += usage;
+  }
   held_.emplace(key, Counted{queue, usage});
+}
+
+std::vector<NamespaceGauges> QueueBook::Namespaces() const {
+  std::vector<NamespaceGauges> out;
+  out.reserve(by_namespace_.size());
+  for (const auto& [name, allocated] : by_namespace_) out.push_back({name, allocated});
+  std::sort(out.begin(), out.end(),
+            [](const NamespaceGauges& a, const NamespaceGauges& b) { return a.name < b.name; });
+  return out;
 }
 
 void QueueBook::Waiting(const std::string& key, const std::string& queue,

@@ -10,7 +10,9 @@
 //  - pending: per queue, DemandOf over the pods waiting (queued, unschedulable, back-off, gang
 //    members waiting), shares with a memory ask counted against the largest GPU of the cluster
 //    when they were counted;
-//  - capacity: every GPU of the engine's live nodes.
+//  - capacity: every GPU of the engine's live nodes;
+//  - by namespace: the same allocations summed by the pods' namespace (the key's part before '/'),
+//    for the per-namespace granted GPU time.
 //  - usage (fair share that remembers, core/queues/usage_history.h): with a half-life set, the
 //    set's clock is moved to now (the injected clock, wall time by default) before every change
 //    of what a queue holds and before every report, so each holding counts for the time it was
@@ -75,6 +77,8 @@ class QueueBook {
   core::QueueSet& set() { return set_; }
   // Per-queue rows for /metrics.
   std::vector<QueueGauges> Gauges();
+  // What each namespace's pods hold (namespaces that hold something), by name.
+  std::vector<NamespaceGauges> Namespaces() const;
 
  private:
   struct Counted {
@@ -88,6 +92,7 @@ class QueueBook {
   Clock clock_;
   int64_t largest_gpu_mib_ = 0;
   absl::flat_hash_map<std::string, Counted> held_;
+  absl::flat_hash_map<std::string, core::QueueResources> by_namespace_;  // of held_
   absl::flat_hash_map<std::string, Counted> waiting_;
 };
 

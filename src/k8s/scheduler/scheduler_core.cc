@@ -658,7 +658,7 @@ std::optional<std::chrono::steady_clock::time_point> SchedulerCore::NextWakeup()
 
 void SchedulerCore::PublishMetrics() {
   ledger_.PublishMetrics();
-  if (metrics_ != nullptr) metrics_->SetQueues(book_.Gauges(), clock_());
+  if (metrics_ != nullptr) metrics_->SetQueues(book_.Gauges(), clock_(), book_.Namespaces());
 }
 
 std::optional<Stage> SchedulerCore::StageOf(const std::string& key) const {

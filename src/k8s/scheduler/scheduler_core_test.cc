@@ -879,6 +879,9 @@ TEST_F(CoreTest, TheQueueFurthestBelowItsFairShareGoesFirst) {
               HasSubstr("tessera_scheduler_queue_granted_gpu_seconds_total{queue=\"big\"} 300\n"));
   EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_queue_granted_gpu_seconds_total{"
                                            "queue=\"small\"} 200\n"));
+  // And by namespace: every pod is in "ns".
+  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_namespace_granted_gpu_seconds_total{"
+                                           "namespace=\"ns\"} 500\n"));
 
   // The node goes: nothing is held any more, in the queues either, and no more time is granted.
   core_->OnNode(Change::kDeleted, DecodeNode(NodeObject("n1").Gpus(5).Json()));
@@ -890,6 +893,8 @@ TEST_F(CoreTest, TheQueueFurthestBelowItsFairShareGoesFirst) {
   core_->PublishMetrics();
   EXPECT_THAT(metrics_.Render(),
               HasSubstr("tessera_scheduler_queue_granted_gpu_seconds_total{queue=\"big\"} 300\n"));
+  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_namespace_granted_gpu_seconds_total{"
+                                           "namespace=\"ns\"} 500\n"));
 }
 
 // A queue's limit and an unusable queue stop its pods before the engine is asked, with why.
