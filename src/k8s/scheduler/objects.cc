@@ -323,8 +323,11 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   std::optional<std::string> gang_size = annotation(records::kGangSizeAnnotation);
   std::string gang_field = StrCat("metadata.annotations[", records::kGangAnnotation, "]");
   std::string_view size_key = records::kGangSizeAnnotation;
+  // Kueue's label without its count in a PodGroup's pod: the PodGroup says the gang, the label
+  // adds nothing to it (pod_groups.h); with the count it is a gang the PodGroup may overrule.
   if (const json& kueue = JsonField(labels, records::kKueueGroupNameLabel);
-      !gang && kueue.is_string()) {
+      !gang && kueue.is_string() &&
+      !(in_pod_group && !annotation(records::kKueueGroupTotalCountAnnotation))) {
     gang = kueue.get<std::string>();
     gang_size = annotation(records::kKueueGroupTotalCountAnnotation);
     gang_field = StrCat("metadata.labels[", records::kKueueGroupNameLabel, "]");

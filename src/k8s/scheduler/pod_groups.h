@@ -18,7 +18,8 @@
 //      tessera.dev/gang-topology on the pod applies when the PodGroup has no topology constraint
 //      (it can say what the upstream API cannot: an NVLink domain inside a node).
 //   2. tessera.dev/gang (+ size, min, topology) (objects.h);
-//   3. Kueue's kueue.x-k8s.io/pod-group-name and pod-group-total-count (objects.h).
+//   3. Kueue's kueue.x-k8s.io/pod-group-name and pod-group-total-count (objects.h). In a
+//      PodGroup's pod, the label without its count is no gang of its own and is not an error.
 // A pod whose PodGroup does not exist (yet) waits (pod_group_missing), as with kube-scheduler; it
 // is resolved again when the PodGroup appears (OnGroup returns its key).
 #pragma once

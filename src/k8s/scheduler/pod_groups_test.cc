@@ -70,6 +70,40 @@ TEST_F(PodGroupsTest, AnAnnotationThatDisagreesIsIgnoredAndSaidOnce) {
   EXPECT_THAT(basic.ignored, ::testing::HasSubstr("basic: independent pods"));
 }
 
+// Kueue labels the pods it admits as a group (kueue.x-k8s.io/pod-group-name) and counts them in
+// an annotation; a pod in a PodGroup is the PodGroup's, so the label alone, without the count,
+// says nothing the PodGroup does not: the pod is valid input and joins the PodGroup's gang. (Before,
+// it was refused as a gang without its size.) With the count, a gang that disagrees is ignored and
+// said once, as for tessera's annotations.
+TEST_F(PodGroupsTest, AKueueLabelWithoutItsCountInAPodGroupIsThePodGroups) {
+  groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "train", 4)));
+  PodGroups::Resolved r = Resolve(PodObject("ns", "k-0")
+                                      .Limit("tessera.dev/gpu", "1")
+                                      .PodGroup("train")
+                                      .Label("kueue.x-k8s.io/pod-group-name", "train-kueue"));
+  EXPECT_EQ(r.pod->input_error, "");
+  ASSERT_TRUE(r.pod->request.gang.has_value());
+  EXPECT_EQ(r.pod->request.gang->name, "train");
+  EXPECT_EQ(r.pod->request.gang->min_members(), 4);
+  EXPECT_TRUE(r.ignored.empty());
+  PodGroups::Resolved counted =
+      Resolve(PodObject("ns", "k-1")
+                  .Limit("tessera.dev/gpu", "1")
+                  .PodGroup("train")
+                  .Label("kueue.x-k8s.io/pod-group-name", "train-kueue")
+                  .Annotation("kueue.x-k8s.io/pod-group-total-count", "8"));
+  EXPECT_EQ(counted.pod->input_error, "");
+  EXPECT_EQ(counted.pod->request.gang->name, "train");
+  EXPECT_THAT(counted.ignored, ::testing::HasSubstr("is ignored"));
+  // Outside a PodGroup the count is still required: the label alone is no gang.
+  EXPECT_THAT(DecodePod(PodObject("ns", "k-2")
+                            .Limit("tessera.dev/gpu", "1")
+                            .Label("kueue.x-k8s.io/pod-group-name", "train-kueue")
+                            .Json())
+                  ->input_error,
+              ::testing::HasSubstr("missing; a gang needs its size"));
+}
+
 // A pod is remembered by its key ("ns/name") and is a member of the group key its namespace and
 // podGroupName make. Two decoded pods with one key but different namespaces (names with a '/',
 // which the API server refuses, but the decoder does not) must not leave the key behind in the
