@@ -60,17 +60,17 @@ std::map<std::string, ComputeController::PodMeasure> ComputeController::Step(
                                   p.m.utilization_permille + kToleranceBelowCap >= st.duty);
     measured.push_back(p);
   }
-  // Whether this interval's split by process can be believed. A pod whose processes waited at
-  // their gate had work, and its window ran some of it; measured at nothing while another pod is
-  // measured at something, the split is the driver's, not the GPU's: on an H200 with driver 580
-  // NVML names one process per 200 ms sample when several run, with the GPU's whole load
-  // (bench/results/usage-gpu.md). Acting on it would widen the window of the pod it missed and
-  // narrow the other's (a 30% pod would get 37.5%), so the windows hold instead.
+  // Whether this interval's measurement can be believed. A pod whose processes waited at their
+  // gate had work, and its window ran some of it; measured at nothing, the figure is the
+  // driver's, not the GPU's: on an H200 with driver 580 NVML names one process per 200 ms sample
+  // when several run, with the GPU's whole load (bench/results/usage-gpu.md), and a driver whose
+  // per-process record has no sample for the interval names none. Acting on it would widen the
+  // window of the pod it missed (a 30% pod would get 37.5%) and narrow the others', so the
+  // windows hold instead.
   bool trusted = samples.ok();
   if (trusted) {
     for (const Pod& p : measured) {
-      const bool others_measured = int64_t{total} > int64_t{p.m.utilization_permille};
-      if (p.waited && p.m.utilization_permille == 0 && others_measured) trusted = false;
+      if (p.waited && p.m.utilization_permille == 0) trusted = false;
     }
   }
   if (!trusted && samples.ok()) ++untrusted_steps_;

@@ -19,11 +19,12 @@
 // and a measurement error never turns into an unbounded window) and [0.8 x cap, 1000] for
 // work-conserving shares.
 // Measurements it cannot believe change nothing: an interval in which a pod waited at its gate
-// (so its window ran some of its work) yet is measured at nothing while another pod is measured
-// at something. A real driver does this: on an H200 with driver 580, NVML's per-process samples
-// name one process per sample when several run (bench/results/usage-gpu.md); with such a driver
-// the windows stay as the caps set them (a 30/70 pair splits 0.291 : 0.709 there,
-// bench/results/shim-gpu.md). Counted in untrusted_steps().
+// (so its window ran some of its work) yet is measured at nothing. A real driver does this: on an
+// H200 with driver 580, NVML's per-process samples name one process per sample when several run
+// (bench/results/usage-gpu.md); with such a driver the windows stay as the caps set them (a 30/70
+// pair splits 0.291 : 0.709 there, bench/results/shim-gpu.md). A driver that names no process for
+// an interval is not believed either (alone on the GPU, the pod's window would otherwise widen to
+// 1.25 x its cap on no evidence). Counted in untrusted_steps().
 #pragma once
 
 #include <cstdint>

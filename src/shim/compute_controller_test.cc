@@ -97,7 +97,7 @@ TEST_F(ControllerTest, HardCapTrimsASteadyErrorSlowlyAndWithinBounds) {
   EXPECT_GT(a->limits().effective_duty(), 300u);
   EXPECT_LT(a->limits().effective_duty(), 320u);
   // Never beyond 1.25 x the cap, however low the measurement.
-  src.util[101] = 0;
+  src.util[101] = 10;
   for (int i = 0; i < 40; ++i) {
     Hungry(*a);
     c.Step(kUuid, {a.get()}, src);
@@ -146,6 +146,22 @@ TEST_F(ControllerTest, ASplitThatMissesAPodWaitingAtItsGateChangesNoWindow) {
     c.Step(kUuid, {a.get(), b.get()}, src);
   }
   EXPECT_LT(b->limits().effective_duty(), 700u);
+  EXPECT_EQ(c.untrusted_steps(), 40);
+}
+
+// A pod alone on its GPU that waits at its gate yet is named by no sample (a driver whose
+// per-process record has nothing for the interval, or cannot see the process): no evidence that
+// it is short of its share, so its window holds. Before, it widened to 1.25 x the cap (375).
+TEST_F(ControllerTest, APodWaitingAtItsGateThatNoSampleNamesKeepsItsWindow) {
+  auto a = Pod("a", 300, ComputeMode::kHardCap, 101);
+  ScriptedSource src;  // names nobody
+  ComputeController c;
+  c.Step(kUuid, {a.get()}, src);
+  for (int i = 0; i < 40; ++i) {
+    Hungry(*a);
+    c.Step(kUuid, {a.get()}, src);
+  }
+  EXPECT_EQ(a->limits().effective_duty(), 300u);
   EXPECT_EQ(c.untrusted_steps(), 40);
 }
 
