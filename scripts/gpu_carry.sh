@@ -10,7 +10,7 @@
 # need beyond glibc and libstdc++ in lib/ (bin/*.sh wrappers set LD_LIBRARY_PATH for them alone,
 # so PyTorch in the same run keeps its own); shim/: the CUDA shim and the check programs as
 # gpu_shim_check.py builds them (its --prebuilt directory). Builds the dev preset's tessera and
-# agent_gpu_run first. Add .devcarry/ to .git/info/exclude; carry the archive and the repository.
+# agent_gpu_run first. .devcarry/ is ignored by git; carry the archive with the working tree.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$root/.devcarry/gpu-carry.tar.xz}"
