@@ -6,9 +6,10 @@
 #   scripts/gpu_carry.sh [OUT]        default OUT: .devcarry/gpu-carry.tar.xz
 #
 # In it: bin/tessera (gpu_check.sh's binary) and bin/agent_gpu_run (the agent's per-GPU loop,
-# stage compute_controlled and gpu_usage_probe.py --agent), stripped, with every library they
-# need beyond glibc and libstdc++ in lib/ (bin/*.sh wrappers set LD_LIBRARY_PATH for them alone,
-# so PyTorch in the same run keeps its own); shim/: the CUDA shim and the check programs as
+# stage compute_controlled and gpu_usage_probe.py --agent), stripped (bin/*.bin), with every
+# library they need beyond glibc and libstdc++ in lib/; bin/tessera and bin/agent_gpu_run are
+# wrappers that set LD_LIBRARY_PATH for those two alone, so PyTorch in the same run keeps its own
+# libraries; shim/: the CUDA shim and the check programs as
 # gpu_shim_check.py builds them (its --prebuilt directory). Builds the dev preset's tessera and
 # agent_gpu_run first. .devcarry/ is ignored by git; carry the archive with the working tree.
 set -euo pipefail
