@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/scheduler/scheduler_core.h"
+#include "k8s/scheduler/testing/recorder.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
 
@@ -23,32 +24,7 @@ using testing::NodeObject;
 using ::testing::Not;
 using testing::PodObject;
 
-class Recorder : public Binder, public Reporter, public PreemptionWriter {
- public:
-  void Bind(const PodInfo& pod, const records::Assignment& assignment, uint64_t) override {
-    binds.push_back(StrCat(pod.key, "->", assignment.node));
-  }
-  void ReportFailure(const PodInfo& pod, std::string_view, const std::string& message,
-                     bool) override {
-    failures[pod.key] = message;
-  }
-  void ReportWarning(const PodInfo& pod, std::string_view reason,
-                     const std::string& message) override {
-    warnings.push_back(StrCat(pod.key, " ", reason, ": ", message));
-  }
-  void ReportNormal(const PodInfo& pod, std::string_view reason,
-                    const std::string& message) override {
-    normals.push_back(StrCat(pod.key, " ", reason, ": ", message));
-  }
-  void Nominate(const PodInfo& pod, const std::string& node) override {
-    nominated.push_back(StrCat(pod.key, "->", node));
-  }
-  void Evict(const PodInfo& victim) override { evicted.push_back(victim.key); }
-  std::vector<Refusal> TakeRefusals() override { return {}; }
-
-  std::vector<std::string> binds, warnings, normals, nominated, evicted;
-  std::map<std::string, std::string> failures;
-};
+using testing::Recorder;
 
 records::Assignment Share(const std::string& node, int gpu, int64_t memory_mib = 20480) {
   return testing::OneGpuAssignment(node, gpu, memory_mib);
@@ -131,7 +107,7 @@ class DefragExecutorTest : public ::testing::Test {
 TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
   Start();
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.BindTexts(), IsEmpty());
   EXPECT_THAT(rec_.evicted, IsEmpty());  // it has not waited long enough
   EXPECT_THAT(rec_.failures["ns/big"], HasSubstr("preemption would not help"));
 
@@ -141,12 +117,12 @@ TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
   EXPECT_THAT(rec_.nominated, ElementsAre("ns/big->b"));
   ASSERT_EQ(rec_.warnings.size(), 1u);
   EXPECT_THAT(
-      rec_.warnings[0],
+      Recorder::Texts(rec_.warnings)[0],
       HasSubstr("ns/b0 DefragmentationMove: evicted by tessera to defragment: pod ns/big "
                 "(priority 0, 4 whole GPUs) has waited 61s and fits on node b once this pod "
                 "moves from b GPU 0 (20Gi) to a"));
   ASSERT_EQ(rec_.normals.size(), 1u);
-  EXPECT_THAT(rec_.normals[0],
+  EXPECT_THAT(Recorder::Texts(rec_.normals)[0],
               HasSubstr("ns/big Defragmentation: waited 61s: moving 1 pod(s) to make room on "
                         "node b: ns/b0 from b GPU 0 (20Gi) to a"));
   EXPECT_THAT(rec_.failures["ns/big"], HasSubstr("nominated to node b: waiting for 1 pod(s) moved "
@@ -177,13 +153,13 @@ TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
   Advance(61'000);
   core_->ScheduleSome();
   EXPECT_THAT(rec_.evicted, IsEmpty());
-  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.BindTexts(), IsEmpty());
 
   // b0 is gone (its ReplicaSet would create a new pod): the pod lands on b.
   core_->OnPod(Change::kDeleted, DecodePod(objects_.at("ns/b0")));
   Advance(2'000);  // past retry.minInterval
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, ElementsAre("ns/big->b"));
+  EXPECT_THAT(rec_.BindTexts(), ElementsAre("ns/big->b"));
 }
 
 // Two pods waiting for room in one cycle: the second plan takes the first as done (the first
@@ -209,7 +185,7 @@ TEST_F(DefragExecutorTest, ASecondPodWaitingGetsItsPlanWithTheFirstTakenAsDone) 
   Add(PodObject("ns", "two").Limit("tessera.dev/gpu", "2").Json());
   Advance(2'000);
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.BindTexts(), IsEmpty());
 
   // It has waited long enough while b0 and b1 still terminate: its plan moves shares on a (where
   // b0's and b1's replacements are to stand too), not b's, and evicts nothing on b again.
@@ -230,12 +206,12 @@ TEST_F(DefragExecutorTest, ASecondPodWaitingGetsItsPlanWithTheFirstTakenAsDone) 
   }
   Advance(2'000);
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, ::testing::UnorderedElementsAre("ns/big->b", "ns/two->a"));
+  EXPECT_THAT(rec_.BindTexts(), ::testing::UnorderedElementsAre("ns/big->b", "ns/two->a"));
   for (size_t i = 0; i < moved.size(); ++i) Add(Replacement(StrCat("r", i)));
   Advance(2'000);
   core_->ScheduleSome();
   for (size_t i = 0; i < moved.size(); ++i) {
-    EXPECT_THAT(rec_.binds, ::testing::Contains(StrCat("ns/r", i, "->a")));
+    EXPECT_THAT(rec_.BindTexts(), ::testing::Contains(StrCat("ns/r", i, "->a")));
   }
 }
 
@@ -283,19 +259,19 @@ TEST_F(DefragExecutorTest, GangMovesAShareAndLandsInItsDomain) {
   }
   Start();
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.BindTexts(), IsEmpty());
   EXPECT_THAT(rec_.evicted, IsEmpty());  // it has not waited long enough
   Advance(61'000);
   core_->ScheduleSome();
   ASSERT_THAT(rec_.evicted, ElementsAre("ns/b0"));
   EXPECT_THAT(rec_.nominated, ElementsAre("ns/train-0->b", "ns/train-1->b"));
   ASSERT_EQ(rec_.warnings.size(), 1u);
-  EXPECT_THAT(rec_.warnings[0],
+  EXPECT_THAT(Recorder::Texts(rec_.warnings)[0],
               HasSubstr("ns/b0 DefragmentationMove: evicted by tessera to defragment: gang "
                         "ns/train (2 pods, priority 0, 2 whole GPUs each) has waited 61s and "
                         "fits on node b once this pod moves from b GPU 0 (20Gi) to a"));
   ASSERT_EQ(rec_.normals.size(), 2u);  // one on each member
-  EXPECT_THAT(rec_.normals[1],
+  EXPECT_THAT(Recorder::Texts(rec_.normals)[1],
               HasSubstr("ns/train-1 Defragmentation: gang ns/train waited 61s: moving 1 pod(s) "
                         "to make room on node b: ns/b0 from b GPU 0 (20Gi) to a"));
   EXPECT_THAT(rec_.failures["ns/train-0"],
@@ -310,9 +286,9 @@ TEST_F(DefragExecutorTest, GangMovesAShareAndLandsInItsDomain) {
   Add(Replacement("b0-x"));
   Advance(2'000);
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, ElementsAre("ns/b0-x->a"));
+  EXPECT_THAT(rec_.BindTexts(), ElementsAre("ns/b0-x->a"));
   EXPECT_EQ(core_->HeldFor("ns/b0-x")->node, "a");
-  EXPECT_THAT(rec_.normals.back(),
+  EXPECT_THAT(Recorder::Texts(rec_.normals).back(),
               HasSubstr(StrCat("ns/b0-x DefragmentationDestination: placed at ", destination,
                                ", where defragmentation for gang ns/train moved pod ns/b0")));
   EXPECT_TRUE(core_->move_holds().empty());  // taken
@@ -336,7 +312,7 @@ TEST_F(DefragExecutorTest, GangMovesAShareAndLandsInItsDomain) {
   Gone("ns/b0");
   Advance(2'000);
   core_->ScheduleSome();
-  std::vector<std::string> binds = rec_.binds;
+  std::vector<std::string> binds = rec_.BindTexts();
   std::sort(binds.begin(), binds.end());
   EXPECT_THAT(binds, ElementsAre("ns/train-0->b", "ns/train-1->b"));
 }
@@ -377,8 +353,8 @@ TEST_F(DefragExecutorTest, NoPlanForAGangWithMembersRunning) {
     core_->ScheduleSome();
     Advance(31'000);
   }
-  ASSERT_EQ(rec_.binds.size(), 1u);
-  EXPECT_THAT(rec_.binds[0], ::testing::EndsWith("->a"));
+  ASSERT_EQ(rec_.BindTexts().size(), 1u);
+  EXPECT_THAT(rec_.BindTexts()[0], ::testing::EndsWith("->a"));
   EXPECT_THAT(rec_.evicted, IsEmpty());
 }
 
@@ -413,7 +389,7 @@ TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime)
   Add(Replacement("other", "another-rs"));
   Advance(2'000);
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.BindTexts(), IsEmpty());
   EXPECT_THAT(rec_.failures["ns/whole"],
               HasSubstr("the room at a GPU 3 (20Gi) is kept 88s more for the replacement of pod "
                         "ns/b0, moved there by defragmentation for pod ns/big"));
@@ -422,8 +398,8 @@ TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime)
   Add(Replacement("b0-x"));
   Advance(2'000);
   core_->ScheduleSome();
-  ASSERT_FALSE(rec_.binds.empty());
-  EXPECT_EQ(rec_.binds[0], "ns/b0-x->a");
+  ASSERT_FALSE(rec_.BindTexts().empty());
+  EXPECT_EQ(rec_.BindTexts()[0], "ns/b0-x->a");
   EXPECT_EQ(core_->HeldFor("ns/b0-x")->gpus[0].grant.gpu, 3);
   EXPECT_TRUE(core_->move_holds().empty());
 
@@ -431,7 +407,7 @@ TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime)
   Gone("ns/b0");
   Advance(2'000);
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, ::testing::Contains("ns/big->b"));
+  EXPECT_THAT(rec_.BindTexts(), ::testing::Contains("ns/big->b"));
 }
 
 TEST_F(DefragExecutorTest, AHoldEndsAfterHoldForAndAReplacementWaitsOnlyThatLong) {
@@ -459,7 +435,7 @@ TEST_F(DefragExecutorTest, AHoldEndsAfterHoldForAndAReplacementWaitsOnlyThatLong
   Add(Replacement("b0-x"));
   Advance(2'000);
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, IsEmpty());
+  EXPECT_THAT(rec_.BindTexts(), IsEmpty());
   EXPECT_THAT(rec_.failures["ns/b0-x"],
               HasSubstr(StrCat("replacement of pod ns/b0, moved by defragmentation for pod "
                                "ns/big: waiting for its destination ",
@@ -475,8 +451,8 @@ TEST_F(DefragExecutorTest, AHoldEndsAfterHoldForAndAReplacementWaitsOnlyThatLong
   Gone("ns/b0");
   Advance(2'000);
   core_->ScheduleSome();
-  EXPECT_THAT(rec_.binds, ::testing::Contains("ns/big->b"));
-  EXPECT_THAT(rec_.binds, ::testing::Contains(::testing::StartsWith("ns/b0-x->")));
+  EXPECT_THAT(rec_.BindTexts(), ::testing::Contains("ns/big->b"));
+  EXPECT_THAT(rec_.BindTexts(), ::testing::Contains(::testing::StartsWith("ns/b0-x->")));
 }
 
 }  // namespace

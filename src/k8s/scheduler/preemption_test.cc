@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/scheduler/scheduler_core.h"
+#include "k8s/scheduler/testing/recorder.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
 #include "records/names.h"
@@ -22,39 +23,7 @@ using testing::PodObject;
 using ::testing::UnorderedElementsAre;
 using Stage = SchedulerCore::Stage;
 
-class Recorder : public Binder, public Reporter, public PreemptionWriter {
- public:
-  void Bind(const PodInfo& pod, const records::Assignment& assignment, uint64_t attempt) override {
-    binds.push_back({pod.key, assignment, attempt});
-  }
-  void ReportFailure(const PodInfo& pod, std::string_view, const std::string& message,
-                     bool) override {
-    failures[pod.key] = message;
-  }
-  void ReportWarning(const PodInfo& pod, std::string_view reason,
-                     const std::string& message) override {
-    warnings.push_back(StrCat(pod.key, " ", reason, ": ", message));
-  }
-  void Nominate(const PodInfo& pod, const std::string& node) override {
-    nominated.push_back(StrCat(pod.key, "->", node));
-  }
-  void Evict(const PodInfo& victim) override { evicted.push_back(victim.key); }
-  std::vector<Refusal> TakeRefusals() override {
-    std::vector<Refusal> out;
-    out.swap(refusals);
-    return out;
-  }
-
-  struct BindCall {
-    std::string key;
-    records::Assignment assignment;
-    uint64_t attempt;
-  };
-  std::vector<BindCall> binds;
-  std::map<std::string, std::string> failures;
-  std::vector<std::string> warnings, nominated, evicted;
-  std::vector<Refusal> refusals;
-};
+using testing::Recorder;
 
 class PreemptionTest : public ::testing::Test {
  protected:
@@ -167,8 +136,9 @@ TEST_F(PreemptionTest, FourSharesAreEvictedForOneWholeGpuThenItLandsThere) {
   EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/s0", "ns/s1", "ns/s2", "ns/s3"));
   EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->n1"));
   EXPECT_THAT(rec_.failures["ns/urgent"], HasSubstr("nominated to node n1: waiting for 4 pod(s)"));
-  EXPECT_THAT(rec_.warnings[0], HasSubstr("Preempted: evicted by tessera to make room on node n1 "
-                                          "for pod ns/urgent (priority 100, queue default)"));
+  EXPECT_THAT(Recorder::Texts(rec_.warnings)[0],
+              HasSubstr("Preempted: evicted by tessera to make room on node n1 "
+                        "for pod ns/urgent (priority 100, queue default)"));
   EXPECT_EQ(core_->StageOf("ns/urgent"), Stage::kUnschedulable);
   EXPECT_EQ(metrics_.preemptions.load(), 1);
   EXPECT_EQ(metrics_.preemption_victims.load(), 4);
@@ -334,7 +304,8 @@ TEST_F(PreemptionTest, AGangEvictsAWholeGangAndEveryMemberIsNominated) {
   EXPECT_THAT(rec_.nominated, UnorderedElementsAre("ns/g0->" + old_node, "ns/g1->" + old_node));
   EXPECT_THAT(rec_.failures["ns/g0"], HasSubstr("gang ns/new nominated to node(s) " + old_node));
   EXPECT_THAT(rec_.failures["ns/g1"], HasSubstr("2 evicted now for this gang"));
-  EXPECT_THAT(rec_.warnings[0], HasSubstr("for gang ns/new (2 pods, priority 100"));
+  EXPECT_THAT(Recorder::Texts(rec_.warnings)[0],
+              HasSubstr("for gang ns/new (2 pods, priority 100"));
 
   // Retried while the victims terminate: nobody more is evicted, nothing nominated again.
   Terminating("ns/o0");
@@ -378,7 +349,7 @@ TEST_F(PreemptionTest, AnElasticGangEvictsForItsMinOnlyAndNobodyToGrow) {
                         "reach its min of 2"));
   EXPECT_THAT(rec_.failures["ns/e3"], HasSubstr("joins when room frees up"));
   ASSERT_EQ(rec_.warnings.size(), 2u);
-  EXPECT_THAT(rec_.warnings[0], HasSubstr("for gang ns/e (2 pods, priority 100"));
+  EXPECT_THAT(Recorder::Texts(rec_.warnings)[0], HasSubstr("for gang ns/e (2 pods, priority 100"));
 
   const std::vector<std::string> victims = rec_.evicted;
   for (const std::string& v : victims) Terminating(v);

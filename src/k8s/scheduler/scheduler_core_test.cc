@@ -7,6 +7,7 @@
 #include "core/model/profiles.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "k8s/scheduler/testing/recorder.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
 #include "records/inventory.h"
@@ -20,57 +21,8 @@ using testing::NodeObject;
 using testing::PodObject;
 using Stage = SchedulerCore::Stage;
 
-struct BindCall {
-  std::string key;
-  std::string node;
-  records::Assignment assignment;
-  uint64_t attempt;
-};
-struct ReportCall {
-  std::string key;
-  std::string reason;
-  std::string message;
-  bool repeat;
-};
-
-class Recorder : public Binder, public Reporter {
- public:
-  void Bind(const PodInfo& pod, const records::Assignment& assignment, uint64_t attempt) override {
-    // The record as the annotation binder writes it, read back as the node agent reads it.
-    absl::StatusOr<records::Assignment> a =
-        records::AssignmentFromJson(records::AssignmentToJson(assignment));
-    EXPECT_TRUE(a.ok()) << a.status();
-    binds.push_back({pod.key, assignment.node, *a, attempt});
-  }
-  void ReportFailure(const PodInfo& pod, std::string_view reason, const std::string& message,
-                     bool repeat) override {
-    reports.push_back({pod.key, std::string(reason), message, repeat});
-  }
-  void ReportWarning(const PodInfo& pod, std::string_view reason,
-                     const std::string& message) override {
-    warnings.push_back({pod.key, std::string(reason), message, false});
-  }
-  // The last failure reported for `key` ("" none).
-  std::string LastFailure(const std::string& key) const {
-    for (auto it = reports.rbegin(); it != reports.rend(); ++it) {
-      if (it->key == key) return it->message;
-    }
-    return "";
-  }
-  void ReportNormal(const PodInfo& pod, std::string_view reason,
-                    const std::string& message) override {
-    normals.push_back({pod.key, std::string(reason), message, false});
-  }
-  void ReportPodGroup(const PodGroupInfo& group, bool scheduled,
-                      const std::string& message) override {
-    groups.push_back({group.key, scheduled ? "Scheduled" : "Unschedulable", message, false});
-  }
-  std::vector<BindCall> binds;
-  std::vector<ReportCall> groups;  // PodGroupInitiallyScheduled conditions written
-  std::vector<ReportCall> normals;
-  std::vector<ReportCall> reports;
-  std::vector<ReportCall> warnings;
-};
+using BindCall = testing::Recorder::BindCall;
+using ReportCall = testing::Recorder::ReportCall;
 
 class CoreTest : public ::testing::Test {
  protected:
@@ -109,7 +61,7 @@ class CoreTest : public ::testing::Test {
     return pod;
   }
 
-  Recorder actions_;
+  testing::Recorder actions_;
   SchedulerMetrics metrics_;
   std::chrono::steady_clock::time_point now_ =
       std::chrono::steady_clock::time_point() + std::chrono::hours(1);
