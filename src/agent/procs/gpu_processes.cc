@@ -197,8 +197,8 @@ absl::StatusOr<uint32_t> NvmlProcessSampler::SampledUtilization(void* device,
       default: return v.uiVal;
     }
   };
-  // Each sample covers the time since the one before it; the first call (nothing seen yet) only
-  // finds where the record ends.
+  // Each sample covers the time since the one before it. The first call for a GPU (nothing seen
+  // yet) weighs the whole record the driver keeps (its first sample only marks where it starts).
   uint64_t busy = 0, span = 0;
   unsigned long long prev = last;
   for (const nvmlSample_t& s : samples) {
