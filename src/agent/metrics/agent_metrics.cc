@@ -14,8 +14,9 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
   const std::vector<GpuUse>& gpus = in.gpus;
   prometheus::WriteBuildInfo(out, in.build);
   const std::vector<std::string> gpu_labels = {"node", "gpu", "uuid"};
+  // `queue`: the pod's tessera.dev/queue, left out (empty) for the default queue.
   const std::vector<std::string> pod_labels = {"node", "gpu",     "uuid", "namespace",
-                                               "pod",  "sharing", "mig"};
+                                               "pod",  "sharing", "mig",  "queue"};
   auto sharing = [](const GpuUse::Pod& p) -> std::string {
     return p.exclusive ? "whole" : !p.mig.empty() ? "mig" : std::string(SharingName(p.sharing));
   };
@@ -57,8 +58,9 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
     for (const GpuUse& g : gpus) {
       for (const GpuUse::Pod& p : g.pods) {
         if (!has(p)) continue;
-        family.Add({counters.node, StrCat(g.index), g.uuid, p.ns, p.name, sharing(p), p.mig},
-                   value(p));
+        family.Add(
+            {counters.node, StrCat(g.index), g.uuid, p.ns, p.name, sharing(p), p.mig, p.queue},
+            value(p));
       }
     }
   };

@@ -32,6 +32,7 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   GpuUse::Pod whole;
   whole.ns = "team";
   whole.name = "train \"x\"";
+  whole.queue = "research";  // tessera.dev/queue; the share has none (the default queue)
   whole.exclusive = true;
   whole.memory_mib = 81920;
   whole.compute_milli = 1000;
@@ -52,7 +53,8 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_compute_granted_ratio{node=\"n1\","
                               "gpu=\"0\",uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\","
                               "sharing=\"shim\"} 0.3\n"));
-  EXPECT_THAT(text, HasSubstr("pod=\"train \\\"x\\\"\",sharing=\"whole\"} 85899345920\n"));
+  EXPECT_THAT(text, HasSubstr("pod=\"train \\\"x\\\"\",sharing=\"whole\",queue=\"research\"} "
+                              "85899345920\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_memory_used_bytes{node=\"n1\",gpu=\"0\","
                               "uuid=\"GPU-a\",namespace=\"team\",pod=\"infer\",sharing=\"shim\""
                               "} 1048576\n"));
@@ -77,7 +79,7 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
                               "gpu=\"0\",uuid=\"GPU-a\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_busy_seconds_total{node=\"n1\",gpu=\"1\","
                               "uuid=\"GPU-b\",namespace=\"team\",pod=\"train \\\"x\\\"\","
-                              "sharing=\"whole\"} 0.75\n"));
+                              "sharing=\"whole\",queue=\"research\"} 0.75\n"));
   EXPECT_THAT(text,
               Not(HasSubstr("tessera_agent_pod_gpu_busy_seconds_total{node=\"n1\",gpu=\"0\"")));
   EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_idle{node=\"n1\",gpu=\"1\",uuid=\"GPU-b\","));

@@ -790,6 +790,10 @@ std::vector<GpuUse> PodManager::Use() const {
         pod.sharing = gg.share() ? p.grant.sharing : Sharing::kNone;
         pod.exclusive = gg.assigned.grant.exclusive;
         if (gg.mig()) pod.mig = StrCat(gg.assigned.mig_profile, "@", gg.assigned.mig_start);
+        if (auto q = p.grant.pod.annotations.find(std::string(records::kQueueAnnotation));
+            q != p.grant.pod.annotations.end()) {
+          pod.queue = q->second;
+        }
         pod.memory_mib = gg.assigned.grant.memory_mib;
         pod.compute_milli = gg.assigned.grant.compute_milli;
         if (auto busy = usage_.pod_busy_ns(uid, g.spec.uuid)) {

@@ -116,6 +116,7 @@ struct GpuUse {
     Sharing sharing = Sharing::kNone;
     bool exclusive = false;
     std::string mig;  // "1g.10gb@0" for a MIG instance
+    std::string queue;  // its tessera.dev/queue annotation ("": none, the default queue)
     int64_t memory_mib = 0;
     int32_t compute_milli = 0;
     int64_t used_bytes = -1;  // what the pod's processes hold (shim shares), -1 unknown

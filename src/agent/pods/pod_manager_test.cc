@@ -755,7 +755,7 @@ TEST_F(PodManagerTest, TheGpusBusyTimeGoesToThePodRunningAloneOnIt) {
   sampler.permille[Uuid(1)] = 500;
   auto m = Manager(nullptr, &sampler);
   const records::AssignedGpu whole = Whole(0);
-  ASSERT_TRUE(m->Prepare(Pod(1, {whole})).ok());
+  ASSERT_TRUE(m->Prepare(Pod(1, {whole}, {{"tessera.dev/queue", "research"}})).ok());
   ASSERT_TRUE(m->Prepare(Pod(2, {Share(1, 4096)})).ok());
   ASSERT_TRUE(m->Prepare(Pod(3, {Share(1, 4096)})).ok());
   for (int i = 0; i < 5; ++i) {
@@ -764,6 +764,10 @@ TEST_F(PodManagerTest, TheGpusBusyTimeGoesToThePodRunningAloneOnIt) {
   }
   std::vector<GpuUse> use = m->Use();
   ASSERT_EQ(use.size(), 2u);
+  // Each pod with its queue, for the usage by queue ("": the default queue).
+  ASSERT_EQ(use[0].pods.size(), 1u);
+  EXPECT_EQ(use[0].pods[0].queue, "research");
+  for (const GpuUse::Pod& p : use[1].pods) EXPECT_EQ(p.queue, "") << p.name;
   // GPU 0 gives no utilisation here: no figures, for it or its pod.
   EXPECT_EQ(use[0].busy_ns, -1);
   ASSERT_EQ(use[0].pods.size(), 1u);
