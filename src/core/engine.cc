@@ -72,6 +72,32 @@ void Engine::UpdateDomains(NodeId node) {
   }
 }
 
+bool Engine::AppendNodes(int first) {
+  std::vector<std::vector<std::pair<int, int>>> joined(cluster_.node_count() - first);
+  for (int n = first; n < cluster_.node_count(); ++n) {
+    if (!domains_.Append(NodeId(n), &joined[n - first])) return false;  // the caller rebuilds
+  }
+  // As IndexDomains would count them: new domains start empty; each new node's GPUs in its
+  // domains, in level then domain order, then counted by UpdateDomains.
+  node_domains_.resize(cluster_.node_count());
+  for (size_t l = 0; l < domain_free_.size(); ++l) {
+    const std::vector<Domain>& domains = domains_.domains(static_cast<int>(l));
+    while (domain_free_[l].size() < domains.size()) {
+      by_free_[l].emplace(0, static_cast<int>(domain_free_[l].size()));
+      domain_free_[l].push_back(DomainFree{});
+    }
+  }
+  for (int n = first; n < cluster_.node_count(); ++n) {
+    for (const auto& [l, d] : joined[n - first]) {
+      const Candidate& c = domains_.domains(l)[d].candidates.back();
+      node_domains_[n].push_back(
+          NodeDomain{l, d, c.gpu_mask & cluster_.node(c.node).all_gpus_mask(), DomainFree{}});
+    }
+    UpdateDomains(NodeId(n));
+  }
+  return true;
+}
+
 Engine::DomainFree Engine::FreeInSet(int level, int domain, const NodeSet& nodes, int* gpus) const {
   DomainFree free;
   *gpus = 0;
@@ -159,6 +185,7 @@ absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added
       touched.push_back(id);  // labels that no policy or level reads: the node as it was
     }
   }
+  const int first_added = cluster_.node_count();
   for (NodeSpec& spec : changes.add) {
     absl::StatusOr<NodeId> id = cluster_.AddNode(std::move(spec));
     TESSERA_CHECK(id.ok());  // validated above
@@ -169,7 +196,16 @@ absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added
     state_.SetCordoned(id, cordoned);
     touched.push_back(id);
   }
-  if (structural) {
+  // Nodes added and nothing else changed: joined to the domains and indexes in place, as a
+  // rebuild would have them (TopologyDomains::Append says where it cannot), and the policy told
+  // of the additions alone.
+  const bool only_added = !changes.add.empty() && changes.remove.empty() &&
+                          changes.update.empty() && changes.cordon.empty();
+  if (only_added && AppendNodes(first_added)) {
+    // Adding nodes turns no "fits some empty node" into "never": those answers stay.
+    absl::erase_if(never_fits_, [](const auto& e) { return e.second.has_value(); });
+    policy_->OnNodesAdded(state_, NodeId(first_added));
+  } else if (structural) {
     never_fits_.clear();
     domains_ = TopologyDomains(cluster_, domains_.levels());
     IndexDomains();

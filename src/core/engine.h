@@ -105,10 +105,12 @@ class Engine {
 
   // Node changes, in place: what other nodes hold, the policy's learned state (the tessera
   // policy's request mix) and, for changes of labels that are no topology level, its indexes
-  // survive. A node whose capacity or GPUs change, and a node removed, first gives up every pod
-  // placed on it: their names come back in `released` (a scheduler restores them on the new
-  // spec). Added nodes get the next ids (`added`, in order); removed ids are never reused.
-  // Fails, changing nothing, if a spec is invalid or names no live node.
+  // survive. Nodes only added (the scale-up planner's what-if, a node joining) join the domains
+  // and indexes in place (Policy::OnNodesAdded) instead of a rebuild, with the same result.
+  // A node whose capacity or GPUs change, and a node removed, first gives up every pod placed on
+  // it: their names come back in `released` (a scheduler restores them on the new spec). Added
+  // nodes get the next ids (`added`, in order); removed ids are never reused. Fails, changing
+  // nothing, if a spec is invalid or names no live node.
   absl::Status ChangeNodes(NodeChanges changes, std::vector<NodeId>* added = nullptr,
                            std::vector<std::string>* released = nullptr);
   // Something outside the engine changed which pods may use `node` (a NodeSet's membership, on
@@ -261,6 +263,10 @@ class Engine {
     DomainFree free;    // their contribution, as last counted
   };
   void IndexDomains();  // after domains_ was (re)built
+  // Nodes first.. (just added, state initialised) joined to domains_ and the domain index in
+  // place; false where TopologyDomains::Append refuses (domains_ is then partly appended: the
+  // caller rebuilds it).
+  bool AppendNodes(int first);
   // The domain of `level` holding most of `placements` (ties: the lower), or -1 for none.
   int DomainHolding(int level, std::span<const Placement> placements) const;
   void UpdateDomains(NodeId node);  // after the node's state changed

@@ -54,6 +54,13 @@ class Policy {
   // The default attaches again; a policy that learns from the requests it sees keeps what it
   // learned.
   virtual void OnClusterChanged(const ClusterState& state) { Attach(state); }
+  // Nodes `first`.. were added at the end and nothing else changed (Engine::ChangeNodes with
+  // additions only): the policy must end exactly as OnClusterChanged would leave it (the default
+  // calls it); a policy may get there in place, without re-deriving what the old nodes keep.
+  virtual void OnNodesAdded(const ClusterState& state, NodeId first) {
+    (void)first;
+    OnClusterChanged(state);
+  }
 
   // Where on `node` the pod would go and how much this policy likes it; nullopt when the policy
   // will not place it there. `fit` is CheckNode's answer for this node (already ok()).
