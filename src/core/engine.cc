@@ -21,6 +21,18 @@ Engine::Engine(const Cluster& cluster, std::unique_ptr<Policy> policy,
   policy_->Attach(state_);
 }
 
+Engine::Engine(const Engine& base, std::unique_ptr<Policy> policy)
+    : cluster_(base.cluster_),
+      policy_(std::move(policy)),
+      state_(base.state_, cluster_),
+      domains_(base.domains_, cluster_),
+      domain_free_(base.domain_free_),
+      by_free_(base.by_free_),
+      node_domains_(base.node_domains_),
+      ledger_(base.ledger_) {
+  policy_->Attach(state_);
+}
+
 void Engine::Commit(const Placement& p) {
   state_.Apply(p);
   policy_->OnNodeChanged(state_, p.node);
@@ -278,13 +290,13 @@ std::vector<PlacementResult> Engine::Decide(const Ask& ask) {
   switch (ask.kind) {
     case Ask::Kind::kPod:
       TESSERA_CHECK(ask.pods.size() == 1);
-      return {DecidePod(ask.pods[0], ask.mode, ask.where)};
+      return {DecidePod(ask.pods[0], ask.mode, ask.where, ask.explain)};
     case Ask::Kind::kGang:
       TESSERA_CHECK(ask.mode != Mode::kApply);
-      return DecideGang(ask.pods, ask.mode, ask.where);
+      return DecideGang(ask.pods, ask.mode, ask.where, ask.explain);
     case Ask::Kind::kElasticGang:
       TESSERA_CHECK(ask.mode != Mode::kApply);
-      return DecideElasticGang(ask.pods, ask.running, ask.mode, ask.where);
+      return DecideElasticGang(ask.pods, ask.running, ask.mode, ask.where, ask.explain);
   }
   TESSERA_CHECK(false);
   return {};
@@ -295,7 +307,8 @@ PlacementResult Engine::DecideOne(const Ask& ask) {
   return std::move(Decide(ask)[0]);
 }
 
-PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Where& where) {
+PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Where& where,
+                                  bool explain) {
   if (mode == Mode::kApply) {
     PlacementResult result = Choose(request, where, /*explain=*/false);
     if (result.placed()) Commit(result.placement);
@@ -306,7 +319,7 @@ PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Wh
     result.reason = StrCat("pod ", request.name, " is already placed");
     return result;
   }
-  PlacementResult result = Choose(request, where, /*explain=*/true);
+  PlacementResult result = Choose(request, where, explain);
   if (result.placed() && mode == Mode::kCommit) {
     Commit(result.placement);
     ledger_.emplace(request.name, result.placement);
@@ -417,9 +430,12 @@ int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
 }
 
 std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodRequest> members,
-                                                            Mode mode, const Where& where) {
+                                                            Mode mode, const Where& where,
+                                                            bool explain) {
   std::vector<PlacementResult> results;
-  for (const PodRequest& m : members) results.push_back(DecidePod(m, Mode::kCommit, where));
+  for (const PodRequest& m : members) {
+    results.push_back(DecidePod(m, Mode::kCommit, where, explain));
+  }
   if (mode == Mode::kTestOnly) {
     // A what-if leaves nothing behind: undone newest first with Revert, which also removes the
     // MIG instances the members created and brings back those they destroyed (Release would
@@ -453,7 +469,7 @@ static std::vector<Candidate> Restrict(const Cluster& cluster, const Domain& dom
 }
 
 std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> members, Mode mode,
-                                                const Where& where) {
+                                                const Where& where, bool explain) {
   const std::vector<Candidate>* allowed = where.candidates;
   const NodeSet* nodes = where.nodes;
   std::vector<PlacementResult> results(members.size());
@@ -473,7 +489,7 @@ std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> memb
     }
   }
   if (!policy_->places_gangs_together()) {
-    return PlaceGangIndependently(members, mode, where);
+    return PlaceGangIndependently(members, mode, where, explain);
   }
   if (gang.size > 0 && static_cast<size_t>(gang.size) != members.size()) {
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, " has ", members.size(),
@@ -540,9 +556,10 @@ std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> memb
     }
     return restricted;
   };
-  std::string failure;
+  std::string failure = "no room now (not explained)";  // unless explain
+  std::string* why = explain ? &failure : nullptr;
   if (gang.level.empty()) {
-    if (PlaceAll(members, order, allowed, nodes, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, nodes, &placed, why)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   const int level = domains_.LevelIndex(gang.level);
@@ -660,7 +677,7 @@ std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> memb
     }
   }
   if (!gang.required) {
-    if (PlaceAll(members, order, allowed, nodes, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, nodes, &placed, why)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   // Required and nothing fits: never (no domain is big enough) or not now.
@@ -706,7 +723,8 @@ int Engine::DomainHolding(int level, std::span<const Placement> placements) cons
 
 std::vector<PlacementResult> Engine::DecideElasticGang(std::span<const PodRequest> pending,
                                                        std::span<const std::string> running,
-                                                       Mode mode, const Where& where) {
+                                                       Mode mode, const Where& where,
+                                                       bool explain) {
   const std::vector<Candidate>* allowed = where.candidates;
   const NodeSet* nodes = where.nodes;
   std::vector<PlacementResult> results(pending.size());
@@ -761,7 +779,7 @@ std::vector<PlacementResult> Engine::DecideElasticGang(std::span<const PodReques
       if (in_kept) g.level.clear();  // the domain is given as candidates
       x.gang = g;
     }
-    return DecideGang(some, m, Where{in_kept ? &kept : allowed, nodes});
+    return DecideGang(some, m, Where{in_kept ? &kept : allowed, nodes}, explain);
   };
   auto fits = [](const std::vector<PlacementResult>& rs) { return !rs.empty() && rs[0].placed(); };
   // The largest n that fits placed (in `mode`) into *placed; false, with the failure of `need`

@@ -627,6 +627,31 @@ TEST(Engine, NodesOnlyAddedJoinInPlaceAsARebuildWould) {
   }
 }
 
+// A copy of an engine under a new policy answers as an engine built afresh with the same pods
+// restored and the same node cordoned; what it places is its own.
+TEST(Engine, ACopyUnderANewPolicyIsAsBuiltAfresh) {
+  for (std::string_view policy : {"tessera", "binpack", "spread", "fgd"}) {
+    SCOPED_TRACE(policy);
+    Cluster c = MixedCluster(12);
+    Engine base(c, Make(policy));
+    Answers(base, 1);
+    ASSERT_TRUE(base.ChangeNodes(NodeChanges{{}, {}, {}, {{NodeId(3), true}}}).ok());
+    Engine copy(base, Make(policy));
+    Engine fresh(c, Make(policy));
+    for (int i = 0; i < 40; ++i) {
+      const std::string name = StrCat("probe-1-", i);
+      if (const Placement* held = base.Find(name)) ASSERT_TRUE(fresh.Restore(name, *held).ok());
+    }
+    ASSERT_TRUE(fresh.ChangeNodes(NodeChanges{{}, {}, {}, {{NodeId(3), true}}}).ok());
+    const size_t held = base.placed_count();
+    EXPECT_EQ(copy.placed_count(), held);
+    EXPECT_EQ(Answers(copy, 2), Answers(fresh, 2));
+    EXPECT_EQ(base.placed_count(), held);  // the copy's pods are its own
+    copy.state().CheckInvariants();
+    base.state().CheckInvariants();
+  }
+}
+
 // A cordoned node takes no new pods (the reason says so) and keeps its own; uncordoned, it is used.
 TEST(Engine, CordonedNodesKeepTheirPodsAndTakeNoNewOnes) {
   Cluster c = RealityCheckCluster();

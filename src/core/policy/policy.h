@@ -76,6 +76,14 @@ class Policy {
   // ask takes one whole GPU (EffectiveRequest makes the request it places).
   virtual bool whole_gpus_only() const { return false; }
 
+  // True for a policy whose Choose is per node: among the offered nodes it scores, the best by
+  // a score of each node alone, ties by a fixed node order, nothing drawn at random; and whether
+  // it scores a node (it fits, the policy does not decline it) depends on that node alone and
+  // never starts to as the node's free capacity shrinks (MIG asks apart). Then offering any
+  // nodes that include every node it would score gives the answer of offering all: the
+  // scale-up planner tries a pod that fitted nowhere only on the nodes added since.
+  virtual bool choice_is_per_node() const { return false; }
+
   // False for a policy that models a scheduler without gangs: members are placed one by one,
   // each on its own, and a gang's topology is ignored.
   virtual bool places_gangs_together() const { return true; }

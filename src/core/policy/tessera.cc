@@ -148,6 +148,9 @@ class TesseraPolicy final : public Policy {
  public:
   explicit TesseraPolicy(const PolicyOptions& options) : seed_(options.seed) {}
   std::string_view name() const override { return "tessera"; }
+  // Scores are per node (waste, rank, tiers), ties by the rank; a node is declined only when no
+  // GPU set meets a required interconnect, which fewer free GPUs never changes.
+  bool choice_is_per_node() const override { return true; }
 
   void Attach(const ClusterState& state) override {
     const Cluster& cluster = state.cluster();

@@ -46,6 +46,10 @@ struct Domain {
 class TopologyDomains {
  public:
   TopologyDomains(const Cluster& cluster, std::vector<TopologyLevel> levels);
+  // A copy of `other` for `cluster`, an equal copy of other's cluster (an engine's copy).
+  TopologyDomains(const TopologyDomains& other, const Cluster& cluster) : TopologyDomains(other) {
+    cluster_ = &cluster;
+  }
 
   const std::vector<TopologyLevel>& levels() const { return levels_; }
   // The node `id`, just added at the end of `cluster` (the one given at construction, which must
