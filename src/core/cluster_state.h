@@ -66,6 +66,10 @@ struct GpuState {
 class ClusterState {
  public:
   explicit ClusterState(const Cluster& cluster);
+  // A copy of `other` for `cluster`, an equal copy of other's cluster (an engine's copy).
+  ClusterState(const ClusterState& other, const Cluster& cluster) : ClusterState(other) {
+    cluster_ = &cluster;
+  }
 
   const Cluster& cluster() const { return *cluster_; }
   int node_count() const { return cluster_->node_count(); }

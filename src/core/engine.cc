@@ -21,6 +21,18 @@ Engine::Engine(const Cluster& cluster, std::unique_ptr<Policy> policy,
   policy_->Attach(state_);
 }
 
+Engine::Engine(const Engine& base, std::unique_ptr<Policy> policy)
+    : cluster_(base.cluster_),
+      policy_(std::move(policy)),
+      state_(base.state_, cluster_),
+      domains_(base.domains_, cluster_),
+      domain_free_(base.domain_free_),
+      by_free_(base.by_free_),
+      node_domains_(base.node_domains_),
+      ledger_(base.ledger_) {
+  policy_->Attach(state_);
+}
+
 void Engine::Commit(const Placement& p) {
   state_.Apply(p);
   policy_->OnNodeChanged(state_, p.node);
@@ -70,6 +82,32 @@ void Engine::UpdateDomains(NodeId node) {
     by_free_[nd.level].emplace(total.compute, nd.domain);
     nd.free = now;
   }
+}
+
+bool Engine::AppendNodes(int first) {
+  std::vector<std::vector<std::pair<int, int>>> joined(cluster_.node_count() - first);
+  for (int n = first; n < cluster_.node_count(); ++n) {
+    if (!domains_.Append(NodeId(n), &joined[n - first])) return false;  // the caller rebuilds
+  }
+  // As IndexDomains would count them: new domains start empty; each new node's GPUs in its
+  // domains, in level then domain order, then counted by UpdateDomains.
+  node_domains_.resize(cluster_.node_count());
+  for (size_t l = 0; l < domain_free_.size(); ++l) {
+    const std::vector<Domain>& domains = domains_.domains(static_cast<int>(l));
+    while (domain_free_[l].size() < domains.size()) {
+      by_free_[l].emplace(0, static_cast<int>(domain_free_[l].size()));
+      domain_free_[l].push_back(DomainFree{});
+    }
+  }
+  for (int n = first; n < cluster_.node_count(); ++n) {
+    for (const auto& [l, d] : joined[n - first]) {
+      const Candidate& c = domains_.domains(l)[d].candidates.back();
+      node_domains_[n].push_back(
+          NodeDomain{l, d, c.gpu_mask & cluster_.node(c.node).all_gpus_mask(), DomainFree{}});
+    }
+    UpdateDomains(NodeId(n));
+  }
+  return true;
 }
 
 Engine::DomainFree Engine::FreeInSet(int level, int domain, const NodeSet& nodes, int* gpus) const {
@@ -159,6 +197,7 @@ absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added
       touched.push_back(id);  // labels that no policy or level reads: the node as it was
     }
   }
+  const int first_added = cluster_.node_count();
   for (NodeSpec& spec : changes.add) {
     absl::StatusOr<NodeId> id = cluster_.AddNode(std::move(spec));
     TESSERA_CHECK(id.ok());  // validated above
@@ -169,7 +208,16 @@ absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added
     state_.SetCordoned(id, cordoned);
     touched.push_back(id);
   }
-  if (structural) {
+  // Nodes added and nothing else changed: joined to the domains and indexes in place, as a
+  // rebuild would have them (TopologyDomains::Append says where it cannot), and the policy told
+  // of the additions alone.
+  const bool only_added = !changes.add.empty() && changes.remove.empty() &&
+                          changes.update.empty() && changes.cordon.empty();
+  if (only_added && AppendNodes(first_added)) {
+    // Adding nodes turns no "fits some empty node" into "never": those answers stay.
+    absl::erase_if(never_fits_, [](const auto& e) { return e.second.has_value(); });
+    policy_->OnNodesAdded(state_, NodeId(first_added));
+  } else if (structural) {
     never_fits_.clear();
     domains_ = TopologyDomains(cluster_, domains_.levels());
     IndexDomains();
@@ -242,13 +290,13 @@ std::vector<PlacementResult> Engine::Decide(const Ask& ask) {
   switch (ask.kind) {
     case Ask::Kind::kPod:
       TESSERA_CHECK(ask.pods.size() == 1);
-      return {DecidePod(ask.pods[0], ask.mode, ask.where)};
+      return {DecidePod(ask.pods[0], ask.mode, ask.where, ask.explain)};
     case Ask::Kind::kGang:
       TESSERA_CHECK(ask.mode != Mode::kApply);
-      return DecideGang(ask.pods, ask.mode, ask.where);
+      return DecideGang(ask.pods, ask.mode, ask.where, ask.explain);
     case Ask::Kind::kElasticGang:
       TESSERA_CHECK(ask.mode != Mode::kApply);
-      return DecideElasticGang(ask.pods, ask.running, ask.mode, ask.where);
+      return DecideElasticGang(ask.pods, ask.running, ask.mode, ask.where, ask.explain);
   }
   TESSERA_CHECK(false);
   return {};
@@ -259,7 +307,8 @@ PlacementResult Engine::DecideOne(const Ask& ask) {
   return std::move(Decide(ask)[0]);
 }
 
-PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Where& where) {
+PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Where& where,
+                                  bool explain) {
   if (mode == Mode::kApply) {
     PlacementResult result = Choose(request, where, /*explain=*/false);
     if (result.placed()) Commit(result.placement);
@@ -270,7 +319,7 @@ PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Wh
     result.reason = StrCat("pod ", request.name, " is already placed");
     return result;
   }
-  PlacementResult result = Choose(request, where, /*explain=*/true);
+  PlacementResult result = Choose(request, where, explain);
   if (result.placed() && mode == Mode::kCommit) {
     Commit(result.placement);
     ledger_.emplace(request.name, result.placement);
@@ -381,9 +430,12 @@ int64_t Engine::FreeComputeIn(const std::vector<Candidate>& domain) const {
 }
 
 std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodRequest> members,
-                                                            Mode mode, const Where& where) {
+                                                            Mode mode, const Where& where,
+                                                            bool explain) {
   std::vector<PlacementResult> results;
-  for (const PodRequest& m : members) results.push_back(DecidePod(m, Mode::kCommit, where));
+  for (const PodRequest& m : members) {
+    results.push_back(DecidePod(m, Mode::kCommit, where, explain));
+  }
   if (mode == Mode::kTestOnly) {
     // A what-if leaves nothing behind: undone newest first with Revert, which also removes the
     // MIG instances the members created and brings back those they destroyed (Release would
@@ -417,7 +469,7 @@ static std::vector<Candidate> Restrict(const Cluster& cluster, const Domain& dom
 }
 
 std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> members, Mode mode,
-                                                const Where& where) {
+                                                const Where& where, bool explain) {
   const std::vector<Candidate>* allowed = where.candidates;
   const NodeSet* nodes = where.nodes;
   std::vector<PlacementResult> results(members.size());
@@ -437,7 +489,7 @@ std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> memb
     }
   }
   if (!policy_->places_gangs_together()) {
-    return PlaceGangIndependently(members, mode, where);
+    return PlaceGangIndependently(members, mode, where, explain);
   }
   if (gang.size > 0 && static_cast<size_t>(gang.size) != members.size()) {
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, " has ", members.size(),
@@ -504,9 +556,10 @@ std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> memb
     }
     return restricted;
   };
-  std::string failure;
+  std::string failure = "no room now (not explained)";  // unless explain
+  std::string* why = explain ? &failure : nullptr;
   if (gang.level.empty()) {
-    if (PlaceAll(members, order, allowed, nodes, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, nodes, &placed, why)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   const int level = domains_.LevelIndex(gang.level);
@@ -624,7 +677,7 @@ std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> memb
     }
   }
   if (!gang.required) {
-    if (PlaceAll(members, order, allowed, nodes, &placed, &failure)) return finish();
+    if (PlaceAll(members, order, allowed, nodes, &placed, why)) return finish();
     return fail_all(Outcome::kNoFitNow, StrCat("gang ", gang.name, ": ", failure));
   }
   // Required and nothing fits: never (no domain is big enough) or not now.
@@ -670,7 +723,8 @@ int Engine::DomainHolding(int level, std::span<const Placement> placements) cons
 
 std::vector<PlacementResult> Engine::DecideElasticGang(std::span<const PodRequest> pending,
                                                        std::span<const std::string> running,
-                                                       Mode mode, const Where& where) {
+                                                       Mode mode, const Where& where,
+                                                       bool explain) {
   const std::vector<Candidate>* allowed = where.candidates;
   const NodeSet* nodes = where.nodes;
   std::vector<PlacementResult> results(pending.size());
@@ -725,7 +779,7 @@ std::vector<PlacementResult> Engine::DecideElasticGang(std::span<const PodReques
       if (in_kept) g.level.clear();  // the domain is given as candidates
       x.gang = g;
     }
-    return DecideGang(some, m, Where{in_kept ? &kept : allowed, nodes});
+    return DecideGang(some, m, Where{in_kept ? &kept : allowed, nodes}, explain);
   };
   auto fits = [](const std::vector<PlacementResult>& rs) { return !rs.empty() && rs[0].placed(); };
   // The largest n that fits placed (in `mode`) into *placed; false, with the failure of `need`

@@ -65,6 +65,10 @@ struct Ask {
   // A what-if: the decision as it would be were these pods' placements gone (test-only).
   std::span<const std::string> without;
   Mode mode = Mode::kCommit;
+  // False: what does not fit gets its outcome and a short reason, not the per-node explanation
+  // of why no node took it (ExplainNoFit, a scan of every node): for planners that ask again
+  // and keep only their last answer's reason. The decision is the same.
+  bool explain = true;
 
   static Ask Pod(const PodRequest& request) { return Ask{Kind::kPod, {&request, 1}}; }
   static Ask Gang(std::span<const PodRequest> members) { return Ask{Kind::kGang, members}; }
@@ -85,6 +89,10 @@ struct Ask {
     return *this;
   }
   Ask& TestOnly() { return As(Mode::kTestOnly); }
+  Ask& Quiet() {
+    explain = false;
+    return *this;
+  }
 };
 
 // Node changes for Engine::ChangeNodes, applied in this order: removals, updates, additions.
@@ -100,15 +108,23 @@ class Engine {
   // The engine keeps its own copy of `cluster` (node changes update it in place).
   Engine(const Cluster& cluster, std::unique_ptr<Policy> policy,
          std::vector<TopologyLevel> levels = DefaultTopologyLevels());
+  // A copy of `base` (its nodes, what they hold, its ledger, its cordons) under `policy`, which
+  // is attached to the copy's state: the engine `base` would be had it been built with `policy`
+  // and the same placements restored (a policy attached to a state that holds placements is as
+  // one told of each). For what-ifs that start alike several times (the scale-up planner's
+  // templates): a copy costs less than restoring every placement again.
+  Engine(const Engine& base, std::unique_ptr<Policy> policy);
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   // Node changes, in place: what other nodes hold, the policy's learned state (the tessera
   // policy's request mix) and, for changes of labels that are no topology level, its indexes
-  // survive. A node whose capacity or GPUs change, and a node removed, first gives up every pod
-  // placed on it: their names come back in `released` (a scheduler restores them on the new
-  // spec). Added nodes get the next ids (`added`, in order); removed ids are never reused.
-  // Fails, changing nothing, if a spec is invalid or names no live node.
+  // survive. Nodes only added (the scale-up planner's what-if, a node joining) join the domains
+  // and indexes in place (Policy::OnNodesAdded) instead of a rebuild, with the same result.
+  // A node whose capacity or GPUs change, and a node removed, first gives up every pod placed on
+  // it: their names come back in `released` (a scheduler restores them on the new spec). Added
+  // nodes get the next ids (`added`, in order); removed ids are never reused. Fails, changing
+  // nothing, if a spec is invalid or names no live node.
   absl::Status ChangeNodes(NodeChanges changes, std::vector<NodeId>* added = nullptr,
                            std::vector<std::string>* released = nullptr);
   // Something outside the engine changed which pods may use `node` (a NodeSet's membership, on
@@ -219,12 +235,14 @@ class Engine {
   // not (kNeverFits with its reason; kNoFitNow with the per-node explanation when `explain`).
   PlacementResult Choose(const PodRequest& request, const Where& where, bool explain);
   // Decide, by kind of request (none handles ask.without).
-  PlacementResult DecidePod(const PodRequest& request, Mode mode, const Where& where);
+  // `explain`: Ask::explain.
+  PlacementResult DecidePod(const PodRequest& request, Mode mode, const Where& where,
+                            bool explain = true);
   std::vector<PlacementResult> DecideGang(std::span<const PodRequest> members, Mode mode,
-                                          const Where& where);
+                                          const Where& where, bool explain = true);
   std::vector<PlacementResult> DecideElasticGang(std::span<const PodRequest> pending,
                                                  std::span<const std::string> running, Mode mode,
-                                                 const Where& where);
+                                                 const Where& where, bool explain = true);
   // NeverFitsReason of an effective request's query, remembered per shape.
   const std::optional<std::string>& NeverFits(const Query& query);
   // Places every member inside `candidates` (nullptr = anywhere), largest asks first (the order
@@ -239,7 +257,7 @@ class Engine {
   int FreeWholeGpusIn(const std::vector<Candidate>& domain) const;
   // A gang under a policy that does not place gangs together: each member on its own.
   std::vector<PlacementResult> PlaceGangIndependently(std::span<const PodRequest> members,
-                                                      Mode mode, const Where& where);
+                                                      Mode mode, const Where& where, bool explain);
   // Takes the placements of `pods` out (Revert), runs `what_if`, and puts them back.
   template <typename F>
   auto Without(std::span<const std::string> pods, F what_if);
@@ -261,6 +279,10 @@ class Engine {
     DomainFree free;    // their contribution, as last counted
   };
   void IndexDomains();  // after domains_ was (re)built
+  // Nodes first.. (just added, state initialised) joined to domains_ and the domain index in
+  // place; false where TopologyDomains::Append refuses (domains_ is then partly appended: the
+  // caller rebuilds it).
+  bool AppendNodes(int first);
   // The domain of `level` holding most of `placements` (ties: the lower), or -1 for none.
   int DomainHolding(int level, std::span<const Placement> placements) const;
   void UpdateDomains(NodeId node);  // after the node's state changed

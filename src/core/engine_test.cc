@@ -545,6 +545,113 @@ TEST(Engine, NodeChangesInPlaceMatchAnEngineBuiltWithTheNewNodes) {
   }
 }
 
+// The domains of every level, as text: names, nodes and GPUs, in order.
+std::string DomainsText(const Engine& e) {
+  std::string out;
+  for (size_t l = 0; l < e.domains().levels().size(); ++l) {
+    for (const Domain& d : e.domains().domains(static_cast<int>(l))) {
+      StrAppend(&out, l, ":", d.name, "(", d.gpu_count, ")");
+      for (const Candidate& c : d.candidates) StrAppend(&out, " ", c.node.value(), "/", c.gpu_mask);
+      out += ";";
+    }
+  }
+  return out;
+}
+
+// Nodes only added join the domains and the policy's order in place (Engine::AppendNodes,
+// Policy::OnNodesAdded): the engine is then as one that rebuilt them (a change that also cordons,
+// here a cordon left as it is, takes the rebuild), whatever the new node's labels: a rack that
+// exists, a new rack sorting last (appended) or first (rebuilt), a rack-scale NVLink domain (the
+// tessera policy re-derives its order), a GPU model the cluster lacks, none. Every later answer,
+// pods and gangs, is the same.
+TEST(Engine, NodesOnlyAddedJoinInPlaceAsARebuildWould) {
+  std::vector<NodeSpec> adds;
+  auto node = [&](std::string name, int gpus, std::string model, std::string rack) {
+    ClusterBuilder b;
+    b.Node(std::move(name)).Gpus(gpus, std::move(model)).NvSwitch();
+    if (!rack.empty()) b.Label("tessera.dev/rack", std::move(rack));
+    adds.push_back(b.Build().nodes()[0]);
+  };
+  node("x0", 8, "A100-80GB", "r2");
+  node("x1", 8, "H100-80GB", "r9");
+  node("x2", 4, "A100-80GB", "r9");
+  node("x3", 8, "H100-80GB", "");
+  node("x4", 2, "L4", "a");
+  node("x5", 8, "H100-80GB", "r0");
+  NodeSpec nvl = adds[3];
+  nvl.name = "x6";
+  nvl.labels["tessera.dev/nvlink-domain"] = "nvl-a";
+  adds.push_back(nvl);
+  nvl.name = "x7";
+  adds.push_back(nvl);
+  for (std::string_view policy : {"tessera", "binpack", "spread"}) {
+    Cluster c = MixedCluster(12);
+    Engine in_place(c, Make(policy));
+    Engine rebuilt(c, Make(policy));
+    ASSERT_EQ(Answers(in_place, 1), Answers(rebuilt, 1));
+    for (size_t i = 0; i < adds.size(); ++i) {
+      SCOPED_TRACE(StrCat(policy, " after ", adds[i].name));
+      ASSERT_TRUE(in_place.ChangeNodes(NodeChanges{{}, {}, {adds[i]}, {}}).ok());
+      const NodeId first(0);
+      ASSERT_TRUE(rebuilt
+                      .ChangeNodes(NodeChanges{
+                          {}, {}, {adds[i]}, {{first, !rebuilt.state().accepts_pods(first)}}})
+                      .ok());
+      EXPECT_EQ(DomainsText(in_place), DomainsText(rebuilt));
+      in_place.state().CheckInvariants();
+      // A few pods each time, committed, and rack and NVLink gangs as what-ifs.
+      std::vector<std::string> a, b;
+      for (const PodRequest& p : Probes(static_cast<int>(10 + i))) {
+        if (a.size() == 6) break;
+        for (Engine* e : {&in_place, &rebuilt}) {
+          PlacementResult r = e->Place(p);
+          std::string line = r.placed() ? e->cluster().node(r.placement.node).name : r.reason;
+          for (const GpuGrant& g : r.placement.gpus) StrAppend(&line, "/", g.gpu);
+          (e == &in_place ? a : b).push_back(line);
+        }
+      }
+      for (const std::string level : {"rack", "nvlink-domain"}) {
+        for (int size : {2, 5, 9}) {
+          std::vector<PodRequest> gang =
+              Gang(StrCat("g", i, level, size), size, GpuAsk::Whole(1), level, size != 5);
+          for (Engine* e : {&in_place, &rebuilt}) {
+            std::vector<PlacementResult> r = e->PlaceGang(gang, Mode::kTestOnly);
+            std::string line = r[0].placed() ? "" : r[0].reason;
+            for (const PlacementResult& m : r) StrAppend(&line, " ", m.placement.node.value());
+            (e == &in_place ? a : b).push_back(line);
+          }
+        }
+      }
+      EXPECT_EQ(a, b);
+    }
+  }
+}
+
+// A copy of an engine under a new policy answers as an engine built afresh with the same pods
+// restored and the same node cordoned; what it places is its own.
+TEST(Engine, ACopyUnderANewPolicyIsAsBuiltAfresh) {
+  for (std::string_view policy : {"tessera", "binpack", "spread", "fgd"}) {
+    SCOPED_TRACE(policy);
+    Cluster c = MixedCluster(12);
+    Engine base(c, Make(policy));
+    Answers(base, 1);
+    ASSERT_TRUE(base.ChangeNodes(NodeChanges{{}, {}, {}, {{NodeId(3), true}}}).ok());
+    Engine copy(base, Make(policy));
+    Engine fresh(c, Make(policy));
+    for (int i = 0; i < 40; ++i) {
+      const std::string name = StrCat("probe-1-", i);
+      if (const Placement* held = base.Find(name)) ASSERT_TRUE(fresh.Restore(name, *held).ok());
+    }
+    ASSERT_TRUE(fresh.ChangeNodes(NodeChanges{{}, {}, {}, {{NodeId(3), true}}}).ok());
+    const size_t held = base.placed_count();
+    EXPECT_EQ(copy.placed_count(), held);
+    EXPECT_EQ(Answers(copy, 2), Answers(fresh, 2));
+    EXPECT_EQ(base.placed_count(), held);  // the copy's pods are its own
+    copy.state().CheckInvariants();
+    base.state().CheckInvariants();
+  }
+}
+
 // A cordoned node takes no new pods (the reason says so) and keeps its own; uncordoned, it is used.
 TEST(Engine, CordonedNodesKeepTheirPodsAndTakeNoNewOnes) {
   Cluster c = RealityCheckCluster();

@@ -21,21 +21,52 @@ int GroupGpus(const std::vector<PodRequest>& group) {
   return gpus;
 }
 
+// A group that waits: one pod, or every member of a gang.
+struct Group {
+  const std::vector<PodRequest>* pods = nullptr;
+  // One pod, no gang, no MIG, under a policy whose choice is per node: where it fitted nowhere,
+  // only nodes added since can take it (what the nodes held only grew), and the policy chooses
+  // among those as it would among all.
+  bool narrow = false;
+  int failed_at = 0;   // nodes in the cluster when it last did not fit (0: not tried)
+  std::string reason;  // the engine's, then
+};
+
+// The ask for a group: a gang whole (a pod is a gang of one), an elastic gang as the scheduler
+// starts it.
+core::Ask AskFor(const Group& g) {
+  const std::optional<core::GangAsk>& gang = g.pods->front().gang;
+  return gang && gang->elastic() ? core::Ask::ElasticGang(*g.pods, {}) : core::Ask::Gang(*g.pods);
+}
+
 // Places what waits in order; returns how many pods were placed, and removes their groups. An
 // elastic gang starts with as many members as fit, at least its min (Engine::Decide,
 // Ask::ElasticGang), and is then done: its other members join as room frees up (`partial` names
-// it).
-int PlaceWaiting(Engine& engine, std::vector<const std::vector<PodRequest>*>& left,
-                 std::vector<std::string>* reasons, int64_t* memory,
-                 std::vector<PartialGang>* partial) {
+// it). `explain`: the reasons of what does not fit are the engine's full ones (the last pass);
+// else short (Ask::Quiet). `narrow`: a narrow group that did not fit before is offered only the
+// nodes added since (Group::narrow); the decision is the same.
+int PlaceWaiting(Engine& engine, std::vector<Group>& left, bool explain, bool narrow,
+                 int64_t* memory, std::vector<PartialGang>* partial) {
   int placed = 0;
-  std::vector<const std::vector<PodRequest>*> still;
-  reasons->clear();
-  for (const std::vector<PodRequest>* group : left) {
-    const std::optional<core::GangAsk>& gang = group->front().gang;
-    const bool elastic = gang && gang->elastic();
-    std::vector<core::PlacementResult> r =
-        engine.Decide(elastic ? core::Ask::ElasticGang(*group, {}) : core::Ask::Gang(*group));
+  const int nodes = engine.cluster().node_count();
+  std::vector<Group> still;
+  std::vector<core::Candidate> added;
+  int added_from = -1;
+  for (Group& group : left) {
+    core::Ask ask = AskFor(group);
+    if (!explain) ask.Quiet();
+    if (narrow && group.narrow && group.failed_at > 0) {
+      if (added_from != group.failed_at) {
+        added.clear();
+        for (int n = group.failed_at; n < nodes; ++n) {
+          added.push_back(
+              {core::NodeId(n), engine.cluster().node(core::NodeId(n)).all_gpus_mask()});
+        }
+        added_from = group.failed_at;
+      }
+      ask.In({.candidates = &added});
+    }
+    std::vector<core::PlacementResult> r = engine.Decide(ask);
     if (!r.empty() && r[0].placed()) {
       int n = 0;
       for (const core::PlacementResult& x : r) {
@@ -44,41 +75,58 @@ int PlaceWaiting(Engine& engine, std::vector<const std::vector<PodRequest>*>& le
         for (const core::GpuGrant& g : x.placement.gpus) *memory += g.memory_mib;
       }
       placed += n;
-      if (n < static_cast<int>(group->size())) {
-        PartialGang g{gang->name, n, gang->size, gang->min_members(), {}};
+      if (n < static_cast<int>(group.pods->size())) {
+        const core::GangAsk& gang = *group.pods->front().gang;
+        PartialGang g{gang.name, n, gang.size, gang.min_members(), {}};
         for (size_t i = 0; i < r.size(); ++i) {
-          if (!r[i].placed()) g.waiting.push_back((*group)[i].name);
+          if (!r[i].placed()) g.waiting.push_back((*group.pods)[i].name);
         }
         partial->push_back(std::move(g));
       }
       continue;
     }
-    still.push_back(group);
-    reasons->push_back(r.empty() ? "" : r[0].reason);
+    group.failed_at = nodes;
+    group.reason = r.empty() ? "" : r[0].reason;
+    still.push_back(std::move(group));
   }
   left = std::move(still);
   return placed;
 }
 
-absl::StatusOr<TemplateOption> Evaluate(const ScaleUpInput& in, const core::NodeSpec& t,
-                                        int max_nodes) {
-  Engine engine(*in.cluster, in.make_policy(), in.levels);
+// Whether `g` is narrow (Group::narrow) under `policy`.
+bool Narrow(const core::Policy& policy, const std::vector<PodRequest>& g) {
+  return policy.choice_is_per_node() && g.size() == 1 && !g[0].gang &&
+         g[0].gpu.kind != core::GpuAsk::Kind::kMig;
+}
+
+// The cluster as it runs: every running pod restored, the cordoned nodes cordoned.
+absl::StatusOr<std::unique_ptr<Engine>> Scratch(const ScaleUpInput& in) {
+  auto engine = std::make_unique<Engine>(*in.cluster, in.make_policy(), in.levels);
   for (const RunningPod& r : in.running) {
-    absl::Status s = engine.Restore(r.request.name, r.placement);
+    absl::Status s = engine->Restore(r.request.name, r.placement);
     if (!s.ok()) {
       return absl::InvalidArgumentError(
           StrCat("the running pods do not fit the cluster together: ", s.message()));
     }
   }
-  TESSERA_RETURN_IF_ERROR(Cordon(engine, in.cordoned));
+  TESSERA_RETURN_IF_ERROR(Cordon(*engine, in.cordoned));
+  return engine;
+}
+
+// Template `t` on `engine` (Scratch's, which it changes).
+absl::StatusOr<TemplateOption> Evaluate(Engine& engine, const ScaleUpInput& in,
+                                        const core::NodeSpec& t, int max_nodes) {
   TemplateOption out;
   out.name = t.name;
-  std::vector<const std::vector<PodRequest>*> left;
-  for (const std::vector<PodRequest>& g : in.waiting) left.push_back(&g);
-  std::vector<std::string> reasons;
+  std::vector<Group> left;
+  for (const std::vector<PodRequest>& g : in.waiting) {
+    left.push_back(Group{&g, Narrow(engine.policy(), g)});
+  }
   int64_t memory = 0;
-  // What already fits (pods that waited only because of the order they came in).
-  out.pods_placed = PlaceWaiting(engine, left, &reasons, &memory, &out.partial);
+  // What already fits (pods that waited only because of the order they came in). The reasons
+  // kept are the last pass's: explained there only (with no node to add, this is the last).
+  bool explained = max_nodes <= 0;
+  out.pods_placed = PlaceWaiting(engine, left, explained, /*narrow=*/false, &memory, &out.partial);
   int idle = 0;  // nodes added in a row that ran nothing
   for (int n = 1; n <= max_nodes && !left.empty(); ++n) {
     core::NodeSpec spec = t;
@@ -89,7 +137,10 @@ absl::StatusOr<TemplateOption> Evaluate(const ScaleUpInput& in, const core::Node
     if (!s.ok()) {
       return absl::InvalidArgumentError(StrCat("node template ", t.name, ": ", s.message()));
     }
-    int placed = PlaceWaiting(engine, left, &reasons, &memory, &out.partial);
+    // The last node's pass, known to be last, is the engine's as it is, reasons explained.
+    explained = n == max_nodes;
+    int placed =
+        PlaceWaiting(engine, left, explained, /*narrow=*/!explained, &memory, &out.partial);
     if (placed > 0) {
       out.pods_placed += placed;
       out.nodes = n;
@@ -99,18 +150,26 @@ absl::StatusOr<TemplateOption> Evaluate(const ScaleUpInput& in, const core::Node
     // A gang may need several new nodes before it fits: give up only after as many idle nodes
     // as the largest waiting group could need.
     int patience = 1;
-    for (const std::vector<PodRequest>* g : left) {
-      patience = std::max(
-          patience, (GroupGpus(*g) + std::max(1, t.gpu_count()) - 1) / std::max(1, t.gpu_count()));
+    for (const Group& g : left) {
+      patience = std::max(patience, (GroupGpus(*g.pods) + std::max(1, t.gpu_count()) - 1) /
+                                        std::max(1, t.gpu_count()));
     }
     if (++idle >= patience) break;
   }
+  if (!explained) {
+    // The last pass placed nothing (or nothing waits): each group's reason, explained, on the
+    // cluster as that pass left it, which is as each group found it there.
+    for (Group& g : left) {
+      std::vector<core::PlacementResult> r = engine.Decide(AskFor(g).TestOnly());
+      g.reason = r.empty() ? "" : r[0].reason;
+    }
+  }
   out.gpus = out.nodes * t.gpu_count();
   out.memory_granted_mib = memory;
-  for (size_t i = 0; i < left.size(); ++i) {
+  for (const Group& g : left) {
     Unplaced u;
-    for (const PodRequest& p : *left[i]) u.pods.push_back(p.name);
-    u.reason = reasons[i];
+    for (const PodRequest& p : *g.pods) u.pods.push_back(p.name);
+    u.reason = g.reason;
     out.unplaced.push_back(std::move(u));
   }
   return out;
@@ -140,8 +199,15 @@ absl::StatusOr<ScaleUpPlan> PlanScaleUp(const ScaleUpInput& in, const ScaleUpOpt
   }
   ScaleUpPlan plan;
   for (const std::vector<PodRequest>& g : in.waiting) plan.waiting_pods += g.size();
-  for (const core::NodeSpec& t : in.templates) {
-    TESSERA_ASSIGN_OR_RETURN(TemplateOption o, Evaluate(in, t, options.max_nodes));
+  // One scratch engine built; each template but the last on a copy of it under a new policy
+  // (Engine's copy: as built afresh), the last on it.
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> scratch, Scratch(in));
+  for (size_t i = 0; i < in.templates.size(); ++i) {
+    std::unique_ptr<Engine> copy;
+    if (i + 1 < in.templates.size()) copy = std::make_unique<Engine>(*scratch, in.make_policy());
+    Engine& engine = copy ? *copy : *scratch;
+    TESSERA_ASSIGN_OR_RETURN(TemplateOption o,
+                             Evaluate(engine, in, in.templates[i], options.max_nodes));
     plan.options.push_back(std::move(o));
   }
   if (plan.waiting_pods == 0) {

@@ -26,6 +26,27 @@
 //
 // A waiting pod that no number of a template could run (a share larger than its GPUs, a gang
 // needing a domain the template's labels never make) is named with the engine's reason.
+//
+// Incremental, with the answer of the procedure above, field by field, reasons included
+// (scale_up_reference_test.cc keeps that procedure and compares on varied and generated cases):
+//  - one scratch engine is built from the cluster and its running pods; each template but the
+//    last runs on a copy of it under a new policy (Engine's copy constructor), not a rebuild;
+//  - a node added joins the domains, the domain index and the policy's order in place
+//    (Engine::ChangeNodes with additions alone: as a rebuild would have them);
+//  - the passes before the last ask quietly (Ask::Quiet: no per-node explanation of what does not
+//    fit, which scans every node); the last pass is explained when it is known to be the last
+//    (the max_nodes-th node); when it turns out to be (it ran nothing and patience ran out), each
+//    group left is asked again, test-only and explained, on the cluster as that pass found it
+//    (it placed nothing). Those asks come after every decision: they change none;
+//  - a pod alone (no gang), not MIG, that did not fit is tried next only on the nodes added
+//    since, where the policy's choice is per node (Policy::choice_is_per_node: the tessera
+//    policy): what the other nodes hold has only grown since, so none of them takes it, and the
+//    policy chooses among the new nodes as among all. Gangs (elastic or not) and MIG pods are
+//    tried on the whole cluster after every node, as before: a gang may fit in free GPUs of the
+//    cluster together with a new node, or in a domain of the cluster that the new node joins;
+//    under other policies every pod is.
+// Cost at 10,000 nodes (bench/results/scale_up.md): building the scratch engine (a copy of the
+// cluster, every running pod restored) and its copy are most of what is left.
 #pragma once
 
 #include <cstdint>

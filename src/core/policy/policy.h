@@ -54,6 +54,13 @@ class Policy {
   // The default attaches again; a policy that learns from the requests it sees keeps what it
   // learned.
   virtual void OnClusterChanged(const ClusterState& state) { Attach(state); }
+  // Nodes `first`.. were added at the end and nothing else changed (Engine::ChangeNodes with
+  // additions only): the policy must end exactly as OnClusterChanged would leave it (the default
+  // calls it); a policy may get there in place, without re-deriving what the old nodes keep.
+  virtual void OnNodesAdded(const ClusterState& state, NodeId first) {
+    (void)first;
+    OnClusterChanged(state);
+  }
 
   // Where on `node` the pod would go and how much this policy likes it; nullopt when the policy
   // will not place it there. `fit` is CheckNode's answer for this node (already ok()).
@@ -68,6 +75,14 @@ class Policy {
   // True for a policy that models a scheduler without GPU sharing: every share or fraction
   // ask takes one whole GPU (EffectiveRequest makes the request it places).
   virtual bool whole_gpus_only() const { return false; }
+
+  // True for a policy whose Choose is per node: among the offered nodes it scores, the best by
+  // a score of each node alone, ties by a fixed node order, nothing drawn at random; and whether
+  // it scores a node (it fits, the policy does not decline it) depends on that node alone and
+  // never starts to as the node's free capacity shrinks (MIG asks apart). Then offering any
+  // nodes that include every node it would score gives the answer of offering all: the
+  // scale-up planner tries a pod that fitted nowhere only on the nodes added since.
+  virtual bool choice_is_per_node() const { return false; }
 
   // False for a policy that models a scheduler without gangs: members are placed one by one,
   // each on its own, and a gang's topology is ignored.

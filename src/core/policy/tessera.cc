@@ -148,30 +148,16 @@ class TesseraPolicy final : public Policy {
  public:
   explicit TesseraPolicy(const PolicyOptions& options) : seed_(options.seed) {}
   std::string_view name() const override { return "tessera"; }
+  // Scores are per node (waste, rank, tiers), ties by the rank; a node is declined only when no
+  // GPU set meets a required interconnect, which fewer free GPUs never changes.
+  bool choice_is_per_node() const override { return true; }
 
   void Attach(const ClusterState& state) override {
     const Cluster& cluster = state.cluster();
     const int n = cluster.node_count();
-    struct Key {
-      bool nvlink;
-      int gpus;
-      uint64_t hash;
-      int node;
-    };
-    std::vector<Key> keys;
+    order_.clear();
     reference_memory_ = 0;
-    for (int i = 0; i < n; ++i) {
-      const NodeSpec& spec = cluster.node(NodeId(i));
-      bool nvlink = false;
-      for (int a = 0; a < spec.gpu_count() && !nvlink; ++a) {
-        for (int b = a + 1; b < spec.gpu_count(); ++b) {
-          if (spec.links.at(a, b).kind == LinkKind::kNvLink) nvlink = true;
-        }
-      }
-      for (const GpuSpec& g : spec.gpus)
-        reference_memory_ = std::max(reference_memory_, g.memory_mib);
-      keys.push_back({nvlink, spec.gpu_count(), HashName(spec.name, seed_), i});
-    }
+    for (int i = 0; i < n; ++i) order_.push_back(KeyOf(cluster.node(NodeId(i)), i));
     // Nodes of a rack-scale NVLink domain: one tessera.dev/nvlink-domain label value on two or
     // more nodes. They come last in the order too.
     std::map<std::string, int> domain_nodes;
@@ -185,20 +171,12 @@ class TesseraPolicy final : public Policy {
       if (auto it = spec.labels.find(label);
           it != spec.labels.end() && domain_nodes[it->second] > 1) {
         rack_domain_[i] = 1;
-        keys[i].nvlink = true;  // with the NVLink nodes, after them by the hash below
+        order_[i].nvlink = true;  // with the NVLink nodes, after them by the hash below
       }
     }
-    std::sort(keys.begin(), keys.end(), [&](const Key& a, const Key& b) {
-      if (rack_domain_[a.node] != rack_domain_[b.node])
-        return rack_domain_[a.node] < rack_domain_[b.node];
-      return std::tie(a.nvlink, a.gpus, a.hash, a.node) <
-             std::tie(b.nvlink, b.gpus, b.hash, b.node);
-    });
-    std::vector<int32_t> rank(n);
-    for (int r = 0; r < n; ++r) rank[keys[r].node] = r;
-    rank_fraction_.assign(n, 0.0);
-    for (int i = 0; i < n; ++i) rank_fraction_[i] = n > 1 ? double(rank[i]) / (n - 1) : 0.0;
-    index_.Attach(state, std::move(rank));
+    std::sort(order_.begin(), order_.end(),
+              [&](const Key& a, const Key& b) { return Before(a, b); });
+    Rank(state);
     mix_ = TaskMix();
     waste_ = WasteModel();
     open_free_bonus_ = 0;
@@ -217,6 +195,46 @@ class TesseraPolicy final : public Policy {
     mix_ = std::move(mix);
     if (!mix_.tasks().empty()) {
       waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
+      open_free_bonus_ = OpenFreeGpuBonus(mix_.tasks());
+    }
+  }
+
+  // OnClusterChanged's result without re-deriving the old nodes: each new node's key inserted
+  // in the order, the waste model extended (WasteModel::AddNodes), the rest reset as Attach
+  // does. A new node labelled tessera.dev/nvlink-domain may make other nodes rack-scale (their
+  // keys change): then OnClusterChanged itself.
+  void OnNodesAdded(const ClusterState& state, NodeId first) override {
+    const Cluster& cluster = state.cluster();
+    const int n = cluster.node_count();
+    const std::string label(kNvlinkDomainLabel);
+    bool in_place = static_cast<int>(order_.size()) == first.value();
+    for (int i = first.value(); i < n && in_place; ++i) {
+      in_place = !cluster.node(NodeId(i)).labels.contains(label);
+    }
+    if (!in_place) {
+      OnClusterChanged(state);
+      return;
+    }
+    for (int i = first.value(); i < n; ++i) {
+      const Key key = KeyOf(cluster.node(NodeId(i)), i);
+      rack_domain_.push_back(0);
+      order_.insert(std::upper_bound(order_.begin(), order_.end(), key,
+                                     [&](const Key& a, const Key& b) { return Before(a, b); }),
+                    key);
+    }
+    Rank(state);
+    open_free_bonus_ = 0;
+    churning_ = false;
+    contended_.clear();
+    last_contended_ = nullptr;
+    base_.assign(n, Base{});
+    set_memo_.resize(n);  // per node and free GPUs: the old nodes' entries hold
+    if (mix_.tasks().empty()) {
+      waste_ = WasteModel();
+    } else {
+      if (!waste_.AddNodes(cluster, first.value(), mix_.tasks())) {
+        waste_ = WasteModel(cluster, mix_.tasks(), WasteModel::Params{});
+      }
       open_free_bonus_ = OpenFreeGpuBonus(mix_.tasks());
     }
   }
@@ -470,8 +488,44 @@ class TesseraPolicy final : public Policy {
     return it->second;
   }
 
+  // A node's place in the order (Attach): rack-scale NVLink nodes last, then PCIe before
+  // NVLink, fewer GPUs first, then the hash of the name; the node id breaks what is left.
+  struct Key {
+    bool nvlink;
+    int gpus;
+    uint64_t hash;
+    int node;
+  };
+  bool Before(const Key& a, const Key& b) const {
+    if (rack_domain_[a.node] != rack_domain_[b.node])
+      return rack_domain_[a.node] < rack_domain_[b.node];
+    return std::tie(a.nvlink, a.gpus, a.hash, a.node) < std::tie(b.nvlink, b.gpus, b.hash, b.node);
+  }
+  // Node i's key before the rack-scale rule; notes its GPUs' memory in reference_memory_.
+  Key KeyOf(const NodeSpec& spec, int i) {
+    bool nvlink = false;
+    for (int a = 0; a < spec.gpu_count() && !nvlink; ++a) {
+      for (int b = a + 1; b < spec.gpu_count(); ++b) {
+        if (spec.links.at(a, b).kind == LinkKind::kNvLink) nvlink = true;
+      }
+    }
+    for (const GpuSpec& g : spec.gpus)
+      reference_memory_ = std::max(reference_memory_, g.memory_mib);
+    return {nvlink, spec.gpu_count(), HashName(spec.name, seed_), i};
+  }
+  // Ranks from order_ (sorted), and the index attached with them.
+  void Rank(const ClusterState& state) {
+    const int n = static_cast<int>(order_.size());
+    std::vector<int32_t> rank(n);
+    for (int r = 0; r < n; ++r) rank[order_[r].node] = r;
+    rank_fraction_.assign(n, 0.0);
+    for (int i = 0; i < n; ++i) rank_fraction_[i] = n > 1 ? double(rank[i]) / (n - 1) : 0.0;
+    index_.Attach(state, std::move(rank));
+  }
+
   uint64_t seed_;
   int64_t reference_memory_ = 0;
+  std::vector<Key> order_;  // every node's key, sorted: the order (Attach)
   std::vector<absl::flat_hash_map<std::pair<uint64_t, uint32_t>, std::optional<WholeSet>>>
       set_memo_;
   std::vector<uint8_t> rack_domain_;

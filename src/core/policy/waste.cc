@@ -8,6 +8,27 @@
 
 namespace tessera::core {
 
+namespace {
+
+// The models each task of the mix may use.
+std::vector<ModelSet> Allowed(const Cluster& cluster, const std::vector<TypicalTask>& mix) {
+  std::vector<ModelSet> allowed;
+  for (const TypicalTask& t : mix) allowed.push_back(cluster.ResolveModels(t.gpu_models));
+  return allowed;
+}
+
+// '1' for each task of the mix that the node's GPUs run.
+std::string Pattern(const Cluster& cluster, NodeId node, const std::vector<TypicalTask>& mix,
+                    const std::vector<ModelSet>& allowed) {
+  std::string pattern(mix.size(), '0');
+  for (size_t m = 0; m < mix.size(); ++m) {
+    if (mix[m].gpu_count > 0 && cluster.ModelMask(node, allowed[m]) != 0) pattern[m] = '1';
+  }
+  return pattern;
+}
+
+}  // namespace
+
 WasteModel::WasteModel(const Cluster& cluster, const std::vector<TypicalTask>& mix, Params params)
     : params_(params), max_gpus_(cluster.max_gpus_per_node()) {
   double cpu_sum = 0, gpu_sum = 0;
@@ -23,16 +44,12 @@ WasteModel::WasteModel(const Cluster& cluster, const std::vector<TypicalTask>& m
   cpu_per_gpu_ = gpu_sum > 0 ? cpu_sum / gpu_sum : 0;
 
   // Classes of nodes: the same set of tasks may run on their GPUs.
-  std::vector<ModelSet> allowed;
-  for (const TypicalTask& t : mix) allowed.push_back(cluster.ResolveModels(t.gpu_models));
+  const std::vector<ModelSet> allowed = Allowed(cluster, mix);
   absl::flat_hash_map<std::string, int32_t> classes;
-  std::vector<std::string> patterns;
+  std::vector<std::string>& patterns = patterns_;
   node_class_.resize(cluster.node_count());
   for (int n = 0; n < cluster.node_count(); ++n) {
-    std::string pattern(mix.size(), '0');
-    for (size_t m = 0; m < mix.size(); ++m) {
-      if (mix[m].gpu_count > 0 && cluster.ModelMask(NodeId(n), allowed[m]) != 0) pattern[m] = '1';
-    }
+    std::string pattern = Pattern(cluster, NodeId(n), mix, allowed);
     auto [it, fresh] = classes.emplace(pattern, static_cast<int32_t>(patterns.size()));
     if (fresh) patterns.push_back(pattern);
     node_class_[n] = it->second;
@@ -82,6 +99,22 @@ WasteModel::WasteModel(const Cluster& cluster, const std::vector<TypicalTask>& m
       }
     }
   }
+}
+
+bool WasteModel::AddNodes(const Cluster& cluster, int first, const std::vector<TypicalTask>& mix) {
+  if (cluster.max_gpus_per_node() != max_gpus_ || first != static_cast<int>(node_class_.size())) {
+    return false;
+  }
+  const std::vector<ModelSet> allowed = Allowed(cluster, mix);
+  std::vector<int32_t> added;
+  for (int n = first; n < cluster.node_count(); ++n) {
+    auto it =
+        std::find(patterns_.begin(), patterns_.end(), Pattern(cluster, NodeId(n), mix, allowed));
+    if (it == patterns_.end()) return false;  // a new class: its tables are not there
+    added.push_back(static_cast<int32_t>(it - patterns_.begin()));
+  }
+  node_class_.insert(node_class_.end(), added.begin(), added.end());
+  return true;
 }
 
 int WasteModel::CpuIndex(int64_t cpu) const {

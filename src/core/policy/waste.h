@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/model/cluster.h"
@@ -43,6 +44,12 @@ class WasteModel {
 
   WasteModel() = default;
   WasteModel(const Cluster& cluster, const std::vector<TypicalTask>& mix, Params params);
+
+  // Nodes `first`.. were added to `cluster` (the one this was built for, with `mix`): true when
+  // each is of a class the model has and the largest node is as large, the model then being
+  // exactly the one a rebuild would make (classes are numbered by their first node); false,
+  // changing nothing, otherwise (rebuild it).
+  bool AddNodes(const Cluster& cluster, int first, const std::vector<TypicalTask>& mix);
 
   // Expected stranded milli-GPU of `node` with `cpu_free` milli-CPU free and `left` milli-GPU free
   // per GPU (GpuMilliLeft's figure: 1000 = fully free).
@@ -66,6 +73,8 @@ class WasteModel {
   std::vector<int32_t> node_class_;
   std::vector<double> share_;  // [class][cpu level][milli 0..1000]
   std::vector<double> whole_;  // [class][cpu level][free GPUs 0..max]
+  // Per class: '1' for each task of the mix its nodes' GPUs run.
+  std::vector<std::string> patterns_;
 };
 
 }  // namespace tessera::core

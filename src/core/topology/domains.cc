@@ -1,5 +1,6 @@
 #include "core/topology/domains.h"
 
+#include <algorithm>
 #include <map>
 
 #include "common/strings.h"
@@ -54,6 +55,7 @@ TopologyDomains::TopologyDomains(const Cluster& cluster, std::vector<TopologyLev
   islands_.reserve(cluster.node_count());
   for (const NodeSpec& n : cluster.nodes()) islands_.push_back(NvlinkIslands(n));
   domains_.resize(levels_.size());
+  labelled_.assign(levels_.size(), 0);
   for (size_t l = 0; l < levels_.size(); ++l) {
     const TopologyLevel& level = levels_[l];
     std::map<std::string, Domain> by_value;
@@ -82,8 +84,63 @@ TopologyDomains::TopologyDomains(const Cluster& cluster, std::vector<TopologyLev
       }
     }
     for (auto& [value, d] : by_value) domains_[l].push_back(std::move(d));
+    labelled_[l] = static_cast<int>(domains_[l].size());
     for (Domain& d : islands) domains_[l].push_back(std::move(d));
   }
+}
+
+bool TopologyDomains::Append(NodeId id, std::vector<std::pair<int, int>>* joined) {
+  const int i = id.value();
+  if (i != static_cast<int>(islands_.size()) || i + 1 != cluster_->node_count()) return false;
+  const NodeSpec& n = cluster_->node(id);
+  // First where the node goes at each level (its labelled domain, existing or new, else -1),
+  // checking that a new labelled domain would come last, as a rebuild would place it.
+  std::vector<int> at(levels_.size(), -1);
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    auto label = n.labels.find(levels_[l].label);
+    if (label == n.labels.end()) continue;
+    const std::vector<Domain>& domains = domains_[l];
+    auto begin = domains.begin(), end = domains.begin() + labelled_[l];
+    auto it = std::lower_bound(begin, end, label->second,
+                               [](const Domain& d, const std::string& v) { return d.name < v; });
+    if (it != end && it->name == label->second) {
+      at[l] = static_cast<int>(it - begin);
+    } else if (it == end && end == domains.end()) {
+      at[l] = static_cast<int>(domains.size());  // a new value, last: nothing after it
+    } else {
+      return false;
+    }
+  }
+  islands_.push_back(NvlinkIslands(n));
+  for (size_t l = 0; l < levels_.size(); ++l) {
+    std::vector<Domain>& domains = domains_[l];
+    if (at[l] >= 0) {
+      if (at[l] == static_cast<int>(domains.size())) {
+        domains.emplace_back();
+        domains.back().name = n.labels.find(levels_[l].label)->second;
+        ++labelled_[l];
+      }
+      Domain& d = domains[at[l]];
+      d.candidates.push_back({id, n.all_gpus_mask()});
+      d.gpu_count += n.gpu_count();
+      joined->emplace_back(static_cast<int>(l), at[l]);
+      continue;
+    }
+    if (levels_[l].name != kNvlinkDomainLevel) continue;
+    std::map<int, uint64_t> masks;
+    for (int g = 0; g < n.gpu_count(); ++g) {
+      if (islands_[i][g] >= 0) masks[islands_[i][g]] |= 1ULL << g;
+    }
+    for (const auto& [island, mask] : masks) {
+      Domain d;
+      d.name = StrCat(n.name, "/nvlink", island);
+      d.candidates.push_back({id, mask});
+      d.gpu_count = __builtin_popcountll(mask);
+      domains.push_back(std::move(d));
+      joined->emplace_back(static_cast<int>(l), static_cast<int>(domains.size()) - 1);
+    }
+  }
+  return true;
 }
 
 int TopologyDomains::LevelIndex(std::string_view name) const {

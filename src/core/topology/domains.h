@@ -5,11 +5,16 @@
 // `tessera.dev/nvlink-domain` value (an NVL72 rack), or, on an unlabelled node, each group of
 // GPUs connected by NVLink links (an NVSwitch server is one group). PCIe-only GPUs belong to none.
 // Other levels are plain node labels; nodes without the label belong to no domain of that level.
+//
+// Order (what ties between domains go by): per level, the labelled domains by label value, then
+// (nvlink-domain only) the unlabelled islands in node order; each domain's nodes in node order.
+// Append keeps that order for a node added at the end, so that it equals a rebuild.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,8 +46,19 @@ struct Domain {
 class TopologyDomains {
  public:
   TopologyDomains(const Cluster& cluster, std::vector<TopologyLevel> levels);
+  // A copy of `other` for `cluster`, an equal copy of other's cluster (an engine's copy).
+  TopologyDomains(const TopologyDomains& other, const Cluster& cluster) : TopologyDomains(other) {
+    cluster_ = &cluster;
+  }
 
   const std::vector<TopologyLevel>& levels() const { return levels_; }
+  // The node `id`, just added at the end of `cluster` (the one given at construction, which must
+  // outlive this), joined to the domains in place, as a rebuild would place it, and true; false,
+  // changing nothing, where a rebuild would order the domains differently (the node's label
+  // value is new and sorts before another domain of its level): the caller rebuilds. `joined`
+  // gets (level, domain) for each domain the node is now in, in level then domain order.
+  bool Append(NodeId id, std::vector<std::pair<int, int>>* joined);
+
   // Index of a level by name, or -1.
   int LevelIndex(std::string_view name) const;
   const std::vector<Domain>& domains(int level) const { return domains_[level]; }
@@ -57,6 +73,7 @@ class TopologyDomains {
   const Cluster* cluster_;
   std::vector<TopologyLevel> levels_;
   std::vector<std::vector<Domain>> domains_;
+  std::vector<int> labelled_;  // per level: its labelled domains, which come first
   // Per node, per GPU: NVLink island id (-1 when alone).
   std::vector<std::vector<int>> islands_;
 };
