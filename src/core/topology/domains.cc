@@ -48,6 +48,24 @@ std::vector<int> NvlinkIslands(const NodeSpec& n) {
   return comp;
 }
 
+// The NVLink islands of node `id` (islands: NvlinkIslands of its spec `n`) as domains of the
+// nvlink-domain level, in island order: a node without the level's label.
+std::vector<Domain> IslandDomains(const NodeSpec& n, NodeId id, const std::vector<int>& islands) {
+  std::map<int, uint64_t> masks;
+  for (int g = 0; g < n.gpu_count(); ++g) {
+    if (islands[g] >= 0) masks[islands[g]] |= 1ULL << g;
+  }
+  std::vector<Domain> out;
+  for (const auto& [island, mask] : masks) {
+    Domain d;
+    d.name = StrCat(n.name, "/nvlink", island);
+    d.candidates.push_back({id, mask});
+    d.gpu_count = __builtin_popcountll(mask);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 }  // namespace
 
 TopologyDomains::TopologyDomains(const Cluster& cluster, std::vector<TopologyLevel> levels)
@@ -71,17 +89,7 @@ TopologyDomains::TopologyDomains(const Cluster& cluster, std::vector<TopologyLev
         continue;
       }
       if (level.name != kNvlinkDomainLevel) continue;
-      std::map<int, uint64_t> masks;
-      for (int g = 0; g < n.gpu_count(); ++g) {
-        if (islands_[i][g] >= 0) masks[islands_[i][g]] |= 1ULL << g;
-      }
-      for (const auto& [island, mask] : masks) {
-        Domain d;
-        d.name = StrCat(n.name, "/nvlink", island);
-        d.candidates.push_back({NodeId(i), mask});
-        d.gpu_count = __builtin_popcountll(mask);
-        islands.push_back(std::move(d));
-      }
+      for (Domain& d : IslandDomains(n, NodeId(i), islands_[i])) islands.push_back(std::move(d));
     }
     for (auto& [value, d] : by_value) domains_[l].push_back(std::move(d));
     labelled_[l] = static_cast<int>(domains_[l].size());
@@ -127,15 +135,7 @@ bool TopologyDomains::Append(NodeId id, std::vector<std::pair<int, int>>* joined
       continue;
     }
     if (levels_[l].name != kNvlinkDomainLevel) continue;
-    std::map<int, uint64_t> masks;
-    for (int g = 0; g < n.gpu_count(); ++g) {
-      if (islands_[i][g] >= 0) masks[islands_[i][g]] |= 1ULL << g;
-    }
-    for (const auto& [island, mask] : masks) {
-      Domain d;
-      d.name = StrCat(n.name, "/nvlink", island);
-      d.candidates.push_back({id, mask});
-      d.gpu_count = __builtin_popcountll(mask);
+    for (Domain& d : IslandDomains(n, id, islands_[i])) {
       domains.push_back(std::move(d));
       joined->emplace_back(static_cast<int>(l), static_cast<int>(domains.size()) - 1);
     }
