@@ -325,11 +325,11 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   std::string_view size_key = records::kGangSizeAnnotation;
   // Kueue's label without its count in a PodGroup's pod: the PodGroup says the gang, the label
   // adds nothing to it (pod_groups.h); with the count it is a gang the PodGroup may overrule.
+  std::optional<std::string> kueue_count = annotation(records::kKueueGroupTotalCountAnnotation);
   if (const json& kueue = JsonField(labels, records::kKueueGroupNameLabel);
-      !gang && kueue.is_string() &&
-      !(in_pod_group && !annotation(records::kKueueGroupTotalCountAnnotation))) {
+      !gang && kueue.is_string() && (kueue_count || !in_pod_group)) {
     gang = kueue.get<std::string>();
-    gang_size = annotation(records::kKueueGroupTotalCountAnnotation);
+    gang_size = kueue_count;
     gang_field = StrCat("metadata.labels[", records::kKueueGroupNameLabel, "]");
     size_key = records::kKueueGroupTotalCountAnnotation;
   }
