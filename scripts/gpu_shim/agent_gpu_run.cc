@@ -125,10 +125,17 @@ int main(int argc, char** argv) {
     for (const auto& [key, m] : measured) {
       trace[key].push_back({m.utilization_permille, m.hungry, m.duty_permille, m.phase_permille});
     }
-    for (auto* s : segs) {  // every host PID the reaps resolved, for the record
+    // Every host PID the reaps resolved, for the record, and the pods with a live process on
+    // the GPU, for the usage meter: one reading of each segment.
+    std::vector<std::string> running;
+    for (auto* s : segs) {
+      bool live = false;
       for (const auto& p : s->Inspect().processes) {
-        if (p.host_pid != 0) host_pids[s->pod_dir()].insert(p.host_pid);
+        if (p.host_pid == 0) continue;
+        host_pids[s->pod_dir()].insert(p.host_pid);
+        live |= p.alive;
       }
+      if (live) running.push_back(s->pod_dir());
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_usage) {  // the agent's --usage-interval: a second
@@ -138,15 +145,6 @@ int main(int argc, char** argv) {
         ++usage_errors;
         usage.Skip(gpu);
         continue;
-      }
-      std::vector<std::string> running;  // pods with a live process on the GPU
-      for (auto* s : segs) {
-        for (const auto& p : s->Inspect().processes) {
-          if (p.alive && p.host_pid != 0) {
-            running.push_back(s->pod_dir());
-            break;
-          }
-        }
       }
       usage.Observe(gpu, std::chrono::duration_cast<std::chrono::nanoseconds>(
                              now.time_since_epoch()).count(),
