@@ -10,10 +10,11 @@
 //   agent_gpu_run --gpu UUID [--interval-ms 250] [--seconds 0] [--nvml LIB] POD_DIR...
 //
 // On exit it prints one JSON document: per pod (by POD_DIR) every step's measured utilisation,
-// hunger, duty and phase, the last duty, the host PIDs its processes had, and the busy seconds the usage meter charged to it; the
-// GPU's sampled, busy and unattributed seconds; the steps whose per-process split the controller
-// did not believe; and every NVML per-process answer it was given (pid -> permille per step), so
-// that what the driver said is on record beside what the agent made of it.
+// hunger, duty and phase, the last duty, the host PIDs its processes had, and the busy seconds the
+// usage meter charged to it; the GPU's sampled, busy and unattributed seconds; the steps whose
+// per-process split the controller did not believe; and every NVML per-process answer it was given
+// (pid -> permille per step), so that what the driver said is on record beside what the agent made
+// of it.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -116,7 +117,8 @@ int main(int argc, char** argv) {
     next += std::chrono::milliseconds(interval_ms);
     std::this_thread::sleep_until(next);
     if (seconds > 0 &&
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >= seconds) {
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() >=
+            seconds) {
       break;
     }
     for (auto* s : segs) s->Reap();  // the host PIDs of the pods' processes (/proc)
@@ -146,9 +148,9 @@ int main(int argc, char** argv) {
         usage.Skip(gpu);
         continue;
       }
-      usage.Observe(gpu, std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             now.time_since_epoch()).count(),
-                    *u, running);
+      usage.Observe(
+          gpu, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
+          *u, running);
     }
   }
   nlohmann::json out;
@@ -167,7 +169,8 @@ int main(int argc, char** argv) {
     out["pods"][s->pod_dir()]["host_pids"] = host_pids[s->pod_dir()];
   }
   if (const auto* g = usage.gpu(gpu); g != nullptr) {
-    out["gpu"] = {{"sampled_s", g->sampled_ns / kNs}, {"busy_s", g->busy_ns / kNs},
+    out["gpu"] = {{"sampled_s", g->sampled_ns / kNs},
+                  {"busy_s", g->busy_ns / kNs},
                   {"unattributed_s", g->unattributed_ns / kNs}};
   }
   out["usage_errors"] = usage_errors;

@@ -247,9 +247,7 @@ TEST_F(AgentNodes, AgentSigkillLeavesPodsRunningAndARestartedAgentServes) {
   ASSERT_TRUE(WaitUntil([&] { return TheWorld().AgentReady(kPcie, from); }, seconds(60)));
   // The runtime's Synchronize follows its Configure: the pod is taken back a moment later.
   EXPECT_TRUE(WaitUntil(
-      [&] {
-        return TheWorld().AgentLog(kPcie).find("(1 taken back)", from) != std::string::npos;
-      },
+      [&] { return TheWorld().AgentLog(kPcie).find("(1 taken back)", from) != std::string::npos; },
       seconds(30)))
       << TheWorld().AgentLog(kPcie).substr(from);
   Create(ProbePod(ns_, "after", kPcie, {{"tessera.dev/gpu-memory", "3Gi"}}));

@@ -291,8 +291,8 @@ FAKE_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type,
   const uint64_t now_us = tessera::fake::RealtimeUs();
   const int64_t now_ns = tessera::fake::MonoNs();
   std::vector<uint64_t> ends;  // the periods' ends, oldest first
-  for (uint64_t end = now_us / kPeriodUs * kPeriodUs; end + kRecordUs > now_us && end > last_seen_us;
-       end -= kPeriodUs) {
+  for (uint64_t end = now_us / kPeriodUs * kPeriodUs;
+       end + kRecordUs > now_us && end > last_seen_us; end -= kPeriodUs) {
     ends.insert(ends.begin(), end);
   }
   *value_type = NVML_VALUE_TYPE_UNSIGNED_INT;
@@ -315,8 +315,8 @@ FAKE_API nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t dev, int type,
     int64_t busy = 0;
     for (const auto& [pid, ns] : tessera::fake::BusyByPid(*Machine(), i, from, to)) busy += ns;
     samples[k].timeStamp = ends[k];
-    samples[k].sampleValue.uiVal =
-        static_cast<unsigned int>(std::min<int64_t>(100, (busy * 100 + (to - from) / 2) / (to - from)));
+    samples[k].sampleValue.uiVal = static_cast<unsigned int>(
+        std::min<int64_t>(100, (busy * 100 + (to - from) / 2) / (to - from)));
   }
   *count = n;
   return NVML_SUCCESS;

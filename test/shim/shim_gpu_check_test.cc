@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "nlohmann/json.hpp"
-
 #include "shim_testing.h"
 
 namespace tessera::shim::testing {
@@ -111,9 +110,9 @@ TEST(GpuCheckTest, AgentLoopFindsStepsAndMetersAPodAlone) {
   const std::string pod = node.PodDir("p30");
   const std::string out_file = node.dir() + "/agent.json";
   int status = -1;
-  Shell("env TESSERA_FAKE_GPU_MACHINE=" + node.machine() + " " + TESSERA_AGENT_GPU_RUN +
-            " --gpu " + Node::Uuid(0) + " --nvml " + TESSERA_FAKE_NVML + " --seconds 5 " + pod +
-            " > " + out_file + " 2>&1 &",
+  Shell("env TESSERA_FAKE_GPU_MACHINE=" + node.machine() + " " + TESSERA_AGENT_GPU_RUN + " --gpu " +
+            Node::Uuid(0) + " --nvml " + TESSERA_FAKE_NVML + " --seconds 5 " + pod + " > " +
+            out_file + " 2>&1 &",
         &status);
   ASSERT_EQ(status, 0);
   Client app(node, "p30");
@@ -151,8 +150,9 @@ TEST(GpuCheckTest, AgentLoopFindsStepsAndMetersAPodAlone) {
   // The meter reads the driver's record of the device's utilisation once a second (the fake's:
   // a sample per 1/6 s, in whole percent): within a tenth of the truth.
   const double busy_s = p["busy_s"].get<double>(), truth_s = truth_ns / 1e9;
-  std::printf("  steps %d, NVML named the pod in %d, last duty %lld, metered %.3f s, truth %.3f s\n",
-              doc["steps"].get<int>(), named, static_cast<long long>(duty), busy_s, truth_s);
+  std::printf(
+      "  steps %d, NVML named the pod in %d, last duty %lld, metered %.3f s, truth %.3f s\n",
+      doc["steps"].get<int>(), named, static_cast<long long>(duty), busy_s, truth_s);
   EXPECT_NEAR(busy_s, truth_s, truth_s / 10) << doc["gpu"].dump();
   EXPECT_EQ(doc["gpu"]["unattributed_s"].get<double>(), 0.0);
   EXPECT_GE(doc["gpu"]["busy_s"].get<double>(), busy_s);

@@ -115,7 +115,7 @@ struct GpuUse {
     std::string ns, name, uid;
     Sharing sharing = Sharing::kNone;
     bool exclusive = false;
-    std::string mig;  // "1g.10gb@0" for a MIG instance
+    std::string mig;    // "1g.10gb@0" for a MIG instance
     std::string queue;  // its tessera.dev/queue annotation ("": none, the default queue)
     int64_t memory_mib = 0;
     int32_t compute_milli = 0;

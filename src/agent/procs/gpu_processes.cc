@@ -164,7 +164,7 @@ absl::StatusOr<std::vector<shim::PidUtilization>> NvmlProcessSampler::Utilizatio
 }
 
 absl::StatusOr<uint32_t> NvmlProcessSampler::SampledUtilization(void* device,
-                                                                 const std::string& uuid) {
+                                                                const std::string& uuid) {
   if (device_samples_ == nullptr) {
     return absl::UnimplementedError("this NVML has no nvmlDeviceGetSamples");
   }
@@ -188,13 +188,20 @@ absl::StatusOr<uint32_t> NvmlProcessSampler::SampledUtilization(void* device,
             [](const nvmlSample_t& a, const nvmlSample_t& b) { return a.timeStamp < b.timeStamp; });
   auto percent = [type](const nvmlValue_t& v) -> uint64_t {
     switch (type) {
-      case NVML_VALUE_TYPE_DOUBLE: return v.dVal > 0 ? static_cast<uint64_t>(v.dVal + 0.5) : 0;
-      case NVML_VALUE_TYPE_UNSIGNED_LONG: return v.ulVal;
-      case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: return v.ullVal;
-      case NVML_VALUE_TYPE_SIGNED_LONG_LONG: return v.sllVal > 0 ? v.sllVal : 0;
-      case NVML_VALUE_TYPE_SIGNED_INT: return v.siVal > 0 ? v.siVal : 0;
-      case NVML_VALUE_TYPE_UNSIGNED_SHORT: return v.usVal;
-      default: return v.uiVal;
+      case NVML_VALUE_TYPE_DOUBLE:
+        return v.dVal > 0 ? static_cast<uint64_t>(v.dVal + 0.5) : 0;
+      case NVML_VALUE_TYPE_UNSIGNED_LONG:
+        return v.ulVal;
+      case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        return v.ullVal;
+      case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+        return v.sllVal > 0 ? v.sllVal : 0;
+      case NVML_VALUE_TYPE_SIGNED_INT:
+        return v.siVal > 0 ? v.siVal : 0;
+      case NVML_VALUE_TYPE_UNSIGNED_SHORT:
+        return v.usVal;
+      default:
+        return v.uiVal;
     }
   };
   // Each sample covers the time since the one before it. The first call for a GPU (nothing seen

@@ -113,11 +113,12 @@ TEST(SchedulerMetrics, GrantedGpuTimeByNamespace) {
   m.SetQueues({}, t0 + std::chrono::seconds(30), {});
   m.SetQueues({}, t0 + std::chrono::seconds(60), {});
   const std::string text = m.Render();
-  EXPECT_THAT(text, HasSubstr("# TYPE tessera_scheduler_namespace_granted_gpu_seconds_total counter\n"
-                              "tessera_scheduler_namespace_granted_gpu_seconds_total{"
-                              "namespace=\"inference\"} 60\n"  // 3 GPUs x 20 s
-                              "tessera_scheduler_namespace_granted_gpu_seconds_total{"
-                              "namespace=\"research\"} 20\n"));  // 0.5 x 20 + 1 x 10
+  EXPECT_THAT(text,
+              HasSubstr("# TYPE tessera_scheduler_namespace_granted_gpu_seconds_total counter\n"
+                        "tessera_scheduler_namespace_granted_gpu_seconds_total{"
+                        "namespace=\"inference\"} 60\n"  // 3 GPUs x 20 s
+                        "tessera_scheduler_namespace_granted_gpu_seconds_total{"
+                        "namespace=\"research\"} 20\n"));  // 0.5 x 20 + 1 x 10
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_namespace_granted_gpu_memory_byte_seconds_total{"
                               "namespace=\"research\"} 214748364800\n"));  // 10 GiB x 20 s
   EXPECT_THAT(text, HasSubstr("tessera_scheduler_namespace_granted_gpu_compute_seconds_total{"

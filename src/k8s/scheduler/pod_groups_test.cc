@@ -72,9 +72,9 @@ TEST_F(PodGroupsTest, AnAnnotationThatDisagreesIsIgnoredAndSaidOnce) {
 
 // Kueue labels the pods it admits as a group (kueue.x-k8s.io/pod-group-name) and counts them in
 // an annotation; a pod in a PodGroup is the PodGroup's, so the label alone, without the count,
-// says nothing the PodGroup does not: the pod is valid input and joins the PodGroup's gang. (Before,
-// it was refused as a gang without its size.) With the count, a gang that disagrees is ignored and
-// said once, as for tessera's annotations.
+// says nothing the PodGroup does not: the pod is valid input and joins the PodGroup's gang.
+// (Before, it was refused as a gang without its size.) With the count, a gang that disagrees is
+// ignored and said once, as for tessera's annotations.
 TEST_F(PodGroupsTest, AKueueLabelWithoutItsCountInAPodGroupIsThePodGroups) {
   groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "train", 4)));
   PodGroups::Resolved r = Resolve(PodObject("ns", "k-0")
