@@ -33,6 +33,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "api_load.h"
 #include "common/strings.h"
 #include "k8s/client/config.h"
 #include "k8s/client/http.h"
@@ -51,57 +52,14 @@ namespace {
 
 using nlohmann::json;
 
-std::unique_ptr<ApiClient> Connect(const std::string& kubeconfig) {
-  absl::StatusOr<ClientConfig> config = LoadKubeconfig(kubeconfig);
-  if (!config.ok()) {
-    std::cerr << config.status().message() << "\n";
-    std::exit(2);
-  }
-  auto client = ApiClient::Create(*config);
-  if (!client.ok()) {
-    std::cerr << client.status().message() << "\n";
-    std::exit(2);
-  }
-  return std::move(*client);
-}
-
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-// Runs requests with `concurrency` in flight; exits non-zero if any fails.
-class Runner {
- public:
-  Runner(ApiClient& client, int concurrency)
-      : async_(client.transport(), AsyncClientOptions{concurrency, 8, {}, true}) {}
-  void Submit(HttpRequest r, std::function<void(const HttpResponse&)> then = nullptr) {
-    async_.Submit(r, [this, r, then](const HttpResponse& resp) {
-      if (!resp.ok() && resp.status != 409) {
-        if (failures_++ < 5) {
-          std::cerr << FromAbsl(StatusFromResponse(r, resp).message()) << "\n";
-        }
-      } else if (then) {
-        then(resp);
-      }
-    });
-  }
-  void Wait() {
-    async_.Drain(std::chrono::hours(1));
-    if (failures_ > 0) {
-      std::cerr << failures_ << " requests failed\n";
-      std::exit(1);
-    }
-  }
-
- private:
-  AsyncClient async_;
-  std::atomic<int> failures_{0};
-};
+using bench::Connect;
+using bench::Runner;
+using bench::Seconds;
 
 int CreateNodes(ApiClient& client, int count, int gpus, const std::string& prefix,
                 int concurrency) {
   auto start = std::chrono::steady_clock::now();
-  Runner runner(client, concurrency);
+  Runner runner(client, concurrency, /*conflict_ok=*/true);
   const std::string classes = StrCat(dra::kResourceApi, "/deviceclasses");
   runner.Submit(HttpRequest{"POST", classes, testing::GpuClass().dump(), "application/json"});
   runner.Submit(HttpRequest{"POST", classes, testing::ShareClass().dump(), "application/json"});
@@ -141,7 +99,7 @@ int CreatePods(ApiClient& client, const std::string& ns, int count, const std::s
   (void)client.Create("/api/v1/namespaces",
                       {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}}}});
   auto start = std::chrono::steady_clock::now();
-  Runner runner(client, concurrency);
+  Runner runner(client, concurrency, /*conflict_ok=*/true);
   for (int i = 0; i < count; ++i) {
     const std::string name = StrCat(prefix, "-", i);
     testing::ClaimObject claim(ns, name);

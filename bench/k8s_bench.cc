@@ -40,6 +40,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "api_load.h"
 #include "common/random.h"
 #include "common/strings.h"
 #include "core/model/quantity.h"
@@ -57,55 +58,9 @@ namespace {
 
 using nlohmann::json;
 
-std::unique_ptr<ApiClient> Connect(const std::string& kubeconfig) {
-  absl::StatusOr<ClientConfig> config = LoadKubeconfig(kubeconfig);
-  if (!config.ok()) {
-    std::cerr << config.status().message() << "\n";
-    std::exit(2);
-  }
-  auto client = ApiClient::Create(*config);
-  if (!client.ok()) {
-    std::cerr << client.status().message() << "\n";
-    std::exit(2);
-  }
-  return std::move(*client);
-}
-
-double Seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-// Runs requests with `concurrency` in flight; exits non-zero if any fails.
-class Runner {
- public:
-  Runner(ApiClient& client, int concurrency)
-      : async_(client.transport(), AsyncClientOptions{concurrency, 8, {}, true}) {}
-  void Submit(HttpRequest r, std::function<void(const HttpResponse&)> then = nullptr) {
-    async_.Submit(r, [this, r, then](const HttpResponse& resp) {
-      if (!resp.ok()) {
-        if (failures_++ < 5) {
-          std::cerr << FromAbsl(StatusFromResponse(r, resp).message()) << "\n";
-        }
-      } else if (then) {
-        then(resp);
-      }
-      ++done_;
-    });
-  }
-  void Wait() {
-    async_.Drain(std::chrono::hours(1));
-    if (failures_ > 0) {
-      std::cerr << failures_ << " requests failed\n";
-      std::exit(1);
-    }
-  }
-  int done() const { return done_; }
-
- private:
-  AsyncClient async_;
-  std::atomic<int> failures_{0};
-  std::atomic<int> done_{0};
-};
+using bench::Connect;
+using bench::Runner;
+using bench::Seconds;
 
 // Koordinator's names (apis/extension in koordinator-sh/koordinator v1.8.0).
 constexpr std::string_view kKoordGpuCore = "koordinator.sh/gpu-core";
