@@ -15,20 +15,9 @@ namespace {
 using testing::ClusterBuilder;
 using ::testing::HasSubstr;
 using testing::Pod;
+using testing::TwoNvSwitchServers;
 
 std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
-
-// Two 8-GPU NVSwitch nodes: each one NVLink domain.
-Cluster TwoNodes() {
-  return ClusterBuilder()
-      .Node("a")
-      .Gpus(8, "A100-80GB")
-      .NvSwitch()
-      .Node("b")
-      .Gpus(8, "A100-80GB")
-      .NvSwitch()
-      .Build();
-}
 
 std::vector<PodRequest> Members(const std::string& gang, int from, int to, int size, int min,
                                 bool required = true) {
@@ -60,7 +49,7 @@ std::vector<std::string> Names(const std::vector<PodRequest>& members, int n) {
 }
 
 TEST(ElasticGang, StartsWithMinAndGrowsToSizeAsRoomAppears) {
-  Cluster c = TwoNodes();
+  Cluster c = TwoNvSwitchServers();
   Engine e(c, Make("tessera"));
   Fill(e, c, "fa", "a", 4);
   Fill(e, c, "fb", "b", 8);
@@ -86,7 +75,7 @@ TEST(ElasticGang, StartsWithMinAndGrowsToSizeAsRoomAppears) {
 }
 
 TEST(ElasticGang, DoesNotStartBelowMinAndLeavesTheStateAsItWas) {
-  Cluster c = TwoNodes();
+  Cluster c = TwoNvSwitchServers();
   Engine e(c, Make("tessera"));
   Fill(e, c, "fa", "a", 5);
   Fill(e, c, "fb", "b", 6);
@@ -102,7 +91,7 @@ TEST(ElasticGang, DoesNotStartBelowMinAndLeavesTheStateAsItWas) {
 }
 
 TEST(ElasticGang, StartsWithAsManyAsOneDomainTakes) {
-  Cluster c = TwoNodes();
+  Cluster c = TwoNvSwitchServers();
   Engine e(c, Make("tessera"));
   Fill(e, c, "fa", "a", 2);  // 6 free on a
   Fill(e, c, "fb", "b", 3);  // 5 free on b
@@ -114,7 +103,7 @@ TEST(ElasticGang, StartsWithAsManyAsOneDomainTakes) {
 }
 
 TEST(ElasticGang, RequiredDomainIsKeptWhenRoomAppearsElsewhere) {
-  Cluster c = TwoNodes();
+  Cluster c = TwoNvSwitchServers();
   Engine e(c, Make("tessera"));
   Fill(e, c, "fa", "a", 4);
   Fill(e, c, "fb", "b", 8);
@@ -141,7 +130,7 @@ TEST(ElasticGang, RequiredDomainIsKeptWhenRoomAppearsElsewhere) {
 }
 
 TEST(ElasticGang, NeverBeyondItsSize) {
-  Cluster c = TwoNodes();
+  Cluster c = TwoNvSwitchServers();
   Engine e(c, Make("tessera"));
   // Ten pods claim membership of a gang of 8: 8 run, the other two are told why they wait.
   std::vector<PodRequest> g = Members("g", 0, 10, 8, 4);
@@ -156,7 +145,7 @@ TEST(ElasticGang, NeverBeyondItsSize) {
 }
 
 TEST(ElasticGang, BelowMinAfterALossItNeedsTheMissingMembersTogether) {
-  Cluster c = TwoNodes();
+  Cluster c = TwoNvSwitchServers();
   Engine e(c, Make("tessera"));
   Fill(e, c, "fb", "b", 8);
   std::vector<PodRequest> g = Members("g", 0, 8, 8, 4);

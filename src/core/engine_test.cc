@@ -13,6 +13,7 @@ using testing::ClusterBuilder;
 using ::testing::HasSubstr;
 using testing::Pod;
 using testing::RealityCheckCluster;
+using testing::TwoNvSwitchServers;
 
 std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
 
@@ -309,14 +310,7 @@ TEST(Engine, GangPicksTheBestFittingRack) {
 // What a scheduler's node selectors and taints leave: a pod, and a gang with each of its topology
 // domains, only use the allowed nodes.
 TEST(Engine, AllowedNodesRestrictPodsAndGangs) {
-  Cluster c = ClusterBuilder()
-                  .Node("a")
-                  .Gpus(8, "A100-80GB")
-                  .NvSwitch()
-                  .Node("b")
-                  .Gpus(8, "A100-80GB")
-                  .NvSwitch()
-                  .Build();
+  Cluster c = TwoNvSwitchServers();
   Engine e(c, Make("tessera"));
   std::vector<Candidate> only_b = {Candidate{c.FindNode("b")}};
   PlacementResult r = e.Place(Pod("p", GpuAsk::Whole(1)), Mode::kCommit, &only_b);

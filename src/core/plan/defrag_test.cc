@@ -19,6 +19,7 @@ using core::Placement;
 using core::PodRequest;
 using core::testing::ClusterBuilder;
 using core::testing::Pod;
+using core::testing::TwoNvSwitchServers;
 using ::testing::HasSubstr;
 
 std::unique_ptr<core::Policy> Make(std::string_view name) { return *core::CreatePolicy(name, {}); }
@@ -291,14 +292,7 @@ TEST(Defrag, GangThatRequiresARackStaysInOne) {
 // each holding five single-GPU pods: one move makes room for the 4 it starts with; no set of
 // moves makes room for all 8.
 TEST(Defrag, AnElasticGangIsPlannedForItsMin) {
-  Cluster c = ClusterBuilder()
-                  .Node("a")
-                  .Gpus(8, "A100-80GB")
-                  .NvSwitch()
-                  .Node("b")
-                  .Gpus(8, "A100-80GB")
-                  .NvSwitch()
-                  .Build();
+  Cluster c = TwoNvSwitchServers();
   World s(std::move(c));
   for (int g = 0; g < 5; ++g) {
     s.At(Pod(StrCat("a", g), GpuAsk::Whole(1)), 0, 1 << g);

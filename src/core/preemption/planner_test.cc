@@ -13,6 +13,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::Pod;
+using testing::TwoNvSwitchServers;
 
 constexpr int64_t kGi = 1024;
 constexpr int64_t kGpu = 1000;
@@ -243,14 +244,7 @@ TEST(PreemptionPlanner, AnElasticGangShrinksToItsMinNeverBelow) {
 // Two 8-GPU NVSwitch servers (one NVLink domain each), every GPU held by a pod of priority 0 (on
 // b, one of them priority 1), and an elastic gang of size 8, min 4 in one NVLink domain.
 std::unique_ptr<World> FullServers() {
-  auto w = std::make_unique<World>(ClusterBuilder()
-                                       .Node("a")
-                                       .Gpus(8, "A100-80GB")
-                                       .NvSwitch()
-                                       .Node("b")
-                                       .Gpus(8, "A100-80GB")
-                                       .NvSwitch()
-                                       .Build());
+  auto w = std::make_unique<World>(TwoNvSwitchServers());
   for (int g = 0; g < 8; ++g) w->Run(StrCat("a", g), "a", g);
   for (int g = 0; g < 8; ++g) w->Run(StrCat("b", g), "b", g, 0, g == 0 ? 1 : 0);
   return w;
@@ -289,14 +283,7 @@ TEST(PreemptionPlanner, APendingElasticGangPreemptsForItsMinOnly) {
 // makes room for the members it lacks, in its domain, and never evicts its own members.
 TEST(PreemptionPlanner, ARunningElasticGangPreemptsOnlyBackToItsMin) {
   auto world = [](int running) {
-    auto w = std::make_unique<World>(ClusterBuilder()
-                                         .Node("a")
-                                         .Gpus(8, "A100-80GB")
-                                         .NvSwitch()
-                                         .Node("b")
-                                         .Gpus(8, "A100-80GB")
-                                         .NvSwitch()
-                                         .Build());
+    auto w = std::make_unique<World>(TwoNvSwitchServers());
     for (int g = 0; g < 8; ++g) {
       if (g < running) {
         RunningPod& m = w->Run(StrCat("t-", g), "b", g);  // the gang, on b

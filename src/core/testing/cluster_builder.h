@@ -120,4 +120,17 @@ inline Cluster RealityCheckCluster() {
       .Build();
 }
 
+// Two 8-GPU A100-80GB NVSwitch servers, "a" and "b" (each one NVLink domain), with the builder's
+// default CPU and memory: the gang, elastic-gang, preemption and defrag tests' common world.
+inline Cluster TwoNvSwitchServers() {
+  return ClusterBuilder()
+      .Node("a")
+      .Gpus(8, "A100-80GB")
+      .NvSwitch()
+      .Node("b")
+      .Gpus(8, "A100-80GB")
+      .NvSwitch()
+      .Build();
+}
+
 }  // namespace tessera::core::testing
