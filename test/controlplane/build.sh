@@ -61,7 +61,7 @@ export GOTOOLCHAIN=local
 go_version=$(go env GOVERSION)
 key=$( { cat "$here/go.mod" "$here/go.sum" "$here/containerd/go.mod" "$here/containerd/go.sum";
          find "$here/plugins" "$here/containerd" -type f -name '*.go' | LC_ALL=C sort | xargs cat;
-         grep -v '^[[:space:]]*#' "$here/build.sh";
+         grep -v '^[[:space:]]*#' "$here/build.sh" "$here/../../scripts/oci_archive.sh";
          echo "$go_version"; go env GOOS GOARCH; gcc -dumpfullversion; echo "$busybox_version";
        } | sha256sum | cut -c1-16)
 out=$cp_root/$key
@@ -174,45 +174,10 @@ nice -n 10 go build -p "$jobs" -trimpath -ldflags "-s -w" \
   -o "$out/bin.tmp/tessera-test-dra-plugin" ./plugins/draplugin
 step 8 "test plugins done in $((SECONDS - t))s"
 
-# oci_image OUT NAME ROOTFS ENTRYPOINT_JSON [USER]: a one-layer OCI image archive (oci-layout,
-# index.json naming the image for `ctr images import`, uncompressed layer, config, manifest),
-# byte-for-byte reproducible: sorted entries, zero times, root ownership.
-oci_image() {
-  local out=$1 name=$2 rootfs=$3 entrypoint=$4 user=${5:-} work
-  work=$(mktemp -d "$out.XXXXXX")
-  mkdir -p "$work/blobs/sha256"
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$rootfs" \
-    -cf "$work/layer.tar" .
-  local layer_digest layer_size config config_digest manifest manifest_digest
-  layer_digest=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
-  layer_size=$(stat -c %s "$work/layer.tar")
-  mv "$work/layer.tar" "$work/blobs/sha256/$layer_digest"
-  config=$(jq -cn --arg diff "sha256:$layer_digest" --argjson ep "$entrypoint" --arg user "$user" \
-    '{architecture: "amd64", os: "linux", created: "1970-01-01T00:00:00Z",
-      config: ({Entrypoint: $ep, Env: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]}
-               + (if $user == "" then {} else {User: $user} end)),
-      rootfs: {type: "layers", diff_ids: [$diff]}}')
-  config_digest=$(printf '%s' "$config" | sha256sum | cut -d' ' -f1)
-  printf '%s' "$config" >"$work/blobs/sha256/$config_digest"
-  manifest=$(jq -cn --arg c "sha256:$config_digest" --argjson cs "${#config}" \
-    --arg l "sha256:$layer_digest" --argjson ls "$layer_size" \
-    '{schemaVersion: 2, mediaType: "application/vnd.oci.image.manifest.v1+json",
-      config: {mediaType: "application/vnd.oci.image.config.v1+json", digest: $c, size: $cs},
-      layers: [{mediaType: "application/vnd.oci.image.layer.v1.tar", digest: $l, size: $ls}]}')
-  manifest_digest=$(printf '%s' "$manifest" | sha256sum | cut -d' ' -f1)
-  printf '%s' "$manifest" >"$work/blobs/sha256/$manifest_digest"
-  jq -cn --arg m "sha256:$manifest_digest" --argjson ms "${#manifest}" --arg name "$name" \
-    '{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json",
-      manifests: [{mediaType: "application/vnd.oci.image.manifest.v1+json", digest: $m,
-                   size: $ms, platform: {architecture: "amd64", os: "linux"},
-                   annotations: {"io.containerd.image.name": $name,
-                                 "org.opencontainers.image.ref.name": ($name | sub(".*:"; ""))}}]}' \
-    >"$work/index.json"
-  echo '{"imageLayoutVersion":"1.0.0"}' >"$work/oci-layout"
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" \
-    -cf "$out" oci-layout index.json blobs
-  rm -rf "$work"
-}
+# The images: one-layer OCI archives, byte-for-byte reproducible (scripts/oci_archive.sh, which
+# the agent's probe image and the release image use too).
+oci_archive=$here/../../scripts/oci_archive.sh
+image_env='"Env": ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"]'
 
 t=$SECONDS
 step 9 "pause (static) and the images tessera.local/pause:3.10.2, tessera.local/busybox:1"
@@ -221,8 +186,8 @@ gcc -Os -static -Wall -DVERSION=v3.10.2-tessera -o "$out/bin.tmp/pause" "$pause_
 rm -rf "$out/images.tmp" "$out/rootfs.tmp"
 mkdir -p "$out/images.tmp" "$out/rootfs.tmp/pause" "$out/rootfs.tmp/busybox"
 cp "$out/bin.tmp/pause" "$out/rootfs.tmp/pause/pause"
-oci_image "$out/images.tmp/pause.tar" tessera.local/pause:3.10.2 "$out/rootfs.tmp/pause" \
-  '["/pause"]' 65535:65535
+"$oci_archive" "$out/rootfs.tmp/pause" tessera.local/pause:3.10.2 \
+  "{\"Entrypoint\": [\"/pause\"], $image_env, \"User\": \"65535:65535\"}" "$out/images.tmp/pause.tar"
 bb=$out/rootfs.tmp/busybox
 mkdir -p "$bb/bin" "$bb/etc" "$bb/tmp" "$bb/proc" "$bb/sys" "$bb/dev" "$bb/root"
 chmod 1777 "$bb/tmp"
@@ -232,7 +197,8 @@ for applet in $("$busybox" --list); do
 done
 printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$bb/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$bb/etc/group"
-oci_image "$out/images.tmp/busybox.tar" tessera.local/busybox:1 "$bb" '["/bin/sh"]'
+"$oci_archive" "$bb" tessera.local/busybox:1 "{\"Entrypoint\": [\"/bin/sh\"], $image_env}" \
+  "$out/images.tmp/busybox.tar"
 rm -rf "$out/rootfs.tmp"
 step 9 "pause and images done in $((SECONDS - t))s"
 
