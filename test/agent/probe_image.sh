@@ -44,7 +44,7 @@ for p in "$@"; do
   done < <(ldd "$p" | awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}')
 done
 
-# The archive (as oci_image in test/controlplane/build.sh).
+# The archive (scripts/oci_archive.sh, as test/controlplane/build.sh writes its images).
 name=tessera.local/cuda-probe:1
 "$(dirname "${BASH_SOURCE[0]}")/../../scripts/oci_archive.sh" "$root" "$name" \
   '{"Entrypoint": ["/bin/sh"], "Env": ["PATH=/opt/probe:/usr/sbin:/usr/bin:/sbin:/bin"]}' "$out"
