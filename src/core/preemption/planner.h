@@ -56,9 +56,11 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "core/engine.h"
 #include "core/queues/queue_set.h"
 #include "core/queues/resources.h"
@@ -152,6 +154,28 @@ class PreemptionPlanner {
                              std::vector<int>* victims);
   // Whether evicting `victims` (units) keeps every budget and every queue's deserved share.
   bool Allowed(Context& ctx, std::span<const int> victims, std::string* why);
+
+  // The steps of Plan, in order.
+  // Candidate units: every running pod the preemptor may evict (Eligible, BudgetAllows), gangs
+  // as one unit, an elastic gang's members above its min also alone; a reclaim unit that alone
+  // would take its queue below its deserved share is dropped. Fills ctx.units and units_on.
+  void CollectUnits(Context& ctx, const absl::flat_hash_set<std::string_view>& own);
+  bool Eligible(Context& ctx, const RunningPod& pod);
+  bool BudgetAllows(Context& ctx, const RunningPod& pod);
+  // Bounds: what taking every candidate and terminating pod away could free at most, per node
+  // and GPU (ctx.room), and CouldFit, the necessary condition it gives before any what-if.
+  void BoundRoom(Context& ctx);
+  bool CouldFit(const Context& ctx, int n, const PodRequest& ask, bool now) const;
+  // Node search for one pod: the nodes in order of their lower bounds, the best plan by
+  // (victims, highest victim priority, reclaim victims, node). False (plan->reason set) when
+  // there is none.
+  bool PlanPod(Context& ctx, const PodRequest& pod, PreemptionPlan* plan);
+  // Gang widening: the gang tried on more and more of the cheapest nodes with their candidates
+  // gone, then narrowed to where it landed and reprieved there.
+  bool PlanGang(Context& ctx, std::span<const PodRequest> members, bool partial,
+                PreemptionPlan* plan);
+  // Sets plan->reason to `reason` and what held the search back (budgets, the reclaim rule).
+  static bool NoPlan(const Context& ctx, std::string reason, PreemptionPlan* plan);
 
   Engine& engine_;
   QueueSet& queues_;
