@@ -150,6 +150,9 @@ function(tessera_check_layering)
                         "k8s depends only on core and records")
   _tessera_forbid_links("^tessera_agent" "^tessera_(k8s_scheduler|sim|cli)" ""
                         "the agent uses k8s's API client, never its scheduler")
+  _tessera_forbid_links("^tessera_k8s_(cluster_state|snapshot|status|explain|doctor|findings|manifests)$"
+                        "^tessera_k8s_scheduler$" ""
+                        "the operator's tools read the cluster as the scheduler does (tessera_k8s_cluster_state) without linking the scheduler")
   _tessera_forbid_includes(core "core;common" "core depends on nothing of ours but common")
   _tessera_forbid_includes(records "records;core;common" "records depends only on core")
   _tessera_forbid_includes(sim "sim;records;core;common"
