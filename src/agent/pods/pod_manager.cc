@@ -542,7 +542,10 @@ void PodManager::Maintain() {
   for (auto& [uid, p] : pods_) {
     for (auto& seg : p.segments) {
       shim::ReapResult r = seg->Reap(
-          [this, &uid](uint64_t inode, uint32_t pid) { return PodHostPid(uid, inode, pid); });
+          // An init-capture: clang-tidy's clang (14) cannot capture a structured binding.
+          [this, &pod_uid = uid](uint64_t inode, uint32_t pid) {
+            return PodHostPid(pod_uid, inode, pid);
+          });
       if (!r.tampered.empty()) {
         ++p.tampered[seg->gpu_uuid()];
         spdlog::warn(
