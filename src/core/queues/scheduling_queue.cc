@@ -1,12 +1,17 @@
 #include "core/queues/scheduling_queue.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 namespace tessera::core {
 
-SchedulingQueue::Entry& SchedulingQueue::Put(const std::string& key, Part part, int32_t priority,
-                                             const std::string& queue, Arrival arrival) {
+template <typename Key>
+typename BasicSchedulingQueue<Key>::Entry& BasicSchedulingQueue<Key>::Put(const Key& key, Part part,
+                                                                          int32_t priority,
+                                                                          const std::string& queue,
+                                                                          Arrival arrival) {
   auto [it, inserted] = where_.try_emplace(key);
   if (!inserted) Take(key, it->second);
   Entry& e = it->second;
@@ -17,7 +22,8 @@ SchedulingQueue::Entry& SchedulingQueue::Put(const std::string& key, Part part, 
   return e;
 }
 
-void SchedulingQueue::Take(const std::string& key, Entry& e) {
+template <typename Key>
+void BasicSchedulingQueue<Key>::Take(const Key& key, Entry& e) {
   switch (e.part) {
     case Part::kActive: {
       --active_count_;
@@ -39,28 +45,32 @@ void SchedulingQueue::Take(const std::string& key, Entry& e) {
   }
 }
 
-void SchedulingQueue::Push(const std::string& key, int32_t priority, const std::string& queue,
-                           Arrival arrival) {
+template <typename Key>
+void BasicSchedulingQueue<Key>::Push(const Key& key, int32_t priority, const std::string& queue,
+                                     Arrival arrival) {
   Entry& e = Put(key, Part::kActive, priority, queue, arrival);
   ++active_count_;
   levels_[priority][queue].emplace(e.arrival, key);
 }
 
-void SchedulingQueue::Backoff(const std::string& key, int32_t priority, const std::string& queue,
-                              Arrival arrival, TimePoint until) {
+template <typename Key>
+void BasicSchedulingQueue<Key>::Backoff(const Key& key, int32_t priority, const std::string& queue,
+                                        Arrival arrival, TimePoint until) {
   Entry& e = Put(key, Part::kBackoff, priority, queue, arrival);
   e.until = until;
   backoff_.emplace(until, key);
 }
 
-void SchedulingQueue::Unschedulable(const std::string& key, int32_t priority,
-                                    const std::string& queue, Arrival arrival) {
+template <typename Key>
+void BasicSchedulingQueue<Key>::Unschedulable(const Key& key, int32_t priority,
+                                              const std::string& queue, Arrival arrival) {
   Entry& e = Put(key, Part::kUnschedulable, priority, queue, arrival);
   e.tried_epoch = change_epoch_;
   unschedulable_.insert(key);
 }
 
-bool SchedulingQueue::Remove(const std::string& key) {
+template <typename Key>
+bool BasicSchedulingQueue<Key>::Remove(const Key& key) {
   auto it = where_.find(key);
   if (it == where_.end()) return false;
   Take(key, it->second);
@@ -68,14 +78,15 @@ bool SchedulingQueue::Remove(const std::string& key) {
   return true;
 }
 
-std::optional<std::string> SchedulingQueue::Pop() {
+template <typename Key>
+std::optional<Key> BasicSchedulingQueue<Key>::Pop() {
   if (levels_.empty()) return std::nullopt;
   Level& level = levels_.begin()->second;
   // The queue to serve: furthest below its fair share (the order's), else the earliest head.
   auto chosen = level.begin();
   if (level.size() > 1) {
     std::vector<QueueSet::Candidate> candidates;
-    std::vector<Level::iterator> at;
+    std::vector<typename Level::iterator> at;
     candidates.reserve(level.size());
     at.reserve(level.size());
     for (auto q = level.begin(); q != level.end(); ++q) {
@@ -85,23 +96,30 @@ std::optional<std::string> SchedulingQueue::Pop() {
     }
     if (order_ != nullptr) chosen = at[order_->Pick(candidates)];
   }
-  std::string key = chosen->second.begin()->second;
-  Remove(key);
+  // Out of every part, as Remove takes it, from the place already found.
+  Key key = chosen->second.begin()->second;
+  chosen->second.erase(chosen->second.begin());
+  if (chosen->second.empty()) level.erase(chosen);
+  if (level.empty()) levels_.erase(levels_.begin());
+  --active_count_;
+  where_.erase(key);
   return key;
 }
 
-bool SchedulingQueue::ChangeUnseen() {
+template <typename Key>
+bool BasicSchedulingQueue<Key>::ChangeUnseen() {
   if (checked_epoch_ == change_epoch_) return false;
-  for (const std::string& key : unschedulable_) {
+  for (const Key& key : unschedulable_) {
     if (where_.at(key).tried_epoch < change_epoch_) return true;
   }
   checked_epoch_ = change_epoch_;  // every waiting pod was tried after the latest change
   return false;
 }
 
-bool SchedulingQueue::Flush(TimePoint now) {
+template <typename Key>
+bool BasicSchedulingQueue<Key>::Flush(TimePoint now) {
   while (!backoff_.empty() && backoff_.begin()->first <= now) {
-    std::string key = backoff_.begin()->second;
+    Key key = backoff_.begin()->second;
     const Entry& e = where_.at(key);
     Push(key, e.priority, e.queue, e.arrival);  // takes it out of backoff_
   }
@@ -110,15 +128,32 @@ bool SchedulingQueue::Flush(TimePoint now) {
   if (!due && !requested) return false;
   last_flush_ = now;
   checked_epoch_ = change_epoch_;
-  while (!unschedulable_.empty()) {
-    std::string key = *unschedulable_.begin();
-    const Entry& e = where_.at(key);
-    Push(key, e.priority, e.queue, e.arrival);
+  // Each to active, as Push puts it; in order, so that each goes in at the end of its queue's
+  // pods when none of them is active (a change seen by a queue that was all tried).
+  std::vector<std::pair<const Entry*, const Key*>> moved;
+  moved.reserve(unschedulable_.size());
+  for (const Key& key : unschedulable_) {
+    Entry& e = where_.at(key);
+    e.part = Part::kActive;
+    moved.emplace_back(&e, &key);
   }
+  std::sort(moved.begin(), moved.end(), [](const auto& a, const auto& b) {
+    if (a.first->priority != b.first->priority) return a.first->priority > b.first->priority;
+    if (a.first->queue != b.first->queue) return a.first->queue < b.first->queue;
+    return std::tie(a.first->arrival, *a.second) < std::tie(b.first->arrival, *b.second);
+  });
+  for (const auto& [e, key] : moved) {
+    auto& pods = levels_[e->priority][e->queue];
+    pods.insert(pods.end(), {e->arrival, *key});
+  }
+  active_count_ += moved.size();
+  unschedulable_.clear();
   return due;
 }
 
-std::optional<SchedulingQueue::TimePoint> SchedulingQueue::NextWakeup() const {
+template <typename Key>
+std::optional<typename BasicSchedulingQueue<Key>::TimePoint> BasicSchedulingQueue<Key>::NextWakeup()
+    const {
   std::optional<TimePoint> next;
   auto consider = [&](TimePoint t) {
     if (!next || t < *next) next = t;
@@ -130,5 +165,8 @@ std::optional<SchedulingQueue::TimePoint> SchedulingQueue::NextWakeup() const {
   }
   return next;
 }
+
+template class BasicSchedulingQueue<std::string>;
+template class BasicSchedulingQueue<int32_t>;
 
 }  // namespace tessera::core

@@ -25,6 +25,9 @@
 //                  been tried since, at most once per `min_interval`; and every `period` in any
 //                  case. Never a busy loop: with no change, an unschedulable pod waits a period.
 //
+// Pods are named by a key: the scheduler's by namespace/name (SchedulingQueue), a replay's by its
+// index in the trace (BasicSchedulingQueue<int32_t>); the rules do not depend on the key.
+//
 // Adding a pod to a part takes it out of the others. Push, Remove and Pop are O(log n) plus, for
 // Pop, the queues with pods at the top priority. Time is passed in (Flush, NextWakeup). Not
 // thread-safe.
@@ -35,16 +38,18 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "core/queues/queue_set.h"
 
 namespace tessera::core {
 
-class SchedulingQueue {
+template <typename Key>
+class BasicSchedulingQueue {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
   struct Options {
@@ -54,26 +59,25 @@ class SchedulingQueue {
 
   using Arrival = core::Arrival;  // k8s::ArrivalOfCreation makes one for a pod
 
-  SchedulingQueue() : SchedulingQueue(Options{}, TimePoint()) {}
-  SchedulingQueue(Options options, TimePoint now) : options_(options), last_flush_(now) {}
+  BasicSchedulingQueue() : BasicSchedulingQueue(Options{}, TimePoint()) {}
+  BasicSchedulingQueue(Options options, TimePoint now) : options_(options), last_flush_(now) {}
 
   // The queues' fair shares and what they hold, for the order between queues (nullptr: every
   // queue at 0, pods by arrival). Must outlive this queue.
   void set_order(QueueSet* order) { order_ = order; }
 
   // To active, in its place by arrival.
-  void Push(const std::string& key, int32_t priority, const std::string& queue, Arrival arrival);
+  void Push(const Key& key, int32_t priority, const std::string& queue, Arrival arrival);
   // To backoff until `until`.
-  void Backoff(const std::string& key, int32_t priority, const std::string& queue, Arrival arrival,
+  void Backoff(const Key& key, int32_t priority, const std::string& queue, Arrival arrival,
                TimePoint until);
   // To unschedulable, tried under the current change count.
-  void Unschedulable(const std::string& key, int32_t priority, const std::string& queue,
-                     Arrival arrival);
+  void Unschedulable(const Key& key, int32_t priority, const std::string& queue, Arrival arrival);
   // Out of every part; false if it was in none.
-  bool Remove(const std::string& key);
+  bool Remove(const Key& key);
 
   // The next active pod.
-  std::optional<std::string> Pop();
+  std::optional<Key> Pop();
 
   // Something changed that could make an unschedulable pod fit.
   void NoteChange() { ++change_epoch_; }
@@ -86,7 +90,7 @@ class SchedulingQueue {
   // When Flush next has something to do (nullopt: nothing timed is waiting).
   std::optional<TimePoint> NextWakeup() const;
 
-  bool Contains(const std::string& key) const { return where_.contains(key); }
+  bool Contains(const Key& key) const { return where_.contains(key); }
   size_t active_size() const { return active_count_; }
   size_t backoff_size() const { return backoff_.size(); }
   size_t unschedulable_size() const { return unschedulable_.size(); }
@@ -105,24 +109,30 @@ class SchedulingQueue {
     uint64_t tried_epoch = 0;  // unschedulable: change count when it was tried
   };
   // One priority's active pods, per queue by arrival (never empty sets).
-  using Level = std::map<std::string, std::set<std::pair<Arrival, std::string>>>;
+  using Level = std::map<std::string, absl::btree_set<std::pair<Arrival, Key>>>;
 
-  Entry& Put(const std::string& key, Part part, int32_t priority, const std::string& queue,
+  Entry& Put(const Key& key, Part part, int32_t priority, const std::string& queue,
              Arrival arrival);
-  void Take(const std::string& key, Entry& e);
+  void Take(const Key& key, Entry& e);
   // True if some unschedulable pod was tried before the latest change.
   bool ChangeUnseen();
 
   Options options_;
   QueueSet* order_ = nullptr;
   std::map<int32_t, Level, std::greater<>> levels_;
-  absl::flat_hash_map<std::string, Entry> where_;
+  absl::flat_hash_map<Key, Entry> where_;
   size_t active_count_ = 0;
-  std::set<std::pair<TimePoint, std::string>> backoff_;
-  std::set<std::string> unschedulable_;
+  absl::btree_set<std::pair<TimePoint, Key>> backoff_;
+  absl::flat_hash_set<Key> unschedulable_;
   uint64_t change_epoch_ = 0;   // bumped by every change that could free room
   uint64_t checked_epoch_ = 0;  // changes up to here were seen by every unschedulable pod
   TimePoint last_flush_;        // when unschedulable pods were last moved to active
 };
+
+extern template class BasicSchedulingQueue<std::string>;
+extern template class BasicSchedulingQueue<int32_t>;
+
+// The scheduler's: pods by namespace/name.
+using SchedulingQueue = BasicSchedulingQueue<std::string>;
 
 }  // namespace tessera::core
