@@ -1,8 +1,10 @@
 // The pods waiting to be scheduled and the rules for when each is tried again, kept as
 // kube-scheduler's scheduling queue keeps them: three parts, a pod in at most one of them. The
 // one home of these rules: the live scheduler drives it (k8s::SchedulingQueue is this class,
-// k8s/scheduler/scheduler_core.h) on its steady clock; it is pure (time passed in, no I/O), so
-// that a replay on a virtual clock can drive the same rules.
+// k8s/scheduler/scheduler_core.h) on its steady clock, and the simulator's timeline replay
+// (sim/timeline.h, through sim/replay_queue.h) on the replay's clock, so that the replay tries
+// waiting pods again when, and in the order, the scheduler would. It is pure (time passed in, no
+// I/O). (The queue timeline, sim/queue_timeline.h, still serves its queues by its own loop.)
 //
 //   active         ready to be tried. Higher priority first; within one priority, the queue
 //                  (tessera.dev/queue) furthest below its fair share by dominant-resource
