@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/fgd_replay.h"
+#include "sim/replay_queue.h"
 #include "sim/testing/trace_testing.h"
 #include "sim/timeline.h"
 #include "sim/trace/alibaba.h"
@@ -126,6 +127,26 @@ TEST(Timeline, HeaderExample) {
   EXPECT_EQ(r->whole_gpu.waited, 1);
   EXPECT_DOUBLE_EQ(r->whole_gpu.max, 8);
   EXPECT_EQ(r->multi_gpu.started, 0);
+}
+
+// The scheduler's queue on a replay's clock (replay_queue.h's example): a pod that did not fit is
+// not tried again before pods leave, however long it waits; then at once.
+TEST(ReplayQueue, TriesAgainAtOnceAfterAChangeAndNeverWithout) {
+  ReplayQueue q(5, 0);
+  q.Push(3, 0, "", {10, 3});
+  q.Push(1, 0, "", {10, 1});
+  EXPECT_EQ(q.Pop(), 1);
+  EXPECT_EQ(q.Pop(), 3);
+  q.Unschedulable(3);  // tried at 10
+  q.Flush(20);
+  EXPECT_EQ(q.Pop(), std::nullopt);
+  q.Flush(int64_t{3600} * 24 * 365);  // no period
+  EXPECT_EQ(q.Pop(), std::nullopt);
+  EXPECT_TRUE(q.Contains(3));
+  q.NoteChange();
+  q.Flush(int64_t{3600} * 24 * 365);  // seen at once
+  EXPECT_EQ(q.Pop(), 3);
+  EXPECT_TRUE(q.empty());
 }
 
 // Waiting pods are tried again in the scheduler's order (arrival here), not grouped by request
