@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/fgd_replay.h"
+#include "sim/replay_queue.h"
 #include "sim/testing/trace_testing.h"
 #include "sim/timeline.h"
 #include "sim/trace/alibaba.h"
@@ -126,6 +127,48 @@ TEST(Timeline, HeaderExample) {
   EXPECT_EQ(r->whole_gpu.waited, 1);
   EXPECT_DOUBLE_EQ(r->whole_gpu.max, 8);
   EXPECT_EQ(r->multi_gpu.started, 0);
+}
+
+// The scheduler's queue on a replay's clock (replay_queue.h's example): a pod that did not fit is
+// not tried again before pods leave, however long it waits; then at once.
+TEST(ReplayQueue, TriesAgainAtOnceAfterAChangeAndNeverWithout) {
+  ReplayQueue q(5, 0);
+  q.Push(3, 0, "", {10, 3});
+  q.Push(1, 0, "", {10, 1});
+  EXPECT_EQ(q.Pop(), 1);
+  EXPECT_EQ(q.Pop(), 3);
+  q.Unschedulable(3);  // tried at 10
+  q.Flush(20);
+  EXPECT_EQ(q.Pop(), std::nullopt);
+  q.Flush(int64_t{3600} * 24 * 365);  // no period
+  EXPECT_EQ(q.Pop(), std::nullopt);
+  EXPECT_TRUE(q.Contains(3));
+  q.NoteChange();
+  q.Flush(int64_t{3600} * 24 * 365);  // seen at once
+  EXPECT_EQ(q.Pop(), 3);
+  EXPECT_TRUE(q.empty());
+}
+
+// Waiting pods are tried again in the scheduler's order (arrival here), not grouped by request
+// shape: at 10, when `a` leaves, x (1 GPU, waiting since 1) starts, then y (half a GPU, since 2)
+// on the other GPU, and x2 (1 GPU, since 3) finds no whole GPU and waits for x and y to leave at
+// 110. (Pods of x's shape first would start x and x2 and keep y waiting until x2 left at 15.)
+TEST(Timeline, RetriesInTheSchedulersOrder) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\na,32000,262144,2,V100M16\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "a,1000,1024,2,1000,,LS,Running,0,10,0\n"
+                    "x,1000,1024,1,1000,,LS,Running,1,101,1\n"
+                    "y,1000,1024,1,500,,LS,Running,2,102,2\n"
+                    "x2,1000,1024,1,1000,,LS,Running,3,8,3\n");
+  TimelineOptions o;
+  o.policy = "tessera";
+  absl::StatusOr<TimelineResult> r = RunTimeline(c, t, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->started, 4);
+  EXPECT_EQ(r->waited, 3);
+  EXPECT_DOUBLE_EQ(r->pending_max, 107);    // x2: 3 to 110
+  EXPECT_DOUBLE_EQ(r->whole_gpu.max, 107);  // x 9, x2 107
+  EXPECT_EQ(r->still_waiting, 0);
 }
 
 // Defragmentation in the replay: spread leaves a half-GPU share on every GPU; when the small pod

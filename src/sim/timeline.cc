@@ -4,11 +4,12 @@
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <functional>
 #include <queue>
+#include <set>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
@@ -16,6 +17,7 @@
 #include "core/policy/shape_index.h"
 #include "sim/fgd_replay.h"
 #include "sim/placer.h"
+#include "sim/replay_queue.h"
 #include "sim/timeline_load.h"
 
 namespace tessera::sim {
@@ -278,7 +280,6 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     int64_t work = 0;                       // member-seconds left
     int64_t since = 0;                      // when `work` was brought up to date
     int64_t end = -1;                       // when it ends at its present pace (-1: not running)
-    size_t waiting = SIZE_MAX;              // its entry in `waiting` (below), once it waited
   };
   std::vector<int32_t> gang_of(n, -1);
   std::vector<Gang> gangs;
@@ -343,12 +344,20 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   };
   auto is_whole = [&](int32_t i) { return pod_of(i).num_gpu >= 1 && pod_of(i).gpu_milli >= 1000; };
   auto is_multi = [&](int32_t i) { return pod_of(i).num_gpu >= 2; };
-  // Waiting pods by request shape, each in arrival order; shapes in the order they first waited.
-  // With classify_waits, a shape also keeps the class found at its last try and the time spent
-  // in each class so far; a pod's time in a class is the shape's growth while it waited.
-  struct Waiting {
-    std::deque<int32_t> pods;
-    bool blocked = false;  // tried since the last departure and did not fit
+  // Waiting pods wait in the scheduler's queue (replay_queue.h: core::SchedulingQueue's rules),
+  // all of one priority and one queue: tried again, in arrival order, whenever pods leave.
+  // `waiting` is the same pods in the same order (the queue's membership, for the end of the
+  // replay and for defragmentation's choice).
+  ReplayQueue queue(n, first);
+  std::set<std::pair<core::Arrival, int32_t>> waiting;
+  std::vector<char> in_queue(n, 0);  // in `waiting`
+  auto arrival_of = [&](int32_t i) { return core::Arrival{arrival[i], i}; };
+  // Per request shape: whether it was tried since the last change and did not fit (the room only
+  // shrank since, so its pods are put back without a try: the answer a try would give). With
+  // classify_waits, also the class found at its last try and the time spent in each class so
+  // far; a pod's time in a class is the shape's growth while it waited.
+  struct ShapeWaits {
+    uint64_t refused_at = 0;  // the change count when it last did not fit (0: never)
     int cls = -1;
     int64_t since = 0;
     std::array<double, 3> time{};
@@ -359,9 +368,11 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     }
   };
   absl::flat_hash_map<core::RequestShape, size_t> shape_ids;
-  std::vector<Waiting> waiting;
+  std::vector<ShapeWaits> shapes;
+  std::vector<int32_t> shape_of(n, -1);           // pods (not gangs): their entry in `shapes`
   std::vector<std::array<double, 3>> entered(n);  // the shape's class times when the pod queued
-  int64_t waiting_count = 0;
+  uint64_t changes = 1;                           // pods left (departures, moves) so far, plus 1
+  int64_t starts = 0;                             // pods and gangs that started or grew
 
   // Allocation over time: integral for the mean, samples for the curve, steps for the peak.
   int64_t now = first;
@@ -423,6 +434,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   };
   started = [&](int32_t i) {
     running[i] = 1;
+    ++starts;
     if (options.on_start) options.on_start(pods[i], arrival[i], now, placed[i], placer.state());
     if (classifier) classifier->Started(i, placed[i]);
     count_start(i);
@@ -451,6 +463,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     size_t joined = 0;
     while (joined < results.size() && results[joined].placed()) ++joined;
     if (joined == 0) return false;
+    ++starts;
     gang_progress(g);
     for (size_t k = 0; k < joined; ++k) g.running.push_back(waiting_members[k].name);
     if (g.start < 0) {
@@ -470,34 +483,67 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     }
     return g.running.size() == g.members.size();
   };
-  // The shape did not fit at a try: remember what the cluster offered it.
-  auto refused = [&](Waiting& w, int32_t i) {
-    w.blocked = true;
-    if (!classifier || gang_of[i] >= 0) return;
+  // The shape did not fit at a try: it is not tried again before a change; remember what the
+  // cluster offered it.
+  auto refused = [&](ShapeWaits& w, int32_t i) {
+    w.refused_at = changes;
+    if (!classifier) return;
     const int cls = classifier->Classify(
         placer.state(), core::EffectiveRequest(placer.policy(), requests[i]).get());
     w.time = w.At(now);
     w.since = now;
     w.cls = cls;
   };
-  auto retry_waiting = [&]() {
-    for (Waiting& w : waiting) {
-      w.blocked = false;
-      while (!w.pods.empty()) {
-        const int32_t front = w.pods.front();
-        if (!try_start(front)) {
-          refused(w, front);
-          break;
+  // A pod of the queue left it by starting.
+  auto leave_queue = [&](int32_t i) {
+    waiting.erase({arrival_of(i), i});
+    in_queue[i] = 0;
+    if (classifier && gang_of[i] < 0) add_split(i, entered[i], shapes[shape_of[i]].At(now));
+  };
+  // The scheduler's cycle: every pod the queue holds active (after a change, every waiting pod)
+  // is tried in the queue's order; one that does not fit goes back to wait for the next change,
+  // one that can never fit is rejected.
+  auto serve = [&]() {
+    queue.Flush(now);
+    while (std::optional<int32_t> popped = queue.Pop()) {
+      const int32_t i = *popped;
+      const bool queued = in_queue[i] != 0;
+      if (gang_of[i] >= 0) {
+        // A gang waits, started or not, until all its members run.
+        if (try_gang(i)) {
+          if (queued) leave_queue(i);
+          continue;
         }
-        if (classifier) add_split(front, entered[front], w.At(now));
-        w.pods.pop_front();
-        --waiting_count;
+        if (!queued && !can_fit[pods[i]]) {
+          ++r.never_fits;
+          continue;
+        }
+      } else {
+        ShapeWaits& w = shapes[shape_of[i]];
+        if (w.refused_at != changes) {
+          if (try_start(i)) {
+            if (queued) leave_queue(i);
+            continue;
+          }
+          if (!can_fit[pods[i]]) {
+            ++r.never_fits;
+            continue;
+          }
+          refused(w, i);
+        }
+        if (!queued) entered[i] = w.At(now);
       }
+      if (!queued) {
+        waiting.emplace(arrival_of(i), i);
+        in_queue[i] = 1;
+      }
+      queue.Unschedulable(i);
     }
   };
   std::vector<double> stretches;  // gangs that ended: run time / traced run time
   // A departure event: a pod leaves, or a gang whose end it still is (a gang that grew since
   // has a later one); a gang's members still waiting leave with it.
+  // Returns whether it freed room (an event of a gang that grew since frees none).
   auto depart = [&](const Event& e) {
     const int32_t i = e.pod;
     if (gang_of[i] < 0) {
@@ -506,10 +552,10 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
       // The pod ran out and left: tell the policy, as Engine::Release does.
       placer.policy().OnReleased(placer.state(), placed[i]);
       if (classifier) classifier->Left(i, placed[i]);
-      return;
+      return true;
     }
     Gang& g = gangs[gang_of[i]];
-    if (g.end != e.time || g.running.empty()) return;
+    if (g.end != e.time || g.running.empty()) return false;
     gang_progress(g);
     for (const std::string& member : g.running) placer.ReleaseMember(member);
     g.running.clear();
@@ -517,10 +563,17 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     if (g.traced > 0) {
       stretches.push_back(static_cast<double>(now - g.start) / static_cast<double>(g.traced));
     }
-    if (g.waiting != SIZE_MAX && !waiting[g.waiting].pods.empty()) {
-      waiting[g.waiting].pods.clear();
-      --waiting_count;
+    if (queue.Remove(i)) {
+      waiting.erase({arrival_of(i), i});
+      in_queue[i] = 0;
     }
+    return true;
+  };
+  // Pods left (or moved): the scheduler's NoteChange on a release, and its next cycle.
+  auto changed = [&]() {
+    ++changes;
+    queue.NoteChange();
+    if (!queue.empty()) serve();
   };
 
   plan::DefragOptions defrag_options;
@@ -529,10 +582,12 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   defrag_options.max_tries = 200;
   // A plan for the first long-waiting pod that asks enough whole GPUs, carried out if found.
   std::vector<int64_t> next_search(options.defrag_max_moves > 0 ? n : 0, 0);
+  // The pods considered are the first waiting pod of each request shape, in the queue's order.
   auto defragment = [&]() {
-    for (Waiting& w : waiting) {
-      if (w.pods.empty()) continue;
-      const int32_t front = w.pods.front();
+    absl::flat_hash_set<int32_t> seen;  // shapes
+    for (const auto& entry : waiting) {
+      const int32_t front = entry.second;
+      if (gang_of[front] >= 0 || !seen.insert(shape_of[front]).second) continue;
       const core::PodRequest& request = requests[front];
       if (request.gpu.kind != core::GpuAsk::Kind::kWhole ||
           request.gpu.count < options.defrag_min_gpus ||
@@ -573,12 +628,12 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
         r.defrag_whole_gpus_moved += p->moves[k].whole_gpus;
       }
       placed[front] = p->target[0];
+      queue.Remove(front);
       started(front);
-      if (classifier) add_split(front, entered[front], w.At(now));
-      w.pods.pop_front();
-      --waiting_count;
+      leave_queue(front);  // `entry` is gone: return below
       ++r.defrag_plans;
       r.defrag_moves += static_cast<int64_t>(movers.size());
+      changed();  // the moved pods left their nodes
       return;
     }
   };
@@ -588,84 +643,45 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     events.pop();
     advance(e.time);
     if (e.kind == 0) {
-      depart(e);
+      bool freed = depart(e);
       // Everything that departs at this moment leaves before anyone is retried.
       while (!events.empty() && events.top().time == e.time && events.top().kind == 0) {
         const Event d = events.top();
         events.pop();
-        depart(d);
+        freed = depart(d) || freed;
       }
-      if (waiting_count > 0) retry_waiting();
-      if (waiting_count > 0 && options.defrag_max_moves > 0) defragment();
+      if (freed) changed();
+      if (!waiting.empty() && options.defrag_max_moves > 0) defragment();
       record();
       continue;
     }
-    if (gang_of[e.pod] >= 0) {
-      // A gang waits in an entry of its own (its members differ from any other's), started or
-      // not, until all its members run.
-      if (try_gang(e.pod)) {
-        record();
-        continue;
-      }
-      if (!can_fit[pods[e.pod]]) {
-        ++r.never_fits;
-        continue;
-      }
-      Gang& g = gangs[gang_of[e.pod]];
-      g.waiting = waiting.size();
-      waiting.emplace_back();
-      waiting.back().blocked = true;
-      waiting.back().pods.push_back(e.pod);
-      ++waiting_count;
-      if (g.start >= 0) record();
-      continue;
+    const int32_t i = e.pod;
+    if (gang_of[i] < 0) {
+      const core::EffectiveRequest effective(placer.policy(), requests[i]);
+      core::Query query(placer.state(), effective.get());
+      const auto [it, added] = shape_ids.try_emplace(core::RequestShape::Of(query), shapes.size());
+      if (added) shapes.emplace_back();
+      shape_of[i] = static_cast<int32_t>(it->second);
     }
-    const core::EffectiveRequest effective(placer.policy(), requests[e.pod]);
-    core::Query query(placer.state(), effective.get());
-    const core::RequestShape shape = core::RequestShape::Of(query);
-    auto it = shape_ids.find(shape);
-    auto enqueue = [&](Waiting& w) {
-      w.pods.push_back(e.pod);
-      entered[e.pod] = w.At(now);
-      ++waiting_count;
-    };
-    // Pods of a shape already waiting (and blocked) queue behind it without a try.
-    if (it != shape_ids.end() && waiting[it->second].blocked) {
-      enqueue(waiting[it->second]);
-      continue;
-    }
-    if (try_start(e.pod)) {
-      record();
-      continue;
-    }
-    if (!can_fit[pods[e.pod]]) {
-      ++r.never_fits;
-      continue;
-    }
-    if (it == shape_ids.end()) {
-      it = shape_ids.emplace(shape, waiting.size()).first;
-      waiting.emplace_back();
-    }
-    Waiting& w = waiting[it->second];
-    refused(w, e.pod);
-    enqueue(w);
+    const int64_t before = starts;
+    queue.Push(i, 0, "", arrival_of(i));
+    serve();
+    if (starts != before) record();
   }
   advance(std::max(last, window_end));
   const int64_t end = now;
   for (Gang& g : gangs) gang_progress(g);  // gangs that run to the end
-  r.still_waiting = waiting_count;
-  for (const Waiting& w : waiting) {
-    for (int32_t i : w.pods) {
-      if (gang_of[i] >= 0 && gangs[gang_of[i]].start >= 0) {
-        --r.still_waiting;  // running, short of members: counted in member_wait_gpu_hours
-        continue;
-      }
-      if (gang_of[i] >= 0) ++r.gangs.still_waiting;
-      r.wait_gpu_hours += gpus_asked(i) * static_cast<double>(end - arrival[i]) / 3600.0;
-      if (is_whole(i)) ++r.whole_gpu.still_waiting;
-      if (is_multi(i)) ++r.multi_gpu.still_waiting;
-      if (classifier) add_split(i, entered[i], w.At(end));
+  r.still_waiting = static_cast<int64_t>(waiting.size());
+  for (const auto& [at, i] : waiting) {
+    if (gang_of[i] >= 0 && gangs[gang_of[i]].start >= 0) {
+      --r.still_waiting;  // running, short of members: counted in member_wait_gpu_hours
+      continue;
     }
+    if (gang_of[i] >= 0) ++r.gangs.still_waiting;
+    r.wait_gpu_hours += gpus_asked(i) * static_cast<double>(end - arrival[i]) / 3600.0;
+    if (is_whole(i)) ++r.whole_gpu.still_waiting;
+    if (is_multi(i)) ++r.multi_gpu.still_waiting;
+    if (classifier && gang_of[i] < 0) add_split(i, entered[i], shapes[shape_of[i]].At(end));
   }
   const double span = static_cast<double>(window_end - first);
   r.mean_allocation = 100.0 * integral / span / static_cast<double>(r.capacity_milli);

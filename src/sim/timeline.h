@@ -3,11 +3,13 @@
 //  - A pod arrives at its creation_time. If the policy places it, it runs for its traced run time
 //    (deletion_time minus scheduled_time, or minus creation_time when it was never scheduled) and
 //    then leaves; a pod without a deletion time runs to the end.
-//  - A pod that does not fit now waits in a queue. Whenever pods leave, the waiting pods are tried
-//    again, each that fits starting at once (no head-of-line blocking, as kube-scheduler retries
-//    unschedulable pods): pods of one request shape in arrival order, shapes in the order they
-//    first had to wait. A shape that did not fit is not tried again (nor are later arrivals of
-//    it) until something leaves. A pod that can never fit the cluster is rejected.
+//  - A pod that does not fit now waits in the live scheduler's queue, under its rules
+//    (replay_queue.h, core/queues/scheduling_queue.h). Whenever pods leave, the waiting pods are
+//    tried again in the queue's order (here every pod has one priority and one queue: arrival
+//    order), each that fits starting at once (no head-of-line blocking, as kube-scheduler retries
+//    unschedulable pods). A pod whose request shape did not fit since pods last left goes back
+//    without a try (the room only shrank since: a try would say the same). A pod that can never
+//    fit the cluster is rejected.
 //  - Reported: pending time (start minus arrival) percentiles over the pods that started, the pods
 //    still waiting when the trace ends, and the GPU allocation ratio over time (time-weighted mean
 //    and a curve).
@@ -78,12 +80,13 @@ struct TimelineOptions {
   double load = 0;
   bool classify_waits = false;  // split the waiting by what the cluster offered (slower)
   // Defragmentation (core/plan/defrag.h), off at 0 moves: after pods leave and the waiting pods
-  // were tried, the first waiting pod (of the shapes in order) that asks at least
-  // `defrag_min_gpus` whole GPUs and has waited at least `defrag_after_s` (the replay's clock)
-  // gets a plan of at most `defrag_max_moves` moves, searched with at most `defrag_max_checks`
-  // sets; a plan found is carried out at once (the moved pods go where it says and keep their
-  // departure times; the pod starts). One plan per departure; a pod whose search found nothing
-  // is searched for again only `defrag_after_s` later.
+  // were tried, the first waiting pod (in the queue's order, the first of its request shape)
+  // that asks at least `defrag_min_gpus` whole GPUs and has waited at least `defrag_after_s` (the
+  // replay's clock) gets a plan of at most `defrag_max_moves` moves, searched with at most
+  // `defrag_max_checks` sets; a plan found is carried out at once (the moved pods go where it
+  // says and keep their departure times; the pod starts), and, the moved pods having left their
+  // nodes, the waiting pods are tried again. One plan per departure; a pod whose search found
+  // nothing is searched for again only `defrag_after_s` later.
   int defrag_max_moves = 0;
   int64_t defrag_after_s = 0;
   int defrag_min_gpus = 2;

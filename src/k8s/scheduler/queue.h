@@ -1,131 +1,23 @@
-// The pods waiting to be scheduled, kept as kube-scheduler's scheduling queue keeps them: three
-// parts, a pod in at most one of them.
-//
-//   active         ready to be tried. Higher spec.priority first; within one priority, the
-//                  queue (tessera.dev/queue) furthest below its fair share by dominant-resource
-//                  fairness over GPUs, GPU memory and GPU compute (core::QueueSet::Pick on the
-//                  scheduler's QueueBook, which counts what every queue holds as pods are placed,
-//                  so each pop sees the placements before it); ties, and pods of one queue, by
-//                  arrival (creation time, then when the scheduler first saw the pod). A queue
-//                  holding nothing goes before any that holds something, so no queue starves
-//                  behind another's backlog. Worked example (queue_test.cc): 8 GPUs; queues a
-//                  and b deserve 4 each; a holds 2, b holds 1. Active, priority 0: a1 a2 a3 (queue
-//                  a), then b1 b2 b3 (queue b), whole GPUs; and ah (queue a, priority 10). Pops as
-//                  each is placed: ah (priority; a now 3/4), b1 (b 1/4 < a 3/4), b2 (2/4), a1 (a
-//                  3/4 = b 3/4: a1 arrived before b3), b3 (b 3/4 < a 4/4), a2, a3. Without an
-//                  order (set_order not called) every queue is at 0: pods go by arrival.
-//   backoff        not to be tried before a time (a failed bind: Backoff::Delay of its failures);
-//                  moved to active when the time comes.
-//   unschedulable  tried, did not fit: moved to active when something changed that could make
-//                  it fit (NoteChange: a node added or changed, a pod released) and it has not
-//                  been tried since, at most once per `min_interval`; and every `period` in any
-//                  case. Never a busy loop: with no change, an unschedulable pod waits a period.
-//
-// Adding a pod to a part takes it out of the others. Push, Remove and Pop are O(log n) plus, for
-// Pop, the queues with pods at the top priority. Time is passed in (Flush, NextWakeup). Not
-// thread-safe.
+// The scheduler's queue of waiting pods: core::SchedulingQueue (core/queues/scheduling_queue.h),
+// where the rules for when a pod is tried again, and in which order, live for the scheduler and
+// the simulator alike. What is the scheduler's own is how a pod's arrival is read from its
+// object (ArrivalOfCreation).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
-#include <functional>
-#include <map>
-#include <optional>
-#include <set>
-#include <string>
 #include <string_view>
-#include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "core/queues/queue_set.h"
+#include "core/queues/scheduling_queue.h"
 
 namespace tessera::k8s {
+
+using SchedulingQueue = core::SchedulingQueue;
 
 // A pod's place in arrival order: its metadata.creationTimestamp (RFC 3339 in UTC, whose digits
 // read as one number order as the times do; unknown: after every known one), then `seq` (the
 // order in which the pod was first seen) between equal times. The scheduler's order, and what
 // `tessera explain` reproduces.
 core::Arrival ArrivalOfCreation(std::string_view created, int64_t seq);
-
-class SchedulingQueue {
- public:
-  using TimePoint = std::chrono::steady_clock::time_point;
-  struct Options {
-    std::chrono::milliseconds min_interval{1'000};
-    std::chrono::milliseconds period{30'000};
-  };
-
-  using Arrival = core::Arrival;  // ArrivalOfCreation makes one
-
-  SchedulingQueue() : SchedulingQueue(Options{}, TimePoint()) {}
-  SchedulingQueue(Options options, TimePoint now) : options_(options), last_flush_(now) {}
-
-  // The queues' fair shares and what they hold, for the order between queues (nullptr: every
-  // queue at 0, pods by arrival). Must outlive this queue.
-  void set_order(core::QueueSet* order) { order_ = order; }
-
-  // To active, in its place by arrival.
-  void Push(const std::string& key, int32_t priority, const std::string& queue, Arrival arrival);
-  // To backoff until `until`.
-  void Backoff(const std::string& key, int32_t priority, const std::string& queue, Arrival arrival,
-               TimePoint until);
-  // To unschedulable, tried under the current change count.
-  void Unschedulable(const std::string& key, int32_t priority, const std::string& queue,
-                     Arrival arrival);
-  // Out of every part; false if it was in none.
-  bool Remove(const std::string& key);
-
-  // The next active pod.
-  std::optional<std::string> Pop();
-
-  // Something changed that could make an unschedulable pod fit.
-  void NoteChange() { ++change_epoch_; }
-  // Moves the backoff pods that are due, and the unschedulable ones when a change or the period
-  // calls for it, to active. Returns true when the period elapsed (and unschedulable pods were
-  // all moved for it).
-  bool Flush(TimePoint now);
-  // When the current period ends (Flush then moves every unschedulable pod, and says so).
-  TimePoint next_period() const { return last_flush_ + options_.period; }
-  // When Flush next has something to do (nullopt: nothing timed is waiting).
-  std::optional<TimePoint> NextWakeup() const;
-
-  bool Contains(const std::string& key) const { return where_.contains(key); }
-  size_t active_size() const { return active_count_; }
-  size_t backoff_size() const { return backoff_.size(); }
-  size_t unschedulable_size() const { return unschedulable_.size(); }
-  size_t size() const { return where_.size(); }
-  bool empty() const { return where_.empty(); }
-  bool active_empty() const { return active_count_ == 0; }
-
- private:
-  enum class Part : uint8_t { kActive, kBackoff, kUnschedulable };
-  struct Entry {
-    Part part = Part::kActive;
-    int32_t priority = 0;
-    std::string queue;
-    Arrival arrival;
-    TimePoint until;           // backoff
-    uint64_t tried_epoch = 0;  // unschedulable: change count when it was tried
-  };
-  // One priority's active pods, per queue by arrival (never empty sets).
-  using Level = std::map<std::string, std::set<std::pair<Arrival, std::string>>>;
-
-  Entry& Put(const std::string& key, Part part, int32_t priority, const std::string& queue,
-             Arrival arrival);
-  void Take(const std::string& key, Entry& e);
-  // True if some unschedulable pod was tried before the latest change.
-  bool ChangeUnseen();
-
-  Options options_;
-  core::QueueSet* order_ = nullptr;
-  std::map<int32_t, Level, std::greater<>> levels_;
-  absl::flat_hash_map<std::string, Entry> where_;
-  size_t active_count_ = 0;
-  std::set<std::pair<TimePoint, std::string>> backoff_;
-  std::set<std::string> unschedulable_;
-  uint64_t change_epoch_ = 0;   // bumped by every change that could free room
-  uint64_t checked_epoch_ = 0;  // changes up to here were seen by every unschedulable pod
-  TimePoint last_flush_;        // when unschedulable pods were last moved to active
-};
 
 }  // namespace tessera::k8s
