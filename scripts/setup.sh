@@ -20,6 +20,7 @@ packages=(
   procps util-linux      # pgrep (e2e checks), setsid and flock (test/controlplane scripts)
   jq curl                # scripts
   clang libclang-rt-14-dev clang-format  # libFuzzer targets (fuzz preset), formatting
+  clang-tidy                            # the lint test (.clang-tidy, scripts/clang_tidy.sh)
   golang-go              # only if no Go is on the machine; builds the test control plane
   # The test nodes (test/controlplane): runc under containerd, the CNI bridge and host-local
   # plugins, a static busybox for the test image, iproute2 to remove bridges on stop.
