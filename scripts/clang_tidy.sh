@@ -5,7 +5,7 @@
 # core; prints each finding as file:line: message [check]; exits 1 if there is any, 2 when it
 # cannot run.
 #
-#   scripts/clang_tidy.sh build/dev                      # everything (about 25 CPU-minutes)
+#   scripts/clang_tidy.sh build/dev                      # everything (about 20 CPU-minutes)
 #   scripts/clang_tidy.sh build/dev src/core/engine.cc   # one file
 #
 # The checks are those the code already passes (.clang-tidy says which are left out and why);
