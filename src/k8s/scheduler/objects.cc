@@ -698,13 +698,6 @@ std::shared_ptr<const NodeInfo> DecodeNode(const json& node) {
 
 namespace {
 
-bool Tolerates(const Toleration& tol, const Taint& taint) {
-  if (!tol.effect.empty() && tol.effect != taint.effect) return false;
-  if (tol.key.empty()) return tol.op == "Exists";  // an empty key with Exists tolerates all
-  if (tol.key != taint.key) return false;
-  return tol.op == "Exists" || tol.value == taint.value;
-}
-
 bool Matches(const NodeSelectorRequirement& r, const NodeInfo& node) {
   std::optional<std::string> value;
   if (r.field) {
@@ -731,16 +724,6 @@ bool Matches(const NodeSelectorRequirement& r, const NodeInfo& node) {
 }
 
 }  // namespace
-
-bool ToleratesAll(const std::vector<Toleration>& tolerations, const std::vector<Taint>& taints) {
-  for (const Taint& taint : taints) {
-    if (std::none_of(tolerations.begin(), tolerations.end(),
-                     [&](const Toleration& tol) { return Tolerates(tol, taint); })) {
-      return false;
-    }
-  }
-  return true;
-}
 
 bool NodeAllows(const NodeInfo& node, const NodeConstraints& c, std::string* why) {
   if (!ToleratesAll(c.tolerations, node.taints)) {
