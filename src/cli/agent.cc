@@ -148,20 +148,6 @@ std::string NodeNameFor(const AgentFlags& f) {
   return "";
 }
 
-absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const AgentFlags& f) {
-  if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
-  absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
-  if (in_cluster.ok()) return in_cluster;
-  if (absl::StatusOr<k8s::ClientConfig> c =
-          k8s::LoadKubeconfigs(k8s::DefaultKubeconfigPaths(), f.context);
-      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
-    return c;
-  }
-  return absl::InvalidArgumentError(
-      StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
-             FromAbsl(in_cluster.status().message()), ")"));
-}
-
 // <the directory of this binary>/../lib/tessera: where an installation keeps the CUDA shim.
 std::string DefaultShimDir() {
   char exe[4096] = {};
@@ -218,7 +204,8 @@ int RunAgent(const AgentFlags& f) {
                        retry.ok() ? "must be more than 0" : retry.status().message()));
   }
   options.faults.retry_interval = *retry;
-  absl::StatusOr<k8s::ClientConfig> config = ClientConfigFor(f);
+  absl::StatusOr<k8s::ClientConfig> config =
+      k8s::ResolveClientConfig(f.kubeconfig, f.context, k8s::ConfigSearch::kInClusterFirst);
   if (!config.ok()) return fail(kExitBadInput, config.status().message());
   absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = k8s::ApiClient::Create(*config);
   if (!client.ok()) return fail(kExitBadInput, client.status().message());
@@ -486,10 +473,8 @@ int RunUninstall(const UninstallFlags& f) {
   };
   absl::StatusOr<std::chrono::milliseconds> timeout = ParseDuration(f.timeout);
   if (!timeout.ok()) return fail(kExitBadInput, StrCat("--timeout: ", timeout.status().message()));
-  AgentFlags access;
-  access.kubeconfig = f.kubeconfig;
-  access.context = f.context;
-  absl::StatusOr<k8s::ClientConfig> config = ClientConfigFor(access);
+  absl::StatusOr<k8s::ClientConfig> config =
+      k8s::ResolveClientConfig(f.kubeconfig, f.context, k8s::ConfigSearch::kInClusterFirst);
   if (!config.ok()) return fail(kExitBadInput, config.status().message());
   absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = k8s::ApiClient::Create(*config);
   if (!client.ok()) return fail(kExitBadInput, client.status().message());
