@@ -276,7 +276,7 @@ int RunAgent(const AgentFlags& f) {
   }
   pod_options.idle.threshold_permille = static_cast<uint32_t>(f.gpu_idle_percent * 10 + 0.5);
   pod_options.idle.window = std::chrono::duration_cast<std::chrono::seconds>(*idle_window);
-  agent::MigReconfigurer* mig = dynamic_cast<agent::MigReconfigurer*>(discovery->get());
+  agent::MigReconfigurer* mig = (*discovery)->mig();
   // NVML's per-process view (host PIDs): the compute controller's measurements and the memory
   // backstop. With --gpus-file too, when --nvml-library names a library that loads (the fake
   // NVML of a test node).
