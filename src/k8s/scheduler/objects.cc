@@ -405,15 +405,7 @@ absl::Status DecodeConstraints(const json& spec, NodeConstraints* p) {
   }
   const json& tolerations = JsonField(spec, "tolerations");
   if (tolerations.is_array()) {
-    for (const json& t : tolerations) {
-      Toleration tol;
-      tol.key = JsonStringField(t, "key");
-      tol.op = JsonStringField(t, "operator");
-      if (tol.op.empty()) tol.op = "Equal";
-      tol.value = JsonStringField(t, "value");
-      tol.effect = JsonStringField(t, "effect");
-      p->tolerations.push_back(std::move(tol));
-    }
+    for (const json& t : tolerations) p->tolerations.push_back(DecodeToleration(t));
   }
   const json& required = JsonField(JsonField(JsonField(JsonField(spec, "affinity"), "nodeAffinity"),
                                              "requiredDuringSchedulingIgnoredDuringExecution"),

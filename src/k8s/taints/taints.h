@@ -13,13 +13,17 @@
 // taints (PreferNoSchedule is only a preference), the DRA planner a device's NoSchedule and
 // NoExecute ones (None is informational).
 //
-// Users: k8s/scheduler/objects.cc (NodeAllows, node_index.cc) and k8s/dra/planner.cc.
+// Users: k8s/scheduler/objects.cc (DecodePod, NodeAllows, node_index.cc), k8s/dra/objects.cc
+// (a claim's tolerations) and k8s/dra/planner.cc.
 #pragma once
 
 #include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/json_fields.h"
+#include "nlohmann/json.hpp"
 
 namespace tessera::k8s {
 
@@ -36,6 +40,18 @@ struct Toleration {
     return H::combine(std::move(h), t.key, t.op, t.value, t.effect);
   }
 };
+
+// A toleration as the API writes it (a Pod's spec.tolerations[], a claim request's
+// tolerations[]): fields it does not know are ignored, no operator is Equal.
+inline Toleration DecodeToleration(const nlohmann::json& t) {
+  Toleration tol;
+  tol.key = JsonStringField(t, "key");
+  tol.op = JsonStringField(t, "operator");
+  if (tol.op.empty()) tol.op = "Equal";
+  tol.value = JsonStringField(t, "value");
+  tol.effect = JsonStringField(t, "effect");
+  return tol;
+}
 
 // Whether `toleration` tolerates `taint`.
 inline bool Tolerates(const Toleration& toleration, const Taint& taint) {

@@ -25,6 +25,13 @@ TEST(Taints, AnEffectToleratesOnlyThatEffect) {
   EXPECT_FALSE(Tolerates({"", "Exists", "", "NoExecute"}, {"gpu", "x", "NoSchedule"}));
 }
 
+TEST(Taints, DecodesATolerationAsTheApiWritesIt) {
+  EXPECT_EQ(DecodeToleration(nlohmann::json::parse(R"({"key":"gpu","value":"x","future":1})")),
+            (Toleration{"gpu", "Equal", "x", ""}));
+  EXPECT_EQ(DecodeToleration(nlohmann::json::parse(R"({"operator":"Exists","effect":"NoExecute"})")),
+            (Toleration{"", "Exists", "", "NoExecute"}));
+}
+
 TEST(Taints, EveryTaintNeedsOneToleration) {
   const std::vector<Taint> taints = {{"a", "1", "NoSchedule"}, {"b", "2", "NoExecute"}};
   EXPECT_FALSE(ToleratesAll({{"a", "Exists", "", ""}}, taints));
