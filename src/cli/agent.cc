@@ -6,6 +6,8 @@
 //   tessera agent uninstall --namespace NS --daemonset DS
 //                                                    remove the agents and what they wrote
 //                                                    (the chart's pre-delete hook)
+#include "agent/agent.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,7 +19,6 @@
 #include <memory>
 #include <vector>
 
-#include "agent/agent.h"
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/nvidia_smi_check.h"
 #include "agent/discovery/nvml_discovery.h"

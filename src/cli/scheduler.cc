@@ -110,8 +110,8 @@ void AddSchedulerCommand(CLI::App& app, int* exit_code) {
   cmd->callback([f, exit_code]() {
     spdlog::set_level(spdlog::level::from_str(f->log_level));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%L%$ %v");
-    absl::StatusOr<k8s::ClientConfig> client_config = k8s::ResolveClientConfig(
-        f->kubeconfig, f->context, k8s::ConfigSearch::kInClusterFirst);
+    absl::StatusOr<k8s::ClientConfig> client_config =
+        k8s::ResolveClientConfig(f->kubeconfig, f->context, k8s::ConfigSearch::kInClusterFirst);
     if (!client_config.ok()) {
       std::cerr << "tessera scheduler: " << client_config.status().message() << "\n";
       *exit_code = kExitBadInput;

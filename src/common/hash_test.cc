@@ -13,9 +13,7 @@ TEST(Fnv1a, KnownValues) {
   static_assert(Fnv1a("") == kFnv1aOffsetBasis);
 }
 
-TEST(Fnv1a, ContinuesFromAPreviousHash) {
-  EXPECT_EQ(Fnv1a("bar", Fnv1a("foo")), Fnv1a("foobar"));
-}
+TEST(Fnv1a, ContinuesFromAPreviousHash) { EXPECT_EQ(Fnv1a("bar", Fnv1a("foo")), Fnv1a("foobar")); }
 
 // The DRA driver's seed: slice names of long node names and long attribute values depend on it.
 TEST(Fnv1a, TheDraSeedIsTheOneSlicesWerePublishedWith) {

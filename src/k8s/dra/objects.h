@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 #include "k8s/taints/taints.h"
+#include "nlohmann/json.hpp"
 #include "records/dra_allocation.h"
 
 namespace tessera::k8s::dra {

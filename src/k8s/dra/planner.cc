@@ -292,8 +292,9 @@ void ClaimPlanner::ComputeMig(const ExactRequest& r, const core::Cluster& cluste
             break;
           }
         }
-        if (ok && !std::all_of(m.device->taints.begin(), m.device->taints.end(),
-                               [&](const DeviceTaint& t) { return TaintAllows(r.tolerations, t); })) {
+        if (ok &&
+            !std::all_of(m.device->taints.begin(), m.device->taints.end(),
+                         [&](const DeviceTaint& t) { return TaintAllows(r.tolerations, t); })) {
           ok = false;
           ++tainted;
         }

@@ -183,7 +183,6 @@ struct NodeInfo {
 
 std::shared_ptr<const NodeInfo> DecodeNode(const nlohmann::json& node);
 
-
 // Whether `pod` may go on `node` by its taints, node selector and required node affinity; when
 // not, `why` (optional) says which: "taint", "selector".
 bool NodeAllows(const NodeInfo& node, const NodeConstraints& constraints,

@@ -28,8 +28,9 @@ TEST(Taints, AnEffectToleratesOnlyThatEffect) {
 TEST(Taints, DecodesATolerationAsTheApiWritesIt) {
   EXPECT_EQ(DecodeToleration(nlohmann::json::parse(R"({"key":"gpu","value":"x","future":1})")),
             (Toleration{"gpu", "Equal", "x", ""}));
-  EXPECT_EQ(DecodeToleration(nlohmann::json::parse(R"({"operator":"Exists","effect":"NoExecute"})")),
-            (Toleration{"", "Exists", "", "NoExecute"}));
+  EXPECT_EQ(
+      DecodeToleration(nlohmann::json::parse(R"({"operator":"Exists","effect":"NoExecute"})")),
+      (Toleration{"", "Exists", "", "NoExecute"}));
 }
 
 TEST(Taints, EveryTaintNeedsOneToleration) {
