@@ -19,8 +19,9 @@
 #   nri        pods, discovery, edits (classic delivery: the NRI plugin)
 #   dra        discovery, edits, procs (DRA mode: never the NRI plugin, nor classic mode's pods)
 #   doctor     discovery, pods, edits (`tessera doctor node`; k8s's findings, no API server)
-# and only publish, health, dra and the agent's own root (node_agent, the composition) talk to
-# the API server (k8s/client).
+# and only publish, health, dra and the agent's own root (node_agent, and agent.h, the composition
+# root) talk to the API server (k8s/client). The composition root (tessera_agent_root) is the one
+# target that sees every part; nothing of ours but the CLI links it.
 #
 # Two checks: the transitive link closure of every tessera_* library target (after all targets
 # are defined), and the quoted #includes of every source file under src/ (a header-only reach,
@@ -137,6 +138,8 @@ function(_tessera_check_agent_parts)
                         "what a container gets depends only on the grant and the node")
   _tessera_forbid_links("^tessera_agent_(discovery|mps|procs)$" "^tessera_agent_" ""
                         "discovery, the MPS control and the process views use no other part of the agent")
+  _tessera_forbid_links("^tessera_(agent|k8s|records|core|sim|shim)" "^tessera_agent_root$" ""
+                        "the agent's composition root is used only by the CLI")
 endfunction()
 
 function(tessera_check_layering)

@@ -6,6 +6,8 @@
 //   tessera agent uninstall --namespace NS --daemonset DS
 //                                                    remove the agents and what they wrote
 //                                                    (the chart's pre-delete hook)
+#include "agent/agent.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,21 +17,14 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/nvidia_smi_check.h"
 #include "agent/discovery/nvml_discovery.h"
-#include "agent/dra/dra_agent.h"
-#include "agent/metrics/agent_metrics.h"
-#include "agent/node_agent.h"
-#include "agent/nri/delivery.h"
-#include "agent/nri/plugin.h"
+#include "agent/health/fault_responder.h"
 #include "agent/pods/driver_files.h"
 #include "agent/pods/memory_backstop.h"
-#include "agent/pods/pod_manager.h"
-#include "agent/procs/gpu_processes.h"
 #include "agent/uninstall.h"
 #include "cli/command.h"
 #include "cli/output.h"
@@ -37,17 +32,12 @@
 #include "common/strings.h"
 #include "core/topology/topo_text.h"
 #include "k8s/client/config.h"
-#include "k8s/client/events.h"
 #include "k8s/client/http.h"
-#include "k8s/eviction/evictor.h"
 #include "sim/yaml_util.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};
-extern "C" void OnAgentSignal(int) { g_stop.store(true); }
 
 struct AgentFlags {
   std::string gpus_file;
@@ -148,20 +138,6 @@ std::string NodeNameFor(const AgentFlags& f) {
   return "";
 }
 
-absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const AgentFlags& f) {
-  if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
-  absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
-  if (in_cluster.ok()) return in_cluster;
-  if (absl::StatusOr<k8s::ClientConfig> c =
-          k8s::LoadKubeconfigs(k8s::DefaultKubeconfigPaths(), f.context);
-      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
-    return c;
-  }
-  return absl::InvalidArgumentError(
-      StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
-             FromAbsl(in_cluster.status().message()), ")"));
-}
-
 // <the directory of this binary>/../lib/tessera: where an installation keeps the CUDA shim.
 std::string DefaultShimDir() {
   char exe[4096] = {};
@@ -172,8 +148,98 @@ std::string DefaultShimDir() {
   return StrCat(dir.substr(0, dir.rfind('/')), "/lib/tessera");
 }
 
-void CleanUpIfUninstalled(const AgentFlags& f, const std::string& node, k8s::ApiClient& client);
+// The running agent, for the signal handlers (null before it runs and after it stops).
+std::atomic<agent::Agent*> g_running_agent{nullptr};
+extern "C" void OnAgentSignal(int) {
+  if (agent::Agent* a = g_running_agent.load()) a->Stop();
+}
 
+// The flags of what the agent does for the pods it serves (their files, MPS, the memory backstop,
+// idle GPUs) and of DRA mode; an error names the flag.
+absl::Status ReadNodeSideFlags(const AgentFlags& f, agent::AgentOptions& o) {
+  agent::PodManagerOptions& pods = o.pods;
+  pods.pods_dir = f.pods_dir;
+  pods.edits.host_root = f.host_root;
+  pods.edits.dev_dir = f.dev_dir;
+  pods.edits.cdi_kind = f.cdi_kind;
+  pods.mps.control = f.mps_control;
+  pods.mps.root = f.mps_root;
+  pods.mps.shm_bytes = static_cast<uint64_t>(std::max(1, f.mps_shm_mib)) << 20;
+  pods.mps.exclusive_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "EXCLUSIVE_PROCESS"};
+  pods.mps.restore_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "DEFAULT"};
+  pods.proc_root = f.proc_root;
+  absl::StatusOr<agent::BackstopAction> action = agent::ParseBackstopAction(f.backstop_action);
+  if (!action.ok()) {
+    return absl::InvalidArgumentError(StrCat("--memory-backstop: ", action.status().message()));
+  }
+  absl::StatusOr<std::chrono::milliseconds> grace = ParseDuration(f.backstop_grace);
+  if (!grace.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("--memory-backstop-grace: ", grace.status().message()));
+  }
+  if (f.backstop_tolerance_percent < 0 || f.backstop_tolerance_percent > 1000 ||
+      f.backstop_process_mib < 0) {
+    return absl::InvalidArgumentError(
+        "--memory-backstop-tolerance-percent and --memory-backstop-process-mib take "
+        "0..1000 and a size >= 0");
+  }
+  pods.backstop.action = *action;
+  pods.backstop.grace = std::chrono::duration_cast<std::chrono::seconds>(*grace);
+  pods.backstop.tolerance_permille = static_cast<uint32_t>(f.backstop_tolerance_percent) * 10;
+  pods.backstop.per_process_bytes = static_cast<uint64_t>(f.backstop_process_mib) << 20;
+  absl::StatusOr<std::chrono::milliseconds> idle_window = ParseDuration(f.gpu_idle_window);
+  if (!idle_window.ok()) {
+    return absl::InvalidArgumentError(
+        StrCat("--gpu-idle-window: ", idle_window.status().message()));
+  }
+  if (f.gpu_idle_percent < 0 || f.gpu_idle_percent > 100) {
+    return absl::InvalidArgumentError("--gpu-idle-percent takes 0..100");
+  }
+  pods.idle.threshold_permille = static_cast<uint32_t>(f.gpu_idle_percent * 10 + 0.5);
+  pods.idle.window = std::chrono::duration_cast<std::chrono::seconds>(*idle_window);
+  if (f.dra) {
+    agent::dra::DraAgentOptions& dra = o.dra.emplace();
+    dra.kubelet_dir = f.kubelet_dir;
+    dra.cdi_dir = f.cdi_dir;
+    dra.claims_dir = f.claims_dir;
+    dra.mig_devices = !f.no_mig_devices;
+    dra.mig_mode_switch = f.dra_mig_mode_switch;
+    absl::StatusOr<std::chrono::milliseconds> resync = ParseDuration(f.dra_resync);
+    if (!resync.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("--dra-resync-interval: ", resync.status().message()));
+    }
+    dra.resync = *resync;
+    dra.enforce_shares = f.share_enforcement == "shim";
+    dra.no_execute_on_failure = o.node.faults.policy == agent::FaultPolicy::kEvict;
+  }
+  return absl::OkStatus();
+}
+
+// Where the agent finds and puts the driver's libraries and the CUDA shim, its NRI plugin, its
+// /metrics and its uninstall cleanup, from the flags.
+void ReadDeliveryFlags(const AgentFlags& f, agent::AgentOptions& o) {
+  o.driver.host_root = f.host_root;
+  o.driver.driver_lib_dirs = f.driver_lib_dirs;
+  o.driver.shim_dir = f.shim_dir.empty() ? DefaultShimDir() : f.shim_dir;
+  o.driver.install_dir = f.shim_install_dir;
+  o.driver.container_lib_dir = f.container_lib_dir;
+  o.nvml_library = f.nvml_library;
+  o.nri = !f.no_nri;
+  o.nri_plugin.socket_path = f.nri_socket;
+  o.nri_plugin.index = f.nri_index;
+  o.metrics_address = f.metrics_address;
+  o.metrics_port = f.metrics_port;
+  o.build = CurrentBuild();
+  if (!f.cleanup_on_delete.empty()) {  // NAMESPACE/DAEMONSET, checked by its flag
+    const size_t slash = f.cleanup_on_delete.find('/');
+    o.cleanup_namespace = f.cleanup_on_delete.substr(0, slash);
+    o.cleanup_daemonset = f.cleanup_on_delete.substr(slash + 1);
+  }
+}
+
+// `tessera agent`: reads and checks the flags, connects to the API server, and runs the agent
+// (agent/agent.h) until SIGTERM or SIGINT.
 int RunAgent(const AgentFlags& f) {
   auto fail = [](int code, const auto& message) {
     std::cerr << "tessera agent: " << message << "\n";
@@ -195,30 +261,31 @@ int RunAgent(const AgentFlags& f) {
 
   spdlog::set_level(spdlog::level::from_str(f.log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%L%$ %v");
-  agent::NodeAgentOptions options;
-  options.node_name = NodeNameFor(f);
-  options.rediscover_interval = *rediscover;
-  if (options.node_name.empty()) {
+  agent::AgentOptions options;
+  options.node.node_name = NodeNameFor(f);
+  options.node.rediscover_interval = *rediscover;
+  if (options.node.node_name.empty()) {
     return fail(kExitBadInput, "no node name: pass --node-name or set NODE_NAME");
   }
   absl::StatusOr<agent::FaultPolicy> policy = agent::ParseFaultPolicy(f.gpu_fault_policy);
   if (!policy.ok()) {
     return fail(kExitBadInput, StrCat("--gpu-fault-policy: ", policy.status().message()));
   }
-  options.faults.policy = *policy;
+  options.node.faults.policy = *policy;
   absl::StatusOr<std::chrono::milliseconds> quiet = ParseDuration(f.gpu_quiet_period);
   if (!quiet.ok()) {
     return fail(kExitBadInput, StrCat("--gpu-quiet-period: ", quiet.status().message()));
   }
-  options.health.quiet_period = *quiet;
+  options.node.health.quiet_period = *quiet;
   absl::StatusOr<std::chrono::milliseconds> retry = ParseDuration(f.gpu_fault_retry);
   if (!retry.ok() || retry->count() == 0) {
     return fail(kExitBadInput,
                 StrCat("--gpu-fault-retry: ",
                        retry.ok() ? "must be more than 0" : retry.status().message()));
   }
-  options.faults.retry_interval = *retry;
-  absl::StatusOr<k8s::ClientConfig> config = ClientConfigFor(f);
+  options.node.faults.retry_interval = *retry;
+  absl::StatusOr<k8s::ClientConfig> config =
+      k8s::ResolveClientConfig(f.kubeconfig, f.context, k8s::ConfigSearch::kInClusterFirst);
   if (!config.ok()) return fail(kExitBadInput, config.status().message());
   absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = k8s::ApiClient::Create(*config);
   if (!client.ok()) return fail(kExitBadInput, client.status().message());
@@ -227,255 +294,25 @@ int RunAgent(const AgentFlags& f) {
     return fail(kExitFailure, StrCat("cannot reach the API server at ", config->server, " (",
                                      config->source, "): ", version.status().message()));
   }
-  spdlog::info("tessera agent for node {}; API server {} ({})", options.node_name, config->server,
-               version->value("gitVersion", "?"));
+  spdlog::info("tessera agent for node {}; API server {} ({})", options.node.node_name,
+               config->server, version->value("gitVersion", "?"));
+  if (absl::Status s = ReadNodeSideFlags(f, options); !s.ok()) {
+    return fail(kExitBadInput, s.message());
+  }
+  ReadDeliveryFlags(f, options);
+
+  agent::Agent agent(std::move(options), **discovery, **client);
+  g_running_agent.store(&agent);
   std::signal(SIGTERM, OnAgentSignal);
   std::signal(SIGINT, OnAgentSignal);
-  // The driver's libraries and the CUDA shim, as the containers get them.
-  agent::DriverFilesOptions driver_options;
-  driver_options.host_root = f.host_root;
-  driver_options.driver_lib_dirs = f.driver_lib_dirs;
-  driver_options.shim_dir = f.shim_dir.empty() ? DefaultShimDir() : f.shim_dir;
-  driver_options.install_dir = f.shim_install_dir;
-  driver_options.container_lib_dir = f.container_lib_dir;
-  std::vector<std::string> notes;
-  absl::StatusOr<agent::DriverLibraries> driver =
-      agent::PrepareDriverLibraries(driver_options, &notes);
-  if (!driver.ok()) return fail(kExitFailure, driver.status().message());
-  for (const std::string& note : notes) spdlog::warn("{}", note);
-  spdlog::info("driver libraries: {} {}; CUDA shim: {}",
-               driver->cuda.host_path.empty() ? "-" : driver->cuda.host_path,
-               driver->nvml.host_path.empty() ? "-" : driver->nvml.host_path,
-               driver->shim_cuda.empty() ? "-" : f.shim_install_dir);
-
-  // The pods this node serves: their files, shim segments, MPS daemons and MIG plans.
-  agent::PodManagerOptions pod_options;
-  pod_options.node_name = options.node_name;
-  pod_options.pods_dir = f.pods_dir;
-  pod_options.edits.host_root = f.host_root;
-  pod_options.edits.dev_dir = f.dev_dir;
-  pod_options.edits.cdi_kind = f.cdi_kind;
-  pod_options.edits.driver = *driver;
-  pod_options.mps.control = f.mps_control;
-  pod_options.mps.root = f.mps_root;
-  pod_options.mps.shm_bytes = static_cast<uint64_t>(std::max(1, f.mps_shm_mib)) << 20;
-  pod_options.mps.exclusive_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "EXCLUSIVE_PROCESS"};
-  pod_options.mps.restore_command = {f.nvidia_smi, "-i", "{uuid}", "-c", "DEFAULT"};
-  pod_options.proc_root = f.proc_root;
-  absl::StatusOr<agent::BackstopAction> action = agent::ParseBackstopAction(f.backstop_action);
-  if (!action.ok())
-    return fail(kExitBadInput, StrCat("--memory-backstop: ", action.status().message()));
-  absl::StatusOr<std::chrono::milliseconds> grace = ParseDuration(f.backstop_grace);
-  if (!grace.ok()) {
-    return fail(kExitBadInput, StrCat("--memory-backstop-grace: ", grace.status().message()));
+  const agent::AgentExit exit = agent.Run();
+  g_running_agent.store(nullptr);
+  if (!exit.status.ok()) {
+    return fail(exit.from_discovery ? ExitFor(f, exit.status) : kExitFailure,
+                exit.status.message());
   }
-  if (f.backstop_tolerance_percent < 0 || f.backstop_tolerance_percent > 1000 ||
-      f.backstop_process_mib < 0) {
-    return fail(kExitBadInput,
-                "--memory-backstop-tolerance-percent and --memory-backstop-process-mib take "
-                "0..1000 and a size >= 0");
-  }
-  pod_options.backstop.action = *action;
-  pod_options.backstop.grace = std::chrono::duration_cast<std::chrono::seconds>(*grace);
-  pod_options.backstop.tolerance_permille =
-      static_cast<uint32_t>(f.backstop_tolerance_percent) * 10;
-  pod_options.backstop.per_process_bytes = static_cast<uint64_t>(f.backstop_process_mib) << 20;
-  absl::StatusOr<std::chrono::milliseconds> idle_window = ParseDuration(f.gpu_idle_window);
-  if (!idle_window.ok()) {
-    return fail(kExitBadInput, StrCat("--gpu-idle-window: ", idle_window.status().message()));
-  }
-  if (f.gpu_idle_percent < 0 || f.gpu_idle_percent > 100) {
-    return fail(kExitBadInput, "--gpu-idle-percent takes 0..100");
-  }
-  pod_options.idle.threshold_permille = static_cast<uint32_t>(f.gpu_idle_percent * 10 + 0.5);
-  pod_options.idle.window = std::chrono::duration_cast<std::chrono::seconds>(*idle_window);
-  agent::MigReconfigurer* mig = dynamic_cast<agent::MigReconfigurer*>(discovery->get());
-  // NVML's per-process view (host PIDs): the compute controller's measurements and the memory
-  // backstop. With --gpus-file too, when --nvml-library names a library that loads (the fake
-  // NVML of a test node).
-  std::unique_ptr<agent::NvmlProcessSampler> sampler;
-  {
-    absl::StatusOr<std::unique_ptr<agent::NvmlProcessSampler>> loaded =
-        agent::NvmlProcessSampler::Load(f.nvml_library);
-    if (loaded.ok()) {
-      sampler = std::move(*loaded);
-    } else {
-      spdlog::warn(
-          "no per-process GPU view: compute shares run without measurement (the shims' windows "
-          "stay at the caps) and there is no memory backstop: {}",
-          loaded.status().message());
-    }
-  }
-  // What pods must be told (a ledger their processes tampered with, ...): Warning Events.
-  pod_options.notify = [&client, node = options.node_name](std::vector<agent::PodNotice> notices) {
-    for (const agent::PodNotice& n : notices) {
-      if (n.evict) {
-        const k8s::EvictionTarget target{n.pod.ns, n.pod.name, n.pod.uid, std::nullopt};
-        const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
-        const k8s::EvictionResult r = k8s::ApiEvictor::Classify(request, (*client)->Call(request));
-        spdlog::warn("evicting pod {}: {}{}", n.pod.Name(), k8s::EvictionOutcomeName(r.outcome),
-                     r.message.empty() ? "" : StrCat(" (", r.message, ")"));
-      }
-      const absl::Status posted =
-          k8s::PostEvent(**client,
-                         {.object = k8s::PodRef(n.pod.ns, n.pod.name, n.pod.uid),
-                          .reason = n.reason,
-                          .message = n.message},
-                         {"tessera-agent", node, node});
-      if (!posted.ok()) spdlog::error("{}", posted.message());
-    }
-  };
-  agent::PodManager pods(pod_options, mig, sampler.get());
-  options.on_gpus = [&pods](std::shared_ptr<const agent::NodeGpus> gpus) {
-    pods.SetGpus(std::move(gpus));
-  };
-  // The node's own record of the pods on its GPUs, for GPU faults: the pod manager's grants with
-  // the shim's ledger (and, in DRA mode, the prepared claims' pods, added below).
-  std::function<std::vector<agent::GpuPod>()> dra_pods;
-  options.faults.local_pods = [&pods, &dra_pods] {
-    std::vector<agent::GpuPod> out;
-    for (const agent::GpuUse& u : pods.Use()) {
-      for (const agent::GpuUse::Pod& p : u.pods) {
-        const bool ledger = p.sharing == agent::Sharing::kShim;
-        out.push_back(
-            {p.ns, p.name, p.uid, u.uuid, p.mig, ledger ? static_cast<int64_t>(p.processes) : -1});
-      }
-    }
-    if (dra_pods) {
-      for (agent::GpuPod& p : dra_pods()) out.push_back(std::move(p));
-    }
-    return out;
-  };
-  std::thread maintenance([&pods] { pods.RunMaintenance(g_stop); });
-
-  // Delivery into containers: the NRI plugin, on its own thread.
-  agent::Delivery delivery(agent::DeliveryOptions{}, pods);
-
-  // /metrics: the pods on each GPU and what they were granted.
-  agent::MetricsServer metrics;
-  if (f.metrics_port >= 0) {
-    absl::Status listening =
-        metrics.Start(f.metrics_address, f.metrics_port, [&pods, &delivery, &options, &client] {
-          return agent::MetricsText(
-              {pods.Use(),
-               {options.node_name, delivery.delivered(), delivery.refused(), pods.reaped_slots(),
-                pods.backstop_over(), pods.backstop_actions(), pods.sees_host_pids()},
-               CurrentBuild(),
-               &(*client)->transport()->requests()});
-        });
-    if (!listening.ok()) {
-      g_stop.store(true);
-      maintenance.join();
-      return fail(kExitFailure, listening.message());
-    }
-    spdlog::info("serving /metrics on http://{}:{}", f.metrics_address, metrics.port());
-  }
-  agent::nri::NriPluginOptions nri_options;
-  nri_options.socket_path = f.nri_socket;
-  nri_options.index = f.nri_index;
-  agent::nri::NriPlugin plugin(nri_options, delivery);
-  std::thread nri_thread;
-  if (!f.no_nri) {
-    nri_thread = std::thread([&plugin] { plugin.Run(g_stop); });
-  }
-  // DRA mode: the driver gpu.tessera.dev (ResourceSlices, the kubelet plugin), on its own thread.
-  std::unique_ptr<agent::dra::DraAgent> dra;
-  std::thread dra_thread;
-  absl::Status dra_status;
-  if (f.dra) {
-    agent::dra::DraAgentOptions dra_options;
-    dra_options.node_name = options.node_name;
-    dra_options.kubelet_dir = f.kubelet_dir;
-    dra_options.cdi_dir = f.cdi_dir;
-    dra_options.claims_dir = f.claims_dir;
-    dra_options.mig_devices = !f.no_mig_devices;
-    dra_options.mig = mig;
-    dra_options.mig_mode_switch = f.dra_mig_mode_switch;
-    absl::StatusOr<std::chrono::milliseconds> resync = ParseDuration(f.dra_resync);
-    if (!resync.ok()) {
-      return fail(kExitBadInput, StrCat("--dra-resync-interval: ", resync.status().message()));
-    }
-    dra_options.resync = *resync;
-    // Claims' containers get what classic pods get (edits/container_edits.h), from the same
-    // node facts: device nodes, the driver's libraries and the shim as the agent found them.
-    dra_options.edits = pod_options.edits;
-    dra_options.enforce_shares = f.share_enforcement == "shim";
-    dra_options.no_execute_on_failure = *policy == agent::FaultPolicy::kEvict;
-    dra = std::make_unique<agent::dra::DraAgent>(**client, dra_options);
-    dra_pods = [&dra] {
-      std::vector<agent::GpuPod> out;
-      for (const agent::dra::PreparedClaim& c : dra->driver().Prepared()) {
-        for (const agent::dra::PreparedDevice& d : c.devices) {
-          const std::string instance =
-              d.mig ? StrCat(d.mig_profile, "@", d.mig_start) : std::string();
-          for (const agent::dra::ClaimConsumer& pod : c.pods) {
-            out.push_back({c.ns, pod.name, pod.uid, d.gpu_uuid, instance, -1});
-          }
-        }
-      }
-      return out;
-    };
-    options.extended_resources = false;
-    options.on_gpus = [&pods, &dra](std::shared_ptr<const agent::NodeGpus> gpus) {
-      pods.SetGpus(gpus);
-      dra->OnGpus(std::move(gpus));
-    };
-    dra_thread = std::thread([&] {
-      dra_status = dra->Run(g_stop);
-      if (!dra_status.ok()) g_stop.store(true);
-    });
-  }
-  agent::NodeAgent node_agent(**discovery, **client, options);
-  absl::Status status = node_agent.Run(g_stop);
-  g_stop.store(true);
-  if (nri_thread.joinable()) nri_thread.join();
-  if (dra_thread.joinable()) dra_thread.join();
-  maintenance.join();
-  if (!f.cleanup_on_delete.empty()) CleanUpIfUninstalled(f, options.node_name, **client);
-  if (!status.ok()) return fail(ExitFor(f, status), status.message());
-  if (!dra_status.ok()) return fail(kExitFailure, dra_status.message());
   spdlog::info("stopped");
   return kExitOk;
-}
-
-// --cleanup-on-delete: stopping because the DaemonSet is going (agent/uninstall.h), the agent
-// removes what it made on this node and host; any other stop (an upgrade, a restart) keeps it all.
-void CleanUpIfUninstalled(const AgentFlags& f, const std::string& node, k8s::ApiClient& client) {
-  const size_t slash = f.cleanup_on_delete.find('/');
-  const std::string ns = f.cleanup_on_delete.substr(0, slash);
-  const std::string ds = f.cleanup_on_delete.substr(slash + 1);
-  absl::StatusOr<bool> leaving = agent::DaemonSetLeaving(client, ns, ds);
-  if (!leaving.ok()) {
-    spdlog::warn(
-        "cannot tell whether daemonset {} is being deleted ({}): keeping this node's state",
-        f.cleanup_on_delete, leaving.status().message());
-    return;
-  }
-  if (!*leaving) return;
-  spdlog::info("daemonset {} is being deleted: removing what the agent made on node {}",
-               f.cleanup_on_delete, node);
-  std::vector<std::string> changes;
-  if (absl::Status s = agent::WithdrawNodeObject(client, node, &changes); !s.ok()) {
-    spdlog::warn("node {}: {}", node, s.message());
-  }
-  agent::HostFootprint footprint;
-  footprint.dirs = {f.pods_dir, f.shim_install_dir, f.mps_root};
-  if (f.dra) {
-    absl::StatusOr<int> slices = agent::DeleteDriverSlices(client, "gpu.tessera.dev", node);
-    if (!slices.ok())
-      spdlog::warn("deleting this node's ResourceSlices: {}", slices.status().message());
-    footprint.dirs.push_back(f.claims_dir);
-    footprint.dirs.push_back(StrCat(f.kubelet_dir, "/plugins/gpu.tessera.dev"));
-    footprint.files.push_back(StrCat(f.kubelet_dir, "/plugins_registry/gpu.tessera.dev-reg.sock"));
-    footprint.cdi_dir = f.cdi_dir;
-    footprint.cdi_prefix = "k8s.gpu.tessera.dev-gpu_";
-  }
-  std::vector<std::string> removed;
-  if (absl::Status s = agent::RemoveHostFootprint(footprint, &removed); !s.ok()) {
-    spdlog::warn("removing the agent's host files: {}", s.message());
-  }
-  for (const std::string& c : changes) spdlog::info("removed: {}", c);
-  for (const std::string& r : removed) spdlog::info("removed: {}", r);
 }
 
 // `tessera agent uninstall`: the chart's pre-delete hook (agent/uninstall.h).
@@ -486,10 +323,8 @@ int RunUninstall(const UninstallFlags& f) {
   };
   absl::StatusOr<std::chrono::milliseconds> timeout = ParseDuration(f.timeout);
   if (!timeout.ok()) return fail(kExitBadInput, StrCat("--timeout: ", timeout.status().message()));
-  AgentFlags access;
-  access.kubeconfig = f.kubeconfig;
-  access.context = f.context;
-  absl::StatusOr<k8s::ClientConfig> config = ClientConfigFor(access);
+  absl::StatusOr<k8s::ClientConfig> config =
+      k8s::ResolveClientConfig(f.kubeconfig, f.context, k8s::ConfigSearch::kInClusterFirst);
   if (!config.ok()) return fail(kExitBadInput, config.status().message());
   absl::StatusOr<std::unique_ptr<k8s::ApiClient>> client = k8s::ApiClient::Create(*config);
   if (!client.ok()) return fail(kExitBadInput, client.status().message());

@@ -13,19 +13,7 @@ void AddClusterAccessFlags(CLI::App* cmd, ClusterAccessFlags* flags) {
 }
 
 absl::StatusOr<k8s::ClientConfig> ResolveClusterAccess(const ClusterAccessFlags& f) {
-  if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
-  // $KUBECONFIG's files merged as kubectl merges them, or ~/.kube/config; none there: in-cluster.
-  if (absl::StatusOr<k8s::ClientConfig> c =
-          k8s::LoadKubeconfigs(k8s::DefaultKubeconfigPaths(), f.context);
-      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
-    return c;
-  }
-  absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
-  if (in_cluster.ok()) return in_cluster;
-  return absl::InvalidArgumentError(
-      StrCat("no cluster to read: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or "
-             "run in a pod (",
-             FromAbsl(in_cluster.status().message()), ")"));
+  return k8s::ResolveClientConfig(f.kubeconfig, f.context, k8s::ConfigSearch::kKubeconfigFirst);
 }
 
 absl::StatusOr<std::unique_ptr<k8s::ApiClient>> ConnectToCluster(const ClusterAccessFlags& f) {

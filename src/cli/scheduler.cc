@@ -37,20 +37,6 @@ struct SchedulerFlags {
   std::string log_level = "info";
 };
 
-absl::StatusOr<k8s::ClientConfig> ClientConfigFor(const SchedulerFlags& f) {
-  if (!f.kubeconfig.empty()) return k8s::LoadKubeconfig(f.kubeconfig, f.context);
-  absl::StatusOr<k8s::ClientConfig> in_cluster = k8s::InClusterConfig();
-  if (in_cluster.ok()) return in_cluster;
-  if (absl::StatusOr<k8s::ClientConfig> c =
-          k8s::LoadKubeconfigs(k8s::DefaultKubeconfigPaths(), f.context);
-      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
-    return c;
-  }
-  return absl::InvalidArgumentError(
-      StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
-             FromAbsl(in_cluster.status().message()), ")"));
-}
-
 absl::StatusOr<k8s::SchedulerConfig> ConfigFor(const SchedulerFlags& f) {
   k8s::SchedulerConfig c;
   if (!f.config_file.empty()) {
@@ -124,7 +110,8 @@ void AddSchedulerCommand(CLI::App& app, int* exit_code) {
   cmd->callback([f, exit_code]() {
     spdlog::set_level(spdlog::level::from_str(f->log_level));
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%L%$ %v");
-    absl::StatusOr<k8s::ClientConfig> client_config = ClientConfigFor(*f);
+    absl::StatusOr<k8s::ClientConfig> client_config =
+        k8s::ResolveClientConfig(f->kubeconfig, f->context, k8s::ConfigSearch::kInClusterFirst);
     if (!client_config.ok()) {
       std::cerr << "tessera scheduler: " << client_config.status().message() << "\n";
       *exit_code = kExitBadInput;

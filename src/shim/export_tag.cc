@@ -8,6 +8,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
+
+#include "common/hash.h"
 
 namespace tessera::shim {
 namespace {
@@ -89,13 +92,7 @@ bool ExportedDescriptorOpen(int probe, uint64_t key) {
 }
 
 uint64_t IpcHandleKey(const void* handle, size_t size) {
-  // FNV-1a over the handle's bytes.
-  uint64_t h = 0xcbf29ce484222325ULL;
-  const auto* bytes = static_cast<const unsigned char*>(handle);
-  for (size_t i = 0; i < size; ++i) {
-    h ^= bytes[i];
-    h *= 0x100000001b3ULL;
-  }
+  const uint64_t h = Fnv1a(std::string_view(static_cast<const char*>(handle), size));
   return h | (uint64_t{1} << 63);
 }
 

@@ -112,6 +112,8 @@ struct WaitResult {
   std::vector<std::string> warnings;  // events that could not be read, for the log
 };
 
+class MigReconfigurer;
+
 class GpuDiscovery {
  public:
   virtual ~GpuDiscovery() = default;
@@ -127,6 +129,9 @@ class GpuDiscovery {
   // Blocks up to `timeout` for health events (XID errors) and changes; returns early when one
   // comes. Errors are for a backend that can no longer watch (the caller falls back to polling).
   [[nodiscard]] virtual absl::StatusOr<WaitResult> Wait(std::chrono::milliseconds timeout) = 0;
+
+  // The backend's MIG changes (below), or nullptr for a backend that cannot change MIG.
+  virtual MigReconfigurer* mig() { return nullptr; }
 };
 
 // Carries out MIG changes on one GPU: what the agent does for an assignment whose mig_plan creates

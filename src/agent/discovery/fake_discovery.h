@@ -25,6 +25,7 @@ class FakeDiscovery : public GpuDiscovery, public MigReconfigurer {
   std::string Describe() const override;
   absl::StatusOr<NodeGpus> Discover() override;
   absl::StatusOr<WaitResult> Wait(std::chrono::milliseconds timeout) override;
+  MigReconfigurer* mig() override { return this; }
   absl::StatusOr<DiscoveredGpu> ReconfigureMig(
       const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,
       const records::MigInstanceRecord& create) override;

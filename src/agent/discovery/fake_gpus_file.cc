@@ -11,6 +11,7 @@
 #include "agent/discovery/model_names.h"
 #include "agent/discovery/numa.h"
 #include "agent/discovery/xid.h"
+#include "common/hash.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/mig.h"
@@ -471,16 +472,9 @@ bool IsGpuUuid(std::string_view uuid) {
 }
 
 std::string FakeMigUuid(std::string_view gpu_uuid, std::string_view profile, int start) {
-  auto fnv = [](std::string_view text, uint64_t h) {
-    for (unsigned char c : text) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-    return h;
-  };
   const std::string key = StrCat(gpu_uuid, "/", profile, "@", start);
-  const uint64_t a = fnv(key, 14695981039346656037ULL);
-  const uint64_t b = fnv("#", a);
+  const uint64_t a = Fnv1a(key);
+  const uint64_t b = Fnv1a("#", a);
   char buf[33];
   std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(a),
                 static_cast<unsigned long long>(b));

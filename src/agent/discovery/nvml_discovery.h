@@ -55,6 +55,7 @@ class NvmlDiscovery : public GpuDiscovery, public MigReconfigurer {
   std::string Describe() const override;
   absl::StatusOr<NodeGpus> Discover() override;
   absl::StatusOr<WaitResult> Wait(std::chrono::milliseconds timeout) override;
+  MigReconfigurer* mig() override { return this; }
 
   absl::StatusOr<DiscoveredGpu> ReconfigureMig(
       const std::string& uuid, const std::vector<records::MigInstanceRecord>& destroy,

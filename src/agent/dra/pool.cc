@@ -4,6 +4,7 @@
 #include <cctype>
 #include <numeric>
 
+#include "common/hash.h"
 #include "common/strings.h"
 #include "records/dra_names.h"
 
@@ -18,20 +19,11 @@ constexpr size_t kMaxAdvancedDevicesPerSlice = 64;  // ...WithAdvancedFeatures
 constexpr size_t kMaxCounterSetsPerSlice = 8;       // ResourceSliceMaxCounterSets
 constexpr size_t kMaxAttributeLength = 64;          // DeviceAttributeMaxValueLength
 
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 // A string attribute value of at most 64 characters: longer ones keep their start and a hash.
 std::string FitAttribute(const std::string& value) {
   if (value.size() <= kMaxAttributeLength) return value;
   return StrCat(value.substr(0, kMaxAttributeLength - 17), "-",
-                fmt::format("{:016x}", Fnv1a(value)));
+                fmt::format("{:016x}", Fnv1a(value, kFnv1aDraSeed)));
 }
 
 json StringAttr(std::string_view v) { return {{"string", std::string(v)}}; }

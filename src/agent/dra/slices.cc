@@ -4,6 +4,7 @@
 #include <map>
 
 #include "agent/dra/names.h"
+#include "common/hash.h"
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -15,15 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-uint64_t Fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
 int64_t GenerationOf(const json& slice) {
   const json& g = JsonField(JsonField(JsonField(slice, "spec"), "pool"), "generation");
   return g.is_number_integer() ? g.get<int64_t>() : 0;
@@ -34,13 +26,13 @@ int64_t GenerationOf(const json& slice) {
 std::string SpecHash(const json& spec) {
   json copy = spec;
   if (copy.contains("pool")) copy["pool"].erase("generation");
-  return fmt::format("{:016x}", Fnv1a(copy.dump()));
+  return fmt::format("{:016x}", Fnv1a(copy.dump(), kFnv1aDraSeed));
 }
 
 std::string SlicePublisher::SliceName(size_t i) const {
   const std::string suffix = StrCat("-", records::dra::kDriverName, "-", i);
   if (node_.size() + suffix.size() <= 253) return node_ + suffix;
-  return StrCat("node-", fmt::format("{:016x}", Fnv1a(node_)), suffix);
+  return StrCat("node-", fmt::format("{:016x}", Fnv1a(node_, kFnv1aDraSeed)), suffix);
 }
 
 absl::StatusOr<json> SlicePublisher::ListSlices() {

@@ -13,6 +13,7 @@
 
 #include "agent/nri/mux.h"
 #include "agent/nri/ttrpc.h"
+#include "common/backoff.h"
 #include "common/strings.h"
 #include "spdlog/spdlog.h"
 
@@ -211,21 +212,27 @@ absl::Status NriPlugin::ServeOnce(const std::atomic<bool>& stop) {
 }
 
 void NriPlugin::Run(const std::atomic<bool>& stop) {
-  std::chrono::milliseconds wait = options_.reconnect_min;
+  // The one back-off formula, without jitter: reconnect_min, twice that, ... up to reconnect_max;
+  // from reconnect_min again after a connection that registered.
+  const Backoff::Params backoff{.initial = options_.reconnect_min,
+                                .factor = 2.0,
+                                .max = options_.reconnect_max,
+                                .jitter = 0.0};
+  int failures = 0;  // connections since the last one that registered
   std::string last;
   while (!stop.load()) {
     const int64_t registered_before = registered_.load();
     absl::Status s = ServeOnce(stop);
     if (stop.load()) break;
-    if (registered_.load() > registered_before) wait = options_.reconnect_min;
+    if (registered_.load() > registered_before) failures = 0;
     const std::string why = s.ok() ? "the runtime closed the connection" : std::string(s.message());
     if (why != last) spdlog::warn("NRI: {}; reconnecting", why);
     last = why;
-    const auto until = std::chrono::steady_clock::now() + wait;
+    const auto until =
+        std::chrono::steady_clock::now() + Backoff::Delay(backoff, ++failures, /*jitter_draw=*/0.0);
     while (!stop.load() && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    wait = std::min(wait * 2, options_.reconnect_max);
   }
 }
 

@@ -16,8 +16,8 @@
 // (2 s by default) for an answer: a plugin that is slower is disconnected and the container is
 // created without it, so handlers must not block on the network.
 //
-// Run() reconnects (with backoff) when the runtime restarts or the socket is not there yet.
-// One thread serves one connection; the handler is called on it, one call at a time.
+// Run() reconnects (after common/backoff.h's delays) when the runtime restarts or the socket is not
+// there yet. One thread serves one connection; the handler is called on it, one call at a time.
 #pragma once
 
 #include <atomic>

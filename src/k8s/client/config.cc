@@ -398,6 +398,32 @@ absl::StatusOr<ClientConfig> InClusterConfig(const InClusterSource& source) {
   return c;
 }
 
+absl::StatusOr<ClientConfig> ResolveClientConfig(const std::string& kubeconfig,
+                                                 std::string_view context, ConfigSearch order) {
+  if (!kubeconfig.empty()) return LoadKubeconfig(kubeconfig, context);
+  absl::StatusOr<ClientConfig> in_cluster = absl::NotFoundError("not looked for");
+  if (order == ConfigSearch::kInClusterFirst) {
+    in_cluster = InClusterConfig();
+    if (in_cluster.ok()) return in_cluster;
+  }
+  // $KUBECONFIG's files merged as kubectl merges them, or ~/.kube/config.
+  if (absl::StatusOr<ClientConfig> c = LoadKubeconfigs(DefaultKubeconfigPaths(), context);
+      c.ok() || c.status().code() != absl::StatusCode::kNotFound) {
+    return c;
+  }
+  if (order == ConfigSearch::kInClusterFirst) {
+    return absl::InvalidArgumentError(
+        StrCat("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod (",
+               FromAbsl(in_cluster.status().message()), ")"));
+  }
+  in_cluster = InClusterConfig();
+  if (in_cluster.ok()) return in_cluster;
+  return absl::InvalidArgumentError(
+      StrCat("no cluster to read: pass --kubeconfig, set KUBECONFIG, create ~/.kube/config, or "
+             "run in a pod (",
+             FromAbsl(in_cluster.status().message()), ")"));
+}
+
 std::vector<std::string> DefaultKubeconfigPaths(
     const std::function<std::optional<std::string>(const char*)>& getenv_fn) {
   auto getenv = getenv_fn ? getenv_fn : [](const char* name) -> std::optional<std::string> {

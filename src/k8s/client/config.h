@@ -111,6 +111,21 @@ struct InClusterSource {
 std::vector<std::string> DefaultKubeconfigPaths(
     const std::function<std::optional<std::string>(const char*)>& getenv = nullptr);
 
+// Which API server a command talks to when --kubeconfig does not name one, in one of the two
+// orders docs/configuration.md gives (both end with an error that says how to name one):
+//   kInClusterFirst   the daemons (`tessera scheduler`, `tessera agent`, `tessera agent
+//                     uninstall`): the pod's service account, else $KUBECONFIG's files merged or
+//                     ~/.kube/config (what client-go's controllers do);
+//   kKubeconfigFirst  the commands a person runs (`tessera status`, `explain`, `simulate
+//                     --from-cluster`, `doctor`): kubectl's order, $KUBECONFIG or ~/.kube/config,
+//                     else the service account when run in a pod.
+// `kubeconfig` non-empty: that file, which must exist (kubectl's --kubeconfig); `context` empty:
+// the current-context. The one resolution of every command (cli/).
+enum class ConfigSearch { kInClusterFirst, kKubeconfigFirst };
+[[nodiscard]] absl::StatusOr<ClientConfig> ResolveClientConfig(const std::string& kubeconfig,
+                                                               std::string_view context,
+                                                               ConfigSearch order);
+
 // The bearer token to send, re-reading token_file when it is older than token_refresh. A failed
 // re-read keeps the last good token (and reports the error through last_error()). Thread-safe.
 class TokenSource {

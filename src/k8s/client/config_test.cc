@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "absl/strings/escaping.h"
 #include "common/strings.h"
@@ -269,6 +270,53 @@ TEST(Kubeconfig, DefaultPathsSplitKubeconfigLikeKubectl) {
   EXPECT_EQ(DefaultKubeconfigPaths(getenv), std::vector<std::string>{"/home/u/.kube/config"});
   env["KUBECONFIG"] = "/a::/b:/a:";
   EXPECT_EQ(DefaultKubeconfigPaths(getenv), (std::vector<std::string>{"/a", "/b"}));
+}
+
+// The daemons look for the pod's service account first, the commands a person runs for kubeconfig
+// files first; with neither, each says how to name an API server.
+TEST(ResolveClientConfig, BothOrdersFindTheKubeconfigAndSayHowToNameAServer) {
+  TempDir dir;
+  const std::string path = dir.Write("config", R"(clusters:
+- name: c
+  cluster: {server: "https://from-file:443"}
+users:
+- name: u
+  user: {token: abc}
+contexts:
+- {name: one, context: {cluster: c, user: u}}
+current-context: one
+)");
+  auto saved = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  const std::optional<std::string> kubeconfig = saved("KUBECONFIG");
+  const std::optional<std::string> host = saved("KUBERNETES_SERVICE_HOST");
+  ::unsetenv("KUBERNETES_SERVICE_HOST");  // not in a pod
+  ::setenv("KUBECONFIG", path.c_str(), 1);
+  for (ConfigSearch order : {ConfigSearch::kInClusterFirst, ConfigSearch::kKubeconfigFirst}) {
+    absl::StatusOr<ClientConfig> c = ResolveClientConfig("", "", order);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->server, "https://from-file:443");
+  }
+  ::setenv("KUBECONFIG", (dir.path() + "/missing").c_str(), 1);
+  EXPECT_THAT(std::string(FromAbsl(
+                  ResolveClientConfig("", "", ConfigSearch::kInClusterFirst).status().message())),
+              HasSubstr("no API server: pass --kubeconfig, set KUBECONFIG, or run in a pod ("));
+  EXPECT_THAT(std::string(FromAbsl(
+                  ResolveClientConfig("", "", ConfigSearch::kKubeconfigFirst).status().message())),
+              HasSubstr("no cluster to read: pass --kubeconfig, set KUBECONFIG, create "
+                        "~/.kube/config, or run in a pod ("));
+  // A file named on the command line must exist, whichever the order.
+  EXPECT_FALSE(
+      ResolveClientConfig(dir.path() + "/missing", "", ConfigSearch::kKubeconfigFirst).ok());
+  EXPECT_TRUE(ResolveClientConfig(path, "", ConfigSearch::kInClusterFirst).ok());
+  if (kubeconfig) {
+    ::setenv("KUBECONFIG", kubeconfig->c_str(), 1);
+  } else {
+    ::unsetenv("KUBECONFIG");
+  }
+  if (host) ::setenv("KUBERNETES_SERVICE_HOST", host->c_str(), 1);
 }
 
 TEST(InCluster, ReadsEnvironmentTokenCaAndNamespace) {

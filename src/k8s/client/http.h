@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "k8s/client/backoff.h"
+#include "common/backoff.h"
 #include "k8s/client/config.h"
 #include "k8s/client/exec_credential.h"
 #include "k8s/client/request_counts.h"

@@ -34,7 +34,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "k8s/client/backoff.h"
+#include "common/backoff.h"
 #include "k8s/client/http.h"
 #include "k8s/client/watch.h"
 #include "nlohmann/json.hpp"

@@ -160,15 +160,7 @@ void DecodeSliceInto(const json& slice, SliceInfo* s) {
 absl::StatusOr<std::vector<DeviceToleration>> DecodeTolerations(const json& list) {
   std::vector<DeviceToleration> out;
   if (!list.is_array()) return out;
-  for (const json& t : list) {
-    DeviceToleration tol;
-    tol.key = JsonStringField(t, "key");
-    tol.op = JsonStringField(t, "operator");
-    if (tol.op.empty()) tol.op = "Equal";
-    tol.value = JsonStringField(t, "value");
-    tol.effect = JsonStringField(t, "effect");
-    out.push_back(std::move(tol));
-  }
+  for (const json& t : list) out.push_back(DecodeToleration(t));
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "k8s/taints/taints.h"
 #include "nlohmann/json.hpp"
 #include "records/dra_allocation.h"
 
@@ -74,10 +75,9 @@ struct DeviceCapacity {
   bool operator==(const DeviceCapacity&) const = default;
 };
 
-struct DeviceTaint {
-  std::string key, value, effect;  // effect: NoSchedule | NoExecute | None
-  bool operator==(const DeviceTaint&) const = default;
-};
+// A device's taint (effect NoSchedule, NoExecute or None) and a request's toleration: the same
+// shapes, and the same matching, as a Node's (k8s/taints/taints.h).
+using DeviceTaint = Taint;
 
 // Attributes and capacities keyed by (domain, id): names without a domain are in the driver's.
 using AttributeMap = std::map<std::string, std::map<std::string, AttributeValue>>;
@@ -127,10 +127,7 @@ std::shared_ptr<const ClassInfo> DecodeClass(const nlohmann::json& device_class)
 
 // --- claims ------------------------------------------------------------------------------------
 
-struct DeviceToleration {
-  std::string key, op = "Equal", value, effect;
-  bool operator==(const DeviceToleration&) const = default;
-};
+using DeviceToleration = Toleration;
 
 // One way to satisfy a request: spec.devices.requests[].exactly, or one of its firstAvailable
 // entries.

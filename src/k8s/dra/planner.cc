@@ -21,17 +21,11 @@ std::string RequestLabel(const ClaimInfo& claim, const ExactRequest& r) {
   return StrCat("claim ", claim.key, " request ", r.name);
 }
 
-bool Tolerated(const std::vector<DeviceToleration>& tolerations, const DeviceTaint& taint) {
+// Whether a device's taint lets the request have it: only NoSchedule and NoExecute taints count
+// (None is informational), matched as every taint is (k8s/taints/taints.h).
+bool TaintAllows(const std::vector<DeviceToleration>& tolerations, const DeviceTaint& taint) {
   if (taint.effect != "NoSchedule" && taint.effect != "NoExecute") return true;
-  for (const DeviceToleration& t : tolerations) {
-    if (!t.effect.empty() && t.effect != taint.effect) continue;
-    if (t.op == "Exists") {
-      if (t.key.empty() || t.key == taint.key) return true;
-    } else if (t.key == taint.key && t.value == taint.value) {
-      return true;
-    }
-  }
-  return false;
+  return Tolerated(tolerations, taint);
 }
 
 using records::dra::MemoryMib;
@@ -198,7 +192,7 @@ std::shared_ptr<const Eligibility> ClaimPlanner::Compute(const ExactRequest& r,
         continue;
       }
       if (!std::all_of(d->taints.begin(), d->taints.end(),
-                       [&](const DeviceTaint& t) { return Tolerated(r.tolerations, t); })) {
+                       [&](const DeviceTaint& t) { return TaintAllows(r.tolerations, t); })) {
         ++rejected_taint;
         continue;
       }
@@ -298,8 +292,9 @@ void ClaimPlanner::ComputeMig(const ExactRequest& r, const core::Cluster& cluste
             break;
           }
         }
-        if (ok && !std::all_of(m.device->taints.begin(), m.device->taints.end(),
-                               [&](const DeviceTaint& t) { return Tolerated(r.tolerations, t); })) {
+        if (ok &&
+            !std::all_of(m.device->taints.begin(), m.device->taints.end(),
+                         [&](const DeviceTaint& t) { return TaintAllows(r.tolerations, t); })) {
           ok = false;
           ++tainted;
         }

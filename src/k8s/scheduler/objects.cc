@@ -405,15 +405,7 @@ absl::Status DecodeConstraints(const json& spec, NodeConstraints* p) {
   }
   const json& tolerations = JsonField(spec, "tolerations");
   if (tolerations.is_array()) {
-    for (const json& t : tolerations) {
-      Toleration tol;
-      tol.key = JsonStringField(t, "key");
-      tol.op = JsonStringField(t, "operator");
-      if (tol.op.empty()) tol.op = "Equal";
-      tol.value = JsonStringField(t, "value");
-      tol.effect = JsonStringField(t, "effect");
-      p->tolerations.push_back(std::move(tol));
-    }
+    for (const json& t : tolerations) p->tolerations.push_back(DecodeToleration(t));
   }
   const json& required = JsonField(JsonField(JsonField(JsonField(spec, "affinity"), "nodeAffinity"),
                                              "requiredDuringSchedulingIgnoredDuringExecution"),
@@ -698,13 +690,6 @@ std::shared_ptr<const NodeInfo> DecodeNode(const json& node) {
 
 namespace {
 
-bool Tolerates(const Toleration& tol, const Taint& taint) {
-  if (!tol.effect.empty() && tol.effect != taint.effect) return false;
-  if (tol.key.empty()) return tol.op == "Exists";  // an empty key with Exists tolerates all
-  if (tol.key != taint.key) return false;
-  return tol.op == "Exists" || tol.value == taint.value;
-}
-
 bool Matches(const NodeSelectorRequirement& r, const NodeInfo& node) {
   std::optional<std::string> value;
   if (r.field) {
@@ -731,16 +716,6 @@ bool Matches(const NodeSelectorRequirement& r, const NodeInfo& node) {
 }
 
 }  // namespace
-
-bool ToleratesAll(const std::vector<Toleration>& tolerations, const std::vector<Taint>& taints) {
-  for (const Taint& taint : taints) {
-    if (std::none_of(tolerations.begin(), tolerations.end(),
-                     [&](const Toleration& tol) { return Tolerates(tol, taint); })) {
-      return false;
-    }
-  }
-  return true;
-}
 
 bool NodeAllows(const NodeInfo& node, const NodeConstraints& c, std::string* why) {
   if (!ToleratesAll(c.tolerations, node.taints)) {

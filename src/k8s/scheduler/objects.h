@@ -31,6 +31,7 @@
 #include "core/model/node.h"
 #include "core/model/request.h"
 #include "k8s/dra/objects.h"
+#include "k8s/taints/taints.h"
 #include "nlohmann/json.hpp"
 #include "records/assignment.h"
 #include "records/names.h"
@@ -38,19 +39,8 @@
 namespace tessera::k8s {
 
 // Where a pod may go, as kube-scheduler's NodeUnschedulable, TaintToleration (NoSchedule and
-// NoExecute) and NodeAffinity (spec.nodeSelector, required node affinity) filters decide.
-struct Taint {
-  std::string key, value, effect;
-  bool operator==(const Taint&) const = default;
-};
-struct Toleration {
-  std::string key, op = "Equal", value, effect;
-  bool operator==(const Toleration&) const = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const Toleration& t) {
-    return H::combine(std::move(h), t.key, t.op, t.value, t.effect);
-  }
-};
+// NoExecute; Taint, Toleration and their matching in k8s/taints/taints.h) and NodeAffinity
+// (spec.nodeSelector, required node affinity) filters decide.
 struct NodeSelectorRequirement {
   std::string key;
   std::string op;  // In, NotIn, Exists, DoesNotExist, Gt, Lt
@@ -192,9 +182,6 @@ struct NodeInfo {
 };
 
 std::shared_ptr<const NodeInfo> DecodeNode(const nlohmann::json& node);
-
-// Whether `tolerations` tolerate every one of `taints` (kube-scheduler's TaintToleration).
-bool ToleratesAll(const std::vector<Toleration>& tolerations, const std::vector<Taint>& taints);
 
 // Whether `pod` may go on `node` by its taints, node selector and required node affinity; when
 // not, `why` (optional) says which: "taint", "selector".

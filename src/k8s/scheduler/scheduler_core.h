@@ -39,8 +39,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/backoff.h"
 #include "core/engine.h"
-#include "k8s/client/backoff.h"
 #include "k8s/scheduler/binder.h"
 #include "k8s/scheduler/claim_binder.h"
 #include "k8s/scheduler/defrag_answer.h"

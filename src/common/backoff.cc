@@ -1,9 +1,9 @@
-#include "k8s/client/backoff.h"
+#include "common/backoff.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace tessera::k8s {
+namespace tessera {
 
 Backoff::Duration Backoff::Delay(const Params& p, int failures, double jitter_draw) {
   const double max = static_cast<double>(p.max.count());
@@ -21,4 +21,4 @@ Backoff::Duration Backoff::Next(TimePoint now) {
   return Delay(params_, failures_, params_.jitter > 0 ? random_.UniformDouble() : 0.0);
 }
 
-}  // namespace tessera::k8s
+}  // namespace tessera

@@ -1,8 +1,8 @@
-#include "k8s/client/backoff.h"
+#include "common/backoff.h"
 
 #include "gtest/gtest.h"
 
-namespace tessera::k8s {
+namespace tessera {
 namespace {
 
 using std::chrono::milliseconds;
@@ -67,4 +67,4 @@ TEST(Backoff, DelayByAttemptIsTheSameFormula) {
 }
 
 }  // namespace
-}  // namespace tessera::k8s
+}  // namespace tessera

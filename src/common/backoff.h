@@ -7,8 +7,10 @@
 // while reconnects quickly. Worked example with jitter 0: 800 ms, 1.6 s, 3.2 s, ..., 25.6 s, 30 s,
 // 30 s; with jitter 1.0 the first delay is uniform in [800 ms, 1.6 s).
 //
-// BackoffDelay is the one formula for every retry delay of ours: Backoff (watches) and callers
-// that count attempts themselves (request retries in http.cc, the scheduler's failed binds).
+// Backoff::Delay is the one formula for every retry delay of ours: Backoff (watches) and callers
+// that count attempts themselves (request retries in k8s/client/http.cc, the scheduler's failed
+// binds, the NRI plugin's reconnects in agent/nri/plugin.cc). It lives in common so that parts
+// that never talk to the API server (the NRI plugin) use it too.
 //
 // Not thread-safe: each retrying loop owns one. Time and randomness are injected for tests.
 #pragma once
@@ -18,7 +20,7 @@
 
 #include "common/random.h"
 
-namespace tessera::k8s {
+namespace tessera {
 
 class Backoff {
  public:
@@ -55,4 +57,4 @@ class Backoff {
   std::optional<TimePoint> last_failure_;
 };
 
-}  // namespace tessera::k8s
+}  // namespace tessera
