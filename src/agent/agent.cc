@@ -6,6 +6,9 @@
 #include <utility>
 #include <vector>
 
+#include "agent/dra/cdi.h"
+#include "agent/dra/names.h"
+#include "agent/dra/plugin_server.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/nri/delivery.h"
 #include "agent/procs/gpu_processes.h"
@@ -13,6 +16,7 @@
 #include "common/strings.h"
 #include "k8s/client/events.h"
 #include "k8s/eviction/evictor.h"
+#include "records/dra_names.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::agent {
@@ -208,14 +212,15 @@ void Agent::CleanUpIfUninstalled() {
   footprint.dirs = {options_.pods.pods_dir, options_.driver.install_dir, options_.pods.mps.root};
   if (options_.dra) {
     const dra::DraAgentOptions& d = *options_.dra;
-    absl::StatusOr<int> slices = DeleteDriverSlices(client_, "gpu.tessera.dev", node);
+    absl::StatusOr<int> slices =
+        DeleteDriverSlices(client_, std::string(records::dra::kDriverName), node);
     if (!slices.ok())
       spdlog::warn("deleting this node's ResourceSlices: {}", slices.status().message());
     footprint.dirs.push_back(d.claims_dir);
-    footprint.dirs.push_back(StrCat(d.kubelet_dir, "/plugins/gpu.tessera.dev"));
-    footprint.files.push_back(StrCat(d.kubelet_dir, "/plugins_registry/gpu.tessera.dev-reg.sock"));
+    footprint.dirs.push_back(dra::DraSocketDir(d.kubelet_dir));
+    footprint.files.push_back(dra::RegistrationSocketPath(d.kubelet_dir));
     footprint.cdi_dir = d.cdi_dir;
-    footprint.cdi_prefix = "k8s.gpu.tessera.dev-gpu_";
+    footprint.cdi_prefix = dra::TransientSpecFilePrefix(dra::kCdiVendor, dra::kCdiClass);
   }
   std::vector<std::string> removed;
   if (absl::Status s = RemoveHostFootprint(footprint, &removed); !s.ok()) {

@@ -162,18 +162,22 @@ std::string CdiDeviceNameError(std::string_view name) {
   return "";
 }
 
+std::string TransientSpecFilePrefix(std::string_view vendor, std::string_view cls) {
+  return StrCat(vendor, "-", cls, "_");
+}
+
 std::string TransientSpecFileName(std::string_view vendor, std::string_view cls,
                                   std::string_view id) {
   std::string safe(id);
   for (char& c : safe) {
     if (c == '/') c = '_';
   }
-  return StrCat(vendor, "-", cls, "_", safe, ".json");
+  return StrCat(TransientSpecFilePrefix(vendor, cls), safe, ".json");
 }
 
 std::vector<std::string> ListTransientSpecIds(const std::string& dir, std::string_view vendor,
                                               std::string_view cls) {
-  const std::string prefix = StrCat(vendor, "-", cls, "_");
+  const std::string prefix = TransientSpecFilePrefix(vendor, cls);
   std::vector<std::string> ids;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {

@@ -70,6 +70,8 @@ nlohmann::json CdiSpecToJson(const CdiSpec& spec);
 // Checks a device name against the CDI rule; empty when valid.
 std::string CdiDeviceNameError(std::string_view name);
 
+// "<vendor>-<class>_": what every transient spec file of this vendor and class starts with.
+std::string TransientSpecFilePrefix(std::string_view vendor, std::string_view cls);
 // "<vendor>-<class>_<id>.json" with '/' in the id replaced by '_'.
 std::string TransientSpecFileName(std::string_view vendor, std::string_view cls,
                                   std::string_view id);

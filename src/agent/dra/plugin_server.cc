@@ -162,14 +162,20 @@ PluginServer::PluginServer(DraDriver& driver, PluginServerOptions options)
 
 PluginServer::~PluginServer() { Stop(); }
 
+std::string DraSocketDir(std::string_view kubelet_dir) {
+  return StrCat(kubelet_dir, "/", kPluginsSubdir, "/", records::dra::kDriverName);
+}
+
+std::string RegistrationSocketPath(std::string_view kubelet_dir) {
+  return StrCat(kubelet_dir, "/", kRegistrySubdir, "/", records::dra::kDriverName, "-reg.sock");
+}
+
 std::string PluginServer::dra_socket() const {
-  return StrCat(options_.kubelet_dir, "/", kPluginsSubdir, "/", records::dra::kDriverName,
-                "/dra.sock");
+  return StrCat(DraSocketDir(options_.kubelet_dir), "/dra.sock");
 }
 
 std::string PluginServer::registration_socket() const {
-  return StrCat(options_.kubelet_dir, "/", kRegistrySubdir, "/", records::dra::kDriverName,
-                "-reg.sock");
+  return RegistrationSocketPath(options_.kubelet_dir);
 }
 
 std::string PluginServer::last_registration_error() const {

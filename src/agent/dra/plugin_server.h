@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "agent/dra/driver.h"
@@ -37,6 +38,12 @@ struct PluginServerOptions {
   std::function<void()> on_registered;
   std::chrono::seconds health_resend{30};
 };
+
+// Under the kubelet's root directory: the folder of the driver's DRA socket
+// (<kubelet dir>/plugins/gpu.tessera.dev) and its registration socket
+// (<kubelet dir>/plugins_registry/gpu.tessera.dev-reg.sock).
+std::string DraSocketDir(std::string_view kubelet_dir);
+std::string RegistrationSocketPath(std::string_view kubelet_dir);
 
 class PluginServer {
  public:
