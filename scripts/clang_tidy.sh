@@ -39,7 +39,9 @@ findings=$(cat "$out"/*.log 2>/dev/null | grep -E '^[^ ].*:[0-9]+:[0-9]+: (warni
   sed "s|^$root/||" | LC_ALL=C sort -u || true)
 if [[ -n $findings || -s $out/failed ]]; then
   [[ -n $findings ]] && echo "$findings"
-  echo "clang_tidy.sh: $(grep -c . <<<"$findings") findings in $(wc -l <"$out/failed" 2>/dev/null || echo 0) files" >&2
+  failed=0
+  [[ -s $out/failed ]] && failed=$(wc -l <"$out/failed")
+  echo "clang_tidy.sh: $(grep -c . <<<"$findings") findings; clang-tidy failed on $failed files" >&2
   exit 1
 fi
 echo "clang_tidy.sh: no findings" >&2
