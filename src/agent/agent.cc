@@ -11,6 +11,7 @@
 #include "agent/dra/plugin_server.h"
 #include "agent/metrics/agent_metrics.h"
 #include "agent/nri/delivery.h"
+#include "agent/pods/idle_reclaim.h"
 #include "agent/procs/gpu_processes.h"
 #include "agent/uninstall.h"
 #include "common/strings.h"
@@ -81,9 +82,57 @@ std::unique_ptr<NvmlProcessSampler> Agent::LoadSampler() {
   return nullptr;
 }
 
+std::pair<std::string, std::string> Agent::ReclaimIdle(const PodNotice& n) {
+  const int32_t below = *options_.idle_reclaim_below_priority;
+  // One pod by name: a list (the agent's role lists pods; it has no get).
+  absl::StatusOr<nlohmann::json> list =
+      client_.Get(StrCat("/api/v1/namespaces/", n.pod.ns, "/pods?fieldSelector=",
+                         k8s::QueryEscape(StrCat("metadata.name=", n.pod.name))));
+  if (!list.ok()) {
+    spdlog::warn("idle reclaim: pod {} cannot be read: {}", n.pod.Name(), list.status().message());
+    return {n.reason, StrCat(" Idle reclaim: the pod could not be read (", list.status().message(),
+                             "); tried again when it is found idle again.")};
+  }
+  const nlohmann::json items = list->value("items", nlohmann::json::array());
+  const IdleReclaimDecision d =
+      DecideIdleReclaim(items.empty() ? nlohmann::json() : items.front(), n.pod.uid, below);
+  if (!d.evict) {
+    spdlog::info("idle reclaim: pod {} stays: {}", n.pod.Name(), d.why);
+    return {n.reason, StrCat(" Idle reclaim: not evicted: ", d.why, ".")};
+  }
+  const k8s::EvictionTarget target{n.pod.ns, n.pod.name, n.pod.uid, std::nullopt};
+  const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
+  const k8s::EvictionResult r = k8s::ApiEvictor::Classify(request, client_.Call(request));
+  spdlog::warn("idle reclaim: evicting pod {} ({}): {}{}", n.pod.Name(), d.why,
+               k8s::EvictionOutcomeName(r.outcome),
+               r.message.empty() ? "" : StrCat(" (", r.message, ")"));
+  switch (r.outcome) {
+    case k8s::EvictionOutcome::kEvicted:
+      ++idle_reclaims_;
+      return {"GPUIdleEvicted",
+              StrCat(" Idle reclaim: the node agent evicts the pod (", d.why, ").")};
+    case k8s::EvictionOutcome::kBudget:
+      return {n.reason, StrCat(" Idle reclaim: its PodDisruptionBudget allows no eviction now (",
+                               r.message, "); tried again when it is found idle again.")};
+    case k8s::EvictionOutcome::kGone:
+      return {n.reason, " Idle reclaim: the pod is gone."};
+    case k8s::EvictionOutcome::kFailed:
+      break;
+  }
+  return {n.reason, StrCat(" Idle reclaim: the eviction failed (", r.message,
+                           "); tried again when it is found idle again.")};
+}
+
 void Agent::Notify(const std::vector<PodNotice>& notices) {
   const std::string& node = options_.node.node_name;
   for (const PodNotice& n : notices) {
+    std::string reason = n.reason;
+    std::string message = n.message;
+    if (n.reclaim_idle && options_.idle_reclaim_below_priority) {
+      auto [r, more] = ReclaimIdle(n);
+      reason = std::move(r);
+      message += more;
+    }
     if (n.evict) {
       const k8s::EvictionTarget target{n.pod.ns, n.pod.name, n.pod.uid, std::nullopt};
       const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
@@ -94,8 +143,8 @@ void Agent::Notify(const std::vector<PodNotice>& notices) {
     const absl::Status posted =
         k8s::PostEvent(client_,
                        {.object = k8s::PodRef(n.pod.ns, n.pod.name, n.pod.uid),
-                        .reason = n.reason,
-                        .message = n.message},
+                        .reason = reason,
+                        .message = message},
                        {"tessera-agent", node, node});
     if (!posted.ok()) spdlog::error("{}", posted.message());
   }
@@ -112,6 +161,7 @@ AgentExit Agent::Run() {
   pod_options.node_name = node_options.node_name;
   pod_options.edits.driver = *driver;
   pod_options.notify = [this](std::vector<PodNotice> notices) { Notify(notices); };
+  pod_options.idle_reclaim = options_.idle_reclaim_below_priority.has_value();
   MigReconfigurer* mig = discovery_.mig();
   std::unique_ptr<NvmlProcessSampler> sampler = LoadSampler();
   PodManager pods(pod_options, mig, sampler.get());
@@ -141,7 +191,7 @@ AgentExit Agent::Run() {
           return MetricsText({pods.Use(),
                               {node_options.node_name, delivery.delivered(), delivery.refused(),
                                pods.reaped_slots(), pods.backstop_over(), pods.backstop_actions(),
-                               pods.sees_host_pids()},
+                               idle_reclaims_.load(), pods.sees_host_pids()},
                               options_.build,
                               &client_.transport()->requests()});
         });

@@ -19,8 +19,10 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "agent/discovery/discovery.h"
@@ -58,6 +60,9 @@ struct AgentOptions {
   // (both empty: every stop keeps it for the next agent).
   std::string cleanup_namespace;
   std::string cleanup_daemonset;
+  // The idle-reclaim policy (pods/idle_reclaim.h): pods found idle whose priority is below this
+  // are evicted. nullopt: off (idle pods are only told).
+  std::optional<int32_t> idle_reclaim_below_priority;
 };
 
 // Why Run() returned.
@@ -85,6 +90,9 @@ class Agent {
   std::unique_ptr<NvmlProcessSampler> LoadSampler();
   // What pods must be told (PodManagerOptions::notify): evictions and Warning Events.
   void Notify(const std::vector<PodNotice>& notices);
+  // The idle-reclaim policy for a pod found idle: reads the pod, evicts it if the policy allows,
+  // and says what happened (the GPUIdle Event's reason and the words added to its message).
+  std::pair<std::string, std::string> ReclaimIdle(const PodNotice& notice);
   void CleanUpIfUninstalled();
 
   AgentOptions options_;
@@ -92,6 +100,7 @@ class Agent {
   k8s::ApiClient& client_;
   std::atomic<bool> stop_{false};
   static_assert(std::atomic<bool>::is_always_lock_free);
+  std::atomic<int64_t> idle_reclaims_{0};  // idle pods evicted (the API server accepted it)
 };
 
 }  // namespace tessera::agent

@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "agent/discovery/fake_discovery.h"
 #include "agent/discovery/nvidia_smi_check.h"
 #include "agent/discovery/nvml_discovery.h"
@@ -88,6 +89,7 @@ struct AgentFlags {
   // Idle GPUs (issue 34).
   double gpu_idle_percent = 5;
   std::string gpu_idle_window = "30m";
+  std::string idle_reclaim_below_priority;  // empty: off
   std::string cleanup_on_delete;  // NAMESPACE/DAEMONSET
 };
 
@@ -197,6 +199,20 @@ absl::Status ReadNodeSideFlags(const AgentFlags& f, agent::AgentOptions& o) {
   }
   pods.idle.threshold_permille = static_cast<uint32_t>(f.gpu_idle_percent * 10 + 0.5);
   pods.idle.window = std::chrono::duration_cast<std::chrono::seconds>(*idle_window);
+  if (!f.idle_reclaim_below_priority.empty()) {
+    int32_t below = 0;
+    if (!absl::SimpleAtoi(f.idle_reclaim_below_priority, &below)) {
+      return absl::InvalidArgumentError(
+          StrCat("--idle-reclaim-below-priority takes a pod priority (an integer, as a "
+                 "PriorityClass's value), not '",
+                 f.idle_reclaim_below_priority, "'"));
+    }
+    if (pods.idle.window.count() == 0) {
+      return absl::InvalidArgumentError(
+          "--idle-reclaim-below-priority needs the idle rule: --gpu-idle-window is 0");
+    }
+    o.idle_reclaim_below_priority = below;
+  }
   if (f.dra) {
     agent::dra::DraAgentOptions& dra = o.dra.emplace();
     dra.kubelet_dir = f.kubelet_dir;
@@ -587,6 +603,12 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                   "How long a pod must be watched under --gpu-idle-percent to be called idle "
                   "(30m, 2h; 0 turns the rule off)")
       ->capture_default_str();
+  cmd->add_option("--idle-reclaim-below-priority", f->idle_reclaim_below_priority,
+                  "Evict pods found idle (--gpu-idle-percent, --gpu-idle-window) whose priority "
+                  "is below this (a PriorityClass's value; pods without one have 0), through the "
+                  "Eviction API (PodDisruptionBudgets honoured); static and DaemonSet pods are "
+                  "never evicted. Unset: idle pods are only told (the default)")
+      ->type_name("PRIORITY");
 
   auto c = std::make_shared<CompareFlags>();
   CLI::App* compare = cmd->add_subcommand(

@@ -124,6 +124,10 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
            "Times the memory backstop killed a pod's processes or evicted a pod that stayed over "
            "its share past the grace period",
            counters.backstop_actions);
+  per_node("tessera_agent_idle_reclaims_total", MetricType::kCounter,
+           "Pods found idle on their GPU that the idle-reclaim policy evicted (evictions the API "
+           "server accepted)",
+           counters.idle_reclaims);
   per_node("tessera_agent_host_pid_namespace", MetricType::kGauge,
            "1 if the agent sees the host's PID namespace (hostPID), which the compute controller "
            "and the memory backstop need",

@@ -32,6 +32,7 @@ struct AgentCounters {
   int64_t reaped_processes = 0;      // ledger slots of dead processes given back
   int64_t backstop_over = 0;         // pods found over their share by the memory backstop
   int64_t backstop_actions = 0;      // processes killed or pods evicted for it
+  int64_t idle_reclaims = 0;         // idle pods evicted by the idle-reclaim policy
   bool host_pids = true;             // the agent sees the host's PID namespace
 };
 

@@ -42,7 +42,7 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   k8s::RequestCounts requests;
   requests.Count("PATCH", 200);
   const std::string text =
-      MetricsText({{g0, g1}, {"n1", 5, 1, 3, 4, 2, true}, {"0.1.0", "abc1234"}, &requests});
+      MetricsText({{g0, g1}, {"n1", 5, 1, 3, 4, 2, 6, true}, {"0.1.0", "abc1234"}, &requests});
   EXPECT_THAT(text,
               HasSubstr("# TYPE tessera_agent_gpu_healthy gauge\n"
                         "tessera_agent_gpu_healthy{node=\"n1\",gpu=\"0\",uuid=\"GPU-a\"} 1\n"
@@ -86,6 +86,7 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   EXPECT_THAT(text, Not(HasSubstr("tessera_agent_pod_gpu_idle{node=\"n1\",gpu=\"0\"")));
   EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_over_share_total{node=\"n1\"} 4\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_backstop_actions_total{node=\"n1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_agent_idle_reclaims_total{node=\"n1\"} 6\n"));
   EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_host_pid_namespace gauge\n"
                               "tessera_agent_host_pid_namespace{node=\"n1\"} 1\n"));
   // A whole GPU has no shim accounting.

@@ -626,6 +626,7 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
       Prepared& p = pods_.at(uid);
       const IdleOptions& o = idle_.options();
       // Told once per window while it stays idle.
+      const size_t before = notices_.size();
       NoticeLocked(p, StrCat("GPUIdle/", uuid), "GPUIdle",
                    StrCat("GPU ", g.spec.index, " (", uuid, ") ran this pod's kernels ", busy / 10,
                           ".", busy % 10, "% of the last ",
@@ -635,6 +636,7 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
                           "%): the pod holds a GPU it does not use; a smaller share, or ending "
                           "the pod, gives it to pods that would"),
                    o.window);
+      if (options_.idle_reclaim && notices_.size() > before) notices_.back().reclaim_idle = true;
     }
   }
 }

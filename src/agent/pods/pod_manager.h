@@ -73,6 +73,9 @@ struct PodNotice {
   std::string reason;
   std::string message;
   bool evict = false;  // the memory backstop asks for the pod's eviction (BackstopAction::kEvict)
+  // The pod was found idle (GPUIdle) with PodManagerOptions::idle_reclaim on: the caller evicts it
+  // if the idle-reclaim policy allows (idle_reclaim.h decides from the pod's API object).
+  bool reclaim_idle = false;
 };
 
 struct PodManagerOptions {
@@ -103,6 +106,8 @@ struct PodManagerOptions {
   // A pod that ran alone on a GPU and kept it busy less than this, for this long, is idle there:
   // a notice (GPUIdle) and tessera_agent_pod_gpu_idle (idle_watch.h). A zero window turns it off.
   IdleOptions idle;
+  // GPUIdle notices ask for the pod's eviction under the idle-reclaim policy (reclaim_idle).
+  bool idle_reclaim = false;
 };
 
 // What the agent has granted on one GPU, for /metrics.

@@ -826,9 +826,39 @@ TEST_F(PodManagerTest, APodThatKeepsItsGpuIdleIsToldOnce) {
   EXPECT_EQ(notices[0].reason, "GPUIdle");
   EXPECT_THAT(notices[0].message, HasSubstr("ran this pod's kernels 0.9% of the last 1 s (under "
                                             "5.0%): the pod holds a GPU it does not use"));
+  EXPECT_FALSE(notices[0].reclaim_idle);  // the idle-reclaim policy is off
   std::vector<GpuUse> use = m->Use();
   EXPECT_EQ(use[0].pods[0].idle, 1);
   EXPECT_EQ(use[1].pods[0].idle, 0);
+}
+
+// With the idle-reclaim policy on, the GPUIdle notice asks the agent to apply it (the agent reads
+// the pod and decides, idle_reclaim.h); a busy pod is never asked about.
+TEST_F(PodManagerTest, WithIdleReclaimTheIdleNoticeAsksForThePolicy) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(100, Uid(1));
+  proc.Process(200, Uid(2));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.usage_interval = std::chrono::milliseconds(0);
+  options_.idle = {.threshold_permille = 50, .window = std::chrono::seconds(1)};
+  options_.idle_reclaim = true;
+  DeviceUtilizationSampler sampler;
+  sampler.permille[Uuid(0)] = 10;
+  sampler.permille[Uuid(1)] = 400;
+  auto m = Manager(nullptr, &sampler);
+  ASSERT_TRUE(m->Prepare(Pod(1, {Whole(0)})).ok());
+  ASSERT_TRUE(m->Prepare(Pod(2, {Whole(1)})).ok());
+  std::vector<PodNotice> notices;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  while (std::chrono::steady_clock::now() < until) {
+    m->Maintain();
+    for (PodNotice& n : m->TakeNotices()) notices.push_back(std::move(n));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(notices.size(), 1u);
+  EXPECT_EQ(notices[0].pod.name, "p1");
+  EXPECT_TRUE(notices[0].reclaim_idle);
+  EXPECT_FALSE(notices[0].evict);
 }
 
 }  // namespace
