@@ -30,6 +30,7 @@
 #include "cli/command.h"
 #include "cli/output.h"
 #include "cli/version.h"
+#include "common/duration.h"
 #include "common/strings.h"
 #include "core/topology/topo_text.h"
 #include "k8s/client/config.h"
@@ -104,20 +105,6 @@ struct CompareFlags {
 };
 
 // "500ms", "30s", "2m".
-absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  const std::string_view unit = text.substr(digits);
-  if (digits == 0 || digits > 9 || (unit != "ms" && unit != "s" && unit != "m")) {
-    return absl::InvalidArgumentError(
-        StrCat("\"", text, "\" is not a duration such as 500ms, 30s or 2m"));
-  }
-  const int64_t n = std::stoll(std::string(text.substr(0, digits)));
-  if (unit == "ms") return std::chrono::milliseconds(n);
-  if (unit == "s") return std::chrono::milliseconds(n * 1000);
-  return std::chrono::milliseconds(n * 60'000);
-}
-
 absl::StatusOr<std::unique_ptr<agent::GpuDiscovery>> OpenDiscovery(const AgentFlags& f) {
   if (!f.gpus_file.empty()) return std::make_unique<agent::FakeDiscovery>(f.gpus_file);
   TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<agent::NvmlDiscovery> nvml,
@@ -300,6 +287,11 @@ int RunAgent(const AgentFlags& f) {
                        retry.ok() ? "must be more than 0" : retry.status().message()));
   }
   options.node.faults.retry_interval = *retry;
+  // Every flag is checked before the API server is looked for: bad input says so at once.
+  if (absl::Status s = ReadNodeSideFlags(f, options); !s.ok()) {
+    return fail(kExitBadInput, s.message());
+  }
+  ReadDeliveryFlags(f, options);
   absl::StatusOr<k8s::ClientConfig> config =
       k8s::ResolveClientConfig(f.kubeconfig, f.context, k8s::ConfigSearch::kInClusterFirst);
   if (!config.ok()) return fail(kExitBadInput, config.status().message());
@@ -312,10 +304,6 @@ int RunAgent(const AgentFlags& f) {
   }
   spdlog::info("tessera agent for node {}; API server {} ({})", options.node.node_name,
                config->server, version->value("gitVersion", "?"));
-  if (absl::Status s = ReadNodeSideFlags(f, options); !s.ok()) {
-    return fail(kExitBadInput, s.message());
-  }
-  ReadDeliveryFlags(f, options);
 
   agent::Agent agent(std::move(options), **discovery, **client);
   g_running_agent.store(&agent);

@@ -201,6 +201,18 @@ TEST(AgentCli, BadFlagsAreStatus2) {
   EXPECT_THAT(r.out, HasSubstr("--rediscover-interval: \"5\" is not a duration"));
   r = Tessera("agent --log-level loud");
   EXPECT_EQ(r.status, 2);
+  // The node side's flags too, before any API server is looked for.
+  r = Tessera("agent --idle-reclaim-below-priority high --gpus-file /dev/null --node-name n");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.out, HasSubstr("--idle-reclaim-below-priority takes a pod priority (an integer"));
+  r = Tessera(
+      "agent --gpu-idle-window 0 --idle-reclaim-below-priority 1 --gpus-file /dev/null "
+      "--node-name n");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.out, HasSubstr("--idle-reclaim-below-priority needs the idle rule"));
+  r = Tessera("agent --gpu-idle-window 2d --gpus-file /dev/null --node-name n");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_THAT(r.out, HasSubstr("--gpu-idle-window: \"2d\" is not a duration"));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/duration.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/model/profiles.h"
@@ -75,23 +76,6 @@ class Reader {
 };
 
 }  // namespace
-
-absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0 || i > 12) {
-    return absl::InvalidArgumentError(
-        StrCat("\"", text, "\" is not a duration (a whole number with ms, s, m or h: 15s)"));
-  }
-  int64_t n = std::stoll(std::string(text.substr(0, i)));
-  std::string_view unit = text.substr(i);
-  if (unit == "ms") return std::chrono::milliseconds(n);
-  if (unit == "s") return std::chrono::milliseconds(n * 1000);
-  if (unit == "m") return std::chrono::milliseconds(n * 60'000);
-  if (unit == "h") return std::chrono::milliseconds(n * 3'600'000);
-  return absl::InvalidArgumentError(
-      StrCat("\"", text, "\" is not a duration (a whole number with ms, s, m or h: 15s)"));
-}
 
 absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
                                                      std::string_view source) {

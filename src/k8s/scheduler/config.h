@@ -42,7 +42,5 @@ struct SchedulerConfig {
 [[nodiscard]] absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
                                                                    std::string_view source);
 [[nodiscard]] absl::StatusOr<SchedulerConfig> LoadSchedulerConfig(const std::string& path);
-// "500ms", "15s", "2m".
-[[nodiscard]] absl::StatusOr<std::chrono::milliseconds> ParseDuration(std::string_view text);
 
 }  // namespace tessera::k8s

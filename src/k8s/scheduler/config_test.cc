@@ -159,15 +159,6 @@ TEST(SchedulerConfig, ScaleUpTemplates) {
   EXPECT_THAT(err("scaleUp: {every: 1s}\n"), HasSubstr("unknown key \"every\""));
 }
 
-TEST(ParseDuration, Units) {
-  EXPECT_EQ(ParseDuration("250ms")->count(), 250);
-  EXPECT_EQ(ParseDuration("15s")->count(), 15000);
-  EXPECT_EQ(ParseDuration("2m")->count(), 120000);
-  EXPECT_FALSE(ParseDuration("1.5s").ok());
-  EXPECT_FALSE(ParseDuration("s").ok());
-  EXPECT_EQ(ParseDuration("24h")->count(), 86'400'000);
-  EXPECT_FALSE(ParseDuration("10d").ok());
-}
 
 // The list of keys (config_keys.h) and the parser agree: each key's example parses on its own
 // (a list item's keys appear in their list's example), and a key the list does not have is
