@@ -145,13 +145,26 @@ std::string CreateMachine(const std::string& path, const std::vector<DeviceSpec>
   return "";
 }
 
+// The machine is mapped privately (a reader on a read-only mount): this process must not write
+// it, or the pages it wrote would stop showing the machine's changes.
+std::atomic<bool> g_private_map{false};
+
 FakeMachine* MapMachine(const std::string& path, std::string* error) {
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  int flags = MAP_SHARED;
+  if (fd < 0 && (errno == EROFS || errno == EACCES)) {
+    // A reader that sees the machine on a read-only mount (the installed agent's NVML, which
+    // sees the host at /host read-only): a private mapping, which on Linux keeps showing the
+    // machine's changes on every page this process never writes (NVML only reads).
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    flags = MAP_PRIVATE;
+    g_private_map.store(true);
+  }
   if (fd < 0) {
     *error = "cannot open fake machine " + path + ": " + std::strerror(errno);
     return nullptr;
   }
-  void* map = ::mmap(nullptr, sizeof(FakeMachine), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* map = ::mmap(nullptr, sizeof(FakeMachine), PROT_READ | PROT_WRITE, flags, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) {
     *error = "cannot map fake machine " + path;
@@ -286,7 +299,7 @@ bool SharedAlive(const FakeShared& s) {
     alive = ::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
     ::close(fd);
   }
-  if (!alive) {
+  if (!alive && !g_private_map.load()) {
     auto& entry = const_cast<FakeShared&>(s);
     uint32_t live = 2;
     if (entry.state.compare_exchange_strong(live, 0, std::memory_order_acq_rel)) {
@@ -343,7 +356,7 @@ uint64_t LiveBytes(const FakeMachine& m, int device) {
     uint32_t ignored = 0;
     if (view.Check(p, &ignored) != PidView::State::kDead) {
       sum += b;
-    } else {
+    } else if (!g_private_map.load()) {
       // The driver freed a dead process's memory: forget the entry, so that it is not checked
       // again (the entry is reused by Self()).
       auto& entry = const_cast<FakeProc&>(p);

@@ -242,6 +242,12 @@ class Install {
         {"scheduler", {{"retry", {{"minInterval", "200ms"}, {"period", "2s"}}}}},
         {"agent",
          {{"devDir", nodes + "/dev"},
+          // The fake driver's NVML over the node's machine: the agent sees the pods' GPU
+          // processes and the GPUs' busy time as over NVIDIA's (the dashboard's usage row).
+          {"driverLibDir", fs::path(TESSERA_FAKE_NVML).parent_path().string()},
+          {"extraEnv",
+           {{{"name", "TESSERA_FAKE_GPU_MACHINE"},
+             {"value", StrCat("/host", MachinesDir(), "/$(NODE_NAME)/machine")}}}},
           {"extraArgs",
            {StrCat("--gpus-file=/host", nodes, "/gpus.json"),
             StrCat("--driver-lib-dir=", fs::path(TESSERA_FAKE_CUDA).parent_path().string()),
