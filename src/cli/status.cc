@@ -4,18 +4,23 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <csignal>
 #include <iostream>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "cli/cluster_access.h"
 #include "cli/command.h"
 #include "cli/output.h"
 #include "common/strings.h"
+#include "k8s/client/http.h"
 #include "k8s/client/informer.h"
 #include "k8s/snapshot/snapshot.h"
+#include "k8s/status/agent_usage.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::cli {
@@ -36,7 +41,87 @@ struct StatusFlags {
   bool watch = false;
   double interval = 2.0;
   int page_size = 500;
+  std::string usage = "auto";  // auto (with -o wide), always, never
+  std::string agent_selector = "app.kubernetes.io/part-of=tessera,app.kubernetes.io/component=agent";
 };
+
+bool WantsUsage(const StatusFlags& f) {
+  return f.usage == "always" || (f.usage == "auto" && f.output.format == "wide");
+}
+
+// What the node agents measured per pod and GPU (k8s/status/agent_usage.h): each agent's /metrics
+// through the API server's pod proxy (GET pods/proxy), up to 16 at once, for at most 15 s in all.
+// Agents that do not answer are said on stderr (once per call); their pods show no usage.
+k8s::AgentUsage ReadAgentUsage(k8s::ApiClient& client, const StatusFlags& f) {
+  k8s::AgentUsage usage;
+  std::string path = StrCat("/api/v1/pods?labelSelector=", k8s::QueryEscape(f.agent_selector));
+  if (!f.node.empty()) {
+    StrAppend(&path, "&fieldSelector=", k8s::QueryEscape(StrCat("spec.nodeName=", f.node)));
+  }
+  absl::StatusOr<nlohmann::json> list = client.Get(path);
+  if (!list.ok()) {
+    std::cerr << "tessera status: no usage: the node agents' pods cannot be listed ("
+              << list.status().message() << ")\n";
+    return usage;
+  }
+  struct Target {
+    std::string node, path;
+  };
+  std::vector<Target> targets;
+  for (const nlohmann::json& pod : list->value("items", nlohmann::json::array())) {
+    const nlohmann::json& meta = pod.value("metadata", nlohmann::json::object());
+    const nlohmann::json& spec = pod.value("spec", nlohmann::json::object());
+    if (pod.value("status", nlohmann::json::object()).value("phase", "") != "Running") continue;
+    int port = 9402;
+    for (const nlohmann::json& c : spec.value("containers", nlohmann::json::array())) {
+      for (const nlohmann::json& p : c.value("ports", nlohmann::json::array())) {
+        if (p.value("name", "") == "metrics") port = p.value("containerPort", port);
+      }
+    }
+    targets.push_back({spec.value("nodeName", "?"),
+                       StrCat("/api/v1/namespaces/", meta.value("namespace", ""), "/pods/",
+                              meta.value("name", ""), ":", port, "/proxy/metrics")});
+  }
+  std::mutex mu;
+  std::vector<std::string> failed;
+  std::atomic<size_t> next{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  auto work = [&] {
+    for (size_t i; (i = next++) < targets.size();) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::lock_guard<std::mutex> lock(mu);
+        failed.push_back(StrCat(targets[i].node, ": not asked (15 s spent)"));
+        continue;
+      }
+      k8s::HttpRequest request;
+      request.path = targets[i].path;
+      request.timeout = std::chrono::milliseconds(5000);
+      const k8s::HttpResponse r = client.Call(request);
+      k8s::AgentUsage one;
+      absl::Status read = r.ok() ? k8s::AddAgentMetrics(r.body, &one)
+                                 : absl::UnavailableError(r.error.empty()
+                                                              ? StrCat("HTTP ", r.status)
+                                                              : r.error);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!read.ok()) failed.push_back(StrCat(targets[i].node, ": ", read.message()));
+      usage.merge(one);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min<size_t>(16, targets.size()); ++t) threads.emplace_back(work);
+  for (std::thread& t : threads) t.join();
+  if (targets.empty()) {
+    std::cerr << "tessera status: no usage: no running node agent pod matches "
+              << f.agent_selector << (f.node.empty() ? "" : StrCat(" on node ", f.node)) << "\n";
+  } else if (!failed.empty()) {
+    std::sort(failed.begin(), failed.end());
+    std::cerr << "tessera status: no usage from the agents of " << failed.size() << " of "
+              << targets.size() << " nodes (reading /metrics through the API server's pod "
+              << "proxy needs get on pods/proxy): " << failed.front()
+              << (failed.size() > 1 ? ", ..." : "") << "\n";
+  }
+  return usage;
+}
 
 absl::Status Print(k8s::ApiClient& client, const k8s::ClusterSnapshot& snapshot,
                    const StatusFlags& f, bool watching) {
@@ -45,6 +130,11 @@ absl::Status Print(k8s::ApiClient& client, const k8s::ClusterSnapshot& snapshot,
   o.node = f.node;
   o.ns = f.ns;
   k8s::ReadQueues(client, &o.queues, &o.queue_errors, &o.queue_usage);
+  k8s::AgentUsage usage;
+  if (WantsUsage(f)) {
+    usage = ReadAgentUsage(client, f);
+    o.agent_usage = &usage;
+  }
   absl::StatusOr<k8s::ClusterStatus> status = k8s::ComputeStatus(snapshot, o);
   if (!status.ok()) return status.status();
   if (f.output.json()) {
@@ -165,6 +255,16 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--interval", f->interval,
                   "With --watch: at most one redraw per this many seconds")
       ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--usage", f->usage,
+                  "Read what the node agents measured for each pod (GPU memory used, GPU busy "
+                  "time, idle) from their /metrics through the API server's pod proxy (needs get "
+                  "on pods/proxy) and show it beside each grant: auto (with -o wide), always "
+                  "(also in JSON), never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
+  cmd->add_option("--agent-selector", f->agent_selector,
+                  "The label selector of the node agents' pods (for --usage)")
       ->capture_default_str();
   cmd->add_option("--page-size", f->page_size, "Objects per list request")
       ->check(CLI::Range(1, 100000))

@@ -781,6 +781,47 @@ TEST_F(HelmInstall, MetricsPassPromtoolAndTheDashboardHasData) {
   EXPECT_EQ(alerts, 6u);
 }
 
+// `tessera status -o wide` reads what the installed agents measured per pod (their /metrics
+// through the API server's pod proxy) and shows it beside each grant; `--usage always` puts it in
+// the JSON too. The pods left running by the earlier cases have GPU busy time measured (the
+// agents see the fake driver through NVML).
+TEST_F(HelmInstall, StatusWideShowsWhatTheAgentsMeasured) {
+  CommandOptions o;
+  o.env = {{"KUBECONFIG", Cp().kubeconfig()}};
+  json doc;
+  std::string err;
+  int with_busy = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        CommandResult r = RunCommand({StrCat(TESSERA_BUILD_DIR, "/tessera"), "status", "-o",
+                                      "json", "--usage", "always"},
+                                     o);
+        if (!r.ok()) return false;
+        doc = json::parse(r.out, nullptr, false);
+        err = r.err;
+        with_busy = 0;
+        if (!doc.is_object()) return false;
+        for (const json& n : doc["nodes"]) {
+          for (const json& g : n["gpus"]) {
+            for (const json& p : g["pods"]) {
+              if (p.contains("usage") && p["usage"].value("busy_seconds", -1.0) >= 0) ++with_busy;
+            }
+          }
+        }
+        return with_busy > 0;
+      },
+      seconds(60)))
+      << err << doc.dump(2);
+  EXPECT_THAT(err, ::testing::Not(HasSubstr("no usage"))) << err;
+  CommandResult wide =
+      RunCommand({StrCat(TESSERA_BUILD_DIR, "/tessera"), "status", "-o", "wide"}, o);
+  ASSERT_TRUE(wide.ok()) << wide.out << wide.err;
+  EXPECT_THAT(wide.out, HasSubstr(" [busy ")) << wide.out;
+  CommandResult plain = RunCommand({StrCat(TESSERA_BUILD_DIR, "/tessera"), "status"}, o);
+  ASSERT_TRUE(plain.ok()) << plain.out << plain.err;
+  EXPECT_THAT(plain.out, ::testing::Not(HasSubstr(" [busy "))) << plain.out;
+}
+
 // `helm upgrade` from the release before (its Queue CRD without status columns) to this chart:
 // the CRD is upgraded (kubectl get queues shows the allocation), the release's pods are ready
 // again, and the examples' pods are untouched.

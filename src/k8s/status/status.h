@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/queues/queue_set.h"
+#include "k8s/status/agent_usage.h"
 #include "k8s/snapshot/snapshot.h"
 #include "nlohmann/json.hpp"
 #include "records/queue.h"
@@ -34,6 +35,8 @@ struct GpuPodGrant {
   bool exclusive = false;
   std::string mig;    // "3g.40gb@4" for a MIG instance
   bool shown = true;  // false when --namespace hides it (it still counts in the GPU's figures)
+  // What the node's agent measured for it on this GPU (StatusOptions::agent_usage), if read.
+  std::optional<PodGpuUsage> usage;
 };
 
 struct MigInstanceStatus {
@@ -194,6 +197,8 @@ struct StatusOptions {
   std::vector<std::pair<std::string, std::string>> queue_errors;
   // The Queue objects' status.usage (records/queue.h), as the scheduler last wrote it.
   std::vector<records::QueueUsageStatus> queue_usage;
+  // What the node agents measured per pod and GPU (agent_usage.h), when read (-o wide).
+  const AgentUsage* agent_usage = nullptr;
 };
 
 // NotFound when options.node names no node of the snapshot.
@@ -201,7 +206,7 @@ struct StatusOptions {
                                                           const StatusOptions& options);
 
 struct RenderOptions {
-  bool wide = false;  // every pod on a GPU, not the first few
+  bool wide = false;  // every pod on a GPU, not the first few, with what its agent measured
   int bar_width = 20;
 };
 std::string RenderStatusText(const ClusterStatus& status, const RenderOptions& options = {});

@@ -325,6 +325,31 @@ TEST(Status, Text) {
   EXPECT_THAT(text, HasSubstr("4Gi of it in pieces too small for every pending ask"));
 }
 
+// -o wide and JSON show what the node agents measured per pod and GPU beside the grant.
+TEST(Status, WideShowsWhatTheAgentsMeasured) {
+  absl::StatusOr<ClusterStatus> plain = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  const std::string gpu0 = plain->nodes[0].gpus[0].uuid, gpu1 = plain->nodes[0].gpus[1].uuid;
+  AgentUsage usage;
+  usage[{"ns/p1", gpu0}] = {.memory_used_bytes = int64_t{3} << 30, .busy_seconds = -1, .idle = 0};
+  usage[{"ns/p3", gpu1}] = {.memory_used_bytes = -1, .busy_seconds = 754.5, .idle = 1};
+  usage[{"ns/p3", "GPU-elsewhere"}] = {.memory_used_bytes = 1, .busy_seconds = 1, .idle = 1};
+  StatusOptions o = At();
+  o.agent_usage = &usage;
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string wide = RenderStatusText(*s, {.wide = true});
+  EXPECT_THAT(wide, HasSubstr("ns/p1 4Gi 25% [used 3Gi], other/p2 8Gi"));
+  EXPECT_THAT(wide, HasSubstr("ns/p3 (whole) [busy 12m, IDLE]"));
+  EXPECT_THAT(RenderStatusText(*s), Not(HasSubstr("[used")));  // only -o wide
+  const nlohmann::json j = StatusToJson(*s);
+  const nlohmann::json& a = j["nodes"][0]["gpus"];
+  EXPECT_EQ(a[0]["pods"][0]["usage"],
+            nlohmann::json({{"memory_used_bytes", int64_t{3} << 30}, {"idle", false}}));
+  EXPECT_FALSE(a[0]["pods"][1].contains("usage"));  // nothing read for other/p2
+  EXPECT_EQ(a[1]["pods"][0]["usage"], nlohmann::json({{"busy_seconds", 754.5}, {"idle", true}}));
+}
+
 TEST(Status, JsonIsStable) {
   absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At());
   ASSERT_TRUE(s.ok()) << s.status();
