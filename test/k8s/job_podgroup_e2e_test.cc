@@ -124,10 +124,10 @@ retry: {minInterval: 200ms, period: 5s}
   }
 
   void StartScheduler() {
-    absl::StatusOr<std::unique_ptr<ScopedProcess>> p = ScopedProcess::Start(
-        {TESSERA_BINARY, "scheduler", "--kubeconfig", Cp().kubeconfig(), "--config",
-         dir_ + "/config.yaml", "--identity", "job"},
-        dir_ + "/scheduler.log");
+    absl::StatusOr<std::unique_ptr<ScopedProcess>> p =
+        ScopedProcess::Start({TESSERA_BINARY, "scheduler", "--kubeconfig", Cp().kubeconfig(),
+                              "--config", dir_ + "/config.yaml", "--identity", "job"},
+                             dir_ + "/scheduler.log");
     ASSERT_TRUE(p.ok()) << p.status();
     scheduler_ = std::move(*p);
   }
@@ -165,13 +165,12 @@ retry: {minInterval: 200ms, period: 5s}
   // A Job of `n` one-GPU pods; `scheduling` is its spec.scheduling (null: none).
   json Job(const std::string& name, int n, const json& scheduling,
            const std::string& pod_group = "") {
-    json pod_spec = {
-        {"schedulerName", scheduler_name_},
-        {"restartPolicy", "Never"},
-        {"containers",
-         {{{"name", "trainer"},
-           {"image", "busybox"},
-           {"resources", {{"limits", {{"tessera.dev/gpu", "1"}}}}}}}}};
+    json pod_spec = {{"schedulerName", scheduler_name_},
+                     {"restartPolicy", "Never"},
+                     {"containers",
+                      {{{"name", "trainer"},
+                        {"image", "busybox"},
+                        {"resources", {{"limits", {{"tessera.dev/gpu", "1"}}}}}}}}};
     if (!pod_group.empty()) pod_spec["schedulingGroup"] = {{"podGroupName", pod_group}};
     json job = {{"apiVersion", "batch/v1"},
                 {"kind", "Job"},
@@ -369,8 +368,8 @@ TEST_F(JobPodGroupTest, JobNamingTheUsersPodGroupIsPlacedByIt) {
                                               k8s::testing::PodGroupJson(ns_, "mine", 2));
   ASSERT_TRUE(created.ok()) << created.status();
   CreateJob(Job("byo", 2, nullptr, "mine"));
-  ASSERT_TRUE(WaitUntil([&] { return Condition("mine").value("status", "") == "False"; },
-                        seconds(60)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return Condition("mine").value("status", "") == "False"; }, seconds(60)))
       << Log();
   EXPECT_EQ(BoundCount(), 0);
   EXPECT_EQ(PodGroups().size(), 1u);
