@@ -358,6 +358,30 @@ TEST_F(JobPodGroupTest, JobWithoutSchedulingGetsABasicPodGroupAndNoGang) {
       << Log();
 }
 
+// A Job with parallelism 8 and gang minCount 4: the PodGroup's gang starts with 4 when only 4 fit,
+// together, and the other 4 join as room appears (the elastic-gang rules, docs/workloads.md).
+TEST_F(JobPodGroupTest, JobWithMinCountBelowParallelismStartsWithMinCountAndGrows) {
+  AddNode(NodeObject(NodeName("a")).Gpus(4).NvSwitch());
+  StartScheduler();
+  CreateJob(Job("elastic", 8, {{"schedulingPolicy", {{"gang", {{"minCount", 4}}}}}}));
+  ASSERT_TRUE(WaitUntil([&] { return Pods().size() == 8; }, seconds(60)));
+  json groups = PodGroups();
+  ASSERT_EQ(groups.size(), 1u) << groups.dump(2);
+  EXPECT_EQ(groups[0]["spec"]["schedulingPolicy"]["gang"]["minCount"], 4);
+  const std::string group_name = groups[0]["metadata"]["name"];
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 4; }, seconds(60))) << Log();
+  ASSERT_TRUE(
+      WaitUntil([&] { return Condition(group_name).value("status", "") == "True"; }, seconds(60)))
+      << Log();
+  AddNode(NodeObject(NodeName("b")).Gpus(4).NvSwitch());
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 8; }, seconds(60))) << Log();
+  for (const auto& [pod, a] : Assignments()) {
+    ASSERT_TRUE(a.gang.has_value()) << pod;
+    EXPECT_EQ(a.gang->name, group_name);
+    EXPECT_EQ(a.gang->min, 4);
+  }
+}
+
 // A Job whose pod template names a PodGroup the user made (as any Job can, with or without
 // WorkloadWithJob): the Job controller makes no Workload or PodGroup of its own, and tessera
 // places the pods as the user's PodGroup says (a gang of 2, all or nothing).
