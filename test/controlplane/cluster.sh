@@ -6,7 +6,8 @@
 #
 # Usage:
 #   cluster.sh start DIR [--with-scheduler] [--with-controller-manager]
-#                        [--with-service-accounts] [--with-workloads] [--owner-pid PID]
+#                        [--with-service-accounts] [--with-workloads] [--with-job-workloads]
+#                        [--owner-pid PID]
 #                        [--nodes N] [--node NAME] [--gpus FILE] [--label KEY=VALUE]
 #   cluster.sh stop DIR        stop exactly what `start DIR` started; check nothing is left
 #   cluster.sh status DIR      list the recorded processes; exit 0 only if all of them run
@@ -52,6 +53,12 @@
 # by default in 1.37): feature gate GenericWorkload on every component, and the API version on;
 # also TopologyAwareWorkloadScheduling (alpha), without which the API server drops a PodGroup's
 # spec.schedulingConstraints (pkg/registry/scheduling/podgroup/strategy.go).
+#
+# --with-job-workloads is --with-workloads plus the Job controller's own Workloads and PodGroups:
+# feature gate WorkloadWithJob (alpha, off by default; it needs GenericWorkload) on every
+# component, and kube-controller-manager runs (implied). The API server then accepts a Job's
+# spec.scheduling, and the Job controller makes a Workload and a PodGroup for every Job it starts
+# that has no owner and whose pod template names no PodGroup (docs/workloads.md).
 #
 # --with-service-accounts makes pods in-cluster clients, as a Helm install needs (the scheduler and
 # the agent as pods): the ServiceAccount admission plugin is on (pods get their projected,
@@ -568,6 +575,7 @@ start_cluster() {
   dir=$1
   shift
   with_scheduler=0 with_kcm=0 with_sa=0 pod_api_host=""
+  local workloads=0 job_workloads=0
   node_names=() node_gpus=() node_labels=() prepare_pids=()
   local owner="" group=() i count
   # add_nodes NAME...: new nodes; --gpus and --label apply to the last group added.
@@ -586,10 +594,8 @@ start_cluster() {
       --with-scheduler) with_scheduler=1 ;;
       --with-controller-manager) with_kcm=1 ;;
       --with-service-accounts) with_sa=1 with_kcm=1 ;;
-      --with-workloads)
-        feature_gates+=,GenericWorkload=true,TopologyAwareWorkloadScheduling=true
-        runtime_config+=,scheduling.k8s.io/v1beta1=true
-        ;;
+      --with-workloads) workloads=1 ;;
+      --with-job-workloads) workloads=1 job_workloads=1 with_kcm=1 ;;
       --owner-pid) owner=${2:?--owner-pid needs a pid}; shift ;;
       --owner-pid=*) owner=${1#*=} ;;
       --nodes | --nodes=*)
@@ -621,6 +627,11 @@ start_cluster() {
     esac
     shift
   done
+  if ((workloads)); then
+    feature_gates+=,GenericWorkload=true,TopologyAwareWorkloadScheduling=true
+    runtime_config+=,scheduling.k8s.io/v1beta1=true
+  fi
+  if ((job_workloads)); then feature_gates+=,WorkloadWithJob=true; fi
   [[ -z $owner ]] || alive "$owner" || die "owner process $owner is not running"
   if ((${#node_names[@]})); then
     [[ $(printf '%s\n' "${node_names[@]}" | sort | uniq -d) == "" ]] || die "two nodes with one name"

@@ -320,6 +320,7 @@ absl::StatusOr<std::unique_ptr<ControlPlane>> ControlPlane::Start(
   if (options.with_controller_manager) argv.push_back("--with-controller-manager");
   if (options.with_service_accounts) argv.push_back("--with-service-accounts");
   if (options.with_workloads) argv.push_back("--with-workloads");
+  if (options.with_job_workloads) argv.push_back("--with-job-workloads");
   for (std::string& a : NodeArgs(options.nodes)) argv.push_back(std::move(a));
 
   CommandOptions run;

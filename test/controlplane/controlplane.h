@@ -92,6 +92,9 @@ struct ControlPlaneOptions {
   // TopologyAwareWorkloadScheduling on every component and the API version on (all off by
   // default in Kubernetes 1.37).
   bool with_workloads = false;
+  // with_workloads plus the Job controller's own Workloads and PodGroups: feature gate
+  // WorkloadWithJob (alpha) on every component, and kube-controller-manager (implied).
+  bool with_job_workloads = false;
   std::vector<NodeOptions> nodes;  // real nodes (kubelet + containerd); needs root
   std::string dir;                 // empty: a new folder under $TMPDIR (or /tmp)
   pid_t owner_pid = 0;             // the watchdog stops the plane when it exits; 0: us

@@ -1,11 +1,11 @@
 // main() of every tessera_e2e_test binary: one control plane (and its nodes) for the whole binary.
 //
 //   test_binary [gtest flags] [--with-scheduler] [--with-controller-manager]
-//               [--with-service-accounts] [--with-workloads]
+//               [--with-service-accounts] [--with-workloads] [--with-job-workloads]
 //               [--nodes N] [--node NAME] [--gpus FILE] [--label KEY=VALUE]
 //
-// tessera_e2e_test(... WITH_SCHEDULER / WITH_CONTROLLER_MANAGER / WITH_WORKLOADS / NODES /
-// NODE_ARGS) passes these flags; the node options are cluster.sh's (see ParseNodeArgs).
+// tessera_e2e_test(... WITH_SCHEDULER / WITH_CONTROLLER_MANAGER / WITH_WORKLOADS /
+// WITH_JOB_WORKLOADS / NODES / NODE_ARGS) passes these flags; the node options are cluster.sh's (see ParseNodeArgs).
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
       options.with_controller_manager = true;
     } else if (std::strcmp(argv[i], "--with-workloads") == 0) {
       options.with_workloads = true;
+    } else if (std::strcmp(argv[i], "--with-job-workloads") == 0) {
+      options.with_job_workloads = true;
+      options.with_workloads = true;
+      options.with_controller_manager = true;
     } else {
       node_args.emplace_back(argv[i]);
     }
@@ -36,7 +40,7 @@ int main(int argc, char** argv) {
   if (!nodes.ok()) {
     std::cerr << argv[0] << ": " << nodes.status().message()
               << " (expected gtest flags, --with-scheduler, --with-controller-manager, "
-                 "--with-service-accounts, --with-workloads,"
+                 "--with-service-accounts, --with-workloads, --with-job-workloads,"
                  " --nodes N,"
                  " --node NAME, --gpus FILE, --label KEY=VALUE)\n";
     return 2;

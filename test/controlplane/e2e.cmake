@@ -2,7 +2,7 @@
 #
 #   tessera_e2e_test(NAME name SRCS a_e2e_test.cc ... DEPS lib ...
 #                    [WITH_SCHEDULER] [WITH_CONTROLLER_MANAGER] [WITH_SERVICE_ACCOUNTS]
-#                    [WITH_WORKLOADS] [NODES n]
+#                    [WITH_WORKLOADS] [WITH_JOB_WORKLOADS] [NODES n]
 #                    [NODE_ARGS --node NAME --gpus FILE --label K=V ...] [TIMEOUT s] [ARGS ...])
 #
 # The binary's main (controlplane_main.cc) starts one control plane before the first test and
@@ -10,9 +10,11 @@
 # test/controlplane/controlplane.h). WITH_SCHEDULER adds the stock kube-scheduler,
 # WITH_CONTROLLER_MANAGER kube-controller-manager, WITH_SERVICE_ACCOUNTS pods as in-cluster API
 # clients (ServiceAccount tokens; implies the controller manager), WITH_WORKLOADS the Workload and
-# PodGroup APIs (scheduling.k8s.io/v1beta1, gate GenericWorkload). NODES n adds n real nodes (kubelet + containerd;
-# node-1 ... node-n), NODE_ARGS nodes described with cluster.sh's options (both may be given;
-# see test/controlplane/README.md). The test gets the CTest label `e2e`, a
+# PodGroup APIs (scheduling.k8s.io/v1beta1, gate GenericWorkload), WITH_JOB_WORKLOADS those and the
+# Job controller's own Workloads and PodGroups (gate WorkloadWithJob; implies the controller
+# manager). NODES n adds n real nodes (kubelet + containerd; node-1 ... node-n), NODE_ARGS nodes
+# described with cluster.sh's options (both may be given; see test/controlplane/README.md). The
+# test gets the CTest label `e2e`, a
 # default timeout of 600 s, and the resource lock `tessera_controlplane`, so that e2e binaries
 # run one at a time on the 2-core machines while unit tests run beside them. The control plane
 # binaries come from test/controlplane/build.sh (`make test` runs it).
@@ -25,7 +27,7 @@ function(tessera_e2e_test)
   if(NOT TESSERA_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "WITH_SCHEDULER;WITH_CONTROLLER_MANAGER;WITH_SERVICE_ACCOUNTS;WITH_WORKLOADS" "NAME;TIMEOUT;NODES"
+  cmake_parse_arguments(ARG "WITH_SCHEDULER;WITH_CONTROLLER_MANAGER;WITH_SERVICE_ACCOUNTS;WITH_WORKLOADS;WITH_JOB_WORKLOADS" "NAME;TIMEOUT;NODES"
                         "SRCS;DEPS;ARGS;NODE_ARGS" ${ARGN})
   add_executable(${ARG_NAME} ${ARG_SRCS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} tessera_controlplane_main
@@ -46,6 +48,9 @@ function(tessera_e2e_test)
   endif()
   if(ARG_WITH_WORKLOADS)
     list(APPEND cp_args --with-workloads)
+  endif()
+  if(ARG_WITH_JOB_WORKLOADS)
+    list(APPEND cp_args --with-job-workloads)
   endif()
   if(ARG_NODES)
     list(APPEND cp_args --nodes ${ARG_NODES})

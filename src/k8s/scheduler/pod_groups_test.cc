@@ -1,5 +1,6 @@
 #include "k8s/scheduler/pod_groups.h"
 
+#include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/testing/objects.h"
@@ -119,6 +120,61 @@ TEST_F(PodGroupsTest, APodKeyMovedToAnotherGroupKeyLeavesTheFirst) {
   EXPECT_TRUE(groups_.OnGroup(Change::kUpdated, DecodePodGroup(PodGroupJson("a", "g", 0))).empty());
   EXPECT_TRUE(
       groups_.OnGroup(Change::kUpdated, DecodePodGroup(PodGroupJson("a/b", "g", 0))).empty());
+}
+
+// The PodGroup and a pod as kube-controller-manager v1.37.2's Job controller writes them (gate
+// WorkloadWithJob; captured from the harness, docs/workloads.md "The Job controller's PodGroups"):
+// owners, finalizers, workloadRef and disruptionMode are read past, and the pod is one gang named
+// as the PodGroup, min = the Job's parallelism, in one NVLink domain. A minCount the controller
+// patches later (the Job's spec.scheduling changed) is what the group's pods are resolved with.
+TEST_F(PodGroupsTest, TheJobControllersPodGroupIsAGangOfItsPods) {
+  const std::string name = "train-5bdbfb54f-train-pgt-0-c4c4d6f75";
+  json group = json::parse(R"({
+    "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+    "metadata": {
+      "name": "train-5bdbfb54f-train-pgt-0-c4c4d6f75", "namespace": "ml",
+      "uid": "0b46a15f-229e-4f94-a3b3-e668253ae213", "resourceVersion": "238",
+      "finalizers": ["scheduling.k8s.io/podgroup-protection"],
+      "ownerReferences": [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "controller": true,
+         "blockOwnerDeletion": true, "uid": "9a08b0c2-f080-4bf3-af1c-3c15f7ed0b32"},
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload", "name": "train-5bdbfb54f",
+         "uid": "54b438a7-c137-46da-a999-fdfc29f8d4bb"}]},
+    "spec": {
+      "disruptionMode": {"single": {}},
+      "schedulingConstraints": {"topology": [{"key": "tessera.dev/nvlink-domain"}]},
+      "schedulingPolicy": {"gang": {"minCount": 3}},
+      "workloadRef": {"templateName": "train-pgt-0", "workloadName": "train-5bdbfb54f"}},
+    "status": {}})");
+  auto g = DecodePodGroup(group);
+  EXPECT_EQ(g->error, "");
+  EXPECT_TRUE(g->gang);
+  EXPECT_EQ(g->min_count, 3);
+  json pod = PodObject("ml", "train-0-nlbhl").Limit("tessera.dev/gpu", "1").PodGroup(name).Json();
+  pod["metadata"]["generateName"] = "train-0-";
+  pod["metadata"]["finalizers"] = {"batch.kubernetes.io/job-tracking"};
+  pod["metadata"]["labels"]["batch.kubernetes.io/job-name"] = "train";
+  pod["metadata"]["ownerReferences"] = {{{"apiVersion", "batch/v1"},
+                                         {"kind", "Job"},
+                                         {"name", "train"},
+                                         {"controller", true},
+                                         {"uid", "9a08b0c2-f080-4bf3-af1c-3c15f7ed0b32"}}};
+  groups_.OnGroup(Change::kAdded, g);
+  PodGroups::Resolved r = groups_.Resolve(DecodePod(pod));
+  ASSERT_FALSE(r.pod->pod_group_missing);
+  ASSERT_TRUE(r.pod->input_error.empty()) << r.pod->input_error;
+  ASSERT_TRUE(r.pod->request.gang.has_value());
+  EXPECT_EQ(r.pod->request.gang->name, name);
+  EXPECT_EQ(r.pod->request.gang->min_members(), 3);
+  EXPECT_EQ(r.pod->request.gang->level, "nvlink-domain");
+  EXPECT_TRUE(r.pod->request.gang->required);
+  EXPECT_EQ(groups_.GroupOf(*r.pod), groups_.Find(StrCat("ml/", name)));
+
+  group["spec"]["schedulingPolicy"]["gang"]["minCount"] = 2;
+  group["metadata"]["resourceVersion"] = "251";
+  EXPECT_EQ(groups_.OnGroup(Change::kUpdated, DecodePodGroup(group)),
+            std::vector<std::string>{"ml/train-0-nlbhl"});
+  EXPECT_EQ(groups_.Resolve(groups_.Raw("ml/train-0-nlbhl")).pod->request.gang->min_members(), 2);
 }
 
 // As kube-scheduler: a True condition is final; the same message is not written twice; a
