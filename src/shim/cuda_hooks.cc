@@ -425,6 +425,16 @@ CUresult GraphMemoryLaunch(CUgraphExec exec, Call call) {
 
 // ---------------------------------------------------------------------------- compute
 
+// What this process's work took on a shared GPU between two syncs, added to the pod's ledger
+// (LedgerHeader::gpu_busy_ns) for the agent's split of the GPU's busy time (busy_meter.h).
+void PublishBusy(Share* share, int64_t call_ns, int64_t done_ns) {
+  const uint64_t busy = share->busy().Sync(call_ns, done_ns);
+  if (busy == 0) return;
+  if (auto* h = share->ledger()->header()) {
+    h->gpu_busy_ns.fetch_add(busy, std::memory_order_relaxed);
+  }
+}
+
 void GateSlow(CUstream stream, bool ptsz) {
   Shim& s = S();
   CUstream eff = Effective(stream, ptsz);
@@ -432,15 +442,24 @@ void GateSlow(CUstream stream, bool ptsz) {
   if (!s.StreamDevice(eff, &dev)) return;
   Share* share = s.ShareForDevice(dev);
   if (share == nullptr) return;
+  // Every launch on a shared GPU is metered (a clock read for the first since a sync), capped
+  // or not; it is noted once admitted, when it goes to the GPU.
+  auto& busy = share->busy();
   const auto& limits = share->limits();
-  if (limits.effective_duty() >= 1000) return;
+  if (limits.effective_duty() >= 1000) {
+    busy.Launch(MonoNs);
+    return;
+  }
   auto& gate = share->gate();
   const int64_t now = MonoNs();
   auto admit = [&](int64_t t, tessera::shim::ComputeGate::Window* w) {
     return gate.Admit(t, limits.effective_duty(), limits.phase(),
                       int64_t{limits.period_us()} * 1000, w);
   };
-  if (admit(now, nullptr)) return;
+  if (admit(now, nullptr)) {
+    busy.Launch([now] { return now; });
+    return;
+  }
   // A launch into a capturing stream is only recorded into a graph: nothing runs now.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (s.real.cuStreamIsCapturing != nullptr &&
@@ -457,6 +476,7 @@ void GateSlow(CUstream stream, bool ptsz) {
   if (exchanged) s.real.cuThreadExchangeStreamCaptureMode(&mode);
   int64_t t = MonoNs();
   gate.ObserveSync(now, t);
+  PublishBusy(share, now, t);
   tessera::shim::ComputeGate::Window w;
   while (!admit(t, &w)) {
     Log(2,
@@ -469,13 +489,15 @@ void GateSlow(CUstream stream, bool ptsz) {
     SleepUntil(w.next_start_ns);  // the next window brings time and credit
     t = MonoNs();
   }
+  busy.Launch([t] { return t; });
   if (auto* h = share->ledger()->header()) {
     h->gate_wait_ns.fetch_add(static_cast<uint64_t>(t - now), std::memory_order_relaxed);
     h->gated_launches.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
-// The program's own synchronisations tell the gate what its launches cost.
+// The program's own synchronisations tell the gate what its launches cost (capped shares) and
+// the busy meter what they took (every share).
 template <typename Call>
 CUresult TimedSync(CUstream stream, bool ptsz, bool whole_context, Call call) {
   Shim& s = S();
@@ -484,10 +506,13 @@ CUresult TimedSync(CUstream stream, bool ptsz, bool whole_context, Call call) {
   bool known =
       whole_context ? s.CurrentDevice(&dev) : s.StreamDevice(Effective(stream, ptsz), &dev);
   Share* share = known ? s.ShareForDevice(dev) : nullptr;
-  if (share == nullptr || share->limits().compute_limit() == 0) return call();
+  if (share == nullptr) return call();
   const int64_t start = MonoNs();
   CUresult r = call();
-  if (r == CUDA_SUCCESS) share->gate().ObserveSync(start, MonoNs());
+  if (r != CUDA_SUCCESS) return r;
+  const int64_t done = MonoNs();
+  if (share->limits().compute_limit() != 0) share->gate().ObserveSync(start, done);
+  PublishBusy(share, start, done);
   return r;
 }
 

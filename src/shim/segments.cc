@@ -279,6 +279,7 @@ SegmentInfo Segment::Inspect() const {
     info.reclaimed_bytes = h->reclaimed_bytes.load();
     info.gate_wait_ns = h->gate_wait_ns.load();
     info.gated_launches = h->gated_launches.load();
+    info.gpu_busy_ns = h->gpu_busy_ns.load();
     count = ledger_->CopySlots(slots.data(), static_cast<uint32_t>(slots.size()), true);
   });
   for (uint32_t i = 0; i < count; ++i) {

@@ -74,6 +74,9 @@ struct SegmentInfo {
   uint64_t reclaimed_bytes = 0;
   uint64_t gate_wait_ns = 0;
   uint64_t gated_launches = 0;
+  // What the pod's shims measured their work taking on the GPU (LedgerHeader::gpu_busy_ns):
+  // the pod wrote it, so a figure to check, not to trust.
+  uint64_t gpu_busy_ns = 0;
   std::vector<ProcessUsage> processes;
 };
 

@@ -1,0 +1,63 @@
+// BusyMeter: how much GPU time this process's work took on one shared GPU, measured at its
+// synchronisations, for the pod's ledger (LedgerHeader::gpu_busy_ns) and from there the agent's
+// split of a shared GPU's busy time among the pods running on it (issue 34,
+// src/agent/pods/usage_meter.h). NVML cannot make that split (bench/results/usage-gpu.md).
+//
+// The measurement is the compute gate's true-up (compute_gate.h), without the gate: between two
+// synchronisations the process launched work from `first` on; a sync called at `call` returned
+// at `done`.
+//   - The sync found the GPU busy (it took longer than ComputeGate::kIdleSyncNs): the launches
+//     since `first` ran until `done`, and they are charged done - first.
+//   - It found it idle: they were done by `call`, having taken at most call - first. They are
+//     charged launches x the learnt cost per launch (the last busy sync's (done - first) /
+//     launches), at most call - first; 0 before any busy sync taught a cost.
+//
+// Error bound. The truth T of an interval (the GPU time of this process's own launches in it)
+// and the charge C: with a busy sync T <= C = done - first, and C - T is the time in
+// [first, done] in which the GPU ran none of this process's work: gaps in which the GPU was
+// idle between two of its launches (the program launched, computed on the CPU, launched again)
+// and time the GPU gave to other processes (time-slicing, or another pod's kernels queued
+// before). Where the compute controller tiles the pods' windows (hard caps) each pod runs alone
+// in its window and the second term is small (the spill of one launch past a window's end).
+// With an idle sync C is an estimate (the learnt cost), never more than call - first. Work
+// that no stream or context synchronisation ends (events, polling, a process that exits
+// without a sync) is not charged. The agent therefore trusts no single figure: it clamps each
+// pod's reports and never lets their sum pass the device's own busy time (usage_meter.h).
+//
+// Worked example: 10 launches at t = 0 ms, a cuStreamSynchronize called at 1 ms returns at 16
+// ms (busy): charged 16 ms, cost 1.6 ms. Then 5 launches at 20 ms, a sync called at 40 ms
+// returns at once (idle): charged min(5 x 1.6, 40 - 20) = 8 ms.
+//
+// One per process and shared GPU (shim_state.h's Share). Pure arithmetic on a monotonic clock
+// in nanoseconds; thread-safe. The launch path takes the clock only for the first launch after
+// a sync, so a sync interval costs one clock read at its first launch and two at its sync.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+namespace tessera::shim {
+
+class BusyMeter {
+ public:
+  // A launch of this process on the GPU was submitted; `now` (a callable returning the
+  // monotonic clock in nanoseconds) is called only for the first launch since the last sync.
+  template <typename Clock>
+  void Launch(Clock&& now) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (launches_++ == 0) first_ns_ = now();
+  }
+  // A synchronisation of this process's work was called at call_ns and returned at done_ns:
+  // the GPU time charged for the launches since the previous one (0 when there were none).
+  uint64_t Sync(int64_t call_ns, int64_t done_ns);
+
+  int64_t cost_ns() const;
+
+ private:
+  mutable std::mutex mu_;
+  int64_t launches_ = 0;  // launches since the last sync
+  int64_t first_ns_ = 0;  // the first of them
+  int64_t cost_ns_ = 0;   // learnt GPU time per launch (0: no busy sync yet)
+};
+
+}  // namespace tessera::shim
