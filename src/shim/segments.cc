@@ -311,6 +311,13 @@ SegmentInfo Segment::Inspect() const {
   return info;
 }
 
+std::optional<uint64_t> Segment::GpuBusyNs() const {
+  uint64_t ns = 0;
+  const LedgerHeader* h = ledger_->header();
+  if (!RunCatchingBusErrors([&] { ns = h->gpu_busy_ns.load(); })) return std::nullopt;
+  return ns;
+}
+
 std::string Segment::CheckAndRestoreHeader() {
   const uint64_t bytes = ledger_->FileBytesNow();
   LedgerHeader now;

@@ -2,15 +2,52 @@
 
 #include <algorithm>
 
+#include "absl/numeric/int128.h"
+
 namespace tessera::agent {
+
+void UsageMeter::Rebase(const std::string& gpu_uuid, const std::map<std::string, Report>& reports) {
+  for (const auto& [uid, report] : reports) counters_[{uid, gpu_uuid}] = report.counter_ns;
+}
+
+std::map<std::string, uint64_t> UsageMeter::Increases(const std::string& gpu_uuid,
+                                                      uint64_t elapsed_ns,
+                                                      const std::map<std::string, Report>& reports,
+                                                      Gpu& gpu,
+                                                      std::vector<std::string>* rejected) {
+  std::map<std::string, uint64_t> out;
+  // Products of nanosecond figures and permille: in 128 bits, whatever the pod wrote.
+  using Wide = absl::uint128;
+  const Wide most = Wide{elapsed_ns} * (1000 + kReportSlackPermille) / 1000;
+  for (const auto& [uid, report] : reports) {
+    auto [it, first] = counters_.try_emplace({uid, gpu_uuid}, report.counter_ns);
+    if (first) continue;  // a starting point
+    const uint64_t before = std::exchange(it->second, report.counter_ns);
+    if (report.counter_ns < before || report.counter_ns - before > most) {
+      ++gpu.rejected_reports;
+      rejected->push_back(uid);
+      continue;
+    }
+    uint64_t r = std::min(report.counter_ns - before, elapsed_ns);
+    if (report.hard_cap_permille > 0 && report.hard_cap_permille < 1000) {
+      const Wide window =
+          Wide{elapsed_ns} * (report.hard_cap_permille + kHardCapSlackPermille) / 1000;
+      if (Wide{r} > window) r = absl::Uint128Low64(window);
+    }
+    out[uid] = r;
+  }
+  return out;
+}
 
 UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_ns,
                                        uint32_t utilization_permille,
-                                       const std::vector<std::string>& running_pods) {
+                                       const std::vector<std::string>& running_pods,
+                                       const std::map<std::string, Report>& reports) {
   auto last = last_ns_.find(gpu_uuid);
   if (last == last_ns_.end() || now_ns <= last->second) {
     last_ns_[gpu_uuid] = now_ns;
     gpus_.try_emplace(gpu_uuid);
+    Rebase(gpu_uuid, reports);
     return {};
   }
   const uint64_t elapsed = static_cast<uint64_t>(now_ns - last->second);
@@ -19,12 +56,30 @@ UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_
   Gpu& g = gpus_[gpu_uuid];
   g.sampled_ns += elapsed;
   g.busy_ns += busy;
+  Charge charge{elapsed, busy, {}};
+  const std::map<std::string, uint64_t> r =
+      Increases(gpu_uuid, elapsed, reports, g, &charge.rejected);
   if (running_pods.size() == 1) {
+    // Alone on the GPU: the device's figure is the pod's, whatever it reported.
     pods_[{running_pods.front(), gpu_uuid}] += busy;
-  } else {
-    g.unattributed_ns += busy;
+    return charge;
   }
-  return {elapsed, busy};
+  // Several (or none): what each running pod reported, never more than B in all.
+  absl::uint128 sum = 0;
+  for (const std::string& uid : running_pods) {
+    if (auto it = r.find(uid); it != r.end()) sum += it->second;
+  }
+  uint64_t charged = 0;
+  for (const std::string& uid : running_pods) {
+    auto it = r.find(uid);
+    if (it == r.end()) continue;  // no report: its time stays unattributed
+    const uint64_t share =
+        sum <= busy ? it->second : absl::Uint128Low64(absl::uint128{it->second} * busy / sum);
+    pods_[{uid, gpu_uuid}] += share;
+    charged += share;
+  }
+  g.unattributed_ns += busy - charged;
+  return charge;
 }
 
 void UsageMeter::Skip(const std::string& gpu_uuid) { last_ns_.erase(gpu_uuid); }
@@ -32,6 +87,9 @@ void UsageMeter::Skip(const std::string& gpu_uuid) { last_ns_.erase(gpu_uuid); }
 void UsageMeter::Forget(const std::string& pod_uid) {
   for (auto it = pods_.begin(); it != pods_.end();) {
     it = it->first.first == pod_uid ? pods_.erase(it) : std::next(it);
+  }
+  for (auto it = counters_.begin(); it != counters_.end();) {
+    it = it->first.first == pod_uid ? counters_.erase(it) : std::next(it);
   }
 }
 
