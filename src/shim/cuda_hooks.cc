@@ -427,8 +427,7 @@ CUresult GraphMemoryLaunch(CUgraphExec exec, Call call) {
 
 // What this process's work took on a shared GPU between two syncs, added to the pod's ledger
 // (LedgerHeader::gpu_busy_ns) for the agent's split of the GPU's busy time (busy_meter.h).
-void PublishBusy(Share* share, int64_t call_ns, int64_t done_ns) {
-  const uint64_t busy = share->busy().Sync(call_ns, done_ns);
+void PublishBusy(Share* share, uint64_t busy) {
   if (busy == 0) return;
   if (auto* h = share->ledger()->header()) {
     h->gpu_busy_ns.fetch_add(busy, std::memory_order_relaxed);
@@ -442,22 +441,27 @@ void GateSlow(CUstream stream, bool ptsz) {
   if (!s.StreamDevice(eff, &dev)) return;
   Share* share = s.ShareForDevice(dev);
   if (share == nullptr) return;
-  // Every launch on a shared GPU is metered (a clock read for the first since a sync), capped
-  // or not; it is noted once admitted, when it goes to the GPU.
+  // Every launch on a shared GPU is metered, capped or not, once admitted (when it goes to the
+  // GPU); after a pause the stream is asked whether the GPU is done with the work before it.
   auto& busy = share->busy();
+  auto meter = [&](int64_t t) {
+    PublishBusy(share, busy.Launch(t, [&] {
+      return s.real.cuStreamQuery != nullptr && s.real.cuStreamQuery(eff) == CUDA_SUCCESS;
+    }));
+  };
   const auto& limits = share->limits();
+  const int64_t now = MonoNs();
   if (limits.effective_duty() >= 1000) {
-    busy.Launch(MonoNs);
+    meter(now);
     return;
   }
   auto& gate = share->gate();
-  const int64_t now = MonoNs();
   auto admit = [&](int64_t t, tessera::shim::ComputeGate::Window* w) {
     return gate.Admit(t, limits.effective_duty(), limits.phase(),
                       int64_t{limits.period_us()} * 1000, w);
   };
   if (admit(now, nullptr)) {
-    busy.Launch([now] { return now; });
+    meter(now);
     return;
   }
   // A launch into a capturing stream is only recorded into a graph: nothing runs now.
@@ -476,7 +480,7 @@ void GateSlow(CUstream stream, bool ptsz) {
   if (exchanged) s.real.cuThreadExchangeStreamCaptureMode(&mode);
   int64_t t = MonoNs();
   gate.ObserveSync(now, t);
-  PublishBusy(share, now, t);
+  PublishBusy(share, busy.Sync(now, t));
   tessera::shim::ComputeGate::Window w;
   while (!admit(t, &w)) {
     Log(2,
@@ -489,7 +493,7 @@ void GateSlow(CUstream stream, bool ptsz) {
     SleepUntil(w.next_start_ns);  // the next window brings time and credit
     t = MonoNs();
   }
-  busy.Launch([t] { return t; });
+  meter(t);
   if (auto* h = share->ledger()->header()) {
     h->gate_wait_ns.fetch_add(static_cast<uint64_t>(t - now), std::memory_order_relaxed);
     h->gated_launches.fetch_add(1, std::memory_order_relaxed);
@@ -512,7 +516,7 @@ CUresult TimedSync(CUstream stream, bool ptsz, bool whole_context, Call call) {
   if (r != CUDA_SUCCESS) return r;
   const int64_t done = MonoNs();
   if (share->limits().compute_limit() != 0) share->gate().ObserveSync(start, done);
-  PublishBusy(share, start, done);
+  PublishBusy(share, share->busy().Sync(start, done));
   return r;
 }
 
