@@ -47,6 +47,7 @@ UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_
   if (last == last_ns_.end() || now_ns <= last->second) {
     last_ns_[gpu_uuid] = now_ns;
     gpus_.try_emplace(gpu_uuid);
+    carry_.erase(gpu_uuid);
     Rebase(gpu_uuid, reports);
     return {};
   }
@@ -59,30 +60,56 @@ UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_
   Charge charge{elapsed, busy, {}};
   const std::map<std::string, uint64_t> r =
       Increases(gpu_uuid, elapsed, reports, g, &charge.rejected);
+  std::map<std::string, uint64_t>& carry = carry_[gpu_uuid];
   if (running_pods.size() == 1) {
     // Alone on the GPU: the device's figure is the pod's, whatever it reported.
     pods_[{running_pods.front(), gpu_uuid}] += busy;
+    carry.clear();
     return charge;
   }
-  // Several (or none): what each running pod reported, never more than B in all.
-  absl::uint128 sum = 0;
+  // Several (or none): what each running pod reported, never more than B in all; then what
+  // the previous interval could not pay them, out of what is left.
+  std::map<std::string, uint64_t> claims;
   for (const std::string& uid : running_pods) {
-    if (auto it = r.find(uid); it != r.end()) sum += it->second;
+    if (auto it = r.find(uid); it != r.end()) claims[uid] = it->second;
   }
+  const std::map<std::string, uint64_t> paid = PayOut(claims, busy);
   uint64_t charged = 0;
+  for (const auto& [uid, ns] : paid) {
+    pods_[{uid, gpu_uuid}] += ns;
+    charged += ns;
+  }
+  std::map<std::string, uint64_t> owed;  // the previous interval's unpaid, of running pods
   for (const std::string& uid : running_pods) {
-    auto it = r.find(uid);
-    if (it == r.end()) continue;  // no report: its time stays unattributed
-    const uint64_t share =
-        sum <= busy ? it->second : absl::Uint128Low64(absl::uint128{it->second} * busy / sum);
-    pods_[{uid, gpu_uuid}] += share;
-    charged += share;
+    if (auto it = carry.find(uid); it != carry.end()) owed[uid] = it->second;
+  }
+  for (const auto& [uid, ns] : PayOut(owed, busy - charged)) {
+    pods_[{uid, gpu_uuid}] += ns;
+    charged += ns;
+  }
+  carry.clear();
+  for (const auto& [uid, ns] : claims) {
+    if (ns > paid.at(uid)) carry[uid] = ns - paid.at(uid);
   }
   g.unattributed_ns += busy - charged;
   return charge;
 }
 
-void UsageMeter::Skip(const std::string& gpu_uuid) { last_ns_.erase(gpu_uuid); }
+std::map<std::string, uint64_t> UsageMeter::PayOut(const std::map<std::string, uint64_t>& claims,
+                                                   uint64_t budget) {
+  absl::uint128 sum = 0;
+  for (const auto& [uid, ns] : claims) sum += ns;
+  std::map<std::string, uint64_t> paid;
+  for (const auto& [uid, ns] : claims) {
+    paid[uid] = sum <= budget ? ns : absl::Uint128Low64(absl::uint128{ns} * budget / sum);
+  }
+  return paid;
+}
+
+void UsageMeter::Skip(const std::string& gpu_uuid) {
+  last_ns_.erase(gpu_uuid);
+  carry_.erase(gpu_uuid);  // the next interval is not the one after it
+}
 
 void UsageMeter::Forget(const std::string& pod_uid) {
   for (auto it = pods_.begin(); it != pods_.end();) {
@@ -91,6 +118,7 @@ void UsageMeter::Forget(const std::string& pod_uid) {
   for (auto it = counters_.begin(); it != counters_.end();) {
     it = it->first.first == pod_uid ? counters_.erase(it) : std::next(it);
   }
+  for (auto& [gpu, owed] : carry_) owed.erase(pod_uid);
 }
 
 const UsageMeter::Gpu* UsageMeter::gpu(const std::string& gpu_uuid) const {

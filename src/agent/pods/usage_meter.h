@@ -20,8 +20,15 @@
 //         GPU's rejected_reports counts it);
 //       * r_i is clamped to the interval, and for a hard cap to the window the agent gave it:
 //         (cap + kHardCapSlackPermille) x the interval;
-//       * if sum(r) <= B each pod gets r_i and B - sum(r) stays unattributed; if sum(r) > B every
-//         r_i is scaled by B / sum(r) (the rounding remainder stays unattributed).
+//       * if sum(r) <= B each pod gets r_i; if sum(r) > B every r_i is scaled by B / sum(r);
+//       * what a pod's r_i was not paid is owed to it for the next interval only, and paid out of
+//         what is left of that interval's B after its own reports (scaled the same way if short).
+//         The two figures are not aligned in time: a shim reports its work when a sync ends it,
+//         and the device's record runs up to a sample period (1/6 s) behind, so a burst that
+//         ends near an observation is in one interval's reports and the next one's B; on the
+//         fake driver, without this, pods taking turns were charged 5% under their truth;
+//       * what is left of B stays unattributed.
+//     A pod is never charged more than it reported (when not alone on the GPU).
 //     A pod that lies can hide its own use (it then shows as unattributed: visible) or take more
 //     of B onto itself; it can never put time on a neighbour beyond what the neighbour reported.
 //     A pod with no report (no shim: a container without it, an older shim) gets nothing, and its
@@ -30,8 +37,10 @@
 // So per GPU: busy = the pods' sum + unattributed, always.
 //
 // Worked example: 1 s with B = 0.80 s and pods a, b, c running that reported 0.15, 0.30 and
-// 0.45 s: sum 0.90 > B, so they get 0.133, 0.267 and 0.400 s. Had c reported 0.25 s (under
-// B), they would get 0.15, 0.30, 0.25 s and 0.10 s would be unattributed.
+// 0.45 s: sum 0.90 > B, so they get 0.133, 0.267 and 0.400 s, and are owed 0.017, 0.033 and
+// 0.050 s. If in the next second B = 0.05 s and none reports anything, the 0.10 s owed is paid
+// half (0.008, 0.017, 0.025 s) and the rest is dropped. Had c reported 0.25 s in the first
+// second (under B), they would get 0.15, 0.30, 0.25 s and 0.10 s would be unattributed.
 //
 // The idle rule (idle_watch.h) uses only the one-pod case, never a split: a pod could make a
 // neighbour look idle by over-reporting.
@@ -104,6 +113,10 @@ class UsageMeter {
   std::map<std::string, uint64_t> Increases(const std::string& gpu_uuid, uint64_t elapsed_ns,
                                             const std::map<std::string, Report>& reports, Gpu& gpu,
                                             std::vector<std::string>* rejected);
+  // `claims` (by pod UID) paid out of `budget`: all of them if they fit, else each scaled by
+  // budget / their sum (rounded down).
+  static std::map<std::string, uint64_t> PayOut(const std::map<std::string, uint64_t>& claims,
+                                                uint64_t budget);
   // Readings of the reports as the new starting points, without charging.
   void Rebase(const std::string& gpu_uuid, const std::map<std::string, Report>& reports);
 
@@ -112,6 +125,8 @@ class UsageMeter {
   std::map<std::pair<std::string, std::string>, uint64_t> pods_;  // (pod UID, GPU) -> busy ns
   // (pod UID, GPU) -> the pod's counter at the previous observation of the GPU
   std::map<std::pair<std::string, std::string>, uint64_t> counters_;
+  // GPU -> pod UID -> what the previous interval's reports were not paid
+  std::map<std::string, std::map<std::string, uint64_t>> carry_;
 };
 
 }  // namespace tessera::agent

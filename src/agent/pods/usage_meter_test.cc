@@ -147,16 +147,48 @@ TEST(UsageMeterTest, ACounterGoingBackOrJumpingIsRejectedAndCounted) {
   EXPECT_EQ(m.gpu(kGpu)->rejected_reports, 3u);
 }
 
+TEST(UsageMeterTest, WhatAnIntervalCouldNotPayIsOwedForTheNextOnly) {
+  UsageMeter m;
+  m.Observe(kGpu, 0, 0, {"a", "b", "c"}, Counters({{"a", 0}, {"b", 0}, {"c", 0}}));
+  // The header's first example: 0.90 s reported of 0.80 s busy, 0.10 s owed ...
+  m.Observe(kGpu, kS, 800, {"a", "b", "c"},
+            Counters({{"a", 150 * kMs}, {"b", 300 * kMs}, {"c", 450 * kMs}}));
+  // ... of which the next second's 0.05 s pays half, before anything stays unattributed.
+  m.Observe(kGpu, 2 * kS, 50, {"a", "b", "c"},
+            Counters({{"a", 150 * kMs}, {"b", 300 * kMs}, {"c", 450 * kMs}}));
+  EXPECT_EQ(m.pod_busy_ns("a", kGpu), uint64_t{133'333'333 + 8'333'333});
+  EXPECT_EQ(m.pod_busy_ns("b", kGpu), uint64_t{266'666'666 + 16'666'666});
+  EXPECT_EQ(m.pod_busy_ns("c", kGpu), uint64_t{400'000'000 + 24'999'999});  // rounded down
+  // The rest was dropped: the third second's busy time is nobody's.
+  m.Observe(kGpu, 3 * kS, 100, {"a", "b", "c"},
+            Counters({{"a", 150 * kMs}, {"b", 300 * kMs}, {"c", 450 * kMs}}));
+  EXPECT_EQ(m.pod_busy_ns("a", kGpu), uint64_t{133'333'333 + 8'333'333});
+  const uint64_t charged =
+      *m.pod_busy_ns("a", kGpu) + *m.pod_busy_ns("b", kGpu) + *m.pod_busy_ns("c", kGpu);
+  EXPECT_EQ(m.gpu(kGpu)->unattributed_ns + charged, m.gpu(kGpu)->busy_ns);
+  EXPECT_LE(charged, uint64_t{900 * kMs});  // never more than they reported
+  // Today's reports come first: a pod owed time does not take it from a neighbour's report.
+  m.Observe(kGpu, 4 * kS, 500, {"a", "b"}, Counters({{"a", 150 * kMs + kS}, {"b", 300 * kMs}}));
+  m.Observe(kGpu, 5 * kS, 500, {"a", "b"},
+            Counters({{"a", 150 * kMs + kS}, {"b", 800 * kMs}}));  // a is owed 0.5 s
+  EXPECT_EQ(*m.pod_busy_ns("b", kGpu), uint64_t{266'666'666 + 16'666'666 + 500 * kMs});
+}
+
 TEST(UsageMeterTest, ALiarTakesFromTheDeviceNeverFromANeighboursReport) {
   UsageMeter m;
   m.Observe(kGpu, 0, 0, {"honest", "liar"}, Counters({{"honest", 0}, {"liar", 0}}));
   // The liar claims the whole interval; honest ran 0.3 s of a 0.5 s busy second.
   m.Observe(kGpu, kS, 500, {"honest", "liar"}, Counters({{"honest", 300 * kMs}, {"liar", kS}}));
   // Scaled: honest is charged less than it ran, never more.
-  EXPECT_LE(*m.pod_busy_ns("honest", kGpu), uint64_t{300 * kMs});
-  // The liar claims nothing: its own time is unattributed, honest's stays its own.
+  EXPECT_EQ(*m.pod_busy_ns("honest", kGpu), uint64_t{300 * kMs * 5 / 13});
+  // The liar claims nothing new: honest gets its report, and what is left is paid out of what
+  // both were owed (honest 0.185 s, the liar 0.615 s).
   m.Observe(kGpu, 2 * kS, 500, {"honest", "liar"}, Counters({{"honest", 600 * kMs}, {"liar", kS}}));
-  EXPECT_EQ(*m.pod_busy_ns("honest", kGpu), uint64_t{300 * kMs * 5 / 13 + 300 * kMs});
+  const uint64_t owed_honest = 300 * kMs - 300 * kMs * 5 / 13;
+  EXPECT_EQ(*m.pod_busy_ns("honest", kGpu),
+            uint64_t{300 * kMs * 5 / 13 + 300 * kMs +
+                     owed_honest * 200 * kMs / (owed_honest + (kS - kS * 5 / 13))});
+  EXPECT_LE(*m.pod_busy_ns("honest", kGpu), uint64_t{600 * kMs});
 }
 
 TEST(UsageMeterTest, ThePodAloneGetsTheDevicesFigureWhateverItReports) {
