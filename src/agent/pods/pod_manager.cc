@@ -661,17 +661,22 @@ std::map<std::string, UsageMeter::Report> PodManager::UsageReportsLocked(
   for (const std::string& uid : holders) {
     for (const auto& seg : pods_.at(uid).segments) {
       if (seg->gpu_uuid() != gpu_uuid) continue;
-      std::optional<uint64_t> ns = seg->GpuBusyNs();
-      if (!ns) continue;  // truncated under the read: no report this time
-      UsageMeter::Report& r = reports[uid];
-      r.counter_ns = *ns;
-      const shim::LimitsMap& limits = seg->limits();
-      if (limits.compute_limit() > 0 && limits.compute_mode() == shim::ComputeMode::kHardCap) {
-        r.hard_cap_permille = std::max(limits.compute_limit(), limits.effective_duty());
-      }
+      if (std::optional<UsageMeter::Report> r = UsageReportOf(*seg)) reports[uid] = *r;
     }
   }
   return reports;
+}
+
+std::optional<UsageMeter::Report> UsageReportOf(const shim::Segment& segment) {
+  std::optional<uint64_t> ns = segment.GpuBusyNs();
+  if (!ns) return std::nullopt;  // truncated under the read: no report this time
+  UsageMeter::Report r{.counter_ns = *ns};
+  const shim::LimitsMap& limits = segment.limits();
+  if (limits.compute_limit() > 0 && limits.compute_mode() == shim::ComputeMode::kHardCap) {
+    // The window the controller sets may move around the cap: the larger of the two.
+    r.hard_cap_permille = std::max(limits.compute_limit(), limits.effective_duty());
+  }
+  return r;
 }
 
 void PodManager::ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now) {

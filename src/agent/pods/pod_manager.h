@@ -254,6 +254,11 @@ class PodManager {
   std::atomic<int64_t> backstop_over_{0}, backstop_actions_{0};
 };
 
+// What a pod's shims reported in its segment's ledger (untrusted) and the hard cap's window the
+// agent gives it, for UsageMeter; nullopt when the ledger could not be read (truncated under the
+// read). The pod manager's and agent_gpu_run's one reading of a report.
+std::optional<UsageMeter::Report> UsageReportOf(const shim::Segment& segment);
+
 // A pod UID (a UUID: 8-4-4-4-12 hex digits), the only names made and removed under pods_dir.
 bool ValidPodUid(std::string_view uid);
 
