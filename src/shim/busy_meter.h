@@ -24,12 +24,16 @@
 // launches, and time the GPU gave to other processes (time-slicing, or another pod's kernels
 // queued before). Measured on the fake driver of test/fake_cuda on a loaded 2-core machine,
 // before the pause rule the reports ran up to 25% over the truth for pods taking turns. Where the
-// compute controller tiles the pods' windows (hard caps) each pod runs alone in its window and the
-// second term is small (the spill of one launch past a window's end). With an idle sync C is an
-// estimate (the learnt cost), never more than call - first. Work that no stream or context
-// synchronisation ends (events, polling, a process that exits without a sync) is not charged. The
-// agent therefore trusts no single figure: it clamps each pod's reports and never lets their sum
-// pass the device's own busy time (usage_meter.h).
+// compute controller's windows (hard caps) tile the period each pod runs alone in its window and
+// the second term is small (the spill of one launch past a window's end); where they overlap (on
+// the fake: 15/30/45% caps widened to 1.12 of the period) the reports ran 8-33% over
+// (bench/results/usage-gpu.md). With an idle sync C is an estimate (the learnt cost), never more
+// than call - first. Work that no stream or context synchronisation ends (events, polling, a
+// process that exits without a sync) is not charged; launches recorded into a graph (stream
+// capture) are left out where they would open an interval or follow a pause, and counted
+// otherwise (then at most in an idle sync's learnt-cost estimate). The agent therefore trusts no
+// single figure: it clamps each pod's reports and never lets their sum pass the device's own busy
+// time (usage_meter.h).
 //
 // Worked example: 10 launches at t = 0 ms, a cuStreamSynchronize called at 1 ms returns at 16
 // ms (busy): charged 16 ms, cost 1.6 ms. Then 5 launches at 20 ms, a sync called at 40 ms
@@ -59,6 +63,14 @@ class BusyMeter {
     if (launches_++ == 0) first_ns_ = now_ns;
     last_ns_ = now_ns;
     return charged;
+  }
+  // Whether a launch at now_ns would open an interval or follow a pause: where the caller asks
+  // the driver whether the launch goes to the GPU at all (a stream being captured into a graph
+  // only records it; such a launch is not given to Launch). Launches inside an interval without
+  // a pause are not asked about (their cost: the driver call at every launch).
+  bool Asks(int64_t now_ns) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return launches_ == 0 || now_ns - last_ns_ > kPauseNs;
   }
   // A synchronisation of this process's work was called at call_ns and returned at done_ns:
   // the GPU time charged for the launches since the previous one (0 when there were none).

@@ -75,6 +75,18 @@ TEST(BusyMeterTest, APauseShorterThanTheThresholdStaysInTheInterval) {
   EXPECT_EQ(m.Sync(BusyMeter::kPauseNs + 100'000, 3 * kMs), uint64_t{3 * kMs});
 }
 
+TEST(BusyMeterTest, ItAsksAboutALaunchOnlyWhereItOpensAnIntervalOrFollowsAPause) {
+  BusyMeter m;
+  EXPECT_TRUE(m.Asks(0));  // the first: it would open an interval
+  Launches(m, 0, 1);
+  EXPECT_FALSE(m.Asks(BusyMeter::kPauseNs));
+  EXPECT_TRUE(m.Asks(BusyMeter::kPauseNs + 1));
+  // A launch the caller left out (recorded into a graph) does not move the interval.
+  EXPECT_TRUE(m.Asks(5 * kMs));
+  EXPECT_EQ(m.Sync(6 * kMs, 7 * kMs), uint64_t{7 * kMs});
+  EXPECT_TRUE(m.Asks(8 * kMs));
+}
+
 TEST(BusyMeterTest, ANonsenseClockChargesNothingNegative) {
   BusyMeter m;
   Launches(m, 50 * kMs, 1);

@@ -434,6 +434,28 @@ void PublishBusy(Share* share, uint64_t busy) {
   }
 }
 
+// Whether `stream` is being captured into a graph (or cannot be told): its launches only record.
+bool Capturing(Shim& s, CUstream stream) {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  return s.real.cuStreamIsCapturing == nullptr ||
+         s.real.cuStreamIsCapturing(stream, &capture) != CUDA_SUCCESS ||
+         capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// Whether the GPU is done with the work queued on `stream` (for BusyMeter after a pause): a
+// non-blocking query, never of a stream being captured (there the query would invalidate the
+// capture), made in relaxed capture mode (as the gate's drain) so that a capture in another
+// thread is not invalidated either.
+bool StreamDone(Shim& s, CUstream stream) {
+  if (s.real.cuStreamQuery == nullptr || Capturing(s, stream)) return false;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool exchanged = s.real.cuThreadExchangeStreamCaptureMode != nullptr &&
+                   s.real.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  const bool done = s.real.cuStreamQuery(stream) == CUDA_SUCCESS;
+  if (exchanged) s.real.cuThreadExchangeStreamCaptureMode(&mode);
+  return done;
+}
+
 void GateSlow(CUstream stream, bool ptsz) {
   Shim& s = S();
   CUstream eff = Effective(stream, ptsz);
@@ -445,9 +467,10 @@ void GateSlow(CUstream stream, bool ptsz) {
   // GPU); after a pause the stream is asked whether the GPU is done with the work before it.
   auto& busy = share->busy();
   auto meter = [&](int64_t t) {
-    PublishBusy(share, busy.Launch(t, [&] {
-      return s.real.cuStreamQuery != nullptr && s.real.cuStreamQuery(eff) == CUDA_SUCCESS;
-    }));
+    // A launch into a capturing stream only records into a graph: not GPU time, and it must not
+    // open an interval. Asked where that matters (BusyMeter::Asks), not at every launch.
+    if (busy.Asks(t) && Capturing(s, eff)) return;
+    PublishBusy(share, busy.Launch(t, [&] { return StreamDone(s, eff); }));
   };
   const auto& limits = share->limits();
   const int64_t now = MonoNs();
