@@ -78,6 +78,14 @@ class BusyMeter {
 
   int64_t cost_ns() const;
 
+  // Fork (Shim::PrepareFork): held across it, so that a child never inherits it locked by a
+  // thread it does not have. The child forgets the parent's launches: they are not its work.
+  void LockForFork() { mu_.lock(); }
+  void UnlockAfterFork(bool child) {
+    if (child) launches_ = 0;
+    mu_.unlock();
+  }
+
   // A gap between two launches after which the driver is asked whether the GPU went idle.
   static constexpr int64_t kPauseNs = 200'000;
 
