@@ -847,6 +847,43 @@ TEST_F(PodManagerTest, SeveralRunningPodsAreChargedWhatTheirShimsReported) {
   EXPECT_EQ(use[1].rejected_usage_reports, 1);
 }
 
+// A hard-capped pod's report counts at most its window (the cap, or the controller's duty if
+// larger, and the slack), whatever it wrote: the pod manager reads the window from the limits it
+// wrote itself.
+TEST_F(PodManagerTest, AHardCappedPodsReportCountsAtMostItsWindow) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(200, Uid(2));
+  proc.Process(300, Uid(3));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.usage_interval = std::chrono::milliseconds(0);
+  DeviceUtilizationSampler sampler;
+  sampler.permille[Uuid(1)] = 1000;
+  auto m = Manager(nullptr, &sampler);
+  ASSERT_TRUE(m->Prepare(Pod(2, {Share(1, 4096, 300)})).ok());
+  ASSERT_TRUE(m->Prepare(Pod(3, {Share(1, 4096, 300)})).ok());
+  auto ledger2 = shim::Segment::Open(PodDir(2), Uuid(1));
+  auto ledger3 = shim::Segment::Open(PodDir(3), Uuid(1));
+  ASSERT_TRUE(ledger2.ok() && ledger3.ok());
+  ASSERT_EQ((*ledger2)->Inspect().limits.compute_mode, shim::ComputeMode::kHardCap);
+  // 18 ms a step of at least 20 ms: more than a 30% window (with the controller's widening to
+  // 37.5% and the slack, 47.5%) unless a step takes over 37 ms.
+  for (uint64_t i = 0; i < 5; ++i) {
+    (*ledger2)->ledger().header()->gpu_busy_ns.store(i * 18'000'000);
+    (*ledger3)->ledger().header()->gpu_busy_ns.store(i * 18'000'000);
+    m->Maintain();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<GpuUse> use = m->Use();
+  ASSERT_EQ(use.size(), 2u);
+  ASSERT_GT(use[1].busy_ns, 0);
+  for (const GpuUse::Pod& p : use[1].pods) {
+    EXPECT_GT(p.busy_ns, 0) << p.name;
+    EXPECT_LE(p.busy_ns, use[1].busy_ns * 475 / 1000 + 1) << p.name;
+    EXPECT_LE(p.busy_ns, 4 * 18'000'000) << p.name;
+  }
+  EXPECT_EQ(use[1].rejected_usage_reports, 0);
+}
+
 // Idle GPUs (issue 34): a pod that ran alone on its GPU and kept it under the threshold for the
 // whole window is told (GPUIdle, once per window) and shown idle; a busy one is shown not idle.
 TEST_F(PodManagerTest, APodThatKeepsItsGpuIdleIsToldOnce) {
