@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_usage) {  // the agent's --usage-interval: a second
       next_usage = now + std::chrono::seconds(1);
-      auto u = (*sampler)->DeviceUtilization(gpu);
+      auto u = (*sampler)->DeviceBusyTime(gpu);
       if (!u.ok()) {
         ++usage_errors;
         usage.Skip(gpu);
@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
       }
       usage.Observe(
           gpu, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
-          *u, running, reports);
+          u->permille, running, reports, u->span_ns);
     }
   }
   nlohmann::json out;

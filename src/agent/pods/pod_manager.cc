@@ -603,7 +603,7 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
       usage_.Skip(uuid);
       continue;
     }
-    absl::StatusOr<uint32_t> u = sampler_->DeviceUtilization(uuid);
+    absl::StatusOr<DeviceBusy> u = sampler_->DeviceBusyTime(uuid);
     if (!u.ok()) {
       usage_.Skip(uuid);
       if (usage_errors_.insert(uuid).second) {
@@ -620,8 +620,8 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
     for (const std::string& uid : holders) {
       if (sees_host_pids_ ? running.contains(uid) : true) on_gpu.push_back(uid);
     }
-    const UsageMeter::Charge charge =
-        usage_.Observe(uuid, now_ns, *u, on_gpu, UsageReportsLocked(uuid, holders));
+    const UsageMeter::Charge charge = usage_.Observe(uuid, now_ns, u->permille, on_gpu,
+                                                     UsageReportsLocked(uuid, holders), u->span_ns);
     for (const std::string& uid : charge.rejected) {
       // Once per pod and GPU in the log; the GPU's counter counts them all.
       if (usage_rejected_.insert({uid, uuid}).second) {

@@ -42,7 +42,8 @@ std::map<std::string, uint64_t> UsageMeter::Increases(const std::string& gpu_uui
 UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_ns,
                                        uint32_t utilization_permille,
                                        const std::vector<std::string>& running_pods,
-                                       const std::map<std::string, Report>& reports) {
+                                       const std::map<std::string, Report>& reports,
+                                       uint64_t span_ns) {
   auto last = last_ns_.find(gpu_uuid);
   if (last == last_ns_.end() || now_ns <= last->second) {
     last_ns_[gpu_uuid] = now_ns;
@@ -53,7 +54,8 @@ UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_
   }
   const uint64_t elapsed = static_cast<uint64_t>(now_ns - last->second);
   last->second = now_ns;
-  const uint64_t busy = elapsed * std::min<uint32_t>(utilization_permille, 1000) / 1000;
+  const uint64_t busy =
+      (span_ns > 0 ? span_ns : elapsed) * std::min<uint32_t>(utilization_permille, 1000) / 1000;
   Gpu& g = gpus_[gpu_uuid];
   g.sampled_ns += elapsed;
   g.busy_ns += busy;

@@ -2,11 +2,12 @@
 // monotonic counters (nanoseconds) for /metrics (issue 34).
 //
 // The GPU's busy time B of an interval is the device's own utilisation since the previous
-// observation (the driver's record of it, GpuProcessSampler::DeviceUtilization: every sample
-// period counted, so that work between two observations is not missed), which a real GPU reports
-// right: on an H200 its rate stayed within 5% of the ground truth, also with several processes on
-// the GPU. The pod cannot write it. NVML's split by process is not used: there it named one
-// process per 200 ms sample when several ran, with the GPU's whole load
+// observation (the driver's record of it, GpuProcessSampler::DeviceBusyTime: every sample period
+// counted, so that work between two observations is not missed; B is its fraction times the span
+// of the samples, not times the interval, which the samples trail by up to a sample period),
+// which a real GPU reports right: on an H200 its rate stayed within 5% of the ground truth, also
+// with several processes on the GPU. The pod cannot write it. NVML's split by process is not used:
+// there it named one process per 200 ms sample when several ran, with the GPU's whole load
 // (bench/results/usage-gpu.md).
 //
 // Who B goes to:
@@ -62,7 +63,7 @@ class UsageMeter {
  public:
   struct Gpu {
     uint64_t sampled_ns = 0;        // time covered by observations
-    uint64_t busy_ns = 0;           // of which the GPU ran kernels (the device's utilisation)
+    uint64_t busy_ns = 0;           // the GPU ran kernels (the device's record; it trails)
     uint64_t unattributed_ns = 0;   // busy time charged to no pod
     uint64_t rejected_reports = 0;  // pods' self-reports refused (backwards, or too large)
   };
@@ -92,11 +93,13 @@ class UsageMeter {
   // The GPU `gpu_uuid` at `now_ns` (a monotonic clock): busy `utilization_permille` of the time
   // since the last observation, with `running_pods` (pod UIDs) the pods that have processes on it
   // now and `reports` (by pod UID; pods not running may be in it) what the pods' shims said.
+  // `span_ns` > 0: the utilisation is the driver's record of that much time since the previous
+  // observation (B = its fraction of span_ns); 0: a rate, B = its fraction of the interval.
   // The first observation of a GPU only starts its clock and reads the reports' starting points;
   // later ones charge the time since the last.
   Charge Observe(const std::string& gpu_uuid, int64_t now_ns, uint32_t utilization_permille,
                  const std::vector<std::string>& running_pods,
-                 const std::map<std::string, Report>& reports = {});
+                 const std::map<std::string, Report>& reports = {}, uint64_t span_ns = 0);
   // The GPU gave no figure this time: its clock restarts at the next observation.
   void Skip(const std::string& gpu_uuid);
   // The pod is gone: its counters go (its series with it).

@@ -49,6 +49,17 @@ TEST(UsageMeterTest, AGapOrAClockGoingBackChargesNothing) {
   EXPECT_EQ(m.gpu("GPU-other"), nullptr);
 }
 
+TEST(UsageMeterTest, TheDevicesRecordIsChargedOverTheTimeItCoversNotTheInterval) {
+  UsageMeter m;
+  m.Observe(kGpu, 0, 0, {"a"});
+  // The record's samples cover 0.83 s of the second (they trail the observation), then 1.17 s.
+  m.Observe(kGpu, kS, 600, {"a"}, {}, 833'000'000);
+  m.Observe(kGpu, 2 * kS, 600, {"a"}, {}, 1'167'000'000);
+  EXPECT_EQ(m.gpu(kGpu)->sampled_ns, uint64_t{2 * kS});
+  EXPECT_EQ(m.gpu(kGpu)->busy_ns, uint64_t{499'800'000 + 700'200'000});
+  EXPECT_EQ(m.pod_busy_ns("a", kGpu), uint64_t{1'200'000'000});
+}
+
 using Reports = std::map<std::string, UsageMeter::Report>;
 constexpr int64_t kMs = 1'000'000;
 
