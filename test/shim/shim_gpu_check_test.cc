@@ -199,11 +199,12 @@ double TruthSeconds(const Node& node, pid_t pid, int64_t from, int64_t to) {
 // Issue 34's done-when: three pods share one GPU (memory shares, no compute caps), all three
 // running throughout, and keep it busy 15%, 30% and 45% of each second in turn. Their shims
 // measure what their work took (busy_meter.h) and the agent's loop splits the device's busy time
-// by those reports (usage_meter.h): each pod's part of what was metered is within 5% of its
-// part of the fake's record of the kernels, and its metered seconds within 10% of its truth. Not
-// 5%: the device's own figure, which caps the pods' sum, is off by up to 5% on the fake (the
-// meter charges its record's rate times the interval; AgentLoopFindsStepsAndMetersAPodAlone
-// metered 0.572-0.619 s for 0.600 s), and the pods' reports (within 1% here) are scaled to it.
+// by those reports (usage_meter.h): each pod's part of what was metered is within 5% of its part
+// of the fake's record of the kernels, and its metered seconds within 7.5% of its truth. In the
+// runs of the session that made it the seconds were within 5% in 10 of 12 (-5.1% to +0.8%): the
+// reports (within 1%) and the device's figure (within 0.3%) do not cover the same time (a shim
+// reports at its syncs, the record trails by up to a sample period), and what one interval owes
+// a pod is paid only out of the next one's leftover.
 TEST(GpuCheckTest, AgentLoopSplitsASharedGpuAmongThreePodsByTheirShims) {
   Node node;
   const std::vector<std::pair<std::string, int>> loads = {{"a", 150}, {"b", 300}, {"c", 450}};
@@ -242,7 +243,7 @@ TEST(GpuCheckTest, AgentLoopSplitsASharedGpuAmongThreePodsByTheirShims) {
     std::printf("  %s: metered %.3f s, its shim reported %.3f s, truth %.3f s\n",
                 loads[i].first.c_str(), busy[i], p["reported_s"].get<double>(), truth[i]);
     ASSERT_GT(truth[i], 0);
-    EXPECT_NEAR(busy[i], truth[i], truth[i] / 10) << loads[i].first << ": " << doc["gpu"].dump();
+    EXPECT_NEAR(busy[i], truth[i], truth[i] * 0.075) << loads[i].first << ": " << doc["gpu"].dump();
     EXPECT_LE(busy[i], p["reported_s"].get<double>() + 1e-9) << loads[i].first;
     metered += busy[i];
     truths += truth[i];
