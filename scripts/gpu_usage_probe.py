@@ -20,8 +20,10 @@ record (nvmlDeviceGetSamples, every sample period, device_record_busy_s, what th
 With --agent
 (scripts/gpu_shim/agent_gpu_run.cc, built by CMake: the node agent's per-GPU loop), shim scenarios also run the agent beside
 their pods, and each worker gets meter_s, the busy time the agent's usage meter charged to its pod
-(src/agent/pods/usage_meter.h: the device's busy time, to the one pod running), with the GPU's
-unattributed time: the agent's own attribution against the truth. JSON on stdout (and --out).
+(src/agent/pods/usage_meter.h: the device's busy time, to the one pod running or split among
+several by their shims' reports), and reported_s, what its pod's shims reported (its ledger's
+gpu_busy_ns, src/shim/busy_meter.h), with the GPU's unattributed time and refused reports: the
+agent's own attribution against the truth. JSON on stdout (and --out).
 Changes nothing on the GPU.
 
 Usage: scripts/gpu_usage_probe.py [--seconds 6] [--interval-ms 250] [--scenarios '0.6;0.6,0.25']
@@ -194,6 +196,10 @@ def scenario(nv, dev, duties, args, node=None):
             results[-1]["meter_s"] = meter
             results[-1]["meter_error"] = (round(meter / truth - 1, 4)
                                           if meter is not None and truth else None)
+            reported = agent_doc.get("pods", {}).get(w["pod"], {}).get("reported_s")
+            results[-1]["reported_s"] = reported
+            results[-1]["reported_error"] = (round(reported / truth - 1, 4)
+                                             if reported is not None and truth else None)
             results[-1]["last_duty_permille"] = agent_doc.get("pods", {}).get(
                 w["pod"], {}).get("last_duty_permille")
     device_s = sum(c["dt"] * c["device"] / 100.0 for c in calls)

@@ -2,7 +2,8 @@
 // NVML: what `tessera agent` does for the pods it runs (PodManager::Maintain), without a cluster
 // around it: every 250 ms a reap (host PIDs of the pods' processes, from /proc) and one step of the
 // compute controller (src/shim/compute_controller.h), and every second the usage meter
-// (src/agent/pods/usage_meter.h) charging the device's busy time to the one pod running on it.
+// (src/agent/pods/usage_meter.h) charging the device's busy time to the one pod running on it, or
+// splitting it among several by what their shims reported in their ledgers.
 // For the GPU checks: pods made with segment_tool, their processes run through the shim, and this
 // runs beside them until SIGTERM, SIGINT or --seconds (scripts/gpu_shim_check.py, stage
 // compute_controlled; scripts/gpu_usage_probe.py --agent).
@@ -10,8 +11,10 @@
 //   agent_gpu_run --gpu UUID [--interval-ms 250] [--seconds 0] [--nvml LIB] POD_DIR...
 //
 // On exit it prints one JSON document: per pod (by POD_DIR) every step's measured utilisation,
-// hunger, duty and phase, the last duty, the host PIDs its processes had, and the busy seconds the
-// usage meter charged to it; the GPU's sampled, busy and unattributed seconds; the steps whose
+// hunger, duty and phase, the last duty, the host PIDs its processes had, the busy seconds the
+// usage meter charged to it and the seconds its shims reported (its ledger's gpu_busy_ns over the
+// run); the GPU's sampled, busy and unattributed seconds and the reports the meter refused; the
+// steps whose
 // per-process split the controller did not believe; and every NVML per-process answer it was given
 // (pid -> permille per step), so that what the driver said is on record beside what the agent made
 // of it.
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "agent/pods/pod_manager.h"
 #include "agent/pods/usage_meter.h"
 #include "agent/procs/gpu_processes.h"
 #include "nlohmann/json.hpp"
@@ -113,6 +117,8 @@ int main(int argc, char** argv) {
   int64_t steps = 0;
   int64_t usage_errors = 0;
   std::map<std::string, std::set<uint32_t>> host_pids;  // by pod dir
+  // by pod dir: the ledger's gpu_busy_ns at the first and the last step
+  std::map<std::string, uint64_t> reported_first, reported_last;
   while (!g_stop) {
     next += std::chrono::milliseconds(interval_ms);
     std::this_thread::sleep_until(next);
@@ -130,7 +136,13 @@ int main(int argc, char** argv) {
     // Every host PID the reaps resolved, for the record, and the pods with a live process on
     // the GPU, for the usage meter: one reading of each segment.
     std::vector<std::string> running;
+    std::map<std::string, tessera::agent::UsageMeter::Report> reports;  // by pod dir
     for (auto* s : segs) {
+      if (auto r = tessera::agent::UsageReportOf(*s)) {
+        reports[s->pod_dir()] = *r;
+        reported_first.try_emplace(s->pod_dir(), r->counter_ns);
+        reported_last[s->pod_dir()] = r->counter_ns;
+      }
       bool live = false;
       for (const auto& p : s->Inspect().processes) {
         if (p.host_pid == 0) continue;
@@ -142,7 +154,7 @@ int main(int argc, char** argv) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_usage) {  // the agent's --usage-interval: a second
       next_usage = now + std::chrono::seconds(1);
-      auto u = (*sampler)->DeviceUtilization(gpu);
+      auto u = (*sampler)->DeviceBusyTime(gpu);
       if (!u.ok()) {
         ++usage_errors;
         usage.Skip(gpu);
@@ -150,7 +162,7 @@ int main(int argc, char** argv) {
       }
       usage.Observe(
           gpu, std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
-          *u, running);
+          u->permille, running, reports, u->span_ns);
     }
   }
   nlohmann::json out;
@@ -167,11 +179,15 @@ int main(int argc, char** argv) {
   for (auto* s : segs) {
     out["pods"][s->pod_dir()]["busy_s"] = usage.pod_busy_ns(s->pod_dir(), gpu).value_or(0) / kNs;
     out["pods"][s->pod_dir()]["host_pids"] = host_pids[s->pod_dir()];
+    out["pods"][s->pod_dir()]["reported_s"] = (static_cast<double>(reported_last[s->pod_dir()]) -
+                                               static_cast<double>(reported_first[s->pod_dir()])) /
+                                              kNs;
   }
   if (const auto* g = usage.gpu(gpu); g != nullptr) {
     out["gpu"] = {{"sampled_s", g->sampled_ns / kNs},
                   {"busy_s", g->busy_ns / kNs},
-                  {"unattributed_s", g->unattributed_ns / kNs}};
+                  {"unattributed_s", g->unattributed_ns / kNs},
+                  {"rejected_reports", g->rejected_reports}};
   }
   out["usage_errors"] = usage_errors;
   out["nvml"] = source.steps();

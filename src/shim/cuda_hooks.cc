@@ -425,6 +425,37 @@ CUresult GraphMemoryLaunch(CUgraphExec exec, Call call) {
 
 // ---------------------------------------------------------------------------- compute
 
+// What this process's work took on a shared GPU between two syncs, added to the pod's ledger
+// (LedgerHeader::gpu_busy_ns) for the agent's split of the GPU's busy time (busy_meter.h).
+void PublishBusy(Share* share, uint64_t busy) {
+  if (busy == 0) return;
+  if (auto* h = share->ledger()->header()) {
+    h->gpu_busy_ns.fetch_add(busy, std::memory_order_relaxed);
+  }
+}
+
+// Whether `stream` is being captured into a graph (or cannot be told): its launches only record.
+bool Capturing(Shim& s, CUstream stream) {
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  return s.real.cuStreamIsCapturing == nullptr ||
+         s.real.cuStreamIsCapturing(stream, &capture) != CUDA_SUCCESS ||
+         capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// Whether the GPU is done with the work queued on `stream` (for BusyMeter after a pause): a
+// non-blocking query, never of a stream being captured (there the query would invalidate the
+// capture), made in relaxed capture mode (as the gate's drain) so that a capture in another
+// thread is not invalidated either.
+bool StreamDone(Shim& s, CUstream stream) {
+  if (s.real.cuStreamQuery == nullptr || Capturing(s, stream)) return false;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool exchanged = s.real.cuThreadExchangeStreamCaptureMode != nullptr &&
+                   s.real.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+  const bool done = s.real.cuStreamQuery(stream) == CUDA_SUCCESS;
+  if (exchanged) s.real.cuThreadExchangeStreamCaptureMode(&mode);
+  return done;
+}
+
 void GateSlow(CUstream stream, bool ptsz) {
   Shim& s = S();
   CUstream eff = Effective(stream, ptsz);
@@ -432,15 +463,30 @@ void GateSlow(CUstream stream, bool ptsz) {
   if (!s.StreamDevice(eff, &dev)) return;
   Share* share = s.ShareForDevice(dev);
   if (share == nullptr) return;
+  // Every launch on a shared GPU is metered, capped or not, once admitted (when it goes to the
+  // GPU); after a pause the stream is asked whether the GPU is done with the work before it.
+  auto& busy = share->busy();
+  auto meter = [&](int64_t t) {
+    // A launch into a capturing stream only records into a graph: not GPU time, and it must not
+    // open an interval. Asked where that matters (BusyMeter::Asks), not at every launch.
+    if (busy.Asks(t) && Capturing(s, eff)) return;
+    PublishBusy(share, busy.Launch(t, [&] { return StreamDone(s, eff); }));
+  };
   const auto& limits = share->limits();
-  if (limits.effective_duty() >= 1000) return;
-  auto& gate = share->gate();
   const int64_t now = MonoNs();
+  if (limits.effective_duty() >= 1000) {
+    meter(now);
+    return;
+  }
+  auto& gate = share->gate();
   auto admit = [&](int64_t t, tessera::shim::ComputeGate::Window* w) {
     return gate.Admit(t, limits.effective_duty(), limits.phase(),
                       int64_t{limits.period_us()} * 1000, w);
   };
-  if (admit(now, nullptr)) return;
+  if (admit(now, nullptr)) {
+    meter(now);
+    return;
+  }
   // A launch into a capturing stream is only recorded into a graph: nothing runs now.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   if (s.real.cuStreamIsCapturing != nullptr &&
@@ -457,6 +503,7 @@ void GateSlow(CUstream stream, bool ptsz) {
   if (exchanged) s.real.cuThreadExchangeStreamCaptureMode(&mode);
   int64_t t = MonoNs();
   gate.ObserveSync(now, t);
+  PublishBusy(share, busy.Sync(now, t));
   tessera::shim::ComputeGate::Window w;
   while (!admit(t, &w)) {
     Log(2,
@@ -469,13 +516,15 @@ void GateSlow(CUstream stream, bool ptsz) {
     SleepUntil(w.next_start_ns);  // the next window brings time and credit
     t = MonoNs();
   }
+  meter(t);
   if (auto* h = share->ledger()->header()) {
     h->gate_wait_ns.fetch_add(static_cast<uint64_t>(t - now), std::memory_order_relaxed);
     h->gated_launches.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
-// The program's own synchronisations tell the gate what its launches cost.
+// The program's own synchronisations tell the gate what its launches cost (capped shares) and
+// the busy meter what they took (every share).
 template <typename Call>
 CUresult TimedSync(CUstream stream, bool ptsz, bool whole_context, Call call) {
   Shim& s = S();
@@ -484,10 +533,13 @@ CUresult TimedSync(CUstream stream, bool ptsz, bool whole_context, Call call) {
   bool known =
       whole_context ? s.CurrentDevice(&dev) : s.StreamDevice(Effective(stream, ptsz), &dev);
   Share* share = known ? s.ShareForDevice(dev) : nullptr;
-  if (share == nullptr || share->limits().compute_limit() == 0) return call();
+  if (share == nullptr) return call();
   const int64_t start = MonoNs();
   CUresult r = call();
-  if (r == CUDA_SUCCESS) share->gate().ObserveSync(start, MonoNs());
+  if (r != CUDA_SUCCESS) return r;
+  const int64_t done = MonoNs();
+  if (share->limits().compute_limit() != 0) share->gate().ObserveSync(start, done);
+  PublishBusy(share, share->busy().Sync(start, done));
   return r;
 }
 

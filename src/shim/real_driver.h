@@ -107,6 +107,7 @@ typedef CUresult (*PFN_cuMemPoolImportFromShareableHandle)(CUmemoryPool*, void*,
   X(cuStreamGetCtx, PFN_cuStreamGetCtx)                                                 \
   X(cuStreamGetDevice, PFN_cuStreamGetDevice)                                           \
   X(cuStreamIsCapturing, PFN_cuStreamIsCapturing)                                       \
+  X(cuStreamQuery, PFN_cuStreamQuery)                                                   \
   X(cuThreadExchangeStreamCaptureMode, PFN_cuThreadExchangeStreamCaptureMode)           \
   X(cuMemPoolGetAttribute, PFN_cuMemPoolGetAttribute)                                   \
   X(cuDeviceGetMemPool, PFN_cuDeviceGetMemPool)                                         \

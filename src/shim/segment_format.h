@@ -107,7 +107,14 @@ struct LedgerHeader {
   // Compute: what the shims report to the controller.
   std::atomic<uint64_t> gate_wait_ns;    // time launches waited outside the pod's window
   std::atomic<uint64_t> gated_launches;  // launches that waited
-  uint64_t reserved1[6];
+  // The GPU time the pod's processes measured their own work taking on this GPU (each adds its
+  // BusyMeter's charges, shim/busy_meter.h), monotonic, for the agent's split of the GPU's busy
+  // time among the pods running on it (agent/pods/usage_meter.h). The pod writes it: the agent
+  // checks every increase against the device's own busy time. It took the first of six reserved
+  // words, so ledgers keep their size, layout and version: an older shim leaves it 0 (no
+  // report), an older agent does not read it.
+  std::atomic<uint64_t> gpu_busy_ns;
+  uint64_t reserved1[5];
   std::atomic<uint64_t> live_bitmap[kMaxLedgerSlots / 64];  // bit i: slot i is live
   uint8_t reserved[kLedgerHeaderSize - 8 - 4 * 4 - kUuidBytes - 8 - 8 * 7 - 8 * 5 -
                    8 * (kMaxLedgerSlots / 64)];
@@ -128,6 +135,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
 static_assert(offsetof(LimitsFile, generation) == 176);
 static_assert(offsetof(LimitsFile, memory_limit_bytes) == 184);
+static_assert(offsetof(LedgerHeader, gpu_busy_ns) == 176);
 static_assert(offsetof(LedgerHeader, live_bitmap) == 224);
 
 }  // namespace tessera::shim

@@ -279,6 +279,7 @@ SegmentInfo Segment::Inspect() const {
     info.reclaimed_bytes = h->reclaimed_bytes.load();
     info.gate_wait_ns = h->gate_wait_ns.load();
     info.gated_launches = h->gated_launches.load();
+    info.gpu_busy_ns = h->gpu_busy_ns.load();
     count = ledger_->CopySlots(slots.data(), static_cast<uint32_t>(slots.size()), true);
   });
   for (uint32_t i = 0; i < count; ++i) {
@@ -308,6 +309,13 @@ SegmentInfo Segment::Inspect() const {
     info.processes.push_back(p);
   }
   return info;
+}
+
+std::optional<uint64_t> Segment::GpuBusyNs() const {
+  uint64_t ns = 0;
+  const LedgerHeader* h = ledger_->header();
+  if (!RunCatchingBusErrors([&] { ns = h->gpu_busy_ns.load(); })) return std::nullopt;
+  return ns;
 }
 
 std::string Segment::CheckAndRestoreHeader() {

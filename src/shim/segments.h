@@ -74,6 +74,9 @@ struct SegmentInfo {
   uint64_t reclaimed_bytes = 0;
   uint64_t gate_wait_ns = 0;
   uint64_t gated_launches = 0;
+  // What the pod's shims measured their work taking on the GPU (LedgerHeader::gpu_busy_ns):
+  // the pod wrote it, so a figure to check, not to trust.
+  uint64_t gpu_busy_ns = 0;
   std::vector<ProcessUsage> processes;
 };
 
@@ -120,6 +123,10 @@ class Segment {
   // What the segment says now. Read inside a SIGBUS guard: a ledger truncated meanwhile reads
   // as what was read before the fault (the next Reap puts its length back).
   SegmentInfo Inspect() const;
+  // Only the pod's LedgerHeader::gpu_busy_ns (what its shims measured their work taking), read
+  // inside a SIGBUS guard; nullopt when the file was truncated under the read. The pod writes
+  // it: the caller checks it (agent/pods/usage_meter.h).
+  std::optional<uint64_t> GpuBusyNs() const;
   // Frees the slots of dead processes (memory a SIGKILLed process held comes back at once) and
   // resolves the host PIDs of live ones through `lookup`, keeping them in the agent's own memory
   // (Inspect reports those, never the host_pid a slot claims: the pod's processes write slots).

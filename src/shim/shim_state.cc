@@ -382,11 +382,13 @@ void Shim::PrepareFork() {
     if (share != nullptr && share->shared_ledger() != nullptr) {
       share->shared_ledger()->lock_mutex().lock();
     }
+    if (share != nullptr) share->busy().LockForFork();
   }
 }
 
 void Shim::ParentAfterFork() {
   for (auto& [uuid, share] : shares_) {
+    if (share != nullptr) share->busy().UnlockAfterFork(false);
     if (share != nullptr && share->shared_ledger() != nullptr) {
       share->shared_ledger()->lock_mutex().unlock();
     }
@@ -398,6 +400,7 @@ void Shim::ParentAfterFork() {
 
 void Shim::ChildAfterFork() {
   for (auto& [uuid, share] : shares_) {
+    if (share != nullptr) share->busy().UnlockAfterFork(true);
     if (share != nullptr && share->shared_ledger() != nullptr) {
       share->shared_ledger()->lock_mutex().unlock();
     }

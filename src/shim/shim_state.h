@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shim/busy_meter.h"
 #include "shim/compute_gate.h"
 #include "shim/ledger.h"
 #include "shim/limits.h"
@@ -63,6 +64,8 @@ class Share {
   Ledger* ledger() { return active_.load(std::memory_order_acquire); }
   Ledger* shared_ledger() { return ledger_.get(); }
   ComputeGate& gate() { return gate_; }
+  // What this process's work took on the GPU, for the pod's ledger (busy_meter.h).
+  BusyMeter& busy() { return busy_; }
 
   // Fork child: forget the parent's slot.
   void ResetAfterFork();
@@ -81,6 +84,7 @@ class Share {
   mutable std::mutex claim_mu_;  // also guards ledger_problem_
   std::string ledger_problem_;
   ComputeGate gate_;
+  BusyMeter busy_;
 };
 
 class Shim {

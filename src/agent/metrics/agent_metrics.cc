@@ -46,9 +46,16 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
       [](const GpuUse& g) { return static_cast<double>(g.busy_ns) / 1e9; });
   per_sampled_gpu(
       "tessera_agent_gpu_unattributed_busy_seconds_total",
-      "Busy time of the GPU that no single pod could be charged with: several pods ran on it at "
-      "once (the driver cannot split it by pod) or none of tessera's did",
+      "Busy time of the GPU charged to no pod: several pods ran on it and their shims reported "
+      "less than the GPU ran (a pod without the shim, or work its shim cannot measure), or none "
+      "of tessera's pods ran",
       [](const GpuUse& g) { return static_cast<double>(g.unattributed_busy_ns) / 1e9; });
+  per_sampled_gpu(
+      "tessera_agent_gpu_usage_reports_rejected_total",
+      "Reports of GPU time by the pods' shims on this GPU that the agent refused (the ledger's "
+      "counter went back, or rose by more than the time since the last reading): a pod's "
+      "process wrote its ledger",
+      [](const GpuUse& g) { return g.rejected_usage_reports; });
   // One family per pod figure, one sample per pod on each GPU (`mig` empty but for a MIG
   // instance) that `has` the figure.
   auto all_pods = [](const GpuUse::Pod&) { return true; };
@@ -87,8 +94,9 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
           shim_pods, [](const GpuUse::Pod& p) { return static_cast<int64_t>(p.ledger_tampered); });
   per_pod(
       "tessera_agent_pod_gpu_busy_seconds_total", MetricType::kCounter,
-      "Time the GPU ran kernels while this pod was the only one running on it (a whole GPU: all "
-      "of its busy time), by the GPU's own utilisation",
+      "Time the GPU ran this pod's kernels: the GPU's own busy time while the pod was the only "
+      "one running on it (a whole GPU: all of it), and while several ran, the pod's share of it "
+      "by what its shim measured (never more than the GPU's busy time in all)",
       [](const GpuUse::Pod& p) { return p.busy_ns >= 0; },
       [](const GpuUse::Pod& p) { return static_cast<double>(p.busy_ns) / 1e9; });
   per_pod(

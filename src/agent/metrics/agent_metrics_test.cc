@@ -28,6 +28,7 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   g0.pods.push_back(share);
   g0.busy_ns = 12'500'000'000;  // sampled: 12.5 s busy, 2 s of it while two pods ran
   g0.unattributed_busy_ns = 2'000'000'000;
+  g0.rejected_usage_reports = 3;
   GpuUse g1{1, "GPU-b", false, "", {}};
   GpuUse::Pod whole;
   whole.ns = "team";
@@ -71,12 +72,15 @@ TEST(AgentMetrics, PerGpuThePodsAndWhatEachWasGranted) {
   // Not sampled by the driver: no series.
   EXPECT_THAT(text,
               Not(HasSubstr("tessera_agent_pod_gpu_memory_driver_bytes{node=\"n1\",gpu=\"1\"")));
-  // Busy time: per sampled GPU, and per pod where it ran alone.
+  // Busy time: per sampled GPU, and per pod charged with some.
   EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_gpu_busy_seconds_total counter\n"
                               "tessera_agent_gpu_busy_seconds_total{node=\"n1\",gpu=\"0\","
                               "uuid=\"GPU-a\"} 12.5\n#"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_gpu_unattributed_busy_seconds_total{node=\"n1\","
                               "gpu=\"0\",uuid=\"GPU-a\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_agent_gpu_usage_reports_rejected_total counter\n"
+                              "tessera_agent_gpu_usage_reports_rejected_total{node=\"n1\","
+                              "gpu=\"0\",uuid=\"GPU-a\"} 3\n"));
   EXPECT_THAT(text, HasSubstr("tessera_agent_pod_gpu_busy_seconds_total{node=\"n1\",gpu=\"1\","
                               "uuid=\"GPU-b\",namespace=\"team\",pod=\"train \\\"x\\\"\","
                               "sharing=\"whole\",queue=\"research\"} 0.75\n"));

@@ -4,7 +4,10 @@
 // `threshold_permille` of the time the pod was observed running alone on it, and it was observed
 // for at least the whole window (so a pod that just started, or one whose GPU was shared with
 // other running pods, is never called idle on too little evidence). The figures are the usage
-// meter's (usage_meter.h): the GPU's own utilisation, charged to the pod running alone on it.
+// meter's (usage_meter.h) for a pod running alone on the GPU: the GPU's own utilisation, which
+// no pod can write. Never the meter's split of a shared GPU among several running pods: that
+// split follows what the pods' shims report in ledgers the pods can write, so one pod could
+// make a neighbour look idle (and be told to go) by its own reports.
 //
 // Pure: the caller brings the clock and the observations. Not thread-safe (the pod manager's
 // lock).

@@ -416,6 +416,7 @@ void PodManager::ReleaseLocked(const std::string& uid) {
     pods_.erase(it);  // unmaps its segments
     usage_.Forget(uid);
     idle_.Forget(uid);
+    std::erase_if(usage_rejected_, [&uid](const auto& key) { return key.first == uid; });
   }
   if (auto u = unserved_.find(uid); u != unserved_.end()) {
     spdlog::info("pod {} ended: the files an earlier agent made for it go", u->second.name);
@@ -602,7 +603,7 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
       usage_.Skip(uuid);
       continue;
     }
-    absl::StatusOr<uint32_t> u = sampler_->DeviceUtilization(uuid);
+    absl::StatusOr<DeviceBusy> u = sampler_->DeviceBusyTime(uuid);
     if (!u.ok()) {
       usage_.Skip(uuid);
       if (usage_errors_.insert(uuid).second) {
@@ -613,11 +614,26 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
     }
     // The pods running on it now: those with a process on the host, where the agent sees the
     // host's processes; else the one pod given it, if only one is.
+    // Without the host's processes, every pod given the GPU may be running on it: several share
+    // its time by their reports.
     std::vector<std::string> on_gpu;
     for (const std::string& uid : holders) {
-      if (sees_host_pids_ ? running.contains(uid) : holders.size() == 1) on_gpu.push_back(uid);
+      if (sees_host_pids_ ? running.contains(uid) : true) on_gpu.push_back(uid);
     }
-    const UsageMeter::Charge charge = usage_.Observe(uuid, now_ns, *u, on_gpu);
+    const UsageMeter::Charge charge = usage_.Observe(uuid, now_ns, u->permille, on_gpu,
+                                                     UsageReportsLocked(uuid, holders), u->span_ns);
+    for (const std::string& uid : charge.rejected) {
+      // Once per pod and GPU in the log; the GPU's counter counts them all.
+      if (usage_rejected_.insert({uid, uuid}).second) {
+        spdlog::warn(
+            "usage: pod {} reported GPU time on GPU {} that cannot be true (its ledger's counter "
+            "went back, or rose by more than the time since the last reading): it is not charged "
+            "by it; a process of the pod wrote its ledger, which the CUDA shim never does",
+            pods_.at(uid).grant.pod.Name(), uuid);
+      }
+    }
+    // The idle rule: only on the evidence of a pod alone on the GPU, never on the split (a pod
+    // could make a neighbour look idle by its own reports).
     if (on_gpu.size() != 1 || charge.elapsed_ns == 0) continue;
     const std::string& uid = on_gpu.front();
     idle_.Observe(uid, uuid, now_ns, charge.elapsed_ns, charge.busy_ns);
@@ -639,6 +655,30 @@ void PodManager::RunUsageLocked(std::chrono::steady_clock::time_point now) {
       if (options_.idle_reclaim && notices_.size() > before) notices_.back().reclaim_idle = true;
     }
   }
+}
+
+std::map<std::string, UsageMeter::Report> PodManager::UsageReportsLocked(
+    const std::string& gpu_uuid, const std::vector<std::string>& holders) const {
+  std::map<std::string, UsageMeter::Report> reports;
+  for (const std::string& uid : holders) {
+    for (const auto& seg : pods_.at(uid).segments) {
+      if (seg->gpu_uuid() != gpu_uuid) continue;
+      if (std::optional<UsageMeter::Report> r = UsageReportOf(*seg)) reports[uid] = *r;
+    }
+  }
+  return reports;
+}
+
+std::optional<UsageMeter::Report> UsageReportOf(const shim::Segment& segment) {
+  std::optional<uint64_t> ns = segment.GpuBusyNs();
+  if (!ns) return std::nullopt;  // truncated under the read: no report this time
+  UsageMeter::Report r{.counter_ns = *ns};
+  const shim::LimitsMap& limits = segment.limits();
+  if (limits.compute_limit() > 0 && limits.compute_mode() == shim::ComputeMode::kHardCap) {
+    // The window the controller sets may move around the cap: the larger of the two.
+    r.hard_cap_permille = std::max(limits.compute_limit(), limits.effective_duty());
+  }
+  return r;
 }
 
 void PodManager::ReleasePodsWithoutProcessesLocked(std::chrono::steady_clock::time_point now) {
@@ -784,6 +824,7 @@ std::vector<GpuUse> PodManager::Use() const {
     if (const UsageMeter::Gpu* m = usage_.gpu(g.spec.uuid); m != nullptr) {
       u.busy_ns = static_cast<int64_t>(m->busy_ns);
       u.unattributed_busy_ns = static_cast<int64_t>(m->unattributed_ns);
+      u.rejected_usage_reports = static_cast<int64_t>(m->rejected_reports);
     }
     for (const auto& [uid, p] : pods_) {
       for (const GrantedGpu& gg : p.grant.gpus) {

@@ -129,13 +129,14 @@ struct GpuUse {
     uint32_t processes = 0;
     uint64_t ledger_tampered = 0;    // times its processes changed the ledger's header or length
     int64_t driver_used_bytes = -1;  // what NVML says its processes hold (-1: not sampled)
-    int64_t busy_ns = -1;  // the GPU's busy time while the pod ran alone on it (-1: never)
+    int64_t busy_ns = -1;  // the GPU's busy time charged to the pod (usage_meter.h; -1: none)
     int32_t idle = -1;     // 1: idle there by the idle rule, 0: not, -1: not watched long enough
   };
   std::vector<Pod> pods;
   // Busy time since the agent started (usage_meter.h); -1 where not sampled.
   int64_t busy_ns = -1;
   int64_t unattributed_busy_ns = -1;
+  int64_t rejected_usage_reports = -1;  // the pods' usage reports refused
 };
 
 class PodManager {
@@ -218,8 +219,13 @@ class PodManager {
   void ReleaseLocked(const std::string& uid);
   // One memory backstop step (memory_backstop.h) and its actions.
   void RunBackstopLocked(std::chrono::steady_clock::time_point now);
-  // One usage step: each GPU's busy fraction, charged to the pod running alone on it.
+  // One usage step: each GPU's busy time, charged to the pod running alone on it or split among
+  // the pods running on it by their shims' reports (usage_meter.h).
   void RunUsageLocked(std::chrono::steady_clock::time_point now);
+  // What the shims of `holders` (pods given the GPU) wrote in their ledgers of the GPU, with the
+  // hard caps' windows the agent gives them: untrusted, for UsageMeter to check.
+  std::map<std::string, UsageMeter::Report> UsageReportsLocked(
+      const std::string& gpu_uuid, const std::vector<std::string>& holders) const;
   // The host PID of a ledger slot's process, only if it is a process of pod `uid`.
   std::optional<uint32_t> PodHostPid(const std::string& uid, uint64_t pidns_inode, uint32_t ns_pid);
   void StopIdleMpsLocked();
@@ -247,9 +253,16 @@ class PodManager {
   IdleWatch idle_;
   std::chrono::steady_clock::time_point next_usage_{};
   std::set<std::string> usage_errors_;  // GPUs whose utilisation could not be read (logged once)
+  // (pod UID, GPU UUID) whose usage reports were rejected (logged once)
+  std::set<std::pair<std::string, std::string>> usage_rejected_;
   std::atomic<int64_t> prepared_{0}, refused_{0}, reaped_slots_{0};
   std::atomic<int64_t> backstop_over_{0}, backstop_actions_{0};
 };
+
+// What a pod's shims reported in its segment's ledger (untrusted) and the hard cap's window the
+// agent gives it, for UsageMeter; nullopt when the ledger could not be read (truncated under the
+// read). The pod manager's and agent_gpu_run's one reading of a report.
+std::optional<UsageMeter::Report> UsageReportOf(const shim::Segment& segment);
 
 // A pod UID (a UUID: 8-4-4-4-12 hex digits), the only names made and removed under pods_dir.
 bool ValidPodUid(std::string_view uid);

@@ -742,8 +742,9 @@ class DeviceUtilizationSampler : public GpuProcessSampler {
 };
 
 // Per-pod GPU time (issue 34): the GPU's busy time goes to the pod running alone on it; with two
-// pods running on a GPU it is the GPU's, unattributed (NVML's split by process is wrong there on a
-// real driver); a GPU whose utilisation cannot be read has no figures at all.
+// pods running on a GPU whose shims report nothing it is the GPU's, unattributed (NVML's split by
+// process is wrong there on a real driver); a GPU whose utilisation cannot be read has no
+// figures at all.
 TEST_F(PodManagerTest, TheGpusBusyTimeGoesToThePodRunningAloneOnIt) {
   FakeHostProc proc(dir_ / "proc");
   proc.Process(100, Uid(1));
@@ -772,11 +773,11 @@ TEST_F(PodManagerTest, TheGpusBusyTimeGoesToThePodRunningAloneOnIt) {
   EXPECT_EQ(use[0].busy_ns, -1);
   ASSERT_EQ(use[0].pods.size(), 1u);
   EXPECT_EQ(use[0].pods[0].busy_ns, -1);
-  // GPU 1, half busy over at least the 80 ms between the first and last step, two pods running:
-  // the GPU's time, nobody's in particular.
+  // GPU 1, half busy over at least the 80 ms between the first and last step, two pods running
+  // whose shims measured nothing: the GPU's time, nobody's in particular.
   EXPECT_GE(use[1].busy_ns, 40'000'000);
   EXPECT_EQ(use[1].unattributed_busy_ns, use[1].busy_ns);
-  for (const GpuUse::Pod& p : use[1].pods) EXPECT_EQ(p.busy_ns, -1) << p.name;
+  for (const GpuUse::Pod& p : use[1].pods) EXPECT_EQ(p.busy_ns, 0) << p.name;
 
   // Pod 3 ends its processes: pod 2 runs alone and is charged from then on; GPU 0 now answers.
   proc.Exit(300);
@@ -796,6 +797,91 @@ TEST_F(PodManagerTest, TheGpusBusyTimeGoesToThePodRunningAloneOnIt) {
   }
   EXPECT_GE(pod2, 40'000'000);
   EXPECT_EQ(use[1].busy_ns - use[1].unattributed_busy_ns, pod2);
+}
+
+// Several pods running on a shared GPU (issue 34): each is charged what its shim reported in its
+// ledger (LedgerHeader::gpu_busy_ns, written here as the shims would), within the GPU's busy
+// time; a counter that goes back is refused and counted on the GPU.
+TEST_F(PodManagerTest, SeveralRunningPodsAreChargedWhatTheirShimsReported) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(200, Uid(2));
+  proc.Process(300, Uid(3));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.usage_interval = std::chrono::milliseconds(0);
+  DeviceUtilizationSampler sampler;
+  sampler.permille[Uuid(1)] = 500;
+  auto m = Manager(nullptr, &sampler);
+  ASSERT_TRUE(m->Prepare(Pod(2, {Share(1, 4096)})).ok());
+  ASSERT_TRUE(m->Prepare(Pod(3, {Share(1, 4096)})).ok());
+  auto ledger2 = shim::Segment::Open(PodDir(2), Uuid(1));
+  auto ledger3 = shim::Segment::Open(PodDir(3), Uuid(1));
+  ASSERT_TRUE(ledger2.ok() && ledger3.ok());
+  auto report = [](std::unique_ptr<shim::Segment>& seg, uint64_t ns) {
+    seg->ledger().header()->gpu_busy_ns.store(ns);
+  };
+  constexpr uint64_t kMs = 1'000'000;
+  // Steps at least 20 ms apart, half busy (>= 10 ms each); the pods report 1 and 2 ms a step.
+  for (uint64_t i = 0; i < 5; ++i) {
+    report(*ledger2, 7 + i * kMs);
+    report(*ledger3, i * 2 * kMs);
+    m->Maintain();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<GpuUse> use = m->Use();
+  ASSERT_EQ(use.size(), 2u);
+  std::map<std::string, int64_t> busy;
+  for (const GpuUse::Pod& p : use[1].pods) busy[p.uid] = p.busy_ns;
+  // The first step only read where the counters start.
+  EXPECT_EQ(busy[Uid(2)], int64_t{4 * kMs});
+  EXPECT_EQ(busy[Uid(3)], int64_t{8 * kMs});
+  EXPECT_EQ(use[1].unattributed_busy_ns, use[1].busy_ns - int64_t{12 * kMs});
+  EXPECT_EQ(use[1].rejected_usage_reports, 0);
+  // Pod 3's counter goes back: refused, counted, and pod 3 gets nothing for that step.
+  report(*ledger2, 7 + 5 * kMs);
+  report(*ledger3, kMs);
+  m->Maintain();
+  use = m->Use();
+  for (const GpuUse::Pod& p : use[1].pods) busy[p.uid] = p.busy_ns;
+  EXPECT_EQ(busy[Uid(2)], int64_t{5 * kMs});
+  EXPECT_EQ(busy[Uid(3)], int64_t{8 * kMs});
+  EXPECT_EQ(use[1].rejected_usage_reports, 1);
+}
+
+// A hard-capped pod's report counts at most its window (the cap, or the controller's duty if
+// larger, and the slack), whatever it wrote: the pod manager reads the window from the limits it
+// wrote itself.
+TEST_F(PodManagerTest, AHardCappedPodsReportCountsAtMostItsWindow) {
+  FakeHostProc proc(dir_ / "proc");
+  proc.Process(200, Uid(2));
+  proc.Process(300, Uid(3));
+  options_.proc_root = (dir_ / "proc").string();
+  options_.usage_interval = std::chrono::milliseconds(0);
+  DeviceUtilizationSampler sampler;
+  sampler.permille[Uuid(1)] = 1000;
+  auto m = Manager(nullptr, &sampler);
+  ASSERT_TRUE(m->Prepare(Pod(2, {Share(1, 4096, 300)})).ok());
+  ASSERT_TRUE(m->Prepare(Pod(3, {Share(1, 4096, 300)})).ok());
+  auto ledger2 = shim::Segment::Open(PodDir(2), Uuid(1));
+  auto ledger3 = shim::Segment::Open(PodDir(3), Uuid(1));
+  ASSERT_TRUE(ledger2.ok() && ledger3.ok());
+  ASSERT_EQ((*ledger2)->Inspect().limits.compute_mode, shim::ComputeMode::kHardCap);
+  // 18 ms a step of at least 20 ms: more than a 30% window (with the controller's widening to
+  // 37.5% and the slack, 47.5%) unless a step takes over 37 ms.
+  for (uint64_t i = 0; i < 5; ++i) {
+    (*ledger2)->ledger().header()->gpu_busy_ns.store(i * 18'000'000);
+    (*ledger3)->ledger().header()->gpu_busy_ns.store(i * 18'000'000);
+    m->Maintain();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::vector<GpuUse> use = m->Use();
+  ASSERT_EQ(use.size(), 2u);
+  ASSERT_GT(use[1].busy_ns, 0);
+  for (const GpuUse::Pod& p : use[1].pods) {
+    EXPECT_GT(p.busy_ns, 0) << p.name;
+    EXPECT_LE(p.busy_ns, use[1].busy_ns * 475 / 1000 + 1) << p.name;
+    EXPECT_LE(p.busy_ns, 4 * 18'000'000) << p.name;
+  }
+  EXPECT_EQ(use[1].rejected_usage_reports, 0);
 }
 
 // Idle GPUs (issue 34): a pod that ran alone on its GPU and kept it under the threshold for the

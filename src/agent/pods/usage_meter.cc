@@ -2,37 +2,125 @@
 
 #include <algorithm>
 
+#include "absl/numeric/int128.h"
+
 namespace tessera::agent {
+
+void UsageMeter::Rebase(const std::string& gpu_uuid, const std::map<std::string, Report>& reports) {
+  for (const auto& [uid, report] : reports) counters_[{uid, gpu_uuid}] = report.counter_ns;
+}
+
+std::map<std::string, uint64_t> UsageMeter::Increases(const std::string& gpu_uuid,
+                                                      uint64_t elapsed_ns,
+                                                      const std::map<std::string, Report>& reports,
+                                                      Gpu& gpu,
+                                                      std::vector<std::string>* rejected) {
+  std::map<std::string, uint64_t> out;
+  // Products of nanosecond figures and permille: in 128 bits, whatever the pod wrote.
+  using Wide = absl::uint128;
+  const Wide most = Wide{elapsed_ns} * (1000 + kReportSlackPermille) / 1000;
+  for (const auto& [uid, report] : reports) {
+    auto [it, first] = counters_.try_emplace({uid, gpu_uuid}, report.counter_ns);
+    if (first) continue;  // a starting point
+    const uint64_t before = std::exchange(it->second, report.counter_ns);
+    if (report.counter_ns < before || report.counter_ns - before > most) {
+      ++gpu.rejected_reports;
+      rejected->push_back(uid);
+      continue;
+    }
+    uint64_t r = std::min(report.counter_ns - before, elapsed_ns);
+    if (report.hard_cap_permille > 0 && report.hard_cap_permille < 1000) {
+      const Wide window =
+          Wide{elapsed_ns} * (report.hard_cap_permille + kHardCapSlackPermille) / 1000;
+      if (Wide{r} > window) r = absl::Uint128Low64(window);
+    }
+    out[uid] = r;
+  }
+  return out;
+}
 
 UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_ns,
                                        uint32_t utilization_permille,
-                                       const std::vector<std::string>& running_pods) {
+                                       const std::vector<std::string>& running_pods,
+                                       const std::map<std::string, Report>& reports,
+                                       uint64_t span_ns) {
   auto last = last_ns_.find(gpu_uuid);
   if (last == last_ns_.end() || now_ns <= last->second) {
     last_ns_[gpu_uuid] = now_ns;
     gpus_.try_emplace(gpu_uuid);
+    carry_.erase(gpu_uuid);
+    Rebase(gpu_uuid, reports);
     return {};
   }
   const uint64_t elapsed = static_cast<uint64_t>(now_ns - last->second);
   last->second = now_ns;
-  const uint64_t busy = elapsed * std::min<uint32_t>(utilization_permille, 1000) / 1000;
+  const uint64_t busy =
+      (span_ns > 0 ? span_ns : elapsed) * std::min<uint32_t>(utilization_permille, 1000) / 1000;
   Gpu& g = gpus_[gpu_uuid];
   g.sampled_ns += elapsed;
   g.busy_ns += busy;
+  Charge charge{elapsed, busy, {}};
+  const std::map<std::string, uint64_t> r =
+      Increases(gpu_uuid, elapsed, reports, g, &charge.rejected);
+  std::map<std::string, uint64_t>& carry = carry_[gpu_uuid];
   if (running_pods.size() == 1) {
+    // Alone on the GPU: the device's figure is the pod's, whatever it reported.
     pods_[{running_pods.front(), gpu_uuid}] += busy;
-  } else {
-    g.unattributed_ns += busy;
+    carry.clear();
+    return charge;
   }
-  return {elapsed, busy};
+  // Several (or none): what each running pod reported, never more than B in all; then what
+  // the previous interval could not pay them, out of what is left.
+  std::map<std::string, uint64_t> claims;
+  for (const std::string& uid : running_pods) {
+    if (auto it = r.find(uid); it != r.end()) claims[uid] = it->second;
+  }
+  const std::map<std::string, uint64_t> paid = PayOut(claims, busy);
+  uint64_t charged = 0;
+  for (const auto& [uid, ns] : paid) {
+    pods_[{uid, gpu_uuid}] += ns;
+    charged += ns;
+  }
+  std::map<std::string, uint64_t> owed;  // the previous interval's unpaid, of running pods
+  for (const std::string& uid : running_pods) {
+    if (auto it = carry.find(uid); it != carry.end()) owed[uid] = it->second;
+  }
+  for (const auto& [uid, ns] : PayOut(owed, busy - charged)) {
+    pods_[{uid, gpu_uuid}] += ns;
+    charged += ns;
+  }
+  carry.clear();
+  for (const auto& [uid, ns] : claims) {
+    if (ns > paid.at(uid)) carry[uid] = ns - paid.at(uid);
+  }
+  g.unattributed_ns += busy - charged;
+  return charge;
 }
 
-void UsageMeter::Skip(const std::string& gpu_uuid) { last_ns_.erase(gpu_uuid); }
+std::map<std::string, uint64_t> UsageMeter::PayOut(const std::map<std::string, uint64_t>& claims,
+                                                   uint64_t budget) {
+  absl::uint128 sum = 0;
+  for (const auto& [uid, ns] : claims) sum += ns;
+  std::map<std::string, uint64_t> paid;
+  for (const auto& [uid, ns] : claims) {
+    paid[uid] = sum <= budget ? ns : absl::Uint128Low64(absl::uint128{ns} * budget / sum);
+  }
+  return paid;
+}
+
+void UsageMeter::Skip(const std::string& gpu_uuid) {
+  last_ns_.erase(gpu_uuid);
+  carry_.erase(gpu_uuid);  // the next interval is not the one after it
+}
 
 void UsageMeter::Forget(const std::string& pod_uid) {
   for (auto it = pods_.begin(); it != pods_.end();) {
     it = it->first.first == pod_uid ? pods_.erase(it) : std::next(it);
   }
+  for (auto it = counters_.begin(); it != counters_.end();) {
+    it = it->first.first == pod_uid ? counters_.erase(it) : std::next(it);
+  }
+  for (auto& [gpu, owed] : carry_) owed.erase(pod_uid);
 }
 
 const UsageMeter::Gpu* UsageMeter::gpu(const std::string& gpu_uuid) const {

@@ -163,8 +163,8 @@ absl::StatusOr<std::vector<shim::PidUtilization>> NvmlProcessSampler::Utilizatio
   return out;
 }
 
-absl::StatusOr<uint32_t> NvmlProcessSampler::SampledUtilization(void* device,
-                                                                const std::string& uuid) {
+absl::StatusOr<DeviceBusy> NvmlProcessSampler::SampledUtilization(void* device,
+                                                                  const std::string& uuid) {
   if (device_samples_ == nullptr) {
     return absl::UnimplementedError("this NVML has no nvmlDeviceGetSamples");
   }
@@ -219,13 +219,20 @@ absl::StatusOr<uint32_t> NvmlProcessSampler::SampledUtilization(void* device,
   }
   last = prev;
   if (span == 0) return absl::UnavailableError("no utilisation sample to weigh yet");
-  return static_cast<uint32_t>(busy * 10 / span);
+  // The samples' timestamps are in microseconds.
+  return DeviceBusy{.permille = static_cast<uint32_t>(busy * 10 / span), .span_ns = span * 1000};
 }
 
 absl::StatusOr<uint32_t> NvmlProcessSampler::DeviceUtilization(const std::string& uuid) {
+  absl::StatusOr<DeviceBusy> b = DeviceBusyTime(uuid);
+  if (!b.ok()) return b.status();
+  return b->permille;
+}
+
+absl::StatusOr<DeviceBusy> NvmlProcessSampler::DeviceBusyTime(const std::string& uuid) {
   absl::StatusOr<void*> d = Device(uuid);
   if (!d.ok()) return d.status();
-  if (absl::StatusOr<uint32_t> sampled = SampledUtilization(*d, uuid); sampled.ok()) {
+  if (absl::StatusOr<DeviceBusy> sampled = SampledUtilization(*d, uuid); sampled.ok()) {
     return sampled;
   }
   if (device_utilization_ == nullptr) {
@@ -236,7 +243,7 @@ absl::StatusOr<uint32_t> NvmlProcessSampler::DeviceUtilization(const std::string
   if (nvmlReturn_t r = rates(static_cast<nvmlDevice_t>(*d), &u); r != NVML_SUCCESS) {
     return absl::UnavailableError(absl::StrCat("nvmlDeviceGetUtilizationRates: ", r));
   }
-  return std::min<uint32_t>(u.gpu, 100) * 10;
+  return DeviceBusy{.permille = std::min<uint32_t>(u.gpu, 100) * 10};
 }
 
 }  // namespace tessera::agent

@@ -18,7 +18,8 @@
 //                mean of several samples per process). Right for a process alone on the GPU;
 //                with several, a real driver (H200, 580) names one process per 200 ms sample
 //                with the GPU's whole load (bench/results/usage-gpu.md)
-//   DeviceUtilization  the GPU's own busy fraction since the previous call for that GPU, right
+//   DeviceUtilization  the GPU's own busy fraction since the previous call for that GPU (and
+//                DeviceBusyTime: with the span of time the record covers), right
 //                also with several processes (usage_meter.h uses it): the driver's record of it,
 //                nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES) since the newest sample seen,
 //                each sample weighted by the time it covers; where the driver keeps no record
@@ -42,6 +43,15 @@
 
 namespace tessera::agent {
 
+// The GPU's busy fraction over a span of time (DeviceBusyTime).
+struct DeviceBusy {
+  uint32_t permille = 0;
+  // The time the fraction covers, when it is the driver's record of the time since the previous
+  // call (the busy time is then permille x span_ns, whatever the caller's own clock says); 0 when
+  // it is a rate now, to be applied to the caller's interval.
+  uint64_t span_ns = 0;
+};
+
 struct GpuProcessMemory {
   uint32_t pid = 0;         // host PID
   uint64_t used_bytes = 0;  // device memory the driver says it holds
@@ -62,6 +72,13 @@ class GpuProcessSampler : public shim::UtilizationSource {
   virtual absl::StatusOr<uint32_t> DeviceUtilization(const std::string& /*gpu_uuid*/) {
     return absl::UnimplementedError("this sampler has no device utilisation");
   }
+  // The same with the span of time it covers where the driver's record says (the usage meter's
+  // source); by default DeviceUtilization's fraction as a rate (span 0).
+  virtual absl::StatusOr<DeviceBusy> DeviceBusyTime(const std::string& gpu_uuid) {
+    absl::StatusOr<uint32_t> u = DeviceUtilization(gpu_uuid);
+    if (!u.ok()) return u.status();
+    return DeviceBusy{.permille = *u};
+  }
   absl::StatusOr<std::vector<shim::PidUtilization>> Sample(const std::string& gpu_uuid) final {
     return Utilization(gpu_uuid);
   }
@@ -76,13 +93,14 @@ class NvmlProcessSampler : public GpuProcessSampler {
   absl::StatusOr<std::vector<shim::PidUtilization>> Utilization(
       const std::string& gpu_uuid) override;
   absl::StatusOr<uint32_t> DeviceUtilization(const std::string& gpu_uuid) override;
+  absl::StatusOr<DeviceBusy> DeviceBusyTime(const std::string& gpu_uuid) override;
 
  private:
   NvmlProcessSampler() = default;
   absl::StatusOr<void*> Device(const std::string& gpu_uuid) const;
   // The mean of the driver's utilisation samples newer than the newest seen for the GPU,
   // weighted by the time each covers; an error when there is no record or no sample to weigh.
-  absl::StatusOr<uint32_t> SampledUtilization(void* device, const std::string& gpu_uuid);
+  absl::StatusOr<DeviceBusy> SampledUtilization(void* device, const std::string& gpu_uuid);
 
   void* handle_ = nullptr;
   void* by_uuid_ = nullptr;
