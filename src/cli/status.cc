@@ -42,6 +42,7 @@ struct StatusFlags {
   double interval = 2.0;
   int page_size = 500;
   std::string usage = "auto";  // auto (with -o wide), always, never
+  std::string wire = "json";    // the lists' encoding: json, protobuf
   std::string agent_selector = "app.kubernetes.io/part-of=tessera,app.kubernetes.io/component=agent";
 };
 
@@ -263,6 +264,12 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
                   "(also in JSON), never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
+  cmd->add_option("--wire", f->wire,
+                  "The encoding of the lists of nodes and pods: json, or protobuf (Kubernetes' "
+                  "own, which the API server encodes faster; read into the same records). Without "
+                  "--watch")
+      ->check(CLI::IsMember({"json", "protobuf"}))
+      ->capture_default_str();
   cmd->add_option("--agent-selector", f->agent_selector,
                   "The label selector of the node agents' pods (for --usage)")
       ->capture_default_str();
@@ -288,6 +295,7 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
       so.page_size = f->page_size;
       so.pod_namespace = f->ns;
       so.nodes_optional = !f->ns.empty();
+      so.protobuf = f->wire == "protobuf";
       absl::StatusOr<k8s::ClusterSnapshot> snapshot = k8s::ReadSnapshot(**client, so);
       if (!snapshot.ok()) {
         std::cerr << "tessera status: cannot read the cluster at " << (*client)->config().server

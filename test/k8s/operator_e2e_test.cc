@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "k8s/client/config.h"
 #include "k8s/client/http.h"
+#include "k8s/snapshot/snapshot.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
 #include "scoped_process.h"
@@ -289,6 +290,24 @@ TEST_F(OperatorTest, StatusShowsTheSchedulersPlacement) {
   json s = StatusJson();
   EXPECT_EQ(s["version"], 1);
   EXPECT_EQ(s["server"], Cp().server());
+  // The same document over Kubernetes' protobuf wire (the lists of nodes and pods decoded from
+  // protobuf into the same records, k8s/client/protobuf_wire.h): equal but for when it was read.
+  {
+    json over_protobuf = StatusJson("--wire protobuf");
+    json over_json = s;
+    for (json* d : {&over_json, &over_protobuf}) {
+      d->erase("time");
+      d->erase("read_seconds");
+    }
+    EXPECT_EQ(over_protobuf, over_json) << over_protobuf.dump(2);
+    // ... and the API server did answer in protobuf, every page of both lists.
+    k8s::SnapshotOptions o;
+    o.protobuf = true;
+    absl::StatusOr<k8s::ClusterSnapshot> snap = k8s::ReadSnapshot(*api_, o);
+    ASSERT_TRUE(snap.ok()) << snap.status();
+    EXPECT_GE(snap->pages, 2);
+    EXPECT_EQ(snap->protobuf_pages, snap->pages);
+  }
   ASSERT_EQ(s["nodes"].size(), 2u) << s.dump(2);
   for (const json& n : s["nodes"]) {
     const std::string node = n["name"];

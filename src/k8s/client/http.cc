@@ -234,7 +234,8 @@ absl::StatusOr<std::shared_ptr<const Credentials>> Transport::Prepare(void* hand
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, r.body.c_str());
   }
   curl_slist* h = nullptr;
-  h = curl_slist_append(h, "Accept: application/json");
+  h = curl_slist_append(
+      h, StrCat("Accept: ", r.accept.empty() ? std::string("application/json") : r.accept).c_str());
   h = curl_slist_append(h, "Expect:");
   if (!r.content_type.empty()) {
     h = curl_slist_append(h, StrCat("Content-Type: ", r.content_type).c_str());

@@ -38,6 +38,9 @@ struct HttpRequest {
   std::string body;
   std::string content_type;                   // of the body
   std::chrono::milliseconds timeout{30'000};  // the whole exchange; 0 = no limit (watches)
+  // The Accept header; empty: application/json. Lists of Pods and Nodes may ask protobuf
+  // (protobuf_wire.h kAcceptProtobuf).
+  std::string accept;
 };
 
 struct HttpResponse {

@@ -9,6 +9,7 @@
 
 #include "common/json_fields.h"
 #include "common/strings.h"
+#include "k8s/client/protobuf_wire.h"
 #include "k8s/client/watch.h"
 #include "records/names.h"
 #include "records/queue.h"
@@ -106,6 +107,7 @@ class ListPager {
       page.request =
           HttpRequest{"GET", StrCat(path_, std::string(1, sep), "limit=", options_.page_size), "",
                       "", options_.page_timeout};
+      if (options_.protobuf) page.request.accept = std::string(kAcceptProtobuf);
       if (!cont.empty()) StrAppend(&page.request.path, "&continue=", QueryEscape(cont));
       // Transient failures (no answer, 429, 5xx) are retried as ApiClient retries them.
       for (int tries = 0;; ++tries) {
@@ -113,8 +115,17 @@ class ListPager {
         if (!IsTransient(page.response) || tries >= 4) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(200 << tries));
       }
+      // An error in protobuf reads as the JSON one would (StatusFromResponse's reason/message).
+      if (page.response.status != 200) {
+        if (std::optional<std::string> j = ProtobufStatusAsJson(page.response.body)) {
+          page.response.body = std::move(*j);
+        }
+      }
       const bool ok = page.response.status == 200;
-      if (ok) page.peeked = PeekContinue(page.response.body);
+      // A protobuf page's token is read by the reader, which decodes the page anyway.
+      if (ok && !IsProtobufEnvelope(page.response.body)) {
+        page.peeked = PeekContinue(page.response.body);
+      }
       const std::optional<std::string> peeked = page.peeked;
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stop_ || queue_.size() < kQueued; });
@@ -150,19 +161,24 @@ class ListPager {
   std::thread thread_;
 };
 
+struct PageCounts {
+  int64_t pages = 0;
+  int64_t protobuf = 0;  // of which answered in protobuf
+};
+
 // Lists `path` page by page, handing each item to `on_item`. A continue token that expired
 // (HTTP 410 on a later page: the list took longer than etcd keeps its revision) restarts the list
 // from the beginning, at most twice; `reset` is called before each restart.
 absl::Status ListAll(ApiClient& client, const std::string& path, std::string_view what,
                      const SnapshotOptions& options, const std::function<void()>& reset,
-                     const std::function<void(json&&)>& on_item, int64_t* pages) {
+                     const std::function<void(json&&)>& on_item, PageCounts* pages) {
   for (int attempt = 0;; ++attempt) {
     ListPager pager(client, path, options);
     bool expired = false;
     for (;;) {
       ListPager::Page page = pager.Next();
       if (page.end) break;
-      ++*pages;
+      ++pages->pages;
       if (page.response.status == 410 && page.later && attempt < 2) {
         expired = true;
         break;
@@ -171,10 +187,15 @@ absl::Status ListAll(ApiClient& client, const std::string& path, std::string_vie
       if (!status.ok()) {
         return absl::Status(status.code(), StrCat("list ", what, ": ", FromAbsl(status.message())));
       }
-      absl::StatusOr<json> parsed = ParseApiJson(page.response.body, /*drop_managed_fields=*/true);
+      const bool protobuf = IsProtobufEnvelope(page.response.body);
+      pages->protobuf += protobuf ? 1 : 0;
+      absl::StatusOr<json> parsed =
+          protobuf ? ProtobufListToJson(page.response.body)
+                   : ParseApiJson(page.response.body, /*drop_managed_fields=*/true);
       if (!parsed.ok()) {
-        return absl::DataLossError(StrCat(
-            "list ", what, ": the answer is not JSON: ", FromAbsl(parsed.status().message())));
+        return absl::DataLossError(StrCat("list ", what, ": the answer is not ",
+                                          protobuf ? "a list in protobuf" : "JSON", ": ",
+                                          FromAbsl(parsed.status().message())));
       }
       page.response.body.clear();
       page.response.body.shrink_to_fit();
@@ -345,7 +366,7 @@ absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOp
   const auto taken_at = std::chrono::system_clock::now();
   std::vector<SnapshotNode> nodes;
   std::vector<std::shared_ptr<const PodInfo>> pods;
-  int64_t node_pages = 0, pod_pages = 0;
+  PageCounts node_pages, pod_pages;
   absl::Status node_status;
   // Nodes on a second thread while this one lists pods (each with its own connection).
   std::thread node_thread([&] {
@@ -382,7 +403,8 @@ absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOp
   snapshot.nodes_error = std::move(nodes_error);
   snapshot.server = client.config().server;
   snapshot.taken_at = taken_at;
-  snapshot.pages = node_pages + pod_pages;
+  snapshot.pages = node_pages.pages + pod_pages.pages;
+  snapshot.protobuf_pages = node_pages.protobuf + pod_pages.protobuf;
   snapshot.read_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return snapshot;

@@ -82,6 +82,9 @@ struct SnapshotOptions {
   // A node list the API server refuses (HTTP 403) gives a snapshot without nodes, nodes_error
   // saying why, instead of an error: a namespace-scoped user still sees its own pods.
   bool nodes_optional = false;
+  // Ask the lists of nodes and pods in protobuf (k8s/client/protobuf_wire.h), which the API server
+  // encodes faster than JSON; an answer in JSON (a server that will not) is read as well.
+  bool protobuf = false;
 };
 
 class ClusterSnapshot {
@@ -115,6 +118,7 @@ class ClusterSnapshot {
   std::chrono::system_clock::time_point taken_at{};
   double read_seconds = 0;    // the two lists, decoding included
   int64_t pages = 0;          // list requests made (both lists)
+  int64_t protobuf_pages = 0; // of which the API server answered in protobuf
   std::string pod_namespace;  // the pods are this namespace's only (SnapshotOptions)
   std::string nodes_error;    // the nodes could not be read (nodes_optional); none are here
 

@@ -1,0 +1,294 @@
+#include "k8s/client/protobuf_wire.h"
+
+#include "absl/time/time.h"
+#include "common/strings.h"
+#include "k8s_core.pb.h"
+
+namespace tessera::k8s {
+namespace {
+
+using json = nlohmann::json;
+namespace pb = ::tessera::k8s::wire;
+
+constexpr std::string_view kMagic("k8s\0", 4);
+
+std::string Rfc3339(const pb::Time& t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(t.seconds()),
+                          absl::UTCTimeZone());
+}
+
+template <typename Map>
+json Quantities(const Map& m) {
+  json out = json::object();
+  for (const auto& [k, v] : m) out[k] = v.string();
+  return out;
+}
+
+template <typename Map>
+json Strings(const Map& m) {
+  json out = json::object();
+  for (const auto& [k, v] : m) out[k] = v;
+  return out;
+}
+
+json Meta(const pb::ObjectMeta& m) {
+  json out = json::object();
+  if (m.has_name()) out["name"] = m.name();
+  if (m.has_namespace_()) out["namespace"] = m.namespace_();
+  if (m.has_uid()) out["uid"] = m.uid();
+  if (m.has_resourceversion()) out["resourceVersion"] = m.resourceversion();
+  if (m.has_creationtimestamp()) out["creationTimestamp"] = Rfc3339(m.creationtimestamp());
+  if (m.has_deletiontimestamp()) out["deletionTimestamp"] = Rfc3339(m.deletiontimestamp());
+  if (!m.labels().empty()) out["labels"] = Strings(m.labels());
+  if (!m.annotations().empty()) out["annotations"] = Strings(m.annotations());
+  if (m.ownerreferences_size() > 0) {
+    json owners = json::array();
+    for (const pb::OwnerReference& o : m.ownerreferences()) {
+      json j = json::object();
+      if (o.has_apiversion()) j["apiVersion"] = o.apiversion();
+      if (o.has_kind()) j["kind"] = o.kind();
+      if (o.has_name()) j["name"] = o.name();
+      if (o.has_uid()) j["uid"] = o.uid();
+      if (o.has_controller()) j["controller"] = o.controller();
+      owners.push_back(std::move(j));
+    }
+    out["ownerReferences"] = std::move(owners);
+  }
+  return out;
+}
+
+json Resources(const pb::ResourceRequirements& r) {
+  json out = json::object();
+  if (!r.limits().empty()) out["limits"] = Quantities(r.limits());
+  if (!r.requests().empty()) out["requests"] = Quantities(r.requests());
+  if (r.claims_size() > 0) {
+    json claims = json::array();
+    for (const pb::ResourceClaim& c : r.claims()) {
+      json j = {{"name", c.name()}};
+      if (c.has_request()) j["request"] = c.request();
+      claims.push_back(std::move(j));
+    }
+    out["claims"] = std::move(claims);
+  }
+  return out;
+}
+
+json Containers(const google::protobuf::RepeatedPtrField<pb::Container>& cs) {
+  json out = json::array();
+  for (const pb::Container& c : cs) {
+    json j = {{"name", c.name()}};
+    if (c.has_resources()) j["resources"] = Resources(c.resources());
+    if (c.has_restartpolicy()) j["restartPolicy"] = c.restartpolicy();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+json Requirements(const google::protobuf::RepeatedPtrField<pb::NodeSelectorRequirement>& rs) {
+  json out = json::array();
+  for (const pb::NodeSelectorRequirement& r : rs) {
+    json j = {{"key", r.key()}, {"operator", r.operator_()}};
+    if (r.values_size() > 0) j["values"] = json(std::vector<std::string>(r.values().begin(),
+                                                                          r.values().end()));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+json Spec(const pb::PodSpec& s) {
+  json out = json::object();
+  out["containers"] = Containers(s.containers());
+  if (s.initcontainers_size() > 0) out["initContainers"] = Containers(s.initcontainers());
+  if (!s.nodeselector().empty()) out["nodeSelector"] = Strings(s.nodeselector());
+  if (s.has_nodename()) out["nodeName"] = s.nodename();
+  if (s.has_affinity() && s.affinity().has_nodeaffinity() &&
+      s.affinity().nodeaffinity().has_requiredduringschedulingignoredduringexecution()) {
+    json terms = json::array();
+    for (const pb::NodeSelectorTerm& t : s.affinity()
+                                             .nodeaffinity()
+                                             .requiredduringschedulingignoredduringexecution()
+                                             .nodeselectorterms()) {
+      json term = json::object();
+      if (t.matchexpressions_size() > 0) term["matchExpressions"] = Requirements(t.matchexpressions());
+      if (t.matchfields_size() > 0) term["matchFields"] = Requirements(t.matchfields());
+      terms.push_back(std::move(term));
+    }
+    out["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+       ["nodeSelectorTerms"] = std::move(terms);
+  }
+  if (s.has_schedulername()) out["schedulerName"] = s.schedulername();
+  if (s.tolerations_size() > 0) {
+    json tolerations = json::array();
+    for (const pb::Toleration& t : s.tolerations()) {
+      json j = json::object();
+      if (t.has_key()) j["key"] = t.key();
+      if (t.has_operator_()) j["operator"] = t.operator_();
+      if (t.has_value()) j["value"] = t.value();
+      if (t.has_effect()) j["effect"] = t.effect();
+      if (t.has_tolerationseconds()) j["tolerationSeconds"] = t.tolerationseconds();
+      tolerations.push_back(std::move(j));
+    }
+    out["tolerations"] = std::move(tolerations);
+  }
+  if (s.has_priorityclassname()) out["priorityClassName"] = s.priorityclassname();
+  if (s.has_priority()) out["priority"] = s.priority();
+  if (!s.overhead().empty()) out["overhead"] = Quantities(s.overhead());
+  if (s.schedulinggates_size() > 0) {
+    json gates = json::array();
+    for (const pb::PodSchedulingGate& g : s.schedulinggates()) gates.push_back({{"name", g.name()}});
+    out["schedulingGates"] = std::move(gates);
+  }
+  if (s.resourceclaims_size() > 0) {
+    json claims = json::array();
+    for (const pb::PodResourceClaim& c : s.resourceclaims()) {
+      json j = {{"name", c.name()}};
+      if (c.has_resourceclaimname()) j["resourceClaimName"] = c.resourceclaimname();
+      if (c.has_resourceclaimtemplatename()) {
+        j["resourceClaimTemplateName"] = c.resourceclaimtemplatename();
+      }
+      claims.push_back(std::move(j));
+    }
+    out["resourceClaims"] = std::move(claims);
+  }
+  if (s.has_resources()) out["resources"] = Resources(s.resources());
+  if (s.has_schedulinggroup()) {
+    out["schedulingGroup"] = json::object();
+    if (s.schedulinggroup().has_podgroupname()) {
+      out["schedulingGroup"]["podGroupName"] = s.schedulinggroup().podgroupname();
+    }
+  }
+  return out;
+}
+
+template <typename Condition>
+json Conditions(const google::protobuf::RepeatedPtrField<Condition>& cs) {
+  json out = json::array();
+  for (const Condition& c : cs) {
+    json j = {{"type", c.type()}, {"status", c.status()}};
+    if (c.has_reason()) j["reason"] = c.reason();
+    if (c.has_message()) j["message"] = c.message();
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+json Status(const pb::PodStatus& s) {
+  json out = json::object();
+  if (s.has_phase()) out["phase"] = s.phase();
+  if (s.conditions_size() > 0) out["conditions"] = Conditions(s.conditions());
+  if (s.has_nominatednodename()) out["nominatedNodeName"] = s.nominatednodename();
+  if (s.resourceclaimstatuses_size() > 0) {
+    json statuses = json::array();
+    for (const pb::PodResourceClaimStatus& c : s.resourceclaimstatuses()) {
+      json j = {{"name", c.name()}};
+      if (c.has_resourceclaimname()) j["resourceClaimName"] = c.resourceclaimname();
+      statuses.push_back(std::move(j));
+    }
+    out["resourceClaimStatuses"] = std::move(statuses);
+  }
+  if (s.has_extendedresourceclaimstatus()) {
+    const pb::PodExtendedResourceClaimStatus& e = s.extendedresourceclaimstatus();
+    json mappings = json::array();
+    for (const pb::ContainerExtendedResourceRequest& r : e.requestmappings()) {
+      mappings.push_back({{"containerName", r.containername()},
+                          {"resourceName", r.resourcename()},
+                          {"requestName", r.requestname()}});
+    }
+    out["extendedResourceClaimStatus"] = {{"requestMappings", std::move(mappings)},
+                                          {"resourceClaimName", e.resourceclaimname()}};
+  }
+  return out;
+}
+
+json PodJson(const pb::Pod& p) {
+  return {{"metadata", Meta(p.metadata())}, {"spec", Spec(p.spec())}, {"status", Status(p.status())}};
+}
+
+json NodeJson(const pb::Node& n) {
+  json spec = json::object();
+  if (n.spec().has_unschedulable()) spec["unschedulable"] = n.spec().unschedulable();
+  if (n.spec().taints_size() > 0) {
+    json taints = json::array();
+    for (const pb::Taint& t : n.spec().taints()) {
+      json j = {{"key", t.key()}, {"effect", t.effect()}};
+      if (t.has_value()) j["value"] = t.value();
+      taints.push_back(std::move(j));
+    }
+    spec["taints"] = std::move(taints);
+  }
+  json status = json::object();
+  if (!n.status().capacity().empty()) status["capacity"] = Quantities(n.status().capacity());
+  if (!n.status().allocatable().empty()) {
+    status["allocatable"] = Quantities(n.status().allocatable());
+  }
+  if (n.status().conditions_size() > 0) status["conditions"] = Conditions(n.status().conditions());
+  return {{"metadata", Meta(n.metadata())}, {"spec", std::move(spec)}, {"status", std::move(status)}};
+}
+
+json ListMetaJson(const pb::ListMeta& m) {
+  json out = json::object();
+  if (m.has_resourceversion()) out["resourceVersion"] = m.resourceversion();
+  if (m.has_continue_() && !m.continue_().empty()) out["continue"] = m.continue_();
+  if (m.has_remainingitemcount()) out["remainingItemCount"] = m.remainingitemcount();
+  return out;
+}
+
+}  // namespace
+
+bool IsProtobufEnvelope(std::string_view body) { return body.substr(0, 4) == kMagic; }
+
+absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
+  if (!IsProtobufEnvelope(body)) {
+    return absl::DataLossError("the answer is not in Kubernetes' protobuf envelope (no k8s\\0)");
+  }
+  pb::Unknown unknown;
+  if (!unknown.ParseFromArray(body.data() + 4, static_cast<int>(body.size() - 4))) {
+    return absl::DataLossError("the protobuf envelope does not parse");
+  }
+  const std::string& kind = unknown.typemeta().kind();
+  if (unknown.has_contentencoding() && !unknown.contentencoding().empty()) {
+    return absl::DataLossError(
+        StrCat("the protobuf answer is encoded (", unknown.contentencoding(), "), not read here"));
+  }
+  json out = {{"kind", kind}, {"apiVersion", unknown.typemeta().apiversion()}};
+  json items = json::array();
+  if (kind == "PodList") {
+    pb::PodList list;
+    if (!list.ParseFromString(unknown.raw())) return absl::DataLossError("a PodList does not parse");
+    out["metadata"] = ListMetaJson(list.metadata());
+    for (const pb::Pod& p : list.items()) items.push_back(PodJson(p));
+  } else if (kind == "NodeList") {
+    pb::NodeList list;
+    if (!list.ParseFromString(unknown.raw())) {
+      return absl::DataLossError("a NodeList does not parse");
+    }
+    out["metadata"] = ListMetaJson(list.metadata());
+    for (const pb::Node& n : list.items()) items.push_back(NodeJson(n));
+  } else {
+    return absl::DataLossError(
+        StrCat("a protobuf ", kind.empty() ? "object without a kind" : kind,
+               " where a PodList or NodeList was expected"));
+  }
+  out["items"] = std::move(items);
+  return out;
+}
+
+std::optional<std::string> ProtobufStatusAsJson(std::string_view body) {
+  if (!IsProtobufEnvelope(body)) return std::nullopt;
+  pb::Unknown unknown;
+  if (!unknown.ParseFromArray(body.data() + 4, static_cast<int>(body.size() - 4)) ||
+      unknown.typemeta().kind() != "Status") {
+    return std::nullopt;
+  }
+  pb::Status status;
+  if (!status.ParseFromString(unknown.raw())) return std::nullopt;
+  return json({{"kind", "Status"},
+               {"apiVersion", "v1"},
+               {"status", status.status()},
+               {"message", status.message()},
+               {"reason", status.reason()},
+               {"code", status.code()}})
+      .dump();
+}
+
+}  // namespace tessera::k8s
