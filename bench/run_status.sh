@@ -49,6 +49,9 @@ get() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
   echo "| \`tessera status -o json\`, process start to exit | **$(get "$api" status_json_s)** |"
   echo "| of which: the two paginated lists and decoding (ReadSnapshot, in the bench's process) | $(get "$api" read_snapshot_s) |"
   echo "| of which: ComputeStatus and the table (same process) | $(get "$api" status_and_text_s) |"
+  echo "| \`tessera status --wire protobuf\` (the table), process start to exit | **$(get "$api" status_text_protobuf_s)** |"
+  echo "| \`tessera status -o json --wire protobuf\`, process start to exit | **$(get "$api" status_json_protobuf_s)** |"
+  echo "| of which: the two paginated lists in protobuf and decoding (ReadSnapshot) | $(get "$api" read_snapshot_protobuf_s) |"
   echo
   echo "$(get "$api" list_pages) list requests (500 objects a page) per run, $(get "$api" listed_pods) pods listed (the"
   echo "field selector leaves out finished pods). Output: $(get "$api" text_bytes) bytes of text, $(get "$api" json_bytes) bytes of JSON."

@@ -166,6 +166,7 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
 
   const std::string out_dir = (*cp)->dir();
   std::vector<double> text_s, json_s, read_s, compute_s;
+  std::vector<double> text_pb_s, json_pb_s, read_pb_s;  // the same over the protobuf wire
   size_t text_bytes = 0, json_bytes = 0, listed_pods = 0, pages = 0;
   for (int r = 0; r < runs; ++r) {
     const double t = TimeCommand({TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig()},
@@ -177,8 +178,21 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
       std::cerr << "tessera status failed\n";
       return 1;
     }
+    // Side by side: the same commands with the lists in protobuf.
+    const double tp = TimeCommand({TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig(),
+                                   "--wire", "protobuf"},
+                                  out_dir + "/status-protobuf.txt");
+    const double jp = TimeCommand({TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig(),
+                                   "-o", "json", "--wire", "protobuf"},
+                                  out_dir + "/status-protobuf.json");
+    if (tp < 0 || jp < 0) {
+      std::cerr << "tessera status --wire protobuf failed\n";
+      return 1;
+    }
     text_s.push_back(t);
     json_s.push_back(j);
+    text_pb_s.push_back(tp);
+    json_pb_s.push_back(jp);
     text_bytes = std::filesystem::file_size(out_dir + "/status.txt");
     json_bytes = std::filesystem::file_size(out_dir + "/status.json");
     // The same in this process, by stage.
@@ -197,6 +211,26 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
     (void)RenderStatusText(*s);
     read_s.push_back(std::chrono::duration<double>(t1 - t0).count());
     compute_s.push_back(Since(t1));
+    SnapshotOptions over_protobuf;
+    over_protobuf.protobuf = true;
+    const auto t2 = std::chrono::steady_clock::now();
+    absl::StatusOr<ClusterSnapshot> snap_pb = ReadSnapshot(**client, over_protobuf);
+    if (!snap_pb.ok()) {
+      std::cerr << snap_pb.status() << "\n";
+      return 1;
+    }
+    read_pb_s.push_back(Since(t2));
+    if (snap_pb->protobuf_pages != snap_pb->pages) {
+      std::cerr << "asked protobuf, but " << snap_pb->pages - snap_pb->protobuf_pages << " of "
+                << snap_pb->pages << " pages came in JSON\n";
+      return 1;
+    }
+    if (snap_pb->pods().size() != snap->pods().size() ||
+        snap_pb->nodes().size() != snap->nodes().size()) {
+      std::cerr << "the protobuf lists differ: " << snap_pb->pods().size() << " pods, "
+                << snap_pb->nodes().size() << " nodes\n";
+      return 1;
+    }
     listed_pods = snap->pods().size();
     pages = snap->pages;
   }
@@ -213,6 +247,10 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
       {"status_text_s", Median(text_s)},
       {"status_json_s", Median(json_s)},
       {"read_snapshot_s", Median(read_s)},
+      {"status_text_protobuf_s", Median(text_pb_s)},
+      {"status_json_protobuf_s", Median(json_pb_s)},
+      {"read_snapshot_protobuf_s", Median(read_pb_s)},
+
       {"status_and_text_s", Median(compute_s)},
       {"list_pages", pages},
       {"listed_pods", listed_pods},
