@@ -34,6 +34,7 @@ void Reservations::Started(const std::string& pod, const Placement& placement, i
   auto [it, added] = running_.insert_or_assign(pod, Running{placement, start, max_runtime_s});
   (void)it;
   if (added) on_node_[placement.node.value()].push_back(pod);
+  std::erase_if(reservations_, [&](const Reservation& r) { return r.owner == pod; });
 }
 
 void Reservations::Ended(const std::string& pod) {
@@ -161,7 +162,7 @@ std::optional<Reservation> Reservations::Choose(int64_t now, const Waiting& w,
     int64_t start = std::get<0>(gpus[need - 1]);
     if (start == kNever) continue;
     Reservation r;
-    r.owner = w.owner;
+    r.owner = std::string(w.owner);
     r.priority = w.priority;
     for (int32_t k = 0; k < need; ++k) {
       const NodeId node(std::get<1>(gpus[k]));
@@ -206,7 +207,7 @@ int64_t Reservations::ExpectedStart(const Reservation& r, const ClusterState& st
 
 int Reservations::Update(int64_t now, std::span<const Waiting> waiting, const Engine& engine) {
   if (!enabled()) return 0;
-  absl::flat_hash_map<std::string, const Waiting*> by_owner;
+  absl::flat_hash_map<std::string_view, const Waiting*> by_owner;
   for (const Waiting& w : waiting) by_owner.emplace(w.owner, &w);
   // Kept: the owner still waits and what it holds still frees by the deadline.
   std::vector<Reservation> kept;

@@ -45,6 +45,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -91,13 +92,14 @@ class Reservations {
 
   // The pods running: what they hold, since when, and their declared maximum run time (nullopt:
   // none). A pod not told here holding a GPU makes that GPU never expected to free.
+  // A pod's start also ends the reservation it owned (a gang's ends at the next Update).
   void Started(const std::string& pod, const Placement& placement, int64_t start,
                std::optional<int64_t> max_runtime_s);
   void Ended(const std::string& pod);
 
   // A waiting pod or gang, as the queue orders them.
   struct Waiting {
-    std::string owner;                // the pod's name or the gang's
+    std::string_view owner;            // the pod's name or the gang's (outlives the call)
     std::span<const PodRequest> pods;  // the pod, or the gang's members still waiting
     int32_t priority = 0;
     int64_t since = 0;  // waiting since
