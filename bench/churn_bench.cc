@@ -21,7 +21,7 @@
 //       Elastic gangs on the trace (sim/timeline.h, gang_min_gpus 2): the pods asking two or
 //       more whole GPUs as pods, then as gangs of one-GPU members on one node starting at each
 //       min percent (100: a rigid gang, the pod itself), under tessera. Markdown on stdout.
-//   churn_bench reservations [--workloads default,...] [--levels 100,110,120,130] [--seeds 42-51]
+//   churn_bench reservations [--workloads default,...|all] [--levels 100,110,120,130] [--seeds 42-51]
 //                            [--policies tessera] [--reference fgd] [--threads 2] [--after 30]
 //                            [--min-gpus 2] [--max 1] [--estimate 3600] [--grace 60]
 //                            [--declare 50] [--bucket 60]
@@ -415,7 +415,8 @@ int Defrag(const FlagMap& flags) {
 // GPU-hours waited, the allocation at the peak, and the pods that backfilled. `--reference`
 // policies (fgd) run without reservations beside.
 int Reserve(const FlagMap& flags) {
-  const std::vector<std::string> workloads = ListFlag(flags, "workloads", {"default"});
+  std::vector<std::string> workloads = ListFlag(flags, "workloads", {"default"});
+  if (workloads == std::vector<std::string>{"all"}) workloads = TimedWorkloads();
   const std::vector<double> levels = NumbersFlag(flags, "levels", {100, 110, 120, 130});
   const std::vector<uint64_t> seeds = OrDie(sim::ParseSeeds(Flag(flags, "seeds", "42-51")));
   const int threads = static_cast<int>(NumberFlag(flags, "threads", 2));
