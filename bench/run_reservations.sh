@@ -36,13 +36,10 @@ started=$(date -u +%Y-%m-%dT%H:%MZ)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "running: $a" >&2
 ta=$($a)
-load_a=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "running: $b" >&2
 tb=$($b)
-load_b=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "running: $c" >&2
 tc=$($c)
-load_c=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "# Reservations with backfill in the simulator (timeline protocol)"
   echo
@@ -73,22 +70,16 @@ load_c=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "$ta"
   echo
-  echo "load average at the end: $load_a"
-  echo
   echo "## default, every pod declaring its exact run time (the choice of where to hold is exact)"
   echo
   echo "\`$b\`"
   echo
   echo "$tb"
   echo
-  echo "load average at the end: $load_b"
-  echo
   echo "## Every workload with timestamps, at $levels_all%"
   echo
   echo "\`$c\`"
   echo
   echo "$tc"
-  echo
-  echo "load average at the end: $load_c"
 } > "$out"
 echo "wrote $out" >&2
