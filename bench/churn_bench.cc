@@ -21,7 +21,8 @@
 //       Elastic gangs on the trace (sim/timeline.h, gang_min_gpus 2): the pods asking two or
 //       more whole GPUs as pods, then as gangs of one-GPU members on one node starting at each
 //       min percent (100: a rigid gang, the pod itself), under tessera. Markdown on stdout.
-//   churn_bench reservations [--workloads default,...|all] [--levels 100,110,120,130] [--seeds 42-51]
+//   churn_bench reservations [--workloads default,...|all] [--levels 100,110,120,130] [--seeds
+//   42-51]
 //                            [--policies tessera] [--reference fgd] [--threads 2] [--after 30]
 //                            [--min-gpus 2] [--max 1] [--estimate 3600] [--grace 60]
 //                            [--declare 50] [--bucket 60]
@@ -430,9 +431,8 @@ int Reserve(const FlagMap& flags) {
   on.grace_s = static_cast<int64_t>(NumberFlag(flags, "grace", 60));
   const int declare = static_cast<int>(NumberFlag(flags, "declare", 50));
   const int64_t bucket = static_cast<int64_t>(NumberFlag(flags, "bucket", 60));
-  const std::string label =
-      fmt::format("after {} s, >= {} GPUs, N {}, {}% declare", on.after_s, on.min_gpus,
-                  on.max_reservations, declare);
+  const std::string label = fmt::format("after {} s, >= {} GPUs, N {}, {}% declare", on.after_s,
+                                        on.min_gpus, on.max_reservations, declare);
   const core::Cluster cluster = LoadCluster();
   std::cout << "| workload | level | policy | reservations | multi waited | multi p50 s | "
                "multi p99 s | multi max s | single p99 s | all p99 s | GPU-h waiting | bound | "
@@ -682,7 +682,8 @@ int Waits(const FlagMap& flags) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  const char* usage = "usage: churn_bench table|speedups|waits|defrag|elastic|reservations [--flag value ...]";
+  const char* usage =
+      "usage: churn_bench table|speedups|waits|defrag|elastic|reservations [--flag value ...]";
   if (argc < 2) tessera::bench::Die(usage);
   const std::string mode = argv[1];
   auto flags = tessera::bench::Flags(argc, argv, 2);

@@ -10,8 +10,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "common/status.h"
 #include "common/random.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
 #include "core/plan/defrag.h"
@@ -226,9 +226,9 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   }
   if (options.declare_percent < 0 || options.declare_percent > 100 ||
       options.declare_bucket_s < 1) {
-    return absl::InvalidArgumentError(
-        StrCat("declare_percent ", options.declare_percent, " (expected 0..100), declare_bucket_s ",
-               options.declare_bucket_s, " (expected >= 1)"));
+    return absl::InvalidArgumentError(StrCat("declare_percent ", options.declare_percent,
+                                             " (expected 0..100), declare_bucket_s ",
+                                             options.declare_bucket_s, " (expected >= 1)"));
   }
   if (options.gang_min_percent < 1 || options.gang_min_percent > 100) {
     return absl::InvalidArgumentError(
@@ -439,10 +439,9 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   auto try_start = [&](int32_t i) {
     if (gang_of[i] >= 0) return try_gang(i);
     core::Admission how = core::Admission::kFree;
-    const core::Outcome outcome =
-        reserving ? placer.PlaceReserved(reservations, requests[i], now, declared[i], &placed[i],
-                                         &how)
-                  : placer.Place(requests[i], &placed[i]);
+    const core::Outcome outcome = reserving ? placer.PlaceReserved(reservations, requests[i], now,
+                                                                   declared[i], &placed[i], &how)
+                                            : placer.Place(requests[i], &placed[i]);
     if (outcome != core::Outcome::kPlaced) {
       if (options.on_refused) options.on_refused(pods[i], now, placer.state());
       return false;
@@ -558,8 +557,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
         ShapeWaits& w = shapes[shape_of[i]];
         // A pod that may backfill is tried even when its shape was refused: held room may take
         // it and not the others of its shape (a refusal of it still says the same of them).
-        const bool may_backfill =
-            reserving && declared[i] && !reservations.reservations().empty();
+        const bool may_backfill = reserving && declared[i] && !reservations.reservations().empty();
         if (w.refused_at != changes || may_backfill) {
           if (try_start(i)) {
             if (queued) leave_queue(i);
@@ -624,8 +622,8 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     if (!reserving) return false;
     waiting_list.clear();
     for (const auto& [at, i] : waiting) {
-      waiting_list.push_back({requests[i].name, {&requests[i], 1}, requests[i].priority,
-                              arrival[i]});
+      waiting_list.push_back(
+          {requests[i].name, {&requests[i], 1}, requests[i].priority, arrival[i]});
     }
     const size_t before = reservations.reservations().size();
     const int made = reservations.Update(now, waiting_list, placer.engine());

@@ -110,7 +110,7 @@ struct TimelineOptions {
   int gang_min_percent = 100;  // of a gang's members, rounded up: the fewest it starts with
   // Reservations with backfill (above); off unless reservations.max_reservations > 0.
   core::ReservationOptions reservations;
-  int declare_percent = 0;       // of the pods, declaring a maximum run time
+  int declare_percent = 0;        // of the pods, declaring a maximum run time
   int64_t declare_bucket_s = 60;  // declared: the traced run time rounded up to a multiple of this
   // Optional, for diagnostics (churn_bench): called when a pod is tried and does not fit (on
   // arrival and on each retry), with the cluster's state then, and when a pod starts. `pod` is

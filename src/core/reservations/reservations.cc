@@ -124,9 +124,8 @@ std::optional<Reservation> Reservations::Choose(int64_t now, const Waiting& w,
   const ModelSet models = cluster.ResolveModels(first.gpu_models);
   // Sites: the domains of the gang's level, else every node.
   std::vector<std::vector<Candidate>> sites;
-  const int level = gang && !first.gang->level.empty()
-                        ? engine.domains().LevelIndex(first.gang->level)
-                        : -1;
+  const int level =
+      gang && !first.gang->level.empty() ? engine.domains().LevelIndex(first.gang->level) : -1;
   if (level >= 0) {
     for (const Domain& d : engine.domains().domains(level)) sites.push_back(d.candidates);
   } else {
@@ -148,8 +147,8 @@ std::optional<Reservation> Reservations::Choose(int64_t now, const Waiting& w,
     std::vector<std::tuple<int64_t, int, int>> gpus;
     for (const Candidate& c : site) {
       if (!state.accepts_pods(c.node)) continue;
-      const uint64_t usable =
-          c.gpu_mask & cluster.ModelMask(c.node, models) & ~cluster.mig_mask(c.node) & ~held(c.node);
+      const uint64_t usable = c.gpu_mask & cluster.ModelMask(c.node, models) &
+                              ~cluster.mig_mask(c.node) & ~held(c.node);
       if (usable == 0) continue;
       const std::vector<int64_t> at = GpuFreeTimes(state, c.node, now);
       for (uint64_t m = usable; m; m &= m - 1) {
@@ -269,10 +268,11 @@ Admission Reservations::Admit(const PodRequest& request, const Placement& placem
     }
     // A pod's reservation also holds CPU and memory on its node: what this placement takes
     // must leave them free by the expected start.
-    if (!touches && (r.cpu_milli > 0 || r.memory_mib > 0) && r.gpus.front().node == placement.node) {
-      const int64_t by = ResourcesFreeBy(state, placement.node, r.expected_start, now,
-                                         r.cpu_milli + placement.cpu_milli,
-                                         r.memory_mib + placement.memory_mib);
+    if (!touches && (r.cpu_milli > 0 || r.memory_mib > 0) &&
+        r.gpus.front().node == placement.node) {
+      const int64_t by =
+          ResourcesFreeBy(state, placement.node, r.expected_start, now,
+                          r.cpu_milli + placement.cpu_milli, r.memory_mib + placement.memory_mib);
       touches = by > r.expected_start;
     }
     if (!touches) continue;
@@ -314,9 +314,9 @@ PlacementResult Reservations::Place(Engine& engine, const PodRequest& request, M
             Exception(request, r, now, max_runtime_s) != Admission::kRefused) {
           continue;
         }
-        cut = cut || ResourcesFreeBy(state, node, r.expected_start, now,
-                                     r.cpu_milli + request.cpu_milli,
-                                     r.memory_mib + request.memory_mib) > r.expected_start;
+        cut = cut ||
+              ResourcesFreeBy(state, node, r.expected_start, now, r.cpu_milli + request.cpu_milli,
+                              r.memory_mib + request.memory_mib) > r.expected_start;
       }
       if (cut) continue;
       left.push_back(Candidate{node, ~HeldFrom(request, node, now, max_runtime_s)});

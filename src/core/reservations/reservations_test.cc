@@ -135,8 +135,14 @@ TEST(Reservations, BackfillOnlyForPodsThatEndInTime) {
 }
 
 TEST(Reservations, CpuOnTheNodeIsHeldToo) {
-  const Cluster c =
-      ClusterBuilder().Node("a").Cpu(16).Gpus(2, "A100-80GB").Node("b").Cpu(16).Gpus(2, "A100-80GB").Build();
+  const Cluster c = ClusterBuilder()
+                        .Node("a")
+                        .Cpu(16)
+                        .Gpus(2, "A100-80GB")
+                        .Node("b")
+                        .Cpu(16)
+                        .Gpus(2, "A100-80GB")
+                        .Build();
   Fixture f(c, On());
   f.Hold("a1", 0, 0, 0, 100);
   f.Hold("b1", 1, 0, 0, 200);
@@ -220,10 +226,18 @@ TEST(Reservations, AtMostNAtOnceInQueueOrder) {
 
 TEST(Reservations, AGangReservesInOneDomainOfItsLevel) {
   const Cluster c = ClusterBuilder()
-                        .Node("r1a").Label("tessera.dev/rack", "r1").Gpus(2, "A100-80GB")
-                        .Node("r1b").Label("tessera.dev/rack", "r1").Gpus(2, "A100-80GB")
-                        .Node("r2a").Label("tessera.dev/rack", "r2").Gpus(2, "A100-80GB")
-                        .Node("r2b").Label("tessera.dev/rack", "r2").Gpus(2, "A100-80GB")
+                        .Node("r1a")
+                        .Label("tessera.dev/rack", "r1")
+                        .Gpus(2, "A100-80GB")
+                        .Node("r1b")
+                        .Label("tessera.dev/rack", "r1")
+                        .Gpus(2, "A100-80GB")
+                        .Node("r2a")
+                        .Label("tessera.dev/rack", "r2")
+                        .Gpus(2, "A100-80GB")
+                        .Node("r2b")
+                        .Label("tessera.dev/rack", "r2")
+                        .Gpus(2, "A100-80GB")
                         .Build();
   Fixture f(c, On());
   f.Hold("x0", 0, 0, 0, 300);  // rack r1 frees all by 300
@@ -252,8 +266,7 @@ TEST(Reservations, AGangReservesInOneDomainOfItsLevel) {
   f.Update(200, {{"g", members, 0, 0}});
   Admission how;
   // r1's nodes have one GPU free each: two on one node are only in r2, held.
-  EXPECT_EQ(f.Start(Pod("other", GpuAsk::Whole(2)), 200, std::nullopt).outcome,
-            Outcome::kNoFitNow);
+  EXPECT_EQ(f.Start(Pod("other", GpuAsk::Whole(2)), 200, std::nullopt).outcome, Outcome::kNoFitNow);
   PlacementResult member = f.Start(members[0], 200, std::nullopt, &how);
   ASSERT_TRUE(member.placed());
   EXPECT_EQ(how, Admission::kOwner);
