@@ -7,7 +7,7 @@
 # reservations can do: the choice of where to hold room is exact), then every workload with
 # timestamps at 120% (all four levels take an hour more on 2 busy cores: --levels-all 100,110,
 # 120,130 runs them). Writes bench/results/reservations.md.
-#   bench/run_reservations.sh [--preset dev|release]   (dev by default: RelWithDebInfo)
+#   bench/run_reservations.sh [--preset dev|release] [--levels-all 100,110,120,130]   (dev by default)
 # About 30 minutes on 2 busy cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
