@@ -21,6 +21,14 @@
 //       Elastic gangs on the trace (sim/timeline.h, gang_min_gpus 2): the pods asking two or
 //       more whole GPUs as pods, then as gangs of one-GPU members on one node starting at each
 //       min percent (100: a rigid gang, the pod itself), under tessera. Markdown on stdout.
+//   churn_bench reservations [--workloads default,...|all] [--levels 100,110,120,130] [--seeds
+//   42-51]
+//                            [--policies tessera] [--reference fgd] [--threads 2] [--after 30]
+//                            [--min-gpus 2] [--max 1] [--estimate 3600] [--grace 60]
+//                            [--declare 50] [--bucket 60]
+//       The timeline protocol with and without reservations with backfill (sim/timeline.h):
+//       multi-GPU pods' waits, single-GPU p99, GPU-hours waited, allocation at peak, backfilled
+//       pods; the reference policies without reservations. Markdown on stdout.
 //   churn_bench waits [--workload default] [--speedup 50000] [--load 0] [--seed 42]
 //                     [--policies fgd,tessera]
 //       Where one run's waiting comes from: the pods that waited by size, and the free capacity
@@ -403,6 +411,69 @@ int Defrag(const FlagMap& flags) {
   return 0;
 }
 
+// The timeline protocol with and without reservations with backfill
+// (core/reservations/reservations.h): multi-GPU pods' pending times, single-GPU pods' p99, the
+// GPU-hours waited, the allocation at the peak, and the pods that backfilled. `--reference`
+// policies (fgd) run without reservations beside.
+int Reserve(const FlagMap& flags) {
+  std::vector<std::string> workloads = ListFlag(flags, "workloads", {"default"});
+  if (workloads == std::vector<std::string>{"all"}) workloads = TimedWorkloads();
+  const std::vector<double> levels = NumbersFlag(flags, "levels", {100, 110, 120, 130});
+  const std::vector<uint64_t> seeds = OrDie(sim::ParseSeeds(Flag(flags, "seeds", "42-51")));
+  const int threads = static_cast<int>(NumberFlag(flags, "threads", 2));
+  const std::vector<std::string> policies = ListFlag(flags, "policies", {"tessera"});
+  const std::vector<std::string> reference = ListFlag(flags, "reference", {});
+  core::ReservationOptions on;
+  on.max_reservations = static_cast<int>(NumberFlag(flags, "max", 1));
+  on.min_gpus = static_cast<int32_t>(NumberFlag(flags, "min-gpus", 2));
+  on.after_s = static_cast<int64_t>(NumberFlag(flags, "after", 30));
+  on.unknown_runtime_s = static_cast<int64_t>(NumberFlag(flags, "estimate", 3600));
+  on.grace_s = static_cast<int64_t>(NumberFlag(flags, "grace", 60));
+  const int declare = static_cast<int>(NumberFlag(flags, "declare", 50));
+  const int64_t bucket = static_cast<int64_t>(NumberFlag(flags, "bucket", 60));
+  const std::string label = fmt::format("after {} s, >= {} GPUs, N {}, {}% declare", on.after_s,
+                                        on.min_gpus, on.max_reservations, declare);
+  const core::Cluster cluster = LoadCluster();
+  std::cout << "| workload | level | policy | reservations | multi waited | multi p50 s | "
+               "multi p99 s | multi max s | single p99 s | all p99 s | GPU-h waiting | bound | "
+               "at peak | reservations made | backfilled |\n"
+               "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  for (const std::string& workload : workloads) {
+    const sim::PodTrace trace = LoadPods(workload);
+    for (double level : levels) {
+      struct Run {
+        std::vector<std::string> policies;
+        bool reserving;
+      };
+      std::vector<Run> runs = {{policies, false}, {policies, true}};
+      if (!reference.empty()) runs.insert(runs.begin(), Run{reference, false});
+      for (const Run& run : runs) {
+        sim::TimelineOptions base;
+        base.speedup = NumberFlag(flags, "speedup", 50000);
+        base.load = level;
+        base.declare_percent = declare;
+        base.declare_bucket_s = bucket;
+        if (run.reserving) base.reservations = on;
+        for (const sim::TimelinePolicyRuns& p : OrDie(sim::RunTimelineSeeds(
+                 cluster, trace, run.policies, seeds, base, threads, nullptr))) {
+          const sim::TimelineResult& m = p.mean;
+          std::cout << fmt::format(
+              "| {} | {:.0f}% | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | {:.1f} | "
+              "{:.2f} | {:.2f} | {:.2f}% | {} | {} |\n",
+              workload, level, p.policy, run.reserving ? label : "off", m.multi_gpu.waited,
+              m.multi_gpu.p50, m.multi_gpu.p99, m.multi_gpu.max, m.single_gpu.p99, m.pending_p99,
+              m.wait_gpu_hours, m.wait_gpu_hours_bound, m.peak_window_allocation,
+              m.reservations_made, m.backfilled);
+        }
+        std::cerr << "churn_bench reservations: " << workload << " at " << level
+                  << (run.reserving ? " with" : " without") << " reservations done\n";
+      }
+    }
+  }
+  std::cout << "\n" << Machine() << "\n";
+  return 0;
+}
+
 int Elastic(const FlagMap& flags) {
   const std::string workload = Flag(flags, "workload", "default");
   const std::vector<double> levels = NumbersFlag(flags, "levels", {100, 110, 120, 130});
@@ -611,7 +682,8 @@ int Waits(const FlagMap& flags) {
 }  // namespace tessera::bench
 
 int main(int argc, char** argv) {
-  const char* usage = "usage: churn_bench table|speedups|waits|defrag|elastic [--flag value ...]";
+  const char* usage =
+      "usage: churn_bench table|speedups|waits|defrag|elastic|reservations [--flag value ...]";
   if (argc < 2) tessera::bench::Die(usage);
   const std::string mode = argv[1];
   auto flags = tessera::bench::Flags(argc, argv, 2);
@@ -620,5 +692,6 @@ int main(int argc, char** argv) {
   if (mode == "waits") return tessera::bench::Waits(flags);
   if (mode == "defrag") return tessera::bench::Defrag(flags);
   if (mode == "elastic") return tessera::bench::Elastic(flags);
+  if (mode == "reservations") return tessera::bench::Reserve(flags);
   tessera::bench::Die(usage);
 }

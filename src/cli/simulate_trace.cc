@@ -72,6 +72,38 @@ void AddTraceFlags(CLI::App* cmd, TraceOptions* o) {
                   "time) done at the pace of the members running (100: a rigid gang; 0: off)")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
+  cmd->add_option("--reservations", o->reservations,
+                  "Trace mode, timeline protocol: hold room for at most this many waiting big "
+                  "pods at once (core/reservations/reservations.h: the pods asking "
+                  "--reserve-min-gpus whole GPUs that waited --reserve-after s, in the queue's "
+                  "order, each where its GPUs are expected to free first); other pods take held "
+                  "room only if they declare a run time ending before it is needed (backfill). "
+                  "0: off")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd->add_option("--reserve-after", o->reserve_after,
+                  "Trace mode, --reservations: seconds a big pod waits before room is held")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--reserve-min-gpus", o->reserve_min_gpus,
+                  "Trace mode, --reservations: whole GPUs a pod asks to get a reservation")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--runtime-estimate", o->runtime_estimate,
+                  "Trace mode, --reservations: seconds a pod that declares no run time is "
+                  "expected to run (one that ran longer: this long from now)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  cmd->add_option("--declare-percent", o->declare_percent,
+                  "Trace mode, --reservations: the model of declared run times: this percentage "
+                  "of the pods (drawn by the seed) declare their traced run time rounded up to "
+                  "--declare-bucket s; only they can backfill")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  cmd->add_option("--declare-bucket", o->declare_bucket,
+                  "Trace mode, --reservations: declared run times are multiples of this (s)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
   cmd->add_flag("--ceiling", o->ceiling,
                 "Trace mode, fgd protocol: also prove how much any policy could allocate on the "
                 "same pod sequences (a ceiling: no scheduler that places every pod that fits can "
@@ -110,6 +142,7 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
   info.load = o.load;
   info.classify_waits = o.classify_waits;
   info.gang_min_percent = o.elastic_gangs;
+  info.max_reservations = o.protocol == "timeline" ? o.reservations : 0;
 
   // Progress on stderr, at most every two seconds, once a run has lasted two seconds.
   const auto start = std::chrono::steady_clock::now();
@@ -146,6 +179,14 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
       base.gang_min_gpus = 2;
       base.gang_min_percent = o.elastic_gangs;
     }
+    if (o.reservations > 0) {
+      base.reservations.max_reservations = o.reservations;
+      base.reservations.after_s = o.reserve_after;
+      base.reservations.min_gpus = o.reserve_min_gpus;
+      base.reservations.unknown_runtime_s = o.runtime_estimate;
+      base.declare_percent = o.declare_percent;
+      base.declare_bucket_s = o.declare_bucket;
+    }
     TESSERA_ASSIGN_OR_RETURN(
         std::vector<sim::TimelinePolicyRuns> results,
         sim::RunTimelineSeeds(*cluster, trace, policies, seeds, base, o.threads, progress));
@@ -161,9 +202,10 @@ absl::Status RunTrace(const TraceOptions& o, const std::vector<std::string>& pol
     }
     return absl::OkStatus();
   }
-  if (o.load != 0 || o.classify_waits || o.elastic_gangs != 0) {
+  if (o.load != 0 || o.classify_waits || o.elastic_gangs != 0 || o.reservations != 0) {
     return absl::InvalidArgumentError(
-        "--load, --classify-waits and --elastic-gangs are for --protocol timeline (the fgd "
+        "--load, --classify-waits, --elastic-gangs and --reservations are for --protocol "
+        "timeline (the fgd "
         "protocol tunes its pod list with --tune-ratio and has no departures to grow into)");
   }
   TESSERA_ASSIGN_OR_RETURN(

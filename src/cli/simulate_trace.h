@@ -23,6 +23,13 @@ struct TraceOptions {
   double load = 0;
   bool classify_waits = false;
   int elastic_gangs = 0;  // timeline: the min percent of elastic gangs (0: pods stay pods)
+  // timeline: reservations with backfill (sim/timeline.h); 0 reservations: off
+  int reservations = 0;
+  int64_t reserve_after = 30;
+  int reserve_min_gpus = 2;
+  int64_t runtime_estimate = 3600;
+  int declare_percent = 50;
+  int64_t declare_bucket = 60;
   bool ceiling = false;
 };
 

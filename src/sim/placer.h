@@ -7,13 +7,16 @@
 // is the engine's answer, remembered per request shape.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "core/engine.h"
+#include "core/reservations/reservations.h"
 
 namespace tessera::sim {
 
@@ -30,6 +33,19 @@ class Placer {
     if (r.placed()) *placement = std::move(r.placement);
     return r.outcome;
   }
+  // As Place, under reservations (core/reservations/reservations.h: Reservations::Place, the
+  // one rule for held room); `how` gets how the placement stood with them.
+  core::Outcome PlaceReserved(const core::Reservations& reservations,
+                              const core::PodRequest& request, int64_t now,
+                              std::optional<int64_t> max_runtime_s, core::Placement* placement,
+                              core::Admission* how) {
+    core::PlacementResult r =
+        reservations.Place(engine_, request, core::Mode::kApply, now, max_runtime_s, how);
+    if (r.placed()) *placement = std::move(r.placement);
+    return r.outcome;
+  }
+  // For the reservations' choices (Reservations::Update).
+  const core::Engine& engine() const { return engine_; }
   // Takes a placement decided elsewhere (a defragmentation plan's); Release returns it.
   absl::Status Apply(const core::Placement& placement) { return engine_.ApplyUnnamed(placement); }
   // Returns what a placement made by Place took.

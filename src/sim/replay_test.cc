@@ -218,6 +218,49 @@ TEST(Timeline, DefragmentationStartsABigPodSooner) {
   EXPECT_EQ(later->defrag_searches, 0);
 }
 
+// Reservations in the replay: a 2-GPU pod waits for `a` (ending at 10); without reservations the
+// long one-GPU pod s1 takes the free GPU and the big pod waits until 102. With them the free GPU
+// is held from 2 on (expected start 10: every pod declares its run time here); s1 waits; b,
+// declared to end at 8, backfills.
+TEST(Timeline, ReservationsHoldRoomAndLetShortPodsBackfill) {
+  core::Cluster c = Nodes("sn,cpu_milli,memory_mib,gpu,model\na,32000,262144,2,V100M16\n");
+  PodTrace t = Pods(std::string(kTimedHeader) +
+                    "a,1000,1024,1,1000,,LS,Running,0,10,0\n"
+                    "big,1000,1024,2,1000,,LS,Running,1,51,1\n"
+                    "s1,1000,1024,1,1000,,LS,Running,2,102,2\n"
+                    "b,1000,1024,1,1000,,LS,Running,3,8,3\n");
+  TimelineOptions o;
+  o.policy = "tessera";
+  o.declare_percent = 100;
+  o.declare_bucket_s = 1;
+  absl::StatusOr<TimelineResult> plain = RunTimeline(c, t, o);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_DOUBLE_EQ(plain->multi_gpu.max, 101);
+  EXPECT_EQ(plain->declared, 4);
+  EXPECT_EQ(plain->reservations_made, 0);
+  EXPECT_EQ(plain->backfilled, 0);
+
+  o.reservations.max_reservations = 1;
+  o.reservations.after_s = 0;
+  absl::StatusOr<TimelineResult> held = RunTimeline(c, t, o);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(held->started, 4);
+  EXPECT_DOUBLE_EQ(held->multi_gpu.max, 9);    // starts when a leaves at 10
+  EXPECT_DOUBLE_EQ(held->single_gpu.max, 58);  // s1: from 2 until big leaves at 60
+  EXPECT_EQ(held->reservations_made, 1);
+  EXPECT_EQ(held->backfilled, 1);
+
+  // Without declared run times nobody backfills: b waits too.
+  o.declare_percent = 0;
+  absl::StatusOr<TimelineResult> undeclared = RunTimeline(c, t, o);
+  ASSERT_TRUE(undeclared.ok()) << undeclared.status();
+  EXPECT_DOUBLE_EQ(undeclared->multi_gpu.max, 9);
+  EXPECT_EQ(undeclared->backfilled, 0);
+
+  o.defrag_max_moves = 1;
+  EXPECT_EQ(RunTimeline(c, t, o).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // The example of timeline.h: an 8-GPU pod of 100 s arrives when its node has 4 GPUs free, and the
 // other 4 free up 20 s later.
 TEST(Timeline, ElasticGangStartsAtItsMinAndGrows) {

@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "common/random.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
@@ -218,6 +219,17 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
         "elastic gangs and defragmentation plans together are not modelled (a plan would not "
         "see the gangs' members)");
   }
+  const bool reserving = options.reservations.max_reservations > 0;
+  if (reserving && (options.gang_min_gpus > 0 || options.defrag_max_moves > 0)) {
+    return absl::InvalidArgumentError(
+        "reservations with elastic gangs or defragmentation plans are not modelled");
+  }
+  if (options.declare_percent < 0 || options.declare_percent > 100 ||
+      options.declare_bucket_s < 1) {
+    return absl::InvalidArgumentError(StrCat("declare_percent ", options.declare_percent,
+                                             " (expected 0..100), declare_bucket_s ",
+                                             options.declare_bucket_s, " (expected >= 1)"));
+  }
   if (options.gang_min_percent < 1 || options.gang_min_percent > 100) {
     return absl::InvalidArgumentError(
         StrCat("gang_min_percent ", options.gang_min_percent, ": expected 1..100"));
@@ -270,6 +282,20 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   }
   std::vector<int64_t> arrival(n);
   for (size_t i = 0; i < n; ++i) arrival[i] = clock.Arrival(pod_of(static_cast<int32_t>(i)));
+  // Declared maximum run times (timeline.h: the model), drawn per pod from the seed.
+  std::vector<std::optional<int64_t>> declared(n);
+  if (options.declare_percent > 0) {
+    Random draw(options.seed ^ 0x7e5e7a710115ULL);
+    for (size_t i = 0; i < n; ++i) {
+      const bool declares = static_cast<int>(draw.Uniform(100)) < options.declare_percent;
+      const std::optional<int64_t> run = TimelineClock::RunTime(pod_of(static_cast<int32_t>(i)));
+      if (!declares || !run) continue;
+      const int64_t b = options.declare_bucket_s;
+      declared[i] = std::max<int64_t>(b, (*run + b - 1) / b * b);
+      ++r.declared;
+    }
+  }
+  core::Reservations reservations(options.reservations);
   // Elastic gangs: the pods that run as gangs (gang_of: index into gangs, -1 for a pod).
   struct Gang {
     std::vector<core::PodRequest> members;  // in the order they join
@@ -338,12 +364,13 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   std::vector<core::Placement> placed(n);
   std::optional<WaitClassifier> classifier;
   if (options.classify_waits) classifier.emplace(cluster);
-  std::vector<double> pending, pending_whole, pending_multi;
+  std::vector<double> pending, pending_whole, pending_multi, pending_single;
   auto gpus_asked = [&](int32_t i) {
     return static_cast<double>(pod_of(i).total_gpu_milli()) / 1000.0;
   };
   auto is_whole = [&](int32_t i) { return pod_of(i).num_gpu >= 1 && pod_of(i).gpu_milli >= 1000; };
   auto is_multi = [&](int32_t i) { return pod_of(i).num_gpu >= 2; };
+  auto is_single = [&](int32_t i) { return pod_of(i).num_gpu == 1; };
   // Waiting pods wait in the scheduler's queue (replay_queue.h: core::SchedulingQueue's rules),
   // all of one priority and one queue: tried again, in arrival order, whenever pods leave.
   // `waiting` is the same pods in the same order (the queue's membership, for the end of the
@@ -411,10 +438,15 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   std::function<bool(int32_t)> try_gang;
   auto try_start = [&](int32_t i) {
     if (gang_of[i] >= 0) return try_gang(i);
-    if (placer.Place(requests[i], &placed[i]) != core::Outcome::kPlaced) {
+    core::Admission how = core::Admission::kFree;
+    const core::Outcome outcome = reserving ? placer.PlaceReserved(reservations, requests[i], now,
+                                                                   declared[i], &placed[i], &how)
+                                            : placer.Place(requests[i], &placed[i]);
+    if (outcome != core::Outcome::kPlaced) {
       if (options.on_refused) options.on_refused(pods[i], now, placer.state());
       return false;
     }
+    if (how == core::Admission::kBackfill) ++r.backfilled;
     started(i);
     return true;
   };
@@ -427,16 +459,19 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
       r.wait_gpu_hours += gpus_asked(i) * wait / 3600.0;
       if (is_whole(i)) ++r.whole_gpu.waited;
       if (is_multi(i)) ++r.multi_gpu.waited;
+      if (is_single(i)) ++r.single_gpu.waited;
     }
     pending.push_back(wait);
     if (is_whole(i)) pending_whole.push_back(wait);
     if (is_multi(i)) pending_multi.push_back(wait);
+    if (is_single(i)) pending_single.push_back(wait);
   };
   started = [&](int32_t i) {
     running[i] = 1;
     ++starts;
     if (options.on_start) options.on_start(pods[i], arrival[i], now, placed[i], placer.state());
     if (classifier) classifier->Started(i, placed[i]);
+    if (reserving) reservations.Started(requests[i].name, placed[i], now, declared[i]);
     count_start(i);
     if (std::optional<int64_t> d = TimelineClock::RunTime(pod_of(i))) {
       events.push(Event{now + *d, 0, i});
@@ -520,7 +555,10 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
         }
       } else {
         ShapeWaits& w = shapes[shape_of[i]];
-        if (w.refused_at != changes) {
+        // A pod that may backfill is tried even when its shape was refused: held room may take
+        // it and not the others of its shape (a refusal of it still says the same of them).
+        const bool may_backfill = reserving && declared[i] && !reservations.reservations().empty();
+        if (w.refused_at != changes || may_backfill) {
           if (try_start(i)) {
             if (queued) leave_queue(i);
             continue;
@@ -552,6 +590,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
       // The pod ran out and left: tell the policy, as Engine::Release does.
       placer.policy().OnReleased(placer.state(), placed[i]);
       if (classifier) classifier->Left(i, placed[i]);
+      if (reserving) reservations.Ended(requests[i].name);
       return true;
     }
     Gang& g = gangs[gang_of[i]];
@@ -574,6 +613,22 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     ++changes;
     queue.NoteChange();
     if (!queue.empty()) serve();
+  };
+
+  // Reservations brought up to date with the queue (the waiting pods in its order); true when
+  // one was let go (its room may fit a waiting pod: a change for the scheduler).
+  std::vector<core::Reservations::Waiting> waiting_list;
+  auto reserve = [&]() {
+    if (!reserving) return false;
+    waiting_list.clear();
+    for (const auto& [at, i] : waiting) {
+      waiting_list.push_back(
+          {requests[i].name, {&requests[i], 1}, requests[i].priority, arrival[i]});
+    }
+    const size_t before = reservations.reservations().size();
+    const int made = reservations.Update(now, waiting_list, placer.engine());
+    r.reservations_made += made;
+    return reservations.reservations().size() - static_cast<size_t>(made) < before;
   };
 
   plan::DefragOptions defrag_options;
@@ -650,6 +705,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
         events.pop();
         freed = depart(d) || freed;
       }
+      if (reserve()) freed = true;
       if (freed) changed();
       if (!waiting.empty() && options.defrag_max_moves > 0) defragment();
       record();
@@ -664,6 +720,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
       shape_of[i] = static_cast<int32_t>(it->second);
     }
     const int64_t before = starts;
+    if (reserve()) changed();
     queue.Push(i, 0, "", arrival_of(i));
     serve();
     if (starts != before) record();
@@ -681,6 +738,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
     r.wait_gpu_hours += gpus_asked(i) * static_cast<double>(end - arrival[i]) / 3600.0;
     if (is_whole(i)) ++r.whole_gpu.still_waiting;
     if (is_multi(i)) ++r.multi_gpu.still_waiting;
+    if (is_single(i)) ++r.single_gpu.still_waiting;
     if (classifier && gang_of[i] < 0) add_split(i, entered[i], shapes[shape_of[i]].At(end));
   }
   const double span = static_cast<double>(window_end - first);
@@ -696,6 +754,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   }
   Summarise(std::move(pending_whole), &r.whole_gpu);
   Summarise(std::move(pending_multi), &r.multi_gpu);
+  Summarise(std::move(pending_single), &r.single_gpu);
   if (!gangs.empty()) {
     std::vector<double> to_start, to_full;
     for (size_t k = 0; k < n; ++k) {
@@ -784,6 +843,9 @@ TimelineResult MeanOfTimelines(const std::vector<TimelineResult>& runs) {
   m.defrag_plans = count(&TimelineResult::defrag_plans);
   m.defrag_moves = count(&TimelineResult::defrag_moves);
   m.defrag_whole_gpus_moved = count(&TimelineResult::defrag_whole_gpus_moved);
+  m.reservations_made = count(&TimelineResult::reservations_made);
+  m.backfilled = count(&TimelineResult::backfilled);
+  m.declared = count(&TimelineResult::declared);
   m.waited = count(&TimelineResult::waited);
   m.clones = count(&TimelineResult::clones);
   m.removed = count(&TimelineResult::removed);
@@ -793,7 +855,7 @@ TimelineResult MeanOfTimelines(const std::vector<TimelineResult>& runs) {
   m.pending_max = mean(&TimelineResult::pending_max);
   m.pending_mean = mean(&TimelineResult::pending_mean);
   for (PendingStats TimelineResult::*group :
-       {&TimelineResult::whole_gpu, &TimelineResult::multi_gpu}) {
+       {&TimelineResult::whole_gpu, &TimelineResult::multi_gpu, &TimelineResult::single_gpu}) {
     auto of = [&](auto field) {
       double s = 0;
       for (const TimelineResult& r : runs) s += static_cast<double>(r.*group.*field);

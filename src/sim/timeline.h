@@ -51,6 +51,19 @@
 //    20 s later; 4 x 20 = 80 member-seconds of its 800 are done by then, the other 720 at 8 a
 //    second: it ends 110 s after it arrived (not waiting 20 s and ending at 120 s), and its members
 //    waited 4 x 20 s = 80 GPU-seconds while it ran.
+//  - Reservations with backfill (`reservations`, core/reservations/reservations.h, off unless
+//    max_reservations > 0): at every event (an arrival, departures), before the waiting pods are
+//    tried, the reservations are brought up to date with the queue (the first long-waiting big
+//    pods get room held, in the queue's order); every pod is then placed under them
+//    (Reservations::Place: held room only for its owner, a higher priority, or a backfill pod).
+//    Declared run times, the model: a pod declares a maximum run time with probability
+//    `declare_percent` % (drawn per pod from the seed), equal to its traced run time rounded up to
+//    a multiple of `declare_bucket_s` (what a user who knows the job would write, with a margin);
+//    a pod without a traced end never declares. Pods that declare none cannot backfill, and their
+//    end is estimated (ReservationOptions::unknown_runtime_s). A declared pod ends at its traced
+//    time, never later than declared: no pod in the replay overruns, so the eviction at the limit
+//    that the scheduler must enforce is not modelled. Reported: reservations made and pods
+//    backfilled. Not with elastic gangs or defragmentation.
 // Example: one 1-GPU node; pod a arrives at 0 and runs 10 s, pod b arrives at 2: b waits until
 // a leaves at 10 and then runs; b's pending time is 8 s, 8 GPU-seconds of waiting, and the bound
 // is 8 GPU-seconds too (from 2 to 10 the offered demand is 2 GPUs on 1).
@@ -65,6 +78,7 @@
 #include "absl/status/statusor.h"
 #include "core/model/cluster.h"
 #include "core/policy/policy.h"
+#include "core/reservations/reservations.h"
 #include "sim/trace/alibaba.h"
 
 namespace tessera::sim {
@@ -94,6 +108,10 @@ struct TimelineOptions {
   // Elastic gangs (above); 0: off (every pod is a pod). Not with defragmentation.
   int gang_min_gpus = 0;
   int gang_min_percent = 100;  // of a gang's members, rounded up: the fewest it starts with
+  // Reservations with backfill (above); off unless reservations.max_reservations > 0.
+  core::ReservationOptions reservations;
+  int declare_percent = 0;        // of the pods, declaring a maximum run time
+  int64_t declare_bucket_s = 60;  // declared: the traced run time rounded up to a multiple of this
   // Optional, for diagnostics (churn_bench): called when a pod is tried and does not fit (on
   // arrival and on each retry), with the cluster's state then, and when a pod starts. `pod` is
   // its index in trace.pods (a clone gives the index of the pod it copies).
@@ -142,10 +160,14 @@ struct TimelineResult {
   int64_t defrag_plans = 0;             // plans carried out
   int64_t defrag_moves = 0;             // pods moved by them
   int64_t defrag_whole_gpus_moved = 0;  // whole GPUs the moved pods held
+  int64_t reservations_made = 0;        // reservations made (a re-choice counts again)
+  int64_t backfilled = 0;               // pods that started on held room as backfill
+  int64_t declared = 0;                 // pods declaring a maximum run time
   // Pending time of the pods that started, seconds.
   double pending_p50 = 0, pending_p90 = 0, pending_p99 = 0, pending_max = 0, pending_mean = 0;
   PendingStats whole_gpu;           // pods asking one or more whole GPUs
   PendingStats multi_gpu;           // pods asking two or more GPUs
+  PendingStats single_gpu;          // pods asking one GPU or part of one
   double wait_gpu_hours = 0;        // GPUs asked x time waited, summed over the pods
   double wait_gpu_hours_bound = 0;  // no policy waits less (timeline_load.h)
   WaitSplit wait_split;             // with classify_waits

@@ -128,6 +128,11 @@ nlohmann::json TimelineJson(const TraceRunInfo& info,
     nlohmann::json split = {{"repack", Round(m.wait_split.repack, 4)},
                             {"cross_node", Round(m.wait_split.cross_node, 4)},
                             {"capacity", Round(m.wait_split.capacity, 4)}};
+    const nlohmann::json reservations = info.max_reservations > 0
+                                            ? nlohmann::json{{"made", m.reservations_made},
+                                                             {"backfilled", m.backfilled},
+                                                             {"declared", m.declared}}
+                                            : nlohmann::json();
     list.push_back({{"policy", p.policy},
                     {"pods", m.pods},
                     {"started", m.started},
@@ -142,6 +147,8 @@ nlohmann::json TimelineJson(const TraceRunInfo& info,
                       {"mean", Round(m.pending_mean, 3)}}},
                     {"pending_seconds_whole_gpu", pending(m.whole_gpu)},
                     {"pending_seconds_multi_gpu", pending(m.multi_gpu)},
+                    {"pending_seconds_single_gpu", pending(m.single_gpu)},
+                    {"reservations", reservations},
                     {"wait_gpu_hours", Round(m.wait_gpu_hours, 4)},
                     {"wait_gpu_hours_bound", Round(m.wait_gpu_hours_bound, 4)},
                     {"wait_gpu_hours_split", info.classify_waits ? split : nlohmann::json()},
@@ -276,6 +283,19 @@ std::string TimelineTable(const TraceRunInfo& info,
                             "{:>8.2f}\n",
                             p.policy, g.gangs, g.start_p50, g.start_p99, g.full_p50, g.full_p99,
                             g.started - g.full, g.member_wait_gpu_hours, g.stretch));
+    }
+  }
+  if (info.max_reservations > 0) {
+    StrAppend(&out, fmt::format("\nReservations with backfill (at most {} at once; waits in s):\n",
+                                info.max_reservations));
+    StrAppend(&out,
+              fmt::format("{:<16} {:>13} {:>11} {:>9} {:>11} {:>10}\n", "policy", "reservations",
+                          "backfilled", "declared", "multi max", "single p99"));
+    for (const TimelinePolicyRuns& p : results) {
+      const TimelineResult& m = p.mean;
+      StrAppend(&out, fmt::format("{:<16} {:>13} {:>11} {:>9} {:>11.1f} {:>10.1f}\n", p.policy,
+                                  m.reservations_made, m.backfilled, m.declared, m.multi_gpu.max,
+                                  m.single_gpu.p99));
     }
   }
   if (info.classify_waits) {

@@ -35,6 +35,7 @@ struct TraceRunInfo {
   double load = 0;              // timeline only: the load level asked (0: the trace as it is)
   bool classify_waits = false;  // timeline only: the runs split their waiting (wait_split)
   int gang_min_percent = 0;     // timeline only: pods of 2+ whole GPUs ran as gangs (0: no)
+  int max_reservations = 0;     // timeline only: reservations with backfill were on (0: no)
   // FGD protocol, when asked for: the ceiling of each of `seeds` (FgdCeilingSeeds), shown beside
   // the results.
   std::vector<ProtocolCeiling> ceilings;

@@ -127,6 +127,33 @@ TEST(TraceCli, TablesForPeopleAndTheTimeline) {
   EXPECT_DOUBLE_EQ(j["results"][0]["pending_seconds"]["max"].get<double>(), 90);  // b waits for a
 }
 
+TEST(TraceCli, ReservationsOnTheTimelineOnly) {
+  const std::string nodes = TempFile("nodes.csv", kNodes);
+  const std::string pods =
+      TempFile("timed.csv",
+               "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+               "deletion_time,scheduled_time\n"
+               "a,4000,8192,8,1000,,LS,Running,0,100,0\n"
+               "b,4000,8192,8,1000,,LS,Running,10,200,10\n");
+  Output fgd =
+      Tessera("simulate --nodes " + nodes + " --trace " + pods + " --seeds 7 --reservations 2");
+  EXPECT_EQ(fgd.status, 2);
+  EXPECT_THAT(fgd.all, HasSubstr("are for --protocol timeline"));
+  Output tj = Tessera("simulate --nodes " + nodes + " --trace " + pods +
+                      " --protocol timeline --seeds 7 --policy tessera --json --reservations 2"
+                      " --reserve-after 0 --declare-percent 100");
+  ASSERT_EQ(tj.status, 0) << tj.all;
+  nlohmann::json j = nlohmann::json::parse(tj.out);
+  EXPECT_EQ(j["results"][0]["started"], 2);
+  EXPECT_EQ(j["results"][0]["reservations"]["declared"], 2);
+  EXPECT_EQ(j["results"][0]["reservations"]["made"], 1);  // b, as a leaves
+  EXPECT_EQ(j["results"][0]["reservations"]["backfilled"], 0);
+  Output tl = Tessera("simulate --nodes " + nodes + " --trace " + pods +
+                      " --protocol timeline --seeds 7 --policy tessera --reservations 2");
+  ASSERT_EQ(tl.status, 0) << tl.all;
+  EXPECT_THAT(tl.out, HasSubstr("Reservations with backfill (at most 2 at once"));
+}
+
 TEST(TraceCli, BadInputSaysFileAndLineWithStatus2) {
   const std::string nodes = TempFile("nodes.csv", kNodes);
   struct Case {
