@@ -42,7 +42,7 @@ struct StatusFlags {
   double interval = 2.0;
   int page_size = 500;
   std::string usage = "auto";  // auto (with -o wide), always, never
-  std::string wire = "json";    // the lists' encoding: json, protobuf
+  std::string wire = "protobuf";  // the lists' encoding: protobuf, json
   std::string agent_selector = "app.kubernetes.io/part-of=tessera,app.kubernetes.io/component=agent";
 };
 
@@ -265,9 +265,9 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->capture_default_str();
   cmd->add_option("--wire", f->wire,
-                  "The encoding of the lists of nodes and pods: json, or protobuf (Kubernetes' "
-                  "own, which the API server encodes faster; read into the same records). Without "
-                  "--watch")
+                  "The encoding of the lists of nodes and pods: protobuf (Kubernetes' own, which "
+                  "the API server encodes faster, read into the same records; a server that "
+                  "answers JSON is read as well), or json. Without --watch")
       ->check(CLI::IsMember({"json", "protobuf"}))
       ->capture_default_str();
   cmd->add_option("--agent-selector", f->agent_selector,

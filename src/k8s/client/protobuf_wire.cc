@@ -1,5 +1,7 @@
 #include "k8s/client/protobuf_wire.h"
 
+#include <cstdint>
+
 #include "absl/time/time.h"
 #include "common/strings.h"
 #include "k8s_core.pb.h"
@@ -233,7 +235,80 @@ json ListMetaJson(const pb::ListMeta& m) {
   return out;
 }
 
+// Protobuf's wire format, as far as PeekProtobufContinue walks it: varints and the
+// length-delimited fields of a message, in order.
+class WireReader {
+ public:
+  explicit WireReader(std::string_view data) : data_(data) {}
+  bool Varint(uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && pos_ < data_.size(); shift += 7) {
+      const uint8_t b = static_cast<uint8_t>(data_[pos_++]);
+      *v |= uint64_t{b & 0x7fu} << shift;
+      if ((b & 0x80u) == 0) return true;
+    }
+    return false;
+  }
+  // The next field: its number, and for a length-delimited one its bytes; false at the end or on
+  // anything malformed.
+  bool Next(uint32_t* number, std::string_view* bytes) {
+    uint64_t key = 0;
+    if (pos_ >= data_.size() || !Varint(&key)) return false;
+    *number = static_cast<uint32_t>(key >> 3);
+    uint64_t n = 0;
+    switch (key & 7) {
+      case 0:
+        return Varint(&n);
+      case 1:
+        return Skip(8);
+      case 2:
+        if (!Varint(&n) || n > data_.size() - pos_) return false;
+        *bytes = data_.substr(pos_, n);
+        pos_ += n;
+        return true;
+      case 5:
+        return Skip(4);
+      default:
+        return false;
+    }
+  }
+
+ private:
+  bool Skip(size_t n) {
+    if (n > data_.size() - pos_) return false;
+    pos_ += n;
+    return true;
+  }
+  std::string_view data_;
+  size_t pos_ = 0;
+};
+
+// The length-delimited field `number` of the message `data` (the first one); nullopt if none.
+std::optional<std::string_view> Field(std::string_view data, uint32_t number) {
+  WireReader r(data);
+  uint32_t n = 0;
+  std::string_view bytes;
+  while (r.Next(&n, &bytes)) {
+    if (n == number) return bytes;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::optional<std::string> PeekProtobufContinue(std::string_view body) {
+  if (!IsProtobufEnvelope(body)) return std::nullopt;
+  // Unknown.raw (2) -> List.metadata (1) -> ListMeta.continue (3). The envelope's typeMeta (1)
+  // comes before raw; the list's metadata before its items.
+  std::optional<std::string_view> raw = Field(body.substr(4), 2);
+  if (!raw) return std::nullopt;
+  WireReader list(*raw);
+  uint32_t n = 0;
+  std::string_view meta;
+  if (!list.Next(&n, &meta) || n != 1) return std::nullopt;
+  std::optional<std::string_view> token = Field(meta, 3);
+  return token ? std::string(*token) : std::string();
+}
 
 bool IsProtobufEnvelope(std::string_view body) { return body.substr(0, 4) == kMagic; }
 

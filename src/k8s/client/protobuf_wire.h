@@ -39,6 +39,11 @@ bool IsProtobufEnvelope(std::string_view body);
 // parse).
 absl::StatusOr<nlohmann::json> ProtobufListToJson(std::string_view body);
 
+// The continue token of a PodList or NodeList answer, read from the wire without decoding the
+// items (the list's metadata is its first field), so that the next page can be asked for while
+// this one is decoded; "" on the last page, nullopt when it cannot be read that way.
+std::optional<std::string> PeekProtobufContinue(std::string_view body);
+
 // An error answer in protobuf (a meta/v1 Status in the envelope) as the JSON the API server would
 // have sent for it ({"kind": "Status", "status", "message", "reason", "code"}), so that
 // StatusFromResponse reads it as it reads JSON errors; nullopt if `body` is not one.

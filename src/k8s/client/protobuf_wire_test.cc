@@ -159,6 +159,23 @@ TEST(ProtobufWire, WhatIsNotAListOfOursIsRefusedWithWhy) {
   EXPECT_FALSE(IsProtobufEnvelope("k8s"));
 }
 
+// The next page's token, read from the wire before the page is decoded.
+TEST(ProtobufWire, TheContinueTokenIsPeekedWithoutDecodingTheItems) {
+  pb::PodList list;
+  list.mutable_metadata()->set_resourceversion("5");
+  list.mutable_metadata()->set_continue_("tok-123");
+  for (int i = 0; i < 3; ++i) list.add_items()->mutable_metadata()->set_name("p");
+  EXPECT_EQ(PeekProtobufContinue(Envelope("PodList", list.SerializeAsString())), "tok-123");
+  list.mutable_metadata()->clear_continue_();
+  EXPECT_EQ(PeekProtobufContinue(Envelope("PodList", list.SerializeAsString())), "");
+  pb::NodeList nodes;  // no metadata at all: not read this way
+  nodes.add_items()->mutable_metadata()->set_name("n");
+  EXPECT_EQ(PeekProtobufContinue(Envelope("NodeList", nodes.SerializeAsString())), std::nullopt);
+  EXPECT_EQ(PeekProtobufContinue("{\"metadata\":{}}"), std::nullopt);
+  const std::string cut = Envelope("PodList", list.SerializeAsString());
+  for (size_t n = 4; n < cut.size(); ++n) (void)PeekProtobufContinue(cut.substr(0, n));  // no crash
+}
+
 // An error in protobuf becomes the JSON Status the API server would have sent.
 TEST(ProtobufWire, AnErrorStatusReadsAsJson) {
   pb::Status st;

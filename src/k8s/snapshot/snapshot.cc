@@ -122,9 +122,10 @@ class ListPager {
         }
       }
       const bool ok = page.response.status == 200;
-      // A protobuf page's token is read by the reader, which decodes the page anyway.
-      if (ok && !IsProtobufEnvelope(page.response.body)) {
-        page.peeked = PeekContinue(page.response.body);
+      if (ok) {
+        page.peeked = IsProtobufEnvelope(page.response.body)
+                          ? PeekProtobufContinue(page.response.body)
+                          : PeekContinue(page.response.body);
       }
       const std::optional<std::string> peeked = page.peeked;
       std::unique_lock<std::mutex> lock(mu_);
