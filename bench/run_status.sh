@@ -45,8 +45,8 @@ get() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
   echo
   echo "| what | seconds |"
   echo "|---|---:|"
-  echo "| \`tessera status\` (the table), process start to exit | **$(get "$api" status_text_s)** |"
-  echo "| \`tessera status -o json\`, process start to exit | **$(get "$api" status_json_s)** |"
+  echo "| \`tessera status --wire json\` (the table), process start to exit | **$(get "$api" status_text_s)** |"
+  echo "| \`tessera status -o json --wire json\`, process start to exit | **$(get "$api" status_json_s)** |"
   echo "| of which: the two paginated lists and decoding (ReadSnapshot, in the bench's process) | $(get "$api" read_snapshot_s) |"
   echo "| of which: ComputeStatus and the table (same process) | $(get "$api" status_and_text_s) |"
   echo "| \`tessera status --wire protobuf\` (the table), process start to exit | **$(get "$api" status_text_protobuf_s)** |"

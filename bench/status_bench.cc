@@ -169,11 +169,12 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
   std::vector<double> text_pb_s, json_pb_s, read_pb_s;  // the same over the protobuf wire
   size_t text_bytes = 0, json_bytes = 0, listed_pods = 0, pages = 0;
   for (int r = 0; r < runs; ++r) {
-    const double t = TimeCommand({TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig()},
-                                 out_dir + "/status.txt");
-    const double j =
-        TimeCommand({TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig(), "-o", "json"},
-                    out_dir + "/status.json");
+    const double t = TimeCommand(
+        {TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig(), "--wire", "json"},
+        out_dir + "/status.txt");
+    const double j = TimeCommand({TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig(),
+                                  "-o", "json", "--wire", "json"},
+                                 out_dir + "/status.json");
     if (t < 0 || j < 0) {
       std::cerr << "tessera status failed\n";
       return 1;
