@@ -290,11 +290,12 @@ TEST_F(OperatorTest, StatusShowsTheSchedulersPlacement) {
   json s = StatusJson();
   EXPECT_EQ(s["version"], 1);
   EXPECT_EQ(s["server"], Cp().server());
-  // The same document over Kubernetes' protobuf wire (the lists of nodes and pods decoded from
-  // protobuf into the same records, k8s/client/protobuf_wire.h): equal but for when it was read.
+  // The same document over JSON and over Kubernetes' protobuf wire (the default: the lists of
+  // nodes and pods decoded from protobuf into the same records, k8s/client/protobuf_wire.h):
+  // equal but for when it was read.
   {
-    json over_protobuf = StatusJson("--wire protobuf");
-    json over_json = s;
+    json over_protobuf = s;
+    json over_json = StatusJson("--wire json");
     for (json* d : {&over_json, &over_protobuf}) {
       d->erase("time");
       d->erase("read_seconds");
