@@ -193,6 +193,18 @@ TEST(ProtobufWire, AnErrorStatusReadsAsJson) {
   EXPECT_FALSE(ProtobufStatusAsJson(Envelope("PodList", "")).has_value());
 }
 
+// A string that is not UTF-8 is refused as a JSON parser would refuse it (found by
+// protobuf_wire_fuzz: the JSON made from it threw when dumped).
+TEST(ProtobufWire, AStringThatIsNotUtf8IsRefused) {
+  pb::PodList list;
+  list.add_items()->mutable_metadata()->set_name(std::string("p\x99", 2));
+  EXPECT_THAT(ProtobufListToJson(Envelope("PodList", list.SerializeAsString())).status().message(),
+              HasSubstr("a PodList does not parse"));
+  pb::Status st;
+  st.set_reason(std::string("\xff", 1));
+  EXPECT_FALSE(ProtobufStatusAsJson(Envelope("Status", st.SerializeAsString())).has_value());
+}
+
 // Fields the .proto does not declare (everything else of a Pod) are skipped, not errors.
 TEST(ProtobufWire, UnknownFieldsAreSkipped) {
   pb::Pod pod;
