@@ -82,6 +82,15 @@ std::unique_ptr<NvmlProcessSampler> Agent::LoadSampler() {
   return nullptr;
 }
 
+k8s::EvictionResult Agent::Evict(const PodRef& pod, std::string_view what) {
+  const k8s::EvictionTarget target{pod.ns, pod.name, pod.uid, std::nullopt};
+  const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
+  k8s::EvictionResult r = k8s::ApiEvictor::Classify(request, client_.Call(request));
+  spdlog::warn("{}: {}{}", what, k8s::EvictionOutcomeName(r.outcome),
+               r.message.empty() ? "" : StrCat(" (", r.message, ")"));
+  return r;
+}
+
 std::pair<std::string, std::string> Agent::ReclaimIdle(const PodNotice& n) {
   const int32_t below = *options_.idle_reclaim_below_priority;
   // One pod by name: a list (the agent's role lists pods; it has no get).
@@ -100,12 +109,8 @@ std::pair<std::string, std::string> Agent::ReclaimIdle(const PodNotice& n) {
     spdlog::info("idle reclaim: pod {} stays: {}", n.pod.Name(), d.why);
     return {n.reason, StrCat(" Idle reclaim: not evicted: ", d.why, ".")};
   }
-  const k8s::EvictionTarget target{n.pod.ns, n.pod.name, n.pod.uid, std::nullopt};
-  const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
-  const k8s::EvictionResult r = k8s::ApiEvictor::Classify(request, client_.Call(request));
-  spdlog::warn("idle reclaim: evicting pod {} ({}): {}{}", n.pod.Name(), d.why,
-               k8s::EvictionOutcomeName(r.outcome),
-               r.message.empty() ? "" : StrCat(" (", r.message, ")"));
+  const k8s::EvictionResult r =
+      Evict(n.pod, StrCat("idle reclaim: evicting pod ", n.pod.Name(), " (", d.why, ")"));
   switch (r.outcome) {
     case k8s::EvictionOutcome::kEvicted:
       ++idle_reclaims_;
@@ -133,13 +138,7 @@ void Agent::Notify(const std::vector<PodNotice>& notices) {
       reason = std::move(r);
       message += more;
     }
-    if (n.evict) {
-      const k8s::EvictionTarget target{n.pod.ns, n.pod.name, n.pod.uid, std::nullopt};
-      const k8s::HttpRequest request = k8s::ApiEvictor::EvictionRequest(target);
-      const k8s::EvictionResult r = k8s::ApiEvictor::Classify(request, client_.Call(request));
-      spdlog::warn("evicting pod {}: {}{}", n.pod.Name(), k8s::EvictionOutcomeName(r.outcome),
-                   r.message.empty() ? "" : StrCat(" (", r.message, ")"));
-    }
+    if (n.evict) (void)Evict(n.pod, StrCat("evicting pod ", n.pod.Name()));
     const absl::Status posted =
         k8s::PostEvent(client_,
                        {.object = k8s::PodRef(n.pod.ns, n.pod.name, n.pod.uid),

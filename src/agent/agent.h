@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -33,6 +34,7 @@
 #include "agent/pods/pod_manager.h"
 #include "common/prometheus.h"
 #include "k8s/client/http.h"
+#include "k8s/eviction/evictor.h"
 
 namespace tessera::agent {
 
@@ -90,6 +92,9 @@ class Agent {
   std::unique_ptr<NvmlProcessSampler> LoadSampler();
   // What pods must be told (PodManagerOptions::notify): evictions and Warning Events.
   void Notify(const std::vector<PodNotice>& notices);
+  // Evicts `pod` through the Eviction API (PDBs honoured; the calling thread waits for the
+  // answer) and logs `what` with the outcome.
+  k8s::EvictionResult Evict(const PodRef& pod, std::string_view what);
   // The idle-reclaim policy for a pod found idle: reads the pod, evicts it if the policy allows,
   // and says what happened (the GPUIdle Event's reason and the words added to its message).
   std::pair<std::string, std::string> ReclaimIdle(const PodNotice& notice);

@@ -22,6 +22,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,6 +44,18 @@ namespace tessera::e2e {
 inline std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// The value of the first sample of `metric` in a /metrics text whose labels contain `labels`
+// (-1: none).
+inline double MetricValue(const std::string& text, const std::string& metric,
+                          const std::string& labels) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(metric + "{", 0) != 0 || line.find(labels) == std::string::npos) continue;
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
 }
 
 struct AgentWorldOptions {

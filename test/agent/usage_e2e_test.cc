@@ -5,7 +5,6 @@
 // window is 6 s here (30 min by default).
 #include <chrono>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,16 +28,6 @@ using ::testing::Not;
 constexpr char kNode[] = "gpu-u";  // 2 x L40S
 
 ControlPlane& Cp() { return ControlPlane::Shared(); }
-
-// The value of the first sample of `metric` whose labels contain `labels` (-1: none).
-double MetricValue(const std::string& text, const std::string& metric, const std::string& labels) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(metric + "{", 0) != 0 || line.find(labels) == std::string::npos) continue;
-    return std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return -1;
-}
 
 AgentWorld& TheWorld() {
   static AgentWorld* w = new AgentWorld(

@@ -45,16 +45,6 @@ constexpr uint64_t kLedgerBytes = 4096 + 1024 * 64;  // the agent's ledger: 1024
 
 ControlPlane& Cp() { return ControlPlane::Shared(); }
 
-// The value of the first sample of `metric` whose labels contain `labels` (-1: none).
-int64_t MetricValue(const std::string& text, const std::string& metric, const std::string& labels) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(metric + "{", 0) != 0 || line.find(labels) == std::string::npos) continue;
-    return std::stoll(line.substr(line.rfind(' ') + 1));
-  }
-  return -1;
-}
-
 AgentWorld& TheWorld() {
   static AgentWorld* w = new AgentWorld({.nodes = {kNode},
                                          .scheduler_name = "tessera-security",

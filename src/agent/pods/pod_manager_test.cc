@@ -884,6 +884,18 @@ TEST_F(PodManagerTest, AHardCappedPodsReportCountsAtMostItsWindow) {
   EXPECT_EQ(use[1].rejected_usage_reports, 0);
 }
 
+// Maintain every 20 ms for `how_long`, collecting what pods were told.
+std::vector<PodNotice> MaintainFor(PodManager& m, std::chrono::milliseconds how_long) {
+  std::vector<PodNotice> notices;
+  const auto until = std::chrono::steady_clock::now() + how_long;
+  while (std::chrono::steady_clock::now() < until) {
+    m.Maintain();
+    for (PodNotice& n : m.TakeNotices()) notices.push_back(std::move(n));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return notices;
+}
+
 // Idle GPUs (issue 34): a pod that ran alone on its GPU and kept it under the threshold for the
 // whole window is told (GPUIdle, once per window) and shown idle; a busy one is shown not idle.
 TEST_F(PodManagerTest, APodThatKeepsItsGpuIdleIsToldOnce) {
@@ -900,13 +912,7 @@ TEST_F(PodManagerTest, APodThatKeepsItsGpuIdleIsToldOnce) {
   const records::AssignedGpu whole = Whole(0);
   ASSERT_TRUE(m->Prepare(Pod(1, {whole})).ok());
   ASSERT_TRUE(m->Prepare(Pod(2, {Share(1, 4096)})).ok());
-  std::vector<PodNotice> notices;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-  while (std::chrono::steady_clock::now() < until) {
-    m->Maintain();
-    for (PodNotice& n : m->TakeNotices()) notices.push_back(std::move(n));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const std::vector<PodNotice> notices = MaintainFor(*m, std::chrono::milliseconds(1500));
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].pod.name, "p1");
   EXPECT_EQ(notices[0].reason, "GPUIdle");
@@ -934,13 +940,7 @@ TEST_F(PodManagerTest, WithIdleReclaimTheIdleNoticeAsksForThePolicy) {
   auto m = Manager(nullptr, &sampler);
   ASSERT_TRUE(m->Prepare(Pod(1, {Whole(0)})).ok());
   ASSERT_TRUE(m->Prepare(Pod(2, {Whole(1)})).ok());
-  std::vector<PodNotice> notices;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
-  while (std::chrono::steady_clock::now() < until) {
-    m->Maintain();
-    for (PodNotice& n : m->TakeNotices()) notices.push_back(std::move(n));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const std::vector<PodNotice> notices = MaintainFor(*m, std::chrono::milliseconds(1500));
   ASSERT_EQ(notices.size(), 1u);
   EXPECT_EQ(notices[0].pod.name, "p1");
   EXPECT_TRUE(notices[0].reclaim_idle);

@@ -294,6 +294,12 @@ std::optional<std::string_view> Field(std::string_view data, uint32_t number) {
   return std::nullopt;
 }
 
+// The envelope of `body` (after "k8s\0"); false when there is none or it does not parse.
+bool ParseEnvelope(std::string_view body, pb::Unknown* unknown) {
+  return IsProtobufEnvelope(body) &&
+         unknown->ParseFromArray(body.data() + 4, static_cast<int>(body.size() - 4));
+}
+
 }  // namespace
 
 std::optional<std::string> PeekProtobufContinue(std::string_view body) {
@@ -317,7 +323,7 @@ absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
     return absl::DataLossError("the answer is not in Kubernetes' protobuf envelope (no k8s\\0)");
   }
   pb::Unknown unknown;
-  if (!unknown.ParseFromArray(body.data() + 4, static_cast<int>(body.size() - 4))) {
+  if (!ParseEnvelope(body, &unknown)) {
     return absl::DataLossError("the protobuf envelope does not parse");
   }
   const std::string& kind = unknown.typemeta().kind();
@@ -349,10 +355,8 @@ absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
 }
 
 std::optional<std::string> ProtobufStatusAsJson(std::string_view body) {
-  if (!IsProtobufEnvelope(body)) return std::nullopt;
   pb::Unknown unknown;
-  if (!unknown.ParseFromArray(body.data() + 4, static_cast<int>(body.size() - 4)) ||
-      unknown.typemeta().kind() != "Status") {
+  if (!ParseEnvelope(body, &unknown) || unknown.typemeta().kind() != "Status") {
     return std::nullopt;
   }
   pb::Status status;
