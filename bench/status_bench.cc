@@ -180,9 +180,9 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
       return 1;
     }
     // Side by side: the same commands with the lists in protobuf.
-    const double tp = TimeCommand({TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig(),
-                                   "--wire", "protobuf"},
-                                  out_dir + "/status-protobuf.txt");
+    const double tp = TimeCommand(
+        {TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig(), "--wire", "protobuf"},
+        out_dir + "/status-protobuf.txt");
     const double jp = TimeCommand({TESSERA_BINARY, "status", "--kubeconfig", (*cp)->kubeconfig(),
                                    "-o", "json", "--wire", "protobuf"},
                                   out_dir + "/status-protobuf.json");

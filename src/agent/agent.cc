@@ -94,9 +94,9 @@ k8s::EvictionResult Agent::Evict(const PodRef& pod, std::string_view what) {
 std::pair<std::string, std::string> Agent::ReclaimIdle(const PodNotice& n) {
   const int32_t below = *options_.idle_reclaim_below_priority;
   // One pod by name: a list (the agent's role lists pods; it has no get).
-  absl::StatusOr<nlohmann::json> list =
-      client_.Get(StrCat("/api/v1/namespaces/", n.pod.ns, "/pods?fieldSelector=",
-                         k8s::QueryEscape(StrCat("metadata.name=", n.pod.name))));
+  absl::StatusOr<nlohmann::json> list = client_.Get(
+      StrCat("/api/v1/namespaces/", n.pod.ns,
+             "/pods?fieldSelector=", k8s::QueryEscape(StrCat("metadata.name=", n.pod.name))));
   if (!list.ok()) {
     spdlog::warn("idle reclaim: pod {} cannot be read: {}", n.pod.Name(), list.status().message());
     return {n.reason, StrCat(" Idle reclaim: the pod could not be read (", list.status().message(),

@@ -91,7 +91,7 @@ struct AgentFlags {
   double gpu_idle_percent = 5;
   std::string gpu_idle_window = "30m";
   std::string idle_reclaim_below_priority;  // empty: off
-  std::string cleanup_on_delete;  // NAMESPACE/DAEMONSET
+  std::string cleanup_on_delete;            // NAMESPACE/DAEMONSET
 };
 
 struct UninstallFlags {

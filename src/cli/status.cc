@@ -41,9 +41,10 @@ struct StatusFlags {
   bool watch = false;
   double interval = 2.0;
   int page_size = 500;
-  std::string usage = "auto";  // auto (with -o wide), always, never
+  std::string usage = "auto";     // auto (with -o wide), always, never
   std::string wire = "protobuf";  // the lists' encoding: protobuf, json
-  std::string agent_selector = "app.kubernetes.io/part-of=tessera,app.kubernetes.io/component=agent";
+  std::string agent_selector =
+      "app.kubernetes.io/part-of=tessera,app.kubernetes.io/component=agent";
 };
 
 bool WantsUsage(const StatusFlags& f) {
@@ -99,10 +100,9 @@ k8s::AgentUsage ReadAgentUsage(k8s::ApiClient& client, const StatusFlags& f) {
       request.timeout = std::chrono::milliseconds(5000);
       const k8s::HttpResponse r = client.Call(request);
       k8s::AgentUsage one;
-      absl::Status read = r.ok() ? k8s::AddAgentMetrics(r.body, &one)
-                                 : absl::UnavailableError(r.error.empty()
-                                                              ? StrCat("HTTP ", r.status)
-                                                              : r.error);
+      absl::Status read =
+          r.ok() ? k8s::AddAgentMetrics(r.body, &one)
+                 : absl::UnavailableError(r.error.empty() ? StrCat("HTTP ", r.status) : r.error);
       std::lock_guard<std::mutex> lock(mu);
       if (!read.ok()) failed.push_back(StrCat(targets[i].node, ": ", read.message()));
       usage.merge(one);
@@ -112,8 +112,8 @@ k8s::AgentUsage ReadAgentUsage(k8s::ApiClient& client, const StatusFlags& f) {
   for (size_t t = 0; t < std::min<size_t>(16, targets.size()); ++t) threads.emplace_back(work);
   for (std::thread& t : threads) t.join();
   if (targets.empty()) {
-    std::cerr << "tessera status: no usage: no running node agent pod matches "
-              << f.agent_selector << (f.node.empty() ? "" : StrCat(" on node ", f.node)) << "\n";
+    std::cerr << "tessera status: no usage: no running node agent pod matches " << f.agent_selector
+              << (f.node.empty() ? "" : StrCat(" on node ", f.node)) << "\n";
   } else if (!failed.empty()) {
     std::sort(failed.begin(), failed.end());
     std::cerr << "tessera status: no usage from the agents of " << failed.size() << " of "

@@ -62,9 +62,9 @@ TEST_F(Usage, AnIdlePodBelowTheBoundIsEvictedAndAnImportantOneIsOnlyTold) {
   const std::string high_uid = Pod("idle-high")["metadata"]["uid"];
 
   // The low pod: evicted (deleted gracefully, so it is terminating or gone), and told why.
-  ASSERT_TRUE(WaitUntil(
-      [&] { return EventsOf("idle-low").find("GPUIdleEvicted") != std::string::npos; },
-      seconds(90)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return EventsOf("idle-low").find("GPUIdleEvicted") != std::string::npos; },
+                seconds(90)))
       << EventsOf("idle-low");
   EXPECT_THAT(EventsOf("idle-low"),
               HasSubstr("Idle reclaim: the node agent evicts the pod (its priority 0 is below 1)"));

@@ -793,9 +793,9 @@ TEST_F(HelmInstall, StatusWideShowsWhatTheAgentsMeasured) {
   int with_busy = 0;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        CommandResult r = RunCommand({StrCat(TESSERA_BUILD_DIR, "/tessera"), "status", "-o",
-                                      "json", "--usage", "always"},
-                                     o);
+        CommandResult r = RunCommand(
+            {StrCat(TESSERA_BUILD_DIR, "/tessera"), "status", "-o", "json", "--usage", "always"},
+            o);
         if (!r.ok()) return false;
         doc = json::parse(r.out, nullptr, false);
         err = r.err;

@@ -80,9 +80,9 @@ std::string ModuleVersion(const std::string& module) {
 TEST(ProtobufFields, EveryFieldMatchesKubernetesGeneratedProto) {
   const char* cache = std::getenv("TESSERA_CACHE_DIR");
   const char* home = std::getenv("HOME");
-  const fs::path gomod = fs::path(cache != nullptr ? cache : std::string(home ? home : "/root") +
-                                                                 "/.cache/tessera") /
-                         "controlplane/gomod";
+  const fs::path gomod =
+      fs::path(cache != nullptr ? cache : std::string(home ? home : "/root") + "/.cache/tessera") /
+      "controlplane/gomod";
   const std::string api = ModuleVersion("k8s.io/api");
   const std::string machinery = ModuleVersion("k8s.io/apimachinery");
   ASSERT_FALSE(api.empty() || machinery.empty()) << "test/controlplane/go.mod names no k8s.io/api";
@@ -119,8 +119,7 @@ TEST(ProtobufFields, EveryFieldMatchesKubernetesGeneratedProto) {
     }
   }
   EXPECT_GE(fields, 80);
-  std::cerr << ours.size() << " messages, " << fields << " fields checked against " << core
-            << "\n";
+  std::cerr << ours.size() << " messages, " << fields << " fields checked against " << core << "\n";
 }
 
 }  // namespace

@@ -90,8 +90,8 @@ json Requirements(const google::protobuf::RepeatedPtrField<pb::NodeSelectorRequi
   json out = json::array();
   for (const pb::NodeSelectorRequirement& r : rs) {
     json j = {{"key", r.key()}, {"operator", r.operator_()}};
-    if (r.values_size() > 0) j["values"] = json(std::vector<std::string>(r.values().begin(),
-                                                                          r.values().end()));
+    if (r.values_size() > 0)
+      j["values"] = json(std::vector<std::string>(r.values().begin(), r.values().end()));
     out.push_back(std::move(j));
   }
   return out;
@@ -111,7 +111,8 @@ json Spec(const pb::PodSpec& s) {
                                              .requiredduringschedulingignoredduringexecution()
                                              .nodeselectorterms()) {
       json term = json::object();
-      if (t.matchexpressions_size() > 0) term["matchExpressions"] = Requirements(t.matchexpressions());
+      if (t.matchexpressions_size() > 0)
+        term["matchExpressions"] = Requirements(t.matchexpressions());
       if (t.matchfields_size() > 0) term["matchFields"] = Requirements(t.matchfields());
       terms.push_back(std::move(term));
     }
@@ -137,7 +138,8 @@ json Spec(const pb::PodSpec& s) {
   if (!s.overhead().empty()) out["overhead"] = Quantities(s.overhead());
   if (s.schedulinggates_size() > 0) {
     json gates = json::array();
-    for (const pb::PodSchedulingGate& g : s.schedulinggates()) gates.push_back({{"name", g.name()}});
+    for (const pb::PodSchedulingGate& g : s.schedulinggates())
+      gates.push_back({{"name", g.name()}});
     out["schedulingGates"] = std::move(gates);
   }
   if (s.resourceclaims_size() > 0) {
@@ -203,7 +205,8 @@ json Status(const pb::PodStatus& s) {
 }
 
 json PodJson(const pb::Pod& p) {
-  return {{"metadata", Meta(p.metadata())}, {"spec", Spec(p.spec())}, {"status", Status(p.status())}};
+  return {
+      {"metadata", Meta(p.metadata())}, {"spec", Spec(p.spec())}, {"status", Status(p.status())}};
 }
 
 json NodeJson(const pb::Node& n) {
@@ -224,7 +227,8 @@ json NodeJson(const pb::Node& n) {
     status["allocatable"] = Quantities(n.status().allocatable());
   }
   if (n.status().conditions_size() > 0) status["conditions"] = Conditions(n.status().conditions());
-  return {{"metadata", Meta(n.metadata())}, {"spec", std::move(spec)}, {"status", std::move(status)}};
+  return {
+      {"metadata", Meta(n.metadata())}, {"spec", std::move(spec)}, {"status", std::move(status)}};
 }
 
 json ListMetaJson(const pb::ListMeta& m) {
@@ -335,7 +339,8 @@ absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
   json items = json::array();
   if (kind == "PodList") {
     pb::PodList list;
-    if (!list.ParseFromString(unknown.raw())) return absl::DataLossError("a PodList does not parse");
+    if (!list.ParseFromString(unknown.raw()))
+      return absl::DataLossError("a PodList does not parse");
     out["metadata"] = ListMetaJson(list.metadata());
     for (const pb::Pod& p : list.items()) items.push_back(PodJson(p));
   } else if (kind == "NodeList") {
@@ -346,9 +351,8 @@ absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
     out["metadata"] = ListMetaJson(list.metadata());
     for (const pb::Node& n : list.items()) items.push_back(NodeJson(n));
   } else {
-    return absl::DataLossError(
-        StrCat("a protobuf ", kind.empty() ? "object without a kind" : kind,
-               " where a PodList or NodeList was expected"));
+    return absl::DataLossError(StrCat("a protobuf ", kind.empty() ? "object without a kind" : kind,
+                                      " where a PodList or NodeList was expected"));
   }
   out["items"] = std::move(items);
   return out;

@@ -153,8 +153,9 @@ TEST(ProtobufWire, WhatIsNotAListOfOursIsRefusedWithWhy) {
   pb::Unknown gz;
   gz.mutable_typemeta()->set_kind("PodList");
   gz.set_contentencoding("gzip");
-  EXPECT_THAT(ProtobufListToJson(std::string("k8s\0", 4) + gz.SerializeAsString()).status().message(),
-              HasSubstr("encoded (gzip)"));
+  EXPECT_THAT(
+      ProtobufListToJson(std::string("k8s\0", 4) + gz.SerializeAsString()).status().message(),
+      HasSubstr("encoded (gzip)"));
   EXPECT_TRUE(IsProtobufEnvelope(Envelope("PodList", "")));
   EXPECT_FALSE(IsProtobufEnvelope("k8s"));
 }
@@ -183,7 +184,8 @@ TEST(ProtobufWire, AnErrorStatusReadsAsJson) {
   st.set_message("The provided continue parameter is too old");
   st.set_reason("Expired");
   st.set_code(410);
-  const std::optional<std::string> j = ProtobufStatusAsJson(Envelope("Status", st.SerializeAsString()));
+  const std::optional<std::string> j =
+      ProtobufStatusAsJson(Envelope("Status", st.SerializeAsString()));
   ASSERT_TRUE(j.has_value());
   const json got = json::parse(*j);
   EXPECT_EQ(got["reason"], "Expired");

@@ -159,7 +159,6 @@ TEST(SchedulerConfig, ScaleUpTemplates) {
   EXPECT_THAT(err("scaleUp: {every: 1s}\n"), HasSubstr("unknown key \"every\""));
 }
 
-
 // The list of keys (config_keys.h) and the parser agree: each key's example parses on its own
 // (a list item's keys appear in their list's example), and a key the list does not have is
 // refused naming the keys that are.

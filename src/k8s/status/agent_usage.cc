@@ -66,12 +66,12 @@ absl::Status AddAgentMetrics(std::string_view text, AgentUsage* usage) {
     while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
     const std::string_view value_text = rest.substr(0, rest.find(' '));
     double value = 0;
-    if (!absl::SimpleAtod(absl::string_view(value_text.data(), value_text.size()), &value)) return bad("its value is not a number");
+    if (!absl::SimpleAtod(absl::string_view(value_text.data(), value_text.size()), &value))
+      return bad("its value is not a number");
     if (!labels.contains("namespace") || !labels.contains("pod") || !labels.contains("uuid")) {
       return bad("it has no namespace, pod or uuid label");
     }
-    PodGpuUsage& u =
-        (*usage)[{StrCat(labels["namespace"], "/", labels["pod"]), labels["uuid"]}];
+    PodGpuUsage& u = (*usage)[{StrCat(labels["namespace"], "/", labels["pod"]), labels["uuid"]}];
     if (name == kMemory) {
       u.memory_used_bytes = static_cast<int64_t>(value);
     } else if (name == kBusy) {

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/queues/queue_set.h"
-#include "k8s/status/agent_usage.h"
 #include "k8s/snapshot/snapshot.h"
+#include "k8s/status/agent_usage.h"
 #include "nlohmann/json.hpp"
 #include "records/queue.h"
 
