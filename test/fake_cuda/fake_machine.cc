@@ -55,8 +55,8 @@ uint64_t PidNamespaceOf(const char* ns_link) {
 }
 
 // The NSpid line of a /proc/<pid>/status: its last number (the process's PID in its own
-// namespace; 0 when there is none) and how many numbers it has (1: the host's namespace).
-uint32_t OwnNsPid(const char* status_path, int* levels = nullptr) {
+// namespace; 0 when there is none).
+uint32_t OwnNsPid(const char* status_path) {
   int fd = ::open(status_path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[4096];
@@ -67,7 +67,6 @@ uint32_t OwnNsPid(const char* status_path, int* levels = nullptr) {
   const char* line = std::strstr(buf, "\nNSpid:");
   if (line == nullptr) return 0;
   uint32_t last = 0;
-  int count = 0;
   for (const char* p = line + 7; *p != '\0' && *p != '\n';) {
     char* end = nullptr;
     unsigned long v = std::strtoul(p, &end, 10);
@@ -76,10 +75,8 @@ uint32_t OwnNsPid(const char* status_path, int* levels = nullptr) {
       continue;
     }
     last = static_cast<uint32_t>(v);
-    ++count;
     p = end;
   }
-  if (levels != nullptr) *levels = count;
   return last;
 }
 
@@ -213,9 +210,11 @@ PidView::State PidView::Check(uint32_t pid, uint64_t ns, uint64_t ticks, uint32_
   }
   if (!scanned_) {
     scanned_ = true;
-    int levels = 0;
-    OwnNsPid("/proc/self/status", &levels);
-    root_ = levels == 1;  // the reader is in the host's namespace: it sees every process
+    // The reader is in the host's namespace (it sees every process) only if its namespace is the
+    // kernel's initial one. Its NSpid line cannot tell: in a container with its own /proc (as
+    // every container runtime mounts it) NSpid has one number too, and a container taking itself
+    // for the host took its neighbours' processes for dead and freed their memory.
+    root_ = OwnPidNamespace() == kInitPidNamespaceInode;
     if (DIR* d = ::opendir("/proc")) {
       while (dirent* e = ::readdir(d)) {
         char* end = nullptr;

@@ -134,6 +134,9 @@ class PidView {
 };
 // The PID namespace of this process.
 uint64_t OwnPidNamespace();
+// The inode of the kernel's initial PID namespace, the host's (PROC_PID_INIT_INO, fixed since
+// Linux 3.8).
+inline constexpr uint64_t kInitPidNamespaceInode = 0xEFFFFFFCu;
 // Whether the process of an entry is alive (a process this reader cannot see counts as alive).
 bool Alive(const FakeProc& p);
 // Bytes held on `device` by living processes and by exported allocations still alive.

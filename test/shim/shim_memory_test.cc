@@ -2,6 +2,11 @@
 // ledger of the bytes really held: after every step, the pod's usage as the shim counts it
 // equals what the driver holds for the pod's processes (tally == ledger), and the device the
 // program sees reports free = cap - used.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "shim_testing.h"
 
 namespace tessera::shim::testing {
@@ -341,6 +346,34 @@ TEST(ContextTest, DestroyedContextsGiveTheirMemoryBack) {
   EXPECT_EQ(node.PhysicalBytes(0), 0u);
   ASSERT_EQ(app.Do("init"), "ok");
   EXPECT_EQ(app.Do("alloc e 1073741824"), "ok");  // the whole cap is free again
+}
+
+// Three containers' processes on one GPU, each in its own PID namespace with its own /proc, as a
+// container runtime starts them: each sees only itself, the host sees all three with what they
+// hold, and none takes the others for dead. (The fake driver once judged "am I the host?" by its
+// NSpid line, which has one number in a container too: each container freed its neighbours'
+// memory, and the agent's per-pod driver figures showed one pod of three.)
+TEST(ContainersTest, ProcessesInOtherPidNamespacesKeepTheirMemory) {
+  Node node;
+  const LoadMode container = {
+      "/usr/bin/unshare", {"--pid", "--fork", "--mount-proc", TESSERA_SHIM_CLIENT}, "container"};
+  std::vector<std::unique_ptr<Client>> apps;
+  for (int i = 1; i <= 3; ++i) {
+    apps.push_back(std::make_unique<Client>(node, "pod", /*shim=*/false, container));
+    ASSERT_EQ(apps.back()->Do("init"), "ok") << "unshare needs root (CAP_SYS_ADMIN)";
+    ASSERT_EQ(apps.back()->Do("alloc a " + std::to_string(i * 100 * kMiB)), "ok");
+  }
+  for (auto& app : apps) {
+    ASSERT_EQ(app->Do("meminfo").rfind("ok ", 0), 0u);  // the driver counts what is live
+    const std::string own = app->Do("nvmlprocs");       // only itself, by its own PID
+    EXPECT_EQ(std::count(own.begin(), own.end(), ':'), 1) << own;
+  }
+  Client host(node, "pod", /*shim=*/false);
+  const std::string all = host.Do("nvmlprocs");
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_NE(all.find(":" + std::to_string(i * 100 * kMiB)), std::string::npos) << all;
+  }
+  EXPECT_EQ(node.PhysicalBytes(0), 600 * kMiB);
 }
 
 }  // namespace
