@@ -62,7 +62,7 @@ UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_
   Charge charge{elapsed, busy, {}};
   const std::map<std::string, uint64_t> r =
       Increases(gpu_uuid, elapsed, reports, g, &charge.rejected);
-  std::map<std::string, uint64_t>& carry = carry_[gpu_uuid];
+  std::map<std::string, std::deque<uint64_t>>& carry = carry_[gpu_uuid];
   if (running_pods.size() == 1) {
     // Alone on the GPU: the device's figure is the pod's, whatever it reported.
     pods_[{running_pods.front(), gpu_uuid}] += busy;
@@ -70,7 +70,7 @@ UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_
     return charge;
   }
   // Several (or none): what each running pod reported, never more than B in all; then what
-  // the previous interval could not pay them, out of what is left.
+  // earlier intervals could not pay them, out of what is left.
   std::map<std::string, uint64_t> claims;
   for (const std::string& uid : running_pods) {
     if (auto it = r.find(uid); it != r.end()) claims[uid] = it->second;
@@ -81,17 +81,35 @@ UsageMeter::Charge UsageMeter::Observe(const std::string& gpu_uuid, int64_t now_
     pods_[{uid, gpu_uuid}] += ns;
     charged += ns;
   }
-  std::map<std::string, uint64_t> owed;  // the previous interval's unpaid, of running pods
+  // What earlier intervals could not pay the running pods, out of what is left.
+  std::map<std::string, uint64_t> owed;
   for (const std::string& uid : running_pods) {
-    if (auto it = carry.find(uid); it != carry.end()) owed[uid] = it->second;
+    if (auto it = carry.find(uid); it != carry.end()) {
+      for (uint64_t ns : it->second) owed[uid] += ns;
+    }
   }
+  std::map<std::string, std::deque<uint64_t>> next;
   for (const auto& [uid, ns] : PayOut(owed, busy - charged)) {
     pods_[{uid, gpu_uuid}] += ns;
     charged += ns;
+    std::deque<uint64_t> debts = std::move(carry[uid]);
+    for (uint64_t pay = ns; pay > 0 && !debts.empty();) {  // the oldest debt first
+      const uint64_t part = std::min(pay, debts.back());
+      debts.back() -= part;
+      pay -= part;
+      if (debts.back() == 0) debts.pop_back();
+    }
+    next[uid] = std::move(debts);
   }
+  for (const auto& [uid, ns] : claims) next.try_emplace(uid);
   carry.clear();
-  for (const auto& [uid, ns] : claims) {
-    if (ns > paid.at(uid)) carry[uid] = ns - paid.at(uid);
+  for (auto& [uid, debts] : next) {
+    // This interval's unpaid part (0 for a pod that reported nothing: its debts still age).
+    auto claim = claims.find(uid);
+    debts.push_front(claim == claims.end() ? 0 : claim->second - paid.at(uid));
+    while (debts.size() > kOwedIntervals) debts.pop_back();
+    while (!debts.empty() && debts.back() == 0) debts.pop_back();
+    if (!debts.empty()) carry[uid] = std::move(debts);
   }
   g.unattributed_ns += busy - charged;
   return charge;

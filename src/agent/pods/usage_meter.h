@@ -22,12 +22,15 @@
 //       * r_i is clamped to the interval, and for a hard cap to the window the agent gave it:
 //         (cap + kHardCapSlackPermille) x the interval;
 //       * if sum(r) <= B each pod gets r_i; if sum(r) > B every r_i is scaled by B / sum(r);
-//       * what a pod's r_i was not paid is owed to it for the next interval only, and paid out of
-//         what is left of that interval's B after its own reports (scaled the same way if short).
+//       * what a pod's r_i was not paid is owed to it for the next kOwedIntervals intervals, and
+//         paid out of what is left of each interval's B after that interval's own reports (the
+//         oldest debt first; scaled the same way if short); after that it is dropped.
 //         The two figures are not aligned in time: a shim reports its work when a sync ends it,
 //         and the device's record runs up to a sample period (1/6 s) behind, so a burst that
 //         ends near an observation is in one interval's reports and the next one's B; on the
-//         fake driver, without this, pods taking turns were charged 5% under their truth;
+//         fake driver, without this, pods taking turns were charged 5% under their truth, and
+//         with a debt kept for one interval only, a pod whose next interval had no time left
+//         over (its neighbours' reports took it all) was charged 17% under (agent_usage_e2e);
 //       * what is left of B stays unattributed.
 //     A pod is never charged more than it reported (when not alone on the GPU).
 //     A pod that lies can hide its own use (it then shows as unattributed: visible) or take more
@@ -40,7 +43,8 @@
 // Worked example: 1 s with B = 0.80 s and pods a, b, c running that reported 0.15, 0.30 and
 // 0.45 s: sum 0.90 > B, so they get 0.133, 0.267 and 0.400 s, and are owed 0.017, 0.033 and
 // 0.050 s. If in the next second B = 0.05 s and none reports anything, the 0.10 s owed is paid
-// half (0.008, 0.017, 0.025 s) and the rest is dropped. Had c reported 0.25 s in the first
+// half (0.008, 0.017, 0.025 s); the other half is paid by the seconds after it, if they have
+// time left over, until the third, and then dropped. Had c reported 0.25 s in the first
 // second (under B), they would get 0.15, 0.30, 0.25 s and 0.10 s would be unattributed.
 //
 // The idle rule (idle_watch.h) uses only the one-pod case, never a split: a pod could make a
@@ -51,6 +55,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -82,6 +87,8 @@ class UsageMeter {
   // A hard-capped pod's report may exceed its window by this much of the interval (a launch that
   // ends past its window's end; the window's length moving with the controller's steps).
   static constexpr uint64_t kHardCapSlackPermille = 100;
+  // How many intervals after its own a report's unpaid part may still be paid.
+  static constexpr size_t kOwedIntervals = 3;
 
   // What one observation charged: the time since the previous one and the busy part of it, and
   // the pods whose reports were rejected.
@@ -128,8 +135,9 @@ class UsageMeter {
   std::map<std::pair<std::string, std::string>, uint64_t> pods_;  // (pod UID, GPU) -> busy ns
   // (pod UID, GPU) -> the pod's counter at the previous observation of the GPU
   std::map<std::pair<std::string, std::string>, uint64_t> counters_;
-  // GPU -> pod UID -> what the previous interval's reports were not paid
-  std::map<std::string, std::map<std::string, uint64_t>> carry_;
+  // GPU -> pod UID -> what earlier intervals' reports were not paid, newest first, one entry per
+  // interval (at most kOwedIntervals)
+  std::map<std::string, std::map<std::string, std::deque<uint64_t>>> carry_;
 };
 
 }  // namespace tessera::agent

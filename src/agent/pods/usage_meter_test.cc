@@ -158,31 +158,54 @@ TEST(UsageMeterTest, ACounterGoingBackOrJumpingIsRejectedAndCounted) {
   EXPECT_EQ(m.gpu(kGpu)->rejected_reports, 3u);
 }
 
-TEST(UsageMeterTest, WhatAnIntervalCouldNotPayIsOwedForTheNextOnly) {
+TEST(UsageMeterTest, WhatAnIntervalCouldNotPayIsOwedForThreeMore) {
   UsageMeter m;
-  m.Observe(kGpu, 0, 0, {"a", "b", "c"}, Counters({{"a", 0}, {"b", 0}, {"c", 0}}));
+  const auto abc = [](int64_t a, int64_t b, int64_t c) {
+    return Counters({{"a", a}, {"b", b}, {"c", c}});
+  };
+  m.Observe(kGpu, 0, 0, {"a", "b", "c"}, abc(0, 0, 0));
   // The header's first example: 0.90 s reported of 0.80 s busy, 0.10 s owed ...
-  m.Observe(kGpu, kS, 800, {"a", "b", "c"},
-            Counters({{"a", 150 * kMs}, {"b", 300 * kMs}, {"c", 450 * kMs}}));
-  // ... of which the next second's 0.05 s pays half, before anything stays unattributed.
-  m.Observe(kGpu, 2 * kS, 50, {"a", "b", "c"},
-            Counters({{"a", 150 * kMs}, {"b", 300 * kMs}, {"c", 450 * kMs}}));
+  m.Observe(kGpu, kS, 800, {"a", "b", "c"}, abc(150 * kMs, 300 * kMs, 450 * kMs));
+  // ... of which the next second's 0.05 s pays half, before anything stays unattributed ...
+  m.Observe(kGpu, 2 * kS, 50, {"a", "b", "c"}, abc(150 * kMs, 300 * kMs, 450 * kMs));
   EXPECT_EQ(m.pod_busy_ns("a", kGpu), uint64_t{133'333'333 + 8'333'333});
   EXPECT_EQ(m.pod_busy_ns("b", kGpu), uint64_t{266'666'666 + 16'666'666});
   EXPECT_EQ(m.pod_busy_ns("c", kGpu), uint64_t{400'000'000 + 24'999'999});  // rounded down
-  // The rest was dropped: the third second's busy time is nobody's.
-  m.Observe(kGpu, 3 * kS, 100, {"a", "b", "c"},
-            Counters({{"a", 150 * kMs}, {"b", 300 * kMs}, {"c", 450 * kMs}}));
-  EXPECT_EQ(m.pod_busy_ns("a", kGpu), uint64_t{133'333'333 + 8'333'333});
+  // ... and the third second's 0.10 s the rest: each is charged what it reported (to the
+  // nanosecond of rounding), never more, and 0.05 s stays nobody's.
+  m.Observe(kGpu, 3 * kS, 100, {"a", "b", "c"}, abc(150 * kMs, 300 * kMs, 450 * kMs));
+  EXPECT_NEAR(*m.pod_busy_ns("a", kGpu), 150 * kMs, 2);
+  EXPECT_NEAR(*m.pod_busy_ns("b", kGpu), 300 * kMs, 2);
+  EXPECT_NEAR(*m.pod_busy_ns("c", kGpu), 450 * kMs, 2);
   const uint64_t charged =
       *m.pod_busy_ns("a", kGpu) + *m.pod_busy_ns("b", kGpu) + *m.pod_busy_ns("c", kGpu);
+  EXPECT_LE(charged, uint64_t{900 * kMs});
   EXPECT_EQ(m.gpu(kGpu)->unattributed_ns + charged, m.gpu(kGpu)->busy_ns);
-  EXPECT_LE(charged, uint64_t{900 * kMs});  // never more than they reported
+
+  // A debt is paid by any of the three intervals after its own (a pod that reports nothing new
+  // still ages its debts) ...
+  const uint64_t a_before = *m.pod_busy_ns("a", kGpu);
+  m.Observe(kGpu, 4 * kS, 0, {"a", "b"}, abc(250 * kMs, 300 * kMs, 450 * kMs));  // a owed 0.1 s
+  m.Observe(kGpu, 5 * kS, 0, {"a", "b"}, abc(250 * kMs, 300 * kMs, 450 * kMs));
+  m.Observe(kGpu, 6 * kS, 0, {"a", "b"}, abc(250 * kMs, 300 * kMs, 450 * kMs));
+  m.Observe(kGpu, 7 * kS, 500, {"a", "b"}, abc(250 * kMs, 300 * kMs, 450 * kMs));
+  EXPECT_EQ(*m.pod_busy_ns("a", kGpu), a_before + 100 * kMs);
+  // ... and dropped after them: the fifth second's time is nobody's.
+  m.Observe(kGpu, 8 * kS, 0, {"a", "b"}, abc(350 * kMs, 300 * kMs, 450 * kMs));  // a owed 0.1 s
+  for (int64_t s = 9; s <= 11; ++s) {
+    m.Observe(kGpu, s * kS, 0, {"a", "b"}, abc(350 * kMs, 300 * kMs, 450 * kMs));
+  }
+  const uint64_t unattributed = m.gpu(kGpu)->unattributed_ns;
+  m.Observe(kGpu, 12 * kS, 500, {"a", "b"}, abc(350 * kMs, 300 * kMs, 450 * kMs));
+  EXPECT_EQ(*m.pod_busy_ns("a", kGpu), a_before + 100 * kMs);
+  EXPECT_EQ(m.gpu(kGpu)->unattributed_ns, unattributed + 500 * kMs);
+
   // Today's reports come first: a pod owed time does not take it from a neighbour's report.
-  m.Observe(kGpu, 4 * kS, 500, {"a", "b"}, Counters({{"a", 150 * kMs + kS}, {"b", 300 * kMs}}));
-  m.Observe(kGpu, 5 * kS, 500, {"a", "b"},
-            Counters({{"a", 150 * kMs + kS}, {"b", 800 * kMs}}));  // a is owed 0.5 s
-  EXPECT_EQ(*m.pod_busy_ns("b", kGpu), uint64_t{266'666'666 + 16'666'666 + 500 * kMs});
+  const uint64_t b_before = *m.pod_busy_ns("b", kGpu);
+  m.Observe(kGpu, 13 * kS, 500, {"a", "b"}, abc(350 * kMs + kS, 300 * kMs, 450 * kMs));
+  m.Observe(kGpu, 14 * kS, 500, {"a", "b"},
+            abc(350 * kMs + kS, 800 * kMs, 450 * kMs));  // a is owed 0.5 s
+  EXPECT_EQ(*m.pod_busy_ns("b", kGpu), b_before + 500 * kMs);
 }
 
 TEST(UsageMeterTest, ALiarTakesFromTheDeviceNeverFromANeighboursReport) {
