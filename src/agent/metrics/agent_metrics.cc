@@ -109,7 +109,8 @@ void WriteAgentMetrics(prometheus::Exposition& out, const AgentMetricsInput& in)
   per_pod(
       "tessera_agent_pod_gpu_memory_driver_bytes", MetricType::kGauge,
       "GPU memory the pod's processes hold as the driver counts it (NVML, per process, summed by "
-      "pod): what the memory backstop compares with the share",
+      "pod; for a share, what the memory backstop compares with it; for a whole GPU, the "
+      "device's own figure of the pod)",
       [](const GpuUse::Pod& p) { return p.driver_used_bytes >= 0; },
       [](const GpuUse::Pod& p) { return p.driver_used_bytes; });
   auto per_node = [&](const char* name, MetricType type, const char* help, int64_t value) {

@@ -42,9 +42,7 @@ std::vector<BackstopVerdict> MemoryBackstop::Step(const std::vector<BackstopShar
   std::map<std::pair<std::string, std::string>, DriverUse> use;
   std::map<std::pair<std::string, std::string>, std::vector<uint32_t>> pids;
   std::set<std::string> gpus;
-  for (const BackstopShare& s : shares) {
-    if (s.cap_bytes > 0) gpus.insert(s.gpu_uuid);
-  }
+  for (const BackstopShare& s : shares) gpus.insert(s.gpu_uuid);
   std::set<std::string> sampled;
   for (const std::string& gpu : gpus) {
     absl::StatusOr<std::vector<GpuProcessMemory>> procs = sampler.Memory(gpu);
@@ -91,6 +89,7 @@ std::vector<BackstopVerdict> MemoryBackstop::Step(const std::vector<BackstopShar
   }
   over_since_ = std::move(over);
   use_ = std::move(use);
+  sampled_ = std::move(sampled);
   return out;
 }
 

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,7 +61,7 @@ struct BackstopOptions {
 struct BackstopShare {
   std::string pod_uid;
   std::string gpu_uuid;
-  uint64_t cap_bytes = 0;  // 0: no memory cap (not checked)
+  uint64_t cap_bytes = 0;  // 0: no memory cap (a whole GPU): measured for /metrics, not checked
 };
 
 struct BackstopVerdict {
@@ -97,12 +98,15 @@ class MemoryBackstop {
 
   // By (pod UID, GPU UUID): what the driver said at the last Step.
   const std::map<std::pair<std::string, std::string>, DriverUse>& use() const { return use_; }
+  // Whether the last Step sampled the GPU's processes (a pod of it absent from use() held none).
+  bool sampled(const std::string& gpu_uuid) const { return sampled_.contains(gpu_uuid); }
   const BackstopOptions& options() const { return options_; }
 
  private:
   BackstopOptions options_;
   std::map<std::pair<std::string, std::string>, std::chrono::steady_clock::time_point> over_since_;
   std::map<std::pair<std::string, std::string>, DriverUse> use_;
+  std::set<std::string> sampled_;
 };
 
 }  // namespace tessera::agent

@@ -109,7 +109,7 @@ TEST_F(MemoryBackstopTest, APyTorchProcessThatUsesItsWholeSmallShareIsNotOver) {
   EXPECT_TRUE(b.Step(shares, s, procs, t0 + std::chrono::seconds(60)).empty());
 }
 
-TEST_F(MemoryBackstopTest, UnsampledGpusAndUncappedSharesAreLeftAlone) {
+TEST_F(MemoryBackstopTest, UnsampledGpusAndUncappedSharesAreLeftAloneButMeasured) {
   MemoryBackstop b(BackstopOptions{});
   HostProcesses procs(proc_);
   ScriptedSampler s;
@@ -120,6 +120,10 @@ TEST_F(MemoryBackstopTest, UnsampledGpusAndUncappedSharesAreLeftAlone) {
           .empty());
   EXPECT_EQ(errors.size(), 1u);
   EXPECT_TRUE(errors.contains("GPU-other"));
+  // The uncapped one (a whole GPU) is measured all the same, for its driver figure.
+  EXPECT_TRUE(b.sampled(kGpu));
+  EXPECT_FALSE(b.sampled("GPU-other"));
+  EXPECT_EQ(b.use().at({kPodA, kGpu}).used_bytes, 90000 * kMiB);
 }
 
 TEST(BackstopActionTest, Names) {

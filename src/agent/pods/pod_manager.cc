@@ -711,11 +711,15 @@ void PodManager::RunBackstopLocked(std::chrono::steady_clock::time_point now) {
   std::map<std::string, Prepared*> by_uid;
   for (auto& [uid, p] : pods_) {
     by_uid[uid] = &p;
-    if (p.grant.sharing == Sharing::kNone) continue;
     for (const GrantedGpu& g : p.grant.gpus) {
-      if (!g.share() || g.assigned.grant.memory_mib <= 0) continue;
+      if (g.mig()) continue;  // NVML lists a MIG instance's processes under its own handle
+      // A share with a memory cap is checked; a whole GPU (or a share without a cap) is only
+      // measured, for its driver figure on /metrics.
+      const bool capped =
+          p.grant.sharing != Sharing::kNone && g.share() && g.assigned.grant.memory_mib > 0;
       shares.push_back(
-          {uid, g.gpu.spec.uuid, static_cast<uint64_t>(g.assigned.grant.memory_mib) << 20});
+          {uid, g.gpu.spec.uuid,
+           capped ? static_cast<uint64_t>(g.assigned.grant.memory_mib) << 20 : uint64_t{0}});
     }
   }
   std::map<std::string, std::string> errors;
@@ -848,6 +852,11 @@ std::vector<GpuUse> PodManager::Use() const {
             pod.idle = *permille < idle_.options().threshold_permille ? 1 : 0;
           }
         }
+        if (sampler_ != nullptr && !gg.mig() && backstop_.sampled(g.spec.uuid)) {
+          auto d = backstop_.use().find({uid, g.spec.uuid});
+          pod.driver_used_bytes =
+              d == backstop_.use().end() ? 0 : static_cast<int64_t>(d->second.used_bytes);
+        }
         for (const auto& seg : p.segments) {
           if (seg->gpu_uuid() != g.spec.uuid) continue;
           shim::SegmentInfo info = seg->Inspect();
@@ -855,11 +864,6 @@ std::vector<GpuUse> PodManager::Use() const {
           pod.oom_count = info.oom_count;
           if (auto t = p.tampered.find(g.spec.uuid); t != p.tampered.end()) {
             pod.ledger_tampered = t->second;
-          }
-          if (sampler_ != nullptr) {
-            auto d = backstop_.use().find({uid, g.spec.uuid});
-            pod.driver_used_bytes =
-                d == backstop_.use().end() ? 0 : static_cast<int64_t>(d->second.used_bytes);
           }
           for (const auto& proc : info.processes) pod.processes += proc.alive ? 1 : 0;
         }

@@ -1,6 +1,7 @@
 #include "k8s/status/agent_usage.h"
 
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -10,6 +11,7 @@ namespace tessera::k8s {
 namespace {
 
 constexpr std::string_view kMemory = "tessera_agent_pod_gpu_memory_used_bytes";
+constexpr std::string_view kDriverMemory = "tessera_agent_pod_gpu_memory_driver_bytes";
 constexpr std::string_view kBusy = "tessera_agent_pod_gpu_busy_seconds_total";
 constexpr std::string_view kIdle = "tessera_agent_pod_gpu_idle";
 
@@ -47,6 +49,7 @@ bool ReadLabels(std::string_view s, std::map<std::string, std::string>* labels,
 
 absl::Status AddAgentMetrics(std::string_view text, AgentUsage* usage) {
   int line_no = 0;
+  std::set<const PodGpuUsage*> from_shim;  // the shim's figure wins over the driver's
   while (!text.empty()) {
     const size_t nl = text.find('\n');
     const std::string_view line = text.substr(0, nl);
@@ -55,7 +58,7 @@ absl::Status AddAgentMetrics(std::string_view text, AgentUsage* usage) {
     const size_t brace = line.find('{');
     if (brace == std::string_view::npos) continue;
     const std::string_view name = line.substr(0, brace);
-    if (name != kMemory && name != kBusy && name != kIdle) continue;
+    if (name != kMemory && name != kDriverMemory && name != kBusy && name != kIdle) continue;
     std::map<std::string, std::string> labels;
     std::string_view rest;
     auto bad = [&](std::string_view why) {
@@ -74,6 +77,9 @@ absl::Status AddAgentMetrics(std::string_view text, AgentUsage* usage) {
     PodGpuUsage& u = (*usage)[{StrCat(labels["namespace"], "/", labels["pod"]), labels["uuid"]}];
     if (name == kMemory) {
       u.memory_used_bytes = static_cast<int64_t>(value);
+      from_shim.insert(&u);
+    } else if (name == kDriverMemory) {
+      if (!from_shim.contains(&u)) u.memory_used_bytes = static_cast<int64_t>(value);
     } else if (name == kBusy) {
       u.busy_seconds = value;
     } else {

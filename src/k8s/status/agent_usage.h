@@ -3,6 +3,8 @@
 // (src/agent/metrics/agent_metrics.cc, docs/metrics.md):
 //   tessera_agent_pod_gpu_memory_used_bytes    what the pod's processes hold (the shim's ledger;
 //                                              shares enforced by the shim only)
+//   tessera_agent_pod_gpu_memory_driver_bytes  what they hold as the driver counts it (NVML; the
+//                                              figure of a whole GPU's pod, which has no ledger)
 //   tessera_agent_pod_gpu_busy_seconds_total   the GPU's busy time charged to the pod since the
 //                                              agent started (usage_meter.h)
 //   tessera_agent_pod_gpu_idle                 1 idle by the idle rule, 0 not (idle_watch.h)
@@ -20,9 +22,11 @@
 namespace tessera::k8s {
 
 struct PodGpuUsage {
-  int64_t memory_used_bytes = -1;  // -1: not reported (not a shim share)
-  double busy_seconds = -1;        // -1: not measured (no NVML on that node, a MIG instance)
-  int32_t idle = -1;               // -1: not watched for a whole idle window yet
+  // The shim's figure for a share, else the driver's (a whole GPU); -1: neither reported (no
+  // NVML on that node, a MIG instance).
+  int64_t memory_used_bytes = -1;
+  double busy_seconds = -1;  // -1: not measured (no NVML on that node, a MIG instance)
+  int32_t idle = -1;         // -1: not watched for a whole idle window yet
 };
 
 // By (pod "namespace/name", GPU UUID).
