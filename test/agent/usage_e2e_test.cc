@@ -1,11 +1,21 @@
 // Who used the GPU (issue 34), on a real harness node (kubelet + containerd, 2 fake L40S GPUs)
 // with `tessera agent` seeing the fake driver through NVML as a real agent sees NVIDIA's, and
-// `tessera scheduler`: idle shares are told and, under the idle-reclaim policy, evicted.
+// `tessera scheduler`: each pod is charged the GPU time and memory it used (three shares of one
+// GPU and a whole GPU, against the fake machine's record), and idle pods are told and, under the
+// idle-reclaim policy, evicted.
 // The world (probe image, fake machine, agent, scheduler) is test/agent/agent_world.h's; the idle
 // window is 6 s here (30 min by default).
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent_world.h"
@@ -13,6 +23,7 @@
 #include "controlplane/controlplane.h"
 #include "controlplane/pod_testing.h"
 #include "dashboard_check.h"
+#include "fake_cuda/fake_machine.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -108,6 +119,217 @@ TEST_F(Usage, AnIdlePodBelowTheBoundIsEvictedAndAnImportantOneIsOnlyTold) {
   const DashboardCheck check = CheckDashboard(row, m, "tessera_agent_");
   EXPECT_GE(check.metrics.size(), 5u);
   EXPECT_TRUE(check.problems.empty()) << StrJoin(check.problems, "\n");
+}
+
+// The sum of every sample of `metric` in a /metrics text whose labels contain `labels`.
+double MetricSum(const std::string& text, const std::string& metric, const std::string& labels) {
+  std::istringstream in(text);
+  double sum = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(metric + "{", 0) != 0 || line.find(labels) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// A pod whose one shim_client lives as long as the pod and works when the test says so: it
+// allocates `alloc_bytes` of its GPU, writes <turns>/<name>.ready (its NVIDIA_VISIBLE_DEVICES),
+// then for each <turns>/<name>.go (a kernel count) launches that many 2 ms kernels, synced every
+// 10, and answers in <turns>/<name>.done. <turns> is a folder of the fake machines' hostPath, so
+// the test (on the host) and the pod (in its container) see the same files.
+json TurnPod(const std::string& ns, const std::string& name, const std::string& turns,
+             const std::map<std::string, std::string>& limits, int64_t alloc_bytes,
+             const std::string& queue) {
+  json pod = WorldScriptPod(TheWorld(), ns, name, kNode, limits,
+                            StrCat(R"(export CUDA_VISIBLE_DEVICES="$NVIDIA_VISIBLE_DEVICES"
+T=/run/fake-gpu/)",
+                                   turns, "/", name, R"(
+mkfifo /tmp/in /tmp/out
+shim_client </tmp/in >/tmp/out 2>/tmp/err &
+exec 3>/tmp/in 4</tmp/out
+ask() { echo "$1" >&3; read -r answer <&4; [ "$answer" = ok ] || { echo "$1: $answer" >/dev/termination-log; exit 1; }; }
+ask init
+ask "alloc m )",
+                                   alloc_bytes, R"("
+echo "$NVIDIA_VISIBLE_DEVICES" >$T.ready
+while :; do
+  if [ -e $T.go ]; then
+    n=$(cat $T.go); rm -f $T.go
+    ask "spin 2000000 $n 10"
+    echo "$answer" >$T.tmp && mv $T.tmp $T.done
+  fi
+  usleep 5000
+done
+)"));
+  pod["metadata"]["annotations"]["tessera.dev/queue"] = queue;
+  // Above the idle-reclaim bound: the test's idle pods are told, never evicted.
+  pod["spec"]["priority"] = 1000;
+  return pod;
+}
+
+// Issue 34's done-when on a harness node: three pods share one GPU (memory shares, no compute
+// caps) and take turns keeping it busy 150, 300 and 450 ms of each round; a whole-GPU pod works
+// 600 ms of each round on the other GPU. The agent's per-pod GPU seconds (split by the shims'
+// reports, usage_meter.h) and GPU memory (NVML's per-process figures) are checked against the
+// fake machine's record of what each pod's kernels and allocations really took; the queues' sums
+// against the grants; and once two of the shares are gone, the one left alone and idle is told.
+TEST_F(Usage, SharesOfOneGpuAreChargedWhatTheyUsed) {
+  const std::string turns = "turns-" + ns_;
+  const std::string turns_dir = TheWorld().MachinesDir() + "/" + turns;
+  std::filesystem::create_directories(turns_dir);
+  ::chmod(turns_dir.c_str(), 0777);
+  struct Load {
+    std::string name, queue;
+    int kernels;  // 2 ms kernels per round
+    int64_t alloc_bytes;
+    bool whole;
+  };
+  const std::vector<Load> loads = {{"turn-a", "serve", 75, 256 << 20, false},
+                                   {"turn-b", "serve", 150, 512 << 20, false},
+                                   {"turn-c", "batch", 225, 768 << 20, false},
+                                   {"turn-w", "batch", 300, 1024 << 20, true}};
+  // The whole GPU first, so that the three shares land together on the other one.
+  Create(TurnPod(ns_, "turn-w", turns, {{"tessera.dev/gpu", "1"}}, loads[3].alloc_bytes, "batch"));
+  ASSERT_TRUE(PodRunning(WaitForPod(Cp(), ns_, "turn-w", PodRunning, seconds(180))));
+  std::vector<json> shares;
+  for (size_t i = 0; i < 3; ++i) {
+    shares.push_back(TurnPod(ns_, loads[i].name, turns, {{"tessera.dev/gpu-memory", "4Gi"}},
+                             loads[i].alloc_bytes, loads[i].queue));
+  }
+  CreateAll(shares);
+  std::map<std::string, std::string> visible;
+  for (const Load& l : loads) {
+    json p = WaitForPod(Cp(), ns_, l.name, PodRunning, seconds(180));
+    ASSERT_TRUE(PodRunning(p)) << l.name << ": " << p["status"].dump();
+    const std::string ready = turns_dir + "/" + l.name + ".ready";
+    ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(ready); }, seconds(60)))
+        << l.name << ": " << Pod(l.name)["status"].dump();
+    std::string uuid = ReadFile(ready);
+    while (!uuid.empty() && std::isspace(static_cast<unsigned char>(uuid.back()))) uuid.pop_back();
+    visible[l.name] = uuid;
+  }
+  ASSERT_EQ(visible["turn-a"], visible["turn-b"]);
+  ASSERT_EQ(visible["turn-a"], visible["turn-c"]);
+  ASSERT_NE(visible["turn-a"], visible["turn-w"]);
+
+  std::string error;
+  fake::FakeMachine* machine = fake::MapMachine(TheWorld().MachineDir(kNode) + "/machine", &error);
+  ASSERT_NE(machine, nullptr) << error;
+  auto device_of = [&](const std::string& uuid) {
+    for (uint32_t d = 0; d < machine->device_count; ++d) {
+      if (uuid == machine->devices[d].uuid) return static_cast<int>(d);
+    }
+    return -1;
+  };
+
+  // The agent meters once a second; its first reading of a ledger only starts the clock.
+  std::this_thread::sleep_for(seconds(3));
+  const std::string before = TheWorld().AgentMetrics(kNode);
+  auto busy_of = [](const std::string& m, const std::string& pod) {
+    return MetricValue(m, "tessera_agent_pod_gpu_busy_seconds_total", "pod=\"" + pod + "\"");
+  };
+  std::map<std::string, double> truth;  // seconds of GPU each pod's kernels took
+  for (int round = 0; round < 3; ++round) {
+    for (const Load& l : loads) {
+      const std::string go = turns_dir + "/" + l.name + ".go",
+                        done = turns_dir + "/" + l.name + ".done";
+      std::filesystem::remove(done);
+      const int64_t from = fake::MonoNs();
+      std::ofstream(go + ".tmp") << l.kernels << "\n";
+      std::filesystem::rename(go + ".tmp", go);
+      ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(done); }, seconds(30)))
+          << l.name << " did not finish its turn: " << Pod(l.name)["status"].dump();
+      const int64_t to = fake::MonoNs();
+      // The turns do not overlap: everything on the pod's GPU in its turn is its work.
+      for (const auto& [pid, ns] :
+           fake::BusyByPid(*machine, device_of(visible[l.name]), from, to)) {
+        truth[l.name] += ns / 1e9;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // The device's record trails by up to a sample period; the meter pays what it owes one interval
+  // later.
+  std::this_thread::sleep_for(seconds(3));
+  const std::string after = TheWorld().AgentMetrics(kNode);
+
+  double metered_shares = 0, truth_shares = 0;
+  std::map<std::string, double> metered;
+  for (const Load& l : loads) {
+    metered[l.name] = busy_of(after, l.name) - busy_of(before, l.name);
+    // Memory as the shim accounts it (shares) and as the driver counts it (every pod).
+    const std::string pod = "pod=\"" + l.name + "\"";
+    const double shim = MetricValue(after, "tessera_agent_pod_gpu_memory_used_bytes", pod);
+    const double driver = MetricValue(after, "tessera_agent_pod_gpu_memory_driver_bytes", pod);
+    std::printf(
+        "  %s: metered %.3f s, truth %.3f s (%+.1f%%); memory %.0f MiB by the driver, "
+        "%.0f MiB by the shim, %lld MiB allocated\n",
+        l.name.c_str(), metered[l.name], truth[l.name],
+        100.0 * (metered[l.name] - truth[l.name]) / truth[l.name], driver / (1 << 20),
+        shim / (1 << 20), static_cast<long long>(l.alloc_bytes >> 20));
+    ASSERT_GT(truth[l.name], 0.9 * 0.002 * l.kernels * 3) << l.name;
+    EXPECT_NEAR(metered[l.name], truth[l.name], truth[l.name] * 0.05) << l.name << "\n" << after;
+    EXPECT_NEAR(driver, static_cast<double>(l.alloc_bytes), l.alloc_bytes * 0.05) << l.name;
+    if (l.whole) {
+      EXPECT_EQ(shim, -1) << "a whole GPU's pod has no shim accounting: " << l.name;
+    } else {
+      EXPECT_NEAR(shim, static_cast<double>(l.alloc_bytes), l.alloc_bytes * 0.05) << l.name;
+    }
+    if (!l.whole) {
+      metered_shares += metered[l.name];
+      truth_shares += truth[l.name];
+    }
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string& n = loads[i].name;
+    EXPECT_NEAR(metered[n] / metered_shares, truth[n] / truth_shares,
+                truth[n] / truth_shares * 0.05)
+        << n;
+  }
+  // The GPUs: the pods' seconds and the unattributed ones make each device's busy time.
+  for (const std::string& uuid : {visible["turn-a"], visible["turn-w"]}) {
+    const std::string gpu = "uuid=\"" + uuid + "\"";
+    const double busy = MetricSum(after, "tessera_agent_gpu_busy_seconds_total", gpu) -
+                        MetricSum(before, "tessera_agent_gpu_busy_seconds_total", gpu);
+    const double unattributed =
+        MetricSum(after, "tessera_agent_gpu_unattributed_busy_seconds_total", gpu) -
+        MetricSum(before, "tessera_agent_gpu_unattributed_busy_seconds_total", gpu);
+    const double pods = MetricSum(after, "tessera_agent_pod_gpu_busy_seconds_total", gpu) -
+                        MetricSum(before, "tessera_agent_pod_gpu_busy_seconds_total", gpu);
+    std::printf("  GPU %s: busy %.3f s = pods %.3f s + unattributed %.3f s\n", uuid.c_str(), busy,
+                pods, unattributed);
+    EXPECT_NEAR(pods + unattributed, busy, 0.01) << uuid;
+  }
+  // The queues: the grants the agent reports per queue are the API's, and the GPU seconds per
+  // queue are its pods'.
+  std::map<std::string, double> granted, queue_truth;
+  for (const Load& l : loads) {
+    for (const records::AssignedGpu& g : AssignmentOfPod(Pod(l.name)).gpus) {
+      granted[l.queue] += g.grant.memory_mib * double(1 << 20);
+    }
+    queue_truth[l.queue] += truth[l.name];
+  }
+  for (const auto& [queue, bytes] : granted) {
+    const std::string q = "queue=\"" + queue + "\"";
+    const double reported = MetricSum(after, "tessera_agent_pod_gpu_memory_granted_bytes", q);
+    const double seconds_q = MetricSum(after, "tessera_agent_pod_gpu_busy_seconds_total", q) -
+                             MetricSum(before, "tessera_agent_pod_gpu_busy_seconds_total", q);
+    std::printf("  queue %s: granted %.0f MiB (API %.0f MiB), %.3f GPU-s (truth %.3f)\n",
+                queue.c_str(), reported / (1 << 20), bytes / (1 << 20), seconds_q,
+                queue_truth[queue]);
+    EXPECT_EQ(reported, bytes) << queue;
+    EXPECT_NEAR(seconds_q, queue_truth[queue], queue_truth[queue] * 0.05) << queue;
+  }
+
+  // Two shares go; the one left is alone on its GPU and idle: told (GPUIdle), not evicted.
+  ASSERT_TRUE(Cp().KubectlOk({"delete", "pod", "turn-b", "turn-c", "-n", ns_, "--grace-period=1",
+                              "--wait=true", "--timeout=60s"})
+                  .ok());
+  ASSERT_TRUE(WaitUntil([&] { return EventsOf("turn-a").find("GPUIdle") != std::string::npos; },
+                        seconds(60)))
+      << EventsOf("turn-a");
+  EXPECT_THAT(EventsOf("turn-a"), HasSubstr("not evicted: its priority 1000 is not below 1"));
+  std::filesystem::remove_all(turns_dir);
 }
 
 }  // namespace
