@@ -199,12 +199,13 @@ double TruthSeconds(const Node& node, pid_t pid, int64_t from, int64_t to) {
 // Issue 34's done-when: three pods share one GPU (memory shares, no compute caps), all three
 // running throughout, and keep it busy 15%, 30% and 45% of each second in turn. Their shims
 // measure what their work took (busy_meter.h) and the agent's loop splits the device's busy time
-// by those reports (usage_meter.h): each pod's part of what was metered is within 5% of its part
-// of the fake's record of the kernels, and its metered seconds within 7.5% of its truth. In the
-// runs of the session that made it the seconds were within 5% in 10 of 12 (-5.1% to +0.8%): the
-// reports (within 1%) and the device's figure (within 0.3%) do not cover the same time (a shim
-// reports at its syncs, the record trails by up to a sample period), and what one interval owes
-// a pod is paid only out of the next one's leftover.
+// by those reports (usage_meter.h): each pod's part of what was metered and its metered seconds
+// are within 5% of its truth (the fake's record of its kernels). The reports (within 2%) and the
+// device's figure (within 0.3%) do not cover the same time (a shim reports at its syncs, the record
+// trails by up to a sample period); what an interval cannot pay is owed for three more. With a
+// debt kept one interval only, the seconds were within 5% in 10 of 12 runs (-5.1% to +0.8%); with
+// three, in 8 of 8 (-2.2% to +1.3%, loaded 2-core machine; usage_e2e_test does the same through
+// kubelet pods).
 TEST(GpuCheckTest, AgentLoopSplitsASharedGpuAmongThreePodsByTheirShims) {
   Node node;
   const std::vector<std::pair<std::string, int>> loads = {{"a", 150}, {"b", 300}, {"c", 450}};
@@ -243,7 +244,7 @@ TEST(GpuCheckTest, AgentLoopSplitsASharedGpuAmongThreePodsByTheirShims) {
     std::printf("  %s: metered %.3f s, its shim reported %.3f s, truth %.3f s\n",
                 loads[i].first.c_str(), busy[i], p["reported_s"].get<double>(), truth[i]);
     ASSERT_GT(truth[i], 0);
-    EXPECT_NEAR(busy[i], truth[i], truth[i] * 0.075) << loads[i].first << ": " << doc["gpu"].dump();
+    EXPECT_NEAR(busy[i], truth[i], truth[i] * 0.05) << loads[i].first << ": " << doc["gpu"].dump();
     EXPECT_LE(busy[i], p["reported_s"].get<double>() + 1e-9) << loads[i].first;
     metered += busy[i];
     truths += truth[i];
