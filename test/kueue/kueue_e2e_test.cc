@@ -51,6 +51,8 @@ using k8s::testing::NodeObject;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 ControlPlane& Cp() { return ControlPlane::Shared(); }
 
@@ -202,6 +204,7 @@ clientConnection:
 integrations:
   frameworks:
   - batch/job
+  - pod
 featureGates:
   VisibilityOnDemand: false
 )");
@@ -518,9 +521,58 @@ retry: {minInterval: 200ms, period: 5s}
     EXPECT_NE(KueueCondition(job, "Admitted"), "True");
   }
 
-  // What a kubelet reports when the containers of the Job's pods exit 0.
-  void FinishPods(const std::string& job) {
-    for (const json& p : Pods(job)) {
+  // A pod of Kueue's plain-pod group `group` (of `total` pods) for LocalQueue `queue`, as
+  // Kueue's pod webhook would have made it: labelled managed, Kueue's finalizer, and held by the
+  // scheduling gate kueue.x-k8s.io/admission until Kueue admits the group.
+  json GatedPod(const std::string& group, int index, int total, const std::string& queue,
+                const json& resources) {
+    return {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata",
+             {{"name", StrCat(group, "-", index)},
+              {"namespace", ns_},
+              {"labels",
+               {{"kueue.x-k8s.io/queue-name", queue},
+                {"kueue.x-k8s.io/managed", "true"},
+                {"kueue.x-k8s.io/pod-group-name", group}}},
+              {"annotations", {{"kueue.x-k8s.io/pod-group-total-count", std::to_string(total)}}},
+              {"finalizers", {"kueue.x-k8s.io/managed"}}}},
+            {"spec",
+             {{"schedulerName", scheduler_name_},
+              {"restartPolicy", "Never"},
+              {"schedulingGates", {{{"name", "kueue.x-k8s.io/admission"}}}},
+              {"containers",
+               {{{"name", "worker"},
+                 {"image", "busybox"},
+                 {"resources", {{"requests", resources}, {"limits", resources}}}}}}}}};
+  }
+  void CreateGroup(const std::string& group, int total, const std::string& queue,
+                   const json& resources) {
+    for (int i = 0; i < total; ++i) {
+      absl::StatusOr<json> created = api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods"),
+                                                  GatedPod(group, i, total, queue, resources));
+      ASSERT_TRUE(created.ok()) << created.status();
+    }
+  }
+  json GroupPods(const std::string& group) {
+    return List(StrCat("/api/v1/namespaces/", ns_, "/pods?labelSelector=",
+                       k8s::QueryEscape(StrCat("kueue.x-k8s.io/pod-group-name=", group))));
+  }
+  static bool Gated(const json& pod) {
+    return !pod["spec"].value("schedulingGates", json::array()).empty();
+  }
+  // The reason of the pod's PodScheduled condition ("" if it has none).
+  static std::string PodScheduledReason(const json& pod) {
+    for (const json& c : pod.value("status", json::object()).value("conditions", json::array())) {
+      if (c["type"] == "PodScheduled") return c.value("reason", "");
+    }
+    return "";
+  }
+
+  // What a kubelet reports when the containers of the pods exit 0 (the Job's pods, or `pods`).
+  void FinishPods(const std::string& job, json pods = nullptr) {
+    if (pods.is_null()) pods = Pods(job);
+    for (const json& p : pods) {
       absl::StatusOr<json> patched =
           api_->Patch(StrCat("/api/v1/namespaces/", ns_, "/pods/",
                              std::string(p["metadata"]["name"]), "/status"),
@@ -644,6 +696,69 @@ TEST_F(KueueTest, KueuePreemptionSuspendsTheLowPriorityGangAndTesseraPlacesTheNe
 
   DeleteJob("high");
   ExpectPlacedAsGang("low", 8);
+}
+
+// Kueue's plain-pod groups and scheduling gates: pods made as Kueue's pod webhook makes them
+// (gate kueue.x-k8s.io/admission, labels kueue.x-k8s.io/pod-group-name and queue-name, the
+// total-count annotation). tessera never places a gated pod: a group over the quota stays gated,
+// unbound and marked SchedulingGated (not Unschedulable) while tessera has room; Kueue admits a
+// group by removing the gates, and tessera places it as one gang of the total count.
+TEST_F(KueueTest, GatedPodGroupWaitsInKueueAndIsPlacedAsAGangOnceUngated) {
+  AddNode(NodeObject(NodeName("a")).Gpus(8).NvSwitch());
+  AddNode(NodeObject(NodeName("b")).Gpus(8).NvSwitch());
+  StartScheduler();
+  ApplyQueues();
+
+  auto expect_gang = [&](const std::string& group, int total) {
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          json pods = GroupPods(group);
+          if (pods.size() != static_cast<size_t>(total)) return false;
+          for (const json& p : pods) {
+            if (Gated(p) || !IsBound(p)) return false;
+          }
+          return true;
+        },
+        seconds(60)))
+        << GroupPods(group).dump(2) << Log();
+    std::set<std::string> nodes;
+    for (const json& p : GroupPods(group)) {
+      absl::StatusOr<records::Assignment> a = records::AssignmentFromJson(
+          p["metadata"]["annotations"]["tessera.dev/assignment"].get<std::string>());
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(a->gang.has_value()) << p["metadata"]["name"];
+      EXPECT_EQ(a->gang->name, group);
+      EXPECT_EQ(a->gang->size, total);
+      EXPECT_EQ(a->gang->min, total);
+      nodes.insert(a->node);
+    }
+    EXPECT_EQ(nodes.size(), 1u);
+  };
+
+  // A group of 8 takes the whole GPU quota: Kueue ungates it, tessera places it.
+  CreateGroup("big", 8, "team-a", Gpus(1));
+  expect_gang("big", 8);
+
+  // A group of 2 over the quota: gated, unbound, SchedulingGated, although 8 GPUs are free.
+  CreateGroup("next", 2, "team-b", Gpus(1));
+  EXPECT_FALSE(WaitUntil(
+      [&] {
+        for (const json& p : GroupPods("next")) {
+          if (!Gated(p) || IsBound(p) || PodScheduledReason(p) != "SchedulingGated") return true;
+        }
+        return false;
+      },
+      seconds(5)))
+      << GroupPods("next").dump(2);
+  EXPECT_EQ(GroupPods("next").size(), 2u);
+  // ... and tessera has not tried them (a bind of a gated pod, which the API server refuses with
+  // this message, is logged).
+  EXPECT_THAT(Log(), Not(HasSubstr("has non-empty .spec.schedulingGates")));
+
+  // The big group's pods finish: Kueue releases the quota, ungates next, tessera places it.
+  FinishPods("", GroupPods("big"));
+  expect_gang("next", 2);
+  EXPECT_THAT(Log(), Not(HasSubstr("has non-empty .spec.schedulingGates")));
 }
 
 }  // namespace
