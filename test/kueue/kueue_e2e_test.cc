@@ -473,6 +473,9 @@ retry: {minInterval: 200ms, period: 5s}
     EXPECT_TRUE(WaitUntil([&] { return KueueCondition(job, "Admitted") == "True"; }, seconds(60)))
         << "Kueue did not admit " << job << ": " << KueueWorkload(job).dump(2);
     EXPECT_TRUE(WaitUntil([&] { return !Suspended(job); }, seconds(30))) << job;
+    // Kueue (built against Kubernetes 1.35 types) unsuspends by a merge patch: the Job keeps
+    // its spec.scheduling.
+    EXPECT_TRUE(GetJob(job)["spec"].contains("scheduling")) << GetJob(job).dump(2);
     EXPECT_TRUE(WaitUntil([&] { return BoundCount(job) == n; }, seconds(60)))
         << job << ": " << BoundCount(job) << " of " << n << " bound\n"
         << Log();
