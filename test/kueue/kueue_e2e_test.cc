@@ -377,19 +377,26 @@ retry: {minInterval: 200ms, period: 5s}
                       {{{"name", "worker"},
                         {"image", "busybox"},
                         {"resources", {{"requests", resources}, {"limits", resources}}}}}}};
-    return {
-        {"apiVersion", "batch/v1"},
-        {"kind", "Job"},
-        {"metadata", {{"name", name}, {"namespace", ns_}, {"labels", labels}}},
-        {"spec",
-         {{"suspend", true},
-          {"parallelism", n},
-          {"completions", n},
-          {"completionMode", "Indexed"},
-          {"scheduling",
-           {{"schedulingPolicy", {{"gang", json::object()}}},
-            {"schedulingConstraints", {{"topology", {{{"key", "tessera.dev/nvlink-domain"}}}}}}}},
-          {"template", {{"spec", pod_spec}}}}}};
+    json job = {{"apiVersion", "batch/v1"},
+                {"kind", "Job"},
+                {"metadata", {{"name", name}, {"namespace", ns_}, {"labels", labels}}},
+                {"spec",
+                 {{"suspend", true},
+                  {"parallelism", n},
+                  {"completions", n},
+                  {"completionMode", "Indexed"},
+                  {"template", {{"spec", pod_spec}}}}}};
+    if (annotated_gangs_) {
+      job["spec"]["template"]["metadata"]["annotations"] = {
+          {"tessera.dev/gang", name},
+          {"tessera.dev/gang-size", std::to_string(n)},
+          {"tessera.dev/gang-topology", "nvlink-domain"}};
+    } else {
+      job["spec"]["scheduling"] = {
+          {"schedulingPolicy", {{"gang", json::object()}}},
+          {"schedulingConstraints", {{"topology", {{{"key", "tessera.dev/nvlink-domain"}}}}}}};
+    }
+    return job;
   }
   void CreateJob(const json& job) {
     absl::StatusOr<json> created =
@@ -475,16 +482,18 @@ retry: {minInterval: 200ms, period: 5s}
     EXPECT_TRUE(WaitUntil([&] { return !Suspended(job); }, seconds(30))) << job;
     // Kueue (built against Kubernetes 1.35 types) unsuspends by a merge patch: the Job keeps
     // its spec.scheduling.
-    EXPECT_TRUE(GetJob(job)["spec"].contains("scheduling")) << GetJob(job).dump(2);
+    EXPECT_EQ(GetJob(job)["spec"].contains("scheduling"), !annotated_gangs_) << GetJob(job).dump(2);
     EXPECT_TRUE(WaitUntil([&] { return BoundCount(job) == n; }, seconds(60)))
         << job << ": " << BoundCount(job) << " of " << n << " bound\n"
         << Log();
-    const std::string group = PodGroupOf(job);
+    // The gang: the Job's PodGroup, or (annotated_gangs_) the name on the pod template.
+    const std::string group = annotated_gangs_ ? job : PodGroupOf(job);
     EXPECT_FALSE(group.empty()) << "no PodGroup for " << job;
     std::set<std::string> nodes;
     for (const json& p : Pods(job)) {
       const std::string name = p["metadata"]["name"];
-      EXPECT_EQ(p["spec"].value("schedulingGroup", json::object()).value("podGroupName", ""), group)
+      EXPECT_EQ(p["spec"].value("schedulingGroup", json::object()).value("podGroupName", ""),
+                annotated_gangs_ ? "" : group)
           << name;
       const json& ann = p["metadata"].value("annotations", json::object());
       auto it = ann.find("tessera.dev/assignment");
@@ -613,6 +622,9 @@ retry: {minInterval: 200ms, period: 5s}
   }
 
   std::unique_ptr<k8s::ApiClient> api_;
+  // Jobs say their gang with tessera's annotations on the pod template instead of spec.scheduling
+  // (for a control plane without WorkloadWithJob, where no Job has a PodGroup).
+  bool annotated_gangs_ = false;
   std::string id_, ns_, scheduler_name_, cluster_queue_, dir_;
   std::unique_ptr<ScopedProcess> scheduler_;
 };
@@ -699,6 +711,24 @@ TEST_F(KueueTest, KueuePreemptionSuspendsTheLowPriorityGangAndTesseraPlacesTheNe
 
   DeleteJob("high");
   ExpectPlacedAsGang("low", 8);
+}
+
+// The same without WorkloadWithJob (ctest kueue_annotations_e2e_test: a control plane without
+// the workload gates, where Jobs get no PodGroup): the gang is tessera's annotations on the Job's
+// pod template. A Job of 8 takes the quota and is placed as one gang in one NVLink domain; a Job
+// of 4 waits in Kueue; when the first is deleted the second is admitted and placed.
+TEST_F(KueueTest, AnnotatedGangsWithoutTheJobControllersPodGroups) {
+  annotated_gangs_ = true;
+  AddNode(NodeObject(NodeName("a")).Gpus(8).NvSwitch());
+  AddNode(NodeObject(NodeName("b")).Gpus(8).NvSwitch());
+  StartScheduler();
+  ApplyQueues();
+  CreateJob(Job("first", "team-a", 8, Gpus(1)));
+  ExpectPlacedAsGang("first", 8);
+  CreateJob(Job("second", "team-b", 4, Gpus(1)));
+  ExpectWaitingInKueue("second", seconds(3));
+  DeleteJob("first");
+  ExpectPlacedAsGang("second", 4);
 }
 
 // Kueue's plain-pod groups and scheduling gates: pods made as Kueue's pod webhook makes them
