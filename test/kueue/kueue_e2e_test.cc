@@ -1,26 +1,30 @@
 // Kueue in front of `tessera scheduler`: Kueue's controller manager (built from its Go module by
 // test/kueue/build.sh) admits suspended batch/v1 Jobs against a ClusterQueue's quota in
 // tessera.dev/gpu and tessera.dev/gpu-memory; tessera places the pods of each admitted Job as a
-// gang (the Job controller's gang PodGroup, gate WorkloadWithJob); a Job over quota waits in Kueue
-// (suspended, no pods) while tessera has room; when quota frees up (a Job finishes, a Job is
-// deleted, Kueue preempts a lower-priority Job) the waiting Job is admitted and placed
-// (docs/workloads.md, "Kueue").
+// gang (the Job controller's gang PodGroup, gate WorkloadWithJob; or, in
+// kueue_annotations_e2e_test, tessera's gang annotations on the pod template); a Job over quota
+// waits in Kueue (suspended, no pods) while tessera has room; when quota frees up (a Job
+// finishes, a Job is deleted, Kueue preempts a lower-priority Job) the waiting Job is admitted and
+// placed. Kueue's plain-pod groups stay behind their scheduling gate, untouched by tessera, until
+// Kueue admits them (docs/workloads.md, "Kueue").
 //
-// One control plane for the binary (WITH_JOB_WORKLOADS), nodes as plain Node objects with the
-// tessera.dev/gpu-inventory annotation and no kubelet (as in job_podgroup_e2e_test): pods never
-// run, they are bound, and what tessera decided is read from their tessera.dev/assignment
-// annotations. Where a kubelet would act the test does: it confirms deleted pods gone (grace
-// period 0) and reports a finished pod's phase (Succeeded).
+// One control plane for the binary (CMake: WITH_JOB_WORKLOADS for kueue_e2e_test; Kubernetes'
+// default gates and kube-controller-manager for kueue_annotations_e2e_test), nodes as plain Node
+// objects with the tessera.dev/gpu-inventory annotation and no kubelet (as in
+// job_podgroup_e2e_test): pods never run, they are bound, and what tessera decided is read from
+// their tessera.dev/assignment annotations. Where a kubelet would act the test does: it confirms
+// deleted pods gone (grace period 0) and reports a finished pod's phase (Succeeded).
 //
-// Kueue runs once for the binary (SetUpTestSuite) as the test harness's control plane runs it:
-// its CRDs applied from the module, the namespace kueue-system, a configuration file with leader
-// election, metrics and internal certificate management off, only the batch/job integration, and
-// no webhook registered with the API server (its webhook server listens on 127.0.0.1 with a
-// self-signed certificate, but no {Validating,Mutating}WebhookConfiguration points at it): the
-// test creates its Jobs suspended and labelled, which is what Kueue's Job webhook would default.
-// Kueue v0.17 with internal certificate management off reads its metrics certificate from the
-// fixed path /etc/kueue/metrics/certs even with metrics off, so it runs in a mount namespace of its
-// own with an overlay on /etc that holds a self-signed one (nothing is written to the host's /etc).
+// Kueue runs once for the binary (SetUpTestSuite): its CRDs applied from the module, the
+// namespace kueue-system, a configuration file with leader election, metrics and internal
+// certificate management off, the batch/job and pod integrations, and no webhook registered with
+// the API server (its webhook server listens on 127.0.0.1 with a self-signed certificate, but no
+// {Validating,Mutating}WebhookConfiguration points at it): the test sets what Kueue's webhooks
+// would (Jobs created suspended and labelled; plain pods gated, labelled managed, with Kueue's
+// finalizer). Kueue v0.17 with internal certificate management off reads its metrics certificate
+// from the fixed path /etc/kueue/metrics/certs even with metrics off, so it runs in a mount
+// namespace of its own with an overlay on /etc that holds a self-signed one (nothing is written
+// to the host's /etc; this needs root, as the harness's nodes do).
 //
 // Each test has its own namespace (with the LocalQueues team-a and team-b), ClusterQueue,
 // scheduler name, node label and Lease; TearDown deletes them.
