@@ -30,6 +30,7 @@ dev: setup
 controlplane: setup
 	./test/controlplane/build.sh
 	./test/helm/build.sh
+	./test/kueue/build.sh
 
 test: dev controlplane
 	ctest --preset dev -j $(JOBS) $(CTEST_ARGS)

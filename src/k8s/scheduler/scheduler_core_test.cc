@@ -1158,5 +1158,45 @@ TEST_F(CoreTest, KueuePodGroupIsAGangOfItsTotalCount) {
   EXPECT_EQ(actions_.binds.size(), 3u);
 }
 
+// A pod with spec.schedulingGates (Kueue's kueue.x-k8s.io/admission, or any other) is neither
+// placed nor reported, whether it would fit or not: it waits for whoever set the gate, not for
+// tessera, and holds nothing. When the gates are removed it is scheduled like any pod.
+TEST_F(CoreTest, GatedPodIsNeitherPlacedNorReportedUntilItsGatesAreRemoved) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  Sync();
+  json fits = PodObject("ns", "fits").Limit("tessera.dev/gpu", "2").Json();
+  json too_big = PodObject("ns", "too-big").Limit("tessera.dev/gpu", "4").Json();
+  json gated_fits = fits, gated_too_big = too_big;
+  gated_fits["spec"]["schedulingGates"] = {{{"name", "kueue.x-k8s.io/admission"}}};
+  gated_too_big["spec"]["schedulingGates"] = {{{"name", "example.com/quota"}}};
+  Pod(gated_fits);
+  Pod(gated_too_big);
+  core_->ScheduleSome();
+  EXPECT_TRUE(actions_.binds.empty());
+  EXPECT_TRUE(actions_.reports.empty());
+  EXPECT_EQ(core_->StageOf("ns/fits"), Stage::kIgnored);
+  EXPECT_EQ(core_->StageOf("ns/too-big"), Stage::kIgnored);
+  // A pod without a gate takes one GPU meanwhile: the gated ones held none.
+  Pod(PodObject("ns", "other").Limit("tessera.dev/gpu", "1").Json());
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  EXPECT_EQ(actions_.binds[0].key, "ns/other");
+
+  // The gates go: the one that does not fit is reported, the other binds once room appears.
+  Pod(too_big, Change::kUpdated);
+  Pod(fits, Change::kUpdated);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 1u);  // 1 GPU left, `fits` asks for 2
+  EXPECT_TRUE(actions_.failures.contains("ns/too-big"));
+  EXPECT_TRUE(actions_.failures.contains("ns/fits"));
+  EXPECT_NE(core_->StageOf("ns/fits"), Stage::kIgnored);
+  Node(NodeObject("n2").Gpus(2).Json());
+  Advance(30'000);
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 2u);
+  EXPECT_EQ(actions_.binds[1].key, "ns/fits");
+  EXPECT_EQ(actions_.binds[1].node, "n2");
+}
+
 }  // namespace
 }  // namespace tessera::k8s
