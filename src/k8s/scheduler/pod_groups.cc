@@ -104,6 +104,9 @@ std::shared_ptr<const PodInfo> PodGroups::Apply(const PodInfo& raw, const PodGro
   }
   // What the pod's own annotations (or Kueue label) ask: kept for its topology, else ignored.
   const std::optional<core::GangAsk> own = raw.request.gang;
+  // A basic PodGroup asks for no gang (the Job controller gives one to every Job without
+  // spec.scheduling): the pod's own gang, if it asks one, is not contradicted and applies.
+  if (!group->gang && own) return pod;
   std::optional<core::GangAsk> gang;
   if (group->gang) {
     core::GangAsk g;

@@ -15,6 +15,9 @@
 //   1. spec.schedulingGroup: the PodGroup decides the gang (the API server, kube-scheduler and
 //      the PodGroup's controller all read it). The pod's own tessera.dev/gang or Kueue label,
 //      when it names another gang or another min, is ignored, and the pod is told once (`ignored`).
+//      A basic PodGroup asks for no gang: the pod's own gang, if it has one, applies (the Job
+//      controller gives every Job without spec.scheduling a basic PodGroup; a Job whose template
+//      says tessera.dev/gang keeps its gang).
 //      tessera.dev/gang-topology on the pod applies when the PodGroup has no topology constraint
 //      (it can say what the upstream API cannot: an NVLink domain inside a node).
 //   2. tessera.dev/gang (+ size, min, topology) (objects.h);

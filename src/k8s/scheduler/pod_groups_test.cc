@@ -65,10 +65,20 @@ TEST_F(PodGroupsTest, AnAnnotationThatDisagreesIsIgnoredAndSaidOnce) {
   const PodObject other = PodObject("ns", "b").PodGroup("train").Gang("train", 8);
   EXPECT_THAT(Resolve(other).ignored, ::testing::HasSubstr("min 8) is ignored"));
   EXPECT_TRUE(Resolve(other).ignored.empty());
+}
+
+// A basic PodGroup asks for no gang (the Job controller gives one to every Job without
+// spec.scheduling): the pod's own gang applies, and nothing is said; without one the pod is
+// independent.
+TEST_F(PodGroupsTest, ABasicPodGroupLeavesThePodsOwnGang) {
   groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "serve", 0)));
-  PodGroups::Resolved basic = Resolve(PodObject("ns", "c").PodGroup("serve").Gang("g", 2));
-  EXPECT_FALSE(basic.pod->request.gang.has_value());
-  EXPECT_THAT(basic.ignored, ::testing::HasSubstr("basic: independent pods"));
+  PodGroups::Resolved annotated = Resolve(PodObject("ns", "c").PodGroup("serve").Gang("g", 2));
+  ASSERT_TRUE(annotated.pod->request.gang.has_value());
+  EXPECT_EQ(annotated.pod->request.gang->name, "g");
+  EXPECT_EQ(annotated.pod->request.gang->min_members(), 2);
+  EXPECT_TRUE(annotated.ignored.empty());
+  PodGroups::Resolved plain = Resolve(PodObject("ns", "d").PodGroup("serve"));
+  EXPECT_FALSE(plain.pod->request.gang.has_value());
 }
 
 // Kueue labels the pods it admits as a group (kueue.x-k8s.io/pod-group-name) and counts them in
