@@ -500,7 +500,10 @@ EOF
       --tls-cert-file="$pki/serving.crt" --tls-private-key-file="$pki/serving.key" \
       --feature-gates="$feature_gates"
   fi
-  if ((with_kcm)); then
+  # kube-controller-manager gives the API server 20 s to answer /healthz and exits if it does
+  # not: on a loaded machine the API server's RBAC bootstrap alone took longer. So it is started
+  # once the API server is healthy (in the wait below).
+  launch_kcm() {
     # Runs as the admin (system:masters) since it does not use per-controller service-account
     # credentials. The node lifecycle controller is off: with no kubelet to renew leases it
     # would taint every Node unreachable after ~50 s.
@@ -515,10 +518,10 @@ EOF
       --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
       --controllers='*,-node-lifecycle-controller' \
       --feature-gates="$feature_gates"
-  fi
+  }
 
   local timeout=${TESSERA_CONTROLPLANE_TIMEOUT:-120} deadline name pid api_ok=0 ns_ok=0
-  local sched_ok=$((!with_scheduler)) kcm_ok=$((!with_kcm))
+  local sched_ok=$((!with_scheduler)) kcm_ok=$((!with_kcm)) kcm_launched=0
   deadline=$(($(date +%s) + timeout))
   while :; do
     while read -r name pid; do
@@ -539,7 +542,11 @@ EOF
     if ((!sched_ok)); then
       [[ $(anon_get "https://127.0.0.1:$sched_port/readyz") == 200 ]] && sched_ok=1
     fi
-    if ((!kcm_ok)); then
+    if ((with_kcm && !kcm_launched)) && [[ $(admin_get "$server/healthz") == 200 ]]; then
+      launch_kcm
+      kcm_launched=1
+    fi
+    if ((kcm_launched && !kcm_ok)); then
       [[ $(anon_get "https://127.0.0.1:$kcm_port/healthz") == 200 ]] && kcm_ok=1
     fi
     ((api_ok && ns_ok && sched_ok && kcm_ok)) && break
