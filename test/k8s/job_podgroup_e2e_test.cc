@@ -358,6 +358,36 @@ TEST_F(JobPodGroupTest, JobWithoutSchedulingGetsABasicPodGroupAndNoGang) {
       << Log();
 }
 
+// The same basic PodGroup with tessera's gang annotations on the Job's template: basic asks for no
+// gang, so the annotations apply (examples/k8s/gang-job.yaml keeps its gang on a cluster with
+// WorkloadWithJob): on 6 GPUs none of the 8 bind, and nothing says the annotation is ignored; with
+// 2 GPUs more, all 8 bind as the annotated gang.
+TEST_F(JobPodGroupTest, JobWithoutSchedulingKeepsItsTemplatesGangAnnotations) {
+  AddNode(NodeObject(NodeName("a")).Gpus(4).NvSwitch());
+  AddNode(NodeObject(NodeName("b")).Gpus(2).NvSwitch());
+  StartScheduler();
+  json job = Job("annotated", 8, nullptr);
+  job["spec"]["template"]["metadata"]["annotations"] = {{"tessera.dev/gang", "annotated"},
+                                                        {"tessera.dev/gang-size", "8"}};
+  CreateJob(job);
+  ASSERT_TRUE(WaitUntil([&] { return Pods().size() == 8; }, seconds(60)));
+  json groups = PodGroups();
+  ASSERT_EQ(groups.size(), 1u) << groups.dump(2);
+  EXPECT_TRUE(groups[0]["spec"]["schedulingPolicy"].contains("basic")) << groups.dump(2);
+  // All or nothing: 6 GPUs are not enough for the gang of 8.
+  std::this_thread::sleep_for(seconds(5));
+  EXPECT_EQ(BoundCount(), 0) << Log();
+  absl::StatusOr<json> events = api_->Get(StrCat("/api/v1/namespaces/", ns_, "/events"));
+  ASSERT_TRUE(events.ok()) << events.status();
+  EXPECT_EQ(events->dump().find("GangAnnotationIgnored"), std::string::npos) << events->dump(2);
+  AddNode(NodeObject(NodeName("c")).Gpus(2).NvSwitch());
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 8; }, seconds(60))) << Log();
+  for (const auto& [pod, a] : Assignments()) {
+    ASSERT_TRUE(a.gang.has_value()) << pod;
+    EXPECT_EQ(a.gang->name, "annotated") << pod;
+  }
+}
+
 // A Job with parallelism 8 and gang minCount 4: the PodGroup's gang starts with 4 when only 4 fit,
 // together, and the other 4 join as room appears (the elastic-gang rules, docs/workloads.md).
 TEST_F(JobPodGroupTest, JobWithMinCountBelowParallelismStartsWithMinCountAndGrows) {
