@@ -227,6 +227,106 @@ TEST(Informer, ListsInPagesThenWatchesAddsUpdatesAndDeletes) {
   inf.Stop();
 }
 
+json LabelledPod(const std::string& ns, const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"labels", {{"informer-test", "yes"}}}}},
+          {"spec",
+           {{"schedulerName", "nobody"},  // never bound: deleted at once, no kubelet needed
+            {"containers",
+             {{{"name", "c"},
+               {"image", "x"},
+               {"resources", {{"limits", {{"tessera.dev/gpu-memory", "4Gi"}}}}}}}}}}};
+}
+
+// Pods and Nodes listed and watched in protobuf (protobuf_wire.h) report the same events as in
+// JSON, every page and every watch came in protobuf, and the objects carry the same fields that
+// tessera reads.
+TEST(Informer, PodsAndNodesInProtobufReadAsInJson) {
+  auto c = Admin();
+  const std::string ns = "client-protobuf";
+  MakeNamespace(*c, ns);
+  const std::string base = StrCat("/api/v1/namespaces/", ns, "/pods");
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(c->Create(base, LabelledPod(ns, StrCat("pre-", i))).ok());
+  json node = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", "client-protobuf-node"}, {"labels", {{"informer-test", "yes"}}}}}};
+  ASSERT_TRUE(c->Create("/api/v1/nodes", node).ok());
+  ListWatchOptions o;
+  o.resource = "pods";
+  o.path = base;
+  o.page_size = 3;
+  o.label_selector = "informer-test=yes";
+  auto keep = [](const json& j) { return std::make_shared<const json>(j); };
+  Recorder json_rec, proto_rec;
+  Informer<json> in_json(*c, o, keep, [&](Informer<json>::Event&& e) { json_rec(std::move(e)); });
+  o.protobuf = true;
+  Informer<json> in_proto(*c, o, keep, [&](Informer<json>::Event&& e) { proto_rec(std::move(e)); });
+  ListWatchOptions no = o;
+  no.resource = "nodes";
+  no.path = "/api/v1/nodes";
+  Recorder node_rec;
+  Informer<json> nodes(*c, no, keep, [&](Informer<json>::Event&& e) { node_rec(std::move(e)); });
+  in_json.Start();
+  in_proto.Start();
+  nodes.Start();
+  ASSERT_TRUE(WaitFor([&] { return in_json.synced() && in_proto.synced() && nodes.synced(); }));
+  EXPECT_EQ(in_proto.size(), 7u);
+  EXPECT_EQ(nodes.size(), 1u);
+  ASSERT_TRUE(c->Create(base, LabelledPod(ns, "new")).ok());
+  ASSERT_TRUE(
+      c->Patch(base + "/pre-0", PatchType::kMerge, {{"metadata", {{"labels", {{"x", "y"}}}}}})
+          .ok());
+  ASSERT_TRUE(c->Delete(base + "/pre-1").ok());
+  ASSERT_TRUE(c->Patch("/api/v1/nodes/client-protobuf-node", PatchType::kMerge,
+                       {{"spec", {{"unschedulable", true}}}})
+                  .ok());
+  auto settled = [&](Informer<json>& inf) {
+    std::shared_ptr<const json> pre0 = inf.Get(ns + "/pre-0");
+    return inf.size() == 7 && inf.Get(ns + "/new") && !inf.Get(ns + "/pre-1") && pre0 &&
+           pre0->at("metadata").at("labels").value("x", "") == "y";
+  };
+  ASSERT_TRUE(WaitFor([&] { return settled(in_json) && settled(in_proto); }))
+      << "JSON: " << StrJoin(json_rec.log, " ") << "\nprotobuf: " << StrJoin(proto_rec.log, " ");
+  ASSERT_TRUE(WaitFor([&] {
+    std::shared_ptr<const json> n = nodes.Get("client-protobuf-node");
+    return n && n->at("spec").value("unschedulable", false);
+  }));
+  {
+    std::lock_guard<std::mutex> a(json_rec.mu), b(proto_rec.mu);
+    EXPECT_EQ(proto_rec.log, json_rec.log);
+  }
+  // Every field the protobuf reading declares (the rest is not read) is the JSON's.
+  for (const std::shared_ptr<const json>& p : in_proto.List()) {
+    const std::string key = KeyOf(*p);
+    SCOPED_TRACE(key);
+    std::shared_ptr<const json> j = in_json.Get(key);
+    ASSERT_NE(j, nullptr);
+    for (const char* f :
+         {"name", "namespace", "uid", "resourceVersion", "labels", "creationTimestamp"}) {
+      EXPECT_EQ(p->at("metadata").at(f), j->at("metadata").at(f)) << f;
+    }
+    EXPECT_EQ(p->at("spec").at("containers"),
+              json::array({{{"name", "c"},
+                            {"resources", j->at("spec").at("containers").at(0).at("resources")}}}));
+    EXPECT_EQ(p->at("spec").at("schedulerName"), "nobody");
+    EXPECT_EQ(p->at("status").at("phase"), j->at("status").at("phase"));
+  }
+  // 7 pods in pages of 3, then the watch: all in protobuf; the JSON informer got none.
+  EXPECT_EQ(in_proto.protobuf_pages(), 3);
+  EXPECT_EQ(in_json.protobuf_pages(), 0);
+  EXPECT_GE(nodes.protobuf_pages(), 1);
+  in_json.Stop();
+  in_proto.Stop();
+  nodes.Stop();
+  // Stopped: each watch has ended and counted what it was.
+  EXPECT_GE(in_proto.protobuf_watches(), 1);
+  EXPECT_EQ(in_json.protobuf_watches(), 0);
+  EXPECT_GE(nodes.protobuf_watches(), 1);
+  ASSERT_TRUE(c->Delete("/api/v1/nodes/client-protobuf-node").ok());
+}
+
 // A resource the API server does not serve (404 on the list, as PodGroups without the
 // GenericWorkload gate): with absent_retry it is an empty, synced list asked again after that
 // long, not a failure; without, a failure retried with back-off and never synced.

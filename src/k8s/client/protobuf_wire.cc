@@ -1,8 +1,11 @@
 #include "k8s/client/protobuf_wire.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "absl/time/time.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "k8s_core.pb.h"
 
@@ -322,7 +325,10 @@ std::optional<std::string> PeekProtobufContinue(std::string_view body) {
 
 bool IsProtobufEnvelope(std::string_view body) { return body.substr(0, 4) == kMagic; }
 
-absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
+namespace {
+
+// What is inside the envelope of `body`; DataLoss saying why there is nothing to read.
+absl::StatusOr<pb::Unknown> Envelope(std::string_view body) {
   if (!IsProtobufEnvelope(body)) {
     return absl::DataLossError("the answer is not in Kubernetes' protobuf envelope (no k8s\\0)");
   }
@@ -330,32 +336,90 @@ absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
   if (!ParseEnvelope(body, &unknown)) {
     return absl::DataLossError("the protobuf envelope does not parse");
   }
-  const std::string& kind = unknown.typemeta().kind();
   if (unknown.has_contentencoding() && !unknown.contentencoding().empty()) {
     return absl::DataLossError(
         StrCat("the protobuf answer is encoded (", unknown.contentencoding(), "), not read here"));
   }
-  json out = {{"kind", kind}, {"apiVersion", unknown.typemeta().apiversion()}};
-  json items = json::array();
-  if (kind == "PodList") {
-    pb::PodList list;
-    if (!list.ParseFromString(unknown.raw()))
-      return absl::DataLossError("a PodList does not parse");
-    out["metadata"] = ListMetaJson(list.metadata());
-    for (const pb::Pod& p : list.items()) items.push_back(PodJson(p));
-  } else if (kind == "NodeList") {
-    pb::NodeList list;
-    if (!list.ParseFromString(unknown.raw())) {
-      return absl::DataLossError("a NodeList does not parse");
-    }
-    out["metadata"] = ListMetaJson(list.metadata());
-    for (const pb::Node& n : list.items()) items.push_back(NodeJson(n));
-  } else {
+  return unknown;
+}
+
+json StatusJson(const pb::Status& status) {
+  return {{"kind", "Status"},          {"apiVersion", "v1"},
+          {"status", status.status()}, {"message", status.message()},
+          {"reason", status.reason()}, {"code", status.code()}};
+}
+
+// The object in `unknown` as JSON, when it is one of `kinds`.
+absl::StatusOr<json> ObjectJson(const pb::Unknown& unknown,
+                                std::initializer_list<std::string_view> kinds) {
+  const std::string& kind = unknown.typemeta().kind();
+  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
     return absl::DataLossError(StrCat("a protobuf ", kind.empty() ? "object without a kind" : kind,
-                                      " where a PodList or NodeList was expected"));
+                                      " where a ", StrJoin(kinds, " or "), " was expected"));
   }
-  out["items"] = std::move(items);
+  json out = {{"kind", kind}, {"apiVersion", unknown.typemeta().apiversion()}};
+  auto refused = [&kind] { return absl::DataLossError(StrCat("a ", kind, " does not parse")); };
+  if (kind == "PodList" || kind == "NodeList") {
+    json items = json::array();
+    if (kind == "PodList") {
+      pb::PodList list;
+      if (!list.ParseFromString(unknown.raw())) return refused();
+      out["metadata"] = ListMetaJson(list.metadata());
+      for (const pb::Pod& p : list.items()) items.push_back(PodJson(p));
+    } else {
+      pb::NodeList list;
+      if (!list.ParseFromString(unknown.raw())) return refused();
+      out["metadata"] = ListMetaJson(list.metadata());
+      for (const pb::Node& n : list.items()) items.push_back(NodeJson(n));
+    }
+    out["items"] = std::move(items);
+    return out;
+  }
+  if (kind == "Pod") {
+    pb::Pod pod;
+    if (!pod.ParseFromString(unknown.raw())) return refused();
+    out.update(PodJson(pod));
+  } else if (kind == "Node") {
+    pb::Node node;
+    if (!node.ParseFromString(unknown.raw())) return refused();
+    out.update(NodeJson(node));
+  } else {  // Status
+    pb::Status status;
+    if (!status.ParseFromString(unknown.raw())) return refused();
+    out = StatusJson(status);
+  }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(pb::Unknown unknown, Envelope(body));
+  return ObjectJson(unknown, {"PodList", "NodeList"});
+}
+
+absl::StatusOr<json> ProtobufObjectToJson(std::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(pb::Unknown unknown, Envelope(body));
+  return ObjectJson(unknown, {"Pod", "Node", "Status"});
+}
+
+absl::StatusOr<json> ProtobufWatchEventToJson(std::string_view frame) {
+  pb::WatchEvent event;
+  if (!event.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
+    return absl::DataLossError("a watch frame is not a WatchEvent");
+  }
+  if (!event.has_type() || event.type().empty()) {
+    return absl::DataLossError("a watch frame's WatchEvent has no type");
+  }
+  if (!event.has_object() || !event.object().has_raw()) {
+    return absl::DataLossError(StrCat("a ", event.type(), " watch frame has no object"));
+  }
+  absl::StatusOr<json> object = ProtobufObjectToJson(event.object().raw());
+  if (!object.ok()) {
+    return absl::DataLossError(StrCat("the object of a ", event.type(),
+                                      " watch frame: ", FromAbsl(object.status().message())));
+  }
+  return json({{"type", event.type()}, {"object", std::move(*object)}});
 }
 
 std::optional<std::string> ProtobufStatusAsJson(std::string_view body) {
@@ -365,13 +429,7 @@ std::optional<std::string> ProtobufStatusAsJson(std::string_view body) {
   }
   pb::Status status;
   if (!status.ParseFromString(unknown.raw())) return std::nullopt;
-  return json({{"kind", "Status"},
-               {"apiVersion", "v1"},
-               {"status", status.status()},
-               {"message", status.message()},
-               {"reason", status.reason()},
-               {"code", status.code()}})
-      .dump();
+  return StatusJson(status).dump();
 }
 
 }  // namespace tessera::k8s

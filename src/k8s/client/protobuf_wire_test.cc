@@ -222,5 +222,71 @@ TEST(ProtobufWire, UnknownFieldsAreSkipped) {
   EXPECT_EQ((*got)["items"][0]["metadata"]["name"], "p");
 }
 
+// A watch frame (a WatchEvent without envelope, its object with one) reads as the JSON line the
+// API server would have sent; the object as a list's item would, with its kind.
+TEST(ProtobufWire, AWatchFrameReadsAsTheJsonLine) {
+  pb::Pod pod;
+  pod.mutable_metadata()->set_name("p");
+  pod.mutable_metadata()->set_namespace_("ns");
+  pod.mutable_metadata()->set_resourceversion("42");
+  pod.mutable_spec()->set_nodename("n1");
+  pb::WatchEvent event;
+  event.set_type("MODIFIED");
+  event.mutable_object()->set_raw(Envelope("Pod", pod.SerializeAsString()));
+  absl::StatusOr<json> got = ProtobufWatchEventToJson(event.SerializeAsString());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, json::parse(R"({"type": "MODIFIED", "object": {"kind": "Pod", "apiVersion": "v1",
+      "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "42"},
+      "spec": {"containers": [], "nodeName": "n1"}, "status": {}}})"))
+      << got->dump();
+
+  pb::Node node;
+  node.mutable_metadata()->set_name("n1");
+  node.mutable_spec()->set_unschedulable(true);
+  event.set_type("ADDED");
+  event.mutable_object()->set_raw(Envelope("Node", node.SerializeAsString()));
+  got = ProtobufWatchEventToJson(event.SerializeAsString());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)["object"]["kind"], "Node");
+  EXPECT_EQ((*got)["object"]["spec"]["unschedulable"], true);
+
+  // "Too old" in a watch: an ERROR event whose object is a Status.
+  pb::Status st;
+  st.set_status("Failure");
+  st.set_reason("Expired");
+  st.set_code(410);
+  event.set_type("ERROR");
+  event.mutable_object()->set_raw(Envelope("Status", st.SerializeAsString()));
+  got = ProtobufWatchEventToJson(event.SerializeAsString());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)["object"]["code"], 410);
+  EXPECT_EQ((*got)["object"]["reason"], "Expired");
+}
+
+TEST(ProtobufWire, AWatchFrameThatIsNotAnEventOfOursIsRefusedWithWhy) {
+  pb::WatchEvent event;
+  event.mutable_object()->set_raw(Envelope("Pod", ""));
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("has no type"));
+  event.set_type("ADDED");
+  event.clear_object();
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("a ADDED watch frame has no object"));
+  event.mutable_object()->set_raw(Envelope("ConfigMap", ""));
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("a protobuf ConfigMap where a Pod or Node or Status was expected"));
+  event.mutable_object()->set_raw(Envelope("PodList", ""));
+  EXPECT_FALSE(ProtobufWatchEventToJson(event.SerializeAsString()).ok());
+  event.mutable_object()->set_raw("{\"kind\":\"Pod\"}");  // JSON inside a protobuf frame
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("not in Kubernetes' protobuf envelope"));
+  EXPECT_THAT(ProtobufWatchEventToJson(std::string("\x0a\xff", 2)).status().message(),
+              HasSubstr("not a WatchEvent"));
+  // A Pod whose own bytes do not parse.
+  event.mutable_object()->set_raw(Envelope("Pod", "\x12\x05\x0a"));
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("a Pod does not parse"));
+}
+
 }  // namespace
 }  // namespace tessera::k8s
