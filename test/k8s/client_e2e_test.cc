@@ -13,6 +13,7 @@
 #include "k8s/client/http.h"
 #include "k8s/client/informer.h"
 #include "k8s/client/leader_election.h"
+#include "k8s_core.pb.h"
 
 namespace tessera::k8s {
 namespace {
@@ -325,6 +326,69 @@ TEST(Informer, PodsAndNodesInProtobufReadAsInJson) {
   EXPECT_EQ(in_json.protobuf_watches(), 0);
   EXPECT_GE(nodes.protobuf_watches(), 1);
   ASSERT_TRUE(c->Delete("/api/v1/nodes/client-protobuf-node").ok());
+}
+
+// The attack: anyone who may create a pod can give it an annotation that is not UTF-8 by
+// writing it in protobuf (the API server keeps the bytes; its JSON shows U+FFFD). A reader that
+// refused such a string refused the whole list page or watch event that held it: the scheduler
+// would never finish listing pods. Read in protobuf, the pod is listed and watched, and its
+// annotation is what the JSON reader sees.
+TEST(Informer, APodAnnotationThatIsNotUtf8NeitherStopsTheListNorTheWatch) {
+  auto c = Admin();
+  const std::string ns = "client-utf8";
+  MakeNamespace(*c, ns);
+  const std::string base = StrCat("/api/v1/namespaces/", ns, "/pods");
+  auto create_in_protobuf = [&](const std::string& name) {
+    // Field by field as a protobuf client writes it. Our .proto has no Container.image (2),
+    // which the API server requires: the container is written with it by hand, in PodSpec's
+    // containers (2), in Pod's spec (2); every length here is under 128, one byte.
+    auto field = [](char key, const std::string& bytes) {
+      return std::string(1, key) + static_cast<char>(bytes.size()) + bytes;
+    };
+    wire::Container container;
+    container.set_name("c");
+    wire::PodSpec spec;
+    spec.set_schedulername("nobody");
+    const std::string spec_raw = spec.SerializeAsString() +
+                                 field('\x12', container.SerializeAsString() + field('\x12', "x"));
+    wire::Pod pod;
+    pod.mutable_metadata()->set_name(name);
+    pod.mutable_metadata()->set_namespace_(ns);
+    (*pod.mutable_metadata()->mutable_annotations())["a"] = std::string("\xff\xfe", 2);
+    wire::Unknown u;
+    u.mutable_typemeta()->set_apiversion("v1");
+    u.mutable_typemeta()->set_kind("Pod");
+    u.set_raw(pod.SerializeAsString() + field('\x12', spec_raw));
+    HttpResponse r =
+        c->Call(HttpRequest{"POST", base, std::string("k8s\0", 4) + u.SerializeAsString(),
+                            "application/vnd.kubernetes.protobuf"});
+    ASSERT_EQ(r.status, 201) << r.body;
+  };
+  create_in_protobuf("listed");
+  absl::StatusOr<json> seen = c->Get(base + "/listed");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  const std::string replaced = "\xEF\xBF\xBD\xEF\xBF\xBD";  // U+FFFD twice, as the JSON has it
+  ASSERT_EQ(seen->at("metadata").at("annotations").at("a"), replaced);
+
+  ListWatchOptions o;
+  o.resource = "pods";
+  o.path = base;
+  o.protobuf = true;
+  auto keep = [](const json& j) { return std::make_shared<const json>(j); };
+  Recorder rec;
+  Informer<json> inf(*c, o, keep, [&](Informer<json>::Event&& e) { rec(std::move(e)); });
+  inf.Start();
+  ASSERT_TRUE(WaitFor([&] { return inf.synced(); })) << "failures " << inf.failures();
+  EXPECT_EQ(inf.protobuf_pages(), 1);
+  ASSERT_NE(inf.Get(ns + "/listed"), nullptr);
+  EXPECT_EQ(inf.Get(ns + "/listed")->at("metadata").at("annotations").at("a"), replaced);
+  create_in_protobuf("watched");
+  ASSERT_TRUE(WaitFor([&] { return inf.Get(ns + "/watched") != nullptr; }))
+      << "failures " << inf.failures() << ": " << StrJoin(rec.log, " ");
+  EXPECT_EQ(inf.Get(ns + "/watched")->at("metadata").at("annotations").at("a"), replaced);
+  EXPECT_EQ(inf.failures(), 0);
+  inf.Stop();
+  EXPECT_GE(inf.protobuf_watches(), 1);
 }
 
 // A resource the API server does not serve (404 on the list, as PodGroups without the

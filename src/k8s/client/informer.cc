@@ -130,8 +130,8 @@ absl::Status ListWatch::List(std::string* resource_version) {
       ahead = fetch(request);
     }
     if (!fetched.parsed.ok()) {
-      return absl::DataLossError(StrCat("list ", options_.resource, ": the answer does not read: ",
-                                        FromAbsl(fetched.parsed.status().message())));
+      return absl::DataLossError(
+          StrCat("the answer does not read: ", FromAbsl(fetched.parsed.status().message())));
     }
     nlohmann::json page = std::move(*fetched.parsed);
     auto t2 = SteadyClock::now();
