@@ -107,10 +107,10 @@ run_one() {
     >"$log" 2>&1 &
   sched_pid=$!
   while :; do
-    if [[ -z $synced_ns ]] && grep -q 'caches synced' "$log"; then
+    if [[ -z $synced_ns ]] && grep -q 'caches synced' "$log" 2>/dev/null; then
       synced_ns=$(now_ns) api_synced=$(cpu_s "$api_pid")
     fi
-    [[ -z $port ]] && port=$(sed -n 's|.*/readyz on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$log" | head -n 1)
+    [[ -z $port ]] && port=$(sed -n 's|.*/readyz on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$log" 2>/dev/null | head -n 1)
     if [[ -n $port ]] &&
        curl -s "http://127.0.0.1:$port/metrics" |
          awk '$1 == "tessera_scheduler_pods_scheduled_total" && $2 > 0 { found = 1 } END { exit !found }'; then
