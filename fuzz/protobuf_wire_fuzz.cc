@@ -1,5 +1,6 @@
 // Kubernetes' protobuf wire as the API server's answers bring it (k8s/client/protobuf_wire.h): the
-// envelope, the PodList and NodeList decoders, the continue-token peek and the error Status, on
+// envelope, the PodList and NodeList decoders, the single objects (Pod, Node, Status: a watch
+// event's object), the continue-token peek and the error Status, on
 // arbitrary bytes. They never crash, and a page whose continue token the peek reads and the
 // decoder accepts says the same token in both (ReadSnapshot checks the same at run time).
 #include <cstdint>
@@ -17,6 +18,8 @@ void Check(std::string_view body) {
   const std::optional<std::string> peeked = tessera::k8s::PeekProtobufContinue(body);
   (void)tessera::k8s::ProtobufStatusAsJson(body);
   if (list.ok()) (void)list->dump();
+  absl::StatusOr<nlohmann::json> object = tessera::k8s::ProtobufObjectToJson(body);
+  if (object.ok()) (void)object->dump();
   (void)peeked;
 }
 

@@ -35,6 +35,7 @@ struct SchedulerFlags {
   std::string metrics_address;
   int metrics_port = -1;
   std::string log_level = "info";
+  std::string wire;  // "", "protobuf", "json"
 };
 
 absl::StatusOr<k8s::SchedulerConfig> ConfigFor(const SchedulerFlags& f) {
@@ -55,6 +56,7 @@ absl::StatusOr<k8s::SchedulerConfig> ConfigFor(const SchedulerFlags& f) {
   if (!f.identity.empty()) c.lease.identity = f.identity;
   if (!f.metrics_address.empty()) c.metrics_address = f.metrics_address;
   if (f.metrics_port >= 0) c.metrics_port = f.metrics_port;
+  if (!f.wire.empty()) c.protobuf_wire = f.wire == "protobuf";
   c.build = CurrentBuild();
   return c;
 }
@@ -104,6 +106,11 @@ void AddSchedulerCommand(CLI::App& app, int* exit_code) {
                   "Port for /metrics, /healthz, /readyz (default 10269; 0 = any free port, "
                   "logged)")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--wire", f->wire,
+                  "protobuf|json: the encoding of the lists and watches of Pods and Nodes "
+                  "(default protobuf, which the API server encodes faster; everything else is "
+                  "JSON)")
+      ->check(CLI::IsMember({"protobuf", "json"}));
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();

@@ -175,6 +175,7 @@ absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
   no.resource = "nodes";
   no.path = "/api/v1/nodes";
   no.page_size = f.page_size;
+  no.protobuf = f.wire == "protobuf";
   k8s::Informer<k8s::SnapshotNode> nodes(
       client, no,
       [](const nlohmann::json& j) {
@@ -187,6 +188,7 @@ absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
                          : StrCat("/api/v1/namespaces/", k8s::QueryEscape(f.ns), "/pods");
   po.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
   po.page_size = f.page_size;
+  po.protobuf = f.wire == "protobuf";
   k8s::Informer<k8s::PodInfo> pods(client, po, k8s::DecodePod, [&](auto&&) { poke(); });
   const bool watch_nodes = nodes_error.empty();
   if (watch_nodes) nodes.Start();
@@ -267,7 +269,7 @@ void AddStatusCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--wire", f->wire,
                   "The encoding of the lists of nodes and pods: protobuf (Kubernetes' own, which "
                   "the API server encodes faster, read into the same records; a server that "
-                  "answers JSON is read as well), or json. Without --watch")
+                  "answers JSON is read as well), or json; with --watch, the watches too")
       ->check(CLI::IsMember({"json", "protobuf"}))
       ->capture_default_str();
   cmd->add_option("--agent-selector", f->agent_selector,

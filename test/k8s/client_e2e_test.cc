@@ -13,6 +13,7 @@
 #include "k8s/client/http.h"
 #include "k8s/client/informer.h"
 #include "k8s/client/leader_election.h"
+#include "k8s_core.pb.h"
 
 namespace tessera::k8s {
 namespace {
@@ -225,6 +226,169 @@ TEST(Informer, ListsInPagesThenWatchesAddsUpdatesAndDeletes) {
   EXPECT_EQ(inf.lists(), 1);
   EXPECT_EQ(inf.too_old(), 0);
   inf.Stop();
+}
+
+json LabelledPod(const std::string& ns, const std::string& name) {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"labels", {{"informer-test", "yes"}}}}},
+          {"spec",
+           {{"schedulerName", "nobody"},  // never bound: deleted at once, no kubelet needed
+            {"containers",
+             {{{"name", "c"},
+               {"image", "x"},
+               {"resources", {{"limits", {{"tessera.dev/gpu-memory", "4Gi"}}}}}}}}}}};
+}
+
+// Pods and Nodes listed and watched in protobuf (protobuf_wire.h) report the same events as in
+// JSON, every page and every watch came in protobuf, and the objects carry the same fields that
+// tessera reads.
+TEST(Informer, PodsAndNodesInProtobufReadAsInJson) {
+  auto c = Admin();
+  const std::string ns = "client-protobuf";
+  MakeNamespace(*c, ns);
+  const std::string base = StrCat("/api/v1/namespaces/", ns, "/pods");
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(c->Create(base, LabelledPod(ns, StrCat("pre-", i))).ok());
+  json node = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata", {{"name", "client-protobuf-node"}, {"labels", {{"informer-test", "yes"}}}}}};
+  ASSERT_TRUE(c->Create("/api/v1/nodes", node).ok());
+  ListWatchOptions o;
+  o.resource = "pods";
+  o.path = base;
+  o.page_size = 3;
+  o.label_selector = "informer-test=yes";
+  auto keep = [](const json& j) { return std::make_shared<const json>(j); };
+  Recorder json_rec, proto_rec;
+  Informer<json> in_json(*c, o, keep, [&](Informer<json>::Event&& e) { json_rec(std::move(e)); });
+  o.protobuf = true;
+  Informer<json> in_proto(*c, o, keep, [&](Informer<json>::Event&& e) { proto_rec(std::move(e)); });
+  ListWatchOptions no = o;
+  no.resource = "nodes";
+  no.path = "/api/v1/nodes";
+  Recorder node_rec;
+  Informer<json> nodes(*c, no, keep, [&](Informer<json>::Event&& e) { node_rec(std::move(e)); });
+  in_json.Start();
+  in_proto.Start();
+  nodes.Start();
+  ASSERT_TRUE(WaitFor([&] { return in_json.synced() && in_proto.synced() && nodes.synced(); }));
+  EXPECT_EQ(in_proto.size(), 7u);
+  EXPECT_EQ(nodes.size(), 1u);
+  ASSERT_TRUE(c->Create(base, LabelledPod(ns, "new")).ok());
+  ASSERT_TRUE(
+      c->Patch(base + "/pre-0", PatchType::kMerge, {{"metadata", {{"labels", {{"x", "y"}}}}}})
+          .ok());
+  ASSERT_TRUE(c->Delete(base + "/pre-1").ok());
+  ASSERT_TRUE(c->Patch("/api/v1/nodes/client-protobuf-node", PatchType::kMerge,
+                       {{"spec", {{"unschedulable", true}}}})
+                  .ok());
+  auto settled = [&](Informer<json>& inf) {
+    std::shared_ptr<const json> pre0 = inf.Get(ns + "/pre-0");
+    return inf.size() == 7 && inf.Get(ns + "/new") && !inf.Get(ns + "/pre-1") && pre0 &&
+           pre0->at("metadata").at("labels").value("x", "") == "y";
+  };
+  ASSERT_TRUE(WaitFor([&] { return settled(in_json) && settled(in_proto); }))
+      << "JSON: " << StrJoin(json_rec.log, " ") << "\nprotobuf: " << StrJoin(proto_rec.log, " ");
+  ASSERT_TRUE(WaitFor([&] {
+    std::shared_ptr<const json> n = nodes.Get("client-protobuf-node");
+    return n && n->at("spec").value("unschedulable", false);
+  }));
+  {
+    std::lock_guard<std::mutex> a(json_rec.mu), b(proto_rec.mu);
+    EXPECT_EQ(proto_rec.log, json_rec.log);
+  }
+  // Every field the protobuf reading declares (the rest is not read) is the JSON's.
+  for (const std::shared_ptr<const json>& p : in_proto.List()) {
+    const std::string key = KeyOf(*p);
+    SCOPED_TRACE(key);
+    std::shared_ptr<const json> j = in_json.Get(key);
+    ASSERT_NE(j, nullptr);
+    for (const char* f :
+         {"name", "namespace", "uid", "resourceVersion", "labels", "creationTimestamp"}) {
+      EXPECT_EQ(p->at("metadata").at(f), j->at("metadata").at(f)) << f;
+    }
+    EXPECT_EQ(p->at("spec").at("containers"),
+              json::array({{{"name", "c"},
+                            {"resources", j->at("spec").at("containers").at(0).at("resources")}}}));
+    EXPECT_EQ(p->at("spec").at("schedulerName"), "nobody");
+    EXPECT_EQ(p->at("status").at("phase"), j->at("status").at("phase"));
+  }
+  // 7 pods in pages of 3, then the watch: all in protobuf; the JSON informer got none.
+  EXPECT_EQ(in_proto.protobuf_pages(), 3);
+  EXPECT_EQ(in_json.protobuf_pages(), 0);
+  EXPECT_GE(nodes.protobuf_pages(), 1);
+  in_json.Stop();
+  in_proto.Stop();
+  nodes.Stop();
+  // Stopped: each watch has ended and counted what it was.
+  EXPECT_GE(in_proto.protobuf_watches(), 1);
+  EXPECT_EQ(in_json.protobuf_watches(), 0);
+  EXPECT_GE(nodes.protobuf_watches(), 1);
+  ASSERT_TRUE(c->Delete("/api/v1/nodes/client-protobuf-node").ok());
+}
+
+// The attack: anyone who may create a pod can give it an annotation that is not UTF-8 by
+// writing it in protobuf (the API server keeps the bytes; its JSON shows U+FFFD). A reader that
+// refused such a string refused the whole list page or watch event that held it: the scheduler
+// would never finish listing pods. Read in protobuf, the pod is listed and watched, and its
+// annotation is what the JSON reader sees.
+TEST(Informer, APodAnnotationThatIsNotUtf8NeitherStopsTheListNorTheWatch) {
+  auto c = Admin();
+  const std::string ns = "client-utf8";
+  MakeNamespace(*c, ns);
+  const std::string base = StrCat("/api/v1/namespaces/", ns, "/pods");
+  auto create_in_protobuf = [&](const std::string& name) {
+    // Field by field as a protobuf client writes it. Our .proto has no Container.image (2),
+    // which the API server requires: the container is written with it by hand, in PodSpec's
+    // containers (2), in Pod's spec (2); every length here is under 128, one byte.
+    auto field = [](char key, const std::string& bytes) {
+      return std::string(1, key) + static_cast<char>(bytes.size()) + bytes;
+    };
+    wire::Container container;
+    container.set_name("c");
+    wire::PodSpec spec;
+    spec.set_schedulername("nobody");
+    const std::string spec_raw = spec.SerializeAsString() +
+                                 field('\x12', container.SerializeAsString() + field('\x12', "x"));
+    wire::Pod pod;
+    pod.mutable_metadata()->set_name(name);
+    pod.mutable_metadata()->set_namespace_(ns);
+    (*pod.mutable_metadata()->mutable_annotations())["a"] = std::string("\xff\xfe", 2);
+    wire::Unknown u;
+    u.mutable_typemeta()->set_apiversion("v1");
+    u.mutable_typemeta()->set_kind("Pod");
+    u.set_raw(pod.SerializeAsString() + field('\x12', spec_raw));
+    HttpResponse r =
+        c->Call(HttpRequest{"POST", base, std::string("k8s\0", 4) + u.SerializeAsString(),
+                            "application/vnd.kubernetes.protobuf"});
+    ASSERT_EQ(r.status, 201) << r.body;
+  };
+  create_in_protobuf("listed");
+  absl::StatusOr<json> seen = c->Get(base + "/listed");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  const std::string replaced = "\xEF\xBF\xBD\xEF\xBF\xBD";  // U+FFFD twice, as the JSON has it
+  ASSERT_EQ(seen->at("metadata").at("annotations").at("a"), replaced);
+
+  ListWatchOptions o;
+  o.resource = "pods";
+  o.path = base;
+  o.protobuf = true;
+  auto keep = [](const json& j) { return std::make_shared<const json>(j); };
+  Recorder rec;
+  Informer<json> inf(*c, o, keep, [&](Informer<json>::Event&& e) { rec(std::move(e)); });
+  inf.Start();
+  ASSERT_TRUE(WaitFor([&] { return inf.synced(); })) << "failures " << inf.failures();
+  EXPECT_EQ(inf.protobuf_pages(), 1);
+  ASSERT_NE(inf.Get(ns + "/listed"), nullptr);
+  EXPECT_EQ(inf.Get(ns + "/listed")->at("metadata").at("annotations").at("a"), replaced);
+  create_in_protobuf("watched");
+  ASSERT_TRUE(WaitFor([&] { return inf.Get(ns + "/watched") != nullptr; }))
+      << "failures " << inf.failures() << ": " << StrJoin(rec.log, " ");
+  EXPECT_EQ(inf.Get(ns + "/watched")->at("metadata").at("annotations").at("a"), replaced);
+  EXPECT_EQ(inf.failures(), 0);
+  inf.Stop();
+  EXPECT_GE(inf.protobuf_watches(), 1);
 }
 
 // A resource the API server does not serve (404 on the list, as PodGroups without the

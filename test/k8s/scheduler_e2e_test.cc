@@ -637,9 +637,16 @@ TEST_F(SchedulerTest, UnschedulableConditionAndEventAsKubectlDescribeShows) {
   EXPECT_EQ(EventsFor("too-big").size(), 1u);
 }
 
-TEST_F(SchedulerTest, DeletedAndFinishedPodsReleaseTheirGpus) {
+// Deleted and finished pods release their GPUs: the deletion and the status update reach the
+// scheduler through its pod watch, which is in protobuf by default and in JSON with --wire json.
+class SchedulerWireTest : public SchedulerTest {
+ protected:
+  void ReleasesGpusOnTheWatchedChanges(const std::string& wire);
+};
+
+void SchedulerWireTest::ReleasesGpusOnTheWatchedChanges(const std::string& wire) {
   AddNode(NodeObject(NodeName("one")).Gpus(1));
-  ScopedProcess* s = StartScheduler("release");
+  ScopedProcess* s = StartScheduler("release", {"--wire", wire});
   AddPod(Pod("first").Limit("tessera.dev/gpu", "1"));
   ASSERT_TRUE(WaitBound(1, seconds(30))) << s->Log();
   AddPod(Pod("second").Limit("tessera.dev/gpu", "1"));
@@ -656,6 +663,26 @@ TEST_F(SchedulerTest, DeletedAndFinishedPodsReleaseTheirGpus) {
                           k8s::PatchType::kMerge, {{"status", {{"phase", "Succeeded"}}}})
                   .ok());
   ASSERT_TRUE(WaitUntil([&] { return IsBound(GetPod("third")); }, seconds(30))) << s->Log();
+  // Both lists came in the wire asked for, every page (informer.h logs it).
+  const std::string log = s->Log();
+  const std::string of = wire == "json" ? "JSON" : "protobuf";
+  for (const char* what : {"pods", "nodes"}) {
+    EXPECT_TRUE(std::regex_search(
+        log, std::regex(StrCat(what,
+                               ": listed [0-9]+ at resourceVersion [0-9]+: [0-9]+ pages?, "
+                               "[0-9.]+ MB of ",
+                               of, " in"))))
+        << what << " not listed in " << of << ":\n"
+        << log;
+  }
+}
+
+TEST_F(SchedulerWireTest, DeletedAndFinishedPodsReleaseTheirGpus) {
+  ReleasesGpusOnTheWatchedChanges("protobuf");
+}
+
+TEST_F(SchedulerWireTest, DeletedAndFinishedPodsReleaseTheirGpusOverJson) {
+  ReleasesGpusOnTheWatchedChanges("json");
 }
 
 TEST_F(SchedulerTest, TwoReplicasOneLeaderAndFailover) {

@@ -14,6 +14,10 @@
 // API server prepares page k+1 and the second thread parses it while this thread decodes and
 // hands on page k.
 //
+// With `protobuf` (Pods and Nodes only: built-in types), lists and watches ask Kubernetes'
+// protobuf with JSON as the API server's fallback (protobuf_wire.h), and either answer is read
+// into the same JSON shape, so the consumer's decoder is the same for both wires.
+//
 // Informer<T> decodes each object into an immutable T on that thread, keeps key -> T, and tells
 // its handler what changed: Added / Updated per object as each page arrives, then, when the list
 // is complete, Deleted for every object the list no longer holds, then Synced. So a consumer that
@@ -48,7 +52,10 @@ struct ListWatchOptions {
   std::string field_selector;  // optional
   int page_size = 500;
   bool drop_managed_fields = true;  // see ParseApiJson
-  Backoff::Params backoff;          // client-go's reflector defaults
+  // Ask lists and watches in protobuf (only for built-in types that have it: Pods, Nodes; a
+  // resource without it is answered in JSON, which is read as well).
+  bool protobuf = false;
+  Backoff::Params backoff;  // client-go's reflector defaults
   int min_watch_seconds = 300;
   int max_watch_seconds = 600;
   uint64_t seed = 1;
@@ -82,6 +89,9 @@ class ListWatch {
   int64_t watches() const { return watches_.load(); }
   int64_t failures() const { return failures_.load(); }
   int64_t events() const { return events_.load(); }
+  // List pages and watches that came in protobuf (the rest came in JSON).
+  int64_t protobuf_pages() const { return protobuf_pages_.load(); }
+  int64_t protobuf_watches() const { return protobuf_watches_.load(); }
 
  protected:
   // A complete list (the first, or after "too old") replaces everything known: OnListBegin, then
@@ -112,6 +122,7 @@ class ListWatch {
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int64_t> lists_{0}, too_old_{0}, watches_{0}, failures_{0}, events_{0};
+  std::atomic<int64_t> protobuf_pages_{0}, protobuf_watches_{0};
   bool absent_ = false;  // the last list was answered 404 (absent_retry); Run's thread only
 };
 

@@ -1,8 +1,11 @@
 #include "k8s/client/protobuf_wire.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "absl/time/time.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "k8s_core.pb.h"
 
@@ -14,6 +17,55 @@ namespace pb = ::tessera::k8s::wire;
 
 constexpr std::string_view kMagic("k8s\0", 4);
 
+// The length of the valid UTF-8 sequence at the start of `s` (Go's utf8.DecodeRuneInString: no
+// overlong forms, no surrogates, nothing above U+10FFFF), 0 if there is none.
+size_t Utf8Length(std::string_view s) {
+  const auto b = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const auto cont = [&](size_t i, unsigned lo = 0x80, unsigned hi = 0xBF) {
+    return i < s.size() && b(i) >= lo && b(i) <= hi;
+  };
+  const unsigned c = b(0);
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    return cont(1, lo, hi) && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    return cont(1, lo, hi) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// A string of the wire as the API server's JSON carries it. Kubernetes' protobuf is proto2: its
+// strings are bytes, and a protobuf client can store any (kube-apiserver v1.37.2 accepts an
+// annotation of bytes FF FE and serves them so); its JSON encoder (Go's encoding/json) writes
+// each byte that does not begin a valid UTF-8 sequence as U+FFFD. The same here, so that both
+// wires read alike, and a string nobody can use in JSON neither fails a whole list nor reaches a
+// record as bytes.
+std::string U(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t n = Utf8Length(std::string_view(s).substr(i));
+    if (n == 0) break;
+    i += n;
+  }
+  if (i == s.size()) return s;
+  std::string out = s.substr(0, i);
+  while (i < s.size()) {
+    const size_t n = Utf8Length(std::string_view(s).substr(i));
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 std::string Rfc3339(const pb::Time& t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(t.seconds()),
                           absl::UTCTimeZone());
@@ -22,23 +74,23 @@ std::string Rfc3339(const pb::Time& t) {
 template <typename Map>
 json Quantities(const Map& m) {
   json out = json::object();
-  for (const auto& [k, v] : m) out[k] = v.string();
+  for (const auto& [k, v] : m) out[U(k)] = U(v.string());
   return out;
 }
 
 template <typename Map>
 json Strings(const Map& m) {
   json out = json::object();
-  for (const auto& [k, v] : m) out[k] = v;
+  for (const auto& [k, v] : m) out[U(k)] = U(v);
   return out;
 }
 
 json Meta(const pb::ObjectMeta& m) {
   json out = json::object();
-  if (m.has_name()) out["name"] = m.name();
-  if (m.has_namespace_()) out["namespace"] = m.namespace_();
-  if (m.has_uid()) out["uid"] = m.uid();
-  if (m.has_resourceversion()) out["resourceVersion"] = m.resourceversion();
+  if (m.has_name()) out["name"] = U(m.name());
+  if (m.has_namespace_()) out["namespace"] = U(m.namespace_());
+  if (m.has_uid()) out["uid"] = U(m.uid());
+  if (m.has_resourceversion()) out["resourceVersion"] = U(m.resourceversion());
   if (m.has_creationtimestamp()) out["creationTimestamp"] = Rfc3339(m.creationtimestamp());
   if (m.has_deletiontimestamp()) out["deletionTimestamp"] = Rfc3339(m.deletiontimestamp());
   if (!m.labels().empty()) out["labels"] = Strings(m.labels());
@@ -47,10 +99,10 @@ json Meta(const pb::ObjectMeta& m) {
     json owners = json::array();
     for (const pb::OwnerReference& o : m.ownerreferences()) {
       json j = json::object();
-      if (o.has_apiversion()) j["apiVersion"] = o.apiversion();
-      if (o.has_kind()) j["kind"] = o.kind();
-      if (o.has_name()) j["name"] = o.name();
-      if (o.has_uid()) j["uid"] = o.uid();
+      if (o.has_apiversion()) j["apiVersion"] = U(o.apiversion());
+      if (o.has_kind()) j["kind"] = U(o.kind());
+      if (o.has_name()) j["name"] = U(o.name());
+      if (o.has_uid()) j["uid"] = U(o.uid());
       if (o.has_controller()) j["controller"] = o.controller();
       owners.push_back(std::move(j));
     }
@@ -66,8 +118,8 @@ json Resources(const pb::ResourceRequirements& r) {
   if (r.claims_size() > 0) {
     json claims = json::array();
     for (const pb::ResourceClaim& c : r.claims()) {
-      json j = {{"name", c.name()}};
-      if (c.has_request()) j["request"] = c.request();
+      json j = {{"name", U(c.name())}};
+      if (c.has_request()) j["request"] = U(c.request());
       claims.push_back(std::move(j));
     }
     out["claims"] = std::move(claims);
@@ -78,9 +130,9 @@ json Resources(const pb::ResourceRequirements& r) {
 json Containers(const google::protobuf::RepeatedPtrField<pb::Container>& cs) {
   json out = json::array();
   for (const pb::Container& c : cs) {
-    json j = {{"name", c.name()}};
+    json j = {{"name", U(c.name())}};
     if (c.has_resources()) j["resources"] = Resources(c.resources());
-    if (c.has_restartpolicy()) j["restartPolicy"] = c.restartpolicy();
+    if (c.has_restartpolicy()) j["restartPolicy"] = U(c.restartpolicy());
     out.push_back(std::move(j));
   }
   return out;
@@ -89,9 +141,12 @@ json Containers(const google::protobuf::RepeatedPtrField<pb::Container>& cs) {
 json Requirements(const google::protobuf::RepeatedPtrField<pb::NodeSelectorRequirement>& rs) {
   json out = json::array();
   for (const pb::NodeSelectorRequirement& r : rs) {
-    json j = {{"key", r.key()}, {"operator", r.operator_()}};
-    if (r.values_size() > 0)
-      j["values"] = json(std::vector<std::string>(r.values().begin(), r.values().end()));
+    json j = {{"key", U(r.key())}, {"operator", U(r.operator_())}};
+    if (r.values_size() > 0) {
+      json values = json::array();
+      for (const std::string& v : r.values()) values.push_back(U(v));
+      j["values"] = std::move(values);
+    }
     out.push_back(std::move(j));
   }
   return out;
@@ -102,7 +157,7 @@ json Spec(const pb::PodSpec& s) {
   out["containers"] = Containers(s.containers());
   if (s.initcontainers_size() > 0) out["initContainers"] = Containers(s.initcontainers());
   if (!s.nodeselector().empty()) out["nodeSelector"] = Strings(s.nodeselector());
-  if (s.has_nodename()) out["nodeName"] = s.nodename();
+  if (s.has_nodename()) out["nodeName"] = U(s.nodename());
   if (s.has_affinity() && s.affinity().has_nodeaffinity() &&
       s.affinity().nodeaffinity().has_requiredduringschedulingignoredduringexecution()) {
     json terms = json::array();
@@ -119,36 +174,36 @@ json Spec(const pb::PodSpec& s) {
     out["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
        ["nodeSelectorTerms"] = std::move(terms);
   }
-  if (s.has_schedulername()) out["schedulerName"] = s.schedulername();
+  if (s.has_schedulername()) out["schedulerName"] = U(s.schedulername());
   if (s.tolerations_size() > 0) {
     json tolerations = json::array();
     for (const pb::Toleration& t : s.tolerations()) {
       json j = json::object();
-      if (t.has_key()) j["key"] = t.key();
-      if (t.has_operator_()) j["operator"] = t.operator_();
-      if (t.has_value()) j["value"] = t.value();
-      if (t.has_effect()) j["effect"] = t.effect();
+      if (t.has_key()) j["key"] = U(t.key());
+      if (t.has_operator_()) j["operator"] = U(t.operator_());
+      if (t.has_value()) j["value"] = U(t.value());
+      if (t.has_effect()) j["effect"] = U(t.effect());
       if (t.has_tolerationseconds()) j["tolerationSeconds"] = t.tolerationseconds();
       tolerations.push_back(std::move(j));
     }
     out["tolerations"] = std::move(tolerations);
   }
-  if (s.has_priorityclassname()) out["priorityClassName"] = s.priorityclassname();
+  if (s.has_priorityclassname()) out["priorityClassName"] = U(s.priorityclassname());
   if (s.has_priority()) out["priority"] = s.priority();
   if (!s.overhead().empty()) out["overhead"] = Quantities(s.overhead());
   if (s.schedulinggates_size() > 0) {
     json gates = json::array();
     for (const pb::PodSchedulingGate& g : s.schedulinggates())
-      gates.push_back({{"name", g.name()}});
+      gates.push_back({{"name", U(g.name())}});
     out["schedulingGates"] = std::move(gates);
   }
   if (s.resourceclaims_size() > 0) {
     json claims = json::array();
     for (const pb::PodResourceClaim& c : s.resourceclaims()) {
-      json j = {{"name", c.name()}};
-      if (c.has_resourceclaimname()) j["resourceClaimName"] = c.resourceclaimname();
+      json j = {{"name", U(c.name())}};
+      if (c.has_resourceclaimname()) j["resourceClaimName"] = U(c.resourceclaimname());
       if (c.has_resourceclaimtemplatename()) {
-        j["resourceClaimTemplateName"] = c.resourceclaimtemplatename();
+        j["resourceClaimTemplateName"] = U(c.resourceclaimtemplatename());
       }
       claims.push_back(std::move(j));
     }
@@ -158,7 +213,7 @@ json Spec(const pb::PodSpec& s) {
   if (s.has_schedulinggroup()) {
     out["schedulingGroup"] = json::object();
     if (s.schedulinggroup().has_podgroupname()) {
-      out["schedulingGroup"]["podGroupName"] = s.schedulinggroup().podgroupname();
+      out["schedulingGroup"]["podGroupName"] = U(s.schedulinggroup().podgroupname());
     }
   }
   return out;
@@ -168,9 +223,9 @@ template <typename Condition>
 json Conditions(const google::protobuf::RepeatedPtrField<Condition>& cs) {
   json out = json::array();
   for (const Condition& c : cs) {
-    json j = {{"type", c.type()}, {"status", c.status()}};
-    if (c.has_reason()) j["reason"] = c.reason();
-    if (c.has_message()) j["message"] = c.message();
+    json j = {{"type", U(c.type())}, {"status", U(c.status())}};
+    if (c.has_reason()) j["reason"] = U(c.reason());
+    if (c.has_message()) j["message"] = U(c.message());
     out.push_back(std::move(j));
   }
   return out;
@@ -178,14 +233,14 @@ json Conditions(const google::protobuf::RepeatedPtrField<Condition>& cs) {
 
 json Status(const pb::PodStatus& s) {
   json out = json::object();
-  if (s.has_phase()) out["phase"] = s.phase();
+  if (s.has_phase()) out["phase"] = U(s.phase());
   if (s.conditions_size() > 0) out["conditions"] = Conditions(s.conditions());
-  if (s.has_nominatednodename()) out["nominatedNodeName"] = s.nominatednodename();
+  if (s.has_nominatednodename()) out["nominatedNodeName"] = U(s.nominatednodename());
   if (s.resourceclaimstatuses_size() > 0) {
     json statuses = json::array();
     for (const pb::PodResourceClaimStatus& c : s.resourceclaimstatuses()) {
-      json j = {{"name", c.name()}};
-      if (c.has_resourceclaimname()) j["resourceClaimName"] = c.resourceclaimname();
+      json j = {{"name", U(c.name())}};
+      if (c.has_resourceclaimname()) j["resourceClaimName"] = U(c.resourceclaimname());
       statuses.push_back(std::move(j));
     }
     out["resourceClaimStatuses"] = std::move(statuses);
@@ -194,12 +249,12 @@ json Status(const pb::PodStatus& s) {
     const pb::PodExtendedResourceClaimStatus& e = s.extendedresourceclaimstatus();
     json mappings = json::array();
     for (const pb::ContainerExtendedResourceRequest& r : e.requestmappings()) {
-      mappings.push_back({{"containerName", r.containername()},
-                          {"resourceName", r.resourcename()},
-                          {"requestName", r.requestname()}});
+      mappings.push_back({{"containerName", U(r.containername())},
+                          {"resourceName", U(r.resourcename())},
+                          {"requestName", U(r.requestname())}});
     }
     out["extendedResourceClaimStatus"] = {{"requestMappings", std::move(mappings)},
-                                          {"resourceClaimName", e.resourceclaimname()}};
+                                          {"resourceClaimName", U(e.resourceclaimname())}};
   }
   return out;
 }
@@ -215,8 +270,8 @@ json NodeJson(const pb::Node& n) {
   if (n.spec().taints_size() > 0) {
     json taints = json::array();
     for (const pb::Taint& t : n.spec().taints()) {
-      json j = {{"key", t.key()}, {"effect", t.effect()}};
-      if (t.has_value()) j["value"] = t.value();
+      json j = {{"key", U(t.key())}, {"effect", U(t.effect())}};
+      if (t.has_value()) j["value"] = U(t.value());
       taints.push_back(std::move(j));
     }
     spec["taints"] = std::move(taints);
@@ -233,8 +288,8 @@ json NodeJson(const pb::Node& n) {
 
 json ListMetaJson(const pb::ListMeta& m) {
   json out = json::object();
-  if (m.has_resourceversion()) out["resourceVersion"] = m.resourceversion();
-  if (m.has_continue_() && !m.continue_().empty()) out["continue"] = m.continue_();
+  if (m.has_resourceversion()) out["resourceVersion"] = U(m.resourceversion());
+  if (m.has_continue_() && !m.continue_().empty()) out["continue"] = U(m.continue_());
   if (m.has_remainingitemcount()) out["remainingItemCount"] = m.remainingitemcount();
   return out;
 }
@@ -317,12 +372,15 @@ std::optional<std::string> PeekProtobufContinue(std::string_view body) {
   std::string_view meta;
   if (!list.Next(&n, &meta) || n != 1) return std::nullopt;
   std::optional<std::string_view> token = Field(meta, 3);
-  return token ? std::string(*token) : std::string();
+  return token ? U(std::string(*token)) : std::string();
 }
 
 bool IsProtobufEnvelope(std::string_view body) { return body.substr(0, 4) == kMagic; }
 
-absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
+namespace {
+
+// What is inside the envelope of `body`; DataLoss saying why there is nothing to read.
+absl::StatusOr<pb::Unknown> Envelope(std::string_view body) {
   if (!IsProtobufEnvelope(body)) {
     return absl::DataLossError("the answer is not in Kubernetes' protobuf envelope (no k8s\\0)");
   }
@@ -330,32 +388,93 @@ absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
   if (!ParseEnvelope(body, &unknown)) {
     return absl::DataLossError("the protobuf envelope does not parse");
   }
-  const std::string& kind = unknown.typemeta().kind();
   if (unknown.has_contentencoding() && !unknown.contentencoding().empty()) {
     return absl::DataLossError(
         StrCat("the protobuf answer is encoded (", unknown.contentencoding(), "), not read here"));
   }
-  json out = {{"kind", kind}, {"apiVersion", unknown.typemeta().apiversion()}};
-  json items = json::array();
-  if (kind == "PodList") {
-    pb::PodList list;
-    if (!list.ParseFromString(unknown.raw()))
-      return absl::DataLossError("a PodList does not parse");
-    out["metadata"] = ListMetaJson(list.metadata());
-    for (const pb::Pod& p : list.items()) items.push_back(PodJson(p));
-  } else if (kind == "NodeList") {
-    pb::NodeList list;
-    if (!list.ParseFromString(unknown.raw())) {
-      return absl::DataLossError("a NodeList does not parse");
-    }
-    out["metadata"] = ListMetaJson(list.metadata());
-    for (const pb::Node& n : list.items()) items.push_back(NodeJson(n));
-  } else {
+  return unknown;
+}
+
+json StatusJson(const pb::Status& status) {
+  return {{"kind", "Status"},
+          {"apiVersion", "v1"},
+          {"status", U(status.status())},
+          {"message", U(status.message())},
+          {"reason", U(status.reason())},
+          {"code", status.code()}};
+}
+
+// The object in `unknown` as JSON, when it is one of `kinds`.
+absl::StatusOr<json> ObjectJson(const pb::Unknown& unknown,
+                                std::initializer_list<std::string_view> kinds) {
+  const std::string kind = U(unknown.typemeta().kind());
+  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
     return absl::DataLossError(StrCat("a protobuf ", kind.empty() ? "object without a kind" : kind,
-                                      " where a PodList or NodeList was expected"));
+                                      " where a ", StrJoin(kinds, " or "), " was expected"));
   }
-  out["items"] = std::move(items);
+  json out = {{"kind", kind}, {"apiVersion", U(unknown.typemeta().apiversion())}};
+  auto refused = [&kind] { return absl::DataLossError(StrCat("a ", kind, " does not parse")); };
+  if (kind == "PodList" || kind == "NodeList") {
+    json items = json::array();
+    if (kind == "PodList") {
+      pb::PodList list;
+      if (!list.ParseFromString(unknown.raw())) return refused();
+      out["metadata"] = ListMetaJson(list.metadata());
+      for (const pb::Pod& p : list.items()) items.push_back(PodJson(p));
+    } else {
+      pb::NodeList list;
+      if (!list.ParseFromString(unknown.raw())) return refused();
+      out["metadata"] = ListMetaJson(list.metadata());
+      for (const pb::Node& n : list.items()) items.push_back(NodeJson(n));
+    }
+    out["items"] = std::move(items);
+    return out;
+  }
+  if (kind == "Pod") {
+    pb::Pod pod;
+    if (!pod.ParseFromString(unknown.raw())) return refused();
+    out.update(PodJson(pod));
+  } else if (kind == "Node") {
+    pb::Node node;
+    if (!node.ParseFromString(unknown.raw())) return refused();
+    out.update(NodeJson(node));
+  } else {  // Status
+    pb::Status status;
+    if (!status.ParseFromString(unknown.raw())) return refused();
+    out = StatusJson(status);
+  }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<json> ProtobufListToJson(std::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(pb::Unknown unknown, Envelope(body));
+  return ObjectJson(unknown, {"PodList", "NodeList"});
+}
+
+absl::StatusOr<json> ProtobufObjectToJson(std::string_view body) {
+  TESSERA_ASSIGN_OR_RETURN(pb::Unknown unknown, Envelope(body));
+  return ObjectJson(unknown, {"Pod", "Node", "Status"});
+}
+
+absl::StatusOr<json> ProtobufWatchEventToJson(std::string_view frame) {
+  pb::WatchEvent event;
+  if (!event.ParseFromArray(frame.data(), static_cast<int>(frame.size()))) {
+    return absl::DataLossError("a watch frame is not a WatchEvent");
+  }
+  if (!event.has_type() || event.type().empty()) {
+    return absl::DataLossError("a watch frame's WatchEvent has no type");
+  }
+  if (!event.has_object() || !event.object().has_raw()) {
+    return absl::DataLossError(StrCat("a ", event.type(), " watch frame has no object"));
+  }
+  absl::StatusOr<json> object = ProtobufObjectToJson(event.object().raw());
+  if (!object.ok()) {
+    return absl::DataLossError(StrCat("the object of a ", event.type(),
+                                      " watch frame: ", FromAbsl(object.status().message())));
+  }
+  return json({{"type", U(event.type())}, {"object", std::move(*object)}});
 }
 
 std::optional<std::string> ProtobufStatusAsJson(std::string_view body) {
@@ -365,13 +484,7 @@ std::optional<std::string> ProtobufStatusAsJson(std::string_view body) {
   }
   pb::Status status;
   if (!status.ParseFromString(unknown.raw())) return std::nullopt;
-  return json({{"kind", "Status"},
-               {"apiVersion", "v1"},
-               {"status", status.status()},
-               {"message", status.message()},
-               {"reason", status.reason()},
-               {"code", status.code()}})
-      .dump();
+  return StatusJson(status).dump();
 }
 
 }  // namespace tessera::k8s

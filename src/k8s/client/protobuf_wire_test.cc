@@ -1,5 +1,6 @@
 #include "k8s/client/protobuf_wire.h"
 
+#include "common/strings.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s_core.pb.h"
@@ -195,16 +196,45 @@ TEST(ProtobufWire, AnErrorStatusReadsAsJson) {
   EXPECT_FALSE(ProtobufStatusAsJson(Envelope("PodList", "")).has_value());
 }
 
-// A string that is not UTF-8 is refused as a JSON parser would refuse it (found by
-// protobuf_wire_fuzz: the JSON made from it threw when dumped).
-TEST(ProtobufWire, AStringThatIsNotUtf8IsRefused) {
+// A string that is not UTF-8 (a protobuf client can store one: the API server keeps its bytes)
+// reads as the API server's JSON has it, each byte that begins no valid sequence as U+FFFD (Go's
+// encoding/json), instead of failing the whole list. protobuf_wire_fuzz found that such a string
+// made a JSON that threw when dumped; proto3 then refused the list, which let one pod's
+// annotation stop every list of pods (Informer.APodAnnotationThatIsNotUtf8 in
+// k8s_client_e2e_test performs it on a real API server).
+TEST(ProtobufWire, AStringThatIsNotUtf8ReadsAsTheApiServersJson) {
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD
   pb::PodList list;
-  list.add_items()->mutable_metadata()->set_name(std::string("p\x99", 2));
-  EXPECT_THAT(ProtobufListToJson(Envelope("PodList", list.SerializeAsString())).status().message(),
-              HasSubstr("a PodList does not parse"));
+  pb::ObjectMeta* m = list.add_items()->mutable_metadata();
+  m->set_name(std::string("p\x99", 2));
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"\xff\xfe", r + r},
+      {"ok \xC3\xA9 \xF0\x9F\x98\x80 \xEF\xBF\xBD", "ok \xC3\xA9 \xF0\x9F\x98\x80 \xEF\xBF\xBD"},
+      {"\xC0\x80", r + r},                  // overlong
+      {"\xED\xA0\x80", r + r + r},          // a surrogate
+      {"\xF4\x90\x80\x80", r + r + r + r},  // above U+10FFFF
+      {"a\xE2\x82", "a" + r + r},           // cut short
+      {"\xE2\x82\xAC", "\xE2\x82\xAC"},     // the euro sign, whole
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    (*m->mutable_annotations())[StrCat("k", i)] = cases[i].first;
+  }
+  (*m->mutable_labels())[std::string("\xff", 1)] = "v";
+  absl::StatusOr<json> got = ProtobufListToJson(Envelope("PodList", list.SerializeAsString()));
+  ASSERT_TRUE(got.ok()) << got.status();
+  const json& meta = (*got)["items"][0]["metadata"];
+  EXPECT_EQ(meta["name"], "p" + r);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(meta["annotations"][StrCat("k", i)], cases[i].second) << i;
+  }
+  EXPECT_EQ(meta["labels"][r], "v");
+  EXPECT_NO_THROW((void)got->dump());
   pb::Status st;
   st.set_reason(std::string("\xff", 1));
-  EXPECT_FALSE(ProtobufStatusAsJson(Envelope("Status", st.SerializeAsString())).has_value());
+  const std::optional<std::string> j =
+      ProtobufStatusAsJson(Envelope("Status", st.SerializeAsString()));
+  ASSERT_TRUE(j.has_value());
+  EXPECT_EQ(json::parse(*j)["reason"], r);
 }
 
 // Fields the .proto does not declare (everything else of a Pod) are skipped, not errors.
@@ -220,6 +250,72 @@ TEST(ProtobufWire, UnknownFieldsAreSkipped) {
   absl::StatusOr<json> got = ProtobufListToJson(Envelope("PodList", list.SerializeAsString()));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ((*got)["items"][0]["metadata"]["name"], "p");
+}
+
+// A watch frame (a WatchEvent without envelope, its object with one) reads as the JSON line the
+// API server would have sent; the object as a list's item would, with its kind.
+TEST(ProtobufWire, AWatchFrameReadsAsTheJsonLine) {
+  pb::Pod pod;
+  pod.mutable_metadata()->set_name("p");
+  pod.mutable_metadata()->set_namespace_("ns");
+  pod.mutable_metadata()->set_resourceversion("42");
+  pod.mutable_spec()->set_nodename("n1");
+  pb::WatchEvent event;
+  event.set_type("MODIFIED");
+  event.mutable_object()->set_raw(Envelope("Pod", pod.SerializeAsString()));
+  absl::StatusOr<json> got = ProtobufWatchEventToJson(event.SerializeAsString());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, json::parse(R"({"type": "MODIFIED", "object": {"kind": "Pod", "apiVersion": "v1",
+      "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "42"},
+      "spec": {"containers": [], "nodeName": "n1"}, "status": {}}})"))
+      << got->dump();
+
+  pb::Node node;
+  node.mutable_metadata()->set_name("n1");
+  node.mutable_spec()->set_unschedulable(true);
+  event.set_type("ADDED");
+  event.mutable_object()->set_raw(Envelope("Node", node.SerializeAsString()));
+  got = ProtobufWatchEventToJson(event.SerializeAsString());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)["object"]["kind"], "Node");
+  EXPECT_EQ((*got)["object"]["spec"]["unschedulable"], true);
+
+  // "Too old" in a watch: an ERROR event whose object is a Status.
+  pb::Status st;
+  st.set_status("Failure");
+  st.set_reason("Expired");
+  st.set_code(410);
+  event.set_type("ERROR");
+  event.mutable_object()->set_raw(Envelope("Status", st.SerializeAsString()));
+  got = ProtobufWatchEventToJson(event.SerializeAsString());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)["object"]["code"], 410);
+  EXPECT_EQ((*got)["object"]["reason"], "Expired");
+}
+
+TEST(ProtobufWire, AWatchFrameThatIsNotAnEventOfOursIsRefusedWithWhy) {
+  pb::WatchEvent event;
+  event.mutable_object()->set_raw(Envelope("Pod", ""));
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("has no type"));
+  event.set_type("ADDED");
+  event.clear_object();
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("a ADDED watch frame has no object"));
+  event.mutable_object()->set_raw(Envelope("ConfigMap", ""));
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("a protobuf ConfigMap where a Pod or Node or Status was expected"));
+  event.mutable_object()->set_raw(Envelope("PodList", ""));
+  EXPECT_FALSE(ProtobufWatchEventToJson(event.SerializeAsString()).ok());
+  event.mutable_object()->set_raw("{\"kind\":\"Pod\"}");  // JSON inside a protobuf frame
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("not in Kubernetes' protobuf envelope"));
+  EXPECT_THAT(ProtobufWatchEventToJson(std::string("\x0a\xff", 2)).status().message(),
+              HasSubstr("not a WatchEvent"));
+  // A Pod whose own bytes do not parse.
+  event.mutable_object()->set_raw(Envelope("Pod", "\x12\x05\x0a"));
+  EXPECT_THAT(ProtobufWatchEventToJson(event.SerializeAsString()).status().message(),
+              HasSubstr("a Pod does not parse"));
 }
 
 }  // namespace

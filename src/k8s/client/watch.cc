@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "k8s/client/protobuf_wire.h"
 
 namespace tessera::k8s {
 
@@ -116,9 +117,12 @@ absl::StatusOr<WatchEvent> DecodeWatchLine(std::string_view line, bool drop_mana
   absl::StatusOr<nlohmann::json> parsed = ParseApiJson(line, drop_managed_fields);
   if (!parsed.ok())
     return absl::DataLossError(StrCat("watch: a line is ", parsed.status().message()));
-  nlohmann::json j = std::move(*parsed);
+  return DecodeWatchEvent(std::move(*parsed), line);
+}
+
+absl::StatusOr<WatchEvent> DecodeWatchEvent(nlohmann::json&& j, std::string_view source) {
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) {
-    return absl::DataLossError(StrCat("watch: a line has no \"type\": ", line.substr(0, 120)));
+    return absl::DataLossError(StrCat("watch: an event has no \"type\": ", source.substr(0, 120)));
   }
   const std::string& type = j["type"].get_ref<const std::string&>();
   WatchEvent e;
@@ -157,6 +161,18 @@ bool IsTooOld(const WatchEvent& event) {
 
 absl::Status WatchDecoder::Feed(std::string_view bytes,
                                 const std::function<void(WatchEvent&&)>& on_event) {
+  if (wire_ == Wire::kUnknown && !bytes.empty()) {
+    const char first = bytes.front();
+    wire_ = !protobuf_allowed_ || first == '{' || first == ' ' || first == '\t' || first == '\r' ||
+                    first == '\n'
+                ? Wire::kJson
+                : Wire::kProtobuf;
+  }
+  return wire_ == Wire::kProtobuf ? FeedFrames(bytes, on_event) : FeedLines(bytes, on_event);
+}
+
+absl::Status WatchDecoder::FeedLines(std::string_view bytes,
+                                     const std::function<void(WatchEvent&&)>& on_event) {
   size_t start = 0;
   while (true) {
     size_t nl = bytes.find('\n', start);
@@ -176,6 +192,40 @@ absl::Status WatchDecoder::Feed(std::string_view bytes,
     on_event(std::move(e));
   }
   buffer_.append(bytes.substr(start));
+  return absl::OkStatus();
+}
+
+absl::Status WatchDecoder::FeedFrames(std::string_view bytes,
+                                      const std::function<void(WatchEvent&&)>& on_event) {
+  // Frames are read from `bytes` where they lie whole, from buffer_ where they were split (a
+  // long frame grows there, each piece copied once).
+  const bool buffered = !buffer_.empty();
+  if (buffered) buffer_.append(bytes);
+  const std::string_view data = buffered ? std::string_view(buffer_) : bytes;
+  size_t pos = 0;
+  while (data.size() - pos >= 4) {
+    const auto* p = reinterpret_cast<const unsigned char*>(data.data() + pos);
+    const size_t length = (size_t{p[0]} << 24) | (size_t{p[1]} << 16) | (size_t{p[2]} << 8) | p[3];
+    if (length > kMaxProtobufWatchFrame) {
+      return absl::DataLossError(StrCat("watch: a protobuf frame of ", length, " bytes (more than ",
+                                        kMaxProtobufWatchFrame, ")"));
+    }
+    if (data.size() - pos - 4 < length) break;
+    const std::string_view frame = data.substr(pos + 4, length);
+    pos += 4 + length;
+    absl::StatusOr<nlohmann::json> event = ProtobufWatchEventToJson(frame);
+    if (!event.ok()) {
+      return absl::DataLossError(StrCat("watch: ", FromAbsl(event.status().message())));
+    }
+    TESSERA_ASSIGN_OR_RETURN(WatchEvent e,
+                             DecodeWatchEvent(std::move(*event), "(a protobuf frame)"));
+    on_event(std::move(e));
+  }
+  if (buffered) {
+    buffer_.erase(0, pos);
+  } else {
+    buffer_.assign(data.substr(pos));
+  }
   return absl::OkStatus();
 }
 

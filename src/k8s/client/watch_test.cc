@@ -1,13 +1,17 @@
 #include "k8s/client/watch.h"
 
+#include <fstream>
+#include <sstream>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tessera::k8s {
 namespace {
 
-std::vector<WatchEvent> FeedInPieces(const std::string& stream, size_t piece) {
-  WatchDecoder d;
+std::vector<WatchEvent> FeedInPieces(const std::string& stream, size_t piece,
+                                     bool protobuf = false) {
+  WatchDecoder d(/*drop_managed_fields=*/false, protobuf);
   std::vector<WatchEvent> out;
   for (size_t i = 0; i < stream.size(); i += piece) {
     absl::Status s = d.Feed(std::string_view(stream).substr(i, piece),
@@ -30,7 +34,8 @@ TEST(WatchDecoder, SplitsLinesArrivingInAnyPieces) {
       "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"n1\",\"resourceVersion\":"
       "\"13\"}}}\n";
   for (size_t piece : {1, 2, 7, 64, 100000}) {
-    std::vector<WatchEvent> events = FeedInPieces(stream, piece);
+    // A client that asked for protobuf reads a JSON answer (the API server's fallback) the same.
+    std::vector<WatchEvent> events = FeedInPieces(stream, piece, /*protobuf=*/piece % 2 == 0);
     ASSERT_EQ(events.size(), 4u) << piece;
     EXPECT_EQ(events[0].type, WatchEventType::kAdded);
     EXPECT_EQ(KeyOf(events[0].object), "ns/a");
@@ -59,6 +64,73 @@ TEST(WatchDecoder, RejectsLinesThatAreNotEvents) {
   EXPECT_FALSE(WatchDecoder().Feed("{\"object\":{}}\n", noop).ok());
   EXPECT_FALSE(WatchDecoder().Feed("{\"type\":\"SURPRISE\",\"object\":{}}\n", noop).ok());
   EXPECT_FALSE(WatchDecoder().Feed("{\"type\":\"ADDED\"}\n", noop).ok());
+}
+
+std::string Captured(const std::string& name) {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/fuzz/corpus/protobuf_watch/" + name,
+                   std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A watch of pods in protobuf as a real API server (v1.37.2) sent it: a pod created, labelled,
+// deleted (MODIFIED twice: the deletion's own update first), then a bookmark. Read the same in
+// any pieces.
+TEST(WatchDecoder, ReadsAProtobufStreamFromTheApiServerInAnyPieces) {
+  const std::string stream = Captured("pods-added-modified-deleted-bookmark.bin");
+  ASSERT_EQ(stream.size(), 5278u);
+  std::vector<WatchEvent> whole;
+  for (size_t piece : {1, 3, 4, 5, 1000, 100000}) {
+    SCOPED_TRACE(piece);
+    std::vector<WatchEvent> events = FeedInPieces(stream, piece, /*protobuf=*/true);
+    ASSERT_EQ(events.size(), 5u);
+    std::vector<WatchEventType> types;
+    for (const WatchEvent& e : events) types.push_back(e.type);
+    EXPECT_EQ(types,
+              (std::vector<WatchEventType>{WatchEventType::kAdded, WatchEventType::kModified,
+                                           WatchEventType::kModified, WatchEventType::kDeleted,
+                                           WatchEventType::kBookmark}));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(KeyOf(events[i].object), "default/p1");
+    EXPECT_FALSE(events[0].object["metadata"]["labels"].contains("x"));
+    EXPECT_EQ(events[1].object["metadata"]["labels"]["x"], "y");
+    EXPECT_EQ(events[0].object["spec"]["containers"][0]["resources"]["requests"]["cpu"], "100m");
+    EXPECT_EQ(events[0].object["spec"]["schedulerName"], "none");
+    EXPECT_TRUE(events[3].object["metadata"].contains("deletionTimestamp"));
+    EXPECT_LT(std::stoll(ResourceVersionOf(events[0].object)),
+              std::stoll(ResourceVersionOf(events[3].object)));
+    EXPECT_FALSE(ResourceVersionOf(events[4].object).empty());
+    if (whole.empty()) {
+      whole = std::move(events);
+    } else {
+      for (size_t i = 0; i < whole.size(); ++i) EXPECT_EQ(events[i].object, whole[i].object);
+    }
+  }
+  // Without protobuf allowed, the same bytes are not JSON lines.
+  WatchDecoder json_only;
+  EXPECT_FALSE(json_only.Feed(stream + "\n", [](WatchEvent&&) {}).ok());
+}
+
+TEST(WatchDecoder, RefusesProtobufFramesThatAreNotEventsOrTooLong) {
+  auto noop = [](WatchEvent&&) {};
+  WatchDecoder d(false, /*protobuf=*/true);
+  // 16 MiB + 1 announced: refused as soon as the length is read, before the bytes arrive.
+  EXPECT_THAT(d.Feed(std::string("\x01\x00\x00\x01", 4), noop).message(),
+              ::testing::HasSubstr("a protobuf frame of 16777217 bytes"));
+  WatchDecoder garbage(false, true);
+  EXPECT_THAT(garbage.Feed(std::string("\x00\x00\x00\x02\x0a\xff", 6), noop).message(),
+              ::testing::HasSubstr("not a WatchEvent"));
+  // A frame cut short waits for the rest.
+  const std::string stream = Captured("nodes-initial-events-bookmark.bin");
+  WatchDecoder cut(false, true);
+  int n = 0;
+  ASSERT_TRUE(cut.Feed(std::string_view(stream).substr(0, 100), [&](WatchEvent&&) { ++n; }).ok());
+  EXPECT_EQ(n, 0);
+  EXPECT_EQ(cut.buffered(), 100u);
+  EXPECT_TRUE(cut.protobuf());
+  ASSERT_TRUE(cut.Feed(std::string_view(stream).substr(100), [&](WatchEvent&&) { ++n; }).ok());
+  EXPECT_EQ(n, 2);  // the node, then the bookmark that ends the initial events
+  EXPECT_EQ(cut.buffered(), 0u);
 }
 
 TEST(ParseApiJson, CanSkipManagedFieldsWhileParsing) {

@@ -180,6 +180,13 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
   if (YAML::Node n = root["http2"]) {
     TESSERA_ASSIGN_OR_RETURN(c.http2, r.Bool(n, "http2"));
   }
+  if (YAML::Node n = root["wire"]) {
+    TESSERA_ASSIGN_OR_RETURN(std::string wire, r.String(n, "wire"));
+    if (wire != "protobuf" && wire != "json") {
+      return r.Error(n, StrCat("wire: \"", wire, "\" is neither protobuf nor json"));
+    }
+    c.protobuf_wire = wire == "protobuf";
+  }
   if (YAML::Node n = root["retry"]) {
     TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "retry", KeysUnder("retry")));
     if (n["minInterval"]) {

@@ -33,6 +33,9 @@ struct SchedulerConfig {
   int metrics_port = 10269;
   int bind_concurrency = 64;
   bool http2 = false;
+  // Lists and watches of Pods and Nodes in Kubernetes' protobuf (file key `wire: protobuf`), or
+  // in JSON (`wire: json`); every other resource is read in JSON (CRDs have no protobuf).
+  bool protobuf_wire = true;
   // Not from the file: the binary's build, served as tessera_build_info (`tessera scheduler`).
   prometheus::BuildInfo build{"unknown", "unknown"};
   std::chrono::milliseconds queue_usage_half_life{0};

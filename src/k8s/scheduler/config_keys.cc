@@ -69,6 +69,10 @@ std::vector<ConfigKey> MakeKeys() {
       {"http2", "boolean", b(d.http2), "true",
        "Writes over HTTP/2 instead of HTTP/1.1 keep-alive connections (slower against "
        "kube-apiserver: it serialises streams of one connection)."},
+      {"wire", "protobuf or json", d.protobuf_wire ? "protobuf" : "json", "json",
+       "The encoding of the lists and watches of Pods and Nodes (`--wire` overrides): "
+       "Kubernetes' protobuf, which the API server encodes several times faster, or JSON. "
+       "Everything else is read in JSON."},
       {"retry", "map", "", "{minInterval: 200ms}", "When unschedulable pods are tried again."},
       {"retry.minInterval", "duration", FormatDuration(c.retry_min_interval), "500ms",
        "After a change that may let them fit (a node, a pod leaving), at least this far apart."},

@@ -21,6 +21,7 @@ TEST(SchedulerConfig, DefaultsAndAFullFile) {
   EXPECT_EQ(empty->metrics_address, "127.0.0.1");
   EXPECT_EQ(empty->bind_concurrency, 64);
   EXPECT_FALSE(empty->http2);
+  EXPECT_TRUE(empty->protobuf_wire);
 
   absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(R"(
 apiVersion: tessera.dev/v1alpha1
@@ -42,6 +43,7 @@ leaderElection:
 metrics: {bindAddress: 0.0.0.0, port: 0}
 bindConcurrency: 8
 http2: true
+wire: json
 retry: {minInterval: 200ms, period: 1m}
 maxPodsPerCycle: 64
 dra: {enabled: true, driver: gpu.example.com}
@@ -61,6 +63,7 @@ dra: {enabled: true, driver: gpu.example.com}
   EXPECT_EQ(c->metrics_port, 0);
   EXPECT_EQ(c->bind_concurrency, 8);
   EXPECT_TRUE(c->http2);
+  EXPECT_FALSE(c->protobuf_wire);
   EXPECT_EQ(c->core.retry_min_interval.count(), 200);
   EXPECT_EQ(c->core.retry_period.count(), 60000);
   EXPECT_EQ(c->core.max_pods_per_cycle, 64);
@@ -83,6 +86,7 @@ TEST(SchedulerConfig, ErrorsNameTheLineAndKey) {
               HasSubstr("retry.period: \"soon\" is not a duration"));
   EXPECT_THAT(err("bindConcurrency: 0\n"), HasSubstr("bindConcurrency: 0 is not in 1..1024"));
   EXPECT_THAT(err("kind: Pod\n"), HasSubstr("is not SchedulerConfiguration"));
+  EXPECT_THAT(err("wire: yaml\n"), HasSubstr("wire: \"yaml\" is neither protobuf nor json"));
   EXPECT_THAT(err("topologyLevels: [{label: x}]\n"), HasSubstr("needs a name"));
   EXPECT_THAT(err("a: [\n"), HasSubstr("cfg.yaml:"));
 }

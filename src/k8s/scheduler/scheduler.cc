@@ -467,6 +467,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   node_options.resource = "nodes";
   node_options.path = "/api/v1/nodes";
   node_options.label_selector = config_.node_selector;
+  node_options.protobuf = config_.protobuf_wire;
   Informer<NodeInfo> nodes(
       client_, node_options, [](const nlohmann::json& j) { return DecodeNode(j); },
       forward(LoopEvent::kNodesSynced, LoopEvent::kNode, &LoopEvent::node));
@@ -475,6 +476,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   pod_options.path = "/api/v1/pods";
   // As kube-scheduler: finished pods hold nothing (leaving this selector reads as a deletion).
   pod_options.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  pod_options.protobuf = config_.protobuf_wire;
   Informer<PodInfo> pods(
       client_, pod_options, [](const nlohmann::json& j) { return DecodePod(j); },
       forward(LoopEvent::kPodsSynced, LoopEvent::kPod, &LoopEvent::pod));
