@@ -38,9 +38,6 @@ inline constexpr std::string_view kGangTopologyAnnotation = "tessera.dev/gang-to
 // required | preferred (default required).
 inline constexpr std::string_view kGangTopologyModeAnnotation = "tessera.dev/gang-topology-mode";
 inline constexpr std::string_view kQueueAnnotation = "tessera.dev/queue";  // queue name
-// The pod's declared maximum run time (a duration: 30m, 2h): it may backfill reserved room
-// (core/reservations), and the scheduler evicts it once it has run that long.
-inline constexpr std::string_view kMaxRuntimeAnnotation = "tessera.dev/max-runtime";
 // How the node enforces a share: "shim" (the CUDA shim, the default) or "mps" (the GPU's MPS
 // daemon). A GPU runs MPS pods or shim pods, not both (src/agent/README.md).
 inline constexpr std::string_view kGpuSharingAnnotation = "tessera.dev/gpu-sharing";

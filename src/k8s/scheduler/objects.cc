@@ -463,8 +463,8 @@ void DecodeMaxRuntime(const json& spec, const json& annotations, PodInfo* p) {
   if (const json& d = JsonField(spec, "activeDeadlineSeconds"); d.is_number_integer()) {
     if (d.get<int64_t>() > 0) declared = d.get<int64_t>();
   }
-  if (const json& a = JsonField(annotations, records::kMaxRuntimeAnnotation); !a.is_null()) {
-    const std::string field = StrCat("metadata.annotations[", records::kMaxRuntimeAnnotation, "]");
+  if (const json& a = JsonField(annotations, kMaxRuntimeAnnotation); !a.is_null()) {
+    const std::string field = StrCat("metadata.annotations[", kMaxRuntimeAnnotation, "]");
     absl::StatusOr<std::chrono::milliseconds> d = a.is_string()
                                                       ? ParseDuration(a.get<std::string>())
                                                       : absl::InvalidArgumentError("not a string");

@@ -74,6 +74,11 @@ struct NodeConstraints {
   }
 };
 
+// The pod's declared maximum run time (a duration: 30m, 2h): with reservations on, it may backfill
+// reserved room (core/reservations), and the scheduler evicts it once it has run that long
+// (runtime_limits.h).
+inline constexpr std::string_view kMaxRuntimeAnnotation = "tessera.dev/max-runtime";
+
 // The pod condition type in which the scheduler's scale-up signal tells a waiting pod which
 // nodes would let it run (scale_up_signal.h); `tessera status` shows it.
 inline constexpr std::string_view kScaleUpCondition = "tessera.dev/ScaleUp";

@@ -120,7 +120,7 @@ bool ReservationAnswer::Refresh(std::span<const Waiting> waiting) {
         w->second->pods.size() > 1 || w->second->pods[0]->request.gang ? StrCat("gang ", r.owner)
                                                                        : StrCat("pod ", r.owner),
         ": ", Describe(r), "; until then other pods may use it only if they end by then (",
-        records::kMaxRuntimeAnnotation, " or activeDeadlineSeconds) or outrank it");
+        kMaxRuntimeAnnotation, " or activeDeadlineSeconds) or outrank it");
     spdlog::info("reservation: {}", message);
     for (const PodInfo* p : w->second->pods) host_.reporter().ReportNormal(*p, "Reserved", message);
   }
@@ -205,7 +205,7 @@ NoFitAnswer::Admission ReservationAnswer::Admit(const Placed& placed) {
     refusal.refused = StrCat(
         "the room it fits is reserved for a pod or gang that has waited longer; it may use it "
         "only if it declares a run time (",
-        records::kMaxRuntimeAnnotation, ") that ends before that one is expected to start");
+        kMaxRuntimeAnnotation, ") that ends before that one is expected to start");
     if (!placed.gang) {
       const PodInfo* one[] = {&pod};
       std::optional<core::NodeSet> elsewhere = Unheld(one);

@@ -674,7 +674,7 @@ void SchedulerCore::EnforceRuntimes() {
   for (const std::shared_ptr<const PodInfo>& pod : runtime_.Due(now)) {
     const std::string message =
         StrCat("evicted by ", options_.scheduler_name, ": it declared a maximum run time of ",
-               *pod->max_runtime_s, "s (", records::kMaxRuntimeAnnotation,
+               *pod->max_runtime_s, "s (", kMaxRuntimeAnnotation,
                " or spec.activeDeadlineSeconds) and has run ", now - pod->started_unix,
                "s since status.startTime");
     spdlog::info("pod {}: {}", pod->key, message);
