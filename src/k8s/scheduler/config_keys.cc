@@ -113,7 +113,7 @@ std::vector<ConfigKey> MakeKeys() {
       {"defrag.holdFor", "duration", FormatDuration(c.defrag.hold_for), "5m",
        "A moved pod's destination is kept this long for its replacement."},
       {"reservations", "map", "", "{max: 4}",
-       "Reservations with backfill (README \"Reservations and backfill\"): room held for the "
+       "Reservations with backfill (docs/scheduler.md): room held for the "
        "big pods and gangs that have waited longest; small pods use it only if they declare a "
        "run time (tessera.dev/max-runtime or activeDeadlineSeconds) that ends before it is "
        "needed, and the scheduler evicts pods that run past the run time they declared."},
