@@ -107,6 +107,32 @@ std::optional<Key> BasicSchedulingQueue<Key>::Pop() {
 }
 
 template <typename Key>
+std::vector<Key> BasicSchedulingQueue<Key>::Waiting() const {
+  absl::flat_hash_map<std::string, double> share;
+  std::vector<std::tuple<int32_t, double, Arrival, const Key*>> all;
+  all.reserve(where_.size());
+  for (const auto& [key, e] : where_) {
+    double s = 0;
+    if (order_ != nullptr) {
+      auto [it, fresh] = share.try_emplace(e.queue, 0.0);
+      if (fresh) it->second = order_->DominantShare(e.queue);
+      s = it->second;
+    }
+    all.emplace_back(-e.priority, s, e.arrival, &key);
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    if (std::get<0>(a) != std::get<0>(b)) return std::get<0>(a) < std::get<0>(b);
+    if (std::get<1>(a) != std::get<1>(b)) return std::get<1>(a) < std::get<1>(b);
+    if (std::get<2>(a) != std::get<2>(b)) return std::get<2>(a) < std::get<2>(b);
+    return *std::get<3>(a) < *std::get<3>(b);
+  });
+  std::vector<Key> out;
+  out.reserve(all.size());
+  for (const auto& t : all) out.push_back(*std::get<3>(t));
+  return out;
+}
+
+template <typename Key>
 bool BasicSchedulingQueue<Key>::ChangeUnseen() {
   if (checked_epoch_ == change_epoch_) return false;
   for (const Key& key : unschedulable_) {

@@ -42,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
@@ -80,6 +81,12 @@ class BasicSchedulingQueue {
 
   // The next active pod.
   std::optional<Key> Pop();
+
+  // Every pod waiting, in all three parts, in the order the queue would serve them were they all
+  // active now: higher priority first; within one priority, queues by the order's dominant share
+  // at this moment (lowest first; ties and no order: none), then arrival. Pop picks the queue
+  // again after each placement; this is the one-look order (reservations: who waited longest).
+  std::vector<Key> Waiting() const;
 
   // Something changed that could make an unschedulable pod fit.
   void NoteChange() { ++change_epoch_; }

@@ -289,14 +289,15 @@ Admission Reservations::Admit(const PodRequest& request, const Placement& placem
 
 PlacementResult Reservations::Place(Engine& engine, const PodRequest& request, Mode mode,
                                     int64_t now, std::optional<int64_t> max_runtime_s,
-                                    Admission* how) const {
+                                    Admission* how, const NodeSet* allowed) const {
   if (how) *how = Admission::kFree;
-  if (reservations_.empty()) return engine.DecideOne(Ask::Pod(request).As(mode));
+  const Where anywhere{nullptr, allowed};
+  if (reservations_.empty()) return engine.DecideOne(Ask::Pod(request).In(anywhere).As(mode));
   // The policy's own choice first: most pods take nothing held.
-  PlacementResult first = engine.DecideOne(Ask::Pod(request).TestOnly().Quiet());
+  PlacementResult first = engine.DecideOne(Ask::Pod(request).In(anywhere).TestOnly().Quiet());
   if (!first.placed()) {
     if (mode != Mode::kCommit) return first;
-    return engine.DecideOne(Ask::Pod(request).As(mode));  // the same answer, explained
+    return engine.DecideOne(Ask::Pod(request).In(anywhere).As(mode));  // the same, explained
   }
   Admission a = Admit(request, first.placement, now, max_runtime_s, engine.state());
   std::vector<Candidate> left;
@@ -307,7 +308,7 @@ PlacementResult Reservations::Place(Engine& engine, const PodRequest& request, M
     const ClusterState& state = engine.state();
     for (int n = 0; n < state.node_count(); ++n) {
       const NodeId node(n);
-      if (!state.accepts_pods(node)) continue;
+      if (!state.accepts_pods(node) || (allowed != nullptr && !allowed->Contains(node))) continue;
       bool cut = false;
       for (const Reservation& r : reservations_) {
         if ((r.cpu_milli == 0 && r.memory_mib == 0) || r.gpus.front().node != node ||
@@ -343,7 +344,7 @@ PlacementResult Reservations::Place(Engine& engine, const PodRequest& request, M
     TESSERA_CHECK(engine.ApplyUnnamed(first.placement).ok());
     return first;
   }
-  return engine.DecideOne(Ask::Pod(request).In({where, nullptr}).As(mode));
+  return engine.DecideOne(Ask::Pod(request).In(where ? Where{where, nullptr} : anywhere).As(mode));
 }
 
 }  // namespace tessera::core

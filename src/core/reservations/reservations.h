@@ -117,8 +117,16 @@ class Reservations {
   // reservations: the policy's choice if it takes nothing the pod may not take, else its choice
   // among the GPUs and nodes left (a candidate list: a scan without the policy's index). `how`
   // (optional) gets how the placement stood (kRefused never: such a choice is not made).
+  // `allowed` (optional): the only nodes the pod may use (the live scheduler's taints, node
+  // selectors and affinity), in both decisions.
   PlacementResult Place(Engine& engine, const PodRequest& request, Mode mode, int64_t now,
-                        std::optional<int64_t> max_runtime_s, Admission* how = nullptr) const;
+                        std::optional<int64_t> max_runtime_s, Admission* how = nullptr,
+                        const NodeSet* allowed = nullptr) const;
+
+  // The GPUs of `node` (a mask) held by reservations that `request`, declaring `max_runtime_s`,
+  // may not take at `now` (not its own, no backfill by then, no higher priority).
+  uint64_t HeldFrom(const PodRequest& request, NodeId node, int64_t now,
+                    std::optional<int64_t> max_runtime_s) const;
 
  private:
   struct Running {
@@ -140,10 +148,6 @@ class Reservations {
   // The expected start over what `r` holds, at `now`.
   int64_t ExpectedStart(const Reservation& r, const ClusterState& state, int64_t now) const;
   bool Eligible(const Waiting& w, int64_t now) const;
-  // GPUs of `node` held by reservations `request` may not use (no backfill by then, no higher
-  // priority, not its own).
-  uint64_t HeldFrom(const PodRequest& request, NodeId node, int64_t now,
-                    std::optional<int64_t> max_runtime_s) const;
   // Whether `request` may take the room held on `r` (owner, backfill, priority).
   Admission Exception(const PodRequest& request, const Reservation& r, int64_t now,
                       std::optional<int64_t> max_runtime_s) const;

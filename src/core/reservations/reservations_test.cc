@@ -134,6 +134,38 @@ TEST(Reservations, BackfillOnlyForPodsThatEndInTime) {
   EXPECT_EQ(how, Admission::kOwner);
 }
 
+// The live scheduler's node restrictions (taints, selectors) bound both of Place's decisions,
+// and HeldFrom says which GPUs a pod may not take.
+TEST(Reservations, PlaceStaysOnTheAllowedNodes) {
+  const Cluster c = TwoNodes();
+  Fixture f(c, On());
+  Example(f);
+  const PodRequest big = Pod("big", GpuAsk::Whole(4));
+  ASSERT_EQ(f.Update(30, {{"big", {&big, 1}, 0, 0}}), 1);
+  f.End("b1");  // b has a free GPU now
+  const NodeSet only_a({true, false});
+  const NodeSet only_b({false, true});
+  const PodRequest nodecl = Pod("nodecl", GpuAsk::Whole(1));
+  // Without a run time: a's free GPU is held, and it may not go to b.
+  EXPECT_FALSE(
+      f.res.Place(f.engine, nodecl, Mode::kTestOnly, 30, std::nullopt, nullptr, &only_a).placed());
+  PlacementResult on_b =
+      f.res.Place(f.engine, nodecl, Mode::kTestOnly, 30, std::nullopt, nullptr, &only_b);
+  ASSERT_TRUE(on_b.placed());
+  EXPECT_EQ(on_b.placement.node, NodeId(1));
+  // A backfill pod allowed only on b goes to b, not to a's held GPU.
+  Admission how;
+  PlacementResult short_b = f.res.Place(f.engine, Pod("short", GpuAsk::Whole(1)), Mode::kTestOnly,
+                                        30, 100, &how, &only_b);
+  ASSERT_TRUE(short_b.placed());
+  EXPECT_EQ(short_b.placement.node, NodeId(1));
+  // What is held from whom.
+  EXPECT_EQ(f.res.HeldFrom(nodecl, NodeId(0), 30, std::nullopt), 0b1111u);
+  EXPECT_EQ(f.res.HeldFrom(nodecl, NodeId(1), 30, std::nullopt), 0u);
+  EXPECT_EQ(f.res.HeldFrom(nodecl, NodeId(0), 30, 100), 0u);        // ends by 300: backfill
+  EXPECT_EQ(f.res.HeldFrom(big, NodeId(0), 30, std::nullopt), 0u);  // its own
+}
+
 TEST(Reservations, CpuOnTheNodeIsHeldToo) {
   const Cluster c = ClusterBuilder()
                         .Node("a")

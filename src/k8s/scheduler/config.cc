@@ -301,6 +301,41 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
       TESSERA_ASSIGN_OR_RETURN(d.hold_for, r.Duration(n["holdFor"], "defrag.holdFor"));
     }
   }
+  if (YAML::Node n = root["reservations"]) {
+    TESSERA_RETURN_IF_ERROR(r.OnlyKeys(n, "reservations", KeysUnder("reservations")));
+    core::ReservationOptions& o = c.core.reservations;
+    auto seconds = [&](const YAML::Node& v, const char* key) -> absl::StatusOr<int64_t> {
+      TESSERA_ASSIGN_OR_RETURN(std::chrono::milliseconds d, r.Duration(v, key));
+      if (d.count() % 1000 != 0) return r.Error(v, StrCat(key, ": must be whole seconds"));
+      return d.count() / 1000;
+    };
+    if (n["max"]) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t v, r.Int(n["max"], "reservations.max", 0, 1000));
+      o.max_reservations = static_cast<int>(v);
+    }
+    if (n["after"]) {
+      TESSERA_ASSIGN_OR_RETURN(o.after_s, seconds(n["after"], "reservations.after"));
+    }
+    if (n["minGpus"]) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t v, r.Int(n["minGpus"], "reservations.minGpus", 1, 64));
+      o.min_gpus = static_cast<int32_t>(v);
+    }
+    if (n["runtimeEstimate"]) {
+      TESSERA_ASSIGN_OR_RETURN(o.unknown_runtime_s,
+                               seconds(n["runtimeEstimate"], "reservations.runtimeEstimate"));
+      if (o.unknown_runtime_s < 1) {
+        return r.Error(n["runtimeEstimate"], "reservations.runtimeEstimate: must be at least 1s");
+      }
+    }
+    if (n["grace"]) {
+      TESSERA_ASSIGN_OR_RETURN(o.grace_s, seconds(n["grace"], "reservations.grace"));
+    }
+    if (n["maxRuntimeGrace"]) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t v,
+                               seconds(n["maxRuntimeGrace"], "reservations.maxRuntimeGrace"));
+      c.core.max_runtime_grace = std::chrono::seconds(v);
+    }
+  }
   if (YAML::Node n = root["maxPodsPerCycle"]) {
     TESSERA_ASSIGN_OR_RETURN(int64_t v, r.Int(n, "maxPodsPerCycle", 1, 1'000'000));
     c.core.max_pods_per_cycle = static_cast<int>(v);

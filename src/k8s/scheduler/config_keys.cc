@@ -116,6 +116,29 @@ std::vector<ConfigKey> MakeKeys() {
        "Sets of pods one search checks at most."},
       {"defrag.holdFor", "duration", FormatDuration(c.defrag.hold_for), "5m",
        "A moved pod's destination is kept this long for its replacement."},
+      {"reservations", "map", "", "{max: 4}",
+       "Reservations with backfill (docs/scheduler.md): room held for the "
+       "big pods and gangs that have waited longest; small pods use it only if they declare a "
+       "run time (tessera.dev/max-runtime or activeDeadlineSeconds) that ends before it is "
+       "needed, and the scheduler evicts pods that run past the run time they declared."},
+      {"reservations.max", "integer 0..1000", StrCat(c.reservations.max_reservations), "4",
+       "Reservations held at once; 0: off."},
+      {"reservations.after", "duration (whole seconds)",
+       FormatDuration(std::chrono::seconds(c.reservations.after_s)), "2m",
+       "A pod or gang gets a reservation once it has waited this long."},
+      {"reservations.minGpus", "integer 1..64", StrCat(c.reservations.min_gpus), "4",
+       "Whole GPUs a pod asks to get one (any gang of whole-GPU pods does)."},
+      {"reservations.runtimeEstimate", "duration (whole seconds)",
+       FormatDuration(std::chrono::seconds(c.reservations.unknown_runtime_s)), "4h",
+       "How long a running pod that declares no run time is expected to run (from its start; "
+       "one that already ran longer: this long from now)."},
+      {"reservations.grace", "duration (whole seconds)",
+       FormatDuration(std::chrono::seconds(c.reservations.grace_s)), "5m",
+       "A reservation whose expected start slips this far is chosen again."},
+      {"reservations.maxRuntimeGrace", "duration (whole seconds)",
+       FormatDuration(c.max_runtime_grace), "1m",
+       "A pod still running this long past its declared run time is evicted (Event "
+       "MaxRuntimeExceeded)."},
       {"queues", "map", "", "{usageHalfLife: 24h}",
        "Fair share that remembers (docs/queues.md): queues are ordered by what they hold plus "
        "what they held lately."},

@@ -133,6 +133,31 @@ TEST(SchedulerConfig, Defrag) {
   EXPECT_THAT(bad.status().message(), HasSubstr("defrag.holdFor"));
 }
 
+TEST(SchedulerConfig, Reservations) {
+  absl::StatusOr<SchedulerConfig> off = ParseSchedulerConfig("schedulerName: x\n", "cfg.yaml");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->core.reservations.max_reservations, 0);  // off by default
+  EXPECT_EQ(off->core.max_runtime_grace.count(), 30);
+  absl::StatusOr<SchedulerConfig> c = ParseSchedulerConfig(
+      "reservations: {max: 4, after: 2m, minGpus: 4, runtimeEstimate: 4h, grace: 5m, "
+      "maxRuntimeGrace: 1m}\n",
+      "cfg.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const core::ReservationOptions& r = c->core.reservations;
+  EXPECT_EQ(r.max_reservations, 4);
+  EXPECT_EQ(r.after_s, 120);
+  EXPECT_EQ(r.min_gpus, 4);
+  EXPECT_EQ(r.unknown_runtime_s, 4 * 3600);
+  EXPECT_EQ(r.grace_s, 300);
+  EXPECT_EQ(c->core.max_runtime_grace.count(), 60);
+  for (const char* bad : {"reservations: {after: 1500ms}\n", "reservations: {max: -1}\n",
+                          "reservations: {runtimeEstimate: 0}\n", "reservations: {minGpu: 2}\n"}) {
+    absl::StatusOr<SchedulerConfig> e = ParseSchedulerConfig(bad, "cfg.yaml");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_THAT(e.status().message(), HasSubstr("reservations")) << bad;
+  }
+}
+
 TEST(SchedulerConfig, ScaleUpTemplates) {
   absl::StatusOr<SchedulerConfig> off = ParseSchedulerConfig("schedulerName: x\n", "cfg.yaml");
   ASSERT_TRUE(off.ok());

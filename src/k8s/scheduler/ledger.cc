@@ -485,6 +485,22 @@ core::PlacementResult ClusterLedger::Decide(const PodInfo& pod) {
       core::Ask::Pod(pod.request).In({nullptr, allowed ? &allowed->nodes : nullptr}));
 }
 
+core::PlacementResult ClusterLedger::DecideReserved(const PodInfo& pod,
+                                                    const core::PodRequest& request,
+                                                    const core::Reservations& reservations,
+                                                    int64_t now, core::Admission* how) {
+  std::shared_ptr<const Allowed> allowed = AllowedFor(pod);
+  if (allowed && allowed->nodes.size() == 0) {
+    core::PlacementResult r;
+    r.reason = allowed->none.empty()
+                   ? "no node may take this pod now (taints, nodeSelector, node affinity)"
+                   : allowed->none;
+    return r;
+  }
+  return reservations.Place(*engine_, request, core::Mode::kCommit, now, pod.max_runtime_s, how,
+                            allowed ? &allowed->nodes : nullptr);
+}
+
 std::vector<core::PlacementResult> ClusterLedger::DecideGang(
     const std::vector<const PodInfo*>& members, const std::string& gang_key) {
   std::vector<core::PodRequest> requests;

@@ -41,6 +41,7 @@
 #include "core/model/cluster.h"
 #include "core/preemption/planner.h"
 #include "core/queues/queue_set.h"
+#include "core/reservations/reservations.h"
 #include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/node_index.h"
 #include "k8s/scheduler/objects.h"
@@ -123,6 +124,12 @@ class ClusterLedger {
   std::shared_ptr<const Allowed> AllowedFor(const NodeConstraints& constraints, bool gpus);
   // The engine's decision for one pod (committed when placed; HoldPlaced records it).
   core::PlacementResult Decide(const PodInfo& pod);
+  // The same under `reservations` (core::Reservations::Place at `now` with `request`, the pod's
+  // own with its owner named as the reservations name it, and the pod's declared run time):
+  // held room only for its owner, a higher priority or a backfill pod. `how` says which.
+  core::PlacementResult DecideReserved(const PodInfo& pod, const core::PodRequest& request,
+                                       const core::Reservations& reservations, int64_t now,
+                                       core::Admission* how);
   // All members or none (committed when placed).
   std::vector<core::PlacementResult> DecideGang(const std::vector<const PodInfo*>& members,
                                                 const std::string& gang_key);

@@ -97,6 +97,20 @@ void WriteCounters(const SchedulerMetrics& m, Exposition& out) {
   out.Scalar({"tessera_scheduler_defrag_moves_total", MetricType::kCounter,
               "Pods a defragmentation plan evicted to place them again elsewhere."},
              m.defrag_moves.load());
+  out.Scalar({"tessera_scheduler_reservations", MetricType::kGauge,
+              "Reservations held now: room kept for a big pod or gang that has waited longest."},
+             m.reservations_held.load());
+  out.Scalar({"tessera_scheduler_reservations_made_total", MetricType::kCounter,
+              "Reservations made (one chosen again after its estimate proved wrong counts again)."},
+             m.reservations_made.load());
+  out.Scalar({"tessera_scheduler_backfilled_pods_total", MetricType::kCounter,
+              "Pods placed on reserved GPUs because their declared run time ends before the "
+              "reservation's expected start (backfill)."},
+             m.backfilled_pods.load());
+  out.Scalar({"tessera_scheduler_max_runtime_evictions_total", MetricType::kCounter,
+              "Pods evicted for running past their declared run time (tessera.dev/max-runtime or "
+              "activeDeadlineSeconds)."},
+             m.max_runtime_evictions.load());
   out.Scalar({"tessera_scheduler_dra_allocations_total", MetricType::kCounter,
               "ResourceClaims whose allocation the scheduler wrote (DRA mode)."},
              m.dra_allocations.load());

@@ -84,6 +84,13 @@ class SchedulerMetrics {
   std::atomic<int64_t> defrag_moves{0};
   // DRA mode: ResourceClaims whose allocation the scheduler wrote (claim_binder.h).
   std::atomic<int64_t> dra_allocations{0};
+  // Reservations with backfill (reservation_answer.h): reservations held now, pods placed on
+  // reserved GPUs because their declared run time ends before the reservation's expected start,
+  // and pods evicted for running past their declared run time (runtime_limits.h).
+  std::atomic<int64_t> reservations_held{0};
+  std::atomic<int64_t> reservations_made{0};
+  std::atomic<int64_t> backfilled_pods{0};
+  std::atomic<int64_t> max_runtime_evictions{0};
   // The first sight (steady clock, nanoseconds since its epoch) of the pod that has waited longest
   // to be bound; 0 when none waits (pod_tracker.h).
   std::atomic<int64_t> oldest_waiting_since_ns{0};

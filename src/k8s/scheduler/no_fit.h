@@ -14,6 +14,9 @@
 //   3. scale-up signal (scale_up_answer.h) says which node template would let the waiting pods
 //                      run; it takes no pod itself and speaks for all waiting pods at once, once
 //                      per interval (EndCycle).
+//   4. reservations    (reservation_answer.h, off unless configured) takes no pod: its part is
+//                      the room it keeps (Admit) for the big pods that waited longest; a pod
+//                      whose room is reserved hears where in its note.
 // Why this order: the least disruptive answer that the cluster's own rules allow comes first.
 // Preemption takes only what the pod outranks and needs nothing else; defragmentation disturbs
 // pods the pod does not outrank (they come back elsewhere), so it is tried only when preemption
@@ -42,7 +45,7 @@
 // PostFilter plugins (preemption plans with the earlier nominations' room claimed;
 // defragmentation with everything promised taken as done).
 //
-// Adding an answer (a reservation, say):
+// Adding an answer:
 //   - a class deriving NoFitAnswer in its own file (foo_answer.h/.cc), owning its state, built by
 //     SchedulerCore's constructor with the NoFitHost (and any earlier answer it builds on);
 //   - Answer: take the pods (mark each unschedulable with what they wait for) or pass, with a

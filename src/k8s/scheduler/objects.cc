@@ -5,6 +5,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "common/duration.h"
 #include "common/json_fields.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -445,6 +447,43 @@ absl::Status DecodeConstraints(const json& spec, NodeConstraints* p) {
   return absl::OkStatus();
 }
 
+// RFC 3339 (as the API server writes times) in Unix seconds; -1 when empty or unreadable.
+int64_t UnixSeconds(const std::string& rfc3339) {
+  if (rfc3339.empty()) return -1;
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, rfc3339, &t, &err)) return -1;
+  return absl::ToUnixSeconds(t);
+}
+
+// The declared maximum run time (PodInfo::max_runtime_s): the annotation, a duration of at least
+// 1s, and spec.activeDeadlineSeconds, whichever is smaller.
+void DecodeMaxRuntime(const json& spec, const json& annotations, PodInfo* p) {
+  std::optional<int64_t> declared;
+  if (const json& d = JsonField(spec, "activeDeadlineSeconds"); d.is_number_integer()) {
+    if (d.get<int64_t>() > 0) declared = d.get<int64_t>();
+  }
+  if (const json& a = JsonField(annotations, kMaxRuntimeAnnotation); !a.is_null()) {
+    const std::string field = StrCat("metadata.annotations[", kMaxRuntimeAnnotation, "]");
+    absl::StatusOr<std::chrono::milliseconds> d = a.is_string()
+                                                      ? ParseDuration(a.get<std::string>())
+                                                      : absl::InvalidArgumentError("not a string");
+    if (!d.ok()) {
+      p->max_runtime_error =
+          StrCat(field, ": ", FromAbsl(d.status().message()),
+                 " (a duration such as 30m or 2h); the pod is taken as declaring no run time");
+    } else if (d->count() <= 0) {
+      p->max_runtime_error = StrCat(field, ": \"", a.get<std::string>(),
+                                    "\" is not a run time (at least 1s); the pod is taken as "
+                                    "declaring no run time");
+    } else {
+      const int64_t s = (d->count() + 999) / 1000;
+      declared = declared ? std::min(*declared, s) : s;
+    }
+  }
+  p->max_runtime_s = declared;
+}
+
 void DecodePodInto(const json& pod, PodInfo* p) {
   const json& meta = JsonField(pod, "metadata");
   const json& spec = JsonField(pod, "spec");
@@ -455,6 +494,8 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   p->key = StrCat(p->ns, "/", p->name);
   p->resource_version = JsonStringField(meta, "resourceVersion");
   p->created = JsonStringField(meta, "creationTimestamp");
+  p->created_unix = UnixSeconds(p->created);
+  p->started_unix = UnixSeconds(JsonStringField(status, "startTime"));
   p->deleting = !JsonField(meta, "deletionTimestamp").is_null();
   p->nominated_node = JsonStringField(status, "nominatedNodeName");
   if (const json& owners = JsonField(meta, "ownerReferences"); owners.is_array()) {
@@ -493,6 +534,7 @@ void DecodePodInto(const json& pod, PodInfo* p) {
       p->assignment_error = std::string(FromAbsl(assignment.status().message()));
     }
   }
+  DecodeMaxRuntime(spec, annotations, p);
   const json& conditions = JsonField(status, "conditions");
   if (conditions.is_array()) {
     for (const json& c : conditions) {

@@ -12,7 +12,9 @@
 //                tessera.dev/gang: NAME, tessera.dev/gang-size: K (+ tessera.dev/gang-min: M,
 //                1..K: an elastic gang that starts with M members and grows to K),
 //                tessera.dev/gang-topology: LEVEL (+ tessera.dev/gang-topology-mode, default
-//                required), tessera.dev/queue: NAME; spec.priority orders the queue.
+//                required), tessera.dev/queue: NAME; spec.priority orders the queue;
+//                tessera.dev/max-runtime: DURATION (or spec.activeDeadlineSeconds) declares the
+//                pod's maximum run time (backfill into reserved room; enforced by the scheduler).
 //   gangs also   spec.schedulingGroup.podGroupName (an upstream PodGroup, pod_groups.h) and
 //                Kueue's label kueue.x-k8s.io/pod-group-name with the annotation
 //                kueue.x-k8s.io/pod-group-total-count (a gang of that size, all or nothing).
@@ -72,6 +74,11 @@ struct NodeConstraints {
   }
 };
 
+// The pod's declared maximum run time (a duration: 30m, 2h): with reservations on, it may backfill
+// reserved room (core/reservations), and the scheduler evicts it once it has run that long
+// (runtime_limits.h).
+inline constexpr std::string_view kMaxRuntimeAnnotation = "tessera.dev/max-runtime";
+
 // The pod condition type in which the scheduler's scale-up signal tells a waiting pod which
 // nodes would let it run (scale_up_signal.h); `tessera status` shows it.
 inline constexpr std::string_view kScaleUpCondition = "tessera.dev/ScaleUp";
@@ -86,7 +93,15 @@ struct PodInfo {
   bool gated = false;     // spec.schedulingGates is not empty
   int32_t priority = 0;
   std::string queue = "default";
-  std::string created;         // metadata.creationTimestamp
+  std::string created;        // metadata.creationTimestamp
+  int64_t created_unix = -1;  // the same in Unix seconds (-1: absent or unreadable)
+  int64_t started_unix = -1;  // status.startTime in Unix seconds (-1: not started, unreadable)
+  // The declared maximum run time in seconds: tessera.dev/max-runtime (rounded up to whole
+  // seconds) or spec.activeDeadlineSeconds, the smaller when both are given; nullopt: none.
+  std::optional<int64_t> max_runtime_s;
+  // "<field>: <what is wrong>" when tessera.dev/max-runtime cannot be read: it is then taken as
+  // not declared (activeDeadlineSeconds still counts), and the scheduler tells the pod's owner.
+  std::string max_runtime_error;
   std::string nominated_node;  // status.nominatedNodeName: room being made for it (preemption)
   // "Kind/name" of the ownerReference with controller: true (the ReplicaSet, Job, ... that
   // recreates the pod when it is evicted); empty for a bare pod.
@@ -128,12 +143,12 @@ struct PodInfo {
 
   bool terminal() const { return phase == "Succeeded" || phase == "Failed"; }
   // Whether `other` (the same pod, updated) asks the scheduler for something else: its request,
-  // queue, node constraints or input error differ. Only then is an unschedulable pod retried
-  // because it changed.
+  // queue, node constraints, declared run time or input error differ. Only then is an
+  // unschedulable pod retried because it changed.
   bool SameAsk(const PodInfo& other) const {
     return input_error == other.input_error && request == other.request && queue == other.queue &&
-           constraints == other.constraints && claims == other.claims &&
-           extended.requests == other.extended.requests;
+           max_runtime_s == other.max_runtime_s && constraints == other.constraints &&
+           claims == other.claims && extended.requests == other.extended.requests;
   }
   bool bound() const { return !node_name.empty(); }
 };

@@ -99,6 +99,39 @@ TEST(DecodePod, MigProfileAndGpuModels) {
               HasSubstr("must list GPU models separated by commas"));
 }
 
+// The declared run time: tessera.dev/max-runtime, spec.activeDeadlineSeconds, the smaller of
+// both; a bad annotation is said and taken as no declaration. status.startTime in Unix seconds.
+TEST(DecodePod, MaxRuntimeAndStartTime) {
+  auto with = [](const std::string& annotation, std::optional<int64_t> deadline) {
+    nlohmann::json j = PodObject("ns", "r").Limit("tessera.dev/gpu", "1").Json();
+    if (!annotation.empty()) j["metadata"]["annotations"]["tessera.dev/max-runtime"] = annotation;
+    if (deadline) j["spec"]["activeDeadlineSeconds"] = *deadline;
+    return DecodePod(j);
+  };
+  EXPECT_EQ(with("", std::nullopt)->max_runtime_s, std::nullopt);
+  EXPECT_EQ(with("30m", std::nullopt)->max_runtime_s, 1800);
+  EXPECT_EQ(with("1500ms", std::nullopt)->max_runtime_s, 2);  // rounded up
+  EXPECT_EQ(with("", 600)->max_runtime_s, 600);
+  EXPECT_EQ(with("30m", 600)->max_runtime_s, 600);
+  EXPECT_EQ(with("5m", 600)->max_runtime_s, 300);
+  auto bad = with("soon", std::nullopt);
+  EXPECT_EQ(bad->max_runtime_s, std::nullopt);
+  EXPECT_TRUE(bad->input_error.empty());  // still scheduled, as declaring nothing
+  EXPECT_THAT(bad->max_runtime_error, HasSubstr("metadata.annotations[tessera.dev/max-runtime]"));
+  EXPECT_THAT(bad->max_runtime_error, HasSubstr("declaring no run time"));
+  auto zero = with("0", 600);
+  EXPECT_EQ(zero->max_runtime_s, 600);  // the deadline still counts
+  EXPECT_THAT(zero->max_runtime_error, HasSubstr("at least 1s"));
+  EXPECT_TRUE(with("30m", std::nullopt)->max_runtime_error.empty());
+
+  nlohmann::json j = PodObject("ns", "s").Created("2026-12-05T05:00:00Z").Json();
+  EXPECT_EQ(DecodePod(j)->started_unix, -1);
+  j["status"]["startTime"] = "2026-12-05T05:00:10Z";
+  auto started = DecodePod(j);
+  EXPECT_EQ(started->started_unix - started->created_unix, 10);
+  EXPECT_EQ(started->created_unix, 1796446800);
+}
+
 TEST(DecodePod, GangAnnotations) {
   auto p = DecodePod(PodObject("ns", "w-0")
                          .Limit("tessera.dev/gpu", "1")

@@ -55,15 +55,29 @@ void PreemptionAnswer::Unanswered(const NoFit& unfit) {
   }
 }
 
+std::optional<core::NodeSet> PreemptionAnswer::Unreserved(std::optional<core::NodeSet> allowed,
+                                                          std::span<const PodInfo* const> members) {
+  if (reservations_ == nullptr) return allowed;
+  std::optional<core::NodeSet> unheld = reservations_->Unheld(members);
+  if (!unheld) return allowed;
+  if (!allowed) return unheld;
+  for (int n = 0; n < host_.ledger().engine().cluster().node_count(); ++n) {
+    if (!unheld->Contains(core::NodeId(n))) allowed->Set(core::NodeId(n), false);
+  }
+  return allowed;
+}
+
 NoFitAnswer::Verdict PreemptionAnswer::AnswerPod(const NoFit& unfit) {
   const std::string& key = unfit.keys[0];
   const PodInfo& pod = *unfit.members[0];
   std::shared_ptr<const ClusterLedger::Allowed> allowed = host_.ledger().AllowedFor(pod);
+  std::optional<core::NodeSet> within = Unreserved(
+      allowed ? std::optional<core::NodeSet>(allowed->nodes) : std::nullopt, unfit.members);
   const std::string* nominated = preemption_.NominatedNode(key);
   const std::string before = nominated ? *nominated : pod.nominated_node;
   const DecisionTimer timer(host_.metrics());
   Preemption::Decision d = preemption_.Plan(host_.ledger(), host_.queues(), pod,
-                                            allowed ? &allowed->nodes : nullptr, host_.Now());
+                                            within ? &*within : nullptr, host_.Now());
   timer.Observe();
   if (!d.found) {
     undecided_ = d.undecided;
@@ -105,6 +119,7 @@ NoFitAnswer::Verdict PreemptionAnswer::AnswerGang(const NoFit& unfit) {
       }
     }
   }
+  allowed = Unreserved(std::move(allowed), members);
   std::vector<std::string> before;
   for (size_t i = 0; i < keys.size(); ++i) {
     const std::string* nominated = preemption_.NominatedNode(keys[i]);

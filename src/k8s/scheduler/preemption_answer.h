@@ -14,6 +14,8 @@
 //    <why>". If no answer takes it, a nomination it had is withdrawn (cleared on the API server)
 //    unless the room is still being made (victims there still terminating) or the plan could not
 //    be made yet (budgets not listed).
+//  - Reservations (reservation_answer.h): a plan uses only the nodes where no reservation holds
+//    room from the pods planned for.
 //  - Room kept: a placement (a pod, or a gang's members) that would take room nominated for
 //    pods that outrank it is refused (Preemption::Guard); the pods wait with the reason.
 //  - Refused evictions (a budget that changed since the plan) come back at the start of each
@@ -32,6 +34,7 @@
 
 #include "k8s/scheduler/no_fit.h"
 #include "k8s/scheduler/preemption.h"
+#include "k8s/scheduler/reservation_answer.h"
 
 namespace tessera::k8s {
 
@@ -40,6 +43,9 @@ class PreemptionAnswer final : public NoFitAnswer {
   explicit PreemptionAnswer(NoFitHost& host) : host_(host) {}
 
   void Enable(PreemptionWriter* writer) { writer_ = writer; }
+  // Reservations (reservation_answer.h): plans stay off the nodes where room is held from the
+  // pods planned for (so no eviction hands held room to a pod that may not take it).
+  void set_reservations(ReservationAnswer* reservations) { reservations_ = reservations; }
   // Null while preemption is off. Answers that nominate or evict (defragmentation) write here.
   PreemptionWriter* writer() const { return writer_; }
   // The nominations, evictions and budgets: one registry for every answer that makes room.
@@ -61,9 +67,13 @@ class PreemptionAnswer final : public NoFitAnswer {
   // nominated, victims evicted, the pods told; else a pass with the planner's reason.
   Verdict AnswerPod(const NoFit& unfit);
   Verdict AnswerGang(const NoFit& unfit);
+  // `allowed` (nullopt: every node) less the nodes where reservations hold room from `members`.
+  std::optional<core::NodeSet> Unreserved(std::optional<core::NodeSet> allowed,
+                                          std::span<const PodInfo* const> members);
 
   NoFitHost& host_;
   PreemptionWriter* writer_ = nullptr;
+  ReservationAnswer* reservations_ = nullptr;
   Preemption preemption_;
   std::vector<PreemptionWriter::Refusal> refusals_;
   // Set by an Answer that planned and found nothing, for the Unanswered that may follow:

@@ -81,6 +81,33 @@ TEST(SchedulingQueue, PriorityThenDominantResourceFairnessThenArrival) {
             (std::vector<std::string>{"ah", "b1", "b2", "a1", "b3", "a2", "a3"}));
 }
 
+// Waiting: every pod of the three parts at once, priority, then the queue below its share now
+// (b holds 1 of 4, a 2 of 4), then arrival; popping nothing.
+TEST(SchedulingQueue, WaitingListsEveryPartInServingOrder) {
+  core::QueueSet set;
+  set.SetSpecs({Deserves("a", 4000, 4 * 81920, 4000), Deserves("b", 4000, 4 * 81920, 4000)});
+  set.set_implicit(false);
+  set.SetCapacity(core::QueueResources::Of(8000, 8 * 81920, 8000));
+  set.AddAllocated("a", kGpu + kGpu);
+  set.AddAllocated("b", kGpu);
+  set.AddPending("a", kGpu + kGpu + kGpu, 3);
+  set.AddPending("b", kGpu + kGpu + kGpu, 3);
+  SchedulingQueue q;
+  q.set_order(&set);
+  q.Push("a1", 0, "a", Next());
+  q.Unschedulable("b1", 0, "b", Next());
+  q.Backoff("a2", 0, "a", Next(), std::chrono::steady_clock::time_point::max());
+  q.Push("b2", 0, "b", Next());
+  q.Unschedulable("h", 10, "a", Next());
+  q.Push("low", -1, "b", Next());
+  EXPECT_EQ(q.Waiting(), (std::vector<std::string>{"h", "b1", "b2", "a1", "a2", "low"}));
+  EXPECT_EQ(q.size(), 6u);
+  SchedulingQueue plain;  // no order: arrival within a priority
+  plain.Push("x", 0, "b", Next());
+  plain.Unschedulable("y", 0, "a", Next());
+  EXPECT_EQ(plain.Waiting(), (std::vector<std::string>{"x", "y"}));
+}
+
 // Dominant resource: a queue holding half its memory but no compute is behind one holding 60% of
 // its compute, whatever the GPU counts say; fractions are compared exactly (1/3 > 333/1000).
 TEST(SchedulingQueue, DominantResourceOverMemoryAndComputeExactly) {

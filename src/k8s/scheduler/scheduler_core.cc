@@ -47,10 +47,14 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
               }),
       preemption_(*this),
       defrag_(*this, preemption_, options_.defrag),
-      scale_up_(*this, options_.scale_up, metrics) {
+      scale_up_(*this, options_.scale_up, metrics),
+      reservations_(*this, options_.reservations),
+      runtime_(options_.max_runtime_grace.count(), /*retry_s=*/60) {
   chain_.Add(&preemption_);
   chain_.Add(&defrag_);
   chain_.Add(&scale_up_);
+  chain_.Add(&reservations_);
+  preemption_.set_reservations(&reservations_);
   queue_.set_order(&book_.set());
   pods_.set_listener([this](const std::string& key, const Pod* pod) { OnStage(key, pod); });
 }
@@ -124,6 +128,7 @@ void SchedulerCore::OnClaim(Change change, std::shared_ptr<const dra::ClaimInfo>
 // --- pods ------------------------------------------------------------------------------------
 
 void SchedulerCore::Release(const std::string& key) {
+  reservations_.Ended(key);
   if (ledger_.Drop(key)) queue_.NoteChange();
   book_.Held(key, "", {});
 }
@@ -140,6 +145,18 @@ void SchedulerCore::AccountBound(const std::string& key, Pod& s) {
   }
   ledger_.Hold(key, std::move(h), /*bound=*/true);
   CountHeld(key);
+  TellStarted(key, /*placed_now=*/false);
+}
+
+void SchedulerCore::TellStarted(const std::string& key, bool placed_now) {
+  if (!reservations_.enabled()) return;
+  const Pod* s = pods_.Find(key);
+  const core::Placement* p = ledger_.Accounted(key) ? ledger_.engine().Find(key) : nullptr;
+  if (s == nullptr || !s->info || p == nullptr) {
+    reservations_.Ended(key);
+    return;
+  }
+  reservations_.Started(key, *s->info, *p, placed_now);
 }
 
 void SchedulerCore::OnPodGroup(Change change, std::shared_ptr<const PodGroupInfo> group) {
@@ -177,6 +194,13 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
   std::shared_ptr<const PodInfo> prev = s.info;
   s.info = pod;
   chain_.OnPod(pod);
+  if (pod->scheduler_name == options_.scheduler_name) {
+    if (!pod->max_runtime_error.empty() &&
+        (!prev || prev->max_runtime_error != pod->max_runtime_error)) {
+      reporter_->ReportWarning(*pod, "InvalidMaxRuntime", pod->max_runtime_error);
+    }
+    if (reservations_.enabled()) runtime_.OnPod(pod);
+  }
 
   if (pod->bound()) {
     Dequeue(key, s);
@@ -272,6 +296,7 @@ void SchedulerCore::Forget(const std::string& key) {
   Dequeue(key, *s);
   gangs_.Leave(key, *s);
   chain_.Forget(key);
+  runtime_.Forget(key);
   warned_.erase(key);
   pods_.Erase(key);
   book_.Forget(key);
@@ -377,6 +402,7 @@ void SchedulerCore::StartBind(const std::string& key, Pod& s, const core::Placem
                               const records::GangRecord* gang) {
   ledger_.HoldPlaced(key, placement);
   CountHeld(key);
+  TellStarted(key, /*placed_now=*/true);
   pods_.SetStage(s, Stage::kBinding);
   ++s.attempt;
   const Holding& held = *ledger_.Find(key);
@@ -413,6 +439,7 @@ void SchedulerCore::StartClaimBind(const std::string& key, Pod& s,
                                    const DraAllocator::Decision& d) {
   dra_->Hold(*s.info, d);
   CountHeld(key);
+  TellStarted(key, /*placed_now=*/true);
   pods_.SetStage(s, Stage::kBinding);
   ++s.attempt;
   claim_binder_->Bind(*s.info, ledger_.Find(key)->node, d.writes, s.attempt);
@@ -430,7 +457,7 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
   }
   if (chain_.PlaceKept(key, *s.info)) return;
   const DecisionTimer timer(metrics_);
-  core::PlacementResult r = ledger_.Decide(*s.info);
+  core::PlacementResult r = reservations_.Decide(*s.info);  // the ledger's, when they are off
   const std::string kept = chain_.AdmitPod(ledger_, key, *s.info, &r);
   timer.Observe();
   if (!kept.empty()) {
@@ -440,6 +467,7 @@ void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
     NoFitNow(NoFit{key, {key}, {s.info.get()}, {}, kept}, {kept});
   } else if (r.placed()) {
     StartBind(key, s, r.placement);
+    reservations_.NotePlaced(key, *s.info, r.placement);
     ReportGroup(*s.info, true, StrCat("pod ", key, " scheduled to node ", ledger_.Find(key)->node));
   } else if (r.outcome == core::Outcome::kNoFitNow) {
     NoFitNow(NoFit{key, {key}, {s.info.get()}, {}, r.reason}, {r.reason});
@@ -613,6 +641,49 @@ void SchedulerCore::FlushRetries(std::chrono::steady_clock::time_point now) {
   }
 }
 
+void SchedulerCore::RefreshReservations() {
+  if (!reservations_.RefreshDue()) return;
+  std::vector<ReservationAnswer::Waiting> waiting;
+  absl::flat_hash_map<std::string, size_t> gang_at;
+  for (const std::string& key : queue_.Waiting()) {
+    const Pod* s = pods_.Find(key);
+    if (s == nullptr || !s->info || !s->info->input_error.empty() || !s->info->claims.empty()) {
+      continue;
+    }
+    const PodInfo* info = s->info.get();
+    const int64_t since =
+        info->created_unix >= 0 ? info->created_unix : reservations_.UnixOf(s->first_seen);
+    if (!info->request.gang) {
+      waiting.push_back({key, {info}, since});
+      continue;
+    }
+    auto [at, fresh] = gang_at.try_emplace(GangAssembler::KeyOf(*info), waiting.size());
+    if (fresh) waiting.push_back({at->first, {}, since});
+    ReservationAnswer::Waiting& w = waiting[at->second];
+    w.pods.push_back(info);
+    w.since = std::min(w.since, since);
+  }
+  if (reservations_.Refresh(waiting)) queue_.NoteChange();
+}
+
+void SchedulerCore::EnforceRuntimes() {
+  if (!reservations_.enabled() || runtime_.size() == 0) return;
+  PreemptionWriter* writer = preemption_.writer();
+  if (writer == nullptr) return;
+  const int64_t now = reservations_.UnixNow();
+  for (const std::shared_ptr<const PodInfo>& pod : runtime_.Due(now)) {
+    const std::string message =
+        StrCat("evicted by ", options_.scheduler_name, ": it declared a maximum run time of ",
+               *pod->max_runtime_s, "s (", kMaxRuntimeAnnotation,
+               " or spec.activeDeadlineSeconds) and has run ", now - pod->started_unix,
+               "s since status.startTime");
+    spdlog::info("pod {}: {}", pod->key, message);
+    writer->Evict(*pod);
+    reporter_->ReportWarning(*pod, "MaxRuntimeExceeded", message);
+    if (metrics_ != nullptr) metrics_->max_runtime_evictions++;
+  }
+}
+
 int SchedulerCore::ScheduleSome() {
   if (!synced()) return 0;
   ledger_.Sync();
@@ -623,9 +694,19 @@ int SchedulerCore::ScheduleSome() {
   if (ledger_.holdings_moved() != seen_holdings_moved_) {
     seen_holdings_moved_ = ledger_.holdings_moved();
     for (const std::string& key : book_.HeldKeys()) CountHeld(key);
+    if (reservations_.enabled()) {
+      // What the pods hold may have moved, and pods bound before their node was known are
+      // accounted only now (a restart): the reservations hear it all again.
+      for (const std::string& key : reservations_.Running()) TellStarted(key, false);
+      for (const std::string& key : ledger_.EngineKeys()) {
+        if (pods_.Find(key) != nullptr) TellStarted(key, /*placed_now=*/false);
+      }
+    }
   }
   if (dra_) dra_->OnNodesChanged();
   if (chain_.StartCycle(clock_())) queue_.NoteChange();
+  EnforceRuntimes();
+  RefreshReservations();
   FlushRetries(clock_());
   int tried = 0;
   while (tried < options_.max_pods_per_cycle) {
@@ -652,6 +733,9 @@ std::optional<std::chrono::steady_clock::time_point> SchedulerCore::NextWakeup()
   };
   for (const std::string& key : conflicts_) consider(pods_.Find(key)->retry_at);
   if (std::optional<std::chrono::steady_clock::time_point> t = chain_.NextWakeup()) consider(*t);
+  if (std::optional<int64_t> due = runtime_.Next()) {
+    consider(reservations_.TimeOf(*due));
+  }
   if (!gangs_.empty()) consider(queue_.next_period());  // the report of gangs short of members
   return next;
 }

@@ -14,7 +14,9 @@
 //                   queues (DRF), queue limits, reclaim, per-queue metrics
 //   NoFitChain      the answers to "this pod does not fit now", in order (no_fit.h):
 //                   preemption (preemption_answer.h), defragmentation (defrag_answer.h), the
-//                   scale-up signal (scale_up_answer.h); and the room they keep
+//                   scale-up signal (scale_up_answer.h), reservations with backfill
+//                   (reservation_answer.h); and the room they keep
+//   RuntimeLimits   declared run times enforced (with reservations on)
 //   DraAllocator    DRA mode: pods whose GPUs come from ResourceClaims
 //   Binder          writing a decision (classic mode: the assignment annotation)
 //
@@ -56,6 +58,8 @@
 #include "k8s/scheduler/queue.h"
 #include "k8s/scheduler/queue_book.h"
 #include "k8s/scheduler/reporter.h"
+#include "k8s/scheduler/reservation_answer.h"
+#include "k8s/scheduler/runtime_limits.h"
 #include "k8s/scheduler/scale_up_answer.h"
 #include "records/dra_names.h"
 
@@ -84,6 +88,11 @@ struct SchedulerCoreOptions {
   // The defragmentation executor (defrag_executor.h): off unless enabled; needs preemption's
   // writer (EnablePreemption) for its evictions and nominations.
   DefragExecutorOptions defrag;
+  // Reservations with backfill (reservation_answer.h): off unless max_reservations > 0. With
+  // them on, declared run times are enforced (runtime_limits.h): a pod running this long past
+  // its declared run time is evicted (through preemption's writer, EnablePreemption).
+  core::ReservationOptions reservations;
+  std::chrono::seconds max_runtime_grace{30};
 };
 
 class SchedulerCore : private NoFitHost {
@@ -154,6 +163,10 @@ class SchedulerCore : private NoFitHost {
   QueueBook& queue_book() { return book_; }
   const ScaleUpSignal& scale_up() const { return scale_up_.signal(); }
   const MoveHolds& move_holds() const { return defrag_.holds(); }
+  // The reservations held now (reservation_answer.h).
+  const std::vector<core::Reservation>& reservations() const {
+    return reservations_.reservations().reservations();
+  }
   size_t queued() const { return queue_.active_size(); }
 
  private:
@@ -196,6 +209,12 @@ class SchedulerCore : private NoFitHost {
   void ReportGroup(const PodInfo& member, bool scheduled, const std::string& message);
   void MarkUnschedulable(const std::string& key, Pod& s, const std::string& reason);
   void FlushRetries(std::chrono::steady_clock::time_point now);
+  // Reservations (reservation_answer.h): what `key` holds in the engine now, told to them.
+  void TellStarted(const std::string& key, bool placed_now);
+  // Reservations brought up to date with the waiting pods in the queue's order.
+  void RefreshReservations();
+  // Pods past their declared run time evicted (runtime_limits.h).
+  void EnforceRuntimes();
 
   // NoFitHost: what the answers may use.
   TimePoint Now() override { return clock_(); }
@@ -230,7 +249,9 @@ class SchedulerCore : private NoFitHost {
   PreemptionAnswer preemption_;
   DefragAnswer defrag_;
   ScaleUpAnswer scale_up_;
+  ReservationAnswer reservations_;
   NoFitChain chain_;
+  RuntimeLimits runtime_;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
   std::unique_ptr<DraAllocator> dra_;
