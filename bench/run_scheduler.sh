@@ -24,6 +24,9 @@
 #                                 In both, every node is labelled tessera.dev/nvlink-domain=<its
 #                                 name> (an 8-GPU NVSwitch server is one NVLink domain), the key
 #                                 the PodGroups name.
+#   stock-podgroup-notopo, podgroup-notopo
+#                                 the same PodGroups without the topology constraint (gang only):
+#                                 what the constraint costs, and where the gangs land without it
 #   churn        tessera          as `tessera`, while --churn-rate nodes a second change (half a
 #                                 label, half a NoSchedule taint taken off the next second); the
 #                                 JSON line says how many of these patches the API server had
@@ -240,10 +243,11 @@ run_phase() {
                 ask=(--gpu 1 --gang-size "$gang_size") ;;
     gang | gang-churn) sched=tessera; n=$((gangs * gang_size))
           ask=(--gpu 1 --gang-size "$gang_size" --gang-topology nvlink-domain) ;;
-    podgroup | stock-podgroup)
+    podgroup | stock-podgroup | podgroup-notopo | stock-podgroup-notopo)
       sched=tessera; [[ $phase == stock-* ]] && sched=stock
       n=$((gangs * gang_size)) workloads=1
-      ask=(--gpu 1 --gang-size "$gang_size" --pod-groups) ;;
+      ask=(--gpu 1 --gang-size "$gang_size" --pod-groups)
+      [[ $phase == *-notopo ]] && ask+=(--pod-group-topology "") ;;
     bind | bind-h2 | bind-churn) sched=bind; scheduler_name=nobody-bench; ask=(--gpu 1); n=$pods ;;
     churn-alone) run_churn_alone "$round"; return ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
@@ -426,21 +430,24 @@ echo "| gangs of $gang_size | $(rate gang) | $(rate koord-gang) | $(ratio "$(rat
 echo "| gangs of $gang_size, churn | $(rate gang-churn) | - | - |"
 echo "| 1 GPU, churn | $(rate churn) | $(better "$(rate stock-churn)" "$(rate koord-churn)") | $(ratio "$(rate churn)" "$(better "$(rate stock-churn)" "$(rate koord-churn)")") |"
 # Upstream PodGroups (issue 28): groups per second and where the groups landed, side by side.
-if [[ " ${phase_list[*]} " == *" podgroup "* || " ${phase_list[*]} " == *" stock-podgroup "* ]]; then
+if [[ " ${phase_list[*]} " == *" podgroup"* || " ${phase_list[*]} " == *" stock-podgroup"* ]]; then
   grate() { m "$1" .groups_per_second | awk '{ if ($1 == "-") print "-"; else printf "%.2f", $1 }'; }
   echo
   echo "| PodGroups of $gang_size | scheduler | pods/s | groups/s | groups complete / bound in part / all | complete groups in one NVLink domain | decision p99 |"
   echo "| --- | --- | --- | --- | --- | --- | --- |"
-  for p in podgroup stock-podgroup; do
+  for p in podgroup stock-podgroup podgroup-notopo stock-podgroup-notopo; do
     [[ $(m "$p" .pods) == - ]] && continue
     who=tessera
-    [[ $p == stock-podgroup ]] && who=kube-scheduler
+    [[ $p == stock-* ]] && who=kube-scheduler
     printf '| %s | %s | %s | %s | %s / %s / %s | %s of %s | %s |\n' "$p" "$who" "$(rate "$p")" \
       "$(grate "$p")" "$(m "$p" .groups_complete)" "$(m "$p" .groups_partly_bound)" \
       "$(m "$p" .groups)" "$(m "$p" .groups_one_node)" "$(m "$p" .groups_complete)" \
       "$(first "$p" .decision_p99_s)"
   done
-  echo "| tessera / kube-scheduler | | $(ratio "$(rate podgroup)" "$(rate stock-podgroup)") | $(ratio "$(grate podgroup)" "$(grate stock-podgroup)") | | | |"
+  for t in podgroup podgroup-notopo; do
+    [[ $(m "$t" .pods) == - || $(m "stock-$t" .pods) == - ]] && continue
+    echo "| $t: tessera / kube-scheduler | | $(ratio "$(m "$t" .pods_per_second)" "$(m "stock-$t" .pods_per_second)") | $(ratio "$(m "$t" .groups_per_second)" "$(m "stock-$t" .groups_per_second)") | | | |"
+  done
 fi
 echo
 for p in churn churn-alone stock-churn koord-churn bind-churn gang-churn; do
