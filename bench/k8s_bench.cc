@@ -1,16 +1,24 @@
 // Load generator and stopwatch for scheduler benchmarks against a real API server
 // (bench/run_scheduler.sh drives it):
 //
-//   k8s_bench nodes --kubeconfig K --count 10000 --gpus 8 [--koordinator]
+//   k8s_bench nodes --kubeconfig K --count 10000 --gpus 8 [--koordinator] [--nvlink-domain-label]
 //       Nodes with status and tessera's inventory; their allocatable also has nvidia.com/gpu and
 //       Koordinator's GPU resources, and with --koordinator each gets the Device object that
-//       koordlet would write (koord-scheduler reads GPUs from it).
+//       koordlet would write (koord-scheduler reads GPUs from it). With --nvlink-domain-label each
+//       node is labelled tessera.dev/nvlink-domain=<its name>: one 8-GPU NVSwitch server is one
+//       NVLink domain, said as a label that a PodGroup's topology key (and so kube-scheduler's
+//       TopologyPlacementGenerator) can name.
 //   k8s_bench pods --kubeconfig K --namespace ns --count 80000 --scheduler NAME
 //                  [--flavour tessera|koordinator] (--gpu 1 | --gpu-memory 10Gi)
-//                  [--gang-size 8 [--gang-topology LEVEL]]
+//                  [--gang-size 8 [--gang-topology LEVEL | --pod-groups [--pod-group-topology
+//                  KEY]]]
 //       Pods, many creates in flight. tessera: tessera.dev/gpu or tessera.dev/gpu-memory and
 //       tessera.dev/gang*; koordinator: nvidia.com/gpu or koordinator.sh/gpu-memory and
-//       gang.scheduling.koordinator.sh/*.
+//       gang.scheduling.koordinator.sh/*. With --pod-groups the gangs are upstream PodGroups
+//       (scheduling.k8s.io/v1beta1, created first: gang-G with schedulingPolicy.gang.minCount =
+//       gang size and, unless KEY is empty, schedulingConstraints.topology [{key: KEY}], default
+//       tessera.dev/nvlink-domain) and each pod names its own in spec.schedulingGroup.podGroupName,
+//       with no gang annotation: what kube-scheduler's GangScheduling and tessera both read.
 //   k8s_bench watch --kubeconfig K --namespace ns --count 80000 --ready-file F --start-file S
 //       Times the bindings.
 //   k8s_bench bind --kubeconfig K --namespace ns --count 8000 --nodes 10000 [--gpus 8]
@@ -29,7 +37,13 @@
 // start, epoch nanoseconds, written by the script just before starting it) and prints one JSON
 // line: pods bound, time from start to the first and the last binding, pods per second, and from
 // the pods' GPU records (tessera.dev/assignment, or Koordinator's
-// scheduling.koordinator.sh/device-allocated) the GPUs used and any over-commitment.
+// scheduling.koordinator.sh/device-allocated) the GPUs used and any over-commitment. Pods in
+// groups (spec.schedulingGroup.podGroupName, tessera.dev/gang, or Koordinator's
+// gang.scheduling.koordinator.sh/name) add: the groups, those with every member bound
+// (groups_complete), groups per second (complete groups / the time the last of them completed),
+// and how many complete groups have all members on one node (groups_one_node: one NVLink domain
+// for these 8-GPU NVSwitch servers) and on one value of the tessera.dev/nvlink-domain label
+// when the nodes have it (the watch reads the nodes too).
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -71,7 +85,7 @@ constexpr std::string_view kNvidiaGpu = "nvidia.com/gpu";
 constexpr int64_t kGpuMemoryGi = 80;
 
 int CreateNodes(ApiClient& client, int count, int gpus, const std::string& prefix, int concurrency,
-                bool koordinator) {
+                bool koordinator, bool nvlink_domain_label) {
   auto start = std::chrono::steady_clock::now();
   Runner runner(client, concurrency);
   for (int i = 0; i < count; ++i) {
@@ -83,6 +97,9 @@ int CreateNodes(ApiClient& client, int count, int gpus, const std::string& prefi
                     .Memory("512Gi")
                     .Label("tessera.dev/bench", "true")
                     .Json();
+    if (nvlink_domain_label) {
+      node["metadata"]["labels"][std::string(records::kNvlinkDomainLabel)] = name;
+    }
     json status = node["status"];
     node.erase("status");
     for (const char* list : {"capacity", "allocatable"}) {
@@ -133,6 +150,8 @@ struct PodOptions {
   std::string gpu_memory;           // a share of one GPU
   int gang_size = 0;                // > 0: gangs of this many pods
   std::string gang_topology;        // tessera: a level the gang stays inside
+  bool pod_groups = false;          // gangs as upstream PodGroups instead of annotations
+  std::string pod_group_topology{records::kNvlinkDomainLabel};  // their topology key ("": none)
   std::string prefix = "pod";
   int concurrency = 64;
 };
@@ -144,6 +163,31 @@ int CreatePods(ApiClient& client, int count, const PodOptions& o) {
   const bool koord = o.flavour == "koordinator";
   auto start = std::chrono::steady_clock::now();
   Runner runner(client, o.concurrency);
+  if (o.pod_groups) {
+    const std::string path =
+        StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", o.ns, "/podgroups");
+    const int groups = (count + o.gang_size - 1) / o.gang_size;
+    for (int g = 0; g < groups; ++g) {
+      json group =
+          testing::PodGroupJson(o.ns, StrCat("gang-", g), o.gang_size, o.pod_group_topology);
+      group["metadata"].erase("uid");
+      runner.Submit(HttpRequest{"POST", path, group.dump(), "application/json"});
+    }
+    runner.Wait();
+    // Without feature gate TopologyAwareWorkloadScheduling the API server drops the constraint
+    // silently (and the comparison would be of unconstrained gangs): refuse to go on.
+    if (!o.pod_group_topology.empty()) {
+      absl::StatusOr<json> g0 = client.Get(StrCat(path, "/gang-0"));
+      if (!g0.ok() || !g0->contains("spec") || !(*g0)["spec"].contains("schedulingConstraints")) {
+        std::cerr << "the API server dropped PodGroup gang-0's spec.schedulingConstraints (or "
+                     "cannot read it back): start it with feature gate "
+                     "TopologyAwareWorkloadScheduling (cluster.sh start --with-workloads)\n";
+        return 1;
+      }
+    }
+    std::cerr << "created " << groups << " PodGroups of minCount " << o.gang_size << " in "
+              << Seconds(std::chrono::steady_clock::now() - start) << " s\n";
+  }
   for (int i = 0; i < count; ++i) {
     testing::PodObject p(o.ns, StrCat(o.prefix, "-", i));
     p.Scheduler(o.scheduler).Request("cpu", "100m").Request("memory", "128Mi");
@@ -155,7 +199,9 @@ int CreatePods(ApiClient& client, int count, const PodOptions& o) {
     }
     if (o.gang_size > 0) {
       const std::string gang = StrCat("gang-", i / o.gang_size);
-      if (koord) {
+      if (o.pod_groups) {
+        p.PodGroup(gang);
+      } else if (koord) {
         p.Annotation("gang.scheduling.koordinator.sh/name", gang);
         p.Annotation("gang.scheduling.koordinator.sh/min-available", std::to_string(o.gang_size));
       } else {
@@ -309,14 +355,54 @@ int Bind(ApiClient& client, const std::string& ns, int count, int nodes, int gpu
 
 struct PodLite {
   std::string node;
+  std::string group;       // the pod's gang or PodGroup ("" when in none)
   std::string assignment;  // tessera.dev/assignment
   std::string koord;       // scheduling.koordinator.sh/device-allocated
 };
+
+// The pod's group: its PodGroup (spec.schedulingGroup.podGroupName), else its tessera.dev/gang,
+// else Koordinator's gang name; "" when in none.
+std::string GroupOf(const json& pod) {
+  const json& spec = pod.value("spec", json::object());
+  if (auto it = spec.find("schedulingGroup"); it != spec.end() && it->is_object()) {
+    std::string name = it->value("podGroupName", "");
+    if (!name.empty()) return StrCat("podgroup/", name);
+  }
+  const json& ann = pod["metadata"].value("annotations", json::object());
+  std::string gang = ann.value(std::string(records::kGangAnnotation), "");
+  if (!gang.empty()) return StrCat("gang/", gang);
+  gang = ann.value("gang.scheduling.koordinator.sh/name", "");
+  if (!gang.empty()) return StrCat("koord/", gang);
+  return "";
+}
+
+// Node name -> its tessera.dev/nvlink-domain label, for the nodes that have one (read in pages).
+std::map<std::string, std::string> NvlinkDomains(ApiClient& client) {
+  std::map<std::string, std::string> out;
+  const std::string label(records::kNvlinkDomainLabel);
+  std::string cont;
+  do {
+    std::string path = StrCat("/api/v1/nodes?limit=500&labelSelector=", label);
+    if (!cont.empty()) path += StrCat("&continue=", cont);
+    absl::StatusOr<json> page = client.Get(path);
+    if (!page.ok()) {
+      std::cerr << "listing the nodes' NVLink domains: " << page.status().message() << "\n";
+      return {};
+    }
+    for (const json& n : page->value("items", json::array())) {
+      out[n["metadata"].value("name", "")] =
+          n["metadata"].value("labels", json::object()).value(label, "");
+    }
+    cont = (*page)["metadata"].value("continue", "");
+  } while (!cont.empty());
+  return out;
+}
 
 int Watch(ApiClient& client, const std::string& ns, int count, const std::string& ready_file,
           const std::string& start_file, int timeout_s) {
   std::mutex mu;
   std::map<std::string, std::chrono::system_clock::time_point> bound_at;
+  std::map<std::string, std::string> group_of, node_of;  // pod key -> group, node
   std::map<std::string, std::string> assignments;
   std::map<std::string, std::pair<std::string, std::string>> koord;  // node, device-allocated
   ListWatchOptions o;
@@ -327,6 +413,7 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
       [](const json& j) {
         auto p = std::make_shared<PodLite>();
         p->node = j["spec"].value("nodeName", "");
+        p->group = GroupOf(j);
         const json& ann = j["metadata"].value("annotations", json::object());
         p->assignment = ann.value(std::string(records::kAssignmentAnnotation), "");
         if (p->assignment.empty()) {
@@ -336,10 +423,15 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
       },
       [&](Informer<PodLite>::Event&& e) {
         if (e.kind == Informer<PodLite>::Event::kSynced || !e.object) return;
+        if (!e.object->group.empty()) {
+          std::lock_guard<std::mutex> lock(mu);
+          group_of[e.key] = e.object->group;
+        }
         if (e.object->node.empty()) return;
         auto now = std::chrono::system_clock::now();
         std::lock_guard<std::mutex> lock(mu);
         bound_at.try_emplace(e.key, now);
+        node_of[e.key] = e.object->node;
         assignments[e.key] = e.object->assignment;
         if (!e.object->koord.empty()) koord[e.key] = {e.object->node, e.object->koord};
       });
@@ -376,6 +468,46 @@ int Watch(ApiClient& client, const std::string& ns, int count, const std::string
     out["last_bind_s"] = last;
     out["pods_per_second"] = static_cast<double>(times.size()) / last;
     if (last > first) out["pods_per_second_first_to_last"] = (times.size() - 1) / (last - first);
+  }
+  // The groups: complete (every member bound), when, and whether on one node / NVLink domain.
+  if (!group_of.empty()) {
+    std::map<std::string, std::vector<std::string>> members;
+    for (const auto& [pod, group] : group_of) members[group].push_back(pod);
+    std::map<std::string, std::string> domains = NvlinkDomains(client);
+    int complete = 0, partial = 0, one_node = 0, one_domain = 0;
+    double last_complete = 0;
+    for (const auto& [group, keys] : members) {
+      int bound = 0;
+      double done = 0;
+      std::set<std::string> nodes, values;
+      for (const std::string& pod : keys) {
+        auto t = bound_at.find(pod);
+        if (t == bound_at.end()) continue;
+        ++bound;
+        done = std::max(done, std::chrono::duration<double>(t->second - start).count());
+        nodes.insert(node_of[pod]);
+        auto d = domains.find(node_of[pod]);
+        values.insert(d == domains.end() ? "" : d->second);
+      }
+      if (bound == 0) continue;
+      if (bound < static_cast<int>(keys.size())) {
+        ++partial;
+        continue;
+      }
+      ++complete;
+      last_complete = std::max(last_complete, done);
+      if (nodes.size() == 1) ++one_node;
+      if (values.size() == 1 && !values.begin()->empty()) ++one_domain;
+    }
+    out["groups"] = members.size();
+    out["groups_complete"] = complete;
+    out["groups_partly_bound"] = partial;
+    out["groups_one_node"] = one_node;
+    if (!domains.empty()) out["groups_one_nvlink_domain_label"] = one_domain;
+    if (complete > 0 && last_complete > 0) {
+      out["groups_last_complete_s"] = last_complete;
+      out["groups_per_second"] = complete / last_complete;
+    }
   }
   // What the assignments say (tessera only): GPUs used, and any over-commitment.
   std::map<std::pair<std::string, int>, std::pair<int64_t, int>> use;  // memory, exclusive pods
@@ -442,7 +574,7 @@ int main(int argc, char** argv) {
   std::string kubeconfig, node_prefix = "bench-node", ready_file, start_file, stop_file;
   tessera::k8s::PodOptions po;
   int count = 0, gpus = 8, concurrency = 64, timeout_s = 600, rate = 100;
-  bool koordinator = false;
+  bool koordinator = false, nvlink_domain_label = false;
   auto common = [&](CLI::App* c) {
     c->add_option("--kubeconfig", kubeconfig)->required();
     c->add_option("--count", count)->required();
@@ -453,6 +585,8 @@ int main(int argc, char** argv) {
   nodes->add_option("--prefix", node_prefix);
   nodes->add_option("--concurrency", concurrency);
   nodes->add_flag("--koordinator", koordinator, "Also create Koordinator's Device objects");
+  nodes->add_flag("--nvlink-domain-label", nvlink_domain_label,
+                  "Label each node tessera.dev/nvlink-domain=<its name> (one NVLink domain each)");
   CLI::App* pods = app.add_subcommand("pods", "Create pods");
   common(pods);
   pods->add_option("--namespace", po.ns);
@@ -463,6 +597,10 @@ int main(int argc, char** argv) {
   pods->add_option("--gpu-memory", po.gpu_memory);
   pods->add_option("--gang-size", po.gang_size);
   pods->add_option("--gang-topology", po.gang_topology);
+  pods->add_flag("--pod-groups", po.pod_groups,
+                 "Gangs as upstream PodGroups (scheduling.k8s.io/v1beta1), not annotations");
+  pods->add_option("--pod-group-topology", po.pod_group_topology,
+                   "The PodGroups' topology key (a node label; empty: no constraint)");
   pods->add_option("--prefix", po.prefix);
   pods->add_option("--concurrency", po.concurrency);
   CLI::App* watch = app.add_subcommand("watch", "Time the bindings of a namespace's pods");
@@ -493,9 +631,16 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_logger_mt("k8s_bench"));
   auto client = tessera::k8s::Connect(kubeconfig);
   if (*nodes) {
-    return tessera::k8s::CreateNodes(*client, count, gpus, node_prefix, concurrency, koordinator);
+    return tessera::k8s::CreateNodes(*client, count, gpus, node_prefix, concurrency, koordinator,
+                                     nvlink_domain_label);
   }
-  if (*pods) return tessera::k8s::CreatePods(*client, count, po);
+  if (*pods) {
+    if (po.pod_groups && po.gang_size <= 0) {
+      std::cerr << "--pod-groups needs --gang-size (the PodGroups' minCount)\n";
+      return 2;
+    }
+    return tessera::k8s::CreatePods(*client, count, po);
+  }
   if (*bind) {
     return tessera::k8s::Bind(*client, po.ns, count, bind_nodes, gpus, po.prefix, node_prefix,
                               concurrency, http2);

@@ -13,6 +13,20 @@
 #                                 (gang.scheduling.koordinator.sh/name, min-available)
 #   gang         tessera          the same gangs (tessera.dev/gang, gang-size; gang-topology
 #                                 nvlink-domain, required: each gang inside one NVLink domain)
+#   stock-podgroup kube-scheduler --gangs upstream PodGroups (scheduling.k8s.io/v1beta1: gang
+#                                 minCount --gang-size, topology key tessera.dev/nvlink-domain)
+#                                 of --gang-size pods of tessera.dev/gpu: 1 each naming theirs in
+#                                 spec.schedulingGroup; kube-scheduler with feature gates
+#                                 GenericWorkload (its GangScheduling plugin) and
+#                                 TopologyAwareWorkloadScheduling (TopologyPlacementGenerator,
+#                                 PodGroupPodsCount); the control plane with --with-workloads
+#   podgroup     tessera          the same PodGroups and pods
+#                                 In both, every node is labelled tessera.dev/nvlink-domain=<its
+#                                 name> (an 8-GPU NVSwitch server is one NVLink domain), the key
+#                                 the PodGroups name.
+#   stock-podgroup-notopo, podgroup-notopo
+#                                 the same PodGroups without the topology constraint (gang only):
+#                                 what the constraint costs, and where the gangs land without it
 #   churn        tessera          as `tessera`, while --churn-rate nodes a second change (half a
 #                                 label, half a NoSchedule taint taken off the next second); the
 #                                 JSON line says how many of these patches the API server had
@@ -51,6 +65,12 @@
 # scheduler's start to the last binding (start-up and the initial lists included). A phase ends
 # when every pod is bound, or after --limit seconds (then the rate is over what was bound).
 #
+# Phases with gangs (gang, koord-gang, podgroup, stock-podgroup) also record the groups whose
+# every member was bound (groups_complete) and those bound only in part, groups per second
+# (complete groups / the time the last of them completed), and how many complete groups have all
+# their members on one node (groups_one_node: one NVLink domain on these servers; and, where the
+# nodes carry the label, on one tessera.dev/nvlink-domain value: groups_one_nvlink_domain_label).
+#
 # Recorded per phase: the load average (1 min) at its start and end (the machine is shared), the
 # scheduler's, kube-apiserver's and etcd's CPU seconds, the scheduler's resident memory at the end
 # and its peak (VmRSS, VmHWM), and for tessera its own decision-time histogram
@@ -62,7 +82,8 @@
 #            [--build-dir DIR]
 #            [--tessera-config FILE] [--out DIR] [--report-only]
 # Defaults: 1 round; 10,000 nodes; 80,000 pods; 40,000 shares; 1,000 gangs of 8; churn 100
-# nodes/s (churn-alone: for 60 s); limit 1,800 s; phases stock,koord,tessera,koord-share,share,koord-gang,gang,churn.
+# nodes/s (churn-alone: for 60 s); limit 1,800 s; phases stock,koord,tessera,koord-share,share,koord-gang,gang,churn
+# (podgroup and stock-podgroup run when named).
 # Prints one JSON line per run and Markdown tables of medians and ratios. --report-only runs
 # nothing: it prints the tables from --out DIR's results.jsonl (runs appended there by earlier
 # invocations, or a run stopped part-way), for the phases found in it.
@@ -211,6 +232,7 @@ run_churn_alone() {
 
 run_phase() {
   local phase=$1 round=$2 n sched flavour=tessera scheduler_name ask=() koord=0 churn=0
+  local workloads=0
   case $phase in
     stock | stock-churn) sched=stock; scheduler_name=stock-bench; ask=(--gpu 1); n=$pods ;;
     koord | koord-churn) sched=koord; flavour=koordinator; ask=(--gpu 1); n=$pods ;;
@@ -221,6 +243,11 @@ run_phase() {
                 ask=(--gpu 1 --gang-size "$gang_size") ;;
     gang | gang-churn) sched=tessera; n=$((gangs * gang_size))
           ask=(--gpu 1 --gang-size "$gang_size" --gang-topology nvlink-domain) ;;
+    podgroup | stock-podgroup | podgroup-notopo | stock-podgroup-notopo)
+      sched=tessera; [[ $phase == stock-* ]] && sched=stock
+      n=$((gangs * gang_size)) workloads=1
+      ask=(--gpu 1 --gang-size "$gang_size" --pod-groups)
+      [[ $phase == *-notopo ]] && ask+=(--pod-group-topology "") ;;
     bind | bind-h2 | bind-churn) sched=bind; scheduler_name=nobody-bench; ask=(--gpu 1); n=$pods ;;
     churn-alone) run_churn_alone "$round"; return ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
@@ -236,7 +263,12 @@ run_phase() {
   mkdir -p "$dir"
   local load_start
   load_start=$(load1)
-  "$cluster" start "$dir" --owner-pid $$ >/dev/null 2>"$dir/start.err"
+  local cluster_args=() stock_gates=()
+  if ((workloads)); then
+    cluster_args=(--with-workloads)
+    stock_gates=(--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true)
+  fi
+  "$cluster" start "$dir" --owner-pid $$ "${cluster_args[@]}" >/dev/null 2>"$dir/start.err"
   local k=$dir/kubeconfig
   prioritize "$(pid_of "$dir" kube-apiserver)" "$(pid_of "$dir" etcd)" $$
   if ((koord)); then
@@ -244,6 +276,7 @@ run_phase() {
   fi
   local node_args=()
   ((koord)) && node_args=(--koordinator)
+  ((workloads)) && node_args=(--nvlink-domain-label)
   "$bench" nodes --kubeconfig "$k" --count "$nodes" --gpus 8 "${node_args[@]}" 2>>"$dir/load.log"
   local created
   created=$("$bench" pods --kubeconfig "$k" --namespace bench --count "$n" \
@@ -276,7 +309,7 @@ leaderElection:
 profiles:
 - schedulerName: stock-bench
 EOF
-      "$bin/kube-scheduler" --config="$dir/stock-config.yaml" --secure-port=0 \
+      "$bin/kube-scheduler" --config="$dir/stock-config.yaml" --secure-port=0 "${stock_gates[@]}" \
         >"$dir/scheduler.log" 2>&1 &
       ;;
     koord)
@@ -396,6 +429,26 @@ echo "| 10Gi shares | $(rate share) | $(rate koord-share) | $(ratio "$(rate shar
 echo "| gangs of $gang_size | $(rate gang) | $(rate koord-gang) | $(ratio "$(rate gang)" "$(rate koord-gang)") |"
 echo "| gangs of $gang_size, churn | $(rate gang-churn) | - | - |"
 echo "| 1 GPU, churn | $(rate churn) | $(better "$(rate stock-churn)" "$(rate koord-churn)") | $(ratio "$(rate churn)" "$(better "$(rate stock-churn)" "$(rate koord-churn)")") |"
+# Upstream PodGroups (issue 28): groups per second and where the groups landed, side by side.
+if [[ " ${phase_list[*]} " == *" podgroup"* || " ${phase_list[*]} " == *" stock-podgroup"* ]]; then
+  grate() { m "$1" .groups_per_second | awk '{ if ($1 == "-") print "-"; else printf "%.2f", $1 }'; }
+  echo
+  echo "| PodGroups of $gang_size | scheduler | pods/s | groups/s | groups complete / bound in part / all | complete groups in one NVLink domain | decision p99 |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  for p in podgroup stock-podgroup podgroup-notopo stock-podgroup-notopo; do
+    [[ $(m "$p" .pods) == - ]] && continue
+    who=tessera
+    [[ $p == stock-* ]] && who=kube-scheduler
+    printf '| %s | %s | %s | %s | %s / %s / %s | %s of %s | %s |\n' "$p" "$who" "$(rate "$p")" \
+      "$(grate "$p")" "$(m "$p" .groups_complete)" "$(m "$p" .groups_partly_bound)" \
+      "$(m "$p" .groups)" "$(m "$p" .groups_one_node)" "$(m "$p" .groups_complete)" \
+      "$(first "$p" .decision_p99_s)"
+  done
+  for t in podgroup podgroup-notopo; do
+    [[ $(m "$t" .pods) == - || $(m "stock-$t" .pods) == - ]] && continue
+    echo "| $t: tessera / kube-scheduler | | $(ratio "$(m "$t" .pods_per_second)" "$(m "stock-$t" .pods_per_second)") | $(ratio "$(m "$t" .groups_per_second)" "$(m "stock-$t" .groups_per_second)") | | | |"
+  done
+fi
 echo
 for p in churn churn-alone stock-churn koord-churn bind-churn gang-churn; do
   asked=$(m "$p" 'if .churn_patches_submitted then .churn_patches_submitted / .churn_seconds else null end')
