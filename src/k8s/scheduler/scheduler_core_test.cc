@@ -571,6 +571,55 @@ TEST_F(CoreTest, FailedBindReleasesAndRetriesAfterABackoff) {
   EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBinding);
 }
 
+// A binding is final: after the bind's answer, an older unbound view of the pod (a watch event
+// queued before the binding; a PodGroup's change replaying the member as last seen) neither frees
+// its GPU nor places it again. Before, it was released and queued: a second bind (refused 409) and,
+// meanwhile, its GPU free for another pod. Another pod of the same name (other uid) is new.
+TEST_F(CoreTest, AnOlderUnboundViewOfABoundPodKeepsItsGpu) {
+  Node(NodeObject("n1").Gpus(1).Json());
+  const json p = PodObject("ns", "p").Uid("u1").Limit("tessera.dev/gpu", "1").Json();
+  Pod(p);
+  Sync();
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 1u);
+  AckBinds();
+  ASSERT_EQ(core_->StageOf("ns/p"), Stage::kBound);
+  Pod(p, Change::kUpdated);  // the watch's older event
+  EXPECT_EQ(core_->StageOf("ns/p"), Stage::kBound);
+  Pod(PodObject("ns", "q").Limit("tessera.dev/gpu", "1").Json());
+  Advance(1001);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 1u) << "p placed again, or q given p's GPU";
+  EXPECT_EQ(core_->StageOf("ns/q"), Stage::kUnschedulable);
+  // The same name, another pod (its delete was missed): the old one's GPU goes, the new one waits
+  // to be placed (q, first in line, takes the GPU).
+  Pod(PodObject("ns", "p").Uid("u2").Limit("tessera.dev/gpu", "1").Json(), Change::kUpdated);
+  EXPECT_NE(core_->StageOf("ns/p"), Stage::kBound);
+  Advance(30'001);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 2u);
+}
+
+// The same through a PodGroup: the group's status write (tessera's own) comes back and replays its
+// members as last seen, still unbound; none is placed twice.
+TEST_F(CoreTest, APodGroupChangeDoesNotPlaceItsBoundMembersAgain) {
+  Node(NodeObject("dgx").Gpus(8).NvSwitch().Json());
+  const json group = testing::PodGroupJson("ns", "train", 4);
+  Group(group);
+  Sync();
+  for (int i = 0; i < 4; ++i) {
+    Pod(PodObject("ns", StrCat("w-", i)).Limit("tessera.dev/gpu", "1").PodGroup("train").Json());
+  }
+  core_->ScheduleSome();
+  ASSERT_EQ(actions_.binds.size(), 4u);
+  AckBinds();
+  Group(group, Change::kUpdated);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(core_->StageOf(StrCat("ns/w-", i)), Stage::kBound) << i;
+  Advance(30'001);
+  core_->ScheduleSome();
+  EXPECT_EQ(actions_.binds.size(), 4u);
+}
+
 TEST_F(CoreTest, BadPodInputIsReportedWithTheFieldAndDoesNotBlockOthers) {
   Node(NodeObject("n1").Gpus(1).Json());
   json bad = PodObject("ns", "bad").Limit("tessera.dev/gpu-memory", "four gigs").Json();
