@@ -175,7 +175,9 @@ class Script {
     } else if (r.pod->input_error.empty()) {
       CHECK(group->error.empty());
       if (!group->gang) {
-        CHECK(!r.pod->request.gang.has_value());  // basic: independent pods
+        // basic asks for no gang: the pod's own, if it has one, else none
+        CHECK(r.pod->request.gang == raw->request.gang);
+        CHECK(r.ignored.empty());
       } else {
         CHECK(r.pod->request.gang.has_value());
         const tessera::core::GangAsk& g = *r.pod->request.gang;
