@@ -188,6 +188,7 @@ json Spec(const pb::PodSpec& s) {
     }
     out["tolerations"] = std::move(tolerations);
   }
+  if (s.has_activedeadlineseconds()) out["activeDeadlineSeconds"] = s.activedeadlineseconds();
   if (s.has_priorityclassname()) out["priorityClassName"] = U(s.priorityclassname());
   if (s.has_priority()) out["priority"] = s.priority();
   if (!s.overhead().empty()) out["overhead"] = Quantities(s.overhead());
@@ -235,6 +236,7 @@ json Status(const pb::PodStatus& s) {
   json out = json::object();
   if (s.has_phase()) out["phase"] = U(s.phase());
   if (s.conditions_size() > 0) out["conditions"] = Conditions(s.conditions());
+  if (s.has_starttime()) out["startTime"] = Rfc3339(s.starttime());
   if (s.has_nominatednodename()) out["nominatedNodeName"] = U(s.nominatednodename());
   if (s.resourceclaimstatuses_size() > 0) {
     json statuses = json::array();

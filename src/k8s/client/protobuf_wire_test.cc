@@ -52,6 +52,7 @@ TEST(ProtobufWire, APodListAsTheJsonTheApiServerWouldSend) {
   (*s->mutable_nodeselector())["pool"] = "a";
   s->set_schedulername("tessera");
   s->set_priority(100);
+  s->set_activedeadlineseconds(900);
   pb::Toleration* t = s->add_tolerations();
   t->set_key("gpu");
   t->set_operator_("Exists");
@@ -72,6 +73,7 @@ TEST(ProtobufWire, APodListAsTheJsonTheApiServerWouldSend) {
   claim->set_resourceclaimtemplatename("one-gpu");
   pb::PodStatus* st = p->mutable_status();
   st->set_phase("Pending");
+  st->mutable_starttime()->set_seconds(1772359260);  // 2026-03-01T10:01:00Z
   pb::PodCondition* cond = st->add_conditions();
   cond->set_type("PodScheduled");
   cond->set_status("False");
@@ -102,6 +104,7 @@ TEST(ProtobufWire, APodListAsTheJsonTheApiServerWouldSend) {
         "schedulerName": "tessera",
         "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "priority": 100,
+        "activeDeadlineSeconds": 900,
         "overhead": {"cpu": "100m"},
         "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
@@ -109,6 +112,7 @@ TEST(ProtobufWire, APodListAsTheJsonTheApiServerWouldSend) {
       "status": {"phase": "Pending",
         "conditions": [{"type": "PodScheduled", "status": "False",
                         "message": "0/3 nodes are available"}],
+        "startTime": "2026-03-01T10:01:00Z",
         "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "trainer-0-gpu-x"}]}
     }]})");
   EXPECT_EQ(*got, want) << got->dump(2);
