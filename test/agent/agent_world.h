@@ -58,6 +58,18 @@ inline double MetricValue(const std::string& text, const std::string& metric,
   return -1;
 }
 
+// The sum of every sample of `metric` in a /metrics text whose labels contain `labels` (0: none).
+inline double MetricSum(const std::string& text, const std::string& metric,
+                        const std::string& labels) {
+  std::istringstream in(text);
+  double sum = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(metric + "{", 0) != 0 || line.find(labels) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
 struct AgentWorldOptions {
   std::vector<std::string> nodes;  // harness nodes with fake GPUs (the binary's NODE_ARGS)
   std::string scheduler_name;

@@ -53,6 +53,37 @@ AgentWorld& TheWorld() {
 class Usage : public AgentWorldTest {
  protected:
   AgentWorld& World() override { return TheWorld(); }
+
+  // The test's folder of turn files in the fake machines' hostPath (TurnPod), made on first use:
+  // its name under the hostPath, and its path on the host.
+  std::string Turns() const { return "turns-" + ns_; }
+  std::string TurnsDir() {
+    const std::string dir = TheWorld().MachinesDir() + "/" + Turns();
+    if (!std::filesystem::exists(dir)) {
+      std::filesystem::create_directories(dir);
+      ::chmod(dir.c_str(), 0777);
+    }
+    return dir;
+  }
+  // Tells TurnPod `name` to run `kernels` 2 ms kernels and waits until it says it did.
+  bool RunTurn(const std::string& name, int kernels) {
+    const std::string go = TurnsDir() + "/" + name + ".go",
+                      done = TurnsDir() + "/" + name + ".done";
+    std::filesystem::remove(done);
+    std::ofstream(go + ".tmp") << kernels << "\n";
+    std::filesystem::rename(go + ".tmp", go);
+    return WaitUntil([&] { return std::filesystem::exists(done); }, std::chrono::seconds(30));
+  }
+  // The node's fake machine, and the index there of the GPU `uuid` (-1: none).
+  fake::FakeMachine* Machine(std::string* error) {
+    return fake::MapMachine(TheWorld().MachineDir(kNode) + "/machine", error);
+  }
+  static int DeviceOf(const fake::FakeMachine& m, const std::string& uuid) {
+    for (uint32_t d = 0; d < m.device_count; ++d) {
+      if (uuid == m.devices[d].uuid) return static_cast<int>(d);
+    }
+    return -1;
+  }
 };
 
 // Two pods hold a whole GPU each and run no kernels. After the idle window both are told
@@ -121,17 +152,6 @@ TEST_F(Usage, AnIdlePodBelowTheBoundIsEvictedAndAnImportantOneIsOnlyTold) {
   EXPECT_TRUE(check.problems.empty()) << StrJoin(check.problems, "\n");
 }
 
-// The sum of every sample of `metric` in a /metrics text whose labels contain `labels`.
-double MetricSum(const std::string& text, const std::string& metric, const std::string& labels) {
-  std::istringstream in(text);
-  double sum = 0;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(metric + "{", 0) != 0 || line.find(labels) == std::string::npos) continue;
-    sum += std::stod(line.substr(line.rfind(' ') + 1));
-  }
-  return sum;
-}
-
 // A pod whose one shim_client lives as long as the pod and works when the test says so: it
 // allocates `alloc_bytes` of its GPU, writes <turns>/<name>.ready (its NVIDIA_VISIBLE_DEVICES),
 // then for each <turns>/<name>.go (a kernel count) launches that many 2 ms kernels, synced every
@@ -185,10 +205,7 @@ done
 constexpr double kTolerance = 0.10;
 
 TEST_F(Usage, SharesOfOneGpuAreChargedWhatTheyUsed) {
-  const std::string turns = "turns-" + ns_;
-  const std::string turns_dir = TheWorld().MachinesDir() + "/" + turns;
-  std::filesystem::create_directories(turns_dir);
-  ::chmod(turns_dir.c_str(), 0777);
+  const std::string turns = Turns(), turns_dir = TurnsDir();
   struct Load {
     std::string name, queue;
     int kernels;  // 2 ms kernels per round
@@ -224,14 +241,8 @@ TEST_F(Usage, SharesOfOneGpuAreChargedWhatTheyUsed) {
   ASSERT_NE(visible["turn-a"], visible["turn-w"]);
 
   std::string error;
-  fake::FakeMachine* machine = fake::MapMachine(TheWorld().MachineDir(kNode) + "/machine", &error);
+  fake::FakeMachine* machine = Machine(&error);
   ASSERT_NE(machine, nullptr) << error;
-  auto device_of = [&](const std::string& uuid) {
-    for (uint32_t d = 0; d < machine->device_count; ++d) {
-      if (uuid == machine->devices[d].uuid) return static_cast<int>(d);
-    }
-    return -1;
-  };
 
   // The agent meters once a second; its first reading of a ledger only starts the clock.
   std::this_thread::sleep_for(seconds(3));
@@ -242,18 +253,13 @@ TEST_F(Usage, SharesOfOneGpuAreChargedWhatTheyUsed) {
   std::map<std::string, double> truth;  // seconds of GPU each pod's kernels took
   for (int round = 0; round < 3; ++round) {
     for (const Load& l : loads) {
-      const std::string go = turns_dir + "/" + l.name + ".go",
-                        done = turns_dir + "/" + l.name + ".done";
-      std::filesystem::remove(done);
       const int64_t from = fake::MonoNs();
-      std::ofstream(go + ".tmp") << l.kernels << "\n";
-      std::filesystem::rename(go + ".tmp", go);
-      ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(done); }, seconds(30)))
+      ASSERT_TRUE(RunTurn(l.name, l.kernels))
           << l.name << " did not finish its turn: " << Pod(l.name)["status"].dump();
       const int64_t to = fake::MonoNs();
       // The turns do not overlap: everything on the pod's GPU in its turn is its work.
       for (const auto& [pid, ns] :
-           fake::BusyByPid(*machine, device_of(visible[l.name]), from, to)) {
+           fake::BusyByPid(*machine, DeviceOf(*machine, visible[l.name]), from, to)) {
         truth[l.name] += ns / 1e9;
       }
     }
@@ -351,10 +357,7 @@ TEST_F(Usage, SharesOfOneGpuAreChargedWhatTheyUsed) {
 // beyond what that pod ran; the jump is rejected and counted; and per GPU the pods' seconds and
 // the unattributed ones still make the GPU's busy time.
 TEST_F(Usage, APodRewritingItsUsageCounterCannotChargeItsNeighbour) {
-  const std::string turns = "turns-" + ns_;
-  const std::string turns_dir = TheWorld().MachinesDir() + "/" + turns;
-  std::filesystem::create_directories(turns_dir);
-  ::chmod(turns_dir.c_str(), 0777);
+  const std::string turns = Turns(), turns_dir = TurnsDir();
   // A whole GPU taken first, so that both shares land on the other one.
   json filler = WorldLongPod(TheWorld(), ns_, "filler", kNode, {{"tessera.dev/gpu", "1"}});
   filler["spec"]["priority"] = 1000;
@@ -393,12 +396,9 @@ sleep 3600
   const std::string uuid = AssignmentOfPod(Pod("honest")).gpus.at(0).uuid;
   ASSERT_EQ(AssignmentOfPod(Pod("liar")).gpus.at(0).uuid, uuid);
   std::string error;
-  fake::FakeMachine* machine = fake::MapMachine(TheWorld().MachineDir(kNode) + "/machine", &error);
+  fake::FakeMachine* machine = Machine(&error);
   ASSERT_NE(machine, nullptr) << error;
-  int device = -1;
-  for (uint32_t d = 0; d < machine->device_count; ++d) {
-    if (uuid == machine->devices[d].uuid) device = static_cast<int>(d);
-  }
+  const int device = DeviceOf(*machine, uuid);
   ASSERT_GE(device, 0);
 
   std::this_thread::sleep_for(seconds(3));
@@ -406,11 +406,7 @@ sleep 3600
   const int64_t from = fake::MonoNs();
   std::ofstream(turns_dir + "/liar.go") << "go\n";
   for (int round = 0; round < 6; ++round) {
-    const std::string go = turns_dir + "/honest.go", done = turns_dir + "/honest.done";
-    std::filesystem::remove(done);
-    std::ofstream(go + ".tmp") << 150 << "\n";
-    std::filesystem::rename(go + ".tmp", go);
-    ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(done); }, seconds(30)));
+    ASSERT_TRUE(RunTurn("honest", 150));
     std::this_thread::sleep_for(std::chrono::milliseconds(700));
   }
   ASSERT_TRUE(
