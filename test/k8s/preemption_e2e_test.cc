@@ -89,6 +89,7 @@ retry: {minInterval: 200ms, period: 3s}
     schedulers_.clear();
     if (api_) {
       (void)api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods?gracePeriodSeconds=0"));
+      (void)api_->Delete(StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", ns_, "/podgroups"));
       (void)api_->Delete(StrCat("/api/v1/nodes?labelSelector=",
                                 k8s::QueryEscape(StrCat("tessera-e2e/test=", id_))));
       (void)api_->Delete("/apis/tessera.dev/v1alpha1/queues?labelSelector=" +
@@ -566,6 +567,42 @@ TEST_F(PreemptionE2e, AGangEvictsAWholeGang) {
       << s->Log();
   EXPECT_EQ(BoundCount(), 4u);
   EXPECT_TRUE(Evicted().empty());
+}
+
+// Workload-aware preemption with upstream PodGroups: a PodGroup of priority 100 (spec.priority;
+// its pod says 0) evicts a running gang PodGroup whose spec.disruptionMode is all as one unit: all
+// three of its pods go, although the newcomer needs one GPU and the member above the group's
+// minCount alone would do under mode single; the pod of priority 200 stays.
+TEST_F(PreemptionE2e, APodGroupPreemptsWithItsPriorityAndIsEvictedAsAUnit) {
+  const std::string node = AddNode("n", 4, true);
+  auto group = [&](const std::string& name, int min, json extra) {
+    json g = k8s::testing::PodGroupJson(ns_, name, min);
+    g["spec"].update(extra);
+    absl::StatusOr<json> created =
+        api_->Create(StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", ns_, "/podgroups"), g);
+    ASSERT_TRUE(created.ok()) << created.status();
+  };
+  group("low", 2, {{"disruptionMode", {{"all", json::object()}}}});
+  group("high", 1, {{"priority", 100}});
+  ScopedProcess* s = StartScheduler("a");
+  for (int i = 0; i < 3; ++i) {
+    AddPod(PodObject(ns_, StrCat("low-", i)).Limit("tessera.dev/gpu", "1").PodGroup("low"));
+  }
+  AddPod(Whole("keep", 200));
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 4; }, seconds(60))) << s->Log();
+  for (const char* p : {"low-0", "low-1", "low-2", "keep"}) Running(p);
+  AddPod(PodObject(ns_, "high-0").Limit("tessera.dev/gpu", "1").PodGroup("high"));
+  ASSERT_TRUE(WaitUntil([&] { return Evicted().size() >= 3; }, seconds(60))) << s->Log();
+  ASSERT_TRUE(WaitUntil([&] { return Nominated("high-0") == node; }, seconds(30))) << s->Log();
+  std::this_thread::sleep_for(seconds(3));
+  EXPECT_EQ(Evicted(), (std::set<std::string>{"low-0", "low-1", "low-2"}));
+  EXPECT_TRUE(
+      WaitUntil([&] { return EventOn("low-2", "Preempted", StrCat("for gang ", ns_, "/high")); },
+                seconds(20)))
+      << s->Log();
+  RemoveTerminating();
+  ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("high-0")); }, seconds(60))) << s->Log();
+  EXPECT_TRUE(Bound(GetPod("keep")));
 }
 
 // An elastic gang (size 4, min 2) evicts for its min only: 2 of the 4 low-priority pods go, its

@@ -191,6 +191,7 @@ json Spec(const pb::PodSpec& s) {
   if (s.has_activedeadlineseconds()) out["activeDeadlineSeconds"] = s.activedeadlineseconds();
   if (s.has_priorityclassname()) out["priorityClassName"] = U(s.priorityclassname());
   if (s.has_priority()) out["priority"] = s.priority();
+  if (s.has_preemptionpolicy()) out["preemptionPolicy"] = U(s.preemptionpolicy());
   if (!s.overhead().empty()) out["overhead"] = Quantities(s.overhead());
   if (s.schedulinggates_size() > 0) {
     json gates = json::array();

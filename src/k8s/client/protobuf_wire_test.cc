@@ -52,6 +52,7 @@ TEST(ProtobufWire, APodListAsTheJsonTheApiServerWouldSend) {
   (*s->mutable_nodeselector())["pool"] = "a";
   s->set_schedulername("tessera");
   s->set_priority(100);
+  s->set_preemptionpolicy("Never");
   s->set_activedeadlineseconds(900);
   pb::Toleration* t = s->add_tolerations();
   t->set_key("gpu");
@@ -104,6 +105,7 @@ TEST(ProtobufWire, APodListAsTheJsonTheApiServerWouldSend) {
         "schedulerName": "tessera",
         "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "priority": 100,
+        "preemptionPolicy": "Never",
         "activeDeadlineSeconds": 900,
         "overhead": {"cpu": "100m"},
         "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],

@@ -520,6 +520,7 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   if (const json& prio = JsonField(spec, "priority"); prio.is_number_integer()) {
     p->priority = prio.get<int32_t>();
   }
+  p->may_preempt = JsonStringField(spec, "preemptionPolicy") != "Never";
   const json& annotations = JsonField(meta, "annotations");
   if (const json& q = JsonField(annotations, records::kQueueAnnotation);
       q.is_string() && !q.get<std::string>().empty()) {
@@ -618,6 +619,15 @@ std::shared_ptr<const PodGroupInfo> DecodePodGroup(const json& group) {
   } else if (!JsonField(policy, "basic").is_object()) {
     g->error = "spec.schedulingPolicy: neither gang nor basic";
   }
+  const json& disruption = JsonField(spec, "disruptionMode");
+  g->disrupt_all = JsonField(disruption, "all").is_object();
+  if (g->disrupt_all && JsonField(disruption, "single").is_object()) {
+    g->error = "spec.disruptionMode: both single and all (the API server allows one)";
+  }
+  if (const json& prio = JsonField(spec, "priority"); prio.is_number_integer()) {
+    g->priority = prio.get<int32_t>();
+  }
+  g->preempt_never = JsonStringField(spec, "preemptionPolicy") == "Never";
   const json& topology = JsonField(JsonField(spec, "schedulingConstraints"), "topology");
   if (topology.is_array()) {
     for (const json& t : topology) {

@@ -118,6 +118,13 @@ struct PodInfo {
   std::optional<core::GangAsk> pod_group_topology;
   // Set by PodGroups::Resolve, never decoded: the pod names a PodGroup that does not exist (yet).
   bool pod_group_missing = false;
+  // Set by PodGroups::Resolve, never decoded: the pod's PodGroup says spec.disruptionMode.all, so
+  // preemption evicts the pod only together with every other pod of the group (the group is the
+  // victim unit; without it a gang's members above its min may go alone, its core together).
+  bool disrupted_with_group = false;
+  // Whether the pod may evict others to fit: false for spec.preemptionPolicy Never, or when its
+  // PodGroup says so (PodGroups::Resolve). It still waits for room in its turn.
+  bool may_preempt = true;
 
   // What the pod asks for; meaningful when input_error is empty. request.name == key.
   core::PodRequest request;
@@ -147,6 +154,7 @@ struct PodInfo {
   // unschedulable pod retried because it changed.
   bool SameAsk(const PodInfo& other) const {
     return input_error == other.input_error && request == other.request && queue == other.queue &&
+           priority == other.priority && may_preempt == other.may_preempt &&
            max_runtime_s == other.max_runtime_s && constraints == other.constraints &&
            claims == other.claims && extended.requests == other.extended.requests;
   }
@@ -168,6 +176,16 @@ struct PodGroupInfo {
   int32_t min_count = 0;
   // spec.schedulingConstraints.topology[].key: node label keys the group stays inside.
   std::vector<std::string> topology_keys;
+  // spec.disruptionMode: all (the group is preempted as one unit) or single (the default the API
+  // server writes: each pod on its own, within tessera's gang rule: PodInfo::disrupted_with_group).
+  bool disrupt_all = false;
+  // spec.priority (the API server's Priority admission sets it from spec.priorityClassName): when
+  // set, the priority of every pod of the group, as kube-scheduler's workload-aware preemption
+  // takes it, whatever the pods' own spec.priority says.
+  std::optional<int32_t> priority;
+  // spec.preemptionPolicy Never: the group's pods evict nobody (PreemptLowerPriority or absent:
+  // each pod's own spec.preemptionPolicy decides).
+  bool preempt_never = false;
   // status.conditions as they are (the scheduler rewrites the list with its own condition).
   nlohmann::json conditions = nlohmann::json::array();
   std::string error;

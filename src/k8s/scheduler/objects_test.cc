@@ -242,7 +242,7 @@ TEST(DecodePod, KueuePodGroupLabelAndTotalCount) {
 TEST(DecodePodGroup, GangBasicTopologyConditionsAndBadInput) {
   json gang = testing::PodGroupJson("ns", "train", 4, "tessera.dev/nvlink-domain");
   gang["metadata"]["generation"] = 3;
-  gang["spec"]["disruptionMode"] = {{"single", json::object()}};  // a field tessera does not use
+  gang["spec"]["disruptionMode"] = {{"single", json::object()}};
   gang["spec"]["someFutureField"] = {{"x", 1}};
   gang["status"]["conditions"] = {{{"type", "PodGroupInitiallyScheduled"},
                                    {"status", "False"},
@@ -256,6 +256,21 @@ TEST(DecodePodGroup, GangBasicTopologyConditionsAndBadInput) {
   EXPECT_EQ(g->generation, 3);
   EXPECT_EQ(g->topology_keys, std::vector<std::string>{"tessera.dev/nvlink-domain"});
   EXPECT_EQ(g->InitiallyScheduled(), "False");
+  EXPECT_FALSE(g->disrupt_all);
+  EXPECT_FALSE(g->priority.has_value());
+  EXPECT_FALSE(g->preempt_never);
+  // Workload-aware preemption's fields.
+  json unit = testing::PodGroupJson("ns", "unit", 2);
+  unit["spec"]["disruptionMode"] = {{"all", json::object()}};
+  unit["spec"]["priority"] = 1000;
+  unit["spec"]["preemptionPolicy"] = "Never";
+  auto u = DecodePodGroup(unit);
+  EXPECT_TRUE(u->error.empty()) << u->error;
+  EXPECT_TRUE(u->disrupt_all);
+  EXPECT_EQ(u->priority, 1000);
+  EXPECT_TRUE(u->preempt_never);
+  unit["spec"]["disruptionMode"]["single"] = json::object();
+  EXPECT_THAT(DecodePodGroup(unit)->error, HasSubstr("spec.disruptionMode: both single and all"));
   auto basic = DecodePodGroup(testing::PodGroupJson("ns", "serve", 0));
   EXPECT_TRUE(basic->error.empty()) << basic->error;
   EXPECT_FALSE(basic->gang);

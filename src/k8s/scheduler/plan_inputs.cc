@@ -24,7 +24,8 @@ PlanView ViewForPlans(const ClusterLedger& ledger,
     const PodInfo* pod = find ? find(key) : nullptr;
     if (pod != nullptr && pod->input_error.empty()) {
       r.request = pod->request;
-      r.movable = !pod->controller.empty() && !pod->deleting && (!may_move || may_move(*pod));
+      r.movable = !pod->controller.empty() && !pod->deleting && !pod->disrupted_with_group &&
+                  (!may_move || may_move(*pod));
     } else {
       // Not a pod the planners understand: it stays where it is. Its ask is what it holds.
       r.request.cpu_milli = placement->cpu_milli;

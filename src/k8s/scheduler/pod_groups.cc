@@ -102,6 +102,11 @@ std::shared_ptr<const PodInfo> PodGroups::Apply(const PodInfo& raw, const PodGro
     pod->input_error = StrCat("PodGroup ", group_key, ": ", group->error);
     return pod;
   }
+  // Workload-aware preemption (1.37): the group's priority and preemption policy are its pods',
+  // and disruptionMode all makes the group one victim, whichever policy it has.
+  if (group->priority) pod->priority = *group->priority;
+  if (group->preempt_never) pod->may_preempt = false;
+  pod->disrupted_with_group = group->disrupt_all;
   // What the pod's own annotations (or Kueue label) ask: kept for its topology, else ignored.
   const std::optional<core::GangAsk> own = raw.request.gang;
   // A basic PodGroup asks for no gang (the Job controller gives one to every Job without

@@ -25,6 +25,16 @@
 //      PodGroup's pod, the label without its count is no gang of its own and is not an error.
 // A pod whose PodGroup does not exist (yet) waits (pod_group_missing), as with kube-scheduler; it
 // is resolved again when the PodGroup appears (OnGroup returns its key).
+//
+// Workload-aware preemption, as kube-scheduler 1.37 takes a PodGroup (gang or basic):
+//   spec.priority          when set, every pod's priority (as preemptor, as victim, in its queue);
+//   spec.preemptionPolicy  Never: the pods evict nobody (else each pod's own policy decides);
+//   spec.disruptionMode    all: the group is one victim, every pod of it evicted together or none
+//                          (disrupted_with_group); single (the API server's default): a gang
+//                          group's members above minCount may be evicted alone and its first
+//                          minCount only together, tessera's rule for every elastic gang
+//                          (core/preemption/planner.h); kube-scheduler would evict any one member,
+//                          leaving a gang below its minCount holding GPUs it cannot use.
 #pragma once
 
 #include <memory>

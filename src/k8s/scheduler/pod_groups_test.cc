@@ -57,6 +57,31 @@ TEST_F(PodGroupsTest, AGangPodGroupIsAnElasticGangOfMinCount) {
       groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "train", 4))).empty());
 }
 
+// Workload-aware preemption: the group's priority and preemption policy become its pods', and
+// disruptionMode all makes them one victim; a group that says none of it leaves the pods' own.
+TEST_F(PodGroupsTest, TheGroupsPriorityPreemptionPolicyAndDisruptionModeAreItsPods) {
+  json unit = PodGroupJson("ns", "unit", 2);
+  unit["spec"]["disruptionMode"] = {{"all", json::object()}};
+  unit["spec"]["priority"] = 1000;
+  unit["spec"]["preemptionPolicy"] = "Never";
+  groups_.OnGroup(Change::kAdded, DecodePodGroup(unit));
+  groups_.OnGroup(Change::kAdded, DecodePodGroup(PodGroupJson("ns", "plain", 2)));
+  PodGroups::Resolved u =
+      Resolve(PodObject("ns", "u-0").Limit("tessera.dev/gpu", "1").Priority(5).PodGroup("unit"));
+  EXPECT_EQ(u.pod->priority, 1000);
+  EXPECT_FALSE(u.pod->may_preempt);
+  EXPECT_TRUE(u.pod->disrupted_with_group);
+  json never =
+      PodObject("ns", "p-0").Limit("tessera.dev/gpu", "1").Priority(5).PodGroup("plain").Json();
+  never["spec"]["preemptionPolicy"] = "Never";
+  PodGroups::Resolved p = groups_.Resolve(DecodePod(never));
+  EXPECT_EQ(p.pod->priority, 5);
+  EXPECT_FALSE(p.pod->may_preempt);  // the pod's own policy
+  EXPECT_FALSE(p.pod->disrupted_with_group);
+  EXPECT_TRUE(Resolve(PodObject("ns", "p-1").Limit("tessera.dev/gpu", "1").PodGroup("plain"))
+                  .pod->may_preempt);
+}
+
 // The pod's own gang that agrees (same name, same min) is not a conflict; one that disagrees is
 // said once, not on every update.
 TEST_F(PodGroupsTest, AnAnnotationThatDisagreesIsIgnoredAndSaidOnce) {

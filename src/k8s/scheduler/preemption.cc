@@ -243,7 +243,11 @@ Preemption::Decision Preemption::PlanGang(ClusterLedger& ledger, core::QueueSet&
     rp.name = key;
     rp.queue = info->queue;
     rp.priority = info->priority;
-    if (info->request.gang) {
+    if (info->disrupted_with_group) {
+      // PodGroup disruptionMode all: the whole group, gang or basic, is one victim.
+      rp.gang = StrCat(info->ns, "/", info->pod_group);
+      rp.created = info->created;
+    } else if (info->request.gang) {
       rp.gang = StrCat(info->ns, "/", info->request.gang->name);
       rp.gang_min = info->request.gang->min;  // elastic: members above it may go alone
       rp.created = info->created;

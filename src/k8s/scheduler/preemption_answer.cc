@@ -33,6 +33,12 @@ NoFitAnswer::Admission PreemptionAnswer::Admit(const Placed& placed) {
 NoFitAnswer::Verdict PreemptionAnswer::Answer(const NoFit& unfit) {
   undecided_.reset();
   if (writer_ == nullptr || unfit.members.empty()) return Verdict::Pass();
+  for (const PodInfo* m : unfit.members) {
+    if (!m->may_preempt) {
+      return Verdict::Pass(StrCat("; it evicts nobody (preemptionPolicy Never",
+                                  m->pod_group.empty() ? "" : " of the pod or its PodGroup", ")"));
+    }
+  }
   if (!unfit.gang()) return AnswerPod(unfit);
   // A gang's room: for the members it needs (an elastic gang at its min evicts nobody to grow).
   const int want = core::PreemptionMembers(*unfit.members[0]->request.gang,

@@ -10,6 +10,8 @@
 //    changes), the victims are evicted (Eviction API) with a Warning Event "Preempted" naming
 //    what they make room for, and the pods wait with a message naming their node(s) and how many
 //    pods there are still to end.
+//  - A pod (or any member of a gang) whose preemptionPolicy is Never (its own, or its PodGroup's)
+//    evicts nobody: it passes on with the note "; it evicts nobody (preemptionPolicy Never)".
 //  - No plan: the pod passes on to the next answer with the note "; preemption would not help:
 //    <why>". If no answer takes it, a nomination it had is withdrawn (cleared on the API server)
 //    unless the room is still being made (victims there still terminating) or the plan could not

@@ -41,6 +41,24 @@ class PreemptionTest : public ::testing::Test {
     objects_[DecodePod(pod)->key] = pod;
     core_->OnPod(change, DecodePod(pod));
   }
+  void Group(const json& group) { core_->OnPodGroup(Change::kAdded, DecodePodGroup(group)); }
+  // A PodGroup gang of `min` with what workload-aware preemption reads ("" / -1: unset).
+  json GroupJson(const std::string& name, int min, const std::string& disruption, int priority = -1,
+                 const std::string& policy = "") {
+    json g = testing::PodGroupJson("ns", name, min);
+    if (!disruption.empty()) g["spec"]["disruptionMode"] = {{disruption, json::object()}};
+    if (priority >= 0) g["spec"]["priority"] = priority;
+    if (!policy.empty()) g["spec"]["preemptionPolicy"] = policy;
+    return g;
+  }
+  json Member(const std::string& name, const std::string& group, int priority, int second) {
+    return PodObject("ns", name)
+        .Limit("tessera.dev/gpu", "1")
+        .Priority(priority)
+        .PodGroup(group)
+        .Created(StrCat("2026-12-01T00:00:0", second, "Z"))
+        .Json();
+  }
   void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
   // Schedules, and makes every new bind land (its answer and the watch).
   void ScheduleAndBind() {
@@ -681,6 +699,74 @@ TEST_F(PreemptionTest, ANominationWithoutAPlanIsWithdrawn) {
   Advance(30'000);
   core_->ScheduleSome();
   EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->"));  // not written again
+}
+
+// Workload-aware preemption (PodGroup spec.disruptionMode): a running gang PodGroup of min 2 with
+// 3 members on a 4-GPU node beside a pod that outranks the newcomer. In mode single (the API
+// server's default) the member above the min goes alone; in mode all the group is one victim.
+class PodGroupVictimTest : public PreemptionTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(PodGroupVictimTest, AGroupIsEvictedAsOneUnitOnlyInModeAll) {
+  const bool all = GetParam();
+  Node(NodeObject("n1").Gpus(4).NvSwitch().Json());
+  Group(GroupJson("low", 2, all ? "all" : "single"));
+  core_->SetSynced(true, true);
+  for (int i = 0; i < 3; ++i) Pod(Member(StrCat("low-", i), "low", 0, i));
+  Pod(Whole("keep", 200));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 4u);
+  Pod(Whole("urgent", 100));
+  core_->ScheduleSome();
+  if (all) {
+    EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/low-0", "ns/low-1", "ns/low-2"));
+  } else {
+    EXPECT_THAT(rec_.evicted, ElementsAre("ns/low-2"));  // the newest, above the min
+  }
+  EXPECT_THAT(rec_.nominated, ElementsAre("ns/urgent->n1"));
+}
+
+INSTANTIATE_TEST_SUITE_P(DisruptionMode, PodGroupVictimTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "All" : "Single";
+                         });
+
+// A PodGroup preempts with its own spec.priority (its pods say 0): its gang evicts two pods of
+// priority 50 as one plan, each member nominated.
+TEST_F(PreemptionTest, APodGroupPreemptsWithTheGroupsPriority) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  Group(GroupJson("high", 2, "", 100));
+  core_->SetSynced(true, true);
+  Pod(Whole("a", 50));
+  Pod(Whole("b", 50));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 2u);
+  for (int i = 0; i < 2; ++i) Pod(Member(StrCat("high-", i), "high", 0, i));
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/a", "ns/b"));
+  EXPECT_THAT(rec_.nominated, UnorderedElementsAre("ns/high-0->n1", "ns/high-1->n1"));
+  EXPECT_THAT(Recorder::Texts(rec_.warnings)[0],
+              HasSubstr("for gang ns/high (2 pods, priority 100"));
+}
+
+// preemptionPolicy Never, the PodGroup's or the pod's own: it waits for room and evicts nobody.
+TEST_F(PreemptionTest, PreemptionPolicyNeverEvictsNobody) {
+  Node(NodeObject("n1").Gpus(2).Json());
+  Group(GroupJson("polite", 2, "", 100, "Never"));
+  core_->SetSynced(true, true);
+  Pod(Whole("a", 50));
+  Pod(Whole("b", 50));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 2u);
+  for (int i = 0; i < 2; ++i) Pod(Member(StrCat("polite-", i), "polite", 0, i));
+  json own = Whole("own", 100);
+  own["spec"]["preemptionPolicy"] = "Never";
+  Pod(own);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  EXPECT_THAT(rec_.nominated, IsEmpty());
+  EXPECT_THAT(rec_.failures["ns/polite-0"],
+              HasSubstr("it evicts nobody (preemptionPolicy Never of the pod or its PodGroup)"));
+  EXPECT_THAT(rec_.failures["ns/own"], HasSubstr("it evicts nobody (preemptionPolicy Never)"));
 }
 
 }  // namespace

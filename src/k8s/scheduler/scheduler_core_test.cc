@@ -416,7 +416,9 @@ TEST_F(CoreTest, ElasticGangStartsAtMinAndGrowsInItsDomain) {
     ASSERT_TRUE(b.assignment.gang.has_value());
     EXPECT_EQ(*b.assignment.gang, (records::GangRecord{"train", 8, 4, 4}));
   }
-  ASSERT_EQ(actions_.normals.size(), 4u);
+  // One Event for the round, on the oldest member.
+  ASSERT_EQ(actions_.normals.size(), 1u);
+  EXPECT_EQ(actions_.normals[0].key, "ns/w-0");
   EXPECT_EQ(actions_.normals[0].reason, "GangMembers");
   EXPECT_EQ(actions_.normals[0].message, "gang ns/train: 4 of 8 members running (min 4)");
   for (int i = 4; i < 8; ++i) {
@@ -450,8 +452,8 @@ TEST_F(CoreTest, ElasticGangStartsAtMinAndGrowsInItsDomain) {
   }
   EXPECT_EQ(gpus.size(), 8u);
   EXPECT_EQ(actions_.binds[8].assignment.gang->running, 8);
-  // The members placed now and the oldest running one hear it.
-  ASSERT_EQ(actions_.normals.size(), 9u);
+  // The oldest running member hears it (once for this round: 2 Events in all).
+  ASSERT_EQ(actions_.normals.size(), 2u);
   EXPECT_EQ(actions_.normals.back().key, "ns/w-0");
   EXPECT_EQ(actions_.normals.back().message, "gang ns/train: 8 of 8 members running (min 4)");
 
@@ -1136,6 +1138,10 @@ TEST_F(CoreTest, PodGroupGangStartsWithAtLeastMinCountAndGrows) {
   for (const ReportCall& n : actions_.normals) {
     EXPECT_THAT(n.message, ::testing::Not(HasSubstr("10000"))) << "an open gang has no size";
   }
+  // One GangMembers Event per placement round, on the group's oldest member: not one per member.
+  ASSERT_EQ(actions_.normals.size(), 2u);
+  EXPECT_EQ(actions_.normals[0].key, "ns/w-0");
+  EXPECT_EQ(actions_.normals[1].key, "ns/w-0");
 }
 
 // basic: independent pods; the group's condition says Scheduled when the first one is.
