@@ -169,6 +169,36 @@ reservations: {max: 2, after: 2s, runtimeEstimate: 1h, maxRuntimeGrace: 1s}
     return false;
   }
 
+  // `tessera status` for this test's scheduler and namespace (its output; -o json with `json`).
+  std::string Status(const std::string& name, bool as_json) {
+    std::vector<std::string> argv = {
+        TESSERA_BINARY,     "status",        "--kubeconfig", Cp().kubeconfig(),
+        "--scheduler-name", scheduler_name_, "-n",           ns_};
+    if (as_json) argv.insert(argv.end(), {"-o", "json"});
+    absl::StatusOr<std::unique_ptr<ScopedProcess>> p =
+        ScopedProcess::Start(argv, StrCat(dir_, "/", name, "-", ++runs_, ".out"));  // appended
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return "";
+    EXPECT_EQ((*p)->Wait(seconds(30)), 0) << (*p)->Log();
+    return (*p)->Log();
+  }
+  // The reservations `tessera status -o json` lists, once it lists any (empty after 20 s).
+  json StatusReservations() {
+    json list = json::array();
+    WaitUntil(
+        [&] {
+          const std::string out = Status("status-json", true);
+          const size_t brace = out.find('{');
+          if (brace == std::string::npos) return false;
+          json j = json::parse(out.substr(brace), nullptr, false);
+          if (j.is_discarded() || !j.contains("reservations")) return false;
+          list = j["reservations"];
+          return !list.empty();
+        },
+        seconds(20));
+    return list;
+  }
+
   // One 8-GPU node with 4 GPUs taken by pods that declare no run time (running); a gang of 8
   // one-GPU pods waits, and gets the node's 8 GPUs reserved (Event Reserved on its pods).
   std::string GangReserved(ScopedProcess** s) {
@@ -190,6 +220,7 @@ reservations: {max: 2, after: 2s, runtimeEstimate: 1h, maxRuntimeGrace: 1s}
 
   std::unique_ptr<k8s::ApiClient> api_;
   std::string id_, ns_, scheduler_name_, dir_;
+  int runs_ = 0;  // `tessera status` runs, each with its own output file
   std::vector<std::unique_ptr<ScopedProcess>> schedulers_;
 };
 
@@ -200,6 +231,19 @@ TEST_F(ReservationsE2e, AGangGetsRoomAndOnlyAShortPodBackfillsIt) {
   ScopedProcess* s = nullptr;
   const std::string node = GangReserved(&s);
   ASSERT_FALSE(HasFailure());
+  // `tessera status` lists the reservation (from its pods' condition tessera.dev/Reserved).
+  const json listed = StatusReservations();
+  ASSERT_EQ(listed.size(), 1u) << listed.dump() << "\n" << s->Log();
+  EXPECT_EQ(listed[0]["owner"], ns_ + "/g");
+  EXPECT_EQ(listed[0]["kind"], "gang");
+  EXPECT_EQ(listed[0]["pods"].size(), 8u);
+  EXPECT_EQ(listed[0]["where"],
+            json::array({{{"node", node}, {"gpus", {0, 1, 2, 3, 4, 5, 6, 7}}}}));
+  EXPECT_GT(listed[0]["starts_in_seconds"].get<int64_t>(), 3000);  // about an hour (estimate)
+  EXPECT_TRUE(listed[0]["expected_start"].is_string());
+  const std::string text = Status("status-text", false);
+  EXPECT_THAT(text, HasSubstr("RESERVATIONS (1;"));
+  EXPECT_THAT(text, ::testing::ContainsRegex(StrCat("gang ", ns_, "/g +8 +", node, " GPUs 0-7")));
   AddPod(Whole("nodecl"));
   AddPod(Whole("short", 1, "15s"));
   ASSERT_TRUE(WaitUntil([&] { return Bound("short"); }, seconds(30))) << s->Log();
@@ -240,6 +284,10 @@ TEST_F(ReservationsE2e, TheReservationIsRebuiltAfterARestart) {
   std::this_thread::sleep_for(seconds(4));
   EXPECT_FALSE(Bound("nodecl")) << s->Log();
   EXPECT_FALSE(Bound("g-0"));
+  // The same room: the conditions stand as the first scheduler wrote them; status lists it.
+  const json listed = StatusReservations();
+  ASSERT_EQ(listed.size(), 1u) << listed.dump();
+  EXPECT_EQ(listed[0]["where"][0]["node"], node);
 }
 
 }  // namespace

@@ -99,6 +99,17 @@ class Planner {
   int starts_with_ = 0;  // an elastic gang: its min; else 0
   Engine engine_;
   std::vector<int> movable_;  // indexes into in_.running
+  // Reservations (DefragInput::held): per node, the GPUs held from the movers and those held
+  // from the target, and where each may go (every live node less those GPUs). Empty: none held.
+  std::vector<uint64_t> held_all_, held_target_;
+  std::vector<Candidate> mover_where_, target_where_;
+  const std::vector<Candidate>* MoverWhere() const {
+    return held_all_.empty() ? nullptr : &mover_where_;
+  }
+  // `site`, or where the target may go when `site` is the whole cluster (nullptr).
+  const std::vector<Candidate>* TargetWhere(const std::vector<Candidate>* site) const {
+    return site != nullptr || held_all_.empty() ? site : &target_where_;
+  }
   int64_t tries_left_ = 0;
   bool tries_exhausted_ = false;
   int64_t checks_ = 0;
@@ -161,6 +172,24 @@ absl::Status Planner::Load() {
       movable_.push_back(static_cast<int>(i));
     }
   }
+  if (!in_.held.empty()) {
+    const int nodes = in_.cluster->node_count();
+    held_all_.assign(nodes, 0);
+    held_target_.assign(nodes, 0);
+    for (const DefragInput::Held& h : in_.held) {
+      if (h.gpus.node.value() < 0 || h.gpus.node.value() >= nodes) {
+        return absl::InvalidArgumentError(
+            StrCat("held room names node ", h.gpus.node.value(), ", not a node of the cluster"));
+      }
+      held_all_[h.gpus.node.value()] |= h.gpus.gpu_mask;
+      if (!h.target_may_take) held_target_[h.gpus.node.value()] |= h.gpus.gpu_mask;
+    }
+    for (int n = 0; n < nodes; ++n) {
+      if (!in_.cluster->live(NodeId(n))) continue;
+      mover_where_.push_back(Candidate{NodeId(n), ~held_all_[n]});
+      target_where_.push_back(Candidate{NodeId(n), ~held_target_[n]});
+    }
+  }
   return Cordon(engine_, in_.cordoned);
 }
 
@@ -173,6 +202,8 @@ std::vector<std::vector<Candidate>> Planner::Sites() const {
       if (level >= 0) {
         for (const core::Domain& d : engine_.domains().domains(level)) {
           sites.push_back(d.candidates);
+          if (held_target_.empty()) continue;
+          for (Candidate& c : sites.back()) c.gpu_mask &= ~held_target_[c.node.value()];
         }
       }
     } else {
@@ -184,7 +215,7 @@ std::vector<std::vector<Candidate>> Planner::Sites() const {
   for (int n = 0; n < cluster.node_count(); ++n) {
     NodeId id(n);
     if (!engine_.state().accepts_pods(id)) continue;
-    sites.push_back({Candidate{id, ~0ULL}});
+    sites.push_back({Candidate{id, held_target_.empty() ? ~0ULL : ~held_target_[n]}});
   }
   return sites;
 }
@@ -216,6 +247,7 @@ bool Planner::Greedy(const std::vector<Candidate>* site, const std::vector<int>&
   std::vector<std::string> placed;
   auto undo = [&] { ReleaseNamed(placed); };
   target->clear();
+  site = TargetWhere(site);
   if (target_.size() == 1 && !target_[0].gang) {
     core::PlacementResult r = engine_.DecideOne(Ask::Pod(target_[0]).In({site}));
     if (!r.placed()) return false;
@@ -244,7 +276,8 @@ bool Planner::Greedy(const std::vector<Candidate>* site, const std::vector<int>&
             [&](int a, int b) { return Larger(in_.running[a].request, in_.running[b].request); });
   moved->assign(movers.size(), Placement{});
   for (int i : order) {
-    core::PlacementResult r = engine_.DecideOne(Ask::Pod(in_.running[i].request));
+    core::PlacementResult r =
+        engine_.DecideOne(Ask::Pod(in_.running[i].request).In({MoverWhere()}));
     if (!r.placed()) {
       undo();
       return false;
@@ -334,11 +367,11 @@ bool Planner::TryPlace(const std::vector<Candidate>* site, const std::vector<int
   // Every destination in turn: the target's members first (inside the site), then the movers,
   // largest first.
   std::vector<ToPlace> order;
-  for (const PodRequest& t : target_) order.push_back({&t, site});
+  for (const PodRequest& t : target_) order.push_back({&t, TargetWhere(site)});
   std::vector<int> sorted = movers;
   std::sort(sorted.begin(), sorted.end(),
             [&](int a, int b) { return Larger(in_.running[a].request, in_.running[b].request); });
-  for (int i : sorted) order.push_back({&in_.running[i].request, nullptr});
+  for (int i : sorted) order.push_back({&in_.running[i].request, MoverWhere()});
   for (size_t i = 1; i < order.size(); ++i) {
     PodRequest a = *order[i].request;
     a.name = order[i - 1].request->name;

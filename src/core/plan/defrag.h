@@ -35,6 +35,10 @@
 // other) frees 4 GPUs of one server, where no set of moves makes room for all 8 (10 pods and 8
 // members on 16 GPUs).
 //
+// Reservations: GPUs held for a waiting pod or gang (DefragInput::held) take no moved pod, and the
+// target only where it may take them; the search is otherwise the same (its sites and
+// destinations are cut to what is not held).
+//
 // What is movable: pods the caller marks movable, of no higher priority than the target (unless
 // DefragOptions::move_higher_priority). Gang members and pods holding a MIG instance
 // are never moved (moving one member alone can break its gang's domain; a MIG instance moved is
@@ -76,6 +80,15 @@ struct DefragInput {
   // One pod, or every member of one gang (all with the same GangAsk), the oldest first: an
   // elastic gang is planned for its first min members.
   std::vector<core::PodRequest> target;
+  // Room held by reservations (core/reservations/reservations.h): no pod is moved onto these
+  // GPUs, and the target lands on them only where `target_may_take` (its own reservation's: the
+  // plan then makes room where its room is kept; or room it outranks or backfills). A plan may
+  // move pods off held GPUs. Empty: nothing is held.
+  struct Held {
+    core::Candidate gpus;
+    bool target_may_take = false;
+  };
+  std::vector<Held> held;
 };
 
 struct DefragOptions {

@@ -113,6 +113,50 @@ Cluster A100Nodes(const std::vector<NodeShape>& nodes) {
 
 Cluster TwoFourGpuNodes() { return A100Nodes({{"a"}, {"b"}}); }
 
+// Reservations: no pod is moved onto held GPUs, and the target lands on held GPUs only where it
+// may (its own reservation's room, which a plan then clears for it). a holds three one-GPU pods
+// (GPUs 0..2), b one (GPU 0); a 4-GPU pod waits. Nothing held: one move (b's pod to a's GPU 3).
+TEST(Defrag, HeldRoomTakesNoMovedPodAndCountsForItsOwner) {
+  World s(TwoFourGpuNodes());
+  s.At(Pod("a0", GpuAsk::Whole(1)), 0, 0b0001)
+      .At(Pod("a1", GpuAsk::Whole(1)), 0, 0b0010)
+      .At(Pod("a2", GpuAsk::Whole(1)), 0, 0b0100)
+      .At(Pod("b0", GpuAsk::Whole(1)), 1, 0b0001);
+  const PodRequest t = Pod("t", GpuAsk::Whole(4));
+  absl::StatusOr<DefragPlan> free = PlanDefrag(s.Input({t}));
+  ASSERT_TRUE(free.ok()) << free.status();
+  ASSERT_EQ(free->verdict, DefragVerdict::kPlan);
+  ASSERT_EQ(free->moves.size(), 1u);
+  EXPECT_EQ(free->moves[0].pod, "b0");
+
+  // a's GPU 3 held for another: b0 may not move there, and the target may not use it, so no
+  // set of moves makes room.
+  DefragInput other = s.Input({t});
+  other.held.push_back({core::Candidate{core::NodeId(0), 0b1000}, false});
+  absl::StatusOr<DefragPlan> none = PlanDefrag(other);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_NE(none->verdict, DefragVerdict::kPlan) << none->reason;
+  EXPECT_NE(none->verdict, DefragVerdict::kFitsNow);
+
+  // a's four GPUs held for the target itself: the plan clears its room (a's pods move to b), and
+  // no pod moves onto a.
+  DefragInput own = s.Input({t});
+  own.held.push_back({core::Candidate{core::NodeId(0), 0b1111}, true});
+  absl::StatusOr<DefragPlan> plan = PlanDefrag(own);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->verdict, DefragVerdict::kPlan) << plan->reason;
+  EXPECT_EQ(plan->moves.size(), 3u);
+  for (const Move& m : plan->moves) EXPECT_EQ(m.to.node, core::NodeId(1)) << m.pod;
+  ASSERT_EQ(plan->target.size(), 1u);
+  EXPECT_EQ(plan->target[0].node, core::NodeId(0));
+  ExpectPlanApplies(s, own, *plan);
+
+  // A held GPU outside the cluster's nodes is an input error.
+  DefragInput bad = s.Input({t});
+  bad.held.push_back({core::Candidate{core::NodeId(7), 1}, false});
+  EXPECT_FALSE(PlanDefrag(bad).ok());
+}
+
 TEST(Defrag, FitsNowNeedsNoMoves) {
   World s(TwoFourGpuNodes());
   s.At(Pod("x", GpuAsk::Whole(2)), 0, 0b0011);

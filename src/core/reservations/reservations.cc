@@ -347,4 +347,67 @@ PlacementResult Reservations::Place(Engine& engine, const PodRequest& request, M
   return engine.DecideOne(Ask::Pod(request).In(where ? Where{where, nullptr} : anywhere).As(mode));
 }
 
+std::vector<PlacementResult> Reservations::PlaceGang(
+    Engine& engine, Ask ask, int64_t now, std::span<const PodRequest> owners,
+    std::span<const std::optional<int64_t>> max_runtime_s) const {
+  TESSERA_CHECK(ask.kind != Ask::Kind::kPod);
+  if (reservations_.empty()) return engine.Decide(ask);
+  const std::span<const PodRequest> seen = owners.empty() ? ask.pods : owners;
+  TESSERA_CHECK(seen.size() == ask.pods.size());
+  auto runtime = [&](size_t i) {
+    return i < max_runtime_s.size() ? max_runtime_s[i] : std::optional<int64_t>();
+  };
+  // The policy's own choice first.
+  Ask trial = ask;
+  std::vector<PlacementResult> first = engine.Decide(trial.TestOnly().Quiet());
+  bool refused = false;
+  for (size_t i = 0; i < first.size() && !refused; ++i) {
+    refused = first[i].placed() && Admit(seen[i], first[i].placement, now, runtime(i),
+                                         engine.state()) == Admission::kRefused;
+  }
+  if (!refused) return ask.mode == Mode::kTestOnly ? first : engine.Decide(ask);
+  // Its choice among what every member may take: the GPUs held from none of them, on nodes where
+  // no member's CPU or memory would cut into a reservation's.
+  const ClusterState& state = engine.state();
+  std::vector<Candidate> left;
+  auto consider = [&](NodeId node, uint64_t mask) {
+    if (!state.accepts_pods(node)) return;
+    for (size_t i = 0; i < seen.size(); ++i) {
+      mask &= ~HeldFrom(seen[i], node, now, runtime(i));
+      for (const Reservation& r : reservations_) {
+        if ((r.cpu_milli == 0 && r.memory_mib == 0) || r.gpus.front().node != node ||
+            Exception(seen[i], r, now, runtime(i)) != Admission::kRefused) {
+          continue;
+        }
+        if (ResourcesFreeBy(state, node, r.expected_start, now, r.cpu_milli + seen[i].cpu_milli,
+                            r.memory_mib + seen[i].memory_mib) > r.expected_start) {
+          return;
+        }
+      }
+    }
+    left.push_back(Candidate{node, mask});
+  };
+  if (ask.where.candidates != nullptr) {
+    for (const Candidate& c : *ask.where.candidates) consider(c.node, c.gpu_mask);
+  } else {
+    for (int n = 0; n < state.node_count(); ++n) {
+      if (ask.where.nodes == nullptr || ask.where.nodes->Contains(NodeId(n))) {
+        consider(NodeId(n), ~uint64_t{0});
+      }
+    }
+  }
+  Ask within = ask;
+  within.In({&left, nullptr});
+  std::vector<PlacementResult> second = engine.Decide(Ask(within).TestOnly().Quiet());
+  if (std::none_of(second.begin(), second.end(),
+                   [](const PlacementResult& r) { return r.placed(); })) {
+    for (PlacementResult& r : second) {
+      r.outcome = Outcome::kNoFitNow;
+      r.reason = "the room it fits is held for a waiting pod or gang (a reservation)";
+    }
+    return second;
+  }
+  return ask.mode == Mode::kTestOnly ? second : engine.Decide(within);
+}
+
 }  // namespace tessera::core

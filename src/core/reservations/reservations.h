@@ -23,6 +23,8 @@
 //        below).
 //    Place() gives such a pod the placement the policy prefers when that takes nothing held, and
 //    otherwise the policy's choice among what is not held: it runs elsewhere if it fits there.
+//    PlaceGang() does the same for a gang (or an elastic gang's waiting members): a member may
+//    take held room only as a pod may.
 //  - Bounded: at most `max_reservations` at once. At each Update a reservation's expected start
 //    is recomputed over the GPUs it holds; once that is later than its deadline (the expected
 //    start when it was chosen plus `grace_s`: its estimate proved wrong, or a higher-priority
@@ -122,6 +124,19 @@ class Reservations {
   PlacementResult Place(Engine& engine, const PodRequest& request, Mode mode, int64_t now,
                         std::optional<int64_t> max_runtime_s, Admission* how = nullptr,
                         const NodeSet* allowed = nullptr) const;
+
+  // The same rule for a gang (`ask`: Ask::Gang or Ask::ElasticGang, with its where, mode and
+  // explain): the policy's choice if no member it places takes room held from it, else the
+  // policy's choice among the GPUs and nodes no reservation holds from any member (within
+  // ask.where, as a candidate list), so that a gang runs where it fits instead of waiting behind
+  // room held for another; where it fits only on held room, every member gets kNoFitNow saying so.
+  // A member may take held room as a pod may (its own gang's, a higher priority, or backfill
+  // when it declares a run time ending in time). `owners`: the members as the reservations name
+  // them (the scheduler's gangs are "ns/gang"; empty: ask.pods); `max_runtime_s`: each member's
+  // declared run time (empty: none declares one).
+  std::vector<PlacementResult> PlaceGang(
+      Engine& engine, Ask ask, int64_t now, std::span<const PodRequest> owners = {},
+      std::span<const std::optional<int64_t>> max_runtime_s = {}) const;
 
   // The GPUs of `node` (a mask) held by reservations that `request`, declaring `max_runtime_s`,
   // may not take at `now` (not its own, no backfill by then, no higher priority).

@@ -305,6 +305,75 @@ TEST(Reservations, AGangReservesInOneDomainOfItsLevel) {
   EXPECT_GE(member.placement.node.value(), 2);
 }
 
+// A gang is steered around room held for another as a pod is: the policy (binpack) would put a
+// member on a's free GPU, held for `big`; the gang runs on b instead. One that fits only on held
+// room waits; one whose members end in time backfills it. An elastic gang's members keep off it.
+TEST(Reservations, AGangRunsAroundHeldRoomWhenItFitsElsewhere) {
+  const Cluster c = TwoNodes();
+  Fixture f(c, On());
+  Example(f);
+  const PodRequest big = Pod("big", GpuAsk::Whole(4));
+  ASSERT_EQ(f.Update(30, {{"big", {&big, 1}, 0, 0}}), 1);  // a's GPUs, expected start 300
+  f.End("b1");
+  f.End("b2");  // at 60: b has GPUs 0 and 1 free, a has GPU 3 free (held)
+  auto gang = [](const std::string& name, int size, int min = 0) {
+    std::vector<PodRequest> members;
+    for (int k = 0; k < size; ++k) {
+      PodRequest m = Pod(StrCat(name, "-", k), GpuAsk::Whole(1));
+      m.gang = GangAsk{name, size, "", false, min};
+      members.push_back(m);
+    }
+    return members;
+  };
+  // Without reservations the policy takes a's GPU for one member.
+  const std::vector<PodRequest> two = gang("two", 2);
+  std::vector<PlacementResult> plain = f.engine.Decide(Ask::Gang(two).TestOnly());
+  ASSERT_TRUE(plain[0].placed() && plain[1].placed());
+  EXPECT_TRUE(plain[0].placement.node == NodeId(0) || plain[1].placement.node == NodeId(0));
+
+  std::vector<PlacementResult> placed = f.res.PlaceGang(f.engine, Ask::Gang(two), 60);
+  ASSERT_TRUE(placed[0].placed() && placed[1].placed()) << placed[0].reason;
+  EXPECT_EQ(placed[0].placement.node, NodeId(1));
+  EXPECT_EQ(placed[1].placement.node, NodeId(1));
+  for (const PodRequest& m : two) ASSERT_TRUE(f.engine.Release(m.name).ok());
+
+  // Three fit only with a's held GPU: they wait, saying why; declaring run times ending by 300
+  // they may take it (backfill).
+  const std::vector<PodRequest> three = gang("three", 3);
+  std::vector<PlacementResult> held = f.res.PlaceGang(f.engine, Ask::Gang(three).TestOnly(), 60);
+  for (const PlacementResult& r : held) {
+    EXPECT_EQ(r.outcome, Outcome::kNoFitNow);
+    EXPECT_EQ(r.reason, "the room it fits is held for a waiting pod or gang (a reservation)");
+  }
+  const std::vector<std::optional<int64_t>> short_runs(3, int64_t{100});
+  std::vector<PlacementResult> backfill =
+      f.res.PlaceGang(f.engine, Ask::Gang(three).TestOnly(), 60, {}, short_runs);
+  for (const PlacementResult& r : backfill) EXPECT_TRUE(r.placed()) << r.reason;
+  const std::vector<std::optional<int64_t>> long_runs(3, int64_t{1000});
+  EXPECT_FALSE(
+      f.res.PlaceGang(f.engine, Ask::Gang(three).TestOnly(), 60, {}, long_runs)[0].placed());
+
+  // An elastic gang of 3 (min 1): the two members that fit off held room run, the third waits.
+  const std::vector<PodRequest> elastic = gang("el", 3, 1);
+  std::vector<PlacementResult> some =
+      f.res.PlaceGang(f.engine, Ask::ElasticGang(elastic, {}).TestOnly(), 60);
+  int on_b = 0;
+  for (const PlacementResult& r : some) {
+    if (!r.placed()) continue;
+    EXPECT_EQ(r.placement.node, NodeId(1));
+    ++on_b;
+  }
+  EXPECT_EQ(on_b, 2);
+
+  // `owners`: the members as the reservations name them (the engine's gang is "g", the
+  // reservations' owner "big"): the owner takes its room.
+  const std::vector<PodRequest> g = gang("g", 3);
+  std::vector<PodRequest> named = g;
+  for (PodRequest& m : named) m.gang->name = "big";
+  EXPECT_FALSE(f.res.PlaceGang(f.engine, Ask::Gang(g).TestOnly(), 60)[0].placed());
+  EXPECT_TRUE(f.res.PlaceGang(f.engine, Ask::Gang(g).TestOnly(), 60, named)[0].placed());
+}
+
 TEST(Reservations, OffMakesNoneAndPlacesAsTheEngine) {
   const Cluster c = TwoNodes();
   Fixture f(c, ReservationOptions{});

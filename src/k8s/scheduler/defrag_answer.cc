@@ -32,7 +32,9 @@ NoFitAnswer::Verdict DefragAnswer::Answer(const NoFit& unfit) {
         return p == nullptr ? nullptr : p->info.get();
       },
       [&preemption, now](const PodInfo& p) { return !preemption.Evicting(p.key, now); }, unfit.what,
-      unfit.members, [this] { return host_.NewPolicy(); }, host_.levels(), now);
+      unfit.members, [this] { return host_.NewPolicy(); }, host_.levels(), now,
+      reservations_ != nullptr ? reservations_->HeldForPlans(unfit.members)
+                               : std::vector<plan::DefragInput::Held>{});
   timer.Observe();
   if (d.found) {
     // The plan was made with the earlier nominations' room taken; this checks it still holds as

@@ -33,6 +33,7 @@
 #include "k8s/scheduler/move_holds.h"
 #include "k8s/scheduler/no_fit.h"
 #include "k8s/scheduler/preemption_answer.h"
+#include "k8s/scheduler/reservation_answer.h"
 
 namespace tessera::k8s {
 
@@ -43,6 +44,8 @@ class DefragAnswer final : public NoFitAnswer {
       : host_(host), preemption_(preemption), executor_(std::move(options)) {}
 
   const MoveHolds& holds() const { return holds_; }
+  // Plans keep off room reservations hold (ReservationAnswer::HeldForPlans).
+  void set_reservations(ReservationAnswer* reservations) { reservations_ = reservations; }
 
   std::string_view name() const override { return "defragmentation"; }
   Verdict Answer(const NoFit& unfit) override;
@@ -68,6 +71,7 @@ class DefragAnswer final : public NoFitAnswer {
   PreemptionAnswer& preemption_;
   DefragExecutor executor_;
   MoveHolds holds_;  // destinations of moved pods, kept for their replacements
+  ReservationAnswer* reservations_ = nullptr;
 };
 
 }  // namespace tessera::k8s

@@ -29,7 +29,8 @@ DefragExecutor::Decision DefragExecutor::Plan(
     const std::function<bool(const PodInfo&)>& may_move, const std::string& key,
     const std::vector<const PodInfo*>& members,
     const std::function<std::unique_ptr<core::Policy>()>& make_policy,
-    const std::vector<core::TopologyLevel>& levels, TimePoint now) {
+    const std::vector<core::TopologyLevel>& levels, TimePoint now,
+    std::vector<plan::DefragInput::Held> held) {
   searched_[key] = now;
   if (searched_.size() > 100'000) searched_.clear();  // bounded; pacing only
   Decision d;
@@ -42,6 +43,7 @@ DefragExecutor::Decision DefragExecutor::Plan(
   in.running = std::move(view.running);
   in.cordoned = std::move(view.cordoned);
   for (const PodInfo* m : members) in.target.push_back(m->request);
+  in.held = std::move(held);
   plan::DefragOptions o;
   o.max_moves = options_.max_moves;
   o.max_checks = options_.max_checks;

@@ -77,7 +77,8 @@ class DefragExecutor {
                 const std::function<bool(const PodInfo&)>& may_move, const std::string& key,
                 const std::vector<const PodInfo*>& members,
                 const std::function<std::unique_ptr<core::Policy>()>& make_policy,
-                const std::vector<core::TopologyLevel>& levels, TimePoint now);
+                const std::vector<core::TopologyLevel>& levels, TimePoint now,
+                std::vector<plan::DefragInput::Held> held = {});
   void Forget(const std::string& key) { searched_.erase(key); }
 
  private:

@@ -569,7 +569,7 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGangWith(
 
 std::vector<core::PlacementResult> ClusterLedger::DecideGangMembers(
     const std::vector<const PodInfo*>& members, const std::vector<std::string>& running,
-    const std::string& gang_key) {
+    const std::string& gang_key, const Reserved* reserved) {
   std::vector<core::PodRequest> requests;
   for (const PodInfo* m : members) requests.push_back(m->request);
   const GangNodes allowed = GangAllowed(members, requests, gang_key, nullptr);
@@ -583,8 +583,11 @@ std::vector<core::PlacementResult> ClusterLedger::DecideGangMembers(
   for (const std::string& key : running) {
     if (Accounted(key)) held.push_back(key);
   }
-  return engine_->Decide(
-      core::Ask::ElasticGang(requests, held).In({allowed.candidates(), allowed.nodes()}));
+  const core::Ask ask =
+      core::Ask::ElasticGang(requests, held).In({allowed.candidates(), allowed.nodes()});
+  if (reserved == nullptr) return engine_->Decide(ask);
+  return reserved->reservations.PlaceGang(*engine_, ask, reserved->now, reserved->owners,
+                                          reserved->max_runtime_s);
 }
 
 core::PlacementResult ClusterLedger::DecideWith(const PodInfo& pod, const core::PodRequest& request,

@@ -30,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -136,9 +137,19 @@ class ClusterLedger {
   // A gang's next members (Engine::PlaceElasticGang: elastic gangs, and gangs some of whose
   // members already run): `members` pending, oldest first; `running` the keys of its members
   // placed earlier. The members placed are committed (HoldPlaced follows); the others fail.
+  // With `reserved`, under the reservations (core::Reservations::PlaceGang at `now`, the members
+  // as the reservations name them and their declared run times): a gang keeps off room held for
+  // another where it fits elsewhere.
+  struct Reserved {
+    const core::Reservations& reservations;
+    std::span<const core::PodRequest> owners;
+    std::span<const std::optional<int64_t>> max_runtime_s;
+    int64_t now = 0;
+  };
   std::vector<core::PlacementResult> DecideGangMembers(const std::vector<const PodInfo*>& members,
                                                        const std::vector<std::string>& running,
-                                                       const std::string& gang_key);
+                                                       const std::string& gang_key,
+                                                       const Reserved* reserved = nullptr);
   // DRA mode: the engine's decision for `request` (the pod's, with the GPUs its claims ask),
   // restricted to `candidates` (nodes and GPUs), or `nodes`, besides the pod's own constraints
   // (committed when placed, under request.name; HoldPlaced or Unplace follows).

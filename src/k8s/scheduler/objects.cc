@@ -14,6 +14,7 @@
 #include "core/model/quantity.h"
 #include "records/inventory.h"
 #include "records/names.h"
+#include "records/reservation.h"
 
 namespace tessera::k8s {
 namespace {
@@ -545,6 +546,10 @@ void DecodePodInto(const json& pod, PodInfo* p) {
         p->ready = JsonStringField(c, "status") == "True";
       } else if (JsonStringField(c, "type") == kScaleUpCondition) {
         p->scale_up_message = JsonStringField(c, "message");
+      } else if (JsonStringField(c, "type") == records::kReservedCondition &&
+                 JsonStringField(c, "status") == "True") {
+        p->reservation_message = JsonStringField(c, "message");
+        p->reservation_since = JsonStringField(c, "lastTransitionTime");
       }
     }
   }

@@ -139,6 +139,10 @@ struct PodInfo {
   std::string unschedulable_message;
   // The message of the scheduler's scale-up signal on the pod (condition tessera.dev/ScaleUp).
   std::string scale_up_message;
+  // The scheduler's reservation for the pod (condition tessera.dev/Reserved, records/reservation.h)
+  // while its status is True: the message and lastTransitionTime, as written; empty otherwise.
+  std::string reservation_message;
+  std::string reservation_since;
 
   NodeConstraints constraints;
 

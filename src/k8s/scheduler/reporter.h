@@ -3,6 +3,7 @@
 // (scheduler.cc); tests record them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,13 @@ class Reporter {
   virtual void ReportScaleUp(const PodInfo& pod, const std::string& message, bool helps) {
     (void)helps;
     ReportNormal(pod, "ScaleUpSignal", message);
+  }
+  // The pod condition tessera.dev/Reserved (records/reservation.h), which `tessera status` shows:
+  // `held` True (reason RoomReserved) with the record's `message` and lastTransitionTime
+  // `since_unix` (when the room was reserved), or False (reason Released) with why. Default: none.
+  virtual void ReportReservation(const PodInfo& pod, bool held, const std::string& message,
+                                 int64_t since_unix) {
+    (void)pod, (void)held, (void)message, (void)since_unix;
   }
 };
 

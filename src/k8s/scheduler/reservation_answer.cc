@@ -1,6 +1,7 @@
 #include "k8s/scheduler/reservation_answer.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/time/time.h"
 #include "common/strings.h"
@@ -125,13 +126,90 @@ bool ReservationAnswer::Refresh(std::span<const Waiting> waiting) {
     for (const PodInfo* p : w->second->pods) host_.reporter().ReportNormal(*p, "Reserved", message);
   }
   told_ = std::move(told);
+  absl::flat_hash_map<std::string_view, const core::Reservation*> held;
+  for (const core::Reservation& r : reservations_.reservations()) held.emplace(r.owner, &r);
+  WriteConditions(waiting, held);
   return dropped;
+}
+
+records::ReservationRecord ReservationAnswer::RecordOf(const core::Reservation& r,
+                                                       bool gang) const {
+  const core::Cluster& cluster = host_.ledger().engine().cluster();
+  records::ReservationRecord record{.gang = gang, .owner = r.owner};
+  for (const core::Candidate& c : r.gpus) {
+    records::ReservationRecord::Site& site = record.sites.emplace_back();
+    site.node = cluster.node(c.node).name;
+    for (uint64_t m = c.gpu_mask; m; m &= m - 1) site.gpus.push_back(__builtin_ctzll(m));
+  }
+  record.expected_start_unix = r.expected_start;
+  return record;
+}
+
+void ReservationAnswer::WriteConditions(
+    std::span<const Waiting> waiting,
+    const absl::flat_hash_map<std::string_view, const core::Reservation*>& held) {
+  // What a pod's condition says now: what this scheduler wrote, else what the pod shows.
+  auto current = [&](const PodInfo& p) -> std::optional<records::ReservationRecord> {
+    if (auto it = conditions_.find(p.key); it != conditions_.end()) return it->second;
+    if (p.reservation_message.empty()) return std::nullopt;
+    absl::StatusOr<records::ReservationRecord> r =
+        records::ParseReservationMessage(p.reservation_message);
+    // Unreadable (written by someone else): rewritten or released as if it said something else.
+    if (!r.ok()) return records::ReservationRecord{.owner = "?"};
+    return *r;
+  };
+  absl::flat_hash_map<std::string, std::optional<records::ReservationRecord>> written;
+  for (const Waiting& w : waiting) {
+    auto h = held.find(w.owner);
+    for (const PodInfo* p : w.pods) {
+      std::optional<records::ReservationRecord> now = current(*p);
+      if (h == held.end()) {
+        // Not held: a True condition (ours, or a predecessor's) is released once.
+        if (now) {
+          host_.reporter().ReportReservation(
+              *p, false,
+              "the room reserved for it is no longer held (it started elsewhere, its estimate "
+              "proved wrong and it is chosen again, or pods that waited longer come first)",
+              UnixNow());
+        }
+        // Remembered until the pod shows it, so that it is not said again meanwhile.
+        if (now || (conditions_.contains(p->key) && !p->reservation_message.empty())) {
+          written[p->key] = std::nullopt;
+        }
+        continue;
+      }
+      const core::Reservation& r = *h->second;
+      records::ReservationRecord want = RecordOf(r, p->request.gang.has_value());
+      if (now && now->gang == want.gang && now->owner == want.owner && now->sites == want.sites &&
+          std::abs(now->expected_start_unix - want.expected_start_unix) < kRewriteAfterS) {
+        written[p->key] = std::move(now);
+        continue;
+      }
+      host_.reporter().ReportReservation(*p, true, records::ReservationMessage(want), r.since);
+      written[p->key] = std::move(want);
+    }
+  }
+  conditions_ = std::move(written);
 }
 
 core::PlacementResult ReservationAnswer::Decide(const PodInfo& pod) {
   if (!enabled()) return host_.ledger().Decide(pod);
   core::Admission how = core::Admission::kFree;
   return host_.ledger().DecideReserved(pod, RequestOf(pod), reservations_, UnixNow(), &how);
+}
+
+std::vector<core::PlacementResult> ReservationAnswer::DecideGang(
+    const std::vector<const PodInfo*>& members, const std::vector<std::string>& running,
+    const std::string& gang_key) {
+  if (!enabled()) return host_.ledger().DecideGangMembers(members, running, gang_key);
+  std::vector<core::PodRequest> owners;
+  std::vector<std::optional<int64_t>> runtimes;
+  for (const PodInfo* m : members) {
+    owners.push_back(RequestOf(*m));
+    runtimes.push_back(m->max_runtime_s);
+  }
+  const ClusterLedger::Reserved reserved{reservations_, owners, runtimes, UnixNow()};
+  return host_.ledger().DecideGangMembers(members, running, gang_key, &reserved);
 }
 
 void ReservationAnswer::NotePlaced(const std::string& key, const PodInfo& pod,
@@ -173,6 +251,29 @@ std::optional<core::NodeSet> ReservationAnswer::Unheld(std::span<const PodInfo* 
   }
   if (!any) return std::nullopt;
   return core::NodeSet(std::move(allowed));
+}
+
+std::vector<plan::DefragInput::Held> ReservationAnswer::HeldForPlans(
+    std::span<const PodInfo* const> members) {
+  std::vector<plan::DefragInput::Held> out;
+  if (!enabled() || reservations_.reservations().empty()) return out;
+  const int64_t now = UnixNow();
+  for (const core::Reservation& r : reservations_.reservations()) {
+    for (const core::Candidate& c : r.gpus) {
+      // The part of this reservation's GPUs held from some member (reservations hold disjoint
+      // GPUs, so HeldFrom's mask on this node names this reservation's only within c).
+      uint64_t refused = 0;
+      for (const PodInfo* m : members) {
+        refused |= reservations_.HeldFrom(RequestOf(*m), c.node, now, m->max_runtime_s);
+      }
+      refused &= c.gpu_mask;
+      if (refused != 0) out.push_back({core::Candidate{c.node, refused}, false});
+      if ((c.gpu_mask & ~refused) != 0) {
+        out.push_back({core::Candidate{c.node, c.gpu_mask & ~refused}, true});
+      }
+    }
+  }
+  return out;
 }
 
 NoFitAnswer::Verdict ReservationAnswer::Answer(const NoFit& unfit) {

@@ -13,6 +13,7 @@
 #include "k8s/scheduler/testing/recorder.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
+#include "records/reservation.h"
 
 namespace tessera::k8s {
 namespace {
@@ -132,6 +133,91 @@ TEST_F(ReservationTest, ABigPodThatWaitedGetsRoomReservedWithAnEvent) {
   EXPECT_EQ(Reasons(rec_.normals, "ns/big").size(), 1u);
 }
 
+// The pod's condition tessera.dev/Reserved says who, where and when, in the record `tessera
+// status` reads, with the time the room was reserved; it is written once while nothing changes.
+TEST_F(ReservationTest, TheReservationIsWrittenInThePodsCondition) {
+  ReservedOnN1();
+  const core::Reservation& r = core_->reservations()[0];
+  ASSERT_EQ(rec_.reservations.size(), 1u);
+  EXPECT_EQ(rec_.reservations[0].key, "ns/big");
+  EXPECT_EQ(rec_.reservations[0].reason, "RoomReserved");
+  absl::StatusOr<records::ReservationRecord> record =
+      records::ParseReservationMessage(rec_.reservations[0].message);
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_FALSE(record->gang);
+  EXPECT_EQ(record->owner, "ns/big");
+  ASSERT_EQ(record->sites.size(), 1u);
+  EXPECT_EQ(record->sites[0].node, "n1");
+  EXPECT_THAT(record->sites[0].gpus, ElementsAre(0, 1, 2, 3));
+  EXPECT_EQ(record->expected_start_unix, r.expected_start);
+  EXPECT_EQ(rec_.reservation_since["ns/big"], r.since);
+  Advance(5);
+  core_->ScheduleSome();
+  Advance(5);
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.reservations.size(), 1u);
+}
+
+// A restarted scheduler reads what the pods' conditions say: the same room is not rewritten, and
+// a True condition for room it does not hold (yet) is released.
+TEST_F(ReservationTest, ARestartedSchedulerRewritesOnlyTheConditionsThatChanged) {
+  ReservedOnN1();
+  ASSERT_EQ(rec_.reservations.size(), 1u);
+  const std::string message = rec_.reservations[0].message;
+  auto with_condition = [&](json pod, const std::string& text) {
+    pod["status"]["conditions"] = json::array({{{"type", "tessera.dev/Reserved"},
+                                                {"status", "True"},
+                                                {"reason", "RoomReserved"},
+                                                {"message", text},
+                                                {"lastTransitionTime", "2026-01-01T00:00:00Z"}}});
+    return pod;
+  };
+  // The same room: nothing written.
+  Make();
+  Node(NodeObject("n1").Gpus(4).Json());
+  for (auto& [key, pod] : objects_) {
+    json p = pod;
+    if (key == "ns/big") {
+      p = with_condition(p, message);
+      p["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z";
+    }
+    core_->OnPod(Change::kAdded, DecodePod(p));
+  }
+  core_->SetSynced(true, true);
+  core_->ScheduleSome();
+  ASSERT_EQ(core_->reservations().size(), 1u);
+  EXPECT_EQ(rec_.reservations.size(), 1u);
+  // A pod that has not waited long enough, whose condition says room elsewhere: released, once;
+  // once it has waited, its room is written.
+  Make();
+  Node(NodeObject("n1").Gpus(4).Json());
+  for (auto& [key, pod] : objects_) {
+    json p = pod;
+    if (key == "ns/big") {
+      p = with_condition(p,
+                         "room reserved for pod ns/big: node n9 GPUs 0,1,2,3; expected start "
+                         "2026-01-01T01:00:00Z");
+      p["metadata"]["creationTimestamp"] = WallNow();
+    }
+    core_->OnPod(Change::kAdded, DecodePod(p));
+  }
+  core_->SetSynced(true, true);
+  core_->ScheduleSome();
+  EXPECT_TRUE(core_->reservations().empty());
+  ASSERT_EQ(rec_.reservations.size(), 2u);
+  EXPECT_EQ(rec_.reservations[1].key, "ns/big");
+  EXPECT_EQ(rec_.reservations[1].reason, "Released");
+  Advance(2);
+  core_->ScheduleSome();
+  EXPECT_EQ(rec_.reservations.size(), 2u);
+  Advance(31);
+  core_->ScheduleSome();
+  ASSERT_EQ(core_->reservations().size(), 1u);
+  ASSERT_EQ(rec_.reservations.size(), 3u);
+  EXPECT_EQ(rec_.reservations[2].reason, "RoomReserved");
+  EXPECT_THAT(rec_.reservations[2].message, HasSubstr("node n1 GPUs 0,1,2,3"));
+}
+
 TEST_F(ReservationTest, OnlyAPodThatEndsInTimeTakesReservedRoom) {
   ReservedOnN1();
   // No run time declared: n1's free GPU is held, and there is nowhere else.
@@ -241,6 +327,37 @@ TEST_F(ReservationTest, ARestartedSchedulerRebuildsTheReservationFromTheBoundPod
   EXPECT_NEAR(core_->reservations()[0].expected_start, before.expected_start, 1);
 }
 
+// A gang, like a pod, runs off room held for another where it fits there: binpack would take
+// n1's free GPU (held for ns/big), so before gangs were decided under the reservations the gang
+// waited; it runs on n2. An elastic gang's members keep off the held GPU too.
+TEST_F(ReservationTest, AGangRunsAroundRoomHeldForAnother) {
+  ReservedOnN1();
+  Node(NodeObject("n2").Gpus(2).Json());
+  Pod(PodObject("ns", "x-0").Limit("tessera.dev/gpu", "1").Gang("x", 1).Json());
+  Advance(2);
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/x-0"), "n2") << rec_.LastFailure("ns/x-0");
+  // An elastic gang of 3 (starts with 1): one more member fits on n2, none on the held GPU.
+  for (const char* m : {"e-0", "e-1", "e-2"}) {
+    Pod(PodObject("ns", m)
+            .Limit("tessera.dev/gpu", "1")
+            .Gang("e", 3)
+            .Annotation("tessera.dev/gang-min", "1")
+            .Json());
+  }
+  Advance(2);
+  ScheduleAndBind();
+  int on_n2 = 0, on_n1 = 0;
+  for (const char* m : {"ns/e-0", "ns/e-1", "ns/e-2"}) {
+    on_n2 += BoundTo(m) == "n2" ? 1 : 0;
+    on_n1 += BoundTo(m) == "n1" ? 1 : 0;
+  }
+  EXPECT_EQ(on_n2, 1);
+  EXPECT_EQ(on_n1, 0);
+  ASSERT_EQ(core_->reservations().size(), 1u);
+  EXPECT_EQ(core_->reservations()[0].owner, "ns/big");
+}
+
 TEST_F(ReservationTest, AGangReservesAndItsMembersAreOneOwner) {
   Node(NodeObject("n1").Gpus(4).Json());
   for (const char* r : {"r1", "r2", "r3"}) Pod(Gpus(r, 1));
@@ -259,6 +376,9 @@ TEST_F(ReservationTest, AGangReservesAndItsMembersAreOneOwner) {
   EXPECT_EQ(Reasons(rec_.normals, "ns/g-0"), std::vector<std::string>{"Reserved"});
   EXPECT_EQ(Reasons(rec_.normals, "ns/g-1"), std::vector<std::string>{"Reserved"});
   EXPECT_THAT(rec_.normals[0].message, HasSubstr("gang ns/g"));
+  ASSERT_THAT(Reasons(rec_.reservations, "ns/g-0"), ElementsAre("RoomReserved"));
+  ASSERT_THAT(Reasons(rec_.reservations, "ns/g-1"), ElementsAre("RoomReserved"));
+  EXPECT_THAT(rec_.reservations[0].message, HasSubstr("room reserved for gang ns/g: node n1"));
   // A pod of another namespace naming a gang "g" is not its owner: it waits.
   Pod(PodObject("other", "x").Limit("tessera.dev/gpu", "1").Gang("g", 1).Json());
   Advance(2);

@@ -19,6 +19,7 @@
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
 #include "records/queue.h"
+#include "records/reservation.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
@@ -133,6 +134,25 @@ class ApiReporter final : public Reporter {
                  {"message", message},
                  {"lastProbeTime", nullptr},
                  {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}}})}}}};
+    Submit(
+        HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
+                    patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
+        pod.key);
+  }
+
+  void ReportReservation(const PodInfo& pod, bool held, const std::string& message,
+                         int64_t since_unix) override {
+    // A strategic merge patch: the list is merged by type, the pod's other conditions stay.
+    nlohmann::json patch = {
+        {"status",
+         {{"conditions", nlohmann::json::array({{{"type", records::kReservedCondition},
+                                                 {"status", held ? "True" : "False"},
+                                                 {"reason", held ? "RoomReserved" : "Released"},
+                                                 {"message", message},
+                                                 {"lastProbeTime", nullptr},
+                                                 {"lastTransitionTime",
+                                                  FormatTime(std::chrono::system_clock::time_point(
+                                                      std::chrono::seconds(since_unix)))}}})}}}};
     Submit(
         HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
                     patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},

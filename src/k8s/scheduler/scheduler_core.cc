@@ -55,6 +55,7 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
   chain_.Add(&scale_up_);
   chain_.Add(&reservations_);
   preemption_.set_reservations(&reservations_);
+  defrag_.set_reservations(&reservations_);
   queue_.set_order(&book_.set());
   pods_.set_listener([this](const std::string& key, const Pod* pod) { OnStage(key, pod); });
 }
@@ -565,7 +566,7 @@ void SchedulerCore::PlaceGang(const std::string& gang_key, const GangAssembler::
   }
   const DecisionTimer timer(metrics_);
   std::vector<core::PlacementResult> results =
-      ledger_.DecideGangMembers(members, round.running, gang_key);
+      reservations_.DecideGang(members, round.running, gang_key);  // the ledger's when off
   timer.Observe();
   if (std::string kept = chain_.AdmitGang(ledger_, round.pending, members, results);
       !kept.empty()) {

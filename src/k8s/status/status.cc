@@ -70,6 +70,63 @@ struct ShapeKeyHash {
   }
 };
 
+std::string Time(std::chrono::system_clock::time_point t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromChrono(t), absl::UTCTimeZone());
+}
+
+// One row per owner from the pods' conditions tessera.dev/Reserved (ReservationStatus).
+std::vector<ReservationStatus> Reservations(const std::vector<const PodInfo*>& pods,
+                                            std::chrono::system_clock::time_point now) {
+  std::vector<ReservationStatus> out;
+  std::map<std::pair<bool, std::string>, size_t> at;  // (gang, owner) -> row
+  const int64_t now_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  for (const PodInfo* p : pods) {
+    absl::StatusOr<records::ReservationRecord> r =
+        records::ParseReservationMessage(p->reservation_message);
+    if (!r.ok()) {
+      ReservationStatus& row = out.emplace_back();
+      row.owner = p->key;
+      row.pods = {p->key};
+      row.since = p->reservation_since;
+      row.held_seconds = SecondsSince(p->reservation_since, now);
+      row.error = std::string(FromAbsl(r.status().message()));
+      continue;
+    }
+    auto [it, fresh] = at.try_emplace({r->gang, r->owner}, out.size());
+    if (fresh) out.emplace_back();
+    ReservationStatus& row = out[it->second];
+    row.pods.push_back(p->key);
+    // The latest word among the pods that show it (a rewrite may be on its way to the others).
+    if (!fresh && p->reservation_since <= row.since) continue;
+    row.gang = r->gang;
+    row.owner = r->owner;
+    row.sites = std::move(r->sites);
+    row.since = p->reservation_since;
+    row.held_seconds = SecondsSince(p->reservation_since, now);
+    row.expected_start =
+        Time(std::chrono::system_clock::time_point(std::chrono::seconds(r->expected_start_unix)));
+    row.starts_in_seconds = r->expected_start_unix - now_unix;
+  }
+  for (ReservationStatus& row : out) std::sort(row.pods.begin(), row.pods.end());
+  std::sort(out.begin(), out.end(), [](const ReservationStatus& a, const ReservationStatus& b) {
+    return std::tie(a.expected_start, a.owner) < std::tie(b.expected_start, b.owner);
+  });
+  return out;
+}
+
+// "0-3,6": GPU indices (ascending) with runs shortened.
+std::string IndexRuns(const std::vector<int32_t>& v) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    parts.push_back(j == i ? StrCat(v[i]) : StrCat(v[i], j == i + 1 ? "," : "-", v[j]));
+    i = j + 1;
+  }
+  return StrJoin(parts, ",");
+}
+
 }  // namespace
 
 int64_t SecondsSince(const std::string& rfc3339, std::chrono::system_clock::time_point now) {
@@ -236,6 +293,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
   }
 
   // --- pending pods ---
+  std::vector<const PodInfo*> reserved;  // pending pods showing a reservation (of those shown)
   std::vector<Shape> shapes;
   absl::flat_hash_map<ShapeKey, size_t, ShapeKeyHash> shape_at;
   for (const PodInfo* p : snapshot.PendingPods(options.scheduler_name)) {
@@ -288,6 +346,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
       ps.reason = "not tried by the scheduler yet";
     }
     ps.scale_up = p->scale_up_message;
+    if (shown_ns(*p) && !p->reservation_message.empty()) reserved.push_back(p);
     QueueStatus& qs = queues[p->queue];
     qs.name = p->queue;
     if (shown_ns(*p)) {
@@ -299,6 +358,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
             [](const PendingPodStatus& a, const PendingPodStatus& b) {
               return std::tie(a.created, a.pod) < std::tie(b.created, b.pod);
             });
+  out.reservations = Reservations(reserved, options.now);
   // The queues' figures, counted as the scheduler counts them (QueueBook).
   {
     QueueBook book;
@@ -458,10 +518,6 @@ std::string Cores(int64_t milli) {
 std::string Percent(int64_t part, int64_t whole) {
   if (whole <= 0) return "-";
   return StrCat(part * 100 / whole, "%");
-}
-
-std::string Time(std::chrono::system_clock::time_point t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromChrono(t), absl::UTCTimeZone());
 }
 
 std::string GrantText(const GpuPodGrant& g) {
@@ -629,6 +685,33 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
       ++signals;
     }
     if (signals > 0) out += "\n" + su.Render();
+  }
+
+  if (!s.reservations.empty()) {
+    StrAppend(&out, "\nRESERVATIONS (", s.reservations.size(),
+              "; room held for pods that waited longest: others may use it only if they end "
+              "before it is needed, or outrank them)\n");
+    Table t("  ");
+    t.Row({"OWNER", "PODS", "WHERE", "SINCE", "EXPECTED START"});
+    for (const ReservationStatus& r : s.reservations) {
+      if (!r.error.empty()) {
+        t.Row({StrCat("pod ", r.owner), "1", StrCat("(cannot be read: ", r.error, ")"),
+               StrCat(FormatWait(r.held_seconds), " ago"), "?"});
+        continue;
+      }
+      std::vector<std::string> where;
+      for (const records::ReservationRecord::Site& site : r.sites) {
+        where.push_back(
+            StrCat(site.node, " GPU", site.gpus.size() > 1 ? "s " : " ", IndexRuns(site.gpus)));
+      }
+      const std::string in = r.starts_in_seconds >= 0
+                                 ? StrCat("in ", FormatWait(r.starts_in_seconds))
+                                 : StrCat("overdue ", FormatWait(-r.starts_in_seconds));
+      t.Row({StrCat(r.gang ? "gang " : "pod ", r.owner), StrCat(r.pods.size()),
+             StrJoin(where, "; "), StrCat(FormatWait(r.held_seconds), " ago"),
+             StrCat(in, " (", r.expected_start, ")")});
+    }
+    out += t.Render();
   }
 
   if (!s.queues.empty()) {
@@ -811,6 +894,23 @@ json StatusToJson(const ClusterStatus& s) {
                       {"usage", amounts(q.usage)},
                       {"pending_pods", q.pending_pods}});
   }
+  json reservations = json::array();
+  for (const ReservationStatus& r : s.reservations) {
+    json where = json::array();
+    for (const records::ReservationRecord::Site& site : r.sites) {
+      where.push_back({{"node", site.node}, {"gpus", site.gpus}});
+    }
+    reservations.push_back(
+        {{"owner", r.owner},
+         {"kind", r.gang ? "gang" : "pod"},
+         {"pods", r.pods},
+         {"where", std::move(where)},
+         {"since", r.since},
+         {"held_seconds", r.held_seconds},
+         {"expected_start", r.expected_start.empty() ? json(nullptr) : json(r.expected_start)},
+         {"starts_in_seconds", r.error.empty() ? json(r.starts_in_seconds) : json(nullptr)},
+         {"error", r.error.empty() ? json(nullptr) : json(r.error)}});
+  }
   const StatusTotals& t = s.totals;
   json totals = {{"nodes", t.nodes},
                  {"gpu_nodes", t.gpu_nodes},
@@ -860,6 +960,7 @@ json StatusToJson(const ClusterStatus& s) {
           {"nodes", std::move(nodes)},
           {"pending", std::move(pending)},
           {"queues", std::move(queues)},
+          {"reservations", std::move(reservations)},
           {"queue_usage_half_life",
            s.queue_usage_half_life.empty() ? json(nullptr) : json(s.queue_usage_half_life)},
           {"totals", std::move(totals)},

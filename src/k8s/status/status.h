@@ -25,6 +25,7 @@
 #include "k8s/status/agent_usage.h"
 #include "nlohmann/json.hpp"
 #include "records/queue.h"
+#include "records/reservation.h"
 
 namespace tessera::k8s {
 
@@ -99,6 +100,22 @@ struct PendingPodStatus {
   int64_t waiting_seconds = -1;  // since creation; -1 when unknown
 };
 
+// Room the scheduler holds for a waiting pod or gang (reservations with backfill), as the owner's
+// waiting pods' condition tessera.dev/Reserved says (records/reservation.h). Only pods still
+// pending are read (a bound pod's condition is stale). One row per owner; the pods of a gang that
+// disagree (a write on its way) give the row of the pod that shows the latest.
+struct ReservationStatus {
+  bool gang = false;              // the owner is a gang
+  std::string owner;              // "ns/name" or "ns/gang"; the pod's key when `error` is set
+  std::vector<std::string> pods;  // its waiting pods showing it (of the namespace shown), by key
+  std::vector<records::ReservationRecord::Site> sites;  // the GPUs held, per node
+  std::string since;              // when the room was reserved (lastTransitionTime, RFC 3339)
+  int64_t held_seconds = -1;      // since then; -1 when unknown
+  std::string expected_start;     // when the owner is expected to start (RFC 3339)
+  int64_t starts_in_seconds = 0;  // from now; negative when the estimate is overdue
+  std::string error;  // the condition's message cannot be read (its text then), else empty
+};
+
 // One row per queue: every Queue object (queues.tessera.dev) and every queue a pod names (the
 // tessera.dev/queue annotation; "default" when absent), parents before children. The figures
 // are the scheduler's (k8s/scheduler/queue_book.h over core::QueueSet, from the same listed
@@ -165,6 +182,7 @@ struct ClusterStatus {
   std::vector<NodeStatus> nodes;          // every node with GPUs (or a bad inventory), by name
   std::vector<PendingPodStatus> pending;  // by creation time, then key
   std::vector<QueueStatus> queues;        // by name
+  std::vector<ReservationStatus> reservations;  // by expected start, then owner
   // The scheduler's usage half-life as its Queues' status says ("1h"; empty: it keeps none).
   std::string queue_usage_half_life;
   StatusTotals totals;

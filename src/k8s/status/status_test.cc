@@ -399,6 +399,104 @@ TEST(Status, ScaleUpSignalFromTheScheduler) {
   EXPECT_THAT(RenderStatusText(*plain), ::testing::Not(HasSubstr("SCALE-UP")));
 }
 
+// Reservations as the scheduler writes them in the waiting pods' condition tessera.dev/Reserved:
+// one row per owner (a gang's members together), the bound pod's stale condition unread, an
+// unreadable one shown with why; the --namespace filter applies.
+TEST(Status, ReservationsFromThePodsConditions) {
+  auto reserved = [](PodObject p, const std::string& message, const std::string& since) {
+    nlohmann::json j = p.Json();
+    j["status"]["conditions"] = {{{"type", "PodScheduled"}, {"status", "False"}},
+                                 {{"type", "tessera.dev/Reserved"},
+                                  {"status", "True"},
+                                  {"reason", "RoomReserved"},
+                                  {"message", message},
+                                  {"lastTransitionTime", since}}};
+    return j;
+  };
+  // now: 2026-03-01T10:05:00Z
+  const std::string gang =
+      "room reserved for gang ml/train: node a GPUs 0,1,2,3; node b GPUs 0,1; expected start "
+      "2026-03-01T10:45:00Z";
+  std::vector<nlohmann::json> pods = {
+      reserved(PodObject("ml", "t-0").Limit("tessera.dev/gpu", "1").Gang("train", 6), gang,
+               "2026-03-01T10:03:00Z"),
+      reserved(PodObject("ml", "t-1").Limit("tessera.dev/gpu", "1").Gang("train", 6), gang,
+               "2026-03-01T10:03:00Z"),
+      reserved(PodObject("ns", "big").Limit("tessera.dev/gpu", "2"),
+               "room reserved for pod ns/big: node b GPUs 2,3; expected start "
+               "2026-03-01T10:04:00Z",
+               "2026-03-01T09:05:00Z"),
+      reserved(PodObject("ns", "bad").Limit("tessera.dev/gpu", "2"), "held somewhere",
+               "2026-03-01T10:04:00Z"),
+      // Bound: the reservation ended when it started (the condition is stale).
+      reserved(PodObject("ns", "ran")
+                   .Limit("tessera.dev/gpu", "1")
+                   .Assigned(Grant("a", 4, 80 * kGi, 1000, true)),
+               "room reserved for pod ns/ran: node a GPUs 4; expected start 2026-03-01T10:00:00Z",
+               "2026-03-01T09:00:00Z"),
+      PodObject("ns", "plain").Limit("tessera.dev/gpu", "1").Json(),
+  };
+  ClusterSnapshot snap = ClusterSnapshot::FromObjects(
+      {NodeObject("a").Gpus(8).Json(), NodeObject("b").Gpus(4).Json()}, pods);
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snap, At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->reservations.size(), 3u);
+  // By expected start: the unreadable one has none (first), then ns/big (10:04), then the gang.
+  const ReservationStatus& bad = s->reservations[0];
+  EXPECT_EQ(bad.owner, "ns/bad");
+  EXPECT_THAT(bad.error, HasSubstr("does not start"));
+  const ReservationStatus& big = s->reservations[1];
+  EXPECT_FALSE(big.gang);
+  EXPECT_EQ(big.owner, "ns/big");
+  EXPECT_EQ(big.held_seconds, 3600);
+  EXPECT_EQ(big.starts_in_seconds, -60);
+  const ReservationStatus& g = s->reservations[2];
+  EXPECT_TRUE(g.gang);
+  EXPECT_EQ(g.owner, "ml/train");
+  EXPECT_THAT(g.pods, ::testing::ElementsAre("ml/t-0", "ml/t-1"));
+  ASSERT_EQ(g.sites.size(), 2u);
+  EXPECT_EQ(g.sites[1].node, "b");
+  EXPECT_THAT(g.sites[1].gpus, ::testing::ElementsAre(0, 1));
+  EXPECT_EQ(g.since, "2026-03-01T10:03:00Z");
+  EXPECT_EQ(g.held_seconds, 120);
+  EXPECT_EQ(g.expected_start, "2026-03-01T10:45:00Z");
+  EXPECT_EQ(g.starts_in_seconds, 2400);
+
+  const std::string text = RenderStatusText(*s);
+  EXPECT_THAT(text, HasSubstr("RESERVATIONS (3;"));
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex("gang ml/train +2 +a GPUs 0-3; b GPUs 0,1 +2m ago +in 40m "
+                                       "\\(2026-03-01T10:45:00Z\\)"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("pod ns/big +1 +b GPUs 2,3 +60m ago +overdue 60s"));
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex("pod ns/bad +1 +\\(cannot be read: .*\\) +60s ago +\\?"));
+  EXPECT_THAT(text, Not(HasSubstr("pod ns/ran")));  // bound: its condition is not read
+
+  nlohmann::json j = StatusToJson(*s);
+  ASSERT_EQ(j["reservations"].size(), 3u);
+  const nlohmann::json& jg = j["reservations"][2];
+  EXPECT_EQ(jg["owner"], "ml/train");
+  EXPECT_EQ(jg["kind"], "gang");
+  EXPECT_EQ(jg["pods"], nlohmann::json::array({"ml/t-0", "ml/t-1"}));
+  EXPECT_EQ(jg["where"][0], nlohmann::json({{"node", "a"}, {"gpus", {0, 1, 2, 3}}}));
+  EXPECT_EQ(jg["since"], "2026-03-01T10:03:00Z");
+  EXPECT_EQ(jg["expected_start"], "2026-03-01T10:45:00Z");
+  EXPECT_EQ(jg["starts_in_seconds"], 2400);
+  EXPECT_EQ(jg["error"], nullptr);
+  EXPECT_EQ(j["reservations"][0]["expected_start"], nullptr);
+
+  // One namespace: only its owners.
+  absl::StatusOr<ClusterStatus> ml = ComputeStatus(snap, At("", "ml"));
+  ASSERT_TRUE(ml.ok()) << ml.status();
+  ASSERT_EQ(ml->reservations.size(), 1u);
+  EXPECT_EQ(ml->reservations[0].owner, "ml/train");
+  // None: no section, an empty list.
+  absl::StatusOr<ClusterStatus> plain = ComputeStatus(Scenario(), At());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(RenderStatusText(*plain), Not(HasSubstr("RESERVATIONS")));
+  EXPECT_EQ(StatusToJson(*plain)["reservations"], nlohmann::json::array());
+}
+
 // A namespace-scoped user's view: only its namespace's pods were listed, and no nodes (403). Its
 // running GPU pods are listed from their assignments; no node, GPU or total is shown.
 TEST(Status, OneNamespaceWithoutNodes) {

@@ -57,6 +57,11 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
                     const std::string& message) override {
     normals.push_back({pod.key, std::string(reason), message, false});
   }
+  void ReportReservation(const PodInfo& pod, bool held, const std::string& message,
+                         int64_t since_unix) override {
+    reservations.push_back({pod.key, held ? "RoomReserved" : "Released", message, false});
+    reservation_since[pod.key] = since_unix;
+  }
   void ReportPodGroup(const PodGroupInfo& group, bool scheduled,
                       const std::string& message) override {
     groups.push_back({group.key, scheduled ? "Scheduled" : "Unschedulable", message, false});
@@ -94,6 +99,10 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
   std::map<std::string, std::string> failures;  // the last failure of each pod
   std::vector<ReportCall> warnings;
   std::vector<ReportCall> normals;
+  // Conditions tessera.dev/Reserved written (reason RoomReserved or Released), in order, and the
+  // last lastTransitionTime written for each pod (Unix seconds).
+  std::vector<ReportCall> reservations;
+  std::map<std::string, int64_t> reservation_since;
   std::vector<ReportCall> groups;      // PodGroupInitiallyScheduled conditions written
   std::vector<std::string> nominated;  // "key->node"
   std::vector<std::string> evicted;    // keys
