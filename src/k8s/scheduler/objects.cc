@@ -560,6 +560,20 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   } else {
     p->input_error = std::string(FromAbsl(request.status().message()));
   }
+  if (const json& restart = JsonField(annotations, kGangRestartAnnotation);
+      !restart.is_null() && p->input_error.empty()) {
+    const std::string value = restart.is_string() ? restart.get<std::string>() : restart.dump();
+    const std::string field =
+        StrCat("metadata.annotations[", kGangRestartAnnotation, "]: \"", value, "\" ");
+    if (value != "all" && value != "member") {
+      p->input_error = StrCat(field, "must be all or member");
+    } else if (!p->request.gang && p->pod_group.empty()) {
+      p->input_error = StrCat(field, "needs ", records::kGangAnnotation,
+                              " or spec.schedulingGroup.podGroupName");
+    } else {
+      p->gang_restart_all = value == "all";
+    }
+  }
 }
 
 }  // namespace
@@ -618,6 +632,8 @@ std::shared_ptr<const PodGroupInfo> DecodePodGroup(const json& group) {
   } else if (!JsonField(policy, "basic").is_object()) {
     g->error = "spec.schedulingPolicy: neither gang nor basic";
   }
+  const std::string disruption = JsonStringField(spec, "disruptionMode");
+  g->disrupt_all = disruption == "All" || disruption == "PodGroup";
   const json& topology = JsonField(JsonField(spec, "schedulingConstraints"), "topology");
   if (topology.is_array()) {
     for (const json& t : topology) {

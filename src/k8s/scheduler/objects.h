@@ -79,6 +79,11 @@ struct NodeConstraints {
 // (runtime_limits.h).
 inline constexpr std::string_view kMaxRuntimeAnnotation = "tessera.dev/max-runtime";
 
+// What happens to a gang that loses a member to a GPU fault: "member" (the default: the member's
+// controller makes a replacement, placed beside the survivors) or "all" (the whole gang is
+// evicted and placed again together): gang_restarts.h.
+inline constexpr std::string_view kGangRestartAnnotation = "tessera.dev/gang-restart";
+
 // The pod condition type in which the scheduler's scale-up signal tells a waiting pod which
 // nodes would let it run (scale_up_signal.h); `tessera status` shows it.
 inline constexpr std::string_view kScaleUpCondition = "tessera.dev/ScaleUp";
@@ -118,6 +123,10 @@ struct PodInfo {
   std::optional<core::GangAsk> pod_group_topology;
   // Set by PodGroups::Resolve, never decoded: the pod names a PodGroup that does not exist (yet).
   bool pod_group_missing = false;
+  // tessera.dev/gang-restart: all, or (set by PodGroups::Resolve) its PodGroup's
+  // spec.disruptionMode All: the gang is restarted whole when a member is lost to a GPU fault
+  // (gang_restarts.h). False ("member", the default): only the lost member is replaced.
+  bool gang_restart_all = false;
 
   // What the pod asks for; meaningful when input_error is empty. request.name == key.
   core::PodRequest request;
@@ -168,6 +177,10 @@ struct PodGroupInfo {
   int32_t min_count = 0;
   // spec.schedulingConstraints.topology[].key: node label keys the group stays inside.
   std::vector<std::string> topology_keys;
+  // spec.disruptionMode "All" (v1alpha2: "PodGroup"): its pods are disrupted together, so a
+  // member lost to a GPU fault restarts the whole group (gang_restarts.h), as
+  // tessera.dev/gang-restart: all does. "Single", "Pod" or absent: false.
+  bool disrupt_all = false;
   // status.conditions as they are (the scheduler rewrites the list with its own condition).
   nlohmann::json conditions = nlohmann::json::array();
   std::string error;

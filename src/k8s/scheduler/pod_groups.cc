@@ -102,6 +102,7 @@ std::shared_ptr<const PodInfo> PodGroups::Apply(const PodInfo& raw, const PodGro
     pod->input_error = StrCat("PodGroup ", group_key, ": ", group->error);
     return pod;
   }
+  if (group->gang && group->disrupt_all) pod->gang_restart_all = true;
   // What the pod's own annotations (or Kueue label) ask: kept for its topology, else ignored.
   const std::optional<core::GangAsk> own = raw.request.gang;
   // A basic PodGroup asks for no gang (the Job controller gives one to every Job without
