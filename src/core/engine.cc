@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <tuple>
 
 #include "absl/container/flat_hash_set.h"
 #include "common/status.h"
@@ -721,6 +722,89 @@ int Engine::DomainHolding(int level, std::span<const Placement> placements) cons
   return best;
 }
 
+// `area` cut to the nodes and GPUs of `to` (a node in both, with the GPUs in both).
+static std::vector<Candidate> Intersect(const Cluster& cluster, const std::vector<Candidate>& area,
+                                        const std::vector<Candidate>& to) {
+  std::vector<Candidate> out;
+  for (const Candidate& c : area) {
+    for (const Candidate& t : to) {
+      if (t.node != c.node) continue;
+      out.push_back(
+          Candidate{c.node, c.gpu_mask & t.gpu_mask & cluster.node(c.node).all_gpus_mask()});
+      break;
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<Candidate>> Engine::ReplacementAreas(
+    std::span<const Placement> held, const std::vector<Candidate>* allowed,
+    const std::vector<Candidate>* within) const {
+  struct Area {
+    int gpus = 0;
+    int order = 0;  // the level's index; the members' nodes after every level
+    std::vector<Candidate> candidates;
+  };
+  std::vector<Area> areas;
+  auto add = [&](std::vector<Candidate> candidates, int order) {
+    if (allowed != nullptr) candidates = Intersect(cluster_, candidates, *allowed);
+    if (within != nullptr) candidates = Intersect(cluster_, candidates, *within);
+    if (candidates.empty()) return;
+    Area a{0, order, std::move(candidates)};
+    for (const Candidate& c : a.candidates) {
+      a.gpus += __builtin_popcountll(c.gpu_mask & cluster_.node(c.node).all_gpus_mask());
+    }
+    areas.push_back(std::move(a));
+  };
+  const int levels = static_cast<int>(domains_.levels().size());
+  for (int level = 0; level < levels; ++level) {
+    // The domain of `level` holding every running member, if one does.
+    int holding = -1;
+    for (const Placement& p : held) {
+      int d = -1;
+      if (p.node.valid() && p.node.value() < static_cast<int>(node_domains_.size())) {
+        const uint64_t mask = p.gpu_mask();
+        for (const NodeDomain& nd : node_domains_[p.node.value()]) {
+          if (nd.level == level && (mask & ~nd.mask) == 0) {
+            d = nd.domain;
+            break;
+          }
+        }
+      }
+      if (d < 0 || (holding >= 0 && d != holding)) {
+        holding = -1;
+        break;
+      }
+      holding = d;
+    }
+    if (holding >= 0) add(domains_.domains(level)[holding].candidates, level);
+  }
+  std::vector<Candidate> on_nodes;
+  for (const Placement& p : held) {
+    if (!p.node.valid() || p.node.value() >= cluster_.node_count()) continue;
+    if (std::none_of(on_nodes.begin(), on_nodes.end(),
+                     [&](const Candidate& c) { return c.node == p.node; })) {
+      on_nodes.push_back(Candidate{p.node, cluster_.node(p.node).all_gpus_mask()});
+    }
+  }
+  if (!on_nodes.empty()) add(std::move(on_nodes), levels);
+  std::stable_sort(areas.begin(), areas.end(), [](const Area& a, const Area& b) {
+    return std::tie(a.gpus, a.order) < std::tie(b.gpus, b.order);
+  });
+  std::vector<std::vector<Candidate>> out;
+  for (Area& a : areas) {
+    const bool repeats = std::any_of(out.begin(), out.end(), [&](const std::vector<Candidate>& o) {
+      return o.size() == a.candidates.size() &&
+             std::equal(o.begin(), o.end(), a.candidates.begin(),
+                        [](const Candidate& x, const Candidate& y) {
+                          return x.node == y.node && x.gpu_mask == y.gpu_mask;
+                        });
+    });
+    if (!repeats) out.push_back(std::move(a.candidates));
+  }
+  return out;
+}
+
 std::vector<PlacementResult> Engine::DecideElasticGang(std::span<const PodRequest> pending,
                                                        std::span<const std::string> running,
                                                        Mode mode, const Where& where,
@@ -768,20 +852,39 @@ std::vector<PlacementResult> Engine::DecideElasticGang(std::span<const PodReques
       kept = allowed == nullptr ? domain.candidates : Restrict(cluster_, domain, *allowed, &gpus);
     }
   }
-  // The first n pending members as a gang of their own: all or none.
+  // The first n pending members as a gang of their own: all or none, within `area` (nullptr:
+  // the gang's own rules, within `allowed`).
   std::vector<PodRequest> members(pending.begin(), pending.begin() + most);
-  auto attempt = [&](int n, bool in_kept, Mode m) {
+  auto attempt_in = [&](int n, const std::vector<Candidate>* area, Mode m) {
     std::vector<PodRequest> some(members.begin(), members.begin() + n);
     for (PodRequest& x : some) {
       GangAsk g = x.gang.value_or(GangAsk{});
       g.size = n;
       g.min = 0;
-      if (in_kept) g.level.clear();  // the domain is given as candidates
+      if (area != nullptr) g.level.clear();  // the domain is given as candidates
       x.gang = g;
     }
-    return DecideGang(some, m, Where{in_kept ? &kept : allowed, nodes}, explain);
+    return DecideGang(some, m, Where{area != nullptr ? area : allowed, nodes}, explain);
+  };
+  auto attempt = [&](int n, bool in_kept, Mode m) {
+    return attempt_in(n, in_kept ? &kept : nullptr, m);
   };
   auto fits = [](const std::vector<PlacementResult>& rs) { return !rs.empty() && rs[0].placed(); };
+  // Beside the survivors: all `most` members in the smallest of the places holding every running
+  // member that takes them all (ReplacementAreas), before the rules below.
+  if (r > 0) {
+    for (const std::vector<Candidate>& area :
+         ReplacementAreas(held, allowed, keep && gang.required ? &kept : nullptr)) {
+      std::vector<PlacementResult> beside = attempt_in(most, &area, mode);
+      if (!fits(beside)) continue;
+      for (int i = 0; i < most; ++i) results[i] = std::move(beside[i]);
+      for (size_t i = most; i < pending.size(); ++i) {
+        results[i].outcome = Outcome::kNoFitNow;
+        results[i].reason = StrCat("gang ", gang.name, " already has its ", size, " members");
+      }
+      return results;
+    }
+  }
   // The largest n that fits placed (in `mode`) into *placed; false, with the failure of `need`
   // members in *placed, when not even they fit. All of them first (the common case, and the
   // only one for a gang that is not elastic), then halving.

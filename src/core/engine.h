@@ -160,13 +160,20 @@ class Engine {
   // With r of them held, the gang needs need = max(1, min - r) more members together, all or
   // none, and takes at most size - r: the largest n (need <= n <= that) such that the first n
   // pending members fit together, found by halving (for members that ask alike, n fitting means
-  // fewer fit). Where: a gang that runs members keeps their domain of its level (the one
-  // holding most of them): required, only there; preferred, there first, then as a gang of n
-  // members would be placed. A gang starting chooses its domain as a gang of n members does, so
-  // it starts with as many as one domain takes. The first n results placed, the others
-  // kNoFitNow saying how many run; when fewer than `need` fit, every result fails and the state
-  // is as before. Example: size 8, min 4, nothing running, one NVLink domain with 5 GPUs free:
-  // 5 placed there, 3 wait; later 2 GPUs of that domain free up: 2 more placed there.
+  // fewer fit). Where, for a gang that runs members (a member lost to a fault and recreated by
+  // its controller, an elastic gang growing): first beside them, all `size - r` together in
+  // the smallest place that holds every running member and takes them all (for each topology
+  // level its domain holding them all, and the nodes they run on: ReplacementAreas), whatever
+  // the gang's level; else the gang keeps their domain of its level (the one holding most of
+  // them): required, only there; preferred, there first, then as a gang of n members would be
+  // placed. A required gang's places beside them are cut to that domain. Example: a gang of 4
+  // without a level runs 3 members on node a1 of NVLink domain d1 (one GPU left there), d2 is
+  // empty: the 4th member goes to a1, whatever the policy would choose on its own. A gang starting
+  // chooses its domain as a gang of n members does, so it starts with as many as one domain takes.
+  // The first n results placed, the others kNoFitNow saying how many run; when fewer than `need`
+  // fit, every result fails and the state is as before. Example: size 8, min 4, nothing running,
+  // one NVLink domain with 5 GPUs free: 5 placed there, 3 wait; later 2 GPUs of that domain free
+  // up: 2 more placed there.
   //
   // What-ifs (ask.without, for planners: preemption, defragmentation): the decision as it would
   // be were those pods gone, test-only (a what-if with another mode is a programming error).
@@ -285,6 +292,14 @@ class Engine {
   bool AppendNodes(int first);
   // The domain of `level` holding most of `placements` (ties: the lower), or -1 for none.
   int DomainHolding(int level, std::span<const Placement> placements) const;
+  // Where a gang's next members go first, beside its running members (`held`): the places
+  // holding every one of them, smallest first (by GPUs; ties: the narrower level, the members'
+  // nodes last): for each topology level, its domain holding them all, where one does; and the
+  // nodes they run on, every GPU of them. Each is cut to `allowed` and `within` (nullptr: no
+  // cut); one left empty, or equal to a smaller one, is dropped.
+  std::vector<std::vector<Candidate>> ReplacementAreas(std::span<const Placement> held,
+                                                       const std::vector<Candidate>* allowed,
+                                                       const std::vector<Candidate>* within) const;
   void UpdateDomains(NodeId node);  // after the node's state changed
   // Domain `domain` of `level` as `nodes` leaves it: its room (free compute and fully free GPUs
   // over its nodes in the set, from the index) and in *gpus its GPU count there.

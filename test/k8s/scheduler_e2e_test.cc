@@ -297,6 +297,9 @@ retry: {minInterval: 200ms, period: 5s}
     return {"", "", ""};
   }
 
+  // The body of the two LostGangMember tests (pod_group: the gang is an upstream PodGroup).
+  void ReplacesALostGangMemberBesideTheSurvivors(bool pod_group);
+
   std::unique_ptr<k8s::ApiClient> api_;
   std::string id_, ns_, scheduler_name_, dir_;
   std::vector<std::unique_ptr<ScopedProcess>> schedulers_;
@@ -607,6 +610,166 @@ TEST_F(SchedulerTest, ElasticGangStartsWithFourAndGrowsToEight) {
   CommandResult describe = Cp().Kubectl({"describe", "pod", "-n", ns_, "w-7"});
   ASSERT_TRUE(describe.ok()) << describe.err;
   EXPECT_THAT(describe.out, HasSubstr("8 of 8 members running (min 4)"));
+}
+
+// A gang member lost (evicted for a GPU fault, say) and made again by its controller: the
+// replacement goes beside the survivors, into their NVLink domain d1, though the other domain d2
+// has more room and the policy (spread: the emptiest node) would choose it on its own. d1 is the
+// only room when the gang starts; d2 joins while it runs. Once as a gang of annotations with no
+// topology, once as an upstream PodGroup requiring a rack (both domains are in rack r1). With no
+// kubelet the lost member is deleted with grace period 0, as a kubelet would confirm it gone.
+void SchedulerTest::ReplacesALostGangMemberBesideTheSurvivors(bool pod_group) {
+  WriteConfig("policy: spread\n");
+  auto node = [&](const std::string& name, int gpus, const std::string& domain) {
+    AddNode(NodeObject(NodeName(name))
+                .Gpus(gpus)
+                .NvSwitch()
+                .Label("tessera.dev/nvlink-domain", StrCat(id_.substr(0, 20), "-", domain))
+                .Label("tessera.dev/rack", StrCat(id_.substr(0, 20), "-r1")));
+  };
+  node("a1", 4, "d1");
+  node("a2", 4, "d1");
+  ScopedProcess* s = StartScheduler("replace");
+  if (pod_group) {
+    absl::StatusOr<json> created =
+        api_->Create(StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", ns_, "/podgroups"),
+                     k8s::testing::PodGroupJson(ns_, "train", 6, "tessera.dev/rack"));
+    ASSERT_TRUE(created.ok()) << created.status();
+  }
+  auto member = [&](const std::string& name) {
+    PodObject p = Pod(name).Limit("tessera.dev/gpu", "1");
+    if (pod_group) {
+      p.PodGroup("train");
+    } else {
+      p.Gang("train", 6);
+    }
+    AddPod(p);
+  };
+  for (int i = 0; i < 6; ++i) member(StrCat("w-", i));
+  ASSERT_TRUE(WaitBound(6, seconds(30))) << s->Log();
+  const std::set<std::string> d1 = {NodeName("a1"), NodeName("a2")};
+  std::map<std::string, records::Assignment> before = Assignments();
+  for (const auto& [pod, a] : before) ASSERT_TRUE(d1.contains(a.node)) << pod;
+
+  // Another NVLink domain with more room joins: a pod of no gang goes there (spread's choice, and
+  // proof that the scheduler sees it); then a member is lost and made again.
+  node("b1", 8, "d2");
+  node("b2", 4, "d2");
+  AddPod(Pod("alone").Limit("tessera.dev/gpu", "1"));
+  ASSERT_TRUE(WaitBound(7, seconds(30))) << s->Log();
+  EXPECT_EQ(Assignments()["alone"].node, NodeName("b1"));
+  const std::string lost = "w-0";
+  ASSERT_TRUE(
+      api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/", lost), {{"gracePeriodSeconds", 0}})
+          .ok());
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 6; }, seconds(30)));
+  member("w-0-again");
+  ASSERT_TRUE(WaitBound(7, seconds(30))) << s->Log();
+  std::map<std::string, records::Assignment> after = Assignments();
+  ASSERT_TRUE(after.contains("w-0-again"));
+  EXPECT_TRUE(d1.contains(after["w-0-again"].node))
+      << "the replacement went to " << after["w-0-again"].node << "\n"
+      << s->Log();
+  ASSERT_TRUE(after["w-0-again"].gang.has_value());
+  EXPECT_EQ(after["w-0-again"].gang->name, "train");
+  for (const auto& [pod, a] : after) {
+    if (pod != "alone") EXPECT_TRUE(d1.contains(a.node)) << pod;
+  }
+  CheckNoOvercommit(after);
+}
+
+TEST_F(SchedulerTest, LostGangMemberIsReplacedBesideTheSurvivors) {
+  ReplacesALostGangMemberBesideTheSurvivors(/*pod_group=*/false);
+}
+
+TEST_F(SchedulerTest, LostPodGroupMemberIsReplacedBesideTheSurvivors) {
+  ReplacesALostGangMemberBesideTheSurvivors(/*pod_group=*/true);
+}
+
+// tessera.dev/gang-restart: all. A gang of 3 runs on dgx; GPU of member w-1 fails (the agent
+// marks it unhealthy in the node's inventory) and w-1 is evicted through the Eviction API, as the
+// agent's fault policy does: the scheduler evicts w-0 and w-2 the same way (Warning GangRestart).
+// The members the gang's controller makes again wait while any old member is left, saying so;
+// once the old are gone (a kubelet would confirm it; here grace period 0) all three are placed
+// together, as a gang that starts (each record: 3 running). The failed GPU takes none of them.
+TEST_F(SchedulerTest, GangRestartAllEvictsTheGangAndPlacesItAgain) {
+  const std::string dgx = NodeName("dgx");
+  AddNode(NodeObject(dgx).Gpus(4).NvSwitch());
+  ScopedProcess* s = StartScheduler("restart");
+  auto member = [&](const std::string& name) {
+    AddPod(Pod(name)
+               .Limit("tessera.dev/gpu", "1")
+               .Gang("train", 3)
+               .Annotation("tessera.dev/gang-restart", "all"));
+  };
+  for (int i = 0; i < 3; ++i) member(StrCat("w-", i));
+  ASSERT_TRUE(WaitBound(3, seconds(30))) << s->Log();
+  const int failed = Assignments()["w-1"].gpus.at(0).grant.gpu;
+  absl::StatusOr<json> patched = api_->Patch(
+      StrCat("/api/v1/nodes/", dgx), k8s::PatchType::kMerge,
+      {{"metadata",
+        {{"annotations",
+          {{"tessera.dev/gpu-inventory", NodeObject(dgx)
+                                             .Gpus(4)
+                                             .NvSwitch()
+                                             .Unhealthy(failed, {79}, "XID 79: fallen off the bus")
+                                             .InventoryJson()}}}}}});
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  auto evict = [&](const std::string& name) {
+    return api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods/", name, "/eviction"),
+                        {{"apiVersion", "policy/v1"},
+                         {"kind", "Eviction"},
+                         {"metadata", {{"name", name}, {"namespace", ns_}}}});
+  };
+  ASSERT_TRUE(evict("w-1").ok());
+  auto terminating = [&](const std::string& name) {
+    return GetPod(name)["metadata"].contains("deletionTimestamp");
+  };
+  ASSERT_TRUE(WaitUntil([&] { return terminating("w-0") && terminating("w-2"); }, seconds(30)))
+      << s->Log();
+  for (const std::string& pod : {"w-0", "w-2"}) {
+    bool told = false;
+    for (const json& e : EventsFor(pod)) {
+      told = told || (e["reason"] == "GangRestart" &&
+                      e["message"].get<std::string>().find(
+                          StrCat("member ", ns_, "/w-1 was lost to a GPU fault (GPU ", failed,
+                                 " of node ", dgx, " is unhealthy)")) != std::string::npos);
+    }
+    EXPECT_TRUE(told) << pod << ": " << EventsFor(pod).dump(2);
+  }
+
+  // The controller's new members wait while old ones are left.
+  for (int i = 0; i < 3; ++i) member(StrCat("v-", i));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return std::get<2>(Scheduled(GetPod("v-0"))).find("restarts whole") != std::string::npos;
+      },
+      seconds(30)))
+      << s->Log();
+  EXPECT_FALSE(IsBound(GetPod("v-0")));
+  for (const std::string& old : {"w-0", "w-1", "w-2"}) {
+    ASSERT_TRUE(
+        api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/", old), {{"gracePeriodSeconds", 0}})
+            .ok());
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        int fresh = 0;
+        for (const json& p : Pods()) {
+          fresh += IsBound(p) && p["metadata"]["name"].get<std::string>().starts_with("v-");
+        }
+        return fresh == 3;
+      },
+      seconds(30)))
+      << s->Log();
+  std::map<std::string, records::Assignment> again = Assignments();
+  ASSERT_EQ(again.size(), 3u);
+  for (const auto& [pod, a] : again) {
+    EXPECT_EQ(pod.substr(0, 2), "v-");
+    ASSERT_TRUE(a.gang.has_value()) << pod;
+    EXPECT_EQ(*a.gang, (records::GangRecord{"train", 3, 3, 3})) << pod;
+    EXPECT_NE(a.gpus.at(0).grant.gpu, failed) << pod;
+  }
 }
 
 TEST_F(SchedulerTest, UnschedulableConditionAndEventAsKubectlDescribeShows) {

@@ -179,6 +179,26 @@ std::string UnhealthyKey(const std::string& node, int gpu) {
   return StrCat("unhealthy-gpu:", node, "/", gpu);
 }
 
+std::string ClusterLedger::FaultOf(const PodInfo& pod) const {
+  if (pod.node_name.empty()) return "";
+  // The latest word on the node: a change not synced yet, else the node as synced.
+  const NodeInfo* node = nullptr;
+  if (auto p = pending_.find(pod.node_name); p != pending_.end()) {
+    node = p->second.get();
+  } else if (auto n = nodes_.find(pod.node_name); n != nodes_.end()) {
+    node = n->second.get();
+  }
+  if (node == nullptr) return StrCat("its node ", pod.node_name, " is gone");
+  if (!pod.assignment || node->unhealthy_gpus.empty()) return "";
+  for (const records::AssignedGpu& g : pod.assignment->gpus) {
+    const std::vector<int32_t>& bad = node->unhealthy_gpus;
+    if (std::find(bad.begin(), bad.end(), g.grant.gpu) != bad.end()) {
+      return StrCat("GPU ", g.grant.gpu, " of node ", pod.node_name, " is unhealthy");
+    }
+  }
+  return "";
+}
+
 void ClusterLedger::HoldUnhealthy(const std::string& name) {
   auto held = unhealthy_held_.find(name);
   if (held != unhealthy_held_.end()) {

@@ -97,6 +97,11 @@ class ClusterLedger {
   uint64_t node_changes_applied() const { return node_changes_applied_; }
   uint64_t holdings_moved() const { return holdings_moved_; }
 
+  // Why `pod` (bound) counts as lost to a GPU fault: a GPU of its assignment is unhealthy in its
+  // node's inventory ("GPU 2 of node n1 is unhealthy"), or its node is gone; "" when neither
+  // (gang_restarts.h).
+  std::string FaultOf(const PodInfo& pod) const;
+
   // --- what pods hold ---
   // Records what `key` holds and accounts it in the engine (now, or at the next Sync). `bound`:
   // the API server says so (restored before pods being bound). Returns false if it could not

@@ -111,6 +111,10 @@ void WriteCounters(const SchedulerMetrics& m, Exposition& out) {
               "Pods evicted for running past their declared run time (tessera.dev/max-runtime or "
               "activeDeadlineSeconds)."},
              m.max_runtime_evictions.load());
+  out.Scalar({"tessera_scheduler_gang_restarts_total", MetricType::kCounter,
+              "Gangs with tessera.dev/gang-restart: all (or a PodGroup's disruptionMode all) "
+              "evicted whole because a member was lost to a GPU fault."},
+             m.gang_restarts.load());
   out.Scalar({"tessera_scheduler_dra_allocations_total", MetricType::kCounter,
               "ResourceClaims whose allocation the scheduler wrote (DRA mode)."},
              m.dra_allocations.load());

@@ -91,6 +91,8 @@ class SchedulerMetrics {
   std::atomic<int64_t> reservations_made{0};
   std::atomic<int64_t> backfilled_pods{0};
   std::atomic<int64_t> max_runtime_evictions{0};
+  // Gangs restarted whole after a member was lost to a GPU fault (gang_restarts.h).
+  std::atomic<int64_t> gang_restarts{0};
   // The first sight (steady clock, nanoseconds since its epoch) of the pod that has waited longest
   // to be bound; 0 when none waits (pod_tracker.h).
   std::atomic<int64_t> oldest_waiting_since_ns{0};

@@ -566,6 +566,20 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   } else {
     p->input_error = std::string(FromAbsl(request.status().message()));
   }
+  if (const json& restart = JsonField(annotations, kGangRestartAnnotation);
+      !restart.is_null() && p->input_error.empty()) {
+    const std::string value = restart.is_string() ? restart.get<std::string>() : restart.dump();
+    const std::string field =
+        StrCat("metadata.annotations[", kGangRestartAnnotation, "]: \"", value, "\" ");
+    if (value != "all" && value != "member") {
+      p->input_error = StrCat(field, "must be all or member");
+    } else if (!p->request.gang && p->pod_group.empty()) {
+      p->input_error = StrCat(field, "needs ", records::kGangAnnotation,
+                              " or spec.schedulingGroup.podGroupName");
+    } else {
+      p->gang_restart_all = value == "all";
+    }
+  }
 }
 
 }  // namespace

@@ -79,6 +79,11 @@ struct NodeConstraints {
 // (runtime_limits.h).
 inline constexpr std::string_view kMaxRuntimeAnnotation = "tessera.dev/max-runtime";
 
+// What happens to a gang that loses a member to a GPU fault: "member" (the default: the member's
+// controller makes a replacement, placed beside the survivors) or "all" (the whole gang is
+// evicted and placed again together): gang_restarts.h.
+inline constexpr std::string_view kGangRestartAnnotation = "tessera.dev/gang-restart";
+
 // The pod condition type in which the scheduler's scale-up signal tells a waiting pod which
 // nodes would let it run (scale_up_signal.h); `tessera status` shows it.
 inline constexpr std::string_view kScaleUpCondition = "tessera.dev/ScaleUp";
@@ -125,6 +130,10 @@ struct PodInfo {
   // Whether the pod may evict others to fit: false for spec.preemptionPolicy Never, or when its
   // PodGroup says so (PodGroups::Resolve). It still waits for room in its turn.
   bool may_preempt = true;
+  // tessera.dev/gang-restart: all, or (set by PodGroups::Resolve) its PodGroup's
+  // spec.disruptionMode.all: the gang is restarted whole when a member is lost to a GPU fault
+  // (gang_restarts.h). False ("member", the default): only the lost member is replaced.
+  bool gang_restart_all = false;
 
   // What the pod asks for; meaningful when input_error is empty. request.name == key.
   core::PodRequest request;
@@ -180,8 +189,10 @@ struct PodGroupInfo {
   int32_t min_count = 0;
   // spec.schedulingConstraints.topology[].key: node label keys the group stays inside.
   std::vector<std::string> topology_keys;
-  // spec.disruptionMode: all (the group is preempted as one unit) or single (the default the API
-  // server writes: each pod on its own, within tessera's gang rule: PodInfo::disrupted_with_group).
+  // spec.disruptionMode: all (the group is preempted as one unit, and a member lost to a GPU fault
+  // restarts the whole group: gang_restarts.h, as tessera.dev/gang-restart: all does) or single
+  // (the default the API server writes: each pod on its own, within tessera's gang rule:
+  // PodInfo::disrupted_with_group).
   bool disrupt_all = false;
   // spec.priority (the API server's Priority admission sets it from spec.priorityClassName): when
   // set, the priority of every pod of the group, as kube-scheduler's workload-aware preemption

@@ -107,6 +107,7 @@ std::shared_ptr<const PodInfo> PodGroups::Apply(const PodInfo& raw, const PodGro
   if (group->priority) pod->priority = *group->priority;
   if (group->preempt_never) pod->may_preempt = false;
   pod->disrupted_with_group = group->disrupt_all;
+  if (group->gang && group->disrupt_all) pod->gang_restart_all = true;
   // What the pod's own annotations (or Kueue label) ask: kept for its topology, else ignored.
   const std::optional<core::GangAsk> own = raw.request.gang;
   // A basic PodGroup asks for no gang (the Job controller gives one to every Job without

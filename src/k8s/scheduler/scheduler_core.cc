@@ -49,7 +49,8 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
       defrag_(*this, preemption_, options_.defrag),
       scale_up_(*this, options_.scale_up, metrics),
       reservations_(*this, options_.reservations),
-      runtime_(options_.max_runtime_grace.count(), /*retry_s=*/60) {
+      runtime_(options_.max_runtime_grace.count(), /*retry_s=*/60),
+      restarts_(options_.gang_restart_retry) {
   chain_.Add(&preemption_);
   chain_.Add(&defrag_);
   chain_.Add(&scale_up_);
@@ -105,6 +106,11 @@ void SchedulerCore::OnBudget(Change change, std::shared_ptr<const BudgetInfo> bu
 
 void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) {
   if (ledger_.OnNode(change, std::move(node))) queue_.NoteChange();
+  // The agent marks a GPU unhealthy and evicts its pods at about the same time: a member seen
+  // leaving before its GPU was seen unhealthy is judged again now.
+  for (const std::string& key : std::vector<std::string>(leaving_.begin(), leaving_.end())) {
+    if (const Pod* s = pods_.Find(key)) RestartGangOf(*s->info);
+  }
 }
 
 // --- DRA objects -----------------------------------------------------------------------------
@@ -185,8 +191,12 @@ void SchedulerCore::ReportGroup(const PodInfo& member, bool scheduled, const std
 
 void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
   const std::string key = pod->key;
+  if (pod->bound() && (change == Change::kDeleted || pod->terminal() || pod->deleting)) {
+    RestartGangOf(*pod);
+  }
   if (change == Change::kDeleted || pod->terminal()) {
     Forget(key);
+    if (restarts_.Gone(key)) queue_.NoteChange();  // the gang's new members may go now
     return;
   }
   PodGroups::Resolved resolved = groups_.Resolve(std::move(pod));
@@ -297,6 +307,7 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
 
 void SchedulerCore::Forget(const std::string& key) {
   groups_.Forget(key);
+  leaving_.erase(key);
   Pod* s = pods_.Find(key);
   if (s == nullptr) return;
   if (dra_) dra_->BindDone(key, /*ok=*/false);
@@ -505,6 +516,15 @@ int SchedulerCore::TryGang(const std::string& gang_key) {
   }
   for (const std::string& m : round.pending) queue_.Remove(m);
   for (const std::string& m : round.extra) queue_.Remove(m);
+  if (const int leaving = restarts_.Leaving(gang_key); leaving > 0) {
+    // Restarting whole: the new members go together once every old one is gone.
+    const std::string why = StrCat("gang ", gang_key, " restarts whole (", kGangRestartAnnotation,
+                                   ": all): waiting for ", leaving, " old member(s) to go");
+    for (const std::vector<std::string>* list : {&round.pending, &round.extra}) {
+      for (const std::string& m : *list) MarkUnschedulable(m, pods_.Get(m), why);
+    }
+    return 0;
+  }
   if (!round.ready && round.extra.empty()) {
     for (const std::string& m : round.pending) pods_.SetStage(pods_.Get(m), Stage::kGangWaiting);
     if (!round.pending.empty()) {
@@ -695,6 +715,57 @@ void SchedulerCore::EnforceRuntimes() {
   }
 }
 
+void SchedulerCore::RestartGangOf(const PodInfo& leaving) {
+  const Pod* s = pods_.Find(leaving.key);
+  if (s == nullptr || s->gang.empty() || !s->info->gang_restart_all) return;
+  if (s->stage != Stage::kBound && s->stage != Stage::kBinding &&
+      s->stage != Stage::kBindConflict) {
+    return;
+  }
+  if (restarts_.Leaving(s->gang) > 0) {  // one of its old members
+    leaving_.erase(leaving.key);
+    return;
+  }
+  const std::string fault = ledger_.FaultOf(leaving);
+  if (fault.empty()) {  // not lost to a fault (yet: OnNode asks again while it is leaving)
+    leaving_.insert(leaving.key);
+    return;
+  }
+  leaving_.erase(leaving.key);
+  const std::string gang = s->gang;
+  const GangAssembler::Round round = gangs_.Assemble(gang, pods_);
+  const std::vector<std::string> evict = restarts_.Start(gang, leaving.key, round.running, Now());
+  const std::string message = StrCat("evicted by ", options_.scheduler_name, ": gang ", gang,
+                                     " restarts whole (", kGangRestartAnnotation, ": all): member ",
+                                     leaving.key, " was lost to a GPU fault (", fault, ")");
+  spdlog::info("gang {}: member {} lost to a GPU fault ({}); evicting its {} other member(s)", gang,
+               leaving.key, fault, evict.size());
+  PreemptionWriter* writer = preemption_.writer();
+  for (const std::string& key : evict) {
+    const PodInfo& member = *pods_.Get(key).info;
+    if (writer == nullptr) {
+      spdlog::warn("gang {}: cannot evict {}: no eviction writer", gang, key);
+      continue;
+    }
+    writer->Evict(member);
+    reporter_->ReportWarning(member, "GangRestart", message);
+  }
+  if (metrics_ != nullptr) metrics_->gang_restarts++;
+}
+
+void SchedulerCore::EvictRestartingAgain() {
+  if (restarts_.empty()) return;
+  PreemptionWriter* writer = preemption_.writer();
+  if (writer == nullptr) return;
+  for (const std::string& key : restarts_.DueAgain(Now(), [&](const std::string& k) {
+         const Pod* p = pods_.Find(k);
+         return p == nullptr || p->info->deleting || !p->info->bound();
+       })) {
+    spdlog::info("gang {}: evicting old member {} again", restarts_.GangOf(key), key);
+    writer->Evict(*pods_.Get(key).info);
+  }
+}
+
 int SchedulerCore::ScheduleSome() {
   if (!synced()) return 0;
   ledger_.Sync();
@@ -717,6 +788,7 @@ int SchedulerCore::ScheduleSome() {
   if (dra_) dra_->OnNodesChanged();
   if (chain_.StartCycle(clock_())) queue_.NoteChange();
   EnforceRuntimes();
+  EvictRestartingAgain();
   RefreshReservations();
   FlushRetries(clock_());
   int tried = 0;

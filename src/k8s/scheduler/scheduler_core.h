@@ -8,6 +8,7 @@
 //   PodTracker      each pod's stage (pod_tracker.h has the state diagram), and the counts
 //   SchedulingQueue active / back-off / unschedulable pods, and when each is tried again
 //   GangAssembler   gang membership and when a gang is ready
+//   GangRestarts    gangs restarted whole after a member was lost to a GPU fault
 //   PodGroups       upstream PodGroups: a member pod's gang, said as the annotations say one
 //   ClusterLedger   the engine over the nodes, what every pod holds, allowed nodes, what-ifs
 //   QueueBook       what each queue holds and asks: the scheduling queue's order between
@@ -48,6 +49,7 @@
 #include "k8s/scheduler/defrag_answer.h"
 #include "k8s/scheduler/dra_allocator.h"
 #include "k8s/scheduler/gang_assembler.h"
+#include "k8s/scheduler/gang_restarts.h"
 #include "k8s/scheduler/ledger.h"
 #include "k8s/scheduler/metrics.h"
 #include "k8s/scheduler/no_fit.h"
@@ -93,6 +95,9 @@ struct SchedulerCoreOptions {
   // its declared run time is evicted (through preemption's writer, EnablePreemption).
   core::ReservationOptions reservations;
   std::chrono::seconds max_runtime_grace{30};
+  // A gang restarting whole (gang_restarts.h): an old member's eviction a disruption budget
+  // refused is tried again this often.
+  std::chrono::milliseconds gang_restart_retry{5'000};
 };
 
 class SchedulerCore : private NoFitHost {
@@ -215,6 +220,12 @@ class SchedulerCore : private NoFitHost {
   void RefreshReservations();
   // Pods past their declared run time evicted (runtime_limits.h).
   void EnforceRuntimes();
+  // A bound member of a gang with tessera.dev/gang-restart: all is leaving (`leaving`: its latest
+  // object): when it was lost to a GPU fault, the gang's restart starts and its other members are
+  // evicted (gang_restarts.h).
+  void RestartGangOf(const PodInfo& leaving);
+  // Old members of restarting gangs that are still running evicted again (a budget refused).
+  void EvictRestartingAgain();
 
   // NoFitHost: what the answers may use.
   TimePoint Now() override { return clock_(); }
@@ -252,6 +263,9 @@ class SchedulerCore : private NoFitHost {
   ReservationAnswer reservations_;
   NoFitChain chain_;
   RuntimeLimits runtime_;
+  GangRestarts restarts_;
+  // Bound members of gangs with gang-restart all seen leaving, not (yet) lost to a fault.
+  std::set<std::string> leaving_;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
   std::unique_ptr<DraAllocator> dra_;

@@ -1,0 +1,248 @@
+// Gangs and GPU faults in SchedulerCore (gang_restarts.h), step by step with the recording fakes:
+// a gang with tessera.dev/gang-restart: all (or a PodGroup with disruptionMode all) that loses a
+// member to a GPU fault is evicted whole and its new members go together once the old are gone;
+// without it, or when the member left for another reason, only the lost member is replaced.
+#include "k8s/scheduler/gang_restarts.h"
+
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "k8s/scheduler/scheduler_core.h"
+#include "k8s/scheduler/testing/recorder.h"
+#include "k8s/testing/objects.h"
+#include "records/assignment.h"
+
+namespace tessera::k8s {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::NodeObject;
+using testing::PodObject;
+using testing::Recorder;
+using ::testing::UnorderedElementsAre;
+
+class GangRestartTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SchedulerCoreOptions o;
+    o.retry_min_interval = std::chrono::milliseconds(1000);
+    o.gang_restart_retry = std::chrono::milliseconds(5000);
+    auto c = SchedulerCore::Create(o, &rec_, &rec_, &metrics_, [this] { return now_; });
+    ASSERT_TRUE(c.ok()) << c.status();
+    core_ = std::move(*c);
+    core_->EnablePreemption(&rec_);
+    core_->OnNode(Change::kAdded, DecodeNode(N1().Json()));
+    core_->SetSynced(true, true);
+  }
+  static NodeObject N1() { return NodeObject("n1").Gpus(8).NvSwitch(); }
+  void Pod(const json& pod, Change change = Change::kAdded) {
+    objects_[DecodePod(pod)->key] = pod;
+    core_->OnPod(change, DecodePod(pod));
+  }
+  void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
+  // Schedules, and makes every new bind land (its answer and the watch).
+  void ScheduleAndBind() {
+    const size_t from = rec_.binds.size();
+    core_->ScheduleSome();
+    for (size_t i = from; i < rec_.binds.size(); ++i) {
+      const Recorder::BindCall& b = rec_.binds[i];
+      core_->OnBindResult(b.key, b.attempt, absl::OkStatus());
+      json pod = objects_.at(b.key);
+      pod["spec"]["nodeName"] = b.assignment.node;
+      pod["metadata"]["annotations"]["tessera.dev/assignment"] =
+          records::AssignmentToJson(b.assignment);
+      Pod(pod, Change::kUpdated);
+    }
+  }
+  void Terminating(const std::string& key) {
+    json pod = objects_.at(key);
+    pod["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
+    Pod(pod, Change::kUpdated);
+  }
+  void Gone(const std::string& key) {
+    core_->OnPod(Change::kDeleted, DecodePod(objects_.at(key)));
+    objects_.erase(key);
+  }
+  // The GPU the bind of `key` granted (its last bind).
+  int GpuOf(const std::string& key) {
+    int gpu = -1;
+    for (const Recorder::BindCall& b : rec_.binds) {
+      if (b.key == key) gpu = b.assignment.gpus.at(0).grant.gpu;
+    }
+    return gpu;
+  }
+  // The agent marks GPU `gpu` of n1 unhealthy (an XID 79: fallen off the bus).
+  void GpuFails(int gpu) {
+    core_->OnNode(
+        Change::kUpdated,
+        DecodeNode(N1().Unhealthy(gpu, {79}, "XID 79: GPU has fallen off the bus").Json()));
+  }
+  // A one-GPU member of gang `gang` of 3; `restart`: its tessera.dev/gang-restart ("": none).
+  json Member(const std::string& name, const std::string& restart, const std::string& gang = "g") {
+    PodObject p("ns", name);
+    p.Limit("tessera.dev/gpu", "1").Gang(gang, 3);
+    if (!restart.empty()) p.Annotation("tessera.dev/gang-restart", restart);
+    return p.Json();
+  }
+  // Places and binds gang g of 3 (w0..w2).
+  void StartGang(const std::string& restart) {
+    for (int i = 0; i < 3; ++i) Pod(Member(StrCat("w", i), restart));
+    ScheduleAndBind();
+    ASSERT_EQ(rec_.binds.size(), 3u) << rec_.LastFailure("ns/w0");
+  }
+  size_t BindsOf(const std::vector<std::string>& keys) {
+    size_t n = 0;
+    for (const Recorder::BindCall& b : rec_.binds) {
+      n += std::find(keys.begin(), keys.end(), b.key) != keys.end() ? 1 : 0;
+    }
+    return n;
+  }
+
+  Recorder rec_;
+  SchedulerMetrics metrics_;
+  std::map<std::string, json> objects_;
+  std::chrono::steady_clock::time_point now_ =
+      std::chrono::steady_clock::time_point() + std::chrono::hours(1);
+  std::unique_ptr<SchedulerCore> core_;
+};
+
+// GPU of w1 fails and the agent evicts w1: w0 and w2 are evicted too (GangRestart Events naming
+// the fault), once. The Job's new members n0..n2 wait, saying for what, while any old member is
+// left (an eviction a budget held back is tried again after gang_restart_retry), then go
+// together.
+TEST_F(GangRestartTest, AGangThatDeclaresAllIsEvictedWholeAndPlacedAgainTogether) {
+  StartGang("all");
+  GpuFails(GpuOf("ns/w1"));
+  Terminating("ns/w1");
+  EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/w0", "ns/w2"));
+  ASSERT_EQ(rec_.warnings.size(), 2u);
+  EXPECT_EQ(rec_.warnings[0].reason, "GangRestart");
+  EXPECT_THAT(rec_.warnings[0].message,
+              HasSubstr(StrCat("gang ns/g restarts whole (tessera.dev/gang-restart: all): member "
+                               "ns/w1 was lost to a GPU fault (GPU ",
+                               GpuOf("ns/w1"), " of node n1 is unhealthy)")));
+  EXPECT_EQ(metrics_.gang_restarts.load(), 1);
+  Gone("ns/w1");
+  // The old members' own departures restart nothing more.
+  Terminating("ns/w0");
+  EXPECT_EQ(rec_.evicted.size(), 2u);
+
+  for (int i = 0; i < 3; ++i) Pod(Member(StrCat("n", i), "all"));
+  const std::vector<std::string> fresh = {"ns/n0", "ns/n1", "ns/n2"};
+  ScheduleAndBind();
+  EXPECT_EQ(BindsOf(fresh), 0u);
+  EXPECT_THAT(rec_.LastFailure("ns/n0"),
+              HasSubstr("gang ns/g restarts whole (tessera.dev/gang-restart: all): waiting for 2 "
+                        "old member(s) to go"));
+  // w2's eviction was refused (a budget): it is still running; tried again after the retry.
+  Advance(5000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/w0", "ns/w2", "ns/w2"));
+  Gone("ns/w0");
+  Advance(1000);
+  ScheduleAndBind();
+  EXPECT_EQ(BindsOf(fresh), 0u);
+  Terminating("ns/w2");
+  Gone("ns/w2");
+  Advance(1000);
+  ScheduleAndBind();
+  EXPECT_EQ(BindsOf(fresh), 3u) << rec_.LastFailure("ns/n0");
+  EXPECT_EQ(metrics_.gang_restarts.load(), 1);
+}
+
+// Without gang-restart all (or with "member"), a member lost to a fault is only replaced: nothing
+// else is evicted, and the replacement goes beside the survivors.
+TEST_F(GangRestartTest, WithoutAllOnlyTheLostMemberIsReplaced) {
+  for (const std::string restart : {"", "member"}) {
+    SCOPED_TRACE(restart);
+    SetUp();
+    rec_ = Recorder();
+    objects_.clear();
+    StartGang(restart);
+    GpuFails(GpuOf("ns/w1"));
+    Terminating("ns/w1");
+    Gone("ns/w1");
+    EXPECT_THAT(rec_.evicted, IsEmpty());
+    Pod(Member("w1-again", restart));
+    Advance(1000);
+    ScheduleAndBind();
+    EXPECT_EQ(BindsOf({"ns/w1-again"}), 1u) << rec_.LastFailure("ns/w1-again");
+    EXPECT_EQ(metrics_.gang_restarts.load(), 0);
+  }
+}
+
+// A member that leaves while its GPUs are healthy (finished, deleted by its owner) restarts
+// nothing, even with all.
+TEST_F(GangRestartTest, AMemberLeavingWithoutAFaultRestartsNothing) {
+  StartGang("all");
+  Terminating("ns/w1");
+  Gone("ns/w1");
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  EXPECT_EQ(metrics_.gang_restarts.load(), 0);
+}
+
+// A member whose node is gone counts as lost to a fault.
+TEST_F(GangRestartTest, AMemberWhoseNodeIsGoneIsLostToAFault) {
+  StartGang("all");
+  core_->OnNode(Change::kDeleted, DecodeNode(N1().Json()));
+  Gone("ns/w0");
+  EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/w1", "ns/w2"));
+}
+
+// The annotation is checked: all or member, and only on a gang member.
+TEST(GangRestartDecode, TheAnnotationIsAllOrMemberOnAGangMember) {
+  auto decode = [](const std::string& value, bool gang) {
+    PodObject p("ns", "p");
+    p.Limit("tessera.dev/gpu", "1").Annotation("tessera.dev/gang-restart", value);
+    if (gang) p.Gang("g", 2);
+    return DecodePod(p.Json());
+  };
+  EXPECT_TRUE(decode("all", true)->gang_restart_all);
+  EXPECT_FALSE(decode("member", true)->gang_restart_all);
+  EXPECT_EQ(decode("member", true)->input_error, "");
+  EXPECT_EQ(decode("everything", true)->input_error,
+            "metadata.annotations[tessera.dev/gang-restart]: \"everything\" must be all or member");
+  EXPECT_THAT(decode("all", false)->input_error,
+              HasSubstr("needs tessera.dev/gang or spec.schedulingGroup.podGroupName"));
+}
+
+// A PodGroup's spec.disruptionMode {all: {}} is the upstream way to say it (a union in
+// scheduling.k8s.io/v1beta1: all or single): its members restart whole.
+TEST(GangRestartDecode, APodGroupWithDisruptionModeAllRestartsWhole) {
+  for (const auto& [mode, all] : std::vector<std::pair<std::string, bool>>{
+           {"all", true}, {"single", false}, {"", false}}) {
+    json group = testing::PodGroupJson("ns", "train", 2);
+    if (!mode.empty()) group["spec"]["disruptionMode"] = {{mode, json::object()}};
+    PodGroups groups(core::DefaultTopologyLevels());
+    (void)groups.OnGroup(Change::kAdded, DecodePodGroup(group));
+    PodGroups::Resolved r = groups.Resolve(
+        DecodePod(PodObject("ns", "w0").Limit("tessera.dev/gpu", "1").PodGroup("train").Json()));
+    EXPECT_EQ(r.pod->gang_restart_all, all) << mode;
+  }
+}
+
+// The restart's bookkeeping: one per gang; it ends when its last old member is gone.
+TEST(GangRestarts, OnePerGangEndingWithItsLastOldMember) {
+  GangRestarts r(std::chrono::seconds(5));
+  const auto t0 = std::chrono::steady_clock::time_point() + std::chrono::hours(1);
+  EXPECT_THAT(r.Start("ns/g", "ns/a", {"ns/a", "ns/b", "ns/c"}, t0),
+              UnorderedElementsAre("ns/b", "ns/c"));
+  EXPECT_THAT(r.Start("ns/g", "ns/b", {"ns/b", "ns/c"}, t0), IsEmpty());
+  EXPECT_EQ(r.Leaving("ns/g"), 3);
+  EXPECT_EQ(r.GangOf("ns/c"), "ns/g");
+  auto none_deleting = [](const std::string&) { return false; };
+  EXPECT_THAT(r.DueAgain(t0 + std::chrono::seconds(4), none_deleting), IsEmpty());
+  EXPECT_THAT(r.DueAgain(t0 + std::chrono::seconds(5), none_deleting),
+              UnorderedElementsAre("ns/a", "ns/b", "ns/c"));
+  EXPECT_FALSE(r.Gone("ns/a"));
+  EXPECT_FALSE(r.Gone("ns/x"));
+  EXPECT_FALSE(r.Gone("ns/b"));
+  EXPECT_TRUE(r.Gone("ns/c"));
+  EXPECT_EQ(r.Leaving("ns/g"), 0);
+  EXPECT_TRUE(r.empty());
+}
+
+}  // namespace
+}  // namespace tessera::k8s
