@@ -469,6 +469,7 @@ class ProtobufValueBuilder {
     return v;
   }
 
+  static const ws::Message* Schema(const ProtobufValue& v) { return v.schema_; }
   static bool IsMap(const ProtobufValue& v) {
     return v.element_ == ws::kStringMap || v.element_ == ws::kQuantityMap;
   }
@@ -586,7 +587,17 @@ nlohmann::json ProtobufValueToJson(const ProtobufValue& v, bool* ambiguous) {
         if (!added && it->second != raw) *ambiguous = true;
       }
     }
-    for (const auto& [k, e] : v.items()) out[k] = ProtobufValueToJson(e, ambiguous);
+    for (const auto& [k, e] : v.items()) {
+      // ProtobufListToJson writes spec.affinity only with its required node affinity (all that
+      // is read of it); in place it is there as sent.
+      if (k == "affinity" && B::Schema(v) == &ws::kPodSpec &&
+          e.Field("nodeAffinity")
+              .Field("requiredDuringSchedulingIgnoredDuringExecution")
+              .is_null()) {
+        continue;
+      }
+      out[k] = ProtobufValueToJson(e, ambiguous);
+    }
     return out;
   }
   return nullptr;
@@ -608,7 +619,8 @@ absl::StatusOr<ProtobufList> ReadProtobufList(std::shared_ptr<const std::string>
     return absl::DataLossError("the protobuf envelope does not parse");
   }
   const ProtobufValue unknown = B::Message(&ws::kUnknown, envelope);
-  if (std::string encoding = unknown.Field("contentEncoding").String(); !encoding.empty()) {
+  // (Its bytes as they are in the message, as ProtobufListToJson says it.)
+  if (std::string_view encoding = B::Raw(unknown.Field("contentEncoding")); !encoding.empty()) {
     return absl::DataLossError(
         StrCat("the protobuf answer is encoded (", encoding, "), not read here"));
   }

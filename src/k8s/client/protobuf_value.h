@@ -140,7 +140,10 @@ struct ProtobufList {
 // other than PodList/NodeList, bytes libprotobuf would not parse.
 absl::StatusOr<ProtobufList> ReadProtobufList(std::shared_ptr<const std::string> body);
 
-// `v` as the JSON it answers as (tests, fuzzers: ProtobufListToJson's items for the same bytes).
+// `v` as the JSON it answers as (tests, fuzzers: ProtobufListToJson's items for the same bytes;
+// one difference: a Pod's spec.affinity without a required node affinity answers as present, as
+// sent, where ProtobufListToJson leaves it out; the decoders read only that required part, so it
+// reads the same; this function leaves it out too).
 // `ambiguous` (optional) is set when a map holds two keys that read alike (not UTF-8), whose
 // JSON value depends on protobuf's map order.
 nlohmann::json ProtobufValueToJson(const ProtobufValue& v, bool* ambiguous = nullptr);
