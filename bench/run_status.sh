@@ -62,14 +62,17 @@ get() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
   echo
   echo "decode = the listed objects into a ClusterSnapshot (DecodeNode/DecodePod, what ReadSnapshot"
   echo "does per item); status = ComputeStatus (the ledger a starting scheduler would build, grants"
-  echo "per GPU, pending pods, stranded memory); text = the table; json = the JSON document, dumped."
+  echo "per GPU, pending pods, stranded memory); text = the table; json = the JSON document as a tree,"
+  echo "dumped (how \`-o json\` printed it before); json streamed = the same document written as it is"
+  echo "made (WriteStatusJson, how \`-o json\` prints it now; the bench checks both are the same bytes)."
   echo
   echo "| stage | seconds |"
   echo "|---|---:|"
   echo "| decode | $(get "$mem" decode_s) |"
   echo "| status | $(get "$mem" status_s) |"
   echo "| text | $(get "$mem" text_s) |"
-  echo "| json | $(get "$mem" json_s) |"
+  echo "| json (tree) | $(get "$mem" json_s) |"
+  echo "| json streamed | $(get "$mem" json_streamed_s) |"
   echo "| decode + status + text | $(get "$mem" total_s) |"
   echo
   echo "Stranded: $(get "$mem" stranded_mib) MiB (GPUs 0-1's 40Gi free on every node: too small for the"

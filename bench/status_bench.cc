@@ -6,8 +6,9 @@
 //       them) to the printed table and JSON document. Prints one JSON line: the counts, and per
 //       stage the median seconds over the runs: decode (the objects into a ClusterSnapshot, as
 //       ReadSnapshot does per list item), status (ComputeStatus: the ledger rebuilt, per-GPU
-//       grants, pending pods, stranded memory), text (RenderStatusText) and json (StatusToJson,
-//       dumped).
+//       grants, pending pods, stranded memory), text (RenderStatusText), json (StatusToJson,
+//       dumped indented, as `-o json` printed it before) and json_streamed (WriteStatusJson, the
+//       same document written as it is made, as `-o json` prints it now).
 //   status_bench --apiserver [--nodes 10000] [--runs 5] [--concurrency 64]
 //       End to end against the real API server: starts a control plane (test/controlplane),
 //       creates the same nodes (with status and inventory) and pods (bound ones with their
@@ -27,6 +28,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include <sstream>
 
 #include "CLI/CLI.hpp"
 #include "common/strings.h"
@@ -316,7 +318,7 @@ int Main(int argc, char** argv) {
 
   if (apiserver) return AgainstApiServer(node_objects, pod_objects, pending, runs, concurrency);
 
-  std::vector<double> decode, status, text, json_s;
+  std::vector<double> decode, status, text, json_s, json_streamed_s;
   size_t text_bytes = 0, json_bytes = 0;
   int64_t stranded = 0;
   for (int r = 0; r < runs; ++r) {
@@ -331,8 +333,16 @@ int Main(int argc, char** argv) {
     auto t2 = std::chrono::steady_clock::now();
     text_bytes = RenderStatusText(*s).size();
     auto t3 = std::chrono::steady_clock::now();
-    json_bytes = StatusToJson(*s).dump().size();
+    json_bytes = StatusToJson(*s).dump(2).size();
     auto t4 = std::chrono::steady_clock::now();
+    std::ostringstream streamed;
+    WriteStatusJson(*s, streamed, 2);
+    auto t5 = std::chrono::steady_clock::now();
+    if (streamed.str().size() != json_bytes) {
+      std::cerr << "the streamed document is not the tree's\n";
+      return 1;
+    }
+    json_streamed_s.push_back(std::chrono::duration<double>(t5 - t4).count());
     stranded = s->totals.stranded_mib;
     auto sec = [](auto a, auto b) { return std::chrono::duration<double>(b - a).count(); };
     decode.push_back(sec(t0, t1));
@@ -349,6 +359,7 @@ int Main(int argc, char** argv) {
               {"status_s", Median(status)},
               {"text_s", Median(text)},
               {"json_s", Median(json_s)},
+              {"json_streamed_s", Median(json_streamed_s)},
               {"total_s", Median(decode) + Median(status) + Median(text)},
               {"text_bytes", text_bytes},
               {"json_bytes", json_bytes},

@@ -140,7 +140,8 @@ absl::Status Print(k8s::ApiClient& client, const k8s::ClusterSnapshot& snapshot,
   if (!status.ok()) return status.status();
   if (f.output.json()) {
     // One document; one per line while watching (JSON lines).
-    std::cout << k8s::StatusToJson(*status).dump(watching ? -1 : 2) << "\n" << std::flush;
+    k8s::WriteStatusJson(*status, std::cout, watching ? -1 : 2);  // streamed, no tree
+    std::cout << "\n" << std::flush;
     return absl::OkStatus();
   }
   k8s::RenderOptions r;
@@ -181,6 +182,9 @@ absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
       [](const nlohmann::json& j) {
         return std::make_shared<const k8s::SnapshotNode>(k8s::DecodeSnapshotNode(j));
       },
+      [](const k8s::ProtobufValue& p) {
+        return std::make_shared<const k8s::SnapshotNode>(k8s::DecodeSnapshotNode(p));
+      },
       [&](auto&&) { poke(); });
   k8s::ListWatchOptions po;
   po.resource = "pods";
@@ -189,7 +193,9 @@ absl::Status Watch(k8s::ApiClient& client, const StatusFlags& f) {
   po.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
   po.page_size = f.page_size;
   po.protobuf = f.wire == "protobuf";
-  k8s::Informer<k8s::PodInfo> pods(client, po, k8s::DecodePod, [&](auto&&) { poke(); });
+  k8s::Informer<k8s::PodInfo> pods(
+      client, po, [](const nlohmann::json& j) { return k8s::DecodePod(j); },
+      [](const k8s::ProtobufValue& p) { return k8s::DecodePod(p); }, [&](auto&&) { poke(); });
   const bool watch_nodes = nodes_error.empty();
   if (watch_nodes) nodes.Start();
   pods.Start();

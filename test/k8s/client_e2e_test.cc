@@ -264,6 +264,14 @@ TEST(Informer, PodsAndNodesInProtobufReadAsInJson) {
   Informer<json> in_json(*c, o, keep, [&](Informer<json>::Event&& e) { json_rec(std::move(e)); });
   o.protobuf = true;
   Informer<json> in_proto(*c, o, keep, [&](Informer<json>::Event&& e) { proto_rec(std::move(e)); });
+  // The list pages read in place (protobuf_value.h: what DecodePod and DecodeNode read), kept as
+  // the JSON they answer as: the same objects and events as the JSON shape's.
+  auto keep_in_place = [](const ProtobufValue& v) {
+    return std::make_shared<const json>(ProtobufValueToJson(v));
+  };
+  Recorder in_place_rec;
+  Informer<json> in_place(*c, o, keep, keep_in_place,
+                          [&](Informer<json>::Event&& e) { in_place_rec(std::move(e)); });
   ListWatchOptions no = o;
   no.resource = "nodes";
   no.path = "/api/v1/nodes";
@@ -271,9 +279,18 @@ TEST(Informer, PodsAndNodesInProtobufReadAsInJson) {
   Informer<json> nodes(*c, no, keep, [&](Informer<json>::Event&& e) { node_rec(std::move(e)); });
   in_json.Start();
   in_proto.Start();
+  in_place.Start();
   nodes.Start();
-  ASSERT_TRUE(WaitFor([&] { return in_json.synced() && in_proto.synced() && nodes.synced(); }));
+  ASSERT_TRUE(WaitFor([&] {
+    return in_json.synced() && in_proto.synced() && in_place.synced() && nodes.synced();
+  }));
   EXPECT_EQ(in_proto.size(), 7u);
+  ASSERT_EQ(in_place.size(), 7u);
+  for (const std::shared_ptr<const json>& p : in_proto.List()) {
+    std::shared_ptr<const json> q = in_place.Get(KeyOf(*p));
+    ASSERT_NE(q, nullptr) << KeyOf(*p);
+    EXPECT_EQ(*q, *p);
+  }
   EXPECT_EQ(nodes.size(), 1u);
   ASSERT_TRUE(c->Create(base, LabelledPod(ns, "new")).ok());
   ASSERT_TRUE(
@@ -288,15 +305,16 @@ TEST(Informer, PodsAndNodesInProtobufReadAsInJson) {
     return inf.size() == 7 && inf.Get(ns + "/new") && !inf.Get(ns + "/pre-1") && pre0 &&
            pre0->at("metadata").at("labels").value("x", "") == "y";
   };
-  ASSERT_TRUE(WaitFor([&] { return settled(in_json) && settled(in_proto); }))
+  ASSERT_TRUE(WaitFor([&] { return settled(in_json) && settled(in_proto) && settled(in_place); }))
       << "JSON: " << StrJoin(json_rec.log, " ") << "\nprotobuf: " << StrJoin(proto_rec.log, " ");
   ASSERT_TRUE(WaitFor([&] {
     std::shared_ptr<const json> n = nodes.Get("client-protobuf-node");
     return n && n->at("spec").value("unschedulable", false);
   }));
   {
-    std::lock_guard<std::mutex> a(json_rec.mu), b(proto_rec.mu);
+    std::lock_guard<std::mutex> a(json_rec.mu), b(proto_rec.mu), d(in_place_rec.mu);
     EXPECT_EQ(proto_rec.log, json_rec.log);
+    EXPECT_EQ(in_place_rec.log, json_rec.log);
   }
   // Every field the protobuf reading declares (the rest is not read) is the JSON's.
   for (const std::shared_ptr<const json>& p : in_proto.List()) {
@@ -317,9 +335,11 @@ TEST(Informer, PodsAndNodesInProtobufReadAsInJson) {
   // 7 pods in pages of 3, then the watch: all in protobuf; the JSON informer got none.
   EXPECT_EQ(in_proto.protobuf_pages(), 3);
   EXPECT_EQ(in_json.protobuf_pages(), 0);
+  EXPECT_EQ(in_place.protobuf_pages(), 3);
   EXPECT_GE(nodes.protobuf_pages(), 1);
   in_json.Stop();
   in_proto.Stop();
+  in_place.Stop();
   nodes.Stop();
   // Stopped: each watch has ended and counted what it was.
   EXPECT_GE(in_proto.protobuf_watches(), 1);
@@ -377,11 +397,23 @@ TEST(Informer, APodAnnotationThatIsNotUtf8NeitherStopsTheListNorTheWatch) {
   auto keep = [](const json& j) { return std::make_shared<const json>(j); };
   Recorder rec;
   Informer<json> inf(*c, o, keep, [&](Informer<json>::Event&& e) { rec(std::move(e)); });
+  // And the list read in place (protobuf_value.h), as the scheduler's pods and nodes are.
+  Informer<json> in_place(
+      *c, o, keep,
+      [](const ProtobufValue& v) { return std::make_shared<const json>(ProtobufValueToJson(v)); },
+      [](Informer<json>::Event&&) {});
   inf.Start();
-  ASSERT_TRUE(WaitFor([&] { return inf.synced(); })) << "failures " << inf.failures();
+  in_place.Start();
+  ASSERT_TRUE(WaitFor([&] { return inf.synced() && in_place.synced(); }))
+      << "failures " << inf.failures() << ", in place " << in_place.failures();
   EXPECT_EQ(inf.protobuf_pages(), 1);
+  EXPECT_EQ(in_place.protobuf_pages(), 1);
   ASSERT_NE(inf.Get(ns + "/listed"), nullptr);
   EXPECT_EQ(inf.Get(ns + "/listed")->at("metadata").at("annotations").at("a"), replaced);
+  ASSERT_NE(in_place.Get(ns + "/listed"), nullptr);
+  EXPECT_EQ(in_place.Get(ns + "/listed")->at("metadata").at("annotations").at("a"), replaced);
+  EXPECT_EQ(in_place.failures(), 0);
+  in_place.Stop();
   create_in_protobuf("watched");
   ASSERT_TRUE(WaitFor([&] { return inf.Get(ns + "/watched") != nullptr; }))
       << "failures " << inf.failures() << ": " << StrJoin(rec.log, " ");

@@ -15,8 +15,11 @@
 // hands on page k.
 //
 // With `protobuf` (Pods and Nodes only: built-in types), lists and watches ask Kubernetes'
-// protobuf with JSON as the API server's fallback (protobuf_wire.h), and either answer is read
-// into the same JSON shape, so the consumer's decoder is the same for both wires.
+// protobuf with JSON as the API server's fallback (protobuf_wire.h). An informer given a decoder
+// of ProtobufValue (protobuf_value.h; DecodePod and DecodeNode have one: the same template as
+// their JSON decoder) decodes a protobuf list page's items in place, straight into its records,
+// without a JSON tree in between ("decode once", issue 33); otherwise, and for watch events, the
+// answer is read into the same JSON shape, so the consumer's decoder is the same for both wires.
 //
 // Informer<T> decodes each object into an immutable T on that thread, keeps key -> T, and tells
 // its handler what changed: Added / Updated per object as each page arrives, then, when the list
@@ -39,7 +42,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "common/backoff.h"
+#include "common/strings.h"
 #include "k8s/client/http.h"
+#include "k8s/client/protobuf_value.h"
 #include "k8s/client/watch.h"
 #include "nlohmann/json.hpp"
 
@@ -99,6 +104,9 @@ class ListWatch {
   // again from OnListBegin.
   virtual void OnListBegin() = 0;
   virtual void OnListPage(std::vector<nlohmann::json>&& items) = 0;
+  // A page in protobuf, read in place, for a consumer that decodes it so (ReadsProtobufInPlace).
+  virtual bool ReadsProtobufInPlace() const { return false; }
+  virtual void OnListPageProtobuf(ProtobufList&& /*page*/) {}
   virtual void OnListEnd() = 0;
   // ADDED, MODIFIED or DELETED.
   virtual void OnEvent(WatchEventType type, nlohmann::json&& object) = 0;
@@ -137,11 +145,17 @@ class Informer final : public ListWatch {
     std::shared_ptr<const T> object;      // Added, Updated; for Deleted the last state
   };
   using Decode = std::function<std::shared_ptr<const T>(const nlohmann::json&)>;
+  using DecodeProtobuf = std::function<std::shared_ptr<const T>(const ProtobufValue&)>;
   using Handler = std::function<void(Event&&)>;
 
   Informer(ApiClient& client, ListWatchOptions options, Decode decode, Handler handler)
+      : Informer(client, std::move(options), std::move(decode), nullptr, std::move(handler)) {}
+  // With `decode_protobuf`, the items of a list page in protobuf are decoded in place by it.
+  Informer(ApiClient& client, ListWatchOptions options, Decode decode,
+           DecodeProtobuf decode_protobuf, Handler handler)
       : ListWatch(client, std::move(options)),
         decode_(std::move(decode)),
+        decode_protobuf_(std::move(decode_protobuf)),
         handler_(std::move(handler)) {}
   ~Informer() override { Stop(); }
 
@@ -173,6 +187,27 @@ class Informer final : public ListWatch {
       out.push_back(Event{Event::kAdded, key, nullptr, decode_(item)});
       listed_.insert(std::move(key));
     }
+    Listed(std::move(out));
+  }
+
+  bool ReadsProtobufInPlace() const override { return decode_protobuf_ != nullptr; }
+
+  void OnListPageProtobuf(ProtobufList&& page) override {
+    std::vector<Event> out;
+    out.reserve(page.items.size());
+    for (const ProtobufValue& item : page.items) {
+      const ProtobufValue meta = item.Field("metadata");
+      const std::string ns = meta.Field("namespace").String();
+      std::string key =
+          ns.empty() ? meta.Field("name").String() : StrCat(ns, "/", meta.Field("name").String());
+      out.push_back(Event{Event::kAdded, key, nullptr, decode_protobuf_(item)});
+      listed_.insert(std::move(key));
+    }
+    Listed(std::move(out));
+  }
+
+  // A page's objects, decoded: into the store, then to the handler.
+  void Listed(std::vector<Event>&& out) {
     {
       std::lock_guard<std::mutex> lock(store_mu_);
       for (Event& e : out) {
@@ -231,6 +266,7 @@ class Informer final : public ListWatch {
 
  private:
   Decode decode_;
+  DecodeProtobuf decode_protobuf_;
   Handler handler_;
   mutable std::mutex store_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<const T>> store_;

@@ -44,27 +44,34 @@ size_t Utf8Length(std::string_view s) {
 // each byte that does not begin a valid UTF-8 sequence as U+FFFD. The same here, so that both
 // wires read alike, and a string nobody can use in JSON neither fails a whole list nor reaches a
 // record as bytes.
-std::string U(const std::string& s) {
+std::string U(std::string_view s) { return ValidUtf8(s); }
+
+}  // namespace
+
+std::string ValidUtf8(std::string_view s) {
   size_t i = 0;
+  while (i < s.size() && static_cast<unsigned char>(s[i]) < 0x80) ++i;  // ASCII: most strings
   while (i < s.size()) {
     const size_t n = Utf8Length(std::string_view(s).substr(i));
     if (n == 0) break;
     i += n;
   }
-  if (i == s.size()) return s;
-  std::string out = s.substr(0, i);
+  if (i == s.size()) return std::string(s);
+  std::string out(s.substr(0, i));
   while (i < s.size()) {
     const size_t n = Utf8Length(std::string_view(s).substr(i));
     if (n == 0) {
       out += "\xEF\xBF\xBD";  // U+FFFD
       ++i;
     } else {
-      out.append(s, i, n);
+      out.append(s.substr(i, n));
       i += n;
     }
   }
   return out;
 }
+
+namespace {
 
 std::string Rfc3339(const pb::Time& t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(t.seconds()),
@@ -226,6 +233,7 @@ json Conditions(const google::protobuf::RepeatedPtrField<Condition>& cs) {
   json out = json::array();
   for (const Condition& c : cs) {
     json j = {{"type", U(c.type())}, {"status", U(c.status())}};
+    if (c.has_lasttransitiontime()) j["lastTransitionTime"] = Rfc3339(c.lasttransitiontime());
     if (c.has_reason()) j["reason"] = U(c.reason());
     if (c.has_message()) j["message"] = U(c.message());
     out.push_back(std::move(j));

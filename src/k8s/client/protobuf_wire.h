@@ -38,6 +38,10 @@ inline constexpr std::string_view kAcceptProtobuf =
     "application/vnd.kubernetes.protobuf, application/json";
 inline constexpr std::string_view kProtobufContentType = "application/vnd.kubernetes.protobuf";
 
+// `s` as Kubernetes' JSON writes a string of its protobuf: each byte that begins no valid UTF-8
+// sequence becomes U+FFFD (Go's encoding/json), the rest stays.
+std::string ValidUtf8(std::string_view s);
+
 // Whether `body` starts with the protobuf envelope's magic ("k8s\0").
 bool IsProtobufEnvelope(std::string_view body);
 

@@ -376,12 +376,20 @@ std::shared_ptr<const ClaimInfo> DecodeClaim(const json& claim) {
   return c;
 }
 
-PodClaims DecodePodClaims(const json& pod) {
+namespace {
+
+// A quantity of a protobuf Pod read in place (its string), as QuantityField reads JSON.
+absl::StatusOr<int64_t> QuantityField(const ProtobufValue& v, const std::string& path) {
+  return QuantityField(v.is_string() ? json(v.String()) : json(), path);
+}
+
+template <typename J>
+PodClaims DecodePodClaimsOf(const J& pod) {
   PodClaims out;
   try {
-    const json& claims = JsonField(JsonField(pod, "spec"), "resourceClaims");
+    const auto& claims = JsonField(JsonField(pod, "spec"), "resourceClaims");
     if (!claims.is_array()) return out;
-    const json& statuses = JsonField(JsonField(pod, "status"), "resourceClaimStatuses");
+    const auto& statuses = JsonField(JsonField(pod, "status"), "resourceClaimStatuses");
     for (size_t i = 0; i < claims.size(); ++i) {
       PodClaimRef ref;
       ref.name = JsonStringField(claims[i], "name");
@@ -397,7 +405,7 @@ PodClaims DecodePodClaims(const json& pod) {
       if (!direct.empty()) {
         ref.claim = direct;
       } else if (statuses.is_array()) {
-        for (const json& st : statuses) {
+        for (const auto& st : statuses) {
           if (JsonStringField(st, "name") != ref.name) continue;
           ref.claim = JsonStringField(st, "resourceClaimName");
           ref.not_needed = ref.claim.empty();
@@ -412,31 +420,33 @@ PodClaims DecodePodClaims(const json& pod) {
   return out;
 }
 
-PodExtended DecodePodExtended(const json& pod) {
+template <typename J>
+PodExtended DecodePodExtendedOf(const J& pod) {
   PodExtended out;
-  const json& spec = JsonField(pod, "spec");
+  const auto& spec = JsonField(pod, "spec");
   out.claim = JsonStringField(JsonField(JsonField(pod, "status"), "extendedResourceClaimStatus"),
                               "resourceClaimName");
   int index = 0;
   for (const char* list : {"initContainers", "containers"}) {
-    const json& containers = JsonField(spec, list);
+    const auto& containers = JsonField(spec, list);
     if (!containers.is_array()) continue;
     const bool init = std::string_view(list) == "initContainers";
-    for (const json& c : containers) {
+    for (const auto& c : containers) {
       const int i = index++;
-      const json& requests = JsonField(JsonField(c, "resources"), "requests");
+      const auto& requests = JsonField(JsonField(c, "resources"), "requests");
       if (!requests.is_object()) continue;
-      // nlohmann's objects iterate in key order: the place of a name is its sorted index.
-      int place = 0;
-      for (auto it = requests.begin(); it != requests.end(); ++it, ++place) {
-        const std::string& name = it.key();
+      // Objects iterate in key order (nlohmann's, ProtobufValue::items): the place of a name is
+      // its sorted index.
+      int place = -1;
+      for (const auto& [name, value] : requests.items()) {
+        ++place;
         const size_t slash = name.find('/');
         if (slash == std::string::npos) continue;  // cpu, memory, hugepages-*: native
         const std::string domain = name.substr(0, slash);
         if (domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")) {
           if (!name.starts_with(kImplicitExtendedPrefix)) continue;  // native
         }
-        absl::StatusOr<int64_t> milli = QuantityField(it.value(), name);
+        absl::StatusOr<int64_t> milli = QuantityField(value, name);
         if (!milli.ok() || *milli % 1000 != 0) {
           out.error = StrCat(init ? "spec.initContainers" : "spec.containers", "[",
                              JsonStringField(c, "name"), "].resources.requests[", name,
@@ -458,5 +468,12 @@ PodExtended DecodePodExtended(const json& pod) {
   }
   return out;
 }
+
+}  // namespace
+
+PodClaims DecodePodClaims(const json& pod) { return DecodePodClaimsOf(pod); }
+PodClaims DecodePodClaims(const ProtobufValue& pod) { return DecodePodClaimsOf(pod); }
+PodExtended DecodePodExtended(const json& pod) { return DecodePodExtendedOf(pod); }
+PodExtended DecodePodExtended(const ProtobufValue& pod) { return DecodePodExtendedOf(pod); }
 
 }  // namespace tessera::k8s::dra

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "k8s/client/protobuf_value.h"
 #include "k8s/taints/taints.h"
 #include "nlohmann/json.hpp"
 #include "records/dra_allocation.h"
@@ -214,6 +215,7 @@ struct PodClaims {
   bool empty() const { return refs.empty(); }
 };
 PodClaims DecodePodClaims(const nlohmann::json& pod);
+PodClaims DecodePodClaims(const ProtobufValue& pod);  // a protobuf Pod read in place
 
 // One container's request of an extended resource (a name with a domain other than
 // kubernetes.io), as DRAExtendedResource maps it to a device request: containers are numbered
@@ -238,5 +240,6 @@ struct PodExtended {
   bool operator==(const PodExtended&) const = default;
 };
 PodExtended DecodePodExtended(const nlohmann::json& pod);
+PodExtended DecodePodExtended(const ProtobufValue& pod);
 
 }  // namespace tessera::k8s::dra

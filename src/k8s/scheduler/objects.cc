@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "core/model/cluster.h"
 #include "core/model/quantity.h"
+#include "k8s/client/protobuf_value.h"
 #include "records/inventory.h"
 #include "records/names.h"
 #include "records/reservation.h"
@@ -21,10 +22,18 @@ namespace {
 
 using nlohmann::json;
 
+// A string or integer value of either reading of an object (nlohmann's JSON, or protobuf read in
+// place): the decoders below are templates on it, so both wires have one decoder.
+std::string Str(const json& v) { return v.get<std::string>(); }
+std::string Str(const ProtobufValue& v) { return v.String(); }
+int64_t I64(const json& v) { return v.get<int64_t>(); }
+int64_t I64(const ProtobufValue& v) { return v.Int(); }
+
 // A quantity field as text ("4Gi"); numbers are accepted as JSON sometimes sends them.
-std::optional<std::string> QuantityText(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+template <typename J>
+std::optional<std::string> QuantityText(const J& v) {
+  if (v.is_string()) return Str(v);
+  if (v.is_number_integer()) return std::to_string(I64(v));
   return std::nullopt;
 }
 
@@ -53,12 +62,11 @@ struct Demand {
 };
 
 // Reads cpu/memory from `requests` and the tessera resources from `limits` (else `requests`).
-absl::StatusOr<Demand> ReadResources(const json& resources, const std::string& path) {
+template <typename J>
+absl::StatusOr<Demand> ReadResources(const J& requests, const J& limits, const std::string& path) {
   Demand d;
-  const json& requests = JsonField(resources, "requests");
-  const json& limits = JsonField(resources, "limits");
-  auto read = [&](const json& list, std::string_view name) -> std::optional<std::string> {
-    const json& v = JsonField(list, name);
+  auto read = [&](const J& list, std::string_view name) -> std::optional<std::string> {
+    const auto& v = JsonField(list, name);
     if (v.is_null()) return std::nullopt;
     return QuantityText(v).value_or("<not a quantity>");
   };
@@ -115,23 +123,30 @@ absl::StatusOr<Demand> ReadResources(const json& resources, const std::string& p
 
 // component-helpers' PodRequests: containers add up, init containers run one at a time
 // (alongside the restartable ones started before them), overhead on top.
-absl::StatusOr<Demand> PodDemand(const json& spec) {
+// ReadResources of a resources object ({requests, limits}).
+template <typename J>
+absl::StatusOr<Demand> ReadResourcesOf(const J& resources, const std::string& path) {
+  return ReadResources<J>(JsonField(resources, "requests"), JsonField(resources, "limits"), path);
+}
+
+template <typename J>
+absl::StatusOr<Demand> PodDemand(const J& spec) {
   Demand total;
-  const json& containers = JsonField(spec, "containers");
+  const auto& containers = JsonField(spec, "containers");
   if (containers.is_array()) {
     for (size_t i = 0; i < containers.size(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(JsonField(containers[i], "resources"),
-                                                       StrCat("spec.containers[", i, "]")));
+      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResourcesOf(JsonField(containers[i], "resources"),
+                                                         StrCat("spec.containers[", i, "]")));
       total.Add(d);
     }
   }
   Demand restartable;
   Demand init_max;
-  const json& inits = JsonField(spec, "initContainers");
+  const auto& inits = JsonField(spec, "initContainers");
   if (inits.is_array()) {
     for (size_t i = 0; i < inits.size(); ++i) {
-      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(JsonField(inits[i], "resources"),
-                                                       StrCat("spec.initContainers[", i, "]")));
+      TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResourcesOf(JsonField(inits[i], "resources"),
+                                                         StrCat("spec.initContainers[", i, "]")));
       if (JsonStringField(inits[i], "restartPolicy") == "Always") {
         total.Add(d);
         restartable.Add(d);
@@ -144,18 +159,17 @@ absl::StatusOr<Demand> PodDemand(const json& spec) {
   }
   total.Max(init_max);
   // Pod-level resources (spec.resources) replace the aggregate for CPU and memory when set.
-  const json& pod_level = JsonField(spec, "resources");
+  const auto& pod_level = JsonField(spec, "resources");
   if (!pod_level.is_null()) {
-    TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources(pod_level, "spec"));
+    TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResourcesOf(pod_level, "spec"));
     if (!JsonField(JsonField(pod_level, "requests"), "cpu").is_null())
       total.cpu_milli = d.cpu_milli;
     if (!JsonField(JsonField(pod_level, "requests"), "memory").is_null())
       total.memory_mib = d.memory_mib;
   }
-  const json& overhead = JsonField(spec, "overhead");
+  const auto& overhead = JsonField(spec, "overhead");
   if (overhead.is_object()) {
-    TESSERA_ASSIGN_OR_RETURN(Demand d,
-                             ReadResources(json{{"requests", overhead}}, "spec.overhead"));
+    TESSERA_ASSIGN_OR_RETURN(Demand d, ReadResources<J>(overhead, J(), "spec.overhead"));
     d.gpus = d.gpu_memory_mib = d.gpu_compute_pct = 0;
     total.Add(d);
   }
@@ -192,12 +206,13 @@ absl::StatusOr<std::optional<core::GangAsk>> GangTopology(
   return g;
 }
 
-absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string& key) {
-  const json& spec = JsonField(pod, "spec");
-  const json& annotations = JsonField(JsonField(pod, "metadata"), "annotations");
+template <typename J>
+absl::StatusOr<core::PodRequest> BuildRequest(const J& pod, const std::string& key) {
+  const auto& spec = JsonField(pod, "spec");
+  const auto& annotations = JsonField(JsonField(pod, "metadata"), "annotations");
   auto annotation = [&](std::string_view k) -> std::optional<std::string> {
-    const json& v = JsonField(annotations, k);
-    if (v.is_string()) return v.get<std::string>();
+    const auto& v = JsonField(annotations, k);
+    if (v.is_string()) return Str(v);
     return std::nullopt;
   };
   TESSERA_ASSIGN_OR_RETURN(Demand d, PodDemand(spec));
@@ -319,7 +334,7 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   // admits the group's pods together, and they start together). A pod in an upstream PodGroup
   // (spec.schedulingGroup) may give tessera.dev/gang-topology alone: the PodGroup's gang takes it
   // (pod_groups.h, which also says which way of asking wins when a pod has several).
-  const json& labels = JsonField(JsonField(pod, "metadata"), "labels");
+  const auto& labels = JsonField(JsonField(pod, "metadata"), "labels");
   const bool in_pod_group =
       !JsonStringField(JsonField(spec, "schedulingGroup"), "podGroupName").empty();
   std::optional<std::string> gang = annotation(records::kGangAnnotation);
@@ -329,9 +344,9 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   // Kueue's label without its count in a PodGroup's pod: the PodGroup says the gang, the label
   // adds nothing to it (pod_groups.h); with the count it is a gang the PodGroup may overrule.
   std::optional<std::string> kueue_count = annotation(records::kKueueGroupTotalCountAnnotation);
-  if (const json& kueue = JsonField(labels, records::kKueueGroupNameLabel);
+  if (const auto& kueue = JsonField(labels, records::kKueueGroupNameLabel);
       !gang && kueue.is_string() && (kueue_count || !in_pod_group)) {
-    gang = kueue.get<std::string>();
+    gang = Str(kueue);
     gang_size = kueue_count;
     gang_field = StrCat("metadata.labels[", records::kKueueGroupNameLabel, "]");
     size_key = records::kKueueGroupTotalCountAnnotation;
@@ -399,18 +414,19 @@ absl::StatusOr<core::PodRequest> BuildRequest(const json& pod, const std::string
   return r;
 }
 
-absl::Status DecodeConstraints(const json& spec, NodeConstraints* p) {
-  const json& selector = JsonField(spec, "nodeSelector");
+template <typename J>
+absl::Status DecodeConstraints(const J& spec, NodeConstraints* p) {
+  const auto& selector = JsonField(spec, "nodeSelector");
   if (selector.is_object()) {
     for (const auto& [k, v] : selector.items()) {
-      if (v.is_string()) p->node_selector[k] = v.get<std::string>();
+      if (v.is_string()) p->node_selector[k] = Str(v);
     }
   }
-  const json& tolerations = JsonField(spec, "tolerations");
+  const auto& tolerations = JsonField(spec, "tolerations");
   if (tolerations.is_array()) {
-    for (const json& t : tolerations) p->tolerations.push_back(DecodeToleration(t));
+    for (const auto& t : tolerations) p->tolerations.push_back(DecodeToleration(t));
   }
-  const json& required = JsonField(JsonField(JsonField(JsonField(spec, "affinity"), "nodeAffinity"),
+  const auto& required = JsonField(JsonField(JsonField(JsonField(spec, "affinity"), "nodeAffinity"),
                                              "requiredDuringSchedulingIgnoredDuringExecution"),
                                    "nodeSelectorTerms");
   if (!required.is_array()) return absl::OkStatus();
@@ -418,17 +434,17 @@ absl::Status DecodeConstraints(const json& spec, NodeConstraints* p) {
   for (size_t i = 0; i < required.size(); ++i) {
     NodeSelectorTerm term;
     for (const char* kind : {"matchExpressions", "matchFields"}) {
-      const json& list = JsonField(required[i], kind);
+      const auto& list = JsonField(required[i], kind);
       if (!list.is_array()) continue;
       for (size_t j = 0; j < list.size(); ++j) {
         NodeSelectorRequirement r;
         r.field = std::string_view(kind) == "matchFields";
         r.key = JsonStringField(list[j], "key");
         r.op = JsonStringField(list[j], "operator");
-        const json& values = JsonField(list[j], "values");
+        const auto& values = JsonField(list[j], "values");
         if (values.is_array()) {
-          for (const json& v : values) {
-            if (v.is_string()) r.values.push_back(v.get<std::string>());
+          for (const auto& v : values) {
+            if (v.is_string()) r.values.push_back(Str(v));
           }
         }
         static const std::set<std::string> kOps = {"In",           "NotIn", "Exists",
@@ -459,22 +475,22 @@ int64_t UnixSeconds(const std::string& rfc3339) {
 
 // The declared maximum run time (PodInfo::max_runtime_s): the annotation, a duration of at least
 // 1s, and spec.activeDeadlineSeconds, whichever is smaller.
-void DecodeMaxRuntime(const json& spec, const json& annotations, PodInfo* p) {
+template <typename J>
+void DecodeMaxRuntime(const J& spec, const J& annotations, PodInfo* p) {
   std::optional<int64_t> declared;
-  if (const json& d = JsonField(spec, "activeDeadlineSeconds"); d.is_number_integer()) {
-    if (d.get<int64_t>() > 0) declared = d.get<int64_t>();
+  if (const auto& d = JsonField(spec, "activeDeadlineSeconds"); d.is_number_integer()) {
+    if (I64(d) > 0) declared = I64(d);
   }
-  if (const json& a = JsonField(annotations, kMaxRuntimeAnnotation); !a.is_null()) {
+  if (const auto& a = JsonField(annotations, kMaxRuntimeAnnotation); !a.is_null()) {
     const std::string field = StrCat("metadata.annotations[", kMaxRuntimeAnnotation, "]");
-    absl::StatusOr<std::chrono::milliseconds> d = a.is_string()
-                                                      ? ParseDuration(a.get<std::string>())
-                                                      : absl::InvalidArgumentError("not a string");
+    absl::StatusOr<std::chrono::milliseconds> d =
+        a.is_string() ? ParseDuration(Str(a)) : absl::InvalidArgumentError("not a string");
     if (!d.ok()) {
       p->max_runtime_error =
           StrCat(field, ": ", FromAbsl(d.status().message()),
                  " (a duration such as 30m or 2h); the pod is taken as declaring no run time");
     } else if (d->count() <= 0) {
-      p->max_runtime_error = StrCat(field, ": \"", a.get<std::string>(),
+      p->max_runtime_error = StrCat(field, ": \"", Str(a),
                                     "\" is not a run time (at least 1s); the pod is taken as "
                                     "declaring no run time");
     } else {
@@ -485,10 +501,11 @@ void DecodeMaxRuntime(const json& spec, const json& annotations, PodInfo* p) {
   p->max_runtime_s = declared;
 }
 
-void DecodePodInto(const json& pod, PodInfo* p) {
-  const json& meta = JsonField(pod, "metadata");
-  const json& spec = JsonField(pod, "spec");
-  const json& status = JsonField(pod, "status");
+template <typename J>
+void DecodePodInto(const J& pod, PodInfo* p) {
+  const auto& meta = JsonField(pod, "metadata");
+  const auto& spec = JsonField(pod, "spec");
+  const auto& status = JsonField(pod, "status");
   p->ns = JsonStringField(meta, "namespace");
   p->name = JsonStringField(meta, "name");
   p->uid = JsonStringField(meta, "uid");
@@ -499,37 +516,36 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   p->started_unix = UnixSeconds(JsonStringField(status, "startTime"));
   p->deleting = !JsonField(meta, "deletionTimestamp").is_null();
   p->nominated_node = JsonStringField(status, "nominatedNodeName");
-  if (const json& owners = JsonField(meta, "ownerReferences"); owners.is_array()) {
-    for (const json& o : owners) {
+  if (const auto& owners = JsonField(meta, "ownerReferences"); owners.is_array()) {
+    for (const auto& o : owners) {
       if (JsonField(o, "controller") == true) {
         p->controller = StrCat(JsonStringField(o, "kind"), "/", JsonStringField(o, "name"));
         break;
       }
     }
   }
-  if (const json& labels = JsonField(meta, "labels"); labels.is_object()) {
+  if (const auto& labels = JsonField(meta, "labels"); labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
-      if (v.is_string()) p->labels.emplace(k, v.get<std::string>());
+      if (v.is_string()) p->labels.emplace(k, Str(v));
     }
   }
   p->scheduler_name = JsonStringField(spec, "schedulerName");
   p->pod_group = JsonStringField(JsonField(spec, "schedulingGroup"), "podGroupName");
   p->node_name = JsonStringField(spec, "nodeName");
   p->phase = JsonStringField(status, "phase");
-  const json& gates = JsonField(spec, "schedulingGates");
+  const auto& gates = JsonField(spec, "schedulingGates");
   p->gated = gates.is_array() && !gates.empty();
-  if (const json& prio = JsonField(spec, "priority"); prio.is_number_integer()) {
-    p->priority = prio.get<int32_t>();
+  if (const auto& prio = JsonField(spec, "priority"); prio.is_number_integer()) {
+    p->priority = static_cast<int32_t>(I64(prio));
   }
   p->may_preempt = JsonStringField(spec, "preemptionPolicy") != "Never";
-  const json& annotations = JsonField(meta, "annotations");
-  if (const json& q = JsonField(annotations, records::kQueueAnnotation);
-      q.is_string() && !q.get<std::string>().empty()) {
-    p->queue = q.get<std::string>();
+  const auto& annotations = JsonField(meta, "annotations");
+  if (const auto& q = JsonField(annotations, records::kQueueAnnotation);
+      q.is_string() && !Str(q).empty()) {
+    p->queue = Str(q);
   }
-  if (const json& a = JsonField(annotations, records::kAssignmentAnnotation); a.is_string()) {
-    absl::StatusOr<records::Assignment> assignment =
-        records::AssignmentFromJson(a.get<std::string>());
+  if (const auto& a = JsonField(annotations, records::kAssignmentAnnotation); a.is_string()) {
+    absl::StatusOr<records::Assignment> assignment = records::AssignmentFromJson(Str(a));
     if (assignment.ok()) {
       p->assignment = std::move(*assignment);
     } else {
@@ -537,9 +553,9 @@ void DecodePodInto(const json& pod, PodInfo* p) {
     }
   }
   DecodeMaxRuntime(spec, annotations, p);
-  const json& conditions = JsonField(status, "conditions");
+  const auto& conditions = JsonField(status, "conditions");
   if (conditions.is_array()) {
-    for (const json& c : conditions) {
+    for (const auto& c : conditions) {
       if (JsonStringField(c, "type") == "PodScheduled" && JsonStringField(c, "status") == "False") {
         p->unschedulable_message = JsonStringField(c, "message");
       } else if (JsonStringField(c, "type") == "Ready") {
@@ -566,9 +582,9 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   } else {
     p->input_error = std::string(FromAbsl(request.status().message()));
   }
-  if (const json& restart = JsonField(annotations, kGangRestartAnnotation);
+  if (const auto& restart = JsonField(annotations, kGangRestartAnnotation);
       !restart.is_null() && p->input_error.empty()) {
-    const std::string value = restart.is_string() ? restart.get<std::string>() : restart.dump();
+    const std::string value = restart.is_string() ? Str(restart) : std::string("(not a string)");
     const std::string field =
         StrCat("metadata.annotations[", kGangRestartAnnotation, "]: \"", value, "\" ");
     if (value != "all" && value != "member") {
@@ -582,9 +598,8 @@ void DecodePodInto(const json& pod, PodInfo* p) {
   }
 }
 
-}  // namespace
-
-std::shared_ptr<const PodInfo> DecodePod(const json& pod) {
+template <typename J>
+std::shared_ptr<const PodInfo> DecodePodOf(const J& pod) {
   auto p = std::make_shared<PodInfo>();
   try {
     DecodePodInto(pod, p.get());
@@ -596,6 +611,11 @@ std::shared_ptr<const PodInfo> DecodePod(const json& pod) {
   }
   return p;
 }
+
+}  // namespace
+
+std::shared_ptr<const PodInfo> DecodePod(const json& pod) { return DecodePodOf(pod); }
+std::shared_ptr<const PodInfo> DecodePod(const ProtobufValue& pod) { return DecodePodOf(pod); }
 
 std::string PodGroupInfo::InitiallyScheduled() const {
   for (const json& c : conditions) {
@@ -659,15 +679,16 @@ std::shared_ptr<const PodGroupInfo> DecodePodGroup(const json& group) {
 
 namespace {
 
-void DecodeNodeInto(const json& node, NodeInfo* n) {
-  const json& meta = JsonField(node, "metadata");
-  const json& status = JsonField(node, "status");
+template <typename J>
+void DecodeNodeInto(const J& node, NodeInfo* n) {
+  const auto& meta = JsonField(node, "metadata");
+  const auto& status = JsonField(node, "status");
   n->name = JsonStringField(meta, "name");
   n->spec.name = n->name;
   n->unschedulable = JsonField(JsonField(node, "spec"), "unschedulable") == true;
-  const json& taints = JsonField(JsonField(node, "spec"), "taints");
+  const auto& taints = JsonField(JsonField(node, "spec"), "taints");
   if (taints.is_array()) {
-    for (const json& t : taints) {
+    for (const auto& t : taints) {
       Taint taint{JsonStringField(t, "key"), JsonStringField(t, "value"),
                   JsonStringField(t, "effect")};
       if (taint.effect == "NoSchedule" || taint.effect == "NoExecute") {
@@ -675,16 +696,17 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
       }
     }
   }
-  const json& labels = JsonField(meta, "labels");
+  const auto& labels = JsonField(meta, "labels");
   if (labels.is_object()) {
     for (const auto& [k, v] : labels.items()) {
-      if (v.is_string()) n->spec.labels[k] = v.get<std::string>();
+      if (v.is_string()) n->spec.labels[k] = Str(v);
     }
   }
-  const json* allocatable = &JsonField(status, "allocatable");
-  if (allocatable->is_null()) allocatable = &JsonField(status, "capacity");
+  const auto& allocatable = JsonField(status, "allocatable").is_null()
+                                ? JsonField(status, "capacity")
+                                : JsonField(status, "allocatable");
   std::vector<std::string> errors;
-  if (auto cpu = QuantityText(JsonField(*allocatable, "cpu"))) {
+  if (auto cpu = QuantityText(JsonField(allocatable, "cpu"))) {
     absl::StatusOr<int64_t> v = core::ParseCpuMilli(*cpu, core::Rounding::kDown);
     if (v.ok()) {
       n->spec.cpu_milli = *v;
@@ -693,7 +715,7 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
           StrCat("status.allocatable.cpu: \"", *cpu, "\" ", FromAbsl(v.status().message())));
     }
   }
-  if (auto mem = QuantityText(JsonField(*allocatable, "memory"))) {
+  if (auto mem = QuantityText(JsonField(allocatable, "memory"))) {
     absl::StatusOr<int64_t> v = core::ParseMemoryMiB(*mem, core::Rounding::kDown);
     if (v.ok()) {
       n->spec.memory_mib = *v;
@@ -703,14 +725,14 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
     }
   }
   n->capacity_error = StrJoin(errors, "; ");
-  const json& inventory = JsonField(JsonField(meta, "annotations"), records::kInventoryAnnotation);
+  const auto& inventory = JsonField(JsonField(meta, "annotations"), records::kInventoryAnnotation);
   std::string inventory_text;
   if (!inventory.is_null()) {
     n->has_inventory = true;
     if (!inventory.is_string()) {
       n->inventory_error = "annotation is not a string";
     } else {
-      inventory_text = inventory.get<std::string>();
+      inventory_text = Str(inventory);
       absl::StatusOr<records::Inventory> inv = records::InventoryFromJson(inventory_text);
       if (!inv.ok()) {
         n->inventory_error = std::string(FromAbsl(inv.status().message()));
@@ -745,9 +767,8 @@ void DecodeNodeInto(const json& node, NodeInfo* n) {
              "|", labels_text, "|", n->inventory_error.empty(), "|", inventory_text);
 }
 
-}  // namespace
-
-std::shared_ptr<const NodeInfo> DecodeNode(const json& node) {
+template <typename J>
+std::shared_ptr<const NodeInfo> DecodeNodeOf(const J& node) {
   auto n = std::make_shared<NodeInfo>();
   try {
     DecodeNodeInto(node, n.get());
@@ -758,6 +779,11 @@ std::shared_ptr<const NodeInfo> DecodeNode(const json& node) {
   }
   return n;
 }
+
+}  // namespace
+
+std::shared_ptr<const NodeInfo> DecodeNode(const json& node) { return DecodeNodeOf(node); }
+std::shared_ptr<const NodeInfo> DecodeNode(const ProtobufValue& node) { return DecodeNodeOf(node); }
 
 namespace {
 

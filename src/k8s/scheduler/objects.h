@@ -32,6 +32,7 @@
 
 #include "core/model/node.h"
 #include "core/model/request.h"
+#include "k8s/client/protobuf_value.h"
 #include "k8s/dra/objects.h"
 #include "k8s/taints/taints.h"
 #include "nlohmann/json.hpp"
@@ -175,6 +176,9 @@ struct PodInfo {
 };
 
 std::shared_ptr<const PodInfo> DecodePod(const nlohmann::json& pod);
+// The same from a Pod of a protobuf list read in place (issue 33 "decode once": no JSON tree in
+// between); the same decoder, so the same PodInfo as DecodePod of ProtobufObjectToJson's JSON.
+std::shared_ptr<const PodInfo> DecodePod(const ProtobufValue& pod);
 
 // An upstream PodGroup (scheduling.k8s.io/v1beta1, Kubernetes 1.37 with the GenericWorkload
 // gate): the fields tessera uses. Decoding never fails: unknown fields are ignored, and what
@@ -230,6 +234,7 @@ struct NodeInfo {
 };
 
 std::shared_ptr<const NodeInfo> DecodeNode(const nlohmann::json& node);
+std::shared_ptr<const NodeInfo> DecodeNode(const ProtobufValue& node);  // as DecodePod's
 
 // Whether `pod` may go on `node` by its taints, node selector and required node affinity; when
 // not, `why` (optional) says which: "taint", "selector".

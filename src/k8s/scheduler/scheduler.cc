@@ -490,6 +490,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   node_options.protobuf = config_.protobuf_wire;
   Informer<NodeInfo> nodes(
       client_, node_options, [](const nlohmann::json& j) { return DecodeNode(j); },
+      [](const ProtobufValue& p) { return DecodeNode(p); },
       forward(LoopEvent::kNodesSynced, LoopEvent::kNode, &LoopEvent::node));
   ListWatchOptions pod_options;
   pod_options.resource = "pods";
@@ -499,6 +500,7 @@ absl::Status Scheduler::Run(const std::atomic<bool>& stop) {
   pod_options.protobuf = config_.protobuf_wire;
   Informer<PodInfo> pods(
       client_, pod_options, [](const nlohmann::json& j) { return DecodePod(j); },
+      [](const ProtobufValue& p) { return DecodePod(p); },
       forward(LoopEvent::kPodsSynced, LoopEvent::kPod, &LoopEvent::pod));
 
   metrics_.SetBuild(config_.build);

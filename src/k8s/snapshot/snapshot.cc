@@ -8,7 +8,9 @@
 #include <thread>
 
 #include "common/json_fields.h"
+#include "common/status.h"
 #include "common/strings.h"
+#include "k8s/client/protobuf_value.h"
 #include "k8s/client/protobuf_wire.h"
 #include "k8s/client/watch.h"
 #include "records/names.h"
@@ -19,11 +21,12 @@ namespace {
 
 using nlohmann::json;
 
-bool NodeReady(const json& node) {
-  const json& conditions = JsonField(JsonField(node, "status"), "conditions");
+template <typename J>
+bool NodeReady(const J& node) {
+  const auto& conditions = JsonField(JsonField(node, "status"), "conditions");
   if (!conditions.is_array()) return false;
-  for (const json& c : conditions) {
-    if (JsonField(c, "type") == "Ready") return JsonField(c, "status") == "True";
+  for (const auto& c : conditions) {
+    if (JsonStringField(c, "type") == "Ready") return JsonStringField(c, "status") == "True";
   }
   return false;
 }
@@ -167,12 +170,15 @@ struct PageCounts {
   int64_t protobuf = 0;  // of which answered in protobuf
 };
 
-// Lists `path` page by page, handing each item to `on_item`. A continue token that expired
+// Lists `path` page by page, handing each item to `on_item`: a page in JSON parsed, a page in
+// protobuf read in place (protobuf_value.h: no tree in between). A continue token that expired
 // (HTTP 410 on a later page: the list took longer than etcd keeps its revision) restarts the list
 // from the beginning, at most twice; `reset` is called before each restart.
 absl::Status ListAll(ApiClient& client, const std::string& path, std::string_view what,
                      const SnapshotOptions& options, const std::function<void()>& reset,
-                     const std::function<void(json&&)>& on_item, PageCounts* pages) {
+                     const std::function<void(json&&)>& on_item,
+                     const std::function<void(const ProtobufValue&)>& on_protobuf_item,
+                     PageCounts* pages) {
   for (int attempt = 0;; ++attempt) {
     ListPager pager(client, path, options);
     bool expired = false;
@@ -190,24 +196,36 @@ absl::Status ListAll(ApiClient& client, const std::string& path, std::string_vie
       }
       const bool protobuf = IsProtobufEnvelope(page.response.body);
       pages->protobuf += protobuf ? 1 : 0;
-      absl::StatusOr<json> parsed =
-          protobuf ? ProtobufListToJson(page.response.body)
-                   : ParseApiJson(page.response.body, /*drop_managed_fields=*/true);
+      auto check_continue = [&](const std::string& cont) -> absl::Status {
+        if (!page.peeked.has_value()) {
+          pager.Continue(cont);
+        } else if (*page.peeked != cont) {
+          return absl::InternalError(StrCat("list ", what, ": the continue token read ahead (",
+                                            *page.peeked, ") is not the page's (", cont, ")"));
+        }
+        return absl::OkStatus();
+      };
+      if (protobuf) {
+        absl::StatusOr<ProtobufList> list =
+            ReadProtobufList(std::make_shared<const std::string>(std::move(page.response.body)));
+        if (!list.ok()) {
+          return absl::DataLossError(StrCat(
+              "list ", what,
+              ": the answer is not a list in protobuf: ", FromAbsl(list.status().message())));
+        }
+        TESSERA_RETURN_IF_ERROR(check_continue(list->continue_token));
+        for (const ProtobufValue& item : list->items) on_protobuf_item(item);
+        continue;
+      }
+      absl::StatusOr<json> parsed = ParseApiJson(page.response.body, /*drop_managed_fields=*/true);
       if (!parsed.ok()) {
-        return absl::DataLossError(StrCat("list ", what, ": the answer is not ",
-                                          protobuf ? "a list in protobuf" : "JSON", ": ",
-                                          FromAbsl(parsed.status().message())));
+        return absl::DataLossError(StrCat(
+            "list ", what, ": the answer is not JSON: ", FromAbsl(parsed.status().message())));
       }
       page.response.body.clear();
       page.response.body.shrink_to_fit();
       const json& next = JsonField(JsonField(*parsed, "metadata"), "continue");
-      const std::string cont = next.is_string() ? next.get<std::string>() : "";
-      if (!page.peeked.has_value()) {
-        pager.Continue(cont);
-      } else if (*page.peeked != cont) {
-        return absl::InternalError(StrCat("list ", what, ": the continue token read ahead (",
-                                          *page.peeked, ") is not the page's (", cont, ")"));
-      }
+      TESSERA_RETURN_IF_ERROR(check_continue(next.is_string() ? next.get<std::string>() : ""));
       json& items = (*parsed)["items"];
       if (items.is_array()) {
         for (json& item : items) on_item(std::move(item));
@@ -220,24 +238,33 @@ absl::Status ListAll(ApiClient& client, const std::string& path, std::string_vie
 
 }  // namespace
 
-SnapshotNode DecodeSnapshotNode(const json& node) {
+namespace {
+
+template <typename J>
+SnapshotNode DecodeSnapshotNodeOf(const J& node) {
   SnapshotNode n;
   n.info = DecodeNode(node);
   n.ready = NodeReady(node);
   // Health is only in the record when some GPU is unhealthy; DecodeNode keeps only what placing
   // needs, so it is read here, from the same annotation, when it is there at all.
   if (n.info->inventory_error.empty() && n.info->has_inventory) {
-    const json& text = JsonField(JsonField(JsonField(node, "metadata"), "annotations"),
+    const auto& text = JsonField(JsonField(JsonField(node, "metadata"), "annotations"),
                                  records::kInventoryAnnotation);
-    if (text.is_string() &&
-        text.get_ref<const std::string&>().find("\"health\"") != std::string::npos) {
-      absl::StatusOr<records::Inventory> inventory =
-          records::InventoryFromJson(text.get_ref<const std::string&>());
-      if (inventory.ok()) n.health = std::move(inventory->health);
+    if (text.is_string()) {
+      const std::string inventory_text = text.template get<std::string>();
+      if (inventory_text.find("\"health\"") != std::string::npos) {
+        absl::StatusOr<records::Inventory> inventory = records::InventoryFromJson(inventory_text);
+        if (inventory.ok()) n.health = std::move(inventory->health);
+      }
     }
   }
   return n;
 }
+
+}  // namespace
+
+SnapshotNode DecodeSnapshotNode(const json& node) { return DecodeSnapshotNodeOf(node); }
+SnapshotNode DecodeSnapshotNode(const ProtobufValue& node) { return DecodeSnapshotNodeOf(node); }
 
 ClusterSnapshot::ClusterSnapshot(std::vector<SnapshotNode> nodes,
                                  std::vector<std::shared_ptr<const PodInfo>> pods)
@@ -377,7 +404,8 @@ absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOp
             ? std::string("/api/v1/nodes")
             : StrCat("/api/v1/nodes?labelSelector=", QueryEscape(options.node_selector)),
         "nodes", options, [&] { nodes.clear(); },
-        [&](json&& item) { nodes.push_back(DecodeSnapshotNode(item)); }, &node_pages);
+        [&](json&& item) { nodes.push_back(DecodeSnapshotNode(item)); },
+        [&](const ProtobufValue& item) { nodes.push_back(DecodeSnapshotNode(item)); }, &node_pages);
   });
   const std::string pods_path =
       options.pod_namespace.empty()
@@ -388,7 +416,7 @@ absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOp
       StrCat(pods_path,
              "?fieldSelector=", QueryEscape("status.phase!=Succeeded,status.phase!=Failed")),
       "pods", options, [&] { pods.clear(); }, [&](json&& item) { pods.push_back(DecodePod(item)); },
-      &pod_pages);
+      [&](const ProtobufValue& item) { pods.push_back(DecodePod(item)); }, &pod_pages);
   node_thread.join();
   std::string nodes_error;
   if (!node_status.ok() && options.nodes_optional &&

@@ -60,6 +60,7 @@ std::optional<std::string> PeekContinue(std::string_view body);
 // Decodes one Node object (never fails: problems are kept in info->inventory_error and
 // info->capacity_error).
 SnapshotNode DecodeSnapshotNode(const nlohmann::json& node);
+SnapshotNode DecodeSnapshotNode(const ProtobufValue& node);  // a protobuf Node read in place
 
 // Something a snapshot reader should tell people: a bound pod whose GPUs cannot be accounted (it
 // blocks its node for GPU pods, as in the scheduler), a node whose inventory cannot be used.
@@ -116,11 +117,11 @@ class ClusterSnapshot {
   // Where and when it was read (ReadSnapshot fills them).
   std::string server;
   std::chrono::system_clock::time_point taken_at{};
-  double read_seconds = 0;    // the two lists, decoding included
-  int64_t pages = 0;          // list requests made (both lists)
-  int64_t protobuf_pages = 0; // of which the API server answered in protobuf
-  std::string pod_namespace;  // the pods are this namespace's only (SnapshotOptions)
-  std::string nodes_error;    // the nodes could not be read (nodes_optional); none are here
+  double read_seconds = 0;     // the two lists, decoding included
+  int64_t pages = 0;           // list requests made (both lists)
+  int64_t protobuf_pages = 0;  // of which the API server answered in protobuf
+  std::string pod_namespace;   // the pods are this namespace's only (SnapshotOptions)
+  std::string nodes_error;     // the nodes could not be read (nodes_optional); none are here
 
  private:
   std::vector<SnapshotNode> nodes_;

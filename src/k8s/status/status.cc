@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <ostream>
 #include <set>
+#include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
@@ -968,6 +971,369 @@ json StatusToJson(const ClusterStatus& s) {
           {"pods_namespace", s.pods_namespace.empty() ? json(nullptr) : json(s.pods_namespace)},
           {"nodes_error", s.nodes_error.empty() ? json(nullptr) : json(s.nodes_error)},
           {"running", std::move(running)}};
+}
+
+}  // namespace tessera::k8s
+
+namespace tessera::k8s {
+namespace {
+
+// A JSON document written as it is made, without a tree: byte for byte what nlohmann's
+// dump(indent) writes for the same values (members in key order, as nlohmann's objects keep
+// them; its number and string formatting), so that WriteStatusJson and StatusToJson(...).dump()
+// agree (status_test checks both indents).
+class JsonStream {
+ public:
+  JsonStream(std::ostream& out, int indent) : out_(out), indent_(indent) {}
+  ~JsonStream() { Flush(); }
+  JsonStream(const JsonStream&) = delete;
+  JsonStream& operator=(const JsonStream&) = delete;
+
+  // One member of an object: its key and value (a scalar, or a function that writes it).
+  class Member {
+   public:
+    template <typename T>
+    Member(std::string_view key, const T& value) : key_(key) {  // NOLINT(google-explicit-*)
+      if constexpr (std::is_same_v<T, bool>) {
+        kind_ = kBool;
+        int_ = value ? 1 : 0;
+      } else if constexpr (std::is_integral_v<T>) {
+        kind_ = kInt;
+        int_ = static_cast<int64_t>(value);
+      } else if constexpr (std::is_floating_point_v<T>) {
+        kind_ = kDouble;
+        double_ = value;
+      } else if constexpr (std::is_same_v<T, std::nullptr_t>) {
+        kind_ = kNull;
+      } else if constexpr (std::is_convertible_v<const T&, std::string_view>) {
+        kind_ = kString;
+        string_ = std::string_view(value);
+      } else {  // a function that writes the value: it must outlive the member
+        kind_ = kWriter;
+        writer_ = &value;
+        call_ = [](const void* f) { (*static_cast<const T*>(f))(); };
+      }
+    }
+    std::string_view key() const { return key_; }
+    void Write(JsonStream& w) const {
+      switch (kind_) {
+        case kBool:
+          w.Raw(int_ != 0 ? "true" : "false");
+          break;
+        case kInt:
+          w.Raw(std::to_string(int_));
+          break;
+        case kDouble:
+          w.Raw(nlohmann::json(double_).dump());
+          break;
+        case kNull:
+          w.Raw("null");
+          break;
+        case kString:
+          w.String(string_);
+          break;
+        case kWriter:
+          call_(writer_);
+          break;
+      }
+    }
+
+   private:
+    enum Kind { kBool, kInt, kDouble, kNull, kString, kWriter };
+    std::string_view key_;
+    Kind kind_ = kNull;
+    int64_t int_ = 0;
+    double double_ = 0;
+    std::string_view string_;
+    const void* writer_ = nullptr;
+    void (*call_)(const void*) = nullptr;
+  };
+
+  void Object(std::vector<Member> members) {
+    if (members.empty()) {
+      Raw("{}");
+      return;
+    }
+    std::stable_sort(members.begin(), members.end(),
+                     [](const Member& a, const Member& b) { return a.key() < b.key(); });
+    Raw("{");
+    ++depth_;
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (i > 0) Raw(",");
+      Newline();
+      String(members[i].key());
+      Raw(indent_ >= 0 ? ": " : ":");
+      members[i].Write(*this);
+    }
+    --depth_;
+    Newline();
+    Raw("}");
+  }
+
+  // An array of `n` elements, element i written by each(i).
+  template <typename Fn>
+  void Array(size_t n, Fn&& each) {
+    if (n == 0) {
+      Raw("[]");
+      return;
+    }
+    Raw("[");
+    ++depth_;
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0) Raw(",");
+      Newline();
+      each(i);
+    }
+    --depth_;
+    Newline();
+    Raw("]");
+  }
+
+  void String(std::string_view s) {
+    bool plain = true;
+    for (char c : s) {
+      const auto b = static_cast<unsigned char>(c);
+      if (b < 0x20 || b >= 0x80 || c == '"' || c == '\\') {
+        plain = false;
+        break;
+      }
+    }
+    if (plain) {
+      buf_ += '"';
+      buf_.append(s);
+      buf_ += '"';
+    } else {
+      buf_ += nlohmann::json(std::string(s)).dump();  // escapes; refuses what is not UTF-8
+    }
+    MaybeFlush();
+  }
+  void Raw(std::string_view s) {
+    buf_.append(s);
+    MaybeFlush();
+  }
+  void Flush() {
+    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+
+ private:
+  void Newline() {
+    if (indent_ < 0) return;
+    buf_ += '\n';
+    buf_.append(static_cast<size_t>(depth_ * indent_), ' ');
+  }
+  void MaybeFlush() {
+    if (buf_.size() >= (size_t{1} << 16)) Flush();
+  }
+
+  std::ostream& out_;
+  const int indent_;
+  int depth_ = 0;
+  std::string buf_;
+};
+
+}  // namespace
+
+void WriteStatusJson(const ClusterStatus& s, std::ostream& out, int indent) {
+  JsonStream w(out, indent);
+  using M = JsonStream::Member;
+  auto nodes = [&] {
+    w.Array(s.nodes.size(), [&](size_t i) {
+      const NodeStatus& n = s.nodes[i];
+      auto gpus = [&] {
+        w.Array(n.gpus.size(), [&](size_t k) {
+          const GpuStatus& g = n.gpus[k];
+          std::vector<const GpuPodGrant*> shown;
+          int hidden = 0;
+          for (const GpuPodGrant& p : g.pods) {
+            if (p.shown) {
+              shown.push_back(&p);
+            } else {
+              ++hidden;
+            }
+          }
+          auto pods = [&] {
+            w.Array(shown.size(), [&](size_t j) {
+              const GpuPodGrant& p = *shown[j];
+              auto usage = [&] {
+                std::vector<M> u;
+                if (p.usage->memory_used_bytes >= 0) {
+                  u.emplace_back("memory_used_bytes", p.usage->memory_used_bytes);
+                }
+                if (p.usage->busy_seconds >= 0)
+                  u.emplace_back("busy_seconds", p.usage->busy_seconds);
+                if (p.usage->idle >= 0) u.emplace_back("idle", p.usage->idle == 1);
+                w.Object(std::move(u));
+              };
+              std::vector<M> members = {{"pod", p.pod},
+                                        {"memory_mib", p.memory_mib},
+                                        {"compute_milli", p.compute_milli},
+                                        {"exclusive", p.exclusive}};
+              if (!p.mig.empty()) members.emplace_back("mig", p.mig);
+              if (p.usage) members.emplace_back("usage", usage);
+              w.Object(std::move(members));
+            });
+          };
+          auto mig = [&] {
+            w.Array(g.mig_instances.size(), [&](size_t j) {
+              const MigInstanceStatus& m = g.mig_instances[j];
+              w.Object({{"profile", m.profile},
+                        {"start", m.start},
+                        m.pod.empty() ? M("pod", nullptr) : M("pod", m.pod)});
+            });
+          };
+          auto xids = [&] {
+            w.Array(g.xids.size(), [&](size_t j) { w.Raw(std::to_string(g.xids[j])); });
+          };
+          w.Object({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"model", g.model},
+                    {"memory_mib", g.memory_mib},
+                    {"healthy", g.healthy},
+                    {"health_reason", g.health_reason},
+                    {"xids", xids},
+                    {"memory_granted_mib", g.memory_granted_mib},
+                    {"compute_granted_milli", g.compute_granted_milli},
+                    {"exclusive", g.exclusive},
+                    {"mig_enabled", g.mig_enabled},
+                    {"mig_instances", mig},
+                    {"pods", pods},
+                    {"pods_hidden", hidden},
+                    {"free_memory_mib", g.free_memory_mib},
+                    {"stranded_mib", g.stranded_mib},
+                    {"stranded_too_small", g.stranded_too_small}});
+        });
+      };
+      w.Object({{"name", n.name},
+                {"ready", n.ready},
+                {"cordoned", n.cordoned},
+                {"cpu_milli", n.cpu_milli},
+                {"memory_mib", n.memory_mib},
+                {"cpu_requested_milli", n.cpu_requested_milli},
+                {"memory_requested_mib", n.memory_requested_mib},
+                {"pods", n.pods},
+                {"interconnect", n.interconnect},
+                {"inventory_error", n.inventory_error},
+                {"gpus_blocked", n.gpus_blocked},
+                {"gpus", gpus}});
+    });
+  };
+  auto pending = [&] {
+    w.Array(s.pending.size(), [&](size_t i) {
+      const PendingPodStatus& p = s.pending[i];
+      w.Object({{"pod", p.pod},
+                {"ask", p.ask},
+                {"gpus", p.gpus},
+                {"gpu_memory_mib", p.gpu_memory_mib},
+                {"gpu_compute_milli", p.gpu_compute_milli},
+                p.gang.empty() ? M("gang", nullptr) : M("gang", p.gang),
+                {"queue", p.queue},
+                {"priority", p.priority},
+                {"reason", p.reason},
+                {"never_fits", p.never_fits},
+                p.scale_up.empty() ? M("scale_up", nullptr) : M("scale_up", p.scale_up),
+                {"created", p.created},
+                {"waiting_seconds", p.waiting_seconds}});
+    });
+  };
+  auto queues = [&] {
+    w.Array(s.queues.size(), [&](size_t i) {
+      const QueueStatus& q = s.queues[i];
+      auto amounts = [&](const core::QueueResources& r) {
+        return [&w, &r] {
+          w.Object({{"gpu_milli", r[core::kQueueGpu]},
+                    {"gpu_memory_mib", r[core::kQueueGpuMemory]},
+                    {"gpu_compute_milli", r[core::kQueueGpuCompute]}});
+        };
+      };
+      auto deserved = amounts(q.deserved), fair_share = amounts(q.fair_share),
+           allocated = amounts(q.allocated), borrowed = amounts(q.borrowed),
+           pending_ask = amounts(q.pending_ask), usage = amounts(q.usage);
+      w.Object({{"name", q.name},
+                {"running", q.running},
+                {"pending", q.pending},
+                {"gpus_whole", q.gpus_whole},
+                {"memory_granted_mib", q.memory_granted_mib},
+                {"compute_granted_milli", q.compute_granted_milli},
+                {"parent", q.parent},
+                {"invalid", q.invalid},
+                {"deserved", deserved},
+                {"fair_share", fair_share},
+                {"allocated", allocated},
+                {"borrowed", borrowed},
+                {"pending_ask", pending_ask},
+                {"usage", usage},
+                {"pending_pods", q.pending_pods}});
+    });
+  };
+  const StatusTotals& t = s.totals;
+  auto totals = [&] {
+    w.Object({{"nodes", t.nodes},
+              {"gpu_nodes", t.gpu_nodes},
+              {"gpus", t.gpus},
+              {"gpus_in_use", t.gpus_in_use},
+              {"gpus_exclusive", t.gpus_exclusive},
+              {"gpus_unhealthy", t.gpus_unhealthy},
+              {"memory_mib", t.memory_mib},
+              {"memory_granted_mib", t.memory_granted_mib},
+              {"memory_requested_mib", t.memory_requested_mib},
+              {"compute_milli", t.compute_milli},
+              {"compute_granted_milli", t.compute_granted_milli},
+              {"running_gpu_pods", t.running_gpu_pods},
+              {"pending_gpu_pods", t.pending_gpu_pods},
+              {"pending_memory_mib", t.pending_memory_mib},
+              {"pending_whole_gpus", t.pending_whole_gpus},
+              {"pending_mig", t.pending_mig},
+              {"free_memory_mib", t.free_memory_mib},
+              {"stranded_mib", t.stranded_mib},
+              {"stranded_too_small_mib", t.stranded_too_small_mib}});
+  };
+  auto problems = [&] {
+    w.Array(s.problems.size(), [&](size_t i) {
+      const SnapshotProblem& p = s.problems[i];
+      w.Object({{"object", p.object}, {"node", p.node}, {"message", p.message}});
+    });
+  };
+  auto running = [&] {
+    w.Array(s.running.size(), [&](size_t i) {
+      const RunningPodStatus& r = s.running[i];
+      auto gpus = [&] {
+        w.Array(r.gpus.size(), [&](size_t k) {
+          const records::AssignedGpu& g = r.gpus[k];
+          const std::string mig =
+              g.mig_profile.empty() ? "" : StrCat(g.mig_profile, "@", g.mig_start);
+          std::vector<M> members = {{"index", g.grant.gpu},
+                                    {"uuid", g.uuid},
+                                    {"memory_mib", g.grant.memory_mib},
+                                    {"compute_milli", g.grant.compute_milli},
+                                    {"exclusive", g.grant.exclusive}};
+          if (!mig.empty()) members.emplace_back("mig", mig);
+          w.Object(std::move(members));
+        });
+      };
+      w.Object({{"pod", r.pod}, {"node", r.node}, {"queue", r.queue}, {"gpus", gpus}});
+    });
+  };
+  const std::string time = Time(s.taken_at);
+  auto or_null = [](std::string_view key, const std::string& v) {
+    return v.empty() ? M(key, nullptr) : M(key, v);
+  };
+  w.Object({{"version", 1},
+            {"server", s.server},
+            {"time", time},
+            {"read_seconds", s.read_seconds},
+            {"scheduler_name", s.scheduler_name},
+            or_null("node", s.node_filter),
+            or_null("namespace", s.namespace_filter),
+            {"nodes", nodes},
+            {"pending", pending},
+            {"queues", queues},
+            or_null("queue_usage_half_life", s.queue_usage_half_life),
+            {"totals", totals},
+            {"problems", problems},
+            or_null("pods_namespace", s.pods_namespace),
+            or_null("nodes_error", s.nodes_error),
+            {"running", running}});
 }
 
 }  // namespace tessera::k8s

@@ -43,7 +43,8 @@ struct Toleration {
 
 // A toleration as the API writes it (a Pod's spec.tolerations[], a claim request's
 // tolerations[]): fields it does not know are ignored, no operator is Equal.
-inline Toleration DecodeToleration(const nlohmann::json& t) {
+template <typename J>  // nlohmann::json, or k8s::ProtobufValue (objects.h)
+Toleration DecodeToleration(const J& t) {
   Toleration tol;
   tol.key = JsonStringField(t, "key");
   tol.op = JsonStringField(t, "operator");
