@@ -4,6 +4,7 @@
 
 #include "common/random.h"
 #include "core/engine.h"
+#include "core/policy/tessera.h"
 #include "core/testing/cluster_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -148,16 +149,23 @@ TEST(TesseraPolicy, SharesPairUpOnceThePodsChurn) {
   }
 }
 
-// A pod that may use any GPU, beside pods bound to T4 GPUs: while filling, the order (smaller
-// nodes first) and the exact fit send it to the T4 node's last GPU; once pods churn it keeps off
-// the T4 node (the T4-bound pods' demand per T4 GPU is 1.5 times the mix's per GPU).
+std::unique_ptr<Policy> MakeTessera(bool reserve_bound_models) {
+  TesseraOptions tessera;
+  tessera.reserve_bound_models = reserve_bound_models;
+  return NewTesseraPolicy(PolicyOptions{}, tessera);
+}
+
+// A pod that may use any GPU, beside pods bound to T4 GPUs: without the reserve for bound models
+// (the rule before issue 31), while filling, the order (smaller nodes first) and the exact fit
+// send it to the T4 node's last GPU; once pods churn it keeps off the T4 node (the T4-bound pods'
+// demand per T4 GPU is 1.5 times the mix's per GPU).
 TEST(TesseraPolicy, ChurningKeepsContendedModelsForThePodsBoundToThem) {
   Cluster c =
       ClusterBuilder().Node("t4").Gpus(2, "T4", 15360).Node("big").Gpus(4, "A100-80GB").Build();
   PodRequest bound = Pod("t1", GpuAsk::Whole(1));
   bound.gpu_models = {"T4"};
   for (bool churn : {false, true}) {
-    Engine e(c, Make("tessera"));
+    Engine e(c, MakeTessera(/*reserve_bound_models=*/false));
     PlacementResult t1 = e.Place(bound);
     ASSERT_TRUE(t1.placed());
     ASSERT_EQ(c.node(t1.placement.node).name, "t4");
@@ -168,6 +176,67 @@ TEST(TesseraPolicy, ChurningKeepsContendedModelsForThePodsBoundToThem) {
     PlacementResult any = e.Place(Pod("any", GpuAsk::Whole(1)));
     ASSERT_TRUE(any.placed());
     EXPECT_EQ(c.node(any.placement.node).name, churn ? "big" : "t4");
+  }
+}
+
+// While the cluster fills, a pod that may use any GPU takes T4 GPUs while the T4 GPUs have room
+// to spare for the T4-bound pods, and keeps off them once they are short: half of the asks seen
+// are bound to T4, so the T4 GPUs are reserved once fewer than half of the free GPUs are T4s.
+// After t1 and any1: T4 3 of 5 free (any1 takes t4a's last GPU, an exact fit); after t2: 1 of 3,
+// so any2 goes to the A100 node instead of t4b's last GPU. Without the reserve it takes that GPU.
+TEST(TesseraPolicy, FillingKeepsTheLastFreeGpusOfABoundModel) {
+  Cluster c = ClusterBuilder()
+                  .Node("t4a")
+                  .Gpus(2, "T4", 15360)
+                  .Node("t4b")
+                  .Gpus(2, "T4", 15360)
+                  .Node("big")
+                  .Gpus(2, "A100-80GB")
+                  .NvSwitch()
+                  .Build();
+  for (bool reserve : {true, false}) {
+    Engine e(c, MakeTessera(reserve));
+    PodRequest t1 = Pod("t1", GpuAsk::Whole(1));
+    t1.gpu_models = {"T4"};
+    PodRequest t2 = t1;
+    t2.name = "t2";
+    PlacementResult r1 = e.Place(t1);
+    ASSERT_TRUE(r1.placed());
+    ASSERT_EQ(c.node(r1.placement.node).name, "t4a");
+    PlacementResult any1 = e.Place(Pod("any1", GpuAsk::Whole(1)));
+    ASSERT_TRUE(any1.placed());
+    EXPECT_EQ(c.node(any1.placement.node).name, "t4a") << "reserve " << reserve;
+    PlacementResult r2 = e.Place(t2);
+    ASSERT_TRUE(r2.placed());
+    ASSERT_EQ(c.node(r2.placement.node).name, "t4b");
+    PlacementResult any2 = e.Place(Pod("any2", GpuAsk::Whole(1)));
+    ASSERT_TRUE(any2.placed());
+    EXPECT_EQ(c.node(any2.placement.node).name, reserve ? "big" : "t4b");
+  }
+}
+
+// The reserve is for whole GPUs only while filling: with the T4 GPUs reserved (one T4-bound pod
+// seen of two asks; 1 of 3 GPUs free are T4s), a whole GPU that may use any model goes to the
+// A100 node, but a share still takes the T4 node's free GPU first, as without the reserve (the
+// order puts the smaller PCIe node first, and a share pays the light filling weight there:
+// keeping shares off cost the FGD protocol's fill more than keeping whole GPUs off did;
+// bench/results/model-reserve.md).
+TEST(TesseraPolicy, FillingLetsSharesUseAReservedModel) {
+  Cluster c = ClusterBuilder()
+                  .Node("t4")
+                  .Gpus(2, "T4", 15360)
+                  .Node("big")
+                  .Gpus(2, "A100-80GB")
+                  .NvSwitch()
+                  .Build();
+  PodRequest t1 = Pod("t1", GpuAsk::Whole(1));
+  t1.gpu_models = {"T4"};
+  for (bool share : {false, true}) {
+    Engine e(c, MakeTessera(true));
+    ASSERT_EQ(c.node(e.Place(t1).placement.node).name, "t4");
+    PlacementResult r = e.Place(Pod("any", share ? GpuAsk::Fraction(500) : GpuAsk::Whole(1)));
+    ASSERT_TRUE(r.placed());
+    EXPECT_EQ(c.node(r.placement.node).name, share ? "t4" : "big") << "share " << share;
   }
 }
 

@@ -64,7 +64,20 @@
 //    pods off the T4 nodes from the first pod costs 0.04 points of the FGD protocol's allocation
 //    on gpuspec33 at 0.4 GPU per unit and 0.9 points at 10 GPUs (bench/results/churn-analysis.md,
 //    where the trade-off is measured), and no rule tried kept the fill whole and the T4 GPUs
-//    free early enough for the churn of gpuspec33.
+//    free early enough for the churn of gpuspec33 (but see the next paragraph).
+//
+// Bound models' last free GPUs (issue 31). Demand bound to a set of models is a claim on that
+// set's free GPUs: of what is free, the bound asks will want their part of the mix's demand (the
+// share b of the GPU demand that may run only within the set). So once the set's free milli-GPU
+// are fewer than b x the cluster's free milli-GPU, the set is reserved, and while filling a whole
+// GPU taken there pays kContendedModel (not kContendedFilling) per unit of the pressure that
+// reserved sets put on the node. With a third of the pods bound (gpuspec33: b = 0.17 on T4, 842
+// of 6212 GPUs) the T4 GPUs are reserved from the first pod and the unbound whole pods that come
+// before any pod leaves (in a replay of the trace, its long-running pods, which stay) go
+// elsewhere; with b = 0.03 (gpuspec05) only once the T4 GPUs are nearly all taken. Shares keep
+// the light weight while filling: keeping them off too cost the FGD protocol's fill 0.46 points
+// on gpuspec33, whole GPUs alone 0.07 (bench/results/model-reserve.md, which has what is won and
+// lost). TesseraOptions::reserve_bound_models = false (tessera.h) restores the rule before.
 //
 // Example (the reality check): an 8-GPU NVSwitch server and a 2-GPU PCIe server, twenty 4Gi
 // shares. No placement strands anything, so the order decides: the PCIe server ranks first, and
@@ -74,6 +87,8 @@
 // Speed: a node's score depends only on its own state, so evaluations are kept per request shape
 // in a ShapeIndex (re-evaluating only nodes that changed); a node's waste is a few table lookups.
 // Gangs restricted to a domain (candidates) are scored by a plain scan of the candidates.
+#include "core/policy/tessera.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -146,7 +161,8 @@ double OpenFreeGpuChurnTerm(const std::vector<TypicalTask>& mix) {
 
 class TesseraPolicy final : public Policy {
  public:
-  explicit TesseraPolicy(const PolicyOptions& options) : seed_(options.seed) {}
+  TesseraPolicy(const PolicyOptions& options, const TesseraOptions& tessera)
+      : seed_(options.seed), reserve_bound_models_(tessera.reserve_bound_models) {}
   std::string_view name() const override { return "tessera"; }
   // Scores are per node (waste, rank, tiers), ties by the rank; a node is declined only when no
   // GPU set meets a required interconnect, which fewer free GPUs never changes.
@@ -183,6 +199,7 @@ class TesseraPolicy final : public Policy {
     churning_ = false;
     contended_.clear();
     last_contended_ = nullptr;
+    bound_.clear();
     base_.assign(n, Base{});
     set_memo_.assign(n, {});
   }
@@ -196,6 +213,7 @@ class TesseraPolicy final : public Policy {
     if (!mix_.tasks().empty()) {
       waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
       open_free_bonus_ = OpenFreeGpuBonus(mix_.tasks());
+      FindBoundModels(state);
     }
   }
 
@@ -227,6 +245,7 @@ class TesseraPolicy final : public Policy {
     churning_ = false;
     contended_.clear();
     last_contended_ = nullptr;
+    bound_.clear();
     base_.assign(n, Base{});
     set_memo_.resize(n);  // per node and free GPUs: the old nodes' entries hold
     if (mix_.tasks().empty()) {
@@ -236,12 +255,13 @@ class TesseraPolicy final : public Policy {
         waste_ = WasteModel(cluster, mix_.tasks(), WasteModel::Params{});
       }
       open_free_bonus_ = OpenFreeGpuBonus(mix_.tasks());
+      FindBoundModels(state);
     }
   }
 
   void OnNodeChanged(const ClusterState& state, NodeId node) override {
-    (void)state;
     index_.NodeChanged(node);
+    if (!bound_.empty()) CountFree(state, node);
   }
 
   void OnReleased(const ClusterState& state, const Placement& placement) override {
@@ -249,7 +269,7 @@ class TesseraPolicy final : public Policy {
     (void)placement;
     if (churning_) return;
     churning_ = true;  // for good: see "Filling and churning" above
-    MixChanged();
+    MixChanged(state);
   }
 
   std::optional<NodeChoice> ScoreNode(const ClusterState& state, const Query& query, NodeId node,
@@ -274,8 +294,9 @@ class TesseraPolicy final : public Policy {
     if (mix_.Observe(*query.request, reference_memory_)) {
       waste_ = WasteModel(state.cluster(), mix_.tasks(), WasteModel::Params{});
       base_.assign(state.node_count(), Base{});
-      MixChanged();
+      MixChanged(state);
     }
+    UpdateReserved();
     auto compute = [&](NodeId node, uint64_t allowed) {
       NodeEval out;
       NodeFit fit = CheckNode(state, query, node, allowed);
@@ -329,6 +350,19 @@ class TesseraPolicy final : public Policy {
     uint64_t stamp = 0;
     double waste = 0;
   };
+  // Per node, milli-GPU of waste per GPU taken there (see "Filling and churning" above): `whole`
+  // for whole GPUs, `share` per GPU's worth of a share.
+  struct ContendedCost {
+    std::vector<double> whole, share;
+  };
+  // A set of GPU models that asks of the mix are bound to.
+  struct BoundModels {
+    ModelSet models;
+    std::vector<double> demand;  // per node: the demand per GPU its asks put there
+    double share = 0;            // part of the mix's GPU demand that may run only on these models
+    int64_t free = 0;            // milli-GPU free on their GPUs (CountFree)
+    bool reserved = false;       // fewer free than `share` of the cluster's free (UpdateReserved)
+  };
 
   double BaseWaste(const ClusterState& state, NodeId node, const int32_t* left, int gpus) {
     Base& b = base_[node.value()];
@@ -360,8 +394,7 @@ class TesseraPolicy final : public Policy {
     const int64_t cpu_after = state.free_cpu_milli(node) - r.cpu_milli;
     const double order = -kRankSpan * rank_fraction_[node.value()];
     // Per GPU taken here: what narrower asks lose (see "Filling and churning" above).
-    const double contended = (churning_ ? kContendedModel : kContendedFilling) *
-                             ContendedPenalty(state, query)[node.value()];
+    const ContendedCost& contended = ContendedPenalty(state, query);
     auto to_score = [](double s) { return static_cast<int64_t>(std::llround(s * kScale)); };
 
     switch (r.gpu.kind) {
@@ -384,7 +417,7 @@ class TesseraPolicy final : public Policy {
         const double fit_term = -kBestFit * whole_after / 8.0 + (whole_after == 0 ? kExactFit : 0);
         const double tiers = (set->preference_met ? kPreferenceTier : 0) +
                              (rack_domain_[node.value()] ? 0 : kKeepDomainTier);
-        const double taken = contended * __builtin_popcountll(set->mask);
+        const double taken = contended.whole[node.value()] * __builtin_popcountll(set->mask);
         return Eval{to_score(before - after + order + fit_term + tiers - taken), set->mask};
       }
       case GpuAsk::Kind::kMig:
@@ -405,10 +438,11 @@ class TesseraPolicy final : public Policy {
           tried[tried_count++] = left[g];
           const int32_t was = left[g];
           left[g] = LeftAfterShare(state, node, g, r.gpu);
-          const double s = before - waste_.Waste(node, cpu_after, left, n) -
-                           kShareBestFit * static_cast<double>(left[g]) / 1000.0 +
-                           (was >= 1000 ? open_free_bonus_ : 0.0) -
-                           contended * static_cast<double>(was - left[g]) / 1000.0;
+          const double s =
+              before - waste_.Waste(node, cpu_after, left, n) -
+              kShareBestFit * static_cast<double>(left[g]) / 1000.0 +
+              (was >= 1000 ? open_free_bonus_ : 0.0) -
+              contended.share[node.value()] * static_cast<double>(was - left[g]) / 1000.0;
           left[g] = was;
           // Higher score first; then the fuller GPU (best fit); then the lower index.
           if (best_gpu < 0 || s > best + 1e-9 || (s > best - 1e-9 && was < best_left)) {
@@ -425,37 +459,34 @@ class TesseraPolicy final : public Policy {
   }
 
   // The mix changed, or the cluster started churning: everything derived from both.
-  void MixChanged() {
+  void MixChanged(const ClusterState& state) {
     open_free_bonus_ =
         churning_ ? OpenFreeGpuChurnTerm(mix_.tasks()) : OpenFreeGpuBonus(mix_.tasks());
     contended_.clear();
     last_contended_ = nullptr;
     index_.Invalidate();
+    FindBoundModels(state);
   }
 
-  // Per node, the pressure that asks of the mix narrower than the query's put on it (see
-  // "Filling and churning" above), remembered per set of allowed models.
-  const std::vector<double>& ContendedPenalty(const ClusterState& state, const Query& query) {
-    if (last_contended_ && last_models_ == query.models) return *last_contended_;
-    auto [it, fresh] = contended_.try_emplace(query.models);
-    if (fresh) it->second = Pressure(state.cluster(), query.models);
-    last_models_ = query.models;
-    last_contended_ = &it->second;
-    return it->second;
-  }
-
-  std::vector<double> Pressure(const Cluster& cluster, const ModelSet& allowed) const {
+  // The model sets that asks of the mix are bound to (bound_), each with the demand per GPU its
+  // asks put on the nodes that can run them, the part of the mix's GPU demand that may run only
+  // within it, and its free GPUs counted afresh.
+  void FindBoundModels(const ClusterState& state) {
+    const Cluster& cluster = state.cluster();
     const int nodes = cluster.node_count();
-    std::vector<double> out(nodes, 0.0);
+    bound_.clear();
+    demand_per_gpu_ = 0;
     double demand = 0, gpus = 0;
     for (int n = 0; n < nodes; ++n) gpus += cluster.node(NodeId(n)).gpu_count();
     for (const TypicalTask& t : mix_.tasks()) demand += t.weight * t.gpu_count * t.gpu_milli;
-    if (demand <= 0 || gpus <= 0) return out;
+    if (demand <= 0 || gpus <= 0) return;
+    demand_per_gpu_ = demand / gpus;
     std::vector<uint8_t> runs(nodes);
+    std::vector<ModelSet> task_models;
     for (const TypicalTask& t : mix_.tasks()) {
       if (t.gpu_count == 0 || t.gpu_models.empty()) continue;
       const ModelSet models = cluster.ResolveModels(t.gpu_models);
-      if ((models & ~allowed).any() || models == allowed) continue;  // not narrower
+      task_models.push_back(models);
       double capacity = 0;  // GPUs of its models, on nodes with enough of them
       for (int n = 0; n < nodes; ++n) {
         const NodeId id(n);
@@ -465,11 +496,107 @@ class TesseraPolicy final : public Policy {
         if (runs[n]) capacity += count;
       }
       if (capacity <= 0) continue;
+      auto it = std::find_if(bound_.begin(), bound_.end(),
+                             [&](const BoundModels& b) { return b.models == models; });
+      if (it == bound_.end()) {
+        bound_.push_back(BoundModels{models, std::vector<double>(nodes, 0.0)});
+        it = bound_.end() - 1;
+      }
       for (int n = 0; n < nodes; ++n) {
-        if (runs[n]) out[n] += t.weight * t.gpu_count * t.gpu_milli / capacity;
+        if (runs[n]) it->demand[n] += t.weight * t.gpu_count * t.gpu_milli / capacity;
       }
     }
-    for (double& v : out) v = std::min(kMaxPressure, v / (demand / gpus));
+    size_t m = 0;
+    for (const TypicalTask& t : mix_.tasks()) {
+      if (t.gpu_count == 0 || t.gpu_models.empty()) continue;
+      const ModelSet& models = task_models[m++];
+      for (BoundModels& b : bound_) {
+        if ((models & ~b.models).none()) b.share += t.weight * t.gpu_count * t.gpu_milli / demand;
+      }
+    }
+    node_free_.assign(static_cast<size_t>(nodes) * (bound_.size() + 1), 0);
+    free_ = 0;
+    for (int n = 0; n < nodes; ++n) CountFree(state, NodeId(n));
+  }
+
+  // Node `node`'s free milli-GPU (GpuMilliLeft, MIG GPUs apart), in all and on each bound model
+  // set's GPUs, into the totals.
+  void CountFree(const ClusterState& state, NodeId node) {
+    const Cluster& cluster = state.cluster();
+    const size_t stride = bound_.size() + 1;
+    int64_t* row = &node_free_[static_cast<size_t>(node.value()) * stride];
+    const int gpus = cluster.node(node).gpu_count();
+    const uint64_t usable = ~cluster.mig_mask(node);
+    int32_t left[kMaxGpusPerNode];
+    int64_t all = 0;
+    for (int g = 0; g < gpus; ++g) {
+      left[g] = (usable >> g) & 1 ? GpuMilliLeft(state, node, g) : 0;
+      all += left[g];
+    }
+    free_ += all - row[0];
+    row[0] = all;
+    for (size_t b = 0; b < bound_.size(); ++b) {
+      int64_t free = 0;
+      for (uint64_t a = cluster.ModelMask(node, bound_[b].models) & usable; a; a &= a - 1) {
+        free += left[__builtin_ctzll(a)];
+      }
+      bound_[b].free += free - row[b + 1];
+      row[b + 1] = free;
+    }
+  }
+
+  // Which bound model sets hold fewer free GPUs than their asks' part of the demand claims of
+  // what is free (see "Bound models' last free GPUs" above); what depends on it is derived again
+  // when that changes.
+  void UpdateReserved() {
+    bool changed = false;
+    for (BoundModels& b : bound_) {
+      const bool reserved = reserve_bound_models_ &&
+                            static_cast<double>(b.free) < b.share * static_cast<double>(free_);
+      changed |= reserved != b.reserved;
+      b.reserved = reserved;
+    }
+    if (changed) {
+      contended_.clear();
+      last_contended_ = nullptr;
+      index_.Invalidate();
+    }
+  }
+
+  // Per node, what a pod pays per GPU it takes there for the asks of the mix narrower than its own
+  // (see "Filling and churning" above), remembered per set of allowed models.
+  const ContendedCost& ContendedPenalty(const ClusterState& state, const Query& query) {
+    if (last_contended_ && last_models_ == query.models) return *last_contended_;
+    auto [it, fresh] = contended_.try_emplace(query.models);
+    if (fresh) it->second = Contended(state.cluster(), query.models);
+    last_models_ = query.models;
+    last_contended_ = &it->second;
+    return it->second;
+  }
+
+  // The pressure p on each node (the demand per GPU of the narrower asks against the mix's per GPU
+  // of the cluster, at most kMaxPressure) in milli-GPU per GPU taken: kContendedModel x p when
+  // churning; while filling kContendedFilling x p, and for whole GPUs kContendedModel x the part
+  // of p that reserved model sets put there.
+  ContendedCost Contended(const Cluster& cluster, const ModelSet& allowed) const {
+    const int nodes = cluster.node_count();
+    ContendedCost out{std::vector<double>(nodes, 0.0), std::vector<double>(nodes, 0.0)};
+    if (demand_per_gpu_ <= 0) return out;
+    std::vector<double> all(nodes, 0.0), reserved(nodes, 0.0);
+    for (const BoundModels& b : bound_) {
+      if ((b.models & ~allowed).any() || b.models == allowed) continue;  // not narrower
+      for (int n = 0; n < nodes; ++n) {
+        all[n] += b.demand[n];
+        if (b.reserved) reserved[n] += b.demand[n];
+      }
+    }
+    for (int n = 0; n < nodes; ++n) {
+      const double p = std::min(kMaxPressure, all[n] / demand_per_gpu_);
+      const double p_reserved = all[n] > 0 ? p * reserved[n] / all[n] : 0.0;
+      out.share[n] = (churning_ ? kContendedModel : kContendedFilling) * p;
+      out.whole[n] = churning_ ? out.share[n]
+                               : out.share[n] + (kContendedModel - kContendedFilling) * p_reserved;
+    }
     return out;
   }
 
@@ -537,15 +664,27 @@ class TesseraPolicy final : public Policy {
   double open_free_bonus_ = 0;  // OpenFreeGpuBonus (filling) or OpenFreeGpuChurnTerm (churning)
   bool churning_ = false;       // a pod has left since Attach
   // ContendedPenalty per set of allowed models (cleared with the mix), and the last one asked.
-  absl::flat_hash_map<ModelSet, std::vector<double>> contended_;
+  absl::flat_hash_map<ModelSet, ContendedCost> contended_;
   ModelSet last_models_;
-  const std::vector<double>* last_contended_ = nullptr;
+  const ContendedCost* last_contended_ = nullptr;
+  // The model sets of the mix's bound asks (FindBoundModels), the free milli-GPU per node (in all,
+  // then per set: bound_.size() + 1 per node), and the cluster's free milli-GPU.
+  std::vector<BoundModels> bound_;
+  std::vector<int64_t> node_free_;
+  int64_t free_ = 0;
+  double demand_per_gpu_ = 0;  // the mix's GPU demand per GPU of the cluster
+  bool reserve_bound_models_;  // TesseraOptions::reserve_bound_models
 };
 
 }  // namespace
 
 std::unique_ptr<Policy> NewTesseraPolicy(const PolicyOptions& options) {
-  return std::make_unique<TesseraPolicy>(options);
+  return NewTesseraPolicy(options, TesseraOptions{});
+}
+
+std::unique_ptr<Policy> NewTesseraPolicy(const PolicyOptions& options,
+                                         const TesseraOptions& tessera) {
+  return std::make_unique<TesseraPolicy>(options, tessera);
 }
 
 }  // namespace tessera::core
