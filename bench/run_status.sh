@@ -71,8 +71,7 @@ get() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
   echo "| decode | $(get "$mem" decode_s) |"
   echo "| status | $(get "$mem" status_s) |"
   echo "| text | $(get "$mem" text_s) |"
-  echo "| json (tree) | $(get "$mem" json_s) |"
-  echo "| json streamed | $(get "$mem" json_streamed_s) |"
+  echo "| json (streamed) | $(get "$mem" json_s) |"
   echo "| decode + status + text | $(get "$mem" total_s) |"
   echo
   echo "Stranded: $(get "$mem" stranded_mib) MiB (GPUs 0-1's 40Gi free on every node: too small for the"

@@ -5,6 +5,7 @@
 #include <optional>
 #include <ostream>
 #include <set>
+#include <sstream>
 #include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
@@ -797,191 +798,12 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
   return out;
 }
 
-json StatusToJson(const ClusterStatus& s) {
-  json nodes = json::array();
-  for (const NodeStatus& n : s.nodes) {
-    json gpus = json::array();
-    for (const GpuStatus& g : n.gpus) {
-      json pods = json::array();
-      for (const GpuPodGrant& p : g.pods) {
-        if (!p.shown) continue;
-        json pj = {{"pod", p.pod},
-                   {"memory_mib", p.memory_mib},
-                   {"compute_milli", p.compute_milli},
-                   {"exclusive", p.exclusive}};
-        if (!p.mig.empty()) pj["mig"] = p.mig;
-        if (p.usage) {
-          json u = json::object();
-          if (p.usage->memory_used_bytes >= 0) u["memory_used_bytes"] = p.usage->memory_used_bytes;
-          if (p.usage->busy_seconds >= 0) u["busy_seconds"] = p.usage->busy_seconds;
-          if (p.usage->idle >= 0) u["idle"] = p.usage->idle == 1;
-          pj["usage"] = std::move(u);
-        }
-        pods.push_back(std::move(pj));
-      }
-      json mig = json::array();
-      for (const MigInstanceStatus& m : g.mig_instances) {
-        mig.push_back({{"profile", m.profile},
-                       {"start", m.start},
-                       {"pod", m.pod.empty() ? json(nullptr) : json(m.pod)}});
-      }
-      int hidden = 0;
-      for (const GpuPodGrant& p : g.pods) hidden += p.shown ? 0 : 1;
-      gpus.push_back({{"index", g.index},
-                      {"uuid", g.uuid},
-                      {"model", g.model},
-                      {"memory_mib", g.memory_mib},
-                      {"healthy", g.healthy},
-                      {"health_reason", g.health_reason},
-                      {"xids", g.xids},
-                      {"memory_granted_mib", g.memory_granted_mib},
-                      {"compute_granted_milli", g.compute_granted_milli},
-                      {"exclusive", g.exclusive},
-                      {"mig_enabled", g.mig_enabled},
-                      {"mig_instances", std::move(mig)},
-                      {"pods", std::move(pods)},
-                      {"pods_hidden", hidden},
-                      {"free_memory_mib", g.free_memory_mib},
-                      {"stranded_mib", g.stranded_mib},
-                      {"stranded_too_small", g.stranded_too_small}});
-    }
-    nodes.push_back({{"name", n.name},
-                     {"ready", n.ready},
-                     {"cordoned", n.cordoned},
-                     {"cpu_milli", n.cpu_milli},
-                     {"memory_mib", n.memory_mib},
-                     {"cpu_requested_milli", n.cpu_requested_milli},
-                     {"memory_requested_mib", n.memory_requested_mib},
-                     {"pods", n.pods},
-                     {"interconnect", n.interconnect},
-                     {"inventory_error", n.inventory_error},
-                     {"gpus_blocked", n.gpus_blocked},
-                     {"gpus", std::move(gpus)}});
-  }
-  json pending = json::array();
-  for (const PendingPodStatus& p : s.pending) {
-    pending.push_back({{"pod", p.pod},
-                       {"ask", p.ask},
-                       {"gpus", p.gpus},
-                       {"gpu_memory_mib", p.gpu_memory_mib},
-                       {"gpu_compute_milli", p.gpu_compute_milli},
-                       {"gang", p.gang.empty() ? json(nullptr) : json(p.gang)},
-                       {"queue", p.queue},
-                       {"priority", p.priority},
-                       {"reason", p.reason},
-                       {"never_fits", p.never_fits},
-                       {"scale_up", p.scale_up.empty() ? json(nullptr) : json(p.scale_up)},
-                       {"created", p.created},
-                       {"waiting_seconds", p.waiting_seconds}});
-  }
-  json queues = json::array();
-  for (const QueueStatus& q : s.queues) {
-    auto amounts = [](const core::QueueResources& r) {
-      return json{{"gpu_milli", r[core::kQueueGpu]},
-                  {"gpu_memory_mib", r[core::kQueueGpuMemory]},
-                  {"gpu_compute_milli", r[core::kQueueGpuCompute]}};
-    };
-    queues.push_back({{"name", q.name},
-                      {"running", q.running},
-                      {"pending", q.pending},
-                      {"gpus_whole", q.gpus_whole},
-                      {"memory_granted_mib", q.memory_granted_mib},
-                      {"compute_granted_milli", q.compute_granted_milli},
-                      {"parent", q.parent},
-                      {"invalid", q.invalid},
-                      {"deserved", amounts(q.deserved)},
-                      {"fair_share", amounts(q.fair_share)},
-                      {"allocated", amounts(q.allocated)},
-                      {"borrowed", amounts(q.borrowed)},
-                      {"pending_ask", amounts(q.pending_ask)},
-                      {"usage", amounts(q.usage)},
-                      {"pending_pods", q.pending_pods}});
-  }
-  json reservations = json::array();
-  for (const ReservationStatus& r : s.reservations) {
-    json where = json::array();
-    for (const records::ReservationRecord::Site& site : r.sites) {
-      where.push_back({{"node", site.node}, {"gpus", site.gpus}});
-    }
-    reservations.push_back(
-        {{"owner", r.owner},
-         {"kind", r.gang ? "gang" : "pod"},
-         {"pods", r.pods},
-         {"where", std::move(where)},
-         {"since", r.since},
-         {"held_seconds", r.held_seconds},
-         {"expected_start", r.expected_start.empty() ? json(nullptr) : json(r.expected_start)},
-         {"starts_in_seconds", r.error.empty() ? json(r.starts_in_seconds) : json(nullptr)},
-         {"error", r.error.empty() ? json(nullptr) : json(r.error)}});
-  }
-  const StatusTotals& t = s.totals;
-  json totals = {{"nodes", t.nodes},
-                 {"gpu_nodes", t.gpu_nodes},
-                 {"gpus", t.gpus},
-                 {"gpus_in_use", t.gpus_in_use},
-                 {"gpus_exclusive", t.gpus_exclusive},
-                 {"gpus_unhealthy", t.gpus_unhealthy},
-                 {"memory_mib", t.memory_mib},
-                 {"memory_granted_mib", t.memory_granted_mib},
-                 {"memory_requested_mib", t.memory_requested_mib},
-                 {"compute_milli", t.compute_milli},
-                 {"compute_granted_milli", t.compute_granted_milli},
-                 {"running_gpu_pods", t.running_gpu_pods},
-                 {"pending_gpu_pods", t.pending_gpu_pods},
-                 {"pending_memory_mib", t.pending_memory_mib},
-                 {"pending_whole_gpus", t.pending_whole_gpus},
-                 {"pending_mig", t.pending_mig},
-                 {"free_memory_mib", t.free_memory_mib},
-                 {"stranded_mib", t.stranded_mib},
-                 {"stranded_too_small_mib", t.stranded_too_small_mib}};
-  json problems = json::array();
-  for (const SnapshotProblem& p : s.problems) {
-    problems.push_back({{"object", p.object}, {"node", p.node}, {"message", p.message}});
-  }
-  json running = json::array();
-  for (const RunningPodStatus& r : s.running) {
-    json gpus = json::array();
-    for (const records::AssignedGpu& g : r.gpus) {
-      json gj = {{"index", g.grant.gpu},
-                 {"uuid", g.uuid},
-                 {"memory_mib", g.grant.memory_mib},
-                 {"compute_milli", g.grant.compute_milli},
-                 {"exclusive", g.grant.exclusive}};
-      if (!g.mig_profile.empty()) gj["mig"] = StrCat(g.mig_profile, "@", g.mig_start);
-      gpus.push_back(std::move(gj));
-    }
-    running.push_back(
-        {{"pod", r.pod}, {"node", r.node}, {"queue", r.queue}, {"gpus", std::move(gpus)}});
-  }
-  return {{"version", 1},
-          {"server", s.server},
-          {"time", Time(s.taken_at)},
-          {"read_seconds", s.read_seconds},
-          {"scheduler_name", s.scheduler_name},
-          {"node", s.node_filter.empty() ? json(nullptr) : json(s.node_filter)},
-          {"namespace", s.namespace_filter.empty() ? json(nullptr) : json(s.namespace_filter)},
-          {"nodes", std::move(nodes)},
-          {"pending", std::move(pending)},
-          {"queues", std::move(queues)},
-          {"reservations", std::move(reservations)},
-          {"queue_usage_half_life",
-           s.queue_usage_half_life.empty() ? json(nullptr) : json(s.queue_usage_half_life)},
-          {"totals", std::move(totals)},
-          {"problems", std::move(problems)},
-          {"pods_namespace", s.pods_namespace.empty() ? json(nullptr) : json(s.pods_namespace)},
-          {"nodes_error", s.nodes_error.empty() ? json(nullptr) : json(s.nodes_error)},
-          {"running", std::move(running)}};
-}
-
-}  // namespace tessera::k8s
-
-namespace tessera::k8s {
 namespace {
 
 // A JSON document written as it is made, without a tree: byte for byte what nlohmann's
 // dump(indent) writes for the same values (members in key order, as nlohmann's objects keep
-// them; its number and string formatting), so that WriteStatusJson and StatusToJson(...).dump()
-// agree (status_test checks both indents).
+// them; its number and string formatting), so that StatusToJson(...).dump(indent), the tree
+// parsed back from it, is the same bytes (status_test checks both indents).
 class JsonStream {
  public:
   JsonStream(std::ostream& out, int indent) : out_(out), indent_(indent) {}
@@ -1137,6 +959,9 @@ class JsonStream {
 void WriteStatusJson(const ClusterStatus& s, std::ostream& out, int indent) {
   JsonStream w(out, indent);
   using M = JsonStream::Member;
+  auto or_null = [](std::string_view key, const std::string& v) {
+    return v.empty() ? M(key, nullptr) : M(key, v);
+  };
   auto nodes = [&] {
     w.Array(s.nodes.size(), [&](size_t i) {
       const NodeStatus& n = s.nodes[i];
@@ -1266,6 +1091,31 @@ void WriteStatusJson(const ClusterStatus& s, std::ostream& out, int indent) {
                 {"pending_pods", q.pending_pods}});
     });
   };
+  auto reservations = [&] {
+    w.Array(s.reservations.size(), [&](size_t i) {
+      const ReservationStatus& r = s.reservations[i];
+      auto pods = [&] { w.Array(r.pods.size(), [&](size_t j) { w.String(r.pods[j]); }); };
+      auto where = [&] {
+        w.Array(r.sites.size(), [&](size_t j) {
+          const records::ReservationRecord::Site& site = r.sites[j];
+          auto gpus = [&] {
+            w.Array(site.gpus.size(), [&](size_t k) { w.Raw(std::to_string(site.gpus[k])); });
+          };
+          w.Object({{"node", site.node}, {"gpus", gpus}});
+        });
+      };
+      w.Object({{"owner", r.owner},
+                {"kind", r.gang ? "gang" : "pod"},
+                {"pods", pods},
+                {"where", where},
+                {"since", r.since},
+                {"held_seconds", r.held_seconds},
+                or_null("expected_start", r.expected_start),
+                r.error.empty() ? M("starts_in_seconds", r.starts_in_seconds)
+                                : M("starts_in_seconds", nullptr),
+                or_null("error", r.error)});
+    });
+  };
   const StatusTotals& t = s.totals;
   auto totals = [&] {
     w.Object({{"nodes", t.nodes},
@@ -1315,9 +1165,6 @@ void WriteStatusJson(const ClusterStatus& s, std::ostream& out, int indent) {
     });
   };
   const std::string time = Time(s.taken_at);
-  auto or_null = [](std::string_view key, const std::string& v) {
-    return v.empty() ? M(key, nullptr) : M(key, v);
-  };
   w.Object({{"version", 1},
             {"server", s.server},
             {"time", time},
@@ -1328,12 +1175,19 @@ void WriteStatusJson(const ClusterStatus& s, std::ostream& out, int indent) {
             {"nodes", nodes},
             {"pending", pending},
             {"queues", queues},
+            {"reservations", reservations},
             or_null("queue_usage_half_life", s.queue_usage_half_life),
             {"totals", totals},
             {"problems", problems},
             or_null("pods_namespace", s.pods_namespace),
             or_null("nodes_error", s.nodes_error),
             {"running", running}});
+}
+
+json StatusToJson(const ClusterStatus& status) {
+  std::ostringstream out;
+  WriteStatusJson(status, out, -1);
+  return json::parse(out.str());
 }
 
 }  // namespace tessera::k8s

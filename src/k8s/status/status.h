@@ -229,10 +229,12 @@ struct RenderOptions {
   int bar_width = 20;
 };
 std::string RenderStatusText(const ClusterStatus& status, const RenderOptions& options = {});
-nlohmann::json StatusToJson(const ClusterStatus& status);
-// The same document written to `out` as it is made, without a tree (`tessera status -o json` at
-// 10,000 nodes: issue 33): exactly StatusToJson(status).dump(indent), -1 for one line.
+// `tessera status -o json`'s document, written to `out` as it is made, without a tree (at 10,000
+// nodes the tree cost more than the rest of the command: issue 33); `indent` -1 for one line.
+// The one writer of the document.
 void WriteStatusJson(const ClusterStatus& status, std::ostream& out, int indent = 2);
+// The same document as a tree (tests, callers that edit it): WriteStatusJson's, parsed back.
+nlohmann::json StatusToJson(const ClusterStatus& status);
 
 // Seconds from an RFC 3339 time ("2026-03-01T10:00:00Z") to `now`; -1 when unreadable.
 int64_t SecondsSince(const std::string& rfc3339, std::chrono::system_clock::time_point now);

@@ -82,9 +82,9 @@ StatusOptions At(std::string node = "", std::string ns = "") {
   return o;
 }
 
-// StatusToJson, after checking that WriteStatusJson streams exactly its dump, indented and on
-// one line.
-nlohmann::json StreamedAndTreeJson(const ClusterStatus& s) {
+// StatusToJson, after checking that WriteStatusJson writes what nlohmann would for the same
+// values (the tree parsed back dumps to the same bytes), indented and on one line.
+nlohmann::json StreamedJson(const ClusterStatus& s) {
   nlohmann::json tree = StatusToJson(s);
   for (int indent : {2, -1}) {
     std::ostringstream streamed;
@@ -268,7 +268,7 @@ TEST(Status, QueueFiguresWithQueueObjects) {
   EXPECT_THAT(text, HasSubstr("DESERVED  FAIR SHARE  ALLOCATED  BORROWED  PENDING"));
   EXPECT_THAT(text, HasSubstr("2.125 (2 pods)"));
   EXPECT_THAT(text, HasSubstr("broken: queue broken cannot be read"));
-  const nlohmann::json j = StreamedAndTreeJson(*s);
+  const nlohmann::json j = StreamedJson(*s);
   EXPECT_EQ(j["queues"][0]["allocated"]["gpu_milli"], 1300);
   EXPECT_EQ(j["queues"][0]["pending_ask"]["gpu_memory_mib"], 170 * kGi);
   EXPECT_EQ(j["queues"][2]["deserved"]["gpu_milli"], 2000);
@@ -299,13 +299,13 @@ TEST(Status, QueueUsageCarriedToNow) {
   const std::string text = RenderStatusText(*s);
   EXPECT_THAT(text, HasSubstr("USED LATELY"));
   EXPECT_THAT(text, HasSubstr("halve every 1h"));
-  const nlohmann::json j = StreamedAndTreeJson(*s);
+  const nlohmann::json j = StreamedJson(*s);
   EXPECT_EQ(j["queue_usage_half_life"], "1h");
   // Without records there is no column and no half-life.
   absl::StatusOr<ClusterStatus> plain = ComputeStatus(Scenario(), At());
   ASSERT_TRUE(plain.ok());
   EXPECT_THAT(RenderStatusText(*plain), Not(HasSubstr("USED LATELY")));
-  EXPECT_TRUE(StreamedAndTreeJson(*plain)["queue_usage_half_life"].is_null());
+  EXPECT_TRUE(StreamedJson(*plain)["queue_usage_half_life"].is_null());
 }
 
 TEST(Status, ProblemsBlockTheNode) {
@@ -356,7 +356,7 @@ TEST(Status, WideShowsWhatTheAgentsMeasured) {
   EXPECT_THAT(wide, HasSubstr("ns/p1 4Gi 25% [used 3Gi], other/p2 8Gi"));
   EXPECT_THAT(wide, HasSubstr("ns/p3 (whole) [busy 12m, IDLE]"));
   EXPECT_THAT(RenderStatusText(*s), Not(HasSubstr("[used")));  // only -o wide
-  const nlohmann::json j = StreamedAndTreeJson(*s);
+  const nlohmann::json j = StreamedJson(*s);
   const nlohmann::json& a = j["nodes"][0]["gpus"];
   EXPECT_EQ(a[0]["pods"][0]["usage"],
             nlohmann::json({{"memory_used_bytes", int64_t{3} << 30}, {"idle", false}}));
@@ -367,7 +367,7 @@ TEST(Status, WideShowsWhatTheAgentsMeasured) {
 TEST(Status, JsonIsStable) {
   absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At());
   ASSERT_TRUE(s.ok()) << s.status();
-  nlohmann::json j = StreamedAndTreeJson(*s);
+  nlohmann::json j = StreamedJson(*s);
   EXPECT_EQ(j["version"], 1);
   for (const char* key : {"server", "time", "nodes", "pending", "queues", "totals", "problems"}) {
     EXPECT_TRUE(j.contains(key)) << key;
@@ -401,7 +401,7 @@ TEST(Status, ScaleUpSignalFromTheScheduler) {
   EXPECT_EQ(s->pending[0].reason, "no node has 8 free GPUs");
   EXPECT_EQ(s->pending[0].scale_up, "adding 1 node of template h100 (8 GPUs) would let it run");
   EXPECT_EQ(s->pending[1].scale_up, "");
-  nlohmann::json j = StreamedAndTreeJson(*s);
+  nlohmann::json j = StreamedJson(*s);
   EXPECT_EQ(j["pending"][0]["scale_up"], s->pending[0].scale_up);
   EXPECT_EQ(j["pending"][1]["scale_up"], nullptr);
   std::string text = RenderStatusText(*s);
@@ -486,7 +486,7 @@ TEST(Status, ReservationsFromThePodsConditions) {
               ::testing::ContainsRegex("pod ns/bad +1 +\\(cannot be read: .*\\) +60s ago +\\?"));
   EXPECT_THAT(text, Not(HasSubstr("pod ns/ran")));  // bound: its condition is not read
 
-  nlohmann::json j = StatusToJson(*s);
+  nlohmann::json j = StreamedJson(*s);
   ASSERT_EQ(j["reservations"].size(), 3u);
   const nlohmann::json& jg = j["reservations"][2];
   EXPECT_EQ(jg["owner"], "ml/train");
@@ -508,7 +508,7 @@ TEST(Status, ReservationsFromThePodsConditions) {
   absl::StatusOr<ClusterStatus> plain = ComputeStatus(Scenario(), At());
   ASSERT_TRUE(plain.ok());
   EXPECT_THAT(RenderStatusText(*plain), Not(HasSubstr("RESERVATIONS")));
-  EXPECT_EQ(StatusToJson(*plain)["reservations"], nlohmann::json::array());
+  EXPECT_EQ(StreamedJson(*plain)["reservations"], nlohmann::json::array());
 }
 
 // A namespace-scoped user's view: only its namespace's pods were listed, and no nodes (403). Its
@@ -540,7 +540,7 @@ TEST(Status, OneNamespaceWithoutNodes) {
   EXPECT_THAT(text, HasSubstr("ns/p1  a     default  GPU 0 4Gi 25%"));
   EXPECT_THAT(text, HasSubstr("PENDING GPU PODS"));
   EXPECT_THAT(text, ::testing::Not(HasSubstr("TOTALS")));
-  nlohmann::json j = StreamedAndTreeJson(*s);
+  nlohmann::json j = StreamedJson(*s);
   EXPECT_EQ(j["pods_namespace"], "ns");
   EXPECT_EQ(j["running"][1]["gpus"][0]["exclusive"], true);
   EXPECT_EQ(j["running"][0]["gpus"][0]["compute_milli"], 250);
