@@ -270,6 +270,50 @@ retry: {minInterval: 200ms, period: 3s}
     EXPECT_EQ(BoundCount(), 8u);
   }
 
+  // Fair share that remembers (queues.usageHalfLife, issue 31), on one GPU: queue `burst` holds
+  // it for 10 s while `steady` holds nothing; the scheduler stops; burst's pod is gone and both
+  // queues ask for the GPU, burst's pod first; a new scheduler starts. With a half-life of 1m
+  // (`remember`) burst's lately used GPU (about 0.1 GPU of decayed usage, written to its Queue's
+  // status every second and read back by the new scheduler) puts steady first although it asked
+  // later; with half-life 0 arrival decides and burst goes first. Both queues deserve nothing,
+  // so neither may reclaim from the other: only the order decides.
+  void DecayedUsageOrders(bool remember) {
+    std::ofstream(dir_ + "/config.yaml", std::ios::app)
+        << "queues: {usageHalfLife: " << (remember ? "1m" : "0s") << ", usageWriteInterval: 1s}\n";
+    const std::string burst = id_.substr(0, 20) + "-burst", steady = id_.substr(0, 20) + "-steady";
+    ASSERT_TRUE(MakeQueue(burst, 0));
+    ASSERT_TRUE(MakeQueue(steady, 0));
+    AddNode("n", 1);
+    ScopedProcess* s = StartScheduler("a");
+    AddPod(Whole("burst-0", 0, burst));
+    ASSERT_TRUE(WaitUntil([&] { return Bound(GetPod("burst-0")); }, seconds(60))) << s->Log();
+    Running("burst-0");
+    std::this_thread::sleep_for(seconds(10));
+    auto written = [&] {
+      absl::StatusOr<json> q = api_->Get(StrCat("/apis/tessera.dev/v1alpha1/queues/", burst));
+      return q.ok() && (*q)["status"]["usage"].value("gpuMilli", 0) > 50;
+    };
+    if (remember) {
+      ASSERT_TRUE(WaitUntil(written, seconds(10))) << s->Log();
+    } else {
+      EXPECT_FALSE(written());  // no history is kept, so none is written
+    }
+    schedulers_.clear();
+    ASSERT_TRUE(api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/burst-0"),
+                             {{"gracePeriodSeconds", 0}})
+                    .ok());
+    ASSERT_TRUE(WaitUntil([&] { return !GetPod("burst-0").is_object(); }, seconds(20)));
+    AddPod(Whole("burst-1", 0, burst));
+    std::this_thread::sleep_for(milliseconds(1100));  // creationTimestamp has whole seconds
+    AddPod(Whole("steady-1", 0, steady));
+    ScopedProcess* again = StartScheduler("b");
+    ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 1; }, seconds(60))) << again->Log();
+    std::this_thread::sleep_for(seconds(3));  // a retry period: nothing changes
+    EXPECT_EQ(Bound(GetPod("steady-1")), remember) << again->Log();
+    EXPECT_EQ(Bound(GetPod("burst-1")), !remember) << again->Log();
+    EXPECT_TRUE(Evicted().empty());
+  }
+
   // The scheduler's /metrics ("" until it serves them).
   std::string Metrics(ScopedProcess& scheduler) {
     std::smatch m;
@@ -696,6 +740,10 @@ TEST_F(PreemptionE2e, TheQueueFurthestBelowItsShareGoesFirst) {
       seconds(20)))
       << body;
 }
+
+TEST_F(PreemptionE2e, AQueueThatBurstLatelyGoesAfterOneThatDidNot) { DecayedUsageOrders(true); }
+
+TEST_F(PreemptionE2e, WithoutAHalfLifeArrivalDecidesAfterABurst) { DecayedUsageOrders(false); }
 
 // The defragmentation executor (defrag: in the scheduler's configuration): node a holds three
 // 20Gi shares on GPUs 0..2, node b one on GPU 0, all of one ReplicaSet; a 4-GPU pod of the same
