@@ -211,8 +211,8 @@ TEST(GangRestartDecode, TheAnnotationIsAllOrMemberOnAGangMember) {
 // A PodGroup's spec.disruptionMode {all: {}} is the upstream way to say it (a union in
 // scheduling.k8s.io/v1beta1: all or single): its members restart whole.
 TEST(GangRestartDecode, APodGroupWithDisruptionModeAllRestartsWhole) {
-  for (const auto& [mode, all] : std::vector<std::pair<std::string, bool>>{
-           {"all", true}, {"single", false}, {"", false}}) {
+  for (const auto& [mode, all] :
+       std::vector<std::pair<std::string, bool>>{{"all", true}, {"single", false}, {"", false}}) {
     json group = testing::PodGroupJson("ns", "train", 2);
     if (!mode.empty()) group["spec"]["disruptionMode"] = {{mode, json::object()}};
     PodGroups groups(core::DefaultTopologyLevels());
