@@ -291,7 +291,9 @@ retry: {minInterval: 200ms, period: 3s}
     std::this_thread::sleep_for(seconds(10));
     auto written = [&] {
       absl::StatusOr<json> q = api_->Get(StrCat("/apis/tessera.dev/v1alpha1/queues/", burst));
-      return q.ok() && (*q)["status"]["usage"].value("gpuMilli", 0) > 50;
+      if (!q.ok()) return false;
+      const json usage = q->value("/status/usage"_json_pointer, json::object());
+      return usage.is_object() && usage.value("gpuMilli", 0) > 50;
     };
     if (remember) {
       ASSERT_TRUE(WaitUntil(written, seconds(10))) << s->Log();
