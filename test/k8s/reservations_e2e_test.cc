@@ -213,7 +213,11 @@ reservations: {max: 2, after: 2s, runtimeEstimate: 1h, maxRuntimeGrace: 1s}
     EXPECT_TRUE(
         WaitUntil([&] { return EventOn("g-0", "Reserved", "gang " + ns_ + "/g"); }, seconds(30)))
         << (*s)->Log();
-    EXPECT_TRUE(EventOn("g-7", "Reserved", "node " + node + " GPUs 0,1,2,3,4,5,6,7"));
+    // Each member's Event is its own write, sent asynchronously: g-7's may come after g-0's.
+    EXPECT_TRUE(WaitUntil(
+        [&] { return EventOn("g-7", "Reserved", "node " + node + " GPUs 0,1,2,3,4,5,6,7"); },
+        seconds(10)))
+        << (*s)->Log();
     EXPECT_FALSE(Bound("g-0"));
     return node;
   }
