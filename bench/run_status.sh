@@ -62,9 +62,8 @@ get() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
   echo
   echo "decode = the listed objects into a ClusterSnapshot (DecodeNode/DecodePod, what ReadSnapshot"
   echo "does per item); status = ComputeStatus (the ledger a starting scheduler would build, grants"
-  echo "per GPU, pending pods, stranded memory); text = the table; json = the JSON document as a tree,"
-  echo "dumped (how \`-o json\` printed it before); json streamed = the same document written as it is"
-  echo "made (WriteStatusJson, how \`-o json\` prints it now; the bench checks both are the same bytes)."
+  echo "per GPU, pending pods, stranded memory); text = the table; json = the JSON document written"
+  echo "as it is made (WriteStatusJson, indented, as \`-o json\` prints it)."
   echo
   echo "| stage | seconds |"
   echo "|---|---:|"
