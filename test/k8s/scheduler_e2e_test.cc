@@ -607,9 +607,17 @@ TEST_F(SchedulerTest, ElasticGangStartsWithFourAndGrowsToEight) {
   EXPECT_EQ(gpus.size(), 8u);
   EXPECT_EQ(joined, 4);
   CheckNoOvercommit(all);
-  CommandResult describe = Cp().Kubectl({"describe", "pod", "-n", ns_, "w-7"});
-  ASSERT_TRUE(describe.ok()) << describe.err;
-  EXPECT_THAT(describe.out, HasSubstr("8 of 8 members running (min 4)"));
+  // The gang's oldest member tells the latest count (one GangMembers Event a placement round,
+  // not one per member), as kubectl describe shows it.
+  CommandResult describe;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        describe = Cp().Kubectl({"describe", "pod", "-n", ns_, started});
+        return describe.ok() && describe.out.find("8 of 8 members running (min 4)") !=
+                                    std::string::npos;
+      },
+      seconds(10)))
+      << describe.out << describe.err;
 }
 
 // A gang member lost (evicted for a GPU fault, say) and made again by its controller: the
