@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <utility>
 
 #include "agent/discovery/fake_gpus_file.h"
 #include "common/status.h"
@@ -103,6 +104,13 @@ void PodManager::SetGpus(std::shared_ptr<const NodeGpus> gpus) {
   std::lock_guard<std::mutex> lock(mu_);
   gpus_ = std::move(gpus);
   options_.edits.driver_version = gpus_ ? gpus_->driver_version : "";
+  if (gpus_ && !awaiting_gpus_.empty()) {
+    const std::vector<PodRef> listed = std::exchange(awaiting_gpus_, {});
+    const int adopted = TakeBackLocked(listed);
+    StopIdleMpsLocked();
+    spdlog::info("GPUs discovered: {} pod(s) the runtime listed before ({} taken back)",
+                 listed.size(), adopted);
+  }
 }
 
 void PodManager::SetDriver(DriverLibraries driver) {
@@ -410,6 +418,7 @@ void PodManager::Release(const std::string& uid) {
 }
 
 void PodManager::ReleaseLocked(const std::string& uid) {
+  std::erase_if(awaiting_gpus_, [&](const PodRef& p) { return p.uid == uid; });
   auto it = pods_.find(uid);
   if (it != pods_.end()) {
     spdlog::info("pod {} ended: its GPU files go", it->second.grant.pod.Name());
@@ -444,26 +453,7 @@ void PodManager::StopIdleMpsLocked() {
   }
 }
 
-void PodManager::Synchronize(const std::vector<PodRef>& live) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::set<std::string> uids;
-  for (const PodRef& p : live) uids.insert(p.uid);
-  std::vector<std::string> gone;
-  for (const auto& [uid, p] : pods_) {
-    if (!uids.contains(uid)) gone.push_back(uid);
-  }
-  for (const std::string& uid : gone) ReleaseLocked(uid);
-  std::erase_if(unserved_, [&](const auto& u) { return !uids.contains(u.first); });
-  // Files of pods the runtime no longer has (removed while no agent was running).
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.pods_dir, ec)) {
-    const std::string uid = entry.path().filename().string();
-    if (entry.is_directory() && !uids.contains(uid) && ValidPodUid(uid)) {
-      spdlog::info("removing the files of pod {}, which the runtime no longer has", uid);
-      RemovePodFiles(options_.pods_dir, uid);
-    }
-  }
-  // Running pods this agent has not served yet (it restarted): take them back.
+int PodManager::TakeBackLocked(const std::vector<PodRef>& live) {
   int adopted = 0;
   std::optional<std::set<std::string>> host_pods;  // the pods with processes, scanned once
   // The pods with processes on the host, or null where the host's processes show no pod at all
@@ -501,6 +491,47 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
       seen_now(pods_.at(p.uid).processes_seen);
     }
   }
+  return adopted;
+}
+
+void PodManager::Synchronize(const std::vector<PodRef>& live) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::set<std::string> uids;
+  for (const PodRef& p : live) uids.insert(p.uid);
+  std::vector<std::string> gone;
+  for (const auto& [uid, p] : pods_) {
+    if (!uids.contains(uid)) gone.push_back(uid);
+  }
+  for (const std::string& uid : gone) ReleaseLocked(uid);
+  std::erase_if(unserved_, [&](const auto& u) { return !uids.contains(u.first); });
+  // Files of pods the runtime no longer has (removed while no agent was running).
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.pods_dir, ec)) {
+    const std::string uid = entry.path().filename().string();
+    if (entry.is_directory() && !uids.contains(uid) && ValidPodUid(uid)) {
+      spdlog::info("removing the files of pod {}, which the runtime no longer has", uid);
+      RemovePodFiles(options_.pods_dir, uid);
+    }
+  }
+  // Running pods this agent has not served yet (it restarted): take them back, once the GPUs
+  // are known. The runtime synchronizes as soon as the plugin registers, which on a busy node can
+  // come before discovery: then SetGpus takes them back.
+  int adopted = 0;
+  awaiting_gpus_.clear();
+  if (gpus_) {
+    adopted = TakeBackLocked(live);
+  } else {
+    for (const PodRef& p : live) {
+      if (!pods_.contains(p.uid) &&
+          p.annotations.contains(std::string(records::kAssignmentAnnotation))) {
+        awaiting_gpus_.push_back(p);
+      }
+    }
+    if (!awaiting_gpus_.empty()) {
+      spdlog::info("{} pod(s) with GPUs are taken back once this node's GPUs are discovered",
+                   awaiting_gpus_.size());
+    }
+  }
   // MPS daemons an earlier agent left for GPUs without MPS pods now.
   for (const auto& entry : fs::directory_iterator(options_.mps.root, ec)) {
     const std::string uuid = entry.path().filename().string();
@@ -509,7 +540,8 @@ void PodManager::Synchronize(const std::vector<PodRef>& live) {
     absl::StatusOr<std::unique_ptr<mps::MpsDaemon>> d = mps::MpsDaemon::Start(uuid, options_.mps);
     if (d.ok()) mps_.emplace(uuid, std::move(*d));
   }
-  StopIdleMpsLocked();
+  // A daemon left for pods still to be taken back stays until SetGpus has taken them.
+  if (awaiting_gpus_.empty()) StopIdleMpsLocked();
   spdlog::info("synchronized with the runtime: {} pod(s), {} with GPUs served ({} taken back)",
                live.size(), pods_.size(), adopted);
 }

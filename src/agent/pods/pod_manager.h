@@ -158,7 +158,9 @@ class PodManager {
   // The pod is gone: its files, segments and its share of an MPS daemon go.
   void Release(const std::string& uid);
   // The pods the runtime has: the others are released (and files left by an earlier agent
-  // removed); running ones this agent does not know yet are taken back.
+  // removed); running ones this agent does not know yet are taken back, at once or, when the
+  // runtime synchronizes before the node's GPUs are discovered (the plugin registers first), by
+  // the SetGpus that brings them.
   void Synchronize(const std::vector<PodRef>& live);
 
   // One maintenance step: reap every segment (a ledger whose header or length its pod's
@@ -217,6 +219,9 @@ class PodManager {
   absl::Status CarryOutMigPlan(PodGrant* grant);
   absl::StatusOr<mps::ContainerEdits> JoinMps(const PodGrant& grant);
   void ReleaseLocked(const std::string& uid);
+  // Takes back the pods of `live` with a record that this agent does not serve yet (it
+  // restarted); the GPUs must be known. Returns how many it serves again.
+  int TakeBackLocked(const std::vector<PodRef>& live);
   // One memory backstop step (memory_backstop.h) and its actions.
   void RunBackstopLocked(std::chrono::steady_clock::time_point now);
   // One usage step: each GPU's busy time, charged to the pod running alone on it or split among
@@ -237,6 +242,8 @@ class PodManager {
   std::shared_ptr<const NodeGpus> gpus_;
   std::map<std::string, Prepared> pods_;                        // by pod UID
   std::map<std::string, Unserved> unserved_;                    // by pod UID, none in pods_
+  // Pods with a record the runtime listed before the GPUs were discovered: taken back by SetGpus.
+  std::vector<PodRef> awaiting_gpus_;
   std::map<std::string, std::unique_ptr<mps::MpsDaemon>> mps_;  // by GPU UUID
   shim::ComputeController controller_;
   std::set<std::string> controller_errors_;  // GPUs whose utilisation failed (logged once)

@@ -366,6 +366,31 @@ TEST_F(PodManagerTest, ARestartedAgentTakesBackRunningPodsAndDropsEndedOnes) {
   EXPECT_TRUE(second->Prepare(running).ok());
 }
 
+// The runtime synchronizes as soon as the NRI plugin registers, which on a busy node can come
+// before the agent has discovered the GPUs (agent_nodes_e2e saw it after an agent restart): the
+// running pods are taken back once the GPUs are known, not left unserved; one that ends in
+// between is not. Failed before the fix: the running pod was left unserved (0 pods served).
+TEST_F(PodManagerTest, PodsListedBeforeTheGpusAreKnownAreTakenBackOnceTheyAre) {
+  PodRef running = Pod(1, {Share(0, 4096)});
+  PodRef ends = Pod(2, {Share(1, 4096)});
+  {
+    auto first = Manager();
+    ASSERT_TRUE(first->Prepare(running).ok());
+    ASSERT_TRUE(first->Prepare(ends).ok());
+  }
+  auto second = std::make_unique<PodManager>(options_, nullptr, nullptr);
+  second->Synchronize({running, ends});
+  EXPECT_EQ(second->pod_count(), 0u);
+  EXPECT_TRUE(fs::exists(PodDir(1)));
+  second->Release(Uid(2));
+  second->SetGpus(Gpus());
+  EXPECT_EQ(second->pod_count(), 1u);
+  std::vector<GpuUse> use = second->Use();
+  ASSERT_EQ(use[0].pods.size(), 1u);
+  EXPECT_EQ(use[0].pods[0].uid, Uid(1));
+  EXPECT_TRUE(second->Prepare(running).ok());
+}
+
 // The mounts under `dir` in this process's mount namespace (a pod's sized ledger folder).
 std::vector<std::string> MountsUnder(const std::string& dir) {
   std::vector<std::string> out;
