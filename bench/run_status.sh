@@ -41,7 +41,8 @@ get() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
   echo "A control plane of test/controlplane (etcd, kube-apiserver v1.37.2 on this machine) holding"
   echo "the nodes (with status and the tessera.dev/gpu-inventory annotation) and the pods (bound ones"
   echo "with spec.nodeName and tessera.dev/assignment, pending ones with PodScheduled=False); each"
-  echo "run starts \`tessera status\` and \`tessera status -o json\` as new processes, output to a file."
+  echo "run starts \`tessera status\`, \`tessera status -o json\` and \`kubectl get pods -A -o json\` as new"
+  echo "processes, output to a file."
   echo
   echo "| what | seconds |"
   echo "|---|---:|"
@@ -52,6 +53,7 @@ get() { echo "$1" | sed -n "s/.*\"$2\":\([0-9.e+-]*\).*/\1/p"; }
   echo "| \`tessera status --wire protobuf\` (the table), process start to exit | **$(get "$api" status_text_protobuf_s)** |"
   echo "| \`tessera status -o json --wire protobuf\`, process start to exit | **$(get "$api" status_json_protobuf_s)** |"
   echo "| of which: the two paginated lists in protobuf and decoding (ReadSnapshot) | $(get "$api" read_snapshot_protobuf_s) |"
+  echo "| the everyday reference: \`kubectl get pods -A -o json\` (v1.37.2, the harness's), output to a file | $(get "$api" kubectl_get_pods_json_s) |"
   echo
   echo "$(get "$api" list_pages) list requests (500 objects a page) per run, $(get "$api" listed_pods) pods listed (the"
   echo "field selector leaves out finished pods). Output: $(get "$api" text_bytes) bytes of text, $(get "$api" json_bytes) bytes of JSON."

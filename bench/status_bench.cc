@@ -13,9 +13,9 @@
 //       creates the same nodes (with status and inventory) and pods (bound ones with their
 //       assignments and spec.nodeName, pending ones with the scheduler's condition), then runs
 //       `tessera status` and `tessera status -o json` as a user does (a new process each, output
-//       to a file) `runs` times each, and, in this process, ReadSnapshot (the paginated lists and
-//       the decoding) and the rest, to show where the time goes. Prints one JSON line with the
-//       medians.
+//       to a file) `runs` times each, beside `kubectl get pods -A -o json` (the everyday
+//       reference), and, in this process, ReadSnapshot (the paginated lists and the decoding)
+//       and the rest, to show where the time goes. Prints one JSON line with the medians.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,6 +168,7 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
   const std::string out_dir = (*cp)->dir();
   std::vector<double> text_s, json_s, read_s, compute_s;
   std::vector<double> text_pb_s, json_pb_s, read_pb_s;  // the same over the protobuf wire
+  std::vector<double> kubectl_s;  // `kubectl get pods -A -o json`: the everyday reference
   size_t text_bytes = 0, json_bytes = 0, listed_pods = 0, pages = 0;
   for (int r = 0; r < runs; ++r) {
     const double t = TimeCommand(
@@ -191,6 +192,15 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
       std::cerr << "tessera status --wire protobuf failed\n";
       return 1;
     }
+    // The everyday reference on the same cluster: every pod as JSON, as kubectl prints it.
+    const double k = TimeCommand({(*cp)->kubectl_path(), "--kubeconfig", (*cp)->kubeconfig(),
+                                  "get", "pods", "-A", "-o", "json"},
+                                 out_dir + "/kubectl-pods.json");
+    if (k < 0) {
+      std::cerr << "kubectl get pods -A -o json failed\n";
+      return 1;
+    }
+    kubectl_s.push_back(k);
     text_s.push_back(t);
     json_s.push_back(j);
     text_pb_s.push_back(tp);
@@ -252,6 +262,7 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
       {"status_text_protobuf_s", Median(text_pb_s)},
       {"status_json_protobuf_s", Median(json_pb_s)},
       {"read_snapshot_protobuf_s", Median(read_pb_s)},
+      {"kubectl_get_pods_json_s", Median(kubectl_s)},
 
       {"status_and_text_s", Median(compute_s)},
       {"list_pages", pages},
