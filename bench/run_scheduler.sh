@@ -7,6 +7,9 @@
 #   stock        kube-scheduler   --pods x 1 whole GPU (tessera.dev/gpu: 1: counted per node only)
 #   koord        koord-scheduler  --pods x nvidia.com/gpu: 1 (per GPU: DeviceShare)
 #   tessera      tessera          --pods x tessera.dev/gpu: 1
+#   tessera-json tessera          the same, its lists and watches of Pods and Nodes in JSON
+#                                 (--wire json; `tessera` speaks protobuf, the default): what the
+#                                 API server's cheaper encoding does to the binding rate
 #   koord-share  koord-scheduler  --share-pods x koordinator.sh/gpu-memory: 10Gi
 #   share        tessera          --share-pods x tessera.dev/gpu-memory: 10Gi
 #   koord-gang   koord-scheduler  --gangs x --gang-size pods of nvidia.com/gpu: 1, Koordinator gangs
@@ -236,7 +239,7 @@ run_phase() {
   case $phase in
     stock | stock-churn) sched=stock; scheduler_name=stock-bench; ask=(--gpu 1); n=$pods ;;
     koord | koord-churn) sched=koord; flavour=koordinator; ask=(--gpu 1); n=$pods ;;
-    tessera | churn) sched=tessera; ask=(--gpu 1); n=$pods ;;
+    tessera | tessera-json | churn) sched=tessera; ask=(--gpu 1); n=$pods ;;
     koord-share) sched=koord; flavour=koordinator; ask=(--gpu-memory 10Gi); n=$share_pods ;;
     share) sched=tessera; ask=(--gpu-memory 10Gi); n=$share_pods ;;
     koord-gang) sched=koord; flavour=koordinator; n=$((gangs * gang_size))
@@ -321,6 +324,7 @@ EOF
     tessera)
       local config_args=()
       [[ -n $tessera_config ]] && config_args=(--config "$tessera_config")
+      [[ $phase == tessera-json ]] && config_args+=(--wire json)
       "$tessera" scheduler --kubeconfig "$k" "${config_args[@]}" --leader-elect false \
         --metrics-port 0 >"$dir/scheduler.log" 2>&1 &
       ;;
@@ -425,6 +429,9 @@ echo "| phase | tessera pods/s | better peer pods/s | tessera / better peer |"
 echo "| --- | --- | --- | --- |"
 peer=$(better "$(rate stock)" "$(rate koord)")
 echo "| 1 GPU | $(rate tessera) | $peer | $(ratio "$(rate tessera)" "$peer") |"
+if [[ $(rate tessera-json) != - ]]; then
+  echo "| 1 GPU, tessera's lists and watches in JSON | $(rate tessera-json) | $peer | $(ratio "$(rate tessera-json)" "$peer") |"
+fi
 echo "| 10Gi shares | $(rate share) | $(rate koord-share) | $(ratio "$(rate share)" "$(rate koord-share)") |"
 echo "| gangs of $gang_size | $(rate gang) | $(rate koord-gang) | $(ratio "$(rate gang)" "$(rate koord-gang)") |"
 echo "| gangs of $gang_size, churn | $(rate gang-churn) | - | - |"
