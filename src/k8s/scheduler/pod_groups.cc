@@ -104,7 +104,10 @@ std::shared_ptr<const PodInfo> PodGroups::Apply(const PodInfo& raw, const PodGro
   }
   // Workload-aware preemption (1.37): the group's priority and preemption policy are its pods',
   // and disruptionMode all makes the group one victim, whichever policy it has.
-  if (group->priority) pod->priority = *group->priority;
+  if (group->priority) {  // both copies: preemption reads the pod's, the engine the request's
+    pod->priority = *group->priority;
+    pod->request.priority = *group->priority;
+  }
   if (group->preempt_never) pod->may_preempt = false;
   pod->disrupted_with_group = group->disrupt_all;
   if (group->gang && group->disrupt_all) pod->gang_restart_all = true;

@@ -69,6 +69,7 @@ TEST_F(PodGroupsTest, TheGroupsPriorityPreemptionPolicyAndDisruptionModeAreItsPo
   PodGroups::Resolved u =
       Resolve(PodObject("ns", "u-0").Limit("tessera.dev/gpu", "1").Priority(5).PodGroup("unit"));
   EXPECT_EQ(u.pod->priority, 1000);
+  EXPECT_EQ(u.pod->request.priority, 1000);  // reservations and defragmentation read this one
   EXPECT_FALSE(u.pod->may_preempt);
   EXPECT_TRUE(u.pod->disrupted_with_group);
   json never =
