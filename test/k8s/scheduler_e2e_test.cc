@@ -482,6 +482,52 @@ TEST_F(SchedulerTest, PodGroupGangIsAllOrNothingAndItsConditionIsWritten) {
   EXPECT_EQ(condition()["message"], StrCat("6 pods of gang ", ns_, "/train scheduled together"));
 }
 
+// minCount is mutable in scheduling.k8s.io/v1beta1 ("to support workload scaling"; applied in
+// later cycles, never to pods already placed): a gang PodGroup of minCount 6 on one 4-GPU NVLink
+// domain binds nothing; lowered to 4 while its pods wait, 4 start together in the domain and the
+// other 2 wait to grow it; raised to 6 again, the 4 running are left as they are (nothing is
+// evicted) and the 2 still wait.
+TEST_F(SchedulerTest, APodGroupsMinCountPatchedWhileItWaitsResizesItsGang) {
+  const std::string a = NodeName("a");
+  AddNode(NodeObject(a).Gpus(4).NvSwitch());
+  ScopedProcess* s = StartScheduler("resize");
+  const std::string groups =
+      StrCat("/apis/scheduling.k8s.io/v1beta1/namespaces/", ns_, "/podgroups");
+  absl::StatusOr<json> created = api_->Create(
+      groups, k8s::testing::PodGroupJson(ns_, "train", 6, "tessera.dev/nvlink-domain"));
+  ASSERT_TRUE(created.ok()) << created.status();
+  for (int i = 0; i < 6; ++i) {
+    AddPod(Pod(StrCat("w-", i)).Limit("tessera.dev/gpu", "1").PodGroup("train"));
+  }
+  auto said = [&](const std::string& pod, const std::string& text) {
+    return std::get<2>(Scheduled(GetPod(pod))).find(text) != std::string::npos;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return said("w-5", "gang"); }, seconds(30))) << s->Log();
+  std::this_thread::sleep_for(seconds(2));  // a retry period: still nothing binds
+  EXPECT_EQ(BoundCount(), 0);
+  auto min_count = [&](int n) {
+    absl::StatusOr<json> patched =
+        api_->Patch(StrCat(groups, "/train"), k8s::PatchType::kMerge,
+                    {{"spec", {{"schedulingPolicy", {{"gang", {{"minCount", n}}}}}}}});
+    ASSERT_TRUE(patched.ok()) << patched.status();
+  };
+  min_count(4);
+  ASSERT_TRUE(WaitBound(4, seconds(30))) << s->Log();
+  std::map<std::string, records::Assignment> running = Assignments();
+  ASSERT_EQ(running.size(), 4u);
+  for (const auto& [pod, asg] : running) {
+    EXPECT_EQ(asg.node, a) << pod;
+    ASSERT_TRUE(asg.gang.has_value()) << pod;
+    EXPECT_EQ(asg.gang->min, 4) << pod;
+  }
+  min_count(6);
+  std::this_thread::sleep_for(seconds(3));  // the change seen, a retry period
+  EXPECT_EQ(Assignments(), running);
+  for (const json& p : Pods()) EXPECT_FALSE(p["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(BoundCount(), 4);
+  CheckNoOvercommit(running);
+}
+
 // examples/k8s/podgroup/gang.yaml (docs/workloads.md), applied with kubectl as written but for
 // its scheduler name (each test runs a scheduler of its own name) and the namespace it goes into:
 // the PodGroup's two trainers bind together on the node with an NVLink domain of room, one gang of
@@ -613,8 +659,8 @@ TEST_F(SchedulerTest, ElasticGangStartsWithFourAndGrowsToEight) {
   EXPECT_TRUE(WaitUntil(
       [&] {
         describe = Cp().Kubectl({"describe", "pod", "-n", ns_, started});
-        return describe.ok() && describe.out.find("8 of 8 members running (min 4)") !=
-                                    std::string::npos;
+        return describe.ok() &&
+               describe.out.find("8 of 8 members running (min 4)") != std::string::npos;
       },
       seconds(10)))
       << describe.out << describe.err;
