@@ -255,35 +255,39 @@ constexpr int kMaxDepth = 100;
 
 bool Check(std::string_view bytes, const ws::Message& schema, int depth);
 
+bool SkipGroup(Reader& r, uint32_t number, int depth);
+
+// Reads one field's value of wire type `wt` after its tag: a varint (0) into *v, bytes (2) into
+// *b; 1 and 5 skipped; a group (3) skipped up to its end tag (SkipGroup at `depth`). False if
+// malformed, and for wire types that begin no value (4: an end of group; 6, 7: none such).
+bool ReadValue(Reader& r, uint32_t number, uint32_t wt, int depth, uint64_t* v,
+               std::string_view* b) {
+  switch (wt) {
+    case 0:
+      return r.Varint(v);
+    case 1:
+      return r.Skip(8);
+    case 2:
+      return r.Bytes(b);
+    case 3:
+      return SkipGroup(r, number, depth);
+    case 5:
+      return r.Skip(4);
+    default:
+      return false;
+  }
+}
+
 // Skips a group (wire type 3) up to its end tag; false if it never ends or is malformed.
 bool SkipGroup(Reader& r, uint32_t number, int depth) {
   if (depth > kMaxDepth) return false;
   uint32_t n = 0, wt = 0;
   bool ok = true;
   while (r.Tag(&n, &wt, &ok)) {
+    if (wt == 4) return n == number;
     uint64_t v = 0;
     std::string_view b;
-    switch (wt) {
-      case 0:
-        if (!r.Varint(&v)) return false;
-        break;
-      case 1:
-        if (!r.Skip(8)) return false;
-        break;
-      case 2:
-        if (!r.Bytes(&b)) return false;
-        break;
-      case 3:
-        if (!SkipGroup(r, n, depth + 1)) return false;
-        break;
-      case 4:
-        return n == number;
-      case 5:
-        if (!r.Skip(4)) return false;
-        break;
-      default:
-        return false;
-    }
+    if (!ReadValue(r, n, wt, depth + 1, &v, &b)) return false;
   }
   return false;
 }
@@ -302,30 +306,13 @@ bool Check(std::string_view bytes, const ws::Message& schema, int depth) {
   while (r.Tag(&n, &wt, &ok)) {
     uint64_t v = 0;
     std::string_view b;
-    switch (wt) {
-      case 0:
-        if (!r.Varint(&v)) return false;
-        break;
-      case 1:
-        if (!r.Skip(8)) return false;
-        break;
-      case 2: {
-        if (!r.Bytes(&b)) return false;
-        const ws::Field* f = schema.Find(n);
-        if (f != nullptr && f->message != nullptr && !IsVarint(f->kind) &&
-            !Check(b, *f->message, depth + 1)) {
-          return false;
-        }
-        break;
-      }
-      case 3:
-        if (!SkipGroup(r, n, depth + 1)) return false;
-        break;
-      case 5:
-        if (!r.Skip(4)) return false;
-        break;
-      default:  // 4: an end of group that began nowhere; 6, 7: no such wire type
-        return false;
+    // 4 here is an end of group that began nowhere.
+    if (!ReadValue(r, n, wt, depth + 1, &v, &b)) return false;
+    if (wt != 2) continue;
+    const ws::Field* f = schema.Find(n);
+    if (f != nullptr && f->message != nullptr && !IsVarint(f->kind) &&
+        !Check(b, *f->message, depth + 1)) {
+      return false;
     }
   }
   return ok;
@@ -340,27 +327,8 @@ void ForEachField(std::string_view bytes, Fn&& fn) {
   while (r.Tag(&n, &wt, &ok)) {
     uint64_t v = 0;
     std::string_view b;
-    switch (wt) {
-      case 0:
-        r.Varint(&v);
-        fn(n, wt, b, v);
-        break;
-      case 1:
-        r.Skip(8);
-        break;
-      case 2:
-        r.Bytes(&b);
-        fn(n, wt, b, v);
-        break;
-      case 3:
-        SkipGroup(r, n, 0);
-        break;
-      case 5:
-        r.Skip(4);
-        break;
-      default:
-        return;
-    }
+    if (!ReadValue(r, n, wt, 0, &v, &b)) return;
+    if (wt == 0 || wt == 2) fn(n, wt, b, v);
   }
 }
 
