@@ -193,8 +193,8 @@ int AgainstApiServer(const std::vector<json>& node_objects, const std::vector<js
       return 1;
     }
     // The everyday reference on the same cluster: every pod as JSON, as kubectl prints it.
-    const double k = TimeCommand({(*cp)->kubectl_path(), "--kubeconfig", (*cp)->kubeconfig(),
-                                  "get", "pods", "-A", "-o", "json"},
+    const double k = TimeCommand({(*cp)->kubectl_path(), "--kubeconfig", (*cp)->kubeconfig(), "get",
+                                  "pods", "-A", "-o", "json"},
                                  out_dir + "/kubectl-pods.json");
     if (k < 0) {
       std::cerr << "kubectl get pods -A -o json failed\n";

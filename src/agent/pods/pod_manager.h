@@ -242,9 +242,9 @@ class PodManager {
   std::shared_ptr<const NodeGpus> gpus_;
   std::map<std::string, Prepared> pods_;                        // by pod UID
   std::map<std::string, Unserved> unserved_;                    // by pod UID, none in pods_
+  std::map<std::string, std::unique_ptr<mps::MpsDaemon>> mps_;  // by GPU UUID
   // Pods with a record the runtime listed before the GPUs were discovered: taken back by SetGpus.
   std::vector<PodRef> awaiting_gpus_;
-  std::map<std::string, std::unique_ptr<mps::MpsDaemon>> mps_;  // by GPU UUID
   shim::ComputeController controller_;
   std::set<std::string> controller_errors_;  // GPUs whose utilisation failed (logged once)
   std::vector<PodNotice> notices_;
