@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/scheduler/scheduler_core.h"
+#include "k8s/scheduler/testing/core_fixture.h"
 #include "k8s/scheduler/testing/recorder.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
@@ -30,7 +31,7 @@ records::Assignment Share(const std::string& node, int gpu, int64_t memory_mib =
   return testing::OneGpuAssignment(node, gpu, memory_mib);
 }
 
-class DefragExecutorTest : public ::testing::Test {
+class DefragExecutorTest : public testing::CoreFixture {
  protected:
   void SetUp() override {
     objects_["ns/big"] = PodObject("ns", "big").Limit("tessera.dev/gpu", "4").Json();
@@ -56,10 +57,7 @@ class DefragExecutorTest : public ::testing::Test {
     o.defrag.after = std::chrono::milliseconds(60'000);
     o.defrag.max_moves = 2;
     o.defrag.hold_for = hold_for_;
-    auto c = SchedulerCore::Create(o, &rec_, &rec_, &metrics_, [this] { return now_; });
-    ASSERT_TRUE(c.ok()) << c.status();
-    core_ = std::move(*c);
-    core_->EnablePreemption(&rec_);
+    CreateCore(o);
     for (const char* n : {"a", "b"}) {
       core_->OnNode(Change::kAdded,
                     DecodeNode(NodeObject(n).Gpus(4).NvSwitch().Label("test/node", n).Json()));
@@ -70,22 +68,6 @@ class DefragExecutorTest : public ::testing::Test {
   void Update(const std::string& key) {
     core_->OnPod(Change::kUpdated, DecodePod(objects_.at(key)));
   }
-  void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
-  void Add(const json& pod) {
-    const std::string key = StrCat(pod["metadata"]["namespace"].get<std::string>(), "/",
-                                   pod["metadata"]["name"].get<std::string>());
-    objects_[key] = pod;
-    core_->OnPod(Change::kAdded, DecodePod(pod));
-  }
-  // As the API server shows an evicted pod: terminating, then gone.
-  void Terminating(const std::string& key) {
-    objects_[key]["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
-    Update(key);
-  }
-  void Gone(const std::string& key) {
-    core_->OnPod(Change::kDeleted, DecodePod(objects_.at(key)));
-    objects_.erase(key);
-  }
   // The replacement a ReplicaSet makes for a moved 20Gi share of ReplicaSet `rs`.
   json Replacement(const std::string& name, const std::string& rs = "infer",
                    const std::string& memory = "20Gi") {
@@ -95,13 +77,6 @@ class DefragExecutorTest : public ::testing::Test {
         .Json();
   }
   std::chrono::milliseconds hold_for_{120'000};
-
-  Recorder rec_;
-  SchedulerMetrics metrics_;
-  std::map<std::string, json> objects_;
-  std::chrono::steady_clock::time_point now_ =
-      std::chrono::steady_clock::time_point() + std::chrono::hours(1);
-  std::unique_ptr<SchedulerCore> core_;
 };
 
 TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
@@ -182,7 +157,7 @@ TEST_F(DefragExecutorTest, ASecondPodWaitingGetsItsPlanWithTheFirstTakenAsDone) 
   Terminating("ns/b1");
 
   // A 2-GPU pod comes: b's two free GPUs are kept for big; a has one free GPU.
-  Add(PodObject("ns", "two").Limit("tessera.dev/gpu", "2").Json());
+  Pod(PodObject("ns", "two").Limit("tessera.dev/gpu", "2").Json());
   Advance(2'000);
   core_->ScheduleSome();
   EXPECT_THAT(rec_.BindTexts(), IsEmpty());
@@ -207,7 +182,7 @@ TEST_F(DefragExecutorTest, ASecondPodWaitingGetsItsPlanWithTheFirstTakenAsDone) 
   Advance(2'000);
   core_->ScheduleSome();
   EXPECT_THAT(rec_.BindTexts(), ::testing::UnorderedElementsAre("ns/big->b", "ns/two->a"));
-  for (size_t i = 0; i < moved.size(); ++i) Add(Replacement(StrCat("r", i)));
+  for (size_t i = 0; i < moved.size(); ++i) Pod(Replacement(StrCat("r", i)));
   Advance(2'000);
   core_->ScheduleSome();
   for (size_t i = 0; i < moved.size(); ++i) {
@@ -283,7 +258,7 @@ TEST_F(DefragExecutorTest, GangMovesAShareAndLandsInItsDomain) {
 
   // b0 terminates; its ReplicaSet makes a replacement at once: it goes to the plan's destination.
   Terminating("ns/b0");
-  Add(Replacement("b0-x"));
+  Pod(Replacement("b0-x"));
   Advance(2'000);
   core_->ScheduleSome();
   EXPECT_THAT(rec_.BindTexts(), ElementsAre("ns/b0-x->a"));
@@ -383,10 +358,10 @@ TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime)
   // Another pod of the same priority, for node a, that GPU 3 would fit: kept out of it, it waits.
   json whole = PodObject("ns", "whole").Limit("tessera.dev/gpu", "1").Json();
   whole["spec"]["nodeSelector"] = {{"test/node", "a"}};
-  Add(whole);
+  Pod(whole);
   // A pod like the moved one but of another controller is no replacement: kept out too (20Gi
   // fits nowhere else but b, which is kept for ns/big).
-  Add(Replacement("other", "another-rs"));
+  Pod(Replacement("other", "another-rs"));
   Advance(2'000);
   core_->ScheduleSome();
   EXPECT_THAT(rec_.BindTexts(), IsEmpty());
@@ -395,7 +370,7 @@ TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime)
                         "ns/b0, moved there by defragmentation for pod ns/big"));
 
   // The replacement comes: it takes its destination. The hold is over: `other` may go to a.
-  Add(Replacement("b0-x"));
+  Pod(Replacement("b0-x"));
   Advance(2'000);
   core_->ScheduleSome();
   ASSERT_FALSE(rec_.BindTexts().empty());
@@ -426,13 +401,13 @@ TEST_F(DefragExecutorTest, AHoldEndsAfterHoldForAndAReplacementWaitsOnlyThatLong
   ASSERT_THAT(where, ::testing::StartsWith("a GPU "));
   const int gpu = where[6] - '0';  // "a GPU n (20Gi)"; GPUs 0..2 hold a 20Gi share each
   const int vip_gi = gpu < 3 ? 50 : 70;
-  Add(PodObject("ns", "vip")
+  Pod(PodObject("ns", "vip")
           .Limit("tessera.dev/gpu-memory", StrCat(vip_gi, "Gi"))
           .Priority(10)
           .Assigned(Share("a", gpu, vip_gi * 1024))
           .Json());
   // The replacement comes: its destination is full: it waits for it, saying why.
-  Add(Replacement("b0-x"));
+  Pod(Replacement("b0-x"));
   Advance(2'000);
   core_->ScheduleSome();
   EXPECT_THAT(rec_.BindTexts(), IsEmpty());

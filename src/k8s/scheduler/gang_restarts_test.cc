@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/scheduler/scheduler_core.h"
+#include "k8s/scheduler/testing/core_fixture.h"
 #include "k8s/scheduler/testing/recorder.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
@@ -23,48 +24,17 @@ using testing::PodObject;
 using testing::Recorder;
 using ::testing::UnorderedElementsAre;
 
-class GangRestartTest : public ::testing::Test {
+class GangRestartTest : public testing::CoreFixture {
  protected:
   void SetUp() override {
     SchedulerCoreOptions o;
     o.retry_min_interval = std::chrono::milliseconds(1000);
     o.gang_restart_retry = std::chrono::milliseconds(5000);
-    auto c = SchedulerCore::Create(o, &rec_, &rec_, &metrics_, [this] { return now_; });
-    ASSERT_TRUE(c.ok()) << c.status();
-    core_ = std::move(*c);
-    core_->EnablePreemption(&rec_);
+    CreateCore(o);
     core_->OnNode(Change::kAdded, DecodeNode(N1().Json()));
     core_->SetSynced(true, true);
   }
   static NodeObject N1() { return NodeObject("n1").Gpus(8).NvSwitch(); }
-  void Pod(const json& pod, Change change = Change::kAdded) {
-    objects_[DecodePod(pod)->key] = pod;
-    core_->OnPod(change, DecodePod(pod));
-  }
-  void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
-  // Schedules, and makes every new bind land (its answer and the watch).
-  void ScheduleAndBind() {
-    const size_t from = rec_.binds.size();
-    core_->ScheduleSome();
-    for (size_t i = from; i < rec_.binds.size(); ++i) {
-      const Recorder::BindCall& b = rec_.binds[i];
-      core_->OnBindResult(b.key, b.attempt, absl::OkStatus());
-      json pod = objects_.at(b.key);
-      pod["spec"]["nodeName"] = b.assignment.node;
-      pod["metadata"]["annotations"]["tessera.dev/assignment"] =
-          records::AssignmentToJson(b.assignment);
-      Pod(pod, Change::kUpdated);
-    }
-  }
-  void Terminating(const std::string& key) {
-    json pod = objects_.at(key);
-    pod["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
-    Pod(pod, Change::kUpdated);
-  }
-  void Gone(const std::string& key) {
-    core_->OnPod(Change::kDeleted, DecodePod(objects_.at(key)));
-    objects_.erase(key);
-  }
   // The GPU the bind of `key` granted (its last bind).
   int GpuOf(const std::string& key) {
     int gpu = -1;
@@ -99,13 +69,6 @@ class GangRestartTest : public ::testing::Test {
     }
     return n;
   }
-
-  Recorder rec_;
-  SchedulerMetrics metrics_;
-  std::map<std::string, json> objects_;
-  std::chrono::steady_clock::time_point now_ =
-      std::chrono::steady_clock::time_point() + std::chrono::hours(1);
-  std::unique_ptr<SchedulerCore> core_;
 };
 
 // GPU of w1 fails and the agent evicts w1: w0 and w2 are evicted too (GangRestart Events naming

@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/scheduler/scheduler_core.h"
+#include "k8s/scheduler/testing/core_fixture.h"
 #include "k8s/scheduler/testing/recorder.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
@@ -25,22 +26,15 @@ using Stage = SchedulerCore::Stage;
 
 using testing::Recorder;
 
-class PreemptionTest : public ::testing::Test {
+class PreemptionTest : public testing::CoreFixture {
  protected:
   void SetUp() override { Make(); }
   void Make() {
     SchedulerCoreOptions o;
     o.retry_min_interval = std::chrono::milliseconds(1000);
-    auto c = SchedulerCore::Create(o, &rec_, &rec_, &metrics_, [this] { return now_; });
-    ASSERT_TRUE(c.ok()) << c.status();
-    core_ = std::move(*c);
-    core_->EnablePreemption(&rec_);
+    CreateCore(o);
   }
   void Node(const json& node) { core_->OnNode(Change::kAdded, DecodeNode(node)); }
-  void Pod(const json& pod, Change change = Change::kAdded) {
-    objects_[DecodePod(pod)->key] = pod;
-    core_->OnPod(change, DecodePod(pod));
-  }
   void Group(const json& group) { core_->OnPodGroup(Change::kAdded, DecodePodGroup(group)); }
   // A PodGroup gang of `min` with what workload-aware preemption reads ("" / -1: unset).
   json GroupJson(const std::string& name, int min, const std::string& disruption, int priority = -1,
@@ -58,37 +52,6 @@ class PreemptionTest : public ::testing::Test {
         .PodGroup(group)
         .Created(StrCat("2026-12-01T00:00:0", second, "Z"))
         .Json();
-  }
-  void Advance(int ms) { now_ += std::chrono::milliseconds(ms); }
-  // Schedules, and makes every new bind land (its answer and the watch).
-  void ScheduleAndBind() {
-    const size_t from = rec_.binds.size();
-    core_->ScheduleSome();
-    for (size_t i = from; i < rec_.binds.size(); ++i) {
-      const Recorder::BindCall& b = rec_.binds[i];
-      core_->OnBindResult(b.key, b.attempt, absl::OkStatus());
-      json pod = objects_.at(b.key);
-      pod["spec"]["nodeName"] = b.assignment.node;
-      pod["metadata"]["annotations"]["tessera.dev/assignment"] =
-          records::AssignmentToJson(b.assignment);
-      Pod(pod, Change::kUpdated);
-    }
-  }
-  // The watch shows the pod terminating (the Eviction API's graceful deletion), then gone.
-  void Terminating(const std::string& key) {
-    json pod = objects_.at(key);
-    pod["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
-    Pod(pod, Change::kUpdated);
-  }
-  void Gone(const std::string& key) {
-    core_->OnPod(Change::kDeleted, DecodePod(objects_.at(key)));
-    objects_.erase(key);
-  }
-  std::string BoundTo(const std::string& key) {
-    for (const Recorder::BindCall& b : rec_.binds) {
-      if (b.key == key) return b.assignment.node;
-    }
-    return "";
   }
   json Share(const std::string& name, int priority, const std::string& queue = "") {
     PodObject p("ns", name);
@@ -133,13 +96,6 @@ class PreemptionTest : public ::testing::Test {
     }
     core_->OnBudget(change, DecodeBudget(b));
   }
-
-  Recorder rec_;
-  SchedulerMetrics metrics_;
-  std::map<std::string, json> objects_;
-  std::chrono::steady_clock::time_point now_ =
-      std::chrono::steady_clock::time_point() + std::chrono::hours(1);
-  std::unique_ptr<SchedulerCore> core_;
 };
 
 TEST_F(PreemptionTest, FourSharesAreEvictedForOneWholeGpuThenItLandsThere) {

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "k8s/scheduler/scheduler_core.h"
+#include "k8s/scheduler/testing/core_fixture.h"
 #include "k8s/scheduler/testing/recorder.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
@@ -32,7 +33,7 @@ std::string WallNow() {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
 }
 
-class ReservationTest : public ::testing::Test {
+class ReservationTest : public testing::CoreFixture {
  protected:
   void SetUp() override { Make(); }
   void Make() {
@@ -43,38 +44,14 @@ class ReservationTest : public ::testing::Test {
     o.reservations.after_s = 30;
     o.reservations.unknown_runtime_s = 3600;
     o.max_runtime_grace = std::chrono::seconds(30);
-    auto c = SchedulerCore::Create(o, &rec_, &rec_, &metrics_, [this] { return now_; });
-    ASSERT_TRUE(c.ok()) << c.status();
-    core_ = std::move(*c);
-    core_->EnablePreemption(&rec_);
+    CreateCore(o);
   }
   void Node(const json& node) { core_->OnNode(Change::kAdded, DecodeNode(node)); }
-  void Pod(const json& pod, Change change = Change::kAdded) {
-    objects_[DecodePod(pod)->key] = pod;
-    core_->OnPod(change, DecodePod(pod));
-  }
-  void Advance(int s) { now_ += std::chrono::seconds(s); }
-  // Schedules, and makes every new bind land (its answer, and the watch with the pod started).
-  void ScheduleAndBind() {
-    const size_t from = rec_.binds.size();
-    core_->ScheduleSome();
-    for (size_t i = from; i < rec_.binds.size(); ++i) {
-      const Recorder::BindCall& b = rec_.binds[i];
-      core_->OnBindResult(b.key, b.attempt, absl::OkStatus());
-      json pod = objects_.at(b.key);
-      pod["spec"]["nodeName"] = b.assignment.node;
-      pod["metadata"]["annotations"]["tessera.dev/assignment"] =
-          records::AssignmentToJson(b.assignment);
-      pod["status"]["startTime"] = WallNow();
-      pod["status"]["phase"] = "Running";
-      Pod(pod, Change::kUpdated);
-    }
-  }
-  std::string BoundTo(const std::string& key) {
-    for (const Recorder::BindCall& b : rec_.binds) {
-      if (b.key == key) return b.assignment.node;
-    }
-    return "";
+  void AdvanceSeconds(int s) { Advance(s * 1000); }
+  // The pods start as their binds land (the reservations count from status.startTime).
+  void Landed(json& pod) override {
+    pod["status"]["startTime"] = WallNow();
+    pod["status"]["phase"] = "Running";
   }
   static json Gpus(const std::string& name, int gpus, int priority = 0,
                    const std::string& runtime = "") {
@@ -104,18 +81,11 @@ class ReservationTest : public ::testing::Test {
     ScheduleAndBind();
     EXPECT_EQ(core_->StageOf("ns/big"), Stage::kUnschedulable);
     EXPECT_TRUE(core_->reservations().empty());  // not before it waited 30 s
-    Advance(31);
+    AdvanceSeconds(31);
     core_->ScheduleSome();
     ASSERT_EQ(core_->reservations().size(), 1u);
     EXPECT_EQ(core_->reservations()[0].owner, "ns/big");
   }
-
-  Recorder rec_;
-  SchedulerMetrics metrics_;
-  std::chrono::steady_clock::time_point now_ =
-      std::chrono::steady_clock::time_point() + std::chrono::hours(1);
-  std::unique_ptr<SchedulerCore> core_;
-  std::map<std::string, json> objects_;
 };
 
 TEST_F(ReservationTest, ABigPodThatWaitedGetsRoomReservedWithAnEvent) {
@@ -128,7 +98,7 @@ TEST_F(ReservationTest, ABigPodThatWaitedGetsRoomReservedWithAnEvent) {
   EXPECT_THAT(rec_.normals[0].message, HasSubstr("node n1 GPUs 0,1,2,3"));
   EXPECT_THAT(rec_.normals[0].message, HasSubstr("expected free in about 59m"));
   // Kept at the next cycles: not said again.
-  Advance(5);
+  AdvanceSeconds(5);
   core_->ScheduleSome();
   EXPECT_EQ(Reasons(rec_.normals, "ns/big").size(), 1u);
 }
@@ -151,9 +121,9 @@ TEST_F(ReservationTest, TheReservationIsWrittenInThePodsCondition) {
   EXPECT_THAT(record->sites[0].gpus, ElementsAre(0, 1, 2, 3));
   EXPECT_EQ(record->expected_start_unix, r.expected_start);
   EXPECT_EQ(rec_.reservation_since["ns/big"], r.since);
-  Advance(5);
+  AdvanceSeconds(5);
   core_->ScheduleSome();
-  Advance(5);
+  AdvanceSeconds(5);
   core_->ScheduleSome();
   EXPECT_EQ(rec_.reservations.size(), 1u);
 }
@@ -207,10 +177,10 @@ TEST_F(ReservationTest, ARestartedSchedulerRewritesOnlyTheConditionsThatChanged)
   ASSERT_EQ(rec_.reservations.size(), 2u);
   EXPECT_EQ(rec_.reservations[1].key, "ns/big");
   EXPECT_EQ(rec_.reservations[1].reason, "Released");
-  Advance(2);
+  AdvanceSeconds(2);
   core_->ScheduleSome();
   EXPECT_EQ(rec_.reservations.size(), 2u);
-  Advance(31);
+  AdvanceSeconds(31);
   core_->ScheduleSome();
   ASSERT_EQ(core_->reservations().size(), 1u);
   ASSERT_EQ(rec_.reservations.size(), 3u);
@@ -239,7 +209,7 @@ TEST_F(ReservationTest, OnlyAPodThatEndsInTimeTakesReservedRoom) {
   // A higher priority than the owner's takes held room too (priorities still win).
   core_->OnPod(Change::kDeleted, DecodePod(objects_.at("ns/short")));
   Pod(Gpus("urgent", 1, 20));
-  Advance(2);
+  AdvanceSeconds(2);
   ScheduleAndBind();
   EXPECT_EQ(BoundTo("ns/urgent"), "n1");
   EXPECT_EQ(BoundTo("ns/nodecl"), "");
@@ -252,7 +222,7 @@ TEST_F(ReservationTest, TheOwnerTakesItsRoomAndTheReservationEnds) {
     core_->OnPod(Change::kDeleted, DecodePod(objects_.at(r)));
   }
   Pod(Gpus("nodecl", 1));  // arrives before the big pod is tried again: may not take its room
-  Advance(2);
+  AdvanceSeconds(2);
   ScheduleAndBind();
   EXPECT_EQ(BoundTo("ns/big"), "n1");
   EXPECT_EQ(BoundTo("ns/nodecl"), "");
@@ -264,13 +234,13 @@ TEST_F(ReservationTest, PreemptionDoesNotMakeRoomOnHeldGpusForAPodThatMayNotTake
   ReservedOnN1();
   Node(NodeObject("n2").Gpus(1).Json());
   Pod(Gpus("z", 1));  // n2's GPU, priority 0 (n1's free GPU is held from it)
-  Advance(2);
+  AdvanceSeconds(2);
   ScheduleAndBind();
   ASSERT_EQ(BoundTo("ns/z"), "n2");
   // Priority 5: outranks z, not the owner (10). Room on n1 is held from it: preemption makes room
   // on n2 (evicts z), never on the held GPU.
   Pod(Gpus("mid", 1, 5));
-  Advance(2);
+  AdvanceSeconds(2);
   ScheduleAndBind();
   EXPECT_THAT(rec_.evicted, ElementsAre("ns/z"));
   EXPECT_THAT(rec_.nominated, ElementsAre("ns/mid->n2"));
@@ -282,16 +252,16 @@ TEST_F(ReservationTest, APodPastItsDeclaredRunTimeIsEvictedWithAnEvent) {
   ScheduleAndBind();
   ASSERT_EQ(BoundTo("ns/short"), "n1");
   ASSERT_TRUE(core_->NextWakeup().has_value());
-  Advance(500);
+  AdvanceSeconds(500);
   core_->ScheduleSome();
   EXPECT_THAT(rec_.evicted, IsEmpty());
-  Advance(135);  // 600 s declared + 30 s grace since it started
+  AdvanceSeconds(135);  // 600 s declared + 30 s grace since it started
   core_->ScheduleSome();
   EXPECT_THAT(rec_.evicted, ElementsAre("ns/short"));
   EXPECT_THAT(Reasons(rec_.warnings, "ns/short"), ElementsAre("MaxRuntimeExceeded"));
   EXPECT_EQ(metrics_.max_runtime_evictions.load(), 1);
   // Not asked again at once (retried after a minute if it is still there).
-  Advance(1);
+  AdvanceSeconds(1);
   core_->ScheduleSome();
   EXPECT_EQ(rec_.evicted.size(), 1u);
 }
@@ -334,7 +304,7 @@ TEST_F(ReservationTest, AGangRunsAroundRoomHeldForAnother) {
   ReservedOnN1();
   Node(NodeObject("n2").Gpus(2).Json());
   Pod(PodObject("ns", "x-0").Limit("tessera.dev/gpu", "1").Gang("x", 1).Json());
-  Advance(2);
+  AdvanceSeconds(2);
   ScheduleAndBind();
   EXPECT_EQ(BoundTo("ns/x-0"), "n2") << rec_.LastFailure("ns/x-0");
   // An elastic gang of 3 (starts with 1): one more member fits on n2, none on the held GPU.
@@ -345,7 +315,7 @@ TEST_F(ReservationTest, AGangRunsAroundRoomHeldForAnother) {
             .Annotation("tessera.dev/gang-min", "1")
             .Json());
   }
-  Advance(2);
+  AdvanceSeconds(2);
   ScheduleAndBind();
   int on_n2 = 0, on_n1 = 0;
   for (const char* m : {"ns/e-0", "ns/e-1", "ns/e-2"}) {
@@ -368,7 +338,7 @@ TEST_F(ReservationTest, AGangReservesAndItsMembersAreOneOwner) {
     Pod(PodObject("ns", m).Limit("tessera.dev/gpu", "1").Gang("g", 2).Json());
   }
   ScheduleAndBind();
-  Advance(31);
+  AdvanceSeconds(31);
   core_->ScheduleSome();
   ASSERT_EQ(core_->reservations().size(), 1u);
   EXPECT_EQ(core_->reservations()[0].owner, "ns/g");
@@ -381,17 +351,17 @@ TEST_F(ReservationTest, AGangReservesAndItsMembersAreOneOwner) {
   EXPECT_THAT(rec_.reservations[0].message, HasSubstr("room reserved for gang ns/g: node n1"));
   // A pod of another namespace naming a gang "g" is not its owner: it waits.
   Pod(PodObject("other", "x").Limit("tessera.dev/gpu", "1").Gang("g", 1).Json());
-  Advance(2);
+  AdvanceSeconds(2);
   ScheduleAndBind();
   EXPECT_EQ(BoundTo("other/x"), "");
   // r1 ends: the gang takes its room.
   core_->OnPod(Change::kDeleted, DecodePod(objects_.at("ns/r1")));
-  Advance(2);
+  AdvanceSeconds(2);
   ScheduleAndBind();
   EXPECT_EQ(BoundTo("ns/g-0"), "n1");
   EXPECT_EQ(BoundTo("ns/g-1"), "n1");
   EXPECT_EQ(BoundTo("other/x"), "");
-  Advance(2);
+  AdvanceSeconds(2);
   core_->ScheduleSome();
   EXPECT_TRUE(core_->reservations().empty());
 }
