@@ -30,7 +30,10 @@ Engine::Engine(const Engine& base, std::unique_ptr<Policy> policy)
       domain_free_(base.domain_free_),
       by_free_(base.by_free_),
       node_domains_(base.node_domains_),
-      ledger_(base.ledger_) {
+      ledger_(base.ledger_),
+      spares_per_domain_(base.spares_per_domain_),
+      spare_mask_(base.spare_mask_),
+      spare_count_(base.spare_count_) {
   policy_->Attach(state_);
 }
 
@@ -168,6 +171,9 @@ absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added
       }
     }
   }
+  // Spares are given back and chosen again over the changed nodes.
+  const bool spares = spares_per_domain_ > 0;
+  if (spares) DropAllSpares();
   bool structural = !changes.remove.empty() || !changes.add.empty();
   std::vector<NodeId> touched;
   for (NodeId id : changes.remove) {
@@ -226,6 +232,7 @@ absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added
   } else {
     for (NodeId id : touched) TouchNode(id);
   }
+  if (spares) SettleAllSpares();
   return absl::OkStatus();
 }
 
@@ -256,8 +263,23 @@ auto Engine::Without(std::span<const std::string> pods, F what_if) {
     out.push_back(it->second);
   }
   for (const Placement& p : out) Undo(p);
+  // The spares as they would be with those pods gone (a GPU they free may become one).
+  const bool spares = spares_per_domain_ > 0;
+  if (spares) {
+    for (const Placement& p : out) SettleSparesOn(p.node);
+  }
   auto result = what_if();
-  for (auto it = out.rbegin(); it != out.rend(); ++it) Commit(*it);
+  for (auto it = out.rbegin(); it != out.rend(); ++it) {
+    if (spares) {
+      for (uint64_t m = it->gpu_mask() & spare_gpus(it->node); m; m &= m - 1) {
+        DropSpare(it->node, __builtin_ctzll(m));
+      }
+    }
+    Commit(*it);
+  }
+  if (spares) {
+    for (const Placement& p : out) SettleSparesOn(p.node);
+  }
   return result;
 }
 
@@ -288,6 +310,44 @@ std::vector<PlacementResult> Engine::Decide(const Ask& ask) {
     inner.without = {};
     return Without(ask.without, [&] { return Decide(inner); });
   }
+  if (spare_count_ == 0) return DecideKind(ask);
+  if (MayTakeSpares(ask)) {
+    DropAllSpares();
+    std::vector<PlacementResult> results = DecideKind(ask);
+    SettleAllSpares();
+    return results;
+  }
+  std::vector<PlacementResult> results = DecideKind(ask);
+  if (!ask.explain || ask.mode == Mode::kApply) return results;
+  auto placed = [](const std::vector<PlacementResult>& rs) {
+    return std::count_if(rs.begin(), rs.end(), [](const PlacementResult& r) { return r.placed(); });
+  };
+  const auto got = placed(results);
+  if (got == static_cast<ptrdiff_t>(results.size()) ||
+      std::all_of(results.begin(), results.end(), [](const PlacementResult& r) {
+        return r.placed() || r.outcome == Outcome::kNeverFits;
+      })) {
+    return results;
+  }
+  // Would the spares have made the difference? Then the reason says so.
+  Ask probe = ask;
+  probe.mode = Mode::kTestOnly;
+  probe.explain = false;
+  DropAllSpares();
+  const std::vector<PlacementResult> would = DecideKind(probe);
+  SettleAllSpares();
+  if (placed(would) > got) {
+    for (PlacementResult& r : results) {
+      if (r.placed()) continue;
+      StrAppend(&r.reason, r.reason.empty() ? "" : "; ",
+                "it would fit on GPUs kept spare for gang replacements (spareGpusPerDomain ",
+                spares_per_domain_, "), which only a gang's lost members may take");
+    }
+  }
+  return results;
+}
+
+std::vector<PlacementResult> Engine::DecideKind(const Ask& ask) {
   switch (ask.kind) {
     case Ask::Kind::kPod:
       TESSERA_CHECK(ask.pods.size() == 1);
@@ -328,7 +388,10 @@ PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Wh
   return result;
 }
 
-void Engine::Unapply(const Placement& placement) { Undo(placement); }
+void Engine::Unapply(const Placement& placement) {
+  Undo(placement);
+  if (spares_per_domain_ > 0) SettleSparesOn(placement.node);
+}
 
 absl::Status Engine::ApplyUnnamed(const Placement& placement) {
   std::string why;
@@ -348,7 +411,9 @@ absl::Status Engine::Release(std::string_view pod) {
   policy_->OnNodeChanged(state_, it->second.node);
   UpdateDomains(it->second.node);
   policy_->OnReleased(state_, it->second);
+  const NodeId node = it->second.node;
   ledger_.erase(it);
+  if (spares_per_domain_ > 0) SettleSparesOn(node);
   return absl::OkStatus();
 }
 
@@ -370,12 +435,22 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
       p.mig_plan = MigPlanFor(*model, state_.mig(p.node, g.gpu), g.mig);
     }
   }
+  // A pod placed earlier comes before a spare: the spares on its GPUs move.
+  std::vector<int> spares_dropped;
+  if (p.node.valid() && p.node.value() < cluster_.node_count()) {
+    for (uint64_t m = p.gpu_mask() & spare_gpus(p.node); m; m &= m - 1) {
+      spares_dropped.push_back(__builtin_ctzll(m));
+      DropSpare(p.node, spares_dropped.back());
+    }
+  }
   std::string why;
   if (!state_.CanApply(p, &why)) {
+    for (int g : spares_dropped) HoldSpare(p.node, g);
     return absl::FailedPreconditionError(StrCat("cannot restore pod ", pod, ": ", why));
   }
   Commit(p);
   ledger_.emplace(std::string(pod), p);
+  if (!spares_dropped.empty()) SettleSparesOn(p.node);
   return absl::OkStatus();
 }
 

@@ -228,6 +228,34 @@ class Engine {
   // changing nothing, if it does not fit what is free or the pod is already placed.
   absl::Status Restore(std::string_view pod, const Placement& placement);
 
+  // Hot spares (issue 30; engine_spares.cc): keep `per_domain` whole GPUs of every NVLink
+  // domain (topology/domains.h: a labelled domain, or an unlabelled NVLink island; PCIe-only GPUs
+  // are in none) free for the replacement of a gang's lost member; 0 turns them off.
+  //
+  // Which GPUs (a function of the pods placed alone, so that a restarted scheduler, the status
+  // and a simulation find the same): in each domain, the last `per_domain` GPUs in the domain's
+  // order (its nodes in order, each node's GPUs by index) that no pod holds, not in MIG mode, on
+  // nodes that take pods. A spare is held as a whole GPU by no pod (the policies and indexes see
+  // it taken, so ordinary decisions cost nothing more), and moves as pods come and go: a GPU
+  // freed later in the domain's order becomes the spare and the one before is free again.
+  // A domain with fewer GPUs free than `per_domain` keeps what it has.
+  //
+  // Who may take one: a gang some of whose members run but fewer than its minimum (a fixed gang:
+  // fewer than its size), that is, a member lost and made again by its controller, asked as
+  // Ask::ElasticGang with the survivors running. Everything else (pods, gangs that start, an
+  // elastic gang growing past its minimum, what-ifs for them) decides as if the spares were
+  // taken, and a pod or gang that would fit only on spares is told so in its reason. A what-if
+  // (Ask::without) sees the spares as they would be with those pods gone.
+  // Example: a 4-GPU NVSwitch node, one spare, a gang of 3 on GPUs 0-2: GPU 3 is the spare and
+  // a one-GPU pod waits; GPU 1 fails and its member is made again: it takes GPU 3.
+  void KeepSpares(int per_domain);
+  int spares_per_domain() const { return spares_per_domain_; }
+  // The GPUs of `node` held as spares now (a mask), and how many in all.
+  uint64_t spare_gpus(NodeId node) const {
+    return node.value() < static_cast<int>(spare_mask_.size()) ? spare_mask_[node.value()] : 0;
+  }
+  int spare_count() const { return spare_count_; }
+
   const Placement* Find(std::string_view pod) const;
   const ClusterState& state() const { return state_; }
   const Cluster& cluster() const { return cluster_; }
@@ -301,6 +329,23 @@ class Engine {
                                                        const std::vector<Candidate>* allowed,
                                                        const std::vector<Candidate>* within) const;
   void UpdateDomains(NodeId node);  // after the node's state changed
+  // Spares (engine_spares.cc). The NVLink level's index, or -1 where there is none.
+  int NvlinkLevel() const;
+  // Holds or gives back one spare GPU (a whole-GPU placement of no pod).
+  Placement SparePlacement(NodeId node, int gpu) const;
+  void HoldSpare(NodeId node, int gpu);
+  void DropSpare(NodeId node, int gpu);
+  // Every spare given back: decisions that may take them, node changes.
+  void DropAllSpares();
+  // The spares of domain `d` (of the NVLink level) made what the rule says; of every domain;
+  // of the domains `node` is in.
+  void SettleSpares(int d);
+  void SettleAllSpares();
+  void SettleSparesOn(NodeId node);
+  // Whether `ask` may take spares (a gang below its minimum with members running).
+  bool MayTakeSpares(const Ask& ask) const;
+  // Decide by kind (what Decide does once what-ifs and spares are dealt with).
+  std::vector<PlacementResult> DecideKind(const Ask& ask);
   // Domain `domain` of `level` as `nodes` leaves it: its room (free compute and fully free GPUs
   // over its nodes in the set, from the index) and in *gpus its GPU count there.
   DomainFree FreeInSet(int level, int domain, const NodeSet& nodes, int* gpus) const;
@@ -314,6 +359,9 @@ class Engine {
   std::vector<std::vector<NodeDomain>> node_domains_;       // per node
   absl::flat_hash_map<std::string, Placement> ledger_;
   absl::flat_hash_map<RequestShape, std::optional<std::string>> never_fits_;
+  int spares_per_domain_ = 0;
+  std::vector<uint64_t> spare_mask_;  // per node: its GPUs held as spares
+  int spare_count_ = 0;
 };
 
 }  // namespace tessera::core
