@@ -232,10 +232,9 @@ class Engine {
   // domain (topology/domains.h: a labelled domain, or an unlabelled NVLink island; PCIe-only GPUs
   // are in none) free for the replacement of a gang's lost member; 0 turns them off.
   //
-  // Which GPUs (a function of the pods placed alone, so that a restarted scheduler, the status
-  // and a simulation find the same): in each domain, the last `per_domain` GPUs in the domain's
-  // order (its nodes in order, each node's GPUs by index) that no pod holds, not in MIG mode, on
-  // nodes that take pods. A spare is held as a whole GPU by no pod (the policies and indexes see
+  // Which GPUs (a function of the nodes, in their order, and the pods placed: nothing to store):
+  // in each domain, the last `per_domain` GPUs in the domain's order (its nodes in order, each
+  // node's GPUs by index) that no pod holds, not in MIG mode, on nodes that take pods. A spare is held as a whole GPU by no pod (the policies and indexes see
   // it taken, so ordinary decisions cost nothing more), and moves as pods come and go: a GPU
   // freed later in the domain's order becomes the spare and the one before is free again.
   // A domain with fewer GPUs free than `per_domain` keeps what it has.

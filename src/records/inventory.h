@@ -27,6 +27,10 @@
 namespace tessera::records {
 
 inline constexpr std::string_view kInventoryAnnotation = "tessera.dev/gpu-inventory";
+// The GPUs of a node the scheduler keeps as hot spares for gang replacements (its
+// spareGpusPerDomain): their indexes, comma-separated ("6,7"); absent when none. Written by the
+// scheduler, read by `tessera status`.
+inline constexpr std::string_view kSpareGpusAnnotation = "tessera.dev/spare-gpus";
 inline constexpr int kInventoryVersion = 1;
 
 // A GPU's health as the node agent last saw it. An unhealthy GPU stays in the inventory (its

@@ -826,6 +826,72 @@ TEST_F(SchedulerTest, GangRestartAllEvictsTheGangAndPlacesItAgain) {
   }
 }
 
+// Hot spares (spareGpusPerDomain: 1) on a 4-GPU NVSwitch node: the scheduler keeps GPU 3 and
+// says so on the node (tessera.dev/spare-gpus, which tessera status shows); a gang of 3 fills
+// GPUs 0-2 and a pod of no gang waits, told that only a spare is left. The GPU of w-1 fails (the
+// agent's inventory says so) and w-1 is gone; the member its controller makes again takes the
+// spare, beside the survivors, while the lone pod still waits; the node then shows no spare.
+TEST_F(SchedulerTest, ASpareIsUsedOnlyForAReplacement) {
+  WriteConfig("spareGpusPerDomain: 1\n");
+  const std::string dgx = NodeName("dgx");
+  AddNode(NodeObject(dgx).Gpus(4).NvSwitch());
+  ScopedProcess* s = StartScheduler("spares");
+  auto spares = [&] {
+    absl::StatusOr<json> node = api_->Get(StrCat("/api/v1/nodes/", dgx));
+    if (!node.ok()) return std::string("?");
+    const json& a = (*node)["metadata"].value("annotations", json::object());
+    return a.contains("tessera.dev/spare-gpus") ? a["tessera.dev/spare-gpus"].get<std::string>()
+                                                : std::string();
+  };
+  ASSERT_TRUE(WaitUntil([&] { return spares() == "3"; }, seconds(30))) << s->Log();
+  CommandResult status = RunCommand({TESSERA_BINARY, "status", "--kubeconfig", Cp().kubeconfig(),
+                                     "--scheduler-name", scheduler_name_, "--node", dgx});
+  EXPECT_THAT(status.out, HasSubstr("spare (kept for gang replacements)"))
+      << status.out << status.err;
+
+  auto member = [&](const std::string& name) {
+    AddPod(Pod(name).Limit("tessera.dev/gpu", "1").Gang("train", 3));
+  };
+  for (int i = 0; i < 3; ++i) member(StrCat("w-", i));
+  ASSERT_TRUE(WaitBound(3, seconds(30))) << s->Log();
+  for (const auto& [pod, a] : Assignments()) EXPECT_NE(a.gpus.at(0).grant.gpu, 3) << pod;
+  AddPod(Pod("alone").Limit("tessera.dev/gpu", "1"));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return std::get<2>(Scheduled(GetPod("alone"))).find("kept spare for gang replacements") !=
+               std::string::npos;
+      },
+      seconds(30)))
+      << s->Log();
+
+  const int failed = Assignments()["w-1"].gpus.at(0).grant.gpu;
+  absl::StatusOr<json> patched = api_->Patch(
+      StrCat("/api/v1/nodes/", dgx), k8s::PatchType::kMerge,
+      {{"metadata",
+        {{"annotations",
+          {{"tessera.dev/gpu-inventory", NodeObject(dgx)
+                                             .Gpus(4)
+                                             .NvSwitch()
+                                             .Unhealthy(failed, {79}, "XID 79: fallen off the bus")
+                                             .InventoryJson()}}}}}});
+  ASSERT_TRUE(patched.ok()) << patched.status();
+  ASSERT_TRUE(
+      api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/w-1"), {{"gracePeriodSeconds", 0}})
+          .ok());
+  ASSERT_TRUE(WaitUntil([&] { return BoundCount() == 2; }, seconds(30)));
+  member("w-1-again");
+  ASSERT_TRUE(WaitBound(3, seconds(30))) << s->Log();
+  std::map<std::string, records::Assignment> after = Assignments();
+  ASSERT_TRUE(after.contains("w-1-again"));
+  EXPECT_EQ(after["w-1-again"].node, dgx);
+  EXPECT_EQ(after["w-1-again"].gpus.at(0).grant.gpu, 3);
+  EXPECT_FALSE(IsBound(GetPod("alone")));
+  EXPECT_TRUE(WaitUntil([&] { return spares().empty(); }, seconds(30)))
+      << "tessera.dev/spare-gpus: \"" << spares() << "\"\n"
+      << s->Log();
+  CheckNoOvercommit(after);
+}
+
 TEST_F(SchedulerTest, UnschedulableConditionAndEventAsKubectlDescribeShows) {
   AddNode(NodeObject(NodeName("small")).Gpus(2));
   ScopedProcess* s = StartScheduler("unsched");

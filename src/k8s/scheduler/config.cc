@@ -134,6 +134,10 @@ absl::StatusOr<SchedulerConfig> ParseSchedulerConfig(std::string_view yaml,
       c.core.levels.push_back(std::move(level));
     }
   }
+  if (YAML::Node n = root["spareGpusPerDomain"]) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t v, r.Int(n, "spareGpusPerDomain", 0, 64));
+    c.core.spare_gpus_per_domain = static_cast<int>(v);
+  }
   if (YAML::Node le = root["leaderElection"]) {
     TESSERA_RETURN_IF_ERROR(r.OnlyKeys(le, "leaderElection", KeysUnder("leaderElection")));
     if (le["leaderElect"]) {

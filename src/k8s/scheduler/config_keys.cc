@@ -45,6 +45,10 @@ std::vector<ConfigKey> MakeKeys() {
       {"topologyLevels[].name", "string", "", "rack", "The level's name, as pods ask it."},
       {"topologyLevels[].label", "string", "tessera.dev/<name>", "example.com/rack",
        "The node label whose value is the domain."},
+      {"spareGpusPerDomain", "integer 0..64", StrCat(c.spare_gpus_per_domain), "1",
+       "Hot spares: whole GPUs of every NVLink domain kept free for the replacement of a gang's "
+       "lost member (a gang running fewer than its minimum); no other pod takes them. The last "
+       "free GPUs in the domain's order; shown by tessera status. 0: none."},
       {"leaderElection", "map", "", "{leaderElect: false}",
        "Replicas elect one leader through a Lease; only it schedules."},
       {"leaderElection.leaderElect", "boolean", b(d.leader_elect), "false",

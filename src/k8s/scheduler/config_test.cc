@@ -85,6 +85,7 @@ TEST(SchedulerConfig, ErrorsNameTheLineAndKey) {
   EXPECT_THAT(err("retry: {period: soon}\n"),
               HasSubstr("retry.period: \"soon\" is not a duration"));
   EXPECT_THAT(err("bindConcurrency: 0\n"), HasSubstr("bindConcurrency: 0 is not in 1..1024"));
+  EXPECT_THAT(err("spareGpusPerDomain: -1\n"), HasSubstr("spareGpusPerDomain: -1 is not in 0..64"));
   EXPECT_THAT(err("kind: Pod\n"), HasSubstr("is not SchedulerConfiguration"));
   EXPECT_THAT(err("wire: yaml\n"), HasSubstr("wire: \"yaml\" is neither protobuf nor json"));
   EXPECT_THAT(err("topologyLevels: [{label: x}]\n"), HasSubstr("needs a name"));

@@ -207,5 +207,64 @@ TEST(GangRestarts, OnePerGangEndingWithItsLastOldMember) {
   EXPECT_TRUE(r.empty());
 }
 
+// Hot spares (spareGpusPerDomain 1) on a 4-GPU NVSwitch node: GPU 3 is kept and published on
+// the node; a gang of 3 fills GPUs 0-2; a pod of no gang waits, told that only spares are left.
+// GPU of w1 fails and w1 is lost: its replacement takes the spare, beside w0 and w2; the lone
+// pod still waits; the node has no spare left to show.
+class SpareTest : public testing::CoreFixture {
+ protected:
+  void SetUp() override {
+    SchedulerCoreOptions o;
+    o.spare_gpus_per_domain = 1;
+    CreateCore(o);
+    core_->OnNode(Change::kAdded, DecodeNode(Dgx().Json()));
+    core_->SetSynced(true, true);
+  }
+  static NodeObject Dgx() { return NodeObject("dgx").Gpus(4).NvSwitch(); }
+  static json Member(const std::string& name) {
+    return PodObject("ns", name).Limit("tessera.dev/gpu", "1").Gang("g", 3).Json();
+  }
+};
+
+TEST_F(SpareTest, OnlyAGangsLostMemberTakesTheSpare) {
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.spares, ::testing::ElementsAre("dgx=3"));
+  for (int i = 0; i < 3; ++i) Pod(Member(StrCat("w", i)));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 3u) << rec_.LastFailure("ns/w0");
+  std::map<int, std::string> on_gpu;
+  for (const Recorder::BindCall& b : rec_.binds) on_gpu[b.assignment.gpus.at(0).grant.gpu] = b.key;
+  ASSERT_EQ(on_gpu.size(), 3u);
+  ASSERT_FALSE(on_gpu.contains(3));
+  Pod(PodObject("ns", "alone").Limit("tessera.dev/gpu", "1").Json());
+  ScheduleAndBind();
+  EXPECT_EQ(BoundTo("ns/alone"), "");
+  EXPECT_THAT(rec_.LastFailure("ns/alone"), HasSubstr("kept spare for gang replacements"));
+
+  // The member on GPU 2 is lost to its GPU's fault.
+  const std::string lost = on_gpu[2];
+  // The node as the watch shows it: the agent's inventory, and the annotation written above.
+  json dgx = Dgx().Unhealthy(2, {79}, "XID 79: GPU has fallen off the bus").Json();
+  dgx["metadata"]["annotations"]["tessera.dev/spare-gpus"] = "3";
+  core_->OnNode(Change::kUpdated, DecodeNode(dgx));
+  Terminating(lost);
+  Gone(lost);
+  Pod(Member("again"));
+  Advance(2000);
+  ScheduleAndBind();
+  ASSERT_NE(BoundTo("ns/again"), "") << rec_.LastFailure("ns/again");
+  EXPECT_EQ(rec_.binds.back().assignment.gpus.at(0).grant.gpu, 3);
+  EXPECT_EQ(BoundTo("ns/alone"), "");
+  EXPECT_THAT(rec_.spares, ::testing::ElementsAre("dgx=3", "dgx="));
+
+  // The member on GPU 0 ends: GPU 0 is the spare, not the unhealthy GPU 2 (held again as the
+  // pod left, and never a spare).
+  Terminating(on_gpu[0]);
+  Gone(on_gpu[0]);
+  ScheduleAndBind();
+  EXPECT_THAT(rec_.spares, ::testing::ElementsAre("dgx=3", "dgx=", "dgx=0"));
+  EXPECT_EQ(BoundTo("ns/alone"), "");
+}
+
 }  // namespace
 }  // namespace tessera::k8s

@@ -41,6 +41,7 @@ ClusterLedger::ClusterLedger(LedgerOptions options, SchedulerMetrics* metrics, O
   absl::StatusOr<core::Cluster> empty = core::Cluster::Create({});
   TESSERA_CHECK(empty.ok());
   engine_ = std::make_unique<core::Engine>(*empty, std::move(*policy), options_.levels);
+  engine_->KeepSpares(options_.spare_gpus_per_domain);
 }
 
 // --- nodes -----------------------------------------------------------------------------------
@@ -212,16 +213,21 @@ void ClusterLedger::HoldUnhealthy(const std::string& name) {
     if (g < 0 || static_cast<size_t>(g) >= node->second->spec.gpus.size()) continue;
     const core::GpuSpec& spec = node->second->spec.gpus[static_cast<size_t>(g)];
     if (spec.mig_enabled) continue;  // MIG instances are not held (see README)
-    const core::GpuState& free = engine_->state().gpu(id, g);
-    if (free.free_memory_mib <= 0 && free.free_compute_milli <= 0) continue;
+    // A hot spare on it (the engine's, chosen while the GPU was free and not held) is free room:
+    // the hold takes its place (Engine::Restore moves the spare).
+    const core::GpuState& state = engine_->state().gpu(id, g);
+    const bool spare = (engine_->spare_gpus(id) >> g) & 1;
+    const int64_t free_memory = spare ? spec.memory_mib : state.free_memory_mib;
+    const int32_t free_compute = spare ? 1000 : state.free_compute_milli;
+    if (free_memory <= 0 && free_compute <= 0) continue;
     records::Assignment a;
     a.node = name;
     records::AssignedGpu ag;
     ag.grant.gpu = g;
     ag.uuid = spec.uuid;
-    ag.grant.memory_mib = free.free_memory_mib;
-    ag.grant.compute_milli = free.free_compute_milli;
-    ag.grant.exclusive = free.free_memory_mib == spec.memory_mib && free.free_compute_milli == 1000;
+    ag.grant.memory_mib = free_memory;
+    ag.grant.compute_milli = free_compute;
+    ag.grant.exclusive = free_memory == spec.memory_mib && free_compute == 1000;
     a.gpus.push_back(ag);
     absl::StatusOr<core::Placement> p = records::AssignmentToPlacement(engine_->cluster(), a);
     const std::string key = UnhealthyKey(name, g);

@@ -76,6 +76,7 @@ struct LedgerOptions {
   std::string policy = std::string(core::kDefaultPolicy);
   uint64_t seed = 1;
   std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
+  int spare_gpus_per_domain = 0;  // core::Engine::KeepSpares
 };
 
 class ClusterLedger {

@@ -758,6 +758,8 @@ void DecodeNodeInto(const J& node, NodeInfo* n) {
       }
     }
   }
+  const auto& spares = JsonField(JsonField(meta, "annotations"), records::kSpareGpusAnnotation);
+  if (spares.is_string()) n->spare_gpus = Str(spares);
   std::string labels_text;
   for (const auto& [k, v] : n->spec.labels) StrAppend(&labels_text, k, "=", v, ";");
   std::string taints_text;

@@ -229,6 +229,9 @@ struct NodeInfo {
   // GPUs the agent marked unhealthy in the inventory (by index): they take no new pods.
   std::vector<int32_t> unhealthy_gpus;
   std::vector<Taint> taints;  // NoSchedule and NoExecute (PreferNoSchedule is only a preference)
+  // The scheduler's own tessera.dev/spare-gpus annotation as found ("" when absent): what it
+  // published last (the engine does not read it: not in the fingerprint).
+  std::string spare_gpus;
   // Everything the engine sees of this node; a change rebuilds the engine's cluster.
   std::string fingerprint;
 };

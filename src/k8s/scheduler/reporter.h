@@ -49,6 +49,11 @@ class Reporter {
                                  int64_t since_unix) {
     (void)pod, (void)held, (void)message, (void)since_unix;
   }
+  // The GPUs of `node` kept as hot spares now (records::kSpareGpusAnnotation: "6,7"; "" removes
+  // the annotation), which `tessera status` shows. Default: none.
+  virtual void ReportSpares(const std::string& node, const std::string& gpus) {
+    (void)node, (void)gpus;
+  }
 };
 
 }  // namespace tessera::k8s

@@ -18,6 +18,7 @@
 #include "k8s/scheduler/queue_usage_writer.h"
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
+#include "records/inventory.h"
 #include "records/queue.h"
 #include "records/reservation.h"
 #include "spdlog/spdlog.h"
@@ -157,6 +158,15 @@ class ApiReporter final : public Reporter {
         HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
                     patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
         pod.key);
+  }
+
+  void ReportSpares(const std::string& node, const std::string& gpus) override {
+    nlohmann::json value = gpus.empty() ? nlohmann::json(nullptr) : nlohmann::json(gpus);
+    nlohmann::json patch = {
+        {"metadata", {{"annotations", {{std::string(records::kSpareGpusAnnotation), value}}}}}};
+    Submit(HttpRequest{"PATCH", StrCat("/api/v1/nodes/", node), patch.dump(),
+                       std::string(ContentTypeOf(PatchType::kMerge))},
+           StrCat("node ", node));
   }
 
   void ReportPodGroup(const PodGroupInfo& group, bool scheduled,

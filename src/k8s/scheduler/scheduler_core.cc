@@ -34,7 +34,8 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
       queue_(SchedulingQueue::Options{options_.retry_min_interval, options_.retry_period},
              clock_()),
       groups_(options_.levels),
-      ledger_(LedgerOptions{options_.policy, options_.seed, options_.levels}, metrics,
+      ledger_(LedgerOptions{options_.policy, options_.seed, options_.levels,
+                            options_.spare_gpus_per_domain}, metrics,
               [this](const std::string& key, const std::string& node, const std::string& why) {
                 const Pod* s = pods_.Find(key);
                 std::string& last = warned_[key];
@@ -105,6 +106,13 @@ void SchedulerCore::OnBudget(Change change, std::shared_ptr<const BudgetInfo> bu
 }
 
 void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) {
+  // Spares off, the map holds only nodes with an annotation to take away.
+  if (change == Change::kDeleted ||
+      (options_.spare_gpus_per_domain == 0 && node->spare_gpus.empty())) {
+    spares_published_.erase(node->name);
+  } else {
+    spares_published_[node->name] = node->spare_gpus;
+  }
   if (ledger_.OnNode(change, std::move(node))) queue_.NoteChange();
   // The agent marks a GPU unhealthy and evicts its pods at about the same time: a member seen
   // leaving before its GPU was seen unhealthy is judged again now.
@@ -806,7 +814,32 @@ int SchedulerCore::ScheduleSome() {
     }
   }
   chain_.EndCycle(clock_());
+  PublishSpares();
   return tried;
+}
+
+void SchedulerCore::PublishSpares() {
+  const core::Engine& engine = ledger_.engine();
+  if (spares_published_.empty()) return;
+  const core::Cluster& cluster = engine.cluster();
+  for (auto it = spares_published_.begin(); it != spares_published_.end();) {
+    auto& [name, published] = *it;
+    const core::NodeId id = cluster.FindNode(name);
+    std::vector<std::string> gpus;
+    if (id.valid()) {
+      for (uint64_t m = engine.spare_gpus(id); m; m &= m - 1) {
+        gpus.push_back(StrCat(__builtin_ctzll(m)));
+      }
+    }
+    std::string now = StrJoin(gpus, ",");
+    if (now != published) reporter_->ReportSpares(name, now);
+    if (now.empty() && engine.spares_per_domain() == 0) {
+      spares_published_.erase(it++);
+      continue;
+    }
+    published = std::move(now);
+    ++it;
+  }
 }
 
 std::optional<std::chrono::steady_clock::time_point> SchedulerCore::NextWakeup() const {

@@ -72,6 +72,9 @@ struct SchedulerCoreOptions {
   std::string policy = std::string(core::kDefaultPolicy);
   uint64_t seed = 1;
   std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
+  // Hot spares: whole GPUs of each NVLink domain kept for gang replacements
+  // (core::Engine::KeepSpares); published on the nodes for tessera status. 0: none.
+  int spare_gpus_per_domain = 0;
   std::chrono::milliseconds retry_min_interval{1'000};
   std::chrono::milliseconds retry_period{30'000};
   // A failure reported again with the same message bumps the Event at most this often.
@@ -218,6 +221,8 @@ class SchedulerCore : private NoFitHost {
   void TellStarted(const std::string& key, bool placed_now);
   // Reservations brought up to date with the waiting pods in the queue's order.
   void RefreshReservations();
+  // Writes each node's hot spares where they changed (Reporter::ReportSpares).
+  void PublishSpares();
   // Pods past their declared run time evicted (runtime_limits.h).
   void EnforceRuntimes();
   // A bound member of a gang with tessera.dev/gang-restart: all is leaving (`leaving`: its latest
@@ -268,6 +273,8 @@ class SchedulerCore : private NoFitHost {
   std::set<std::string> leaving_;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
+  // Per node: its tessera.dev/spare-gpus annotation as last seen or written (PublishSpares).
+  absl::flat_hash_map<std::string, std::string> spares_published_;
   std::unique_ptr<DraAllocator> dra_;
   ClaimBinder* claim_binder_ = nullptr;
   bool dra_synced_ = false;

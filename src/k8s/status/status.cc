@@ -9,6 +9,8 @@
 #include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/strings.h"
 #include "core/fit.h"
@@ -212,8 +214,14 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
                                       : "";
     }
     const core::NodeId id = cluster.FindNode(info.name);
+    std::vector<int32_t> spares;
+    for (absl::string_view part : absl::StrSplit(info.spare_gpus, ',', absl::SkipEmpty())) {
+      int32_t g = 0;
+      if (absl::SimpleAtoi(part, &g)) spares.push_back(g);
+    }
     for (const core::GpuSpec& g : info.spec.gpus) {
       GpuStatus gs;
+      gs.spare = std::find(spares.begin(), spares.end(), g.index) != spares.end();
       gs.index = g.index;
       gs.uuid = g.uuid;
       gs.model = g.model;
@@ -447,6 +455,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
       t.gpus_in_use += g.pods.empty() ? 0 : 1;
       t.gpus_exclusive += g.exclusive ? 1 : 0;
       t.gpus_unhealthy += g.healthy ? 0 : 1;
+      t.gpus_spare += g.spare ? 1 : 0;
       if (!takes || !g.healthy || g.free_memory_mib <= 0) continue;
       t.free_memory_mib += g.free_memory_mib;
       if (shapes.empty() || (usable >> g.index) & 1) continue;
@@ -634,7 +643,10 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
       t.Row({StrCat(g.index), g.model, health, Bar(g.memory_granted_mib, g.memory_mib, o.bar_width),
              StrCat(core::FormatMiB(g.memory_granted_mib), "/", core::FormatMiB(g.memory_mib)),
              Bar(g.compute_granted_milli, 1000, o.bar_width / 2),
-             StrCat(g.compute_granted_milli / 10, "%"), PodsText(g, o.wide)});
+             StrCat(g.compute_granted_milli / 10, "%"),
+             g.spare ? StrCat("spare (kept for gang replacements)",
+                              g.pods.empty() ? "" : StrCat(", ", PodsText(g, o.wide)))
+                     : PodsText(g, o.wide)});
     }
     out += t.Render();
   }
@@ -765,6 +777,9 @@ std::string RenderStatusText(const ClusterStatus& s, const RenderOptions& o) {
   std::string in_use =
       StrCat(t.gpus_in_use, " of ", t.gpus, " in use (", t.gpus_exclusive, " held whole)");
   if (t.gpus_unhealthy > 0) StrAppend(&in_use, "; ", t.gpus_unhealthy, " unhealthy");
+  if (t.gpus_spare > 0) {
+    StrAppend(&in_use, "; ", t.gpus_spare, " kept spare for gang replacements");
+  }
   tt.Row({"GPUs", in_use});
   tt.Row({"GPU memory",
           StrCat(core::FormatMiB(t.memory_granted_mib), " granted of ",
@@ -1016,6 +1031,7 @@ void WriteStatusJson(const ClusterStatus& s, std::ostream& out, int indent) {
                     {"memory_mib", g.memory_mib},
                     {"healthy", g.healthy},
                     {"health_reason", g.health_reason},
+                    {"spare", g.spare},
                     {"xids", xids},
                     {"memory_granted_mib", g.memory_granted_mib},
                     {"compute_granted_milli", g.compute_granted_milli},
@@ -1124,6 +1140,7 @@ void WriteStatusJson(const ClusterStatus& s, std::ostream& out, int indent) {
               {"gpus_in_use", t.gpus_in_use},
               {"gpus_exclusive", t.gpus_exclusive},
               {"gpus_unhealthy", t.gpus_unhealthy},
+              {"gpus_spare", t.gpus_spare},
               {"memory_mib", t.memory_mib},
               {"memory_granted_mib", t.memory_granted_mib},
               {"memory_requested_mib", t.memory_requested_mib},

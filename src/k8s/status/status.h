@@ -54,6 +54,9 @@ struct GpuStatus {
   int64_t memory_mib = 0;
   bool healthy = true;
   std::string health_reason;  // "XID 79: GPU has fallen off the bus"
+  // Kept free by the scheduler as a hot spare for gang replacements (its spareGpusPerDomain, as
+  // the node's tessera.dev/spare-gpus annotation says).
+  bool spare = false;
   std::vector<int32_t> xids;
   int64_t memory_granted_mib = 0;
   int32_t compute_granted_milli = 0;  // whole GPUs count 1000
@@ -157,6 +160,7 @@ struct StatusTotals {
   int gpus_in_use = 0;  // with any grant
   int gpus_exclusive = 0;
   int gpus_unhealthy = 0;
+  int gpus_spare = 0;  // kept as hot spares (GpuStatus::spare)
   int64_t memory_mib = 0;
   int64_t memory_granted_mib = 0;
   // What the running pods asked (a whole GPU asks all of its memory, a MIG instance its slice).

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
+#include "records/inventory.h"
 
 namespace tessera::k8s {
 namespace {
@@ -198,6 +199,26 @@ TEST(Status, CordonedNodesHaveNothingFree) {
   EXPECT_TRUE(s->nodes[0].cordoned);
   EXPECT_EQ(s->totals.free_memory_mib, 0);
   EXPECT_EQ(s->totals.stranded_mib, 0);
+}
+
+// The GPUs the scheduler keeps as hot spares (its tessera.dev/spare-gpus annotation on the node).
+TEST(Status, SpareGpusFromTheSchedulersAnnotation) {
+  nlohmann::json node = NodeObject("n").Gpus(4).Ready().Json();
+  node["metadata"]["annotations"][std::string(records::kSpareGpusAnnotation)] = "2,3";
+  ClusterSnapshot snap = ClusterSnapshot::FromObjects({node}, {});
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snap, At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->nodes[0].gpus.size(), 4u);
+  EXPECT_FALSE(s->nodes[0].gpus[1].spare);
+  EXPECT_TRUE(s->nodes[0].gpus[2].spare);
+  EXPECT_TRUE(s->nodes[0].gpus[3].spare);
+  EXPECT_EQ(s->totals.gpus_spare, 2);
+  const std::string text = RenderStatusText(*s);
+  EXPECT_THAT(text, HasSubstr("spare (kept for gang replacements)"));
+  EXPECT_THAT(text, HasSubstr("2 kept spare for gang replacements"));
+  const nlohmann::json j = StatusToJson(*s);
+  EXPECT_EQ(j["nodes"][0]["gpus"][3]["spare"], true);
+  EXPECT_EQ(j["totals"]["gpus_spare"], 2);
 }
 
 TEST(Status, NodeAndNamespaceFilters) {
