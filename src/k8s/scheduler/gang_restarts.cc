@@ -18,6 +18,11 @@ std::vector<std::string> GangRestarts::Start(const std::string& gang, const std:
   return evict;
 }
 
+void GangRestarts::Resume(const std::string& gang, const std::string& key, TimePoint now) {
+  if (!GangOf(key).empty()) return;
+  restarts_[gang].old.emplace(key, now - retry_);
+}
+
 bool GangRestarts::Gone(const std::string& key) {
   for (auto it = restarts_.begin(); it != restarts_.end(); ++it) {
     if (it->second.old.erase(key) == 0) continue;

@@ -13,9 +13,10 @@
 // or its node is gone.
 //
 // Invariants: a gang has at most one restart under way; a restart's old members are the members
-// placed when it started, and it ends when the last of them is gone. In the scheduler's memory
-// only: after a restart of the scheduler, old members still terminating are running members
-// (their replacements go beside them), and old members it had not evicted yet stay.
+// placed when it started, and it ends when the last of them is gone. Restart-safe: each old
+// member to evict is first marked with the pod condition tessera.dev/GangRestart (objects.h), and
+// a restarted scheduler that sees a member so marked resumes the restart (Resume): the member is
+// old (evicted again unless it is terminating already) and the new members wait for it to go.
 //
 // Example: gang g of 4 with restart all runs w0..w3; GPU 2 of w1's node fails and the agent
 // evicts w1: Start(g, {w0, w1, w2, w3}) returns w0, w2, w3 to evict; their Job makes w4..w7,
@@ -40,6 +41,10 @@ class GangRestarts {
   // to evict now (the others); empty when one was under way.
   std::vector<std::string> Start(const std::string& gang, const std::string& lost,
                                  const std::vector<std::string>& placed, TimePoint now);
+  // `key`, a member of `gang` marked as an old member of a restart (by this scheduler before a
+  // restart of its own), joins that restart, which starts again if none is under way; its
+  // eviction is due at once. No-op for a known old member.
+  void Resume(const std::string& gang, const std::string& key, TimePoint now);
   // The pod `key` is gone (deleted, finished): a restart ends when none of its old members is left.
   // True when this ended one (its gang's new members may go now).
   bool Gone(const std::string& key);

@@ -115,6 +115,58 @@ TEST_F(GangRestartTest, AGangThatDeclaresAllIsEvictedWholeAndPlacedAgainTogether
   EXPECT_EQ(metrics_.gang_restarts.load(), 1);
 }
 
+// The scheduler restarts while a gang restarts whole: w1 (lost) is gone, w0 terminates and w2's
+// eviction was refused. Each old member was marked (condition tessera.dev/GangRestart) before its
+// eviction; the new scheduler reads the marks from the pods, so the new members wait for w0 and w2
+// (not placed beside them as survivors), and w2 is evicted again.
+TEST_F(GangRestartTest, ARestartedSchedulerResumesARestartUnderWay) {
+  StartGang("all");
+  GpuFails(GpuOf("ns/w1"));
+  Terminating("ns/w1");
+  ASSERT_THAT(rec_.evicted, UnorderedElementsAre("ns/w0", "ns/w2"));
+  std::vector<std::string> marked;
+  for (const Recorder::ReportCall& c : rec_.gang_restart_marks) {
+    marked.push_back(c.key);
+    EXPECT_THAT(c.message, HasSubstr("member ns/w1 was lost to a GPU fault"));
+  }
+  EXPECT_THAT(marked, UnorderedElementsAre("ns/w0", "ns/w2"));
+  const int failed = GpuOf("ns/w1");
+
+  // A new scheduler: the node (GPU still unhealthy) and the pods as the API server has them.
+  auto mark = [&](const std::string& key) {
+    for (const Recorder::ReportCall& c : rec_.gang_restart_marks) {
+      if (c.key != key) continue;
+      objects_[key]["status"]["conditions"] = json::array(
+          {{{"type", "tessera.dev/GangRestart"}, {"status", "True"}, {"message", c.message}}});
+    }
+  };
+  mark("ns/w0");
+  mark("ns/w2");
+  objects_["ns/w0"]["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
+  objects_.erase("ns/w1");
+  std::map<std::string, json> pods = objects_;
+  rec_ = Recorder();
+  SchedulerCoreOptions o;
+  o.gang_restart_retry = std::chrono::milliseconds(5000);
+  CreateCore(o);
+  core_->OnNode(Change::kAdded,
+                DecodeNode(N1().Unhealthy(failed, {79}, "XID 79: GPU has fallen off the bus").Json()));
+  for (const auto& [key, pod] : pods) Pod(pod);
+  core_->SetSynced(true, true);
+  for (int i = 0; i < 3; ++i) Pod(Member(StrCat("n", i), "all"));
+  const std::vector<std::string> fresh = {"ns/n0", "ns/n1", "ns/n2"};
+  ScheduleAndBind();
+  EXPECT_EQ(BindsOf(fresh), 0u);
+  EXPECT_THAT(rec_.LastFailure("ns/n0"), HasSubstr("waiting for 2 old member(s) to go"));
+  EXPECT_THAT(rec_.evicted, UnorderedElementsAre("ns/w2"));  // w0 terminates already
+  Gone("ns/w0");
+  Terminating("ns/w2");
+  Gone("ns/w2");
+  Advance(1000);
+  ScheduleAndBind();
+  EXPECT_EQ(BindsOf(fresh), 3u) << rec_.LastFailure("ns/n0");
+}
+
 // Without gang-restart all (or with "member"), a member lost to a fault is only replaced: nothing
 // else is evicted, and the replacement goes beside the survivors.
 TEST_F(GangRestartTest, WithoutAllOnlyTheLostMemberIsReplaced) {

@@ -562,6 +562,9 @@ void DecodePodInto(const J& pod, PodInfo* p) {
         p->ready = JsonStringField(c, "status") == "True";
       } else if (JsonStringField(c, "type") == kScaleUpCondition) {
         p->scale_up_message = JsonStringField(c, "message");
+      } else if (JsonStringField(c, "type") == kGangRestartCondition &&
+                 JsonStringField(c, "status") == "True") {
+        p->gang_restart_message = JsonStringField(c, "message");
       } else if (JsonStringField(c, "type") == records::kReservedCondition &&
                  JsonStringField(c, "status") == "True") {
         p->reservation_message = JsonStringField(c, "message");

@@ -89,6 +89,11 @@ inline constexpr std::string_view kGangRestartAnnotation = "tessera.dev/gang-res
 // nodes would let it run (scale_up_signal.h); `tessera status` shows it.
 inline constexpr std::string_view kScaleUpCondition = "tessera.dev/ScaleUp";
 
+// The pod condition type that marks an old member of a gang restarting whole (status True; its
+// message says why): written before the member is evicted, so that a restarted scheduler knows
+// the restart is under way from the API server alone (gang_restarts.h).
+inline constexpr std::string_view kGangRestartCondition = "tessera.dev/GangRestart";
+
 struct PodInfo {
   std::string ns, name, uid, key;  // key: "ns/name"
   std::string resource_version;
@@ -153,6 +158,9 @@ struct PodInfo {
   // while its status is True: the message and lastTransitionTime, as written; empty otherwise.
   std::string reservation_message;
   std::string reservation_since;
+  // Condition tessera.dev/GangRestart while True: this pod is an old member of its gang's restart
+  // (the message, as written); empty otherwise.
+  std::string gang_restart_message;
 
   NodeConstraints constraints;
 

@@ -49,6 +49,11 @@ class Reporter {
                                  int64_t since_unix) {
     (void)pod, (void)held, (void)message, (void)since_unix;
   }
+  // Condition tessera.dev/GangRestart (objects.h) True on `pod`, an old member of a gang
+  // restarting whole, with `message` (why). Default: none.
+  virtual void ReportGangRestart(const PodInfo& pod, const std::string& message) {
+    (void)pod, (void)message;
+  }
   // The GPUs of `node` kept as hot spares now (records::kSpareGpusAnnotation: "6,7"; "" removes
   // the annotation), which `tessera status` shows. Default: none.
   virtual void ReportSpares(const std::string& node, const std::string& gpus) {

@@ -160,6 +160,23 @@ class ApiReporter final : public Reporter {
         pod.key);
   }
 
+  void ReportGangRestart(const PodInfo& pod, const std::string& message) override {
+    nlohmann::json patch = {
+        {"status",
+         {{"conditions",
+           nlohmann::json::array(
+               {{{"type", kGangRestartCondition},
+                 {"status", "True"},
+                 {"reason", "GangRestarting"},
+                 {"message", message},
+                 {"lastProbeTime", nullptr},
+                 {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}}})}}}};
+    Submit(
+        HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
+                    patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
+        pod.key);
+  }
+
   void ReportSpares(const std::string& node, const std::string& gpus) override {
     nlohmann::json value = gpus.empty() ? nlohmann::json(nullptr) : nlohmann::json(gpus);
     nlohmann::json patch = {

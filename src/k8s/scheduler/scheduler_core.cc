@@ -251,6 +251,10 @@ void SchedulerCore::OnPod(Change change, std::shared_ptr<const PodInfo> pod) {
     // forever for members that run already).
     if (pod->scheduler_name == options_.scheduler_name && pod->input_error.empty()) {
       gangs_.Join(key, s);
+      // An old member of a restart this scheduler began before a restart of its own.
+      if (!pod->gang_restart_message.empty() && !s.gang.empty()) {
+        restarts_.Resume(s.gang, key, Now());
+      }
     }
     return;
   }
@@ -755,6 +759,7 @@ void SchedulerCore::RestartGangOf(const PodInfo& leaving) {
       spdlog::warn("gang {}: cannot evict {}: no eviction writer", gang, key);
       continue;
     }
+    reporter_->ReportGangRestart(member, message);  // first: what a restarted scheduler reads
     writer->Evict(member);
     reporter_->ReportWarning(member, "GangRestart", message);
   }

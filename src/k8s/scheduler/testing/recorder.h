@@ -66,6 +66,9 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
                       const std::string& message) override {
     groups.push_back({group.key, scheduled ? "Scheduled" : "Unschedulable", message, false});
   }
+  void ReportGangRestart(const PodInfo& pod, const std::string& message) override {
+    gang_restart_marks.push_back({pod.key, "GangRestarting", message, false});
+  }
   void ReportSpares(const std::string& node, const std::string& gpus) override {
     spares.push_back(StrCat(node, "=", gpus));
   }
@@ -108,6 +111,7 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
   std::map<std::string, int64_t> reservation_since;
   std::vector<ReportCall> groups;      // PodGroupInitiallyScheduled conditions written
   std::vector<std::string> spares;     // "node=gpus" for every spares annotation written
+  std::vector<ReportCall> gang_restart_marks;  // conditions tessera.dev/GangRestart written
   std::vector<std::string> nominated;  // "key->node"
   std::vector<std::string> evicted;    // keys
   std::vector<Refusal> refusals;       // what TakeRefusals hands over next
