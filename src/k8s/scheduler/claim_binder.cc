@@ -4,6 +4,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
 namespace {
@@ -35,6 +36,10 @@ struct ClaimBinder::Job {
   enum class Phase { kCreate, kFinalizer, kStatus, kPodStatus };
   Phase phase = Phase::kCreate;
   bool started = false;  // a request of this attempt went out
+  bool release = false;  // release_on_failure
+  bool binding = false;  // the binding was sent
+  // The allocations this attempt wrote: the claim and its resourceVersion after the write.
+  std::vector<std::pair<std::shared_ptr<const dra::ClaimInfo>, std::string>> allocated;
   std::string resource_version;
   // The lane of the job's next request: a pod whose writes have begun goes before pods waiting
   // for their first, so that it is bound a few round trips later (AsyncClient::Lane).
@@ -100,17 +105,40 @@ HttpRequest ClaimBinder::StatusRequest(const dra::ClaimInfo& claim,
 }
 
 void ClaimBinder::Bind(const PodInfo& pod, const std::string& node, std::vector<ClaimWrite> writes,
-                       uint64_t attempt) {
+                       uint64_t attempt, bool release_on_failure) {
   auto job = std::make_shared<Job>();
   job->key = pod.key;
   job->node = node;
   job->pod = pod;
   job->writes = std::move(writes);
   job->attempt = attempt;
+  job->release = release_on_failure;
   Step(std::move(job));
 }
 
+HttpRequest ClaimBinder::ReleaseRequest(const dra::ClaimInfo& claim,
+                                        const std::string& resource_version) {
+  nlohmann::json patch = {{"metadata", {{"resourceVersion", resource_version}}},
+                          {"status", {{"allocation", nullptr}, {"reservedFor", nullptr}}}};
+  return HttpRequest{"PATCH", StrCat(ClaimPath(claim), "/status"), patch.dump(),
+                     std::string(ContentTypeOf(PatchType::kMerge))};
+}
+
 void ClaimBinder::Finish(const std::shared_ptr<Job>& job, absl::Status status) {
+  if (!status.ok() && job->release && !job->binding) {
+    for (const auto& [claim, version] : job->allocated) {
+      if (version.empty()) continue;  // the write's answer named none: leave it
+      HttpRequest req = ReleaseRequest(*claim, version);
+      spdlog::info("pod {}: taking back the allocation of ResourceClaim {} (the gang's attempt "
+                   "failed: {})",
+                   job->key, claim->key, FromAbsl(status.message()));
+      client_.Submit(req, [req, key = claim->key](const HttpResponse& r) {
+        if (r.ok() || r.status == 404) return;
+        spdlog::warn("ResourceClaim {}: its allocation could not be taken back: {}", key,
+                     FromAbsl(StatusFromResponse(req, r).message()));
+      });
+    }
+  }
   done_(job->key, job->attempt, std::move(status));
 }
 
@@ -133,6 +161,7 @@ void ClaimBinder::Step(std::shared_ptr<Job> job) {
     job->NextClaim();
   }
   if (job->next == job->writes.size()) {
+    job->binding = true;
     HttpRequest req{
         "POST", StrCat("/api/v1/namespaces/", job->pod.ns, "/pods/", job->pod.name, "/binding"),
         BindingBody(job->pod.ns, job->pod.name, job->pod.uid, job->node, nullptr).dump(),
@@ -229,8 +258,17 @@ void ClaimBinder::Step(std::shared_ptr<Job> job) {
               Finish(job, r.status == 409 || r.status == 422 ? Stale(c, st) : st);
               return;
             }
-            if (metrics_ != nullptr && !job->writes[job->next].allocation.is_null()) {
-              metrics_->dra_allocations++;
+            if (!job->writes[job->next].allocation.is_null()) {
+              if (metrics_ != nullptr) metrics_->dra_allocations++;
+              std::string version;
+              try {
+                version = nlohmann::json::parse(r.body)
+                              .at("metadata")
+                              .at("resourceVersion")
+                              .get<std::string>();
+              } catch (const std::exception&) {
+              }
+              job->allocated.emplace_back(job->writes[job->next].claim, std::move(version));
             }
             Step(job);
           },

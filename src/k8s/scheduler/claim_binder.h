@@ -55,8 +55,14 @@ class ClaimBinder {
   ClaimBinder(AsyncClient& client, Done done, SchedulerMetrics* metrics = nullptr)
       : client_(client), done_(std::move(done)), metrics_(metrics) {}
 
+  // `release_on_failure` (a gang member, whose gang is allocated all together): when a step
+  // before the binding fails, the allocations this attempt wrote are taken back (the claim's
+  // status.allocation and status.reservedFor cleared, under the resourceVersion the write
+  // returned: a claim changed since is left alone), so that the gang's next attempt finds its
+  // claims free instead of "allocated already" on the node of an attempt that failed. A failed
+  // binding takes nothing back (the pod may be bound: a timeout, a 409).
   void Bind(const PodInfo& pod, const std::string& node, std::vector<ClaimWrite> writes,
-            uint64_t attempt);
+            uint64_t attempt, bool release_on_failure = false);
 
   // The requests, for tests: the finalizer patch (nullopt when present), the status patch.
   static std::optional<HttpRequest> FinalizerRequest(const dra::ClaimInfo& claim);
@@ -64,6 +70,9 @@ class ClaimBinder {
                                    const PodInfo& pod, const ClaimWrite& write);
   static HttpRequest PodStatusRequest(const PodInfo& pod, const dra::ClaimInfo& claim,
                                       const nlohmann::json& request_mappings);
+  // Takes back an allocation this scheduler wrote at `resource_version` (release_on_failure).
+  static HttpRequest ReleaseRequest(const dra::ClaimInfo& claim,
+                                    const std::string& resource_version);
 
  private:
   struct Job;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "common/strings.h"
@@ -103,8 +104,12 @@ class ClaimBinderServerTest : public ::testing::Test {
       res.set_content(R"({"metadata": {"resourceVersion": "50"}})", "application/json");
     });
     server_.Patch(claims + "/status", [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        status_patches_.push_back(StrCat(std::string(req.matches[1]), " ", req.body));
+      }
       res.status = req.matches[1] == "refused" ? 409 : 200;
-      res.set_content("{}", "application/json");
+      res.set_content(R"({"metadata": {"resourceVersion": "60"}})", "application/json");
     });
     server_.Post("/api/v1/namespaces/ns/pods/p/binding",
                  [](const httplib::Request&, httplib::Response& res) {
@@ -135,17 +140,26 @@ class ClaimBinderServerTest : public ::testing::Test {
     server_.stop();
     serving_.join();
   }
-  // Binds pod ns/p with `write` and waits for the outcome.
-  absl::Status Bind(ClaimWrite write) {
+  // Binds pod ns/p with `writes` and waits for the outcome.
+  absl::Status Bind(ClaimWrite write) { return Bind(std::vector<ClaimWrite>{std::move(write)}); }
+  absl::Status Bind(std::vector<ClaimWrite> writes, bool release_on_failure = false) {
     done_ = std::promise<absl::Status>();
     std::future<absl::Status> outcome = done_.get_future();
-    binder_->Bind(Pod(), "n1", {std::move(write)}, 1);
+    binder_->Bind(Pod(), "n1", std::move(writes), 1, release_on_failure);
     if (outcome.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
       return absl::DeadlineExceededError("no answer");
     }
     return outcome.get();
   }
 
+  // "<claim> <body>" of every status patch, in order.
+  std::vector<std::string> StatusPatches() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_patches_;
+  }
+
+  std::mutex mu_;
+  std::vector<std::string> status_patches_;
   httplib::Server server_;
   std::thread serving_;
   SchedulerMetrics metrics_;
@@ -179,8 +193,38 @@ TEST_F(ClaimBinderServerTest, CountsEachAllocationWritten) {
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(metrics_.dra_allocations.load(), 1);
 
+  // A gang member's attempt that fails at its second claim takes back the first's allocation
+  // (under the resourceVersion its write returned), so that the gang is allocated again together;
+  // a lone pod's keeps it (its retry only binds).
+  for (bool gang : {true, false}) {
+    SCOPED_TRACE(gang);
+    const size_t before = StatusPatches().size();
+    auto first = dra::DecodeClaim(
+        ClaimObject("ns", "first").Request("gpu", "gpu.tessera.dev").ResourceVersion("3").Json());
+    st = Bind({ClaimWrite{first, allocation}, ClaimWrite{refused, allocation}}, gang);
+    EXPECT_FALSE(st.ok());
+    const std::string release =
+        R"(first {"metadata":{"resourceVersion":"60"},"status":{"allocation":null,"reservedFor":null}})";
+    std::vector<std::string> patches;
+    for (int i = 0; i < 100; ++i) {  // the release is sent after the outcome
+      patches = StatusPatches();
+      patches.erase(patches.begin(), patches.begin() + static_cast<ptrdiff_t>(before));
+      if (!gang || patches.size() >= 3) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ASSERT_GE(patches.size(), 2u);
+    EXPECT_TRUE(patches[0].starts_with("first ")) << patches[0];
+    EXPECT_TRUE(patches[1].starts_with("refused ")) << patches[1];
+    if (gang) {
+      ASSERT_EQ(patches.size(), 3u);
+      EXPECT_EQ(patches[2], release);
+    } else {
+      EXPECT_EQ(patches.size(), 2u);
+    }
+  }
+
   // The counter as /metrics renders it.
-  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_dra_allocations_total 1\n"));
+  EXPECT_THAT(metrics_.Render(), HasSubstr("tessera_scheduler_dra_allocations_total 3\n"));
 }
 
 }  // namespace

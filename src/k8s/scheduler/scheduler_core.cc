@@ -473,7 +473,8 @@ void SchedulerCore::StartClaimBind(const std::string& key, Pod& s,
   TellStarted(key, /*placed_now=*/true);
   pods_.SetStage(s, Stage::kBinding);
   ++s.attempt;
-  claim_binder_->Bind(*s.info, ledger_.Find(key)->node, d.writes, s.attempt);
+  claim_binder_->Bind(*s.info, ledger_.Find(key)->node, d.writes, s.attempt,
+                      /*release_on_failure=*/!s.gang.empty());
 }
 
 void SchedulerCore::PlaceOne(const std::string& key, Pod& s) {
