@@ -234,10 +234,10 @@ class Engine {
   //
   // Which GPUs (a function of the nodes, in their order, and the pods placed: nothing to store):
   // in each domain, the last `per_domain` GPUs in the domain's order (its nodes in order, each
-  // node's GPUs by index) that no pod holds, not in MIG mode, on nodes that take pods. A spare is held as a whole GPU by no pod (the policies and indexes see
-  // it taken, so ordinary decisions cost nothing more), and moves as pods come and go: a GPU
-  // freed later in the domain's order becomes the spare and the one before is free again.
-  // A domain with fewer GPUs free than `per_domain` keeps what it has.
+  // node's GPUs by index) that no pod holds, not in MIG mode, on nodes that take pods. Held as
+  // a whole GPU of no pod (policies and indexes see it taken: decisions cost nothing more); moves
+  // as pods come and go (a GPU freed later in that order becomes the spare, the one before is
+  // free again). A domain with fewer GPUs free than `per_domain` keeps what it has.
   //
   // Who may take one: a gang some of whose members run but fewer than its minimum (a fixed gang:
   // fewer than its size), that is, a member lost and made again by its controller, asked as

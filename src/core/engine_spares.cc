@@ -103,8 +103,7 @@ bool Engine::MayTakeSpares(const Ask& ask) const {
   if (ask.kind != Ask::Kind::kElasticGang || ask.pods.empty() || !ask.pods[0].gang) return false;
   std::vector<std::string_view> running;
   for (const std::string& name : ask.running) {
-    if (Find(name) != nullptr &&
-        std::find(running.begin(), running.end(), name) == running.end()) {
+    if (Find(name) != nullptr && std::find(running.begin(), running.end(), name) == running.end()) {
       running.push_back(name);
     }
   }

@@ -168,8 +168,8 @@ TEST(Spares, AWhatIfSeesTheSparesItsVictimsWouldLeave) {
   const NodeId dgx = c.FindNode("dgx");
   const std::vector<Candidate> on_dgx = {Candidate{dgx}};
   for (int i = 0; i < 4; ++i) {
-    ASSERT_TRUE(e.Place(Pod("p" + std::to_string(i), GpuAsk::Whole(1)), Mode::kCommit, &on_dgx)
-                    .placed());
+    ASSERT_TRUE(
+        e.Place(Pod("p" + std::to_string(i), GpuAsk::Whole(1)), Mode::kCommit, &on_dgx).placed());
   }
   e.KeepSpares(1);
   const PodRequest big = Pod("big", GpuAsk::Whole(1));
@@ -204,8 +204,8 @@ TEST(Spares, FollowNodeChanges) {
   const NodeId dgx = c.FindNode("dgx");
   EXPECT_EQ(e.spare_gpus(dgx), 0b1100u);
   NodeChanges add;
-  add.add.push_back(ClusterBuilder().Node("dgx2").Gpus(8, "H100-80GB").NvSwitch().Build().node(
-      NodeId(0)));
+  add.add.push_back(
+      ClusterBuilder().Node("dgx2").Gpus(8, "H100-80GB").NvSwitch().Build().node(NodeId(0)));
   std::vector<NodeId> added;
   ASSERT_TRUE(e.ChangeNodes(add, &added).ok());
   EXPECT_EQ(e.spare_gpus(added[0]), 0b11000000u);

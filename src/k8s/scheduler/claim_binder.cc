@@ -129,9 +129,10 @@ void ClaimBinder::Finish(const std::shared_ptr<Job>& job, absl::Status status) {
     for (const auto& [claim, version] : job->allocated) {
       if (version.empty()) continue;  // the write's answer named none: leave it
       HttpRequest req = ReleaseRequest(*claim, version);
-      spdlog::info("pod {}: taking back the allocation of ResourceClaim {} (the gang's attempt "
-                   "failed: {})",
-                   job->key, claim->key, FromAbsl(status.message()));
+      spdlog::info(
+          "pod {}: taking back the allocation of ResourceClaim {} (the gang's attempt "
+          "failed: {})",
+          job->key, claim->key, FromAbsl(status.message()));
       client_.Submit(req, [req, key = claim->key](const HttpResponse& r) {
         if (r.ok() || r.status == 404) return;
         spdlog::warn("ResourceClaim {}: its allocation could not be taken back: {}", key,

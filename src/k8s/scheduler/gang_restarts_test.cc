@@ -149,8 +149,9 @@ TEST_F(GangRestartTest, ARestartedSchedulerResumesARestartUnderWay) {
   SchedulerCoreOptions o;
   o.gang_restart_retry = std::chrono::milliseconds(5000);
   CreateCore(o);
-  core_->OnNode(Change::kAdded,
-                DecodeNode(N1().Unhealthy(failed, {79}, "XID 79: GPU has fallen off the bus").Json()));
+  core_->OnNode(
+      Change::kAdded,
+      DecodeNode(N1().Unhealthy(failed, {79}, "XID 79: GPU has fallen off the bus").Json()));
   for (const auto& [key, pod] : pods) Pod(pod);
   core_->SetSynced(true, true);
   for (int i = 0; i < 3; ++i) Pod(Member(StrCat("n", i), "all"));

@@ -35,7 +35,8 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
              clock_()),
       groups_(options_.levels),
       ledger_(LedgerOptions{options_.policy, options_.seed, options_.levels,
-                            options_.spare_gpus_per_domain}, metrics,
+                            options_.spare_gpus_per_domain},
+              metrics,
               [this](const std::string& key, const std::string& node, const std::string& why) {
                 const Pod* s = pods_.Find(key);
                 std::string& last = warned_[key];

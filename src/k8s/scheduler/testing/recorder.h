@@ -109,12 +109,12 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
   // last lastTransitionTime written for each pod (Unix seconds).
   std::vector<ReportCall> reservations;
   std::map<std::string, int64_t> reservation_since;
-  std::vector<ReportCall> groups;      // PodGroupInitiallyScheduled conditions written
-  std::vector<std::string> spares;     // "node=gpus" for every spares annotation written
+  std::vector<ReportCall> groups;              // PodGroupInitiallyScheduled conditions written
+  std::vector<std::string> spares;             // "node=gpus" for every spares annotation written
   std::vector<ReportCall> gang_restart_marks;  // conditions tessera.dev/GangRestart written
-  std::vector<std::string> nominated;  // "key->node"
-  std::vector<std::string> evicted;    // keys
-  std::vector<Refusal> refusals;       // what TakeRefusals hands over next
+  std::vector<std::string> nominated;          // "key->node"
+  std::vector<std::string> evicted;            // keys
+  std::vector<Refusal> refusals;               // what TakeRefusals hands over next
 };
 
 }  // namespace tessera::k8s::testing
