@@ -329,7 +329,19 @@ std::vector<PlacementResult> Engine::Decide(const Ask& ask) {
       })) {
     return results;
   }
-  // Would the spares have made the difference? Then the reason says so.
+  // Would the spares have made the difference? Then the reason says so. The answer gives every
+  // spare back and holds them again (two passes over the NVLink domains): with many spares (a
+  // large cluster, many pods waiting) the reason only says that spares are not counted.
+  constexpr int kProbeSpares = 64;
+  if (spare_count_ > kProbeSpares) {
+    for (PlacementResult& r : results) {
+      if (r.placed()) continue;
+      StrAppend(&r.reason, r.reason.empty() ? "" : "; ", spare_count_,
+                " GPUs kept spare for gang replacements (spareGpusPerDomain ", spares_per_domain_,
+                ") are not counted as free");
+    }
+    return results;
+  }
   Ask probe = ask;
   probe.mode = Mode::kTestOnly;
   probe.explain = false;

@@ -243,7 +243,7 @@ class Engine {
   // fewer than its size), that is, a member lost and made again by its controller, asked as
   // Ask::ElasticGang with the survivors running. Everything else (pods, gangs that start, an
   // elastic gang growing past its minimum, what-ifs for them) decides as if the spares were
-  // taken, and a pod or gang that would fit only on spares is told so in its reason. A what-if
+  // taken, and a pod or gang that would fit only on spares is told of them in its reason. A what-if
   // (Ask::without) sees the spares as they would be with those pods gone.
   // Example: a 4-GPU NVSwitch node, one spare, a gang of 3 on GPUs 0-2: GPU 3 is the spare and
   // a one-GPU pod waits; GPU 1 fails and its member is made again: it takes GPU 3.

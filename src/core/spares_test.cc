@@ -183,6 +183,24 @@ TEST(Spares, AWhatIfSeesTheSparesItsVictimsWouldLeave) {
   EXPECT_EQ(e.placed_count(), 4u);
 }
 
+// With many spares the reason does not find out whether they would have made the difference (two
+// passes over every domain for each pod that waits): it says they are not counted.
+TEST(Spares, ManySparesAreOnlySaidNotToCount) {
+  ClusterBuilder b;
+  for (int i = 0; i < 65; ++i) b.Node("n" + std::to_string(i)).Gpus(2, "H100-80GB").NvSwitch();
+  const Cluster c = b.Build();
+  Engine e(c, Make("binpack"));
+  e.KeepSpares(1);
+  ASSERT_EQ(e.spare_count(), 65);
+  for (int i = 0; i < 65; ++i) {
+    ASSERT_TRUE(e.Place(Pod("p" + std::to_string(i), GpuAsk::Whole(1))).placed());
+  }
+  const PlacementResult r = e.Place(Pod("late", GpuAsk::Whole(1)));
+  EXPECT_FALSE(r.placed());
+  EXPECT_THAT(r.reason, HasSubstr("65 GPUs kept spare for gang replacements (spareGpusPerDomain "
+                                  "1) are not counted as free"));
+}
+
 // A pod placed earlier (a restarted scheduler restoring it) comes before a spare: the spare moves.
 TEST(Spares, ARestoredPodMovesTheSpare) {
   const Cluster c = DgxAndPcie();
