@@ -2,9 +2,11 @@
 
 #include <algorithm>
 
+#include "common/status.h"
 #include "common/strings.h"
 #include "core/fit.h"
 #include "core/plan/defrag.h"
+#include "records/move.h"
 #include "spdlog/spdlog.h"
 
 namespace tessera::k8s {
@@ -123,6 +125,14 @@ bool DefragAnswer::CarryOut(const NoFit& unfit, const DefragExecutor::Decision& 
     said.push_back(StrCat(m.pod, " from ", from, " to ", to));
     spdlog::info("defragmentation: evicting pod {} ({} -> {}) for {} on node(s) {}", m.pod, from,
                  to, for_what, nodes);
+    // First the record a restarted scheduler reads the hold back from (records/move.h).
+    records::MoveRecord record{for_what, cluster.node(m.to.node).name, {}, 0};
+    for (uint64_t g = m.to.gpu_mask(); g; g &= g - 1) record.gpus.push_back(__builtin_ctzll(g));
+    record.until_unix =
+        std::chrono::duration_cast<std::chrono::seconds>(
+            (std::chrono::system_clock::now() + executor_.options().hold_for).time_since_epoch())
+            .count();
+    host_.reporter().ReportMoving(*moving[i], records::MovingMessage(record));
     writer.Evict(*moving[i]);
     holds_.Add(*moving[i], cluster.node(m.to.node).name, m.to.gpu_mask(), to, for_what,
                now + executor_.options().hold_for);
@@ -153,6 +163,34 @@ bool DefragAnswer::CarryOut(const NoFit& unfit, const DefragExecutor::Decision& 
                                " pod(s) moved away for defragmentation (", unfit.reason, ")"));
   }
   return true;
+}
+
+void DefragAnswer::OnPod(const std::shared_ptr<const PodInfo>& pod) {
+  if (pod->moving_message.empty() || !pod->bound()) return;
+  for (const MoveHolds::Hold& h : holds_.holds()) {
+    if (h.moved == pod->key) return;  // ours, or read back already
+  }
+  // A pod this scheduler moved before a restart of its own: its destination is held again.
+  absl::StatusOr<records::MoveRecord> r = records::ParseMovingMessage(pod->moving_message);
+  if (!r.ok()) {
+    spdlog::warn("pod {}: {}", pod->key, FromAbsl(r.status().message()));
+    return;
+  }
+  const int64_t left = r->until_unix - std::chrono::duration_cast<std::chrono::seconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count();
+  if (left <= 0) return;
+  uint64_t mask = 0;
+  for (int32_t g : r->gpus) mask |= 1ULL << g;
+  const std::string where =
+      r->gpus.empty()
+          ? r->node
+          : StrCat(r->node, " GPU", r->gpus.size() > 1 ? "s " : " ", StrJoin(r->gpus, ","));
+  spdlog::info(
+      "pod {}: moved for {} before this scheduler started; holding {} for its "
+      "replacement {}s more",
+      pod->key, r->for_what, where, left);
+  holds_.Add(*pod, r->node, mask, where, r->for_what, host_.Now() + std::chrono::seconds(left));
 }
 
 NoFitAnswer::Admission DefragAnswer::Admit(const Placed& placed) {

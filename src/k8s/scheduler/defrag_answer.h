@@ -19,6 +19,8 @@
 //    else waits for it while the hold lasts.
 //  - Admit: a single pod that would take a held destination it does not match is steered to
 //    the nodes outside the holds that keep it out. Gangs are not checked against holds.
+//  - OnPod: a moved pod's destination, written on it (condition tessera.dev/Moving, records/move.h)
+//    before its eviction, is held again by a scheduler that starts while it is still there.
 //  - StartCycle: holds whose eviction was refused (preemption's refusals) or whose time is up
 //    end; their replacements, and other pods, may then go anywhere.
 #pragma once
@@ -51,6 +53,8 @@ class DefragAnswer final : public NoFitAnswer {
   Verdict Answer(const NoFit& unfit) override;
   Admission Admit(const Placed& placed) override;
   bool PlaceKept(const std::string& key, const PodInfo& pod) override;
+  // A pod moved before a restart (condition tessera.dev/Moving, records/move.h): its hold again.
+  void OnPod(const std::shared_ptr<const PodInfo>& pod) override;
   void Forget(const std::string& key) override { executor_.Forget(key); }
   bool StartCycle(TimePoint now) override;
   std::optional<TimePoint> NextWakeup() const override { return holds_.NextExpiry(); }

@@ -385,6 +385,53 @@ TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime)
   EXPECT_THAT(rec_.BindTexts(), ::testing::Contains("ns/big->b"));
 }
 
+// The scheduler restarts while the moved pod b0 terminates: the hold, written on b0 (condition
+// tessera.dev/Moving) before its eviction, is read back, so a pod that GPU 3 would fit is still
+// kept out and the replacement lands there.
+TEST_F(DefragExecutorTest, ARestartedSchedulerHoldsTheMovedPodsDestinationAgain) {
+  for (int g = 0; g < 3; ++g) {
+    objects_[StrCat("ns/a", g)] = PodObject("ns", StrCat("a", g))
+                                      .Limit("tessera.dev/gpu-memory", "70Gi")
+                                      .Controller("ReplicaSet", "big-infer")
+                                      .Assigned(Share("a", g, 70 * 1024))
+                                      .Json();
+  }
+  hold_for_ = std::chrono::milliseconds(90'000);
+  Start();
+  core_->ScheduleSome();
+  Advance(61'000);
+  core_->ScheduleSome();
+  ASSERT_THAT(rec_.evicted, ElementsAre("ns/b0"));
+  ASSERT_EQ(rec_.moving_marks.size(), 1u);
+  EXPECT_EQ(rec_.moving_marks[0].key, "ns/b0");
+  EXPECT_THAT(rec_.moving_marks[0].message,
+              ::testing::StartsWith("moved for pod ns/big; to node a GPUs 3; held until "));
+  objects_["ns/b0"]["status"]["conditions"] =
+      json::array({{{"type", "tessera.dev/Moving"},
+                    {"status", "True"},
+                    {"message", rec_.moving_marks[0].message}}});
+  objects_["ns/b0"]["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z";
+
+  // A new scheduler, the objects as the API server has them.
+  rec_ = Recorder();
+  Start();
+  ASSERT_EQ(core_->move_holds().holds().size(), 1u);
+  EXPECT_EQ(core_->move_holds().holds()[0].where, "a GPU 3");
+  json whole = PodObject("ns", "whole").Limit("tessera.dev/gpu", "1").Json();
+  whole["spec"]["nodeSelector"] = {{"test/node", "a"}};
+  Pod(whole);
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.BindTexts(), ::testing::Not(::testing::Contains("ns/whole->a")));
+  EXPECT_THAT(rec_.failures["ns/whole"], HasSubstr("is kept 8")) << rec_.failures["ns/whole"];
+  Pod(Replacement("b0-x"));
+  Advance(2'000);
+  core_->ScheduleSome();
+  EXPECT_THAT(rec_.BindTexts(), ::testing::Contains("ns/b0-x->a"));
+  ASSERT_TRUE(core_->HeldFor("ns/b0-x").has_value());
+  EXPECT_EQ(core_->HeldFor("ns/b0-x")->gpus[0].grant.gpu, 3);
+}
+
 TEST_F(DefragExecutorTest, AHoldEndsAfterHoldForAndAReplacementWaitsOnlyThatLong) {
   hold_for_ = std::chrono::milliseconds(30'000);
   Start();

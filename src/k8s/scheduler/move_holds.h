@@ -17,9 +17,11 @@
 //  - A hold lasts `hold_for` from the eviction, and ends earlier when its replacement takes it or
 //    the eviction is refused (a disruption budget: the pod stays, nothing comes back).
 //
-// Holds live in the scheduler's memory only: after a restart the replacements are placed where
-// the engine chooses (the waiting pod's nomination, which keeps its own room, comes back from the
-// API server).
+// A hold is also written on the moved pod (condition tessera.dev/Moving, records/move.h) before its
+// eviction: a scheduler that starts while the moved pod is still there (terminating) holds its
+// destination again (DefragAnswer::OnPod) until the time written. Once the moved pod is gone, a
+// restarted scheduler has no record of the hold: its replacement is placed where the engine
+// chooses (the waiting pod's nomination, which keeps its own room, comes back from the API server).
 #pragma once
 
 #include <chrono>

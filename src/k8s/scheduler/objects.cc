@@ -14,6 +14,7 @@
 #include "core/model/quantity.h"
 #include "k8s/client/protobuf_value.h"
 #include "records/inventory.h"
+#include "records/move.h"
 #include "records/names.h"
 #include "records/reservation.h"
 
@@ -562,6 +563,9 @@ void DecodePodInto(const J& pod, PodInfo* p) {
         p->ready = JsonStringField(c, "status") == "True";
       } else if (JsonStringField(c, "type") == kScaleUpCondition) {
         p->scale_up_message = JsonStringField(c, "message");
+      } else if (JsonStringField(c, "type") == records::kMovingCondition &&
+                 JsonStringField(c, "status") == "True") {
+        p->moving_message = JsonStringField(c, "message");
       } else if (JsonStringField(c, "type") == kGangRestartCondition &&
                  JsonStringField(c, "status") == "True") {
         p->gang_restart_message = JsonStringField(c, "message");

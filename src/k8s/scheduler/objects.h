@@ -158,6 +158,9 @@ struct PodInfo {
   // while its status is True: the message and lastTransitionTime, as written; empty otherwise.
   std::string reservation_message;
   std::string reservation_since;
+  // Condition tessera.dev/Moving (records/move.h) while True: this pod was moved for
+  // defragmentation and its destination is held for its replacement (the message, as written).
+  std::string moving_message;
   // Condition tessera.dev/GangRestart while True: this pod is an old member of its gang's restart
   // (the message, as written); empty otherwise.
   std::string gang_restart_message;

@@ -49,6 +49,11 @@ class Reporter {
                                  int64_t since_unix) {
     (void)pod, (void)held, (void)message, (void)since_unix;
   }
+  // Condition tessera.dev/Moving (records/move.h) True on `pod`, moved for defragmentation, with
+  // `message` (its destination and hold). Default: none.
+  virtual void ReportMoving(const PodInfo& pod, const std::string& message) {
+    (void)pod, (void)message;
+  }
   // Condition tessera.dev/GangRestart (objects.h) True on `pod`, an old member of a gang
   // restarting whole, with `message` (why). Default: none.
   virtual void ReportGangRestart(const PodInfo& pod, const std::string& message) {

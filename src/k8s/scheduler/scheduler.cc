@@ -19,6 +19,7 @@
 #include "k8s/scheduler/scheduler_core.h"
 #include "records/assignment.h"
 #include "records/inventory.h"
+#include "records/move.h"
 #include "records/queue.h"
 #include "records/reservation.h"
 #include "spdlog/spdlog.h"
@@ -160,21 +161,12 @@ class ApiReporter final : public Reporter {
         pod.key);
   }
 
+  void ReportMoving(const PodInfo& pod, const std::string& message) override {
+    WriteCondition(pod, records::kMovingCondition, "MovedForDefragmentation", message);
+  }
+
   void ReportGangRestart(const PodInfo& pod, const std::string& message) override {
-    nlohmann::json patch = {
-        {"status",
-         {{"conditions",
-           nlohmann::json::array(
-               {{{"type", kGangRestartCondition},
-                 {"status", "True"},
-                 {"reason", "GangRestarting"},
-                 {"message", message},
-                 {"lastProbeTime", nullptr},
-                 {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}}})}}}};
-    Submit(
-        HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
-                    patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
-        pod.key);
+    WriteCondition(pod, kGangRestartCondition, "GangRestarting", message);
   }
 
   void ReportSpares(const std::string& node, const std::string& gpus) override {
@@ -251,6 +243,26 @@ class ApiReporter final : public Reporter {
   }
 
  private:
+  // A condition of ours on `pod` (status True, `reason`, `message`, the transition now): a
+  // strategic merge patch of its status, which keeps the pod's other conditions.
+  void WriteCondition(const PodInfo& pod, std::string_view type, std::string_view reason,
+                      const std::string& message) {
+    nlohmann::json patch = {
+        {"status",
+         {{"conditions",
+           nlohmann::json::array(
+               {{{"type", type},
+                 {"status", "True"},
+                 {"reason", reason},
+                 {"message", message},
+                 {"lastProbeTime", nullptr},
+                 {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}}})}}}};
+    Submit(
+        HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
+                    patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
+        pod.key);
+  }
+
   struct Reported {
     std::string name;
     std::string message;

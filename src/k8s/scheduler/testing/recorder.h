@@ -66,6 +66,9 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
                       const std::string& message) override {
     groups.push_back({group.key, scheduled ? "Scheduled" : "Unschedulable", message, false});
   }
+  void ReportMoving(const PodInfo& pod, const std::string& message) override {
+    moving_marks.push_back({pod.key, "MovedForDefragmentation", message, false});
+  }
   void ReportGangRestart(const PodInfo& pod, const std::string& message) override {
     gang_restart_marks.push_back({pod.key, "GangRestarting", message, false});
   }
@@ -112,6 +115,7 @@ class Recorder : public Binder, public Reporter, public PreemptionWriter {
   std::vector<ReportCall> groups;              // PodGroupInitiallyScheduled conditions written
   std::vector<std::string> spares;             // "node=gpus" for every spares annotation written
   std::vector<ReportCall> gang_restart_marks;  // conditions tessera.dev/GangRestart written
+  std::vector<ReportCall> moving_marks;        // conditions tessera.dev/Moving written
   std::vector<std::string> nominated;          // "key->node"
   std::vector<std::string> evicted;            // keys
   std::vector<Refusal> refusals;               // what TakeRefusals hands over next
