@@ -105,6 +105,21 @@ class SchedulerTest : public ::testing::Test {
   }
 
   // The scheduler's configuration: this test's scheduler name, nodes and Lease, short timings.
+  // The agent marks GPU `gpu` of `node` (`gpus` GPUs on an NVSwitch) unhealthy in its inventory
+  // (an XID 79), as its fault policy does.
+  absl::Status GpuFails(const std::string& node, int gpus, int gpu) {
+    return api_
+        ->Patch(StrCat("/api/v1/nodes/", node), k8s::PatchType::kMerge,
+                {{"metadata",
+                  {{"annotations",
+                    {{"tessera.dev/gpu-inventory",
+                      NodeObject(node)
+                          .Gpus(gpus)
+                          .NvSwitch()
+                          .Unhealthy(gpu, {79}, "XID 79: fallen off the bus")
+                          .InventoryJson()}}}}}})
+        .status();
+  }
   void WriteConfig(const std::string& extra) {
     std::ofstream(dir_ + "/config.yaml") << StrCat(R"(apiVersion: tessera.dev/v1alpha1
 kind: SchedulerConfiguration
@@ -759,16 +774,7 @@ TEST_F(SchedulerTest, GangRestartAllEvictsTheGangAndPlacesItAgain) {
   for (int i = 0; i < 3; ++i) member(StrCat("w-", i));
   ASSERT_TRUE(WaitBound(3, seconds(30))) << s->Log();
   const int failed = Assignments()["w-1"].gpus.at(0).grant.gpu;
-  absl::StatusOr<json> patched = api_->Patch(
-      StrCat("/api/v1/nodes/", dgx), k8s::PatchType::kMerge,
-      {{"metadata",
-        {{"annotations",
-          {{"tessera.dev/gpu-inventory", NodeObject(dgx)
-                                             .Gpus(4)
-                                             .NvSwitch()
-                                             .Unhealthy(failed, {79}, "XID 79: fallen off the bus")
-                                             .InventoryJson()}}}}}});
-  ASSERT_TRUE(patched.ok()) << patched.status();
+  ASSERT_TRUE(GpuFails(dgx, 4, failed).ok());
   auto evict = [&](const std::string& name) {
     return api_->Create(StrCat("/api/v1/namespaces/", ns_, "/pods/", name, "/eviction"),
                         {{"apiVersion", "policy/v1"},
@@ -865,16 +871,7 @@ TEST_F(SchedulerTest, ASpareIsUsedOnlyForAReplacement) {
       << s->Log();
 
   const int failed = Assignments()["w-1"].gpus.at(0).grant.gpu;
-  absl::StatusOr<json> patched = api_->Patch(
-      StrCat("/api/v1/nodes/", dgx), k8s::PatchType::kMerge,
-      {{"metadata",
-        {{"annotations",
-          {{"tessera.dev/gpu-inventory", NodeObject(dgx)
-                                             .Gpus(4)
-                                             .NvSwitch()
-                                             .Unhealthy(failed, {79}, "XID 79: fallen off the bus")
-                                             .InventoryJson()}}}}}});
-  ASSERT_TRUE(patched.ok()) << patched.status();
+  ASSERT_TRUE(GpuFails(dgx, 4, failed).ok());
   ASSERT_TRUE(
       api_->Delete(StrCat("/api/v1/namespaces/", ns_, "/pods/w-1"), {{"gracePeriodSeconds", 0}})
           .ok());

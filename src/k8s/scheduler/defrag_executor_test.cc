@@ -76,6 +76,22 @@ class DefragExecutorTest : public testing::CoreFixture {
         .Controller("ReplicaSet", rs)
         .Json();
   }
+  // Shares too big to sit beside a 20Gi one fill a's GPUs 0-2, and a hold lasts 90 s: after a
+  // minute ns/big's plan moves b0 to a's GPU 3.
+  void MoveB0ToAGpu3() {
+    for (int g = 0; g < 3; ++g) {
+      objects_[StrCat("ns/a", g)] = PodObject("ns", StrCat("a", g))
+                                        .Limit("tessera.dev/gpu-memory", "70Gi")
+                                        .Controller("ReplicaSet", "big-infer")
+                                        .Assigned(Share("a", g, 70 * 1024))
+                                        .Json();
+    }
+    hold_for_ = std::chrono::milliseconds(90'000);
+    Start();
+    core_->ScheduleSome();
+    Advance(61'000);
+    core_->ScheduleSome();
+  }
   std::chrono::milliseconds hold_for_{120'000};
 };
 
@@ -338,18 +354,7 @@ TEST_F(DefragExecutorTest, NoPlanForAGangWithMembersRunning) {
 // it (and b is kept for the waiting pod), the replacement takes its destination, and once no hold
 // is left the whole-GPU pod is placed. Without a replacement, a hold ends after holdFor.
 TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime) {
-  for (int g = 0; g < 3; ++g) {
-    objects_[StrCat("ns/a", g)] = PodObject("ns", StrCat("a", g))
-                                      .Limit("tessera.dev/gpu-memory", "70Gi")
-                                      .Controller("ReplicaSet", "big-infer")
-                                      .Assigned(Share("a", g, 70 * 1024))
-                                      .Json();
-  }
-  hold_for_ = std::chrono::milliseconds(90'000);
-  Start();
-  core_->ScheduleSome();
-  Advance(61'000);
-  core_->ScheduleSome();
+  MoveB0ToAGpu3();
   ASSERT_THAT(rec_.evicted, ElementsAre("ns/b0"));
   ASSERT_EQ(core_->move_holds().holds().size(), 1u);
   EXPECT_EQ(core_->move_holds().holds()[0].where, "a GPU 3 (20Gi)");
@@ -389,18 +394,7 @@ TEST_F(DefragExecutorTest, TheDestinationIsKeptForTheReplacementForABoundedTime)
 // tessera.dev/Moving) before its eviction, is read back, so a pod that GPU 3 would fit is still
 // kept out and the replacement lands there.
 TEST_F(DefragExecutorTest, ARestartedSchedulerHoldsTheMovedPodsDestinationAgain) {
-  for (int g = 0; g < 3; ++g) {
-    objects_[StrCat("ns/a", g)] = PodObject("ns", StrCat("a", g))
-                                      .Limit("tessera.dev/gpu-memory", "70Gi")
-                                      .Controller("ReplicaSet", "big-infer")
-                                      .Assigned(Share("a", g, 70 * 1024))
-                                      .Json();
-  }
-  hold_for_ = std::chrono::milliseconds(90'000);
-  Start();
-  core_->ScheduleSome();
-  Advance(61'000);
-  core_->ScheduleSome();
+  MoveB0ToAGpu3();
   ASSERT_THAT(rec_.evicted, ElementsAre("ns/b0"));
   ASSERT_EQ(rec_.moving_marks.size(), 1u);
   EXPECT_EQ(rec_.moving_marks[0].key, "ns/b0");
