@@ -126,47 +126,23 @@ class ApiReporter final : public Reporter {
 
   void ReportScaleUp(const PodInfo& pod, const std::string& message, bool helps) override {
     ReportNormal(pod, "ScaleUpSignal", message);
-    nlohmann::json patch = {
-        {"status",
-         {{"conditions",
-           nlohmann::json::array(
-               {{{"type", kScaleUpCondition},
-                 {"status", helps ? "True" : "False"},
-                 {"reason", helps ? "NodesWouldHelp" : "NoTemplateHelps"},
-                 {"message", message},
-                 {"lastProbeTime", nullptr},
-                 {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}}})}}}};
-    Submit(
-        HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
-                    patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
-        pod.key);
+    WriteCondition(pod, kScaleUpCondition, helps, helps ? "NodesWouldHelp" : "NoTemplateHelps",
+                   message);
   }
 
   void ReportReservation(const PodInfo& pod, bool held, const std::string& message,
                          int64_t since_unix) override {
-    // A strategic merge patch: the list is merged by type, the pod's other conditions stay.
-    nlohmann::json patch = {
-        {"status",
-         {{"conditions", nlohmann::json::array({{{"type", records::kReservedCondition},
-                                                 {"status", held ? "True" : "False"},
-                                                 {"reason", held ? "RoomReserved" : "Released"},
-                                                 {"message", message},
-                                                 {"lastProbeTime", nullptr},
-                                                 {"lastTransitionTime",
-                                                  FormatTime(std::chrono::system_clock::time_point(
-                                                      std::chrono::seconds(since_unix)))}}})}}}};
-    Submit(
-        HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
-                    patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
-        pod.key);
+    WriteCondition(pod, records::kReservedCondition, held, held ? "RoomReserved" : "Released",
+                   message,
+                   std::chrono::system_clock::time_point(std::chrono::seconds(since_unix)));
   }
 
   void ReportMoving(const PodInfo& pod, const std::string& message) override {
-    WriteCondition(pod, records::kMovingCondition, "MovedForDefragmentation", message);
+    WriteCondition(pod, records::kMovingCondition, true, "MovedForDefragmentation", message);
   }
 
   void ReportGangRestart(const PodInfo& pod, const std::string& message) override {
-    WriteCondition(pod, kGangRestartCondition, "GangRestarting", message);
+    WriteCondition(pod, kGangRestartCondition, true, "GangRestarting", message);
   }
 
   void ReportSpares(const std::string& node, const std::string& gpus) override {
@@ -211,20 +187,7 @@ class ApiReporter final : public Reporter {
                      bool repeat) override {
     const auto now = std::chrono::system_clock::now();
     const std::string now_text = FormatTime(now);
-    if (!repeat) {
-      nlohmann::json patch = {
-          {"status",
-           {{"conditions", nlohmann::json::array({{{"type", "PodScheduled"},
-                                                   {"status", "False"},
-                                                   {"reason", reason},
-                                                   {"message", message},
-                                                   {"lastProbeTime", nullptr},
-                                                   {"lastTransitionTime", now_text}}})}}}};
-      Submit(
-          HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
-                      patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
-          pod.key);
-    }
+    if (!repeat) WriteCondition(pod, "PodScheduled", false, reason, message, now);
     // One Event per distinct message; a repeat bumps its count (the event recorder's way).
     auto it = reported_.find(pod.key);
     if (repeat && it != reported_.end() && it->second.message == message) {
@@ -243,20 +206,21 @@ class ApiReporter final : public Reporter {
   }
 
  private:
-  // A condition of ours on `pod` (status True, `reason`, `message`, the transition now): a
-  // strategic merge patch of its status, which keeps the pod's other conditions.
-  void WriteCondition(const PodInfo& pod, std::string_view type, std::string_view reason,
-                      const std::string& message) {
+  // A condition of ours on `pod` (`type`, status True or False, `reason`, `message`, the
+  // transition at `since`): a strategic merge patch of its status, which merges the list by type
+  // and keeps the pod's other conditions.
+  void WriteCondition(
+      const PodInfo& pod, std::string_view type, bool status, std::string_view reason,
+      const std::string& message,
+      std::chrono::system_clock::time_point since = std::chrono::system_clock::now()) {
     nlohmann::json patch = {
         {"status",
-         {{"conditions",
-           nlohmann::json::array(
-               {{{"type", type},
-                 {"status", "True"},
-                 {"reason", reason},
-                 {"message", message},
-                 {"lastProbeTime", nullptr},
-                 {"lastTransitionTime", FormatTime(std::chrono::system_clock::now())}}})}}}};
+         {{"conditions", nlohmann::json::array({{{"type", type},
+                                                 {"status", status ? "True" : "False"},
+                                                 {"reason", reason},
+                                                 {"message", message},
+                                                 {"lastProbeTime", nullptr},
+                                                 {"lastTransitionTime", FormatTime(since)}}})}}}};
     Submit(
         HttpRequest{"PATCH", StrCat("/api/v1/namespaces/", pod.ns, "/pods/", pod.name, "/status"),
                     patch.dump(), std::string(ContentTypeOf(PatchType::kStrategic))},
