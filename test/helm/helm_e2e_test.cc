@@ -566,6 +566,33 @@ TEST_F(HelmTest, NodeSideSettings) {
       "pod-security.kubernetes.io/enforce"));
 }
 
+// Hot spares: off by default (no key in the scheduler's configuration, no patch on nodes); with
+// scheduler.spareGpusPerDomain the configuration carries it and the scheduler may patch nodes
+// (its tessera.dev/spare-gpus annotation).
+TEST_F(HelmTest, SparesTurnOnTheNodePatch) {
+  auto node_verbs = [](const std::vector<json>& docs) {
+    std::set<std::string> verbs;
+    const json role = FindObject(docs, "ClusterRole", "tessera-scheduler");
+    for (const json& rule : role["rules"]) {
+      if (rule["resources"].size() == 1 && rule["resources"][0] == "nodes") {
+        for (const json& v : rule["verbs"]) verbs.insert(v.get<std::string>());
+      }
+    }
+    return verbs;
+  };
+  auto config = [](const std::vector<json>& docs) {
+    return FindObject(docs, "ConfigMap", "tessera-scheduler-config")["data"]["config.yaml"]
+        .get<std::string>();
+  };
+  const std::vector<json> plain = Documents(Template("tessera-system", {}, {}));
+  EXPECT_EQ(node_verbs(plain), (std::set<std::string>{"get", "list", "watch"}));
+  EXPECT_THAT(config(plain), ::testing::Not(HasSubstr("spareGpusPerDomain")));
+  const std::vector<json> spares =
+      Documents(Template("tessera-system", {}, {"--set", "scheduler.spareGpusPerDomain=2"}));
+  EXPECT_EQ(node_verbs(spares), (std::set<std::string>{"get", "list", "watch", "patch"}));
+  EXPECT_THAT(config(spares), HasSubstr("spareGpusPerDomain: 2\n"));
+}
+
 // The chart's nvidia.com/gpu DeviceClass is exactly the example users apply without Helm.
 TEST_F(HelmTest, NvidiaGpuClassIsTheExample) {
   const std::vector<json> docs = Documents(
