@@ -318,28 +318,24 @@ std::vector<PlacementResult> Engine::Decide(const Ask& ask) {
     return results;
   }
   std::vector<PlacementResult> results = DecideKind(ask);
-  if (!ask.explain || ask.mode == Mode::kApply) return results;
-  auto placed = [](const std::vector<PlacementResult>& rs) {
-    return std::count_if(rs.begin(), rs.end(), [](const PlacementResult& r) { return r.placed(); });
-  };
-  const auto got = placed(results);
-  if (got == static_cast<ptrdiff_t>(results.size()) ||
+  if (!ask.explain || ask.mode == Mode::kApply ||
       std::all_of(results.begin(), results.end(), [](const PlacementResult& r) {
         return r.placed() || r.outcome == Outcome::kNeverFits;
       })) {
     return results;
   }
+  auto note = [&](const std::string& text) {
+    for (PlacementResult& r : results) {
+      if (!r.placed()) StrAppend(&r.reason, r.reason.empty() ? "" : "; ", text);
+    }
+  };
   // Would the spares have made the difference? Then the reason says so. The answer gives every
   // spare back and holds them again (two passes over the NVLink domains): with many spares (a
   // large cluster, many pods waiting) the reason only says that spares are not counted.
   constexpr int kProbeSpares = 64;
   if (spare_count_ > kProbeSpares) {
-    for (PlacementResult& r : results) {
-      if (r.placed()) continue;
-      StrAppend(&r.reason, r.reason.empty() ? "" : "; ", spare_count_,
-                " GPUs kept spare for gang replacements (spareGpusPerDomain ", spares_per_domain_,
-                ") are not counted as free");
-    }
+    note(StrCat(spare_count_, " GPUs kept spare for gang replacements (spareGpusPerDomain ",
+                spares_per_domain_, ") are not counted as free"));
     return results;
   }
   Ask probe = ask;
@@ -348,13 +344,12 @@ std::vector<PlacementResult> Engine::Decide(const Ask& ask) {
   DropAllSpares();
   const std::vector<PlacementResult> would = DecideKind(probe);
   SettleAllSpares();
-  if (placed(would) > got) {
-    for (PlacementResult& r : results) {
-      if (r.placed()) continue;
-      StrAppend(&r.reason, r.reason.empty() ? "" : "; ",
-                "it would fit on GPUs kept spare for gang replacements (spareGpusPerDomain ",
-                spares_per_domain_, "), which only a gang's lost members may take");
-    }
+  auto placed = [](const std::vector<PlacementResult>& rs) {
+    return std::count_if(rs.begin(), rs.end(), [](const PlacementResult& r) { return r.placed(); });
+  };
+  if (placed(would) > placed(results)) {
+    note(StrCat("it would fit on GPUs kept spare for gang replacements (spareGpusPerDomain ",
+                spares_per_domain_, "), which only a gang's lost members may take"));
   }
   return results;
 }
