@@ -3,6 +3,7 @@
 #include <set>
 
 #include "common/random.h"
+#include "common/strings.h"
 #include "core/engine.h"
 #include "core/policy/tessera.h"
 #include "core/testing/cluster_builder.h"
@@ -238,6 +239,63 @@ TEST(TesseraPolicy, FillingLetsSharesUseAReservedModel) {
     ASSERT_TRUE(r.placed());
     EXPECT_EQ(c.node(r.placement.node).name, share ? "t4" : "big") << "share " << share;
   }
+}
+
+// The free GPUs of each bound model set are counted once and kept up to date (CountAllFree): a
+// node that joins in place (ChangeNodes adding nodes alone, Policy::OnNodesAdded) keeps the counts
+// made before, counting only the new node. An engine that lived through joins and new request
+// shapes decides as one whose joins came with a cordon left as it is (the rebuild:
+// OnClusterChanged counts every node afresh, the mix kept): pods bound to T4 or L4 GPUs and pods
+// that may use any GPU, placed while the cluster fills and nodes join, every decision compared.
+TEST(TesseraPolicy, BoundModelCountsSurviveNodesJoining) {
+  Cluster c = ClusterBuilder()
+                  .Node("t4a")
+                  .Gpus(4, "T4", 15360)
+                  .Node("l4a")
+                  .Gpus(2, "L4", 23034)
+                  .Node("big")
+                  .Gpus(4, "A100-80GB")
+                  .NvSwitch()
+                  .Build();
+  std::vector<NodeSpec> joining;
+  for (int i = 0; i < 8; ++i) {
+    ClusterBuilder b;
+    if (i % 3 == 0) b.Node(StrCat("t4-", i)).Gpus(2, "T4", 15360);
+    if (i % 3 == 1) b.Node(StrCat("a100-", i)).Gpus(4, "A100-80GB").NvSwitch();
+    if (i % 3 == 2) b.Node(StrCat("l4-", i)).Gpus(4, "L4", 23034);
+    joining.push_back(b.Build().nodes()[0]);
+  }
+  Engine in_place(c, MakeTessera(true));
+  Engine rebuilt(c, MakeTessera(true));
+  Random rng(11);
+  size_t joined = 0;
+  int placed = 0;
+  for (int step = 0; step < 160; ++step) {
+    if (step % 10 == 9 && joined < joining.size()) {
+      const NodeSpec& n = joining[joined++];
+      ASSERT_TRUE(in_place.ChangeNodes(NodeChanges{{}, {}, {n}, {}}).ok());
+      const NodeId first(0);
+      ASSERT_TRUE(rebuilt
+                      .ChangeNodes(NodeChanges{
+                          {}, {}, {n}, {{first, !rebuilt.state().accepts_pods(first)}}})
+                      .ok());
+    }
+    GpuAsk ask = rng.Uniform(3) == 0 ? GpuAsk::Share(1024 * (1 + rng.Uniform(12)), 0)
+                                     : GpuAsk::Whole(1 + rng.Uniform(2));
+    PodRequest p = Pod(StrCat("p", step), ask, 500, 1024);
+    const uint64_t bound = rng.Uniform(4);
+    if (bound == 0) p.gpu_models = {"T4"};
+    if (bound == 1) p.gpu_models = {"L4", "T4"};
+    PlacementResult want = rebuilt.Place(p);
+    PlacementResult got = in_place.Place(p);
+    ASSERT_EQ(got.outcome, want.outcome) << "step " << step << ": " << got.reason;
+    if (!got.placed()) continue;
+    ++placed;
+    ASSERT_EQ(got.placement.node, want.placement.node) << "step " << step;
+    ASSERT_EQ(got.placement.gpus, want.placement.gpus) << "step " << step;
+  }
+  EXPECT_EQ(joined, joining.size());
+  EXPECT_GT(placed, 40);
 }
 
 TEST(TopologyAwarePolicies, MultiGpuPodGetsAPcieSwitchPair) {

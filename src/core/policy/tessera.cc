@@ -245,10 +245,10 @@ class TesseraPolicy final : public Policy {
     churning_ = false;
     contended_.clear();
     last_contended_ = nullptr;
-    bound_.clear();
     base_.assign(n, Base{});
     set_memo_.resize(n);  // per node and free GPUs: the old nodes' entries hold
     if (mix_.tasks().empty()) {
+      bound_.clear();
       waste_ = WasteModel();
     } else {
       if (!waste_.AddNodes(cluster, first.value(), mix_.tasks())) {
@@ -474,12 +474,13 @@ class TesseraPolicy final : public Policy {
   void FindBoundModels(const ClusterState& state) {
     const Cluster& cluster = state.cluster();
     const int nodes = cluster.node_count();
+    const std::vector<BoundModels> before = std::move(bound_);
     bound_.clear();
     demand_per_gpu_ = 0;
     double demand = 0, gpus = 0;
     for (int n = 0; n < nodes; ++n) gpus += cluster.node(NodeId(n)).gpu_count();
     for (const TypicalTask& t : mix_.tasks()) demand += t.weight * t.gpu_count * t.gpu_milli;
-    if (demand <= 0 || gpus <= 0) return;
+    if (demand <= 0 || gpus <= 0) return CountAllFree(state, before);
     demand_per_gpu_ = demand / gpus;
     std::vector<uint8_t> runs(nodes);
     std::vector<ModelSet> task_models;
@@ -514,17 +515,71 @@ class TesseraPolicy final : public Policy {
         if ((models & ~b.models).none()) b.share += t.weight * t.gpu_count * t.gpu_milli / demand;
       }
     }
-    node_free_.assign(static_cast<size_t>(nodes) * (bound_.size() + 1), 0);
+    CountAllFree(state, before);
+  }
+
+  // node_free_, free_ and each bound set's free for bound_ as FindBoundModels left it. What
+  // nothing reads is not counted (no bound set: node_free_ empty), and what was counted before is
+  // kept: a row is a function of the node's state and the sets' models alone, and OnNodeChanged
+  // kept the rows of every set in `before` up to date (for the nodes there were then). So a node
+  // counted before whose every set was counted before is copied, the others (nodes added since,
+  // every node when a set is new) are counted; the totals are summed again. The result is what
+  // counting every node afresh gives; joining nodes or a new request shape no longer costs a
+  // count of every GPU of the cluster (the scale-up planner adds nodes one at a time).
+  void CountAllFree(const ClusterState& state, const std::vector<BoundModels>& before) {
+    if (bound_.empty()) {
+      node_free_.clear();
+      free_ = 0;
+      return;
+    }
+    const size_t stride = bound_.size() + 1, stride_before = before.size() + 1;
+    // The column of each set before (0: the node's free in all), or -1 where it is new.
+    std::vector<int> from(stride, -1);
+    if (!before.empty()) {
+      from[0] = 0;
+      for (size_t b = 0; b < bound_.size(); ++b) {
+        for (size_t o = 0; o < before.size(); ++o) {
+          if (before[o].models == bound_[b].models) from[b + 1] = static_cast<int>(o + 1);
+        }
+      }
+    }
+    const bool reuse = std::find(from.begin(), from.end(), -1) == from.end();
+    const size_t counted = before.empty() ? 0 : node_free_.size() / stride_before;
+    const size_t nodes = static_cast<size_t>(state.cluster().node_count());
+    std::vector<int64_t> rows(nodes * stride, 0);
+    for (size_t n = 0; n < nodes; ++n) {
+      int64_t* row = &rows[n * stride];
+      if (reuse && n < counted) {
+        for (size_t c = 0; c < stride; ++c) row[c] = node_free_[n * stride_before + from[c]];
+      } else {
+        RowOf(state, NodeId(static_cast<int>(n)), row);
+      }
+    }
+    node_free_ = std::move(rows);
     free_ = 0;
-    for (int n = 0; n < nodes; ++n) CountFree(state, NodeId(n));
+    for (size_t n = 0; n < nodes; ++n) {
+      const int64_t* row = &node_free_[n * stride];
+      free_ += row[0];
+      for (size_t b = 0; b < bound_.size(); ++b) bound_[b].free += row[b + 1];
+    }
   }
 
   // Node `node`'s free milli-GPU (GpuMilliLeft, MIG GPUs apart), in all and on each bound model
   // set's GPUs, into the totals.
   void CountFree(const ClusterState& state, NodeId node) {
-    const Cluster& cluster = state.cluster();
     const size_t stride = bound_.size() + 1;
     int64_t* row = &node_free_[static_cast<size_t>(node.value()) * stride];
+    row_.resize(stride);
+    int64_t* fresh = row_.data();
+    RowOf(state, node, fresh);
+    free_ += fresh[0] - row[0];
+    for (size_t b = 0; b < bound_.size(); ++b) bound_[b].free += fresh[b + 1] - row[b + 1];
+    std::copy(fresh, fresh + stride, row);
+  }
+
+  // Node `node`'s row of node_free_: its free milli-GPU in all, then on each bound set's GPUs.
+  void RowOf(const ClusterState& state, NodeId node, int64_t* row) const {
+    const Cluster& cluster = state.cluster();
     const int gpus = cluster.node(node).gpu_count();
     const uint64_t usable = ~cluster.mig_mask(node);
     int32_t left[kMaxGpusPerNode];
@@ -533,14 +588,12 @@ class TesseraPolicy final : public Policy {
       left[g] = (usable >> g) & 1 ? GpuMilliLeft(state, node, g) : 0;
       all += left[g];
     }
-    free_ += all - row[0];
     row[0] = all;
     for (size_t b = 0; b < bound_.size(); ++b) {
       int64_t free = 0;
       for (uint64_t a = cluster.ModelMask(node, bound_[b].models) & usable; a; a &= a - 1) {
         free += left[__builtin_ctzll(a)];
       }
-      bound_[b].free += free - row[b + 1];
       row[b + 1] = free;
     }
   }
@@ -671,6 +724,7 @@ class TesseraPolicy final : public Policy {
   // then per set: bound_.size() + 1 per node), and the cluster's free milli-GPU.
   std::vector<BoundModels> bound_;
   std::vector<int64_t> node_free_;
+  std::vector<int64_t> row_;  // CountFree's scratch
   int64_t free_ = 0;
   double demand_per_gpu_ = 0;  // the mix's GPU demand per GPU of the cluster
   bool reserve_bound_models_;  // TesseraOptions::reserve_bound_models
