@@ -276,8 +276,8 @@ TEST(TesseraPolicy, BoundModelCountsSurviveNodesJoining) {
       ASSERT_TRUE(in_place.ChangeNodes(NodeChanges{{}, {}, {n}, {}}).ok());
       const NodeId first(0);
       ASSERT_TRUE(rebuilt
-                      .ChangeNodes(NodeChanges{
-                          {}, {}, {n}, {{first, !rebuilt.state().accepts_pods(first)}}})
+                      .ChangeNodes(
+                          NodeChanges{{}, {}, {n}, {{first, !rebuilt.state().accepts_pods(first)}}})
                       .ok());
     }
     GpuAsk ask = rng.Uniform(3) == 0 ? GpuAsk::Share(1024 * (1 + rng.Uniform(12)), 0)
