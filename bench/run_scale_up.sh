@@ -41,7 +41,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "(bound, with its assignment): one GPU free per node, so none of the W waiting pods fits"
   echo "(2-GPU pods, every fourth an 8-GPU pod). Templates: hgx-h100 and l40s-4gpu, at most 64 nodes"
   echo "each. Medians of 5 repetitions, in milliseconds."
-  echo "- planner: plan::PlanScaleUp alone (src/core/plan/scale_up.h) on the scheduler's view;"
+  echo "- planner: plan::PlanScaleUp alone (src/core/plan/scale_up.h) on the scheduler's engine (copied per template);"
   echo "- cycle: one SchedulerCore::ScheduleSome when the W pods are due for their periodic retry"
   echo "  (every retry.period, 30s), without the signal, and with it recomputed in that cycle (as it"
   echo "  is once per scaleUp.interval, 30s by default, while pods wait). The signal's cost per"

@@ -5,7 +5,7 @@
 // (hgx-h100, l40s-4gpu), max 64 nodes each: the scheduler's configuration of docs/planning.md.
 //
 //   BM_PlanScaleUp/W     plan::PlanScaleUp alone (core/plan/scale_up.h): the planner's time on the
-//                        scheduler's view of the cluster (ViewForPlans, as ScaleUpSignal does).
+//                        scheduler's engine (ScaleUpInput::base, as ScaleUpSignal plans).
 //   BM_Cycle/W/signal    one SchedulerCore::ScheduleSome when the W waiting pods are due for their
 //                        periodic retry (the clock moves 31 s per cycle; retry.period 30s): with
 //                        signal 0 no templates, with 1 the signal recomputed in that cycle
@@ -136,15 +136,10 @@ World& Get(int w, bool signal) {
 void BM_PlanScaleUp(benchmark::State& state) {
   const int w = static_cast<int>(state.range(0));
   World& world = Get(w, false);
-  // The view a scale-up signal plans on: the engine's cluster, every running pod where the
-  // engine holds it (as ViewForPlans builds it from the ledger).
+  // What a scale-up signal plans on: the scheduler's engine, every running pod in it.
   plan::ScaleUpInput in;
-  in.cluster = &world.core->engine().cluster();
+  in.base = &world.core->engine();
   in.make_policy = [] { return *core::CreatePolicy(core::kDefaultPolicy, {}); };
-  for (const auto& p : world.pods) {
-    const core::Placement* at = world.core->engine().Find(p->key);
-    if (at != nullptr) in.running.push_back(plan::RunningPod{p->request, *at, false});
-  }
   for (const PodInfo* p : world.waiting) in.waiting.push_back({p->request});
   in.templates = Templates();
   for (auto _ : state) {

@@ -265,7 +265,7 @@ absl::StatusOr<Situation> LoadCluster(const PlanOptions& o) {
   std::vector<k8s::WaitingGroup> groups =
       k8s::GroupWaiting(s.snapshot.PendingPods(o.scheduler_name), &incomplete);
   std::vector<std::string> running_gangs;
-  k8s::DropRunningGangs(s.running, &groups, &running_gangs);
+  k8s::DropRunningGangs(k8s::RunningGangs(s.running), &groups, &running_gangs);
   std::set<std::string> names;
   for (const k8s::WaitingGroup& g : groups) names.insert(g.name);
   for (const std::string& j : o.jobs) {

@@ -183,7 +183,7 @@ std::string Describe(const PartialGang& g) {
 }
 
 absl::StatusOr<ScaleUpPlan> PlanScaleUp(const ScaleUpInput& in, const ScaleUpOptions& options) {
-  if (in.cluster == nullptr || !in.make_policy) {
+  if ((in.cluster == nullptr && in.base == nullptr) || !in.make_policy) {
     return absl::InvalidArgumentError("PlanScaleUp needs a cluster and a policy");
   }
   if (in.templates.empty()) return absl::InvalidArgumentError("no node templates");
@@ -199,12 +199,18 @@ absl::StatusOr<ScaleUpPlan> PlanScaleUp(const ScaleUpInput& in, const ScaleUpOpt
   }
   ScaleUpPlan plan;
   for (const std::vector<PodRequest>& g : in.waiting) plan.waiting_pods += g.size();
-  // One scratch engine built; each template but the last on a copy of it under a new policy
-  // (Engine's copy: as built afresh), the last on it.
-  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<Engine> scratch, Scratch(in));
+  // One scratch engine built (none when the caller has one: in.base); each template on a copy
+  // of it under a new policy (Engine's copy: as built afresh), the last on the scratch itself.
+  std::unique_ptr<Engine> scratch;
+  if (in.base == nullptr) {
+    TESSERA_ASSIGN_OR_RETURN(scratch, Scratch(in));
+  }
+  const Engine& start = in.base != nullptr ? *in.base : *scratch;
   for (size_t i = 0; i < in.templates.size(); ++i) {
     std::unique_ptr<Engine> copy;
-    if (i + 1 < in.templates.size()) copy = std::make_unique<Engine>(*scratch, in.make_policy());
+    if (scratch == nullptr || i + 1 < in.templates.size()) {
+      copy = std::make_unique<Engine>(start, in.make_policy());
+    }
     Engine& engine = copy ? *copy : *scratch;
     TESSERA_ASSIGN_OR_RETURN(TemplateOption o,
                              Evaluate(engine, in, in.templates[i], options.max_nodes));

@@ -30,7 +30,9 @@
 // Incremental, with the answer of the procedure above, field by field, reasons included
 // (scale_up_reference_test.cc keeps that procedure and compares on varied and generated cases):
 //  - one scratch engine is built from the cluster and its running pods; each template but the
-//    last runs on a copy of it under a new policy (Engine's copy constructor), not a rebuild;
+//    last runs on a copy of it under a new policy (Engine's copy constructor), not a rebuild; a
+//    caller that has the cluster as an engine (ScaleUpInput::base) has each template run on a
+//    copy of that, and nothing is built;
 //  - a node added joins the domains, the domain index and the policy's order in place
 //    (Engine::ChangeNodes with additions alone: as a rebuild would have them);
 //  - the passes before the last ask quietly (Ask::Quiet: no per-node explanation of what does not
@@ -45,8 +47,8 @@
 //    tried on the whole cluster after every node, as before: a gang may fit in free GPUs of the
 //    cluster together with a new node, or in a domain of the cluster that the new node joins;
 //    under other policies every pod is.
-// Cost at 10,000 nodes (bench/results/scale_up.md): building the scratch engine (a copy of the
-// cluster, every running pod restored) and its copy are most of what is left.
+// Cost at 10,000 nodes (bench/results/scale_up.md): the engines' copies (one per template) are
+// most of what is left.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +65,10 @@
 #include "core/policy/policy.h"
 #include "core/topology/domains.h"
 
+namespace tessera::core {
+class Engine;
+}  // namespace tessera::core
+
 namespace tessera::plan {
 
 struct ScaleUpInput {
@@ -74,6 +80,13 @@ struct ScaleUpInput {
   // What waits, in the order it would be placed: each entry one pod, or every member of a gang.
   std::vector<std::vector<core::PodRequest>> waiting;
   std::vector<core::NodeSpec> templates;  // names unique; added nodes are NAME-new-0, -1, ...
+  // Instead of cluster, levels, running and cordoned (then not read): the cluster as it runs,
+  // already an engine (the scheduler's ledger); each template is evaluated on a copy of it under
+  // a new policy. The plan is the one the running pods restored on its cluster give
+  // (scale_up_reference_test), without building that engine; what the engine holds beyond pods
+  // counts as there: GPUs held unhealthy, and spares (Engine::KeepSpares), which no waiting pod
+  // takes and nodes added keep as the scheduler's would. Not changed; must outlive the call.
+  const core::Engine* base = nullptr;
 };
 
 struct ScaleUpOptions {

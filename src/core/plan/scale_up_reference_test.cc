@@ -201,7 +201,8 @@ void ExpectSamePlan(const ScaleUpPlan& want, const ScaleUpPlan& got) {
   }
 }
 
-// Both planners on `in`; the plan.
+// Both planners on `in`, the incremental one also given the cluster as an engine that holds the
+// running pods (ScaleUpInput::base, as the scheduler plans); the plan.
 ScaleUpPlan Both(const ScaleUpInput& in, int max_nodes) {
   ScaleUpOptions options;
   options.max_nodes = max_nodes;
@@ -211,6 +212,20 @@ ScaleUpPlan Both(const ScaleUpInput& in, int max_nodes) {
   EXPECT_TRUE(got.ok()) << got.status();
   if (!want.ok() || !got.ok()) return {};
   ExpectSamePlan(*want, *got);
+  core::Engine base(*in.cluster, in.make_policy(), in.levels);
+  for (const RunningPod& r : in.running) {
+    EXPECT_TRUE(base.Restore(r.request.name, r.placement).ok());
+  }
+  EXPECT_TRUE(Cordon(base, in.cordoned).ok());
+  ScaleUpInput from_engine{.make_policy = in.make_policy,
+                           .waiting = in.waiting,
+                           .templates = in.templates,
+                           .base = &base};
+  absl::StatusOr<ScaleUpPlan> on_base = PlanScaleUp(from_engine, options);
+  EXPECT_TRUE(on_base.ok()) << on_base.status();
+  if (!on_base.ok()) return {};
+  SCOPED_TRACE("on the cluster as an engine (ScaleUpInput::base)");
+  ExpectSamePlan(*want, *on_base);
   return *got;
 }
 

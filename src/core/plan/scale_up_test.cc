@@ -209,5 +209,37 @@ TEST(ScaleUp, CordonedNodesTakeNothing) {
   EXPECT_TRUE(closed->all_placed);
 }
 
+// Planned on the scheduler's engine (ScaleUpInput::base), what it holds beyond pods counts as
+// there: a GPU it keeps spare (Engine::KeepSpares) is not free to a waiting pod, so the one free
+// GPU of the full server does not run it; a node of the template does, keeping its own spare.
+// Planned on the running pods alone, the spare GPU looks free: no new node.
+TEST(ScaleUp, OnTheSchedulersEngineSparesAreNotFree) {
+  Cluster cluster = ClusterBuilder().Node("dgx").Gpus(8, "A100-80GB").NvSwitch().Build();
+  core::Engine base(cluster, Make());
+  const PodRequest job = Pod("job", GpuAsk::Whole(7));
+  core::PlacementResult r = base.Place(job);
+  ASSERT_TRUE(r.placed());
+  base.KeepSpares(1);
+  ASSERT_EQ(base.spare_count(), 1);
+  ScaleUpInput in;
+  in.make_policy = Make;
+  in.waiting = {{Pod("one", GpuAsk::Whole(1))}};
+  in.templates = {Templates()[0]};
+  in.base = &base;
+  absl::StatusOr<ScaleUpPlan> plan = PlanScaleUp(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->all_placed);
+  EXPECT_EQ(plan->options[0].nodes, 1) << plan->reason;
+  EXPECT_EQ(base.spare_count(), 1);  // the base is not changed
+  EXPECT_EQ(base.placed_count(), 1u);
+
+  in.base = nullptr;
+  in.cluster = &cluster;
+  in.running = {RunningPod{job, r.placement, true}};
+  plan = PlanScaleUp(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->options[0].nodes, 0) << plan->reason;
+}
+
 }  // namespace
 }  // namespace tessera::plan

@@ -102,14 +102,32 @@ std::vector<WaitingGroup> GroupWaiting(const std::vector<const PodInfo*>& pendin
   return complete;
 }
 
-void DropRunningGangs(const std::vector<plan::RunningPod>& running,
-                      std::vector<WaitingGroup>* groups, std::vector<std::string>* dropped) {
-  std::set<std::string> gangs;  // "ns/gang"
+std::set<std::string> RunningGangs(const std::vector<plan::RunningPod>& running) {
+  std::set<std::string> gangs;
   for (const plan::RunningPod& r : running) {
     if (!r.request.gang) continue;
     const std::string& key = r.request.name;  // "ns/pod"
     gangs.insert(StrCat(key.substr(0, key.find('/')), "/", r.request.gang->name));
   }
+  return gangs;
+}
+
+std::set<std::string> RunningGangs(
+    const ClusterLedger& ledger,
+    const std::function<const PodInfo*(const std::string& key)>& find) {
+  std::set<std::string> gangs;
+  const core::Engine& engine = ledger.engine();
+  for (const std::string& key : ledger.EngineKeys()) {
+    if (engine.Find(key) == nullptr) continue;
+    const PodInfo* pod = find(key);
+    if (pod == nullptr || !pod->input_error.empty() || !pod->request.gang) continue;
+    gangs.insert(StrCat(pod->ns, "/", pod->request.gang->name));
+  }
+  return gangs;
+}
+
+void DropRunningGangs(const std::set<std::string>& gangs, std::vector<WaitingGroup>* groups,
+                      std::vector<std::string>* dropped) {
   if (gangs.empty()) return;
   std::erase_if(*groups, [&](const WaitingGroup& g) {
     if (!g.gang() || !gangs.contains(g.name)) return false;

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,11 +68,17 @@ struct WaitingGroup {
 std::vector<WaitingGroup> GroupWaiting(const std::vector<const PodInfo*>& pending,
                                        std::vector<std::string>* incomplete = nullptr);
 
-// Leaves out of `groups` the gangs some of whose members run (PlanView::running): an elastic gang
+// The gangs ("ns/gang") some of whose members run: of a view's `running`, or of what the ledger's
+// engine holds (`find` as for ViewForPlans; no view built: the scale-up signal plans on the
+// ledger's engine itself).
+std::set<std::string> RunningGangs(const std::vector<plan::RunningPod>& running);
+std::set<std::string> RunningGangs(
+    const ClusterLedger& ledger, const std::function<const PodInfo*(const std::string& key)>& find);
+
+// Leaves out of `groups` the gangs some of whose members run (RunningGangs): an elastic gang
 // running grows into room that frees up, with no plan; a gang restarted is placed where its
 // members run. `dropped` (optional) gets their names.
-void DropRunningGangs(const std::vector<plan::RunningPod>& running,
-                      std::vector<WaitingGroup>* groups,
+void DropRunningGangs(const std::set<std::string>& running_gangs, std::vector<WaitingGroup>* groups,
                       std::vector<std::string>* dropped = nullptr);
 
 }  // namespace tessera::k8s

@@ -20,7 +20,7 @@ void ScaleUpAnswer::EndCycle(TimePoint now) {
         const PodTracker::Pod* p = pods.Find(key);
         return p == nullptr ? nullptr : p->info.get();
       },
-      waiting, [this] { return host_.NewPolicy(); }, host_.levels(), now);
+      waiting, [this] { return host_.NewPolicy(); }, now);
   for (const ScaleUpSignal::Notice& n : notices) {
     host_.reporter().ReportScaleUp(*n.pod, n.message, n.helps);
   }

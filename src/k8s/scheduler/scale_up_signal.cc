@@ -66,8 +66,7 @@ bool Helps(const plan::ScaleUpPlan& plan, const std::string& pod_key) {
 std::vector<ScaleUpSignal::Notice> ScaleUpSignal::Update(
     const ClusterLedger& ledger, const std::function<const PodInfo*(const std::string&)>& find,
     const std::vector<const PodInfo*>& waiting,
-    const std::function<std::unique_ptr<core::Policy>()>& make_policy,
-    const std::vector<core::TopologyLevel>& levels, TimePoint now) {
+    const std::function<std::unique_ptr<core::Policy>()>& make_policy, TimePoint now) {
   computed_ = true;
   last_at_ = now;
   std::vector<Notice> notices;
@@ -83,14 +82,13 @@ std::vector<ScaleUpSignal::Notice> ScaleUpSignal::Update(
     Publish();
     return notices;
   }
-  PlanView view = ViewForPlans(ledger, find);
-  DropRunningGangs(view.running, &groups);  // an elastic gang running grows with no new nodes
+  // An elastic gang running grows with no new nodes.
+  DropRunningGangs(RunningGangs(ledger, find), &groups);
+  // The cluster as it runs is the ledger's engine, copied per template (no view of every running
+  // pod, no engine rebuilt).
   plan::ScaleUpInput in;
-  in.cluster = view.cluster;
-  in.levels = levels;
+  in.base = &ledger.engine();
   in.make_policy = make_policy;
-  in.running = std::move(view.running);
-  in.cordoned = std::move(view.cordoned);
   for (const WaitingGroup& g : groups) in.waiting.push_back(g.requests());
   in.templates = options_.templates;
   plan::ScaleUpOptions so;

@@ -52,12 +52,13 @@ class ScaleUpSignal {
   };
   // Computes the signal for `waiting` (pods the scheduler could not place) on `ledger`; `find`
   // gives the decoded pod of a key the ledger holds. Returns an Event for each waiting pod whose
-  // message changed. Publishes the metrics. `make_policy`: the scheduler's policy, fresh.
+  // message changed. Publishes the metrics. `make_policy`: the scheduler's policy, fresh. The
+  // plan runs on copies of the ledger's engine (plan::ScaleUpInput::base): its topology levels.
   std::vector<Notice> Update(const ClusterLedger& ledger,
                              const std::function<const PodInfo*(const std::string&)>& find,
                              const std::vector<const PodInfo*>& waiting,
                              const std::function<std::unique_ptr<core::Policy>()>& make_policy,
-                             const std::vector<core::TopologyLevel>& levels, TimePoint now);
+                             TimePoint now);
 
   // The last answer (empty options before the first Update).
   const plan::ScaleUpPlan& last() const { return last_; }

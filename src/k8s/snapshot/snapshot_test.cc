@@ -269,7 +269,7 @@ TEST(Snapshot, ElasticGangsWaitFromTheirMinAndNotWhileRunning) {
     return it == by_key.end() ? nullptr : it->second;
   });
   std::vector<std::string> dropped;
-  DropRunningGangs(view.running, &groups, &dropped);
+  DropRunningGangs(RunningGangs(view.running), &groups, &dropped);
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0].name, "ns/e");
   EXPECT_EQ(dropped, std::vector<std::string>{"ns/r"});
