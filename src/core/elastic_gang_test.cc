@@ -14,10 +14,9 @@ namespace {
 
 using testing::ClusterBuilder;
 using ::testing::HasSubstr;
+using testing::MakePolicy;
 using testing::Pod;
 using testing::TwoNvSwitchServers;
-
-std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
 
 std::vector<PodRequest> Members(const std::string& gang, int from, int to, int size, int min,
                                 bool required = true) {
@@ -50,7 +49,7 @@ std::vector<std::string> Names(const std::vector<PodRequest>& members, int n) {
 
 TEST(ElasticGang, StartsWithMinAndGrowsToSizeAsRoomAppears) {
   Cluster c = TwoNvSwitchServers();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   Fill(e, c, "fa", "a", 4);
   Fill(e, c, "fb", "b", 8);
   std::vector<PodRequest> g = Members("g", 0, 8, 8, 4);
@@ -76,7 +75,7 @@ TEST(ElasticGang, StartsWithMinAndGrowsToSizeAsRoomAppears) {
 
 TEST(ElasticGang, DoesNotStartBelowMinAndLeavesTheStateAsItWas) {
   Cluster c = TwoNvSwitchServers();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   Fill(e, c, "fa", "a", 5);
   Fill(e, c, "fb", "b", 6);
   std::vector<PodRequest> g = Members("g", 0, 8, 8, 4);
@@ -92,7 +91,7 @@ TEST(ElasticGang, DoesNotStartBelowMinAndLeavesTheStateAsItWas) {
 
 TEST(ElasticGang, StartsWithAsManyAsOneDomainTakes) {
   Cluster c = TwoNvSwitchServers();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   Fill(e, c, "fa", "a", 2);  // 6 free on a
   Fill(e, c, "fb", "b", 3);  // 5 free on b
   std::vector<PodRequest> g = Members("g", 0, 8, 8, 4);
@@ -104,7 +103,7 @@ TEST(ElasticGang, StartsWithAsManyAsOneDomainTakes) {
 
 TEST(ElasticGang, RequiredDomainIsKeptWhenRoomAppearsElsewhere) {
   Cluster c = TwoNvSwitchServers();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   Fill(e, c, "fa", "a", 4);
   Fill(e, c, "fb", "b", 8);
   std::vector<PodRequest> g = Members("g", 0, 8, 8, 4);
@@ -117,7 +116,7 @@ TEST(ElasticGang, RequiredDomainIsKeptWhenRoomAppearsElsewhere) {
   EXPECT_EQ(e.state().whole_free_count(c.FindNode("b")), 8);
 
   // Preferred: the running members' domain first, then anywhere.
-  Engine p(c, Make("tessera"));
+  Engine p(c, MakePolicy("tessera"));
   Fill(p, c, "fa", "a", 4);
   Fill(p, c, "fb", "b", 8);
   std::vector<PodRequest> h = Members("h", 0, 8, 8, 4, /*required=*/false);
@@ -131,7 +130,7 @@ TEST(ElasticGang, RequiredDomainIsKeptWhenRoomAppearsElsewhere) {
 
 TEST(ElasticGang, NeverBeyondItsSize) {
   Cluster c = TwoNvSwitchServers();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   // Ten pods claim membership of a gang of 8: 8 run, the other two are told why they wait.
   std::vector<PodRequest> g = Members("g", 0, 10, 8, 4);
   std::vector<PlacementResult> rs = e.PlaceElasticGang(g, {});
@@ -146,7 +145,7 @@ TEST(ElasticGang, NeverBeyondItsSize) {
 
 TEST(ElasticGang, BelowMinAfterALossItNeedsTheMissingMembersTogether) {
   Cluster c = TwoNvSwitchServers();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   Fill(e, c, "fb", "b", 8);
   std::vector<PodRequest> g = Members("g", 0, 8, 8, 4);
   ASSERT_EQ(Placed(e.PlaceElasticGang(g, {})), 8);
@@ -159,7 +158,7 @@ TEST(ElasticGang, BelowMinAfterALossItNeedsTheMissingMembersTogether) {
   EXPECT_EQ(Placed(one), 1);
   // A rigid gang (min = size) with members running needs all its missing members at once, in
   // their domain.
-  Engine r(c, Make("tessera"));
+  Engine r(c, MakePolicy("tessera"));
   Fill(r, c, "fb", "b", 8);
   std::vector<PodRequest> k = Members("k", 0, 4, 4, 0);
   ASSERT_EQ(Placed(r.PlaceGang(k)), 4);
@@ -178,7 +177,7 @@ TEST(ElasticGang, BelowMinAfterALossItNeedsTheMissingMembersTogether) {
 // domain to keep: the reason is the engine's, after the count).
 TEST(ElasticGang, AGangThatCannotGrowSaysHowManyRun) {
   Cluster c = ClusterBuilder().Node("a").Gpus(4, "A100-80GB").Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   std::vector<PodRequest> m = Members("g", 0, 6, 6, 2, /*required=*/false);
   EXPECT_EQ(Placed(e.PlaceElasticGang(m, {})), 4);
   std::vector<PodRequest> rest(m.begin() + 4, m.end());

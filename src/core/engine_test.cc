@@ -11,15 +11,14 @@ namespace {
 
 using testing::ClusterBuilder;
 using ::testing::HasSubstr;
+using testing::MakePolicy;
 using testing::Pod;
 using testing::RealityCheckCluster;
 using testing::TwoNvSwitchServers;
 
-std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
-
 TEST(Engine, PlacesAndReleases) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   PlacementResult r = e.Place(Pod("p", GpuAsk::Share(4096, 0)));
   ASSERT_TRUE(r.placed()) << r.reason;
   EXPECT_EQ(e.state().gpus_in_use(), 1);
@@ -32,7 +31,7 @@ TEST(Engine, PlacesAndReleases) {
 
 TEST(Engine, NeverFitsSaysWhyInWordsAPersonCanActOn) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   PlacementResult big = e.Place(Pod("big", GpuAsk::Share(96 * 1024, 0)));
   EXPECT_EQ(big.outcome, Outcome::kNeverFits);
   EXPECT_EQ(big.reason, "needs 96Gi on one GPU; the largest GPU has 80Gi");
@@ -59,7 +58,7 @@ TEST(Engine, NeverFitsSaysWhyInWordsAPersonCanActOn) {
 
 TEST(Engine, NoFitNowCountsNodesByReason) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   ASSERT_TRUE(e.Place(Pod("w", GpuAsk::Whole(7))).placed());
   PlacementResult r = e.Place(Pod("x", GpuAsk::Whole(2), 100'000));
   EXPECT_EQ(r.outcome, Outcome::kNoFitNow);
@@ -70,7 +69,7 @@ TEST(Engine, NoFitNowCountsNodesByReason) {
 
 TEST(Engine, TestOnlyModeChangesNothing) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   PlacementResult r = e.Place(Pod("p", GpuAsk::Whole(2)), Mode::kTestOnly);
   EXPECT_TRUE(r.placed());
   EXPECT_EQ(e.state().gpus_in_use(), 0);
@@ -80,7 +79,7 @@ TEST(Engine, TestOnlyModeChangesNothing) {
 TEST(Engine, ApplyModeDecidesAsCommitAndKeepsNoLedgerEntry) {
   Cluster c = RealityCheckCluster();
   for (const char* policy : {"tessera", "binpack", "whole-gpu"}) {
-    Engine committed(c, Make(policy)), applied(c, Make(policy));
+    Engine committed(c, MakePolicy(policy)), applied(c, MakePolicy(policy));
     std::vector<Placement> taken;
     for (int i = 0; i < 6; ++i) {
       const PodRequest p = Pod(StrCat("p", i), i % 2 ? GpuAsk::Whole(1) : GpuAsk::Share(8192, 0));
@@ -111,7 +110,7 @@ std::vector<PodRequest> Gang(const std::string& name, int n, GpuAsk ask, std::st
 
 TEST(Engine, GangLandsInsideOneNvlinkDomain) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   auto results = e.PlaceGang(Gang("train", 8, GpuAsk::Whole(1), "nvlink-domain", true));
   for (const PlacementResult& r : results) {
     ASSERT_TRUE(r.placed()) << r.reason;
@@ -123,7 +122,7 @@ TEST(Engine, GangLandsInsideOneNvlinkDomain) {
 TEST(Engine, FailedGangRollsBackExactly) {
   Cluster c = RealityCheckCluster();
   for (const char* policy : {"tessera", "binpack", "spread"}) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     ASSERT_TRUE(e.Place(Pod("a", GpuAsk::Whole(1))).placed());
     ASSERT_TRUE(e.Place(Pod("b", GpuAsk::Share(10'000, 300))).placed());
     // Snapshot what is free.
@@ -153,7 +152,7 @@ TEST(Engine, FailedGangRollsBackExactly) {
     e.state().CheckInvariants();
     // And the policy's indexes were restored too: later requests go exactly where they go on
     // an engine that never saw the gang.
-    Engine fresh(c, Make(policy));
+    Engine fresh(c, MakePolicy(policy));
     ASSERT_TRUE(fresh.Place(Pod("a", GpuAsk::Whole(1))).placed());
     ASSERT_TRUE(fresh.Place(Pod("b", GpuAsk::Share(10'000, 300))).placed());
     for (const PodRequest& probe : {Pod("c", GpuAsk::Whole(2)), Pod("d", GpuAsk::Share(1000, 0)),
@@ -220,7 +219,7 @@ TEST(Engine, GangWhatIfRevertsExactlyEvenMigInstances) {
                   .Gpus(2, "A100-80GB")
                   .Build();
   for (std::string_view policy : PolicyNames()) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     ASSERT_TRUE(e.Place(Pod("cpu", GpuAsk::None())).placed()) << policy;
     const StateSnapshot before = StateSnapshot::Of(e);
     // Members that create 1g.10gb instances in unconfigured slices and (the 4g.40gb) destroy the
@@ -250,7 +249,7 @@ TEST(Engine, GangWhatIfRevertsExactlyEvenMigInstances) {
 
 TEST(Engine, GangRequiredDomainTooSmallNeverFits) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   auto results = e.PlaceGang(Gang("big", 9, GpuAsk::Whole(1), "nvlink-domain", true));
   EXPECT_EQ(results[0].outcome, Outcome::kNeverFits);
   EXPECT_EQ(results[0].reason, "gang big needs 9 GPUs inside one nvlink-domain; the largest has 8");
@@ -258,7 +257,7 @@ TEST(Engine, GangRequiredDomainTooSmallNeverFits) {
 
 TEST(Engine, GangRequiredDomainBusyDoesNotFitNow) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   ASSERT_TRUE(e.Place(Pod("w", GpuAsk::Whole(1))).placed());   // best fit: lands on pcie-0
   ASSERT_TRUE(e.Place(Pod("w2", GpuAsk::Whole(2))).placed());  // only nvswitch-0 has 2 free
   auto results = e.PlaceGang(Gang("t", 8, GpuAsk::Whole(1), "nvlink-domain", true));
@@ -271,7 +270,7 @@ TEST(Engine, GangRequiredDomainBusyDoesNotFitNow) {
 
 TEST(Engine, GangUnknownLevelIsAnError) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   auto results = e.PlaceGang(Gang("g", 2, GpuAsk::Whole(1), "galaxy", true));
   EXPECT_EQ(results[0].outcome, Outcome::kNeverFits);
   EXPECT_THAT(results[0].reason, HasSubstr("unknown topology level \"galaxy\""));
@@ -292,7 +291,7 @@ TEST(Engine, GangPicksTheBestFittingRack) {
                   .NvSwitch()
                   .Label("tessera.dev/rack", "r2")
                   .Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   // 12 GPUs in one rack: only r1 has 16; r2 has 8.
   auto results = e.PlaceGang(Gang("g", 12, GpuAsk::Whole(1), "rack", true));
   for (const PlacementResult& r : results) {
@@ -311,7 +310,7 @@ TEST(Engine, GangPicksTheBestFittingRack) {
 // domains, only use the allowed nodes.
 TEST(Engine, AllowedNodesRestrictPodsAndGangs) {
   Cluster c = TwoNvSwitchServers();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   std::vector<Candidate> only_b = {Candidate{c.FindNode("b")}};
   PlacementResult r = e.Place(Pod("p", GpuAsk::Whole(1)), Mode::kCommit, &only_b);
   ASSERT_TRUE(r.placed()) << r.reason;
@@ -343,10 +342,10 @@ TEST(Engine, AllowedNodesRestrictPodsAndGangs) {
 
 TEST(Engine, RestoreRebuildsTheLedger) {
   Cluster c = RealityCheckCluster();
-  Engine first(c, Make("tessera"));
+  Engine first(c, MakePolicy("tessera"));
   PlacementResult r = first.Place(Pod("p", GpuAsk::Share(4096, 100)));
   ASSERT_TRUE(r.placed());
-  Engine second(c, Make("tessera"));
+  Engine second(c, MakePolicy("tessera"));
   ASSERT_TRUE(second.Restore("p", r.placement).ok());
   EXPECT_EQ(second.Restore("p", r.placement).code(), absl::StatusCode::kAlreadyExists);
   Placement over = r.placement;
@@ -374,8 +373,8 @@ TEST(Engine, NodeSetPlacesExactlyAsTheSameCandidates) {
   EXPECT_EQ(set.size(), static_cast<int>(candidates.size()));
   for (const std::string& name : PolicyNames()) {
     SCOPED_TRACE(name);
-    Engine with_set(c, Make(name));
-    Engine with_candidates(c, Make(name));
+    Engine with_set(c, MakePolicy(name));
+    Engine with_candidates(c, MakePolicy(name));
     Random rng(5);
     std::vector<std::string> live;
     for (int i = 0; i < 600; ++i) {
@@ -410,7 +409,7 @@ TEST(Engine, NodeSetPlacesExactlyAsTheSameCandidates) {
 TEST(Engine, NodeSetExcludedNodesAreCountedInTheReason) {
   Cluster c =
       ClusterBuilder().Node("a").Gpus(8, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   const NodeSet only_b({false, true});
   PlacementResult r = e.Place(Pod("four", GpuAsk::Whole(4)), Mode::kCommit, nullptr, &only_b);
   EXPECT_EQ(r.outcome, Outcome::kNoFitNow);
@@ -429,7 +428,7 @@ TEST(Engine, NodeSetExcludedNodesAreCountedInTheReason) {
 TEST(Engine, ANodeSetChangedAfterUseIsDecidedAnew) {
   Cluster c =
       ClusterBuilder().Node("a").Gpus(4, "A100-80GB").Node("b").Gpus(4, "A100-80GB").Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   NodeSet set({false, true});
   const uint64_t before = set.id();
   EXPECT_EQ(e.Place(Pod("one", GpuAsk::Whole(1)), Mode::kTestOnly, nullptr, &set).placement.node,
@@ -495,7 +494,7 @@ std::vector<std::string> Answers(Engine& e, int salt) {
 TEST(Engine, NodeChangesInPlaceMatchAnEngineBuiltWithTheNewNodes) {
   for (std::string_view policy : {"tessera", "binpack", "spread", "whole-gpu"}) {
     Cluster c = MixedCluster(12);
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     Answers(e, 1);  // pods on the first nodes
     NodeChanges changes;
     NodeSpec added = MixedCluster(13).node(NodeId(12));
@@ -526,7 +525,7 @@ TEST(Engine, NodeChangesInPlaceMatchAnEngineBuiltWithTheNewNodes) {
     specs[7] = resized;
     specs.push_back(added);
     Cluster fresh_cluster = *Cluster::Create(specs);
-    Engine fresh(fresh_cluster, Make(policy));
+    Engine fresh(fresh_cluster, MakePolicy(policy));
     ASSERT_TRUE(fresh.ChangeNodes(NodeChanges{{NodeId(10)}, {}, {}, {}}).ok());
     for (const PodRequest& p : Probes(1)) (void)fresh.Place(p, Mode::kTestOnly);
     for (int i = 0; i < 40; ++i) {
@@ -580,8 +579,8 @@ TEST(Engine, NodesOnlyAddedJoinInPlaceAsARebuildWould) {
   adds.push_back(nvl);
   for (std::string_view policy : {"tessera", "binpack", "spread"}) {
     Cluster c = MixedCluster(12);
-    Engine in_place(c, Make(policy));
-    Engine rebuilt(c, Make(policy));
+    Engine in_place(c, MakePolicy(policy));
+    Engine rebuilt(c, MakePolicy(policy));
     ASSERT_EQ(Answers(in_place, 1), Answers(rebuilt, 1));
     for (size_t i = 0; i < adds.size(); ++i) {
       SCOPED_TRACE(StrCat(policy, " after ", adds[i].name));
@@ -627,11 +626,11 @@ TEST(Engine, ACopyUnderANewPolicyIsAsBuiltAfresh) {
   for (std::string_view policy : {"tessera", "binpack", "spread", "fgd"}) {
     SCOPED_TRACE(policy);
     Cluster c = MixedCluster(12);
-    Engine base(c, Make(policy));
+    Engine base(c, MakePolicy(policy));
     Answers(base, 1);
     ASSERT_TRUE(base.ChangeNodes(NodeChanges{{}, {}, {}, {{NodeId(3), true}}}).ok());
-    Engine copy(base, Make(policy));
-    Engine fresh(c, Make(policy));
+    Engine copy(base, MakePolicy(policy));
+    Engine fresh(c, MakePolicy(policy));
     for (int i = 0; i < 40; ++i) {
       const std::string name = StrCat("probe-1-", i);
       if (const Placement* held = base.Find(name)) ASSERT_TRUE(fresh.Restore(name, *held).ok());
@@ -649,7 +648,7 @@ TEST(Engine, ACopyUnderANewPolicyIsAsBuiltAfresh) {
 // A cordoned node takes no new pods (the reason says so) and keeps its own; uncordoned, it is used.
 TEST(Engine, CordonedNodesKeepTheirPodsAndTakeNoNewOnes) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   ASSERT_TRUE(e.Place(Pod("p", GpuAsk::Whole(2))).placed());
   const NodeId nv = c.FindNode("nvswitch-0");
   ASSERT_TRUE(e.ChangeNodes(NodeChanges{{}, {}, {}, {{nv, true}}}).ok());
@@ -689,7 +688,7 @@ std::vector<PodRequest> RandomGang(Random& rnd, int round) {
 TEST(Engine, GangDomainIndexChoosesAsTheFullScan) {
   Cluster c = MixedCluster(30);
   for (std::string_view policy : {"tessera", "binpack", "spread"}) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     Random rnd(7);
     std::vector<Candidate> everywhere;
     for (int n = 0; n < c.node_count(); ++n) everywhere.push_back(Candidate{NodeId(n)});
@@ -728,7 +727,7 @@ TEST(Engine, GangWithANodeSetCountsEachDomainsRoomInsideTheSet) {
                   .Gpus(8, "A100-80GB")
                   .Label("tessera.dev/rack", "r2")
                   .Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   std::vector<bool> on_d(4, false);
   on_d[c.FindNode("d").value()] = true;
   const NodeSet only_d(on_d);
@@ -759,7 +758,7 @@ TEST(Engine, GangWithANodeSetCountsEachDomainsRoomInsideTheSet) {
 TEST(Engine, GangDomainIndexWithANodeSetChoosesAsWellAsTheScan) {
   Cluster c = MixedCluster(30);
   for (std::string_view policy : {"tessera", "binpack", "spread"}) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     Random rnd(11);
     for (int round = 0; round < 80; ++round) {
       FillSomeFreeSome(e, rnd, round);
@@ -823,7 +822,7 @@ TEST(Engine, WhatIfDecidesAsIfPodsWereGoneAndChangesNothing) {
                   .Gpus(2, "A100-80GB")
                   .Build();
   for (std::string_view policy : PolicyNames()) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     ASSERT_TRUE(e.Place(Pod("w", GpuAsk::Whole(1))).placed()) << policy;
     std::vector<std::string> shares;  // whole-gpu takes a GPU for the first and has none left
     for (int i = 0; i < 4; ++i) {

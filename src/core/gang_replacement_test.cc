@@ -17,9 +17,8 @@ namespace {
 
 using testing::ClusterBuilder;
 using ::testing::HasSubstr;
+using testing::MakePolicy;
 using testing::Pod;
-
-std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
 
 // Gang `gang` of `size` one-GPU members at `level` (empty: none).
 std::vector<PodRequest> Gang(const std::string& gang, int size, const std::string& level = "",
@@ -79,7 +78,7 @@ Cluster TwoDomains() {
 // the survivors' NVLink domain), though d2 has 16 GPUs free and spread prefers b1.
 TEST(GangReplacement, GoesToTheSurvivorsNvlinkDomainThoughAnotherHasMoreRoom) {
   Cluster c = TwoDomains();
-  Engine e(c, Make("spread"));
+  Engine e(c, MakePolicy("spread"));
   const std::vector<Candidate> a2 = On(c, {"a2"});
   ASSERT_TRUE(e.Place(Pod("other", GpuAsk::Whole(2)), Mode::kCommit, &a2).placed());
   std::vector<PodRequest> g = Gang("g", 6);
@@ -98,7 +97,7 @@ TEST(GangReplacement, GoesToTheSurvivorsNvlinkDomainThoughAnotherHasMoreRoom) {
 // replacement goes to d1, not to the emptier d2 of the same rack: the narrowest place first.
 TEST(GangReplacement, GoesToTheSurvivorsNvlinkDomainWithinTheRackItAsksFor) {
   Cluster c = TwoDomains();
-  Engine e(c, Make("spread"));
+  Engine e(c, MakePolicy("spread"));
   const PlacementResult r = Replace(e, c, Gang("g", 4, "rack"), {"a1", "a2"}, 0);
   ASSERT_TRUE(r.placed()) << r.reason;
   EXPECT_EQ(c.node(r.placement.node).labels.at("tessera.dev/nvlink-domain"), "d1");
@@ -115,7 +114,7 @@ TEST(GangReplacement, GoesToTheSurvivorsNodesWhenNoDomainHoldsThem) {
                   .Node("p3")
                   .Gpus(8, "L4")
                   .Build();
-  Engine e(c, Make("spread"));
+  Engine e(c, MakePolicy("spread"));
   const PlacementResult r = Replace(e, c, Gang("g", 4), {"p1", "p2"}, 3);
   ASSERT_TRUE(r.placed()) << r.reason;
   EXPECT_NE(c.node(r.placement.node).name, "p3");
@@ -127,7 +126,7 @@ TEST(GangReplacement, GoesElsewhereOnlyWhenTheSurvivorsDomainIsFull) {
   for (bool required : {false, true}) {
     SCOPED_TRACE(required ? "required" : "preferred");
     Cluster c = TwoDomains();
-    Engine e(c, Make("spread"));
+    Engine e(c, MakePolicy("spread"));
     std::vector<PodRequest> g = Gang("g", 8, "nvlink-domain", required);
     const std::vector<Candidate> d1 = On(c, {"a1", "a2"});
     for (const PlacementResult& r : e.PlaceGang(g, Mode::kCommit, &d1)) ASSERT_TRUE(r.placed());
@@ -165,7 +164,7 @@ TEST(GangReplacement, ARequiredGangsPlaceBesideTheSurvivorsIsCutToItsDomain) {
                   .Gpus(8, "L4")
                   .Label("tessera.dev/rack", "r2")
                   .Build();
-  Engine e(c, Make("spread"));
+  Engine e(c, MakePolicy("spread"));
   // Members placed earlier (a restart restored them where they were): 3 on a1, 1 on c1.
   std::vector<PodRequest> g = Gang("g", 5, "rack", /*required=*/true);
   for (int i = 0; i < 4; ++i) {

@@ -13,9 +13,8 @@ namespace {
 
 using testing::ClusterBuilder;
 using ::testing::HasSubstr;
+using testing::MakePolicy;
 using testing::Pod;
-
-std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
 
 // dgx: 4 GPUs on an NVSwitch (one NVLink island); pcie: 2 GPUs joined by no NVLink (no domain).
 Cluster DgxAndPcie() {
@@ -45,7 +44,7 @@ Placement WholeGpu(const Cluster& c, std::string_view node, int gpu) {
 
 TEST(Spares, AreTheLastFreeGpusOfEachNvlinkDomainAndNoPodTakesThem) {
   const Cluster c = DgxAndPcie();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   const NodeId dgx = c.FindNode("dgx"), pcie = c.FindNode("pcie");
   e.KeepSpares(1);
   EXPECT_EQ(e.spare_gpus(dgx), 1ULL << 3);
@@ -74,7 +73,7 @@ TEST(Spares, AreTheLastFreeGpusOfEachNvlinkDomainAndNoPodTakesThem) {
 // the survivors, which no one else could.
 TEST(Spares, AGangsLostMemberTakesTheSpare) {
   const Cluster c = DgxAndPcie();
-  Engine e(c, Make("spread"));
+  Engine e(c, MakePolicy("spread"));
   e.KeepSpares(1);
   const NodeId dgx = c.FindNode("dgx");
   const std::vector<Candidate> on_dgx = {Candidate{dgx}};
@@ -107,7 +106,7 @@ TEST(Spares, AGangsLostMemberTakesTheSpare) {
 // An elastic gang growing past its minimum is no replacement: it takes no spare.
 TEST(Spares, AnElasticGangGrowingPastItsMinimumTakesNone) {
   const Cluster c = DgxAndPcie();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   e.KeepSpares(1);
   const std::vector<Candidate> on_dgx = {Candidate{c.FindNode("dgx")}};
   std::vector<PodRequest> gang = Gang("elastic", 4, /*min=*/2);
@@ -131,7 +130,7 @@ TEST(Spares, AnElasticGangGrowingPastItsMinimumTakesNone) {
 // freed in the domain's order (the GPU before is free again); an engine copy keeps them.
 TEST(Spares, MoveAsPodsComeAndGo) {
   const Cluster c = DgxAndPcie();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   const NodeId dgx = c.FindNode("dgx");
   const std::vector<Candidate> on_dgx = {Candidate{dgx}};
   std::vector<std::string> on_gpu(4);
@@ -151,7 +150,7 @@ TEST(Spares, MoveAsPodsComeAndGo) {
   ASSERT_TRUE(r.placed()) << r.reason;
   EXPECT_EQ(r.placement.gpus[0].gpu, 1);
 
-  Engine copy(e, Make("binpack"));
+  Engine copy(e, MakePolicy("binpack"));
   EXPECT_EQ(copy.spare_gpus(dgx), 1ULL << 3);
   EXPECT_FALSE(copy.Place(Pod("more", GpuAsk::Whole(1)), Mode::kTestOnly, &on_dgx).placed());
   e.KeepSpares(0);
@@ -164,7 +163,7 @@ TEST(Spares, MoveAsPodsComeAndGo) {
 // left as it was.
 TEST(Spares, AWhatIfSeesTheSparesItsVictimsWouldLeave) {
   const Cluster c = DgxAndPcie();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   const NodeId dgx = c.FindNode("dgx");
   const std::vector<Candidate> on_dgx = {Candidate{dgx}};
   for (int i = 0; i < 4; ++i) {
@@ -189,7 +188,7 @@ TEST(Spares, ManySparesAreOnlySaidNotToCount) {
   ClusterBuilder b;
   for (int i = 0; i < 65; ++i) b.Node("n" + std::to_string(i)).Gpus(2, "H100-80GB").NvSwitch();
   const Cluster c = b.Build();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   e.KeepSpares(1);
   ASSERT_EQ(e.spare_count(), 65);
   for (int i = 0; i < 65; ++i) {
@@ -204,7 +203,7 @@ TEST(Spares, ManySparesAreOnlySaidNotToCount) {
 // A pod placed earlier (a restarted scheduler restoring it) comes before a spare: the spare moves.
 TEST(Spares, ARestoredPodMovesTheSpare) {
   const Cluster c = DgxAndPcie();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   const NodeId dgx = c.FindNode("dgx");
   e.KeepSpares(1);
   ASSERT_EQ(e.spare_gpus(dgx), 1ULL << 3);
@@ -217,7 +216,7 @@ TEST(Spares, ARestoredPodMovesTheSpare) {
 // Node changes: a node joining with an NVLink island gets its spare; a cordoned node keeps none.
 TEST(Spares, FollowNodeChanges) {
   const Cluster c = DgxAndPcie();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   e.KeepSpares(2);
   const NodeId dgx = c.FindNode("dgx");
   EXPECT_EQ(e.spare_gpus(dgx), 0b1100u);

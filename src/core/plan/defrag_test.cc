@@ -18,11 +18,10 @@ using core::GpuAsk;
 using core::Placement;
 using core::PodRequest;
 using core::testing::ClusterBuilder;
+using core::testing::MakePolicy;
 using core::testing::Pod;
 using core::testing::TwoNvSwitchServers;
 using ::testing::HasSubstr;
-
-std::unique_ptr<core::Policy> Make(std::string_view name) { return *core::CreatePolicy(name, {}); }
 
 constexpr int64_t kGi = 1024;
 
@@ -32,7 +31,7 @@ class World {
  public:
   explicit World(Cluster cluster, std::string policy = "tessera")
       : cluster_(std::move(cluster)), policy_(std::move(policy)) {
-    engine_ = std::make_unique<Engine>(cluster_, Make(policy_));
+    engine_ = std::make_unique<Engine>(cluster_, MakePolicy(policy_));
   }
   // Places `pod` on exactly `node` and `gpus` (a test states the layout it wants).
   World& At(PodRequest pod, int node, uint64_t gpus, bool movable = true) {
@@ -57,7 +56,7 @@ class World {
     DefragInput in;
     in.cluster = &cluster_;
     std::string p = policy_;
-    in.make_policy = [p] { return Make(p); };
+    in.make_policy = [p] { return MakePolicy(p); };
     in.running = running_;
     in.target = std::move(target);
     return in;
@@ -75,7 +74,7 @@ class World {
 // Applies a plan to a fresh engine: the movers leave, then the target and the movers go where
 // the plan says. Every step must be accepted by the engine.
 void ExpectPlanApplies(const World& s, const DefragInput& in, const DefragPlan& plan) {
-  Engine e(s.cluster(), Make("tessera"), in.levels);
+  Engine e(s.cluster(), MakePolicy("tessera"), in.levels);
   for (const RunningPod& r : s.running()) ASSERT_TRUE(e.Restore(r.request.name, r.placement).ok());
   for (const Move& m : plan.moves) ASSERT_TRUE(e.Release(m.pod).ok()) << m.pod;
   // Every member, or an elastic gang's first (its min).
@@ -450,7 +449,7 @@ struct Reference {
 class Exhaustive {
  public:
   Exhaustive(const World& s, const DefragInput& in) : s_(s), in_(in) {
-    engine_ = std::make_unique<Engine>(s.cluster(), Make("tessera"), in.levels);
+    engine_ = std::make_unique<Engine>(s.cluster(), MakePolicy("tessera"), in.levels);
     for (const RunningPod& r : s.running()) {
       TESSERA_CHECK(engine_->Restore(r.request.name, r.placement).ok());
       if (r.movable && !r.request.gang) movable_.push_back(&r);

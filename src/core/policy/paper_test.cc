@@ -18,13 +18,8 @@ namespace tessera::core {
 namespace {
 
 using testing::ClusterBuilder;
+using testing::MakePolicy;
 using testing::Pod;
-
-std::unique_ptr<Policy> Make(std::string_view name, PolicyOptions options = {}) {
-  absl::StatusOr<std::unique_ptr<Policy>> p = CreatePolicy(name, options);
-  TESSERA_CHECK(p.ok());
-  return *std::move(p);
-}
 
 // The score a policy gives `node` for `request` in the engine's current state.
 double ScoreOn(Engine& e, const PodRequest& request, const std::string& node) {
@@ -62,7 +57,7 @@ TEST(DotProd, HeaderExample) {
                   .Cpu(96)
                   .Gpus(8, "A100-80GB")
                   .Build();
-  Engine e(c, Make("dotprod"));
+  Engine e(c, MakePolicy("dotprod"));
   PodRequest p = Pod("p", GpuAsk::Whole(1), 4000);
   EXPECT_EQ(ScoreOn(e, p, "a"), 99);
   EXPECT_EQ(ScoreOn(e, p, "b"), 92);
@@ -78,7 +73,7 @@ TEST(BestFit, HeaderExample) {
                   .Cpu(64)
                   .Gpus(8, "A100-80GB")
                   .Build();
-  Engine e(c, Make("bestfit"));
+  Engine e(c, MakePolicy("bestfit"));
   Fill(e, "a", 0, 200, 2000, "filler");
   PodRequest p = Pod("p", GpuAsk::Fraction(500), 2000);
   EXPECT_EQ(ScoreOn(e, p, "a"), 95);  // s = 0.03125 + 0.01875
@@ -95,7 +90,7 @@ TEST(GpuPacking, HeaderExampleAndTiers) {
                   .Node("c")
                   .Gpus(8, "A100-80GB")
                   .Build();
-  Engine e(c, Make("gpu-packing"));
+  Engine e(c, MakePolicy("gpu-packing"));
   Fill(e, "a", 0, 600, 1000, "filler");
   PodRequest share = Pod("s", GpuAsk::Fraction(250));
   EXPECT_EQ(ScoreOn(e, share, "a"), 96);  // uses the shared GPU with 0.4 free
@@ -117,7 +112,7 @@ TEST(GpuClustering, HeaderExample) {
                   .Node("w")
                   .Gpus(2, "A100-80GB")
                   .Build();
-  Engine e(c, Make("gpu-clustering"));
+  Engine e(c, MakePolicy("gpu-clustering"));
   ASSERT_TRUE(e.Restore("s0",
                         [&] {
                           Placement p;
@@ -151,7 +146,7 @@ TEST(Fgd, HeaderExample) {
       ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
   PolicyOptions o;
   o.typical_tasks = {TypicalTask{1000, 1000, 1, {}, 1.0}};
-  Engine e(c, Make("fgd", o));
+  Engine e(c, MakePolicy("fgd", o));
   Fill(e, "a", 1, 400, 1000, "filler");  // GPU 1 of a has 600 free
   PodRequest p = Pod("p", GpuAsk::Fraction(500));
   EXPECT_EQ(ScoreOn(e, p, "a"), 62);
@@ -170,7 +165,7 @@ TEST(Fgd, LearnsTheMixWhenNoneIsGiven) {
                   .Node("c")
                   .Gpus(8, "A100-80GB")
                   .Build();
-  Engine e(c, Make("fgd"));
+  Engine e(c, MakePolicy("fgd"));
   for (int i = 0; i < 40; ++i) {
     ASSERT_TRUE(
         e.Place(Pod("p" + std::to_string(i), GpuAsk::Fraction(i % 2 ? 300 : 700))).placed());
@@ -188,8 +183,8 @@ TEST(PaperPolicies, TiesFollowASeededNodeOrder) {
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     PolicyOptions o;
     o.seed = seed;
-    Engine e(c, Make("bestfit", o));
-    Engine again(c, Make("bestfit", o));
+    Engine e(c, MakePolicy("bestfit", o));
+    Engine again(c, MakePolicy("bestfit", o));
     PlacementResult r = e.Place(Pod("p", GpuAsk::Whole(1)));
     EXPECT_EQ(r.placement.node, again.Place(Pod("p", GpuAsk::Whole(1))).placement.node);
     first_nodes.insert(c.node(r.placement.node).name);
@@ -213,8 +208,8 @@ TEST(RandomPolicy, UniformOverFeasibleNodesAndReproducible) {
                   .Build();
   PolicyOptions o;
   o.seed = 5;
-  Engine e(c, Make("random", o));
-  Engine twin(c, Make("random", o));
+  Engine e(c, MakePolicy("random", o));
+  Engine twin(c, MakePolicy("random", o));
   std::map<std::string, int> hits;
   for (int i = 0; i < 3000; ++i) {
     PodRequest p = Pod("p", GpuAsk::Fraction(100), 2000);  // too much CPU for "small"
@@ -232,7 +227,7 @@ TEST(RandomPolicy, UniformOverFeasibleNodesAndReproducible) {
 TEST(PaperPolicies, PlaceGangMembersOneByOne) {
   for (std::string_view name :
        {"random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd"}) {
-    EXPECT_FALSE(Make(name)->places_gangs_together()) << name;
+    EXPECT_FALSE(MakePolicy(name)->places_gangs_together()) << name;
   }
 }
 

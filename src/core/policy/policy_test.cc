@@ -14,14 +14,9 @@ namespace tessera::core {
 namespace {
 
 using testing::ClusterBuilder;
+using testing::MakePolicy;
 using testing::Pod;
 using testing::RealityCheckCluster;
-
-std::unique_ptr<Policy> Make(std::string_view name) {
-  absl::StatusOr<std::unique_ptr<Policy>> p = CreatePolicy(name, {});
-  TESSERA_CHECK(p.ok());
-  return *std::move(p);
-}
 
 TEST(PolicyRegistry, KnowsEveryBuiltInAndRejectsOthers) {
   for (const std::string& name : PolicyNames()) {
@@ -37,7 +32,7 @@ TEST(PolicyRegistry, KnowsEveryBuiltInAndRejectsOthers) {
 
 TEST(WholeGpuPolicy, ShareTakesAWholeGpu) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("whole-gpu"));
+  Engine e(c, MakePolicy("whole-gpu"));
   int placed = 0;
   for (int i = 0; i < 20; ++i) {
     placed += e.Place(Pod("p" + std::to_string(i), GpuAsk::Share(4096, 0))).placed();
@@ -49,7 +44,7 @@ TEST(WholeGpuPolicy, ShareTakesAWholeGpu) {
 
 TEST(WholeGpuPolicy, TopologyBlindLowestIndicesAndNoGangs) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("whole-gpu"));
+  Engine e(c, MakePolicy("whole-gpu"));
   std::vector<PodRequest> gang;
   for (int i = 0; i < 8; ++i) {
     PodRequest p = Pod("t" + std::to_string(i), GpuAsk::Whole(1));
@@ -67,7 +62,7 @@ TEST(WholeGpuPolicy, TopologyBlindLowestIndicesAndNoGangs) {
 
 TEST(BinpackPolicy, FullestGpuFirst) {
   Cluster c = ClusterBuilder().Node("a").Gpus(3, "A100-80GB").Build();
-  Engine e(c, Make("binpack"));
+  Engine e(c, MakePolicy("binpack"));
   ASSERT_TRUE(e.Place(Pod("x", GpuAsk::Share(60 * 1024, 0))).placed());
   PlacementResult r = e.Place(Pod("y", GpuAsk::Share(16 * 1024, 0)));
   ASSERT_TRUE(r.placed());
@@ -77,7 +72,7 @@ TEST(BinpackPolicy, FullestGpuFirst) {
 TEST(SpreadPolicy, EmptiestGpuAndNodeFirst) {
   Cluster c =
       ClusterBuilder().Node("a").Gpus(2, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
-  Engine e(c, Make("spread"));
+  Engine e(c, MakePolicy("spread"));
   PlacementResult x = e.Place(Pod("x", GpuAsk::Whole(1)));
   PlacementResult y = e.Place(Pod("y", GpuAsk::Whole(1)));
   ASSERT_TRUE(x.placed() && y.placed());
@@ -91,7 +86,7 @@ TEST(SpreadPolicy, EmptiestGpuAndNodeFirst) {
 
 TEST(TesseraPolicy, RealityCheckSharesLandOnThePcieServer) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   for (int i = 0; i < 20; ++i) {
     PlacementResult r = e.Place(Pod("p" + std::to_string(i), GpuAsk::Share(4096, 0)));
     ASSERT_TRUE(r.placed()) << r.reason;
@@ -103,7 +98,7 @@ TEST(TesseraPolicy, RealityCheckSharesLandOnThePcieServer) {
 
 TEST(TesseraPolicy, WholeGpusBestFitKeepsBigNodesWhole) {
   Cluster c = RealityCheckCluster();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   PlacementResult r = e.Place(Pod("one", GpuAsk::Whole(1)));
   ASSERT_TRUE(r.placed());
   EXPECT_EQ(c.node(r.placement.node).name, "pcie-0");
@@ -120,7 +115,7 @@ TEST(TesseraPolicy, CpuOnlyPodsAvoidNodesWithFreeGpus) {
                   .Cpu(64)
                   .Gpus(0, "none")
                   .Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   PlacementResult r = e.Place(Pod("c", GpuAsk::None(), 4000));
   ASSERT_TRUE(r.placed());
   EXPECT_EQ(c.node(r.placement.node).name, "cpu");
@@ -134,7 +129,7 @@ TEST(TesseraPolicy, CpuOnlyPodsAvoidNodesWithFreeGpus) {
 TEST(TesseraPolicy, SharesPairUpOnceThePodsChurn) {
   Cluster c = ClusterBuilder().Node("a").Gpus(8, "A100-80GB").Build();
   for (bool churn : {false, true}) {
-    Engine e(c, Make("tessera"));
+    Engine e(c, MakePolicy("tessera"));
     for (const char* w : {"w1", "w2", "w3"})
       ASSERT_TRUE(e.Place(Pod(w, GpuAsk::Whole(1))).placed());
     PlacementResult first = e.Place(Pod("s1", GpuAsk::Fraction(470)));
@@ -302,7 +297,7 @@ TEST(TopologyAwarePolicies, MultiGpuPodGetsAPcieSwitchPair) {
   // pcie-8gpu: pairs (0,1) (2,3) (4,5) (6,7). With 1, 2 and 3 free, a 2-GPU pod takes 2+3.
   Cluster c = ClusterBuilder().Node("n").Profile("pcie-8gpu").Build();
   for (const char* policy : {"tessera", "binpack", "spread"}) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     for (int g : {0, 4, 5, 6, 7}) {
       Placement p;
       p.node = NodeId(0);
@@ -332,7 +327,7 @@ TEST_P(IndexEquivalence, IndexedChooseEqualsScan) {
     }  // else CPU only
   }
   Cluster c = b.Build();
-  Engine indexed(c, Make(GetParam()));
+  Engine indexed(c, MakePolicy(GetParam()));
   PolicyOptions scan;
   scan.use_index = false;
   Engine scanned(c, *CreatePolicy(GetParam(), scan));

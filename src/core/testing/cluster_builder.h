@@ -1,14 +1,18 @@
 // Builders that make tests readable:
 //   Cluster c = ClusterBuilder().Node("a").Cpu(64).Gpus(8, "A100-80GB").NvSwitch().Build();
+//   Engine e(c, MakePolicy("tessera"));
 #pragma once
 
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "core/model/cluster.h"
 #include "core/model/profiles.h"
 #include "core/model/request.h"
+#include "core/policy/policy.h"
 
 namespace tessera::core::testing {
 
@@ -94,6 +98,13 @@ class ClusterBuilder {
  private:
   std::vector<NodeSpec> nodes_;
 };
+
+// A built-in policy by name (CreatePolicy); a name it does not know stops the test binary.
+inline std::unique_ptr<Policy> MakePolicy(std::string_view name, PolicyOptions options = {}) {
+  absl::StatusOr<std::unique_ptr<Policy>> p = CreatePolicy(name, options);
+  TESSERA_CHECK_MSG(p.ok(), "no such policy in the test");
+  return *std::move(p);
+}
 
 inline PodRequest Pod(std::string name, GpuAsk gpu, int64_t cpu_milli = 1000,
                       int64_t memory_mib = 1024) {

@@ -11,9 +11,8 @@ namespace {
 
 using testing::ClusterBuilder;
 using ::testing::HasSubstr;
+using testing::MakePolicy;
 using testing::Pod;
-
-std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
 
 std::vector<PodRequest> Gang(const std::string& name, std::vector<int> gpus, std::string level,
                              bool required) {
@@ -91,7 +90,7 @@ TEST(Domains, FromLabelsAndNvlinkIslands) {
 TEST(Gangs, MultiGpuPodsLandInsideOneNvlinkDomain) {
   Cluster c =
       ClusterBuilder().Node("pcie").Profile("pcie-8gpu").Node("dgx").Profile("dgx-a100").Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   // Best fit alone would not care; the gang's level does: both 4-GPU members on the DGX.
   auto r = e.PlaceGang(Gang("train", {4, 4}, "nvlink-domain", true));
   EXPECT_THAT(Nodes(c, r), ::testing::ElementsAre("dgx", "dgx"));
@@ -116,7 +115,7 @@ TEST(Gangs, SpanNodesOfOneLabelledNvl72Domain) {
         .Label("tessera.dev/nvlink-domain", "b");
   }
   Cluster c = b.Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   // 12 GPUs in 3 pods of 4: only domain a (3 trays) has room.
   auto r = e.PlaceGang(Gang("big", {4, 4, 4}, "nvlink-domain", true));
   EXPECT_THAT(Nodes(c, r), ::testing::UnorderedElementsAre("a-0", "a-1", "a-2"));
@@ -124,7 +123,7 @@ TEST(Gangs, SpanNodesOfOneLabelledNvl72Domain) {
   auto s = e.PlaceGang(Gang("mid", {4, 4}, "nvlink-domain", true));
   EXPECT_THAT(Nodes(c, s), ::testing::UnorderedElementsAre("b-0", "b-1"));
   // Never: 16 GPUs inside one domain when the largest has 12.
-  Engine fresh(c, Make("tessera"));
+  Engine fresh(c, MakePolicy("tessera"));
   auto t = fresh.PlaceGang(Gang("huge", {4, 4, 4, 4}, "nvlink-domain", true));
   EXPECT_EQ(t[0].outcome, Outcome::kNeverFits);
   EXPECT_EQ(t[0].reason, "gang huge needs 16 GPUs inside one nvlink-domain; the largest has 12");
@@ -133,7 +132,7 @@ TEST(Gangs, SpanNodesOfOneLabelledNvl72Domain) {
 TEST(Gangs, BestFitDomainLeavesRoomForTheNextBigGang) {
   Cluster c =
       ClusterBuilder().Node("dgx-0").Profile("dgx-a100").Node("dgx-1").Profile("dgx-a100").Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   ASSERT_TRUE(e.Place(Pod("solo", GpuAsk::Whole(4))).placed());
   const std::string busy = c.node(e.Find("solo")->node).name;
   // Both domains fit 2 x 2 GPUs; the one already half used is left with 0 free: best fit.
@@ -156,7 +155,7 @@ TEST(Gangs, PreferredTriesTheNarrowestLevelFirst) {
                   .Profile("pcie-8gpu")
                   .Label("tessera.dev/rack", "r2")
                   .Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   // Asked: rack, preferred. An NVLink domain (narrower) has room: the gang goes there.
   auto r = e.PlaceGang(Gang("g1", {2, 2}, "rack", false));
   EXPECT_THAT(Nodes(c, r), ::testing::ElementsAre("r1-dgx", "r1-dgx"));
@@ -174,7 +173,7 @@ TEST(Gangs, PreferredTriesTheNarrowestLevelFirst) {
   auto t = e.PlaceGang(Gang("g3", {4, 4, 2}, "rack", false));
   EXPECT_THAT(Nodes(c, t), ::testing::ElementsAre("r2-pcie", "r2-pcie", "r1-pcie"));
   // Required would have refused (r1-pcie taken: no rack has 16 free GPUs).
-  Engine f(c, Make("tessera"));
+  Engine f(c, MakePolicy("tessera"));
   Placement x;
   x.node = c.FindNode("r1-pcie");
   for (int g = 0; g < 8; ++g) x.gpus.push_back(GpuGrant{g, 81920, 1000, true});
@@ -193,7 +192,7 @@ TEST(Gangs, ConfiguredLevelsReplaceTheDefaults) {
                   .Profile("pcie-8gpu")
                   .Label("example.com/pod", "p2")
                   .Build();
-  Engine e(c, Make("tessera"), {{"pod", "example.com/pod"}});
+  Engine e(c, MakePolicy("tessera"), {{"pod", "example.com/pod"}});
   auto r = e.PlaceGang(Gang("g", {4, 4}, "pod", true));
   std::vector<std::string> where = Nodes(c, r);
   EXPECT_EQ(where[0], where[1]);
@@ -205,7 +204,7 @@ TEST(Gangs, AllOrNothingWithMultiGpuMembers) {
   Cluster c =
       ClusterBuilder().Node("dgx").Profile("dgx-a100").Node("pcie").Profile("l40s-4gpu").Build();
   for (const char* policy : {"tessera", "binpack", "spread"}) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     ASSERT_TRUE(e.Place(Pod("a", GpuAsk::Whole(2))).placed());
     std::vector<GpuState> before;
     for (int n = 0; n < c.node_count(); ++n) {
@@ -233,7 +232,7 @@ TEST(Gangs, LargestMembersFirst) {
   // largest first, the 4 goes there first and the gang fits.
   Cluster c =
       ClusterBuilder().Node("a").Gpus(6, "A100-80GB").Node("b").Gpus(2, "A100-80GB").Build();
-  Engine e(c, Make("spread"));
+  Engine e(c, MakePolicy("spread"));
   auto r = e.PlaceGang(Gang("g", {2, 2, 4}, "", false));
   ASSERT_TRUE(r[0].placed()) << r[0].reason;
   EXPECT_EQ(Nodes(c, r)[2], "a");
@@ -244,7 +243,7 @@ TEST(Gangs, LargestMembersFirst) {
 
 TEST(Gangs, TestOnlyLeavesNothingBehind) {
   Cluster c = ClusterBuilder().Node("dgx").Profile("dgx-a100").Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   auto r = e.PlaceGang(Gang("g", {4, 2, 2}, "nvlink-domain", true), Mode::kTestOnly);
   EXPECT_TRUE(r[0].placed());
   EXPECT_EQ(e.state().whole_free_count(NodeId(0)), 8);

@@ -18,9 +18,8 @@ namespace {
 
 using testing::ClusterBuilder;
 using ::testing::HasSubstr;
+using testing::MakePolicy;
 using testing::Pod;
-
-std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
 
 // NVIDIA's tables, written out again from the MIG user guide and `nvidia-smi mig -lgip/-lgipp`
 // output (independently of model/mig.cc): profile -> {allowed starts, memory MiB, slices}.
@@ -306,8 +305,8 @@ TEST(Mig, SmallSlicesKeepRoomForLargeOnes) {
   EXPECT_EQ(first.placement.start, 6);
   EXPECT_EQ(first.cost, 1);
   // tessera keeps the 4g.40gb possible after three 1g; first fit (whole-gpu) does not.
-  Engine t(c, Make("tessera"));
-  Engine w(c, Make("whole-gpu"));
+  Engine t(c, MakePolicy("tessera"));
+  Engine w(c, MakePolicy("whole-gpu"));
   for (int i = 0; i < 3; ++i) {
     Next(t, "s" + std::to_string(i), "1g.10gb");
     Next(w, "s" + std::to_string(i), "1g.10gb");
@@ -325,14 +324,14 @@ TEST(Mig, SmallSlicesKeepRoomForLargeOnes) {
 
 TEST(Mig, PartlyUsedGpuFirstSoAnEmptyOneStaysWhole) {
   Cluster c = ClusterBuilder().Node("n").Gpus(2, "H100-80GB").Mig().Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   EXPECT_EQ(Next(e, "a", "2g.20gb"), "GPU0 2g.20gb@4");
   // Another small slice joins GPU 0 (it costs no 7g there any more)...
   EXPECT_THAT(Next(e, "b", "1g.10gb"), HasSubstr("GPU0"));
   // ... so GPU 1 takes a 7g.80gb.
   EXPECT_EQ(Next(e, "c", "7g.80gb"), "GPU1 7g.80gb@0");
   // Spread prefers the emptier GPU instead.
-  Engine s(c, Make("spread"));
+  Engine s(c, MakePolicy("spread"));
   Next(s, "a", "2g.20gb");
   EXPECT_THAT(Next(s, "b", "1g.10gb"), HasSubstr("GPU1"));
 }
@@ -342,7 +341,7 @@ TEST(Mig, IdleInstancesAreReusedThenRepartitionedWithAPlan) {
   std::vector<std::pair<std::string, int>> seven;
   for (int s = 0; s < 7; ++s) seven.emplace_back("1g.10gb", s);
   Cluster c = ClusterBuilder().Node("n").Gpus(1, "A100-80GB").Mig(seven).Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   // A 1g.10gb takes an idle instance: no change to the configuration.
   PlacementResult small = e.Place(Pod("small", GpuAsk::Mig("1g.10gb")));
   ASSERT_TRUE(small.placed());
@@ -380,7 +379,7 @@ TEST(Mig, CreatingInFreeSlicesBeatsRepartitioningAnotherGpu) {
                   .Gpus(1, "A100-80GB")
                   .Mig()
                   .Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   PlacementResult r = e.Place(Pod("p", GpuAsk::Mig("2g.20gb")));
   ASSERT_TRUE(r.placed());
   EXPECT_EQ(c.node(r.placement.node).name, "empty");
@@ -392,7 +391,7 @@ TEST(Mig, WhatIfAndGangRollbackRestoreTheConfigurationExactly) {
   std::vector<std::pair<std::string, int>> layout;
   for (int s = 0; s < 7; ++s) layout.emplace_back("1g.10gb", s);
   Cluster c = ClusterBuilder().Node("n").Gpus(1, "A100-80GB").Mig(layout).Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   PlacementResult r = e.Place(Pod("big", GpuAsk::Mig("7g.80gb")), Mode::kTestOnly);
   ASSERT_TRUE(r.placed());
   EXPECT_EQ(r.placement.mig_plan.destroy.size(), 7u);
@@ -417,7 +416,7 @@ TEST(Mig, MigGpusTakeMigOnlyAndSayWhy) {
                   .Node("plain")
                   .Gpus(1, "L40S-48GB")
                   .Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   // A whole GPU goes to the plain node; a share too; a MIG slice to the MIG node.
   PlacementResult whole = e.Place(Pod("w", GpuAsk::Whole(1)));
   ASSERT_TRUE(whole.placed());
@@ -438,13 +437,13 @@ TEST(Mig, MigGpusTakeMigOnlyAndSayWhy) {
                                       "1g.10gb+me)"));
   // A cluster without MIG GPUs says so.
   Cluster plain = ClusterBuilder().Node("p").Gpus(2, "A100-80GB").Build();
-  Engine p(plain, Make("binpack"));
+  Engine p(plain, MakePolicy("binpack"));
   PlacementResult none = p.Place(Pod("m", GpuAsk::Mig("1g.10gb")));
   EXPECT_EQ(none.outcome, Outcome::kNeverFits);
   EXPECT_EQ(none.reason, "needs a MIG 1g.10gb instance; no GPU in this cluster is in MIG mode");
   // And one with MIG GPUs only refuses whole GPUs, pointing at MIG.
   Cluster all_mig = ClusterBuilder().Node("m").Gpus(2, "H100-80GB").Mig().Build();
-  Engine m(all_mig, Make("spread"));
+  Engine m(all_mig, MakePolicy("spread"));
   PlacementResult two = m.Place(Pod("t", GpuAsk::Whole(2)));
   EXPECT_EQ(two.outcome, Outcome::kNeverFits);
   EXPECT_THAT(two.reason, HasSubstr("in MIG mode: ask for a MIG profile (tessera.dev/mig)"));
@@ -452,7 +451,7 @@ TEST(Mig, MigGpusTakeMigOnlyAndSayWhy) {
 
 TEST(Mig, AssignedInstancesBlockAndTheReasonSaysSo) {
   Cluster c = ClusterBuilder().Node("n").Gpus(1, "H100-80GB").Mig().Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   ASSERT_TRUE(e.Place(Pod("a", GpuAsk::Mig("4g.40gb"))).placed());
   ASSERT_TRUE(e.Place(Pod("b", GpuAsk::Mig("3g.40gb"))).placed());
   PlacementResult r = e.Place(Pod("c", GpuAsk::Mig("1g.10gb")));
@@ -468,10 +467,10 @@ TEST(Mig, AssignedInstancesBlockAndTheReasonSaysSo) {
 
 TEST(Mig, RestoreRebuildsInstancesFromAssignments) {
   Cluster c = ClusterBuilder().Node("n").Gpus(1, "A100-80GB").Mig({{"1g.10gb", 0}}).Build();
-  Engine first(c, Make("tessera"));
+  Engine first(c, MakePolicy("tessera"));
   PlacementResult r = first.Place(Pod("p", GpuAsk::Mig("3g.40gb")));
   ASSERT_TRUE(r.placed());
-  Engine second(c, Make("tessera"));
+  Engine second(c, MakePolicy("tessera"));
   Placement recorded = r.placement;
   recorded.mig_plan = MigPlan{};  // an assignment record names the instance, not the plan
   ASSERT_TRUE(second.Restore("p", recorded).ok());
@@ -495,7 +494,7 @@ TEST(Mig, RandomChurnKeepsInvariants) {
   const std::vector<std::string> asks = {"1g.10gb", "1g.20gb",    "2g.20gb", "3g.40gb", "4g.40gb",
                                          "7g.80gb", "1g.10gb+me", "1g.5gb",  "2g.10gb", "3g.20gb"};
   for (const std::string& policy : PolicyNames()) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     Random rng(42);
     std::vector<std::string> live;
     int placed = 0, plans = 0;

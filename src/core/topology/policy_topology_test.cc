@@ -12,9 +12,8 @@ namespace {
 
 using testing::ClusterBuilder;
 using ::testing::HasSubstr;
+using testing::MakePolicy;
 using testing::Pod;
-
-std::unique_ptr<Policy> Make(std::string_view name) { return *CreatePolicy(name, {}); }
 
 GpuAsk WholeWith(int n, GpuTopology level, bool required) {
   GpuAsk a = GpuAsk::Whole(n);
@@ -27,7 +26,7 @@ TEST(TopologyPolicy, PreferredNvlinkPicksAnNvlinkNodeOverTheBestFit) {
   Cluster c =
       ClusterBuilder().Node("pcie").Profile("pcie-8gpu").Node("dgx").Profile("dgx-a100").Build();
   for (const char* policy : {"tessera", "binpack", "spread"}) {
-    Engine e(c, Make(policy));
+    Engine e(c, MakePolicy(policy));
     ASSERT_TRUE(e.Place(Pod("fill", GpuAsk::Whole(6), 1000)).placed());
     // Best fit alone would take the 2 GPUs left on whichever node the filler went to.
     PlacementResult any = e.Place(Pod("any", GpuAsk::Whole(2)), Mode::kTestOnly);
@@ -53,8 +52,8 @@ TEST(TopologyPolicy, TesseraKeepsRackScaleNvlinkDomainsForWhatNeedsThem) {
                   .Node("pcie")
                   .Profile("pcie-8gpu")
                   .Build();
-  Engine t(c, Make("tessera"));
-  Engine b(c, Make("binpack"));
+  Engine t(c, MakePolicy("tessera"));
+  Engine b(c, MakePolicy("binpack"));
   // Best fit alone puts a 1-GPU pod on a 4-GPU tray; tessera keeps the NVL72 domain whole (its
   // node order takes the PCIe server first).
   PlacementResult one_t = t.Place(Pod("one", GpuAsk::Whole(1)));
@@ -78,7 +77,7 @@ TEST(TopologyPolicy, TesseraKeepsRackScaleNvlinkDomainsForWhatNeedsThem) {
 
 TEST(TopologyPolicy, RequiredRefusesAndPreferredFallsBack) {
   Cluster c = ClusterBuilder().Node("pcie").Profile("pcie-8gpu").Build();
-  Engine f(c, Make("tessera"));
+  Engine f(c, MakePolicy("tessera"));
   // Split every PCIe-switch pair: GPUs 1, 3, 5, 7 taken.
   Placement split;
   split.node = NodeId(0);
@@ -98,7 +97,7 @@ TEST(TopologyPolicy, RequiredRefusesAndPreferredFallsBack) {
 
 TEST(TopologyPolicy, PreferredNumaKeepsAPodOnOneSocketWhenItCan) {
   Cluster c = ClusterBuilder().Node("hgx").Profile("hgx-h100").Build();
-  Engine e(c, Make("tessera"));
+  Engine e(c, MakePolicy("tessera"));
   Placement taken;
   taken.node = NodeId(0);
   for (int g : {0, 1, 2}) taken.gpus.push_back(GpuGrant{g, 81559, 1000, true});
@@ -108,10 +107,10 @@ TEST(TopologyPolicy, PreferredNumaKeepsAPodOnOneSocketWhenItCan) {
   ASSERT_TRUE(r.placed());
   EXPECT_EQ(r.placement.gpu_mask(), 0b0111'0000u);
   // Five GPUs cannot be on one NUMA node: preferred still places them, required does not.
-  Engine f(c, Make("tessera"));
+  Engine f(c, MakePolicy("tessera"));
   ASSERT_TRUE(f.Restore("taken", taken).ok());
   EXPECT_TRUE(f.Place(Pod("five", WholeWith(5, GpuTopology::kNuma, false))).placed());
-  Engine g(c, Make("tessera"));
+  Engine g(c, MakePolicy("tessera"));
   ASSERT_TRUE(g.Restore("taken", taken).ok());
   // (Never, even on an empty node: a NUMA node has four GPUs.)
   EXPECT_EQ(g.Place(Pod("five", WholeWith(5, GpuTopology::kNuma, true))).outcome,
@@ -144,7 +143,7 @@ TEST_P(TopologyIndexEquivalence, IndexedChooseEqualsScan) {
                   .Profile("gb200-nvl72-tray")
                   .Label("tessera.dev/nvlink-domain", "a")
                   .Build();
-  Engine indexed(c, Make(GetParam()));
+  Engine indexed(c, MakePolicy(GetParam()));
   PolicyOptions scan;
   scan.use_index = false;
   Engine scanned(c, *CreatePolicy(GetParam(), scan));
