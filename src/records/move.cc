@@ -1,9 +1,8 @@
 #include "records/move.h"
 
-#include <charconv>
-
 #include "absl/time/time.h"
 #include "common/strings.h"
+#include "records/gpu_indices.h"
 
 namespace tessera::records {
 namespace {
@@ -24,7 +23,7 @@ absl::Status Bad(std::string_view message, std::string_view why) {
 std::string MovingMessage(const MoveRecord& record) {
   return StrCat(
       kPrefix, record.for_what, kTo, record.node, kGpus,
-      record.gpus.empty() ? std::string("none") : StrJoin(record.gpus, ","), kUntil,
+      record.gpus.empty() ? std::string("none") : GpuIndicesText(record.gpus), kUntil,
       absl::FormatTime(kTimeFormat, absl::FromUnixSeconds(record.until_unix), absl::UTCTimeZone()));
 }
 
@@ -47,19 +46,9 @@ absl::StatusOr<MoveRecord> ParseMovingMessage(std::string_view message) {
   if (until == std::string_view::npos) return Bad(message, "no \"; held until\"");
   std::string_view list = rest.substr(0, until);
   if (list != "none") {
-    while (true) {
-      const size_t comma = list.find(',');
-      const std::string_view item = list.substr(0, comma);
-      int32_t v = -1;
-      auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-      if (ec != std::errc() || end != item.data() + item.size() || v < 0 || v >= 64 ||
-          (!r.gpus.empty() && v <= r.gpus.back())) {
-        return Bad(message, "GPU indices must be ascending integers 0-63 separated by commas");
-      }
-      r.gpus.push_back(v);
-      if (comma == std::string_view::npos) break;
-      list.remove_prefix(comma + 1);
-    }
+    absl::StatusOr<std::vector<int32_t>> indices = ParseGpuIndices(list);
+    if (!indices.ok()) return Bad(message, FromAbsl(indices.status().message()));
+    r.gpus = *std::move(indices);
   }
   rest.remove_prefix(until + kUntil.size());
   absl::Time t;

@@ -1,10 +1,10 @@
 #include "records/reservation.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "absl/time/time.h"
 #include "common/strings.h"
+#include "records/gpu_indices.h"
 
 namespace tessera::records {
 namespace {
@@ -19,33 +19,12 @@ absl::Status Bad(std::string_view part, std::string_view why) {
       StrCat("condition ", kReservedCondition, " message: \"", part, "\": ", why));
 }
 
-// "0,1,3" -> {0, 1, 3}: ascending, each in [0, 1024).
-absl::StatusOr<std::vector<int32_t>> ParseIndices(std::string_view text, std::string_view part) {
-  std::vector<int32_t> out;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    int32_t v = -1;
-    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (ec != std::errc() || end != item.data() + item.size() || v < 0 || v >= 1024 ||
-        (!out.empty() && v <= out.back())) {
-      return Bad(part, "GPU indices must be ascending integers 0-1023 separated by commas");
-    }
-    out.push_back(v);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-    if (text.empty()) return Bad(part, "a GPU index is missing after a comma");
-  }
-  if (out.empty()) return Bad(part, "no GPU index");
-  return out;
-}
-
 }  // namespace
 
 std::string ReservationMessage(const ReservationRecord& record) {
   std::string out = StrCat(kPrefix, record.gang ? "gang " : "pod ", record.owner, ": ");
   for (const ReservationRecord::Site& s : record.sites) {
-    StrAppend(&out, kNode, s.node, kGpus, StrJoin(s.gpus, ","), "; ");
+    StrAppend(&out, kNode, s.node, kGpus, GpuIndicesText(s.gpus), "; ");
   }
   StrAppend(
       &out, kExpected,
@@ -87,8 +66,8 @@ absl::StatusOr<ReservationRecord> ParseReservationMessage(std::string_view messa
         return Bad(part, "must be \"node <name> GPUs <i>,<j>,...\"");
       }
       absl::StatusOr<std::vector<int32_t>> indices =
-          ParseIndices(body.substr(gpus + kGpus.size()), part);
-      if (!indices.ok()) return indices.status();
+          ParseGpuIndices(body.substr(gpus + kGpus.size()));
+      if (!indices.ok()) return Bad(part, FromAbsl(indices.status().message()));
       r.sites.push_back({std::string(body.substr(0, gpus)), std::move(*indices)});
     } else if (part.starts_with(kExpected)) {
       absl::Time t;

@@ -5,6 +5,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "records/assignment.h"
+#include "records/gpu_indices.h"
 #include "records/names.h"
 #include "spdlog/spdlog.h"
 
@@ -832,13 +833,11 @@ void SchedulerCore::PublishSpares() {
   for (auto it = spares_published_.begin(); it != spares_published_.end();) {
     auto& [name, published] = *it;
     const core::NodeId id = cluster.FindNode(name);
-    std::vector<std::string> gpus;
+    std::vector<int32_t> gpus;
     if (id.valid()) {
-      for (uint64_t m = engine.spare_gpus(id); m; m &= m - 1) {
-        gpus.push_back(StrCat(__builtin_ctzll(m)));
-      }
+      for (uint64_t m = engine.spare_gpus(id); m; m &= m - 1) gpus.push_back(__builtin_ctzll(m));
     }
-    std::string now = StrJoin(gpus, ",");
+    std::string now = records::GpuIndicesText(gpus);
     if (now != published) reporter_->ReportSpares(name, now);
     if (now.empty() && engine.spares_per_domain() == 0) {
       spares_published_.erase(it++);

@@ -9,8 +9,6 @@
 #include <type_traits>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/strings.h"
 #include "core/fit.h"
@@ -19,6 +17,7 @@
 #include "core/topology/gpu_select.h"
 #include "fmt/format.h"
 #include "k8s/scheduler/queue_book.h"
+#include "records/gpu_indices.h"
 
 namespace tessera::k8s {
 namespace {
@@ -214,10 +213,11 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
                                       : "";
     }
     const core::NodeId id = cluster.FindNode(info.name);
+    // The scheduler's tessera.dev/spare-gpus (a list it wrote; anything else shows no spares).
     std::vector<int32_t> spares;
-    for (absl::string_view part : absl::StrSplit(info.spare_gpus, ',', absl::SkipEmpty())) {
-      int32_t g = 0;
-      if (absl::SimpleAtoi(part, &g)) spares.push_back(g);
+    if (absl::StatusOr<std::vector<int32_t>> read = records::ParseGpuIndices(info.spare_gpus);
+        read.ok()) {
+      spares = *std::move(read);
     }
     for (const core::GpuSpec& g : info.spec.gpus) {
       GpuStatus gs;
