@@ -436,12 +436,16 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
   for (NodeStatus& n : out.nodes) {
     const core::NodeId id = cluster.FindNode(n.name);
     const bool takes = id.valid() && state.accepts_pods(id) && n.gpus_blocked.empty();
+    // The scheduler's hot spares: free only to a gang's replacement, so neither free to the
+    // pending pods nor theirs to use (this ledger does not hold them: the scheduler's does).
+    uint64_t spares = 0;
+    for (const GpuStatus& g : n.gpus) spares |= g.spare ? 1ULL << g.index : 0;
     uint64_t usable = 0;
     if (takes) {
       for (size_t i = 0; i < shapes.size(); ++i) {
         const core::NodeSet* set = allowed[i] == nullptr ? nullptr : &allowed[i]->nodes;
         core::Query q(state, shapes[i].request, nullptr, set);
-        const core::NodeFit fit = core::CheckNode(state, q, id);
+        const core::NodeFit fit = core::CheckNode(state, q, id, ~spares);
         if (fit.ok()) usable |= fit.gpus;
       }
     }
@@ -456,7 +460,7 @@ absl::StatusOr<ClusterStatus> ComputeStatus(const ClusterSnapshot& snapshot,
       t.gpus_exclusive += g.exclusive ? 1 : 0;
       t.gpus_unhealthy += g.healthy ? 0 : 1;
       t.gpus_spare += g.spare ? 1 : 0;
-      if (!takes || !g.healthy || g.free_memory_mib <= 0) continue;
+      if (!takes || !g.healthy || g.spare || g.free_memory_mib <= 0) continue;
       t.free_memory_mib += g.free_memory_mib;
       if (shapes.empty() || (usable >> g.index) & 1) continue;
       g.stranded_mib = g.free_memory_mib;

@@ -172,7 +172,7 @@ struct StatusTotals {
   int64_t pending_memory_mib = 0;  // shares asked by pending pods
   int pending_whole_gpus = 0;      // whole GPUs asked by pending pods
   int pending_mig = 0;             // MIG instances asked by pending pods
-  int64_t free_memory_mib = 0;     // on GPUs of nodes that take pods
+  int64_t free_memory_mib = 0;     // on GPUs of nodes that take pods, spares apart
   // Free memory no pending pod can use now, and the part of it in pieces smaller than every
   // pending ask. Both 0 with nothing pending.
   int64_t stranded_mib = 0;

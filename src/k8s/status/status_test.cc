@@ -221,6 +221,23 @@ TEST(Status, SpareGpusFromTheSchedulersAnnotation) {
   EXPECT_EQ(j["totals"]["gpus_spare"], 2);
 }
 
+// A spare is free only to a gang's replacement: its memory is neither free to the pending pods
+// nor stranded from them (a pending 4-GPU pod cannot use the 2 GPUs left, nor the spares).
+TEST(Status, SpareGpusAreNotFreeMemory) {
+  nlohmann::json node = NodeObject("n").Gpus(4).Ready().Json();
+  node["metadata"]["annotations"][std::string(records::kSpareGpusAnnotation)] = "2,3";
+  ClusterSnapshot snap = ClusterSnapshot::FromObjects(
+      {node}, {PodObject("ns", "w").Limit("tessera.dev/gpu", "4").Json()});
+  absl::StatusOr<ClusterStatus> s = ComputeStatus(snap, At());
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int64_t each = s->nodes[0].gpus[0].memory_mib;
+  ASSERT_GT(each, 0);
+  EXPECT_EQ(s->nodes[0].gpus[3].free_memory_mib, each);  // the GPU row: free, and spare
+  EXPECT_EQ(s->totals.free_memory_mib, 2 * each);
+  EXPECT_EQ(s->totals.stranded_mib, 2 * each);
+  EXPECT_EQ(s->nodes[0].gpus[3].stranded_mib, 0);
+}
+
 TEST(Status, NodeAndNamespaceFilters) {
   absl::StatusOr<ClusterStatus> s = ComputeStatus(Scenario(), At("b", "other"));
   ASSERT_TRUE(s.ok()) << s.status();
