@@ -279,6 +279,25 @@ class SpareTest : public testing::CoreFixture {
   }
 };
 
+// The spare is no grant: the node's allocated GPU memory and compute leave it out (the engine
+// holds it as a whole GPU of no pod), its capacity counts it.
+TEST_F(SpareTest, TheSpareIsNotCountedAsAllocated) {
+  core_->ScheduleSome();
+  ASSERT_THAT(rec_.spares, ::testing::ElementsAre("dgx=3"));
+  Pod(Member("w0"));
+  Pod(Member("w1"));
+  Pod(Member("w2"));
+  ScheduleAndBind();
+  ASSERT_EQ(rec_.binds.size(), 3u) << rec_.LastFailure("ns/w0");
+  core_->PublishMetrics();
+  const std::string text = metrics_.Render();
+  const int64_t gpu = int64_t{81920} * 1024 * 1024;  // NodeObject's GPUs: 80Gi
+  EXPECT_THAT(text, HasSubstr(StrCat("tessera_scheduler_gpu_memory_allocated_bytes{node=\"dgx\"} ",
+                                     3 * gpu, "\n")));
+  EXPECT_THAT(text, HasSubstr(StrCat("tessera_scheduler_gpu_memory_capacity_bytes{node=\"dgx\"} ",
+                                     4 * gpu, "\n")));
+}
+
 TEST_F(SpareTest, OnlyAGangsLostMemberTakesTheSpare) {
   core_->ScheduleSome();
   EXPECT_THAT(rec_.spares, ::testing::ElementsAre("dgx=3"));

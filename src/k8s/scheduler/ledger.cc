@@ -696,11 +696,14 @@ void ClusterLedger::PublishMetrics() {
     NodeGauges g;
     g.node = spec.name;
     g.inventory_valid = nodes_.at(spec.name)->inventory_error.empty();
+    const uint64_t spares = engine_->spare_gpus(id);
     for (int k = 0; k < spec.gpu_count(); ++k) {
       const core::GpuState& gs = state.gpu(id, k);
       g.gpu_memory_capacity_mib += spec.gpus[k].memory_mib;
-      g.gpu_memory_allocated_mib += spec.gpus[k].memory_mib - gs.free_memory_mib;
       g.gpu_compute_capacity_milli += 1000;
+      // A hot spare is held in the engine as a whole GPU of no pod: free, kept back, not granted.
+      if ((spares >> k) & 1) continue;
+      g.gpu_memory_allocated_mib += spec.gpus[k].memory_mib - gs.free_memory_mib;
       g.gpu_compute_allocated_milli += 1000 - gs.free_compute_milli;
     }
     nodes.push_back(std::move(g));
