@@ -250,18 +250,19 @@ std::optional<std::string> Engine::NeverFitsReason(const PodRequest& request) {
   return NeverFits(Query(state_, effective.get()));
 }
 
-template <typename F>
-auto Engine::Without(std::span<const std::string> pods, F what_if) {
-  // Copies, not pointers into the ledger: a what-if may insert into it and erase again
-  // (PlaceGangIndependently), which moves its entries.
+std::vector<Placement> Engine::HeldOf(std::span<const std::string> names) const {
   std::vector<Placement> out;
   absl::flat_hash_set<std::string_view> seen;
-  for (const std::string& pod : pods) {
-    if (!seen.insert(pod).second) continue;  // named twice
-    auto it = ledger_.find(pod);
-    if (it == ledger_.end()) continue;
-    out.push_back(it->second);
+  for (const std::string& name : names) {
+    if (!seen.insert(name).second) continue;  // named twice
+    if (const Placement* p = Find(name)) out.push_back(*p);
   }
+  return out;
+}
+
+template <typename F>
+auto Engine::Without(std::span<const std::string> pods, F what_if) {
+  const std::vector<Placement> out = HeldOf(pods);
   for (const Placement& p : out) Undo(p);
   // The spares as they would be with those pods gone (a GPU they free may become one).
   const bool spares = spares_per_domain_ > 0;
@@ -270,11 +271,7 @@ auto Engine::Without(std::span<const std::string> pods, F what_if) {
   }
   auto result = what_if();
   for (auto it = out.rbegin(); it != out.rend(); ++it) {
-    if (spares) {
-      for (uint64_t m = it->gpu_mask() & spare_gpus(it->node); m; m &= m - 1) {
-        DropSpare(it->node, __builtin_ctzll(m));
-      }
-    }
+    if (spares) (void)DropSparesUnder(*it);
     Commit(*it);
   }
   if (spares) {
@@ -443,13 +440,7 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
     }
   }
   // A pod placed earlier comes before a spare: the spares on its GPUs move.
-  std::vector<int> spares_dropped;
-  if (p.node.valid() && p.node.value() < cluster_.node_count()) {
-    for (uint64_t m = p.gpu_mask() & spare_gpus(p.node); m; m &= m - 1) {
-      spares_dropped.push_back(__builtin_ctzll(m));
-      DropSpare(p.node, spares_dropped.back());
-    }
-  }
+  const std::vector<int> spares_dropped = DropSparesUnder(p);
   std::string why;
   if (!state_.CanApply(p, &why)) {
     for (int g : spares_dropped) HoldSpare(p.node, g);
@@ -896,12 +887,7 @@ std::vector<PlacementResult> Engine::DecideElasticGang(std::span<const PodReques
   std::vector<PlacementResult> results(pending.size());
   if (pending.empty()) return results;
   const GangAsk gang = pending[0].gang.value_or(GangAsk{});
-  std::vector<Placement> held;
-  absl::flat_hash_set<std::string_view> seen;
-  for (const std::string& name : running) {
-    if (!seen.insert(name).second) continue;
-    if (const Placement* p = Find(name)) held.push_back(*p);
-  }
+  const std::vector<Placement> held = HeldOf(running);
   const int r = static_cast<int>(held.size());
   const int size = gang.size > 0 ? gang.size : r + static_cast<int>(pending.size());
   const int most = std::min(static_cast<int>(pending.size()), std::max(size - r, 0));

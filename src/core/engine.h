@@ -254,6 +254,10 @@ class Engine {
     return node.value() < static_cast<int>(spare_mask_.size()) ? spare_mask_[node.value()] : 0;
   }
   int spare_count() const { return spare_count_; }
+  // The nodes whose spares may have changed since the last call, each once (a spare given back
+  // and held again counts): for whoever publishes them (the scheduler's node annotation), which
+  // then looks at those nodes only.
+  std::vector<NodeId> TakeSpareChanges();
 
   const Placement* Find(std::string_view pod) const;
   const ClusterState& state() const { return state_; }
@@ -295,6 +299,9 @@ class Engine {
   // Takes the placements of `pods` out (Revert), runs `what_if`, and puts them back.
   template <typename F>
   auto Without(std::span<const std::string> pods, F what_if);
+  // The placements of the distinct pods of `names` that the ledger holds, in their order: copies
+  // (a what-if may insert into the ledger and erase again, which moves its entries).
+  std::vector<Placement> HeldOf(std::span<const std::string> names) const;
   // Frees every placement on `node`, appending their pods' names.
   void ReleaseAllOn(NodeId node, std::vector<std::string>* released);
 
@@ -334,6 +341,9 @@ class Engine {
   Placement SparePlacement(NodeId node, int gpu) const;
   void HoldSpare(NodeId node, int gpu);
   void DropSpare(NodeId node, int gpu);
+  // Gives back the spares on the GPUs of `p` (a placement about to take them); their indices.
+  std::vector<int> DropSparesUnder(const Placement& p);
+  void NoteSpareChange(NodeId node);  // for TakeSpareChanges
   // Every spare given back: decisions that may take them, node changes.
   void DropAllSpares();
   // The spares of domain `d` (of the NVLink level) made what the rule says; of every domain;
@@ -361,6 +371,8 @@ class Engine {
   int spares_per_domain_ = 0;
   std::vector<uint64_t> spare_mask_;  // per node: its GPUs held as spares
   int spare_count_ = 0;
+  std::vector<NodeId> spare_changed_;        // since TakeSpareChanges, each node once
+  std::vector<uint8_t> spare_change_noted_;  // per node: listed in spare_changed_
 };
 
 }  // namespace tessera::core

@@ -1,6 +1,7 @@
 // Hot spares (Engine::KeepSpares): which GPUs of each NVLink domain are held back for the
 // replacement of a gang's lost member, and who may take them. The rule is in engine.h.
 #include <algorithm>
+#include <utility>
 
 #include "common/status.h"
 #include "core/engine.h"
@@ -30,6 +31,7 @@ void Engine::HoldSpare(NodeId node, int gpu) {
   Commit(SparePlacement(node, gpu));
   mask |= 1ULL << gpu;
   ++spare_count_;
+  NoteSpareChange(node);
 }
 
 void Engine::DropSpare(NodeId node, int gpu) {
@@ -38,6 +40,30 @@ void Engine::DropSpare(NodeId node, int gpu) {
   Undo(SparePlacement(node, gpu));
   mask &= ~(1ULL << gpu);
   --spare_count_;
+  NoteSpareChange(node);
+}
+
+std::vector<int> Engine::DropSparesUnder(const Placement& p) {
+  std::vector<int> dropped;
+  if (!p.node.valid() || p.node.value() >= cluster_.node_count()) return dropped;
+  for (uint64_t m = p.gpu_mask() & spare_gpus(p.node); m; m &= m - 1) {
+    dropped.push_back(__builtin_ctzll(m));
+    DropSpare(p.node, dropped.back());
+  }
+  return dropped;
+}
+
+void Engine::NoteSpareChange(NodeId node) {
+  const auto n = static_cast<size_t>(node.value());
+  if (spare_change_noted_.size() <= n) spare_change_noted_.resize(spare_mask_.size(), 0);
+  if (spare_change_noted_[n]) return;
+  spare_change_noted_[n] = 1;
+  spare_changed_.push_back(node);
+}
+
+std::vector<NodeId> Engine::TakeSpareChanges() {
+  for (NodeId n : spare_changed_) spare_change_noted_[static_cast<size_t>(n.value())] = 0;
+  return std::exchange(spare_changed_, {});
 }
 
 void Engine::DropAllSpares() {
@@ -101,13 +127,7 @@ void Engine::KeepSpares(int per_domain) {
 
 bool Engine::MayTakeSpares(const Ask& ask) const {
   if (ask.kind != Ask::Kind::kElasticGang || ask.pods.empty() || !ask.pods[0].gang) return false;
-  std::vector<std::string_view> running;
-  for (const std::string& name : ask.running) {
-    if (Find(name) != nullptr && std::find(running.begin(), running.end(), name) == running.end()) {
-      running.push_back(name);
-    }
-  }
-  const int r = static_cast<int>(running.size());
+  const int r = static_cast<int>(HeldOf(ask.running).size());
   return r > 0 && r < ask.pods[0].gang->min_members();
 }
 

@@ -68,6 +68,25 @@ TEST(Spares, AreTheLastFreeGpusOfEachNvlinkDomainAndNoPodTakesThem) {
   EXPECT_EQ(e.spare_gpus(dgx), 1ULL << 3);
 }
 
+// The nodes whose spares changed are listed, each once, until taken (the scheduler publishes
+// those alone): dgx after KeepSpares, nothing when nothing changed (a pod placed on pcie), dgx
+// again when a pod restored on the spare's GPU moves it.
+TEST(Spares, TheNodesWhoseSparesChangedAreListedUntilTaken) {
+  const Cluster c = DgxAndPcie();
+  Engine e(c, MakePolicy("binpack"));
+  const NodeId dgx = c.FindNode("dgx"), pcie = c.FindNode("pcie");
+  EXPECT_THAT(e.TakeSpareChanges(), ::testing::IsEmpty());
+  e.KeepSpares(1);
+  EXPECT_THAT(e.TakeSpareChanges(), ::testing::ElementsAre(dgx));
+  EXPECT_THAT(e.TakeSpareChanges(), ::testing::IsEmpty());
+  const std::vector<Candidate> on_pcie = {Candidate{pcie}};
+  ASSERT_TRUE(e.Place(Pod("other", GpuAsk::Whole(1)), Mode::kCommit, &on_pcie).placed());
+  EXPECT_THAT(e.TakeSpareChanges(), ::testing::IsEmpty());
+  ASSERT_TRUE(e.Restore("r", WholeGpu(c, "dgx", 3)).ok());
+  EXPECT_EQ(e.spare_gpus(dgx), 1ULL << 2);
+  EXPECT_THAT(e.TakeSpareChanges(), ::testing::ElementsAre(dgx));
+}
+
 // The done-when case: a gang of 3 on dgx, GPU 3 the spare; GPU 1 fails (held, as the scheduler
 // holds an unhealthy GPU) and its member is made again: the replacement takes the spare, beside
 // the survivors, which no one else could.

@@ -192,6 +192,8 @@ class ClusterLedger {
                                       std::span<const core::RunningPod> running);
 
   const core::Engine& engine() const { return *engine_; }
+  // The nodes whose hot spares may have changed since the last call (Engine::TakeSpareChanges).
+  std::vector<core::NodeId> TakeSpareChanges() { return engine_->TakeSpareChanges(); }
   // Per-node GPU gauges for /metrics.
   void PublishMetrics();
 

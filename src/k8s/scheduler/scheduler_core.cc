@@ -114,6 +114,7 @@ void SchedulerCore::OnNode(Change change, std::shared_ptr<const NodeInfo> node) 
     spares_published_.erase(node->name);
   } else {
     spares_published_[node->name] = node->spare_gpus;
+    spares_to_check_.insert(node->name);
   }
   if (ledger_.OnNode(change, std::move(node))) queue_.NoteChange();
   // The agent marks a GPU unhealthy and evicts its pods at about the same time: a member seen
@@ -828,24 +829,28 @@ int SchedulerCore::ScheduleSome() {
 
 void SchedulerCore::PublishSpares() {
   const core::Engine& engine = ledger_.engine();
-  if (spares_published_.empty()) return;
   const core::Cluster& cluster = engine.cluster();
-  for (auto it = spares_published_.begin(); it != spares_published_.end();) {
-    auto& [name, published] = *it;
+  // The nodes that may differ from what was published: seen since, or their spares changed.
+  for (const core::NodeId id : ledger_.TakeSpareChanges()) {
+    if (cluster.live(id)) spares_to_check_.insert(cluster.node(id).name);
+  }
+  for (const std::string& name : spares_to_check_) {
+    auto it = spares_published_.find(name);
+    if (it == spares_published_.end()) continue;  // gone, or spares off and none shown
     const core::NodeId id = cluster.FindNode(name);
     std::vector<int32_t> gpus;
     if (id.valid()) {
       for (uint64_t m = engine.spare_gpus(id); m; m &= m - 1) gpus.push_back(__builtin_ctzll(m));
     }
     std::string now = records::GpuIndicesText(gpus);
-    if (now != published) reporter_->ReportSpares(name, now);
+    if (now != it->second) reporter_->ReportSpares(name, now);
     if (now.empty() && engine.spares_per_domain() == 0) {
-      spares_published_.erase(it++);
-      continue;
+      spares_published_.erase(it);
+    } else {
+      it->second = std::move(now);
     }
-    published = std::move(now);
-    ++it;
   }
+  spares_to_check_.clear();
 }
 
 std::optional<std::chrono::steady_clock::time_point> SchedulerCore::NextWakeup() const {

@@ -40,6 +40,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/backoff.h"
@@ -273,8 +274,11 @@ class SchedulerCore : private NoFitHost {
   std::set<std::string> leaving_;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
-  // Per node: its tessera.dev/spare-gpus annotation as last seen or written (PublishSpares).
+  // Per node: its tessera.dev/spare-gpus annotation as last seen or written (PublishSpares),
+  // and the nodes to compare again with the engine's spares (seen since: a new node, a changed
+  // annotation), beside those whose spares the engine changed.
   absl::flat_hash_map<std::string, std::string> spares_published_;
+  absl::flat_hash_set<std::string> spares_to_check_;
   std::unique_ptr<DraAllocator> dra_;
   ClaimBinder* claim_binder_ = nullptr;
   bool dra_synced_ = false;
