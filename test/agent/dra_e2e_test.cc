@@ -520,10 +520,13 @@ TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
                            std::regex_replace(instances[0]["profile"].get<std::string>(),
                                               std::regex("[.+]"), "-"),
                            "-", instances[0]["start"].get<int>()));
+  // The report is whole once its last part, the device nodes, is there (read sooner, the log may
+  // hold the environment alone).
   std::string logs;
   ASSERT_TRUE(Eventually([&] {
     logs = PodLog("mig");
-    return logs.find("NVIDIA_VISIBLE_DEVICES=") != std::string::npos;
+    return logs.find("NVIDIA_VISIBLE_DEVICES=") != std::string::npos &&
+           logs.find("nvidia6\n") != std::string::npos;
   })) << logs;
   EXPECT_THAT(logs, HasSubstr("NVIDIA_VISIBLE_DEVICES=" + mig_uuid + "\n"));
   EXPECT_THAT(logs, HasSubstr("nvidia6\n"));
@@ -551,7 +554,8 @@ TEST_F(DraDriver, AMigClaimGetsItsInstanceCreatedAndDestroyed) {
   EXPECT_TRUE(Eventually(
       [&] {
         switched = PodLog("mig-switch");
-        return switched.find("NVIDIA_VISIBLE_DEVICES=MIG-") != std::string::npos;
+        return switched.find("NVIDIA_VISIBLE_DEVICES=MIG-") != std::string::npos &&
+               switched.find("nvidia5\n") != std::string::npos;
       },
       std::chrono::seconds(120)))
       << switched << ReadFile(AgentLog()).substr(0, 20000);
