@@ -8,7 +8,8 @@
 // iteration releases the oldest gang and places a new one, so its time is one gang decision; its
 // tessera-off-0.5%-* rows keep the gangs off every 200th node (the nodes a churn of taints has
 // tainted at one moment), as a candidate list (every domain tried against the list) or as a
-// NodeSet (the domain index counts each domain's room inside the set).
+// NodeSet (the domain index counts each domain's room inside the set). The tessera-spares-1 rows
+// keep one hot spare per NVLink domain (Engine::KeepSpares).
 //
 //   bench/run_engine.sh   (build/release/bench/engine_bench with 5 repetitions, medians)
 #include <memory>
@@ -59,11 +60,13 @@ GpuAsk RandomAsk(Kind kind, Random& rng) {
 // How pods are kept off node 0 (a tainted control-plane node, say), or not.
 enum class Restrict { kNone, kCandidates, kNodeSet };
 
-void BM_PlaceRelease(benchmark::State& state, std::string policy_name, Restrict restrict) {
+void BM_PlaceRelease(benchmark::State& state, std::string policy_name, Restrict restrict,
+                     int spares_per_domain) {
   const int nodes = static_cast<int>(state.range(0));
   const Kind kind = static_cast<Kind>(state.range(1));
   const Cluster& cluster = ClusterOf(nodes);
   Engine engine(cluster, *CreatePolicy(policy_name, {}));
+  engine.KeepSpares(spares_per_domain);
   std::vector<bool> allows(cluster.node_count(), true);
   allows[0] = false;
   const NodeSet node_set(allows);
@@ -77,14 +80,18 @@ void BM_PlaceRelease(benchmark::State& state, std::string policy_name, Restrict 
   const int64_t gpus = cluster.total_gpus();
   int64_t filled = 0;  // whole GPUs or MiB
   const int64_t target = kind == kWhole ? gpus * 6 / 10 : gpus * 81559 * 6 / 10;
-  int next = 0;
+  int next = 0, misses = 0;
   while (filled < target) {
     PodRequest p;
     p.name = StrCat("p", next++);
     p.cpu_milli = 1000;
     p.memory_mib = 4096;
     p.gpu = RandomAsk(kind, rng);
-    if (!engine.Place(p).placed()) break;  // setup: unrestricted (a scan per pod is slow)
+    if (!engine.Place(p).placed()) {  // setup: unrestricted (a scan per pod is slow)
+      // With spares, an 8-GPU pod fits no 8-GPU node whose domain keeps one: skip such asks.
+      if (spares_per_domain == 0 || ++misses > 100000) break;
+      continue;
+    }
     filled += kind == kWhole ? p.gpu.count : p.gpu.memory_mib;
     live.push_back(std::move(p));
   }
@@ -168,7 +175,7 @@ void BM_GangPlaceRelease(benchmark::State& state, Restrict restrict) {
 void Register() {
   for (const char* policy : {"tessera", "binpack", "spread", "whole-gpu"}) {
     auto* b = benchmark::RegisterBenchmark(StrCat("PlaceRelease/", policy).c_str(), BM_PlaceRelease,
-                                           std::string(policy), Restrict::kNone);
+                                           std::string(policy), Restrict::kNone, 0);
     b->ArgNames({"nodes", "kind"});
     for (int nodes : {1000, 10000}) {
       for (int kind : {kShare, kWhole}) b->Args({nodes, kind});
@@ -181,13 +188,25 @@ void Register() {
   for (auto [label, how] : {std::pair{"tessera-off-node0-candidates", Restrict::kCandidates},
                             std::pair{"tessera-off-node0-nodeset", Restrict::kNodeSet}}) {
     auto* b = benchmark::RegisterBenchmark(StrCat("PlaceRelease/", label).c_str(), BM_PlaceRelease,
-                                           std::string("tessera"), how);
+                                           std::string("tessera"), how, 0);
     b->ArgNames({"nodes", "kind"});
     for (int nodes : {1000, 10000}) {
       for (int kind : {kShare, kWhole}) b->Args({nodes, kind});
     }
     b->Unit(benchmark::kMicrosecond);
     if (how == Restrict::kCandidates) b->MinTime(0.2);
+  }
+  // Hot spares (Engine::KeepSpares): one GPU of every NVLink domain kept back, here one per node
+  // (each hgx-h100 node is its own NVSwitch domain): 1,000 and 10,000 spares that move as pods
+  // come and go. Against the tessera rows above, what spares cost each decision.
+  {
+    auto* b = benchmark::RegisterBenchmark("PlaceRelease/tessera-spares-1", BM_PlaceRelease,
+                                           std::string("tessera"), Restrict::kNone, 1);
+    b->ArgNames({"nodes", "kind"});
+    for (int nodes : {1000, 10000}) {
+      for (int kind : {kShare, kWhole}) b->Args({nodes, kind});
+    }
+    b->Unit(benchmark::kMicrosecond);
   }
   for (auto [label, how] : {std::pair{"tessera", Restrict::kNone},
                             std::pair{"tessera-off-0.5%-candidates", Restrict::kCandidates},
