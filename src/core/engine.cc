@@ -171,9 +171,13 @@ absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added
       }
     }
   }
-  // Spares are given back and chosen again over the changed nodes.
+  // Spares are given back and chosen again over the changed nodes; nodes only added, joined in
+  // place, settle the domains they joined alone (the others hold what they held: their spares
+  // stay as they were, as a settle from scratch would choose them again).
   const bool spares = spares_per_domain_ > 0;
-  if (spares) DropAllSpares();
+  const bool only_added = !changes.add.empty() && changes.remove.empty() &&
+                          changes.update.empty() && changes.cordon.empty();
+  if (spares && !only_added) DropAllSpares();
   bool structural = !changes.remove.empty() || !changes.add.empty();
   std::vector<NodeId> touched;
   for (NodeId id : changes.remove) {
@@ -218,13 +222,17 @@ absl::Status Engine::ChangeNodes(NodeChanges changes, std::vector<NodeId>* added
   // Nodes added and nothing else changed: joined to the domains and indexes in place, as a
   // rebuild would have them (TopologyDomains::Append says where it cannot), and the policy told
   // of the additions alone.
-  const bool only_added = !changes.add.empty() && changes.remove.empty() &&
-                          changes.update.empty() && changes.cordon.empty();
   if (only_added && AppendNodes(first_added)) {
     // Adding nodes turns no "fits some empty node" into "never": those answers stay.
     absl::erase_if(never_fits_, [](const auto& e) { return e.second.has_value(); });
     policy_->OnNodesAdded(state_, NodeId(first_added));
-  } else if (structural) {
+    if (spares) {
+      for (int n = first_added; n < cluster_.node_count(); ++n) SettleSparesOn(NodeId(n));
+    }
+    return absl::OkStatus();
+  }
+  if (spares && only_added) DropAllSpares();  // appending refused: rebuilt below, spares anew
+  if (structural) {
     never_fits_.clear();
     domains_ = TopologyDomains(cluster_, domains_.levels());
     IndexDomains();

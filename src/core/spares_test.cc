@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "common/strings.h"
 #include "core/engine.h"
 #include "core/testing/cluster_builder.h"
 #include "gmock/gmock.h"
@@ -250,6 +251,59 @@ TEST(Spares, FollowNodeChanges) {
   ASSERT_TRUE(e.ChangeNodes(cordon).ok());
   EXPECT_EQ(e.spare_gpus(dgx), 0u);
   EXPECT_EQ(e.spare_count(), 2);
+}
+
+// Nodes only added settle the domains they join alone (the rest keep their spares), with what
+// giving every spare back and choosing again gives (here the add comes with a cordon left as it
+// is, which takes that path): a rack-scale NVLink domain that a node joins (its spares move to
+// the new node, last in the domain's order), a server that is a domain of its own, a PCIe node
+// in none; every node's spares and every later decision the same.
+TEST(Spares, NodesJoiningSettleTheirDomainsAsAllAgain) {
+  ClusterBuilder b;
+  b.Node("a0").Gpus(4, "H100-80GB").NvSwitch().Label("tessera.dev/nvlink-domain", "nvl");
+  b.Node("a1").Gpus(4, "H100-80GB").NvSwitch().Label("tessera.dev/nvlink-domain", "nvl");
+  b.Node("dgx").Gpus(8, "H100-80GB").NvSwitch();
+  const Cluster c = b.Build();
+  std::vector<NodeSpec> joining;
+  joining.push_back(ClusterBuilder()
+                        .Node("a2")
+                        .Gpus(4, "H100-80GB")
+                        .NvSwitch()
+                        .Label("tessera.dev/nvlink-domain", "nvl")
+                        .Build()
+                        .node(NodeId(0)));
+  joining.push_back(
+      ClusterBuilder().Node("dgx2").Gpus(8, "H100-80GB").NvSwitch().Build().node(NodeId(0)));
+  joining.push_back(ClusterBuilder().Node("pcie").Gpus(2, "L40S").Build().node(NodeId(0)));
+  for (std::string_view policy : {"tessera", "binpack"}) {
+    SCOPED_TRACE(policy);
+    Engine in_place(c, MakePolicy(policy)), again(c, MakePolicy(policy));
+    for (Engine* e : {&in_place, &again}) {
+      e->KeepSpares(2);
+      ASSERT_TRUE(e->Place(Pod("busy", GpuAsk::Whole(3))).placed());
+    }
+    for (size_t i = 0; i < joining.size(); ++i) {
+      ASSERT_TRUE(in_place.ChangeNodes(NodeChanges{{}, {}, {joining[i]}, {}}).ok());
+      const NodeId first(0);
+      ASSERT_TRUE(again
+                      .ChangeNodes(NodeChanges{
+                          {}, {}, {joining[i]}, {{first, !again.state().accepts_pods(first)}}})
+                      .ok());
+      ASSERT_EQ(in_place.spare_count(), again.spare_count()) << "after " << joining[i].name;
+      for (int n = 0; n < in_place.cluster().node_count(); ++n) {
+        EXPECT_EQ(in_place.spare_gpus(NodeId(n)), again.spare_gpus(NodeId(n)))
+            << "node " << in_place.cluster().node(NodeId(n)).name << " after " << joining[i].name;
+      }
+      for (int k = 0; k < 3; ++k) {
+        const PodRequest p = Pod(StrCat("p", i, "-", k), GpuAsk::Whole(1 + k));
+        const PlacementResult x = in_place.Place(p), y = again.Place(p);
+        ASSERT_EQ(x.placed(), y.placed()) << x.reason << " / " << y.reason;
+        EXPECT_EQ(x.placement.node, y.placement.node);
+        EXPECT_EQ(x.placement.gpus, y.placement.gpus);
+      }
+    }
+    EXPECT_GT(in_place.spare_count(), 0);
+  }
 }
 
 }  // namespace
