@@ -42,6 +42,13 @@ int Nodes() {
   return n != nullptr ? std::atoi(n) : 10'000;
 }
 
+// Hot spares per NVLink domain (the scheduler's spareGpusPerDomain; default 0): with 1, each
+// node's free GPU is its spare.
+int Spares() {
+  const char* n = std::getenv("SCALE_UP_BENCH_SPARES");
+  return n != nullptr ? std::atoi(n) : 0;
+}
+
 class Quiet : public Binder, public Reporter {
  public:
   void Bind(const PodInfo&, const records::Assignment&, uint64_t) override {}
@@ -79,6 +86,7 @@ struct World {
     SchedulerCoreOptions o;
     o.retry_min_interval = std::chrono::milliseconds(1'000);
     o.retry_period = std::chrono::milliseconds(30'000);
+    o.spare_gpus_per_domain = Spares();
     if (signal) {
       o.scale_up.templates = Templates();
       o.scale_up.interval = std::chrono::milliseconds(30'000);
