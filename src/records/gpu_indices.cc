@@ -29,4 +29,16 @@ absl::StatusOr<std::vector<int32_t>> ParseGpuIndices(std::string_view text) {
 
 std::string GpuIndicesText(const std::vector<int32_t>& gpus) { return StrJoin(gpus, ","); }
 
+std::vector<int32_t> GpuIndicesOfMask(uint64_t mask) {
+  std::vector<int32_t> out;
+  for (; mask; mask &= mask - 1) out.push_back(__builtin_ctzll(mask));
+  return out;
+}
+
+uint64_t GpuMaskOf(const std::vector<int32_t>& gpus) {
+  uint64_t mask = 0;
+  for (int32_t g : gpus) mask |= uint64_t{1} << g;
+  return mask;
+}
+
 }  // namespace tessera::records

@@ -19,4 +19,9 @@ absl::StatusOr<std::vector<int32_t>> ParseGpuIndices(std::string_view text);
 // {0, 1, 3} -> "0,1,3" (empty for none).
 std::string GpuIndicesText(const std::vector<int32_t>& gpus);
 
+// A node's GPUs as the engine names them (a mask, bit i = GPU i) and as the records list them
+// (ascending indices): 0b1011 <-> {0, 1, 3}.
+std::vector<int32_t> GpuIndicesOfMask(uint64_t mask);
+uint64_t GpuMaskOf(const std::vector<int32_t>& gpus);
+
 }  // namespace tessera::records

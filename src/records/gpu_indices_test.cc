@@ -20,6 +20,14 @@ TEST(GpuIndices, ReadsWhatItWrites) {
   EXPECT_THAT(*read, ElementsAre(63));
 }
 
+TEST(GpuIndices, AMaskIsItsIndicesAscending) {
+  EXPECT_THAT(GpuIndicesOfMask(0b1011), ElementsAre(0, 1, 3));
+  EXPECT_THAT(GpuIndicesOfMask(0), ::testing::IsEmpty());
+  EXPECT_THAT(GpuIndicesOfMask(uint64_t{1} << 63), ElementsAre(63));
+  EXPECT_EQ(GpuMaskOf({0, 1, 3}), 0b1011u);
+  EXPECT_EQ(GpuMaskOf({}), 0u);
+}
+
 TEST(GpuIndices, RefusesWhatNamesNoGpuInOrder) {
   for (const char* bad : {"1,1", "3,2", "-1", "64", "a", "1,,2", " 1", "1 "}) {
     EXPECT_THAT(ParseGpuIndices(bad).status().message(),

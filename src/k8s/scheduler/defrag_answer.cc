@@ -6,6 +6,7 @@
 #include "common/strings.h"
 #include "core/fit.h"
 #include "core/plan/defrag.h"
+#include "records/gpu_indices.h"
 #include "records/move.h"
 #include "spdlog/spdlog.h"
 
@@ -126,8 +127,8 @@ bool DefragAnswer::CarryOut(const NoFit& unfit, const DefragExecutor::Decision& 
     spdlog::info("defragmentation: evicting pod {} ({} -> {}) for {} on node(s) {}", m.pod, from,
                  to, for_what, nodes);
     // First the record a restarted scheduler reads the hold back from (records/move.h).
-    records::MoveRecord record{for_what, cluster.node(m.to.node).name, {}, 0};
-    for (uint64_t g = m.to.gpu_mask(); g; g &= g - 1) record.gpus.push_back(__builtin_ctzll(g));
+    records::MoveRecord record{for_what, cluster.node(m.to.node).name,
+                               records::GpuIndicesOfMask(m.to.gpu_mask()), 0};
     record.until_unix =
         std::chrono::duration_cast<std::chrono::seconds>(
             (std::chrono::system_clock::now() + executor_.options().hold_for).time_since_epoch())
@@ -180,8 +181,7 @@ void DefragAnswer::OnPod(const std::shared_ptr<const PodInfo>& pod) {
                                            std::chrono::system_clock::now().time_since_epoch())
                                            .count();
   if (left <= 0) return;
-  uint64_t mask = 0;
-  for (int32_t g : r->gpus) mask |= 1ULL << g;
+  const uint64_t mask = records::GpuMaskOf(r->gpus);
   const std::string where =
       r->gpus.empty()
           ? r->node

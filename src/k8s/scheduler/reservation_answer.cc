@@ -5,6 +5,7 @@
 
 #include "absl/time/time.h"
 #include "common/strings.h"
+#include "records/gpu_indices.h"
 #include "records/names.h"
 #include "spdlog/spdlog.h"
 
@@ -139,7 +140,7 @@ records::ReservationRecord ReservationAnswer::RecordOf(const core::Reservation& 
   for (const core::Candidate& c : r.gpus) {
     records::ReservationRecord::Site& site = record.sites.emplace_back();
     site.node = cluster.node(c.node).name;
-    for (uint64_t m = c.gpu_mask; m; m &= m - 1) site.gpus.push_back(__builtin_ctzll(m));
+    site.gpus = records::GpuIndicesOfMask(c.gpu_mask);
   }
   record.expected_start_unix = r.expected_start;
   return record;

@@ -838,11 +838,8 @@ void SchedulerCore::PublishSpares() {
     auto it = spares_published_.find(name);
     if (it == spares_published_.end()) continue;  // gone, or spares off and none shown
     const core::NodeId id = cluster.FindNode(name);
-    std::vector<int32_t> gpus;
-    if (id.valid()) {
-      for (uint64_t m = engine.spare_gpus(id); m; m &= m - 1) gpus.push_back(__builtin_ctzll(m));
-    }
-    std::string now = records::GpuIndicesText(gpus);
+    std::string now =
+        records::GpuIndicesText(records::GpuIndicesOfMask(id.valid() ? engine.spare_gpus(id) : 0));
     if (now != it->second) reporter_->ReportSpares(name, now);
     if (now.empty() && engine.spares_per_domain() == 0) {
       spares_published_.erase(it);
