@@ -11,6 +11,22 @@ ClusterState::ClusterState(const Cluster& cluster) : cluster_(&cluster) {
   for (int i = 0; i < cluster.node_count(); ++i) InitNode(NodeId(i));
 }
 
+ClusterState::ClusterState(const ClusterState& other, const Cluster& cluster)
+    : cluster_(&cluster),
+      gpus_in_use_(other.gpus_in_use_),
+      allocated_compute_milli_(other.allocated_compute_milli_),
+      allocated_gpu_memory_mib_(other.allocated_gpu_memory_mib_),
+      allocated_cpu_milli_(other.allocated_cpu_milli_) {
+  constexpr size_t kRoomNodes = 64;
+  const size_t room_gpus = kRoomNodes * static_cast<size_t>(cluster.max_gpus_per_node());
+  nodes_.reserve(other.nodes_.size() + kRoomNodes);
+  nodes_.insert(nodes_.end(), other.nodes_.begin(), other.nodes_.end());
+  gpus_.reserve(other.gpus_.size() + room_gpus);
+  gpus_.insert(gpus_.end(), other.gpus_.begin(), other.gpus_.end());
+  mig_.reserve(other.mig_.size() + room_gpus);
+  mig_.insert(mig_.end(), other.mig_.begin(), other.mig_.end());
+}
+
 void ClusterState::InitNode(NodeId id) {
   const int i = id.value();
   const NodeSpec& spec = cluster_->node(id);

@@ -67,9 +67,9 @@ class ClusterState {
  public:
   explicit ClusterState(const Cluster& cluster);
   // A copy of `other` for `cluster`, an equal copy of other's cluster (an engine's copy).
-  ClusterState(const ClusterState& other, const Cluster& cluster) : ClusterState(other) {
-    cluster_ = &cluster;
-  }
+  // A copy of `other` for `cluster` (a copy of other's cluster), with room for a few nodes to
+  // join without moving every node's state (what-if copies add nodes).
+  ClusterState(const ClusterState& other, const Cluster& cluster);
 
   const Cluster& cluster() const { return *cluster_; }
   int node_count() const { return cluster_->node_count(); }
@@ -132,6 +132,7 @@ class ClusterState {
 
   void Return(const Placement& p, bool keep_mig_instance);
 
+  // Every member is copied by the copy constructor above: keep it in step.
   const Cluster* cluster_;
   std::vector<NodeState> nodes_;
   std::vector<GpuState> gpus_;

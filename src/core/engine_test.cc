@@ -520,7 +520,7 @@ TEST(Engine, NodeChangesInPlaceMatchAnEngineBuiltWithTheNewNodes) {
 
     // The same nodes built from scratch (node 10 a removed slot), a policy that saw the same
     // requests (test-only placements teach it without placing), and what e holds restored.
-    std::vector<NodeSpec> specs = c.nodes();
+    std::vector<NodeSpec> specs = c.nodes().ToVector();
     specs[4] = relabelled;
     specs[7] = resized;
     specs.push_back(added);

@@ -239,7 +239,7 @@ absl::StatusOr<TimelineResult> RunTimeline(const core::Cluster& cluster, const P
   std::optional<core::Cluster> labelled;
   std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
   if (options.gang_min_gpus > 0) {
-    std::vector<core::NodeSpec> specs = cluster.nodes();
+    std::vector<core::NodeSpec> specs = cluster.nodes().ToVector();
     for (core::NodeSpec& spec : specs) spec.labels[std::string(kNodeLevelLabel)] = spec.name;
     TESSERA_ASSIGN_OR_RETURN(labelled, core::Cluster::Create(std::move(specs)));
     levels.push_back({std::string(kNodeLevel), std::string(kNodeLevelLabel)});

@@ -57,11 +57,11 @@ absl::Status Cluster::SetSlot(int index, NodeSpec n) {
     mig |= 1ULL << g;
     mig_models[g] = model;
   }
-  auto named = by_name_.find(n.name);
+  auto named = by_name_.find(ToAbsl(n.name));
   if (named != by_name_.end() && named->second.value() != index) {
     return absl::InvalidArgumentError(StrCat("duplicate node name \"", n.name, "\""));
   }
-  std::vector<uint8_t> ids;
+  auto slot = std::make_shared<Slot>();
   std::vector<std::string> models = models_;
   for (const GpuSpec& g : n.gpus) {
     auto it = std::find(models.begin(), models.end(), g.model);
@@ -73,10 +73,10 @@ absl::Status Cluster::SetSlot(int index, NodeSpec n) {
       models.push_back(g.model);
       it = models.end() - 1;
     }
-    ids.push_back(static_cast<uint8_t>(it - models.begin()));
+    slot->gpu_models.push_back(static_cast<uint8_t>(it - models.begin()));
   }
-  int16_t uniform = ids.empty() ? -1 : ids[0];
-  for (uint8_t id : ids) {
+  int16_t uniform = slot->gpu_models.empty() ? -1 : slot->gpu_models[0];
+  for (uint8_t id : slot->gpu_models) {
     if (id != uniform) uniform = -1;
   }
   // One selector per distinct topology: links, NUMA nodes and NVLink generation decide it.
@@ -96,29 +96,27 @@ absl::Status Cluster::SetSlot(int index, NodeSpec n) {
   auto [sel, inserted] =
       selector_by_topology_.emplace(key, static_cast<int32_t>(selectors_.size()));
   if (inserted) selectors_.push_back(std::make_shared<const GpuSetSelector>(n));
+  slot->uniform_model = uniform;
+  slot->mig_mask = mig;
+  slot->mig_models = std::move(mig_models);
+  slot->selector = sel->second;
+  slot->spec = std::move(n);
+  // The name key views the slot's own name: the old slot's key goes with it.
+  if (named != by_name_.end()) by_name_.erase(named);
+  by_name_.emplace(ToAbsl(slot->spec.name), NodeId(index));
   if (index == node_count()) {
-    nodes_.emplace_back();
-    mig_masks_.emplace_back();
-    mig_models_.emplace_back();
-    uniform_model_.emplace_back();
-    gpu_models_.emplace_back();
-    selector_of_.emplace_back();
+    slots_.push_back(std::move(slot));
     removed_.push_back(0);
+  } else {
+    slots_[index] = std::move(slot);
   }
-  by_name_.insert_or_assign(n.name, NodeId(index));
-  mig_masks_[index] = mig;
-  mig_models_[index] = std::move(mig_models);
-  uniform_model_[index] = uniform;
-  gpu_models_[index] = std::move(ids);
-  selector_of_[index] = sel->second;
-  nodes_[index] = std::move(n);
   return absl::OkStatus();
 }
 
 void Cluster::RecountGpus() {
   total_gpus_ = 0;
   max_gpus_per_node_ = 0;
-  for (const NodeSpec& n : nodes_) {
+  for (const NodeSpec& n : nodes()) {
     total_gpus_ += n.gpu_count();
     max_gpus_per_node_ = std::max(max_gpus_per_node_, n.gpu_count());
   }
@@ -135,37 +133,34 @@ absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
 }
 
 absl::StatusOr<NodeId> Cluster::AddNode(NodeSpec spec) {
-  if (by_name_.contains(spec.name)) {
+  if (by_name_.contains(ToAbsl(spec.name))) {
     return absl::AlreadyExistsError(StrCat("duplicate node name \"", spec.name, "\""));
   }
   const int index = node_count();
   absl::Status st = SetSlot(index, std::move(spec));
   if (!st.ok()) return st;
-  total_gpus_ += nodes_[index].gpu_count();
-  max_gpus_per_node_ = std::max(max_gpus_per_node_, nodes_[index].gpu_count());
+  total_gpus_ += node(NodeId(index)).gpu_count();
+  max_gpus_per_node_ = std::max(max_gpus_per_node_, node(NodeId(index)).gpu_count());
   return NodeId(index);
 }
 
 absl::Status Cluster::UpdateNode(NodeId id, NodeSpec spec) {
-  if (!live(id) || spec.name != nodes_[id.value()].name) {
+  if (!live(id) || spec.name != node(id).name) {
     return absl::InvalidArgumentError(
         StrCat("node ", spec.name, " is not the live node #", id.value()));
   }
-  const int gpus_before = nodes_[id.value()].gpu_count();
+  const int gpus_before = node(id).gpu_count();
   absl::Status st = SetSlot(id.value(), std::move(spec));
-  if (st.ok() && nodes_[id.value()].gpu_count() != gpus_before) RecountGpus();
+  if (st.ok() && node(id).gpu_count() != gpus_before) RecountGpus();
   return st;
 }
 
 void Cluster::RemoveNode(NodeId id) {
   if (!live(id)) return;
   const int i = id.value();
-  by_name_.erase(nodes_[i].name);
-  nodes_[i] = NodeSpec{};  // no name, no capacity, no GPUs
-  mig_masks_[i] = 0;
-  mig_models_[i].clear();
-  uniform_model_[i] = -1;
-  gpu_models_[i].clear();
+  by_name_.erase(ToAbsl(slots_[i]->spec.name));
+  static const std::shared_ptr<const Slot> kRemoved = std::make_shared<const Slot>();
+  slots_[i] = kRemoved;  // no name, no capacity, no GPUs
   removed_[i] = 1;
   ++removed_count_;
   RecountGpus();
@@ -186,13 +181,11 @@ ModelSet Cluster::ResolveModels(const std::vector<std::string>& names) const {
 }
 
 uint64_t Cluster::ModelMask(NodeId id, const ModelSet& allowed) const {
-  const NodeSpec& n = nodes_[id.value()];
-  int16_t uniform = uniform_model_[id.value()];
-  if (uniform >= 0) return allowed.test(uniform) ? n.all_gpus_mask() : 0;
+  const Slot& s = *slots_[id.value()];
+  if (s.uniform_model >= 0) return allowed.test(s.uniform_model) ? s.spec.all_gpus_mask() : 0;
   uint64_t mask = 0;
-  const std::vector<uint8_t>& ids = gpu_models_[id.value()];
-  for (size_t g = 0; g < ids.size(); ++g) {
-    if (allowed.test(ids[g])) mask |= 1ULL << g;
+  for (size_t g = 0; g < s.gpu_models.size(); ++g) {
+    if (allowed.test(s.gpu_models[g])) mask |= 1ULL << g;
   }
   return mask;
 }

@@ -53,7 +53,7 @@ std::vector<core::NodeSpec> Templates() {
                   .Gpus(1, "L4", 24 * 1024)
                   .Label("tessera.dev/rack", "new")
                   .Build();
-  return t.nodes();
+  return t.nodes().ToVector();
 }
 
 std::vector<PodRequest> RackGang(int size) {

@@ -47,12 +47,20 @@ WasteModel::WasteModel(const Cluster& cluster, const std::vector<TypicalTask>& m
   const std::vector<ModelSet> allowed = Allowed(cluster, mix);
   absl::flat_hash_map<std::string, int32_t> classes;
   std::vector<std::string>& patterns = patterns_;
+  // A node whose GPUs are all of one model has that model's class: found once per model.
+  std::vector<int32_t> class_of_model(kMaxGpuModels, -1);
   node_class_.resize(cluster.node_count());
   for (int n = 0; n < cluster.node_count(); ++n) {
+    const int uniform = cluster.uniform_model(NodeId(n));
+    if (uniform >= 0 && class_of_model[uniform] >= 0) {
+      node_class_[n] = class_of_model[uniform];
+      continue;
+    }
     std::string pattern = Pattern(cluster, NodeId(n), mix, allowed);
     auto [it, fresh] = classes.emplace(pattern, static_cast<int32_t>(patterns.size()));
     if (fresh) patterns.push_back(pattern);
     node_class_[n] = it->second;
+    if (uniform >= 0) class_of_model[uniform] = it->second;
   }
 
   const size_t class_count = patterns.size();
