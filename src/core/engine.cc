@@ -137,11 +137,11 @@ void Engine::TouchNode(NodeId node) {
 
 void Engine::ReleaseAllOn(NodeId node, std::vector<std::string>* released) {
   for (auto it = ledger_.begin(); it != ledger_.end();) {
-    if (it->second.node != node) {
+    if (it->second->node != node) {
       ++it;
       continue;
     }
-    state_.Release(it->second);
+    state_.Release(*it->second);
     if (released) released->push_back(it->first);
     ledger_.erase(it++);
   }
@@ -395,7 +395,7 @@ PlacementResult Engine::DecidePod(const PodRequest& request, Mode mode, const Wh
   PlacementResult result = Choose(request, where, explain);
   if (result.placed() && mode == Mode::kCommit) {
     Commit(result.placement);
-    ledger_.emplace(request.name, result.placement);
+    ledger_.emplace(request.name, std::make_shared<const Placement>(result.placement));
   }
   return result;
 }
@@ -419,11 +419,12 @@ absl::Status Engine::Release(std::string_view pod) {
   if (it == ledger_.end()) {
     return absl::NotFoundError(StrCat("pod ", pod, " holds no allocation"));
   }
-  state_.Release(it->second);  // a MIG instance stays configured, idle
-  policy_->OnNodeChanged(state_, it->second.node);
-  UpdateDomains(it->second.node);
-  policy_->OnReleased(state_, it->second);
-  const NodeId node = it->second.node;
+  const Placement& held = *it->second;
+  state_.Release(held);  // a MIG instance stays configured, idle
+  policy_->OnNodeChanged(state_, held.node);
+  UpdateDomains(held.node);
+  policy_->OnReleased(state_, held);
+  const NodeId node = held.node;
   ledger_.erase(it);
   if (spares_per_domain_ > 0) SettleSparesOn(node);
   return absl::OkStatus();
@@ -455,14 +456,15 @@ absl::Status Engine::Restore(std::string_view pod, const Placement& placement) {
     return absl::FailedPreconditionError(StrCat("cannot restore pod ", pod, ": ", why));
   }
   Commit(p);
-  ledger_.emplace(std::string(pod), p);
-  if (!spares_dropped.empty()) SettleSparesOn(p.node);
+  const NodeId node = p.node;
+  ledger_.emplace(std::string(pod), std::make_shared<const Placement>(std::move(p)));
+  if (!spares_dropped.empty()) SettleSparesOn(node);
   return absl::OkStatus();
 }
 
 const Placement* Engine::Find(std::string_view pod) const {
   auto it = ledger_.find(ToAbsl(pod));
-  return it == ledger_.end() ? nullptr : &it->second;
+  return it == ledger_.end() ? nullptr : it->second.get();
 }
 
 bool Engine::PlaceAll(std::span<const PodRequest> members, const std::vector<size_t>& order,
@@ -526,7 +528,7 @@ std::vector<PlacementResult> Engine::PlaceGangIndependently(std::span<const PodR
       if (!results[i].placed()) continue;
       auto it = ledger_.find(members[i].name);
       TESSERA_CHECK(it != ledger_.end());
-      Undo(it->second);
+      Undo(*it->second);
       ledger_.erase(it);
     }
   }
@@ -610,7 +612,9 @@ std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> memb
       results[i].placement = placed[i];
     }
     if (mode == Mode::kCommit) {
-      for (size_t i = 0; i < members.size(); ++i) ledger_.emplace(members[i].name, placed[i]);
+      for (size_t i = 0; i < members.size(); ++i) {
+        ledger_.emplace(members[i].name, std::make_shared<const Placement>(placed[i]));
+      }
     } else {
       for (auto it = order.rbegin(); it != order.rend(); ++it) Undo(placed[*it]);
     }

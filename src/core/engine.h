@@ -366,7 +366,9 @@ class Engine {
   std::vector<std::vector<DomainFree>> domain_free_;        // per level, per domain
   std::vector<std::set<std::pair<int64_t, int>>> by_free_;  // per level: (free compute, domain)
   std::vector<std::vector<NodeDomain>> node_domains_;       // per node
-  absl::flat_hash_map<std::string, Placement> ledger_;
+  // What each named pod holds. Placements are immutable once held and shared between what-if
+  // copies of the engine (a copy copies pointers); a change replaces or erases the entry.
+  absl::flat_hash_map<std::string, std::shared_ptr<const Placement>> ledger_;
   absl::flat_hash_map<RequestShape, std::optional<std::string>> never_fits_;
   int spares_per_domain_ = 0;
   std::vector<uint64_t> spare_mask_;  // per node: its GPUs held as spares
