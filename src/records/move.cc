@@ -2,6 +2,7 @@
 
 #include "absl/time/time.h"
 #include "common/strings.h"
+#include "records/condition_message.h"
 #include "records/gpu_indices.h"
 
 namespace tessera::records {
@@ -14,8 +15,7 @@ constexpr std::string_view kUntil = "; held until ";
 constexpr char kTimeFormat[] = "%Y-%m-%dT%H:%M:%SZ";
 
 absl::Status Bad(std::string_view message, std::string_view why) {
-  return absl::InvalidArgumentError(
-      StrCat("condition ", kMovingCondition, " message \"", message, "\": ", why));
+  return BadConditionMessage(kMovingCondition, message, why);
 }
 
 }  // namespace

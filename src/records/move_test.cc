@@ -28,7 +28,8 @@ TEST(MoveRecord, BadMessagesSayWhichPart) {
     absl::StatusOr<MoveRecord> r = ParseMovingMessage(m);
     return r.ok() ? std::string("ok") : std::string(r.status().message());
   };
-  EXPECT_THAT(err("evicted"), HasSubstr("does not start \"moved for \""));
+  EXPECT_EQ(err("evicted"),
+            "condition tessera.dev/Moving message: \"evicted\": does not start \"moved for \"");
   EXPECT_THAT(err("moved for pod a/b"), HasSubstr("no destination"));
   EXPECT_THAT(err("moved for pod a/b; to node n GPUs 2,1; held until 2026-11-29T23:33:20Z"),
               HasSubstr("ascending"));

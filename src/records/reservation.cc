@@ -4,6 +4,7 @@
 
 #include "absl/time/time.h"
 #include "common/strings.h"
+#include "records/condition_message.h"
 #include "records/gpu_indices.h"
 
 namespace tessera::records {
@@ -15,8 +16,7 @@ constexpr std::string_view kGpus = " GPUs ";
 constexpr std::string_view kExpected = "expected start ";
 
 absl::Status Bad(std::string_view part, std::string_view why) {
-  return absl::InvalidArgumentError(
-      StrCat("condition ", kReservedCondition, " message: \"", part, "\": ", why));
+  return BadConditionMessage(kReservedCondition, part, why);
 }
 
 }  // namespace

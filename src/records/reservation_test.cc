@@ -47,7 +47,9 @@ TEST(ReservationMessage, WhatCannotBeReadIsAnErrorNamingThePart) {
     absl::StatusOr<ReservationRecord> r = ParseReservationMessage(m);
     return r.ok() ? std::string("accepted") : std::string(r.status().message());
   };
-  EXPECT_THAT(error("held for pod a/b"), HasSubstr("does not start"));
+  EXPECT_EQ(error("held for pod a/b"),
+            "condition tessera.dev/Reserved message: \"held for pod a/b\": does not start "
+            "\"room reserved for \"");
   EXPECT_THAT(error("room reserved for job a/b: node n GPUs 1; expected start "
                     "2026-12-05T10:40:00Z"),
               HasSubstr("neither"));
