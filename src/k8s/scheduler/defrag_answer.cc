@@ -129,10 +129,7 @@ bool DefragAnswer::CarryOut(const NoFit& unfit, const DefragExecutor::Decision& 
     // First the record a restarted scheduler reads the hold back from (records/move.h).
     records::MoveRecord record{for_what, cluster.node(m.to.node).name,
                                records::GpuIndicesOfMask(m.to.gpu_mask()), 0};
-    record.until_unix =
-        std::chrono::duration_cast<std::chrono::seconds>(
-            (std::chrono::system_clock::now() + executor_.options().hold_for).time_since_epoch())
-            .count();
+    record.until_unix = host_.unix_clock().Of(now + executor_.options().hold_for);
     host_.reporter().ReportMoving(*moving[i], records::MovingMessage(record));
     writer.Evict(*moving[i]);
     holds_.Add(*moving[i], cluster.node(m.to.node).name, m.to.gpu_mask(), to, for_what,
@@ -177,9 +174,9 @@ void DefragAnswer::OnPod(const std::shared_ptr<const PodInfo>& pod) {
     spdlog::warn("pod {}: {}", pod->key, FromAbsl(r.status().message()));
     return;
   }
-  const int64_t left = r->until_unix - std::chrono::duration_cast<std::chrono::seconds>(
-                                           std::chrono::system_clock::now().time_since_epoch())
-                                           .count();
+  const TimePoint until = host_.unix_clock().TimeOf(r->until_unix);
+  const int64_t left =
+      std::chrono::duration_cast<std::chrono::seconds>(until - host_.Now()).count();
   if (left <= 0) return;
   const uint64_t mask = records::GpuMaskOf(r->gpus);
   const std::string where =
@@ -190,7 +187,7 @@ void DefragAnswer::OnPod(const std::shared_ptr<const PodInfo>& pod) {
       "pod {}: moved for {} before this scheduler started; holding {} for its "
       "replacement {}s more",
       pod->key, r->for_what, where, left);
-  holds_.Add(*pod, r->node, mask, where, r->for_what, host_.Now() + std::chrono::seconds(left));
+  holds_.Add(*pod, r->node, mask, where, r->for_what, until);
 }
 
 NoFitAnswer::Admission DefragAnswer::Admit(const Placed& placed) {

@@ -74,6 +74,7 @@
 #include "k8s/scheduler/objects.h"
 #include "k8s/scheduler/pod_tracker.h"
 #include "k8s/scheduler/reporter.h"
+#include "k8s/scheduler/unix_clock.h"
 
 namespace tessera::k8s {
 
@@ -96,6 +97,8 @@ class NoFitHost {
   virtual ~NoFitHost() = default;
 
   virtual TimePoint Now() = 0;
+  // Now()'s clock in Unix seconds, for what is written down (records, conditions).
+  virtual const UnixClock& unix_clock() const = 0;
   // The engine over the nodes and what every pod holds; what-ifs go through it.
   virtual ClusterLedger& ledger() = 0;
   // The queues (queues.tessera.dev) with what each holds and asks (QueueBook::set).

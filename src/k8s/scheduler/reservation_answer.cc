@@ -25,22 +25,6 @@ std::string Span(int64_t seconds) {
 
 }  // namespace
 
-int64_t ReservationAnswer::UnixNow() const { return UnixOf(host_.Now()); }
-
-int64_t ReservationAnswer::UnixOf(TimePoint t) const {
-  if (!base_) {
-    base_ = {host_.Now(), std::chrono::duration_cast<std::chrono::seconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()};
-  }
-  return base_->second + std::chrono::duration_cast<std::chrono::seconds>(t - base_->first).count();
-}
-
-NoFitAnswer::TimePoint ReservationAnswer::TimeOf(int64_t unix_seconds) const {
-  UnixNow();  // sets base_
-  return base_->first + std::chrono::seconds(unix_seconds - base_->second);
-}
-
 core::PodRequest ReservationAnswer::RequestOf(const PodInfo& pod) {
   core::PodRequest r = pod.request;
   if (r.gang) r.gang->name = StrCat(pod.ns, "/", r.gang->name);
@@ -50,7 +34,7 @@ core::PodRequest ReservationAnswer::RequestOf(const PodInfo& pod) {
 void ReservationAnswer::Started(const std::string& key, const PodInfo& pod,
                                 const core::Placement& placement, bool placed_now) {
   if (!enabled()) return;
-  const int64_t now = UnixNow();
+  const int64_t now = host_.unix_clock().Now();
   int64_t start = now;
   if (!placed_now && pod.started_unix >= 0 && pod.started_unix < now) start = pod.started_unix;
   if (running_.contains(key)) reservations_.Ended(key);  // on another node, say
@@ -74,7 +58,7 @@ std::string ReservationAnswer::Describe(const core::Reservation& r) {
     for (uint64_t m = c.gpu_mask; m; m &= m - 1) gpus.push_back(StrCat(__builtin_ctzll(m)));
     where.push_back(StrCat("node ", cluster.node(c.node).name, " GPUs ", StrJoin(gpus, ",")));
   }
-  const int64_t in = std::max<int64_t>(0, r.expected_start - UnixNow());
+  const int64_t in = std::max<int64_t>(0, r.expected_start - host_.unix_clock().Now());
   return StrCat(StrJoin(where, "; "), ", expected free in about ", Span(in), " (at ",
                 UnixText(r.expected_start), ")");
 }
@@ -89,7 +73,7 @@ bool ReservationAnswer::Refresh(std::span<const Waiting> waiting) {
   if (!enabled()) return false;
   const TimePoint now_t = host_.Now();
   refreshed_ = now_t;
-  const int64_t now = UnixOf(now_t);
+  const int64_t now = host_.unix_clock().Of(now_t);
   // The requests as the reservations name owners, kept while Update reads them.
   std::vector<std::vector<core::PodRequest>> requests;
   requests.reserve(waiting.size());
@@ -171,7 +155,7 @@ void ReservationAnswer::WriteConditions(
               *p, false,
               "the room reserved for it is no longer held (it started elsewhere, its estimate "
               "proved wrong and it is chosen again, or pods that waited longer come first)",
-              UnixNow());
+              host_.unix_clock().Now());
         }
         // Remembered until the pod shows it, so that it is not said again meanwhile.
         if (now || (conditions_.contains(p->key) && !p->reservation_message.empty())) {
@@ -196,7 +180,8 @@ void ReservationAnswer::WriteConditions(
 core::PlacementResult ReservationAnswer::Decide(const PodInfo& pod) {
   if (!enabled()) return host_.ledger().Decide(pod);
   core::Admission how = core::Admission::kFree;
-  return host_.ledger().DecideReserved(pod, RequestOf(pod), reservations_, UnixNow(), &how);
+  return host_.ledger().DecideReserved(pod, RequestOf(pod), reservations_, host_.unix_clock().Now(),
+                                       &how);
 }
 
 std::vector<core::PlacementResult> ReservationAnswer::DecideGang(
@@ -209,7 +194,7 @@ std::vector<core::PlacementResult> ReservationAnswer::DecideGang(
     owners.push_back(RequestOf(*m));
     runtimes.push_back(m->max_runtime_s);
   }
-  const ClusterLedger::Reserved reserved{reservations_, owners, runtimes, UnixNow()};
+  const ClusterLedger::Reserved reserved{reservations_, owners, runtimes, host_.unix_clock().Now()};
   return host_.ledger().DecideGangMembers(members, running, gang_key, &reserved);
 }
 
@@ -232,7 +217,7 @@ void ReservationAnswer::NotePlaced(const std::string& key, const PodInfo& pod,
 
 std::optional<core::NodeSet> ReservationAnswer::Unheld(std::span<const PodInfo* const> pods) {
   if (!enabled() || reservations_.reservations().empty()) return std::nullopt;
-  const int64_t now = UnixNow();
+  const int64_t now = host_.unix_clock().Now();
   const core::Engine& engine = host_.ledger().engine();
   const int nodes = engine.cluster().node_count();
   std::vector<bool> allowed(nodes, true);
@@ -258,7 +243,7 @@ std::vector<plan::DefragInput::Held> ReservationAnswer::HeldForPlans(
     std::span<const PodInfo* const> members) {
   std::vector<plan::DefragInput::Held> out;
   if (!enabled() || reservations_.reservations().empty()) return out;
-  const int64_t now = UnixNow();
+  const int64_t now = host_.unix_clock().Now();
   for (const core::Reservation& r : reservations_.reservations()) {
     for (const core::Candidate& c : r.gpus) {
       // The part of this reservation's GPUs held from some member (reservations hold disjoint
@@ -291,7 +276,7 @@ NoFitAnswer::Admission ReservationAnswer::Admit(const Placed& placed) {
     if (!placed.gang && !placed.pods.empty()) admitted_.erase(placed.pods[0]->key);
     return {};
   }
-  const int64_t now = UnixNow();
+  const int64_t now = host_.unix_clock().Now();
   const core::ClusterState& state = host_.ledger().engine().state();
   for (size_t i = 0; i < placed.pods.size(); ++i) {
     const PodInfo& pod = *placed.pods[i];

@@ -63,11 +63,6 @@ class ReservationAnswer final : public NoFitAnswer {
 
   bool enabled() const { return reservations_.enabled(); }
   const core::Reservations& reservations() const { return reservations_; }
-  // Now in Unix seconds (the host's clock on a wall-clock base).
-  int64_t UnixNow() const;
-  // A steady time point as Unix seconds, and back (the same base).
-  int64_t UnixOf(TimePoint t) const;
-  TimePoint TimeOf(int64_t unix_seconds) const;
 
   // `key` holds `placement` in the engine from now on: placed now (`start` nullopt: now), or
   // bound already (start from status.startTime, when the pod shows one).
@@ -134,8 +129,6 @@ class ReservationAnswer final : public NoFitAnswer {
 
   NoFitHost& host_;
   core::Reservations reservations_;
-  mutable std::optional<std::pair<TimePoint, int64_t>>
-      base_;  // (steady, Unix seconds) at first use
   std::optional<TimePoint> refreshed_;
   // What each owner was last told (so a kept reservation is not said again).
   absl::flat_hash_map<std::string, std::string> told_;

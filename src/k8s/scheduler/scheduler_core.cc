@@ -31,6 +31,7 @@ SchedulerCore::SchedulerCore(SchedulerCoreOptions options, Binder* binder, Repor
       reporter_(reporter),
       metrics_(metrics),
       clock_(clock ? std::move(clock) : [] { return std::chrono::steady_clock::now(); }),
+      unix_clock_([this] { return clock_(); }),
       pods_(metrics),
       queue_(SchedulingQueue::Options{options_.retry_min_interval, options_.retry_period},
              clock_()),
@@ -699,7 +700,7 @@ void SchedulerCore::RefreshReservations() {
     }
     const PodInfo* info = s->info.get();
     const int64_t since =
-        info->created_unix >= 0 ? info->created_unix : reservations_.UnixOf(s->first_seen);
+        info->created_unix >= 0 ? info->created_unix : unix_clock_.Of(s->first_seen);
     if (!info->request.gang) {
       waiting.push_back({key, {info}, since});
       continue;
@@ -717,7 +718,7 @@ void SchedulerCore::EnforceRuntimes() {
   if (!reservations_.enabled() || runtime_.size() == 0) return;
   PreemptionWriter* writer = preemption_.writer();
   if (writer == nullptr) return;
-  const int64_t now = reservations_.UnixNow();
+  const int64_t now = unix_clock_.Now();
   for (const std::shared_ptr<const PodInfo>& pod : runtime_.Due(now)) {
     const std::string message =
         StrCat("evicted by ", options_.scheduler_name, ": it declared a maximum run time of ",
@@ -858,7 +859,7 @@ std::optional<std::chrono::steady_clock::time_point> SchedulerCore::NextWakeup()
   for (const std::string& key : conflicts_) consider(pods_.Find(key)->retry_at);
   if (std::optional<std::chrono::steady_clock::time_point> t = chain_.NextWakeup()) consider(*t);
   if (std::optional<int64_t> due = runtime_.Next()) {
-    consider(reservations_.TimeOf(*due));
+    consider(unix_clock_.TimeOf(*due));
   }
   if (!gangs_.empty()) consider(queue_.next_period());  // the report of gangs short of members
   return next;

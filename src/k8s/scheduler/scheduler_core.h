@@ -235,6 +235,7 @@ class SchedulerCore : private NoFitHost {
 
   // NoFitHost: what the answers may use.
   TimePoint Now() override { return clock_(); }
+  const UnixClock& unix_clock() const override { return unix_clock_; }
   ClusterLedger& ledger() override { return ledger_; }
   core::QueueSet& queues() override { return book_.set(); }
   const PodTracker& pods() const override { return pods_; }
@@ -255,6 +256,7 @@ class SchedulerCore : private NoFitHost {
   Reporter* reporter_;
   SchedulerMetrics* metrics_;
   Clock clock_;
+  UnixClock unix_clock_;  // on clock_
 
   QueueBook book_;
   PodTracker pods_;
