@@ -27,6 +27,7 @@
 #include "k8s/scheduler/plan_inputs.h"
 #include "k8s/snapshot/snapshot.h"
 #include "nlohmann/json.hpp"
+#include "records/inventory.h"
 #include "sim/cluster_file.h"
 #include "sim/report.h"
 #include "sim/scenario.h"
@@ -70,6 +71,8 @@ struct Situation {
   std::vector<core::TopologyLevel> levels = core::DefaultTopologyLevels();
   std::vector<plan::RunningPod> running;
   std::vector<core::NodeId> cordoned;
+  // The scheduler's hot spares per NVLink domain (--from-cluster: as its nodes show them).
+  int spares_per_domain = 0;
   // Per job, the first waiting pod or gang (defrag plans one per job); and every waiting pod
   // or gang (scale-up: each needs room), in the order they would be placed.
   std::vector<Waiting> waiting;
@@ -257,6 +260,7 @@ absl::StatusOr<Situation> LoadCluster(const PlanOptions& o) {
   s.running = std::move(view.running);
   s.cordoned = std::move(view.cordoned);
   s.levels = lo.levels;
+  s.spares_per_domain = k8s::SparesPerDomainShown(s.snapshot, *s.ledger);
   for (const plan::RunningPod& r : s.running) {
     if (by_key.contains(r.request.name)) ++s.placed;
   }
@@ -309,6 +313,11 @@ absl::StatusOr<Situation> LoadCluster(const PlanOptions& o) {
                     o.node_selector.empty() ? "" : StrCat(" matching ", o.node_selector),
                     "): ", sim::DescribeCluster(*s.cluster), "\npods: ", s.placed, " running, ",
                     s.pending, " wait for scheduler ", o.scheduler_name, "\n");
+  if (s.spares_per_domain > 0) {
+    StrAppend(&s.header, "hot spares: ", s.spares_per_domain, " per NVLink domain, as the nodes' ",
+              records::kSpareGpusAnnotation,
+              " show them (no waiting pod takes them; new nodes keep theirs)\n");
+  }
   return s;
 }
 
@@ -464,6 +473,7 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
   in.cordoned = s.cordoned;
   in.waiting = s.all_waiting;
   in.templates = templates.nodes;
+  in.spares_per_domain = s.spares_per_domain;
   plan::ScaleUpOptions options;
   options.max_nodes = o.max_nodes;
   TESSERA_ASSIGN_OR_RETURN(plan::ScaleUpPlan p, plan::PlanScaleUp(in, options));
@@ -495,6 +505,7 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
         {"policy", o.policy},
         {"placed", s.placed},
         {"waiting", s.pending},
+        {"spares_per_domain", s.spares_per_domain},
         {"recommended", p.recommended >= 0 ? nlohmann::json(p.options[p.recommended].name)
                                            : nlohmann::json(nullptr)},
         {"reason", p.reason},

@@ -25,6 +25,7 @@
 #include "k8s/snapshot/snapshot.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
+#include "records/inventory.h"
 #include "scoped_process.h"
 #include "sim/cluster_file.h"
 
@@ -641,6 +642,24 @@ TEST_F(OperatorTest, PlanFromClusterNamesTheMoves) {
   EXPECT_EQ(u["options"][0]["nodes"], 1);
   EXPECT_EQ(u["options"][0]["pods_placed"], 1);
   EXPECT_EQ(u["options"][1]["pods_placed"], 0);
+  EXPECT_EQ(u["spares_per_domain"], 0);
+
+  // A scheduler keeping one hot spare per NVLink domain said so on a (its GPU 3): every domain
+  // keeps one here too, so b's four GPUs are not all free and a new node keeps one of its own.
+  ASSERT_TRUE(
+      api_->Patch(StrCat("/api/v1/nodes/", a), k8s::PatchType::kMerge,
+                  {{"metadata",
+                    {{"annotations", {{std::string(records::kSpareGpusAnnotation), "3"}}}}}})
+          .ok());
+  Ran spared = Tessera(StrCat("plan scale-up --json --templates ", dir_, "/templates.yaml ", from));
+  ASSERT_EQ(spared.status, 0) << spared.out << spared.err;
+  json sp = json::parse(spared.out, nullptr, false);
+  ASSERT_FALSE(sp.is_discarded()) << spared.out;
+  EXPECT_EQ(sp["spares_per_domain"], 1) << sp.dump(2);
+  EXPECT_EQ(sp["recommended"], "h100") << sp.dump(2);
+  EXPECT_EQ(sp["options"][0]["nodes"], 1);
+  Ran spared_text = Tessera(StrCat("plan scale-up --templates ", dir_, "/templates.yaml ", from));
+  EXPECT_THAT(spared_text.out, HasSubstr("hot spares: 1 per NVLink domain"));
 
   // Flags that contradict each other, and a cluster that cannot be read.
   Ran both = Tessera(StrCat("plan defrag --cluster ", dir_, "/templates.yaml ", from));

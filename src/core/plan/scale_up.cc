@@ -102,6 +102,8 @@ bool Narrow(const core::Policy& policy, const std::vector<PodRequest>& g) {
 // The cluster as it runs: every running pod restored, the cordoned nodes cordoned.
 absl::StatusOr<std::unique_ptr<Engine>> Scratch(const ScaleUpInput& in) {
   auto engine = std::make_unique<Engine>(*in.cluster, in.make_policy(), in.levels);
+  // As the scheduler's engine: spares first, then the pods (a pod placed earlier moves them).
+  if (in.spares_per_domain > 0) engine->KeepSpares(in.spares_per_domain);
   for (const RunningPod& r : in.running) {
     absl::Status s = engine->Restore(r.request.name, r.placement);
     if (!s.ok()) {

@@ -80,6 +80,9 @@ struct ScaleUpInput {
   // What waits, in the order it would be placed: each entry one pod, or every member of a gang.
   std::vector<std::vector<core::PodRequest>> waiting;
   std::vector<core::NodeSpec> templates;  // names unique; added nodes are NAME-new-0, -1, ...
+  // The scheduler's hot spares (Engine::KeepSpares) kept on the cluster built from the fields
+  // above: no waiting pod takes them and nodes added keep theirs. 0: none.
+  int spares_per_domain = 0;
   // Instead of cluster, levels, running and cordoned (then not read): the cluster as it runs,
   // already an engine (the scheduler's ledger); each template is evaluated on a copy of it under
   // a new policy. The plan is the one the running pods restored on its cluster give

@@ -238,7 +238,15 @@ TEST(ScaleUp, OnTheSchedulersEngineSparesAreNotFree) {
   in.running = {RunningPod{job, r.placement, true}};
   plan = PlanScaleUp(in);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->options[0].nodes, 0) << plan->reason;
+  EXPECT_EQ(plan->options[0].nodes, 0) << plan->reason;  // no spares: GPU 7 is free
+
+  // The same rule on the engine built from the running pods (tessera plan --from-cluster): the
+  // plan is the base engine's.
+  in.spares_per_domain = 1;
+  plan = PlanScaleUp(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->all_placed);
+  EXPECT_EQ(plan->options[0].nodes, 1) << plan->reason;
 }
 
 }  // namespace

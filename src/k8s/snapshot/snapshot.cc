@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "k8s/client/protobuf_value.h"
 #include "k8s/client/protobuf_wire.h"
 #include "k8s/client/watch.h"
+#include "records/gpu_indices.h"
 #include "records/names.h"
 #include "records/queue.h"
 
@@ -387,6 +389,26 @@ void CountQueues(const ClusterSnapshot& snapshot, const ClusterLedger& ledger,
     }
     book->Waiting(p->key, p->queue, &p->request);
   }
+}
+
+int SparesPerDomainShown(const ClusterSnapshot& snapshot, const ClusterLedger& ledger) {
+  const core::Engine& engine = ledger.engine();
+  std::map<std::string, int> per_domain;
+  int most = 0;
+  for (const SnapshotNode& n : snapshot.nodes()) {
+    if (n.info->spare_gpus.empty()) continue;
+    absl::StatusOr<std::vector<int32_t>> spares = records::ParseGpuIndices(n.info->spare_gpus);
+    const core::NodeId id = engine.cluster().FindNode(n.name());
+    if (!spares.ok() || !id.valid()) continue;
+    for (int32_t g : *spares) {
+      if (g >= engine.cluster().node(id).gpu_count()) continue;
+      // A GPU joined to no other by NVLink is its own domain.
+      const std::string domain =
+          engine.domains().NvlinkDomainOf(id, g).value_or(StrCat(n.name(), "/gpu", g));
+      most = std::max(most, ++per_domain[domain]);
+    }
+  }
+  return most;
 }
 
 absl::StatusOr<ClusterSnapshot> ReadSnapshot(ApiClient& client, const SnapshotOptions& options) {

@@ -135,6 +135,12 @@ class ClusterSnapshot {
 void CountQueues(const ClusterSnapshot& snapshot, const ClusterLedger& ledger,
                  std::string_view scheduler_name, QueueBook* book);
 
+// The scheduler's hot-spare rule (spareGpusPerDomain) as its nodes show it: the most GPUs that
+// its tessera.dev/spare-gpus annotations list in one NVLink domain of `ledger`'s engine, 0 where
+// no node lists one (or none can be read). A domain with fewer free GPUs than the rule keeps
+// fewer, so the most is the rule's count unless every domain is short of free GPUs.
+int SparesPerDomainShown(const ClusterSnapshot& snapshot, const ClusterLedger& ledger);
+
 // The Queue objects (queues.tessera.dev) into `specs`, and those that cannot be decoded into
 // `errors` (name, why). `specs` stays nullopt when they cannot be listed (no CRD, no permission):
 // then, as in the scheduler, every queue is implicit. With `usage`, also each Queue's decayed

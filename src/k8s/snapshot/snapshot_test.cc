@@ -2,10 +2,12 @@
 
 #include <map>
 
+#include "core/topology/domains.h"
 #include "gtest/gtest.h"
 #include "k8s/scheduler/plan_inputs.h"
 #include "k8s/testing/objects.h"
 #include "records/assignment.h"
+#include "records/inventory.h"
 
 namespace tessera::k8s {
 namespace {
@@ -52,6 +54,35 @@ TEST(Snapshot, ReadsGpuHealthAndCordon) {
   ASSERT_EQ(n.health.size(), 4u);
   EXPECT_EQ(n.health[2].xids, std::vector<int32_t>{79});
   EXPECT_EQ(n.health[2].reason, "XID 79: GPU has fallen off the bus");
+}
+
+// The scheduler's spareGpusPerDomain as its annotations show it: the most listed in one NVLink
+// domain (a node's NVSwitch island; a labelled rack; a GPU on PCIe alone is its own).
+TEST(Snapshot, SparesPerDomainAsTheNodesShowThem) {
+  auto node = [](const std::string& name, const std::string& spares, const std::string& rack) {
+    NodeObject o(name);
+    o.Gpus(8, "H100-80GB").NvSwitch(18);
+    if (!rack.empty()) o.Label(std::string(core::kNvlinkDomainLabel), rack);
+    nlohmann::json j = o.Json();
+    if (!spares.empty()) {
+      j["metadata"]["annotations"][std::string(records::kSpareGpusAnnotation)] = spares;
+    }
+    return j;
+  };
+  auto shown = [](const std::vector<nlohmann::json>& nodes) {
+    ClusterSnapshot s = ClusterSnapshot::FromObjects(nodes, {});
+    return SparesPerDomainShown(s, *s.Ledger({}));
+  };
+  EXPECT_EQ(shown({node("a", "", ""), node("b", "", "")}), 0);
+  EXPECT_EQ(shown({node("a", "6,7", ""), node("b", "7", "")}), 2);  // one domain per node
+  // One rack-scale domain over both nodes: their spares add up.
+  EXPECT_EQ(shown({node("a", "7", "r1"), node("b", "7", "r1")}), 2);
+  EXPECT_EQ(shown({node("a", "7", "r1"), node("b", "7", "r2")}), 1);
+  // What the scheduler did not write (or lists GPUs the node lacks) shows nothing.
+  EXPECT_EQ(shown({node("a", "seven", ""), node("b", "9", "")}), 0);
+  nlohmann::json pcie = NodeObject("p").Gpus(4).Json();
+  pcie["metadata"]["annotations"][std::string(records::kSpareGpusAnnotation)] = "0,1";
+  EXPECT_EQ(shown({pcie}), 1);
 }
 
 TEST(Snapshot, BoundAndPendingPods) {
