@@ -1,6 +1,7 @@
 #include "k8s/scheduler/ledger.h"
 
 #include <algorithm>
+#include <map>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -178,6 +179,41 @@ void ClusterLedger::ApplyNodeChanges() {
 
 std::string UnhealthyKey(const std::string& node, int gpu) {
   return StrCat("unhealthy-gpu:", node, "/", gpu);
+}
+
+std::string ClusterLedger::SpareRuleWarning() const {
+  const int per_domain = engine_->spares_per_domain();
+  const core::TopologyDomains& domains = engine_->domains();
+  const int level = domains.LevelIndex(core::kNvlinkDomainLevel);
+  if (per_domain <= 0 || level < 0) return "";
+  // Per node: the spares its own domains keep (a rack-scale domain's are not counted: the
+  // largest pod fits on its other nodes).
+  std::map<int32_t, int> kept;
+  for (const core::Domain& d : domains.domains(level)) {
+    if (d.candidates.size() != 1) continue;
+    kept[d.candidates[0].node.value()] += std::min(per_domain, d.gpu_count);
+  }
+  // Servers alike (GPUs, spares kept): how many, and the first by name.
+  std::map<std::pair<int, int>, std::pair<int, std::string>> alike;
+  const core::Cluster& cluster = engine_->cluster();
+  for (const auto& [node, spares] : kept) {
+    const core::NodeSpec& spec = cluster.node(core::NodeId(node));
+    auto& [count, first] = alike[{spec.gpu_count(), spares}];
+    if (count++ == 0 || spec.name < first) first = spec.name;
+  }
+  std::string out;
+  for (const auto& [shape, seen] : alike) {
+    const auto& [gpus, spares] = shape;
+    StrAppend(&out, out.empty() ? "" : "; ", seen.first, seen.first == 1 ? " server" : " servers",
+              " of ", gpus, " GPUs (", seen.second, seen.first == 1 ? "" : ", ...", ") keep ",
+              spares, spares == 1 ? " spare" : " spares", seen.first == 1 ? "" : " each",
+              ": a pod asking more than ", gpus - spares, " GPUs never fits on ",
+              seen.first == 1 ? "it" : "them");
+  }
+  if (out.empty()) return out;
+  return StrCat("spareGpusPerDomain ", per_domain, ": ", out,
+                " (each server is an NVLink domain of its own; spares suit rack-scale domains: "
+                "docs/workloads.md)");
 }
 
 std::string ClusterLedger::FaultOf(const PodInfo& pod) const {

@@ -103,6 +103,13 @@ class ClusterLedger {
   // (gang_restarts.h).
   std::string FaultOf(const PodInfo& pod) const;
 
+  // What the spare rule (LedgerOptions::spare_gpus_per_domain) costs on these nodes, for the
+  // operator, or "" when nothing: servers whose NVLink domains are their own (unlabelled ones)
+  // keep spares out of every pod's reach, so a pod asking more than what is left never fits on
+  // them ("spareGpusPerDomain 1: 12 servers of 8 GPUs (dgx-0, ...) keep 1 spare each: a pod
+  // asking more than 7 GPUs never fits on them ...").
+  std::string SpareRuleWarning() const;
+
   // --- what pods hold ---
   // Records what `key` holds and accounts it in the engine (now, or at the next Sync). `bound`:
   // the API server says so (restored before pods being bound). Returns false if it could not

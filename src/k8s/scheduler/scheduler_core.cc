@@ -790,6 +790,11 @@ int SchedulerCore::ScheduleSome() {
   if (ledger_.node_changes_applied() != seen_node_changes_) {
     seen_node_changes_ = ledger_.node_changes_applied();
     book_.SetCluster(ledger_.engine().cluster());
+    // Said once for each cluster it changes for (an operator's mistake, not a pod's).
+    if (std::string w = ledger_.SpareRuleWarning(); w != spare_warning_) {
+      if (!w.empty()) spdlog::warn("{}", w);
+      spare_warning_ = std::move(w);
+    }
   }
   if (ledger_.holdings_moved() != seen_holdings_moved_) {
     seen_holdings_moved_ = ledger_.holdings_moved();
