@@ -61,7 +61,7 @@ absl::Status Cluster::SetSlot(int index, NodeSpec n) {
   if (named != by_name_.end() && named->second.value() != index) {
     return absl::InvalidArgumentError(StrCat("duplicate node name \"", n.name, "\""));
   }
-  auto slot = std::make_shared<Slot>();
+  Slot slot;
   std::vector<std::string> models = models_;
   for (const GpuSpec& g : n.gpus) {
     auto it = std::find(models.begin(), models.end(), g.model);
@@ -73,10 +73,10 @@ absl::Status Cluster::SetSlot(int index, NodeSpec n) {
       models.push_back(g.model);
       it = models.end() - 1;
     }
-    slot->gpu_models.push_back(static_cast<uint8_t>(it - models.begin()));
+    slot.gpu_models.push_back(static_cast<uint8_t>(it - models.begin()));
   }
-  int16_t uniform = slot->gpu_models.empty() ? -1 : slot->gpu_models[0];
-  for (uint8_t id : slot->gpu_models) {
+  int16_t uniform = slot.gpu_models.empty() ? -1 : slot.gpu_models[0];
+  for (uint8_t id : slot.gpu_models) {
     if (id != uniform) uniform = -1;
   }
   // One selector per distinct topology: links, NUMA nodes and NVLink generation decide it.
@@ -96,21 +96,50 @@ absl::Status Cluster::SetSlot(int index, NodeSpec n) {
   auto [sel, inserted] =
       selector_by_topology_.emplace(key, static_cast<int32_t>(selectors_.size()));
   if (inserted) selectors_.push_back(std::make_shared<const GpuSetSelector>(n));
-  slot->uniform_model = uniform;
-  slot->mig_mask = mig;
-  slot->mig_models = std::move(mig_models);
-  slot->selector = sel->second;
-  slot->spec = std::move(n);
-  // The name key views the slot's own name: the old slot's key goes with it.
-  if (named != by_name_.end()) by_name_.erase(named);
-  by_name_.emplace(ToAbsl(slot->spec.name), NodeId(index));
-  if (index == node_count()) {
-    slots_.push_back(std::move(slot));
-    removed_.push_back(0);
-  } else {
-    slots_[index] = std::move(slot);
-  }
+  slot.uniform_model = uniform;
+  slot.mig_mask = mig;
+  slot.mig_models = std::move(mig_models);
+  slot.selector = sel->second;
+  slot.spec = std::move(n);
+  Slot& at = index == node_count() ? AppendSlot() : MutableSlot(index);
+  if (index == static_cast<int>(removed_.size())) removed_.push_back(0);
+  // The name key views the slot's own name: the old one goes with the slot replaced.
+  if (!at.spec.name.empty()) by_name_.erase(ToAbsl(at.spec.name));
+  at = std::move(slot);
+  by_name_.emplace(ToAbsl(at.spec.name), NodeId(index));
   return absl::OkStatus();
+}
+
+Cluster::Chunk& Cluster::OwnChunk(size_t c) {
+  std::shared_ptr<Chunk>& chunk = chunks_[c];
+  if (chunk.use_count() == 1) return *chunk;
+  auto own = std::make_shared<Chunk>();
+  own->reserve(kChunkSize);
+  own->insert(own->end(), chunk->begin(), chunk->end());
+  chunk = std::move(own);
+  // The names now live in this cluster's copy.
+  for (const Slot& s : *chunk) {
+    if (s.spec.name.empty()) continue;
+    auto it = by_name_.find(ToAbsl(s.spec.name));
+    const NodeId id = it->second;
+    by_name_.erase(it);
+    by_name_.emplace(ToAbsl(s.spec.name), id);
+  }
+  return *chunk;
+}
+
+Cluster::Slot& Cluster::MutableSlot(int i) {
+  return OwnChunk(static_cast<size_t>(i >> kChunkShift))[i & (kChunkSize - 1)];
+}
+
+Cluster::Slot& Cluster::AppendSlot() {
+  if ((slot_count_ & (kChunkSize - 1)) == 0) {
+    chunks_.push_back(std::make_shared<Chunk>());
+    chunks_.back()->reserve(kChunkSize);
+  }
+  Chunk& last = OwnChunk(chunks_.size() - 1);
+  ++slot_count_;
+  return last.emplace_back();
 }
 
 void Cluster::RecountGpus() {
@@ -158,9 +187,9 @@ absl::Status Cluster::UpdateNode(NodeId id, NodeSpec spec) {
 void Cluster::RemoveNode(NodeId id) {
   if (!live(id)) return;
   const int i = id.value();
-  by_name_.erase(ToAbsl(slots_[i]->spec.name));
-  static const std::shared_ptr<const Slot> kRemoved = std::make_shared<const Slot>();
-  slots_[i] = kRemoved;  // no name, no capacity, no GPUs
+  Slot& removed = MutableSlot(i);
+  by_name_.erase(ToAbsl(removed.spec.name));
+  removed = Slot{};  // no name, no capacity, no GPUs
   removed_[i] = 1;
   ++removed_count_;
   RecountGpus();
@@ -181,7 +210,7 @@ ModelSet Cluster::ResolveModels(const std::vector<std::string>& names) const {
 }
 
 uint64_t Cluster::ModelMask(NodeId id, const ModelSet& allowed) const {
-  const Slot& s = *slots_[id.value()];
+  const Slot& s = slot(id.value());
   if (s.uniform_model >= 0) return allowed.test(s.uniform_model) ? s.spec.all_gpus_mask() : 0;
   uint64_t mask = 0;
   for (size_t g = 0; g < s.gpu_models.size(); ++g) {
