@@ -275,7 +275,7 @@ class SchedulerCore : private NoFitHost {
   // Bound members of gangs with gang-restart all seen leaving, not (yet) lost to a fault.
   std::set<std::string> leaving_;
   std::set<std::string> conflicts_;  // kBindConflict pods, until their retry_at
-  std::string spare_warning_;         // ClusterLedger::SpareRuleWarning, as last logged
+  std::string spare_warning_;        // ClusterLedger::SpareRuleWarning, as last logged
   absl::flat_hash_map<std::string, std::string> warned_;  // last warning per pod
   // Per node: its tessera.dev/spare-gpus annotation as last seen or written (PublishSpares),
   // and the nodes to compare again with the engine's spares (seen since: a new node, a changed
