@@ -313,11 +313,6 @@ absl::StatusOr<Situation> LoadCluster(const PlanOptions& o) {
                     o.node_selector.empty() ? "" : StrCat(" matching ", o.node_selector),
                     "): ", sim::DescribeCluster(*s.cluster), "\npods: ", s.placed, " running, ",
                     s.pending, " wait for scheduler ", o.scheduler_name, "\n");
-  if (s.spares_per_domain > 0) {
-    StrAppend(&s.header, "hot spares: ", s.spares_per_domain, " per NVLink domain, as the nodes' ",
-              records::kSpareGpusAnnotation,
-              " show them (no waiting pod takes them; new nodes keep theirs)\n");
-  }
   return s;
 }
 
@@ -513,6 +508,11 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
     std::cout << doc.dump(2) << "\n";
   } else {
     std::cout << s.header;
+    if (s.spares_per_domain > 0) {
+      std::cout << "hot spares: " << s.spares_per_domain << " per NVLink domain, as the nodes' "
+                << records::kSpareGpusAnnotation
+                << " show them (no waiting pod takes them; new nodes keep theirs)\n";
+    }
     if (in.waiting.empty()) {
       std::cout << "nothing waits: no nodes needed\n";
     } else {
