@@ -25,8 +25,10 @@ class UnixClock {
   TimePoint TimeOf(int64_t unix_seconds) const;
 
  private:
+  // (steady, Unix seconds) at the first conversion: set then.
+  const std::pair<TimePoint, int64_t>& Anchor() const;
+
   std::function<TimePoint()> now_;
-  // (steady, Unix seconds) at the first conversion.
   mutable std::optional<std::pair<TimePoint, int64_t>> anchor_;
 };
 
