@@ -57,8 +57,8 @@ absl::Status Cluster::SetSlot(int index, NodeSpec n) {
     mig |= 1ULL << g;
     mig_models[g] = model;
   }
-  auto named = by_name_.find(ToAbsl(n.name));
-  if (named != by_name_.end() && named->second.value() != index) {
+  const NodeId named = FindNode(n.name);
+  if (named.valid() && named.value() != index) {
     return absl::InvalidArgumentError(StrCat("duplicate node name \"", n.name, "\""));
   }
   Slot slot;
@@ -101,45 +101,29 @@ absl::Status Cluster::SetSlot(int index, NodeSpec n) {
   slot.mig_models = std::move(mig_models);
   slot.selector = sel->second;
   slot.spec = std::move(n);
-  Slot& at = index == node_count() ? AppendSlot() : MutableSlot(index);
-  if (index == static_cast<int>(removed_.size())) removed_.push_back(0);
-  // The name key views the slot's own name: the old one goes with the slot replaced.
-  if (!at.spec.name.empty()) by_name_.erase(ToAbsl(at.spec.name));
-  at = std::move(slot);
-  by_name_.emplace(ToAbsl(at.spec.name), NodeId(index));
+  if (index == node_count()) {
+    slots_.Append(std::move(slot));
+    removed_.push_back(0);
+  } else {
+    slots_.Mutable(static_cast<size_t>(index)) = std::move(slot);
+  }
+  if (named != NodeId(index)) IndexName(node(NodeId(index)).name, NodeId(index));
   return absl::OkStatus();
 }
 
-Cluster::Chunk& Cluster::OwnChunk(size_t c) {
-  std::shared_ptr<Chunk>& chunk = chunks_[c];
-  if (chunk.use_count() == 1) return *chunk;
-  auto own = std::make_shared<Chunk>();
-  own->reserve(kChunkSize);
-  own->insert(own->end(), chunk->begin(), chunk->end());
-  chunk = std::move(own);
-  // The names now live in this cluster's copy.
-  for (const Slot& s : *chunk) {
-    if (s.spec.name.empty()) continue;
-    auto it = by_name_.find(ToAbsl(s.spec.name));
-    const NodeId id = it->second;
-    by_name_.erase(it);
-    by_name_.emplace(ToAbsl(s.spec.name), id);
+void Cluster::IndexName(const std::string& name, NodeId id) {
+  if (names_.use_count() == 1) {
+    (*names_)[name] = id;
+    return;
   }
-  return *chunk;
-}
-
-Cluster::Slot& Cluster::MutableSlot(int i) {
-  return OwnChunk(static_cast<size_t>(i >> kChunkShift))[i & (kChunkSize - 1)];
-}
-
-Cluster::Slot& Cluster::AppendSlot() {
-  if ((slot_count_ & (kChunkSize - 1)) == 0) {
-    chunks_.push_back(std::make_shared<Chunk>());
-    chunks_.back()->reserve(kChunkSize);
+  added_names_[name] = id;
+  // A copy that has added many names (a long-lived one) gets a map of its own.
+  if (added_names_.size() > 64 + names_->size() / 8) {
+    auto own = std::make_shared<NameIndex>(*names_);
+    for (auto& [n, i] : added_names_) (*own)[n] = i;
+    names_ = std::move(own);
+    added_names_.clear();
   }
-  Chunk& last = OwnChunk(chunks_.size() - 1);
-  ++slot_count_;
-  return last.emplace_back();
 }
 
 void Cluster::RecountGpus() {
@@ -162,7 +146,7 @@ absl::StatusOr<Cluster> Cluster::Create(std::vector<NodeSpec> nodes) {
 }
 
 absl::StatusOr<NodeId> Cluster::AddNode(NodeSpec spec) {
-  if (by_name_.contains(ToAbsl(spec.name))) {
+  if (FindNode(spec.name).valid()) {
     return absl::AlreadyExistsError(StrCat("duplicate node name \"", spec.name, "\""));
   }
   const int index = node_count();
@@ -187,9 +171,9 @@ absl::Status Cluster::UpdateNode(NodeId id, NodeSpec spec) {
 void Cluster::RemoveNode(NodeId id) {
   if (!live(id)) return;
   const int i = id.value();
-  Slot& removed = MutableSlot(i);
-  by_name_.erase(ToAbsl(removed.spec.name));
-  removed = Slot{};  // no name, no capacity, no GPUs
+  if (names_.use_count() == 1) names_->erase(node(id).name);
+  added_names_.erase(node(id).name);
+  slots_.Mutable(static_cast<size_t>(i)) = Slot{};  // no name, no capacity, no GPUs
   removed_[i] = 1;
   ++removed_count_;
   RecountGpus();
@@ -220,8 +204,17 @@ uint64_t Cluster::ModelMask(NodeId id, const ModelSet& allowed) const {
 }
 
 NodeId Cluster::FindNode(std::string_view name) const {
-  auto it = by_name_.find(ToAbsl(name));
-  return it == by_name_.end() ? NodeId() : it->second;
+  // The entry found must still name a live node of that name (one removed leaves its entry in
+  // the names shared with other copies).
+  auto current = [&](NodeId id) {
+    return id.value() < node_count() && live(id) && node(id).name == name ? id : NodeId();
+  };
+  if (!added_names_.empty()) {
+    auto it = added_names_.find(ToAbsl(name));
+    if (it != added_names_.end()) return current(it->second);
+  }
+  auto it = names_->find(ToAbsl(name));
+  return it == names_->end() ? NodeId() : current(it->second);
 }
 
 }  // namespace tessera::core

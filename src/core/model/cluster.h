@@ -12,9 +12,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/string_view.h"
 #include "core/model/ids.h"
 #include "core/model/node.h"
+#include "core/model/shared_chunks.h"
 #include "core/topology/gpu_select.h"
 
 namespace tessera::core {
@@ -27,7 +27,7 @@ using ModelSet = std::bitset<kMaxGpuModels>;
 // 256 slots, each shared between copies of the cluster and copied only when a copy changes it
 // (a node added, updated or removed: its chunk), so a what-if copy of a 10,000-node cluster
 // copies 40 pointers, not 10,000 specs, while the specs of one chunk stay side by side in memory
-// for the engine's scans.
+// for the engine's scans; the name index is shared too (a copy keeps the names it adds beside it).
 class Cluster {
  public:
   // The node specs in id order (removed slots included, empty).
@@ -89,7 +89,7 @@ class Cluster {
   int live_count() const { return node_count() - removed_count_; }
 
   // Slots, live or removed: ids run 0..node_count()-1.
-  int node_count() const { return slot_count_; }
+  int node_count() const { return static_cast<int>(slots_.size()); }
   const NodeSpec& node(NodeId id) const { return slot(id.value()).spec; }
   NodeSpecs nodes() const { return NodeSpecs(this); }
   // Invalid id when absent.
@@ -131,26 +131,20 @@ class Cluster {
     std::vector<const MigModel*> mig_models;  // per GPU, nullptr where not MIG-enabled
     int32_t selector = 0;                     // into selectors_
   };
-  static constexpr int kChunkShift = 8;
-  static constexpr int kChunkSize = 1 << kChunkShift;
-  // Up to kChunkSize slots, its capacity reserved (a slot never moves while its chunk lives:
-  // by_name_'s keys view the names in it).
-  using Chunk = std::vector<Slot>;
+  const Slot& slot(int i) const { return slots_[static_cast<size_t>(i)]; }
+  // Names to ids. An entry may be stale (its node removed since): FindNode checks the slot.
+  using NameIndex = absl::flat_hash_map<std::string, NodeId>;
+  // `name` is node `id`'s from now on.
+  void IndexName(const std::string& name, NodeId id);
 
-  const Slot& slot(int i) const { return (*chunks_[i >> kChunkShift])[i & (kChunkSize - 1)]; }
-  // The slot to change: its chunk copied first when another cluster shares it.
-  Slot& MutableSlot(int i);
-  // A new empty slot at the end.
-  Slot& AppendSlot();
-  // Chunk `c` made this cluster's own (copied, its names keyed to the copy, when shared).
-  Chunk& OwnChunk(size_t c);
-
-  // Shared between copies; changed in place only while this cluster alone holds it.
-  std::vector<std::shared_ptr<Chunk>> chunks_;
-  int slot_count_ = 0;
+  // Shared between copies; a chunk is changed in place only while this cluster alone holds it.
+  SharedChunks<Slot> slots_;
   std::vector<std::string> models_;
-  // Keys view the names in the chunks (a slot replaced or copied is re-keyed with it).
-  absl::flat_hash_map<absl::string_view, NodeId> by_name_;
+  // Shared between copies (a what-if copy copies one pointer, not 10,000 names) and changed in
+  // place only while this cluster alone holds it; a copy notes the names it adds in
+  // added_names_ (looked up first), folded into a map of its own when that grows large.
+  std::shared_ptr<NameIndex> names_ = std::make_shared<NameIndex>();
+  NameIndex added_names_;
   std::vector<std::shared_ptr<const GpuSetSelector>> selectors_;  // shared: Cluster stays copyable
   std::vector<uint8_t> removed_;
   int removed_count_ = 0;

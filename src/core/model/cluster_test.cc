@@ -72,5 +72,37 @@ TEST(Cluster, CopiesShareTheirNodesUntilOneChangesThem) {
   EXPECT_EQ(count, 600);
 }
 
+// The name index is shared too: a copy's removals, re-additions and many additions (past the
+// point where it takes a map of its own) are found in the copy alone.
+TEST(Cluster, NamesAddedToACopyAreItsAlone) {
+  std::vector<NodeSpec> specs;
+  for (int i = 0; i < 300; ++i) specs.push_back(Node(StrCat("n-", i), 1));
+  const Cluster base = *Cluster::Create(specs);
+  Cluster copy = base;
+  copy.RemoveNode(NodeId(9));
+  absl::StatusOr<NodeId> again = copy.AddNode(Node("n-9", 2));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, NodeId(300));
+  EXPECT_EQ(copy.FindNode("n-9"), NodeId(300));
+  EXPECT_EQ(base.FindNode("n-9"), NodeId(9));
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(copy.AddNode(Node(StrCat("more-", i), 1)).ok());
+    if (i == 100) copy.RemoveNode(copy.FindNode("more-50"));
+  }
+  EXPECT_FALSE(copy.AddNode(Node("more-3", 1)).ok());  // taken
+  ASSERT_TRUE(copy.AddNode(Node("more-50", 1)).ok());  // free again
+  for (int i = 0; i < 200; ++i) {
+    const std::string name = StrCat("more-", i);
+    const NodeId id = copy.FindNode(name);
+    ASSERT_TRUE(id.valid()) << name;
+    EXPECT_EQ(copy.node(id).name, name);
+    EXPECT_FALSE(base.FindNode(name).valid()) << name;
+  }
+  EXPECT_EQ(copy.FindNode("more-50"), NodeId(copy.node_count() - 1));
+  EXPECT_EQ(copy.FindNode("n-9"), NodeId(300));
+  EXPECT_EQ(copy.FindNode("n-10"), NodeId(10));
+  EXPECT_EQ(base.node_count(), 300);
+}
+
 }  // namespace
 }  // namespace tessera::core
