@@ -55,7 +55,7 @@ void Engine::IndexDomains() {
   by_free_.assign(levels, {});
   node_domains_.assign(cluster_.node_count(), {});
   for (size_t l = 0; l < levels; ++l) {
-    const std::vector<Domain>& domains = domains_.domains(static_cast<int>(l));
+    const TopologyDomains::Domains& domains = domains_.domains(static_cast<int>(l));
     domain_free_[l].assign(domains.size(), DomainFree{});
     for (size_t d = 0; d < domains.size(); ++d) {
       for (const Candidate& c : domains[d].candidates) {
@@ -97,7 +97,7 @@ bool Engine::AppendNodes(int first) {
   // domains, in level then domain order, then counted by UpdateDomains.
   node_domains_.resize(cluster_.node_count());
   for (size_t l = 0; l < domain_free_.size(); ++l) {
-    const std::vector<Domain>& domains = domains_.domains(static_cast<int>(l));
+    const TopologyDomains::Domains& domains = domains_.domains(static_cast<int>(l));
     while (domain_free_[l].size() < domains.size()) {
       by_free_[l].emplace(0, static_cast<int>(domain_free_[l].size()));
       domain_free_[l].push_back(DomainFree{});
@@ -684,7 +684,7 @@ std::vector<PlacementResult> Engine::DecideGang(std::span<const PodRequest> memb
     compute_demand += a.compute_milli_total();
   }
   for (int l : levels) {
-    const std::vector<Domain>& domains = domains_.domains(l);
+    const TopologyDomains::Domains& domains = domains_.domains(l);
     if (allowed == nullptr && nodes == nullptr && !any_mig) {
       // The index: from the least free compute that could hold the gang upwards; the first
       // domain it fits in is the best fit (ties: the lower domain, as the scan below). A

@@ -70,8 +70,7 @@ std::vector<Domain> IslandDomains(const NodeSpec& n, NodeId id, const std::vecto
 
 TopologyDomains::TopologyDomains(const Cluster& cluster, std::vector<TopologyLevel> levels)
     : cluster_(&cluster), levels_(std::move(levels)) {
-  islands_.reserve(cluster.node_count());
-  for (const NodeSpec& n : cluster.nodes()) islands_.push_back(NvlinkIslands(n));
+  for (const NodeSpec& n : cluster.nodes()) islands_.Append(NvlinkIslands(n));
   domains_.resize(levels_.size());
   labelled_.assign(levels_.size(), 0);
   for (size_t l = 0; l < levels_.size(); ++l) {
@@ -89,11 +88,12 @@ TopologyDomains::TopologyDomains(const Cluster& cluster, std::vector<TopologyLev
         continue;
       }
       if (level.name != kNvlinkDomainLevel) continue;
-      for (Domain& d : IslandDomains(n, NodeId(i), islands_[i])) islands.push_back(std::move(d));
+      for (Domain& d : IslandDomains(n, NodeId(i), islands_[static_cast<size_t>(i)]))
+        islands.push_back(std::move(d));
     }
-    for (auto& [value, d] : by_value) domains_[l].push_back(std::move(d));
+    for (auto& [value, d] : by_value) domains_[l].Append(std::move(d));
     labelled_[l] = static_cast<int>(domains_[l].size());
-    for (Domain& d : islands) domains_[l].push_back(std::move(d));
+    for (Domain& d : islands) domains_[l].Append(std::move(d));
   }
 }
 
@@ -107,36 +107,42 @@ bool TopologyDomains::Append(NodeId id, std::vector<std::pair<int, int>>* joined
   for (size_t l = 0; l < levels_.size(); ++l) {
     auto label = n.labels.find(levels_[l].label);
     if (label == n.labels.end()) continue;
-    const std::vector<Domain>& domains = domains_[l];
-    auto begin = domains.begin(), end = domains.begin() + labelled_[l];
-    auto it = std::lower_bound(begin, end, label->second,
-                               [](const Domain& d, const std::string& v) { return d.name < v; });
-    if (it != end && it->name == label->second) {
-      at[l] = static_cast<int>(it - begin);
-    } else if (it == end && end == domains.end()) {
+    const Domains& domains = domains_[l];
+    // The first labelled domain not before the value (they are sorted by name).
+    int lo = 0, hi = labelled_[l];
+    while (lo < hi) {
+      const int mid = lo + (hi - lo) / 2;
+      if (domains[static_cast<size_t>(mid)].name < label->second) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo != labelled_[l] && domains[static_cast<size_t>(lo)].name == label->second) {
+      at[l] = lo;
+    } else if (lo == labelled_[l] && static_cast<size_t>(lo) == domains.size()) {
       at[l] = static_cast<int>(domains.size());  // a new value, last: nothing after it
     } else {
       return false;
     }
   }
-  islands_.push_back(NvlinkIslands(n));
+  islands_.Append(NvlinkIslands(n));
   for (size_t l = 0; l < levels_.size(); ++l) {
-    std::vector<Domain>& domains = domains_[l];
+    Domains& domains = domains_[l];
     if (at[l] >= 0) {
       if (at[l] == static_cast<int>(domains.size())) {
-        domains.emplace_back();
-        domains.back().name = n.labels.find(levels_[l].label)->second;
+        domains.Append().name = n.labels.find(levels_[l].label)->second;
         ++labelled_[l];
       }
-      Domain& d = domains[at[l]];
+      Domain& d = domains.Mutable(static_cast<size_t>(at[l]));
       d.candidates.push_back({id, n.all_gpus_mask()});
       d.gpu_count += n.gpu_count();
       joined->emplace_back(static_cast<int>(l), at[l]);
       continue;
     }
     if (levels_[l].name != kNvlinkDomainLevel) continue;
-    for (Domain& d : IslandDomains(n, id, islands_[i])) {
-      domains.push_back(std::move(d));
+    for (Domain& d : IslandDomains(n, id, islands_[static_cast<size_t>(i)])) {
+      domains.Append(std::move(d));
       joined->emplace_back(static_cast<int>(l), static_cast<int>(domains.size()) - 1);
     }
   }
@@ -154,7 +160,7 @@ std::optional<std::string> TopologyDomains::NvlinkDomainOf(NodeId node, int gpu)
   const NodeSpec& n = cluster_->node(node);
   auto label = n.labels.find(std::string(kNvlinkDomainLabel));
   if (label != n.labels.end()) return label->second;
-  int island = islands_[node.value()][gpu];
+  int island = islands_[static_cast<size_t>(node.value())][gpu];
   if (island < 0) return std::nullopt;
   return StrCat(n.name, "/nvlink", island);
 }

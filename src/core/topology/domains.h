@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "core/fit.h"
 #include "core/model/cluster.h"
+#include "core/model/shared_chunks.h"
 
 namespace tessera::core {
 
@@ -43,8 +44,13 @@ struct Domain {
   int gpu_count = 0;
 };
 
+// Copies are cheap (an engine's what-if copy of 10,000 NVLink islands): the domains of each level
+// and the nodes' islands are kept in shared chunks (model/shared_chunks.h), copied only where a
+// copy changes them (a node appended: the last chunk, or the labelled domain it joins).
 class TopologyDomains {
  public:
+  using Domains = SharedChunks<Domain>;
+
   TopologyDomains(const Cluster& cluster, std::vector<TopologyLevel> levels);
   // A copy of `other` for `cluster`, an equal copy of other's cluster (an engine's copy).
   TopologyDomains(const TopologyDomains& other, const Cluster& cluster) : TopologyDomains(other) {
@@ -61,7 +67,7 @@ class TopologyDomains {
 
   // Index of a level by name, or -1.
   int LevelIndex(std::string_view name) const;
-  const std::vector<Domain>& domains(int level) const { return domains_[level]; }
+  const Domains& domains(int level) const { return domains_[level]; }
 
   // The NVLink domain of one GPU, or nullopt for a GPU joined to no other by NVLink.
   std::optional<std::string> NvlinkDomainOf(NodeId node, int gpu) const;
@@ -72,10 +78,10 @@ class TopologyDomains {
  private:
   const Cluster* cluster_;
   std::vector<TopologyLevel> levels_;
-  std::vector<std::vector<Domain>> domains_;
-  std::vector<int> labelled_;  // per level: its labelled domains, which come first
+  std::vector<Domains> domains_;  // per level
+  std::vector<int> labelled_;     // per level: its labelled domains, which come first
   // Per node, per GPU: NVLink island id (-1 when alone).
-  std::vector<std::vector<int>> islands_;
+  SharedChunks<std::vector<int>> islands_;
 };
 
 }  // namespace tessera::core

@@ -66,7 +66,7 @@ TEST(Domains, FromLabelsAndNvlinkIslands) {
                   .Build();
   TopologyDomains d(c, DefaultTopologyLevels());
   ASSERT_EQ(d.LevelIndex("nvlink-domain"), 0);
-  const std::vector<Domain>& nv = d.domains(0);
+  const TopologyDomains::Domains& nv = d.domains(0);
   std::vector<std::string> names;
   for (const Domain& x : nv) names.push_back(x.name + ":" + std::to_string(x.gpu_count));
   // The labelled NVL72 domain spans both trays; each unlabelled NVLink island is its own domain;
@@ -74,7 +74,7 @@ TEST(Domains, FromLabelsAndNvlinkIslands) {
   EXPECT_THAT(names, ::testing::ElementsAre("nvl72-a:8", "dgx/nvlink0:8", "split/nvlink0:4",
                                             "split/nvlink1:4"));
   EXPECT_EQ(nv[3].candidates[0].gpu_mask, 0xF0u);
-  const std::vector<Domain>& racks = d.domains(d.LevelIndex("rack"));
+  const TopologyDomains::Domains& racks = d.domains(d.LevelIndex("rack"));
   ASSERT_EQ(racks.size(), 2u);
   EXPECT_EQ(racks[0].name, "r1");
   EXPECT_EQ(racks[1].name, "r2");
@@ -85,6 +85,39 @@ TEST(Domains, FromLabelsAndNvlinkIslands) {
   // Nodes of one topology share one prepared selector.
   EXPECT_EQ(&c.gpu_selector(c.FindNode("tray-0")), &c.gpu_selector(c.FindNode("tray-1")));
   EXPECT_NE(&c.gpu_selector(c.FindNode("tray-0")), &c.gpu_selector(c.FindNode("dgx")));
+}
+
+// An engine's what-if copy shares the domains and changes only its own: a node appended to the
+// copy (one joining a labelled domain, one bringing its own island) leaves the base as it was.
+TEST(Domains, ACopyAppendsWithoutChangingTheBase) {
+  Cluster base_cluster = ClusterBuilder()
+                             .Node("tray-0")
+                             .Gpus(4, "GB200")
+                             .Label("tessera.dev/nvlink-domain", "nvl72-a")
+                             .Node("dgx")
+                             .Profile("dgx-a100")
+                             .Build();
+  TopologyDomains base(base_cluster, DefaultTopologyLevels());
+  Cluster cluster = base_cluster;
+  TopologyDomains copy(base, cluster);
+  auto names = [](const TopologyDomains& d) {
+    std::vector<std::string> out;
+    for (const Domain& x : d.domains(0)) {
+      out.push_back(x.name + ":" + std::to_string(x.candidates.size()));
+    }
+    return out;
+  };
+  std::vector<std::pair<int, int>> joined;
+  NodeSpec tray = base_cluster.node(base_cluster.FindNode("tray-0"));
+  tray.name = "tray-1";
+  ASSERT_TRUE(copy.Append(*cluster.AddNode(tray), &joined));
+  NodeSpec dgx = base_cluster.node(base_cluster.FindNode("dgx"));
+  dgx.name = "dgx-2";
+  ASSERT_TRUE(copy.Append(*cluster.AddNode(dgx), &joined));
+  EXPECT_THAT(names(copy), ::testing::ElementsAre("nvl72-a:2", "dgx/nvlink0:1", "dgx-2/nvlink0:1"));
+  EXPECT_THAT(names(base), ::testing::ElementsAre("nvl72-a:1", "dgx/nvlink0:1"));
+  EXPECT_EQ(copy.NvlinkDomainOf(cluster.FindNode("dgx-2"), 0), "dgx-2/nvlink0");
+  EXPECT_EQ(base.NvlinkDomainOf(base_cluster.FindNode("dgx"), 0), "dgx/nvlink0");
 }
 
 TEST(Gangs, MultiGpuPodsLandInsideOneNvlinkDomain) {
