@@ -34,7 +34,7 @@ Engine::Engine(const Engine& base, std::unique_ptr<Policy> policy)
       spares_per_domain_(base.spares_per_domain_),
       spare_mask_(base.spare_mask_),
       spare_count_(base.spare_count_) {
-  policy_->Attach(state_);
+  policy_->AttachCopy(state_, *base.policy_);
 }
 
 void Engine::Commit(const Placement& p) {

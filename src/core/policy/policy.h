@@ -36,6 +36,14 @@ class Policy {
   // Called once before the first Choose on `state`, and whenever a node of it changed (after
   // Apply or Revert). Policies that keep indexes or caches update them here.
   virtual void Attach(const ClusterState& state) { (void)state; }
+  // Attach to `state`, a copy of the state `base` is attached to (an engine's what-if copy,
+  // Engine(const Engine&, policy)); `base` may be a policy of any kind. Must end exactly as
+  // Attach(state) would; a policy of base's kind and options may copy what it derived from the
+  // nodes alone instead of deriving it again.
+  virtual void AttachCopy(const ClusterState& state, const Policy& base) {
+    (void)base;
+    Attach(state);
+  }
   virtual void OnNodeChanged(const ClusterState& state, NodeId node) {
     (void)state;
     (void)node;
