@@ -320,6 +320,14 @@ absl::StatusOr<Situation> Load(const PlanOptions& o) {
   return o.from_cluster ? LoadCluster(o) : LoadFiles(o);
 }
 
+// The header's line on the scheduler's hot spares ("" when it keeps none), saying what the plan
+// does with them.
+std::string SparesLine(const Situation& s, std::string_view kept) {
+  if (s.spares_per_domain <= 0) return "";
+  return StrCat("hot spares: ", s.spares_per_domain, " per NVLink domain, as the nodes' ",
+                records::kSpareGpusAnnotation, " show them (", kept, ")\n");
+}
+
 std::string DescribeWaiting(const Waiting& w) {
   if (w.pods[0].gang) {
     const core::GangAsk& g = *w.pods[0].gang;
@@ -368,7 +376,7 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
 
   nlohmann::json plans = nlohmann::json::array();
   if (!o.output.json()) {
-    std::cout << s.header;
+    std::cout << s.header << SparesLine(s, "no pod is moved onto them; no waiting pod takes them");
     if (waiting.empty()) {
       std::cout << (o.jobs.empty() ? "nothing waits: nothing to plan\n"
                                    : "nothing of the named jobs waits: nothing to plan\n");
@@ -386,6 +394,7 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
     in.running = s.running;
     in.cordoned = s.cordoned;
     in.target = w.pods;
+    in.spares_per_domain = s.spares_per_domain;
     TESSERA_ASSIGN_OR_RETURN(plan::DefragPlan p, plan::PlanDefrag(in, options));
     all_planned = all_planned && Planned(p.verdict);
     if (o.output.json()) {
@@ -446,6 +455,7 @@ absl::Status RunDefrag(const PlanOptions& o, int* exit_code) {
                           {"max_moves", o.max_moves},
                           {"placed", s.placed},
                           {"waiting", s.pending},
+                          {"spares_per_domain", s.spares_per_domain},
                           {"plans", std::move(plans)}};
     std::cout << doc.dump(2) << "\n";
   }
@@ -507,12 +517,7 @@ absl::Status RunScaleUp(const PlanOptions& o, int* exit_code) {
         {"options", std::move(options_json)}};
     std::cout << doc.dump(2) << "\n";
   } else {
-    std::cout << s.header;
-    if (s.spares_per_domain > 0) {
-      std::cout << "hot spares: " << s.spares_per_domain << " per NVLink domain, as the nodes' "
-                << records::kSpareGpusAnnotation
-                << " show them (no waiting pod takes them; new nodes keep theirs)\n";
-    }
+    std::cout << s.header << SparesLine(s, "no waiting pod takes them; new nodes keep theirs");
     if (in.waiting.empty()) {
       std::cout << "nothing waits: no nodes needed\n";
     } else {

@@ -660,6 +660,20 @@ TEST_F(OperatorTest, PlanFromClusterNamesTheMoves) {
   EXPECT_EQ(sp["options"][0]["nodes"], 1);
   Ran spared_text = Tessera(StrCat("plan scale-up --templates ", dir_, "/templates.yaml ", from));
   EXPECT_THAT(spared_text.out, HasSubstr("hot spares: 1 per NVLink domain"));
+  // Defragmentation with the spares kept: b0 is not moved onto a's spare, and since b keeps one
+  // of its own, no moves make room for 4 GPUs there: capacity, not moves (before the spares
+  // counted, this planned b0's move to a's GPU 3, the spare).
+  Ran spared_defrag = Tessera(StrCat("plan defrag --json ", from));
+  EXPECT_EQ(spared_defrag.status, 3) << spared_defrag.out << spared_defrag.err;
+  json sd = json::parse(spared_defrag.out, nullptr, false);
+  ASSERT_FALSE(sd.is_discarded()) << spared_defrag.out;
+  EXPECT_EQ(sd["spares_per_domain"], 1) << sd.dump(2);
+  EXPECT_EQ(sd["plans"][0]["verdict"], "needs-capacity") << sd.dump(2);
+  EXPECT_EQ(sd["plans"][0]["moves"].size(), 0u) << sd.dump(2);
+  Ran spared_defrag_text = Tessera(StrCat("plan defrag ", from));
+  EXPECT_THAT(spared_defrag_text.out,
+              HasSubstr("hot spares: 1 per NVLink domain, as the nodes' tessera.dev/spare-gpus "
+                        "show them (no pod is moved onto them; no waiting pod takes them)"));
 
   // Flags that contradict each other, and a cluster that cannot be read.
   Ran both = Tessera(StrCat("plan defrag --cluster ", dir_, "/templates.yaml ", from));

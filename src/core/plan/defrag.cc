@@ -154,6 +154,12 @@ absl::Status Planner::Load() {
     }
     starts_with_ = min;
   }
+  if (in_.spares_per_domain < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("spares per domain must not be negative (got ", in_.spares_per_domain, ")"));
+  }
+  // As the scheduler's engine: spares first, then the pods (a pod restored moves them).
+  if (in_.spares_per_domain > 0) engine_.KeepSpares(in_.spares_per_domain);
   for (size_t i = 0; i < in_.running.size(); ++i) {
     const RunningPod& r = in_.running[i];
     for (const PodRequest& t : in_.target) {

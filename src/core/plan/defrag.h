@@ -39,6 +39,11 @@
 // target only where it may take them; the search is otherwise the same (its sites and
 // destinations are cut to what is not held).
 //
+// Hot spares (DefragInput::spares_per_domain, the scheduler's spareGpusPerDomain): the scratch
+// engine keeps them as the scheduler's does (Engine::KeepSpares), so no pod is moved onto a spare
+// and the target takes one only where the engine would give it one (a gang replacing a lost
+// member); a pod that fits only where spares are kept needs capacity, not moves.
+//
 // What is movable: pods the caller marks movable, of no higher priority than the target (unless
 // DefragOptions::move_higher_priority). Gang members and pods holding a MIG instance
 // are never moved (moving one member alone can break its gang's domain; a MIG instance moved is
@@ -89,6 +94,9 @@ struct DefragInput {
     bool target_may_take = false;
   };
   std::vector<Held> held;
+  // Hot spares per NVLink domain (Engine::KeepSpares), kept on the scratch engine before the
+  // running pods are restored, as the scheduler keeps them; 0: none.
+  int spares_per_domain = 0;
 };
 
 struct DefragOptions {

@@ -156,6 +156,41 @@ TEST(Defrag, HeldRoomTakesNoMovedPodAndCountsForItsOwner) {
   EXPECT_FALSE(PlanDefrag(bad).ok());
 }
 
+// Hot spares (DefragInput::spares_per_domain, as the scheduler keeps them): no pod is moved onto
+// a spare and the target takes none. a and b are NVSwitch servers of 4 GPUs (a domain each,
+// spare: the last free GPU); 50Gi shares do not share an 80Gi GPU. a: shares on GPUs 0, 1 (GPU 3
+// its spare, GPU 2 free); b: a share on GPU 0 (GPU 3 its spare). A 3-GPU pod fits b now without
+// spares; with them it needs b0 moved to a's GPU 2, never to a's spare GPU 3.
+TEST(Defrag, NoPodIsMovedOntoAHotSpareAndTheTargetTakesNone) {
+  World s(TwoFourGpuNodes());
+  s.At(Pod("a0", GpuAsk::Share(50 * kGi, 0)), 0, 0b0001);
+  s.At(Pod("a1", GpuAsk::Share(50 * kGi, 0)), 0, 0b0010);
+  s.At(Pod("b0", GpuAsk::Share(50 * kGi, 0)), 1, 0b0001);
+  DefragInput in = s.Input({Pod("t", GpuAsk::Whole(3))});
+  absl::StatusOr<DefragPlan> plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->verdict, DefragVerdict::kFitsNow) << plan->reason;
+
+  in.spares_per_domain = 1;
+  plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->verdict, DefragVerdict::kPlan) << plan->reason;
+  ASSERT_EQ(plan->moves.size(), 1u);
+  EXPECT_EQ(plan->moves[0].pod, "b0");
+  EXPECT_EQ(plan->moves[0].to.node, core::NodeId(0));
+  ASSERT_EQ(plan->moves[0].to.gpus.size(), 1u);
+  EXPECT_EQ(plan->moves[0].to.gpus[0].gpu, 2);
+  ASSERT_EQ(plan->target.size(), 1u);
+  EXPECT_EQ(plan->target[0].node, core::NodeId(1));
+  for (const core::GpuGrant& g : plan->target[0].gpus) EXPECT_NE(g.gpu, 3);
+
+  // Both servers' spares kept: no 4-GPU pod ever fits, whatever moves.
+  in.target = {Pod("t4", GpuAsk::Whole(4))};
+  plan = PlanDefrag(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->verdict, DefragVerdict::kNeedsCapacity) << plan->reason;
+}
+
 TEST(Defrag, FitsNowNeedsNoMoves) {
   World s(TwoFourGpuNodes());
   s.At(Pod("x", GpuAsk::Whole(2)), 0, 0b0011);

@@ -44,6 +44,7 @@ DefragExecutor::Decision DefragExecutor::Plan(
   in.cordoned = std::move(view.cordoned);
   for (const PodInfo* m : members) in.target.push_back(m->request);
   in.held = std::move(held);
+  in.spares_per_domain = ledger.engine().spares_per_domain();
   plan::DefragOptions o;
   o.max_moves = options_.max_moves;
   o.max_checks = options_.max_checks;

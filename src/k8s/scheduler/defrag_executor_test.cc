@@ -57,6 +57,7 @@ class DefragExecutorTest : public testing::CoreFixture {
     o.defrag.after = std::chrono::milliseconds(60'000);
     o.defrag.max_moves = 2;
     o.defrag.hold_for = hold_for_;
+    o.spare_gpus_per_domain = spares_;
     CreateCore(o);
     for (const char* n : {"a", "b"}) {
       core_->OnNode(Change::kAdded,
@@ -93,6 +94,7 @@ class DefragExecutorTest : public testing::CoreFixture {
     core_->ScheduleSome();
   }
   std::chrono::milliseconds hold_for_{120'000};
+  int spares_ = 0;
 };
 
 TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
@@ -157,6 +159,17 @@ TEST_F(DefragExecutorTest, MovesTheSharePlacesThePodAndNeverEvictsTwice) {
 // pod's room on b, its movers gone from b and standing at their destinations on a), so it gets
 // its own plan at once instead of waiting for the first pod to land, and never counts on the
 // room kept for the first (b's two free GPUs are the first pod's).
+// With a hot spare per NVLink domain (each server here), a's GPU 3 is its spare and b keeps one
+// too: the plan of MoveB0ToAGpu3 (b0 onto a's GPU 3) would move a pod onto a spare, for a pod that
+// cannot fit on b while b keeps its own. Nothing is evicted.
+TEST_F(DefragExecutorTest, NoPodIsMovedOntoAHotSpare) {
+  spares_ = 1;
+  MoveB0ToAGpu3();
+  EXPECT_THAT(rec_.evicted, IsEmpty());
+  EXPECT_EQ(metrics_.defrag_moves.load(), 0);
+  EXPECT_THAT(rec_.BindTexts(), IsEmpty());
+}
+
 TEST_F(DefragExecutorTest, ASecondPodWaitingGetsItsPlanWithTheFirstTakenAsDone) {
   objects_["ns/b1"] = PodObject("ns", "b1")
                           .Limit("tessera.dev/gpu-memory", "20Gi")
