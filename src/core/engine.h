@@ -18,7 +18,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
@@ -366,9 +365,10 @@ class Engine {
   ClusterState state_;
   TopologyDomains domains_;
   std::vector<std::vector<DomainFree>> domain_free_;  // per level, per domain
-  // Per level: (free compute, domain). A B-tree: a what-if copy of 10,000 entries copies and
-  // frees a few hundred nodes, not 10,000.
-  std::vector<absl::btree_set<std::pair<int64_t, int>>> by_free_;
+  // Per level: (free compute, domain). A red-black tree: an absl::btree_set copies in a tenth
+  // of the time (a what-if copy) but made gang placement at 10,000 nodes 1.5x slower (its
+  // inserts and erases on every commit; bench/results/scale_up.md).
+  std::vector<std::set<std::pair<int64_t, int>>> by_free_;
   // Per node (inline: most nodes are in one or two domains; a copy allocates nothing per node).
   std::vector<absl::InlinedVector<NodeDomain, 2>> node_domains_;
   // What each named pod holds. Placements are immutable once held and shared between what-if
