@@ -645,6 +645,45 @@ TEST(Engine, ACopyUnderANewPolicyIsAsBuiltAfresh) {
   }
 }
 
+// The same after the base's nodes changed in place (added at the end, joined in place by the
+// policy's OnNodesAdded; then a rack-scale NVLink pair, which re-derives the order): a copy takes
+// its base's node order (Policy::AttachCopy) and must answer as an engine built afresh on the same
+// nodes.
+TEST(Engine, ACopyOfAnEngineWhoseNodesChangedIsAsBuiltAfresh) {
+  auto node = [](std::string name, int gpus, std::string model, std::string domain) {
+    ClusterBuilder b;
+    b.Node(std::move(name)).Gpus(gpus, std::move(model)).NvSwitch();
+    if (!domain.empty()) b.Label("tessera.dev/nvlink-domain", std::move(domain));
+    return b.Build().nodes()[0];
+  };
+  for (std::string_view policy : {"tessera", "binpack"}) {
+    SCOPED_TRACE(policy);
+    Engine base(MixedCluster(12), MakePolicy(policy));
+    Answers(base, 1);
+    ASSERT_TRUE(base.ChangeNodes(NodeChanges{{}, {}, {node("x0", 8, "H100-80GB", "")}, {}}).ok());
+    ASSERT_TRUE(base.ChangeNodes(NodeChanges{{}, {}, {node("x1", 2, "L4", "")}, {}}).ok());
+    for (int round = 0; round < 2; ++round) {
+      Engine copy(base, MakePolicy(policy));
+      Engine fresh(base.cluster(), MakePolicy(policy));
+      for (int i = 0; i < 40; ++i) {
+        const std::string name = StrCat("probe-1-", i);
+        if (const Placement* held = base.Find(name)) ASSERT_TRUE(fresh.Restore(name, *held).ok());
+      }
+      EXPECT_EQ(copy.placed_count(), base.placed_count());
+      EXPECT_EQ(Answers(copy, 2 + round), Answers(fresh, 2 + round)) << "round " << round;
+      copy.state().CheckInvariants();
+      // Then two nodes of one rack-scale NVLink domain: the order is derived again.
+      ASSERT_TRUE(
+          base.ChangeNodes(NodeChanges{{},
+                                       {},
+                                       {node(StrCat("nvl-", round, "-0"), 4, "GB200", "nvl"),
+                                        node(StrCat("nvl-", round, "-1"), 4, "GB200", "nvl")},
+                                       {}})
+              .ok());
+    }
+  }
+}
+
 // A cordoned node takes no new pods (the reason says so) and keeps its own; uncordoned, it is used.
 TEST(Engine, CordonedNodesKeepTheirPodsAndTakeNoNewOnes) {
   Cluster c = RealityCheckCluster();
