@@ -8,7 +8,6 @@
 // while one sequence alone holds it.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <iterator>
 #include <memory>
@@ -72,14 +71,6 @@ class SharedChunks {
   void clear() {
     chunks_.clear();
     size_ = 0;
-  }
-
-  // Whether changing element `i` would copy its chunk (another sequence shares it).
-  bool Shared(size_t i) const { return chunks_[i >> kShift].use_count() > 1; }
-  // The range of indices [first, last) of the chunk holding `i`.
-  std::pair<size_t, size_t> ChunkOf(size_t i) const {
-    const size_t first = i & ~(kChunkSize - 1);
-    return {first, std::min(first + kChunkSize, size_)};
   }
 
  private:
